@@ -1,0 +1,89 @@
+"""Generate large, realistic proposals for the benchmarks (and the tests that need many calls)."""
+
+from __future__ import annotations
+
+import argparse
+import random
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+
+def bulk_refund_plan(
+    calls: int, *, seed: int = 7, revision: int = 1, proposal_id: str = "bulk-refunds-generated"
+) -> dict[str, Any]:
+    """A server-validated plan of `calls` refunds and ticket updates, the shape of a real bulk job."""
+    rng = random.Random(seed)
+    rows = []
+    for seq in range(1, calls + 1):
+        customer = f"cus-{rng.randrange(10**6):06d}"
+        if seq % 10 == 0:
+            ticket = f"t{rng.randrange(10**5)}"
+            args: dict[str, Any] = {"id": ticket, "status": "closed", "note": "refund issued"}
+            rows.append(
+                {
+                    "seq": seq,
+                    "tool": "update_ticket",
+                    "effect": "update",
+                    "args": args,
+                    "request": {
+                        "method": "PATCH",
+                        "path": f"/v1/tickets/{ticket}",
+                        "query": {"dryRun": "All"},
+                        "body": args,
+                    },
+                    "outcome": {"status": "ok", "http_status": 200},
+                }
+            )
+        else:
+            args = {
+                "customer": customer,
+                "amount_cents": rng.randrange(500, 9000),
+                "currency": "EUR",
+                "reason": "late delivery",
+            }
+            rows.append(
+                {
+                    "seq": seq,
+                    "tool": "create_refund",
+                    "effect": "create",
+                    "args": args,
+                    "request": {
+                        "method": "POST",
+                        "path": "/v1/refunds",
+                        "query": {"dryRun": "All"},
+                        "body": args,
+                    },
+                    "outcome": {"status": "ok", "http_status": 201},
+                }
+            )
+    return {
+        "format": "reviewer.proposal/v1",
+        "proposal_id": proposal_id,
+        "revision": revision,
+        "title": f"Refund {calls:,} late deliveries",
+        "task": "Refund every order delivered late last week and close its ticket.",
+        "agent": {"name": "billing-agent", "run_id": f"run-{seed}"},
+        "created_at": "2026-10-15T09:00:00Z",
+        "target": {
+            "api": "billing",
+            "base_url": "https://billing.internal.example",
+            "environment": "production",
+        },
+        "dry_run": {"via": "server", "write_requests": calls, "writes_kept": 0},
+        "calls": rows,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("calls", type=int)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--seed", type=int, default=7)
+    options = parser.parse_args()
+    options.out.write_bytes(msgspec.json.encode(bulk_refund_plan(options.calls, seed=options.seed)))
+
+
+if __name__ == "__main__":
+    main()
