@@ -46,6 +46,8 @@ _HIDDEN_RANGES = (
     (0xE0001, 0xE0001),
     (0xE0020, 0xE007F),
 )
+HIDDEN_RANGES = _HIDDEN_RANGES
+"""The hidden characters as inclusive code point ranges, for scanners of encoded text (analysis)."""
 _LAYOUT = {"\t": "\\t", "\n": "\\n"}
 """Tab and newline are not hiding anything, but inside one line they would break the layout."""
 

@@ -1,0 +1,559 @@
+"""A proposal read the way section 2 of the design reads it: interpreted rows, placeholders, ratios, extremes.
+
+Pure functions and classes over `reviewer.proposal` structs: no I/O, no Textual. `Analysis` is built
+for plans of 100,000 calls: constructing it costs nothing, a row is computed when it is first asked
+for (the app asks only for the rows it paints), and the whole-plan figures (`ratios`, `extremes`,
+`hidden_characters`, `alarms`) are cached properties the app computes once, in a worker.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+import statistics
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import cached_property
+from operator import attrgetter
+from typing import Any, Final
+
+import msgspec
+
+from reviewer.proposal import Call, Outcome, Proposal, dumps
+from reviewer.sanitize import HIDDEN_RANGES, clip
+
+PLACEHOLDER: Final[re.Pattern[str]] = re.compile(r"<([A-Za-z_][A-Za-z0-9_.-]*) from call (\d+)>", re.ASCII)
+"""`<FIELD from call N>`: a value only the real write of call N produces (design, section 2).
+
+ASCII digits only: `<id from call ٣>` is not a placeholder, it is text that looks like one.
+"""
+_PLACEHOLDER_BYTES: Final = re.compile(PLACEHOLDER.pattern.encode(), re.ASCII)
+"""The same pattern over JSON: its characters are never escaped, so a match in the encoded
+arguments is exactly a match in one of their strings (a match cannot span a quote)."""
+
+SUMMARY_CHARS: Final = 300
+"""The longest `PlanRow.args_summary`; a row is one line, the detail view shows the rest."""
+
+OUTLIER_FACTOR: Final = 10.0
+OUTLIER_MIN_VALUES: Final = 5
+MAX_OUTLIERS: Final = 5
+FIRST_SEQS: Final = 3
+
+
+class Verdict(StrEnum):
+    """What a call's dry-run outcome proves, by the table in section 2 of the design."""
+
+    VALIDATED = "validated"
+    """The server's own dry run accepted the call."""
+    REAL_REFUSAL = "real refusal"
+    """The server refused, and the call does not depend on a placeholder: the real run will meet it too."""
+    CHAIN_NOISE = "chain noise"
+    """The server refused a call that depends on an earlier create the dry run did not persist."""
+    NOT_VALIDATED = "not validated"
+    """A fake or transport said ok: only the shape of the request was checked."""
+    FAKE_REFUSAL = "refused by fake"
+    """A fake or transport refused: the request's shape is wrong."""
+    RECORDED = "recorded"
+    """Record mode: the call was written down and nothing was validated."""
+    ERROR = "error"
+    """The dry run of this call itself failed."""
+    NO_OUTCOME = "no outcome"
+    """The call carries no outcome."""
+
+
+@dataclass(frozen=True, slots=True)
+class Placeholder:
+    """One `<FIELD from call N>` in a call, and which call (if any) will produce it."""
+
+    text: str
+    field: str
+    call_seq: int
+    source_tool: str | None
+    resolvable: bool
+    """True only when `call_seq` names an earlier call present in the plan."""
+
+    def provenance(self) -> str:
+        """How the reviewer reads it: which call's output stands here, or that none will."""
+        if self.resolvable:
+            return f"⟨{self.field} from #{self.call_seq} {self.source_tool}⟩"
+        return f"⟨{self.field} from #{self.call_seq} — no earlier call⟩"
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRow:
+    """One call as the review screen shows it. Text fields are raw: the app sanitizes them."""
+
+    index: int
+    seq: int
+    tool: str
+    effect: str
+    method: str | None
+    path: str | None
+    args_summary: str
+    verdict: Verdict
+    http_status: int | None
+    message: str | None
+    destructive: bool
+    placeholders: tuple[Placeholder, ...]
+    depends_on: tuple[int, ...]
+    unresolved: tuple[Placeholder, ...]
+    resource: str
+    hidden_characters: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Ratios:
+    """The side-effect ratios and what the dry run proved, counted over every call."""
+
+    calls: int
+    creates: int
+    updates: int
+    deletes: int
+    reads: int
+    other: int
+    validated: int
+    not_validated: int
+    real_refusals: int
+    chain_noise: int
+    fake_refusals: int
+    recorded: int
+    errors: int
+    no_outcome: int
+    write_requests: int | None
+    writes_kept: int | None
+    resources: int
+    """Distinct resources touched by calls that are not reads."""
+    depends_on_placeholders: int
+    """Calls that depend on an earlier call through at least one resolvable placeholder."""
+    unresolved_placeholders: int
+    """Placeholders (distinct within each call) that name no earlier call."""
+
+    @property
+    def destructive_share(self) -> float:
+        return self.deletes / self.calls if self.calls else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Outlier:
+    seq: int
+    value: float
+    times_median: float
+
+
+@dataclass(frozen=True, slots=True)
+class NumericField:
+    """One numeric argument across the calls: its range, where the range ends, and what stands out.
+
+    Outlier rule: with at least `OUTLIER_MIN_VALUES` values and a median m that is not zero, a value v
+    is an outlier when v/m >= 10 or v/m <= 1/10 (the latter includes zero and values of the opposite
+    sign). A ratio to the median, not a standard deviation: one refund of a thousand times the usual
+    amount must stand out even when it is the only one, and it would inflate a deviation that hides it.
+    """
+
+    name: str
+    count: int
+    minimum: float
+    minimum_seqs: tuple[int, ...]
+    maximum: float
+    maximum_seqs: tuple[int, ...]
+    median: float
+    outliers: tuple[Outlier, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Extremes:
+    numeric: tuple[NumericField, ...]
+    """Fields with outliers first, then by name."""
+    first_destructive: PlanRow | None
+    most_touched: tuple[str, int] | None
+    largest_payload: tuple[int, int] | None
+    """(seq, bytes of its args and request as JSON)."""
+
+
+_VERDICT_COUNTS: Final = {
+    Verdict.VALIDATED: "validated",
+    Verdict.NOT_VALIDATED: "not_validated",
+    Verdict.REAL_REFUSAL: "real_refusals",
+    Verdict.CHAIN_NOISE: "chain_noise",
+    Verdict.FAKE_REFUSAL: "fake_refusals",
+    Verdict.RECORDED: "recorded",
+    Verdict.ERROR: "errors",
+    Verdict.NO_OUTCOME: "no_outcome",
+}
+_EFFECT_COUNTS: Final = {
+    "create": "creates",
+    "update": "updates",
+    "delete": "deletes",
+    "read": "reads",
+    "other": "other",
+}
+
+
+def interpret(via: str, outcome: Outcome | None, depends_on_earlier_call: bool) -> Verdict:
+    """What one outcome proves, given who answered the dry run (design, section 2).
+
+    In record mode every call is `RECORDED`, whatever it carries: nothing answered it. A server
+    refusal is chain noise only when the call depends on an earlier call of the plan through a
+    placeholder; a placeholder naming no earlier call cannot explain a refusal, so that stays real.
+    """
+    if via == "record":
+        return Verdict.RECORDED
+    if outcome is None:
+        return Verdict.NO_OUTCOME
+    if outcome.status == "error":
+        return Verdict.ERROR
+    if outcome.status == "recorded":
+        return Verdict.RECORDED
+    if via == "server":
+        if outcome.status == "ok":
+            return Verdict.VALIDATED
+        return Verdict.CHAIN_NOISE if depends_on_earlier_call else Verdict.REAL_REFUSAL
+    return Verdict.NOT_VALIDATED if outcome.status == "ok" else Verdict.FAKE_REFUSAL
+
+
+def resource_of(call: Call) -> str:
+    """What a call touches: its request path, else `tool:id` from an id-like argument, else the tool."""
+    if call.request is not None:
+        return call.request.path
+    args = call.args or {}
+    for key in ("id", "name", *(key for key in args if key.endswith("_id"))):
+        value = args.get(key)
+        if isinstance(value, str | int) and not isinstance(value, bool):
+            return f"{call.tool}:{value}"
+    return call.tool
+
+
+def _executed_parts(call: Call) -> tuple[Any, ...]:
+    """Where a placeholder may stand: the arguments and the request's path, query and body."""
+    request = call.request
+    if request is None:
+        return (call.args,)
+    return (call.args, request.path, request.query, request.body)
+
+
+# Hidden characters in JSON text. C0 controls never appear raw in JSON: they are escapes (\b \f \r
+# \u00XX; \t and \n are layout, not hidden). Every other hidden character appears raw, as UTF-8.
+_ESCAPED_CONTROL: Final = re.compile(rb"\\(?:[bfr]|u000[0-8bBcCdDeEfF]|u001[0-9a-fA-F])")
+
+
+def _raw_hidden_patterns() -> dict[int, re.Pattern[bytes]]:
+    """One pattern per UTF-8 lead byte: each starts with a literal byte, so `re` scans at memchr speed.
+
+    Built from `sanitize.HIDDEN_RANGES`, the one definition of a hidden character. Lone surrogates
+    cannot be encoded as UTF-8 at all (encoding fails, which `_encoded_has_hidden`'s callers treat as
+    hidden) and C0 controls are escapes, so both are left out here.
+    """
+    encodings: dict[int, list[bytes]] = {}
+    for low, high in HIDDEN_RANGES:
+        for code in range(max(low, 0x20), high + 1):
+            if 0xD800 <= code <= 0xDFFF:
+                continue
+            encoded = chr(code).encode()
+            encodings.setdefault(encoded[0], []).append(encoded)
+    return {
+        lead: re.compile(b"|".join(re.escape(item) for item in sorted(items, key=len, reverse=True)))
+        for lead, items in encodings.items()
+    }
+
+
+_RAW_HIDDEN: Final = _raw_hidden_patterns()
+
+
+def encoded_has_hidden(encoded: bytes) -> bool:
+    """Whether JSON text (as `proposal.dumps` writes it) holds a string with a hidden character.
+
+    The same answer as `sanitize.has_hidden` on every string (and key) inside, without decoding:
+    a 25 MB plan is scanned in tens of milliseconds. An escape counts only when the backslash that
+    starts it is not itself escaped, i.e. an even number of backslashes precedes it.
+    """
+    for lead, pattern in _RAW_HIDDEN.items():
+        if lead in encoded and pattern.search(encoded):
+            return True
+    for match in _ESCAPED_CONTROL.finditer(encoded):
+        start = backslash = match.start()
+        while backslash > 0 and encoded[backslash - 1] == 0x5C:
+            backslash -= 1
+        if (start - backslash) % 2 == 0:
+            return True
+    return False
+
+
+def value_has_hidden(value: Any) -> bool:
+    """Whether any string (or key) in a proposal value carries a hidden character."""
+    try:
+        return encoded_has_hidden(dumps(value))
+    except UnicodeEncodeError:
+        return True  # a lone surrogate: hidden by definition, and unencodable
+
+
+class Analysis:
+    """The reviewer's reading of one proposal; rows on demand, whole-plan figures cached."""
+
+    def __init__(self, proposal: Proposal) -> None:
+        self.proposal = proposal
+        self._rows: dict[int, PlanRow] = {}
+
+    def __len__(self) -> int:
+        return len(self.proposal.calls)
+
+    def row(self, index: int) -> PlanRow:
+        """The row for `proposal.calls[index]` (negative indexes count from the end)."""
+        calls = self.proposal.calls
+        if not -len(calls) <= index < len(calls):
+            raise IndexError(f"row {index} of a plan of {len(calls)} calls")
+        index %= len(calls)
+        cached = self._rows.get(index)
+        if cached is None:
+            cached = self._rows[index] = self._build_row(index)
+        return cached
+
+    def _build_row(self, index: int) -> PlanRow:
+        call = self.proposal.calls[index]
+        placeholders = self.placeholders(call)
+        resolved = {placeholder.text: placeholder for placeholder in placeholders}
+        depends_on = tuple(sorted({p.call_seq for p in placeholders if p.resolvable}))
+        outcome = call.outcome
+        return PlanRow(
+            index=index,
+            seq=call.seq,
+            tool=call.tool,
+            effect=call.effect,
+            method=call.request.method if call.request else None,
+            path=call.request.path if call.request else None,
+            args_summary=_summarize(call.args, resolved),
+            verdict=interpret(self.proposal.dry_run.via, outcome, bool(depends_on)),
+            http_status=outcome.http_status if outcome else None,
+            message=outcome.message if outcome else None,
+            destructive=call.effect == "delete",
+            placeholders=placeholders,
+            depends_on=depends_on,
+            unresolved=tuple(p for p in placeholders if not p.resolvable),
+            resource=resource_of(call),
+            hidden_characters=value_has_hidden(call),
+        )
+
+    def placeholders(self, call: Call) -> tuple[Placeholder, ...]:
+        """The distinct placeholders in a call's arguments and request, in order of appearance."""
+        parts = _executed_parts(call)
+        try:
+            encoded = dumps(parts)
+        except UnicodeEncodeError:  # a lone surrogate, only possible in a proposal built in Python
+            text = json.dumps(msgspec.to_builtins(parts), ensure_ascii=False)
+            encoded = text.encode("utf-8", "surrogatepass")
+        if b" from call " not in encoded:
+            return ()
+        found: dict[bytes, Placeholder] = {}
+        for match in _PLACEHOLDER_BYTES.finditer(encoded):
+            if match.group() not in found:
+                found[match.group()] = self._placeholder(
+                    match.group().decode(), match.group(1).decode(), int(match.group(2)), call.seq
+                )
+        return tuple(found.values())
+
+    def _placeholder(self, text: str, field: str, call_seq: int, in_seq: int) -> Placeholder:
+        source = self.call_by_seq(call_seq) if call_seq < in_seq else None
+        return Placeholder(
+            text=text,
+            field=field,
+            call_seq=call_seq,
+            source_tool=source.tool if source else None,
+            resolvable=source is not None,
+        )
+
+    def call_by_seq(self, seq: int) -> Call | None:
+        """The call numbered `seq`, found by bisection: seq values are unique and increasing."""
+        calls = self.proposal.calls
+        position = bisect.bisect_left(calls, seq, key=attrgetter("seq"))
+        if position < len(calls) and calls[position].seq == seq:
+            return calls[position]
+        return None
+
+    @cached_property
+    def ratios(self) -> Ratios:
+        """One pass over the calls; rows are not built (a 100,000-call plan would hold them all)."""
+        via = self.proposal.dry_run.via
+        counts: Counter[str] = Counter()
+        resources: set[str] = set()
+        depending = unresolved = 0
+        for call in self.proposal.calls:
+            counts[_EFFECT_COUNTS[call.effect]] += 1
+            placeholders = self.placeholders(call)
+            depends = any(placeholder.resolvable for placeholder in placeholders)
+            depending += depends
+            unresolved += sum(not placeholder.resolvable for placeholder in placeholders)
+            counts[_VERDICT_COUNTS[interpret(via, call.outcome, depends)]] += 1
+            if call.effect != "read":
+                resources.add(resource_of(call))
+        dry_run = self.proposal.dry_run
+        return Ratios(
+            calls=len(self.proposal.calls),
+            creates=counts["creates"],
+            updates=counts["updates"],
+            deletes=counts["deletes"],
+            reads=counts["reads"],
+            other=counts["other"],
+            validated=counts["validated"],
+            not_validated=counts["not_validated"],
+            real_refusals=counts["real_refusals"],
+            chain_noise=counts["chain_noise"],
+            fake_refusals=counts["fake_refusals"],
+            recorded=counts["recorded"],
+            errors=counts["errors"],
+            no_outcome=counts["no_outcome"],
+            write_requests=dry_run.write_requests,
+            writes_kept=dry_run.writes_kept,
+            resources=len(resources),
+            depends_on_placeholders=depending,
+            unresolved_placeholders=unresolved,
+        )
+
+    @cached_property
+    def extremes(self) -> Extremes:
+        calls = self.proposal.calls
+        values: dict[str, list[tuple[float, int]]] = {}
+        touched: Counter[str] = Counter()
+        first_destructive: int | None = None
+        largest: tuple[int, int] | None = None
+        for index, call in enumerate(calls):
+            if call.args:
+                for name, value in _numeric_leaves(call.args, ""):
+                    values.setdefault(name, []).append((value, call.seq))
+            touched[resource_of(call)] += 1
+            if first_destructive is None and call.effect == "delete":
+                first_destructive = index
+            payload = len(dumps(call.args)) + (len(dumps(call.request)) if call.request else 0)
+            if largest is None or payload > largest[1]:
+                largest = (call.seq, payload)
+        numeric = sorted(
+            (_numeric_field(name, held) for name, held in values.items()),
+            key=lambda field: (not field.outliers, field.name),
+        )
+        most_touched = touched.most_common(1)
+        return Extremes(
+            numeric=tuple(numeric),
+            first_destructive=None if first_destructive is None else self.row(first_destructive),
+            most_touched=most_touched[0] if most_touched else None,
+            largest_payload=largest,
+        )
+
+    @cached_property
+    def hidden_characters(self) -> bool:
+        """Anywhere in the proposal, its title, task and agent included; one scan of its JSON."""
+        return value_has_hidden(self.proposal)
+
+    @cached_property
+    def alarms(self) -> tuple[str, ...]:
+        """Short sentences for what the reviewer must not miss, worst first."""
+        ratios = self.ratios
+        alarms: list[str] = []
+        if ratios.writes_kept:
+            alarms.append(
+                f"dry run kept {_count(ratios.writes_kept, 'write')}: the API ignored the dry-run flag"
+            )
+        if ratios.real_refusals:
+            alarms.append(_count(ratios.real_refusals, "real refusal"))
+        if ratios.errors:
+            alarms.append(f"{_count(ratios.errors, 'call')} failed in the dry run")
+        if self.hidden_characters:
+            alarms.append("hidden characters in the text")
+        if ratios.unresolved_placeholders:
+            verb = "names" if ratios.unresolved_placeholders == 1 else "name"
+            alarms.append(f"{_count(ratios.unresolved_placeholders, 'placeholder')} {verb} no earlier call")
+        if ratios.fake_refusals:
+            alarms.append(f"{_count(ratios.fake_refusals, 'call')} refused by the fake: the shape is wrong")
+        via = self.proposal.dry_run.via
+        if ratios.no_outcome and via != "record":
+            alarms.append(f"{_count(ratios.no_outcome, 'call')} without an outcome")
+        if via in ("fake", "transport"):
+            alarms.append(f"nothing was validated ({via} dry run)")
+        elif via == "record":
+            alarms.append("nothing was validated (recorded only)")
+        return tuple(alarms)
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number:,} {noun}{'' if number == 1 else 's'}"
+
+
+def _summarize(args: dict[str, Any] | None, placeholders: dict[str, Placeholder]) -> str:
+    """`key=value, …` on one line, each placeholder shown as its provenance; at most SUMMARY_CHARS.
+
+    Each value is clipped before anything else is done with it, so a 10 MB argument costs what a
+    short one does.
+    """
+    if not args:
+        return ""
+    parts: list[str] = []
+    length = 0
+    for position, (key, value) in enumerate(args.items()):
+        if length > SUMMARY_CHARS:
+            parts.append(f"… (+{len(args) - position:,} more args)")
+            break
+        text = value if isinstance(value, str) else dumps(value).decode()
+        text = clip(text, 4 * SUMMARY_CHARS)
+        if placeholders:
+            text = PLACEHOLDER.sub(lambda match: _provenance(match, placeholders), text)
+        part = f"{clip(key, 60)}={clip(text, SUMMARY_CHARS)}"
+        parts.append(part)
+        length += len(part) + 2
+    return clip(", ".join(parts), SUMMARY_CHARS)
+
+
+def _provenance(match: re.Match[str], placeholders: dict[str, Placeholder]) -> str:
+    placeholder = placeholders.get(match.group())
+    return placeholder.provenance() if placeholder else match.group()
+
+
+def _numeric_leaves(value: Any, prefix: str) -> Iterator[tuple[str, float]]:
+    """Every number in an argument tree, named by its dotted path (`spec.replicas`, `lines[].cents`)."""
+    if isinstance(value, dict):
+        for key, child in value.items():
+            yield from _numeric_leaves(child, f"{prefix}.{key}" if prefix else key)
+    elif isinstance(value, list):
+        for child in value:
+            yield from _numeric_leaves(child, f"{prefix}[]")
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        yield prefix, float(value)
+
+
+def _numeric_field(name: str, held: list[tuple[float, int]]) -> NumericField:
+    numbers = [value for value, _ in held]
+    minimum, maximum = min(numbers), max(numbers)
+    median = float(statistics.median(numbers))
+    outliers: list[Outlier] = []
+    if len(numbers) >= OUTLIER_MIN_VALUES and median != 0:
+        for value, seq in held:
+            times = value / median
+            if times >= OUTLIER_FACTOR or times <= 1 / OUTLIER_FACTOR:
+                outliers.append(Outlier(seq=seq, value=value, times_median=times))
+        outliers.sort(key=lambda outlier: (-_farness(outlier.times_median), outlier.seq))
+    return NumericField(
+        name=name,
+        count=len(numbers),
+        minimum=minimum,
+        minimum_seqs=_first_seqs(held, minimum),
+        maximum=maximum,
+        maximum_seqs=_first_seqs(held, maximum),
+        median=median,
+        outliers=tuple(outliers[:MAX_OUTLIERS]),
+    )
+
+
+def _farness(times_median: float) -> float:
+    """How far from the median either way (1,000x and 1/1,000 alike); zero or a flipped sign: farthest."""
+    if times_median <= 0:
+        return float("inf")
+    return max(times_median, 1 / times_median)
+
+
+def _first_seqs(held: list[tuple[float, int]], target: float) -> tuple[int, ...]:
+    seqs: list[int] = []
+    for value, seq in held:
+        if value == target and (not seqs or seqs[-1] != seq):
+            seqs.append(seq)
+            if len(seqs) == FIRST_SEQS:
+                break
+    return tuple(seqs)
