@@ -37,7 +37,8 @@ arguments is exactly a match in one of their strings (a match cannot span a quot
 SUMMARY_CHARS: Final = 300
 """The longest `PlanRow.args_summary`; a row is one line, the detail view shows the rest."""
 
-OUTLIER_FACTOR: Final = 10.0
+OUTLIER_ABOVE: Final = 10.0
+OUTLIER_BELOW: Final = 0.01
 OUTLIER_MIN_VALUES: Final = 5
 MAX_OUTLIERS: Final = 5
 FIRST_SEQS: Final = 3
@@ -148,9 +149,11 @@ class NumericField:
     """One numeric argument across the calls: its range, where the range ends, and what stands out.
 
     Outlier rule: with at least `OUTLIER_MIN_VALUES` values and a median m that is not zero, a value v
-    is an outlier when v/m >= 10 or v/m <= 1/10 (the latter includes zero and values of the opposite
-    sign). A ratio to the median, not a standard deviation: one refund of a thousand times the usual
-    amount must stand out even when it is the only one, and it would inflate a deviation that hides it.
+    is an outlier when v/m >= 10 (`OUTLIER_ABOVE`) or v/m <= 1/100 (`OUTLIER_BELOW`; this includes
+    zero and values of the opposite sign). A ratio to the median, not a standard deviation: one refund
+    a thousand times the usual amount must stand out even when it is the only one, and it would
+    inflate a deviation enough to hide itself. The low side is stricter because amounts are skewed:
+    a refund a tenth of the median is an everyday one, a refund ten times the median is not.
     """
 
     name: str
@@ -527,7 +530,7 @@ def _numeric_field(name: str, held: list[tuple[float, int]]) -> NumericField:
     if len(numbers) >= OUTLIER_MIN_VALUES and median != 0:
         for value, seq in held:
             times = value / median
-            if times >= OUTLIER_FACTOR or times <= 1 / OUTLIER_FACTOR:
+            if times >= OUTLIER_ABOVE or times <= OUTLIER_BELOW:
                 outliers.append(Outlier(seq=seq, value=value, times_median=times))
         outliers.sort(key=lambda outlier: (-_farness(outlier.times_median), outlier.seq))
     return NumericField(
