@@ -1,0 +1,59 @@
+"""The command line: `reviewer demo`, `reviewer review`, `reviewer serve`, `reviewer token`, and the rest.
+
+Each part registers its own sub-commands, so importing this module stays cheap: Textual, FastAPI
+and uvicorn are imported only by the command that needs them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# Modules that add sub-commands through `register(subparsers)`, in the order help lists them.
+_COMMAND_MODULES = (
+    "reviewer.tui.cli",
+    "reviewer.service.cli",
+    "reviewer.sample_api",
+    "reviewer.walkthrough",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="reviewer",
+        description="Review an AI agent's dry-run plans before they write to a real API.",
+    )
+    subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
+    for name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as error:
+            if error.name != name:
+                raise
+            continue
+        register = getattr(module, "register", None)
+        if register is not None:
+            register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if not arguments:
+        arguments = ["review"]
+    options = parser.parse_args(arguments)
+    handler = getattr(options, "func", None)
+    if handler is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(handler(options) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""Where proposals come from: a folder of files for `reviewer demo` (the queue client serves live review).
+
+A source hands the app `QueueItem`s: one per proposal, holding every revision it knows of, so the
+screens never care whether a proposal came from a file or from the queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from reviewer.analysis import Analysis
+from reviewer.proposal import MAX_BODY_BYTES, Proposal, ProposalError, parse_proposal
+
+BUNDLED_SAMPLES = Path(__file__).resolve().parent / "sample_proposals"
+"""The samples ship inside the package (a link to the project's `sample_proposals/` in a checkout)."""
+
+
+class SourceError(Exception):
+    """A source that cannot be read at all (as opposed to one broken file among good ones)."""
+
+
+@dataclass
+class QueueItem:
+    """One proposal as the queue screen lists it: its revisions, their analyses, and its state."""
+
+    proposal_id: str
+    state: str
+    revisions: dict[int, Proposal] = field(default_factory=dict)
+    digests: dict[int, str] = field(default_factory=dict)
+    """Each revision's plan_sha256: the queue's record live, computed from the file in the demo."""
+    origins: dict[int, str] = field(default_factory=dict)
+    """Where each revision came from (a file name, or the queue), for the reviewer's orientation."""
+    _analyses: dict[int, Analysis] = field(default_factory=dict, repr=False)
+
+    @property
+    def latest_revision(self) -> int:
+        return max(self.revisions)
+
+    @property
+    def latest(self) -> Proposal:
+        return self.revisions[self.latest_revision]
+
+    def analysis(self, revision: int | None = None) -> Analysis:
+        number = self.latest_revision if revision is None else revision
+        if number not in self._analyses:
+            self._analyses[number] = Analysis(self.revisions[number])
+        return self._analyses[number]
+
+    def add(self, proposal: Proposal, digest: str, origin: str, analysis: Analysis | None = None) -> None:
+        self.revisions[proposal.revision] = proposal
+        if analysis is not None:
+            self._analyses[proposal.revision] = analysis
+        self.digests[proposal.revision] = digest
+        self.origins[proposal.revision] = origin
+
+
+@dataclass(frozen=True)
+class BrokenFile:
+    """A file that is not a valid proposal, listed with the reason so the others still load."""
+
+    name: str
+    problem: str
+
+
+def read_proposal_file(path: Path) -> Proposal:
+    """One proposal file, size-checked before it is read whole."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_BODY_BYTES:
+            raise ProposalError(
+                path.name, f"is {size:,} bytes; a proposal may be at most {MAX_BODY_BYTES:,} bytes"
+            )
+        data = path.read_bytes()
+    except OSError as error:
+        raise ProposalError(path.name, f"cannot be read ({error.strerror or error})") from None
+    return parse_proposal(data, path.name)
+
+
+def proposal_files(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        raise SourceError(f"{folder} is not a folder of proposal files")
+    return sorted(path for path in folder.iterdir() if path.suffix == ".json" and path.is_file())
+
+
+def load_folder(folder: Path) -> Iterator[tuple[Path, Proposal | BrokenFile]]:
+    """Each file of `folder` in name order, parsed or with the reason it could not be."""
+    for path in proposal_files(folder):
+        try:
+            yield path, read_proposal_file(path)
+        except ProposalError as error:
+            yield path, BrokenFile(path.name, error.problem)
+
+
+@dataclass(frozen=True)
+class DecisionOutcome:
+    """What happened to a decision, in words the reviewer reads on screen."""
+
+    sent: bool
+    message: str
+    state: str | None = None
+
+
+class Decider(Protocol):
+    """Where approvals and rejections go: the queue, or nowhere in the demo."""
+
+    async def decide(
+        self, item: QueueItem, revision: int, plan_sha256: str, decision: str, reason: str
+    ) -> DecisionOutcome: ...
+
+
+class DemoDecider:
+    """The demo sends nothing: it says so, so nobody mistakes a demo approval for a real one."""
+
+    async def decide(
+        self, item: QueueItem, revision: int, plan_sha256: str, decision: str, reason: str
+    ) -> DecisionOutcome:
+        verb = "approval" if decision == "approve" else "rejection"
+        return DecisionOutcome(False, f"{verb} of revision {revision}: not sent (demo)")

@@ -1,0 +1,1 @@
+"""The terminal app: the only part of reviewer that imports Textual."""

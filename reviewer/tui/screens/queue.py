@@ -1,0 +1,130 @@
+"""QueueScreen: every proposal waiting for a decision, with its counts and the marks of its alarms."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from reviewer.sanitize import clip, safe_text
+from reviewer.sources import BrokenFile, QueueItem
+from reviewer.tui.widgets.chrome import Chrome
+
+TITLE_CELLS = 38
+
+
+class QueueScreen(Screen[None]):
+    """The first screen: one row per proposal, newest revision; enter opens its review."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "open", "Open", priority=True)]
+
+    class OpenRequested(Message):
+        def __init__(self, proposal_id: str) -> None:
+            super().__init__()
+            self.proposal_id = proposal_id
+
+    def __init__(self, mode: str) -> None:
+        super().__init__()
+        self.mode = mode
+        self.items: dict[str, QueueItem] = {}
+        self.broken: list[BrokenFile] = []
+
+    def compose(self) -> ComposeResult:
+        yield Chrome(id="chrome")
+        table: DataTable[Text] = DataTable(id="queue", cursor_type="row", zebra_stripes=True)
+        table.add_column(" ", key="mark", width=2)
+        table.add_column("proposal", key="title")
+        table.add_column("agent", key="agent")
+        table.add_column("rev", key="rev")
+        table.add_column("calls", key="calls")
+        table.add_column("c/u/d", key="effects")
+        table.add_column("dry run", key="via")
+        table.add_column("state", key="state")
+        yield table
+        yield Static(id="queue-detail")
+        yield Static(id="broken")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.refresh_chrome()
+
+    def refresh_chrome(self) -> None:
+        count = len(self.items)
+        self.query_one(Chrome).show(f"{count} proposal{'s' if count != 1 else ''}", (self.mode, "italic"))
+
+    def show_item(self, item: QueueItem) -> None:
+        """Add or update the row of `item`, keeping the cursor where the reviewer left it."""
+        table = self.query_one("#queue", DataTable)
+        self.items[item.proposal_id] = item
+        cells = queue_row(item)
+        if item.proposal_id in table.rows:
+            for key, value in zip(("mark", "title", "agent", "rev", "calls", "effects", "via", "state"),
+                                  cells, strict=True):
+                table.update_cell(item.proposal_id, key, value)
+        else:
+            table.add_row(*cells, key=item.proposal_id)
+        self.refresh_chrome()
+        self._describe_highlighted()
+
+    def show_broken(self, broken: BrokenFile) -> None:
+        self.broken.append(broken)
+        text = Text(f"{len(self.broken)} file(s) could not be read:\n", "bold red")
+        for entry in self.broken[-5:]:
+            text.append(safe_text(clip(entry.name, 60)), "bold")
+            text.append(f"  {safe_text(clip(entry.problem, 200))}\n")
+        self.query_one("#broken", Static).update(text)
+
+    @on(DataTable.RowHighlighted, "#queue")
+    def _describe_highlighted(self) -> None:
+        item = self.highlighted_item()
+        self.query_one("#queue-detail", Static).update(describe(item) if item else "")
+
+    def highlighted_item(self) -> QueueItem | None:
+        table = self.query_one("#queue", DataTable)
+        if not table.row_count:
+            return None
+        row_key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
+        return self.items.get(str(row_key.value))
+
+    def action_open(self) -> None:
+        item = self.highlighted_item()
+        if item is not None:
+            self.post_message(self.OpenRequested(item.proposal_id))
+
+
+def queue_row(item: QueueItem) -> tuple[Text, ...]:
+    proposal = item.latest
+    analysis = item.analysis()
+    ratios = analysis.ratios
+    alarms = analysis.alarms
+    revisions = f"{proposal.revision}" + (f" of {len(item.revisions)}" if len(item.revisions) > 1 else "")
+    return (
+        Text("!", "bold red") if alarms else Text(""),
+        Text(safe_text(clip(proposal.title, TITLE_CELLS))),
+        Text(safe_text(clip(proposal.agent.name, 18))),
+        Text(revisions),
+        Text(f"{ratios.calls:,}", justify="right"),
+        Text(f"{ratios.creates}/{ratios.updates}/{ratios.deletes}",
+             "bold red" if ratios.deletes else ""),
+        Text(proposal.dry_run.via, "" if proposal.dry_run.via == "server" else "yellow"),
+        Text(item.state),
+    )
+
+
+def describe(item: QueueItem) -> Text:
+    """The highlighted proposal's alarms, spelled out under the table."""
+    proposal = item.latest
+    text = Text()
+    text.append(safe_text(clip(proposal.proposal_id, 128)), "bold")
+    text.append(f"  {proposal.target.environment or 'no environment'} · ")
+    text.append(safe_text(clip(proposal.target.api, 40)))
+    text.append(f" · {safe_text(clip(item.origins[item.latest_revision], 80))}\n", "dim")
+    for alarm in item.analysis().alarms:
+        text.append(f"! {alarm}\n", "bold red")
+    return text

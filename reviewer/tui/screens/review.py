@@ -1,0 +1,155 @@
+"""ReviewScreen: one revision's plan rows, the selected row's detail, side-effect ratios and extremes."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from reviewer.analysis import Extremes, Ratios
+from reviewer.sources import QueueItem
+from reviewer.tui.screens.dialogs import ConfirmScreen, RejectScreen
+from reviewer.tui.widgets.chrome import Chrome
+from reviewer.tui.widgets.panes import detail_text, extremes_text, ratios_text, summary_counts
+from reviewer.tui.widgets.plan_view import PlanView
+
+
+class ReviewScreen(Screen[None]):
+    """Everything needed to decide one revision, with the decision keys in the footer."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "Back"),
+        Binding("a", "approve", "Approve"),
+        Binding("x", "reject", "Reject"),
+        Binding("d", "drift", "Drift"),
+        Binding("v", "verify", "Verify"),
+    ]
+
+    class DecisionRequested(Message):
+        """The reviewer confirmed a decision; the app sends it (or, in the demo, says it did not)."""
+
+        def __init__(self, item: QueueItem, revision: int, decision: str, reason: str) -> None:
+            super().__init__()
+            self.item = item
+            self.revision = revision
+            self.decision = decision
+            self.reason = reason
+
+    class PanesReady(Message):
+        def __init__(self, ratios: Ratios, extremes: Extremes) -> None:
+            super().__init__()
+            self.ratios = ratios
+            self.extremes = extremes
+
+    def __init__(self, item: QueueItem, revision: int | None = None, mode: str = "demo") -> None:
+        super().__init__()
+        self.item = item
+        self.revision = item.latest_revision if revision is None else revision
+        self.analysis = item.analysis(self.revision)
+        self.mode = mode
+
+    def compose(self) -> ComposeResult:
+        yield Chrome(id="chrome")
+        yield Static(id="alarms")
+        plan = PlanView(self.analysis, id="plan")
+        plan.border_title = f"Plan · {len(self.analysis):,} calls"
+        yield plan
+        with Horizontal(id="panes"):
+            with VerticalScroll(id="detail-pane") as detail:
+                detail.border_title = "Selected call"
+                yield Static(id="detail")
+            with VerticalScroll(id="ratios-pane") as ratios:
+                ratios.border_title = "Side effects"
+                yield Static(Text("computing…", "dim"), id="ratios")
+            with VerticalScroll(id="extremes-pane") as extremes:
+                extremes.border_title = "Extremes"
+                yield Static(Text("computing…", "dim"), id="extremes")
+        yield Static(id="decision")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        proposal = self.analysis.proposal
+        digest = self.item.digests.get(self.revision, "")
+        self.query_one(Chrome).show(
+            (proposal.proposal_id, "bold"),
+            f"rev {self.revision} of {self.item.latest_revision}",
+            f"sha256 {digest[:12]}…" if digest else "sha256 —",
+            f"by {proposal.agent.name}",
+            (self.mode, "italic"),
+        )
+        alarms = self.analysis.alarms
+        banner = self.query_one("#alarms", Static)
+        banner.display = bool(alarms)
+        banner.update(Text("  ·  ".join(alarms), "bold"))
+        self.query_one("#decision", Static).display = False
+        self.query_one(PlanView).focus()
+        self.compute_panes()
+
+    @work(thread=True, group="panes", exit_on_error=False)
+    def compute_panes(self) -> None:
+        """Ratios and extremes are one pass over the calls: cheap for 10, a fraction of a second for
+        100,000, so they never hold up the first painted rows."""
+        self.post_message(self.PanesReady(self.analysis.ratios, self.analysis.extremes))
+
+    def on_review_screen_panes_ready(self, message: PanesReady) -> None:
+        self.query_one("#ratios", Static).update(ratios_text(message.ratios))
+        self.query_one("#extremes", Static).update(extremes_text(message.extremes))
+
+    @on(PlanView.RowHighlighted)
+    def show_detail(self, message: PlanView.RowHighlighted) -> None:
+        row = self.analysis.row(message.index)
+        call = self.analysis.proposal.calls[message.index]
+        self.query_one("#detail", Static).update(detail_text(row, call))
+        self.query_one("#detail-pane", VerticalScroll).scroll_home(animate=False)
+
+    def _decision_body(self, verb: str) -> Text:
+        proposal = self.analysis.proposal
+        digest = self.item.digests.get(self.revision, "unknown")
+        text = Text()
+        text.append(f"{verb} revision {self.revision} of ", "bold")
+        text.append(proposal.proposal_id, "bold")
+        text.append("\n\nplan sha256\n", "dim")
+        text.append(f"{digest}\n\n")
+        text.append(summary_counts(self.analysis) + "\n")
+        for alarm in self.analysis.alarms:
+            text.append(f"! {alarm}\n", "bold red")
+        if self.mode == "demo":
+            text.append("\ndemo: nothing will be sent", "italic")
+        return text
+
+    def action_approve(self) -> None:
+        def confirmed(answer: bool | None) -> None:
+            if answer:
+                self.post_message(self.DecisionRequested(self.item, self.revision, "approve", ""))
+
+        self.app.push_screen(ConfirmScreen("Approve", self._decision_body("Approve")), confirmed)
+
+    def action_reject(self) -> None:
+        def confirmed(reason: str | None) -> None:
+            if reason:
+                self.post_message(self.DecisionRequested(self.item, self.revision, "reject", reason))
+
+        self.app.push_screen(RejectScreen(self._decision_body("Reject")), confirmed)
+
+    def show_decision(self, message: str, *, error: bool = False) -> None:
+        """The queue's answer (or the demo's "not sent"), in words, under the panes."""
+        banner = self.query_one("#decision", Static)
+        banner.display = True
+        banner.set_class(error, "error")
+        banner.update(Text(message, "bold"))
+
+    def action_drift(self) -> None:
+        if len(self.item.revisions) < 2:
+            self.notify("Only one revision: there is nothing to compare.", title="Drift")
+            return
+        self.notify("Drift view: not in this version.", title="Drift", severity="warning")
+
+    def action_verify(self) -> None:
+        self.notify("This proposal has not been executed: there is nothing to verify.", title="Verify")

@@ -1,0 +1,183 @@
+"""The review screen's panes as Rich text: side-effect ratios, extremes, and the selected row's detail.
+
+Every string that came from the proposal passes through the sanitizer here and is appended to a
+`Text` as plain text, so markup in it stays literal; only our own labels carry styles.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from rich.text import Text
+
+from reviewer.analysis import Analysis, Extremes, NumericField, PlanRow, Ratios, Verdict
+from reviewer.proposal import Call, dumps
+from reviewer.sanitize import clip, safe_text
+
+DETAIL_LIMIT = 4_000
+"""Characters of one value the detail pane shows; the rest is counted, not dropped silently."""
+
+VERDICT_MEANING = {
+    Verdict.VALIDATED: "the server's rules accepted this call against the state before the run",
+    Verdict.REAL_REFUSAL: "the server refused it, and nothing in the plan explains it: the real run "
+    "will be refused too",
+    Verdict.CHAIN_NOISE: "refused only because it depends on an earlier call the dry run did not "
+    "persist; the real run may succeed",
+    Verdict.NOT_VALIDATED: "a fake answered: only the request's shape was checked, none of the "
+    "server's rules",
+    Verdict.FAKE_REFUSAL: "a fake refused the request's shape",
+    Verdict.RECORDED: "only written down: nothing was validated",
+    Verdict.ERROR: "the dry run itself failed for this call",
+    Verdict.NO_OUTCOME: "the proposal carries no dry-run answer for this call",
+}
+VERDICT_STYLE = {
+    Verdict.VALIDATED: "green",
+    Verdict.REAL_REFUSAL: "bold red",
+    Verdict.FAKE_REFUSAL: "bold red",
+    Verdict.ERROR: "bold red",
+    Verdict.CHAIN_NOISE: "yellow",
+    Verdict.NOT_VALIDATED: "yellow",
+    Verdict.RECORDED: "dim",
+    Verdict.NO_OUTCOME: "dim",
+}
+
+
+def untrusted(value: object, *, multiline: bool = False, limit: int = DETAIL_LIMIT) -> str:
+    """Any proposal value as display-safe text: JSON for structures, clipped, sanitized."""
+    if isinstance(value, str):
+        text = value
+    elif multiline:
+        text = msgspec.json.format(dumps(value), indent=2).decode()
+    else:
+        text = dumps(value).decode()
+    return safe_text(clip(text, limit), multiline=multiline)
+
+
+LABEL_CELLS = 12
+
+
+def _line(text: Text, label: str, value: str | Text, style: str = "") -> None:
+    text.append(f"{label:<{LABEL_CELLS}}", "bold")
+    text.append(value, style) if isinstance(value, str) else text.append_text(value)
+    text.append("\n")
+
+
+def percent(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.0f}%" if whole else "–"
+
+
+def ratios_text(ratios: Ratios) -> Text:
+    """Side-effect ratios and what the dry run did and did not prove, alarms first."""
+    text = Text()
+    if ratios.writes_kept:
+        text.append(f"DRY RUN KEPT {ratios.writes_kept:,} WRITES\n", "bold reverse red")
+        text.append("the API ignored the dry-run flag\n", "bold red")
+    _line(text, "calls", f"{ratios.calls:,}")
+    _line(text, "c:u:d:o", f"{ratios.creates:,}:{ratios.updates:,}:{ratios.deletes:,}:"
+          f"{ratios.reads + ratios.other:,}")
+    _line(text, "destructive", f"{percent(ratios.deletes, ratios.calls)} ({ratios.deletes:,} del)",
+          "bold red" if ratios.deletes else "")
+    _line(text, "validated", f"{ratios.validated:,}", "green" if ratios.validated else "")
+    unvalidated = ratios.not_validated + ratios.recorded + ratios.no_outcome
+    _line(text, "unvalidated", f"{unvalidated:,}", "yellow" if unvalidated else "")
+    refused = ratios.real_refusals + ratios.fake_refusals
+    _line(text, "refused", f"{refused:,} real", "bold red" if refused else "")
+    _line(text, "chain noise", f"{ratios.chain_noise:,}", "yellow" if ratios.chain_noise else "")
+    if ratios.errors:
+        _line(text, "errors", f"{ratios.errors:,}", "bold red")
+    requests = "–" if ratios.write_requests is None else f"{ratios.write_requests:,}"
+    kept = "–" if ratios.writes_kept is None else f"{ratios.writes_kept:,}"
+    _line(text, "writes", f"{requests} sent, {kept} kept", "bold red" if ratios.writes_kept else "")
+    _line(text, "resources", f"{ratios.resources:,} touched")
+    _line(text, "placeholder", f"{ratios.depends_on_placeholders:,} calls use one")
+    if ratios.unresolved_placeholders:
+        _line(text, "unresolved", f"{ratios.unresolved_placeholders:,} name no call", "bold red")
+    return text
+
+
+def _numeric_line(text: Text, field: NumericField) -> None:
+    text.append(safe_text(clip(field.name, 40)), "bold")
+    text.append(f"  n={field.count:,}  median {field.median:,.6g}\n")
+    text.append(f"  min {field.minimum:,.6g} (#{_seqs(field.minimum_seqs)})")
+    text.append(f"  max {field.maximum:,.6g} (#{_seqs(field.maximum_seqs)})\n")
+    for outlier in field.outliers:
+        text.append(
+            f"  ! #{outlier.seq}: {outlier.value:,.6g} = {outlier.times_median:,.0f}× the median\n",
+            "bold red",
+        )
+
+
+def _seqs(seqs: tuple[int, ...]) -> str:
+    return ",".join(map(str, seqs))
+
+
+def extremes_text(extremes: Extremes) -> Text:
+    """Outliers first, then each numeric field's range, the first delete, the busiest resource."""
+    text = Text()
+    first = extremes.first_destructive
+    if first is not None:
+        text.append("first delete ", "bold")
+        text.append(f"#{first.seq} ", "bold red")
+        text.append(safe_text(clip(first.tool, 30)))
+        if first.path:
+            text.append(" " + safe_text(clip(first.path, 60)))
+        text.append("\n")
+    if extremes.most_touched is not None:
+        resource, count = extremes.most_touched
+        text.append("most touched ", "bold")
+        text.append(f"{safe_text(clip(resource, 60))} ({count:,} calls)\n")
+    if extremes.largest_payload is not None:
+        seq, size = extremes.largest_payload
+        text.append("largest      ", "bold")
+        text.append(f"#{seq} ({size:,} bytes)\n")
+    if extremes.numeric:
+        text.append("\n")
+    for field in extremes.numeric:
+        _numeric_line(text, field)
+    return text or Text("no numeric arguments, no deletes", "dim")
+
+
+def detail_text(row: PlanRow, call: Call) -> Text:
+    """Everything about one call: its verdict explained, flags spelled out, the full request and answer."""
+    text = Text()
+    text.append(f"#{row.seq} ", "bold")
+    text.append(untrusted(row.tool, limit=200), "bold")
+    text.append(f"  {row.effect}", "bold red" if row.destructive else "")
+    if row.method or row.path:
+        text.append("  " + untrusted(f"{row.method or ''} {row.path or ''}".strip(), limit=400))
+    text.append("\n")
+    text.append(str(row.verdict), VERDICT_STYLE[row.verdict])
+    if row.http_status is not None:
+        text.append(f" ({row.http_status})", VERDICT_STYLE[row.verdict])
+    text.append(f": {VERDICT_MEANING[row.verdict]}\n")
+    if row.message:
+        _line(text, "answer", untrusted(row.message, limit=1_000))
+    if row.destructive:
+        text.append("destructive: deletes what it touches\n", "bold red")
+    for placeholder in row.placeholders:
+        style = "bold red" if not placeholder.resolvable else "yellow"
+        _line(text, "depends on", untrusted(placeholder.provenance(), limit=300), style)
+    if row.hidden_characters:
+        text.append(
+            "hidden characters: control, bidi or zero-width characters are shown as \\x.. / \\u.... "
+            "escapes\n",
+            "bold red",
+        )
+    _line(text, "args", untrusted(call.args or {}, multiline=True))
+    if call.request is not None:
+        if call.request.query:
+            _line(text, "query", untrusted(call.request.query))
+        if call.request.body is not None:
+            _line(text, "body", untrusted(call.request.body, multiline=True))
+    if call.outcome is not None and call.outcome.result is not None:
+        _line(text, "result", untrusted(call.outcome.result, multiline=True))
+    return text
+
+
+def summary_counts(analysis: Analysis) -> str:
+    """What is being approved, for the confirmation: counts of each effect and the refusals."""
+    ratios = analysis.ratios
+    parts = [f"{ratios.calls:,} calls", f"{ratios.creates:,} create", f"{ratios.updates:,} update",
+             f"{ratios.deletes:,} delete"]
+    if ratios.reads + ratios.other:
+        parts.append(f"{ratios.reads + ratios.other:,} other")
+    return ", ".join(parts)
