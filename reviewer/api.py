@@ -1,0 +1,158 @@
+"""The queue API's messages as pydantic models, shared by the service and its client.
+
+Proposals themselves are not here: they are msgspec structs (`reviewer.proposal`), sent and
+answered as the agent's own JSON bytes, so a 100,000-call plan never passes through pydantic.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from reviewer.proposal import MAX_SAFE_INTEGER, MAX_STRING_CHARS
+
+Role = Literal["agent", "reviewer"]
+State = Literal["pending", "approved", "rejected", "expired", "executed"]
+"""The state of a proposal's latest revision, as the decision endpoint reports it."""
+RevisionState = Literal["pending", "approved", "rejected", "expired", "executed", "superseded"]
+"""A stored revision's state: `superseded` once a newer revision exists (it then authorizes nothing)."""
+Decision = Literal["approve", "reject"]
+TrailEventKind = Literal["submitted", "approved", "rejected", "executed"]
+
+RevisionNumber = Annotated[int, Field(ge=1, le=MAX_SAFE_INTEGER)]
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class Message(BaseModel):
+    """Base of every API message: unknown fields are refused, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Whoami(Message):
+    name: str
+    role: Role
+
+
+class SubmissionAnswer(Message):
+    """The answer to a submission (201 when stored now, 200 when the same plan was already stored)."""
+
+    proposal_id: str
+    revision: int
+    plan_sha256: str
+    state: RevisionState
+
+
+class DecisionState(Message):
+    """The state of a proposal's latest revision.
+
+    `expires_at` is when a pending proposal or an approval stops counting (or stopped, once
+    `expired`); `decided_by`, `decided_at` and `reason` are set once a reviewer decided;
+    `executed_at` once the approved plan ran. `plan_sha256` is the latest revision's digest, the
+    one an approval names.
+    """
+
+    proposal_id: str
+    revision: int
+    plan_sha256: str
+    state: State
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+    reason: str | None = None
+    expires_at: datetime | None = None
+    executed_at: datetime | None = None
+
+
+class ProposalSummary(Message):
+    """One row of the reviewer's list. `title` and `agent_name` are agent text: sanitize to show."""
+
+    proposal_id: str
+    revision: int
+    title: str
+    agent_name: str
+    proposed_by: str
+    plan_sha256: str
+    call_count: int
+    submitted_at: datetime
+    state: State
+    decided_by: str | None = None
+    expires_at: datetime | None = None
+
+
+class ProposalPage(Message):
+    """Summaries, newest submission first; pass `next_cursor` back for the following page."""
+
+    proposals: list[ProposalSummary]
+    next_cursor: str | None = None
+
+
+class RevisionInfo(Message):
+    revision: int
+    plan_sha256: str
+    title: str
+    call_count: int
+    submitted_by: str
+    submitted_at: datetime
+    state: RevisionState
+
+
+class TrailEvent(Message):
+    """One entry of the append-only trail: a submission, a decision or an execution."""
+
+    seq: int
+    at: datetime
+    actor: str
+    event: TrailEventKind
+    revision: int
+    plan_sha256: str
+    reason: str | None = None
+
+
+class ProposalRecord(Message):
+    """A proposal as the queue holds it: the latest revision's state, every revision, the trail.
+
+    The plans themselves are fetched per revision (`GET .../revisions/{n}`), so polling a record
+    stays cheap however large the plan is.
+    """
+
+    proposal_id: str
+    proposed_by: str
+    latest: DecisionState
+    revisions: list[RevisionInfo]
+    history: list[TrailEvent]
+
+
+class DecisionRequest(Message):
+    """A reviewer's decision; it names the revision and digest it was made on."""
+
+    revision: RevisionNumber
+    plan_sha256: Sha256
+    decision: Decision
+    reason: str = Field(default="", max_length=MAX_STRING_CHARS)
+
+
+class ExecutionReport(Message):
+    """What the real run did: its calls and, where the API has one, the matching audit-log lines."""
+
+    revision: RevisionNumber
+    plan_sha256: Sha256
+    calls: list[dict[str, Any]]
+    audit_log: list[dict[str, Any]] | None = None
+    note: str | None = Field(default=None, max_length=MAX_STRING_CHARS)
+
+
+class ErrorBody(Message):
+    """Every refusal: a stable `error` code and a `message` that says what to do.
+
+    A 409 on a decision adds `state` and, when a reviewer decided, `decided_by`; a 412 adds the
+    latest revision and digest so the reviewer can look again.
+    """
+
+    error: str
+    message: str
+    state: State | None = None
+    decided_by: str | None = None
+    latest_revision: int | None = None
+    latest_plan_sha256: str | None = None

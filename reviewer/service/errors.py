@@ -1,0 +1,91 @@
+"""The refusals the queue service can answer with, each bound to its HTTP status and error code.
+
+The store raises them inside its transactions (so a refusal never leaves a partial write) and the
+routes turn them into the JSON error body of `reviewer.api.ErrorBody`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ServiceError(Exception):
+    """A request the service refuses; `code` is stable for clients, `message` says what to do."""
+
+    status = 400
+    code = "bad_request"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = {key: value for key, value in details.items() if value is not None}
+
+
+class BadRequest(ServiceError):
+    status = 400
+    code = "bad_request"
+
+
+class InvalidJSON(ServiceError):
+    status = 400
+    code = "invalid_json"
+
+
+class Unauthorized(ServiceError):
+    status = 401
+    code = "unauthorized"
+
+
+class Forbidden(ServiceError):
+    status = 403
+    code = "forbidden"
+
+
+class NotFound(ServiceError):
+    status = 404
+    code = "not_found"
+
+
+class Conflict(ServiceError):
+    """A request that contradicts what the queue already holds (a revision number, an owner)."""
+
+    status = 409
+    code = "conflict"
+
+
+class NotPending(Conflict):
+    """A decision on a proposal that is no longer pending; names the state and who decided."""
+
+    code = "not_pending"
+
+
+class ExecutionRefused(Conflict):
+    """An execution report without a current, unused approval."""
+
+    code = "execution_refused"
+
+
+class StaleRevision(ServiceError):
+    """The request names a revision or digest that is not the latest: nothing was changed."""
+
+    status = 412
+    code = "stale_revision"
+
+
+class TooLarge(ServiceError):
+    status = 413
+    code = "too_large"
+
+
+class Invalid(ServiceError):
+    """A well-formed JSON body that breaks the schema or a limit."""
+
+    status = 422
+    code = "invalid"
+
+
+class IdempotencyMismatch(ServiceError):
+    """An Idempotency-Key reused with a different request."""
+
+    status = 422
+    code = "idempotency_key_reused"

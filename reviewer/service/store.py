@@ -1,0 +1,741 @@
+"""The queue's storage: the `QueueStore` interface and its SQLite implementation.
+
+Every rule that reads and then writes (revision numbering, 412 before 409, one winner, one
+execution per approval, idempotency) runs inside one `BEGIN IMMEDIATE` transaction, so it holds
+across threads and processes alike and a refusal never leaves a partial write. Acknowledged means
+on disk: WAL with `synchronous=FULL`. Revisions, decisions, executions and the trail are
+append-only (triggers refuse UPDATE and DELETE); `proposals` is the one mutable table, an index of
+each proposal's latest revision and its state, rewritten in the same transaction as the history.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from reviewer.api import (
+    DecisionRequest,
+    DecisionState,
+    ExecutionReport,
+    ProposalPage,
+    ProposalRecord,
+    ProposalSummary,
+    RevisionInfo,
+    RevisionState,
+    State,
+    SubmissionAnswer,
+    TrailEvent,
+)
+from reviewer.service.auth import Identity, Role, hashes_match
+from reviewer.service.errors import (
+    Conflict,
+    ExecutionRefused,
+    IdempotencyMismatch,
+    NotFound,
+    NotPending,
+    StaleRevision,
+)
+
+Clock = Callable[[], float]
+"""Seconds since the epoch; injected so tests can move time instead of waiting."""
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A validated proposal revision, ready to store: its identity, digest and original bytes."""
+
+    proposal_id: str
+    revision: int
+    plan_sha256: str
+    title: str
+    agent_name: str
+    call_count: int
+    body: bytes
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    name: str
+    role: Role
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+@dataclass(frozen=True)
+class ListVersion:
+    """What the proposal list depends on: the last write and the next deadline to pass."""
+
+    last_seq: int
+    next_deadline: float | None
+
+
+class QueueStore(Protocol):
+    """The storage the routes need; a PostgreSQL store would implement the same methods."""
+
+    def create_token(self, name: str, role: Role, token_sha256: str) -> None: ...
+    def list_tokens(self) -> list[TokenInfo]: ...
+    def revoke_token(self, name: str) -> bool: ...
+    def resolve_token(self, token_sha256: str) -> Identity | None: ...
+    def submit(self, identity: Identity, submission: Submission) -> tuple[bool, SubmissionAnswer]: ...
+    def list_version(self) -> ListVersion: ...
+    def list_proposals(self, state: State | None, before_seq: int | None, limit: int) -> ProposalPage: ...
+    def get_record(self, identity: Identity, proposal_id: str) -> ProposalRecord: ...
+    def get_revision_body(self, identity: Identity, proposal_id: str, revision: int) -> bytes: ...
+    def decision_state(self, identity: Identity, proposal_id: str) -> DecisionState: ...
+    def decide(
+        self, identity: Identity, proposal_id: str, request: DecisionRequest, idempotency_key: str
+    ) -> tuple[bool, DecisionState]: ...
+    def record_execution(
+        self, identity: Identity, proposal_id: str, report: ExecutionReport, body: bytes
+    ) -> DecisionState: ...
+    def close(self) -> None: ...
+
+
+def derive_state(
+    decision: str | None,
+    approval_expires_at: float | None,
+    executed_at: float | None,
+    pending_expires_at: float,
+    now: float,
+) -> State:
+    """The state of a latest revision at `now`; also registered as the SQL function `reviewer_state`."""
+    if executed_at is not None:
+        return "executed"
+    if decision == "reject":
+        return "rejected"
+    if decision == "approve":
+        return "approved" if approval_expires_at is not None and now < approval_expires_at else "expired"
+    return "pending" if now < pending_expires_at else "expired"
+
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS tokens (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    role TEXT NOT NULL CHECK (role IN ('agent', 'reviewer')),
+    token_sha256 TEXT NOT NULL UNIQUE,
+    created_at REAL NOT NULL,
+    revoked_at REAL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS tokens_active_name ON tokens(name) WHERE revoked_at IS NULL;
+
+CREATE TABLE IF NOT EXISTS proposals (
+    proposal_id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    latest_revision INTEGER NOT NULL,
+    latest_seq INTEGER NOT NULL,
+    plan_sha256 TEXT NOT NULL,
+    title TEXT NOT NULL,
+    agent_name TEXT NOT NULL,
+    call_count INTEGER NOT NULL,
+    submitted_at REAL NOT NULL,
+    pending_expires_at REAL NOT NULL,
+    decision TEXT,
+    decided_by TEXT,
+    decided_at REAL,
+    reason TEXT,
+    decision_id INTEGER,
+    approval_expires_at REAL,
+    executed_at REAL,
+    deadline REAL
+);
+CREATE INDEX IF NOT EXISTS proposals_latest_seq ON proposals(latest_seq);
+CREATE INDEX IF NOT EXISTS proposals_deadline ON proposals(deadline);
+
+CREATE TABLE IF NOT EXISTS revisions (
+    proposal_id TEXT NOT NULL REFERENCES proposals(proposal_id),
+    revision INTEGER NOT NULL,
+    plan_sha256 TEXT NOT NULL,
+    title TEXT NOT NULL,
+    call_count INTEGER NOT NULL,
+    submitted_by TEXT NOT NULL,
+    submitted_at REAL NOT NULL,
+    body BLOB NOT NULL,
+    PRIMARY KEY (proposal_id, revision)
+);
+
+CREATE TABLE IF NOT EXISTS decisions (
+    id INTEGER PRIMARY KEY,
+    proposal_id TEXT NOT NULL REFERENCES proposals(proposal_id),
+    revision INTEGER NOT NULL,
+    plan_sha256 TEXT NOT NULL,
+    decision TEXT NOT NULL CHECK (decision IN ('approve', 'reject')),
+    reason TEXT NOT NULL,
+    decided_by TEXT NOT NULL,
+    decided_at REAL NOT NULL,
+    expires_at REAL,
+    UNIQUE (proposal_id, revision)
+);
+
+CREATE TABLE IF NOT EXISTS executions (
+    id INTEGER PRIMARY KEY,
+    decision_id INTEGER NOT NULL UNIQUE REFERENCES decisions(id),
+    proposal_id TEXT NOT NULL,
+    revision INTEGER NOT NULL,
+    reported_by TEXT NOT NULL,
+    reported_at REAL NOT NULL,
+    body BLOB NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS idempotency (
+    token_id INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    request_sha256 TEXT NOT NULL,
+    answer TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (token_id, key)
+);
+
+CREATE TABLE IF NOT EXISTS trail (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    actor TEXT NOT NULL,
+    event TEXT NOT NULL CHECK (event IN ('submitted', 'approved', 'rejected', 'executed')),
+    proposal_id TEXT NOT NULL,
+    revision INTEGER NOT NULL,
+    plan_sha256 TEXT NOT NULL,
+    reason TEXT
+);
+CREATE INDEX IF NOT EXISTS trail_proposal ON trail(proposal_id, seq);
+"""
+
+APPEND_ONLY_TABLES = ("revisions", "decisions", "executions", "trail")
+
+
+def _append_only_triggers() -> str:
+    return "\n".join(
+        f"CREATE TRIGGER IF NOT EXISTS {table}_no_{verb} BEFORE {verb.upper()} ON {table} "
+        f"BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END;"
+        for table in APPEND_ONLY_TABLES
+        for verb in ("update", "delete")
+    )
+
+
+def _timestamp(seconds: float | None) -> datetime | None:
+    return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
+
+
+def _required_timestamp(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+class SQLiteStore:
+    """`QueueStore` on one SQLite file; one connection per thread, as sqlite3 requires."""
+
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        clock: Clock,
+        pending_ttl: float,
+        approval_ttl: float,
+    ) -> None:
+        self.path = Path(path)
+        self.clock = clock
+        self.pending_ttl = pending_ttl
+        self.approval_ttl = approval_ttl
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        if not self.path.parent.exists():
+            self.path.parent.mkdir(parents=True, mode=0o700)
+        connection = self._connection()
+        connection.executescript(SCHEMA + _append_only_triggers())
+
+    # connections and transactions
+
+    def _connection(self) -> sqlite3.Connection:
+        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            connection.row_factory = sqlite3.Row
+            connection.execute("PRAGMA busy_timeout = 30000")
+            connection.execute("PRAGMA journal_mode = WAL")
+            connection.execute("PRAGMA synchronous = FULL")
+            connection.execute("PRAGMA foreign_keys = ON")
+            connection.create_function("reviewer_state", 5, derive_state, deterministic=True)
+            self._local.connection = connection
+            with self._lock:
+                self._connections.append(connection)
+        return connection
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """A `BEGIN IMMEDIATE` transaction: the write lock is taken before the first read."""
+        connection = self._connection()
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            yield connection
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction, so a record assembled from several tables is one snapshot."""
+        connection = self._connection()
+        connection.execute("BEGIN")
+        try:
+            yield connection
+        finally:
+            connection.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            for connection in self._connections:
+                connection.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+    # tokens
+
+    def create_token(self, name: str, role: Role, token_sha256: str) -> None:
+        with self._write() as db:
+            if db.execute("SELECT 1 FROM tokens WHERE name = ? AND revoked_at IS NULL", (name,)).fetchone():
+                raise Conflict(f"a token named {name!r} exists; revoke it first or choose another name")
+            db.execute(
+                "INSERT INTO tokens (name, role, token_sha256, created_at) VALUES (?, ?, ?, ?)",
+                (name, role, token_sha256, self.clock()),
+            )
+
+    def list_tokens(self) -> list[TokenInfo]:
+        rows = self._connection().execute(
+            "SELECT name, role, created_at, revoked_at FROM tokens ORDER BY name, created_at"
+        )
+        return [
+            TokenInfo(
+                row["name"],
+                row["role"],
+                _required_timestamp(row["created_at"]),
+                _timestamp(row["revoked_at"]),
+            )
+            for row in rows
+        ]
+
+    def revoke_token(self, name: str) -> bool:
+        with self._write() as db:
+            cursor = db.execute(
+                "UPDATE tokens SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL", (self.clock(), name)
+            )
+            return cursor.rowcount > 0
+
+    def resolve_token(self, token_sha256: str) -> Identity | None:
+        row = (
+            self._connection()
+            .execute(
+                "SELECT id, name, role, token_sha256 FROM tokens "
+                "WHERE token_sha256 = ? AND revoked_at IS NULL",
+                (token_sha256,),
+            )
+            .fetchone()
+        )
+        if row is None or not hashes_match(row["token_sha256"], token_sha256):
+            return None
+        return Identity(row["id"], row["name"], row["role"])
+
+    # proposals
+
+    def _proposal_row(self, db: sqlite3.Connection, identity: Identity, proposal_id: str) -> sqlite3.Row:
+        """The proposal if this identity may see it; another agent's proposal is as absent as a missing one.
+
+        A reviewer sees every proposal; an agent only those it submitted (revision 1 fixes the owner).
+        """
+        row = db.execute("SELECT * FROM proposals WHERE proposal_id = ?", (proposal_id,)).fetchone()
+        if row is None or (identity.role != "reviewer" and row["owner"] != identity.name):
+            raise NotFound(f"no proposal {proposal_id!r}; check the id, or whether it was submitted by you")
+        return row
+
+    def _state(self, row: sqlite3.Row, now: float) -> State:
+        return derive_state(
+            row["decision"], row["approval_expires_at"], row["executed_at"], row["pending_expires_at"], now
+        )
+
+    def _decision_state(self, row: sqlite3.Row, now: float) -> DecisionState:
+        state = self._state(row, now)
+        if row["decision"] == "approve":
+            expires_at = row["approval_expires_at"]
+        elif row["decision"] is None:
+            expires_at = row["pending_expires_at"]
+        else:
+            expires_at = None
+        return DecisionState(
+            proposal_id=row["proposal_id"],
+            revision=row["latest_revision"],
+            plan_sha256=row["plan_sha256"],
+            state=state,
+            decided_by=row["decided_by"],
+            decided_at=_timestamp(row["decided_at"]),
+            reason=row["reason"],
+            expires_at=_timestamp(None if state == "executed" else expires_at),
+            executed_at=_timestamp(row["executed_at"]),
+        )
+
+    def submit(self, identity: Identity, submission: Submission) -> tuple[bool, SubmissionAnswer]:
+        """Store a revision; answers (False, its record) when this very plan is already stored."""
+        now = self.clock()
+        with self._write() as db:
+            row = db.execute(
+                "SELECT * FROM proposals WHERE proposal_id = ?", (submission.proposal_id,)
+            ).fetchone()
+            if row is not None and row["owner"] != identity.name:
+                raise Conflict(
+                    f"proposal_id {submission.proposal_id!r} belongs to another agent; choose another id"
+                )
+            if row is not None:
+                stored = db.execute(
+                    "SELECT plan_sha256 FROM revisions WHERE proposal_id = ? AND revision = ?",
+                    (submission.proposal_id, submission.revision),
+                ).fetchone()
+                if stored is not None and stored["plan_sha256"] == submission.plan_sha256:
+                    latest = submission.revision == row["latest_revision"]
+                    state: RevisionState = self._state(row, now) if latest else "superseded"
+                    return False, SubmissionAnswer(
+                        proposal_id=submission.proposal_id,
+                        revision=submission.revision,
+                        plan_sha256=submission.plan_sha256,
+                        state=state,
+                    )
+            expected = 1 if row is None else row["latest_revision"] + 1
+            if submission.revision != expected:
+                stored_note = (
+                    f" and revision {submission.revision} is stored with another plan"
+                    if row is not None and submission.revision <= row["latest_revision"]
+                    else ""
+                )
+                raise Conflict(
+                    f"the next revision of {submission.proposal_id!r} is {expected}{stored_note}; "
+                    f"re-plan as revision {expected}"
+                )
+            seq = self._append_trail(
+                db,
+                now,
+                identity.name,
+                "submitted",
+                submission.proposal_id,
+                submission.revision,
+                submission.plan_sha256,
+            )
+            pending_expires_at = now + self.pending_ttl
+            if row is None:
+                db.execute(
+                    "INSERT INTO proposals (proposal_id, owner, latest_revision, latest_seq, plan_sha256, "
+                    "title, agent_name, call_count, submitted_at, pending_expires_at, deadline) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        submission.proposal_id,
+                        identity.name,
+                        submission.revision,
+                        seq,
+                        submission.plan_sha256,
+                        submission.title,
+                        submission.agent_name,
+                        submission.call_count,
+                        now,
+                        pending_expires_at,
+                        pending_expires_at,
+                    ),
+                )
+            else:
+                db.execute(
+                    "UPDATE proposals SET latest_revision = ?, latest_seq = ?, plan_sha256 = ?, title = ?, "
+                    "agent_name = ?, call_count = ?, submitted_at = ?, pending_expires_at = ?, "
+                    "decision = NULL, decided_by = NULL, decided_at = NULL, reason = NULL, "
+                    "decision_id = NULL, approval_expires_at = NULL, executed_at = NULL, deadline = ? "
+                    "WHERE proposal_id = ?",
+                    (
+                        submission.revision,
+                        seq,
+                        submission.plan_sha256,
+                        submission.title,
+                        submission.agent_name,
+                        submission.call_count,
+                        now,
+                        pending_expires_at,
+                        pending_expires_at,
+                        submission.proposal_id,
+                    ),
+                )
+            db.execute(
+                "INSERT INTO revisions (proposal_id, revision, plan_sha256, title, call_count, submitted_by, "
+                "submitted_at, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    submission.proposal_id,
+                    submission.revision,
+                    submission.plan_sha256,
+                    submission.title,
+                    submission.call_count,
+                    identity.name,
+                    now,
+                    submission.body,
+                ),
+            )
+        return True, SubmissionAnswer(
+            proposal_id=submission.proposal_id,
+            revision=submission.revision,
+            plan_sha256=submission.plan_sha256,
+            state="pending",
+        )
+
+    def _append_trail(
+        self,
+        db: sqlite3.Connection,
+        now: float,
+        actor: str,
+        event: str,
+        proposal_id: str,
+        revision: int,
+        plan_sha256: str,
+        reason: str | None = None,
+    ) -> int:
+        cursor = db.execute(
+            "INSERT INTO trail (at, actor, event, proposal_id, revision, plan_sha256, reason) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (now, actor, event, proposal_id, revision, plan_sha256, reason),
+        )
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    def list_version(self) -> ListVersion:
+        """Two index lookups: enough for an ETag that changes on every write and every expiry."""
+        db = self._connection()
+        last_seq = db.execute("SELECT coalesce(max(seq), 0) FROM trail").fetchone()[0]
+        next_deadline = db.execute(
+            "SELECT min(deadline) FROM proposals WHERE deadline > ?", (self.clock(),)
+        ).fetchone()[0]
+        return ListVersion(last_seq, next_deadline)
+
+    def list_proposals(self, state: State | None, before_seq: int | None, limit: int) -> ProposalPage:
+        now = self.clock()
+        rows = (
+            self._connection()
+            .execute(
+                "SELECT *, reviewer_state(decision, approval_expires_at, executed_at, pending_expires_at, ?) "
+                "AS state FROM proposals WHERE (? IS NULL OR latest_seq < ?) AND (? IS NULL OR "
+                "reviewer_state(decision, approval_expires_at, executed_at, pending_expires_at, ?) = ?) "
+                "ORDER BY latest_seq DESC LIMIT ?",
+                (now, before_seq, before_seq, state, now, state, limit + 1),
+            )
+            .fetchall()
+        )
+        summaries = []
+        for row in rows[:limit]:
+            decision_state = self._decision_state(row, now)
+            summaries.append(
+                ProposalSummary(
+                    proposal_id=row["proposal_id"],
+                    revision=row["latest_revision"],
+                    title=row["title"],
+                    agent_name=row["agent_name"],
+                    proposed_by=row["owner"],
+                    plan_sha256=row["plan_sha256"],
+                    call_count=row["call_count"],
+                    submitted_at=_required_timestamp(row["submitted_at"]),
+                    state=decision_state.state,
+                    decided_by=decision_state.decided_by,
+                    expires_at=decision_state.expires_at,
+                )
+            )
+        next_cursor = str(rows[limit - 1]["latest_seq"]) if len(rows) > limit else None
+        return ProposalPage(proposals=summaries, next_cursor=next_cursor)
+
+    def get_record(self, identity: Identity, proposal_id: str) -> ProposalRecord:
+        now = self.clock()
+        with self._read() as db:
+            row = self._proposal_row(db, identity, proposal_id)
+            latest = self._decision_state(row, now)
+            revisions = [
+                RevisionInfo(
+                    revision=revision["revision"],
+                    plan_sha256=revision["plan_sha256"],
+                    title=revision["title"],
+                    call_count=revision["call_count"],
+                    submitted_by=revision["submitted_by"],
+                    submitted_at=_required_timestamp(revision["submitted_at"]),
+                    state=latest.state if revision["revision"] == latest.revision else "superseded",
+                )
+                for revision in db.execute(
+                    "SELECT revision, plan_sha256, title, call_count, submitted_by, submitted_at "
+                    "FROM revisions WHERE proposal_id = ? ORDER BY revision",
+                    (proposal_id,),
+                )
+            ]
+            history = [
+                TrailEvent(
+                    seq=event["seq"],
+                    at=_required_timestamp(event["at"]),
+                    actor=event["actor"],
+                    event=event["event"],
+                    revision=event["revision"],
+                    plan_sha256=event["plan_sha256"],
+                    reason=event["reason"],
+                )
+                for event in db.execute(
+                    "SELECT * FROM trail WHERE proposal_id = ? ORDER BY seq", (proposal_id,)
+                )
+            ]
+        return ProposalRecord(
+            proposal_id=proposal_id,
+            proposed_by=row["owner"],
+            latest=latest,
+            revisions=revisions,
+            history=history,
+        )
+
+    def get_revision_body(self, identity: Identity, proposal_id: str, revision: int) -> bytes:
+        with self._read() as db:
+            self._proposal_row(db, identity, proposal_id)
+            row = db.execute(
+                "SELECT body FROM revisions WHERE proposal_id = ? AND revision = ?", (proposal_id, revision)
+            ).fetchone()
+        if row is None:
+            raise NotFound(f"proposal {proposal_id!r} has no revision {revision}")
+        return bytes(row["body"])
+
+    def decision_state(self, identity: Identity, proposal_id: str) -> DecisionState:
+        row = self._proposal_row(self._connection(), identity, proposal_id)
+        return self._decision_state(row, self.clock())
+
+    def decide(
+        self, identity: Identity, proposal_id: str, request: DecisionRequest, idempotency_key: str
+    ) -> tuple[bool, DecisionState]:
+        """Record a decision; answers (True, the first answer) for a retry of an earlier request."""
+        fingerprint = _fingerprint(proposal_id, request)
+        now = self.clock()
+        with self._write() as db:
+            row = self._proposal_row(db, identity, proposal_id)
+            earlier = db.execute(
+                "SELECT request_sha256, answer FROM idempotency WHERE token_id = ? AND key = ?",
+                (identity.token_id, idempotency_key),
+            ).fetchone()
+            if earlier is not None:
+                if earlier["request_sha256"] != fingerprint:
+                    raise IdempotencyMismatch(
+                        "this Idempotency-Key was used for a different decision; "
+                        "use a new key for each new decision"
+                    )
+                return True, DecisionState.model_validate_json(earlier["answer"])
+            _require_latest(row, request.revision, request.plan_sha256)
+            state = self._state(row, now)
+            if state != "pending":
+                who = f" by {row['decided_by']}" if row["decided_by"] else ""
+                raise NotPending(
+                    f"revision {row['latest_revision']} of {proposal_id!r} is already {state}{who}; "
+                    "reload it before deciding",
+                    state=state,
+                    decided_by=row["decided_by"],
+                )
+            approval_expires_at = now + self.approval_ttl if request.decision == "approve" else None
+            cursor = db.execute(
+                "INSERT INTO decisions (proposal_id, revision, plan_sha256, decision, reason, decided_by, "
+                "decided_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    proposal_id,
+                    request.revision,
+                    request.plan_sha256,
+                    request.decision,
+                    request.reason,
+                    identity.name,
+                    now,
+                    approval_expires_at,
+                ),
+            )
+            event = "approved" if request.decision == "approve" else "rejected"
+            self._append_trail(
+                db,
+                now,
+                identity.name,
+                event,
+                proposal_id,
+                request.revision,
+                request.plan_sha256,
+                request.reason or None,
+            )
+            db.execute(
+                "UPDATE proposals SET decision = ?, decided_by = ?, decided_at = ?, reason = ?, "
+                "decision_id = ?, approval_expires_at = ?, deadline = ? WHERE proposal_id = ?",
+                (
+                    request.decision,
+                    identity.name,
+                    now,
+                    request.reason or None,
+                    cursor.lastrowid,
+                    approval_expires_at,
+                    approval_expires_at,
+                    proposal_id,
+                ),
+            )
+            updated = db.execute("SELECT * FROM proposals WHERE proposal_id = ?", (proposal_id,)).fetchone()
+            answer = self._decision_state(updated, now)
+            db.execute(
+                "INSERT INTO idempotency (token_id, key, request_sha256, answer, created_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (identity.token_id, idempotency_key, fingerprint, answer.model_dump_json(), now),
+            )
+        return False, answer
+
+    def record_execution(
+        self, identity: Identity, proposal_id: str, report: ExecutionReport, body: bytes
+    ) -> DecisionState:
+        now = self.clock()
+        with self._write() as db:
+            row = self._proposal_row(db, identity, proposal_id)
+            _require_latest(row, report.revision, report.plan_sha256)
+            state = self._state(row, now)
+            if state != "approved":
+                reason = {
+                    "executed": "its approval was already used by an execution; an approval authorizes one",
+                    "pending": "it is not approved yet",
+                    "rejected": f"it was rejected by {row['decided_by']}",
+                    "expired": "it expired; re-submit it for a new decision",
+                }[state]
+                raise ExecutionRefused(
+                    f"revision {row['latest_revision']} of {proposal_id!r} may not run: {reason}",
+                    state=state,
+                    decided_by=row["decided_by"],
+                )
+            db.execute(
+                "INSERT INTO executions (decision_id, proposal_id, revision, reported_by, reported_at, body) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (row["decision_id"], proposal_id, report.revision, identity.name, now, body),
+            )
+            self._append_trail(
+                db, now, identity.name, "executed", proposal_id, report.revision, report.plan_sha256
+            )
+            db.execute(
+                "UPDATE proposals SET executed_at = ?, deadline = NULL WHERE proposal_id = ?",
+                (now, proposal_id),
+            )
+            updated = db.execute("SELECT * FROM proposals WHERE proposal_id = ?", (proposal_id,)).fetchone()
+            return self._decision_state(updated, now)
+
+    # for tests and operators
+
+    def integrity_check(self) -> str:
+        return str(self._connection().execute("PRAGMA integrity_check").fetchone()[0])
+
+
+def _require_latest(row: sqlite3.Row, revision: int, plan_sha256: str) -> None:
+    """412 unless the request names the latest revision and its digest; checked before any state."""
+    if revision != row["latest_revision"] or plan_sha256 != row["plan_sha256"]:
+        what = "revision" if revision != row["latest_revision"] else "plan_sha256"
+        raise StaleRevision(
+            f"the {what} named is not the latest: {row['proposal_id']!r} is at revision "
+            f"{row['latest_revision']} with plan_sha256 {row['plan_sha256']}; review that revision first",
+            latest_revision=row["latest_revision"],
+            latest_plan_sha256=row["plan_sha256"],
+        )
+
+
+def _fingerprint(proposal_id: str, request: DecisionRequest) -> str:
+    """What makes two decision requests "the same body" for an Idempotency-Key."""
+    material: dict[str, Any] = {"proposal_id": proposal_id, **request.model_dump()}
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
