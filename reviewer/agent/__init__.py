@@ -1,0 +1,81 @@
+"""The agent library: dry-run capable write tools, plans as proposals, and approved real runs.
+
+@write_tool(effect="create", produces=("id",))
+def create_ticket(title: str) -> HttpRequest:
+    return HttpRequest("POST", "/v1/tickets", body={"title": title})
+
+async with dry_run("server", client=api, audit=HttpAuditLog()) as recording:
+    await task()
+proposal = recording.to_proposal(proposal_id=..., title=..., agent=..., target=...)
+approval = await queue.submit_and_wait(proposal)          # a reviewer decides
+execution = await queue.execute(task, approval, client=api, audit=HttpAuditLog())
+"""
+
+from reviewer.agent.audit import AuditUnavailable, HttpAuditLog
+from reviewer.agent.backends import (
+    BACKENDS,
+    DEFAULT_DRY_RUN_QUERY,
+    FakeBackend,
+    RecordBackend,
+    ServerBackend,
+    TransportBackend,
+    is_live_client,
+    make_backend,
+    rest_mock_handler,
+)
+from reviewer.agent.errors import (
+    AgentError,
+    DecisionTimeout,
+    LiveClientRefused,
+    NoActiveRun,
+    NotApproved,
+    PlanStop,
+    ToolDefinitionError,
+    UnknownBackend,
+)
+from reviewer.agent.execution import Approval, Execution, execute_approved, local_approval, real_run
+from reviewer.agent.flag import DRY_RUN, is_dry_run, names_dry_run
+from reviewer.agent.placeholders import placeholder, placeholders_in, substitute
+from reviewer.agent.runs import RecordedCall, Recording, dry_run
+from reviewer.agent.tools import CallAnswer, HttpRequest, ToolArgumentError, WriteTool, write_tool
+
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_DRY_RUN_QUERY",
+    "DRY_RUN",
+    "AgentError",
+    "Approval",
+    "AuditUnavailable",
+    "CallAnswer",
+    "DecisionTimeout",
+    "Execution",
+    "FakeBackend",
+    "HttpAuditLog",
+    "HttpRequest",
+    "LiveClientRefused",
+    "NoActiveRun",
+    "NotApproved",
+    "PlanStop",
+    "RecordBackend",
+    "RecordedCall",
+    "Recording",
+    "ServerBackend",
+    "ToolArgumentError",
+    "ToolDefinitionError",
+    "TransportBackend",
+    "UnknownBackend",
+    "WriteTool",
+    "dry_run",
+    "execute_approved",
+    "is_dry_run",
+    "is_live_client",
+    "local_approval",
+    "make_backend",
+    "names_dry_run",
+    "placeholder",
+    "placeholders_in",
+    "real_run",
+    "rest_mock_handler",
+    "substitute",
+    "write_tool",
+]

@@ -1,0 +1,267 @@
+"""The four ways a write can be answered without writing: server, fake, transport, record (DESIGN 2).
+
+Each backend answers one request and says what it sent to the real API, if anything, so a run can
+count write requests honestly. A backend is chosen by name through `make_backend`, which refuses a
+name it does not know instead of falling through to anything that could write.
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Final, Protocol
+
+import httpx
+
+from reviewer.agent.errors import LiveClientRefused, UnknownBackend
+from reviewer.agent.tools import CallAnswer, HttpRequest
+from reviewer.proposal import DryRunVia
+
+DEFAULT_DRY_RUN_QUERY: Final[Mapping[str, str]] = {"dryRun": "All"}
+"""The Kubernetes spelling; an API with another parameter passes its own to the server backend."""
+
+
+class Backend(Protocol):
+    """Answers a write in a dry run. `write_requests` counts requests that reached the real API."""
+
+    via: DryRunVia
+    write_requests: int
+
+    async def answer(self, request: HttpRequest) -> tuple[CallAnswer, HttpRequest | None]:
+        """The answer, and the request as sent to the real API (None when nothing reached it)."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+def answer_from_response(response: httpx.Response) -> CallAnswer:
+    """An HTTP answer as an outcome: 2xx ok, 4xx refused (with the API's message), else error."""
+    body = _json_or_none(response)
+    if response.is_success:
+        return CallAnswer("ok", response.status_code, None, body)
+    status = "refused" if 400 <= response.status_code < 500 else "error"
+    return CallAnswer(status, response.status_code, _message(body, response), None)
+
+
+def _json_or_none(response: httpx.Response) -> Any:
+    if not response.content:
+        return None
+    try:
+        return response.json()
+    except ValueError:
+        return response.text
+
+
+def _message(body: Any, response: httpx.Response) -> str:
+    if isinstance(body, Mapping):
+        for key in ("detail", "message", "error"):
+            value = body.get(key)
+            if isinstance(value, str):
+                return value
+            if value is not None:
+                return str(value)
+    if isinstance(body, str) and body:
+        return body[:500]
+    return response.reason_phrase or f"HTTP {response.status_code}"
+
+
+async def send(client: httpx.AsyncClient, request: HttpRequest) -> httpx.Response:
+    """Send one request; the only place in the agent library that puts a write on the wire."""
+    return await client.request(
+        request.method,
+        request.path,
+        params=dict(request.query) if request.query else None,
+        json=request.body if request.body is not None else None,
+    )
+
+
+def is_live_client(client: object) -> bool:
+    """Whether `client` could reach a real API: a URL, or an httpx client not built on MockTransport.
+
+    Anything else that is not None counts as live too: a fake needs no client at all, so the
+    safe reading of a client it does not recognise is that it might write.
+    """
+    if client is None:
+        return False
+    if isinstance(client, httpx.AsyncClient | httpx.Client):
+        transport = getattr(client, "_transport", None)
+        mounts = getattr(client, "_mounts", {}) or {}
+        return not isinstance(transport, httpx.MockTransport) or any(
+            mounted is not None and not isinstance(mounted, httpx.MockTransport)
+            for mounted in mounts.values()
+        )
+    return True
+
+
+class ServerBackend:
+    """The API's own dry-run parameter: every server rule runs, against the state before the run."""
+
+    via: ClassVar[DryRunVia] = "server"
+
+    def __init__(
+        self, client: httpx.AsyncClient | None, dry_run_query: Mapping[str, str] = DEFAULT_DRY_RUN_QUERY
+    ) -> None:
+        if not isinstance(client, httpx.AsyncClient):
+            raise TypeError(
+                "the 'server' backend asks the API itself: pass client=httpx.AsyncClient(base_url=...)"
+            )
+        if not dry_run_query:
+            raise ValueError(
+                "the 'server' backend needs the API's dry-run query parameter, e.g. {'dryRun': 'All'}"
+            )
+        self.client = client
+        self.dry_run_query = dict(dry_run_query)
+        self.write_requests = 0
+
+    async def answer(self, request: HttpRequest) -> tuple[CallAnswer, HttpRequest]:
+        sent = HttpRequest(
+            request.method, request.path, {**(request.query or {}), **self.dry_run_query}, request.body
+        )
+        self.write_requests += 1
+        try:
+            response = await send(self.client, sent)
+        except httpx.HTTPError as error:
+            return CallAnswer("error", None, f"{type(error).__name__}: {error}", None), sent
+        return answer_from_response(response), sent
+
+    async def aclose(self) -> None:
+        """The client belongs to the runner, which closes it."""
+
+
+class FakeBackend:
+    """An in-memory fake of a JSON REST API: carries state and mints random ids, runs no server rule.
+
+    Resources live under their path: POST to a collection stores `{...body, id}` at `collection/id`;
+    PATCH/PUT merge into (or create) the resource at the path; DELETE drops it. A delete of an open
+    ticket, or of an id that never existed, therefore reads as ok: the blind spot DESIGN 2 names.
+    """
+
+    via: ClassVar[DryRunVia] = "fake"
+    id_prefix: ClassVar[str] = "fake-"
+
+    def __init__(self, client: object = None) -> None:
+        if is_live_client(client):
+            raise LiveClientRefused(self.via, client)
+        self.resources: dict[str, dict[str, Any]] = {}
+        self.write_requests = 0
+
+    async def answer(self, request: HttpRequest) -> tuple[CallAnswer, None]:
+        method = request.method.upper()
+        path = request.path.rstrip("/")
+        body = request.body if isinstance(request.body, Mapping) else {}
+        if method == "POST":
+            minted = f"{self.id_prefix}{secrets.token_hex(4)}"
+            resource = {**body, "id": minted}
+            self.resources[f"{path}/{minted}"] = resource
+            return CallAnswer("ok", 201, None, dict(resource)), None
+        last_segment = path.rsplit("/", 1)[-1]
+        if method in ("PATCH", "PUT"):
+            resource = self.resources.setdefault(path, {"id": last_segment})
+            if method == "PUT":
+                resource.clear()
+                resource["id"] = last_segment
+            resource.update(body)
+            return CallAnswer("ok", 200, None, dict(resource)), None
+        if method == "DELETE":
+            self.resources.pop(path, None)
+            return CallAnswer("ok", 200, None, {"id": last_segment, "deleted": True}), None
+        return CallAnswer("ok", 200, None, None), None
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+def rest_mock_handler(id_prefix: str = "mock-") -> Callable[[httpx.Request], httpx.Response]:
+    """An MSW-style handler per route: POST answers 201 with a minted id, PATCH/PUT echo, DELETE 204.
+
+    It is stateless and knows no rule, like most hand-written HTTP mocks: shape only, per handler.
+    """
+    counter = itertools.count(1)
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        body = _request_json(request)
+        last_segment = request.url.path.rstrip("/").rsplit("/", 1)[-1]
+        if request.method == "POST":
+            return httpx.Response(201, json={**body, "id": f"{id_prefix}{next(counter)}"})
+        if request.method in ("PATCH", "PUT"):
+            return httpx.Response(200, json={**body, "id": last_segment})
+        if request.method == "DELETE":
+            return httpx.Response(204)
+        missing = f"no mock handler for {request.method} {request.url.path}"
+        return httpx.Response(404, json={"detail": missing})
+
+    return handle
+
+
+def _request_json(request: httpx.Request) -> dict[str, Any]:
+    if not request.content:
+        return {}
+    try:
+        body = httpx.Response(200, content=request.content).json()
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+class TransportBackend:
+    """A fake at the HTTP layer (`httpx.MockTransport`): the real client code runs, no request leaves."""
+
+    via: ClassVar[DryRunVia] = "transport"
+
+    def __init__(
+        self,
+        client: object = None,
+        handler: Callable[[httpx.Request], httpx.Response] | None = None,
+    ) -> None:
+        if is_live_client(client):
+            raise LiveClientRefused(self.via, client)
+        self._owns_client = client is None
+        if isinstance(client, httpx.AsyncClient):
+            self.client = client
+        else:
+            self.client = httpx.AsyncClient(
+                transport=httpx.MockTransport(handler or rest_mock_handler()),
+                base_url="http://transport.invalid",
+            )
+        self.write_requests = 0
+
+    async def answer(self, request: HttpRequest) -> tuple[CallAnswer, None]:
+        response = await send(self.client, request)
+        return answer_from_response(response), None
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self.client.aclose()
+
+
+class RecordBackend:
+    """Nothing is sent: the call is written down, and nothing about it is validated."""
+
+    via: ClassVar[DryRunVia] = "record"
+
+    def __init__(self, client: object = None) -> None:
+        """A client, if given, is ignored: this backend has no code path that sends."""
+        self.write_requests = 0
+
+    async def answer(self, request: HttpRequest) -> tuple[CallAnswer, None]:
+        return CallAnswer("recorded"), None
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+BACKENDS: Final[dict[str, Callable[..., Backend]]] = {
+    "server": ServerBackend,
+    "fake": FakeBackend,
+    "transport": TransportBackend,
+    "record": RecordBackend,
+}
+
+
+def make_backend(name: object, client: object = None, **options: Any) -> Backend:
+    """The backend called `name`; an unknown name raises `UnknownBackend` before anything is sent."""
+    factory = BACKENDS.get(name) if isinstance(name, str) else None
+    if factory is None:
+        raise UnknownBackend(name, tuple(BACKENDS))
+    return factory(client, **options)

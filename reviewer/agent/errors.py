@@ -1,0 +1,93 @@
+"""The errors an agent runner can meet, each with a message that says what to do next."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class AgentError(Exception):
+    """Base of every error `reviewer.agent` raises on purpose; anything else is a bug."""
+
+
+class UnknownBackend(AgentError):
+    """A dry-run backend name nobody defined: raising is the only safe answer, never a real write."""
+
+    def __init__(self, name: object, known: tuple[str, ...]) -> None:
+        self.name = name
+        super().__init__(
+            f"unknown dry-run backend {name!r}; choose one of {', '.join(known)} "
+            "(nothing was sent to the API)"
+        )
+
+
+class LiveClientRefused(AgentError):
+    """A fake backend was handed a client that talks to a real API."""
+
+    def __init__(self, backend: str, client: object) -> None:
+        self.backend = backend
+        kind = "base URL" if isinstance(client, str) else type(client).__name__
+        super().__init__(
+            f"the {backend!r} dry-run backend was handed a live {kind}; a fake must never hold a "
+            "client that can reach the real API. Pass no client (or an httpx client built on "
+            "httpx.MockTransport), or use the 'server' backend to ask the API itself."
+        )
+
+
+class NoActiveRun(AgentError):
+    """A write tool was called outside any run, so nobody decided whether it may write."""
+
+    def __init__(self, tool: str) -> None:
+        super().__init__(
+            f"write tool {tool!r} was called outside a run; call it inside "
+            "`async with dry_run(...)` or from a task given to `execute_approved(...)`"
+        )
+
+
+class ToolDefinitionError(AgentError):
+    """A write tool whose declaration would let the model steer the dry-run flag or break recording."""
+
+
+class NotApproved(AgentError):
+    """The queue does not hold a current approval for exactly this plan, so nothing may run for real."""
+
+    def __init__(self, proposal_id: str, revision: int, why: str) -> None:
+        self.proposal_id = proposal_id
+        self.revision = revision
+        self.why = why
+        super().__init__(
+            f"proposal {proposal_id} revision {revision} may not run for real: {why}. "
+            "Submit the plan and wait for a reviewer to approve this revision; nothing was sent."
+        )
+
+
+class DecisionTimeout(AgentError):
+    """No decision arrived within the wait; the proposal stays in the queue, pending."""
+
+    def __init__(self, proposal_id: str, revision: int, seconds: float) -> None:
+        self.proposal_id = proposal_id
+        self.revision = revision
+        super().__init__(
+            f"no decision on proposal {proposal_id} revision {revision} after {seconds:g} s; "
+            "it is still pending in the queue: wait again later or ask a reviewer to look at it"
+        )
+
+
+class PlanStop(AgentError):
+    """The real run stopped before sending a call the approved plan does not cover.
+
+    Raised inside the agent's task at the call that did not match; the call was not sent, and
+    every later write tool call in the same run raises too, so swallowing it cannot resume writing.
+    """
+
+    def __init__(
+        self, position: int, tool: str, reason: str, expected: Any = None, actual: Any = None
+    ) -> None:
+        self.position = position
+        self.tool = tool
+        self.reason = reason
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"real call {position} ({tool}) stopped before it was sent: {reason}. "
+            "The approved plan does not cover it; re-plan, submit the new revision and get it approved."
+        )

@@ -1,0 +1,205 @@
+"""Dry runs: record every write tool call through a backend, and turn the record into a v1 proposal."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import httpx
+
+from reviewer.agent.audit import AuditUnavailable, HttpAuditLog
+from reviewer.agent.backends import Backend, make_backend
+from reviewer.agent.flag import run_scope
+from reviewer.agent.placeholders import placeholder, substitute
+from reviewer.agent.tools import CallAnswer, HttpRequest, WriteTool
+from reviewer.proposal import FORMAT_V1, Agent, Call, DryRun, Effect, Outcome, Proposal, Target
+
+
+class ToolRunner(Protocol):
+    """What a write tool reports to: a dry recording or an approved real execution."""
+
+    async def perform(
+        self, tool: WriteTool, arguments: dict[str, Any], dropped: tuple[str, ...]
+    ) -> CallAnswer: ...
+
+
+@dataclass
+class RecordedCall:
+    """One write tool call as it happened in a run.
+
+    `request` is the request as the plan means it: placeholders stay placeholders, and a server dry
+    run's query carries its dry-run parameter (as DESIGN 3's example shows). `sent` is what really
+    reached the API, with concrete values, or None when nothing did.
+    """
+
+    seq: int
+    tool: str
+    effect: Effect
+    args: dict[str, Any]
+    request: HttpRequest
+    answer: CallAnswer
+    sent: HttpRequest | None = None
+    dropped_args: tuple[str, ...] = ()
+
+    def to_call(self) -> Call:
+        return Call(
+            seq=self.seq,
+            tool=self.tool,
+            effect=self.effect,
+            args=dict(self.args),
+            request=self.request.to_proposal(),
+            outcome=Outcome(
+                status=self.answer.status,
+                http_status=self.answer.http_status,
+                message=self.answer.message,
+                result=self.answer.result,
+            ),
+        )
+
+
+def dry_result(tool: WriteTool, seq: int, result: Any) -> Any:
+    """The result the agent sees in a dry run: each produced field replaced by its placeholder."""
+    if not tool.produces:
+        return result
+    placeholders = {name: placeholder(name, seq) for name in tool.produces}
+    if isinstance(result, Mapping):
+        return {**result, **placeholders}
+    return placeholders
+
+
+@dataclass
+class Recording:
+    """A dry run in progress, then done: the calls, the counts, and the values dry writes produced."""
+
+    backend: Backend
+    client: httpx.AsyncClient | None = None
+    audit: HttpAuditLog | None = None
+    calls: list[RecordedCall] = field(default_factory=list)
+    dry_values: dict[str, Any] = field(default_factory=dict)
+    """Placeholder -> the value the backend produced for it, substituted into later requests it sees."""
+    writes_kept: int | None = None
+    kept_audit_lines: list[dict[str, Any]] = field(default_factory=list)
+    _audit_before: int | None = None
+
+    @property
+    def via(self) -> str:
+        return self.backend.via
+
+    @property
+    def write_requests(self) -> int:
+        return self.backend.write_requests
+
+    async def perform(
+        self, tool: WriteTool, arguments: dict[str, Any], dropped: tuple[str, ...]
+    ) -> CallAnswer:
+        seq = len(self.calls) + 1
+        planned = tool.request_for(arguments)
+        to_send = HttpRequest(
+            planned.method,
+            substitute(planned.path, self.dry_values),
+            substitute(planned.query, self.dry_values),
+            substitute(planned.body, self.dry_values),
+        )
+        answer, sent = await self.backend.answer(to_send)
+        if isinstance(answer.result, Mapping):
+            for name in tool.produces:
+                if name in answer.result:
+                    self.dry_values[placeholder(name, seq)] = answer.result[name]
+        recorded_query = sent.query if sent is not None else planned.query
+        self.calls.append(
+            RecordedCall(
+                seq=seq,
+                tool=tool.name,
+                effect=tool.effect,
+                args=dict(arguments),
+                request=HttpRequest(planned.method, planned.path, recorded_query, planned.body),
+                answer=answer,
+                sent=sent,
+                dropped_args=dropped,
+            )
+        )
+        return CallAnswer(
+            answer.status, answer.http_status, answer.message, dry_result(tool, seq, answer.result)
+        )
+
+    async def _read_audit_count(self) -> int | None:
+        if self.audit is None or self.client is None:
+            return None
+        try:
+            return len(await self.audit.read(self.client))
+        except AuditUnavailable:
+            return None
+
+    async def _start(self) -> None:
+        self._audit_before = await self._read_audit_count()
+
+    async def _finish(self) -> None:
+        """A run that sent nothing to the API kept nothing; otherwise the API's audit log says."""
+        await self.backend.aclose()
+        if self.write_requests == 0:
+            self.writes_kept = 0
+            return
+        if self._audit_before is None or self.audit is None or self.client is None:
+            return
+        try:
+            lines = await self.audit.read(self.client)
+        except AuditUnavailable:
+            return
+        self.kept_audit_lines = lines[self._audit_before :]
+        self.writes_kept = len(self.kept_audit_lines)
+
+    def to_proposal(
+        self,
+        *,
+        proposal_id: str,
+        title: str,
+        agent: Agent,
+        target: Target,
+        revision: int = 1,
+        task: str | None = None,
+        created_at: str | None = None,
+    ) -> Proposal:
+        """The recorded calls as a v1 proposal, ready to submit."""
+        return Proposal(
+            format=FORMAT_V1,
+            proposal_id=proposal_id,
+            revision=revision,
+            title=title,
+            task=task,
+            agent=agent,
+            created_at=created_at or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            target=target,
+            dry_run=DryRun(
+                via=self.backend.via, write_requests=self.write_requests, writes_kept=self.writes_kept
+            ),
+            calls=[call.to_call() for call in self.calls],
+        )
+
+
+@asynccontextmanager
+async def dry_run(
+    backend: str = "server",
+    *,
+    client: object = None,
+    audit: HttpAuditLog | None = None,
+    **backend_options: Any,
+) -> AsyncIterator[Recording]:
+    """Run write tools dry inside the block, through the backend named `backend`, and record them.
+
+    The flag is set for this context only and put back at exit, so concurrent runs (asyncio tasks)
+    each keep their own. An unknown backend name, or a live client handed to a fake, raises here,
+    before any tool runs. `audit` (with a live `client`) lets the run learn how many writes the API
+    kept: more than zero means the API ignored the dry-run parameter.
+    """
+    chosen = make_backend(backend, client, **backend_options)
+    live_client = client if isinstance(client, httpx.AsyncClient) and backend == "server" else None
+    recording = Recording(chosen, client=live_client, audit=audit)
+    await recording._start()
+    try:
+        with run_scope(recording, dry=True):
+            yield recording
+    finally:
+        await recording._finish()

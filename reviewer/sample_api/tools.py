@@ -1,0 +1,65 @@
+"""The agent's side of the reference scenario: ticket write tools, a read tool, and the task itself."""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+import httpx
+
+from reviewer.agent import HttpAuditLog, HttpRequest, write_tool
+from reviewer.proposal import Agent, Target
+
+REFERENCE_TITLE: Final = "Printer on fire"
+REFERENCE_TASK: Final = "Open one ticket, close t1 and t2 into it, delete t3."
+AUDIT: Final = HttpAuditLog("/v1/audit", "entries")
+AGENT: Final = Agent(name="deskline-agent", run_id="walkthrough")
+
+
+def target(base_url: str, environment: str = "sample") -> Target:
+    return Target(api="sample-tickets", base_url=base_url, environment=environment)
+
+
+@write_tool(effect="create", produces=("id",))
+def create_ticket(title: str, status: Literal["open", "closed"] | None = None) -> HttpRequest:
+    """Open a ticket; the API mints its id (tk-4, tk-5, ...)."""
+    body: dict[str, Any] = {"title": title}
+    if status is not None:
+        body["status"] = status
+    return HttpRequest("POST", "/v1/tickets", body=body)
+
+
+@write_tool(effect="update")
+def update_ticket(
+    id: str,
+    status: Literal["open", "closed"] | None = None,
+    mergedInto: str | None = None,
+    title: str | None = None,
+) -> HttpRequest:
+    """Change a ticket's status or title, or merge it into another ticket."""
+    body = {
+        name: value
+        for name, value in (("status", status), ("mergedInto", mergedInto), ("title", title))
+        if value is not None
+    }
+    return HttpRequest("PATCH", f"/v1/tickets/{id}", body=body)
+
+
+@write_tool(effect="delete")
+def delete_ticket(id: str) -> HttpRequest:
+    """Delete a ticket; the server refuses while it is open."""
+    return HttpRequest("DELETE", f"/v1/tickets/{id}")
+
+
+async def list_tickets(client: httpx.AsyncClient) -> list[dict[str, Any]]:
+    """A read tool: not wrapped, it reads the live API in every mode."""
+    response = await client.get("/v1/tickets")
+    response.raise_for_status()
+    return list(response.json()["tickets"])
+
+
+async def reference_task(title: str = REFERENCE_TITLE) -> None:
+    """DESIGN 2's task, as an agent would write it: the same code runs dry and for real."""
+    ticket = await create_ticket(title=title)
+    await update_ticket(id="t1", status="closed", mergedInto=ticket["id"])
+    await update_ticket(id="t2", status="closed", mergedInto=ticket["id"])
+    await delete_ticket(id="t3")
