@@ -14,9 +14,19 @@ from textual.widgets import DataTable, Footer, Static
 
 from reviewer.sanitize import clip, safe_text
 from reviewer.sources import BrokenFile, QueueItem
+from reviewer.tui.widgets.cells import cell
 from reviewer.tui.widgets.chrome import Chrome
 
-TITLE_CELLS = 38
+QUEUE_COLUMNS = (
+    (" ", "mark", 1),
+    ("proposal", "title", 28),
+    ("agent", "agent", 13),
+    ("rev", "rev", 6),
+    ("calls", "calls", 6),
+    ("c/u/d", "effects", 9),
+    ("dry run", "via", 9),
+    ("state", "state", 8),
+)
 
 
 class QueueScreen(Screen[None]):
@@ -38,14 +48,8 @@ class QueueScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Chrome(id="chrome")
         table: DataTable[Text] = DataTable(id="queue", cursor_type="row", zebra_stripes=True)
-        table.add_column(" ", key="mark", width=2)
-        table.add_column("proposal", key="title")
-        table.add_column("agent", key="agent")
-        table.add_column("rev", key="rev")
-        table.add_column("calls", key="calls")
-        table.add_column("c/u/d", key="effects")
-        table.add_column("dry run", key="via")
-        table.add_column("state", key="state")
+        for label, key, width in QUEUE_COLUMNS:
+            table.add_column(label, key=key, width=width)
         yield table
         yield Static(id="queue-detail")
         yield Static(id="broken")
@@ -56,7 +60,7 @@ class QueueScreen(Screen[None]):
 
     def refresh_chrome(self) -> None:
         count = len(self.items)
-        self.query_one(Chrome).show(f"{count} proposal{'s' if count != 1 else ''}", (self.mode, "italic"))
+        self.query_one(Chrome).show(self.mode, f"{count} proposal{'s' if count != 1 else ''}")
 
     def show_item(self, item: QueueItem) -> None:
         """Add or update the row of `item`, keeping the cursor where the reviewer left it."""
@@ -64,8 +68,7 @@ class QueueScreen(Screen[None]):
         self.items[item.proposal_id] = item
         cells = queue_row(item)
         if item.proposal_id in table.rows:
-            for key, value in zip(("mark", "title", "agent", "rev", "calls", "effects", "via", "state"),
-                                  cells, strict=True):
+            for (_, key, _), value in zip(QUEUE_COLUMNS, cells, strict=True):
                 table.update_cell(item.proposal_id, key, value)
         else:
             table.add_row(*cells, key=item.proposal_id)
@@ -106,8 +109,8 @@ def queue_row(item: QueueItem) -> tuple[Text, ...]:
     revisions = f"{proposal.revision}" + (f" of {len(item.revisions)}" if len(item.revisions) > 1 else "")
     return (
         Text("!", "bold red") if alarms else Text(""),
-        Text(safe_text(clip(proposal.title, TITLE_CELLS))),
-        Text(safe_text(clip(proposal.agent.name, 18))),
+        cell(proposal.title, 28),
+        cell(proposal.agent.name, 13),
         Text(revisions),
         Text(f"{ratios.calls:,}", justify="right"),
         Text(f"{ratios.creates}/{ratios.updates}/{ratios.deletes}",

@@ -78,11 +78,11 @@ class ReviewScreen(Screen[None]):
         proposal = self.analysis.proposal
         digest = self.item.digests.get(self.revision, "")
         self.query_one(Chrome).show(
+            self.mode,
             (proposal.proposal_id, "bold"),
             f"rev {self.revision} of {self.item.latest_revision}",
             f"sha256 {digest[:12]}…" if digest else "sha256 —",
             f"by {proposal.agent.name}",
-            (self.mode, "italic"),
         )
         alarms = self.analysis.alarms
         banner = self.query_one("#alarms", Static)

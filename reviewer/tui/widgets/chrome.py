@@ -24,9 +24,12 @@ class Chrome(Static):
     }
     """
 
-    def show(self, *parts: tuple[str, str] | str) -> None:
+    def show(self, mode: str, *parts: tuple[str, str] | str) -> None:
+        """`mode` (demo, or who is signed in live) comes first, so a narrow terminal never cuts it."""
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(" reviewer", "bold")
+        text.append(" │ ", "dim")
+        text.append(safe_text(clip(mode, 40)), "italic")
         for part in parts:
             value, style = (part, "") if isinstance(part, str) else part
             text.append(" │ ", "dim")

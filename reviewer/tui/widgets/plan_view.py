@@ -20,7 +20,8 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from reviewer.analysis import Analysis, PlanRow, Verdict
-from reviewer.sanitize import clip, safe_text
+from reviewer.sanitize import safe_text
+from reviewer.tui.widgets.cells import fit
 
 RowMark = Callable[[int], str | None]
 """Given a row index, a mark such as "added" or "changed" (drift), or None."""
@@ -38,12 +39,12 @@ class Column:
 
 COLUMNS: tuple[Column, ...] = (
     Column("#", 5, right=True),
-    Column("tool", 16),
-    Column("effect", 7),
-    Column("call", 24, shown_from=72),
+    Column("tool", 15),
+    Column("effect", 6),
+    Column("call", 22, shown_from=72),
     Column("args", 0, shown_from=96),
-    Column("dry run", 14),
-    Column("flags", 10),
+    Column("dry run", 13),
+    Column("flags", 9),
 )
 
 VERDICT_CLASS = {
@@ -207,7 +208,7 @@ class PlanView(ScrollView, can_focus=True):
     def _header_text(self, width: int) -> Text:
         text = Text(no_wrap=True)
         for column, cells in self._layout(width):
-            text.append(_fit(column.header, cells, column.right) + " ")
+            text.append(fit(column.header, cells, right=column.right) + " ")
         return text
 
     def _row_text(self, row: PlanRow, width: int) -> Text:
@@ -218,7 +219,7 @@ class PlanView(ScrollView, can_focus=True):
                 continue
             value, component = self._cell(column.header, row)
             style = self._style(component) if component else None
-            text.append(_fit(value, cells, column.right), style)
+            text.append(fit(value, cells, right=column.right), style)
             text.append(" ")
         return text
 
@@ -242,11 +243,3 @@ class PlanView(ScrollView, can_focus=True):
             text.append(piece + " ", self._style(component))
             used += len(piece) + 1
 
-
-def _fit(value: str, cells: int, right: bool = False) -> str:
-    """Sanitized text in exactly `cells` cells (wide characters counted), cut with an ellipsis."""
-    text = Text(safe_text(clip(value, cells * 4)), no_wrap=True, end="")
-    text.truncate(cells, overflow="ellipsis", pad=True)
-    if right:
-        return text.plain.strip().rjust(cells)
-    return text.plain

@@ -1,0 +1,127 @@
+"""Snapshot tests of the review screens: each docstring says what the picture must show."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from reviewer.tui.app import ReviewerApp
+from tests.tui.helpers import SAMPLES, wait_until_loaded
+
+SERVER = "deskline-merge.server.json"
+
+
+def open_first(*extra_keys: str):  # type: ignore[no-untyped-def]
+    """A run_before that waits for the files to load, opens the first proposal and presses keys."""
+
+    async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
+        await wait_until_loaded(pilot)
+        await pilot.press("enter")
+        await wait_until_loaded(pilot)
+        if extra_keys:
+            await pilot.press(*extra_keys)
+            await wait_until_loaded(pilot)
+
+    return run_before
+
+
+def test_queue_screen(snap_compare) -> None:
+    """The queue of every bundled sample: one row each with title, agent, revision ("2 of 2" for the
+    re-planned triage), calls, c/u/d counts and the dry-run kind; a red "!" on the proposals with
+    alarms (writes kept, real refusals, hidden characters), none on the clean refunds; the first
+    row's alarms spelled out under the table; the chrome says "9 proposals" and "demo"."""
+    assert snap_compare(ReviewerApp(SAMPLES), terminal_size=(100, 30), run_before=wait_until_loaded)
+
+
+def test_review_server_dry_run(snap_compare, sample_folder) -> None:
+    """The reference scenario under the server's own dry run: create "validated" (green), both
+    updates "chain noise" (yellow) with the ←#1 flag, delete "real refusal" (red, "del" flag);
+    side effects 1:2:1:0, 1 validated, 1 real refusal, 2 chain noise, 4 sent 0 kept; the chrome
+    shows the proposal id, revision, digest prefix and proposer; the banner says 1 real refusal."""
+    app = ReviewerApp(sample_folder(SERVER))
+    assert snap_compare(app, terminal_size=(100, 30), run_before=open_first())
+
+
+def test_review_fake_dry_run(snap_compare, sample_folder) -> None:
+    """The same plan answered by a fake: every row "not validated" (yellow italic), no refusals,
+    side effects say 4 unvalidated, 0 validated, and the banner says nothing was validated."""
+    app = ReviewerApp(sample_folder("deskline-merge.fake.json"))
+    assert snap_compare(app, terminal_size=(100, 30), run_before=open_first())
+
+
+def test_review_record_dry_run(snap_compare, sample_folder) -> None:
+    """The same plan only recorded: every row "recorded" (dim), placeholders shown as ⟨id from #1
+    create_ticket⟩ in the args column, nothing validated."""
+    app = ReviewerApp(sample_folder("deskline-merge.record.json"))
+    assert snap_compare(app, terminal_size=(100, 30), run_before=open_first())
+
+
+def test_writes_kept_alarm(snap_compare, sample_folder) -> None:
+    """A dry run whose API ignored the flag: the red banner under the chrome and the reversed
+    "DRY RUN KEPT 3 WRITES" block at the top of the side effects, impossible to miss."""
+    app = ReviewerApp(sample_folder("crm-dedupe.writes-kept.json"))
+    assert snap_compare(app, terminal_size=(100, 30), run_before=open_first())
+
+
+def test_outlier_in_extremes(snap_compare, sample_folder) -> None:
+    """The bulk refund: the extremes pane shows amount_cents with its median and a red line for the
+    one refund about 1,000 times the median, naming its call number."""
+    app = ReviewerApp(sample_folder("billing-refunds.outlier.json"))
+    assert snap_compare(app, terminal_size=(100, 30), run_before=open_first())
+
+
+def test_hostile_proposal(snap_compare, sample_folder) -> None:
+    """Hostile text shown, not obeyed: markup such as [@click=app.approve] and [bold red] appears
+    literally, ESC sequences and the bidi override appear as \\x1b / \\u202e escapes, every row
+    carries the "hid" flag, the 100 KB string is cut with a count, and the layout is intact."""
+    app = ReviewerApp(sample_folder("hostile-markup.json"))
+    assert snap_compare(app, terminal_size=(100, 30), run_before=open_first())
+
+
+def test_approve_confirmation(snap_compare, sample_folder) -> None:
+    """Pressing a: a dialog over the review that names the revision and proposal, shows the full
+    plan sha256, the counts being approved and the alarms, says "demo: nothing will be sent",
+    and offers y / n."""
+    app = ReviewerApp(sample_folder(SERVER))
+    assert snap_compare(app, terminal_size=(100, 30), run_before=open_first("a"))
+
+
+def test_demo_decision_is_not_sent(snap_compare, sample_folder) -> None:
+    """After a then y in the demo: the banner under the panes and a notification say the approval
+    of revision 1 was "not sent (demo)"."""
+    app = ReviewerApp(sample_folder(SERVER))
+    assert snap_compare(app, terminal_size=(100, 30), run_before=open_first("a", "y"))
+
+
+def test_reject_asks_for_a_reason(snap_compare, sample_folder) -> None:
+    """Pressing x: the rejection dialog with the same digest and counts and an empty reason field."""
+    app = ReviewerApp(sample_folder(SERVER))
+    assert snap_compare(app, terminal_size=(100, 30), run_before=open_first("x"))
+
+
+def test_help_screen(snap_compare) -> None:
+    """Pressing ?: every key of the queue, the review and the confirmation, and what each dry-run
+    verdict and flag means."""
+    assert snap_compare(ReviewerApp(SAMPLES), terminal_size=(100, 30), press=["question_mark"],
+                        run_before=wait_until_loaded)
+
+
+def test_queue_at_80x24(snap_compare) -> None:
+    """The queue at 80x24: every column still fits (titles cut with an ellipsis), nothing needs
+    horizontal scrolling."""
+    assert snap_compare(ReviewerApp(SAMPLES), terminal_size=(80, 24), run_before=wait_until_loaded)
+
+
+def test_review_at_80x24(snap_compare, sample_folder) -> None:
+    """The review at 80x24: the plan keeps seq, tool, effect, call, verdict and flags (args give way),
+    the three panes below stay readable, the footer lists the keys."""
+    app = ReviewerApp(sample_folder(SERVER))
+    assert snap_compare(app, terminal_size=(80, 24), run_before=open_first())
+
+
+def test_broken_file_listed(snap_compare, sample_folder) -> None:
+    """A folder with one good proposal and two broken files: the good one is listed, and under the
+    table the broken ones are named with the reason (the field for a wrong type, "not valid JSON")."""
+    folder: Path = sample_folder(SERVER)
+    (folder / "truncated.json").write_text('{"format": "reviewer.proposal/v1", "calls": [')
+    (folder / "wrong-type.json").write_text((folder / SERVER).read_text().replace('"seq": 2', '"seq": "2"'))
+    assert snap_compare(ReviewerApp(folder), terminal_size=(100, 30), run_before=wait_until_loaded)
