@@ -23,7 +23,7 @@ from typing import Any, Final
 import msgspec
 
 from reviewer.proposal import Call, Outcome, Proposal, dumps
-from reviewer.sanitize import HIDDEN_RANGES, clip
+from reviewer.sanitize import clip, json_has_hidden
 
 PLACEHOLDER: Final[re.Pattern[str]] = re.compile(r"<([A-Za-z_][A-Za-z0-9_.-]*) from call (\d+)>", re.ASCII)
 """`<FIELD from call N>`: a value only the real write of call N produces (design, section 2).
@@ -237,57 +237,10 @@ def _executed_parts(call: Call) -> tuple[Any, ...]:
     return (call.args, request.path, request.query, request.body)
 
 
-# Hidden characters in JSON text. C0 controls never appear raw in JSON: they are escapes (\b \f \r
-# \u00XX; \t and \n are layout, not hidden). Every other hidden character appears raw, as UTF-8.
-_ESCAPED_CONTROL: Final = re.compile(rb"\\(?:[bfr]|u000[0-8bBcCdDeEfF]|u001[0-9a-fA-F])")
-
-
-def _raw_hidden_patterns() -> dict[int, re.Pattern[bytes]]:
-    """One pattern per UTF-8 lead byte: each starts with a literal byte, so `re` scans at memchr speed.
-
-    Built from `sanitize.HIDDEN_RANGES`, the one definition of a hidden character. Lone surrogates
-    cannot be encoded as UTF-8 at all (encoding fails, which `_encoded_has_hidden`'s callers treat as
-    hidden) and C0 controls are escapes, so both are left out here.
-    """
-    encodings: dict[int, list[bytes]] = {}
-    for low, high in HIDDEN_RANGES:
-        for code in range(max(low, 0x20), high + 1):
-            if 0xD800 <= code <= 0xDFFF:
-                continue
-            encoded = chr(code).encode()
-            encodings.setdefault(encoded[0], []).append(encoded)
-    return {
-        lead: re.compile(b"|".join(re.escape(item) for item in sorted(items, key=len, reverse=True)))
-        for lead, items in encodings.items()
-    }
-
-
-_RAW_HIDDEN: Final = _raw_hidden_patterns()
-
-
-def encoded_has_hidden(encoded: bytes) -> bool:
-    """Whether JSON text (as `proposal.dumps` writes it) holds a string with a hidden character.
-
-    The same answer as `sanitize.has_hidden` on every string (and key) inside, without decoding:
-    a 25 MB plan is scanned in tens of milliseconds. An escape counts only when the backslash that
-    starts it is not itself escaped, i.e. an even number of backslashes precedes it.
-    """
-    for lead, pattern in _RAW_HIDDEN.items():
-        if lead in encoded and pattern.search(encoded):
-            return True
-    for match in _ESCAPED_CONTROL.finditer(encoded):
-        start = backslash = match.start()
-        while backslash > 0 and encoded[backslash - 1] == 0x5C:
-            backslash -= 1
-        if (start - backslash) % 2 == 0:
-            return True
-    return False
-
-
 def value_has_hidden(value: Any) -> bool:
     """Whether any string (or key) in a proposal value carries a hidden character."""
     try:
-        return encoded_has_hidden(dumps(value))
+        return json_has_hidden(dumps(value))
     except UnicodeEncodeError:
         return True  # a lone surrogate: hidden by definition, and unencodable
 

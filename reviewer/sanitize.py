@@ -13,7 +13,7 @@ only inside `rich.text.Text` / `textual.content.Content` objects, never parsed a
 from __future__ import annotations
 
 import re
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from reviewer.proposal import dumps
 
@@ -110,8 +110,15 @@ def clip(text: str, limit: int) -> str:
     """At most `limit` characters, saying how many were left out (a 10 MB string stays readable)."""
     if len(text) <= limit:
         return text
-    marker = f"… (+{len(text) - limit:,} chars)"
-    return text[: max(limit - len(marker), 0)] + marker
+    # The marker takes room from the text, so it must count its own room too: grow the count
+    # until it matches what is really cut (it only grows, so this ends within a few rounds).
+    cut = len(text) - limit
+    while True:
+        marker = f"… (+{cut:,} chars)"
+        kept = max(limit - len(marker), 0)
+        if len(text) - kept == cut:
+            return text[:kept] + marker
+        cut = len(text) - kept
 
 
 def compact_json(value: Any) -> str:
@@ -122,5 +129,60 @@ def compact_json(value: Any) -> str:
 
 
 def safe_value(value: Any, limit: int) -> Sanitized:
-    """Any proposal value as clipped, sanitized one-line text (clipped first: cheap on huge strings)."""
-    return sanitize(clip(compact_json(value), limit))
+    """Any proposal value as clipped, sanitized one-line text (clipped first: cheap on huge strings).
+
+    Inside a JSON-encoded value a control character is already an escape (`\\u001b`): harmless to
+    show, but still a hidden character the reviewer must be told about.
+    """
+    text = clip(compact_json(value), limit)
+    sanitized = sanitize(text)
+    if sanitized.hidden or isinstance(value, str):
+        return sanitized
+    return Sanitized(sanitized.text, json_has_hidden(text.encode("utf-8", "surrogatepass")))
+
+
+# Hidden characters in JSON text. C0 controls never appear raw in JSON: they are escapes (\b \f \r
+# \u00XX; \t and \n are layout, not hidden). Every other hidden character appears raw, as UTF-8.
+_ESCAPED_CONTROL: Final = re.compile(rb"\\(?:[bfr]|u000[0-8bBcCdDeEfF]|u001[0-9a-fA-F])")
+
+
+def _raw_hidden_patterns() -> dict[int, re.Pattern[bytes]]:
+    """One pattern per UTF-8 lead byte: each starts with a literal byte, so `re` scans at memchr speed.
+
+    Built from `_HIDDEN_RANGES`, the one definition of a hidden character. Lone surrogates cannot be
+    encoded as UTF-8 at all (encoding fails, which callers treat as hidden) and C0 controls are
+    escapes in JSON, so both are left out here.
+    """
+    encodings: dict[int, list[bytes]] = {}
+    for low, high in _HIDDEN_RANGES:
+        for code in range(max(low, 0x20), high + 1):
+            if 0xD800 <= code <= 0xDFFF:
+                continue
+            encoded = chr(code).encode()
+            encodings.setdefault(encoded[0], []).append(encoded)
+    return {
+        lead: re.compile(b"|".join(re.escape(item) for item in sorted(items, key=len, reverse=True)))
+        for lead, items in encodings.items()
+    }
+
+
+_RAW_HIDDEN: Final = _raw_hidden_patterns()
+
+
+def json_has_hidden(encoded: bytes) -> bool:
+    """Whether JSON text (as `proposal.dumps` writes it) holds a string with a hidden character.
+
+    The same answer as `has_hidden` on every string (and key) inside, without decoding:
+    a 25 MB plan is scanned in tens of milliseconds. An escape counts only when the backslash that
+    starts it is not itself escaped, i.e. an even number of backslashes precedes it.
+    """
+    for lead, pattern in _RAW_HIDDEN.items():
+        if lead in encoded and pattern.search(encoded):
+            return True
+    for match in _ESCAPED_CONTROL.finditer(encoded):
+        start = backslash = match.start()
+        while backslash > 0 and encoded[backslash - 1] == 0x5C:
+            backslash -= 1
+        if (start - backslash) % 2 == 0:
+            return True
+    return False
