@@ -140,6 +140,8 @@ def _submission(raw: bytes) -> Submission:
         except RecursionError:
             pass
         raise Invalid(str(error)) from None
+    if proposal.proposal_id in (".", ".."):
+        raise Invalid("proposal: $.proposal_id: '.' and '..' cannot be used as a URL path segment")
     return Submission(
         proposal_id=proposal.proposal_id,
         revision=proposal.revision,

@@ -1,0 +1,325 @@
+"""`QueueClient`: the async HTTP client of the queue API, and the errors it raises.
+
+Used by the terminal app and the agent library alike; it imports no Textual. The token travels
+only in the `Authorization` header: it is in no URL, log line, exception message or repr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from reviewer.api import (
+    Decision,
+    DecisionRequest,
+    DecisionState,
+    ErrorBody,
+    ExecutionReport,
+    ProposalPage,
+    ProposalRecord,
+    State,
+    SubmissionAnswer,
+    Whoami,
+)
+from reviewer.proposal import PROPOSAL_ID_PATTERN, Proposal, dumps, parse_proposal
+
+Answer = TypeVar("Answer", bound=BaseModel)
+
+DEFAULT_TIMEOUT: Final = 10.0
+DEFAULT_RETRIES: Final = 3
+_PARSE_IN_THREAD_BYTES: Final = 1024 * 1024
+_PROPOSAL_ID: Final = re.compile(PROPOSAL_ID_PATTERN)
+_DOT_SEGMENTS: Final = frozenset({".", ".."})
+
+
+class QueueError(Exception):
+    """Anything that kept a queue request from succeeding; the message says what to do."""
+
+
+class QueueUnreachable(QueueError):
+    """No HTTP answer at all (refused, timed out, cut off): the queue may be down or the URL wrong."""
+
+
+class QueueRefused(QueueError):
+    """The queue answered with an error; `status`, `code` and `body` (its ErrorBody) say which."""
+
+    hint = ""
+
+    def __init__(self, status: int, body: ErrorBody) -> None:
+        self.status = status
+        self.code = body.error
+        self.body = body
+        hint = f"; {self.hint}" if self.hint else ""
+        super().__init__(f"{body.message} (HTTP {status}){hint}")
+
+
+class InvalidRequest(QueueRefused):
+    """400, 413 or 422: the request itself is wrong (a bug in the caller or a plan over the limits)."""
+
+
+class IdempotencyKeyReused(InvalidRequest):
+    """422: an Idempotency-Key was sent again with another decision."""
+
+
+class Unauthorized(QueueRefused):
+    hint = "check REVIEWER_TOKEN or the token file; the operator mints tokens with `reviewer token create`"
+
+
+class Forbidden(QueueRefused):
+    """403: the token's role may not do this (an agent deciding, a reviewer submitting)."""
+
+
+class NotFound(QueueRefused):
+    """404: no such proposal or revision, or a proposal another agent submitted."""
+
+
+class Conflict(QueueRefused):
+    """409: the request contradicts what the queue holds (revision number, owner, state)."""
+
+
+class AlreadyDecided(Conflict):
+    """409 on a decision: the proposal is no longer pending. `state` and `decided_by` say why."""
+
+    def __init__(self, status: int, body: ErrorBody) -> None:
+        super().__init__(status, body)
+        self.state = body.state
+        self.decided_by = body.decided_by
+
+
+class ExecutionRefused(Conflict):
+    """409 on an execution: no current, unused approval (pending, rejected, expired, executed)."""
+
+    def __init__(self, status: int, body: ErrorBody) -> None:
+        super().__init__(status, body)
+        self.state = body.state
+
+
+class StaleRevision(QueueRefused):
+    """412: the revision or digest named is not the latest; nothing changed. Review the latest."""
+
+    def __init__(self, status: int, body: ErrorBody) -> None:
+        super().__init__(status, body)
+        self.latest_revision = body.latest_revision
+        self.latest_plan_sha256 = body.latest_plan_sha256
+
+
+class QueueServerError(QueueRefused):
+    hint = "the queue failed; try again, and tell its operator if it persists"
+
+
+_BY_CODE: Final[dict[str, type[QueueRefused]]] = {
+    "not_pending": AlreadyDecided,
+    "execution_refused": ExecutionRefused,
+    "idempotency_key_reused": IdempotencyKeyReused,
+}
+_BY_STATUS: Final[dict[int, type[QueueRefused]]] = {
+    400: InvalidRequest,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    412: StaleRevision,
+    413: InvalidRequest,
+    422: InvalidRequest,
+}
+
+
+def refusal(response: httpx.Response) -> QueueRefused:
+    """The typed error for an error response, even one without a JSON body (a proxy's 502)."""
+    try:
+        body = ErrorBody.model_validate_json(response.content)
+    except ValidationError:
+        reason = response.reason_phrase or "error"
+        body = ErrorBody(error="http_error", message=f"the queue answered {response.status_code} {reason}")
+    kind = _BY_CODE.get(body.error) or _BY_STATUS.get(response.status_code)
+    if kind is None:
+        kind = QueueServerError if response.status_code >= 500 else QueueRefused
+    return kind(response.status_code, body)
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One poll of the list: the page and its ETag, or `page is None` when nothing changed (304)."""
+
+    page: ProposalPage | None
+    etag: str | None
+
+    @property
+    def not_modified(self) -> bool:
+        return self.page is None
+
+
+class QueueClient:
+    """The queue API over httpx; `transport=` lets tests use `httpx.MockTransport` or ASGI.
+
+    Requests that are safe to repeat (reads, submissions, decisions under their Idempotency-Key)
+    are retried on transport errors; an execution report is sent once.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        retries: int = DEFAULT_RETRIES,
+        retry_delay: float = 0.2,
+    ) -> None:
+        if not token or any(character.isspace() for character in token) or not token.isprintable():
+            raise ValueError("the token is empty or contains whitespace or control characters")
+        self.base_url = base_url.rstrip("/")
+        self.retries = retries
+        self.retry_delay = retry_delay
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
+            transport=transport,
+            timeout=timeout,
+            follow_redirects=False,
+        )
+
+    def __repr__(self) -> str:
+        return f"QueueClient(base_url={self.base_url!r})"
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> QueueClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        retry: bool,
+        expect: tuple[int, ...] = (200,),
+        **kwargs: Any,
+    ) -> httpx.Response:
+        attempts = 1 + (self.retries if retry else 0)
+        for attempt in range(attempts):
+            try:
+                response = await self._http.request(method, path, **kwargs)
+            except httpx.TransportError as error:
+                if attempt + 1 < attempts:
+                    await asyncio.sleep(self.retry_delay * 2**attempt)
+                    continue
+                raise QueueUnreachable(
+                    f"the queue at {self.base_url} did not answer ({type(error).__name__}); "
+                    "check that `reviewer serve` runs there and the URL is right"
+                ) from error
+            if response.status_code in expect:
+                return response
+            raise refusal(response)
+        raise AssertionError("unreachable")
+
+    async def _get(self, path: str, model: type[Answer], **kwargs: Any) -> Answer:
+        response = await self._request("GET", path, retry=True, **kwargs)
+        return model.model_validate_json(response.content)
+
+    async def whoami(self) -> Whoami:
+        return await self._get("/v1/whoami", Whoami)
+
+    async def submit(self, proposal: bytes | Proposal) -> SubmissionAnswer:
+        """Submit a revision; sending the same one again (a retry) answers the stored record."""
+        body = proposal if isinstance(proposal, bytes) else dumps(proposal)
+        response = await self._request(
+            "POST",
+            "/v1/proposals",
+            retry=True,
+            expect=(200, 201),
+            content=body,
+            headers={"Content-Type": "application/json"},
+        )
+        return SubmissionAnswer.model_validate_json(response.content)
+
+    async def list_proposals(
+        self,
+        state: State | None = None,
+        cursor: str | None = None,
+        etag: str | None = None,
+        limit: int | None = None,
+    ) -> Listing:
+        """A page of summaries; pass the last `Listing.etag` to get `not_modified` at almost no cost."""
+        params = {
+            key: value
+            for key, value in (("state", state), ("cursor", cursor), ("limit", limit))
+            if value is not None
+        }
+        headers = {"If-None-Match": etag} if etag else {}
+        response = await self._request(
+            "GET", "/v1/proposals", retry=True, expect=(200, 304), params=params, headers=headers
+        )
+        new_etag = response.headers.get("etag")
+        if response.status_code == 304:
+            return Listing(page=None, etag=new_etag or etag)
+        return Listing(page=ProposalPage.model_validate_json(response.content), etag=new_etag)
+
+    async def get_proposal(self, proposal_id: str) -> ProposalRecord:
+        return await self._get(f"/v1/proposals/{_segment(proposal_id)}", ProposalRecord)
+
+    async def get_revision(self, proposal_id: str, revision: int) -> Proposal:
+        """One revision, whole, decoded with the proposal format's own checks (off the loop if large)."""
+        response = await self._request(
+            "GET", f"/v1/proposals/{_segment(proposal_id)}/revisions/{int(revision)}", retry=True
+        )
+        source = f"{proposal_id} revision {revision} from the queue"
+        if len(response.content) > _PARSE_IN_THREAD_BYTES:
+            return await asyncio.to_thread(parse_proposal, response.content, source)
+        return parse_proposal(response.content, source)
+
+    async def decide(
+        self,
+        proposal_id: str,
+        revision: int,
+        plan_sha256: str,
+        decision: Decision,
+        reason: str = "",
+        idempotency_key: str | None = None,
+    ) -> DecisionState:
+        """Approve or reject; a lost answer is retried with the same key, so it is decided once."""
+        request = DecisionRequest(
+            revision=revision, plan_sha256=plan_sha256, decision=decision, reason=reason
+        )
+        key = idempotency_key or str(uuid.uuid4())
+        response = await self._request(
+            "POST",
+            f"/v1/proposals/{_segment(proposal_id)}/decisions",
+            retry=True,
+            expect=(201,),
+            content=request.model_dump_json(),
+            headers={"Content-Type": "application/json", "Idempotency-Key": key},
+        )
+        return DecisionState.model_validate_json(response.content)
+
+    async def decision_state(self, proposal_id: str) -> DecisionState:
+        return await self._get(f"/v1/proposals/{_segment(proposal_id)}/decision", DecisionState)
+
+    async def report_execution(self, proposal_id: str, report: ExecutionReport) -> DecisionState:
+        """Report the real run. Not retried: the approval is used up by the first report that lands."""
+        response = await self._request(
+            "POST",
+            f"/v1/proposals/{_segment(proposal_id)}/executions",
+            retry=False,
+            expect=(201,),
+            content=report.model_dump_json(exclude_none=True),
+            headers={"Content-Type": "application/json"},
+        )
+        return DecisionState.model_validate_json(response.content)
+
+
+def _segment(proposal_id: str) -> str:
+    """A proposal id as one URL path segment; ids outside the format's pattern are refused here."""
+    if not _PROPOSAL_ID.match(proposal_id) or proposal_id in _DOT_SEGMENTS:
+        raise ValueError(f"{proposal_id[:60]!r} is not a proposal id ([A-Za-z0-9._-], 1 to 128 characters)")
+    return proposal_id

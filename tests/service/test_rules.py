@@ -1,0 +1,353 @@
+"""The decision rules of DESIGN section 5, each against the real service over HTTP."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from reviewer.service.store import SQLiteStore
+from tests.service.conftest import (
+    Actors,
+    Service,
+    body,
+    decide,
+    make_actors,
+    proposal,
+    reviewer_command,
+    start_service,
+    submit,
+    unique_id,
+)
+
+
+def test_whoami_names_the_token_holder_and_role(actors: Actors) -> None:
+    assert actors.alice.get("/v1/whoami").json() == {"name": "alice", "role": "reviewer"}
+    assert actors.agent.get("/v1/whoami").json() == {"name": "agent", "role": "agent"}
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer rvw_not-a-real-token", "Basic abc", "Bearer"])
+def test_a_request_without_a_valid_token_is_401(service: Service, authorization: str | None) -> None:
+    headers = {"Authorization": authorization} if authorization else {}
+    with service.client() as anonymous:
+        response = anonymous.get("/v1/whoami", headers=headers)
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == "Bearer"
+    assert response.json()["error"] == "unauthorized"
+
+
+def test_a_revoked_token_is_refused(service: Service) -> None:
+    token = service.token("short-lived", "reviewer")
+    with service.client(token) as client:
+        assert client.get("/v1/whoami").status_code == 200
+        revoke = reviewer_command("token", "revoke", "short-lived", "--db", str(service.db))
+        subprocess.run(revoke, check=True, capture_output=True)
+        assert client.get("/v1/whoami").status_code == 401
+
+
+def test_only_an_agent_submits_and_only_a_reviewer_lists(actors: Actors) -> None:
+    response = actors.alice.post("/v1/proposals", content=body(proposal(unique_id())))
+    assert response.status_code == 403
+    assert "agent" in response.json()["message"]
+    assert actors.agent.get("/v1/proposals").status_code == 403
+
+
+def test_an_agent_token_cannot_decide_even_its_own_proposal(actors: Actors) -> None:
+    proposal_id = unique_id()
+    answer = submit(actors.agent, proposal_id)
+    for agent in (actors.agent, actors.other_agent):
+        response = decide(agent, proposal_id, 1, answer["plan_sha256"])
+        assert response.status_code == 403, response.text
+    assert actors.alice.get(f"/v1/proposals/{proposal_id}/decision").json()["state"] == "pending"
+
+
+def test_another_agent_sees_no_such_proposal(actors: Actors) -> None:
+    proposal_id = unique_id()
+    submit(actors.agent, proposal_id)
+    for path in ("", "/decision", "/revisions/1"):
+        assert actors.agent.get(f"/v1/proposals/{proposal_id}{path}").status_code == 200
+        response = actors.other_agent.get(f"/v1/proposals/{proposal_id}{path}")
+        assert response.status_code == 404, path
+        missing_id = unique_id()
+        missing = actors.other_agent.get(f"/v1/proposals/{missing_id}{path}")
+        assert missing.json()["message"].replace(missing_id, proposal_id) == response.json()["message"]
+    refused = actors.other_agent.post(f"/v1/proposals/{proposal_id}/executions", json={})
+    assert refused.status_code in (404, 422)
+    taken = actors.other_agent.post("/v1/proposals", content=body(proposal(proposal_id, 2)))
+    assert taken.status_code == 409
+
+
+def test_a_decision_on_a_stale_revision_or_digest_is_412_and_changes_nothing(actors: Actors) -> None:
+    proposal_id = unique_id()
+    first = submit(actors.agent, proposal_id)
+    second = submit(actors.agent, proposal_id, 2)
+    before = actors.alice.get(f"/v1/proposals/{proposal_id}").json()
+    stale_revision = decide(actors.alice, proposal_id, 1, first["plan_sha256"])
+    wrong_digest = decide(actors.alice, proposal_id, 2, first["plan_sha256"])
+    for response in (stale_revision, wrong_digest):
+        assert response.status_code == 412, response.text
+        assert response.json()["latest_revision"] == 2
+        assert response.json()["latest_plan_sha256"] == second["plan_sha256"]
+    assert actors.alice.get(f"/v1/proposals/{proposal_id}").json() == before
+
+
+def test_412_comes_before_409_when_the_old_revision_was_decided(actors: Actors) -> None:
+    proposal_id = unique_id()
+    first = submit(actors.agent, proposal_id)
+    assert decide(actors.alice, proposal_id, 1, first["plan_sha256"], "reject").status_code == 201
+    submit(actors.agent, proposal_id, 2)
+    assert decide(actors.bob, proposal_id, 1, first["plan_sha256"]).status_code == 412
+
+
+def test_a_decided_proposal_answers_409_with_state_and_who(actors: Actors) -> None:
+    proposal_id = unique_id()
+    answer = submit(actors.agent, proposal_id)
+    assert (
+        decide(actors.alice, proposal_id, 1, answer["plan_sha256"], "reject", reason="no").status_code == 201
+    )
+    response = decide(actors.bob, proposal_id, 1, answer["plan_sha256"])
+    assert response.status_code == 409
+    assert response.json()["state"] == "rejected"
+    assert response.json()["decided_by"] == "alice"
+    assert "alice" in response.json()["message"]
+
+
+def test_the_decision_endpoint_reports_each_state(actors: Actors) -> None:
+    proposal_id = unique_id()
+    answer = submit(actors.agent, proposal_id)
+    path = f"/v1/proposals/{proposal_id}/decision"
+    assert actors.agent.get(path).json()["state"] == "pending"
+    decide(actors.alice, proposal_id, 1, answer["plan_sha256"], "approve", reason="looks right")
+    approved = actors.agent.get(path).json()
+    assert approved["state"] == "approved"
+    assert approved["decided_by"] == "alice"
+    assert approved["plan_sha256"] == answer["plan_sha256"]
+    assert approved["expires_at"] > approved["decided_at"]
+    report = {"revision": 1, "plan_sha256": answer["plan_sha256"], "calls": [{"seq": 1}]}
+    assert actors.agent.post(f"/v1/proposals/{proposal_id}/executions", json=report).status_code == 201
+    assert actors.agent.get(path).json()["state"] == "executed"
+
+    rejected_id = unique_id()
+    rejected = submit(actors.agent, rejected_id)
+    decide(actors.bob, rejected_id, 1, rejected["plan_sha256"], "reject", reason="deletes t3")
+    state = actors.agent.get(f"/v1/proposals/{rejected_id}/decision").json()
+    assert (state["state"], state["decided_by"], state["reason"]) == ("rejected", "bob", "deletes t3")
+
+
+class TestIdempotency:
+    def test_a_decision_without_a_key_is_400(self, actors: Actors) -> None:
+        proposal_id = unique_id()
+        answer = submit(actors.agent, proposal_id)
+        response = actors.alice.post(
+            f"/v1/proposals/{proposal_id}/decisions",
+            json={"revision": 1, "plan_sha256": answer["plan_sha256"], "decision": "approve"},
+        )
+        assert response.status_code == 400
+        assert "Idempotency-Key" in response.json()["message"]
+        assert actors.alice.get(f"/v1/proposals/{proposal_id}/decision").json()["state"] == "pending"
+
+    def test_same_key_and_body_gets_the_first_answer_and_creates_nothing(self, actors: Actors) -> None:
+        proposal_id = unique_id()
+        answer = submit(actors.agent, proposal_id)
+        first = decide(actors.alice, proposal_id, 1, answer["plan_sha256"], key="retry-me")
+        again = decide(actors.alice, proposal_id, 1, answer["plan_sha256"], key="retry-me")
+        assert (first.status_code, again.status_code) == (201, 201)
+        assert again.json() == first.json()
+        assert again.headers["idempotent-replayed"] == "true"
+        history = actors.alice.get(f"/v1/proposals/{proposal_id}").json()["history"]
+        assert [event["event"] for event in history] == ["submitted", "approved"]
+
+    def test_same_key_other_body_is_422(self, actors: Actors) -> None:
+        proposal_id = unique_id()
+        answer = submit(actors.agent, proposal_id)
+        assert decide(actors.alice, proposal_id, 1, answer["plan_sha256"], key="k").status_code == 201
+        other = decide(actors.alice, proposal_id, 1, answer["plan_sha256"], "reject", key="k")
+        assert other.status_code == 422
+        assert other.json()["error"] == "idempotency_key_reused"
+
+    def test_keys_are_scoped_to_the_token(self, actors: Actors) -> None:
+        proposal_id = unique_id()
+        answer = submit(actors.agent, proposal_id)
+        assert decide(actors.alice, proposal_id, 1, answer["plan_sha256"], key="shared").status_code == 201
+        bobs = decide(actors.bob, proposal_id, 1, answer["plan_sha256"], key="shared")
+        assert bobs.status_code == 409, "bob's key is his own: not a replay of alice's answer"
+
+
+class TestRevisions:
+    def test_a_new_revision_supersedes_an_approval(self, actors: Actors) -> None:
+        proposal_id = unique_id()
+        first = submit(actors.agent, proposal_id)
+        assert decide(actors.alice, proposal_id, 1, first["plan_sha256"]).status_code == 201
+        second = submit(actors.agent, proposal_id, 2)
+        state = actors.agent.get(f"/v1/proposals/{proposal_id}/decision").json()
+        assert (state["state"], state["revision"], state["plan_sha256"]) == (
+            "pending",
+            2,
+            second["plan_sha256"],
+        )
+        old_run = {"revision": 1, "plan_sha256": first["plan_sha256"], "calls": []}
+        assert actors.agent.post(f"/v1/proposals/{proposal_id}/executions", json=old_run).status_code == 412
+        record = actors.alice.get(f"/v1/proposals/{proposal_id}").json()
+        assert [revision["state"] for revision in record["revisions"]] == ["superseded", "pending"]
+
+    def test_resubmitting_a_stored_revision_with_the_same_plan_answers_200(self, actors: Actors) -> None:
+        proposal_id = unique_id()
+        first = submit(actors.agent, proposal_id)
+        again = actors.agent.post("/v1/proposals", content=body(proposal(proposal_id)))
+        assert again.status_code == 200
+        assert again.json() == first
+        submit(actors.agent, proposal_id, 2)
+        old = actors.agent.post("/v1/proposals", content=body(proposal(proposal_id)))
+        assert (old.status_code, old.json()["state"]) == (200, "superseded")
+        history = actors.alice.get(f"/v1/proposals/{proposal_id}").json()["history"]
+        assert [event["event"] for event in history] == ["submitted", "submitted"]
+
+    def test_another_plan_under_a_number_not_above_the_latest_is_409(self, actors: Actors) -> None:
+        proposal_id = unique_id()
+        submit(actors.agent, proposal_id)
+        submit(actors.agent, proposal_id, 2)
+        for revision in (1, 2):
+            other_plan = body(proposal(proposal_id, revision, calls=5))
+            response = actors.agent.post("/v1/proposals", content=other_plan)
+            assert response.status_code == 409, response.text
+            assert "revision 3" in response.json()["message"]
+
+    def test_revision_numbers_start_at_one_and_do_not_skip(self, actors: Actors) -> None:
+        proposal_id = unique_id()
+        assert actors.agent.post("/v1/proposals", content=body(proposal(proposal_id, 2))).status_code == 409
+        submit(actors.agent, proposal_id)
+        assert actors.agent.post("/v1/proposals", content=body(proposal(proposal_id, 3))).status_code == 409
+
+    def test_each_revision_is_served_whole_as_submitted(self, actors: Actors) -> None:
+        proposal_id = unique_id()
+        sent = body(proposal(proposal_id, calls=7))
+        assert actors.agent.post("/v1/proposals", content=sent).status_code == 201
+        response = actors.alice.get(f"/v1/proposals/{proposal_id}/revisions/1")
+        assert response.content == sent
+        assert actors.alice.get(f"/v1/proposals/{proposal_id}/revisions/2").status_code == 404
+
+
+class TestExecutions:
+    def test_an_approval_authorizes_one_execution(self, actors: Actors) -> None:
+        proposal_id = unique_id()
+        answer = submit(actors.agent, proposal_id)
+        report = {"revision": 1, "plan_sha256": answer["plan_sha256"], "calls": [{"seq": 1}], "audit_log": []}
+        path = f"/v1/proposals/{proposal_id}/executions"
+        assert actors.agent.post(path, json=report).status_code == 409, "not approved yet"
+        decide(actors.alice, proposal_id, 1, answer["plan_sha256"])
+        assert actors.alice.post(path, json=report).status_code == 403, "a reviewer reports no execution"
+        assert actors.other_agent.post(path, json=report).status_code == 404
+        assert actors.agent.post(path, json=report).status_code == 201
+        second = actors.agent.post(path, json=report)
+        assert second.status_code == 409
+        assert second.json()["state"] == "executed"
+
+    def test_a_rejected_plan_cannot_execute(self, actors: Actors) -> None:
+        proposal_id = unique_id()
+        answer = submit(actors.agent, proposal_id)
+        decide(actors.alice, proposal_id, 1, answer["plan_sha256"], "reject")
+        report = {"revision": 1, "plan_sha256": answer["plan_sha256"], "calls": []}
+        response = actors.agent.post(f"/v1/proposals/{proposal_id}/executions", json=report)
+        assert (response.status_code, response.json()["state"]) == (409, "rejected")
+
+
+def test_the_trail_is_append_only_and_shown_in_the_history(actors: Actors, service: Service) -> None:
+    proposal_id = unique_id()
+    first = submit(actors.agent, proposal_id)
+    decide(actors.alice, proposal_id, 1, first["plan_sha256"], "reject", reason="too broad")
+    second = submit(actors.agent, proposal_id, 2)
+    decide(actors.bob, proposal_id, 2, second["plan_sha256"], "approve")
+    actors.agent.post(
+        f"/v1/proposals/{proposal_id}/executions",
+        json={"revision": 2, "plan_sha256": second["plan_sha256"], "calls": []},
+    )
+    history = actors.agent.get(f"/v1/proposals/{proposal_id}").json()["history"]
+    assert [(event["event"], event["actor"], event["revision"]) for event in history] == [
+        ("submitted", "agent", 1),
+        ("rejected", "alice", 1),
+        ("submitted", "agent", 2),
+        ("approved", "bob", 2),
+        ("executed", "agent", 2),
+    ]
+    assert history[1]["reason"] == "too broad"
+    with sqlite3.connect(service.db) as db:
+        for statement in ("UPDATE trail SET actor = 'mallory'", "DELETE FROM trail", "DELETE FROM decisions"):
+            with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+                db.execute(statement)
+
+
+def test_the_database_is_in_wal_mode_with_full_sync(service: Service) -> None:
+    with sqlite3.connect(service.db) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    store = SQLiteStore(service.db, clock=time.time, pending_ttl=60, approval_ttl=60)
+    try:
+        assert store._connection().execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    finally:
+        store.close()
+
+
+class TestList:
+    def test_newest_first_with_a_cursor_and_a_state_filter(self, actors: Actors) -> None:
+        ids = [unique_id("list") for _ in range(5)]
+        answers = [submit(actors.agent, proposal_id) for proposal_id in ids]
+        decide(actors.alice, ids[0], 1, answers[0]["plan_sha256"], "reject")
+        first = actors.alice.get("/v1/proposals", params={"limit": 3}).json()
+        assert [summary["proposal_id"] for summary in first["proposals"]] == ids[::-1][:3]
+        rest = actors.alice.get("/v1/proposals", params={"limit": 3, "cursor": first["next_cursor"]}).json()
+        assert [summary["proposal_id"] for summary in rest["proposals"]][:2] == ids[::-1][3:]
+        rejected = actors.alice.get("/v1/proposals", params={"state": "rejected"}).json()["proposals"]
+        assert ids[0] in {summary["proposal_id"] for summary in rejected}
+        assert all(summary["state"] == "rejected" for summary in rejected)
+
+    def test_a_poll_that_finds_nothing_new_is_a_bodiless_304(self, actors: Actors) -> None:
+        first = actors.alice.get("/v1/proposals")
+        etag = first.headers["etag"]
+        unchanged = actors.bob.get("/v1/proposals", headers={"If-None-Match": etag})
+        assert unchanged.status_code == 304
+        assert unchanged.content == b""
+        assert unchanged.headers["etag"] == etag
+        submit(actors.agent, unique_id())
+        changed = actors.alice.get("/v1/proposals", headers={"If-None-Match": etag})
+        assert changed.status_code == 200
+        assert changed.headers["etag"] != etag
+
+
+@pytest.fixture(scope="module")
+def short_ttl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, Actors]]:
+    service = start_service(tmp_path_factory.mktemp("ttl"), "--pending-ttl", "1", "--approval-ttl", "1")
+    actors = make_actors(service)
+    yield service, actors
+    actors.close()
+    service.stop()
+
+
+class TestExpiry:
+    def test_a_pending_proposal_expires_and_cannot_be_decided(
+        self, short_ttl: tuple[Service, Actors]
+    ) -> None:
+        _, actors = short_ttl
+        proposal_id = unique_id()
+        answer = submit(actors.agent, proposal_id)
+        etag = actors.alice.get("/v1/proposals").headers["etag"]
+        time.sleep(1.2)
+        assert actors.agent.get(f"/v1/proposals/{proposal_id}/decision").json()["state"] == "expired"
+        late = decide(actors.alice, proposal_id, 1, answer["plan_sha256"])
+        assert (late.status_code, late.json()["state"]) == (409, "expired")
+        poll = actors.alice.get("/v1/proposals", headers={"If-None-Match": etag})
+        assert poll.status_code == 200, "an expiry changes the list, so the ETag changes too"
+
+    def test_an_expired_approval_authorizes_nothing(self, short_ttl: tuple[Service, Actors]) -> None:
+        _, actors = short_ttl
+        proposal_id = unique_id()
+        answer = submit(actors.agent, proposal_id)
+        assert decide(actors.alice, proposal_id, 1, answer["plan_sha256"]).status_code == 201
+        time.sleep(1.2)
+        state = actors.agent.get(f"/v1/proposals/{proposal_id}/decision").json()
+        assert (state["state"], state["decided_by"]) == ("expired", "alice")
+        report = {"revision": 1, "plan_sha256": answer["plan_sha256"], "calls": []}
+        response = actors.agent.post(f"/v1/proposals/{proposal_id}/executions", json=report)
+        assert (response.status_code, response.json()["state"]) == (409, "expired")
+        assert submit(actors.agent, proposal_id, 2)["state"] == "pending", "a re-plan asks again"
