@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
+import msgspec
+
+if TYPE_CHECKING:
+    from reviewer.agent.tools import HttpRequest
 
 
 class AuditUnavailable(Exception):
@@ -16,11 +21,16 @@ class AuditUnavailable(Exception):
 class HttpAuditLog:
     """An audit log served as JSON at `path`: a list, or an object holding the list under `entries_key`.
 
-    Reading it is a read, so it goes straight through the runner's client in every mode.
+    Reading it is a read, so it goes straight through the runner's client in every mode. Lines that
+    carry the request's method, path and body (under the names given here) can be attributed to the
+    run that sent them, so a run that shares the API with others counts only its own kept writes.
     """
 
     path: str = "/v1/audit"
     entries_key: str | None = "entries"
+    method_field: str = "method"
+    path_field: str = "path"
+    body_field: str = "body"
 
     async def read(self, client: httpx.AsyncClient) -> list[dict[str, Any]]:
         try:
@@ -33,3 +43,33 @@ class HttpAuditLog:
         if not isinstance(entries, list):
             raise AuditUnavailable(f"audit log at {self.path}: expected a list of entries")
         return [entry for entry in entries if isinstance(entry, dict)]
+
+    def lines_of(
+        self, new_lines: Sequence[dict[str, Any]], sent: Sequence[HttpRequest]
+    ) -> list[dict[str, Any]]:
+        """The new lines that record one of the `sent` requests (each request claims at most one line).
+
+        When the lines do not carry method, path and body, nothing can be attributed and every new
+        line counts: an over-count is safer than missing a write that was kept.
+        """
+        if any(self._key(line) is None for line in new_lines):
+            return list(new_lines)
+        unclaimed = [_request_key(request.method, request.path, request.body) for request in sent]
+        mine: list[dict[str, Any]] = []
+        for line in new_lines:
+            key = self._key(line)
+            if key in unclaimed:
+                unclaimed.remove(key)
+                mine.append(line)
+        return mine
+
+    def _key(self, line: dict[str, Any]) -> tuple[str, str, bytes] | None:
+        method, path = line.get(self.method_field), line.get(self.path_field)
+        if not isinstance(method, str) or not isinstance(path, str):
+            return None
+        return _request_key(method, path, line.get(self.body_field))
+
+
+def _request_key(method: str, path: str, body: Any) -> tuple[str, str, bytes]:
+    canonical_body = msgspec.json.encode(body if body is not None else {}, order="sorted")
+    return method.upper(), path.split("?", 1)[0], canonical_body

@@ -229,7 +229,8 @@ class Execution:
             lines = await self.audit.read(self.client)
         except AuditUnavailable:
             return
-        self.audit_lines = lines[self._audit_before :]
+        sent = [call.sent for call in self.executed if call.sent is not None]
+        self.audit_lines = self.audit.lines_of(lines[self._audit_before :], sent)
         self.audit_available = True
 
     def executed_calls(self) -> list[Call]:

@@ -148,7 +148,8 @@ class Recording:
             lines = await self.audit.read(self.client)
         except AuditUnavailable:
             return
-        self.kept_audit_lines = lines[self._audit_before :]
+        sent = [call.sent for call in self.calls if call.sent is not None]
+        self.kept_audit_lines = self.audit.lines_of(lines[self._audit_before :], sent)
         self.writes_kept = len(self.kept_audit_lines)
 
     def to_proposal(

@@ -1,0 +1,38 @@
+"""Small helpers shared by the agent tests: run the reference task in one mode, read the API's log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from reviewer.agent import Approval, Execution, dry_run, execute_approved
+from reviewer.proposal import Proposal
+from reviewer.sample_api import tools
+from reviewer.sample_api.server import RunningSampleApi
+
+
+async def dry_proposal(sample_api: RunningSampleApi, backend: str, **options: Any) -> Proposal:
+    """The reference task dry-run through `backend`, as the proposal an agent would submit."""
+    async with httpx.AsyncClient(base_url=sample_api.base_url) as api:
+        client = api if backend == "server" else None
+        async with dry_run(backend, client=client, audit=tools.AUDIT, **options) as recording:
+            await tools.reference_task()
+    return recording.to_proposal(
+        proposal_id=f"reference-{backend}",
+        title="Merge t1 and t2 into a new ticket, delete t3",
+        task=tools.REFERENCE_TASK,
+        agent=tools.AGENT,
+        target=tools.target(sample_api.base_url),
+    )
+
+
+async def real_execution(sample_api: RunningSampleApi, approval: Approval, task: Any = None) -> Execution:
+    async with httpx.AsyncClient(base_url=sample_api.base_url) as api:
+        return await execute_approved(task or tools.reference_task, approval, client=api, audit=tools.AUDIT)
+
+
+def received(sample_api: RunningSampleApi) -> list[dict[str, Any]]:
+    """Every write request the sample API received so far, as it received them."""
+    with sample_api.store.lock:
+        return [dict(entry) for entry in sample_api.store.request_log]

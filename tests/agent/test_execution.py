@@ -1,0 +1,122 @@
+"""The real run sends only what the approved plan lists, checked before each request leaves."""
+
+from __future__ import annotations
+
+import asyncio
+
+import msgspec
+import pytest
+
+from reviewer.agent import Approval, NotApproved, PlanStop, dry_run, local_approval, placeholder
+from reviewer.sample_api import tools
+from reviewer.sample_api.server import RunningSampleApi
+from tests.agent.helpers import dry_proposal, real_execution, received
+
+
+def real_writes(sample_api: RunningSampleApi) -> list[tuple[str, str]]:
+    return [(request["method"], request["path"]) for request in received(sample_api) if not request["query"]]
+
+
+def test_placeholders_resolved_from_the_real_results_count_as_the_same(sample_api: RunningSampleApi) -> None:
+    """The plan says mergedInto <id from call 1>; the real run sends tk-4, which call 1 really created."""
+    proposal = asyncio.run(dry_proposal(sample_api, "record"))
+    execution = asyncio.run(real_execution(sample_api, local_approval(proposal)))
+    assert execution.stop is None
+    assert execution.real_values == {placeholder("id", 1): "tk-4"}
+    assert [call.seq for call in execution.executed] == [1, 2, 3, 4]
+
+
+def test_execution_stops_at_the_first_mismatch_and_sends_nothing_after_it(
+    sample_api: RunningSampleApi,
+) -> None:
+    """A fresh sample deletes t2 where the plan closes it: calls 1-2 run, call 3 is stopped unsent,
+    and call 4, which the task tries after swallowing the stop, is stopped too."""
+    proposal = asyncio.run(dry_proposal(sample_api, "server"))
+    attempts: list[str] = []
+
+    async def fresh_sample() -> None:
+        ticket = await tools.create_ticket(title=tools.REFERENCE_TITLE)
+        await tools.update_ticket(id="t1", status="closed", mergedInto=ticket["id"])
+        try:
+            attempts.append("delete t2")
+            await tools.delete_ticket(id="t2")
+        except PlanStop:
+            pass  # a careless agent swallows the stop and carries on
+        attempts.append("delete t3")
+        await tools.delete_ticket(id="t3")
+
+    execution = asyncio.run(real_execution(sample_api, local_approval(proposal), fresh_sample))
+    assert attempts == ["delete t2", "delete t3"]
+    assert execution.stop is not None and execution.stop.position == 3
+    assert "the plan's call 3 is update_ticket" in execution.stop.reason
+    assert real_writes(sample_api) == [("POST", "/v1/tickets"), ("PATCH", "/v1/tickets/t1")]
+    assert [call.seq for call in execution.unexecuted] == [3, 4]
+    assert sorted(sample_api.store.tickets) == ["t1", "t2", "t3", "tk-4"]
+
+
+def test_a_changed_argument_is_named_in_the_stop(sample_api: RunningSampleApi) -> None:
+    proposal = asyncio.run(dry_proposal(sample_api, "server"))
+
+    async def other_title() -> None:
+        await tools.create_ticket(title="Printer on fire!")
+
+    execution = asyncio.run(real_execution(sample_api, local_approval(proposal), other_title))
+    assert execution.stop is not None
+    assert "args.title: plan 'Printer on fire', this call 'Printer on fire!'" in execution.stop.reason
+    assert real_writes(sample_api) == []
+
+
+def test_a_call_beyond_the_plan_is_stopped(sample_api: RunningSampleApi) -> None:
+    proposal = asyncio.run(dry_proposal(sample_api, "record"))
+
+    async def one_more() -> None:
+        await tools.reference_task()
+        await tools.create_ticket(title="one more")
+
+    execution = asyncio.run(real_execution(sample_api, local_approval(proposal), one_more))
+    assert execution.stop is not None and execution.stop.position == 5
+    assert "the approved plan has 4 calls" in execution.stop.reason
+    assert len(real_writes(sample_api)) == 4
+
+
+def test_a_placeholder_from_a_call_that_produced_nothing_stops_the_dependent_call(
+    sample_api: RunningSampleApi,
+) -> None:
+    """The real create is refused (a blank title), so nothing resolves <id from call 1>: the merge
+    that guesses tk-4 anyway is stopped, though tk-4 exists."""
+
+    async def plan_with_blank_title() -> None:
+        ticket = await tools.create_ticket(title=" ")
+        await tools.update_ticket(id="t1", status="closed", mergedInto=ticket["id"])
+
+    async def guess_after_refusal() -> None:
+        answer = await tools.create_ticket(title=" ")
+        assert answer.status == "refused"
+        await tools.update_ticket(id="t1", status="closed", mergedInto="tk-4")
+
+    async def record() -> Approval:
+        async with dry_run("record") as recording:
+            await plan_with_blank_title()
+        proposal = recording.to_proposal(
+            proposal_id="blank", title="blank", agent=tools.AGENT, target=tools.target(sample_api.base_url)
+        )
+        return local_approval(proposal)
+
+    approval = asyncio.run(record())
+    sample_api.store.tickets["tk-4"] = {"id": "tk-4", "title": "someone else's", "status": "open"}
+    execution = asyncio.run(real_execution(sample_api, approval, guess_after_refusal))
+    assert execution.stop is not None and execution.stop.position == 2
+    assert "<id from call 1>" in execution.stop.reason
+    assert real_writes(sample_api) == [("POST", "/v1/tickets")]
+    assert sample_api.store.tickets["t1"]["status"] == "open"
+
+
+def test_a_plan_changed_after_approval_cannot_run_under_it(sample_api: RunningSampleApi) -> None:
+    proposal = asyncio.run(dry_proposal(sample_api, "server"))
+    approval = local_approval(proposal)
+    tampered = msgspec.structs.replace(
+        proposal,
+        calls=[*proposal.calls[:3], msgspec.structs.replace(proposal.calls[3], args={"id": "t1"})],
+    )
+    with pytest.raises(NotApproved, match="digest"):
+        Approval(tampered, approval.plan_sha256, approval.approved_by)

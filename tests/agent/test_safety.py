@@ -1,0 +1,148 @@
+"""What must never reach the API: an unknown backend's write, a model's dryRun, a fake's live client."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from reviewer.agent import (
+    HttpRequest,
+    LiveClientRefused,
+    ToolArgumentError,
+    ToolDefinitionError,
+    UnknownBackend,
+    dry_run,
+    local_approval,
+    make_backend,
+    write_tool,
+)
+from reviewer.sample_api import tools
+from reviewer.sample_api.server import RunningSampleApi
+from tests.agent.helpers import dry_proposal, real_execution, received
+
+
+@pytest.mark.parametrize("name", ["sever", "real", "none", "", "SERVER", None, 0])
+def test_an_unknown_backend_raises_and_nothing_reaches_the_api(
+    sample_api: RunningSampleApi, name: object
+) -> None:
+    async def attempt() -> None:
+        async with httpx.AsyncClient(base_url=sample_api.base_url) as api, dry_run(name, client=api):  # type: ignore[arg-type]
+            await tools.reference_task()
+
+    with pytest.raises(UnknownBackend, match="choose one of server, fake, transport, record"):
+        asyncio.run(attempt())
+    assert received(sample_api) == []
+    assert sorted(sample_api.store.tickets) == ["t1", "t2", "t3"]
+
+
+def test_a_dry_run_argument_the_model_adds_is_dropped_in_a_dry_run(sample_api: RunningSampleApi) -> None:
+    """The model says dryRun=False; the runner's flag still decides, and the argument is not sent."""
+
+    async def model_driven() -> list:
+        async with (
+            httpx.AsyncClient(base_url=sample_api.base_url) as api,
+            dry_run("server", client=api) as recording,
+        ):
+            await tools.update_ticket(**{"id": "t1", "status": "closed", "dryRun": False, "dry_run": "no"})
+        return recording.calls
+
+    calls = asyncio.run(model_driven())
+    assert calls[0].args == {"id": "t1", "status": "closed"}
+    assert calls[0].dropped_args == ("dryRun", "dry_run")
+    assert received(sample_api) == [
+        {
+            "method": "PATCH",
+            "path": "/v1/tickets/t1",
+            "query": {"dryRun": "All"},
+            "body": {"status": "closed"},
+        }
+    ]
+    assert sample_api.store.tickets["t1"]["status"] == "open"
+
+
+def test_a_dry_run_argument_the_model_adds_never_reaches_the_api_in_a_real_run(
+    sample_api: RunningSampleApi,
+) -> None:
+    """A model that thinks dryRun=All makes its call safe must not get a request carrying it."""
+    proposal = asyncio.run(dry_proposal(sample_api, "record"))
+
+    async def model_adds_dry_run() -> None:
+        ticket = await tools.create_ticket(title=tools.REFERENCE_TITLE, dryRun="All")
+        await tools.update_ticket(id="t1", status="closed", mergedInto=ticket["id"], dryRun=True)
+        await tools.update_ticket(id="t2", status="closed", mergedInto=ticket["id"], validate_only=True)
+        await tools.delete_ticket(id="t3", **{"dry-run": "true"})
+
+    sample_api.store.reset()
+    execution = asyncio.run(real_execution(sample_api, local_approval(proposal), model_adds_dry_run))
+    assert execution.stop is None
+    for request in received(sample_api):
+        assert request["query"] == {}
+        assert "dryRun" not in (request["body"] or {})
+    assert [call.dropped_args for call in execution.executed] == [
+        ("dryRun",),
+        ("dryRun",),
+        ("validate_only",),
+        ("dry-run",),
+    ]
+
+
+def test_a_tool_cannot_declare_the_dry_run_flag_as_its_own_argument() -> None:
+    with pytest.raises(ToolDefinitionError, match="belongs to the runner"):
+
+        @write_tool(effect="update")
+        def sneaky(id: str, dryRun: bool = False) -> HttpRequest:
+            return HttpRequest("PATCH", f"/v1/tickets/{id}")
+
+    with pytest.raises(ToolDefinitionError, match="declare every argument"):
+
+        @write_tool(effect="update")
+        def anything_goes(**arguments: object) -> HttpRequest:
+            return HttpRequest("PATCH", "/v1/tickets/t1")
+
+    with pytest.raises(ToolDefinitionError, match="read tools stay ordinary functions"):
+        write_tool(effect="read")
+
+
+def test_a_required_argument_the_model_left_out_is_an_error_not_a_call(sample_api: RunningSampleApi) -> None:
+    async def attempt() -> None:
+        async with httpx.AsyncClient(base_url=sample_api.base_url) as api, dry_run("server", client=api):
+            await tools.update_ticket(status="closed")
+
+    with pytest.raises(ToolArgumentError, match="update_ticket"):
+        asyncio.run(attempt())
+    assert received(sample_api) == []
+
+
+def test_the_model_sees_only_declared_arguments_in_the_schema() -> None:
+    schema = tools.update_ticket.schema()
+    assert schema["parameters"]["required"] == ["id"]
+    assert schema["parameters"]["additionalProperties"] is False
+    assert set(schema["parameters"]["properties"]) == {"id", "status", "mergedInto", "title"}
+    assert schema["parameters"]["properties"]["status"] == {"enum": ["open", "closed"]}
+
+
+@pytest.mark.parametrize("backend", ["fake", "transport"])
+def test_a_fake_backend_refuses_a_live_client(sample_api: RunningSampleApi, backend: str) -> None:
+    async def attempt(client: object) -> None:
+        async with dry_run(backend, client=client):
+            await tools.reference_task()
+
+    async def with_live_httpx_client() -> None:
+        async with httpx.AsyncClient(base_url=sample_api.base_url) as api:
+            await attempt(api)
+
+    with pytest.raises(LiveClientRefused, match="live AsyncClient"):
+        asyncio.run(with_live_httpx_client())
+    with pytest.raises(LiveClientRefused, match="live base URL"):
+        asyncio.run(attempt(sample_api.base_url))
+    with pytest.raises(LiveClientRefused):
+        make_backend(backend, httpx.Client(base_url=sample_api.base_url))
+    assert received(sample_api) == []
+
+
+def test_a_fake_backend_accepts_a_client_that_cannot_leave_the_process() -> None:
+    mock = httpx.AsyncClient(transport=httpx.MockTransport(lambda request: httpx.Response(500)))
+    assert make_backend("fake", mock).via == "fake"
+    assert make_backend("transport", mock).via == "transport"
