@@ -1,0 +1,654 @@
+"""Tests of the analysis: section 2's reading of each outcome, placeholders, ratios, extremes, alarms."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reviewer.analysis import (
+    PLACEHOLDER,
+    Analysis,
+    Extremes,
+    NumericField,
+    Placeholder,
+    Verdict,
+    value_has_hidden,
+)
+from reviewer.proposal import Proposal, dumps, parse_proposal
+from reviewer.sanitize import has_hidden
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_proposals"
+
+
+def sample(name: str) -> Analysis:
+    return Analysis(parse_proposal((SAMPLES / name).read_bytes(), name))
+
+
+def plan(calls: list[dict[str, Any]], via: str = "server", **changes: Any) -> Analysis:
+    """A small proposal around `calls`, checked by the real parser."""
+    document: dict[str, Any] = {
+        "format": "reviewer.proposal/v1",
+        "proposal_id": "test-plan",
+        "revision": 1,
+        "title": "a test plan",
+        "agent": {"name": "test-agent"},
+        "created_at": "2026-10-15T09:00:00Z",
+        "target": {"api": "deskline"},
+        "dry_run": {"via": via},
+        "calls": calls,
+    }
+    document.update(changes)
+    return Analysis(parse_proposal(json.dumps(document), "test"))
+
+
+def call(seq: int, tool: str = "update_ticket", effect: str = "update", **fields: Any) -> dict[str, Any]:
+    return {"seq": seq, "tool": tool, "effect": effect, **fields}
+
+
+def refused(http_status: int = 422) -> dict[str, Any]:
+    return {"status": "refused", "http_status": http_status}
+
+
+OK = {"status": "ok"}
+
+
+# --- the reference scenario (design, section 2) ---------------------------------------------------
+
+
+def test_server_dry_run_of_the_reference_scenario_reads_exactly_as_the_design_says() -> None:
+    analysis = sample("deskline-merge.server.json")
+    rows = [analysis.row(index) for index in range(len(analysis))]
+    assert [row.verdict for row in rows] == [
+        Verdict.VALIDATED,
+        Verdict.CHAIN_NOISE,
+        Verdict.CHAIN_NOISE,
+        Verdict.REAL_REFUSAL,
+    ]
+    create, close_t1, close_t2, delete_t3 = rows
+    assert (create.http_status, create.depends_on, create.destructive) == (201, (), False)
+    assert (close_t1.http_status, close_t1.message) == (422, "mergedInto names no ticket: tk-4")
+    assert close_t1.depends_on == close_t2.depends_on == (1,)
+    assert close_t1.unresolved == ()
+    assert (delete_t3.http_status, delete_t3.message) == (409, "close the ticket before deleting it")
+    assert delete_t3.destructive and delete_t3.depends_on == ()
+    assert [row.resource for row in rows] == [
+        "/v1/tickets",
+        "/v1/tickets/t1",
+        "/v1/tickets/t2",
+        "/v1/tickets/t3",
+    ]
+    assert [(row.method, row.path) for row in rows[2:]] == [
+        ("PATCH", "/v1/tickets/t2"),
+        ("DELETE", "/v1/tickets/t3"),
+    ]
+
+
+def test_fake_dry_run_of_the_reference_scenario_validates_nothing() -> None:
+    analysis = sample("deskline-merge.fake.json")
+    assert {analysis.row(index).verdict for index in range(len(analysis))} == {Verdict.NOT_VALIDATED}
+    assert analysis.row(3).destructive
+    assert analysis.alarms == ("nothing was validated (fake dry run)",)
+
+
+def test_recorded_reference_scenario_is_all_recorded() -> None:
+    analysis = sample("deskline-merge.record.json")
+    assert [analysis.row(index).verdict for index in range(len(analysis))] == [Verdict.RECORDED] * 4
+    assert analysis.ratios.recorded == 4
+    assert analysis.alarms == ("nothing was validated (recorded only)",)
+
+
+def test_reference_scenario_ratios() -> None:
+    ratios = sample("deskline-merge.server.json").ratios
+    assert (ratios.calls, ratios.creates, ratios.updates, ratios.deletes, ratios.reads, ratios.other) == (
+        4,
+        1,
+        2,
+        1,
+        0,
+        0,
+    )
+    assert (ratios.validated, ratios.chain_noise, ratios.real_refusals, ratios.not_validated) == (1, 2, 1, 0)
+    assert (ratios.write_requests, ratios.writes_kept) == (4, 0)
+    assert ratios.resources == 4
+    assert ratios.depends_on_placeholders == 2
+    assert ratios.unresolved_placeholders == 0
+    assert ratios.destructive_share == 0.25
+
+
+def test_reference_scenario_alarms_only_the_real_refusal() -> None:
+    assert sample("deskline-merge.server.json").alarms == ("1 real refusal",)
+
+
+def test_placeholders_show_their_provenance_in_the_arguments() -> None:
+    row = sample("deskline-merge.server.json").row(1)
+    assert row.args_summary == "id=t1, status=closed, mergedInto=⟨id from #1 create_ticket⟩"
+    assert row.placeholders == (
+        Placeholder(
+            text="<id from call 1>", field="id", call_seq=1, source_tool="create_ticket", resolvable=True
+        ),
+    )  # once, although the request body repeats it
+    assert row.placeholders[0].provenance() == "⟨id from #1 create_ticket⟩"
+
+
+def test_fake_reference_scenario_resources_come_from_tool_and_id() -> None:
+    analysis = sample("deskline-merge.fake.json")
+    resources = [analysis.row(index).resource for index in range(4)]
+    assert resources == ["create_ticket", "update_ticket:t1", "update_ticket:t2", "delete_ticket:t3"]
+
+
+# --- placeholders ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("named", "in_seq", "seqs"),
+    [(5, 2, [1, 2, 5]), (2, 2, [1, 2]), (3, 4, [1, 2, 4]), (9, 2, [1, 2])],
+    ids=["later call", "itself", "missing call", "beyond the plan"],
+)
+def test_placeholder_naming_no_earlier_call_is_unresolved(named: int, in_seq: int, seqs: list[int]) -> None:
+    calls = [call(seq, "create_ticket", "create", outcome=OK) for seq in seqs]
+    calls[seqs.index(in_seq)] = call(
+        in_seq, args={"mergedInto": f"<id from call {named}>"}, outcome=refused()
+    )
+    analysis = plan(calls)
+    row = analysis.row(seqs.index(in_seq))
+    (placeholder,) = row.placeholders
+    assert row.unresolved == (placeholder,)
+    assert not placeholder.resolvable and placeholder.source_tool is None
+    assert placeholder.provenance() == f"⟨id from #{named} — no earlier call⟩"
+    assert row.depends_on == ()
+    assert row.verdict is Verdict.REAL_REFUSAL, "no earlier create explains this refusal"
+    assert f"mergedInto=⟨id from #{named} — no earlier call⟩" == row.args_summary
+    assert analysis.ratios.unresolved_placeholders == 1
+    assert "1 placeholder names no earlier call" in analysis.alarms
+
+
+def test_placeholders_in_request_path_query_and_body_count() -> None:
+    analysis = plan(
+        [
+            call(1, "create_upload", "create", outcome=OK),
+            call(2, "create_ticket", "create", outcome=OK),
+            call(
+                3,
+                args={"note": "plain"},
+                request={
+                    "method": "PATCH",
+                    "path": "/v1/tickets/<id from call 2>",
+                    "query": {"attach": "<url from call 1>"},
+                    "body": {"nested": [{"deep": "see <id from call 7> and <id from call 2>"}]},
+                },
+                outcome=refused(),
+            ),
+        ]
+    )
+    row = analysis.row(2)
+    assert [p.text for p in row.placeholders] == ["<id from call 2>", "<url from call 1>", "<id from call 7>"]
+    assert row.depends_on == (1, 2)
+    assert [p.provenance() for p in row.unresolved] == ["⟨id from #7 — no earlier call⟩"]
+    assert row.verdict is Verdict.CHAIN_NOISE
+    assert row.resource == "/v1/tickets/<id from call 2>"
+
+
+def test_placeholder_pattern_takes_ascii_digits_only() -> None:
+    assert PLACEHOLDER.fullmatch("<id from call 12>")
+    assert PLACEHOLDER.fullmatch("<spec.uid from call 3>")
+    assert not PLACEHOLDER.fullmatch("<id from call ٣>")
+    assert not PLACEHOLDER.fullmatch("<1id from call 3>")
+    assert not PLACEHOLDER.fullmatch("<id from call >")
+
+
+def test_placeholder_with_another_field_names_it() -> None:
+    analysis = plan(
+        [call(1, "create_upload", "create", outcome=OK), call(2, args={"a": "<url from call 1>"})]
+    )
+    assert analysis.row(1).args_summary == "a=⟨url from #1 create_upload⟩"
+
+
+def test_drifting_revisions_renumber_placeholders_to_the_same_create() -> None:
+    """The insertion in revision 2 renumbers `<id from call 1>` to `<id from call 2>`: still the create."""
+    for name, create_seq in (("deskline-triage.rev1.json", 1), ("deskline-triage.rev2.json", 2)):
+        analysis = sample(name)
+        provenances = {
+            placeholder.provenance()
+            for index in range(len(analysis))
+            for placeholder in analysis.row(index).placeholders
+        }
+        assert provenances == {f"⟨id from #{create_seq} create_ticket⟩"}, name
+        assert analysis.ratios.depends_on_placeholders == 3
+
+
+# --- verdicts, in general -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("via", "outcome", "expected"),
+    [
+        ("server", OK, Verdict.VALIDATED),
+        ("server", refused(409), Verdict.REAL_REFUSAL),
+        ("server", {"status": "error", "message": "timeout"}, Verdict.ERROR),
+        ("server", None, Verdict.NO_OUTCOME),
+        ("fake", OK, Verdict.NOT_VALIDATED),
+        ("fake", refused(400), Verdict.FAKE_REFUSAL),
+        ("fake", {"status": "error"}, Verdict.ERROR),
+        ("transport", OK, Verdict.NOT_VALIDATED),
+        ("transport", refused(400), Verdict.FAKE_REFUSAL),
+        ("transport", None, Verdict.NO_OUTCOME),
+        ("record", {"status": "recorded"}, Verdict.RECORDED),
+        ("record", OK, Verdict.RECORDED),
+        ("record", None, Verdict.RECORDED),
+    ],
+)
+def test_verdict_by_who_answered(via: str, outcome: dict[str, Any] | None, expected: Verdict) -> None:
+    fields = {} if outcome is None else {"outcome": outcome}
+    assert plan([call(1, args={"id": "t1"}, **fields)], via=via).row(0).verdict is expected
+
+
+def test_fake_refusal_of_a_call_with_a_placeholder_is_still_a_fake_refusal() -> None:
+    analysis = plan(
+        [
+            call(1, "create_ticket", "create", outcome=OK),
+            call(2, args={"m": "<id from call 1>"}, outcome=refused()),
+        ],
+        via="fake",
+    )
+    assert analysis.row(1).verdict is Verdict.FAKE_REFUSAL
+    assert "1 call refused by the fake: the shape is wrong" in analysis.alarms
+
+
+# --- rows -----------------------------------------------------------------------------------------
+
+
+def test_rows_are_cached_and_indexed_like_a_list() -> None:
+    analysis = sample("deskline-merge.server.json")
+    assert analysis.row(0) is analysis.row(0)
+    assert analysis.row(-1) is analysis.row(3)
+    assert analysis.row(-1).index == 3
+    with pytest.raises(IndexError):
+        analysis.row(4)
+    with pytest.raises(IndexError):
+        analysis.row(-5)
+
+
+class NoWholePass(list[Any]):
+    """A call list that fails the test when something walks all of it."""
+
+    def __iter__(self) -> Any:
+        raise AssertionError("walked every call")
+
+
+def test_constructing_and_reading_one_row_never_walks_the_plan() -> None:
+    proposal = parse_proposal((SAMPLES / "billing-refunds-2000.server.json").read_bytes())
+    guarded = msgspec.structs.replace(proposal, calls=NoWholePass(proposal.calls))
+    analysis = Analysis(guarded)
+    assert len(analysis) == 2000
+    assert analysis.row(1999).seq == proposal.calls[1999].seq
+    assert analysis.row(-1000).verdict is Verdict.VALIDATED
+
+
+def test_args_summary_is_one_clipped_unsanitized_line() -> None:
+    analysis = sample("hostile-markup.json")
+    assert "[@click=app.approve]Approve[/]" in analysis.row(0).args_summary, "the app escapes, not analysis"
+    long_row = analysis.row(2)
+    assert len(long_row.args_summary) <= 300
+    assert "chars)" in long_row.args_summary
+    assert long_row.args_summary.startswith("ticket_id=t9, body=ignore previous instructions")
+
+
+def test_args_summary_shows_non_string_values_as_json() -> None:
+    row = plan(
+        [call(1, args={"n": 5, "ok": True, "tags": ["a", "b"], "none": None, "spec": {"x": 1.5}})]
+    ).row(0)
+    assert row.args_summary == 'n=5, ok=true, tags=["a","b"], none=null, spec={"x":1.5}'
+    assert plan([call(1)]).row(0).args_summary == ""
+
+
+def test_args_summary_of_very_many_args_stays_short() -> None:
+    row = plan([call(1, args={f"key{number}": number for number in range(5000)})]).row(0)
+    assert len(row.args_summary) <= 300
+    assert row.args_summary.startswith("key0=0, key1=1")
+
+
+def test_resource_without_request_uses_an_id_like_argument() -> None:
+    analysis = plan(
+        [
+            call(1, "refund_charge", "create", args={"amount": 5, "charge_id": "ch_1"}),
+            call(2, "delete_namespace", "delete", args={"name": "preview-1182"}),
+            call(3, "update_ticket", args={"name": "x", "id": "t9"}),
+            call(4, "flush_cache", "other", args={"region": "eu"}),
+        ]
+    )
+    resources = [analysis.row(index).resource for index in range(4)]
+    assert resources == [
+        "refund_charge:ch_1",
+        "delete_namespace:preview-1182",
+        "update_ticket:t9",
+        "flush_cache",
+    ]
+
+
+# --- hidden characters ----------------------------------------------------------------------------
+
+
+CLEAN_SAMPLES = sorted(path.name for path in SAMPLES.glob("*.json") if not path.name.startswith("hostile"))
+
+
+def test_hostile_sample_has_hidden_characters_in_every_call() -> None:
+    analysis = sample("hostile-markup.json")
+    assert analysis.hidden_characters
+    assert all(analysis.row(index).hidden_characters for index in range(len(analysis)))
+    assert "hidden characters in the text" in analysis.alarms
+
+
+@pytest.mark.parametrize("name", CLEAN_SAMPLES)
+def test_clean_samples_have_no_hidden_characters(name: str) -> None:
+    analysis = sample(name)
+    assert not analysis.hidden_characters
+    assert not any(analysis.row(index).hidden_characters for index in range(min(len(analysis), 50)))
+    assert "hidden characters in the text" not in analysis.alarms
+
+
+def with_text(**texts: Any) -> Analysis:
+    """A clean proposal with some text replaced after parsing (so it may hold what JSON cannot)."""
+    proposal = parse_proposal((SAMPLES / "deskline-merge.server.json").read_bytes())
+    agent = texts.pop("agent", None)
+    args = texts.pop("args", None)
+    if agent is not None:
+        proposal = msgspec.structs.replace(
+            proposal, agent=msgspec.structs.replace(proposal.agent, name=agent)
+        )
+    if args is not None:
+        calls = list(proposal.calls)
+        calls[3] = msgspec.structs.replace(calls[3], args=args)
+        proposal = msgspec.structs.replace(proposal, calls=calls)
+    return Analysis(msgspec.structs.replace(proposal, **texts))
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"title": "routine\u200bcleanup"},
+        {"task": "tidy \u202eesrever"},
+        {"agent": "agent\x1b[1A"},
+        {"args": {"id\x07": "t3"}},
+        {"args": {"id": "t3", "why": ["ok", {"x": "a\rb"}]}},
+        {"args": {"id": "t3", "why": "\\\x1b"}},
+        {"args": {"id": "t3", "why": "\U000e0041"}},
+        {"args": {"id": "t3", "why": "\ud800"}},
+    ],
+)
+def test_hidden_characters_are_found_anywhere(changes: dict[str, Any]) -> None:
+    analysis = with_text(**copy.deepcopy(changes))
+    assert analysis.hidden_characters
+    if "args" in changes:
+        assert analysis.row(3).hidden_characters and not analysis.row(2).hidden_characters
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"title": "a literal \\u001b is not an escape"},
+        {"task": "C:\\new\\folder\\build\\run"},
+        {"args": {"id": "t3", "why": "\\\\b and \\r and \\f"}},
+        {"args": {"id": "t3", "why": "tab\tand\nnewline"}},
+        {"args": {"id": "t3", "why": "café — 5 € ’quoted’ 日本語 😀"}},
+    ],
+)
+def test_lookalikes_of_hidden_characters_are_not_flagged(changes: dict[str, Any]) -> None:
+    assert not with_text(**changes).hidden_characters
+
+
+JSON_TRAPS = ["\\", "\\u001b", "\\b", "\\r", "\x1b", "\b", "\r", "\f", "\t", "\n", "\u202e", "\x85"]
+text_with_json_traps = st.lists(
+    st.one_of(st.characters(exclude_categories=()), st.sampled_from(JSON_TRAPS))
+).map("".join)
+
+
+@settings(max_examples=300)
+@given(text_with_json_traps)
+def test_json_scan_agrees_with_the_sanitizer(text: str) -> None:
+    """The fast scan of JSON text must answer exactly what `has_hidden` says of every raw string."""
+    expected = has_hidden(text)
+    assert value_has_hidden(text) is expected
+    assert value_has_hidden({text: 1}) is expected
+    assert value_has_hidden([{"k": ["x", text]}]) is expected
+    assert with_text(title=text).hidden_characters is expected
+
+
+# --- ratios, extremes, alarms on the samples ------------------------------------------------------
+
+
+def test_refund_outlier_is_found() -> None:
+    analysis = sample("billing-refunds.outlier.json")
+    amounts = [
+        (call.args["amount_cents"], call.seq)
+        for call in analysis.proposal.calls
+        if call.tool == "create_refund"
+    ]
+    biggest, biggest_seq = max(amounts)
+    field = next(field for field in analysis.extremes.numeric if field.name == "amount_cents")
+    assert analysis.extremes.numeric[0] is field, "fields with outliers come first"
+    assert field.count == len(amounts) == 36
+    assert (field.maximum, field.maximum_seqs) == (biggest, (biggest_seq,))
+    assert field.minimum == min(amounts)[0]
+    (outlier,) = field.outliers
+    assert (outlier.seq, outlier.value) == (biggest_seq, biggest)
+    assert 900 <= outlier.times_median <= 1100
+    assert outlier.times_median == pytest.approx(biggest / field.median)
+
+
+def test_kubernetes_replica_typo_and_deletes() -> None:
+    analysis = sample("k8s-shop-scale-down.server.json")
+    replicas = next(field for field in analysis.extremes.numeric if field.name == "replicas")
+    assert [(outlier.seq, outlier.value) for outlier in replicas.outliers] == [(6, 40.0)]
+    assert replicas.median == 4.0 and replicas.minimum_seqs == (4,)
+    first = analysis.extremes.first_destructive
+    assert first is not None and (first.seq, first.tool) == (7, "delete_persistent_volume_claim")
+    assert analysis.ratios.deletes == 3 and analysis.ratios.real_refusals == 1
+    assert analysis.row(8).verdict is Verdict.REAL_REFUSAL and analysis.row(8).http_status == 403
+    assert analysis.alarms == ("1 real refusal",)
+
+
+def test_writes_kept_is_the_first_alarm() -> None:
+    analysis = sample("crm-dedupe.writes-kept.json")
+    assert analysis.ratios.writes_kept == 3
+    assert analysis.alarms[0] == "dry run kept 3 writes: the API ignored the dry-run flag"
+
+
+def test_large_plan_extremes() -> None:
+    analysis = sample("billing-refunds-2000.server.json")
+    refunds = sum(call.tool == "create_refund" for call in analysis.proposal.calls)
+    extremes = analysis.extremes
+    assert extremes.most_touched == ("/v1/refunds", refunds)
+    assert extremes.first_destructive is None
+    assert analysis.ratios.calls == 2000 and analysis.ratios.validated == 2000
+    assert analysis.alarms == ()
+
+
+def test_largest_payload_is_the_hostile_long_comment() -> None:
+    analysis = sample("hostile-markup.json")
+    comment = analysis.proposal.calls[2]
+    assert analysis.extremes.largest_payload == (3, len(dumps(comment.args)) + len(dumps(comment.request)))
+
+
+def test_alarms_come_worst_first() -> None:
+    analysis = plan(
+        [
+            call(1, "delete_ticket", "delete", args={"id": "t3"}, outcome=refused(409)),
+            call(2, args={"id": "t1", "m": "<id from call 3>", "n": "<id from call 4>"}, outcome=OK),
+            call(3, args={"id": "t2"}, outcome={"status": "error", "message": "timeout"}),
+        ],
+        title="hidden\u200b",
+        dry_run={"via": "server", "write_requests": 3, "writes_kept": 1},
+    )
+    assert analysis.alarms == (
+        "dry run kept 1 write: the API ignored the dry-run flag",
+        "1 real refusal",
+        "1 call failed in the dry run",
+        "hidden characters in the text",
+        "2 placeholders name no earlier call",
+    )
+
+
+def test_empty_plan() -> None:
+    analysis = plan([])
+    assert len(analysis) == 0
+    assert analysis.ratios.calls == 0 and analysis.ratios.destructive_share == 0.0
+    assert analysis.extremes == Extremes(
+        numeric=(), first_destructive=None, most_touched=None, largest_payload=None
+    )
+    assert analysis.alarms == ()
+
+
+# --- numeric fields -------------------------------------------------------------------------------
+
+
+def numeric(values: list[Any], name: str = "amount") -> NumericField:
+    analysis = plan([call(seq, args={name: value}) for seq, value in enumerate(values, start=1)])
+    (field,) = analysis.extremes.numeric
+    return field
+
+
+def test_outlier_rule_above_and_below_the_median() -> None:
+    field = numeric([100, 100, 100, 100, 100_000, 1, 100, -5])
+    assert field.median == 100
+    assert [(outlier.seq, outlier.times_median) for outlier in field.outliers] == [
+        (8, -0.05),
+        (5, 1000.0),
+        (6, 0.01),
+    ]
+
+
+def test_no_outliers_with_few_values_or_a_zero_median() -> None:
+    assert numeric([1, 1, 1, 1000]).outliers == ()
+    assert numeric([0, 0, 0, 5, 1000]).outliers == ()
+    assert numeric([5000, 600, 9000, 4000, 4400]).outliers == (), "a tenth of the median is everyday"
+
+
+def test_at_most_five_outliers_worst_first() -> None:
+    field = numeric([10] * 10 + [200, 5000, 300, 100_000, 400, 1000, 0])
+    assert [outlier.value for outlier in field.outliers] == [0, 100_000, 5000, 1000, 400]
+
+
+def test_min_and_max_name_the_first_three_calls_holding_them() -> None:
+    field = numeric([7, 3, 9, 3, 3, 3, 9])
+    assert (field.minimum, field.minimum_seqs) == (3, (2, 4, 5))
+    assert (field.maximum, field.maximum_seqs) == (9, (3, 7))
+    assert field.count == 7
+
+
+def test_numeric_fields_are_named_by_path_and_sorted() -> None:
+    analysis = plan(
+        [
+            call(
+                seq, args={"spec": {"replicas": replicas}, "lines": [{"cents": 5}, {"cents": 7}], "dry": True}
+            )
+            for seq, replicas in enumerate([3, 3, 3, 3, 300], start=1)
+        ]
+    )
+    fields = {field.name: field for field in analysis.extremes.numeric}
+    assert set(fields) == {"spec.replicas", "lines[].cents"}, "booleans are not numbers"
+    assert [field.name for field in analysis.extremes.numeric] == ["spec.replicas", "lines[].cents"]
+    assert fields["lines[].cents"].count == 10
+    assert fields["lines[].cents"].minimum_seqs == (1, 2, 3)
+
+
+# --- properties -----------------------------------------------------------------------------------
+
+VIAS = ["server", "fake", "transport", "record"]
+EFFECTS = ["create", "update", "delete", "read", "other"]
+OUTCOMES = [None, OK, refused(), {"status": "error"}, {"status": "recorded"}]
+
+
+@st.composite
+def random_plans(draw: st.DrawFn) -> tuple[str, list[dict[str, Any]]]:
+    seqs = sorted(draw(st.sets(st.integers(1, 40), max_size=12)))
+    calls = []
+    for seq in seqs:
+        named = draw(st.lists(st.integers(0, 45), max_size=3))
+        args: dict[str, Any] = {
+            f"ref{number}": f"<id from call {target}>" for number, target in enumerate(named)
+        }
+        args["amount"] = draw(st.integers(-10, 10_000))
+        fields: dict[str, Any] = {"args": args}
+        outcome = draw(st.sampled_from(OUTCOMES))
+        if outcome is not None:
+            fields["outcome"] = outcome
+        if draw(st.booleans()):
+            fields["request"] = {"method": "POST", "path": f"/v1/x/<id from call {draw(st.integers(0, 45))}>"}
+        calls.append(call(seq, draw(st.sampled_from(["a", "b"])), draw(st.sampled_from(EFFECTS)), **fields))
+    return draw(st.sampled_from(VIAS)), calls
+
+
+def expected_verdict(via: str, call: dict[str, Any], depends: bool) -> Verdict:
+    """Section 2's table, written out again independently of the implementation."""
+    outcome = call.get("outcome")
+    if via == "record":
+        return Verdict.RECORDED
+    if outcome is None:
+        return Verdict.NO_OUTCOME
+    status = outcome["status"]
+    if status == "error":
+        return Verdict.ERROR
+    if status == "recorded":
+        return Verdict.RECORDED
+    if via == "server":
+        if status == "ok":
+            return Verdict.VALIDATED
+        return Verdict.CHAIN_NOISE if depends else Verdict.REAL_REFUSAL
+    return Verdict.NOT_VALIDATED if status == "ok" else Verdict.FAKE_REFUSAL
+
+
+@settings(max_examples=200, deadline=None)
+@given(random_plans())
+def test_rows_and_ratios_agree_with_the_rules(generated: tuple[str, list[dict[str, Any]]]) -> None:
+    via, calls = generated
+    analysis = plan(calls, via=via)
+    ratios = analysis.ratios
+    seqs = {call["seq"] for call in calls}
+    rows = [analysis.row(index) for index in range(len(analysis))]
+    for row, source in zip(rows, calls, strict=True):
+        named = {int(match.group(2)) for match in PLACEHOLDER.finditer(json.dumps(source.get("args")))}
+        if "request" in source:
+            named |= {int(PLACEHOLDER.search(source["request"]["path"]).group(2))}  # type: ignore[union-attr]
+        earlier = {seq for seq in named if seq < row.seq and seq in seqs}
+        assert row.depends_on == tuple(sorted(earlier))
+        assert {p.call_seq for p in row.unresolved} == named - earlier
+        assert row.verdict is expected_verdict(via, source, bool(earlier))
+        assert row.destructive is (source["effect"] == "delete")
+
+    effect_counts = (ratios.creates, ratios.updates, ratios.deletes, ratios.reads, ratios.other)
+    assert sum(effect_counts) == ratios.calls == len(calls)
+    verdict_counts = {
+        Verdict.VALIDATED: ratios.validated,
+        Verdict.NOT_VALIDATED: ratios.not_validated,
+        Verdict.REAL_REFUSAL: ratios.real_refusals,
+        Verdict.CHAIN_NOISE: ratios.chain_noise,
+        Verdict.FAKE_REFUSAL: ratios.fake_refusals,
+        Verdict.RECORDED: ratios.recorded,
+        Verdict.ERROR: ratios.errors,
+        Verdict.NO_OUTCOME: ratios.no_outcome,
+    }
+    assert sum(verdict_counts.values()) == ratios.calls
+    for verdict, count in verdict_counts.items():
+        assert count == sum(row.verdict is verdict for row in rows), verdict
+    assert ratios.depends_on_placeholders == sum(bool(row.depends_on) for row in rows)
+    assert ratios.unresolved_placeholders == sum(len(row.unresolved) for row in rows)
+    assert ratios.resources == len({row.resource for row in rows if row.effect != "read"})
+    assert 0.0 <= ratios.destructive_share <= 1.0
+    if rows:
+        amounts = analysis.extremes.numeric[0]
+        assert amounts.count == len(rows)
+        assert amounts.minimum <= amounts.median <= amounts.maximum
+        assert len(amounts.outliers) <= 5
+
+
+def test_analysis_of_a_proposal_built_in_python() -> None:
+    """The app may hold structs it built itself; nothing requires the JSON round trip."""
+    proposal = msgspec.convert(json.loads((SAMPLES / "deskline-merge.server.json").read_text()), Proposal)
+    assert Analysis(proposal).row(1).verdict is Verdict.CHAIN_NOISE
