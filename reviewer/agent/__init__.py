@@ -30,12 +30,14 @@ from reviewer.agent.errors import (
     NoActiveRun,
     NotApproved,
     PlanStop,
+    ProposalRejected,
     ToolDefinitionError,
     UnknownBackend,
 )
 from reviewer.agent.execution import Approval, Execution, execute_approved, local_approval, real_run
 from reviewer.agent.flag import DRY_RUN, is_dry_run, names_dry_run
 from reviewer.agent.placeholders import placeholder, placeholders_in, substitute
+from reviewer.agent.queue import QueueAgent
 from reviewer.agent.runs import RecordedCall, Recording, dry_run
 from reviewer.agent.tools import CallAnswer, HttpRequest, ToolArgumentError, WriteTool, write_tool
 
@@ -56,6 +58,8 @@ __all__ = [
     "NoActiveRun",
     "NotApproved",
     "PlanStop",
+    "ProposalRejected",
+    "QueueAgent",
     "RecordBackend",
     "RecordedCall",
     "Recording",

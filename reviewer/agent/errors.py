@@ -91,3 +91,18 @@ class PlanStop(AgentError):
             f"real call {position} ({tool}) stopped before it was sent: {reason}. "
             "The approved plan does not cover it; re-plan, submit the new revision and get it approved."
         )
+
+
+class ProposalRejected(AgentError):
+    """A reviewer rejected the plan: it must not run; re-plan or stop."""
+
+    def __init__(self, proposal_id: str, revision: int, decided_by: str | None, reason: str | None) -> None:
+        self.proposal_id = proposal_id
+        self.revision = revision
+        self.decided_by = decided_by
+        self.reason = reason
+        because = f": {reason}" if reason else ""
+        super().__init__(
+            f"{decided_by or 'a reviewer'} rejected proposal {proposal_id} revision {revision}{because}. "
+            "Nothing may run; re-plan and submit a new revision, or stop."
+        )

@@ -1,0 +1,147 @@
+"""The agent's side of the queue: submit a plan, wait for a decision, run under it, report the run."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+import msgspec
+
+from reviewer.agent.audit import HttpAuditLog
+from reviewer.agent.errors import DecisionTimeout, NotApproved, ProposalRejected
+from reviewer.agent.execution import Approval, Execution, execute_approved
+from reviewer.api import DecisionState, ExecutionReport, SubmissionAnswer
+from reviewer.client import QueueClient
+from reviewer.proposal import Proposal, plan_sha256
+
+DEFAULT_POLL_INTERVAL = 2.0
+DEFAULT_DECISION_TIMEOUT = 15 * 60.0
+
+
+class QueueAgent:
+    """An agent talking to the queue under its own token (`QueueClient` with an agent token).
+
+    The queue is asked again right before a real run: an approval held in memory may have been
+    superseded by a newer revision, used up, or expired since it arrived, and then it authorizes
+    nothing.
+    """
+
+    def __init__(self, client: QueueClient, *, poll_interval: float = DEFAULT_POLL_INTERVAL) -> None:
+        self.client = client
+        self.poll_interval = poll_interval
+
+    async def submit(self, proposal: Proposal) -> SubmissionAnswer:
+        return await self.client.submit(proposal)
+
+    async def wait_for_decision(
+        self,
+        proposal_id: str,
+        revision: int,
+        *,
+        plan_digest: str | None = None,
+        timeout: float = DEFAULT_DECISION_TIMEOUT,
+        poll_interval: float | None = None,
+    ) -> Approval:
+        """Poll until this revision is decided; return the approval, or raise why there is none.
+
+        The approval carries the plan as the queue stores it (what the reviewer saw), checked
+        against the digest the approval names. `plan_digest`, when given, must be that digest too.
+        """
+        interval = self.poll_interval if poll_interval is None else poll_interval
+        deadline = time.monotonic() + timeout
+        while True:
+            state = await self.client.decision_state(proposal_id)
+            self._require_revision(state, revision, plan_digest)
+            if state.state == "approved":
+                return await self._approval(state)
+            if state.state == "rejected":
+                raise ProposalRejected(proposal_id, revision, state.decided_by, state.reason)
+            if state.state != "pending":
+                raise NotApproved(proposal_id, revision, _why_not(state))
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise DecisionTimeout(proposal_id, revision, timeout)
+            await asyncio.sleep(min(interval, remaining))
+
+    async def submit_and_wait(
+        self, proposal: Proposal, *, timeout: float = DEFAULT_DECISION_TIMEOUT
+    ) -> Approval:
+        answer = await self.submit(proposal)
+        return await self.wait_for_decision(
+            answer.proposal_id, answer.revision, plan_digest=answer.plan_sha256, timeout=timeout
+        )
+
+    async def require_current(self, approval: Approval) -> None:
+        """Raise `NotApproved` unless the queue still holds this approval as current and unused."""
+        state = await self.client.decision_state(approval.proposal_id)
+        self._require_revision(state, approval.revision, approval.plan_sha256)
+        if state.state != "approved":
+            raise NotApproved(approval.proposal_id, approval.revision, _why_not(state))
+
+    async def execute(
+        self,
+        task: Callable[[], Awaitable[Any]],
+        approval: Approval,
+        *,
+        client: httpx.AsyncClient,
+        audit: HttpAuditLog | None = None,
+    ) -> Execution:
+        """Check the approval with the queue, run `task` for real under it, and report the run.
+
+        The run is reported even when it stopped at a mismatch: the queue's record of what really
+        happened must not depend on the run going well.
+        """
+        await self.require_current(approval)
+        execution = await execute_approved(task, approval, client=client, audit=audit)
+        await self.report(execution)
+        return execution
+
+    async def report(self, execution: Execution) -> DecisionState:
+        """Send the real calls and the audit lines the run's own writes left to the queue."""
+        note = None
+        if execution.stop is not None:
+            note = f"stopped before call {execution.stop.position}: {execution.stop.reason}"
+        elif execution.unexecuted:
+            note = f"the run made {len(execution.executed)} of the plan's {len(execution.plan)} calls"
+        report = ExecutionReport(
+            revision=execution.approval.revision,
+            plan_sha256=execution.approval.plan_sha256,
+            calls=[msgspec.to_builtins(call) for call in execution.executed_calls()],
+            audit_log=list(execution.audit_lines) if execution.audit_available else None,
+            note=note,
+        )
+        return await self.client.report_execution(execution.approval.proposal_id, report)
+
+    async def _approval(self, state: DecisionState) -> Approval:
+        proposal = await self.client.get_revision(state.proposal_id, state.revision)
+        if plan_sha256(proposal) != state.plan_sha256:
+            raise NotApproved(
+                state.proposal_id, state.revision, "the queue's copy of the plan does not match its digest"
+            )
+        expires_at = state.expires_at.isoformat() if state.expires_at else None
+        return Approval(proposal, state.plan_sha256, state.decided_by or "unknown reviewer", expires_at)
+
+    @staticmethod
+    def _require_revision(state: DecisionState, revision: int, plan_digest: str | None) -> None:
+        if state.revision != revision:
+            raise NotApproved(
+                state.proposal_id,
+                revision,
+                f"revision {state.revision} superseded it; an approval of an old revision authorizes nothing",
+            )
+        if plan_digest is not None and state.plan_sha256 != plan_digest:
+            raise NotApproved(
+                state.proposal_id, revision, "the queue holds another plan under this revision number"
+            )
+
+
+def _why_not(state: DecisionState) -> str:
+    return {
+        "pending": "no reviewer has approved it yet",
+        "rejected": f"{state.decided_by or 'a reviewer'} rejected it",
+        "expired": "it expired before it ran; submit it again for a new decision",
+        "executed": "its approval was already used by an execution (an approval authorizes one run)",
+    }.get(state.state, f"its state is {state.state}")
