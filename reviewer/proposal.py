@@ -58,21 +58,21 @@ class DryRun(msgspec.Struct, forbid_unknown_fields=True):
     writes_kept: Annotated[int, msgspec.Meta(ge=0, le=MAX_SAFE_INTEGER)] | None = None
 
 
-class Request(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+class Request(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
     method: str
     path: str
     query: dict[str, Any] | None = None
     body: Any = None
 
 
-class Outcome(msgspec.Struct, forbid_unknown_fields=True):
+class Outcome(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     status: OutcomeStatus
     http_status: Annotated[int, msgspec.Meta(ge=100, le=599)] | None = None
     message: str | None = None
     result: Any = None
 
 
-class Call(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+class Call(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
     seq: Annotated[int, msgspec.Meta(ge=1, le=MAX_SAFE_INTEGER)]
     tool: str
     effect: Effect

@@ -35,7 +35,7 @@ class FileBroken(Message):
 class ReviewerApp(App[None]):
     """The review app. `reviewer demo` feeds it a folder of files and a decider that sends nothing."""
 
-    CSS_PATH = "reviewer.tcss"
+    CSS_PATH = Path(__file__).parent / "reviewer.tcss"
     TITLE = "reviewer"
     ENABLE_COMMAND_PALETTE = False
     HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (90, "-wide")]
@@ -54,7 +54,8 @@ class ReviewerApp(App[None]):
 
     def on_mount(self) -> None:
         self.push_screen(self.queue_screen)
-        self.load_proposals()
+        # Paint first, then load: the loader's parsing would otherwise hold the GIL during the first frame.
+        self.call_after_refresh(self.load_proposals)
 
     @work(thread=True, group="load", exit_on_error=False)
     def load_proposals(self) -> None:

@@ -1,0 +1,187 @@
+"""Benchmarks of the terminal app: start to first paint against a bare Textual app, and a 100,000-call plan.
+
+    python bench/bench_app.py            # both, with a DataTable peer for the large plan
+    python bench/bench_app.py --quick    # fewer repetitions, no DataTable peer
+
+Prints figures; asserts nothing (machines here are shared and noisy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+
+# --- child processes: each measures one start, from interpreter start to exit after first paint ---
+
+
+def child_bare() -> None:
+    from textual.app import App, ComposeResult
+    from textual.widgets import Footer, Static
+
+    class Bare(App[None]):
+        def compose(self) -> ComposeResult:
+            yield Static("hello")
+            yield Footer()
+
+        def on_mount(self) -> None:
+            self.call_after_refresh(self.exit)
+
+    Bare().run(headless=True, size=(100, 30))
+
+
+def child_demo(wait_for_rows: bool) -> None:
+    from reviewer.sources import BUNDLED_SAMPLES
+    from reviewer.tui.app import ReviewerApp
+
+    class TimedDemo(ReviewerApp):
+        def on_mount(self) -> None:
+            if wait_for_rows:
+                self.set_interval(0.005, self._exit_when_listed)
+            else:
+                self.call_after_refresh(self.exit)
+
+        def _exit_when_listed(self) -> None:
+            if len(self.queue_screen.items) >= 9:
+                self.call_after_refresh(self.exit)
+
+    TimedDemo(BUNDLED_SAMPLES).run(headless=True, size=(100, 30))
+
+
+def time_child(kind: str, runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, __file__, "--child", kind], check=True)
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def bench_start(runs: int) -> None:
+    print(f"start to first paint, {runs} runs each (median; process start to exit after the paint)")
+    bare = statistics.median(time_child("bare", runs))
+    demo = statistics.median(time_child("demo", runs))
+    listed = statistics.median(time_child("demo-listed", runs))
+    print(f"  bare Textual app            {bare * 1000:7.0f} ms")
+    print(f"  reviewer demo, first paint  {demo * 1000:7.0f} ms   ratio {demo / bare:.2f} (goal <= 1.3)")
+    print(f"  reviewer demo, 9 listed     {listed * 1000:7.0f} ms   ratio {listed / bare:.2f}")
+
+
+# --- the large plan: in one process, peak memory included ---
+
+
+def write_large_plan(calls: int) -> Path:
+    """The plan is generated here, in the parent, so its making does not count in the app's memory."""
+    import msgspec
+    from generate import bulk_refund_plan
+
+    folder = Path(tempfile.mkdtemp())
+    (folder / "large.json").write_bytes(msgspec.json.encode(bulk_refund_plan(calls)))
+    return folder
+
+
+def child_large(folder: Path) -> None:
+    from reviewer.tui.app import ReviewerApp
+    from reviewer.tui.widgets.plan_view import PlanView
+
+    painted: list[float] = []
+    original = PlanView.render_line
+
+    def render_line(self: PlanView, y: int):  # type: ignore[no-untyped-def]
+        strip = original(self, y)
+        if y == 1:
+            painted.append(time.perf_counter())
+        return strip
+
+    PlanView.render_line = render_line  # type: ignore[method-assign]
+
+    async def run() -> None:
+        app = ReviewerApp(folder)
+        loaded_at = time.perf_counter()
+        async with app.run_test(size=(100, 30)) as pilot:
+            while not app.queue_screen.items:
+                await asyncio.sleep(0.01)
+            print(f"  load and analyse in the background  {time.perf_counter() - loaded_at:6.2f} s")
+            for key, label in (("enter", "open (first rows painted)"), ("end", "end"),
+                               ("pageup", "page up"), ("home", "home"), ("down", "down")):
+                painted.clear()
+                started = time.perf_counter()
+                await pilot.press(key)
+                while not painted:
+                    await asyncio.sleep(0.001)
+                print(f"  {label:<34}{(painted[0] - started) * 1000:7.1f} ms")
+                await pilot.pause()
+
+    asyncio.run(run())
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"  peak memory of the whole process    {peak:6.0f} MB (goal < 150)")
+
+
+def child_datatable(calls: int) -> None:
+    from generate import bulk_refund_plan
+    from textual.app import App, ComposeResult
+    from textual.widgets import DataTable
+
+    rows = [(c["seq"], c["tool"], c["effect"], str(c["args"])[:40]) for c in bulk_refund_plan(calls)["calls"]]
+
+    class Peer(App[None]):
+        def compose(self) -> ComposeResult:
+            yield DataTable()
+
+        def on_mount(self) -> None:
+            self.started = time.perf_counter()
+            table = self.query_one(DataTable)
+            table.add_columns("#", "tool", "effect", "args")
+            table.add_rows(rows)
+            self.call_after_refresh(self.done)
+
+        def done(self) -> None:
+            print(f"  peer: a DataTable given every row   {time.perf_counter() - self.started:6.2f} s")
+            self.exit()
+
+    Peer().run(headless=True, size=(100, 30))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"  peer peak memory                    {peak:6.0f} MB")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--calls", type=int, default=100_000)
+    parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true")
+    options = parser.parse_args()
+    children = {
+        "bare": child_bare,
+        "demo": lambda: child_demo(False),
+        "demo-listed": lambda: child_demo(True),
+        "large": lambda: child_large(options.folder),
+        "datatable": lambda: child_datatable(options.calls),
+    }
+    if options.child:
+        children[options.child]()
+        return
+    bench_start(3 if options.quick else 7)
+    print(f"\na plan of {options.calls:,} calls (reviewer demo on one file; keys timed to the first row painted)")
+    folder = write_large_plan(options.calls)
+    size = (folder / "large.json").stat().st_size
+    print(f"  ({size / 1e6:.0f} MB of JSON)")
+    subprocess.run([sys.executable, __file__, "--child", "large", "--folder", str(folder)], check=True)
+    if not options.quick:
+        subprocess.run([sys.executable, __file__, "--child", "datatable", "--calls", str(options.calls)],
+                       check=True)
+
+
+if __name__ == "__main__":
+    main()
