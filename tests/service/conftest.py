@@ -21,6 +21,12 @@ PYTHON = sys.executable
 STARTUP_TIMEOUT = 20.0
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "slow: takes seconds (races, crashes, fuzzing); still in the default run"
+    )
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

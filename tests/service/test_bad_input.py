@@ -1,0 +1,198 @@
+"""Bad input gets a 4xx JSON error naming the problem: never a 500, never a partial write."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from reviewer.proposal import MAX_BODY_BYTES
+from tests.service.conftest import Actors, body, proposal, submit, unique_id
+
+
+@pytest.fixture
+def unchanged(actors: Actors) -> Iterator[None]:
+    """The list's ETag changes with every write: the same ETag afterwards means nothing was written."""
+    before = actors.alice.get("/v1/proposals").headers["etag"]
+    yield
+    after = actors.alice.get("/v1/proposals", headers={"If-None-Match": before})
+    assert after.status_code == 304, "a refused request wrote something"
+
+
+def nested(depth: int) -> Any:
+    value: Any = "bottom"
+    for _ in range(depth):
+        value = {"down": value}
+    return value
+
+
+def with_changes(**changes: Any) -> bytes:
+    value = proposal(unique_id())
+    for dotted, new in changes.items():
+        target = value
+        *path, last = dotted.split("__")
+        for part in path:
+            target = target[int(part)] if part.isdigit() else target[part]
+        target[last] = new
+    return body(value)
+
+
+def assert_refused(response: httpx.Response, status: int, *words: str) -> None:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    message = response.json()["message"]
+    for word in words:
+        assert word in message, message
+
+
+@pytest.mark.usefixtures("unchanged")
+class TestProposalBodies:
+    @pytest.mark.parametrize(
+        ("raw", "words"),
+        [
+            (b'{"format": "reviewer.proposal/v1", "calls": [', ("not valid JSON",)),
+            (b"\xff\xfe{}", ("not valid JSON",)),
+            (b"", ("not valid JSON",)),
+            (b"[" * 100_000 + b"]" * 100_000, ()),
+        ],
+    )
+    def test_malformed_json_is_400(self, actors: Actors, raw: bytes, words: tuple[str, ...]) -> None:
+        response = actors.agent.post("/v1/proposals", content=raw)
+        assert response.status_code in (400, 422), response.text
+        assert_refused(response, response.status_code, *words)
+
+    @pytest.mark.parametrize(
+        ("changes", "words"),
+        [
+            ({"revision": "1"}, ("$.revision",)),
+            ({"calls__0__tool": 7}, ("$.calls[0].tool",)),
+            ({"calls__0__effect": "explode"}, ("$.calls[0].effect",)),
+            ({"format": "reviewer.proposal/v2"}, ("$.format",)),
+            ({"proposal_id": "../etc"}, ("$.proposal_id",)),
+            ({"proposal_id": ".."}, ("$.proposal_id",)),
+            ({"created_at": "yesterday"}, ("$.created_at",)),
+            ({"calls__1__seq": 1}, ("$.calls[1].seq",)),
+            ({"unexpected": True}, ("unexpected",)),
+        ],
+    )
+    def test_wrong_fields_are_422_naming_the_field(
+        self, actors: Actors, changes: dict[str, Any], words: tuple[str, ...]
+    ) -> None:
+        assert_refused(actors.agent.post("/v1/proposals", content=with_changes(**changes)), 422, *words)
+
+    def test_a_plan_nested_too_deep_is_422(self, actors: Actors) -> None:
+        response = actors.agent.post("/v1/proposals", content=with_changes(calls__0__args=nested(80)))
+        assert_refused(response, 422, "deeper than 64")
+
+    @pytest.mark.parametrize("huge", [2**53, -(2**53), 10**30])
+    def test_integers_beyond_2_to_53_are_refused_not_rounded(self, actors: Actors, huge: int) -> None:
+        response = actors.agent.post("/v1/proposals", content=with_changes(calls__0__args={"amount": huge}))
+        assert_refused(response, 422, "$.calls[0].args.amount", "2^53")
+        assert_refused(
+            actors.agent.post("/v1/proposals", content=with_changes(revision=huge)), 422, "revision"
+        )
+
+    def test_a_body_over_64_mb_is_413(self, actors: Actors) -> None:
+        response = actors.agent.post("/v1/proposals", content=b" " * (MAX_BODY_BYTES + 1))
+        assert_refused(response, 413, "64")
+
+    def test_a_streamed_body_over_64_mb_is_413_before_it_is_all_read(self, actors: Actors) -> None:
+        def chunks() -> Iterator[bytes]:
+            for _ in range(MAX_BODY_BYTES // (1024 * 1024) + 2):
+                yield b" " * (1024 * 1024)
+
+        try:
+            response = actors.agent.post("/v1/proposals", content=chunks())
+        except httpx.TransportError:
+            return  # the service may close the connection while the rest is still being sent
+        assert_refused(response, 413)
+
+
+@pytest.mark.usefixtures("unchanged")
+class TestDecisionAndExecutionBodies:
+    @pytest.fixture(scope="class")
+    def stored(self, actors: Actors) -> dict[str, Any]:
+        return submit(actors.agent, unique_id("bad-bodies"))
+
+    def decide_raw(self, actors: Actors, stored: dict[str, Any], raw: bytes) -> httpx.Response:
+        return actors.alice.post(
+            f"/v1/proposals/{stored['proposal_id']}/decisions",
+            content=raw,
+            headers={"Idempotency-Key": unique_id("key")},
+        )
+
+    @pytest.mark.parametrize(
+        ("changes", "status", "words"),
+        [
+            ({"revision": "1"}, 422, ("$.revision",)),
+            ({"revision": 2**60}, 422, ("2^53",)),
+            ({"decision": "maybe"}, 422, ("$.decision",)),
+            ({"plan_sha256": "abc"}, 422, ("$.plan_sha256",)),
+            ({"decided_by": "mallory"}, 422, ("$.decided_by",)),
+        ],
+    )
+    def test_bad_decisions(
+        self,
+        actors: Actors,
+        stored: dict[str, Any],
+        changes: dict[str, Any],
+        status: int,
+        words: tuple[str, ...],
+    ) -> None:
+        decision = {"revision": 1, "plan_sha256": stored["plan_sha256"], "decision": "approve", **changes}
+        assert_refused(self.decide_raw(actors, stored, json.dumps(decision).encode()), status, *words)
+
+    def test_a_decision_that_is_not_json_is_400(self, actors: Actors, stored: dict[str, Any]) -> None:
+        assert_refused(self.decide_raw(actors, stored, b"approve!"), 400, "not valid JSON")
+
+    def test_an_idempotency_key_that_is_not_printable_ascii_is_400(
+        self, actors: Actors, stored: dict[str, Any]
+    ) -> None:
+        decision = {"revision": 1, "plan_sha256": stored["plan_sha256"], "decision": "approve"}
+        response = actors.alice.post(
+            f"/v1/proposals/{stored['proposal_id']}/decisions",
+            json=decision,
+            headers={"Idempotency-Key": "x" * 300},
+        )
+        assert_refused(response, 400, "Idempotency-Key")
+
+    def test_an_execution_report_nested_too_deep_is_422(self, actors: Actors, stored: dict[str, Any]) -> None:
+        report = {"revision": 1, "plan_sha256": stored["plan_sha256"], "calls": [nested(70)]}
+        response = actors.agent.post(f"/v1/proposals/{stored['proposal_id']}/executions", json=report)
+        assert_refused(response, 422, "deeper than 64")
+
+
+@pytest.mark.usefixtures("unchanged")
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("GET", "/v1/proposals/no-such-proposal", 404),
+        ("GET", "/v1/proposals/no-such-proposal/decision", 404),
+        ("GET", "/v1/proposals/no-such-proposal/revisions/1", 404),
+        ("GET", "/v1/proposals/bad%20id", 422),
+        ("GET", "/v1/proposals/x/revisions/abc", 422),
+        ("GET", "/v1/proposals/x/revisions/0", 422),
+        ("GET", "/v1/proposals/x/revisions/99999999999999999999999999", 422),
+        ("GET", "/v1/proposals?state=lost", 422),
+        ("GET", "/v1/proposals?limit=0", 422),
+        ("GET", "/v1/proposals?cursor=abc", 400),
+        ("GET", "/v1/proposals?cursor=99999999999999999999999", 400),
+        ("DELETE", "/v1/proposals", 405),
+        ("GET", "/v2/nothing", 404),
+    ],
+)
+def test_bad_paths_and_queries(actors: Actors, method: str, path: str, status: int) -> None:
+    response = actors.alice.request(method, path)
+    assert_refused(response, status)
+
+
+@pytest.mark.usefixtures("unchanged")
+def test_a_decision_on_an_unknown_proposal_is_404(actors: Actors) -> None:
+    decision = {"revision": 1, "plan_sha256": "0" * 64, "decision": "approve"}
+    response = actors.alice.post(
+        "/v1/proposals/never-submitted/decisions", json=decision, headers={"Idempotency-Key": "k"}
+    )
+    assert_refused(response, 404, "never-submitted")

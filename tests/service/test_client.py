@@ -1,0 +1,145 @@
+"""QueueClient against the real service, and its retry of a lost decision with the same key."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from reviewer.api import ExecutionReport
+from reviewer.client import (
+    AlreadyDecided,
+    ExecutionRefused,
+    Forbidden,
+    InvalidRequest,
+    NotFound,
+    QueueClient,
+    QueueUnreachable,
+    StaleRevision,
+    Unauthorized,
+)
+from reviewer.proposal import parse_proposal, plan_sha256
+from tests.service.conftest import Actors, Service, body, free_port, proposal, unique_id
+
+
+def run(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)
+
+
+def test_the_whole_flow_through_the_client(service: Service, actors: Actors) -> None:
+    async def flow() -> None:
+        agent = QueueClient(service.url, actors.tokens["agent"])
+        alice = QueueClient(service.url, actors.tokens["alice"])
+        bob = QueueClient(service.url, actors.tokens["bob"])
+        async with agent, alice, bob:
+            assert (await alice.whoami()).role == "reviewer"
+            proposal_id = unique_id("client")
+            plan = parse_proposal(body(proposal(proposal_id)))
+            submitted = await agent.submit(plan)
+            assert submitted.plan_sha256 == plan_sha256(plan)
+            assert (await agent.submit(body(proposal(proposal_id)))).state == "pending"
+
+            listing = await alice.list_proposals()
+            assert listing.page is not None and listing.etag
+            assert proposal_id in {summary.proposal_id for summary in listing.page.proposals}
+            again = await alice.list_proposals(etag=listing.etag)
+            assert again.not_modified and again.etag == listing.etag
+
+            fetched = await alice.get_revision(proposal_id, 1)
+            assert plan_sha256(fetched) == submitted.plan_sha256
+            record = await agent.get_proposal(proposal_id)
+            assert record.latest.state == "pending" and record.proposed_by == "agent"
+
+            with pytest.raises(Forbidden):
+                await agent.decide(proposal_id, 1, submitted.plan_sha256, "approve")
+            with pytest.raises(StaleRevision) as stale:
+                await alice.decide(proposal_id, 1, "0" * 64, "approve")
+            assert stale.value.latest_plan_sha256 == submitted.plan_sha256
+            approved = await alice.decide(proposal_id, 1, submitted.plan_sha256, "approve", "ok")
+            assert approved.state == "approved" and approved.decided_by == "alice"
+            with pytest.raises(AlreadyDecided) as late:
+                await bob.decide(proposal_id, 1, submitted.plan_sha256, "reject", "no")
+            assert (late.value.state, late.value.decided_by) == ("approved", "alice")
+            assert "alice" in str(late.value)
+
+            assert (await agent.decision_state(proposal_id)).state == "approved"
+            report = ExecutionReport(revision=1, plan_sha256=submitted.plan_sha256, calls=[{"seq": 1}])
+            assert (await agent.report_execution(proposal_id, report)).state == "executed"
+            with pytest.raises(ExecutionRefused) as twice:
+                await agent.report_execution(proposal_id, report)
+            assert twice.value.state == "executed"
+
+            with pytest.raises(NotFound):
+                await alice.get_proposal("no-such-proposal")
+            with pytest.raises(InvalidRequest):
+                await agent.submit(b'{"format": 1}')
+
+    run(flow())
+
+
+def test_a_bad_token_and_an_absent_queue_are_typed_errors(service: Service) -> None:
+    async def attempts() -> None:
+        async with QueueClient(service.url, "rvw_wrong") as client:
+            with pytest.raises(Unauthorized, match="reviewer token create"):
+                await client.whoami()
+        async with QueueClient(
+            f"http://127.0.0.1:{free_port()}", "rvw_x", retries=1, retry_delay=0
+        ) as client:
+            with pytest.raises(QueueUnreachable, match="reviewer serve"):
+                await client.whoami()
+
+    run(attempts())
+
+
+def test_a_decision_whose_answer_was_lost_is_retried_with_the_same_key() -> None:
+    seen: list[tuple[str, bytes]] = []
+    answer = {
+        "proposal_id": "p",
+        "revision": 1,
+        "plan_sha256": "a" * 64,
+        "state": "approved",
+        "decided_by": "alice",
+    }
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append((request.headers["idempotency-key"], request.content))
+        if len(seen) < 3:
+            raise httpx.ReadError("connection reset", request=request)
+        return httpx.Response(201, json=answer)
+
+    async def decide() -> None:
+        async with QueueClient(
+            "http://queue.test", "rvw_secret", transport=httpx.MockTransport(handler), retry_delay=0
+        ) as client:
+            state = await client.decide("p", 1, "a" * 64, "approve")
+            assert state.state == "approved"
+
+    run(decide())
+    assert len(seen) == 3
+    assert len({key for key, _ in seen}) == 1, "every attempt carries the same Idempotency-Key"
+    assert len({content for _, content in seen}) == 1
+    assert json.loads(seen[0][1])["decision"] == "approve"
+
+
+def test_the_token_is_only_in_the_authorization_header() -> None:
+    token = "rvw_CANARY-client-0123456789"
+    requests: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        requests.append(request)
+        return httpx.Response(404, json={"error": "not_found", "message": "no proposal 'x'"})
+
+    async def ask() -> str:
+        client = QueueClient("http://queue.test", token, transport=httpx.MockTransport(handler))
+        async with client:
+            with pytest.raises(NotFound) as error:
+                await client.get_proposal("x")
+            return f"{client!r} {error.value} {error.value!r}"
+
+    shown = run(ask())
+    assert token not in shown
+    assert requests[0].headers["authorization"] == f"Bearer {token}"
+    assert token not in str(requests[0].url)
