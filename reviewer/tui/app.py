@@ -44,7 +44,10 @@ class ReviewerApp(App[None]):
         Binding("q", "quit", "Quit"),
     ]
 
-    def __init__(self, folder: Path, *, decider: Decider | None = None, mode: str = "demo") -> None:
+    def __init__(
+        self, folder: Path | None = None, *, decider: Decider | None = None, mode: str = "demo"
+    ) -> None:
+        """`folder` feeds the demo; live review (a subclass) leaves it out and polls the queue."""
         super().__init__()
         self.folder = folder
         self.decider: Decider = decider or DemoDecider()
@@ -54,15 +57,16 @@ class ReviewerApp(App[None]):
 
     def on_mount(self) -> None:
         self.push_screen(self.queue_screen)
-        # Paint first, then load: the loader's parsing would otherwise hold the GIL during the first frame.
-        self.call_after_refresh(self.load_proposals)
+        if self.folder is not None:
+            # Paint first, then load: parsing would otherwise hold the GIL during the first frame.
+            self.call_after_refresh(self.load_proposals, self.folder)
 
     @work(thread=True, group="load", exit_on_error=False)
-    def load_proposals(self) -> None:
+    def load_proposals(self, folder: Path) -> None:
         """Parse and analyse each file off the event loop: a 100,000-call plan takes about a second,
         and the reviewer can read the small ones meanwhile."""
         try:
-            for path, loaded in load_folder(self.folder):
+            for path, loaded in load_folder(folder):
                 if isinstance(loaded, BrokenFile):
                     self.post_message(FileBroken(loaded))
                     continue
@@ -70,7 +74,7 @@ class ReviewerApp(App[None]):
                 _ = analysis.ratios, analysis.extremes, analysis.alarms
                 self.post_message(ProposalLoaded(analysis, plan_sha256(loaded), path.name))
         except SourceError as error:
-            self.post_message(FileBroken(BrokenFile(str(self.folder), str(error))))
+            self.post_message(FileBroken(BrokenFile(str(folder), str(error))))
 
     def on_proposal_loaded(self, message: ProposalLoaded) -> None:
         proposal = message.analysis.proposal

@@ -53,10 +53,17 @@ class QueueScreen(Screen[None]):
         yield table
         yield Static(id="queue-detail")
         yield Static(id="broken")
+        yield Static(id="status")
         yield Footer()
 
     def on_mount(self) -> None:
         self.refresh_chrome()
+        if self.mode == "demo":
+            self.show_status(Text("demo: proposals from files; decisions are not sent", "italic"))
+
+    def show_status(self, status: Text) -> None:
+        """The line above the footer: the demo's note, or live, who you are and when the queue answered."""
+        self.query_one("#status", Static).update(status)
 
     def refresh_chrome(self) -> None:
         count = len(self.items)
