@@ -129,9 +129,7 @@ def _field_message(message: str) -> str:
 
 def _check_shape(proposal: Proposal, source: str) -> None:
     if not _RFC3339.match(proposal.created_at):
-        raise ProposalError(
-            source, "$.created_at: expected an RFC 3339 time such as 2026-10-15T09:00:00Z"
-        )
+        raise ProposalError(source, "$.created_at: expected an RFC 3339 time such as 2026-10-15T09:00:00Z")
     if len(proposal.calls) > MAX_CALLS:
         raise ProposalError(
             source, f"$.calls: {len(proposal.calls):,} calls; at most {MAX_CALLS:,} are allowed"
@@ -232,15 +230,18 @@ def _violations(value: Any, path: str, depth: int) -> Iterator[tuple[str, str]]:
             path,
             f"a string of {len(value):,} characters; at most {MAX_STRING_CHARS:,} are allowed",
         )
-    elif isinstance(value, int) and not isinstance(value, bool):
-        if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
-            yield (
-                path,
-                (
-                    f"the integer {str(value)[:30]} is outside ±(2^53−1); "
-                    "it cannot be represented exactly, so it is refused rather than rounded"
-                ),
-            )
+    elif (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
+    ):
+        yield (
+            path,
+            (
+                f"the integer {str(value)[:30]} is outside ±(2^53−1); "
+                "it cannot be represented exactly, so it is refused rather than rounded"
+            ),
+        )
 
 
 def canonical_plan(proposal: Proposal) -> bytes:

@@ -245,7 +245,7 @@ def test_drifting_revisions_renumber_placeholders_to_the_same_create() -> None:
     ],
 )
 def test_verdict_by_who_answered(via: str, outcome: dict[str, Any] | None, expected: Verdict) -> None:
-    fields = {} if outcome is None else {"outcome": outcome}
+    fields: dict[str, Any] = {} if outcome is None else {"outcome": outcome}
     assert plan([call(1, args={"id": "t1"}, **fields)], via=via).row(0).verdict is expected
 
 
@@ -426,7 +426,7 @@ def test_json_scan_agrees_with_the_sanitizer(text: str) -> None:
 def test_refund_outlier_is_found() -> None:
     analysis = sample("billing-refunds.outlier.json")
     amounts = [
-        (call.args["amount_cents"], call.seq)
+        ((call.args or {})["amount_cents"], call.seq)
         for call in analysis.proposal.calls
         if call.tool == "create_refund"
     ]

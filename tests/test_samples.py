@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from reviewer.analysis import PLACEHOLDER, Analysis
-from reviewer.proposal import Proposal, parse_proposal, plan_sha256
+from reviewer.proposal import Call, Proposal, parse_proposal, plan_sha256
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_proposals"
 FILES = sorted(SAMPLES.glob("*.json"))
@@ -31,6 +31,11 @@ def strings(value: Any) -> Iterator[str]:
     elif isinstance(value, list):
         for child in value:
             yield from strings(child)
+
+
+def args_of(call: Call) -> dict[str, Any]:
+    assert call.args is not None
+    return call.args
 
 
 def test_there_are_at_least_eight_samples() -> None:
@@ -66,8 +71,8 @@ def test_reference_scenario_three_times() -> None:
             ("update_ticket", "update"),
             ("delete_ticket", "delete"),
         ]
-        assert [call.args["id"] for call in proposal.calls[1:]] == ["t1", "t2", "t3"]
-        assert proposal.calls[1].args["mergedInto"] == "<id from call 1>"
+        assert [args_of(call)["id"] for call in proposal.calls[1:]] == ["t1", "t2", "t3"]
+        assert args_of(proposal.calls[1])["mergedInto"] == "<id from call 1>"
     assert plan_sha256(fake) == plan_sha256(record), "the same plan, only the answers differ"
     assert (server.dry_run.write_requests, server.dry_run.writes_kept) == (4, 0)
     assert (fake.dry_run.write_requests, fake.dry_run.writes_kept) == (0, 0)
@@ -84,7 +89,9 @@ def test_two_revisions_that_drift() -> None:
     assert second.calls[0].tool == "create_label", "revision 2 inserts a call first"
     assert "delete_ticket" in [call.tool for call in first.calls]
     assert "delete_ticket" not in [call.tool for call in second.calls], "and removes one"
-    assert first.calls[-2].args["priority"] != second.calls[-1].args["priority"], "and changes one argument"
+    assert args_of(first.calls[-2])["priority"] != args_of(second.calls[-1])["priority"], (
+        "and changes one argument"
+    )
     renumbered = {json.dumps(call.args) for call in first.calls[1:4]}
     assert "<id from call 1>" in "".join(renumbered)
     assert "<id from call 2>" in json.dumps([call.args for call in second.calls])
@@ -98,7 +105,7 @@ def test_a_dry_run_whose_api_ignored_the_flag() -> None:
 def test_a_bulk_refund_with_one_amount_far_above_the_rest() -> None:
     proposal = load("billing-refunds.outlier.json")
     assert 30 <= len(proposal.calls) <= 50
-    amounts = sorted(call.args["amount_cents"] for call in proposal.calls if call.tool == "create_refund")
+    amounts = sorted(args_of(call)["amount_cents"] for call in proposal.calls if call.tool == "create_refund")
     assert amounts[-1] >= 500 * amounts[len(amounts) // 2]
 
 
