@@ -53,7 +53,7 @@ def _reviewer(*args: str) -> list[str]:
     return [sys.executable, "-m", "reviewer", *args]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def queue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Queue]:
     directory = tmp_path_factory.mktemp("queue")
     db = directory / "queue.sqlite3"

@@ -18,7 +18,8 @@ from reviewer.agent import (
     local_approval,
 )
 from reviewer.client import QueueClient
-from reviewer.proposal import Proposal, plan_sha256
+from reviewer.drift import compare_execution
+from reviewer.proposal import Call, Proposal, plan_sha256
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
 from tests.agent.conftest import Queue
@@ -175,3 +176,13 @@ def test_end_to_end_submit_approve_execute_verify(queue: Queue, sample_api: Runn
     assert [call["outcome"]["http_status"] for call in report["calls"]] == [201, 200, 200, 409]
     assert [line["ticket"] for line in report["audit_log"]] == ["tk-4", "t1", "t2"]
     assert report["plan_sha256"] == plan_sha256(proposal)
+    verification = compare_execution(
+        proposal, msgspec.convert(report["calls"], list[Call]), report["audit_log"]
+    )
+    assert (verification.naive_identical, verification.matching_once_resolved, verification.planned) == (
+        1,
+        3,
+        4,
+    )
+    assert [check.status for check in verification.checks][-1] == "refused"
+    assert verification.audit_unmatched == ()
