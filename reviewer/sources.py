@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 from reviewer.analysis import Analysis
+from reviewer.drift import Drift, diff_revisions
 from reviewer.proposal import MAX_BODY_BYTES, Proposal, ProposalError, parse_proposal
 
 BUNDLED_SAMPLES = Path(__file__).resolve().parent / "sample_proposals"
@@ -33,7 +34,10 @@ class QueueItem:
     """Each revision's plan_sha256: the queue's record live, computed from the file in the demo."""
     origins: dict[int, str] = field(default_factory=dict)
     """Where each revision came from (a file name, or the queue), for the reviewer's orientation."""
+    seen_revision: int | None = None
+    """The revision the reviewer last opened: drift is shown against it when a newer one arrives."""
     _analyses: dict[int, Analysis] = field(default_factory=dict, repr=False)
+    _drifts: dict[tuple[int, int], Drift] = field(default_factory=dict, repr=False)
 
     @property
     def latest_revision(self) -> int:
@@ -48,6 +52,26 @@ class QueueItem:
         if number not in self._analyses:
             self._analyses[number] = Analysis(self.revisions[number])
         return self._analyses[number]
+
+    def drift_base(self, revision: int) -> int | None:
+        """What to compare `revision` with: the revision last seen if older, else the one before it."""
+        if self.seen_revision is not None and self.seen_revision < revision:
+            return self.seen_revision
+        older = [number for number in self.revisions if number < revision]
+        return max(older) if older else None
+
+    def drift(self, old: int, new: int) -> Drift:
+        if (old, new) not in self._drifts:
+            self._drifts[old, new] = diff_revisions(self.revisions[old], self.revisions[new])
+        return self._drifts[old, new]
+
+    def latest_drift(self) -> tuple[int, Drift] | None:
+        """The drift of the latest revision from its base, when there is one and it is not empty."""
+        base = self.drift_base(self.latest_revision)
+        if base is None:
+            return None
+        drift = self.drift(base, self.latest_revision)
+        return None if drift.is_empty else (base, drift)
 
     def add(self, proposal: Proposal, digest: str, origin: str, analysis: Analysis | None = None) -> None:
         self.revisions[proposal.revision] = proposal

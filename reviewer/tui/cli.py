@@ -16,8 +16,13 @@ def register(subparsers: Any) -> None:
         description="Open the review screens on a folder of proposal files. No server, no credential: "
         "approvals and rejections are shown as 'not sent (demo)'.",
     )
-    demo.add_argument("folder", nargs="?", type=Path, default=BUNDLED_SAMPLES,
-                      help="a folder of proposal .json files (default: the bundled samples)")
+    demo.add_argument(
+        "folder",
+        nargs="?",
+        type=Path,
+        default=BUNDLED_SAMPLES,
+        help="a folder of proposal .json files (default: the bundled samples)",
+    )
     demo.set_defaults(func=run_demo)
 
 

@@ -125,3 +125,19 @@ def test_broken_file_listed(snap_compare, sample_folder) -> None:
     (folder / "truncated.json").write_text('{"format": "reviewer.proposal/v1", "calls": [')
     (folder / "wrong-type.json").write_text((folder / SERVER).read_text().replace('"seq": 2', '"seq": "2"'))
     assert snap_compare(ReviewerApp(folder), terminal_size=(100, 30), run_before=wait_until_loaded)
+
+
+def test_drift_view(snap_compare, sample_folder) -> None:
+    """d on the re-planned triage: "1 added, 1 removed, 1 changed" above the merged rows of rev 2,
+    the inserted create_label green, the changed priority update yellow, the dropped delete put back
+    in red where it stood; the cursor on the first change, whose detail says "added in rev 2"; the
+    placeholders renumbered by the insertion (←#2) are not marked as changes."""
+    app = ReviewerApp(sample_folder("deskline-triage.rev1.json", "deskline-triage.rev2.json"))
+    assert snap_compare(app, terminal_size=(100, 30), run_before=open_first("d"))
+
+
+def test_drift_changed_field(snap_compare, sample_folder) -> None:
+    """In the drift view, the cursor on the changed call: its detail starts with the changed field,
+    old value in red → new value in green, before the full call."""
+    app = ReviewerApp(sample_folder("deskline-triage.rev1.json", "deskline-triage.rev2.json"))
+    assert snap_compare(app, terminal_size=(100, 30), run_before=open_first("d", "end", "up"))

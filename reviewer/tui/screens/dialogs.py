@@ -13,19 +13,28 @@ from textual.widgets import Input, Static
 
 KEYS = (
     ("Queue", (("enter", "open the highlighted proposal"), ("up / down", "move"))),
-    ("Review", (
-        ("up / down, j / k", "move through the plan rows"),
-        ("pageup / pagedown", "a page of rows"),
-        ("home / end", "first / last row"),
-        ("a", "approve this revision (asks to confirm)"),
-        ("x", "reject this revision (asks for a reason)"),
-        ("d", "drift against the previous revision"),
-        ("v", "verification of an executed proposal"),
-        ("escape", "back to the queue"),
-    )),
+    (
+        "Review",
+        (
+            ("up / down, j / k", "move through the plan rows"),
+            ("pageup / pagedown", "a page of rows"),
+            ("home / end", "first / last row"),
+            ("a", "approve this revision (asks to confirm)"),
+            ("x", "reject this revision (asks for a reason)"),
+            ("d", "drift against the previous revision"),
+            ("v", "verification of an executed proposal"),
+            ("escape", "back to the queue"),
+        ),
+    ),
     ("Everywhere", (("?", "this help"), ("q", "quit"))),
-    ("Confirmation", (("y", "yes, send it"), ("n / escape", "no, go back"),
-                      ("enter", "send the rejection with its reason"))),
+    (
+        "Confirmation",
+        (
+            ("y", "yes, send it"),
+            ("n / escape", "no, go back"),
+            ("enter", "send the rejection with its reason"),
+        ),
+    ),
 )
 
 
@@ -66,8 +75,9 @@ class RejectScreen(ModalScreen[str | None]):
             dialog.border_title = "Reject"
             yield Static(self.body, classes="dialog-body")
             yield Input(placeholder="reason (required), enter to send", max_length=2000)
-            yield Static(Text("enter  send the rejection      escape  back", style="bold"),
-                         classes="dialog-keys")
+            yield Static(
+                Text("enter  send the rejection      escape  back", style="bold"), classes="dialog-keys"
+            )
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         reason = event.value.strip()

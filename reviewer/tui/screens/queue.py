@@ -19,11 +19,11 @@ from reviewer.tui.widgets.chrome import Chrome
 
 QUEUE_COLUMNS = (
     (" ", "mark", 1),
-    ("proposal", "title", 28),
-    ("agent", "agent", 13),
+    ("proposal", "title", 26),
+    ("agent", "agent", 14),
     ("rev", "rev", 6),
     ("calls", "calls", 6),
-    ("c/u/d", "effects", 9),
+    ("c/u/d", "effects", 10),
     ("dry run", "via", 9),
     ("state", "state", 8),
 )
@@ -115,13 +115,12 @@ def queue_row(item: QueueItem) -> tuple[Text, ...]:
     alarms = analysis.alarms
     revisions = f"{proposal.revision}" + (f" of {len(item.revisions)}" if len(item.revisions) > 1 else "")
     return (
-        Text("!", "bold red") if alarms else Text(""),
-        cell(proposal.title, 28),
-        cell(proposal.agent.name, 13),
+        Text("Δ", "bold yellow") if item.latest_drift() else Text("!", "bold red") if alarms else Text(""),
+        cell(proposal.title, 26),
+        cell(proposal.agent.name, 14),
         Text(revisions),
         Text(f"{ratios.calls:,}", justify="right"),
-        Text(f"{ratios.creates}/{ratios.updates}/{ratios.deletes}",
-             "bold red" if ratios.deletes else ""),
+        Text(f"{ratios.creates}/{ratios.updates}/{ratios.deletes}", "bold red" if ratios.deletes else ""),
         Text(proposal.dry_run.via, "" if proposal.dry_run.via == "server" else "yellow"),
         Text(item.state),
     )
@@ -135,6 +134,10 @@ def describe(item: QueueItem) -> Text:
     text.append(f"  {proposal.target.environment or 'no environment'} · ")
     text.append(safe_text(clip(proposal.target.api, 40)))
     text.append(f" · {safe_text(clip(item.origins[item.latest_revision], 80))}\n", "dim")
+    drifted = item.latest_drift()
+    if drifted is not None:
+        base, drift = drifted
+        text.append(f"Δ rev {item.latest_revision} drifted from rev {base}: {drift.summary}\n", "bold yellow")
     for alarm in item.analysis().alarms:
         text.append(f"! {alarm}\n", "bold red")
     return text

@@ -16,6 +16,7 @@ from textual.widgets import Footer, Static
 from reviewer.analysis import Extremes, Ratios
 from reviewer.sources import QueueItem
 from reviewer.tui.screens.dialogs import ConfirmScreen, RejectScreen
+from reviewer.tui.screens.drift import DriftScreen
 from reviewer.tui.widgets.chrome import Chrome
 from reviewer.tui.widgets.panes import detail_text, extremes_text, ratios_text, summary_counts
 from reviewer.tui.widgets.plan_view import PlanView
@@ -76,6 +77,12 @@ class ReviewScreen(Screen[None]):
 
     def on_mount(self) -> None:
         proposal = self.analysis.proposal
+        drifted = self.item.latest_drift()
+        if drifted is not None:
+            base, drift = drifted
+            self.notify(f"rev {self.revision} against rev {base}: {drift.summary}. Press d to see it.",
+                        title="Re-planned")
+        self.item.seen_revision = max(self.item.seen_revision or 0, self.revision)
         digest = self.item.digests.get(self.revision, "")
         self.query_one(Chrome).show(
             self.mode,
@@ -146,10 +153,11 @@ class ReviewScreen(Screen[None]):
         banner.update(Text(message, "bold"))
 
     def action_drift(self) -> None:
-        if len(self.item.revisions) < 2:
+        base = self.item.drift_base(self.revision)
+        if base is None:
             self.notify("Only one revision: there is nothing to compare.", title="Drift")
             return
-        self.notify("Drift view: not in this version.", title="Drift", severity="warning")
+        self.app.push_screen(DriftScreen(self.item, base, self.revision))
 
     def action_verify(self) -> None:
         self.notify("This proposal has not been executed: there is nothing to verify.", title="Verify")

@@ -72,10 +72,17 @@ def ratios_text(ratios: Ratios) -> Text:
         text.append(f"DRY RUN KEPT {ratios.writes_kept:,} WRITES\n", "bold reverse red")
         text.append("the API ignored the dry-run flag\n", "bold red")
     _line(text, "calls", f"{ratios.calls:,}")
-    _line(text, "c:u:d:o", f"{ratios.creates:,}:{ratios.updates:,}:{ratios.deletes:,}:"
-          f"{ratios.reads + ratios.other:,}")
-    _line(text, "destructive", f"{percent(ratios.deletes, ratios.calls)} ({ratios.deletes:,} del)",
-          "bold red" if ratios.deletes else "")
+    _line(
+        text,
+        "c:u:d:o",
+        f"{ratios.creates:,}:{ratios.updates:,}:{ratios.deletes:,}:{ratios.reads + ratios.other:,}",
+    )
+    _line(
+        text,
+        "destructive",
+        f"{percent(ratios.deletes, ratios.calls)} ({ratios.deletes:,} del)",
+        "bold red" if ratios.deletes else "",
+    )
     _line(text, "validated", f"{ratios.validated:,}", "green" if ratios.validated else "")
     unvalidated = ratios.not_validated + ratios.recorded + ratios.no_outcome
     _line(text, "unvalidated", f"{unvalidated:,}", "yellow" if unvalidated else "")
@@ -176,8 +183,12 @@ def detail_text(row: PlanRow, call: Call) -> Text:
 def summary_counts(analysis: Analysis) -> str:
     """What is being approved, for the confirmation: counts of each effect and the refusals."""
     ratios = analysis.ratios
-    parts = [f"{ratios.calls:,} calls", f"{ratios.creates:,} create", f"{ratios.updates:,} update",
-             f"{ratios.deletes:,} delete"]
+    parts = [
+        f"{ratios.calls:,} calls",
+        f"{ratios.creates:,} create",
+        f"{ratios.updates:,} update",
+        f"{ratios.deletes:,} delete",
+    ]
     if ratios.reads + ratios.other:
         parts.append(f"{ratios.reads + ratios.other:,} other")
     return ", ".join(parts)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 from rich.style import Style
 from rich.text import Text
@@ -19,12 +19,20 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from reviewer.analysis import Analysis, PlanRow, Verdict
+from reviewer.analysis import PlanRow, Verdict
 from reviewer.sanitize import safe_text
 from reviewer.tui.widgets.cells import fit
 
 RowMark = Callable[[int], str | None]
 """Given a row index, a mark such as "added" or "changed" (drift), or None."""
+
+
+class RowSource(Protocol):
+    """What the view reads rows from: an `Analysis`, or the merged rows of a drift."""
+
+    def __len__(self) -> int: ...
+
+    def row(self, index: int) -> PlanRow: ...
 
 
 @dataclass(frozen=True)
@@ -95,6 +103,8 @@ class PlanView(ScrollView, can_focus=True):
         "plan-view--muted",
         "plan-view--added",
         "plan-view--changed",
+        "plan-view--removed",
+        "plan-view--outcome",
     }
 
     DEFAULT_CSS = """
@@ -110,6 +120,8 @@ class PlanView(ScrollView, can_focus=True):
         & > .plan-view--muted { color: $text-muted; }
         & > .plan-view--added { background: $success 25%; }
         & > .plan-view--changed { background: $warning 25%; }
+        & > .plan-view--removed { background: $error 25%; text-style: strike; }
+        & > .plan-view--outcome { background: $primary 15%; }
     }
     """
 
@@ -129,7 +141,7 @@ class PlanView(ScrollView, can_focus=True):
 
     def __init__(
         self,
-        analysis: Analysis,
+        rows: RowSource,
         *,
         row_mark: RowMark | None = None,
         name: str | None = None,
@@ -137,13 +149,13 @@ class PlanView(ScrollView, can_focus=True):
         classes: str | None = None,
     ) -> None:
         super().__init__(name=name, id=id, classes=classes)
-        self.analysis = analysis
+        self.rows = rows
         self.row_mark = row_mark
-        self.virtual_size = Size(0, len(analysis) + 1)
+        self.virtual_size = Size(0, len(rows) + 1)
 
     @property
     def row_count(self) -> int:
-        return len(self.analysis)
+        return len(self.rows)
 
     @property
     def visible_rows(self) -> int:
@@ -191,7 +203,7 @@ class PlanView(ScrollView, can_focus=True):
             base = base + self._style(f"plan-view--{mark}")
         if index == self.cursor:
             base = base + self._style("plan-view--cursor")
-        return self._strip(self._row_text(self.analysis.row(index), width), width, base)
+        return self._strip(self._row_text(self.rows.row(index), width), width, base)
 
     def _style(self, component: str) -> Style:
         return self.get_component_rich_style(component, partial=True)
@@ -242,4 +254,3 @@ class PlanView(ScrollView, can_focus=True):
             piece = safe_text(flag)[: max(cells - used, 0)]
             text.append(piece + " ", self._style(component))
             used += len(piece) + 1
-

@@ -1,0 +1,172 @@
+"""DriftScreen: what changed between two revisions, as the new plan with removed rows put back in place."""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from reviewer.analysis import Analysis, PlanRow
+from reviewer.drift import ChangedCall, Drift, FieldChange
+from reviewer.sources import QueueItem
+from reviewer.tui.widgets.chrome import Chrome
+from reviewer.tui.widgets.panes import detail_text, untrusted
+from reviewer.tui.widgets.plan_view import PlanView
+
+
+class DriftRows:
+    """The rows of the new revision with each removed row of the old one where it used to stand.
+
+    Only the removed rows get a place of their own, found by bisection, so the merged view of two
+    100,000-call revisions costs what the drift found, not what the plans hold.
+    """
+
+    def __init__(self, old: Analysis, new: Analysis, drift: Drift) -> None:
+        self.old, self.new, self.drift = old, new, drift
+        # Merged position of the k-th removed row: its place in the new plan plus the removed before it.
+        self._removed_at = [position + k for k, position in enumerate(drift.removed_positions)]
+
+    def __len__(self) -> int:
+        return len(self.new) + len(self.drift.removed)
+
+    def locate(self, index: int) -> tuple[str, int]:
+        """("old", index into the old plan) for a removed row, else ("new", index into the new plan)."""
+        before = bisect_left(self._removed_at, index)
+        if before < len(self._removed_at) and self._removed_at[before] == index:
+            return "old", self.drift.removed[before]
+        return "new", index - before
+
+    def row(self, index: int) -> PlanRow:
+        side, position = self.locate(index)
+        return (self.old if side == "old" else self.new).row(position)
+
+    def mark(self, index: int) -> str | None:
+        side, position = self.locate(index)
+        if side == "old":
+            return "removed"
+        status = self.drift.status_of_new(position)
+        if status != "unchanged":
+            return status
+        return "outcome" if self.drift.pair_of_new(position) else None
+
+
+def field_changes_text(title: str, changes: tuple[FieldChange, ...], style: str) -> Text:
+    text = Text()
+    text.append(f"{title}\n", style)
+    for change in changes:
+        text.append(f"  {untrusted(change.path, limit=120)}: ", "bold")
+        text.append(untrusted(change.old, limit=300), "red")
+        text.append(" → ")
+        text.append(untrusted(change.new, limit=300), "green")
+        if change.note:
+            text.append(f"  ({untrusted(change.note, limit=200)})", "dim")
+        text.append("\n")
+    return text
+
+
+class DriftScreen(Screen[None]):
+    """Drift of one revision against another; `b` and `t` pick which two."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "Back"),
+        Binding("b", "cycle_base", "Base revision"),
+        Binding("t", "cycle_target", "Target revision"),
+    ]
+
+    def __init__(self, item: QueueItem, base: int, target: int) -> None:
+        super().__init__()
+        self.item, self.base, self.target = item, base, target
+
+    def compose(self) -> ComposeResult:
+        yield Chrome(id="chrome")
+        yield Static(id="drift-summary")
+        with Horizontal(id="panes"), VerticalScroll(id="detail-pane") as detail:
+            detail.border_title = "Selected call"
+            yield Static(id="detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.show_drift()
+
+    def show_drift(self) -> None:
+        drift = self.item.drift(self.base, self.target)
+        self.rows = DriftRows(self.item.analysis(self.base), self.item.analysis(self.target), drift)
+        self.query_one(Chrome).show(
+            self.app_mode,
+            (self.item.proposal_id, "bold"),
+            f"drift rev {self.base} → rev {self.target}",
+        )
+        summary = Text(f" {drift.summary}", "bold")
+        for change in drift.target_changed:
+            summary.append(f"   target {untrusted(change.path, limit=60)}: ", "bold red")
+            summary.append(f"{untrusted(change.old, limit=80)} → {untrusted(change.new, limit=80)}")
+        self.query_one("#drift-summary", Static).update(summary)
+        for old_view in self.query(PlanView):
+            old_view.remove()
+        plan = PlanView(self.rows, row_mark=self.rows.mark, id="plan")
+        plan.border_title = (
+            f"rev {self.target}: {len(self.rows.new):,} calls · green added · yellow changed · red removed"
+        )
+        self.mount(plan, after="#drift-summary")
+        plan.focus()
+        first_change = next((i for i in range(min(len(self.rows), 10_000)) if self.rows.mark(i)), 0)
+        plan.move_cursor(first_change)
+
+    @property
+    def app_mode(self) -> str:
+        return str(getattr(self.app, "mode", "demo"))
+
+    @on(PlanView.RowHighlighted)
+    def show_detail(self, message: PlanView.RowHighlighted) -> None:
+        side, position = self.rows.locate(message.index)
+        analysis = self.rows.old if side == "old" else self.rows.new
+        text = Text()
+        if side == "old":
+            text.append(f"removed: rev {self.base} had this call; rev {self.target} does not\n", "bold red")
+        elif self.rows.drift.status_of_new(position) == "added":
+            text.append(f"added in rev {self.target}\n", "bold green")
+        pair: ChangedCall | None = self.rows.drift.pair_of_new(position) if side == "new" else None
+        if pair is not None:
+            if pair.fields:
+                text.append_text(
+                    field_changes_text(
+                        f"changed from rev {self.base} #{pair.old_seq}:", pair.fields, "bold yellow"
+                    )
+                )
+            if pair.outcome_fields:
+                text.append_text(
+                    field_changes_text(
+                        "dry-run answer changed (not what would execute):", pair.outcome_fields, "bold"
+                    )
+                )
+        text.append_text(detail_text(analysis.row(position), analysis.proposal.calls[position]))
+        self.query_one("#detail", Static).update(text)
+
+    def _revisions(self) -> list[int]:
+        return sorted(self.item.revisions)
+
+    def action_cycle_base(self) -> None:
+        """Step the base through the other revisions, so any two can be compared."""
+        choices = [number for number in self._revisions() if number != self.target]
+        if choices:
+            self.base = (
+                choices[(choices.index(self.base) + 1) % len(choices)] if self.base in choices else choices[0]
+            )
+            self.show_drift()
+
+    def action_cycle_target(self) -> None:
+        choices = [number for number in self._revisions() if number != self.base]
+        if choices:
+            self.target = (
+                choices[(choices.index(self.target) + 1) % len(choices)]
+                if self.target in choices
+                else choices[0]
+            )
+            self.show_drift()
