@@ -8,7 +8,6 @@ reviewer through a queue (`--queue URL`) or, without a queue, locally for the wa
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import uuid
 from dataclasses import dataclass
@@ -87,6 +86,8 @@ class Walkthrough:
 
 
 def run_walkthrough(options: argparse.Namespace) -> int:
+    import asyncio
+
     from rich.console import Console
 
     console = Console()

@@ -16,7 +16,7 @@ import httpx
 
 from reviewer.agent.errors import LiveClientRefused, UnknownBackend
 from reviewer.agent.tools import CallAnswer, HttpRequest
-from reviewer.proposal import DryRunVia
+from reviewer.proposal import DryRunVia, OutcomeStatus
 
 DEFAULT_DRY_RUN_QUERY: Final[Mapping[str, str]] = {"dryRun": "All"}
 """The Kubernetes spelling; an API with another parameter passes its own to the server backend."""
@@ -25,8 +25,10 @@ DEFAULT_DRY_RUN_QUERY: Final[Mapping[str, str]] = {"dryRun": "All"}
 class Backend(Protocol):
     """Answers a write in a dry run. `write_requests` counts requests that reached the real API."""
 
-    via: DryRunVia
     write_requests: int
+
+    @property
+    def via(self) -> DryRunVia: ...
 
     async def answer(self, request: HttpRequest) -> tuple[CallAnswer, HttpRequest | None]:
         """The answer, and the request as sent to the real API (None when nothing reached it)."""
@@ -40,7 +42,7 @@ def answer_from_response(response: httpx.Response) -> CallAnswer:
     body = _json_or_none(response)
     if response.is_success:
         return CallAnswer("ok", response.status_code, None, body)
-    status = "refused" if 400 <= response.status_code < 500 else "error"
+    status: OutcomeStatus = "refused" if 400 <= response.status_code < 500 else "error"
     return CallAnswer(status, response.status_code, _message(body, response), None)
 
 

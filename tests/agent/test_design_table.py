@@ -3,16 +3,32 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from reviewer.agent import local_approval, placeholder
+from reviewer.proposal import Call, Outcome, Request
 from reviewer.sample_api.server import RunningSampleApi
 from tests.agent.helpers import dry_proposal, real_execution
 
 DEPENDS_ON_CREATE = placeholder("id", 1)
 
 
-def outcomes(calls: list) -> list[tuple[str, int | None]]:
-    return [(call.outcome.status, call.outcome.http_status) for call in calls]
+def outcome(call: Call) -> Outcome:
+    assert call.outcome is not None
+    return call.outcome
+
+
+def request(call: Call) -> Request:
+    assert call.request is not None
+    return call.request
+
+
+def args(call: Call) -> dict[str, Any]:
+    return call.args or {}
+
+
+def outcomes(calls: list[Call]) -> list[tuple[str, int | None]]:
+    return [(outcome(call).status, outcome(call).http_status) for call in calls]
 
 
 def test_server_dry_run_column(sample_api: RunningSampleApi) -> None:
@@ -20,16 +36,16 @@ def test_server_dry_run_column(sample_api: RunningSampleApi) -> None:
     proposal = asyncio.run(dry_proposal(sample_api, "server"))
     assert proposal.dry_run.via == "server"
     assert outcomes(proposal.calls) == [("ok", 201), ("refused", 422), ("refused", 422), ("refused", 409)]
-    assert proposal.calls[0].outcome.result["id"] == "tk-4"
-    assert [call.outcome.message for call in proposal.calls[1:]] == [
+    assert outcome(proposal.calls[0]).result["id"] == "tk-4"
+    assert [outcome(call).message for call in proposal.calls[1:]] == [
         "mergedInto names no ticket: tk-4",
         "mergedInto names no ticket: tk-4",
         "close the ticket before deleting it",
     ]
     assert (proposal.dry_run.write_requests, proposal.dry_run.writes_kept) == (4, 0)
     # The plan keeps the dependency, not the dry run's value: the two 422s are chain noise.
-    assert proposal.calls[1].args["mergedInto"] == DEPENDS_ON_CREATE
-    assert proposal.calls[1].request.query == {"dryRun": "All"}
+    assert args(proposal.calls[1])["mergedInto"] == DEPENDS_ON_CREATE
+    assert request(proposal.calls[1]).query == {"dryRun": "All"}
     assert sample_api.store.stats() == {"write_requests": 4, "dry_run_requests": 4, "writes_kept": 0}
     assert sorted(sample_api.store.tickets) == ["t1", "t2", "t3"]
 
@@ -40,17 +56,17 @@ def test_fake_column(sample_api: RunningSampleApi) -> None:
     second = asyncio.run(dry_proposal(sample_api, "fake"))
     assert first.dry_run.via == "fake"
     assert outcomes(first.calls) == [("ok", 201), ("ok", 200), ("ok", 200), ("ok", 200)]
-    minted = first.calls[0].outcome.result["id"]
-    assert minted != "tk-4" and minted != second.calls[0].outcome.result["id"]
-    assert first.calls[1].outcome.result["mergedInto"] == minted  # state is carried
+    minted = outcome(first.calls[0]).result["id"]
+    assert minted != "tk-4" and minted != outcome(second.calls[0]).result["id"]
+    assert outcome(first.calls[1]).result["mergedInto"] == minted  # state is carried
     assert (first.dry_run.write_requests, first.dry_run.writes_kept) == (0, 0)
     assert sample_api.store.stats()["write_requests"] == 0
 
 
 def test_transport_column_runs_no_rule_either(sample_api: RunningSampleApi) -> None:
     proposal = asyncio.run(dry_proposal(sample_api, "transport"))
-    assert [call.outcome.status for call in proposal.calls] == ["ok"] * 4
-    assert proposal.calls[3].outcome.http_status == 204
+    assert [outcome(call).status for call in proposal.calls] == ["ok"] * 4
+    assert outcome(proposal.calls[3]).http_status == 204
     assert (proposal.dry_run.write_requests, proposal.dry_run.writes_kept) == (0, 0)
     assert sample_api.store.stats()["write_requests"] == 0
 
@@ -59,13 +75,13 @@ def test_record_column(sample_api: RunningSampleApi) -> None:
     """recorded four times, placeholders where only a real write knows the value; nothing sent."""
     proposal = asyncio.run(dry_proposal(sample_api, "record"))
     assert outcomes(proposal.calls) == [("recorded", None)] * 4
-    assert [call.args.get("mergedInto") for call in proposal.calls] == [
+    assert [args(call).get("mergedInto") for call in proposal.calls] == [
         None,
         DEPENDS_ON_CREATE,
         DEPENDS_ON_CREATE,
         None,
     ]
-    assert proposal.calls[1].request.body == {"status": "closed", "mergedInto": DEPENDS_ON_CREATE}
+    assert request(proposal.calls[1]).body == {"status": "closed", "mergedInto": DEPENDS_ON_CREATE}
     assert (proposal.dry_run.write_requests, proposal.dry_run.writes_kept) == (0, 0)
     assert sample_api.store.stats()["write_requests"] == 0
 
