@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Final, Protocol
 
 import httpx
 
-from reviewer.agent.errors import LiveClientRefused, UnknownBackend
+from reviewer.agent.errors import LiveClientRefused, LiveClientRequired, UnknownBackend
 from reviewer.agent.tools import CallAnswer, HttpRequest
 from reviewer.proposal import DryRunVia, OutcomeStatus
 
@@ -105,9 +105,7 @@ class ServerBackend:
         self, client: httpx.AsyncClient | None, dry_run_query: Mapping[str, str] = DEFAULT_DRY_RUN_QUERY
     ) -> None:
         if not isinstance(client, httpx.AsyncClient):
-            raise TypeError(
-                "the 'server' backend asks the API itself: pass client=httpx.AsyncClient(base_url=...)"
-            )
+            raise LiveClientRequired("the 'server' dry-run backend")
         if not dry_run_query:
             raise ValueError(
                 "the 'server' backend needs the API's dry-run query parameter, e.g. {'dryRun': 'All'}"

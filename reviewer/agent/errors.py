@@ -106,3 +106,12 @@ class ProposalRejected(AgentError):
             f"{decided_by or 'a reviewer'} rejected proposal {proposal_id} revision {revision}{because}. "
             "Nothing may run; re-plan and submit a new revision, or stop."
         )
+
+
+class LiveClientRequired(AgentError):
+    """A run that must talk to the real API (a server dry run, a real run) was given no live client."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            f"{what} talks to the API itself: pass client=httpx.AsyncClient(base_url=<the API's URL>)"
+        )

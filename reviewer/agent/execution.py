@@ -18,7 +18,7 @@ import msgspec
 
 from reviewer.agent.audit import AuditUnavailable, HttpAuditLog
 from reviewer.agent.backends import answer_from_response, is_live_client, send
-from reviewer.agent.errors import NotApproved, PlanStop
+from reviewer.agent.errors import LiveClientRequired, NotApproved, PlanStop
 from reviewer.agent.flag import names_dry_run, run_scope
 from reviewer.agent.placeholders import placeholder, placeholders_in, substitute
 from reviewer.agent.runs import RecordedCall
@@ -248,7 +248,7 @@ async def real_run(
     raised by a tool propagates out of the block; the `Execution` keeps what ran before it.
     """
     if not isinstance(client, httpx.AsyncClient) or not is_live_client(client):
-        raise TypeError("a real run needs the live httpx.AsyncClient of the API the plan targets")
+        raise LiveClientRequired("a real run")
     execution = Execution(approval, client, audit)
     await execution._start()
     try:

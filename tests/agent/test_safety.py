@@ -10,12 +10,14 @@ import pytest
 from reviewer.agent import (
     HttpRequest,
     LiveClientRefused,
+    LiveClientRequired,
     ToolArgumentError,
     ToolDefinitionError,
     UnknownBackend,
     dry_run,
     local_approval,
     make_backend,
+    real_run,
     write_tool,
 )
 from reviewer.sample_api import tools
@@ -146,3 +148,25 @@ def test_a_fake_backend_accepts_a_client_that_cannot_leave_the_process() -> None
     mock = httpx.AsyncClient(transport=httpx.MockTransport(lambda request: httpx.Response(500)))
     assert make_backend("fake", mock).via == "fake"
     assert make_backend("transport", mock).via == "transport"
+
+
+def test_a_server_dry_run_or_a_real_run_without_a_live_client_says_what_to_pass() -> None:
+    with pytest.raises(LiveClientRequired, match="pass client=httpx.AsyncClient"):
+        make_backend("server")
+    mock = httpx.AsyncClient(transport=httpx.MockTransport(lambda request: httpx.Response(500)))
+    proposal = asyncio.run(dry_proposal_without_api())
+
+    async def attempt() -> None:
+        async with real_run(local_approval(proposal), client=mock):
+            pass
+
+    with pytest.raises(LiveClientRequired, match="a real run"):
+        asyncio.run(attempt())
+
+
+async def dry_proposal_without_api():  # type: ignore[no-untyped-def]
+    async with dry_run("record") as recording:
+        await tools.delete_ticket(id="t3")
+    return recording.to_proposal(
+        proposal_id="no-api", title="no api", agent=tools.AGENT, target=tools.target("http://x")
+    )
