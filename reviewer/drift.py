@@ -264,15 +264,11 @@ def _collection_paused() -> Iterator[None]:
 
 
 class _Sides:
-    """The two call lists of one alignment, their seq-free contents, and lazily built lookups."""
+    """The two call lists of one alignment and what is looked up or computed about them lazily."""
 
     def __init__(self, old: list[Call], new: list[Call]) -> None:
-        replace = msgspec.structs.replace
         self.old = old
         self.new = new
-        self.old_content: list[Call] = [replace(call, seq=0) for call in old]
-        """Each call with seq 0, so that `==` (in C) compares tool, effect, args, request, outcome."""
-        self.new_content: list[Call] = [replace(call, seq=0) for call in new]
         self.loose_pairs: set[tuple[int, int]] = set()
         """Aligned pairs that are not `==` (outcome or placeholder numbers differ): compared in full."""
         self._canonical_old: dict[int, bytes] = {}
@@ -283,7 +279,6 @@ class _Sides:
     def swapped(self) -> _Sides:
         other = object.__new__(_Sides)
         other.old, other.new = self.new, self.old
-        other.old_content, other.new_content = self.new_content, self.old_content
         other.loose_pairs = {(y, x) for x, y in self.loose_pairs}
         other._canonical_old, other._canonical_new = self._canonical_new, self._canonical_old
         other._old_by_seq, other._new_by_seq = self._new_by_seq, self._old_by_seq
@@ -303,7 +298,7 @@ class _Sides:
         """How many calls from (x, y) align one to one: equal runs in C, the rare loose pair in Python."""
         start = x
         while x < x_end and y < y_end:
-            run = _equal_run(self.old_content, self.new_content, x, y, x_end, y_end)
+            run = _equal_run(self.old, self.new, x, y, x_end, y_end)
             x, y = x + run, y + run
             if x < x_end and y < y_end and self.loosely_equal(x, y):
                 self.loose_pairs.add((x, y))
@@ -354,15 +349,15 @@ def _identity(call: Call) -> tuple[str, str, str]:
 
 
 def _equal_run(old: list[Call], new: list[Call], x: int, y: int, x_end: int, y_end: int) -> int:
-    """How many elements from (x, y) are `==`: growing slices compared in C, never one by one."""
-    if old[x] != new[y]:
+    """How many calls from (x, y) have equal content: growing slices compared in C, never one by one."""
+    if not _same_contents(old[x : x + 1], new[y : y + 1]):
         return 0
     start = x
     x, y = x + 1, y + 1
     chunk = 16
     while x < x_end and y < y_end:
         size = min(chunk, x_end - x, y_end - y)
-        if old[x : x + size] == new[y : y + size]:
+        if _same_contents(old[x : x + size], new[y : y + size]):
             x, y = x + size, y + size
             chunk = min(chunk * 2, _LONGEST_CHUNK)
         elif size == 1:
@@ -370,6 +365,21 @@ def _equal_run(old: list[Call], new: list[Call], x: int, y: int, x_end: int, y_e
         else:
             chunk = size // 2
     return x - start
+
+
+_CONTENT_FIELDS: Final = tuple(map(attrgetter, ("args", "request", "outcome", "tool", "effect")))
+"""Everything of a call but its seq, most likely to differ first."""
+
+
+def _same_contents(old: list[Call], new: list[Call]) -> bool:
+    """Whether two equally long runs of calls are equal but for their seqs, compared in C.
+
+    Where the seqs agree (before the first insertion or removal), the structs compare whole, with
+    no allocation at all; where they were renumbered, field by field, a list of references each.
+    """
+    if old[0].seq == new[0].seq and old[-1].seq == new[-1].seq and old == new:
+        return True
+    return all(list(map(field, old)) == list(map(field, new)) for field in _CONTENT_FIELDS)
 
 
 def _aligns_backwards(sides: _Sides, first_difference: int) -> bool:
@@ -442,7 +452,7 @@ def _diff(sides: _Sides, prefix: int) -> _RawDrift:
         old_partner[old_index] = new_index
         new_partner[new_index] = old_index
 
-    to_compare = sides.loose_pairs | set(gaps.pairs)
+    to_compare = {pair for pair in sides.loose_pairs if old_partner[pair[0]] == pair[1]} | set(gaps.pairs)
     to_compare |= _equal_pairs_naming_renumbered_calls(sides, blocks, gaps)
 
     changed: list[ChangedCall] = []
@@ -473,7 +483,40 @@ def _align(sides: _Sides, prefix: int) -> list[Block]:
     if middle is None:
         middle = _sequence_matcher(sides, prefix, old_length, new_length)
     blocks += middle
-    return [block for block in blocks if block[2] > 0]
+    return _slide_blocks(sides, [block for block in blocks if block[2] > 0])
+
+
+def _slide_blocks(sides: _Sides, blocks: list[Block]) -> list[Block]:
+    """Move a run of repeated calls so that an insertion and a removal around it meet in one gap.
+
+    `[A, A]` to `[A', A]` aligns the unchanged A with either old A; Myers may pick the first,
+    which leaves A' added before the run and the second A removed after it, where the pairing
+    (which stays inside a gap) cannot make them one changed call. When the run reads the same
+    shifted by s calls, it is moved by s and the two gaps become one.
+    """
+    old, new = sides.old, sides.new
+    slid: list[Block] = []
+    previous_end = (0, 0)
+    for position, (old_start, new_start, length) in enumerate(blocks):
+        following = blocks[position + 1] if position + 1 < len(blocks) else (len(old), len(new), 0)
+        added_before = new_start - previous_end[1] if old_start == previous_end[0] else 0
+        removed_after = following[0] - (old_start + length) if following[1] == new_start + length else 0
+        removed_before = old_start - previous_end[0] if new_start == previous_end[1] else 0
+        added_after = following[1] - (new_start + length) if following[0] == old_start + length else 0
+        shift = min(added_before, removed_after)
+        if shift and _same_contents(
+            old[old_start + shift : old_start + shift + length], new[new_start : new_start + length]
+        ):
+            old_start += shift
+        else:
+            shift = min(removed_before, added_after)
+            if shift and _same_contents(
+                old[old_start : old_start + length], new[new_start + shift : new_start + shift + length]
+            ):
+                new_start += shift
+        slid.append((old_start, new_start, length))
+        previous_end = (old_start + length, new_start + length)
+    return slid
 
 
 def _myers(sides: _Sides, lo: int, old_end: int, new_end: int) -> list[Block] | None:
@@ -534,8 +577,10 @@ def _sequence_matcher(sides: _Sides, lo: int, old_end: int, new_end: int) -> lis
         if not length:
             continue
         old_start, new_start = lo + old_start, lo + new_start
-        contents_old = sides.old_content[old_start : old_start + length]
-        if contents_old != sides.new_content[new_start : new_start + length]:
+        same = _same_contents(
+            sides.old[old_start : old_start + length], sides.new[new_start : new_start + length]
+        )
+        if not same:
             sides.loose_pairs.update((old_start + k, new_start + k) for k in range(length))
         blocks.append((old_start, new_start, length))
     return blocks

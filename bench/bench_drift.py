@@ -1,0 +1,94 @@
+"""Drift between two revisions of a 100,000-call plan, against difflib.SequenceMatcher as the baseline.
+
+The second revision inserts one call, changes one argument and removes one call (renumbering every
+seq after the insertion, as a re-plan does). Both sides start from decoded proposals. The baseline
+is what a generic differ would do: one row hash per call (its JSON without seq and outcome), then
+`SequenceMatcher` over the two hash lists; it only finds the matching rows, no fields. Prints
+figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import difflib
+import gc
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.generate import bulk_refund_plan  # noqa: E402
+from reviewer.drift import diff_revisions  # noqa: E402
+from reviewer.proposal import Proposal, parse_proposal  # noqa: E402
+
+
+def revisions(calls: int) -> tuple[Proposal, Proposal]:
+    """Revision 1, and revision 2 with one call inserted, one changed and one removed."""
+    first = bulk_refund_plan(calls, revision=1)
+    second = copy.deepcopy(first)
+    second["revision"] = 2
+    rows = second["calls"]
+    inserted = copy.deepcopy(rows[calls // 3 + 1])
+    inserted["args"]["customer"] = "cus-inserted"
+    inserted["request"]["body"] = inserted["args"]
+    rows.insert(calls // 3, inserted)
+    changed = rows[calls // 2 + 1]
+    changed["args"]["amount_cents"] = 1_000_000
+    del rows[(calls * 4) // 5]
+    for position, row in enumerate(rows, start=1):
+        row["seq"] = position
+    encode = msgspec.json.encode
+    return parse_proposal(encode(first)), parse_proposal(encode(second))
+
+
+def sequence_matcher_baseline(old: Proposal, new: Proposal) -> list[Any]:
+    def row_hashes(proposal: Proposal) -> list[int]:
+        encode = msgspec.json.encode
+        return [hash(encode((call.tool, call.effect, call.args, call.request))) for call in proposal.calls]
+
+    return difflib.SequenceMatcher(None, row_hashes(old), row_hashes(new), autojunk=False).get_opcodes()
+
+
+def best_of(repeats: int, work: Callable[[], Any]) -> tuple[float, float, Any]:
+    """(best, median) wall time in ms, and the last result; gc is left as the caller's code finds it."""
+    times = []
+    result = None
+    for _ in range(repeats):
+        gc.collect()
+        start = time.perf_counter()
+        result = work()
+        times.append((time.perf_counter() - start) * 1000)
+    return min(times), statistics.median(times), result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=100_000)
+    parser.add_argument("--repeats", type=int, default=7)
+    options = parser.parse_args()
+    old, new = revisions(options.calls)
+    drift_best, drift_median, drift = best_of(options.repeats, lambda: diff_revisions(old, new))
+    base_best, base_median, opcodes = best_of(
+        max(1, options.repeats // 2), lambda: sequence_matcher_baseline(old, new)
+    )
+    print(f"plan: {options.calls:,} calls; revision 2: one inserted, one changed, one removed")
+    print(f"drift:     {drift.summary}; {drift.unchanged:,} unchanged")
+    for pair in drift.changed:
+        print(f"           call {pair.old_seq} -> {pair.new_seq}: {', '.join(f.path for f in pair.fields)}")
+    print(f"diff_revisions          best {drift_best:7.1f} ms   median {drift_median:7.1f} ms")
+    edits = sum(1 for tag, *_ in opcodes if tag != "equal")
+    print(
+        f"SequenceMatcher (rows)  best {base_best:7.1f} ms   median {base_median:7.1f} ms   ({edits} opcodes)"
+    )
+    print(f"ratio baseline/drift (best): {base_best / drift_best:.1f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,496 @@
+"""Drift between revisions and verification of a real run: unit tests and properties that can fail."""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bench.generate import bulk_refund_plan
+from reviewer.drift import MAX_EDITS_FOR_MYERS, compare_execution, diff_revisions
+from reviewer.proposal import Call, Proposal
+
+PLACEHOLDER = re.compile(r"<([A-Za-z_][A-Za-z0-9_.-]*) from call (\d+)>")
+
+
+def proposal(calls: list[dict[str, Any]], *, revision: int = 1, **fields: Any) -> Proposal:
+    """A proposal around `calls` (seq given or numbered from 1)."""
+    rows = [dict(call) for call in calls]
+    for position, row in enumerate(rows, start=1):
+        row.setdefault("seq", position)
+    return msgspec.convert(
+        {
+            "format": "reviewer.proposal/v1",
+            "proposal_id": "drift-test",
+            "revision": revision,
+            "title": "drift test",
+            "agent": {"name": "test-agent"},
+            "created_at": "2026-10-15T09:00:00Z",
+            "target": fields.get("target", {"api": "deskline", "environment": "staging"}),
+            "dry_run": {"via": "server"},
+            "calls": rows,
+        },
+        Proposal,
+    )
+
+
+def renumbered(calls: list[dict[str, Any]], shift_from: int, by: int) -> list[dict[str, Any]]:
+    """Seqs 1..n again, and every placeholder naming seq >= shift_from moved by `by`: a re-plan."""
+
+    def shift(value: Any) -> Any:
+        if isinstance(value, str):
+            return PLACEHOLDER.sub(
+                lambda m: (
+                    m.group(0)
+                    if int(m.group(2)) < shift_from
+                    else f"<{m.group(1)} from call {int(m.group(2)) + by}>"
+                ),
+                value,
+            )
+        if isinstance(value, dict):
+            return {key: shift(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [shift(item) for item in value]
+        return value
+
+    rows = []
+    for position, call in enumerate(calls, start=1):
+        row = shift({key: item for key, item in call.items() if key != "seq"})
+        row["seq"] = position
+        rows.append(row)
+    return rows
+
+
+def ticket_calls() -> list[dict[str, Any]]:
+    """DESIGN 2's reference plan, as the server dry run records it."""
+    return [
+        {
+            "tool": "create_ticket",
+            "effect": "create",
+            "args": {"title": "Printer on fire"},
+            "request": {
+                "method": "POST",
+                "path": "/v1/tickets",
+                "query": {"dryRun": "All"},
+                "body": {"title": "Printer on fire"},
+            },
+            "outcome": {"status": "ok", "http_status": 201, "result": {"id": "tk-4"}},
+        },
+        *(
+            {
+                "tool": "update_ticket",
+                "effect": "update",
+                "args": {"id": ticket, "status": "closed", "mergedInto": "<id from call 1>"},
+                "request": {
+                    "method": "PATCH",
+                    "path": f"/v1/tickets/{ticket}",
+                    "query": {"dryRun": "All"},
+                    "body": {"status": "closed", "mergedInto": "<id from call 1>"},
+                },
+                "outcome": {
+                    "status": "refused",
+                    "http_status": 422,
+                    "message": "mergedInto names no ticket: tk-4",
+                },
+            }
+            for ticket in ("t1", "t2")
+        ),
+        {
+            "tool": "delete_ticket",
+            "effect": "delete",
+            "args": {"id": "t3"},
+            "request": {"method": "DELETE", "path": "/v1/tickets/t3", "query": {"dryRun": "All"}},
+            "outcome": {
+                "status": "refused",
+                "http_status": 409,
+                "message": "close the ticket before deleting it",
+            },
+        },
+    ]
+
+
+# ------------------------------------------------------------------------------------------------
+# Unit tests
+
+
+def test_a_plan_against_itself_has_no_drift() -> None:
+    plan = proposal(ticket_calls())
+    drift = diff_revisions(plan, plan)
+    assert drift.is_empty and drift.summary == "no drift"
+    assert drift.unchanged == 4
+    assert [drift.status_of_new(index) for index in range(4)] == ["unchanged"] * 4
+
+
+def test_an_inserted_call_is_one_addition_not_a_renumbering() -> None:
+    calls = ticket_calls()
+    inserted = copy.deepcopy(calls[0])
+    inserted["args"] = {"title": "Second printer on fire"}
+    inserted["request"]["body"] = inserted["args"]
+    new_calls = renumbered([inserted, *calls], shift_from=1, by=1)
+    drift = diff_revisions(proposal(calls), proposal(new_calls, revision=2))
+    assert drift.summary == "1 added"
+    assert drift.added == (0,) and drift.unchanged == 4
+    assert drift.status_of_new(0) == "added"
+    assert [drift.status_of_new(index) for index in range(1, 5)] == ["unchanged"] * 4
+
+
+def test_a_placeholder_that_keeps_its_number_but_names_another_call_is_drift() -> None:
+    """An insertion before call 1 without renumbering the placeholders: the merges now go elsewhere."""
+    calls = ticket_calls()
+    inserted = copy.deepcopy(calls[0])
+    inserted["args"] = {"title": "Decoy"}
+    inserted["request"]["body"] = inserted["args"]
+    new_calls = [inserted, *copy.deepcopy(calls)]
+    for position, row in enumerate(new_calls, start=1):
+        row["seq"] = position
+    drift = diff_revisions(proposal(calls), proposal(new_calls, revision=2))
+    assert drift.added == (0,)
+    assert [pair.new_index for pair in drift.changed] == [2, 3]
+    paths = {change.path for change in drift.changed[0].fields}
+    assert paths == {"args.mergedInto", "request.body.mergedInto"}
+    assert all(change.note == "the placeholder names another call" for change in drift.changed[0].fields)
+
+
+def test_one_changed_argument_is_exactly_that_field() -> None:
+    plan = bulk_refund_plan(50)
+    changed = copy.deepcopy(plan)
+    changed["calls"][20]["args"]["amount_cents"] = 123_456
+    drift = diff_revisions(msgspec.convert(plan, Proposal), msgspec.convert(changed, Proposal))
+    assert drift.summary == "1 changed"
+    (pair,) = drift.changed
+    assert (pair.old_index, pair.new_index, pair.old_seq, pair.new_seq) == (20, 20, 21, 21)
+    assert [(change.path, change.new) for change in pair.fields] == [
+        ("args.amount_cents", 123_456),
+        ("request.body.amount_cents", 123_456),
+    ]
+    assert drift.status_of_new(20) == "changed" and drift.pair_of_new(20) is pair
+
+
+def test_a_changed_effect_and_path_are_named() -> None:
+    calls = ticket_calls()
+    new_calls = copy.deepcopy(calls)
+    new_calls[3]["args"]["id"] = "t9"
+    new_calls[3]["request"]["path"] = "/v1/tickets/t9"
+    new_calls[2]["effect"] = "other"
+    drift = diff_revisions(proposal(calls), proposal(new_calls))
+    assert [[change.path for change in pair.fields] for pair in drift.changed] == [
+        ["effect"],
+        ["args.id", "request.path"],
+    ]
+
+
+def test_outcome_only_changes_are_reported_apart() -> None:
+    calls = ticket_calls()
+    new_calls = copy.deepcopy(calls)
+    new_calls[1]["outcome"] = {"status": "ok", "http_status": 200}
+    drift = diff_revisions(proposal(calls), proposal(new_calls))
+    assert drift.is_empty and not drift.changed
+    assert drift.summary == "no drift (1 dry-run outcome changed)"
+    (pair,) = drift.outcome_changed
+    assert pair.fields == ()
+    assert {change.path for change in pair.outcome_fields} == {
+        "outcome.status",
+        "outcome.http_status",
+        "outcome.message",
+    }
+    assert drift.status_of_new(1) == "unchanged" and drift.pair_of_new(1) is pair
+
+
+def test_target_changes_are_drift() -> None:
+    calls = ticket_calls()
+    drift = diff_revisions(
+        proposal(calls),
+        proposal(calls, target={"api": "deskline", "environment": "production"}),
+    )
+    assert [(c.path, c.old, c.new) for c in drift.target_changed] == [
+        ("target.environment", "staging", "production")
+    ]
+    assert drift.summary == "target changed" and not drift.is_empty
+
+
+def test_removed_calls_are_listed_where_they_stood() -> None:
+    calls = ticket_calls()
+    new_calls = renumbered([calls[0], calls[1], calls[3]], shift_from=4, by=-1)
+    old = proposal(calls)
+    drift = diff_revisions(old, proposal(new_calls))
+    assert drift.summary == "1 removed"
+    assert drift.removed == (2,) and drift.removed_positions == (2,)
+    assert [call.args for _, call in drift.removed_calls(old)] == [calls[2]["args"]]
+
+
+def test_one_inserted_changed_and_removed_in_a_large_plan() -> None:
+    plan = bulk_refund_plan(5_000)
+    rows = copy.deepcopy(plan["calls"])
+    extra = copy.deepcopy(rows[100])
+    extra["args"]["customer"] = "cus-new"
+    rows.insert(100, extra)
+    rows[2_501]["args"]["amount_cents"] = 1
+    del rows[4_000]
+    second = dict(plan, calls=renumbered(rows, shift_from=1, by=0))
+    drift = diff_revisions(msgspec.convert(plan, Proposal), msgspec.convert(second, Proposal))
+    assert drift.summary == "1 added, 1 removed, 1 changed"
+    assert drift.added == (100,) and drift.removed == (3_999,)
+    assert [(p.old_index, p.new_index) for p in drift.changed] == [(2_500, 2_501)]
+    assert drift.unchanged == 4_998
+
+
+def test_a_heavily_rewritten_plan_falls_back_and_stays_consistent() -> None:
+    """More edits than Myers is allowed: difflib aligns instead; the counts still add up."""
+    plan = bulk_refund_plan(2_000)
+    rows = copy.deepcopy(plan["calls"])
+    for row in rows[::5]:
+        row["args"]["amount_cents"] += 1
+    assert len(rows[::5]) * 2 > MAX_EDITS_FOR_MYERS
+    second = dict(plan, calls=rows)
+    drift = diff_revisions(msgspec.convert(plan, Proposal), msgspec.convert(second, Proposal))
+    assert drift.summary == "400 changed"
+    assert {tuple(c.path for c in pair.fields) for pair in drift.changed} == {
+        ("args.amount_cents", "request.body.amount_cents")
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# Properties
+
+TICKETS = st.sampled_from(["t1", "t2", "t3", "t4"])
+
+
+@st.composite
+def plans(draw: st.DrawFn, min_size: int = 0) -> list[dict[str, Any]]:
+    """Small plans with repeated tools and resources, and placeholders naming earlier calls."""
+    size = draw(st.integers(min_size, 12))
+    rows: list[dict[str, Any]] = []
+    for position in range(size):
+        kind = draw(st.sampled_from(["create", "update", "delete", "refund"]))
+        if kind == "create":
+            row = {
+                "tool": "create_ticket",
+                "effect": "create",
+                "args": {"title": draw(st.sampled_from("ab"))},
+            }
+        elif kind == "update":
+            args: dict[str, Any] = {"id": draw(TICKETS), "status": draw(st.sampled_from(["open", "closed"]))}
+            creates = [seq for seq, row in enumerate(rows, start=1) if row["effect"] == "create"]
+            if creates and draw(st.booleans()):
+                args["mergedInto"] = f"<id from call {draw(st.sampled_from(creates))}>"
+            row = {"tool": "update_ticket", "effect": "update", "args": args}
+        elif kind == "delete":
+            row = {"tool": "delete_ticket", "effect": "delete", "args": {"id": draw(TICKETS)}}
+        else:
+            row = {"tool": "refund", "effect": "create", "args": {"amount_cents": draw(st.integers(1, 3))}}
+        if draw(st.booleans()):
+            row["outcome"] = {"status": draw(st.sampled_from(["ok", "refused"]))}
+        row["seq"] = position + 1
+        rows.append(row)
+    return rows
+
+
+FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@FAST
+@given(plans())
+def test_property_a_plan_against_itself_has_no_drift(calls: list[dict[str, Any]]) -> None:
+    plan = proposal(calls)
+    drift = diff_revisions(plan, proposal(copy.deepcopy(calls)))
+    assert drift.is_empty and not drift.outcome_changed and drift.unchanged == len(calls)
+
+
+@FAST
+@given(plans(), st.data())
+def test_property_one_inserted_call_anywhere_is_exactly_one_addition(
+    calls: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    """Even when later placeholders name calls past the insertion and are renumbered for it."""
+    at = data.draw(st.integers(0, len(calls)))
+    inserted = {"tool": "notify", "effect": "other", "args": {"text": "unique"}}
+    new_calls = renumbered([*calls[:at], inserted, *calls[at:]], shift_from=at + 1, by=1)
+    drift = diff_revisions(proposal(calls), proposal(new_calls, revision=2))
+    assert drift.added == (at,)
+    assert (drift.removed, drift.changed, drift.outcome_changed) == ((), (), ())
+    assert drift.unchanged == len(calls)
+
+
+@FAST
+@given(plans(min_size=1), st.data())
+def test_property_one_changed_argument_is_exactly_that_field(
+    calls: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    at = data.draw(st.integers(0, len(calls) - 1))
+    new_calls = copy.deepcopy(calls)
+    new_calls[at]["args"]["changed_note"] = "added by the re-plan"
+    drift = diff_revisions(proposal(calls), proposal(new_calls))
+    assert drift.summary == "1 changed"
+    (pair,) = drift.changed
+    assert (pair.old_index, pair.new_index) == (at, at)
+    assert [change.path for change in pair.fields] == ["args.changed_note"]
+
+
+@FAST
+@given(plans(), plans())
+def test_property_drift_a_to_b_mirrors_b_to_a(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> None:
+    forward = diff_revisions(proposal(a), proposal(b))
+    backward = diff_revisions(proposal(b), proposal(a))
+    assert forward.added == backward.removed and forward.removed == backward.added
+    assert forward.unchanged == backward.unchanged
+    for mine, theirs in (
+        (forward.changed, backward.changed),
+        (forward.outcome_changed, backward.outcome_changed),
+    ):
+        assert sorted((p.old_index, p.new_index) for p in mine) == sorted(
+            (p.new_index, p.old_index) for p in theirs
+        )
+        by_pair = {(p.new_index, p.old_index): p for p in theirs}
+        for pair in mine:
+            other = by_pair[(pair.old_index, pair.new_index)]
+            assert [(c.path, c.old, c.new) for c in pair.fields] == [
+                (c.path, c.new, c.old) for c in other.fields
+            ]
+
+
+@FAST
+@given(plans(), plans())
+def test_property_every_call_is_accounted_for_once(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> None:
+    drift = diff_revisions(proposal(a), proposal(b))
+    paired = len(drift.changed) + len(drift.outcome_changed) + drift.unchanged
+    assert paired + len(drift.removed) == len(a)
+    assert paired + len(drift.added) == len(b)
+    new_indexes = [*drift.added, *(p.new_index for p in (*drift.changed, *drift.outcome_changed))]
+    assert len(set(new_indexes)) == len(new_indexes)
+    assert all(0 <= index <= len(b) for index in drift.removed_positions)
+
+
+@FAST
+@given(plans(), st.integers(0, 12), st.integers(1, 3))
+def test_property_placeholder_renumbering_is_not_drift(
+    calls: list[dict[str, Any]], shift_from: int, by: int
+) -> None:
+    """Seqs with gaps (another numbering of the same calls), placeholders following: no drift."""
+    new_calls = renumbered(calls, shift_from=shift_from + 1, by=by)
+    for row in new_calls:
+        if row["seq"] > shift_from:
+            row["seq"] += by
+    drift = diff_revisions(proposal(calls), proposal(new_calls))
+    assert drift.is_empty and not drift.outcome_changed and drift.unchanged == len(calls)
+
+
+# ------------------------------------------------------------------------------------------------
+# Verification of a real run (DESIGN 2's reference scenario)
+
+
+def real_calls() -> list[Call]:
+    """What the real run did: create answered tk-4, both merges ok, the delete refused with 409."""
+    rows = [
+        {
+            "tool": "create_ticket",
+            "effect": "create",
+            "args": {"title": "Printer on fire"},
+            "request": {"method": "POST", "path": "/v1/tickets", "body": {"title": "Printer on fire"}},
+            "outcome": {"status": "ok", "http_status": 201, "result": {"id": "tk-4"}},
+        },
+        *(
+            {
+                "tool": "update_ticket",
+                "effect": "update",
+                "args": {"id": ticket, "status": "closed", "mergedInto": "tk-4"},
+                "request": {
+                    "method": "PATCH",
+                    "path": f"/v1/tickets/{ticket}",
+                    "body": {"status": "closed", "mergedInto": "tk-4"},
+                },
+                "outcome": {"status": "ok", "http_status": 200, "result": {"id": ticket}},
+            }
+            for ticket in ("t1", "t2")
+        ),
+        {
+            "tool": "delete_ticket",
+            "effect": "delete",
+            "args": {"id": "t3"},
+            "request": {"method": "DELETE", "path": "/v1/tickets/t3"},
+            "outcome": {
+                "status": "refused",
+                "http_status": 409,
+                "message": "close the ticket before deleting it",
+            },
+        },
+    ]
+    return [msgspec.convert(dict(row, seq=seq), Call) for seq, row in enumerate(rows, start=1)]
+
+
+AUDIT = [
+    {"method": "POST", "path": "/v1/tickets", "status": 201},
+    {"method": "PATCH", "path": "/v1/tickets/t1", "status": 200},
+    {"method": "PATCH", "path": "/v1/tickets/t2", "status": 200},
+    {"method": "DELETE", "path": "/v1/tickets/t3", "status": 409},
+]
+
+
+def test_reference_scenario_naive_one_of_four_resolved_three_of_four_delete_refused() -> None:
+    verification = compare_execution(proposal(ticket_calls()), real_calls(), AUDIT)
+    assert verification.naive_identical == 1
+    assert verification.matching_once_resolved == 3
+    assert [check.status for check in verification.checks] == [
+        "same",
+        "same once placeholders resolve",
+        "same once placeholders resolve",
+        "refused",
+    ]
+    resolved = verification.checks[1].fields
+    assert [(c.path, c.new) for c in resolved] == [("<id from call 1>", "tk-4")] * len(resolved)
+    assert verification.checks[3].http_status == 409
+    assert [check.audit_index for check in verification.checks] == [0, 1, 2, 3]
+    assert verification.audit_unmatched == () and verification.not_executed == ()
+    assert verification.summary.startswith(
+        "naive: 1 of 4 identical; placeholders resolved: 3 of 4 match; refused: 1"
+    )
+
+
+def test_verification_names_a_different_field_and_a_call_not_in_the_plan() -> None:
+    real = real_calls()
+    real[1] = msgspec.structs.replace(real[1], args={**(real[1].args or {}), "status": "open"})
+    stray = msgspec.convert(
+        {"seq": 9, "tool": "delete_customer", "effect": "delete", "args": {"id": "c1"}}, Call
+    )
+    verification = compare_execution(proposal(ticket_calls()), [*real[:2], stray])
+    assert [check.status for check in verification.checks] == ["same", "different", "not in the plan"]
+    assert [change.path for change in verification.checks[1].fields] == ["args.status"]
+    assert verification.not_executed == (2, 3)
+    assert verification.matching_once_resolved == 1
+
+
+def test_verification_reports_audit_lines_no_call_accounts_for() -> None:
+    audit = [*AUDIT, {"method": "DELETE", "path": "/v1/tickets/t1", "status": 204}]
+    verification = compare_execution(proposal(ticket_calls()), real_calls(), audit)
+    assert verification.audit_unmatched == (4,)
+
+
+@pytest.mark.parametrize("placeholder_in_path", [True, False])
+def test_a_placeholder_inside_a_path_resolves(placeholder_in_path: bool) -> None:
+    plan_calls = ticket_calls()[:1] + [
+        {
+            "tool": "close_ticket",
+            "effect": "update",
+            "args": {"id": "<id from call 1>"},
+            "request": {"method": "POST", "path": "/v1/tickets/<id from call 1>/close"},
+        }
+    ]
+    real = real_calls()[:1] + [
+        msgspec.convert(
+            {
+                "seq": 2,
+                "tool": "close_ticket",
+                "effect": "update",
+                "args": {"id": "tk-4" if placeholder_in_path else "tk-5"},
+                "request": {"method": "POST", "path": "/v1/tickets/tk-4/close"},
+                "outcome": {"status": "ok", "http_status": 200},
+            },
+            Call,
+        )
+    ]
+    check = compare_execution(proposal(plan_calls), real).checks[1]
+    assert check.status == ("same once placeholders resolve" if placeholder_in_path else "different")
