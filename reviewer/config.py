@@ -1,12 +1,41 @@
-"""Where reviewer keeps its files: the platform data dir and the queue service's default database."""
+"""Where reviewer keeps its files, and the live app's settings: the queue URL and the reviewer's token.
+
+Settings for `reviewer review`, highest priority first:
+
+- the queue: `--queue URL`, then `REVIEWER_QUEUE`, then `queue = "URL"` in `config.toml` in the
+  platform config dir (`reviewer login` writes it; e.g. ~/.config/reviewer/config.toml);
+- the token: `REVIEWER_TOKEN`, then the file `token` next to `config.toml`, which must be mode 0600
+  and is written by `reviewer login` with 0600 inside a 0700 folder.
+
+A token from the file is sent only to the queue `reviewer login` checked it against (the one in
+`config.toml`): pointing the app at another URL with `--queue` or `REVIEWER_QUEUE` needs a new
+`reviewer login` or `REVIEWER_TOKEN`, so a typo in a URL never hands the credential to another host.
+A token travels only in `Secret`, whose repr and str never show it.
+"""
 
 from __future__ import annotations
 
+import ipaddress
+import json
+import os
+import re
+import stat
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
+from urllib.parse import urlsplit
 
 import platformdirs
 
 APP_NAME = "reviewer"
+QUEUE_ENV: Final = "REVIEWER_QUEUE"
+TOKEN_ENV: Final = "REVIEWER_TOKEN"
+CONFIG_FILE_NAME: Final = "config.toml"
+TOKEN_FILE_NAME: Final = "token"
+MAX_TOKEN_FILE_BYTES: Final = 4096
+_QUEUE_LINE: Final = re.compile(r"^\s*queue\s*=.*$", re.MULTILINE)
 
 
 def data_dir() -> Path:
@@ -17,3 +46,255 @@ def data_dir() -> Path:
 def default_db_path() -> Path:
     """The queue service's SQLite file when `--db` is not given."""
     return data_dir() / "queue.sqlite3"
+
+
+def config_dir() -> Path:
+    """The per-user config directory (e.g. ~/.config/reviewer): config.toml and the token file."""
+    return Path(platformdirs.user_config_dir(APP_NAME, appauthor=False))
+
+
+def config_file() -> Path:
+    return config_dir() / CONFIG_FILE_NAME
+
+
+def token_file() -> Path:
+    return config_dir() / TOKEN_FILE_NAME
+
+
+class ConfigError(Exception):
+    """A setting that is missing or unsafe; the message says what to run or change."""
+
+
+class NoQueueConfigured(ConfigError):
+    def __init__(self) -> None:
+        super().__init__(
+            f"no queue configured: run `reviewer login --queue URL`, pass `--queue URL`, or set {QUEUE_ENV}"
+        )
+
+
+class BadQueueUrl(ConfigError):
+    pass
+
+
+class BadConfigFile(ConfigError):
+    pass
+
+
+class NoToken(ConfigError):
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"no token: run `reviewer login --queue URL` (it writes {path}) or set {TOKEN_ENV}")
+
+
+class TokenFileUnsafe(ConfigError):
+    """The token file is readable or writable by others, or is not a plain file of this user."""
+
+
+class TokenForOtherQueue(ConfigError):
+    pass
+
+
+class Secret:
+    """A token that does not show itself: repr, str and format give `Secret('…')`."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        value = value.strip()
+        if not value or not value.isprintable() or any(character.isspace() for character in value):
+            raise ConfigError("the token is empty or contains spaces or control characters; paste it again")
+        self._value = value
+
+    def reveal(self) -> str:
+        """The token itself, for the one place that needs it: the Authorization header."""
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('…')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What `reviewer review` needs: the queue's URL and the token it sends there, and nowhere else."""
+
+    queue_url: str
+    token: Secret
+
+
+def normalize_queue_url(url: str) -> str:
+    """`url` without a trailing slash, refused when a token sent there could leak.
+
+    Plain http is allowed only to a loopback address (a local queue or an SSH tunnel); anywhere
+    else the bearer token would cross the network readable, so https is required.
+    """
+    value = url.strip().rstrip("/")
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise BadQueueUrl(f"{url!r} is not a queue URL: give one like https://queue.example:8470")
+    if parts.username or parts.password or parts.query or parts.fragment:
+        raise BadQueueUrl(
+            "the queue URL must not carry a user, password, query or fragment: "
+            "the token file holds the credential"
+        )
+    if parts.scheme == "http" and not _is_loopback(parts.hostname):
+        raise BadQueueUrl(
+            f"{value} is plain http to another host: the token would cross the network readable. "
+            "Use https://, or an SSH tunnel to a loopback port (http://127.0.0.1:PORT)"
+        )
+    return value
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def read_config(path: Path | None = None) -> dict[str, object]:
+    """config.toml as a table; a missing file is an empty one."""
+    path = path or config_file()
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        return {}
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise BadConfigFile(
+            f"{path} cannot be read ({error}); fix it or run `reviewer login` again"
+        ) from None
+
+
+def configured_queue(path: Path | None = None) -> str | None:
+    """The queue `reviewer login` stored, or None."""
+    value = read_config(path).get("queue")
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise BadConfigFile(f'{path or config_file()}: `queue` must be a string like "https://host:8470"')
+    return normalize_queue_url(value)
+
+
+def read_token_file(path: Path | None = None) -> Secret | None:
+    """The token in `path`, or None when there is no file; refused unless only this user can read it.
+
+    The file is opened without following a symlink and checked through its open descriptor, so it
+    cannot be swapped between the check and the read.
+    """
+    path = path or token_file()
+    try:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise TokenFileUnsafe(
+            f"{path} cannot be opened ({error.strerror}); it must be a plain file: "
+            "remove it and run `reviewer login`"
+        ) from None
+    with os.fdopen(descriptor, "rb") as handle:
+        status = os.fstat(handle.fileno())
+        if not stat.S_ISREG(status.st_mode):
+            raise TokenFileUnsafe(f"{path} is not a plain file: remove it and run `reviewer login`")
+        if hasattr(os, "getuid") and status.st_uid != os.getuid():
+            raise TokenFileUnsafe(f"{path} belongs to another user: remove it and run `reviewer login`")
+        if status.st_mode & 0o077:
+            raise TokenFileUnsafe(
+                f"{path} can be read by other users (mode {stat.S_IMODE(status.st_mode):04o}); "
+                f"run `chmod 600 {path}` (and consider the token exposed: have it revoked and log in again)"
+            )
+        raw = handle.read(MAX_TOKEN_FILE_BYTES + 1)
+    if len(raw) > MAX_TOKEN_FILE_BYTES:
+        raise TokenFileUnsafe(f"{path} is too large to be a token: run `reviewer login` again")
+    try:
+        return Secret(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ConfigError):
+        raise TokenFileUnsafe(f"{path} does not hold a token: run `reviewer login` again") from None
+
+
+def _private_folder(folder: Path) -> None:
+    """Create `folder` with 0700, or tighten it: it holds the token."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if stat.S_IMODE(folder.stat().st_mode) != 0o700:
+        folder.chmod(0o700)
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Write `data` to `path` atomically, the file never existing with a mode wider than 0600."""
+    _private_folder(path.parent)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    descriptor = os.open(temporary, flags, 0o600)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def write_token_file(token: Secret, path: Path | None = None) -> Path:
+    path = path or token_file()
+    _write_private(path, token.reveal().encode() + b"\n")
+    return path
+
+
+def write_configured_queue(url: str, path: Path | None = None) -> Path:
+    """Set `queue = "URL"` in config.toml, keeping any other line the user wrote."""
+    path = path or config_file()
+    line = f"queue = {_toml_string(normalize_queue_url(url))}"
+    try:
+        current = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        current = ""
+    if _QUEUE_LINE.search(current):
+        updated = _QUEUE_LINE.sub(lambda _: line, current, count=1)
+    else:
+        updated = f"{line}\n{current}"
+    tomllib.loads(updated)  # refuse to write a file the next start could not read
+    _write_private(path, updated.encode("utf-8"))
+    return path
+
+
+def _toml_string(value: str) -> str:
+    """A TOML basic string: JSON's escapes with ensure_ascii are a subset of TOML's."""
+    return json.dumps(value, ensure_ascii=True)
+
+
+def load_settings(
+    queue: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    *,
+    config_path: Path | None = None,
+    token_path: Path | None = None,
+) -> Settings:
+    """The queue and token for the live app, by the priorities of this module's docstring."""
+    environ = os.environ if environ is None else environ
+    stored_queue = configured_queue(config_path)
+    chosen = queue or environ.get(QUEUE_ENV) or stored_queue
+    if not chosen:
+        raise NoQueueConfigured()
+    queue_url = normalize_queue_url(chosen)
+    if environ.get(TOKEN_ENV):
+        return Settings(queue_url, Secret(environ[TOKEN_ENV]))
+    token_path = token_path or token_file()
+    token = read_token_file(token_path)
+    if token is None:
+        raise NoToken(token_path)
+    if queue_url != stored_queue:
+        raise TokenForOtherQueue(
+            f"the stored token was checked against {stored_queue or 'no queue'}, not {queue_url}: "
+            f"run `reviewer login --queue {queue_url}`, or set {TOKEN_ENV} for this queue"
+        )
+    return Settings(queue_url, token)
