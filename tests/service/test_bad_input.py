@@ -32,7 +32,7 @@ def nested(depth: int) -> Any:
 def with_changes(**changes: Any) -> bytes:
     value = proposal(unique_id())
     for dotted, new in changes.items():
-        target = value
+        target: Any = value
         *path, last = dotted.split("__")
         for part in path:
             target = target[int(part)] if part.isdigit() else target[part]
