@@ -19,6 +19,8 @@ Calls are matched by what they do, never by position or `seq`, in three steps:
    resource), then the same (tool, effect), each in order. A pair is a *changed* call; what stays
    unpaired is *removed* (old) or *added* (new). Pairing stays inside one gap: a call that moved
    past others is shown where it left and where it arrived, because order is part of what executes.
+   Before pairing, a run of repeated calls is slid when that joins an insertion and a removal on
+   either side of it into one gap (`[A, A]` to `[A', A]` is one changed call, not two edits).
 3. **Comparing each pair.** A pair is compared field by field (`args.amount_cents`,
    `request.path`, `effect`); a placeholder is equal to another when the calls they name are
    paired with each other, so a renumbering is not a change, while an unchanged number that now
