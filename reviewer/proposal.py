@@ -112,7 +112,7 @@ def parse_proposal(data: bytes | str, source: str = "proposal") -> Proposal:
     try:
         proposal = _decoder.decode(raw)
     except msgspec.ValidationError as error:
-        raise ProposalError(source, _field_message(str(error))) from None
+        raise ProposalError(source, field_message(str(error))) from None
     except msgspec.DecodeError as error:
         raise ProposalError(source, f"is not valid JSON ({error})") from None
     except RecursionError:
@@ -121,7 +121,7 @@ def parse_proposal(data: bytes | str, source: str = "proposal") -> Proposal:
     return proposal
 
 
-def _field_message(message: str) -> str:
+def field_message(message: str) -> str:
     """msgspec says `Expected str, got int - at $.calls[3].tool`; lead with the field instead."""
     problem, _, where = message.partition(" - at ")
     return f"{where.strip('`')}: {problem}" if where else problem

@@ -9,11 +9,21 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Literal, Protocol
+
+import msgspec
 
 from reviewer.analysis import Analysis
 from reviewer.drift import Drift, diff_revisions
-from reviewer.proposal import MAX_BODY_BYTES, Proposal, ProposalError, parse_proposal
+from reviewer.proposal import (
+    MAX_BODY_BYTES,
+    Call,
+    JSONFloat,
+    Proposal,
+    ProposalError,
+    field_message,
+    parse_proposal,
+)
 
 BUNDLED_SAMPLES = Path(__file__).resolve().parent / "sample_proposals"
 """The samples ship inside the package (a link to the project's `sample_proposals/` in a checkout)."""
@@ -21,6 +31,27 @@ BUNDLED_SAMPLES = Path(__file__).resolve().parent / "sample_proposals"
 
 class SourceError(Exception):
     """A source that cannot be read at all (as opposed to one broken file among good ones)."""
+
+
+class ExecutionRecord(msgspec.Struct, forbid_unknown_fields=True):
+    """A real run as the executor reported it: the calls it sent, their answers, the audit lines.
+
+    On disk (`*.execution.json` beside the proposals, for the demo) it carries `format`
+    `reviewer.execution/v1` and the proposal it ran.
+    """
+
+    proposal_id: str
+    revision: int
+    plan_sha256: str
+    calls: list[Call]
+    format: Literal["reviewer.execution/v1"] = "reviewer.execution/v1"
+    audit_log: list[dict[str, Any]] | None = None
+    executed_by: str | None = None
+    note: str | None = None
+
+
+_execution_decoder = msgspec.json.Decoder(ExecutionRecord, float_hook=JSONFloat)
+EXECUTION_SUFFIX = ".execution.json"
 
 
 @dataclass
@@ -34,6 +65,8 @@ class QueueItem:
     """Each revision's plan_sha256: the queue's record live, computed from the file in the demo."""
     origins: dict[int, str] = field(default_factory=dict)
     """Where each revision came from (a file name, or the queue), for the reviewer's orientation."""
+    executions: dict[int, ExecutionRecord] = field(default_factory=dict)
+    """The real runs the queue (or a demo file) holds, by the revision they executed."""
     seen_revision: int | None = None
     """The revision the reviewer last opened: drift is shown against it when a newer one arrives."""
     _analyses: dict[int, Analysis] = field(default_factory=dict, repr=False)
@@ -89,18 +122,19 @@ class BrokenFile:
     problem: str
 
 
-def read_proposal_file(path: Path) -> Proposal:
-    """One proposal file, size-checked before it is read whole."""
+def _read_limited(path: Path) -> bytes:
+    """A file's bytes, size-checked before it is read whole."""
     try:
         size = path.stat().st_size
         if size > MAX_BODY_BYTES:
-            raise ProposalError(
-                path.name, f"is {size:,} bytes; a proposal may be at most {MAX_BODY_BYTES:,} bytes"
-            )
-        data = path.read_bytes()
+            raise ProposalError(path.name, f"is {size:,} bytes; at most {MAX_BODY_BYTES:,} are read")
+        return path.read_bytes()
     except OSError as error:
         raise ProposalError(path.name, f"cannot be read ({error.strerror or error})") from None
-    return parse_proposal(data, path.name)
+
+
+def read_proposal_file(path: Path) -> Proposal:
+    return parse_proposal(_read_limited(path), path.name)
 
 
 def proposal_files(folder: Path) -> list[Path]:
@@ -109,11 +143,25 @@ def proposal_files(folder: Path) -> list[Path]:
     return sorted(path for path in folder.iterdir() if path.suffix == ".json" and path.is_file())
 
 
-def load_folder(folder: Path) -> Iterator[tuple[Path, Proposal | BrokenFile]]:
-    """Each file of `folder` in name order, parsed or with the reason it could not be."""
+def read_execution_file(path: Path) -> ExecutionRecord:
+    data = _read_limited(path)
+    try:
+        return _execution_decoder.decode(data)
+    except msgspec.ValidationError as error:
+        raise ProposalError(path.name, field_message(str(error))) from None
+    except (msgspec.DecodeError, RecursionError) as error:
+        raise ProposalError(path.name, f"is not a valid execution record ({error})") from None
+
+
+def load_folder(folder: Path) -> Iterator[tuple[Path, Proposal | ExecutionRecord | BrokenFile]]:
+    """Each file of `folder` in name order (proposals, and `*.execution.json` real runs), parsed or
+    with the reason it could not be."""
     for path in proposal_files(folder):
         try:
-            yield path, read_proposal_file(path)
+            if path.name.endswith(EXECUTION_SUFFIX):
+                yield path, read_execution_file(path)
+            else:
+                yield path, read_proposal_file(path)
         except ProposalError as error:
             yield path, BrokenFile(path.name, error.problem)
 

@@ -13,7 +13,7 @@ from reviewer.analysis import PLACEHOLDER, Analysis
 from reviewer.proposal import Call, Proposal, parse_proposal, plan_sha256
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_proposals"
-FILES = sorted(SAMPLES.glob("*.json"))
+FILES = sorted(path for path in SAMPLES.glob("*.json") if not path.name.endswith(".execution.json"))
 
 
 def load(name: str) -> Proposal:

@@ -11,11 +11,28 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 
 from reviewer.analysis import Analysis
-from reviewer.proposal import plan_sha256
-from reviewer.sources import BrokenFile, Decider, DemoDecider, QueueItem, SourceError, load_folder
+from reviewer.proposal import Proposal, plan_sha256
+from reviewer.sources import (
+    BrokenFile,
+    Decider,
+    DecisionOutcome,
+    DemoDecider,
+    ExecutionRecord,
+    QueueItem,
+    SourceError,
+    load_folder,
+)
 from reviewer.tui.screens.dialogs import HelpScreen
 from reviewer.tui.screens.queue import QueueScreen
 from reviewer.tui.screens.review import ReviewScreen
+
+
+def analysed(proposal: Proposal) -> tuple[Analysis, str]:
+    """The analysis with its panes' figures computed, and the plan digest: run it in a thread, since a
+    100,000-call plan takes about a second and the event loop must keep answering keys."""
+    analysis = Analysis(proposal)
+    _ = analysis.ratios, analysis.extremes, analysis.alarms
+    return analysis, plan_sha256(proposal)
 
 
 class ProposalLoaded(Message):
@@ -24,6 +41,12 @@ class ProposalLoaded(Message):
         self.analysis = analysis
         self.digest = digest
         self.origin = origin
+
+
+class ExecutionLoaded(Message):
+    def __init__(self, record: ExecutionRecord) -> None:
+        super().__init__()
+        self.record = record
 
 
 class FileBroken(Message):
@@ -53,7 +76,18 @@ class ReviewerApp(App[None]):
         self.decider: Decider = decider or DemoDecider()
         self.mode = mode
         self.items: dict[str, QueueItem] = {}
-        self.queue_screen = QueueScreen(mode)
+        self.queue_screen = self.create_queue_screen()
+
+    def create_queue_screen(self) -> QueueScreen:
+        """The first screen; live review extends it with the queue's own columns."""
+        return QueueScreen(self.mode)
+
+    def create_item(self, proposal_id: str) -> QueueItem:
+        """A new proposal's holder; in the demo its state column says "demo"."""
+        return QueueItem(proposal_id, self.mode)
+
+    def create_review_screen(self, item: QueueItem) -> ReviewScreen:
+        return ReviewScreen(item, mode=self.mode)
 
     def on_mount(self) -> None:
         self.push_screen(self.queue_screen)
@@ -70,23 +104,37 @@ class ReviewerApp(App[None]):
                 if isinstance(loaded, BrokenFile):
                     self.post_message(FileBroken(loaded))
                     continue
-                analysis = Analysis(loaded)
-                _ = analysis.ratios, analysis.extremes, analysis.alarms
-                self.post_message(ProposalLoaded(analysis, plan_sha256(loaded), path.name))
+                if isinstance(loaded, ExecutionRecord):
+                    self.post_message(ExecutionLoaded(loaded))
+                    continue
+                analysis, digest = analysed(loaded)
+                self.post_message(ProposalLoaded(analysis, digest, path.name))
         except SourceError as error:
             self.post_message(FileBroken(BrokenFile(str(folder), str(error))))
 
     def on_proposal_loaded(self, message: ProposalLoaded) -> None:
         proposal = message.analysis.proposal
-        item = self.items.setdefault(proposal.proposal_id, QueueItem(proposal.proposal_id, self.mode))
+        item = self.items.get(proposal.proposal_id)
+        if item is None:
+            item = self.items[proposal.proposal_id] = self.create_item(proposal.proposal_id)
         item.add(proposal, message.digest, message.origin, message.analysis)
         self.queue_screen.show_item(item)
+
+    def on_execution_loaded(self, message: ExecutionLoaded) -> None:
+        """A real run; kept on its proposal's item, which may be listed before or after it."""
+        record = message.record
+        item = self.items.get(record.proposal_id)
+        if item is None:
+            item = self.items[record.proposal_id] = self.create_item(record.proposal_id)
+        item.executions[record.revision] = record
+        if item.revisions:
+            self.queue_screen.show_item(item)
 
     def on_file_broken(self, message: FileBroken) -> None:
         self.queue_screen.show_broken(message.broken)
 
     def on_queue_screen_open_requested(self, message: QueueScreen.OpenRequested) -> None:
-        self.push_screen(ReviewScreen(self.items[message.proposal_id], mode=self.mode))
+        self.push_screen(self.create_review_screen(self.items[message.proposal_id]))
 
     def on_review_screen_decision_requested(self, message: ReviewScreen.DecisionRequested) -> None:
         self.send_decision(message)
@@ -97,9 +145,15 @@ class ReviewerApp(App[None]):
         outcome = await self.decider.decide(
             item, revision, item.digests[revision], message.decision, message.reason
         )
+        self.show_outcome(item, revision, outcome)
+
+    def show_outcome(
+        self, item: QueueItem, revision: int, outcome: DecisionOutcome, *, error: bool = False
+    ) -> None:
+        """The decider's answer on the review screen and as a notification; live review adds more."""
         if isinstance(self.screen, ReviewScreen):
-            self.screen.show_decision(outcome.message)
-        self.notify(outcome.message, title="Decision")
+            self.screen.show_decision(outcome.message, error=error)
+        self.notify(outcome.message, title="Decision", severity="error" if error else "information")
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

@@ -141,3 +141,12 @@ def test_drift_changed_field(snap_compare, sample_folder) -> None:
     old value in red → new value in green, before the full call."""
     app = ReviewerApp(sample_folder("deskline-triage.rev1.json", "deskline-triage.rev2.json"))
     assert snap_compare(app, terminal_size=(100, 30), run_before=open_first("d", "end", "up"))
+
+
+def test_verification_view(snap_compare, sample_folder) -> None:
+    """v on the executed server plan: the summary "naive: 1 of 4 identical; placeholders resolved:
+    3 of 4 match; refused: 1"; the create "same", both updates "same once placeholders resolve"
+    (green), the delete "refused 409" (red), each with its audit line agreeing; the detail of the
+    first row below."""
+    folder = sample_folder(SERVER, "deskline-merge.server.execution.json")
+    assert snap_compare(ReviewerApp(folder), terminal_size=(100, 30), run_before=open_first("v"))

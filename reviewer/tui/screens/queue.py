@@ -33,6 +33,8 @@ class QueueScreen(Screen[None]):
     """The first screen: one row per proposal, newest revision; enter opens its review."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "open", "Open", priority=True)]
+    COLUMNS: ClassVar[tuple[tuple[str, str, int], ...]] = QUEUE_COLUMNS
+    """(label, key, width) of each column; `row_cells` gives one cell per column, in this order."""
 
     class OpenRequested(Message):
         def __init__(self, proposal_id: str) -> None:
@@ -48,7 +50,7 @@ class QueueScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Chrome(id="chrome")
         table: DataTable[Text] = DataTable(id="queue", cursor_type="row", zebra_stripes=True)
-        for label, key, width in QUEUE_COLUMNS:
+        for label, key, width in self.COLUMNS:
             table.add_column(label, key=key, width=width)
         yield table
         yield Static(id="queue-detail")
@@ -73,9 +75,9 @@ class QueueScreen(Screen[None]):
         """Add or update the row of `item`, keeping the cursor where the reviewer left it."""
         table = self.query_one("#queue", DataTable)
         self.items[item.proposal_id] = item
-        cells = queue_row(item)
+        cells = self.row_cells(item)
         if item.proposal_id in table.rows:
-            for (_, key, _), value in zip(QUEUE_COLUMNS, cells, strict=True):
+            for (_, key, _), value in zip(self.COLUMNS, cells, strict=True):
                 table.update_cell(item.proposal_id, key, value)
         else:
             table.add_row(*cells, key=item.proposal_id)
@@ -93,7 +95,7 @@ class QueueScreen(Screen[None]):
     @on(DataTable.RowHighlighted, "#queue")
     def _describe_highlighted(self) -> None:
         item = self.highlighted_item()
-        self.query_one("#queue-detail", Static).update(describe(item) if item else "")
+        self.query_one("#queue-detail", Static).update(self.describe_item(item) if item else "")
 
     def highlighted_item(self) -> QueueItem | None:
         table = self.query_one("#queue", DataTable)
@@ -101,6 +103,12 @@ class QueueScreen(Screen[None]):
             return None
         row_key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
         return self.items.get(str(row_key.value))
+
+    def row_cells(self, item: QueueItem) -> tuple[Text, ...]:
+        return queue_row(item)
+
+    def describe_item(self, item: QueueItem) -> Text:
+        return describe(item)
 
     def action_open(self) -> None:
         item = self.highlighted_item()

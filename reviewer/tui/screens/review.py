@@ -17,6 +17,7 @@ from reviewer.analysis import Extremes, Ratios
 from reviewer.sources import QueueItem
 from reviewer.tui.screens.dialogs import ConfirmScreen, RejectScreen
 from reviewer.tui.screens.drift import DriftScreen
+from reviewer.tui.screens.verification import VerificationScreen
 from reviewer.tui.widgets.chrome import Chrome
 from reviewer.tui.widgets.panes import detail_text, extremes_text, ratios_text, summary_counts
 from reviewer.tui.widgets.plan_view import PlanView
@@ -160,4 +161,9 @@ class ReviewScreen(Screen[None]):
         self.app.push_screen(DriftScreen(self.item, base, self.revision))
 
     def action_verify(self) -> None:
-        self.notify("This proposal has not been executed: there is nothing to verify.", title="Verify")
+        record = self.item.executions.get(self.revision)
+        if record is None:
+            self.notify(f"Revision {self.revision} has not been executed: there is nothing to verify.",
+                        title="Verify")
+            return
+        self.app.push_screen(VerificationScreen(self.analysis.proposal, record, self.mode))

@@ -1,0 +1,139 @@
+"""VerificationScreen: each real call against the approved plan and the API's audit log."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from reviewer.drift import CallCheck, Verification, compare_execution
+from reviewer.proposal import Proposal
+from reviewer.sources import ExecutionRecord
+from reviewer.tui.screens.drift import field_changes_text
+from reviewer.tui.widgets.cells import cell
+from reviewer.tui.widgets.chrome import Chrome
+from reviewer.tui.widgets.panes import untrusted
+
+STATUS_STYLE = {
+    "same": "green",
+    "same once placeholders resolve": "green",
+    "different": "bold red",
+    "not in the plan": "bold red",
+    "refused": "bold red",
+}
+STATUS_WORDS = {"not in the plan": "not in the plan (stopped)", "same once placeholders resolve": "same once resolved"}
+
+
+def status_text(check: CallCheck) -> Text:
+    words = STATUS_WORDS.get(check.status, check.status)
+    if check.status == "refused" and check.http_status is not None:
+        words = f"refused {check.http_status}"
+    if check.status == "different" and check.fields:
+        words = f"different: {check.fields[0].path}"
+    return Text(words, STATUS_STYLE[check.status])
+
+
+def audit_text(check: CallCheck, has_audit: bool) -> Text:
+    if not has_audit:
+        return Text("no audit log", "dim")
+    if check.audit_index is None:
+        return Text("no audit line", "bold red")
+    if check.audit_fields:
+        return Text(f"differs: {check.audit_fields[0].path}", "bold red")
+    return Text(f"line {check.audit_index + 1} agrees", "green")
+
+
+class VerificationScreen(Screen[None]):
+    """What really ran, call by call: the naive count beside the count once placeholders resolve."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "app.pop_screen", "Back")]
+
+    def __init__(self, plan: Proposal, record: ExecutionRecord, mode: str) -> None:
+        super().__init__()
+        self.plan, self.record, self.mode = plan, record, mode
+        self.verification: Verification = compare_execution(plan, record.calls, record.audit_log)
+
+    def compose(self) -> ComposeResult:
+        yield Chrome(id="chrome")
+        yield Static(id="verification-summary")
+        table: DataTable[Text] = DataTable(id="verification", cursor_type="row", zebra_stripes=True)
+        for label, width in (("real", 4), ("plan", 4), ("tool", 15), ("call", 22), ("check", 28),
+                             ("audit", 14)):
+            table.add_column(label, width=width)
+        yield table
+        with VerticalScroll(id="detail-pane") as detail:
+            detail.border_title = "Selected call"
+            yield Static(id="detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(Chrome).show(
+            self.mode,
+            (self.plan.proposal_id, "bold"),
+            f"verification of rev {self.record.revision}",
+            f"run by {self.record.executed_by or 'unknown'}",
+        )
+        verification = self.verification
+        summary = Text(f" {verification.summary}", "bold")
+        if self.record.plan_sha256 != self.plan_digest():
+            summary.append("\n the run names another plan digest than this revision's", "bold red")
+        self.query_one("#verification-summary", Static).update(summary)
+        table = self.query_one("#verification", DataTable)
+        has_audit = self.record.audit_log is not None
+        for check in verification.checks:
+            call = self.record.calls[check.executed_index]
+            planned = "" if check.planned_index is None else str(self.plan.calls[check.planned_index].seq)
+            request = call.request
+            table.add_row(
+                Text(str(call.seq)),
+                Text(planned),
+                cell(call.tool, 15),
+                cell(f"{request.method} {request.path}" if request else "", 22),
+                status_text(check),
+                audit_text(check, has_audit),
+            )
+        for index in verification.not_executed:
+            planned_call = self.plan.calls[index]
+            table.add_row(Text("–"), Text(str(planned_call.seq)), cell(planned_call.tool, 15), Text(""),
+                          Text("not executed", "yellow"), Text(""))
+        table.focus()
+
+    def plan_digest(self) -> str:
+        from reviewer.proposal import plan_sha256
+
+        return plan_sha256(self.plan)
+
+    @on(DataTable.RowHighlighted, "#verification")
+    def show_detail(self, event: DataTable.RowHighlighted) -> None:
+        checks = self.verification.checks
+        text = Text()
+        if event.cursor_row >= len(checks):
+            planned = self.plan.calls[self.verification.not_executed[event.cursor_row - len(checks)]]
+            text.append(f"plan #{planned.seq} was not executed: the run stopped before it or chose "
+                        "other calls\n", "yellow")
+        else:
+            check = checks[event.cursor_row]
+            call = self.record.calls[check.executed_index]
+            text.append_text(status_text(check))
+            text.append("\n")
+            if check.fields:
+                title = ("placeholders took these real values:" if check.status.startswith("same")
+                         else "differs from the plan:")
+                text.append_text(field_changes_text(title, check.fields, "bold"))
+            if check.audit_fields:
+                text.append_text(field_changes_text("the audit log says otherwise:", check.audit_fields,
+                                                    "bold red"))
+            if call.outcome is not None:
+                text.append("answer  ", "bold")
+                text.append(f"{call.outcome.http_status or ''} ")
+                text.append(untrusted(call.outcome.message or call.outcome.result or "", limit=2_000))
+                text.append("\n")
+            text.append("args    ", "bold")
+            text.append(untrusted(call.args or {}, multiline=True))
+        self.query_one("#detail", Static).update(text)
