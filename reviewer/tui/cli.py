@@ -1,11 +1,15 @@
-"""The `reviewer demo` command (and, with the live queue, `reviewer review`)."""
+"""The `reviewer demo`, `reviewer review` and `reviewer login` commands."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import getpass
+import sys
 from pathlib import Path
 from typing import Any
 
+from reviewer.config import ConfigError, Secret
 from reviewer.sources import BUNDLED_SAMPLES
 
 
@@ -25,6 +29,27 @@ def register(subparsers: Any) -> None:
     )
     demo.set_defaults(func=run_demo)
 
+    review = subparsers.add_parser(
+        "review",
+        help="review the queue's proposals live (the default command)",
+        description="Poll the queue, review its proposals and approve or reject them under your own "
+        "token. The queue comes from --queue, REVIEWER_QUEUE or the config file `reviewer login` "
+        "writes; the token from REVIEWER_TOKEN or the token file.",
+    )
+    review.add_argument("--queue", metavar="URL", help="the queue's URL (default: from the config)")
+    review.add_argument("--poll", type=float, default=2.0, metavar="SECONDS",
+                        help="seconds between polls of the queue (default: 2)")
+    review.set_defaults(func=run_review)
+
+    login = subparsers.add_parser(
+        "login",
+        help="store the queue's URL and your reviewer token (asked without echo)",
+        description="Ask for your token without echo, check it with the queue, and store the URL in "
+        "config.toml and the token in a file only you can read (0600, in a 0700 folder).",
+    )
+    login.add_argument("--queue", metavar="URL", required=True, help="the queue's URL")
+    login.set_defaults(func=run_login)
+
 
 def run_demo(options: argparse.Namespace) -> int:
     folder: Path = options.folder
@@ -35,3 +60,72 @@ def run_demo(options: argparse.Namespace) -> int:
 
     ReviewerApp(folder).run()
     return 0
+
+
+def run_review(options: argparse.Namespace) -> int:
+    from reviewer.config import load_settings
+
+    try:
+        settings = load_settings(options.queue)
+    except ConfigError as error:
+        print(f"reviewer review: {error}", file=sys.stderr)
+        return 2
+    if options.poll <= 0:
+        print("reviewer review: --poll must be a positive number of seconds", file=sys.stderr)
+        return 2
+    from reviewer.tui.live import LiveReviewerApp
+
+    LiveReviewerApp(settings.queue_url, settings.token, poll_interval=options.poll).run()
+    return 0
+
+
+def run_login(options: argparse.Namespace) -> int:
+    """Check the token before storing it: a typo found now is not a 401 found mid-incident."""
+    from reviewer.client import QueueError, QueueUnreachable, Unauthorized
+    from reviewer.config import (
+        config_file,
+        normalize_queue_url,
+        token_file,
+        write_configured_queue,
+        write_token_file,
+    )
+
+    try:
+        queue_url = normalize_queue_url(options.queue)
+        token = Secret(getpass.getpass(f"reviewer token for {queue_url} (not shown): "))
+    except (ConfigError, EOFError) as error:
+        print(f"reviewer login: {error or 'no token given'}", file=sys.stderr)
+        return 2
+    try:
+        identity = asyncio.run(_whoami(queue_url, token))
+    except Unauthorized:
+        print(f"reviewer login: {queue_url} refused this token; check it, or ask the queue's operator "
+              "for a new one (`reviewer token create --role reviewer`)", file=sys.stderr)
+        return 1
+    except QueueUnreachable:
+        print(f"reviewer login: {queue_url} did not answer; check the URL and that the queue runs",
+              file=sys.stderr)
+        return 1
+    except QueueError as error:
+        print(f"reviewer login: the queue refused: {error}", file=sys.stderr)
+        return 1
+    if identity.role != "reviewer":
+        print(f"reviewer login: this is an {identity.role} token; the app needs a reviewer's own token",
+              file=sys.stderr)
+        return 1
+    try:
+        write_token_file(token, token_file())
+        write_configured_queue(queue_url, config_file())
+    except (OSError, ConfigError) as error:
+        print(f"reviewer login: could not store the settings: {error}", file=sys.stderr)
+        return 1
+    print(f"signed in to {queue_url} as {identity.name} ({identity.role}); "
+          f"token stored in {token_file()} (mode 0600), queue in {config_file()}")
+    return 0
+
+
+async def _whoami(queue_url: str, token: Secret):  # type: ignore[no-untyped-def]
+    from reviewer.client import QueueClient
+
+    async with QueueClient(queue_url, token.reveal(), retries=1) as client:
+        return await client.whoami()

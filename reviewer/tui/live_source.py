@@ -1,0 +1,184 @@
+"""The queue as a source of proposals: live items, the decider that sends decisions, and the poll backoff.
+
+Nothing here imports Textual (it could move next to `reviewer.sources`): the app drives it from its
+workers and shows what it returns.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from reviewer.api import DecisionState, ProposalRecord, TrailEvent, Whoami
+from reviewer.client import (
+    AlreadyDecided,
+    Forbidden,
+    NotFound,
+    QueueClient,
+    QueueError,
+    QueueUnreachable,
+    StaleRevision,
+    Unauthorized,
+)
+from reviewer.sanitize import clip, safe_text
+from reviewer.sources import DecisionOutcome, QueueItem
+
+
+def shown(name: str | None, limit: int = 60) -> str:
+    """A name from the queue's record (a token's name), made safe to put in a sentence."""
+    return safe_text(clip(name or "?", limit))
+
+
+@dataclass
+class LiveItem(QueueItem):
+    """A proposal as the queue holds it: who proposed it, its state, its trail, and what was opened."""
+
+    proposed_by: str = ""
+    decided_by: str | None = None
+    reason: str | None = None
+    expires_at: datetime | None = None
+    history: list[TrailEvent] = field(default_factory=list)
+    mine: bool = False
+    """The signed-in reviewer submitted it: the app will not approve it."""
+    local_digests: dict[int, str] = field(default_factory=dict)
+    """Revisions whose fetched plan hashes to something else than the queue's digest: never approvable."""
+
+    @property
+    def is_new(self) -> bool:
+        """Pending with a revision newer than any the reviewer opened (`seen_revision`, set on opening)."""
+        opened = self.seen_revision or 0
+        return bool(self.revisions) and self.state == "pending" and self.latest_revision > opened
+
+    def apply(self, record: ProposalRecord, me: Whoami | None) -> None:
+        """Take the queue's record as the truth about state, proposer and history."""
+        latest: DecisionState = record.latest
+        self.state = latest.state
+        self.decided_by = latest.decided_by
+        self.reason = latest.reason
+        self.expires_at = latest.expires_at
+        self.proposed_by = record.proposed_by
+        self.history = list(record.history)
+        self.mine = me is not None and record.proposed_by == me.name
+        for info in record.revisions:
+            if info.revision in self.digests:
+                self.digests[info.revision] = info.plan_sha256
+
+    def state_words(self) -> str:
+        """`approved by alice`, `pending`, `expired`: the queue's state as the chrome shows it."""
+        if self.decided_by and self.state in ("approved", "rejected", "executed"):
+            return f"{self.state} by {shown(self.decided_by)}"
+        return self.state
+
+
+def local_refusal(item: QueueItem, revision: int, decision: str) -> str | None:
+    """Why the app will not send this approval at all, or None. Rejecting stays possible."""
+    if decision != "approve" or not isinstance(item, LiveItem):
+        return None
+    if item.mine:
+        return "you proposed this: another reviewer must approve it"
+    if revision in item.local_digests:
+        return (
+            "the plan fetched does not hash to the queue's digest: do not approve it; "
+            "tell the queue's operator"
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class LiveOutcome(DecisionOutcome):
+    """A decision's outcome with what the screen does next: an error banner, or open a newer revision."""
+
+    error: bool = False
+    reopen_revision: int | None = None
+    answer: DecisionState | None = None
+
+
+class QueueDecider:
+    """Sends approvals and rejections to the queue under the reviewer's token, and says what happened.
+
+    Each decision gets its own Idempotency-Key (uuid4), which the client reuses when it retries a
+    dropped connection, so a decision lands once however often the network fails after the commit.
+    No error escapes: every answer becomes words on the screen.
+    """
+
+    def __init__(self, client: QueueClient, login_hint: str) -> None:
+        self.client = client
+        self.login_hint = login_hint
+        self.identity: Whoami | None = None
+
+    async def decide(
+        self, item: QueueItem, revision: int, plan_sha256: str, decision: str, reason: str
+    ) -> LiveOutcome:
+        refused = local_refusal(item, revision, decision)
+        if refused:
+            return LiveOutcome(False, refused, error=True)
+        verb = "approve" if decision == "approve" else "reject"
+        try:
+            answer = await self.client.decide(
+                item.proposal_id, revision, plan_sha256, verb, reason, idempotency_key=str(uuid.uuid4())
+            )
+        except QueueError as error:
+            return self.refused(item, error)
+        except Exception as error:  # a bug must not take the app down with it
+            return failed(f"the decision could not be sent ({type(error).__name__})")
+        words = "approved" if answer.state == "approved" else "rejected"
+        message = (
+            f"{words}: revision {answer.revision} of {shown(item.proposal_id, 128)}, "
+            f"by {shown(answer.decided_by)}"
+        )
+        return LiveOutcome(True, message, state=answer.state, answer=answer)
+
+    def refused(self, item: QueueItem, error: QueueError) -> LiveOutcome:
+        """The queue's refusal in the reviewer's words."""
+        if isinstance(error, StaleRevision):
+            latest = error.latest_revision
+            message = f"the agent re-planned: revision {latest} is waiting"
+            return LiveOutcome(False, message, "pending", error=True, reopen_revision=latest)
+        if isinstance(error, AlreadyDecided):
+            if error.decided_by:
+                return LiveOutcome(False, f"already decided by {shown(error.decided_by)}", error.state, True)
+            return LiveOutcome(False, f"no longer pending: the proposal is {error.state}", error.state, True)
+        if isinstance(error, Forbidden):
+            mine = isinstance(item, LiveItem) and item.mine
+            words = "you proposed this" if mine else "your token may not decide"
+            return failed(words)
+        if isinstance(error, Unauthorized):
+            return failed(token_refused(self.login_hint))
+        if isinstance(error, QueueUnreachable):
+            return failed(
+                "the queue did not answer: the decision may not be recorded; "
+                "the list shows the queue's state once it answers again"
+            )
+        if isinstance(error, NotFound):
+            return failed("the queue no longer knows this proposal")
+        return failed(f"the queue refused the decision: {safe_text(clip(str(error), 300))}")
+
+
+def failed(message: str) -> LiveOutcome:
+    return LiveOutcome(False, message, error=True)
+
+
+def token_refused(login_hint: str) -> str:
+    """Said by the status line and by a refused decision alike: a 401 is fixed only by logging in."""
+    return f"the queue refused your token (expired or revoked): run `{login_hint}`"
+
+
+@dataclass
+class Backoff:
+    """Exponential delays between failed polls (base, 2 base, 4 base … up to `maximum`), with jitter so
+    that many apps do not return to a restarted queue in the same instant."""
+
+    base: float
+    maximum: float
+    jitter: float = 0.1
+    failures: int = 0
+
+    def next_delay(self) -> float:
+        self.failures += 1
+        delay = min(self.maximum, self.base * 2 ** (self.failures - 1))
+        return delay * (1 + random.uniform(0, self.jitter)) if self.jitter else delay
+
+    def reset(self) -> None:
+        self.failures = 0

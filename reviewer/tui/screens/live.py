@@ -1,0 +1,158 @@
+"""The queue and review screens fed by the live queue: its own state, proposer and trail in the chrome."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.widgets import Static
+
+from reviewer.sanitize import clip, safe_text
+from reviewer.sources import QueueItem
+from reviewer.tui.live_source import LiveItem, local_refusal, shown
+from reviewer.tui.screens.queue import QueueScreen, describe, queue_row
+from reviewer.tui.screens.review import ReviewScreen
+from reviewer.tui.widgets.chrome import Chrome
+
+LIVE_COLUMNS = (
+    (" ", "mark", 2),
+    ("proposal", "title", 26),
+    ("proposed by", "proposer", 13),
+    ("rev", "rev", 6),
+    ("calls", "calls", 6),
+    ("c/u/d", "effects", 9),
+    ("dry run", "via", 9),
+    ("state", "state", 9),
+)
+"""The demo's columns, with the queue's record of who proposed it instead of the agent's own name."""
+
+STATE_STYLES = {
+    "pending": "bold",
+    "approved": "green",
+    "rejected": "red",
+    "expired": "dim",
+    "executed": "blue",
+}
+
+
+def replan_notice(revision: int) -> str:
+    return f"the agent re-planned: revision {revision} is waiting"
+
+
+class LiveQueueScreen(QueueScreen):
+    """The queue as the service lists it: new proposals marked until opened, yours marked "you"."""
+
+    COLUMNS: ClassVar[tuple[tuple[str, str, int], ...]] = LIVE_COLUMNS
+
+    def __init__(self) -> None:
+        super().__init__("live")
+        self.who = "live"
+        """Who is signed in, once the queue said so; the chrome's first part."""
+
+    def on_screen_resume(self) -> None:
+        """Back from a review: the proposals opened meanwhile lose their "new" mark."""
+        for item in list(self.items.values()):
+            self.show_item(item)
+
+    def refresh_chrome(self) -> None:
+        items = [item for item in self.items.values() if isinstance(item, LiveItem)]
+        pending = sum(item.state == "pending" for item in items)
+        new = sum(item.is_new for item in items)
+        count = len(self.items)
+        self.query_one(Chrome).show(
+            self.who,
+            f"{count} proposal{'s' if count != 1 else ''}",
+            f"{pending} pending",
+            (f"{new} new", "bold") if new else f"{new} new",
+        )
+
+    def row_cells(self, item: QueueItem) -> tuple[Text, ...]:
+        base = queue_row(item)
+        if not isinstance(item, LiveItem):
+            return base
+        mark = Text("•" if item.is_new else " ", "bold")
+        if base[0].plain or item.local_digests:
+            mark.append("!", "bold red")
+        proposer = Text("you", "bold reverse") if item.mine else Text(shown(item.proposed_by, 13))
+        state = Text(item.state, STATE_STYLES.get(item.state, ""))
+        return (mark, base[1], proposer, *base[3:7], state)
+
+    def describe_item(self, item: QueueItem) -> Text:
+        text = describe(item)
+        if not isinstance(item, LiveItem):
+            return text
+        if item.local_digests:
+            text.append("! the fetched plan does not hash to the queue's digest: do not approve\n",
+                        "bold red")
+        text.append("queue: ", "dim")
+        text.append(item.state_words(), STATE_STYLES.get(item.state, ""))
+        text.append(f" · proposed by {shown(item.proposed_by)}")
+        if item.mine:
+            text.append(" (you: another reviewer must approve)", "bold")
+        if item.reason:
+            text.append(f" · reason: {safe_text(clip(item.reason, 80))}")
+        trail = ", ".join(
+            f"{event.event} r{event.revision} ({shown(event.actor, 20)})" for event in item.history[-4:]
+        )
+        if trail:
+            text.append(f"\ntrail: {trail}", "dim")
+        return text
+
+
+class LiveReviewScreen(ReviewScreen):
+    """The review screen with the queue's record in the chrome, and approvals the app refuses locally."""
+
+    def __init__(self, item: QueueItem, *, who: str, notice: str | None = None) -> None:
+        super().__init__(item, mode="live")
+        self.who = who
+        self.notice = notice
+
+    def on_mount(self) -> None:
+        # ReviewScreen.on_mount runs after this one (Textual walks the MRO): refresh after both.
+        self.call_after_refresh(self.refresh_live)
+
+    def refresh_live(self) -> None:
+        """The chrome from the queue's record; alarms the fetched plan raised against that record."""
+        item = self.item
+        digest = item.digests.get(self.revision, "")
+        parts: list[tuple[str, str] | str] = [
+            (item.proposal_id, "bold"),
+            f"rev {self.revision} of {item.latest_revision}",
+            f"sha256 {digest[:12]}…" if digest else "sha256 —",
+        ]
+        if isinstance(item, LiveItem):
+            proposer = f"proposed by {item.proposed_by}"
+            parts.append(("proposed by you", "bold reverse") if item.mine else proposer)
+            parts.append((item.state_words(), STATE_STYLES.get(item.state, "")))
+            self._show_digest_alarm(item)
+        self.query_one(Chrome).show(self.who, *parts)
+        if self.notice:
+            self.show_decision(self.notice, error=True)
+            self.notice = None
+        elif self.revision < item.latest_revision:
+            self.show_decision(
+                f"{replan_notice(item.latest_revision)} (escape, then enter opens it)", error=True
+            )
+
+    def _show_digest_alarm(self, item: LiveItem) -> None:
+        local = item.local_digests.get(self.revision)
+        if local is None:
+            return
+        banner = self.query_one("#alarms", Static)
+        text = Text(
+            f"DIGEST MISMATCH: the queue says {item.digests.get(self.revision, '')[:12]}…, "
+            f"the plan fetched hashes to {local[:12]}…: do not approve",
+            "bold",
+        )
+        if self.analysis.alarms:
+            text.append("  ·  " + "  ·  ".join(self.analysis.alarms))
+        banner.update(text)
+        banner.display = True
+
+    def action_approve(self) -> None:
+        refused = local_refusal(self.item, self.revision, "approve")
+        if refused:
+            self.show_decision(refused, error=True)
+            self.notify(refused, title="Not approved", severity="warning")
+            return
+        super().action_approve()
