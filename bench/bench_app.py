@@ -84,10 +84,12 @@ def bench_start(runs: int) -> None:
 def write_large_plan(calls: int) -> Path:
     """The plan is generated here, in the parent, so its making does not count in the app's memory."""
     import msgspec
-    from generate import bulk_refund_plan
+    from generate import bulk_refund_plan, replan
 
     folder = Path(tempfile.mkdtemp())
-    (folder / "large.json").write_bytes(msgspec.json.encode(bulk_refund_plan(calls)))
+    first = bulk_refund_plan(calls)
+    (folder / "large.rev1.json").write_bytes(msgspec.json.encode(first))
+    (folder / "large.rev2.json").write_bytes(msgspec.json.encode(replan(first)))
     return folder
 
 
@@ -110,11 +112,12 @@ def child_large(folder: Path) -> None:
         app = ReviewerApp(folder)
         loaded_at = time.perf_counter()
         async with app.run_test(size=(100, 30)) as pilot:
-            while not app.queue_screen.items:
+            while not any(len(item.revisions) == 2 for item in app.queue_screen.items.values()):
                 await asyncio.sleep(0.01)
-            print(f"  load and analyse in the background  {time.perf_counter() - loaded_at:6.2f} s")
+            print(f"  load and analyse both revisions     {time.perf_counter() - loaded_at:6.2f} s")
             for key, label in (("enter", "open (first rows painted)"), ("end", "end"),
-                               ("pageup", "page up"), ("home", "home"), ("down", "down")):
+                               ("pageup", "page up"), ("home", "home"), ("down", "down"),
+                               ("d", "drift against rev 1 (first rows painted)")):
                 painted.clear()
                 started = time.perf_counter()
                 await pilot.press(key)
@@ -173,10 +176,10 @@ def main() -> None:
         children[options.child]()
         return
     bench_start(3 if options.quick else 7)
-    print(f"\na plan of {options.calls:,} calls (reviewer demo on one file; keys timed to the first row painted)")
+    print(f"\na plan of {options.calls:,} calls (keys timed to the first row painted)")
     folder = write_large_plan(options.calls)
-    size = (folder / "large.json").stat().st_size
-    print(f"  ({size / 1e6:.0f} MB of JSON)")
+    size = (folder / "large.rev1.json").stat().st_size
+    print(f"  ({size / 1e6:.0f} MB of JSON a revision, two revisions)")
     subprocess.run([sys.executable, __file__, "--child", "large", "--folder", str(folder)], check=True)
     if not options.quick:
         subprocess.run([sys.executable, __file__, "--child", "datatable", "--calls", str(options.calls)],

@@ -10,7 +10,6 @@ figures; asserts nothing.
 from __future__ import annotations
 
 import argparse
-import copy
 import difflib
 import gc
 import statistics
@@ -24,7 +23,7 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.generate import bulk_refund_plan  # noqa: E402
+from bench.generate import bulk_refund_plan, replan  # noqa: E402
 from reviewer.drift import diff_revisions  # noqa: E402
 from reviewer.proposal import Proposal, parse_proposal  # noqa: E402
 
@@ -32,20 +31,8 @@ from reviewer.proposal import Proposal, parse_proposal  # noqa: E402
 def revisions(calls: int) -> tuple[Proposal, Proposal]:
     """Revision 1, and revision 2 with one call inserted, one changed and one removed."""
     first = bulk_refund_plan(calls, revision=1)
-    second = copy.deepcopy(first)
-    second["revision"] = 2
-    rows = second["calls"]
-    inserted = copy.deepcopy(rows[calls // 3 + 1])
-    inserted["args"]["customer"] = "cus-inserted"
-    inserted["request"]["body"] = inserted["args"]
-    rows.insert(calls // 3, inserted)
-    changed = rows[calls // 2 + 1]
-    changed["args"]["amount_cents"] = 1_000_000
-    del rows[(calls * 4) // 5]
-    for position, row in enumerate(rows, start=1):
-        row["seq"] = position
     encode = msgspec.json.encode
-    return parse_proposal(encode(first)), parse_proposal(encode(second))
+    return parse_proposal(encode(first)), parse_proposal(encode(replan(first)))
 
 
 def sequence_matcher_baseline(old: Proposal, new: Proposal) -> list[Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import random
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,25 @@ def bulk_refund_plan(
         "dry_run": {"via": "server", "write_requests": calls, "writes_kept": 0},
         "calls": rows,
     }
+
+
+def replan(plan: dict[str, Any]) -> dict[str, Any]:
+    """The next revision of `plan`: one call inserted, one argument changed, one call removed, and
+    every seq renumbered as a re-plan does."""
+    calls = len(plan["calls"])
+    second = copy.deepcopy(plan)
+    second["revision"] = plan["revision"] + 1
+    rows = second["calls"]
+    inserted = copy.deepcopy(rows[calls // 3 + 1])
+    inserted["args"]["customer"] = "cus-inserted"
+    inserted["request"]["body"] = inserted["args"]
+    rows.insert(calls // 3, inserted)
+    changed = rows[calls // 2 + 1]
+    changed["args"]["amount_cents"] = 1_000_000
+    del rows[(calls * 4) // 5]
+    for position, row in enumerate(rows, start=1):
+        row["seq"] = position
+    return second
 
 
 def main() -> None:

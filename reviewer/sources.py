@@ -98,13 +98,21 @@ class QueueItem:
             self._drifts[old, new] = diff_revisions(self.revisions[old], self.revisions[new])
         return self._drifts[old, new]
 
+    def compute_latest_drift(self) -> None:
+        """Compare the latest revision with its base (about 0.1 s for 100,000 calls: run it in a worker)."""
+        base = self.drift_base(self.latest_revision)
+        if base is not None:
+            self.drift(base, self.latest_revision)
+
     def latest_drift(self) -> tuple[int, Drift] | None:
-        """The drift of the latest revision from its base, when there is one and it is not empty."""
+        """The latest revision's drift from its base, once computed and when it is not empty."""
         base = self.drift_base(self.latest_revision)
         if base is None:
             return None
-        drift = self.drift(base, self.latest_revision)
-        return None if drift.is_empty else (base, drift)
+        drift = self._drifts.get((base, self.latest_revision))
+        if drift is None or drift.is_empty:
+            return None
+        return base, drift
 
     def add(self, proposal: Proposal, digest: str, origin: str, analysis: Analysis | None = None) -> None:
         self.revisions[proposal.revision] = proposal

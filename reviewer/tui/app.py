@@ -119,6 +119,14 @@ class ReviewerApp(App[None]):
             item = self.items[proposal.proposal_id] = self.create_item(proposal.proposal_id)
         item.add(proposal, message.digest, message.origin, message.analysis)
         self.queue_screen.show_item(item)
+        if len(item.revisions) > 1:
+            self.compute_drift(item)
+
+    @work(thread=True, group="drift", exit_on_error=False)
+    def compute_drift(self, item: QueueItem) -> None:
+        """The queue marks a re-plan that drifted; comparing two large revisions stays off the event loop."""
+        item.compute_latest_drift()
+        self.call_from_thread(self.queue_screen.show_item, item)
 
     def on_execution_loaded(self, message: ExecutionLoaded) -> None:
         """A real run; kept on its proposal's item, which may be listed before or after it."""
