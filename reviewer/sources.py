@@ -146,8 +146,11 @@ def read_proposal_file(path: Path) -> Proposal:
 
 
 def proposal_files(folder: Path) -> list[Path]:
+    """The `.json` files of a folder in name order; a single file stands for itself."""
+    if folder.is_file():
+        return [folder]
     if not folder.is_dir():
-        raise SourceError(f"{folder} is not a folder of proposal files")
+        raise SourceError(f"{folder} is neither a proposal file nor a folder of them")
     return sorted(path for path in folder.iterdir() if path.suffix == ".json" and path.is_file())
 
 

@@ -107,7 +107,12 @@ class ReviewerApp(App[None]):
                 if isinstance(loaded, ExecutionRecord):
                     self.post_message(ExecutionLoaded(loaded))
                     continue
-                analysis, digest = analysed(loaded)
+                try:
+                    analysis, digest = analysed(loaded)
+                except Exception as error:  # a bug in analysis must not stop the other files
+                    problem = f"could not be analysed ({type(error).__name__}: {error})"
+                    self.post_message(FileBroken(BrokenFile(path.name, problem)))
+                    continue
                 self.post_message(ProposalLoaded(analysis, digest, path.name))
         except SourceError as error:
             self.post_message(FileBroken(BrokenFile(str(folder), str(error))))

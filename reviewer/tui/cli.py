@@ -53,8 +53,9 @@ def register(subparsers: Any) -> None:
 
 def run_demo(options: argparse.Namespace) -> int:
     folder: Path = options.folder
-    if not folder.is_dir():
-        print(f"reviewer demo: {folder} is not a folder of proposal files")
+    if not folder.exists():
+        print(f"reviewer demo: {folder} does not exist; give a folder of proposal files, or one file",
+              file=sys.stderr)
         return 2
     from reviewer.tui.app import ReviewerApp
 

@@ -1,0 +1,138 @@
+"""The offline app's behaviour, driven through Textual's pilot: what a bug in the screens would break."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from reviewer.analysis import Analysis
+from reviewer.tui.app import ReviewerApp
+from reviewer.tui.cli import run_demo
+from reviewer.tui.screens.dialogs import ConfirmScreen, RejectScreen
+from reviewer.tui.screens.review import ReviewScreen
+from reviewer.tui.widgets.plan_view import PlanView
+from tests.tui.helpers import SAMPLES, wait_until_loaded
+
+pytestmark = pytest.mark.anyio
+
+
+async def open_review(pilot) -> ReviewScreen:  # type: ignore[no-untyped-def]
+    await wait_until_loaded(pilot)
+    await pilot.press("enter")
+    await wait_until_loaded(pilot)
+    screen = pilot.app.screen
+    assert isinstance(screen, ReviewScreen)
+    return screen
+
+
+def painted_lines(view: PlanView) -> list[str]:
+    return [view.render_line(y).text for y in range(view.size.height)]
+
+
+async def test_hostile_markup_is_shown_as_text_and_runs_nothing(sample_folder) -> None:
+    app = ReviewerApp(sample_folder("hostile-markup.json"))
+    async with app.run_test(size=(140, 30)) as pilot:
+        review = await open_review(pilot)
+        lines = "\n".join(painted_lines(review.query_one(PlanView)))
+        assert "[@click=app.approve]" in lines
+        assert "\x1b" not in lines and "\u202e" not in lines
+        assert "\\u202e" in lines
+        await pilot.click(PlanView, offset=(60, 1))
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen), "markup in a proposal became a live action"
+
+
+async def test_the_plan_view_asks_only_for_the_rows_it_paints(sample_folder, monkeypatch) -> None:
+    asked: list[int] = []
+    original = Analysis.row
+
+    def counting_row(self: Analysis, index: int):  # type: ignore[no-untyped-def]
+        asked.append(index)
+        return original(self, index)
+
+    monkeypatch.setattr(Analysis, "row", counting_row)
+    app = ReviewerApp(sample_folder("billing-refunds-2000.server.json"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        review = await open_review(pilot)
+        await pilot.press("end")
+        await pilot.pause()
+        view = review.query_one(PlanView)
+        assert view.cursor == 1999
+        assert "2000" in painted_lines(view)[-1] or any(" 2000 " in line for line in painted_lines(view))
+        assert len(set(asked)) < 100, f"{len(set(asked))} of 2,000 rows were built"
+
+
+async def test_end_and_home_move_the_cursor_and_the_detail_follows(sample_folder) -> None:
+    app = ReviewerApp(sample_folder("billing-refunds.outlier.json"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        review = await open_review(pilot)
+        view = review.query_one(PlanView)
+        await pilot.press("end")
+        await pilot.pause()
+        last = review.analysis.proposal.calls[-1].seq
+        assert str(review.query_one("#detail").render()).startswith(f"#{last} ")
+        await pilot.press("home", "down")
+        await pilot.pause()
+        assert view.cursor == 1
+
+
+async def test_a_broken_file_is_listed_and_the_others_still_load(sample_folder) -> None:
+    folder: Path = sample_folder("deskline-merge.server.json", "crm-dedupe.writes-kept.json")
+    (folder / "a-broken.json").write_text("{not json")
+    (folder / "huge-string.json").write_text(
+        (SAMPLES / "deskline-merge.server.json").read_text().replace("Printer on fire", "x" * 2_000_000)
+    )
+    app = ReviewerApp(folder)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until_loaded(pilot)
+        assert set(app.items) == {"deskline-merge-0042-server", "crm-dedupe-0311"}
+        problems = {broken.name: broken.problem for broken in app.queue_screen.broken}
+        assert "not valid JSON" in problems["a-broken.json"]
+        assert "1,048,576" in problems["huge-string.json"]
+
+
+async def test_a_demo_approval_is_confirmed_and_not_sent(sample_folder) -> None:
+    app = ReviewerApp(sample_folder("deskline-merge.server.json"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        review = await open_review(pilot)
+        await pilot.press("a")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        digest = review.item.digests[1]
+        assert digest in str(app.screen.body)
+        await pilot.press("n")
+        await pilot.pause()
+        assert app.screen is review and not review.query_one("#decision").display
+        await pilot.press("a", "y")
+        await wait_until_loaded(pilot)
+        assert "not sent (demo)" in str(review.query_one("#decision").render())
+
+
+async def test_a_rejection_needs_a_reason(sample_folder) -> None:
+    app = ReviewerApp(sample_folder("deskline-merge.server.json"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        review = await open_review(pilot)
+        await pilot.press("x", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, RejectScreen), "an empty reason was accepted"
+        await pilot.press(*"dup", "enter")
+        await wait_until_loaded(pilot)
+        assert app.screen is review
+        assert "rejection of revision 1: not sent (demo)" in str(review.query_one("#decision").render())
+
+
+async def test_drift_opens_on_a_replanned_proposal_and_says_so_on_a_single_one(sample_folder) -> None:
+    app = ReviewerApp(sample_folder("deskline-triage.rev1.json", "deskline-triage.rev2.json"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        review = await open_review(pilot)
+        assert review.revision == 2
+        await pilot.press("d")
+        await pilot.pause()
+        assert "1 added, 1 removed, 1 changed" in str(app.screen.query_one("#drift-summary").render())
+
+
+def test_demo_on_a_missing_folder_says_what_is_wrong(tmp_path: Path, capsys) -> None:
+    assert run_demo(argparse.Namespace(folder=tmp_path / "nowhere")) == 2
+    assert "does not exist" in capsys.readouterr().err
