@@ -144,14 +144,14 @@ def _check_shape(proposal: Proposal, source: str) -> None:
             )
         previous = call.seq
     if not _within_limits(proposal):
-        raise ProposalError(source, _locate(msgspec.to_builtins(proposal)))
+        raise ProposalError(source, locate_limit_violation(msgspec.to_builtins(proposal)))
 
 
 def _within_limits(proposal: Proposal) -> bool:
     """Whether every string, integer and nesting level is within the limits.
 
     The common case (nothing wrong) runs flat loops without building paths; only when something
-    is wrong is the whole proposal walked again, by `_locate`, to name where.
+    is wrong is the whole proposal walked again, by `locate_limit_violation`, to name where.
     """
     texts = [
         proposal.title,
@@ -173,10 +173,16 @@ def _within_limits(proposal: Proposal) -> bool:
             values.append((call.outcome.result, 5))
     if any(text is not None and len(text) > MAX_STRING_CHARS for text in texts):
         return False
-    return all(_value_within_limits(value, depth) for value, depth in values)
+    return all(value_within_limits(value, depth) for value, depth in values)
 
 
-def _value_within_limits(value: Any, depth: int) -> bool:
+def value_within_limits(value: Any, depth: int) -> bool:
+    """Whether a decoded JSON value keeps to the string, integer and nesting limits.
+
+    `depth` is the nesting level `value` sits at (1 for a whole document), so a value inside a
+    larger structure is held to the limits of the whole. Answers yes or no, fast; when no,
+    `locate_limit_violation` says where.
+    """
     stack: list[tuple[Any, int]] = [(value, depth)]
     pop, push = stack.pop, stack.append
     while stack:
@@ -204,7 +210,8 @@ def _value_within_limits(value: Any, depth: int) -> bool:
     return True
 
 
-def _locate(value: Any) -> str:
+def locate_limit_violation(value: Any) -> str:
+    """`$.path: problem` for the first place a whole document breaks a limit; call only when there is one."""
     for path, problem in _violations(value, "$", 1):
         return f"{path}: {problem}"
     raise AssertionError("a limit violation was found but could not be located")

@@ -45,10 +45,10 @@ from reviewer.proposal import (
     PROPOSAL_ID_PATTERN,
     Proposal,
     ProposalError,
-    _locate,
-    _value_within_limits,
+    locate_limit_violation,
     parse_proposal,
     plan_sha256,
+    value_within_limits,
 )
 from reviewer.service.auth import Identity, Role, hash_token
 from reviewer.service.errors import (
@@ -109,8 +109,8 @@ def parse_message(raw: bytes, model: type[Model]) -> Model:
         raise InvalidJSON(f"the body is not valid JSON ({error})") from None
     except RecursionError:
         raise Invalid(f"the body nests deeper than {MAX_DEPTH} levels") from None
-    if not _value_within_limits(value, 1):
-        raise Invalid(_locate(value))
+    if not value_within_limits(value, 1):
+        raise Invalid(locate_limit_violation(value))
     try:
         return model.model_validate(value, strict=True)
     except ValidationError as error:
