@@ -27,15 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
     for name in _COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as error:
-            if error.name != name:
-                raise
-            continue
-        register = getattr(module, "register", None)
-        if register is not None:
-            register(subparsers)
+        importlib.import_module(name).register(subparsers)
     return parser
 
 
