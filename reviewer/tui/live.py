@@ -53,6 +53,7 @@ def status_text(link: Link, now: float, queue_url: str) -> Text:
         return Text(link.stopped, "bold red")
     if link.retry_at is not None:
         text = Text(f"{link.problem}, retrying in {max(0, math.ceil(link.retry_at - now))} s", "bold yellow")
+        text.append(f" · {queue_url}", "dim")
         if link.answered_at is not None:
             text.append(f" · last answer {int(now - link.answered_at)} s ago", "dim")
         return text
@@ -167,7 +168,8 @@ class LiveReviewerApp(ReviewerApp):
         return LiveItem(proposal_id, "pending")
 
     def create_review_screen(self, item: QueueItem, notice: str | None = None) -> ReviewScreen:
-        return LiveReviewScreen(item, who=self.who(), notice=notice)
+        identity = self.link.identity
+        return LiveReviewScreen(item, who=shown(identity.name, 30) if identity else "live", notice=notice)
 
     def who(self) -> str:
         identity = self.link.identity

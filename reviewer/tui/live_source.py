@@ -124,10 +124,7 @@ class QueueDecider:
         except Exception as error:  # a bug must not take the app down with it
             return failed(f"the decision could not be sent ({type(error).__name__})")
         words = "approved" if answer.state == "approved" else "rejected"
-        message = (
-            f"{words}: revision {answer.revision} of {shown(item.proposal_id, 128)}, "
-            f"by {shown(answer.decided_by)}"
-        )
+        message = f"{words} by {shown(answer.decided_by)}: revision {answer.revision}"
         return LiveOutcome(True, message, state=answer.state, answer=answer)
 
     def refused(self, item: QueueItem, error: QueueError) -> LiveOutcome:

@@ -12,6 +12,7 @@ from reviewer.sources import QueueItem
 from reviewer.tui.live_source import LiveItem, local_refusal, shown
 from reviewer.tui.screens.queue import QueueScreen, describe, queue_row
 from reviewer.tui.screens.review import ReviewScreen
+from reviewer.tui.widgets.cells import cell
 from reviewer.tui.widgets.chrome import Chrome
 
 LIVE_COLUMNS = (
@@ -73,7 +74,7 @@ class LiveQueueScreen(QueueScreen):
         mark = Text("•" if item.is_new else " ", "bold")
         if base[0].plain or item.local_digests:
             mark.append("!", "bold red")
-        proposer = Text("you", "bold reverse") if item.mine else Text(shown(item.proposed_by, 13))
+        proposer = Text("you", "bold reverse") if item.mine else cell(item.proposed_by, 13)
         state = Text(item.state, STATE_STYLES.get(item.state, ""))
         return (mark, base[1], proposer, *base[3:7], state)
 
@@ -115,15 +116,15 @@ class LiveReviewScreen(ReviewScreen):
         """The chrome from the queue's record; alarms the fetched plan raised against that record."""
         item = self.item
         digest = item.digests.get(self.revision, "")
+        # What an approval names first: a narrow terminal cuts the chrome from the right.
         parts: list[tuple[str, str] | str] = [
             (item.proposal_id, "bold"),
             f"rev {self.revision} of {item.latest_revision}",
             f"sha256 {digest[:12]}…" if digest else "sha256 —",
         ]
         if isinstance(item, LiveItem):
-            proposer = f"proposed by {item.proposed_by}"
-            parts.append(("proposed by you", "bold reverse") if item.mine else proposer)
             parts.append((item.state_words(), STATE_STYLES.get(item.state, "")))
+            parts.append(("by you", "bold reverse") if item.mine else f"by {item.proposed_by}")
             self._show_digest_alarm(item)
         self.query_one(Chrome).show(self.who, *parts)
         if self.notice:

@@ -1,0 +1,93 @@
+"""Snapshots of the live screens: a queue served by httpx.MockTransport from fixed answers, a fixed clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from reviewer.config import Secret
+from reviewer.tui.live import LiveReviewerApp
+from tests.live.conftest import decide_from_keyboard, open_proposal, status, until
+from tests.live.fake_queue import FakeQueue, replanned
+
+SIZE = (100, 30)
+
+
+def live_app(transport: httpx.AsyncBaseTransport) -> LiveReviewerApp:
+    """Fixed clock (status figures never move), long poll and retry delays (nothing changes mid-picture)."""
+    return LiveReviewerApp(
+        "http://queue.test", Secret("snapshot-token"), transport=transport, clock=lambda: 1000.0,
+        poll_interval=60, retry_base=30, max_backoff=30, jitter=0,
+    )
+
+
+def loaded(count: int, *keys_after: str, open_id: str | None = None):  # type: ignore[no-untyped-def]
+    async def run_before(pilot: Any) -> None:
+        app = pilot.app
+        await until(pilot, lambda: len(app.queue_screen.items) >= count and "answered" in status(app), "rows")
+        if open_id:
+            await open_proposal(pilot, app, open_id)
+            await decide_from_keyboard(pilot, *keys_after)
+            await until(pilot, lambda: bool(app.screen.query_one("#decision").display), "the answer")
+        await pilot.pause()
+
+    return run_before
+
+
+def test_connected(snap_compare) -> None:
+    """The live queue, served by MockTransport from fixed answers: three rows, newest first; "•" marks the
+    two pending proposals nobody opened; the one alice proposed shows "you" (reversed) as proposer; the
+    refund shows state "approved" in green. The detail under the table gives the queue's state, proposer
+    and trail. The chrome reads "alice (reviewer) │ 3 proposals │ 2 pending │ 2 new"; the status line
+    "signed in as alice (reviewer) · queue answered 0 s ago" (fixed clock)."""
+    fake = FakeQueue()
+    fake.add("deskline-merge-0042", title="Merge t1 and t2, delete t3")
+    fake.add("refund-0007", title="Refund order 7", calls=1, state="approved", decided_by="bob")
+    fake.add("alice-own-0001", title="A plan alice submitted", proposed_by="alice")
+    assert snap_compare(live_app(fake.transport()), terminal_size=SIZE, run_before=loaded(3))
+
+
+def test_unreachable(snap_compare) -> None:
+    """A queue that refuses every connection (MockTransport raising ConnectError): an empty list, the
+    chrome says "live" (nobody signed in yet), the status line says "queue unreachable, retrying in 30 s"
+    in yellow with the queue's URL, the first backoff step under a fixed clock."""
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    async def run_before(pilot: Any) -> None:
+        await until(pilot, lambda: "unreachable" in status(pilot.app), "the status")
+        await pilot.pause()
+
+    app = live_app(httpx.MockTransport(refuse))
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_decided(snap_compare) -> None:
+    """After `enter`, `a`, `y` on a pending proposal (MockTransport, fixed answers): the review screen's
+    banner says "approved by alice: revision 1"; the chrome reads
+    "alice │ deskline-merge-0042 │ rev 1 of 1 │ sha256 b53ab57e4507… │ approved by alice" (green; the
+    proposer follows, cut at 100 columns); a "Decision" toast repeats the answer."""
+    fake = FakeQueue()
+    fake.add("deskline-merge-0042", title="Merge t1 and t2, delete t3")
+    app = live_app(fake.transport())
+    assert snap_compare(app, terminal_size=SIZE,
+                        run_before=loaded(1, "a", "y", open_id="deskline-merge-0042"))
+
+
+def test_stale(snap_compare) -> None:
+    """The agent re-planned between open and approve (MockTransport answers 412, then serves revision 2):
+    the app has opened revision 2 in place of 1: the chrome reads "rev 2 of 2", the new digest and
+    "pending", the plan has 4 rows, and the red banner says "the agent re-planned: revision 2 is waiting"."""
+    fake = FakeQueue()
+    fake.add("deskline-merge-0042", title="Merge t1 and t2, delete t3")
+    fake.replan_on_decision["deskline-merge-0042"] = replanned("deskline-merge-0042")
+    app = live_app(fake.transport())
+
+    async def run_before(pilot: Any) -> None:
+        await loaded(1, "a", "y", open_id="deskline-merge-0042")(pilot)
+        await until(pilot, lambda: getattr(pilot.app.screen, "revision", 0) == 2, "revision 2 opened")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
