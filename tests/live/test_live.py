@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
 import time
+
+import httpx
 
 from reviewer.proposal import parse_proposal
 from tests.live.conftest import (
@@ -14,7 +18,7 @@ from tests.live.conftest import (
     status,
     until,
 )
-from tests.service.conftest import body, proposal, unique_id
+from tests.service.conftest import body, proposal, reviewer_command, unique_id
 
 
 def plan(proposal_id: str, revision: int = 1, **kwargs):  # type: ignore[no-untyped-def]
@@ -40,8 +44,122 @@ def test_a_submission_appears_within_one_poll_and_is_approved_from_the_keyboard(
             assert not item.is_new
             await decide_from_keyboard(pilot, "a", "y")
             await until(pilot, lambda: "approved" in shown_text(app, "#decision"), "the approval")
-            assert "by alice" in shown_text(app, "#decision")
+            assert "approved by alice" in shown_text(app, "#decision")
             state = await alice.decision_state(proposal_id)
             assert (state.state, state.decided_by) == ("approved", "alice")
+
+    run(scenario)
+
+
+def test_a_stale_decision_says_the_agent_replanned_and_opens_the_new_revision(queue: Queue) -> None:
+    async def scenario() -> None:
+        app = queue.app(poll_interval=60)  # no poll between open and approve: the app still shows rev 1
+        async with app.run_test(size=(100, 30)) as pilot, queue.agent() as agent:
+            proposal_id = unique_id("stale")
+            await agent.submit(plan(proposal_id))
+            app.poll_now()
+            await until(pilot, lambda: proposal_id in app.queue_screen.items, "the row")
+            await open_proposal(pilot, app, proposal_id)
+            await agent.submit(plan(proposal_id, 2, calls=3))
+            await decide_from_keyboard(pilot, "a", "y")
+            await until(pilot, lambda: getattr(app.screen, "revision", 0) == 2, "revision 2 opened")
+            await pilot.pause()
+            assert "the agent re-planned: revision 2 is waiting" in shown_text(app, "#decision")
+            assert app.items[proposal_id].state == "pending"
+
+    run(scenario)
+
+
+def test_a_proposal_decided_by_another_reviewer_says_by_whom(queue: Queue) -> None:
+    async def scenario() -> None:
+        app = queue.app(poll_interval=60)
+        bob = queue.reviewer("bob")
+        async with app.run_test(size=(100, 30)) as pilot, queue.agent() as agent, bob:
+            proposal_id = unique_id("race")
+            answer = await agent.submit(plan(proposal_id))
+            app.poll_now()
+            await until(pilot, lambda: proposal_id in app.queue_screen.items, "the row")
+            await open_proposal(pilot, app, proposal_id)
+            await bob.decide(proposal_id, 1, answer.plan_sha256, "reject", "not today")
+            await decide_from_keyboard(pilot, "a", "y")
+            await until(pilot, lambda: "already decided by bob" in shown_text(app, "#decision"), "the 409")
+
+    run(scenario)
+
+
+def test_the_queue_stopped_and_restarted_the_app_says_so_and_recovers(queue: Queue) -> None:
+    async def scenario() -> None:
+        app = queue.app(poll_interval=0.2, retry_base=0.2, max_backoff=0.8)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, lambda: "queue answered" in status(app), "the first answer")
+            await asyncio.to_thread(queue.service.stop)
+            await until(pilot, lambda: "queue unreachable, retrying in" in status(app), "the outage")
+            assert app.backoff.failures >= 1
+            await asyncio.to_thread(queue.service.start)
+            await until(pilot, lambda: "queue answered" in status(app), "the recovery", timeout=15)
+            assert app.backoff.failures == 0
+            async with queue.agent() as agent:
+                proposal_id = unique_id("after")
+                await agent.submit(plan(proposal_id))
+            await until(pilot, lambda: proposal_id in app.queue_screen.items, "a row after the restart")
+
+    run(scenario)
+
+
+class DropFirstDecisionAnswer(httpx.AsyncBaseTransport):
+    """Sends every request for real, but loses the first decision's answer after the queue committed it."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.decision_keys: list[str] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        if request.method == "POST" and request.url.path.endswith("/decisions"):
+            self.decision_keys.append(request.headers["Idempotency-Key"])
+            if len(self.decision_keys) == 1:
+                await response.aread()
+                await response.aclose()
+                raise httpx.ReadError("connection dropped after the queue answered", request=request)
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def test_a_dropped_answer_is_retried_with_the_same_key_and_decides_once(queue: Queue) -> None:
+    async def scenario() -> None:
+        transport = DropFirstDecisionAnswer()
+        app = queue.app(poll_interval=60, transport=transport)
+        async with app.run_test(size=(100, 30)) as pilot, queue.agent() as agent, queue.reviewer() as alice:
+            proposal_id = unique_id("dropped")
+            await agent.submit(plan(proposal_id))
+            app.poll_now()
+            await until(pilot, lambda: proposal_id in app.queue_screen.items, "the row")
+            await open_proposal(pilot, app, proposal_id)
+            await decide_from_keyboard(pilot, "a", "y")
+            await until(pilot, lambda: "approved by alice" in shown_text(app, "#decision"), "the approval")
+            assert len(transport.decision_keys) == 2 and len(set(transport.decision_keys)) == 1
+            record = await alice.get_proposal(proposal_id)
+            assert [event.event for event in record.history] == ["submitted", "approved"]
+
+    run(scenario)
+
+
+def test_a_revoked_token_stops_polling_and_says_to_log_in(queue: Queue) -> None:
+    name = unique_id("carol")
+    queue.tokens[name] = queue.service.token(name, "reviewer")
+
+    async def scenario() -> None:
+        app = queue.app(name, poll_interval=0.2)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, lambda: "queue answered" in status(app), "the first answer")
+            revoked = await asyncio.to_thread(
+                subprocess.run, reviewer_command("token", "revoke", "--db", str(queue.service.db), name),
+                capture_output=True, check=True,
+            )
+            assert revoked.returncode == 0
+            await until(pilot, lambda: "run `reviewer login --queue" in status(app), "the 401")
+            assert "expired or revoked" in status(app)
 
     run(scenario)
