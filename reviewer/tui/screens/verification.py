@@ -27,7 +27,10 @@ STATUS_STYLE = {
     "not in the plan": "bold red",
     "refused": "bold red",
 }
-STATUS_WORDS = {"not in the plan": "not in the plan (stopped)", "same once placeholders resolve": "same once resolved"}
+STATUS_WORDS = {
+    "not in the plan": "not in the plan (stopped)",
+    "same once placeholders resolve": "same once resolved",
+}
 
 
 def status_text(check: CallCheck) -> Text:
