@@ -143,6 +143,28 @@ class ExecutionReport(Message):
     note: str | None = Field(default=None, max_length=MAX_STRING_CHARS)
 
 
+class StoredExecution(Message):
+    """An execution report as the queue stored it, with who reported it (the token's name) and when.
+
+    `calls`, `audit_log` and `note` are the agent's report as sent: untrusted, sanitize to show.
+    """
+
+    revision: int
+    plan_sha256: str
+    executed_by: str
+    at: datetime
+    calls: list[dict[str, Any]]
+    audit_log: list[dict[str, Any]] | None = None
+    note: str | None = None
+
+
+class ExecutionHistory(Message):
+    """Every execution reported for a proposal, oldest first (an approval authorizes one each)."""
+
+    proposal_id: str
+    executions: list[StoredExecution]
+
+
 class ErrorBody(Message):
     """Every refusal: a stable `error` code and a `message` that says what to do.
 

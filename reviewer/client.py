@@ -20,10 +20,12 @@ from reviewer.api import (
     DecisionRequest,
     DecisionState,
     ErrorBody,
+    ExecutionHistory,
     ExecutionReport,
     ProposalPage,
     ProposalRecord,
     State,
+    StoredExecution,
     SubmissionAnswer,
     Whoami,
 )
@@ -316,6 +318,11 @@ class QueueClient:
             headers={"Content-Type": "application/json"},
         )
         return DecisionState.model_validate_json(response.content)
+
+    async def get_executions(self, proposal_id: str) -> list[StoredExecution]:
+        """The execution reports the queue stored for a proposal, oldest first (empty if it never ran)."""
+        history = await self._get(f"/v1/proposals/{_segment(proposal_id)}/executions", ExecutionHistory)
+        return history.executions
 
 
 def _segment(proposal_id: str) -> str:

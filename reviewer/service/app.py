@@ -31,6 +31,7 @@ from reviewer.api import (
     DecisionRequest,
     DecisionState,
     ErrorBody,
+    ExecutionHistory,
     ExecutionReport,
     ProposalPage,
     ProposalRecord,
@@ -407,6 +408,13 @@ def create_app(
         report = await run_in_threadpool(parse_message, raw, ExecutionReport)
         answer = await run_in_threadpool(queue.record_execution, identity, proposal_id, report, raw)
         return _json(answer, 201)
+
+    @app.get(
+        "/v1/proposals/{proposal_id}/executions", response_model=ExecutionHistory, responses=_errors(404)
+    )
+    async def list_executions(identity: Caller, proposal_id: ProposalId) -> Response:
+        """The execution reports stored for the proposal, oldest first, to verify a run against its plan."""
+        return _json(await run_in_threadpool(queue.list_executions, identity, proposal_id))
 
     def openapi() -> dict[str, Any]:
         """FastAPI's document plus the schemas of the bodies the routes read themselves."""

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from reviewer.api import (
     DecisionRequest,
     DecisionState,
+    ExecutionHistory,
     ExecutionReport,
     ProposalPage,
     ProposalRecord,
@@ -31,6 +32,7 @@ from reviewer.api import (
     RevisionInfo,
     RevisionState,
     State,
+    StoredExecution,
     SubmissionAnswer,
     TrailEvent,
 )
@@ -96,6 +98,7 @@ class QueueStore(Protocol):
     def record_execution(
         self, identity: Identity, proposal_id: str, report: ExecutionReport, body: bytes
     ) -> DecisionState: ...
+    def list_executions(self, identity: Identity, proposal_id: str) -> ExecutionHistory: ...
     def close(self) -> None: ...
 
 
@@ -716,6 +719,30 @@ class SQLiteStore:
             )
             updated = db.execute("SELECT * FROM proposals WHERE proposal_id = ?", (proposal_id,)).fetchone()
             return self._decision_state(updated, now)
+
+    def list_executions(self, identity: Identity, proposal_id: str) -> ExecutionHistory:
+        """The execution reports stored for a proposal, oldest first, each as the agent sent it."""
+        with self._read() as db:
+            self._proposal_row(db, identity, proposal_id)
+            rows = db.execute(
+                "SELECT reported_by, reported_at, body FROM executions WHERE proposal_id = ? ORDER BY id",
+                (proposal_id,),
+            ).fetchall()
+        executions = []
+        for row in rows:
+            report = ExecutionReport.model_validate_json(row["body"])
+            executions.append(
+                StoredExecution(
+                    revision=report.revision,
+                    plan_sha256=report.plan_sha256,
+                    executed_by=row["reported_by"],
+                    at=_required_timestamp(row["reported_at"]),
+                    calls=report.calls,
+                    audit_log=report.audit_log,
+                    note=report.note,
+                )
+            )
+        return ExecutionHistory(proposal_id=proposal_id, executions=executions)
 
     # for tests and operators
 

@@ -34,7 +34,8 @@ def test_the_whole_flow_through_the_client(service: Service, actors: Actors) -> 
         agent = QueueClient(service.url, actors.tokens["agent"])
         alice = QueueClient(service.url, actors.tokens["alice"])
         bob = QueueClient(service.url, actors.tokens["bob"])
-        async with agent, alice, bob:
+        other = QueueClient(service.url, actors.tokens["other"])
+        async with agent, alice, bob, other:
             assert (await alice.whoami()).role == "reviewer"
             proposal_id = unique_id("client")
             plan = parse_proposal(body(proposal(proposal_id)))
@@ -66,8 +67,22 @@ def test_the_whole_flow_through_the_client(service: Service, actors: Actors) -> 
             assert "alice" in str(late.value)
 
             assert (await agent.decision_state(proposal_id)).state == "approved"
-            report = ExecutionReport(revision=1, plan_sha256=submitted.plan_sha256, calls=[{"seq": 1}])
-            assert (await agent.report_execution(proposal_id, report)).state == "executed"
+            assert await alice.get_executions(proposal_id) == []
+            report = ExecutionReport(
+                revision=1,
+                plan_sha256=submitted.plan_sha256,
+                calls=[{"seq": 1, "args": {"id": "t1", "tags": [None]}}],
+                audit_log=[{"method": "PATCH", "path": "/tickets/t1"}],
+                note="all calls ran",
+            )
+            executed = await agent.report_execution(proposal_id, report)
+            assert executed.state == "executed"
+            [stored] = await alice.get_executions(proposal_id)
+            assert stored.model_dump(exclude={"executed_by", "at"}) == report.model_dump()
+            assert (stored.executed_by, stored.at) == ("agent", executed.executed_at)
+            assert await agent.get_executions(proposal_id) == [stored]
+            with pytest.raises(NotFound):
+                await other.get_executions(proposal_id)
             with pytest.raises(ExecutionRefused) as twice:
                 await agent.report_execution(proposal_id, report)
             assert twice.value.state == "executed"

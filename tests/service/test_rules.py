@@ -67,7 +67,7 @@ def test_an_agent_token_cannot_decide_even_its_own_proposal(actors: Actors) -> N
 def test_another_agent_sees_no_such_proposal(actors: Actors) -> None:
     proposal_id = unique_id()
     submit(actors.agent, proposal_id)
-    for path in ("", "/decision", "/revisions/1"):
+    for path in ("", "/decision", "/revisions/1", "/executions"):
         assert actors.agent.get(f"/v1/proposals/{proposal_id}{path}").status_code == 200
         response = actors.other_agent.get(f"/v1/proposals/{proposal_id}{path}")
         assert response.status_code == 404, path
@@ -244,6 +244,42 @@ class TestExecutions:
         second = actors.agent.post(path, json=report)
         assert second.status_code == 409
         assert second.json()["state"] == "executed"
+
+    def test_a_reviewer_reads_each_execution_back_exactly_oldest_first(self, actors: Actors) -> None:
+        proposal_id = unique_id()
+        path = f"/v1/proposals/{proposal_id}/executions"
+        reports = []
+        for revision in (1, 2):
+            answer = submit(actors.agent, proposal_id, revision)
+            listed = actors.alice.get(path).json()
+            assert listed["proposal_id"] == proposal_id
+            assert len(listed["executions"]) == revision - 1, "the revision not yet run has no report"
+            decide(actors.alice, proposal_id, revision, answer["plan_sha256"])
+            report = {
+                "revision": revision,
+                "plan_sha256": answer["plan_sha256"],
+                "calls": [
+                    {"seq": 1, "tool": "update_ticket", "args": {"id": "t1", "tags": [None, {"x": 0.1}]}},
+                    {"seq": 2, "tool": "note", "args": {"text": "éè \u2028 ✓", "big": 2**53 - 1}},
+                ],
+                "audit_log": [{"at": "2026-10-15T09:01:00Z", "line": revision}] if revision == 2 else None,
+                "note": "ran all calls" if revision == 2 else None,
+            }
+            assert actors.agent.post(path, json=report).status_code == 201
+            reports.append(report)
+
+        response = actors.alice.get(path)
+        assert response.status_code == 200, response.text
+        executions = response.json()["executions"]
+        assert actors.agent.get(path).json()["executions"] == executions, "its agent reads the same"
+        assert actors.other_agent.get(path).status_code == 404
+        history = actors.alice.get(f"/v1/proposals/{proposal_id}").json()["history"]
+        executed_at = [event["at"] for event in history if event["event"] == "executed"]
+        assert len(executions) == 2
+        for execution, report, at in zip(executions, reports, executed_at, strict=True):
+            assert execution.pop("executed_by") == "agent"
+            assert execution.pop("at") == at
+            assert execution == {key: value for key, value in report.items() if value is not None}
 
     def test_a_rejected_plan_cannot_execute(self, actors: Actors) -> None:
         proposal_id = unique_id()
