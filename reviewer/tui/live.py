@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import httpx
 from rich.text import Text
 from textual import work
+from textual.css.query import NoMatches
 from textual.message import Message
 
 from reviewer.api import ProposalRecord, ProposalSummary, Whoami
@@ -152,7 +153,8 @@ class LiveReviewerApp(ReviewerApp):
         self.backoff = Backoff(retry_base, max_backoff, jitter)
         self.link = Link()
         self.polls = 0
-        """Poll requests sent (the bench counts them)."""
+        self.polls_not_modified = 0
+        """List requests sent, and how many were answered 304 (the bench counts them)."""
         self._identity: Whoami | None = None
         self._etag: str | None = None
         self._synced: dict[str, ProposalSummary] = {}
@@ -225,6 +227,7 @@ class LiveReviewerApp(ReviewerApp):
             self.post_message(self.Connected(self._identity))
         self.polls += 1
         listing = await self.poll_client.list_proposals(etag=self._etag)
+        self.polls_not_modified += listing.not_modified
         if not listing.not_modified:
             for summary in await self._all_summaries(listing):
                 if self._synced.get(summary.proposal_id) != summary:
@@ -280,8 +283,11 @@ class LiveReviewerApp(ReviewerApp):
     # --- handlers: the only code that touches the screens ---
 
     def refresh_status(self) -> None:
-        if self.queue_screen.is_mounted:
-            self.queue_screen.show_status(status_text(self.link, self.clock(), self.queue_url))
+        """Repaint the status line (a timer also calls it each second, so "N s ago" counts up)."""
+        # While the app shuts down the screen may be mounted with its widgets already gone.
+        with contextlib.suppress(NoMatches):
+            if self.queue_screen.is_mounted:
+                self.queue_screen.show_status(status_text(self.link, self.clock(), self.queue_url))
 
     def on_live_reviewer_app_connected(self, message: Connected) -> None:
         self.link.identity = message.identity
