@@ -291,7 +291,8 @@ class LiveReviewerApp(ReviewerApp):
 
     def on_live_reviewer_app_connected(self, message: Connected) -> None:
         self.link.identity = message.identity
-        self.queue_screen.who = self.who()
+        if isinstance(self.queue_screen, LiveQueueScreen):
+            self.queue_screen.who = self.who()
         if self.queue_screen.is_mounted:
             self.queue_screen.refresh_chrome()
         self.refresh_status()
@@ -342,8 +343,8 @@ class LiveReviewerApp(ReviewerApp):
         self, item: QueueItem, revision: int, outcome: DecisionOutcome, *, error: bool = False
     ) -> None:
         """The answer in words; a decided item takes the queue's answer; a 412 opens the new revision."""
-        live = isinstance(outcome, LiveOutcome)
-        super().show_outcome(item, revision, outcome, error=live and outcome.error)
+        failed = isinstance(outcome, LiveOutcome) and outcome.error
+        super().show_outcome(item, revision, outcome, error=failed)
         if isinstance(outcome, LiveOutcome) and outcome.answer and isinstance(item, LiveItem):
             item.state = outcome.answer.state
             item.decided_by = outcome.answer.decided_by

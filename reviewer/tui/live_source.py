@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from reviewer.api import DecisionState, ProposalRecord, TrailEvent, Whoami
+from reviewer.api import Decision, DecisionState, ProposalRecord, TrailEvent, Whoami
 from reviewer.client import (
     AlreadyDecided,
     Forbidden,
@@ -114,7 +114,7 @@ class QueueDecider:
         refused = local_refusal(item, revision, decision)
         if refused:
             return LiveOutcome(False, refused, error=True)
-        verb = "approve" if decision == "approve" else "reject"
+        verb: Decision = "approve" if decision == "approve" else "reject"
         try:
             answer = await self.client.decide(
                 item.proposal_id, revision, plan_sha256, verb, reason, idempotency_key=str(uuid.uuid4())
