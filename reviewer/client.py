@@ -160,8 +160,8 @@ class Listing:
 class QueueClient:
     """The queue API over httpx; `transport=` lets tests use `httpx.MockTransport` or ASGI.
 
-    Requests that are safe to repeat (reads, submissions, decisions under their Idempotency-Key)
-    are retried on transport errors; an execution report is sent once.
+    Requests that are safe to repeat (reads, submissions, and decisions and execution reports
+    under their Idempotency-Key) are retried on transport errors.
     """
 
     def __init__(
@@ -307,15 +307,22 @@ class QueueClient:
     async def decision_state(self, proposal_id: str) -> DecisionState:
         return await self._get(f"/v1/proposals/{_segment(proposal_id)}/decision", DecisionState)
 
-    async def report_execution(self, proposal_id: str, report: ExecutionReport) -> DecisionState:
-        """Report the real run. Not retried: the approval is used up by the first report that lands."""
+    async def report_execution(
+        self, proposal_id: str, report: ExecutionReport, idempotency_key: str | None = None
+    ) -> DecisionState:
+        """Report the real run; a lost answer is retried with the same key, so it is stored once.
+
+        The approval is used up by the first report that lands: a retry under its key gets that
+        report's answer, where one without the key would be refused as already executed.
+        """
+        key = idempotency_key or str(uuid.uuid4())
         response = await self._request(
             "POST",
             f"/v1/proposals/{_segment(proposal_id)}/executions",
-            retry=False,
+            retry=True,
             expect=(201,),
             content=report.model_dump_json(exclude_none=True),
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json", "Idempotency-Key": key},
         )
         return DecisionState.model_validate_json(response.content)
 

@@ -179,10 +179,28 @@ def _require_role(identity: Identity, role: Role, action: str) -> None:
 
 
 def _idempotency_key(value: str | None) -> str:
+    """A decision's Idempotency-Key, which it must carry."""
     if value is None or not value.strip():
         raise BadRequest("a decision needs an Idempotency-Key header (e.g. a UUID), reused only for retries")
-    if len(value) > MAX_IDEMPOTENCY_KEY or not value.isascii() or not value.isprintable():
-        raise BadRequest(f"the Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} printable ASCII characters")
+    return _checked_idempotency_key(value)
+
+
+def _optional_idempotency_key(value: str | None) -> str | None:
+    """An execution report's Idempotency-Key: without one, a retry of a stored report is a 409."""
+    return None if value is None else _checked_idempotency_key(value)
+
+
+def _checked_idempotency_key(value: str) -> str:
+    if (
+        not value.strip()
+        or len(value) > MAX_IDEMPOTENCY_KEY
+        or not value.isascii()
+        or not value.isprintable()
+    ):
+        raise BadRequest(
+            f"the Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} printable ASCII characters, "
+            "not only spaces"
+        )
     return value
 
 
@@ -401,13 +419,24 @@ def create_app(
         responses=_errors(400, 403, 404, 409, 412, 413),
         openapi_extra=_json_body("ExecutionReport"),
     )
-    async def report_execution(request: Request, identity: Caller, proposal_id: ProposalId) -> Response:
-        """Report the real run; it uses up the approval, which authorizes one execution."""
+    async def report_execution(
+        request: Request,
+        identity: Caller,
+        proposal_id: ProposalId,
+        idempotency_key: Annotated[str | None, Header()] = None,
+    ) -> Response:
+        """Report the real run; it uses up the approval, which authorizes one execution.
+
+        With an Idempotency-Key, a retry of a report that was stored answers the first answer again.
+        """
         _require_role(identity, "agent", "report executions")
+        key = _optional_idempotency_key(idempotency_key)
         raw = await read_body(request)
         report = await run_in_threadpool(parse_message, raw, ExecutionReport)
-        answer = await run_in_threadpool(queue.record_execution, identity, proposal_id, report, raw)
-        return _json(answer, 201)
+        replayed, answer = await run_in_threadpool(
+            queue.record_execution, identity, proposal_id, report, raw, key
+        )
+        return _json(answer, 201, {"Idempotent-Replayed": "true"} if replayed else None)
 
     @app.get(
         "/v1/proposals/{proposal_id}/executions", response_model=ExecutionHistory, responses=_errors(404)

@@ -11,7 +11,6 @@ each proposal's latest revision and its state, rewritten in the same transaction
 from __future__ import annotations
 
 import hashlib
-import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -20,6 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
+
+import msgspec
 
 from reviewer.api import (
     DecisionRequest,
@@ -96,8 +97,13 @@ class QueueStore(Protocol):
         self, identity: Identity, proposal_id: str, request: DecisionRequest, idempotency_key: str
     ) -> tuple[bool, DecisionState]: ...
     def record_execution(
-        self, identity: Identity, proposal_id: str, report: ExecutionReport, body: bytes
-    ) -> DecisionState: ...
+        self,
+        identity: Identity,
+        proposal_id: str,
+        report: ExecutionReport,
+        body: bytes,
+        idempotency_key: str | None = None,
+    ) -> tuple[bool, DecisionState]: ...
     def list_executions(self, identity: Identity, proposal_id: str) -> ExecutionHistory: ...
     def close(self) -> None: ...
 
@@ -615,17 +621,9 @@ class SQLiteStore:
         now = self.clock()
         with self._write() as db:
             row = self._proposal_row(db, identity, proposal_id)
-            earlier = db.execute(
-                "SELECT request_sha256, answer FROM idempotency WHERE token_id = ? AND key = ?",
-                (identity.token_id, idempotency_key),
-            ).fetchone()
+            earlier = _earlier_answer(db, identity, idempotency_key, fingerprint, "decision")
             if earlier is not None:
-                if earlier["request_sha256"] != fingerprint:
-                    raise IdempotencyMismatch(
-                        "this Idempotency-Key was used for a different decision; "
-                        "use a new key for each new decision"
-                    )
-                return True, DecisionState.model_validate_json(earlier["answer"])
+                return True, earlier
             _require_latest(row, request.revision, request.plan_sha256)
             state = self._state(row, now)
             if state != "pending":
@@ -678,19 +676,26 @@ class SQLiteStore:
             )
             updated = db.execute("SELECT * FROM proposals WHERE proposal_id = ?", (proposal_id,)).fetchone()
             answer = self._decision_state(updated, now)
-            db.execute(
-                "INSERT INTO idempotency (token_id, key, request_sha256, answer, created_at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (identity.token_id, idempotency_key, fingerprint, answer.model_dump_json(), now),
-            )
+            _remember_answer(db, identity, idempotency_key, fingerprint, answer, now)
         return False, answer
 
     def record_execution(
-        self, identity: Identity, proposal_id: str, report: ExecutionReport, body: bytes
-    ) -> DecisionState:
+        self,
+        identity: Identity,
+        proposal_id: str,
+        report: ExecutionReport,
+        body: bytes,
+        idempotency_key: str | None = None,
+    ) -> tuple[bool, DecisionState]:
+        """Store the real run; answers (True, the first answer) for a retry under the same key."""
+        fingerprint = "" if idempotency_key is None else _fingerprint(proposal_id, report)
         now = self.clock()
         with self._write() as db:
             row = self._proposal_row(db, identity, proposal_id)
+            if idempotency_key is not None:
+                earlier = _earlier_answer(db, identity, idempotency_key, fingerprint, "execution report")
+                if earlier is not None:
+                    return True, earlier
             _require_latest(row, report.revision, report.plan_sha256)
             state = self._state(row, now)
             if state != "approved":
@@ -718,7 +723,10 @@ class SQLiteStore:
                 (now, proposal_id),
             )
             updated = db.execute("SELECT * FROM proposals WHERE proposal_id = ?", (proposal_id,)).fetchone()
-            return self._decision_state(updated, now)
+            answer = self._decision_state(updated, now)
+            if idempotency_key is not None:
+                _remember_answer(db, identity, idempotency_key, fingerprint, answer, now)
+        return False, answer
 
     def list_executions(self, identity: Identity, proposal_id: str) -> ExecutionHistory:
         """The execution reports stored for a proposal, oldest first, each as the agent sent it."""
@@ -762,7 +770,42 @@ def _require_latest(row: sqlite3.Row, revision: int, plan_sha256: str) -> None:
         )
 
 
-def _fingerprint(proposal_id: str, request: DecisionRequest) -> str:
-    """What makes two decision requests "the same body" for an Idempotency-Key."""
+def _fingerprint(proposal_id: str, request: DecisionRequest | ExecutionReport) -> str:
+    """What makes two requests "the same body" for an Idempotency-Key: equal fields, in any key order.
+
+    msgspec writes the sorted JSON: a 64 MB execution report takes a fraction of what `json.dumps` takes.
+    """
     material: dict[str, Any] = {"proposal_id": proposal_id, **request.model_dump()}
-    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(msgspec.json.encode(material, order="sorted")).hexdigest()
+
+
+def _earlier_answer(
+    db: sqlite3.Connection, identity: Identity, idempotency_key: str, fingerprint: str, what: str
+) -> DecisionState | None:
+    """The answer already given under this token's key, if any; 422 if the key came with another body."""
+    earlier = db.execute(
+        "SELECT request_sha256, answer FROM idempotency WHERE token_id = ? AND key = ?",
+        (identity.token_id, idempotency_key),
+    ).fetchone()
+    if earlier is None:
+        return None
+    if earlier["request_sha256"] != fingerprint:
+        raise IdempotencyMismatch(
+            f"this Idempotency-Key was used for a different {what}; use a new key for each new {what}"
+        )
+    return DecisionState.model_validate_json(earlier["answer"])
+
+
+def _remember_answer(
+    db: sqlite3.Connection,
+    identity: Identity,
+    idempotency_key: str,
+    fingerprint: str,
+    answer: DecisionState,
+    now: float,
+) -> None:
+    """Keep the answer under the key, in the transaction that made it, for a retry to get again."""
+    db.execute(
+        "INSERT INTO idempotency (token_id, key, request_sha256, answer, created_at) VALUES (?, ?, ?, ?, ?)",
+        (identity.token_id, idempotency_key, fingerprint, answer.model_dump_json(), now),
+    )

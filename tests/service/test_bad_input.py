@@ -148,14 +148,20 @@ class TestDecisionAndExecutionBodies:
     def test_a_decision_that_is_not_json_is_400(self, actors: Actors, stored: dict[str, Any]) -> None:
         assert_refused(self.decide_raw(actors, stored, b"approve!"), 400, "not valid JSON")
 
-    def test_an_idempotency_key_that_is_not_printable_ascii_is_400(
-        self, actors: Actors, stored: dict[str, Any]
+    @pytest.mark.parametrize("key", ["x" * 300, ""])
+    def test_an_idempotency_key_that_is_blank_or_too_long_is_400(
+        self, actors: Actors, stored: dict[str, Any], key: str
     ) -> None:
         decision = {"revision": 1, "plan_sha256": stored["plan_sha256"], "decision": "approve"}
         response = actors.alice.post(
             f"/v1/proposals/{stored['proposal_id']}/decisions",
             json=decision,
-            headers={"Idempotency-Key": "x" * 300},
+            headers={"Idempotency-Key": key},
+        )
+        assert_refused(response, 400, "Idempotency-Key")
+        report = {"revision": 1, "plan_sha256": stored["plan_sha256"], "calls": []}
+        response = actors.agent.post(
+            f"/v1/proposals/{stored['proposal_id']}/executions", json=report, headers={"Idempotency-Key": key}
         )
         assert_refused(response, 400, "Idempotency-Key")
 

@@ -22,7 +22,7 @@ from reviewer.client import (
     Unauthorized,
 )
 from reviewer.proposal import parse_proposal, plan_sha256
-from tests.service.conftest import Actors, Service, body, free_port, proposal, unique_id
+from tests.service.conftest import Actors, Service, body, free_port, proposal, submit, unique_id
 
 
 def run(coroutine: Any) -> Any:
@@ -137,6 +137,52 @@ def test_a_decision_whose_answer_was_lost_is_retried_with_the_same_key() -> None
     assert len({key for key, _ in seen}) == 1, "every attempt carries the same Idempotency-Key"
     assert len({content for _, content in seen}) == 1
     assert json.loads(seen[0][1])["decision"] == "approve"
+
+
+class AnswerLostOnce(httpx.AsyncBaseTransport):
+    """Sends each request to the real service, but drops the first answer as a cut connection would."""
+
+    def __init__(self) -> None:
+        self.real = httpx.AsyncHTTPTransport()
+        self.sent: list[httpx.Request] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.sent.append(request)
+        response = await self.real.handle_async_request(request)
+        if len(self.sent) == 1:
+            await response.aread()
+            await response.aclose()
+            raise httpx.ReadError("connection reset by peer", request=request)
+        return response
+
+    async def aclose(self) -> None:
+        await self.real.aclose()
+
+
+def test_an_execution_report_whose_answer_was_lost_is_retried_and_stored_once(
+    service: Service, actors: Actors
+) -> None:
+    proposal_id = unique_id("lost-answer")
+    digest = submit(actors.agent, proposal_id)["plan_sha256"]
+    lossy = AnswerLostOnce()
+
+    async def report_through_a_lossy_connection() -> None:
+        agent = QueueClient(service.url, actors.tokens["agent"], transport=lossy, retry_delay=0)
+        alice = QueueClient(service.url, actors.tokens["alice"])
+        async with agent, alice:
+            await alice.decide(proposal_id, 1, digest, "approve")
+            report = ExecutionReport(revision=1, plan_sha256=digest, calls=[{"seq": 1}])
+            state = await agent.report_execution(proposal_id, report)
+            assert state.state == "executed"
+            assert [stored.calls for stored in await alice.get_executions(proposal_id)] == [[{"seq": 1}]]
+            record = await alice.get_proposal(proposal_id)
+            assert [event.event for event in record.history].count("executed") == 1
+
+    run(report_through_a_lossy_connection())
+    assert len(lossy.sent) == 2, "the first answer was lost, the retry got the stored one"
+    keys = {request.headers["idempotency-key"] for request in lossy.sent}
+    assert len(keys) == 1, "both attempts carry the same Idempotency-Key"
+    assert lossy.sent[0].content == lossy.sent[1].content
 
 
 def test_the_token_is_only_in_the_authorization_header() -> None:

@@ -168,6 +168,42 @@ class TestIdempotency:
         assert other.status_code == 422
         assert other.json()["error"] == "idempotency_key_reused"
 
+    def test_an_execution_report_again_under_its_key_gets_the_first_answer_and_stores_nothing(
+        self, actors: Actors
+    ) -> None:
+        proposal_id = unique_id()
+        answer = submit(actors.agent, proposal_id)
+        decide(actors.alice, proposal_id, 1, answer["plan_sha256"])
+        path = f"/v1/proposals/{proposal_id}/executions"
+        report = {"revision": 1, "plan_sha256": answer["plan_sha256"], "calls": [{"seq": 1, "b": 2, "a": 1}]}
+        first = actors.agent.post(path, json=report, headers={"Idempotency-Key": "run-1"})
+        reordered = {**report, "calls": [{"a": 1, "b": 2, "seq": 1}], "audit_log": None}
+        again = actors.agent.post(path, json=reordered, headers={"Idempotency-Key": "run-1"})
+        assert (first.status_code, again.status_code) == (201, 201)
+        assert again.json() == first.json()
+        assert again.headers["idempotent-replayed"] == "true"
+        assert "idempotent-replayed" not in first.headers
+        other = actors.agent.post(
+            path, json={**report, "note": "another run"}, headers={"Idempotency-Key": "run-1"}
+        )
+        assert (other.status_code, other.json()["error"]) == (422, "idempotency_key_reused")
+        without_key = actors.agent.post(path, json=report)
+        assert (without_key.status_code, without_key.json()["state"]) == (409, "executed")
+        assert len(actors.alice.get(path).json()["executions"]) == 1
+        history = actors.alice.get(f"/v1/proposals/{proposal_id}").json()["history"]
+        assert [event["event"] for event in history] == ["submitted", "approved", "executed"]
+
+    def test_a_refused_execution_report_is_not_remembered_under_its_key(self, actors: Actors) -> None:
+        proposal_id = unique_id()
+        answer = submit(actors.agent, proposal_id)
+        path = f"/v1/proposals/{proposal_id}/executions"
+        report = {"revision": 1, "plan_sha256": answer["plan_sha256"], "calls": []}
+        early = actors.agent.post(path, json=report, headers={"Idempotency-Key": "too-early"})
+        assert (early.status_code, early.json()["state"]) == (409, "pending")
+        decide(actors.alice, proposal_id, 1, answer["plan_sha256"])
+        later = actors.agent.post(path, json=report, headers={"Idempotency-Key": "too-early"})
+        assert (later.status_code, later.json()["state"]) == (201, "executed")
+
     def test_keys_are_scoped_to_the_token(self, actors: Actors) -> None:
         proposal_id = unique_id()
         answer = submit(actors.agent, proposal_id)
