@@ -34,6 +34,8 @@ _PLACEHOLDER_BYTES: Final = re.compile(PLACEHOLDER.pattern.encode(), re.ASCII)
 """The same pattern over JSON: its characters are never escaped, so a match in the encoded
 arguments is exactly a match in one of their strings (a match cannot span a quote)."""
 
+SCAN_CHUNK: Final = 4096
+"""Calls decoded and scanned at a time by the whole-plan passes."""
 SUMMARY_CHARS: Final = 300
 """The longest `PlanRow.args_summary`; a row is one line, the detail view shows the rest."""
 
@@ -397,8 +399,14 @@ class Analysis:
 
     @cached_property
     def hidden_characters(self) -> bool:
-        """Anywhere in the proposal, its title, task and agent included; one scan of its JSON."""
-        return value_has_hidden(self.proposal)
+        """Anywhere in the proposal, its title, task and agent included: a scan of its JSON, a chunk
+        of calls at a time, so a large plan is never encoded whole."""
+        if value_has_hidden(msgspec.structs.replace(self.proposal, calls=[])):
+            return True
+        calls = self.proposal.calls
+        return any(
+            value_has_hidden(calls[start : start + SCAN_CHUNK]) for start in range(0, len(calls), SCAN_CHUNK)
+        )
 
     @cached_property
     def alarms(self) -> tuple[str, ...]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
-from typing import Annotated, Any, Final, Literal
+from collections.abc import Iterator, Sequence
+from typing import Annotated, Any, Final, Literal, overload
 
 import msgspec
 import rfc8785
@@ -90,7 +90,8 @@ class Proposal(msgspec.Struct, forbid_unknown_fields=True):
     created_at: str
     target: Target
     dry_run: DryRun
-    calls: list[Call]
+    calls: Sequence[Call]
+    """Parsed, a `CallList`: each call stays a slice of the JSON until it is read."""
     task: str | None = None
 
 
@@ -98,79 +99,164 @@ class JSONFloat(float):
     """A float read from a proposal; tagged so the digest can write it the RFC 8785 way."""
 
 
-_decoder = msgspec.json.Decoder(Proposal, float_hook=JSONFloat)
+_call_decoder = msgspec.json.Decoder(Call, float_hook=JSONFloat)
+
+
+class CallList(Sequence[Call]):
+    """The calls of a parsed proposal, each kept as its slice of the JSON and decoded when read.
+
+    Decoded into structs, a plan of 100,000 calls holds about 150 MB; kept as zero-copy slices of
+    the one input buffer it holds the buffer and 48 bytes a call. Reading a call decodes it (a few
+    microseconds); the calls read last are kept, since a screen scrolling through rows reads the
+    same ones again and again. Iterating decodes as it goes and keeps nothing.
+    """
+
+    __slots__ = ("_raws", "_recent")
+    _RECENT_CALLS = 1024
+
+    def __init__(self, raws: list[msgspec.Raw]) -> None:
+        self._raws = raws
+        self._recent: dict[int, Call] = {}
+
+    def __len__(self) -> int:
+        return len(self._raws)
+
+    @overload
+    def __getitem__(self, index: int) -> Call: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Call]: ...
+
+    def __getitem__(self, index: int | slice) -> Call | list[Call]:
+        if isinstance(index, slice):
+            return [_call_decoder.decode(raw) for raw in self._raws[index]]
+        if index < 0:
+            index += len(self._raws)
+        call = self._recent.get(index)
+        if call is None:
+            if not 0 <= index < len(self._raws):
+                raise IndexError("call index out of range")
+            call = _call_decoder.decode(self._raws[index])
+            if len(self._recent) >= self._RECENT_CALLS:
+                self._recent.clear()
+            self._recent[index] = call
+        return call
+
+    def __iter__(self) -> Iterator[Call]:
+        decode = _call_decoder.decode
+        for raw in self._raws:
+            yield decode(raw)
+
+    def raw(self, index: int) -> msgspec.Raw:
+        """The call's JSON as the proposal carried it."""
+        return self._raws[index]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, CallList):
+            return self._raws == other._raws or list(self) == list(other)
+        if isinstance(other, Sequence):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"CallList({len(self):,} calls)"
+
+
+_ProposalEnvelope = msgspec.defstruct(
+    "ProposalEnvelope",
+    [
+        (field.name, list[msgspec.Raw] if field.name == "calls" else field.type)
+        if field.required
+        else (field.name, field.type, field.default)
+        for field in msgspec.structs.fields(Proposal)
+    ],
+    forbid_unknown_fields=True,
+)
+"""The proposal with its calls left as raw JSON: the header is checked at once, each call after."""
+_envelope_decoder = msgspec.json.Decoder(_ProposalEnvelope)
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
 
 
 def parse_proposal(data: bytes | str, source: str = "proposal") -> Proposal:
-    """Decode and check one proposal; every failure is a ProposalError naming `source` and the field."""
+    """Decode and check one proposal; every failure is a ProposalError naming `source` and the field.
+
+    Every call is decoded and checked once here, then kept as its JSON slice (see `CallList`).
+    """
     raw = data.encode() if isinstance(data, str) else data
     if len(raw) > MAX_BODY_BYTES:
         raise ProposalError(
             source, f"is {len(raw):,} bytes; a proposal may be at most {MAX_BODY_BYTES:,} bytes"
         )
     try:
-        proposal = _decoder.decode(raw)
+        envelope = _envelope_decoder.decode(raw)
     except msgspec.ValidationError as error:
         raise ProposalError(source, field_message(str(error))) from None
     except msgspec.DecodeError as error:
         raise ProposalError(source, f"is not valid JSON ({error})") from None
     except RecursionError:
         raise ProposalError(source, f"nests deeper than {MAX_DEPTH} levels") from None
-    _check_shape(proposal, source)
-    return proposal
+    header = {name: getattr(envelope, name) for name in _HEADER_FIELDS}
+    _check_header(header, len(envelope.calls), source)
+    _check_calls(envelope.calls, source)
+    return Proposal(**header, calls=CallList(envelope.calls))
 
 
-def field_message(message: str) -> str:
-    """msgspec says `Expected str, got int - at $.calls[3].tool`; lead with the field instead."""
+_HEADER_FIELDS = tuple(field.name for field in msgspec.structs.fields(Proposal) if field.name != "calls")
+
+
+def field_message(message: str, at: str = "$") -> str:
+    """msgspec says `Expected str, got int - at $.tool`; lead with the field (under `at`) instead."""
     problem, _, where = message.partition(" - at ")
-    return f"{where.strip('`')}: {problem}" if where else problem
+    path = at + where.strip("`")[1:] if where else at
+    return f"{path}: {problem}"
 
 
-def _check_shape(proposal: Proposal, source: str) -> None:
-    if not _RFC3339.match(proposal.created_at):
+def _check_header(header: dict[str, Any], call_count: int, source: str) -> None:
+    if not _RFC3339.match(header["created_at"]):
         raise ProposalError(source, "$.created_at: expected an RFC 3339 time such as 2026-10-15T09:00:00Z")
-    if len(proposal.calls) > MAX_CALLS:
-        raise ProposalError(
-            source, f"$.calls: {len(proposal.calls):,} calls; at most {MAX_CALLS:,} are allowed"
-        )
+    if call_count > MAX_CALLS:
+        raise ProposalError(source, f"$.calls: {call_count:,} calls; at most {MAX_CALLS:,} are allowed")
+    plain = msgspec.to_builtins(header)
+    if not value_within_limits(plain, 1):
+        raise ProposalError(source, locate_limit_violation(plain))
+
+
+def _check_calls(raws: list[msgspec.Raw], source: str) -> None:
+    """Decode each call once: its types, its seq order, and its strings, integers and nesting."""
     previous = 0
-    for index, call in enumerate(proposal.calls):
+    decode = _call_decoder.decode
+    for index, raw in enumerate(raws):
+        at = f"$.calls[{index}]"
+        try:
+            call = decode(raw)
+        except msgspec.ValidationError as error:
+            raise ProposalError(source, field_message(str(error), at)) from None
+        except RecursionError:
+            raise ProposalError(source, f"{at}: nests deeper than {MAX_DEPTH} levels") from None
         if call.seq <= previous:
             raise ProposalError(
                 source,
-                f"$.calls[{index}].seq: {call.seq} does not follow {previous}; "
-                "seq values must be unique and increasing",
+                f"{at}.seq: {call.seq} does not follow {previous}; seq values must be unique and increasing",
             )
         previous = call.seq
-    if not _within_limits(proposal):
-        raise ProposalError(source, locate_limit_violation(msgspec.to_builtins(proposal)))
+        if not _call_within_limits(call):
+            plain = msgspec.to_builtins(call, enc_hook=float)
+            raise ProposalError(source, locate_limit_violation(plain, at, depth=3))
 
 
-def _within_limits(proposal: Proposal) -> bool:
-    """Whether every string, integer and nesting level is within the limits.
-
-    The common case (nothing wrong) runs flat loops without building paths; only when something
-    is wrong is the whole proposal walked again, by `locate_limit_violation`, to name where.
-    """
-    texts = [
-        proposal.title,
-        proposal.task,
-        proposal.created_at,
-        proposal.agent.name,
-        proposal.agent.run_id,
-        *msgspec.structs.astuple(proposal.target),
-    ]
-    values: list[tuple[Any, int]] = []
-    for call in proposal.calls:
-        texts.append(call.tool)
-        values.append((call.args, 4))
-        if call.request is not None:
-            texts += (call.request.method, call.request.path)
-            values += ((call.request.query, 5), (call.request.body, 5))
-        if call.outcome is not None:
-            texts.append(call.outcome.message)
-            values.append((call.outcome.result, 5))
+def _call_within_limits(call: Call) -> bool:
+    """Whether the call's strings, integers and nesting are within the limits (a call sits at depth 3:
+    the proposal, its `calls` list, the call)."""
+    texts = [call.tool]
+    values: list[tuple[Any, int]] = [(call.args, 4)]
+    if call.request is not None:
+        texts += (call.request.method, call.request.path)
+        values += ((call.request.query, 5), (call.request.body, 5))
+    if call.outcome is not None:
+        texts.append(call.outcome.message)
+        values.append((call.outcome.result, 5))
     if any(text is not None and len(text) > MAX_STRING_CHARS for text in texts):
         return False
     return all(value_within_limits(value, depth) for value, depth in values)
@@ -210,9 +296,10 @@ def value_within_limits(value: Any, depth: int) -> bool:
     return True
 
 
-def locate_limit_violation(value: Any) -> str:
-    """`$.path: problem` for the first place a whole document breaks a limit; call only when there is one."""
-    for path, problem in _violations(value, "$", 1):
+def locate_limit_violation(value: Any, at: str = "$", depth: int = 1) -> str:
+    """`$.path: problem` for the first place a value (at path `at`, nesting `depth`) breaks a limit;
+    call only when there is one."""
+    for path, problem in _violations(value, at, depth):
         return f"{path}: {problem}"
     raise AssertionError("a limit violation was found but could not be located")
 
@@ -251,6 +338,41 @@ def _violations(value: Any, path: str, depth: int) -> Iterator[tuple[str, str]]:
         )
 
 
+_CANONICAL_CHUNK = 4096
+"""Calls encoded at a time, so the digest of a large plan never holds a second copy of its calls."""
+
+
+class _OutsideBasicPlane(Exception):
+    """A key outside the Basic Multilingual Plane: msgspec's key order is not RFC 8785's there."""
+
+
+def _canonical_pieces(proposal: Proposal) -> Iterator[bytes]:
+    """The canonical JSON in pieces, a chunk of calls at a time; raises `_OutsideBasicPlane`."""
+
+    def checked(piece: bytes) -> bytes:
+        if _ASTRAL_UTF8_LEAD.search(piece):
+            raise _OutsideBasicPlane
+        return piece
+
+    calls = proposal.calls
+    yield b'{"calls":['
+    for start in range(0, len(calls), _CANONICAL_CHUNK):
+        chunk = [
+            msgspec.structs.replace(call, outcome=None) for call in calls[start : start + _CANONICAL_CHUNK]
+        ]
+        if start:
+            yield b","
+        yield checked(msgspec.json.encode(chunk, order="sorted", enc_hook=_canonical_float)[1:-1])
+    yield b'],"target":'
+    yield checked(msgspec.json.encode(proposal.target, order="sorted", enc_hook=_canonical_float))
+    yield b"}"
+
+
+def _reference_canonical_plan(proposal: Proposal) -> bytes:
+    calls = [msgspec.structs.replace(call, outcome=None) for call in proposal.calls]
+    return rfc8785.dumps(msgspec.to_builtins({"calls": calls, "target": proposal.target}, enc_hook=float))
+
+
 def canonical_plan(proposal: Proposal) -> bytes:
     """RFC 8785 canonical JSON of what would execute: the target and each call without its outcome.
 
@@ -260,14 +382,10 @@ def canonical_plan(proposal: Proposal) -> bytes:
     only a key outside the Basic Multilingual Plane, where UTF-16 order differs from code point
     order, sends the plan through the slower reference implementation.
     """
-    plan = {
-        "calls": [msgspec.structs.replace(call, outcome=None) for call in proposal.calls],
-        "target": proposal.target,
-    }
-    encoded = msgspec.json.encode(plan, order="sorted", enc_hook=_canonical_float)
-    if _ASTRAL_UTF8_LEAD.search(encoded):
-        return rfc8785.dumps(msgspec.to_builtins(plan, enc_hook=float))
-    return encoded
+    try:
+        return b"".join(_canonical_pieces(proposal))
+    except _OutsideBasicPlane:
+        return _reference_canonical_plan(proposal)
 
 
 _ASTRAL_UTF8_LEAD = re.compile(rb"[\xf0-\xf4]")
@@ -280,16 +398,25 @@ def _canonical_float(value: Any) -> msgspec.Raw:
 
 
 def plan_sha256(proposal: Proposal) -> str:
-    """SHA-256 (hex) of `canonical_plan`: the digest shown to the reviewer and named by an approval."""
-    return hashlib.sha256(canonical_plan(proposal)).hexdigest()
+    """SHA-256 (hex) of `canonical_plan`, hashed as it is written: the digest shown to the reviewer
+    and named by an approval."""
+    digest = hashlib.sha256()
+    try:
+        for piece in _canonical_pieces(proposal):
+            digest.update(piece)
+    except _OutsideBasicPlane:
+        return hashlib.sha256(_reference_canonical_plan(proposal)).hexdigest()
+    return digest.hexdigest()
 
 
-def _plain_float(value: Any) -> float:
+def _plain_value(value: Any) -> Any:
     if isinstance(value, float):
         return float(value)
+    if isinstance(value, CallList):
+        return [value.raw(index) for index in range(len(value))]
     raise TypeError(f"{type(value).__name__} cannot appear in a proposal")
 
 
 def dumps(value: Any) -> bytes:
     """Any proposal value (or the whole proposal) as compact JSON."""
-    return msgspec.json.encode(value, enc_hook=_plain_float)
+    return msgspec.json.encode(value, enc_hook=_plain_value)

@@ -23,6 +23,7 @@ from reviewer.analysis import (
 )
 from reviewer.proposal import Proposal, dumps, parse_proposal
 from reviewer.sanitize import has_hidden
+from reviewer.sources import EXECUTION_SUFFIX
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_proposals"
 
@@ -335,7 +336,11 @@ def test_resource_without_request_uses_an_id_like_argument() -> None:
 # --- hidden characters ----------------------------------------------------------------------------
 
 
-CLEAN_SAMPLES = sorted(path.name for path in SAMPLES.glob("*.json") if not path.name.startswith("hostile"))
+CLEAN_SAMPLES = sorted(
+    path.name
+    for path in SAMPLES.glob("*.json")
+    if not path.name.startswith("hostile") and not path.name.endswith(EXECUTION_SUFFIX)
+)
 
 
 def test_hostile_sample_has_hidden_characters_in_every_call() -> None:

@@ -11,9 +11,10 @@ import pytest
 
 from reviewer.analysis import PLACEHOLDER, Analysis
 from reviewer.proposal import Call, Proposal, parse_proposal, plan_sha256
+from reviewer.sources import EXECUTION_SUFFIX
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_proposals"
-FILES = sorted(path for path in SAMPLES.glob("*.json") if not path.name.endswith(".execution.json"))
+FILES = sorted(path for path in SAMPLES.glob("*.json") if not path.name.endswith(EXECUTION_SUFFIX))
 
 
 def load(name: str) -> Proposal:
