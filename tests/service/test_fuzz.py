@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from schemathesis import openapi as schemathesis_openapi
 
 from tests.service.conftest import Service, make_actors, start_service, submit, unique_id
 
@@ -63,3 +64,13 @@ def test_schemathesis_finds_no_server_error_and_no_schema_mismatch(tmp_path: Pat
         actors.close()
         service.stop()
     assert " 500 " not in service.log()
+
+
+def test_the_published_openapi_document_is_valid_and_documents_the_execution_routes(service: Service) -> None:
+    document = service.client().get("/openapi.json").json()
+    schemathesis_openapi.from_dict(document).validate()
+    executions = document["paths"]["/v1/proposals/{proposal_id}/executions"]
+    assert executions["get"]["responses"]["200"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ExecutionHistory"
+    }
+    assert "idempotency-key" in {parameter["name"] for parameter in executions["post"]["parameters"]}
