@@ -16,8 +16,8 @@ from reviewer.tui.widgets.cells import cell
 from reviewer.tui.widgets.chrome import Chrome
 
 LIVE_COLUMNS = (
-    (" ", "mark", 2),
-    ("proposal", "title", 26),
+    (" ", "mark", 3),
+    ("proposal", "title", 25),
     ("proposed by", "proposer", 13),
     ("rev", "rev", 6),
     ("calls", "calls", 6),
@@ -72,7 +72,8 @@ class LiveQueueScreen(QueueScreen):
         if not isinstance(item, LiveItem):
             return base
         mark = Text("•" if item.is_new else " ", "bold")
-        if base[0].plain or item.local_digests:
+        mark.append_text(base[0])
+        if item.local_digests and "!" not in base[0].plain:
             mark.append("!", "bold red")
         proposer = Text("you", "bold reverse") if item.mine else cell(item.proposed_by, 13)
         state = Text(item.state, STATE_STYLES.get(item.state, ""))

@@ -18,8 +18,8 @@ from reviewer.tui.widgets.cells import cell
 from reviewer.tui.widgets.chrome import Chrome
 
 QUEUE_COLUMNS = (
-    (" ", "mark", 1),
-    ("proposal", "title", 26),
+    (" ", "mark", 2),
+    ("proposal", "title", 25),
     ("agent", "agent", 14),
     ("rev", "rev", 6),
     ("calls", "calls", 6),
@@ -116,6 +116,16 @@ class QueueScreen(Screen[None]):
             self.post_message(self.OpenRequested(item.proposal_id))
 
 
+def marks(item: QueueItem, alarms: tuple[str, ...]) -> Text:
+    """Δ when the latest revision drifted from the one seen, ! when the proposal raises alarms."""
+    text = Text()
+    if item.latest_drift():
+        text.append("Δ", "bold yellow")
+    if alarms:
+        text.append("!", "bold red")
+    return text
+
+
 def queue_row(item: QueueItem) -> tuple[Text, ...]:
     proposal = item.latest
     analysis = item.analysis()
@@ -123,8 +133,8 @@ def queue_row(item: QueueItem) -> tuple[Text, ...]:
     alarms = analysis.alarms
     revisions = f"{proposal.revision}" + (f" of {len(item.revisions)}" if len(item.revisions) > 1 else "")
     return (
-        Text("Δ", "bold yellow") if item.latest_drift() else Text("!", "bold red") if alarms else Text(""),
-        cell(proposal.title, 26),
+        marks(item, alarms),
+        cell(proposal.title, 25),
         cell(proposal.agent.name, 14),
         Text(revisions),
         Text(f"{ratios.calls:,}", justify="right"),
