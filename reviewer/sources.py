@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol
 import msgspec
 
 from reviewer.analysis import Analysis
+from reviewer.api import StoredExecution
 from reviewer.drift import Drift, diff_revisions
 from reviewer.proposal import (
     MAX_BODY_BYTES,
@@ -51,6 +52,24 @@ class ExecutionRecord(msgspec.Struct, forbid_unknown_fields=True):
 
 
 _execution_decoder = msgspec.json.Decoder(ExecutionRecord, float_hook=JSONFloat)
+
+
+def execution_from_queue(proposal_id: str, stored: StoredExecution) -> ExecutionRecord:
+    """The queue's stored report as the record the verification view reads; the calls are checked
+    against the proposal format, since the agent wrote them."""
+    try:
+        calls = msgspec.convert(stored.calls, list[Call])
+    except msgspec.ValidationError as error:
+        raise ProposalError(f"{proposal_id} execution", field_message(str(error), "$.calls")) from None
+    return ExecutionRecord(
+        proposal_id=proposal_id,
+        revision=stored.revision,
+        plan_sha256=stored.plan_sha256,
+        calls=calls,
+        audit_log=stored.audit_log,
+        executed_by=stored.executed_by,
+        note=stored.note,
+    )
 EXECUTION_SUFFIX = ".execution.json"
 
 

@@ -27,8 +27,8 @@ from reviewer.client import (
 )
 from reviewer.config import Secret
 from reviewer.proposal import ProposalError
-from reviewer.sources import BrokenFile, DecisionOutcome, QueueItem
-from reviewer.tui.app import FileBroken, ProposalLoaded, ReviewerApp, analysed
+from reviewer.sources import BrokenFile, DecisionOutcome, QueueItem, execution_from_queue
+from reviewer.tui.app import ExecutionLoaded, FileBroken, ProposalLoaded, ReviewerApp, analysed
 from reviewer.tui.live_source import Backoff, LiveItem, LiveOutcome, QueueDecider, shown, token_refused
 from reviewer.tui.screens.live import LiveQueueScreen, LiveReviewScreen
 from reviewer.tui.screens.review import ReviewScreen
@@ -159,6 +159,7 @@ class LiveReviewerApp(ReviewerApp):
         self._etag: str | None = None
         self._synced: dict[str, ProposalSummary] = {}
         self._fetched: set[tuple[str, int]] = set()
+        self._executions_fetched: dict[str, set[int]] = {}
         self._wake = asyncio.Event()
 
     # --- hooks of ReviewerApp ---
@@ -278,7 +279,20 @@ class LiveReviewerApp(ReviewerApp):
         self.post_message(self.RecordArrived(record, local_digests))
         for message in loaded:
             self.post_message(message)
+        await self.sync_executions(record)
         self.post_message(self.Synced(proposal_id))
+
+    async def sync_executions(self, record: ProposalRecord) -> None:
+        """The real runs the queue holds, for the verification view (`v`), fetched once each."""
+        executed = {event.revision for event in record.history if event.event == "executed"}
+        if not executed - self._executions_fetched.get(record.proposal_id, set()):
+            return
+        for stored in await self.poll_client.get_executions(record.proposal_id):
+            try:
+                self.post_message(ExecutionLoaded(execution_from_queue(record.proposal_id, stored)))
+            except ProposalError as error:
+                self.post_message(FileBroken(BrokenFile(f"{record.proposal_id} execution", error.problem)))
+        self._executions_fetched[record.proposal_id] = executed
 
     # --- handlers: the only code that touches the screens ---
 

@@ -7,6 +7,7 @@ import subprocess
 import time
 
 import httpx
+import msgspec
 
 from reviewer.proposal import parse_proposal
 from tests.live.conftest import (
@@ -161,5 +162,35 @@ def test_a_revoked_token_stops_polling_and_says_to_log_in(queue: Queue) -> None:
             assert revoked.returncode == 0
             await until(pilot, lambda: "run `reviewer login --queue" in status(app), "the 401")
             assert "expired or revoked" in status(app)
+
+    run(scenario)
+
+
+def test_an_executed_proposal_is_verified_from_the_queues_report(queue: Queue) -> None:
+    """The agent reports its real run; the app fetches it and `v` lines it up with the plan."""
+    from reviewer.api import ExecutionReport
+    from reviewer.tui.screens.verification import VerificationScreen
+
+    async def scenario() -> None:
+        app = queue.app(poll_interval=60)
+        async with app.run_test(size=(100, 30)) as pilot, queue.agent() as agent, queue.reviewer() as alice:
+            proposal_id = unique_id("executed")
+            approved_plan = plan(proposal_id)
+            answer = await agent.submit(approved_plan)
+            await alice.decide(proposal_id, 1, answer.plan_sha256, "approve")
+            real_calls = [msgspec.to_builtins(call) for call in approved_plan.calls]
+            real_calls[-1]["args"] = {**(real_calls[-1].get("args") or {}), "note": "changed at run time"}
+            await agent.report_execution(
+                proposal_id, ExecutionReport(revision=1, plan_sha256=answer.plan_sha256, calls=real_calls)
+            )
+            app.poll_now()
+            await until(pilot, lambda: 1 in getattr(app.items.get(proposal_id), "executions", {}), "the report")
+            await open_proposal(pilot, app, proposal_id)
+            await pilot.press("v")
+            await until(pilot, lambda: isinstance(app.screen, VerificationScreen), "the verification")
+            verification = app.screen.verification
+            assert verification.count("same") == len(real_calls) - 1
+            assert verification.count("different") == 1
+            assert [change.path for change in verification.checks[-1].fields] == ["args.note"]
 
     run(scenario)
