@@ -184,7 +184,8 @@ def test_an_executed_proposal_is_verified_from_the_queues_report(queue: Queue) -
                 proposal_id, ExecutionReport(revision=1, plan_sha256=answer.plan_sha256, calls=real_calls)
             )
             app.poll_now()
-            await until(pilot, lambda: 1 in getattr(app.items.get(proposal_id), "executions", {}), "the report")
+            executions = lambda: getattr(app.items.get(proposal_id), "executions", {})  # noqa: E731
+            await until(pilot, lambda: 1 in executions(), "the report")
             await open_proposal(pilot, app, proposal_id)
             await pilot.press("v")
             await until(pilot, lambda: isinstance(app.screen, VerificationScreen), "the verification")
