@@ -198,9 +198,10 @@ def parse_proposal(data: bytes | str, source: str = "proposal") -> Proposal:
     except RecursionError:
         raise ProposalError(source, f"nests deeper than {MAX_DEPTH} levels") from None
     header = {name: getattr(envelope, name) for name in _HEADER_FIELDS}
-    _check_header(header, len(envelope.calls), source)
-    _check_calls(envelope.calls, source)
-    return Proposal(**header, calls=CallList(envelope.calls))
+    raws: list[msgspec.Raw] = envelope.calls  # type: ignore[attr-defined]
+    _check_header(header, len(raws), source)
+    _check_calls(raws, source)
+    return Proposal(**header, calls=CallList(raws))
 
 
 _HEADER_FIELDS = tuple(field.name for field in msgspec.structs.fields(Proposal) if field.name != "calls")
@@ -249,7 +250,7 @@ def _check_calls(raws: list[msgspec.Raw], source: str) -> None:
 def _call_within_limits(call: Call) -> bool:
     """Whether the call's strings, integers and nesting are within the limits (a call sits at depth 3:
     the proposal, its `calls` list, the call)."""
-    texts = [call.tool]
+    texts: list[str | None] = [call.tool]
     values: list[tuple[Any, int]] = [(call.args, 4)]
     if call.request is not None:
         texts += (call.request.method, call.request.path)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -71,7 +72,7 @@ class Column:
     """One column of the table: the calls as that mode answered them, and its write counts."""
 
     mode: str
-    calls: list[Call]
+    calls: Sequence[Call]
     write_requests: int
     writes_kept: int | None
     proposal: Proposal | None = None
@@ -331,7 +332,7 @@ def summary_lines(result: Walkthrough) -> list[str]:
     return lines
 
 
-def verification_sentence(verification: Any, real: list[Call]) -> str:
+def verification_sentence(verification: Any, real: Sequence[Call]) -> str:
     """`3 of 4 calls match once placeholders resolve; delete t3: refused 409`."""
     text = (
         f"Audit verification: {verification.matching_once_resolved} of {verification.planned} calls match "

@@ -8,7 +8,7 @@ in the plan, or differs, stops the run before anything is sent, and nothing afte
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -107,7 +107,7 @@ class Execution:
     _audit_before: int | None = None
 
     @property
-    def plan(self) -> list[Call]:
+    def plan(self) -> Sequence[Call]:
         return self.approval.proposal.calls
 
     @property
@@ -117,7 +117,7 @@ class Execution:
     @property
     def unexecuted(self) -> list[Call]:
         """Plan calls the run never reached (it stopped, or the fresh sample chose fewer calls)."""
-        return self.plan[len(self.executed) :]
+        return list(self.plan[len(self.executed) :])
 
     def _check(
         self, position: int, tool: WriteTool, arguments: dict[str, Any], request: HttpRequest
