@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +68,39 @@ class HttpAuditLog:
         if not isinstance(method, str) or not isinstance(path, str):
             return None
         return _request_key(method, path, line.get(self.body_field))
+
+
+class RunAudit:
+    """The audit lines one run's own writes left: the log's length before the run, its new lines after.
+
+    Dry runs and real runs both learn what the API kept this way. Without a log or a client, or when
+    the log cannot be read before or after, what was kept stays unknown (None), never guessed.
+    """
+
+    def __init__(self, log: HttpAuditLog | None, client: httpx.AsyncClient | None) -> None:
+        self.log = log
+        self.client = client
+        self._before: int | None = None
+
+    async def start(self) -> None:
+        """Count the lines already there, so the lines the run adds can be told from them."""
+        self._before = None
+        if self.log is None or self.client is None:
+            return
+        try:
+            self._before = len(await self.log.read(self.client))
+        except AuditUnavailable:
+            return
+
+    async def kept(self, sent: Iterable[HttpRequest | None]) -> list[dict[str, Any]] | None:
+        """The lines added since `start` that record one of the `sent` requests, or None if unknown."""
+        if self.log is None or self.client is None or self._before is None:
+            return None
+        try:
+            lines = await self.log.read(self.client)
+        except AuditUnavailable:
+            return None
+        return self.log.lines_of(lines[self._before :], [request for request in sent if request is not None])
 
 
 def _request_key(method: str, path: str, body: Any) -> tuple[str, str, bytes]:

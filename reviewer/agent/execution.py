@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import msgspec
 
-from reviewer.agent.audit import AuditUnavailable, HttpAuditLog
+from reviewer.agent.audit import HttpAuditLog, RunAudit
 from reviewer.agent.backends import answer_from_response, is_live_client, send
 from reviewer.agent.errors import LiveClientRequired, NotApproved, PlanStop
 from reviewer.agent.flag import names_dry_run, run_scope
@@ -104,7 +104,10 @@ class Execution:
     write_requests: int = 0
     audit_lines: list[dict[str, Any]] = field(default_factory=list)
     audit_available: bool = False
-    _audit_before: int | None = None
+    _run_audit: RunAudit = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._run_audit = RunAudit(self.audit, self.client)
 
     @property
     def plan(self) -> Sequence[Call]:
@@ -211,27 +214,14 @@ class Execution:
         )
         return answer
 
-    async def _audit_count(self) -> int | None:
-        if self.audit is None:
-            return None
-        try:
-            return len(await self.audit.read(self.client))
-        except AuditUnavailable:
-            return None
-
     async def _start(self) -> None:
-        self._audit_before = await self._audit_count()
+        await self._run_audit.start()
 
     async def _finish(self) -> None:
-        if self.audit is None or self._audit_before is None:
-            return
-        try:
-            lines = await self.audit.read(self.client)
-        except AuditUnavailable:
-            return
-        sent = [call.sent for call in self.executed if call.sent is not None]
-        self.audit_lines = self.audit.lines_of(lines[self._audit_before :], sent)
-        self.audit_available = True
+        lines = await self._run_audit.kept(call.sent for call in self.executed)
+        if lines is not None:
+            self.audit_lines = lines
+            self.audit_available = True
 
     def executed_calls(self) -> list[Call]:
         """The real calls as proposal calls (seq = the plan call each one matched), for the queue."""

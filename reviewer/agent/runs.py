@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from reviewer.agent.audit import AuditUnavailable, HttpAuditLog
+from reviewer.agent.audit import HttpAuditLog, RunAudit
 from reviewer.agent.backends import Backend, make_backend
 from reviewer.agent.flag import run_scope
 from reviewer.agent.placeholders import placeholder, substitute
@@ -82,7 +82,10 @@ class Recording:
     """Placeholder -> the value the backend produced for it, substituted into later requests it sees."""
     writes_kept: int | None = None
     kept_audit_lines: list[dict[str, Any]] = field(default_factory=list)
-    _audit_before: int | None = None
+    _run_audit: RunAudit = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._run_audit = RunAudit(self.audit, self.client)
 
     @property
     def via(self) -> str:
@@ -125,16 +128,8 @@ class Recording:
             answer.status, answer.http_status, answer.message, dry_result(tool, seq, answer.result)
         )
 
-    async def _read_audit_count(self) -> int | None:
-        if self.audit is None or self.client is None:
-            return None
-        try:
-            return len(await self.audit.read(self.client))
-        except AuditUnavailable:
-            return None
-
     async def _start(self) -> None:
-        self._audit_before = await self._read_audit_count()
+        await self._run_audit.start()
 
     async def _finish(self) -> None:
         """A run that sent nothing to the API kept nothing; otherwise the API's audit log says."""
@@ -142,15 +137,10 @@ class Recording:
         if self.write_requests == 0:
             self.writes_kept = 0
             return
-        if self._audit_before is None or self.audit is None or self.client is None:
-            return
-        try:
-            lines = await self.audit.read(self.client)
-        except AuditUnavailable:
-            return
-        sent = [call.sent for call in self.calls if call.sent is not None]
-        self.kept_audit_lines = self.audit.lines_of(lines[self._audit_before :], sent)
-        self.writes_kept = len(self.kept_audit_lines)
+        lines = await self._run_audit.kept(call.sent for call in self.calls)
+        if lines is not None:
+            self.kept_audit_lines = lines
+            self.writes_kept = len(lines)
 
     def to_proposal(
         self,
