@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
@@ -16,6 +16,8 @@ from reviewer.sanitize import clip, safe_text
 from reviewer.sources import BrokenFile, QueueItem
 from reviewer.tui.widgets.cells import cell
 from reviewer.tui.widgets.chrome import Chrome
+
+NARROW_HIDDEN = frozenset({"agent", "proposer"})
 
 QUEUE_COLUMNS = (
     (" ", "mark", 2),
@@ -46,19 +48,18 @@ class QueueScreen(Screen[None]):
         self.mode = mode
         self.items: dict[str, QueueItem] = {}
         self.broken: list[BrokenFile] = []
+        self._columns: list[tuple[str, str, int]] = []
 
     def compose(self) -> ComposeResult:
         yield Chrome(id="chrome")
-        table: DataTable[Text] = DataTable(id="queue", cursor_type="row", zebra_stripes=True)
-        for label, key, width in self.COLUMNS:
-            table.add_column(label, key=key, width=width)
-        yield table
+        yield DataTable(id="queue", cursor_type="row", zebra_stripes=True)
         yield Static(id="queue-detail")
         yield Static(id="broken")
         yield Static(id="status")
         yield Footer()
 
     def on_mount(self) -> None:
+        self.layout_columns(self.app.size.width)
         self.refresh_chrome()
         if self.mode == "demo":
             self.show_status(Text("demo: proposals from files; decisions are not sent", "italic"))
@@ -71,13 +72,41 @@ class QueueScreen(Screen[None]):
         count = len(self.items)
         self.query_one(Chrome).show(self.mode, f"{count} proposal{'s' if count != 1 else ''}")
 
+    def on_resize(self, event: events.Resize) -> None:
+        self.layout_columns(event.size.width)
+
+    def layout_columns(self, width: int) -> None:
+        """Fit the columns to the terminal: the title takes what is left, and below 90 columns the
+        proposer's name gives way (the line under the table still says it)."""
+        shown = [column for column in self.COLUMNS if width >= 90 or column[1] not in NARROW_HIDDEN]
+        fixed = sum(cells for _, key, cells in shown if key != "title")
+        title = max(12, width - fixed - 2 * len(shown) - 4)  # cell padding, border, scrollbar
+        columns = [(label, key, title if key == "title" else cells) for label, key, cells in shown]
+        if columns == self._columns:
+            return
+        self._columns = columns
+        table = self.query_one("#queue", DataTable)
+        cursor = table.cursor_row
+        table.clear(columns=True)
+        for label, key, cells in columns:
+            table.add_column(label, key=key, width=cells)
+        for item in self.items.values():
+            table.add_row(*self._shown_cells(item), key=item.proposal_id)
+        if table.row_count:
+            table.move_cursor(row=min(cursor, table.row_count - 1))
+
+    def _shown_cells(self, item: QueueItem) -> list[Text]:
+        shown = {key for _, key, _ in self._columns}
+        return [value for (_, key, _), value in zip(self.COLUMNS, self.row_cells(item), strict=True)
+                if key in shown]
+
     def show_item(self, item: QueueItem) -> None:
         """Add or update the row of `item`, keeping the cursor where the reviewer left it."""
         table = self.query_one("#queue", DataTable)
         self.items[item.proposal_id] = item
-        cells = self.row_cells(item)
+        cells = self._shown_cells(item)
         if item.proposal_id in table.rows:
-            for (_, key, _), value in zip(self.COLUMNS, cells, strict=True):
+            for (_, key, _), value in zip(self._columns, cells, strict=True):
                 table.update_cell(item.proposal_id, key, value)
         else:
             table.add_row(*cells, key=item.proposal_id)
@@ -134,7 +163,7 @@ def queue_row(item: QueueItem) -> tuple[Text, ...]:
     revisions = f"{proposal.revision}" + (f" of {len(item.revisions)}" if len(item.revisions) > 1 else "")
     return (
         marks(item, alarms),
-        cell(proposal.title, 25),
+        Text(safe_text(clip(proposal.title, 300)), no_wrap=True, overflow="ellipsis"),
         cell(proposal.agent.name, 14),
         Text(revisions),
         Text(f"{ratios.calls:,}", justify="right"),
@@ -149,8 +178,9 @@ def describe(item: QueueItem) -> Text:
     proposal = item.latest
     text = Text()
     text.append(safe_text(clip(proposal.proposal_id, 128)), "bold")
-    text.append(f"  {proposal.target.environment or 'no environment'} · ")
+    text.append(f"  {safe_text(clip(proposal.target.environment or 'no environment', 40))} · ")
     text.append(safe_text(clip(proposal.target.api, 40)))
+    text.append(f" · by {safe_text(clip(proposal.agent.name, 60))}")
     text.append(f" · {safe_text(clip(item.origins[item.latest_revision], 80))}\n", "dim")
     drifted = item.latest_drift()
     if drifted is not None:
