@@ -47,28 +47,41 @@ class ToolDefinitionError(AgentError):
     """A write tool whose declaration would let the model steer the dry-run flag or break recording."""
 
 
-class NotApproved(AgentError):
+class NoApproval(AgentError):
+    """The queue gives no approval for this revision of this proposal, so nothing may run for real.
+
+    The subclasses say why (not approved, rejected, no decision in time); callers that only need to
+    know that nothing may run catch this one.
+    """
+
+    def __init__(self, proposal_id: str, revision: int, message: str) -> None:
+        self.proposal_id = proposal_id
+        self.revision = revision
+        super().__init__(message)
+
+
+class NotApproved(NoApproval):
     """The queue does not hold a current approval for exactly this plan, so nothing may run for real."""
 
     def __init__(self, proposal_id: str, revision: int, why: str) -> None:
-        self.proposal_id = proposal_id
-        self.revision = revision
         self.why = why
         super().__init__(
+            proposal_id,
+            revision,
             f"proposal {proposal_id} revision {revision} may not run for real: {why}. "
-            "Submit the plan and wait for a reviewer to approve this revision; nothing was sent."
+            "Submit the plan and wait for a reviewer to approve this revision; nothing was sent.",
         )
 
 
-class DecisionTimeout(AgentError):
+class DecisionTimeout(NoApproval):
     """No decision arrived within the wait; the proposal stays in the queue, pending."""
 
     def __init__(self, proposal_id: str, revision: int, seconds: float) -> None:
-        self.proposal_id = proposal_id
-        self.revision = revision
         super().__init__(
+            proposal_id,
+            revision,
             f"no decision on proposal {proposal_id} revision {revision} after {seconds:g} s; "
-            "it is still pending in the queue: wait again later or ask a reviewer to look at it"
+            "it is still pending in the queue: wait again later or ask a reviewer to look at it",
         )
 
 
@@ -93,18 +106,18 @@ class PlanStop(AgentError):
         )
 
 
-class ProposalRejected(AgentError):
+class ProposalRejected(NoApproval):
     """A reviewer rejected the plan: it must not run; re-plan or stop."""
 
     def __init__(self, proposal_id: str, revision: int, decided_by: str | None, reason: str | None) -> None:
-        self.proposal_id = proposal_id
-        self.revision = revision
         self.decided_by = decided_by
         self.reason = reason
         because = f": {reason}" if reason else ""
         super().__init__(
+            proposal_id,
+            revision,
             f"{decided_by or 'a reviewer'} rejected proposal {proposal_id} revision {revision}{because}. "
-            "Nothing may run; re-plan and submit a new revision, or stop."
+            "Nothing may run; re-plan and submit a new revision, or stop.",
         )
 
 
