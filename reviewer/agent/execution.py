@@ -8,6 +8,7 @@ in the plan, or differs, stops the run before anything is sent, and nothing afte
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -104,6 +105,8 @@ class Execution:
     write_requests: int = 0
     audit_lines: list[dict[str, Any]] = field(default_factory=list)
     audit_available: bool = False
+    report_key: str = field(default_factory=lambda: f"execution-{uuid.uuid4()}")
+    """The Idempotency-Key every report of this run carries: a retried report is stored once."""
     _run_audit: RunAudit = field(init=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -100,7 +100,12 @@ class QueueAgent:
         return execution
 
     async def report(self, execution: Execution) -> DecisionState:
-        """Send the real calls and the audit lines the run's own writes left to the queue."""
+        """Send the real calls and the audit lines the run's own writes left to the queue.
+
+        Safe to call again when an answer was lost: every report of one execution carries the same
+        Idempotency-Key, so the queue stores it once and answers a retry with the first answer.
+        Another execution gets another key, and the queue refuses it if the approval is used up.
+        """
         note = None
         if execution.stop is not None:
             note = f"stopped before call {execution.stop.position}: {execution.stop.reason}"
@@ -113,7 +118,9 @@ class QueueAgent:
             audit_log=list(execution.audit_lines) if execution.audit_available else None,
             note=note,
         )
-        return await self.client.report_execution(execution.approval.proposal_id, report)
+        return await self.client.report_execution(
+            execution.approval.proposal_id, report, idempotency_key=execution.report_key
+        )
 
     async def _approval(self, state: DecisionState) -> Approval:
         proposal = await self.client.get_revision(state.proposal_id, state.revision)

@@ -11,13 +11,15 @@ import msgspec
 import pytest
 
 from reviewer.agent import (
+    Approval,
     DecisionTimeout,
     NotApproved,
     ProposalRejected,
     QueueAgent,
+    execute_approved,
     local_approval,
 )
-from reviewer.client import QueueClient
+from reviewer.client import QueueClient, QueueUnreachable
 from reviewer.drift import compare_execution
 from reviewer.proposal import Call, Proposal, plan_sha256
 from reviewer.sample_api import tools
@@ -36,6 +38,13 @@ async def approve(queue: Queue, proposal_id: str, reason: str = "looks right") -
         await reviewer.decide(
             proposal_id, record.latest.revision, record.latest.plan_sha256, "approve", reason
         )
+
+
+async def submit_and_approve(agent: QueueAgent, queue: Queue, proposal: Proposal) -> Approval:
+    """The agent submits revision 1, a reviewer approves it, the agent's wait returns the approval."""
+    await agent.submit(proposal)
+    await approve(queue, proposal.proposal_id)
+    return await agent.wait_for_decision(proposal.proposal_id, 1, timeout=5)
 
 
 async def execute(queue: Queue, sample_api: RunningSampleApi, approval):  # type: ignore[no-untyped-def]
@@ -72,9 +81,7 @@ def test_an_approval_of_a_superseded_revision_authorizes_nothing(
     async def approve_then_replan():  # type: ignore[no-untyped-def]
         async with QueueClient(queue.url, queue.agent_token) as client:
             agent = QueueAgent(client, poll_interval=0.05)
-            await agent.submit(first)
-            await approve(queue, first.proposal_id)
-            approval = await agent.wait_for_decision(first.proposal_id, 1, timeout=5)
+            approval = await submit_and_approve(agent, queue, first)
             replanned = named(first, first.proposal_id, revision=2)
             replanned = msgspec.structs.replace(replanned, title="re-planned")
             await agent.submit(msgspec.structs.replace(replanned, calls=replanned.calls[:3]))
@@ -91,10 +98,7 @@ def test_an_approval_authorizes_one_run(queue: Queue, sample_api: RunningSampleA
 
     async def submit_approve_wait():  # type: ignore[no-untyped-def]
         async with QueueClient(queue.url, queue.agent_token) as client:
-            agent = QueueAgent(client, poll_interval=0.05)
-            await agent.submit(proposal)
-            await approve(queue, proposal.proposal_id)
-            return await agent.wait_for_decision(proposal.proposal_id, 1, timeout=5)
+            return await submit_and_approve(QueueAgent(client, poll_interval=0.05), queue, proposal)
 
     approval = asyncio.run(submit_approve_wait())
     first = asyncio.run(execute(queue, sample_api, approval))
@@ -186,3 +190,56 @@ def test_end_to_end_submit_approve_execute_verify(queue: Queue, sample_api: Runn
     )
     assert [check.status for check in verification.checks][-1] == "refused"
     assert verification.audit_unmatched == ()
+
+
+class LosesTheFirstReportAnswer(httpx.AsyncBaseTransport):
+    """Delivers every request; the answer to the first execution report is dropped after the queue sent it."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.lost = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        if request.method == "POST" and request.url.path.endswith("/executions") and not self.lost:
+            await response.aread()
+            await response.aclose()
+            self.lost += 1
+            raise httpx.ReadError("connection reset after the queue answered", request=request)
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def test_a_report_whose_answer_was_lost_is_sent_again_and_stored_once(
+    queue: Queue, sample_api: RunningSampleApi
+) -> None:
+    """The queue stores the report but its answer never arrives; the agent reports again, gets the
+    stored answer instead of a 409, and the queue holds exactly one execution."""
+    proposal = named(asyncio.run(dry_proposal(sample_api, "server")), "lost-answer-0001")
+    transport = LosesTheFirstReportAnswer()
+
+    async def scenario():  # type: ignore[no-untyped-def]
+        async with (
+            QueueClient(queue.url, queue.agent_token, transport=transport, retries=0) as client,
+            httpx.AsyncClient(base_url=sample_api.base_url) as api,
+        ):
+            agent = QueueAgent(client, poll_interval=0.05)
+            approval = await submit_and_approve(agent, queue, proposal)
+            await agent.require_current(approval)
+            execution = await execute_approved(tools.reference_task, approval, client=api, audit=tools.AUDIT)
+            with pytest.raises(QueueUnreachable):
+                await agent.report(execution)
+            answer = await agent.report(execution)
+            return answer, await client.get_executions(proposal.proposal_id)
+
+    answer, executions = asyncio.run(scenario())
+    assert transport.lost == 1
+    assert answer.state == "executed"
+    assert len(executions) == 1
+    with sqlite3.connect(f"file:{queue.db}?mode=ro", uri=True) as db:
+        (stored,) = db.execute(
+            "SELECT COUNT(*) FROM executions WHERE proposal_id = ?", (proposal.proposal_id,)
+        ).fetchone()
+    assert stored == 1
