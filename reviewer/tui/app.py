@@ -9,9 +9,11 @@ from textual import work
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.message import Message
+from textual.notifications import SeverityLevel
 
 from reviewer.analysis import Analysis
 from reviewer.proposal import Proposal, plan_sha256
+from reviewer.sanitize import safe_text
 from reviewer.sources import (
     BrokenFile,
     Decider,
@@ -167,6 +169,25 @@ class ReviewerApp(App[None]):
         if isinstance(self.screen, ReviewScreen):
             self.screen.show_decision(outcome.message, error=error)
         self.notify(outcome.message, title="Decision", severity="error" if error else "information")
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """Notifications are plain text: they may quote a proposal or the queue's answer, so they are
+        sanitized and never parsed as markup, whatever the caller asks (`markup` is ignored)."""
+        super().notify(
+            safe_text(message, multiline=True),
+            title=safe_text(title),
+            severity=severity,
+            timeout=timeout,
+            markup=False,
+        )
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

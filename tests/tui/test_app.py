@@ -136,3 +136,15 @@ async def test_drift_opens_on_a_replanned_proposal_and_says_so_on_a_single_one(s
 def test_demo_on_a_missing_folder_says_what_is_wrong(tmp_path: Path, capsys) -> None:
     assert run_demo(argparse.Namespace(folder=tmp_path / "nowhere")) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+async def test_notifications_show_markup_and_escape_codes_as_text(sample_folder) -> None:
+    app = ReviewerApp(sample_folder("deskline-merge.server.json"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.notify("already decided by [@click=app.quit]mallory[/]\x1b[2J", title="[b]Decision")
+        await pilot.pause()
+        (notification,) = list(app._notifications)  # the app's own record of what it showed
+        assert not notification.markup
+        assert notification.message == "already decided by [@click=app.quit]mallory[/]\\x1b[2J"
+        assert notification.title == "[b]Decision"
+        assert app.is_running
