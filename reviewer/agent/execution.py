@@ -20,9 +20,9 @@ import msgspec
 from reviewer.agent.audit import HttpAuditLog, RunAudit
 from reviewer.agent.backends import answer_from_response, is_live_client, send
 from reviewer.agent.errors import LiveClientRequired, NotApproved, PlanStop
-from reviewer.agent.flag import names_dry_run, run_scope
-from reviewer.agent.placeholders import placeholder, placeholders_in, substitute
-from reviewer.agent.runs import RecordedCall
+from reviewer.agent.flag import names_dry_run
+from reviewer.agent.placeholders import placeholders_in, substitute
+from reviewer.agent.runs import RecordedCall, produced_values, running
 from reviewer.agent.tools import CallAnswer, HttpRequest, WriteTool
 from reviewer.proposal import Call, Proposal, plan_sha256
 
@@ -199,21 +199,9 @@ class Execution:
             answer = answer_from_response(response)
         except httpx.HTTPError as error:
             answer = CallAnswer("error", None, f"{type(error).__name__}: {error}", None)
-        if isinstance(answer.result, Mapping):
-            for name in tool.produces:
-                if name in answer.result:
-                    self.real_values[placeholder(name, seq)] = answer.result[name]
+        self.real_values.update(produced_values(tool, seq, answer.result))
         self.executed.append(
-            RecordedCall(
-                seq=seq,
-                tool=tool.name,
-                effect=tool.effect,
-                args=dict(arguments),
-                request=request,
-                answer=answer,
-                sent=request,
-                dropped_args=dropped,
-            )
+            RecordedCall.of(tool, seq, arguments, dropped, request=request, answer=answer, sent=request)
         )
         return answer
 
@@ -243,12 +231,8 @@ async def real_run(
     if not isinstance(client, httpx.AsyncClient) or not is_live_client(client):
         raise LiveClientRequired("a real run")
     execution = Execution(approval, client, audit)
-    await execution._start()
-    try:
-        with run_scope(execution, dry=False):
-            yield execution
-    finally:
-        await execution._finish()
+    async with running(execution, dry=False):
+        yield execution
 
 
 async def execute_approved(

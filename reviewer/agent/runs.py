@@ -26,6 +26,28 @@ class ToolRunner(Protocol):
     ) -> CallAnswer: ...
 
 
+class Run(ToolRunner, Protocol):
+    """A runner with a beginning and an end: `_start` before the first call, `_finish` after the last."""
+
+    async def _start(self) -> None: ...
+
+    async def _finish(self) -> None: ...
+
+
+@asynccontextmanager
+async def running(run: Run, *, dry: bool) -> AsyncIterator[None]:
+    """Start `run`, make it this context's active run with the flag at `dry`, and finish it at exit.
+
+    It finishes even when the block raises, so what ran before the error is still counted.
+    """
+    await run._start()
+    try:
+        with run_scope(run, dry=dry):
+            yield
+    finally:
+        await run._finish()
+
+
 @dataclass
 class RecordedCall:
     """One write tool call as it happened in a run.
@@ -44,6 +66,30 @@ class RecordedCall:
     sent: HttpRequest | None = None
     dropped_args: tuple[str, ...] = ()
 
+    @classmethod
+    def of(
+        cls,
+        tool: WriteTool,
+        seq: int,
+        arguments: Mapping[str, Any],
+        dropped: tuple[str, ...],
+        *,
+        request: HttpRequest,
+        answer: CallAnswer,
+        sent: HttpRequest | None,
+    ) -> RecordedCall:
+        """The record of one call of `tool`, made the same way by dry and real runs."""
+        return cls(
+            seq=seq,
+            tool=tool.name,
+            effect=tool.effect,
+            args=dict(arguments),
+            request=request,
+            answer=answer,
+            sent=sent,
+            dropped_args=dropped,
+        )
+
     def to_call(self) -> Call:
         return Call(
             seq=self.seq,
@@ -58,6 +104,13 @@ class RecordedCall:
                 result=self.answer.result,
             ),
         )
+
+
+def produced_values(tool: WriteTool, seq: int, result: Any) -> dict[str, Any]:
+    """Placeholder -> value, for each field the tool produces that call `seq`'s result holds."""
+    if not isinstance(result, Mapping):
+        return {}
+    return {placeholder(name, seq): result[name] for name in tool.produces if name in result}
 
 
 def dry_result(tool: WriteTool, seq: int, result: Any) -> Any:
@@ -107,21 +160,17 @@ class Recording:
             substitute(planned.body, self.dry_values),
         )
         answer, sent = await self.backend.answer(to_send)
-        if isinstance(answer.result, Mapping):
-            for name in tool.produces:
-                if name in answer.result:
-                    self.dry_values[placeholder(name, seq)] = answer.result[name]
+        self.dry_values.update(produced_values(tool, seq, answer.result))
         recorded_query = sent.query if sent is not None else planned.query
         self.calls.append(
-            RecordedCall(
-                seq=seq,
-                tool=tool.name,
-                effect=tool.effect,
-                args=dict(arguments),
+            RecordedCall.of(
+                tool,
+                seq,
+                arguments,
+                dropped,
                 request=HttpRequest(planned.method, planned.path, recorded_query, planned.body),
                 answer=answer,
                 sent=sent,
-                dropped_args=dropped,
             )
         )
         return CallAnswer(
@@ -188,9 +237,5 @@ async def dry_run(
     chosen = make_backend(backend, client, **backend_options)
     live_client = client if isinstance(client, httpx.AsyncClient) and backend == "server" else None
     recording = Recording(chosen, client=live_client, audit=audit)
-    await recording._start()
-    try:
-        with run_scope(recording, dry=True):
-            yield recording
-    finally:
-        await recording._finish()
+    async with running(recording, dry=True):
+        yield recording
