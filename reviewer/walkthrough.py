@@ -146,7 +146,7 @@ async def walk(
     """Run the scenario in each dry-run mode from a fresh API, then for real under an approval."""
     import httpx
 
-    from reviewer.agent import dry_run, execute_approved, local_approval
+    from reviewer.agent import execute_approved, local_approval
     from reviewer.client import QueueClient
     from reviewer.sample_api import tools
 
@@ -154,16 +154,8 @@ async def walk(
     async with httpx.AsyncClient(base_url=base_url) as api:
         for mode in DRY_MODES:
             await _reset(api)
-            async with dry_run(
-                mode, client=api if mode == "server" else None, audit=tools.AUDIT
-            ) as recording:
-                await tools.reference_task()
-            proposal = recording.to_proposal(
-                proposal_id=f"walkthrough-{mode}-{uuid.uuid4().hex[:8]}",
-                title="Merge t1 and t2 into a new ticket, delete t3",
-                task=tools.REFERENCE_TASK,
-                agent=tools.AGENT,
-                target=tools.target(base_url),
+            recording, proposal = await tools.dry_run_reference(
+                api, mode, f"walkthrough-{mode}-{uuid.uuid4().hex[:8]}", base_url
             )
             columns.append(
                 Column(mode, proposal.calls, recording.write_requests, recording.writes_kept, proposal)

@@ -6,11 +6,12 @@ from typing import Any, Final, Literal
 
 import httpx
 
-from reviewer.agent import HttpAuditLog, HttpRequest, write_tool
-from reviewer.proposal import Agent, Target
+from reviewer.agent import HttpAuditLog, HttpRequest, Recording, dry_run, write_tool
+from reviewer.proposal import Agent, Proposal, Target
 
 REFERENCE_TITLE: Final = "Printer on fire"
 REFERENCE_TASK: Final = "Open one ticket, close t1 and t2 into it, delete t3."
+REFERENCE_PLAN_TITLE: Final = "Merge t1 and t2 into a new ticket, delete t3"
 AUDIT: Final = HttpAuditLog("/v1/audit", "entries")
 AGENT: Final = Agent(name="deskline-agent", run_id="walkthrough")
 
@@ -63,3 +64,23 @@ async def reference_task(title: str = REFERENCE_TITLE) -> None:
     await update_ticket(id="t1", status="closed", mergedInto=ticket["id"])
     await update_ticket(id="t2", status="closed", mergedInto=ticket["id"])
     await delete_ticket(id="t3")
+
+
+async def dry_run_reference(
+    api: httpx.AsyncClient, mode: str, proposal_id: str, base_url: str, **options: Any
+) -> tuple[Recording, Proposal]:
+    """The reference task dry-run in `mode`, and the proposal the agent would submit for it.
+
+    Only the server mode is handed `api`: the fakes must never hold a client that reaches it.
+    """
+    client = api if mode == "server" else None
+    async with dry_run(mode, client=client, audit=AUDIT, **options) as recording:
+        await reference_task()
+    proposal = recording.to_proposal(
+        proposal_id=proposal_id,
+        title=REFERENCE_PLAN_TITLE,
+        task=REFERENCE_TASK,
+        agent=AGENT,
+        target=target(base_url),
+    )
+    return recording, proposal

@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from reviewer.agent import Approval, Execution, dry_run, execute_approved
+from reviewer.agent import Approval, Execution, execute_approved
 from reviewer.proposal import Proposal
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
@@ -15,16 +15,10 @@ from reviewer.sample_api.server import RunningSampleApi
 async def dry_proposal(sample_api: RunningSampleApi, backend: str, **options: Any) -> Proposal:
     """The reference task dry-run through `backend`, as the proposal an agent would submit."""
     async with httpx.AsyncClient(base_url=sample_api.base_url) as api:
-        client = api if backend == "server" else None
-        async with dry_run(backend, client=client, audit=tools.AUDIT, **options) as recording:
-            await tools.reference_task()
-    return recording.to_proposal(
-        proposal_id=f"reference-{backend}",
-        title="Merge t1 and t2 into a new ticket, delete t3",
-        task=tools.REFERENCE_TASK,
-        agent=tools.AGENT,
-        target=tools.target(sample_api.base_url),
-    )
+        _, proposal = await tools.dry_run_reference(
+            api, backend, f"reference-{backend}", sample_api.base_url, **options
+        )
+    return proposal
 
 
 async def real_execution(sample_api: RunningSampleApi, approval: Approval, task: Any = None) -> Execution:
