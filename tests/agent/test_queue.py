@@ -26,6 +26,7 @@ from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
 from tests.agent.conftest import Queue
 from tests.agent.helpers import dry_proposal, received
+from tests.service.test_client import AnswerLostOnce
 
 
 def named(proposal: Proposal, proposal_id: str, revision: int = 1) -> Proposal:
@@ -192,50 +193,32 @@ def test_end_to_end_submit_approve_execute_verify(queue: Queue, sample_api: Runn
     assert verification.audit_unmatched == ()
 
 
-class LosesTheFirstReportAnswer(httpx.AsyncBaseTransport):
-    """Delivers every request; the answer to the first execution report is dropped after the queue sent it."""
-
-    def __init__(self) -> None:
-        self.inner = httpx.AsyncHTTPTransport()
-        self.lost = 0
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await self.inner.handle_async_request(request)
-        if request.method == "POST" and request.url.path.endswith("/executions") and not self.lost:
-            await response.aread()
-            await response.aclose()
-            self.lost += 1
-            raise httpx.ReadError("connection reset after the queue answered", request=request)
-        return response
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
 def test_a_report_whose_answer_was_lost_is_sent_again_and_stored_once(
     queue: Queue, sample_api: RunningSampleApi
 ) -> None:
     """The queue stores the report but its answer never arrives; the agent reports again, gets the
     stored answer instead of a 409, and the queue holds exactly one execution."""
     proposal = named(asyncio.run(dry_proposal(sample_api, "server")), "lost-answer-0001")
-    transport = LosesTheFirstReportAnswer()
+    lossy = AnswerLostOnce()
 
     async def scenario():  # type: ignore[no-untyped-def]
         async with (
-            QueueClient(queue.url, queue.agent_token, transport=transport, retries=0) as client,
+            QueueClient(queue.url, queue.agent_token) as client,
+            QueueClient(queue.url, queue.agent_token, transport=lossy, retries=0) as reporting,
             httpx.AsyncClient(base_url=sample_api.base_url) as api,
         ):
             agent = QueueAgent(client, poll_interval=0.05)
             approval = await submit_and_approve(agent, queue, proposal)
             await agent.require_current(approval)
             execution = await execute_approved(tools.reference_task, approval, client=api, audit=tools.AUDIT)
+            reporter = QueueAgent(reporting)
             with pytest.raises(QueueUnreachable):
-                await agent.report(execution)
-            answer = await agent.report(execution)
+                await reporter.report(execution)
+            answer = await reporter.report(execution)
             return answer, await client.get_executions(proposal.proposal_id)
 
     answer, executions = asyncio.run(scenario())
-    assert transport.lost == 1
+    assert len(lossy.sent) == 2
     assert answer.state == "executed"
     assert len(executions) == 1
     with sqlite3.connect(f"file:{queue.db}?mode=ro", uri=True) as db:
