@@ -133,7 +133,13 @@ class ReviewerApp(App[None]):
     def compute_drift(self, item: QueueItem) -> None:
         """The queue marks a re-plan that drifted; comparing two large revisions stays off the event loop."""
         item.compute_latest_drift()
-        self.call_from_thread(self.queue_screen.show_item, item)
+        self.call_from_thread(self.drift_known, item)
+
+    def drift_known(self, item: QueueItem) -> None:
+        self.queue_screen.show_item(item)
+        for screen in self.screen_stack:
+            if isinstance(screen, ReviewScreen) and screen.item is item and screen.is_mounted:
+                screen.announce_drift()
 
     def on_execution_loaded(self, message: ExecutionLoaded) -> None:
         """A real run; kept on its proposal's item, which may be listed before or after it."""

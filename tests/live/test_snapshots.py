@@ -78,8 +78,9 @@ def test_decided(snap_compare) -> None:
 
 def test_stale(snap_compare) -> None:
     """The agent re-planned between open and approve (MockTransport answers 412, then serves revision 2):
-    the app has opened revision 2 in place of 1: the chrome reads "rev 2 of 2", the new digest and
-    "pending", the plan has 4 rows, and the red banner says "the agent re-planned: revision 2 is waiting"."""
+    the app has opened revision 2 in place of 1: the chrome reads "rev 2/2", the new digest and
+    "pending", the plan has 4 rows, the red banner says "the agent re-planned: revision 2 is waiting",
+    and a notification says what drifted from revision 1 ("1 added, 3 changed")."""
     fake = FakeQueue()
     fake.add("deskline-merge-0042", title="Merge t1 and t2, delete t3")
     fake.replan_on_decision["deskline-merge-0042"] = replanned("deskline-merge-0042")
@@ -88,6 +89,10 @@ def test_stale(snap_compare) -> None:
     async def run_before(pilot: Any) -> None:
         await loaded(1, "a", "y", open_id="deskline-merge-0042")(pilot)
         await until(pilot, lambda: getattr(pilot.app.screen, "revision", 0) == 2, "revision 2 opened")
+        screen = pilot.app.screen
+        await until(pilot, lambda: "re-planned" in str(screen.query_one("#decision").render()), "the banner")
+        await until(pilot, lambda: "computing" not in str(screen.query_one("#ratios").render()), "the panes")
+        await until(pilot, lambda: screen.drift_announced, "the drift notice")
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

@@ -115,14 +115,10 @@ class LiveReviewScreen(ReviewScreen):
 
     def refresh_live(self) -> None:
         """The chrome from the queue's record; alarms the fetched plan raised against that record."""
+        if not self.query(Chrome):
+            return  # pushed but not composed yet, or already being dismissed: on_mount refreshes it
         item = self.item
-        digest = item.digests.get(self.revision, "")
-        # What an approval names first: a narrow terminal cuts the chrome from the right.
-        parts: list[tuple[str, str] | str] = [
-            (item.proposal_id, "bold"),
-            f"rev {self.revision} of {item.latest_revision}",
-            f"sha256 {digest[:12]}…" if digest else "sha256 —",
-        ]
+        parts = self.chrome_parts()
         if isinstance(item, LiveItem):
             parts.append((item.state_words(), STATE_STYLES.get(item.state, "")))
             parts.append(("by you", "bold reverse") if item.mine else f"by {item.proposed_by}")

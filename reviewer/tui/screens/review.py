@@ -56,6 +56,7 @@ class ReviewScreen(Screen[None]):
         self.revision = item.latest_revision if revision is None else revision
         self.analysis = item.analysis(self.revision)
         self.mode = mode
+        self.drift_announced = False
 
     def compose(self) -> ComposeResult:
         yield Chrome(id="chrome")
@@ -78,20 +79,9 @@ class ReviewScreen(Screen[None]):
 
     def on_mount(self) -> None:
         proposal = self.analysis.proposal
-        drifted = self.item.latest_drift()
-        if drifted is not None:
-            base, drift = drifted
-            self.notify(f"rev {self.revision} against rev {base}: {drift.summary}. Press d to see it.",
-                        title="Re-planned")
+        self.announce_drift()
         self.item.seen_revision = max(self.item.seen_revision or 0, self.revision)
-        digest = self.item.digests.get(self.revision, "")
-        self.query_one(Chrome).show(
-            self.mode,
-            (proposal.proposal_id, "bold"),
-            f"rev {self.revision} of {self.item.latest_revision}",
-            f"sha256 {digest[:12]}…" if digest else "sha256 —",
-            f"by {proposal.agent.name}",
-        )
+        self.query_one(Chrome).show(self.mode, *self.chrome_parts(), f"by {proposal.agent.name}")
         alarms = self.analysis.alarms
         banner = self.query_one("#alarms", Static)
         banner.display = bool(alarms)
@@ -99,6 +89,26 @@ class ReviewScreen(Screen[None]):
         self.query_one("#decision", Static).display = False
         self.query_one(PlanView).focus()
         self.compute_panes()
+
+    def announce_drift(self) -> None:
+        """Say once that the latest revision drifted: on opening if the drift is known by then, else
+        when the worker comparing the revisions finishes (the app calls this again)."""
+        drifted = self.item.latest_drift()
+        if self.drift_announced or drifted is None or self.revision != self.item.latest_revision:
+            return
+        base, drift = drifted
+        self.drift_announced = True
+        self.notify(f"rev {self.revision} against rev {base}: {drift.summary}. Press d to see it.",
+                    title="Re-planned")
+
+    def chrome_parts(self) -> list[tuple[str, str] | str]:
+        """What an approval names, first, since a narrow terminal cuts the chrome from the right."""
+        digest = self.item.digests.get(self.revision, "")
+        return [
+            (self.item.proposal_id, "bold"),
+            f"rev {self.revision}/{self.item.latest_revision}",
+            f"sha256 {digest[:12]}…" if digest else "sha256 —",
+        ]
 
     @work(thread=True, group="panes", exit_on_error=False)
     def compute_panes(self) -> None:

@@ -80,7 +80,7 @@ def ratios_text(ratios: Ratios) -> Text:
     _line(
         text,
         "destructive",
-        f"{percent(ratios.deletes, ratios.calls)} ({ratios.deletes:,} del)",
+        percent(ratios.deletes, ratios.calls),
         "bold red" if ratios.deletes else "",
     )
     _line(text, "validated", f"{ratios.validated:,}", "green" if ratios.validated else "")
@@ -93,7 +93,7 @@ def ratios_text(ratios: Ratios) -> Text:
         _line(text, "errors", f"{ratios.errors:,}", "bold red")
     requests = "–" if ratios.write_requests is None else f"{ratios.write_requests:,}"
     kept = "–" if ratios.writes_kept is None else f"{ratios.writes_kept:,}"
-    _line(text, "writes", f"{requests} sent, {kept} kept", "bold red" if ratios.writes_kept else "")
+    _line(text, "sent/kept", f"{requests} / {kept}", "bold red" if ratios.writes_kept else "")
     _line(text, "resources", f"{ratios.resources:,} touched")
     _line(text, "placeholder", f"{ratios.depends_on_placeholders:,} calls use one")
     if ratios.unresolved_placeholders:
