@@ -1,10 +1,13 @@
 """Drift between two revisions of a 100,000-call plan, against difflib.SequenceMatcher as the baseline.
 
 The second revision inserts one call, changes one argument and removes one call (renumbering every
-seq after the insertion, as a re-plan does). Both sides start from decoded proposals. The baseline
-is what a generic differ would do: one row hash per call (its JSON without seq and outcome), then
-`SequenceMatcher` over the two hash lists; it only finds the matching rows, no fields. Prints
-figures; asserts nothing.
+seq after the insertion, as a re-plan does). Both sides are parsed proposals, as the app holds them
+(each call a slice of the JSON, see `CallList`); the same revisions decoded into lists of structs,
+as a proposal built in code carries them, are timed too. The baseline is what a generic differ
+would do: one row hash per call (its JSON without seq and outcome), then `SequenceMatcher` over the
+two hash lists; it only finds the matching rows, no fields. Memory is traced apart from the timing
+(tracing slows Python down): what the two parsed revisions hold, and the peak each computation adds
+on top. Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import gc
 import statistics
 import sys
 import time
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,11 +32,10 @@ from reviewer.drift import diff_revisions  # noqa: E402
 from reviewer.proposal import Proposal, parse_proposal  # noqa: E402
 
 
-def revisions(calls: int) -> tuple[Proposal, Proposal]:
-    """Revision 1, and revision 2 with one call inserted, one changed and one removed."""
+def revision_texts(calls: int) -> tuple[bytes, bytes]:
+    """The JSON of revision 1, and of revision 2 with one call inserted, one changed and one removed."""
     first = bulk_refund_plan(calls, revision=1)
-    encode = msgspec.json.encode
-    return parse_proposal(encode(first)), parse_proposal(encode(replan(first)))
+    return msgspec.json.encode(first), msgspec.json.encode(replan(first))
 
 
 def sequence_matcher_baseline(old: Proposal, new: Proposal) -> list[Any]:
@@ -55,24 +58,50 @@ def best_of(repeats: int, work: Callable[[], Any]) -> tuple[float, float, Any]:
     return min(times), statistics.median(times), result
 
 
+def traced(work: Callable[[], Any]) -> tuple[float, Any]:
+    """The peak memory (MB) `work` allocates beyond what is already held, and its result."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        result = work()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak / 1e6, result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=7)
     options = parser.parse_args()
-    old, new = revisions(options.calls)
+    old_text, new_text = revision_texts(options.calls)
+    held, (old, new) = traced(lambda: (parse_proposal(old_text), parse_proposal(new_text)))
+    old_built = msgspec.json.decode(old_text, type=Proposal)
+    new_built = msgspec.json.decode(new_text, type=Proposal)
+
     drift_best, drift_median, drift = best_of(options.repeats, lambda: diff_revisions(old, new))
+    built_best, built_median, _ = best_of(options.repeats, lambda: diff_revisions(old_built, new_built))
     base_best, base_median, opcodes = best_of(
         max(1, options.repeats // 2), lambda: sequence_matcher_baseline(old, new)
     )
+    drift_peak, _ = traced(lambda: diff_revisions(old, new))
+    base_peak, _ = traced(lambda: sequence_matcher_baseline(old, new))
+
     print(f"plan: {options.calls:,} calls; revision 2: one inserted, one changed, one removed")
+    print(f"parsed revisions: {len(old_text) / 1e6:.1f} MB of JSON each, and {held:.1f} MB more for both")
     print(f"drift:     {drift.summary}; {drift.unchanged:,} unchanged")
     for pair in drift.changed:
         print(f"           call {pair.old_seq} -> {pair.new_seq}: {', '.join(f.path for f in pair.fields)}")
-    print(f"diff_revisions          best {drift_best:7.1f} ms   median {drift_median:7.1f} ms")
+    print(
+        f"diff_revisions (parsed) best {drift_best:7.1f} ms   median {drift_median:7.1f} ms"
+        f"   peak +{drift_peak:.1f} MB"
+    )
+    print(f"diff_revisions (built)  best {built_best:7.1f} ms   median {built_median:7.1f} ms")
     edits = sum(1 for tag, *_ in opcodes if tag != "equal")
     print(
-        f"SequenceMatcher (rows)  best {base_best:7.1f} ms   median {base_median:7.1f} ms   ({edits} opcodes)"
+        f"SequenceMatcher (rows)  best {base_best:7.1f} ms   median {base_median:7.1f} ms"
+        f"   peak +{base_peak:.1f} MB   ({edits} opcodes)"
     )
     print(f"ratio baseline/drift (best): {base_best / drift_best:.1f}x")
 

@@ -7,13 +7,21 @@ Calls are matched by what they do, never by position or `seq`, in three steps:
 1. **Alignment on content.** Each call's content is its tool, effect, args and request (the
    `seq` is not content: a renumbering alone is no change). The two call lists are aligned with
    Myers' O(ND) diff, whose cost grows with the number of edits D, not with the plan: a long run of
-   equal calls is compared a chunk of slice at a time, in C (`list == list` on msgspec structs).
+   equal calls is compared a slice at a time, in C (`list == list`), on a cheap *key* per call,
+   equal only for calls equal but for their seq: for a parsed plan (`CallList`) the call's JSON
+   without its `seq` member, cut from the text with no call decoded; for calls built in code, the
+   struct's other fields. Only the pair that ends a run of equal keys is decoded and compared, so the
+   same call written otherwise (spaces, key order) still aligns as equal, and a 100,000-call
+   drift decodes a handful of calls, not the plan. Calls named by placeholders are looked up
+   by seq without decoding the plan either (bisection in a parsed plan, whose seqs increase).
    Two calls also align when they differ only in their dry-run outcome, or only in the call
    numbers of their placeholders (`<id from call 5>` against `<id from call 6>` when call 5 moved
    to 6 because a call was inserted before it): a placeholder is compared by the identity of the
    call it names (tool, effect, resource), not by its number. A plan rewritten beyond
    `MAX_EDITS_FOR_MYERS` edits is aligned with `difflib.SequenceMatcher` instead, which is slower
-   (about 0.3 s for 100,000 calls) but does not degrade with the number of edits.
+   (about 0.3 s for 100,000 calls) but not quadratic in the edits; it still is in the runs between
+   them when edits are spread evenly (each step splits at the first of equally long runs): 2,000
+   changes spread over 100,000 calls take tens of seconds.
 2. **Pairing what is left.** Between two aligned runs, the leftover old and new calls are paired
    when they touch the same thing: first the same (tool, effect, resource), then the same (tool,
    resource), then the same (tool, effect), each in order. A pair is a *changed* call; what stays
@@ -45,24 +53,28 @@ from __future__ import annotations
 import difflib
 import gc
 import re
+from abc import ABC, abstractmethod
+from bisect import bisect_left
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from operator import attrgetter
+from itertools import compress, count
+from operator import attrgetter, ne
 from typing import Any, Final, Literal
 
 import msgspec
 
 from reviewer.analysis import PLACEHOLDER, resource_of
-from reviewer.proposal import Call, Proposal
+from reviewer.proposal import Call, CallList, Proposal
 
 MAX_EDITS_FOR_MYERS: Final = 256
 """Beyond this many inserted plus deleted calls, Myers' exploration (quadratic in the edits) costs
 more than `difflib.SequenceMatcher`'s, which takes over."""
 
-_LONGEST_CHUNK: Final = 4096
-"""The longest slice compared in one `list == list`; a mismatch inside costs at most this much again."""
+_LONGEST_CHUNK: Final = 512
+"""The most calls compared (or searched) at once: their JSON is a hundred kilobytes or so, which the
+allocator recycles, and the keys made past a difference are few."""
 
 _DRY_RUN_QUERY_NAMES: Final = frozenset({"dryrun", "validateonly"})
 """A server dry run's own query parameter (dryRun, dry_run, validate_only...): never part of a real call."""
@@ -71,6 +83,7 @@ _PLACEHOLDER_BYTES: Final = re.compile(PLACEHOLDER.pattern.encode(), re.ASCII)
 _PLACEHOLDER_MARK: Final = b" from call "
 _PLACEHOLDER_SEARCH: Final = re.compile(rb"from call").search
 """Finding the mark in a plan's bytes: `re` scans these bytes about twice as fast as `in` does."""
+
 
 CallStatus = Literal["added", "changed", "unchanged"]
 CheckStatus = Literal["same", "same once placeholders resolve", "different", "not in the plan", "refused"]
@@ -254,9 +267,10 @@ def diff_revisions(old: Proposal, new: Proposal) -> Drift:
 def _collection_paused() -> Iterator[None]:
     """No cyclic garbage collection while a drift runs.
 
-    Normalizing allocates one small struct per call; a collection triggered midway walks every
-    object of both plans (millions for 100,000 calls) and finds nothing, since nothing allocated
-    here forms a cycle. Pausing it saves a large share of a large drift; the previous state returns.
+    Keying allocates an object per call compared; a collection triggered midway walks every
+    object alive (millions when plans are held as structs) and finds nothing, since nothing
+    allocated here forms a cycle. Pausing it saves a large share of a large drift; the previous
+    state returns.
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -267,58 +281,203 @@ def _collection_paused() -> Iterator[None]:
             gc.enable()
 
 
-class _Sides:
-    """The two call lists of one alignment and what is looked up or computed about them lazily."""
+class _Calls(ABC):
+    """One revision's calls as drift reads them: keys to align on, seqs, and a search for placeholders.
 
-    def __init__(self, old: list[Call], new: list[Call]) -> None:
-        self.old = old
-        self.new = new
+    Alignment compares runs of content *keys*, one per call, as lists in C. Equal keys are always
+    equal content; different keys only mean "decode the two calls and look" (`_Sides.decoded_match`),
+    so no result depends on how a plan's JSON happens to be written. `exact` items are equal only
+    when the calls are, seq included: cheaper still, for the stretch before any renumbering.
+    """
+
+    def __init__(self, calls: Sequence[Call]) -> None:
+        self.calls = calls
+
+    def __len__(self) -> int:
+        return len(self.calls)
+
+    def __getitem__(self, index: int) -> Call:
+        return self.calls[index]
+
+    def seq(self, index: int) -> int:
+        return self.calls[index].seq
+
+    @abstractmethod
+    def exact(self, start: int, stop: int) -> Sequence[object]: ...
+
+    @abstractmethod
+    def keys(self, start: int, stop: int) -> Sequence[object]: ...
+
+    @abstractmethod
+    def index_of_seq(self, seq: int) -> int | None: ...
+
+    @abstractmethod
+    def may_hold_placeholder(self, start: int, stop: int) -> bool:
+        """Whether any of calls[start:stop] may hold a placeholder: never no when one does."""
+
+
+class _ParsedCalls(_Calls):
+    """A parsed plan's calls (`CallList`), read through their JSON: none is decoded to be aligned.
+
+    A call's key is its JSON without its leading `"seq": N` member, cut out by one regular
+    expression over a slice of calls joined with NUL (a byte no JSON text holds). A call whose seq
+    is not its first member keeps it in its key, and aligns through the decoded comparison.
+    """
+
+    calls: CallList
+
+    def __init__(self, calls: CallList) -> None:
+        super().__init__(calls)
+        self._index_by_seq: dict[int, int | None] = {}
+
+    def exact(self, start: int, stop: int) -> list[msgspec.Raw]:
+        return self.calls.raw(slice(start, stop))
+
+    def keys(self, start: int, stop: int) -> list[bytes]:
+        return _SEQ_MEMBER_SPLIT(b"\x00".join([b"", *self.calls.raw(slice(start, stop))]))[1:]
+
+    def index_of_seq(self, seq: int) -> int | None:
+        """By bisection, decoding a few calls: `parse_proposal` checked that seqs increase."""
+        if seq not in self._index_by_seq:
+            index = bisect_left(range(len(self.calls)), seq, key=self.seq)
+            found = index < len(self.calls) and self.seq(index) == seq
+            self._index_by_seq[seq] = index if found else None
+        return self._index_by_seq[seq]
+
+    def may_hold_placeholder(self, start: int, stop: int) -> bool:
+        """JSON may spell a placeholder with `\\u` escapes, so one is a reason to look too. Either
+        needs a `<` or a backslash: those single bytes are looked for first, at memchr speed, since
+        most plans hold neither; only then is the slower search for the mark run."""
+        text = b"".join(self.calls.raw(slice(start, stop)))
+        return (b"<" in text or b"\\" in text) and (_PLACEHOLDER_SEARCH(text) is not None or b"\\u" in text)
+
+
+class _BuiltCalls(_Calls):
+    """Calls built in code (`Call` structs), compared as structs: a call's key is its fields but
+    seq, a tuple compared in C. Also serves a parsed plan held against a built one."""
+
+    def __init__(self, calls: Sequence[Call]) -> None:
+        super().__init__(calls)
+        self._index_by_seq: dict[int, int] | None = None
+
+    def exact(self, start: int, stop: int) -> Sequence[Call]:
+        return self.calls[start:stop]
+
+    def keys(self, start: int, stop: int) -> list[tuple[Any, ...]]:
+        return list(map(_CONTENT_FIELDS, self.calls[start:stop]))
+
+    def index_of_seq(self, seq: int) -> int | None:
+        if self._index_by_seq is None:
+            self._index_by_seq = {seq: index for index, seq in enumerate(map(_SEQ_OF, self.calls))}
+        return self._index_by_seq.get(seq)
+
+    def may_hold_placeholder(self, start: int, stop: int) -> bool:
+        return _PLACEHOLDER_SEARCH(msgspec.msgpack.encode(self.calls[start:stop])) is not None
+
+
+_SEQ_MEMBER_SPLIT: Final = re.compile(
+    rb'\x00(?:\{[ \t\n\r]*+"seq"[ \t\n\r]*+:[ \t\n\r]*+\d++[ \t\n\r]*+,)?'
+).split
+"""Cuts a NUL-led chunk of calls into each call without its leading seq member (kept when not first).
+Possessive quantifiers: nothing to backtrack into, and a tenth faster."""
+_CONTENT_FIELDS: Final = attrgetter("args", "request", "outcome", "tool", "effect")
+"""Everything of a call but its seq, most likely to differ first."""
+_SEQ_OF: Final = attrgetter("seq")
+
+_Match = Literal["same", "loose", "different"]
+
+
+class _Sides:
+    """The two revisions' calls of one alignment and what is looked up or computed about them lazily."""
+
+    def __init__(self, old: Sequence[Call], new: Sequence[Call]) -> None:
+        self.old: _Calls
+        self.new: _Calls
+        if isinstance(old, CallList) and isinstance(new, CallList):
+            self.old, self.new = _ParsedCalls(old), _ParsedCalls(new)
+        else:
+            self.old, self.new = _BuiltCalls(old), _BuiltCalls(new)
         self.loose_pairs: set[tuple[int, int]] = set()
-        """Aligned pairs that are not `==` (outcome or placeholder numbers differ): compared in full."""
+        """Aligned pairs whose content differs loosely (outcome or placeholder numbers): compared in full."""
         self._canonical_old: dict[int, bytes] = {}
         self._canonical_new: dict[int, bytes] = {}
-        self._old_by_seq: dict[int, int] | None = None
-        self._new_by_seq: dict[int, int] | None = None
 
     def swapped(self) -> _Sides:
         other = object.__new__(_Sides)
         other.old, other.new = self.new, self.old
         other.loose_pairs = {(y, x) for x, y in self.loose_pairs}
         other._canonical_old, other._canonical_new = self._canonical_new, self._canonical_old
-        other._old_by_seq, other._new_by_seq = self._new_by_seq, self._old_by_seq
         return other
 
-    def old_index_of_seq(self, seq: int) -> int | None:
-        if self._old_by_seq is None:
-            self._old_by_seq = {call.seq: index for index, call in enumerate(self.old)}
-        return self._old_by_seq.get(seq)
-
-    def new_index_of_seq(self, seq: int) -> int | None:
-        if self._new_by_seq is None:
-            self._new_by_seq = {call.seq: index for index, call in enumerate(self.new)}
-        return self._new_by_seq.get(seq)
-
-    def snake(self, x: int, y: int, x_end: int, y_end: int) -> int:
-        """How many calls from (x, y) align one to one: equal runs in C, the rare loose pair in Python."""
+    def snake(self, x: int, y: int, x_end: int, y_end: int, *, loose: bool = True) -> int:
+        """How many calls from (x, y) align one to one: runs of equal keys in C, then the pair that
+        stopped a run decoded, which still aligns if it is the same content written otherwise or,
+        when `loose`, loosely equal."""
         start = x
         while x < x_end and y < y_end:
-            run = _equal_run(self.old, self.new, x, y, x_end, y_end)
+            run = self._equal_run(x, y, x_end, y_end)
             x, y = x + run, y + run
-            if x < x_end and y < y_end and self.loosely_equal(x, y):
-                self.loose_pairs.add((x, y))
-                x, y = x + 1, y + 1
-            else:
+            if x == x_end or y == y_end:
                 break
+            match = self.decoded_match(x, y)
+            if match == "different" or (match == "loose" and not loose):
+                break
+            if match == "loose":
+                self.loose_pairs.add((x, y))
+            x, y = x + 1, y + 1
         return x - start
 
-    def loosely_equal(self, x: int, y: int) -> bool:
-        """Same content though not `==`: only the outcome differs, or only placeholder numbers."""
+    def same_run(self, x: int, y: int, length: int) -> bool:
+        """Whether old[x:x+length] and new[y:y+length] hold the same content, call for call."""
+        return self.snake(x, y, x + length, y + length, loose=False) == length
+
+    def _equal_run(self, x: int, y: int, x_end: int, y_end: int) -> int:
+        """How many calls from (x, y) have equal keys: growing slices compared in C, never one by one,
+        each call's key made once (the first difference is found in the slices already keyed)."""
+        start = x
+        size = 1
+        while x < x_end and y < y_end:
+            size = min(size, x_end - x, y_end - y)
+            equal = self._equal_keys(x, y, size)
+            x, y = x + equal, y + equal
+            if equal < size:
+                break
+            size = 16 if size == 1 else min(size * 2, _LONGEST_CHUNK)
+        return x - start
+
+    def _equal_keys(self, x: int, y: int, size: int) -> int:
+        """How many of the `size` calls from (x, y) have equal keys before the first that differs."""
+        old, new = self.old, self.new
+        if old.exact(x, x + size) == new.exact(y, y + size):
+            return size
+        return _common_prefix(old.keys(x, x + size), new.keys(y, y + size))
+
+    def first_seq_difference(self, x: int, y: int, length: int) -> int | None:
+        """The first offset in old[x:x+length] and new[y:y+length] where the seqs differ: identical
+        calls (seq included) are passed a slice at a time in C; only the others are decoded."""
+        offset = 0
+        while offset < length:
+            size = min(_LONGEST_CHUNK, length - offset)
+            same = _common_prefix(
+                self.old.exact(x + offset, x + offset + size), self.new.exact(y + offset, y + offset + size)
+            )
+            offset += same
+            if same < size:
+                if self.old.seq(x + offset) != self.new.seq(y + offset):
+                    return offset
+                offset += 1
+        return None
+
+    def decoded_match(self, x: int, y: int) -> _Match:
+        """Old call x against new call y, decoded: the same content, loosely equal (only the
+        outcome differs, or only placeholder numbers), or different."""
         old, new = self.old[x], self.new[y]
         if old.tool != new.tool or old.effect != new.effect:
-            return False
+            return "different"
         if old.args == new.args and old.request == new.request:
-            return True
-        return self.canonical(x, old_side=True) == self.canonical(y, old_side=False)
+            return "same" if old.outcome == new.outcome else "loose"
+        same = self.canonical(x, old_side=True) == self.canonical(y, old_side=False)
+        return "loose" if same else "different"
 
     def canonical(self, index: int, *, old_side: bool) -> bytes:
         """The call's content as sorted JSON, each placeholder naming its call by identity, not number."""
@@ -326,13 +485,11 @@ class _Sides:
         found = cache.get(index)
         if found is None:
             calls = self.old if old_side else self.new
-            call = calls[index]
-            found = _content_json(call)
+            found = _content_json(calls[index])
             if _PLACEHOLDER_MARK in found:
 
                 def by_identity(match: re.Match[bytes]) -> bytes:
-                    seq = int(match.group(2))
-                    named = self.old_index_of_seq(seq) if old_side else self.new_index_of_seq(seq)
+                    named = calls.index_of_seq(int(match.group(2)))
                     identity = "?" if named is None else "|".join(_identity(calls[named]))
                     return b"<" + match.group(1) + b" from " + msgspec.json.encode(identity) + b">"
 
@@ -352,38 +509,11 @@ def _identity(call: Call) -> tuple[str, str, str]:
     return call.tool, call.effect, PLACEHOLDER.sub(r"<\1 from a call>", resource_of(call))
 
 
-def _equal_run(old: list[Call], new: list[Call], x: int, y: int, x_end: int, y_end: int) -> int:
-    """How many calls from (x, y) have equal content: growing slices compared in C, never one by one."""
-    if not _same_contents(old[x : x + 1], new[y : y + 1]):
-        return 0
-    start = x
-    x, y = x + 1, y + 1
-    chunk = 16
-    while x < x_end and y < y_end:
-        size = min(chunk, x_end - x, y_end - y)
-        if _same_contents(old[x : x + size], new[y : y + size]):
-            x, y = x + size, y + size
-            chunk = min(chunk * 2, _LONGEST_CHUNK)
-        elif size == 1:
-            break
-        else:
-            chunk = size // 2
-    return x - start
-
-
-_CONTENT_FIELDS: Final = tuple(map(attrgetter, ("args", "request", "outcome", "tool", "effect")))
-"""Everything of a call but its seq, most likely to differ first."""
-
-
-def _same_contents(old: list[Call], new: list[Call]) -> bool:
-    """Whether two equally long runs of calls are equal but for their seqs, compared in C.
-
-    Where the seqs agree (before the first insertion or removal), the structs compare whole, with
-    no allocation at all; where they were renumbered, field by field, a list of references each.
-    """
-    if old[0].seq == new[0].seq and old[-1].seq == new[-1].seq and old == new:
-        return True
-    return all(list(map(field, old)) == list(map(field, new)) for field in _CONTENT_FIELDS)
+def _common_prefix(old: Sequence[object], new: Sequence[object]) -> int:
+    """How many leading items of two equally long lists are equal, compared in C."""
+    if old == new:
+        return len(old)
+    return next(compress(count(), map(ne, old, new)), 0)
 
 
 def _aligns_backwards(sides: _Sides, first_difference: int) -> bool:
@@ -508,15 +638,11 @@ def _slide_blocks(sides: _Sides, blocks: list[Block]) -> list[Block]:
         removed_before = old_start - previous_end[0] if new_start == previous_end[1] else 0
         added_after = following[1] - (new_start + length) if following[0] == old_start + length else 0
         shift = min(added_before, removed_after)
-        if shift and _same_contents(
-            old[old_start + shift : old_start + shift + length], new[new_start : new_start + length]
-        ):
+        if shift and sides.same_run(old_start + shift, new_start, length):
             old_start += shift
         else:
             shift = min(removed_before, added_after)
-            if shift and _same_contents(
-                old[old_start : old_start + length], new[new_start + shift : new_start + shift + length]
-            ):
+            if shift and sides.same_run(old_start, new_start + shift, length):
                 new_start += shift
         slid.append((old_start, new_start, length))
         previous_end = (old_start + length, new_start + length)
@@ -581,10 +707,7 @@ def _sequence_matcher(sides: _Sides, lo: int, old_end: int, new_end: int) -> lis
         if not length:
             continue
         old_start, new_start = lo + old_start, lo + new_start
-        same = _same_contents(
-            sides.old[old_start : old_start + length], sides.new[new_start : new_start + length]
-        )
-        if not same:
+        if not sides.same_run(old_start, new_start, length):
             sides.loose_pairs.update((old_start + k, new_start + k) for k in range(length))
         blocks.append((old_start, new_start, length))
     return blocks
@@ -685,37 +808,38 @@ def _first_renumbering(sides: _Sides, blocks: list[Block], gaps: _Gaps) -> int |
     old, new = sides.old, sides.new
     candidates = [*gaps.removed[:1], *gaps.added_positions[:1]]
     candidates += [
-        old_index for old_index, new_index in gaps.pairs if old[old_index].seq != new[new_index].seq
+        old_index for old_index, new_index in gaps.pairs if old.seq(old_index) != new.seq(new_index)
     ][:1]
     for old_start, new_start, length in blocks:
         old_last, new_last = old_start + length - 1, new_start + length - 1
         if (
-            old[old_start].seq == new[new_start].seq
-            and old[old_last].seq == new[new_last].seq
-            and old[old_last].seq - old[old_start].seq == length - 1
+            old.seq(old_start) == new.seq(new_start)
+            and old.seq(old_last) == new.seq(new_last)
+            and old.seq(old_last) - old.seq(old_start) == length - 1
         ):
             continue
-        for offset in range(length):
-            if old[old_start + offset].seq != new[new_start + offset].seq:
-                candidates.append(old_start + offset)
-                break
+        offset = sides.first_seq_difference(old_start, new_start, length)
+        if offset is not None:
+            candidates.append(old_start + offset)
         break
     return min(candidates, default=None)
 
 
-def _indexes_with_placeholders(calls: list[Call], start: int, stop: int) -> Iterator[int]:
-    """Calls in calls[start:stop] whose text holds a placeholder: one bulk encoding (C) per slice,
-    halved only where the mark is found, so a plan without placeholders costs one pass."""
-    pending = [(start, stop)]
-    while pending:
-        low, high = pending.pop()
-        if _PLACEHOLDER_SEARCH(msgspec.msgpack.encode(calls[low:high])) is None:
-            continue
-        if high - low == 1:
-            yield low
-            continue
-        middle = (low + high) // 2
-        pending += ((middle, high), (low, middle))
+def _indexes_with_placeholders(calls: _Calls, start: int, stop: int) -> Iterator[int]:
+    """Calls in calls[start:stop] whose text may hold a placeholder: the text of a chunk of calls at
+    a time searched in C, halved only where the mark is found, so a plan without placeholders costs
+    one pass and never more than a chunk's text at once."""
+    for chunk_start in range(start, stop, _LONGEST_CHUNK):
+        pending = [(chunk_start, min(chunk_start + _LONGEST_CHUNK, stop))]
+        while pending:
+            low, high = pending.pop()
+            if not calls.may_hold_placeholder(low, high):
+                continue
+            if high - low == 1:
+                yield low
+                continue
+            middle = (low + high) // 2
+            pending += ((middle, high), (low, middle))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -736,14 +860,14 @@ def _call_changes(
     """The fields of what would execute that differ; a placeholder is compared by the call it names."""
 
     def old_reference(seq: int) -> tuple[str, int]:
-        index = sides.old_index_of_seq(seq)
+        index = sides.old.index_of_seq(seq)
         if index is None:
             return ("old call that does not exist", seq)
         partner = old_partner[index]
         return ("pair", index) if partner >= 0 else ("removed call", index)
 
     def new_reference(seq: int) -> tuple[str, int]:
-        index = sides.new_index_of_seq(seq)
+        index = sides.new.index_of_seq(seq)
         if index is None:
             return ("new call that does not exist", seq)
         partner = new_partner[index]

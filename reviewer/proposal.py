@@ -147,8 +147,14 @@ class CallList(Sequence[Call]):
         for raw in self._raws:
             yield decode(raw)
 
-    def raw(self, index: int) -> msgspec.Raw:
-        """The call's JSON as the proposal carried it."""
+    @overload
+    def raw(self, index: int) -> msgspec.Raw: ...
+
+    @overload
+    def raw(self, index: slice) -> list[msgspec.Raw]: ...
+
+    def raw(self, index: int | slice) -> msgspec.Raw | list[msgspec.Raw]:
+        """The call's JSON as the proposal carried it; for a slice, the calls' (nothing decoded)."""
         return self._raws[index]
 
     def __eq__(self, other: object) -> bool:

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
+import json
 import re
+from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -11,9 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.generate import bulk_refund_plan
-from reviewer.drift import MAX_EDITS_FOR_MYERS, compare_execution, diff_revisions
-from reviewer.proposal import Call, Proposal
+from bench.generate import bulk_refund_plan, replan
+from reviewer import proposal as proposal_module
+from reviewer.drift import MAX_EDITS_FOR_MYERS, ChangedCall, Drift, compare_execution, diff_revisions
+from reviewer.proposal import Call, CallList, Proposal, parse_proposal
 
 PLACEHOLDER = re.compile(r"<([A-Za-z_][A-Za-z0-9_.-]*) from call (\d+)>")
 
@@ -37,6 +42,41 @@ def proposal(calls: list[dict[str, Any]], *, revision: int = 1, **fields: Any) -
         },
         Proposal,
     )
+
+
+# ------------------------------------------------------------------------------------------------
+# The forms a proposal reaches drift in: built in code (a list of structs), or parsed from JSON (a
+# CallList, compared through its text) as a writer wrote it. Drift must not depend on which.
+
+Form = Callable[[Proposal], Proposal]
+
+
+def built(plan: Proposal) -> Proposal:
+    return plan
+
+
+def parsed(plan: Proposal) -> Proposal:
+    """As the app holds a proposal an agent sent: msgspec's JSON, compact, each call's seq first."""
+    return parse_proposal(msgspec.json.encode(plan))
+
+
+def parsed_indented(plan: Proposal) -> Proposal:
+    """Python's json.dumps, indented: `{\\n  "seq": 1,\\n  "tool": ...`, non-ASCII escaped."""
+    return parse_proposal(json.dumps(msgspec.to_builtins(plan), indent=2))
+
+
+def parsed_sorted(plan: Proposal) -> Proposal:
+    """Keys sorted, so seq is among the others, not first, with spaces after separators."""
+    return parse_proposal(json.dumps(msgspec.to_builtins(plan), sort_keys=True))
+
+
+FORMS: dict[str, Form] = {
+    "built": built,
+    "parsed": parsed,
+    "parsed-indented": parsed_indented,
+    "parsed-sorted": parsed_sorted,
+}
+each_form = pytest.mark.parametrize("form", FORMS.values(), ids=list(FORMS))
 
 
 def renumbered(calls: list[dict[str, Any]], shift_from: int, by: int) -> list[dict[str, Any]]:
@@ -118,28 +158,31 @@ def ticket_calls() -> list[dict[str, Any]]:
 # Unit tests
 
 
-def test_a_plan_against_itself_has_no_drift() -> None:
-    plan = proposal(ticket_calls())
+@each_form
+def test_a_plan_against_itself_has_no_drift(form: Form) -> None:
+    plan = form(proposal(ticket_calls()))
     drift = diff_revisions(plan, plan)
     assert drift.is_empty and drift.summary == "no drift"
     assert drift.unchanged == 4
     assert [drift.status_of_new(index) for index in range(4)] == ["unchanged"] * 4
 
 
-def test_an_inserted_call_is_one_addition_not_a_renumbering() -> None:
+@each_form
+def test_an_inserted_call_is_one_addition_not_a_renumbering(form: Form) -> None:
     calls = ticket_calls()
     inserted = copy.deepcopy(calls[0])
     inserted["args"] = {"title": "Second printer on fire"}
     inserted["request"]["body"] = inserted["args"]
     new_calls = renumbered([inserted, *calls], shift_from=1, by=1)
-    drift = diff_revisions(proposal(calls), proposal(new_calls, revision=2))
+    drift = diff_revisions(form(proposal(calls)), form(proposal(new_calls, revision=2)))
     assert drift.summary == "1 added"
     assert drift.added == (0,) and drift.unchanged == 4
     assert drift.status_of_new(0) == "added"
     assert [drift.status_of_new(index) for index in range(1, 5)] == ["unchanged"] * 4
 
 
-def test_a_placeholder_that_keeps_its_number_but_names_another_call_is_drift() -> None:
+@each_form
+def test_a_placeholder_that_keeps_its_number_but_names_another_call_is_drift(form: Form) -> None:
     """An insertion before call 1 without renumbering the placeholders: the merges now go elsewhere."""
     calls = ticket_calls()
     inserted = copy.deepcopy(calls[0])
@@ -148,7 +191,7 @@ def test_a_placeholder_that_keeps_its_number_but_names_another_call_is_drift() -
     new_calls = [inserted, *copy.deepcopy(calls)]
     for position, row in enumerate(new_calls, start=1):
         row["seq"] = position
-    drift = diff_revisions(proposal(calls), proposal(new_calls, revision=2))
+    drift = diff_revisions(form(proposal(calls)), form(proposal(new_calls, revision=2)))
     assert drift.added == (0,)
     assert [pair.new_index for pair in drift.changed] == [2, 3]
     paths = {change.path for change in drift.changed[0].fields}
@@ -156,11 +199,12 @@ def test_a_placeholder_that_keeps_its_number_but_names_another_call_is_drift() -
     assert all(change.note == "the placeholder names another call" for change in drift.changed[0].fields)
 
 
-def test_one_changed_argument_is_exactly_that_field() -> None:
+@each_form
+def test_one_changed_argument_is_exactly_that_field(form: Form) -> None:
     plan = bulk_refund_plan(50)
     changed = copy.deepcopy(plan)
     changed["calls"][20]["args"]["amount_cents"] = 123_456
-    drift = diff_revisions(msgspec.convert(plan, Proposal), msgspec.convert(changed, Proposal))
+    drift = diff_revisions(form(msgspec.convert(plan, Proposal)), form(msgspec.convert(changed, Proposal)))
     assert drift.summary == "1 changed"
     (pair,) = drift.changed
     assert (pair.old_index, pair.new_index, pair.old_seq, pair.new_seq) == (20, 20, 21, 21)
@@ -171,24 +215,26 @@ def test_one_changed_argument_is_exactly_that_field() -> None:
     assert drift.status_of_new(20) == "changed" and drift.pair_of_new(20) is pair
 
 
-def test_a_changed_effect_and_path_are_named() -> None:
+@each_form
+def test_a_changed_effect_and_path_are_named(form: Form) -> None:
     calls = ticket_calls()
     new_calls = copy.deepcopy(calls)
     new_calls[3]["args"]["id"] = "t9"
     new_calls[3]["request"]["path"] = "/v1/tickets/t9"
     new_calls[2]["effect"] = "other"
-    drift = diff_revisions(proposal(calls), proposal(new_calls))
+    drift = diff_revisions(form(proposal(calls)), form(proposal(new_calls)))
     assert [[change.path for change in pair.fields] for pair in drift.changed] == [
         ["effect"],
         ["args.id", "request.path"],
     ]
 
 
-def test_outcome_only_changes_are_reported_apart() -> None:
+@each_form
+def test_outcome_only_changes_are_reported_apart(form: Form) -> None:
     calls = ticket_calls()
     new_calls = copy.deepcopy(calls)
     new_calls[1]["outcome"] = {"status": "ok", "http_status": 200}
-    drift = diff_revisions(proposal(calls), proposal(new_calls))
+    drift = diff_revisions(form(proposal(calls)), form(proposal(new_calls)))
     assert drift.is_empty and not drift.changed
     assert drift.summary == "no drift (1 dry-run outcome changed)"
     (pair,) = drift.outcome_changed
@@ -201,11 +247,12 @@ def test_outcome_only_changes_are_reported_apart() -> None:
     assert drift.status_of_new(1) == "unchanged" and drift.pair_of_new(1) is pair
 
 
-def test_target_changes_are_drift() -> None:
+@each_form
+def test_target_changes_are_drift(form: Form) -> None:
     calls = ticket_calls()
     drift = diff_revisions(
-        proposal(calls),
-        proposal(calls, target={"api": "deskline", "environment": "production"}),
+        form(proposal(calls)),
+        form(proposal(calls, target={"api": "deskline", "environment": "production"})),
     )
     assert [(c.path, c.old, c.new) for c in drift.target_changed] == [
         ("target.environment", "staging", "production")
@@ -213,17 +260,19 @@ def test_target_changes_are_drift() -> None:
     assert drift.summary == "target changed" and not drift.is_empty
 
 
-def test_removed_calls_are_listed_where_they_stood() -> None:
+@each_form
+def test_removed_calls_are_listed_where_they_stood(form: Form) -> None:
     calls = ticket_calls()
     new_calls = renumbered([calls[0], calls[1], calls[3]], shift_from=4, by=-1)
-    old = proposal(calls)
-    drift = diff_revisions(old, proposal(new_calls))
+    old = form(proposal(calls))
+    drift = diff_revisions(old, form(proposal(new_calls)))
     assert drift.summary == "1 removed"
     assert drift.removed == (2,) and drift.removed_positions == (2,)
     assert [call.args for _, call in drift.removed_calls(old)] == [calls[2]["args"]]
 
 
-def test_one_inserted_changed_and_removed_in_a_large_plan() -> None:
+@each_form
+def test_one_inserted_changed_and_removed_in_a_large_plan(form: Form) -> None:
     plan = bulk_refund_plan(5_000)
     rows = copy.deepcopy(plan["calls"])
     extra = copy.deepcopy(rows[100])
@@ -232,14 +281,15 @@ def test_one_inserted_changed_and_removed_in_a_large_plan() -> None:
     rows[2_501]["args"]["amount_cents"] = 1
     del rows[4_000]
     second = dict(plan, calls=renumbered(rows, shift_from=1, by=0))
-    drift = diff_revisions(msgspec.convert(plan, Proposal), msgspec.convert(second, Proposal))
+    drift = diff_revisions(form(msgspec.convert(plan, Proposal)), form(msgspec.convert(second, Proposal)))
     assert drift.summary == "1 added, 1 removed, 1 changed"
     assert drift.added == (100,) and drift.removed == (3_999,)
     assert [(p.old_index, p.new_index) for p in drift.changed] == [(2_500, 2_501)]
     assert drift.unchanged == 4_998
 
 
-def test_a_heavily_rewritten_plan_falls_back_and_stays_consistent() -> None:
+@each_form
+def test_a_heavily_rewritten_plan_falls_back_and_stays_consistent(form: Form) -> None:
     """More edits than Myers is allowed: difflib aligns instead; the counts still add up."""
     plan = bulk_refund_plan(2_000)
     rows = copy.deepcopy(plan["calls"])
@@ -247,7 +297,7 @@ def test_a_heavily_rewritten_plan_falls_back_and_stays_consistent() -> None:
         row["args"]["amount_cents"] += 1
     assert len(rows[::5]) * 2 > MAX_EDITS_FOR_MYERS
     second = dict(plan, calls=rows)
-    drift = diff_revisions(msgspec.convert(plan, Proposal), msgspec.convert(second, Proposal))
+    drift = diff_revisions(form(msgspec.convert(plan, Proposal)), form(msgspec.convert(second, Proposal)))
     assert drift.summary == "400 changed"
     assert {tuple(c.path for c in pair.fields) for pair in drift.changed} == {
         ("args.amount_cents", "request.body.amount_cents")
@@ -267,6 +317,7 @@ def plans(draw: st.DrawFn, min_size: int = 0) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for position in range(size):
         kind = draw(st.sampled_from(["create", "update", "delete", "refund"]))
+        row: dict[str, Any]
         if kind == "create":
             row = {
                 "tool": "create_ticket",
@@ -275,8 +326,9 @@ def plans(draw: st.DrawFn, min_size: int = 0) -> list[dict[str, Any]]:
             }
         elif kind == "update":
             args: dict[str, Any] = {"id": draw(TICKETS), "status": draw(st.sampled_from(["open", "closed"]))}
-            creates = [seq for seq, row in enumerate(rows, start=1) if row["effect"] == "create"]
-            if creates and draw(st.booleans()):
+            creates = [seq for seq, earlier in enumerate(rows, start=1) if earlier["effect"] == "create"]
+            merged = bool(creates) and draw(st.booleans())
+            if merged:
                 args["mergedInto"] = f"<id from call {draw(st.sampled_from(creates))}>"
             row = {"tool": "update_ticket", "effect": "update", "args": args}
         elif kind == "delete":
@@ -293,49 +345,55 @@ def plans(draw: st.DrawFn, min_size: int = 0) -> list[dict[str, Any]]:
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+@each_form
 @FAST
 @given(plans())
-def test_property_a_plan_against_itself_has_no_drift(calls: list[dict[str, Any]]) -> None:
-    plan = proposal(calls)
-    drift = diff_revisions(plan, proposal(copy.deepcopy(calls)))
+def test_property_a_plan_against_itself_has_no_drift(form: Form, calls: list[dict[str, Any]]) -> None:
+    plan = form(proposal(calls))
+    drift = diff_revisions(plan, form(proposal(copy.deepcopy(calls))))
     assert drift.is_empty and not drift.outcome_changed and drift.unchanged == len(calls)
 
 
+@each_form
 @FAST
 @given(plans(), st.data())
 def test_property_one_inserted_call_anywhere_is_exactly_one_addition(
-    calls: list[dict[str, Any]], data: st.DataObject
+    form: Form, calls: list[dict[str, Any]], data: st.DataObject
 ) -> None:
     """Even when later placeholders name calls past the insertion and are renumbered for it."""
     at = data.draw(st.integers(0, len(calls)))
     inserted = {"tool": "notify", "effect": "other", "args": {"text": "unique"}}
     new_calls = renumbered([*calls[:at], inserted, *calls[at:]], shift_from=at + 1, by=1)
-    drift = diff_revisions(proposal(calls), proposal(new_calls, revision=2))
+    drift = diff_revisions(form(proposal(calls)), form(proposal(new_calls, revision=2)))
     assert drift.added == (at,)
     assert (drift.removed, drift.changed, drift.outcome_changed) == ((), (), ())
     assert drift.unchanged == len(calls)
 
 
+@each_form
 @FAST
 @given(plans(min_size=1), st.data())
 def test_property_one_changed_argument_is_exactly_that_field(
-    calls: list[dict[str, Any]], data: st.DataObject
+    form: Form, calls: list[dict[str, Any]], data: st.DataObject
 ) -> None:
     at = data.draw(st.integers(0, len(calls) - 1))
     new_calls = copy.deepcopy(calls)
     new_calls[at]["args"]["changed_note"] = "added by the re-plan"
-    drift = diff_revisions(proposal(calls), proposal(new_calls))
+    drift = diff_revisions(form(proposal(calls)), form(proposal(new_calls)))
     assert drift.summary == "1 changed"
     (pair,) = drift.changed
     assert (pair.old_index, pair.new_index) == (at, at)
     assert [change.path for change in pair.fields] == ["args.changed_note"]
 
 
+@each_form
 @FAST
 @given(plans(), plans())
-def test_property_drift_a_to_b_mirrors_b_to_a(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> None:
-    forward = diff_revisions(proposal(a), proposal(b))
-    backward = diff_revisions(proposal(b), proposal(a))
+def test_property_drift_a_to_b_mirrors_b_to_a(
+    form: Form, a: list[dict[str, Any]], b: list[dict[str, Any]]
+) -> None:
+    forward = diff_revisions(form(proposal(a)), form(proposal(b)))
+    backward = diff_revisions(form(proposal(b)), form(proposal(a)))
     assert forward.added == backward.removed and forward.removed == backward.added
     assert forward.unchanged == backward.unchanged
     for mine, theirs in (
@@ -353,10 +411,13 @@ def test_property_drift_a_to_b_mirrors_b_to_a(a: list[dict[str, Any]], b: list[d
             ]
 
 
+@each_form
 @FAST
 @given(plans(), plans())
-def test_property_every_call_is_accounted_for_once(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> None:
-    drift = diff_revisions(proposal(a), proposal(b))
+def test_property_every_call_is_accounted_for_once(
+    form: Form, a: list[dict[str, Any]], b: list[dict[str, Any]]
+) -> None:
+    drift = diff_revisions(form(proposal(a)), form(proposal(b)))
     paired = len(drift.changed) + len(drift.outcome_changed) + drift.unchanged
     assert paired + len(drift.removed) == len(a)
     assert paired + len(drift.added) == len(b)
@@ -365,18 +426,123 @@ def test_property_every_call_is_accounted_for_once(a: list[dict[str, Any]], b: l
     assert all(0 <= index <= len(b) for index in drift.removed_positions)
 
 
+@each_form
 @FAST
 @given(plans(), st.integers(0, 12), st.integers(1, 3))
 def test_property_placeholder_renumbering_is_not_drift(
-    calls: list[dict[str, Any]], shift_from: int, by: int
+    form: Form, calls: list[dict[str, Any]], shift_from: int, by: int
 ) -> None:
     """Seqs with gaps (another numbering of the same calls), placeholders following: no drift."""
     new_calls = renumbered(calls, shift_from=shift_from + 1, by=by)
     for row in new_calls:
         if row["seq"] > shift_from:
             row["seq"] += by
-    drift = diff_revisions(proposal(calls), proposal(new_calls))
+    drift = diff_revisions(form(proposal(calls)), form(proposal(new_calls)))
     assert drift.is_empty and not drift.outcome_changed and drift.unchanged == len(calls)
+
+
+# ------------------------------------------------------------------------------------------------
+# Parsed proposals: aligned through their JSON, with the same results as built ones
+
+
+@FAST
+@given(plans(), plans(), st.sampled_from(list(FORMS)), st.sampled_from(list(FORMS)))
+def test_property_drift_does_not_depend_on_the_form_or_the_writer(
+    a: list[dict[str, Any]], b: list[dict[str, Any]], form_a: str, form_b: str
+) -> None:
+    """Parsed or built, written compactly, indented, or with keys sorted, one of each on either
+    side: the same drift as between the built plans (fields listed in the writer's key order)."""
+    expected = diff_revisions(proposal(a), proposal(b))
+    drift = diff_revisions(FORMS[form_a](proposal(a)), FORMS[form_b](proposal(b)))
+    assert in_path_order(drift) == in_path_order(expected)
+
+
+def in_path_order(drift: Drift) -> Drift:
+    def pair(changed: ChangedCall) -> ChangedCall:
+        return dataclasses.replace(
+            changed,
+            fields=tuple(sorted(changed.fields, key=attrgetter("path"))),
+            outcome_fields=tuple(sorted(changed.outcome_fields, key=attrgetter("path"))),
+        )
+
+    return dataclasses.replace(
+        drift,
+        changed=tuple(map(pair, drift.changed)),
+        outcome_changed=tuple(map(pair, drift.outcome_changed)),
+    )
+
+
+@FAST
+@given(plans(), st.sampled_from(list(FORMS)[1:]), st.sampled_from(list(FORMS)[1:]))
+def test_property_the_same_calls_written_otherwise_are_no_drift(
+    calls: list[dict[str, Any]], form_a: str, form_b: str
+) -> None:
+    """Whitespace and key order are not content: every call aligns, decoded where its text differs."""
+    drift = diff_revisions(FORMS[form_a](proposal(calls)), FORMS[form_b](proposal(copy.deepcopy(calls))))
+    assert drift.is_empty and not drift.outcome_changed and drift.unchanged == len(calls)
+
+
+def escaped(plan: Proposal) -> Proposal:
+    """The plan parsed from JSON that spells every `<` and space of a placeholder as a \\u escape."""
+    text = msgspec.json.encode(plan).decode()
+    text = PLACEHOLDER.sub(lambda m: m.group(0).replace("<", "\\u003c").replace(" ", "\\u0020"), text)
+    return parse_proposal(text)
+
+
+@pytest.mark.parametrize("old_form", [parsed, escaped], ids=["plain", "escaped"])
+def test_a_placeholder_spelled_with_escapes_still_names_its_call(old_form: Form) -> None:
+    """A call whose placeholder keeps its number while another call took that number is drift,
+    however the JSON spells the placeholder (the text search must not miss `\\u003cid...`)."""
+    calls = ticket_calls()
+    inserted = copy.deepcopy(calls[0])
+    inserted["args"] = {"title": "Decoy"}
+    inserted["request"]["body"] = inserted["args"]
+    new_calls = [inserted, *copy.deepcopy(calls)]
+    for position, row in enumerate(new_calls, start=1):
+        row["seq"] = position
+    old, new = proposal(calls), proposal(new_calls, revision=2)
+    written = escaped(old).calls
+    assert isinstance(written, CallList)
+    assert b"\\u003cid\\u0020from\\u0020call" in bytes(written.raw(1))
+    drift = diff_revisions(old_form(old), escaped(new))
+    assert drift == diff_revisions(old, new)
+    assert [pair.new_index for pair in drift.changed] == [2, 3]
+
+
+class CountingDecoder:
+    """Stands in for the call decoder of `reviewer.proposal`, counting the calls it decodes."""
+
+    def __init__(self, decoder: msgspec.json.Decoder[Call]) -> None:
+        self.decoder = decoder
+        self.decoded = 0
+
+    def decode(self, data: bytes) -> Call:
+        self.decoded += 1
+        return self.decoder.decode(data)
+
+
+@pytest.mark.parametrize("write", [msgspec.json.encode, lambda plan: json.dumps(plan, indent=2)])
+@pytest.mark.parametrize("edit", ["one changed", "inserted, changed, removed, renumbered"])
+def test_large_parsed_revisions_are_aligned_without_decoding_their_calls(
+    edit: str, write: Callable[[Any], bytes | str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """20,000 calls on each side, written compactly or indented: only the calls around an edit
+    (and a few seqs) are decoded."""
+    plan = bulk_refund_plan(20_000)
+    if edit == "one changed":
+        second = copy.deepcopy(plan)
+        second["calls"][12_345]["args"]["amount_cents"] = 1
+        summary = "1 changed"
+    else:
+        second = replan(plan)
+        summary = "1 added, 1 removed, 1 changed"
+    old, new = parse_proposal(write(plan)), parse_proposal(write(second))
+    assert isinstance(old.calls, CallList) and isinstance(new.calls, CallList)
+    counter = CountingDecoder(proposal_module._call_decoder)
+    monkeypatch.setattr(proposal_module, "_call_decoder", counter)
+    drift = diff_revisions(old, new)
+    assert drift.summary == summary and drift.unchanged == 19_998 + (edit == "one changed")
+    assert counter.decoded < 100, f"{counter.decoded:,} calls decoded"
 
 
 # ------------------------------------------------------------------------------------------------
