@@ -11,7 +11,6 @@ from __future__ import annotations
 import bisect
 import json
 import re
-import statistics
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -486,7 +485,7 @@ def _numeric_leaves(value: Any, prefix: str) -> Iterator[tuple[str, float]]:
 def _numeric_field(name: str, held: list[tuple[float, int]]) -> NumericField:
     numbers = [value for value, _ in held]
     minimum, maximum = min(numbers), max(numbers)
-    median = float(statistics.median(numbers))
+    median = _median(numbers)
     outliers: list[Outlier] = []
     if len(numbers) >= OUTLIER_MIN_VALUES and median != 0:
         for value, seq in held:
@@ -504,6 +503,15 @@ def _numeric_field(name: str, held: list[tuple[float, int]]) -> NumericField:
         median=median,
         outliers=tuple(outliers[:MAX_OUTLIERS]),
     )
+
+
+def _median(numbers: list[float]) -> float:
+    """The median, halving before adding: `statistics.median` of two values near 1e308 is inf."""
+    ordered = sorted(numbers)
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[middle]
+    return ordered[middle - 1] / 2 + ordered[middle] / 2
 
 
 def _farness(times_median: float) -> float:

@@ -93,7 +93,7 @@ class QueueItem:
 
     @property
     def latest_revision(self) -> int:
-        return max(self.revisions)
+        return max(tuple(self.revisions))
 
     @property
     def latest(self) -> Proposal:
@@ -109,7 +109,8 @@ class QueueItem:
         """What to compare `revision` with: the revision last seen if older, else the one before it."""
         if self.seen_revision is not None and self.seen_revision < revision:
             return self.seen_revision
-        older = [number for number in self.revisions if number < revision]
+        # A copy first: the drift worker reads this while the event loop may add a revision.
+        older = [number for number in tuple(self.revisions) if number < revision]
         return max(older) if older else None
 
     def drift(self, old: int, new: int) -> Drift:

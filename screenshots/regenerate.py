@@ -29,7 +29,14 @@ PICTURES = {
 
 def main() -> int:
     subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "--snapshot-update", str(SNAPSHOTS.parents[1] / "test_snapshots.py")],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "--snapshot-update",
+            str(SNAPSHOTS.parents[1] / "test_snapshots.py"),
+        ],
         check=True,
         cwd=HERE.parent,
     )

@@ -657,3 +657,11 @@ def test_analysis_of_a_proposal_built_in_python() -> None:
     """The app may hold structs it built itself; nothing requires the JSON round trip."""
     proposal = msgspec.convert(json.loads((SAMPLES / "deskline-merge.server.json").read_text()), Proposal)
     assert Analysis(proposal).row(1).verdict is Verdict.CHAIN_NOISE
+
+
+def test_the_median_of_numbers_near_the_float_limit_stays_finite() -> None:
+    from reviewer.analysis import _median
+
+    assert _median([1e308, 1e308]) == 1e308
+    assert _median([1e308, 1e308, 1e308, 1e308, -1e308, 1e308]) == 1e308
+    assert _median([3.0, 1.0, 2.0]) == 2.0

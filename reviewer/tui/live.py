@@ -270,7 +270,13 @@ class LiveReviewerApp(ReviewerApp):
                 self._fetched.add((proposal_id, number))
                 self.post_message(FileBroken(BrokenFile(f"{proposal_id} revision {number}", str(error))))
                 continue
-            analysis, local_digest = await asyncio.to_thread(analysed, proposal)
+            try:
+                analysis, local_digest = await asyncio.to_thread(analysed, proposal)
+            except Exception as error:  # a bug in analysis must not stall the poll for every proposal
+                self._fetched.add((proposal_id, number))
+                problem = f"could not be analysed ({type(error).__name__}: {error})"
+                self.post_message(FileBroken(BrokenFile(f"{proposal_id} revision {number}", problem)))
+                continue
             queue_digest = queue_digests.get(number, "")
             if local_digest != queue_digest:
                 local_digests[number] = local_digest

@@ -189,7 +189,9 @@ def test_an_executed_proposal_is_verified_from_the_queues_report(queue: Queue) -
             await open_proposal(pilot, app, proposal_id)
             await pilot.press("v")
             await until(pilot, lambda: isinstance(app.screen, VerificationScreen), "the verification")
-            verification = app.screen.verification
+            screen = app.screen
+            await until(pilot, lambda: screen.verification is not None, "the comparison")
+            verification = screen.verification
             assert verification.count("same") == len(real_calls) - 1
             assert verification.count("different") == 1
             assert [change.path for change in verification.checks[-1].fields] == ["args.note"]

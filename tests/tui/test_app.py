@@ -148,3 +148,46 @@ async def test_notifications_show_markup_and_escape_codes_as_text(sample_folder)
         assert notification.message == "already decided by [@click=app.quit]mallory[/]\\x1b[2J"
         assert notification.title == "[b]Decision"
         assert app.is_running
+
+
+async def test_a_replan_that_adds_an_argument_shows_it_as_added(sample_folder) -> None:
+    """A field present on one side only reaches the drift detail as "(absent)", not as a crash."""
+    import json
+
+    folder: Path = sample_folder("deskline-merge.server.json")
+    replan = json.loads((folder / "deskline-merge.server.json").read_text())
+    replan["revision"] = 2
+    replan["calls"][3]["args"]["force"] = True
+    (folder / "deskline-merge.server.rev2.json").write_text(json.dumps(replan))
+    app = ReviewerApp(folder)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await open_review(pilot)
+        await pilot.press("d")
+        await wait_until_loaded(pilot)
+        await pilot.press("end")
+        await pilot.pause()
+        detail = str(app.screen.query_one("#detail").render())
+        assert "args.force: (absent) → true" in detail
+        assert app.is_running
+
+
+async def test_hostile_keys_in_a_real_run_reach_the_verification_view_escaped(sample_folder) -> None:
+    import json
+
+    from textual.widgets import DataTable
+
+    folder: Path = sample_folder("deskline-merge.server.json", "deskline-merge.server.execution.json")
+    record_path = folder / "deskline-merge.server.execution.json"
+    record = json.loads(record_path.read_text())
+    record["calls"][0]["args"]["\x1b[2J\u202eX"] = "surprise"
+    record_path.write_text(json.dumps(record))
+    app = ReviewerApp(folder)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await open_review(pilot)
+        await pilot.press("v")
+        await wait_until_loaded(pilot)
+        table = app.screen.query_one(DataTable)
+        cells = " ".join(str(table.get_cell_at((row, 4))) for row in range(table.row_count))
+        assert "different: args.\\x1b[2J\\u202eX" in cells
+        assert "\x1b" not in cells and "\u202e" not in cells
+        assert "\x1b" not in str(app.screen.query_one("#detail").render())

@@ -122,6 +122,8 @@ class ReviewScreen(Screen[None]):
 
     @on(PlanView.RowHighlighted)
     def show_detail(self, message: PlanView.RowHighlighted) -> None:
+        if not len(self.analysis):
+            return
         row = self.analysis.row(message.index)
         call = self.analysis.proposal.calls[message.index]
         self.query_one("#detail", Static).update(detail_text(row, call))
@@ -176,4 +178,5 @@ class ReviewScreen(Screen[None]):
             self.notify(f"Revision {self.revision} has not been executed: there is nothing to verify.",
                         title="Verify")
             return
-        self.app.push_screen(VerificationScreen(self.analysis.proposal, record, self.mode))
+        digest = self.item.digests[self.revision]
+        self.app.push_screen(VerificationScreen(self.analysis.proposal, digest, record, self.mode))

@@ -5,15 +5,17 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from reviewer.drift import CallCheck, Verification, compare_execution
 from reviewer.proposal import Proposal
+from reviewer.sanitize import clip, safe_text
 from reviewer.sources import ExecutionRecord
 from reviewer.tui.screens.drift import field_changes_text
 from reviewer.tui.widgets.cells import cell
@@ -38,8 +40,8 @@ def status_text(check: CallCheck) -> Text:
     if check.status == "refused" and check.http_status is not None:
         words = f"refused {check.http_status}"
     if check.status == "different" and check.fields:
-        words = f"different: {check.fields[0].path}"
-    return Text(words, STATUS_STYLE[check.status])
+        words = f"different: {check.fields[0].path}"  # the path is made of the run's own keys
+    return Text(safe_text(clip(words, 200)), STATUS_STYLE[check.status])
 
 
 def audit_text(check: CallCheck, has_audit: bool) -> Text:
@@ -48,7 +50,7 @@ def audit_text(check: CallCheck, has_audit: bool) -> Text:
     if check.audit_index is None:
         return Text("no audit line", "bold red")
     if check.audit_fields:
-        return Text(f"differs: {check.audit_fields[0].path}", "bold red")
+        return Text(safe_text(clip(f"differs: {check.audit_fields[0].path}", 200)), "bold red")
     return Text(f"line {check.audit_index + 1} agrees", "green")
 
 
@@ -57,14 +59,20 @@ class VerificationScreen(Screen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "app.pop_screen", "Back")]
 
-    def __init__(self, plan: Proposal, record: ExecutionRecord, mode: str) -> None:
+    class Compared(Message):
+        def __init__(self, verification: Verification) -> None:
+            super().__init__()
+            self.verification = verification
+
+    def __init__(self, plan: Proposal, plan_sha256: str, record: ExecutionRecord, mode: str) -> None:
+        """`plan_sha256` is the approved revision's digest as the queue (or the demo's loader) holds it."""
         super().__init__()
-        self.plan, self.record, self.mode = plan, record, mode
-        self.verification: Verification = compare_execution(plan, record.calls, record.audit_log)
+        self.plan, self.plan_sha256, self.record, self.mode = plan, plan_sha256, record, mode
+        self.verification: Verification | None = None
 
     def compose(self) -> ComposeResult:
         yield Chrome(id="chrome")
-        yield Static(id="verification-summary")
+        yield Static(Text(" comparing the real run with the plan…", "dim"), id="verification-summary")
         table: DataTable[Text] = DataTable(id="verification", cursor_type="row", zebra_stripes=True)
         for label, width in (("real", 4), ("plan", 4), ("tool", 15), ("call", 22), ("check", 28),
                              ("audit", 14)):
@@ -82,9 +90,18 @@ class VerificationScreen(Screen[None]):
             f"verification of rev {self.record.revision}",
             f"run by {self.record.executed_by or 'unknown'}",
         )
-        verification = self.verification
+        self.compare()
+
+    @work(thread=True, group="verify", exit_on_error=False)
+    def compare(self) -> None:
+        """A real run as long as its plan is compared off the event loop."""
+        record = self.record
+        self.post_message(self.Compared(compare_execution(self.plan, record.calls, record.audit_log)))
+
+    def on_verification_screen_compared(self, message: Compared) -> None:
+        verification = self.verification = message.verification
         summary = Text(f" {verification.summary}", "bold")
-        if self.record.plan_sha256 != self.plan_digest():
+        if self.record.plan_sha256 != self.plan_sha256:
             summary.append("\n the run names another plan digest than this revision's", "bold red")
         self.query_one("#verification-summary", Static).update(summary)
         table = self.query_one("#verification", DataTable)
@@ -107,13 +124,10 @@ class VerificationScreen(Screen[None]):
                           Text("not executed", "yellow"), Text(""))
         table.focus()
 
-    def plan_digest(self) -> str:
-        from reviewer.proposal import plan_sha256
-
-        return plan_sha256(self.plan)
-
     @on(DataTable.RowHighlighted, "#verification")
     def show_detail(self, event: DataTable.RowHighlighted) -> None:
+        if self.verification is None:
+            return
         checks = self.verification.checks
         text = Text()
         if event.cursor_row >= len(checks):

@@ -43,6 +43,8 @@ VERDICT_STYLE = {
 
 def untrusted(value: object, *, multiline: bool = False, limit: int = DETAIL_LIMIT) -> str:
     """Any proposal value as display-safe text: JSON for structures, clipped, sanitized."""
+    if value is msgspec.UNSET:
+        return "(absent)"
     if isinstance(value, str):
         text = value
     elif multiline:
@@ -86,8 +88,9 @@ def ratios_text(ratios: Ratios) -> Text:
     _line(text, "validated", f"{ratios.validated:,}", "green" if ratios.validated else "")
     unvalidated = ratios.not_validated + ratios.recorded + ratios.no_outcome
     _line(text, "unvalidated", f"{unvalidated:,}", "yellow" if unvalidated else "")
-    refused = ratios.real_refusals + ratios.fake_refusals
-    _line(text, "refused", f"{refused:,} real", "bold red" if refused else "")
+    _line(text, "refused", f"{ratios.real_refusals:,} real", "bold red" if ratios.real_refusals else "")
+    if ratios.fake_refusals:
+        _line(text, "fake refused", f"{ratios.fake_refusals:,} (shape)", "bold red")
     _line(text, "chain noise", f"{ratios.chain_noise:,}", "yellow" if ratios.chain_noise else "")
     if ratios.errors:
         _line(text, "errors", f"{ratios.errors:,}", "bold red")

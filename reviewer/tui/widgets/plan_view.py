@@ -162,7 +162,8 @@ class PlanView(ScrollView, can_focus=True):
         return max(self.scrollable_content_region.height - 1, 1)
 
     def on_mount(self) -> None:
-        self.post_message(self.RowHighlighted(self, self.cursor))
+        if self.row_count:
+            self.post_message(self.RowHighlighted(self, self.cursor))
 
     def on_resize(self) -> None:
         self.virtual_size = Size(self.scrollable_content_region.width, self.row_count + 1)
