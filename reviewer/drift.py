@@ -66,7 +66,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from reviewer.analysis import PLACEHOLDER, resource_of
-from reviewer.proposal import Call, CallList, Proposal
+from reviewer.proposal import Call, CallList, Proposal, dumps
 
 MAX_EDITS_FOR_MYERS: Final = 256
 """Beyond this many inserted plus deleted calls, Myers' exploration (quadratic in the edits) costs
@@ -353,18 +353,18 @@ class _ParsedCalls(_Calls):
 
 
 class _BuiltCalls(_Calls):
-    """Calls built in code (`Call` structs), compared as structs: a call's key is its fields but
-    seq, a tuple compared in C. Also serves a parsed plan held against a built one."""
+    """Calls built in code (`Call` structs): a call's key is its fields but seq, written as JSON,
+    since Python's `==` holds `true` equal to `1`. Also serves a parsed plan held against a built one."""
 
     def __init__(self, calls: Sequence[Call]) -> None:
         super().__init__(calls)
         self._index_by_seq: dict[int, int] | None = None
 
-    def exact(self, start: int, stop: int) -> Sequence[Call]:
-        return self.calls[start:stop]
+    def exact(self, start: int, stop: int) -> list[bytes]:
+        return list(map(dumps, self.calls[start:stop]))
 
-    def keys(self, start: int, stop: int) -> list[tuple[Any, ...]]:
-        return list(map(_CONTENT_FIELDS, self.calls[start:stop]))
+    def keys(self, start: int, stop: int) -> list[bytes]:
+        return [dumps(_CONTENT_FIELDS(call)) for call in self.calls[start:stop]]
 
     def index_of_seq(self, seq: int) -> int | None:
         if self._index_by_seq is None:
@@ -474,8 +474,8 @@ class _Sides:
         old, new = self.old[x], self.new[y]
         if old.tool != new.tool or old.effect != new.effect:
             return "different"
-        if old.args == new.args and old.request == new.request:
-            return "same" if old.outcome == new.outcome else "loose"
+        if _same_json(old.args, new.args) and _same_json(old.request, new.request):
+            return "same" if _same_json(old.outcome, new.outcome) else "loose"
         same = self.canonical(x, old_side=True) == self.canonical(y, old_side=False)
         return "loose" if same else "different"
 
@@ -496,6 +496,27 @@ class _Sides:
                 found = _PLACEHOLDER_BYTES.sub(by_identity, found)
             cache[index] = found
         return found
+
+
+def _same_json(old: Any, new: Any) -> bool:
+    """Equal as JSON: 1 and 1.0 are one number (RFC 8785 writes both as 1), but `true` is not `1`,
+    whatever Python's `==` says."""
+    if isinstance(old, bool) or isinstance(new, bool):
+        return type(old) is type(new) and old == new
+    if isinstance(old, msgspec.Struct) or isinstance(new, msgspec.Struct):
+        fields = msgspec.structs.astuple
+        return type(old) is type(new) and _same_json(fields(old), fields(new))
+    if isinstance(old, dict):
+        return (
+            isinstance(new, dict)
+            and old.keys() == new.keys()
+            and all(_same_json(value, new[key]) for key, value in old.items())
+        )
+    if isinstance(old, list | tuple):
+        return (
+            isinstance(new, list | tuple) and len(old) == len(new) and all(map(_same_json, old, new))
+        )
+    return bool(old == new)
 
 
 def _content_json(call: Call) -> bytes:

@@ -216,6 +216,25 @@ def test_one_changed_argument_is_exactly_that_field(form: Form) -> None:
 
 
 @each_form
+def test_true_in_place_of_one_is_drift_but_one_point_zero_is_not(form: Form) -> None:
+    """Python holds `True == 1`; JSON does not: a flag turned from 1 to true changes what executes,
+    while 1 and 1.0 are one JSON number."""
+    plan = bulk_refund_plan(12)
+    flagged, refloated = copy.deepcopy(plan), copy.deepcopy(plan)
+    plan["calls"][5]["args"]["notify"] = 1
+    flagged["calls"][5]["args"]["notify"] = True
+    refloated["calls"][5]["args"]["notify"] = 1.0
+    base = form(msgspec.convert(plan, Proposal))
+    drift = diff_revisions(base, form(msgspec.convert(flagged, Proposal)))
+    (pair,) = drift.changed
+    assert [(change.path, change.old, change.new) for change in pair.fields] == [
+        ("args.notify", 1, True),
+        ("request.body.notify", 1, True),
+    ]
+    assert diff_revisions(base, form(msgspec.convert(refloated, Proposal))).is_empty
+
+
+@each_form
 def test_a_changed_effect_and_path_are_named(form: Form) -> None:
     calls = ticket_calls()
     new_calls = copy.deepcopy(calls)
