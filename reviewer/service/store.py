@@ -1,11 +1,12 @@
 """The queue's storage: the `QueueStore` interface and its SQLite implementation.
 
-Every rule that reads and then writes (revision numbering, 412 before 409, one winner, one
-execution per approval, idempotency) runs inside one `BEGIN IMMEDIATE` transaction, so it holds
-across threads and processes alike and a refusal never leaves a partial write. Acknowledged means
-on disk: WAL with `synchronous=FULL`. Revisions, decisions, executions and the trail are
-append-only (triggers refuse UPDATE and DELETE); `proposals` is the one mutable table, an index of
-each proposal's latest revision and its state, rewritten in the same transaction as the history.
+Every rule that reads and then writes (revision numbering, 412 before 403 before 409, one
+winner, a decider who is not the proposer, one execution per approval, idempotency) runs inside
+one `BEGIN IMMEDIATE` transaction, so it holds across threads and processes alike and a refusal
+never leaves a partial write. Acknowledged means on disk: WAL with `synchronous=FULL`.
+Revisions, decisions, executions and the trail are append-only (triggers refuse UPDATE and
+DELETE); `proposals` is the one mutable table, an index of each proposal's latest revision and its
+state, rewritten in the same transaction as the history.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from reviewer.service.auth import Identity, Role, hashes_match
 from reviewer.service.errors import (
     Conflict,
     ExecutionRefused,
+    Forbidden,
     IdempotencyMismatch,
     NotFound,
     NotPending,
@@ -308,7 +310,20 @@ class SQLiteStore:
     # tokens
 
     def create_token(self, name: str, role: Role, token_sha256: str) -> None:
+        """Mint under `name`; a name keeps the role of its first token, revoked or not.
+
+        Proposals are owned by name and a decider must not be the owner, so an agent's name that
+        came back as a reviewer's could approve that agent's proposals.
+        """
         with self._write() as db:
+            earlier = db.execute("SELECT role FROM tokens WHERE name = ? AND role != ? LIMIT 1", (name, role))
+            used = earlier.fetchone()
+            if used is not None:
+                article = "an" if used["role"] == "agent" else "a"
+                raise Conflict(
+                    f"the name {name!r} was used for {article} {used['role']} token, and a name keeps "
+                    f"its role for life; choose another name for the {role} token"
+                )
             if db.execute("SELECT 1 FROM tokens WHERE name = ? AND revoked_at IS NULL", (name,)).fetchone():
                 raise Conflict(f"a token named {name!r} exists; revoke it first or choose another name")
             db.execute(
@@ -616,7 +631,11 @@ class SQLiteStore:
     def decide(
         self, identity: Identity, proposal_id: str, request: DecisionRequest, idempotency_key: str
     ) -> tuple[bool, DecisionState]:
-        """Record a decision; answers (True, the first answer) for a retry of an earlier request."""
+        """Record a decision; answers (True, the first answer) for a retry of an earlier request.
+
+        Refusals in order: 412 (not the latest revision), 403 (the decider's name owns the
+        proposal: a name revoked as an agent and minted again as a reviewer), 409 (not pending).
+        """
         fingerprint = _fingerprint(proposal_id, request)
         now = self.clock()
         with self._write() as db:
@@ -625,6 +644,11 @@ class SQLiteStore:
             if earlier is not None:
                 return True, earlier
             _require_latest(row, request.revision, request.plan_sha256)
+            if row["owner"] == identity.name:
+                raise Forbidden(
+                    f"{identity.name!r} submitted {proposal_id!r}: you proposed this; another reviewer "
+                    "must decide",
+                )
             state = self._state(row, now)
             if state != "pending":
                 who = f" by {row['decided_by']}" if row["decided_by"] else ""

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from reviewer.service.auth import hash_token, mint_token
 from reviewer.service.store import SQLiteStore
 from tests.service.conftest import (
     Actors,
@@ -78,6 +79,61 @@ def test_another_agent_sees_no_such_proposal(actors: Actors) -> None:
     assert refused.status_code in (404, 422)
     taken = actors.other_agent.post("/v1/proposals", content=body(proposal(proposal_id, 2)))
     assert taken.status_code == 409
+
+
+def _token_run(service: Service, *args: str) -> subprocess.CompletedProcess[str]:
+    command = reviewer_command("token", *args, "--db", str(service.db))
+    return subprocess.run(command, capture_output=True, text=True)
+
+
+def _reviewer_token_made_before_names_kept_their_role(service: Service, name: str) -> str:
+    """A reviewer token under an agent's name, as a database minted before that was refused holds one."""
+    token = mint_token()
+    with sqlite3.connect(service.db) as db:
+        db.execute(
+            "INSERT INTO tokens (name, role, token_sha256, created_at) VALUES (?, 'reviewer', ?, ?)",
+            (name, hash_token(token), time.time()),
+        )
+    return token
+
+
+def test_the_proposer_cannot_decide_its_own_proposal_even_as_a_reviewer(
+    service: Service, actors: Actors
+) -> None:
+    """Revoke agent "mallory", hold a reviewer token named "mallory": its decisions on what agent
+    "mallory" proposed are 403 (after the 412 check), and another reviewer still decides."""
+    name = unique_id("mallory")
+    proposal_id = unique_id()
+    with service.client(service.token(name, "agent")) as proposer:
+        answer = submit(proposer, proposal_id)
+    assert _token_run(service, "revoke", name).returncode == 0
+    with service.client(_reviewer_token_made_before_names_kept_their_role(service, name)) as same_name:
+        assert same_name.get("/v1/whoami").json() == {"name": name, "role": "reviewer"}
+        assert decide(same_name, proposal_id, 1, "0" * 64).status_code == 412
+        for decision in ("approve", "reject"):
+            refused = decide(same_name, proposal_id, 1, answer["plan_sha256"], decision)
+            assert refused.status_code == 403, refused.text
+            assert refused.json()["error"] == "forbidden"
+            assert "you proposed this; another reviewer must decide" in refused.json()["message"]
+        record = actors.alice.get(f"/v1/proposals/{proposal_id}").json()
+        assert record["latest"]["state"] == "pending"
+        assert [event["event"] for event in record["history"]] == ["submitted"]
+        assert decide(actors.bob, proposal_id, 1, answer["plan_sha256"]).status_code == 201
+        assert decide(same_name, proposal_id, 1, answer["plan_sha256"]).status_code == 403
+
+
+def test_a_token_name_keeps_its_role_for_life(service: Service) -> None:
+    name = unique_id("rotating")
+    assert _token_run(service, "create", "--name", name, "--role", "agent").returncode == 0
+    assert _token_run(service, "revoke", name).returncode == 0
+    refused = _token_run(service, "create", "--name", name, "--role", "reviewer")
+    assert refused.returncode == 1
+    assert refused.stdout == ""
+    assert f"{name!r} was used for an agent token" in refused.stderr
+    assert "keeps its role for life" in refused.stderr
+    rotated = _token_run(service, "create", "--name", name, "--role", "agent")
+    assert rotated.returncode == 0, rotated.stderr
+    assert rotated.stdout.startswith("rvw_")
 
 
 def test_a_decision_on_a_stale_revision_or_digest_is_412_and_changes_nothing(actors: Actors) -> None:
