@@ -51,7 +51,7 @@ from reviewer.proposal import (
     plan_sha256,
     value_within_limits,
 )
-from reviewer.service.auth import Identity, Role, hash_token
+from reviewer.service.auth import Identity, Role, hash_token, redact_tokens
 from reviewer.service.errors import (
     BadRequest,
     Forbidden,
@@ -230,17 +230,28 @@ def _json(model: BaseModel, status_code: int = 200, headers: dict[str, str] | No
     )
 
 
+def _error_json(body: ErrorBody, status_code: int, headers: dict[str, str] | None = None) -> Response:
+    """Every error body the service writes: messages quote what the caller sent, so tokens are redacted."""
+    return Response(
+        redact_tokens(body.model_dump_json(exclude_none=True)),
+        status_code,
+        headers,
+        media_type="application/json",
+    )
+
+
 def _error_response(error: ServiceError) -> Response:
     body = ErrorBody(error=error.code, message=error.message, **error.details)
     headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
-    return _json(body, error.status, headers)
+    return _error_json(body, error.status, headers)
 
 
 class RequestLog:
     """ASGI middleware: one log line per request, with the caller's name but never its token.
 
-    Only the path is logged (not the query string), and the caller's name comes from the
-    authenticated identity, so a token pasted into a URL by mistake never reaches the log either.
+    Only the path is logged (not the query string), with token-shaped strings redacted, and the
+    caller's name comes from the authenticated identity, so a token pasted into a URL by mistake
+    never reaches the log either.
     """
 
     def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
@@ -271,7 +282,7 @@ class RequestLog:
             access_log.info(
                 "%s %s %d %s %.1fms",
                 scope["method"],
-                scope["path"][:200],
+                redact_tokens(scope["path"])[:200],
                 status,
                 who,
                 (time.perf_counter() - started) * 1000,
@@ -317,13 +328,15 @@ def create_app(
     async def on_http_error(request: Request, error: StarletteHTTPException) -> Response:
         code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
         body = ErrorBody(error=code, message=str(error.detail))
-        return _json(body, error.status_code, dict(error.headers or {}))
+        return _error_json(body, error.status_code, dict(error.headers or {}))
 
     @app.exception_handler(Exception)
     async def on_unexpected(request: Request, error: Exception) -> Response:
-        logging.getLogger("reviewer.service").exception("unexpected error on %s", request.url.path)
+        logging.getLogger("reviewer.service").exception(
+            "unexpected error on %s", redact_tokens(request.url.path)
+        )
         body = ErrorBody(error="internal", message="the service failed; nothing was changed, try again")
-        return _json(body, 500)
+        return _error_json(body, 500)
 
     @app.get("/v1/whoami", response_model=Whoami, responses=_errors())
     async def whoami(identity: Caller) -> Response:

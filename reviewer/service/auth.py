@@ -1,13 +1,15 @@
 """Bearer tokens: minting, the hash the store keeps instead of the token, and reading the header.
 
 A token is 32 random bytes; only its SHA-256 is stored, so a stolen database yields no credential.
-The token text never enters a log line, an error message or a repr.
+The token text never enters a log line, an error message or a repr; `redact_tokens` keeps one out
+even when a caller pastes it into a path, a query or a body.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 from dataclasses import dataclass
 from typing import Literal
@@ -15,6 +17,9 @@ from typing import Literal
 Role = Literal["agent", "reviewer"]
 ROLES: tuple[Role, ...] = ("agent", "reviewer")
 TOKEN_PREFIX = "rvw_"
+TOKEN_SHAPED = re.compile(re.escape(TOKEN_PREFIX) + r"[A-Za-z0-9_-]+", re.IGNORECASE)
+"""The prefix and the base64url text after it: a token in `mint_token`'s format, or a piece of one."""
+REDACTED = TOKEN_PREFIX + "[redacted]"
 
 
 @dataclass(frozen=True)
@@ -38,3 +43,14 @@ def hash_token(token: str) -> str:
 def hashes_match(stored_sha256: str, presented_sha256: str) -> bool:
     """Constant-time comparison, so response timing reveals nothing about a stored hash."""
     return hmac.compare_digest(stored_sha256.encode(), presented_sha256.encode())
+
+
+def redact_tokens(text: str) -> str:
+    """`text` with every token-shaped string replaced, for what the service logs or answers.
+
+    A token pasted into a URL path, a query or a JSON body by mistake would otherwise come back in
+    a 404 or 422 message and land in the request log. The request log and every error body pass
+    through here; a name or an id that merely starts with the prefix is redacted too, which costs
+    nothing but a less precise message.
+    """
+    return TOKEN_SHAPED.sub(REDACTED, text)

@@ -1,4 +1,5 @@
-"""A canary token never reaches a log line, an error body or a repr; SIGTERM stops the service cleanly."""
+"""A canary token, even pasted into a path, a query or a JSON field, never reaches a log line, an
+error body or a repr; SIGTERM stops the service cleanly."""
 
 from __future__ import annotations
 
@@ -7,10 +8,42 @@ import signal
 import sqlite3
 from pathlib import Path
 
+import httpx
 import pytest
 
 from reviewer.client import QueueClient, QueueRefused
+from reviewer.service.auth import mint_token, redact_tokens
 from tests.service.conftest import body, decide, proposal, start_service, submit, unique_id
+
+
+def misplaced_canaries(
+    reviewer: httpx.Client, agent: httpx.Client, proposal_id: str, canary: str
+) -> list[httpx.Response]:
+    """A token pasted where it does not belong: a path segment, a query value, a JSON field."""
+    with_canary_via = proposal(unique_id())
+    with_canary_via["dry_run"]["via"] = canary
+    return [
+        reviewer.get(f"/v1/proposals/{canary}"),
+        reviewer.get(f"/v1/proposals/{canary}/decision"),
+        agent.get(f"/v1/proposals/{canary}/revisions/1"),
+        reviewer.get(f"/v1/{canary}"),
+        reviewer.get(f"/v1/proposals/{proposal_id}/revisions/{canary}"),
+        reviewer.get("/v1/proposals", params={"state": canary}),
+        reviewer.get("/v1/proposals", params={"cursor": canary}),
+        reviewer.get("/v1/proposals", params={"limit": canary}),
+        agent.post("/v1/proposals", content=body(with_canary_via)),
+        agent.post("/v1/proposals", content=body({**proposal(unique_id()), canary: 1})),
+        reviewer.post(
+            f"/v1/proposals/{proposal_id}/decisions",
+            json={"revision": 1, "plan_sha256": canary, "decision": canary, "reason": "", canary: 1},
+            headers={"Idempotency-Key": unique_id("key")},
+        ),
+        reviewer.post(
+            f"/v1/proposals/{proposal_id}/decisions",
+            content=f'{{"revision": 1, "{canary}'.encode(),
+            headers={"Idempotency-Key": unique_id("key")},
+        ),
+    ]
 
 
 @pytest.mark.slow
@@ -34,6 +67,8 @@ def test_a_canary_token_appears_nowhere_and_sigterm_is_a_clean_stop(tmp_path: Pa
                 reviewer.get("/v1/proposals", params={"token": canary}),
                 reviewer.get("/v1/whoami", headers={"Authorization": f"Bearer {unknown_canary}"}),
                 reviewer.get("/v1/whoami", headers={"Authorization": f"Token {canary}"}),
+                *misplaced_canaries(reviewer, agent, answer["proposal_id"], canary),
+                *misplaced_canaries(reviewer, agent, answer["proposal_id"], unknown_canary),
             ]
             assert {response.status_code for response in responses} >= {200, 201, 401, 403, 409, 412}
             seen += [response.text + str(response.headers) for response in responses]
@@ -63,3 +98,10 @@ def test_a_canary_token_appears_nowhere_and_sigterm_is_a_clean_stop(tmp_path: Pa
         assert canary[4:20] not in text
     with sqlite3.connect(service.db) as db:
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_redaction_replaces_the_token_and_keeps_the_rest() -> None:
+    token = mint_token()
+    assert redact_tokens(f"/v1/proposals/{token}/decision") == "/v1/proposals/rvw_[redacted]/decision"
+    assert redact_tokens(f"'{token}'; `{token.upper()}`") == "'rvw_[redacted]'; `rvw_[redacted]`"
+    assert redact_tokens("/v1/proposals/p-1/revisions/2") == "/v1/proposals/p-1/revisions/2"
