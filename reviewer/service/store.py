@@ -12,6 +12,7 @@ state, rewritten in the same transaction as the history.
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -230,6 +231,19 @@ def _append_only_triggers() -> str:
     )
 
 
+def _create_private(path: Path) -> None:
+    """Create the database file 0600 (whatever the umask) unless it exists; an existing one keeps its mode.
+
+    It holds every proposal and the token hashes. SQLite gives the -wal and -shm files it creates
+    the mode of the database file, so they are 0600 too; an empty file is a valid empty database.
+    """
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    os.close(descriptor)
+
+
 def _timestamp(seconds: float | None) -> datetime | None:
     return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
 
@@ -258,6 +272,7 @@ class SQLiteStore:
         self._lock = threading.Lock()
         if not self.path.parent.exists():
             self.path.parent.mkdir(parents=True, mode=0o700)
+        _create_private(self.path)
         connection = self._connection()
         connection.executescript(SCHEMA + _append_only_triggers())
 

@@ -4,8 +4,10 @@ error body or a repr; SIGTERM stops the service cleanly."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sqlite3
+import stat
 from pathlib import Path
 
 import httpx
@@ -13,7 +15,7 @@ import pytest
 
 from reviewer.client import QueueClient, QueueRefused
 from reviewer.service.auth import mint_token, redact_tokens
-from tests.service.conftest import body, decide, proposal, start_service, submit, unique_id
+from tests.service.conftest import Service, body, decide, proposal, start_service, submit, unique_id
 
 
 def misplaced_canaries(
@@ -105,3 +107,27 @@ def test_redaction_replaces_the_token_and_keeps_the_rest() -> None:
     assert redact_tokens(f"/v1/proposals/{token}/decision") == "/v1/proposals/rvw_[redacted]/decision"
     assert redact_tokens(f"'{token}'; `{token.upper()}`") == "'rvw_[redacted]'; `rvw_[redacted]`"
     assert redact_tokens("/v1/proposals/p-1/revisions/2") == "/v1/proposals/p-1/revisions/2"
+
+
+@pytest.mark.parametrize("first", ["serve", "token create"])
+def test_the_database_and_its_wal_and_shm_are_readable_by_the_owner_alone(tmp_path: Path, first: str) -> None:
+    """The file holds every proposal and the token hashes: 0600 even under a umask of 022."""
+    previous_umask = os.umask(0o022)
+    try:
+        service = Service(db=tmp_path / "queue.sqlite3", log_path=tmp_path / "service.log")
+        if first == "token create":
+            agent_token = service.token("agent", "agent")
+        service.start()
+        if first == "serve":
+            agent_token = service.token("agent", "agent")
+    finally:
+        os.umask(previous_umask)
+    try:
+        with service.client(agent_token) as agent:
+            submit(agent, unique_id())
+        files = [service.db, service.db.with_name(service.db.name + "-wal")]
+        files.append(service.db.with_name(service.db.name + "-shm"))
+        modes = {path.name: stat.S_IMODE(path.stat().st_mode) for path in files}
+        assert modes == dict.fromkeys(modes, 0o600)
+    finally:
+        service.stop()
