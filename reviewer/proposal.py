@@ -225,6 +225,8 @@ def _check_header(header: dict[str, Any], call_count: int, source: str) -> None:
         raise ProposalError(source, "$.created_at: expected an RFC 3339 time such as 2026-10-15T09:00:00Z")
     if call_count > MAX_CALLS:
         raise ProposalError(source, f"$.calls: {call_count:,} calls; at most {MAX_CALLS:,} are allowed")
+    if call_count == 0:
+        raise ProposalError(source, "$.calls: a proposal needs at least one call; nothing to approve")
     plain = msgspec.to_builtins(header)
     if not value_within_limits(plain, 1):
         raise ProposalError(source, locate_limit_violation(plain))
@@ -364,15 +366,20 @@ def _canonical_pieces(proposal: Proposal) -> Iterator[bytes]:
     calls = proposal.calls
     yield b'{"calls":['
     for start in range(0, len(calls), _CANONICAL_CHUNK):
-        chunk = [
-            msgspec.structs.replace(call, outcome=None) for call in calls[start : start + _CANONICAL_CHUNK]
-        ]
+        read = calls[start : start + _CANONICAL_CHUNK]
+        if not isinstance(calls, CallList):
+            # Built in code, its floats are plain: msgspec would write 100.0 where RFC 8785 writes 100.
+            read = _tagged_calls_decoder.decode(dumps(read))
+        chunk = [msgspec.structs.replace(call, outcome=None) for call in read]
         if start:
             yield b","
         yield checked(msgspec.json.encode(chunk, order="sorted", enc_hook=_canonical_float)[1:-1])
     yield b'],"target":'
     yield checked(msgspec.json.encode(proposal.target, order="sorted", enc_hook=_canonical_float))
     yield b"}"
+
+
+_tagged_calls_decoder = msgspec.json.Decoder(list[Call], float_hook=JSONFloat)
 
 
 def _reference_canonical_plan(proposal: Proposal) -> bytes:

@@ -21,7 +21,7 @@ from reviewer.analysis import (
     Verdict,
     value_has_hidden,
 )
-from reviewer.proposal import Proposal, dumps, parse_proposal
+from reviewer.proposal import Proposal, ProposalError, dumps, parse_proposal
 from reviewer.sanitize import has_hidden
 from reviewer.sources import EXECUTION_SUFFIX
 
@@ -501,7 +501,11 @@ def test_alarms_come_worst_first() -> None:
 
 
 def test_empty_plan() -> None:
-    analysis = plan([])
+    """The parser refuses a plan without calls; a proposal built in code can still have none."""
+    with pytest.raises(ProposalError, match="at least one call"):
+        plan([])
+    built = msgspec.structs.replace(plan([call(1)]).proposal, calls=[])
+    analysis = Analysis(built)
     assert len(analysis) == 0
     assert analysis.ratios.calls == 0 and analysis.ratios.destructive_share == 0.0
     assert analysis.extremes == Extremes(
@@ -572,7 +576,7 @@ OUTCOMES = [None, OK, refused(), {"status": "error"}, {"status": "recorded"}]
 
 @st.composite
 def random_plans(draw: st.DrawFn) -> tuple[str, list[dict[str, Any]]]:
-    seqs = sorted(draw(st.sets(st.integers(1, 40), max_size=12)))
+    seqs = sorted(draw(st.sets(st.integers(1, 40), min_size=1, max_size=12)))
     calls = []
     for seq in seqs:
         named = draw(st.lists(st.integers(0, 45), max_size=3))

@@ -55,19 +55,22 @@ def built(plan: Proposal) -> Proposal:
     return plan
 
 
-def parsed(plan: Proposal) -> Proposal:
-    """As the app holds a proposal an agent sent: msgspec's JSON, compact, each call's seq first."""
-    return parse_proposal(msgspec.json.encode(plan))
+def parsing(write: Callable[[Proposal], bytes | str]) -> Form:
+    """A form that writes the plan as JSON one way and parses it back, as the app holds a proposal an
+    agent sent. The parser refuses a plan without calls; one built in code still diffs, so it stays."""
+
+    def form(plan: Proposal) -> Proposal:
+        return parse_proposal(write(plan)) if plan.calls else plan
+
+    return form
 
 
-def parsed_indented(plan: Proposal) -> Proposal:
-    """Python's json.dumps, indented: `{\\n  "seq": 1,\\n  "tool": ...`, non-ASCII escaped."""
-    return parse_proposal(json.dumps(msgspec.to_builtins(plan), indent=2))
-
-
-def parsed_sorted(plan: Proposal) -> Proposal:
-    """Keys sorted, so seq is among the others, not first, with spaces after separators."""
-    return parse_proposal(json.dumps(msgspec.to_builtins(plan), sort_keys=True))
+parsed = parsing(msgspec.json.encode)
+"""msgspec's JSON, compact, each call's seq first."""
+parsed_indented = parsing(lambda plan: json.dumps(msgspec.to_builtins(plan), indent=2))
+"""Python's json.dumps, indented: `{\\n  "seq": 1,\\n  "tool": ...`, non-ASCII escaped."""
+parsed_sorted = parsing(lambda plan: json.dumps(msgspec.to_builtins(plan), sort_keys=True))
+"""Keys sorted, so seq is among the others, not first, with spaces after separators."""
 
 
 FORMS: dict[str, Form] = {

@@ -326,3 +326,34 @@ def test_a_proposal_within_every_limit_parses_whole() -> None:
     proposal = parse(MINIMAL)
     assert [call.seq for call in proposal.calls] == [1, 2]
     assert proposal.calls[1].effect == "delete"
+
+
+def test_a_built_proposal_hashes_like_its_json() -> None:
+    """A proposal an agent builds in code carries plain floats; its digest must still be RFC 8785's
+    (100.0 written as 100, 1e21 as 1e+21), the same as the queue computes from the JSON it receives."""
+    import msgspec
+
+    from reviewer.proposal import Call, Proposal, dumps, parse_proposal, plan_sha256
+
+    built = msgspec.convert(
+        {
+            "format": "reviewer.proposal/v1", "proposal_id": "floats", "revision": 1, "title": "t",
+            "agent": {"name": "a"}, "created_at": "2026-10-15T09:00:00Z", "target": {"api": "x"},
+            "dry_run": {"via": "record"},
+            "calls": [{"seq": 1, "tool": "t", "effect": "update", "args": {"a": 100.0, "b": 1e21, "c": 0.5}}],
+        },
+        Proposal,
+    )
+    assert isinstance(built.calls[0], Call) and type(built.calls[0].args["a"]) is float
+    assert plan_sha256(built) == plan_sha256(parse_proposal(dumps(built)))
+
+
+def test_a_proposal_without_calls_is_refused() -> None:
+    from reviewer.proposal import ProposalError, parse_proposal
+
+    with pytest.raises(ProposalError, match=r"\$\.calls: a proposal needs at least one call"):
+        parse_proposal(
+            b'{"format": "reviewer.proposal/v1", "proposal_id": "p", "revision": 1, "title": "t",'
+            b' "agent": {"name": "a"}, "created_at": "2026-10-15T09:00:00Z", "target": {"api": "x"},'
+            b' "dry_run": {"via": "record"}, "calls": []}'
+        )
