@@ -1002,8 +1002,9 @@ def compare_execution(
     matching_once_resolved = 0
     for executed_index, real in enumerate(executed_calls):
         http_status = real.outcome.http_status if real.outcome is not None else None
+        # Any answer but a success: a 500 or a transport error matches nothing it was meant to do.
         refused = real.outcome is not None and (
-            real.outcome.status == "refused" or (http_status is not None and 400 <= http_status < 500)
+            real.outcome.status in ("refused", "error") or (http_status is not None and http_status >= 400)
         )
         if planned_at >= len(plan.calls) or (
             plan.calls[planned_at].tool != real.tool or plan.calls[planned_at].effect != real.effect

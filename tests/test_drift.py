@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from bench.generate import bulk_refund_plan, replan
 from reviewer import proposal as proposal_module
 from reviewer.drift import MAX_EDITS_FOR_MYERS, ChangedCall, Drift, compare_execution, diff_revisions
-from reviewer.proposal import Call, CallList, Proposal, parse_proposal
+from reviewer.proposal import Call, CallList, Outcome, Proposal, parse_proposal
 
 PLACEHOLDER = re.compile(r"<([A-Za-z_][A-Za-z0-9_.-]*) from call (\d+)>")
 
@@ -649,6 +649,15 @@ def test_verification_names_a_different_field_and_a_call_not_in_the_plan() -> No
     assert [change.path for change in verification.checks[1].fields] == ["args.status"]
     assert verification.not_executed == (2, 3)
     assert verification.matching_once_resolved == 1
+
+
+@pytest.mark.parametrize("outcome", [{"status": "error", "http_status": 500}, {"status": "error"}])
+def test_a_real_call_that_failed_is_not_counted_as_a_match(outcome: dict[str, Any]) -> None:
+    real = real_calls()
+    real[0] = msgspec.structs.replace(real[0], outcome=msgspec.convert(outcome, Outcome))
+    verification = compare_execution(proposal(ticket_calls()), real, AUDIT)
+    assert verification.checks[0].status == "refused"
+    assert verification.matching_once_resolved == 2 and verification.naive_identical == 0
 
 
 def test_verification_reports_audit_lines_no_call_accounts_for() -> None:
