@@ -33,6 +33,7 @@ from reviewer.agent.errors import (
     NotApproved,
     PlanStop,
     ProposalRejected,
+    TargetMismatch,
     ToolDefinitionError,
     UnknownBackend,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "RecordedCall",
     "Recording",
     "ServerBackend",
+    "TargetMismatch",
     "ToolArgumentError",
     "ToolDefinitionError",
     "TransportBackend",

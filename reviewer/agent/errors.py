@@ -73,6 +73,22 @@ class NotApproved(NoApproval):
         )
 
 
+class TargetMismatch(NoApproval):
+    """The real run's client points at another API than the one the plan was approved for."""
+
+    def __init__(self, proposal_id: str, revision: int, approved_url: str, given_url: str) -> None:
+        self.approved_url = approved_url
+        self.given_url = given_url
+        super().__init__(
+            proposal_id,
+            revision,
+            f"proposal {proposal_id} revision {revision} was approved for {approved_url}, but the client "
+            f"is pointed at {given_url or '(no base URL)'}; nothing was sent. Run it with "
+            "httpx.AsyncClient(base_url=<the approved URL>), or re-plan against the other target and "
+            "get that plan approved.",
+        )
+
+
 class DecisionTimeout(NoApproval):
     """No decision arrived within the wait; the proposal stays in the queue, pending."""
 

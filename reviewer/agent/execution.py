@@ -4,6 +4,7 @@ The agent's task runs again for real (a fresh sample, which may choose other cal
 write is sent, it is compared with the approved plan's call at the same position; placeholders in
 the plan are resolved from what the real run's earlier calls produced. The first call that is not
 in the plan, or differs, stops the run before anything is sent, and nothing after it is sent either.
+A client pointed at another API than the approved target's base URL is refused before the run starts.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import msgspec
 
 from reviewer.agent.audit import HttpAuditLog, RunAudit
 from reviewer.agent.backends import answer_from_response, is_live_client, send
-from reviewer.agent.errors import LiveClientRequired, NotApproved, PlanStop
+from reviewer.agent.errors import LiveClientRequired, NotApproved, PlanStop, TargetMismatch
 from reviewer.agent.flag import names_dry_run
 from reviewer.agent.placeholders import placeholders_in, substitute
 from reviewer.agent.runs import RecordedCall, produced_values, running
@@ -62,6 +63,23 @@ class Approval:
 def local_approval(proposal: Proposal, approved_by: str = "walkthrough (no queue)") -> Approval:
     """An approval made in-process, without a reviewer: for the walkthrough and tests only."""
     return Approval(proposal, plan_sha256(proposal), approved_by)
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _url_key(url: httpx.URL) -> tuple[str, str, int | None, str, bytes]:
+    """What makes two base URLs the same API: scheme, host and port (default or not), path, query."""
+    return (url.scheme, url.host, url.port or _DEFAULT_PORTS.get(url.scheme), url.path.rstrip("/"), url.query)
+
+
+def same_base_url(approved: str, given: httpx.URL | str) -> bool:
+    """Whether a client on `given` talks to the API the approved target names; a URL that does not
+    parse matches nothing."""
+    try:
+        return _url_key(httpx.URL(approved)) == _url_key(httpx.URL(given))
+    except httpx.InvalidURL:
+        return False
 
 
 def _plain(value: Any) -> Any:
@@ -110,6 +128,11 @@ class Execution:
     _run_audit: RunAudit = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        approved_url = self.approval.proposal.target.base_url
+        if approved_url is not None and not same_base_url(approved_url, self.client.base_url):
+            raise TargetMismatch(
+                self.approval.proposal_id, self.approval.revision, approved_url, str(self.client.base_url)
+            )
         self._run_audit = RunAudit(self.audit, self.client)
 
     @property
@@ -227,6 +250,7 @@ async def real_run(
 
     The block sees the flag off (real) and every other context keeps its own value. A `PlanStop`
     raised by a tool propagates out of the block; the `Execution` keeps what ran before it.
+    A client whose base URL is not the approved target's raises `TargetMismatch` before the block.
     """
     if not isinstance(client, httpx.AsyncClient) or not is_live_client(client):
         raise LiveClientRequired("a real run")

@@ -4,10 +4,22 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
 import msgspec
 import pytest
 
-from reviewer.agent import Approval, NotApproved, PlanStop, dry_run, local_approval, placeholder
+from reviewer.agent import (
+    Approval,
+    NoApproval,
+    NotApproved,
+    PlanStop,
+    TargetMismatch,
+    dry_run,
+    local_approval,
+    placeholder,
+)
+from reviewer.agent.execution import same_base_url
+from reviewer.proposal import Proposal
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
 from tests.agent.helpers import dry_proposal, real_execution, received
@@ -120,3 +132,46 @@ def test_a_plan_changed_after_approval_cannot_run_under_it(sample_api: RunningSa
     )
     with pytest.raises(NotApproved, match="digest"):
         Approval(tampered, approval.plan_sha256, approval.approved_by)
+
+
+def _approved_for(proposal: Proposal, base_url: str | None) -> Approval:
+    target = msgspec.structs.replace(proposal.target, base_url=base_url)
+    return local_approval(msgspec.structs.replace(proposal, target=target))
+
+
+def test_a_client_pointed_elsewhere_than_the_approved_target_sends_nothing(
+    sample_api: RunningSampleApi,
+) -> None:
+    """Approved for staging, run with a client on the sample API (production here): refused before
+    the task starts, naming both URLs."""
+    approval = _approved_for(asyncio.run(dry_proposal(sample_api, "record")), "https://staging.example")
+    started: list[str] = []
+
+    async def task() -> None:
+        started.append("task")
+        await tools.reference_task()
+
+    with pytest.raises(TargetMismatch) as refused:
+        asyncio.run(real_execution(sample_api, approval, task))
+    assert isinstance(refused.value, NoApproval)
+    assert "approved for https://staging.example" in str(refused.value)
+    assert f"the client is pointed at {sample_api.base_url}" in str(refused.value)
+    assert started == []
+    assert real_writes(sample_api) == []
+    assert sorted(sample_api.store.tickets) == ["t1", "t2", "t3"]
+
+
+def test_the_approved_target_matches_however_its_url_is_spelled(sample_api: RunningSampleApi) -> None:
+    """Case, a trailing slash and an explicit default port do not make another target; no base_url
+    in the target leaves the client unchecked, as before."""
+    proposal = asyncio.run(dry_proposal(sample_api, "record"))
+    url = httpx.URL(sample_api.base_url)
+    for base_url in (f"HTTP://{url.host.upper()}:{url.port}/", None):
+        with sample_api.store.lock:
+            sample_api.store.reset()
+        execution = asyncio.run(real_execution(sample_api, _approved_for(proposal, base_url)))
+        assert execution.stop is None
+        assert len(real_writes(sample_api)) == 4
+    assert same_base_url("https://staging.example:443", httpx.URL("https://staging.example/"))
+    assert not same_base_url("https://staging.example", httpx.URL("http://staging.example"))
+    assert not same_base_url("https://staging.example/v2", httpx.URL("https://staging.example"))

@@ -26,11 +26,11 @@ async def create_each(titles: tuple[str, ...], seen: list[bool]) -> None:
         seen.append(is_dry_run())
 
 
-async def approved_plan_for(titles: tuple[str, ...]):  # type: ignore[no-untyped-def]
+async def approved_plan_for(titles: tuple[str, ...], base_url: str):  # type: ignore[no-untyped-def]
     async with dry_run("record") as recording:
         await create_each(titles, [])
     proposal = recording.to_proposal(
-        proposal_id="creates", title="creates", agent=tools.AGENT, target=tools.target("http://x")
+        proposal_id="creates", title="creates", agent=tools.AGENT, target=tools.target(base_url)
     )
     return local_approval(proposal)
 
@@ -45,7 +45,7 @@ def test_the_flag_is_on_outside_any_run_and_a_write_tool_there_refuses(sample_ap
 def test_a_run_puts_the_previous_value_back_even_when_nested_or_failing(sample_api: RunningSampleApi) -> None:
     async def scenario() -> list[bool]:
         seen = [is_dry_run()]
-        approval = await approved_plan_for(("x",))
+        approval = await approved_plan_for(("x",), sample_api.base_url)
         async with httpx.AsyncClient(base_url=sample_api.base_url) as api, dry_run("server", client=api):
             seen.append(is_dry_run())
             with pytest.raises(RuntimeError):
@@ -65,7 +65,7 @@ def test_a_dry_run_and_a_real_run_at_once_each_keep_their_own_flag(sample_api: R
     real_seen: list[bool] = []
 
     async def scenario() -> None:
-        approval = await approved_plan_for(REAL_TITLES)
+        approval = await approved_plan_for(REAL_TITLES, sample_api.base_url)
         async with httpx.AsyncClient(base_url=sample_api.base_url) as api:
 
             async def dry_task() -> None:
@@ -151,7 +151,7 @@ def test_a_module_level_flag_would_have_leaked_a_real_write_into_the_dry_run(
             await interleave(dry_block, real_block)
 
     async def with_context_var() -> None:
-        approval = await approved_plan_for(())
+        approval = await approved_plan_for((), sample_api.base_url)
         async with httpx.AsyncClient(base_url=sample_api.base_url) as api:
 
             async def dry_block(real_started: asyncio.Event) -> None:
