@@ -9,12 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import msgspec
 
 from reviewer.analysis import Analysis
-from reviewer.api import StoredExecution
 from reviewer.drift import Drift, diff_revisions
 from reviewer.proposal import (
     MAX_BODY_BYTES,
@@ -29,6 +28,9 @@ from reviewer.proposal import (
 BUNDLED_SAMPLES = Path(__file__).resolve().parent / "sample_proposals"
 """The samples ship inside the package (a link to the project's `sample_proposals/` in a checkout)."""
 
+
+if TYPE_CHECKING:  # pydantic's import costs the demo's first paint a tenth of a second
+    from reviewer.api import StoredExecution
 
 class SourceError(Exception):
     """A source that cannot be read at all (as opposed to one broken file among good ones)."""
