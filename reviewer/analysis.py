@@ -22,7 +22,7 @@ from typing import Any, Final
 import msgspec
 
 from reviewer.proposal import Call, Outcome, Proposal, dumps
-from reviewer.sanitize import clip, json_has_hidden
+from reviewer.sanitize import clip, json_has_hidden, safe_text
 
 PLACEHOLDER: Final[re.Pattern[str]] = re.compile(r"<([A-Za-z_][A-Za-z0-9_.-]*) from call (\d+)>", re.ASCII)
 """`<FIELD from call N>`: a value only the real write of call N produces (design, section 2).
@@ -422,6 +422,15 @@ class Analysis:
             alarms.append(f"{_count(ratios.errors, 'call')} failed in the dry run")
         if self.hidden_characters:
             alarms.append("hidden characters in the text")
+        outliers = [(field, field.outliers[0]) for field in self.extremes.numeric if field.outliers]
+        if outliers:
+            field, worst = max(outliers, key=lambda pair: _farness(pair[1].times_median))
+            count = sum(len(field.outliers) for field, _ in outliers)
+            alarms.append(
+                f"{_count(count, 'value')} far outside the rest "
+                f"(worst: {safe_text(clip(field.name, 60))} of #{worst.seq}, "
+                f"{_times(worst.times_median)} the median)"
+            )
         if ratios.unresolved_placeholders:
             verb = "names" if ratios.unresolved_placeholders == 1 else "name"
             alarms.append(f"{_count(ratios.unresolved_placeholders, 'placeholder')} {verb} no earlier call")
@@ -435,6 +444,11 @@ class Analysis:
         elif via == "record":
             alarms.append("nothing was validated (recorded only)")
         return tuple(alarms)
+
+
+def _times(ratio: float) -> str:
+    """1,010× or 0.003×: whole multiples when large, two significant digits when small."""
+    return f"{ratio:,.0f}×" if abs(ratio) >= 10 else f"{ratio:.2g}×"
 
 
 def _count(number: int, noun: str) -> str:

@@ -456,7 +456,20 @@ def test_kubernetes_replica_typo_and_deletes() -> None:
     assert first is not None and (first.seq, first.tool) == (7, "delete_persistent_volume_claim")
     assert analysis.ratios.deletes == 3 and analysis.ratios.real_refusals == 1
     assert analysis.row(8).verdict is Verdict.REAL_REFUSAL and analysis.row(8).http_status == 403
-    assert analysis.alarms == ("1 real refusal",)
+    assert analysis.alarms == (
+        "1 real refusal",
+        "1 value far outside the rest (worst: replicas of #6, 10× the median)",
+    )
+
+
+def test_an_outlier_is_an_alarm_and_hostile_field_names_in_it_are_escaped() -> None:
+    refunds = sample("billing-refunds.outlier.json")
+    assert refunds.alarms == ("1 value far outside the rest (worst: amount_cents of #25, 1,010× the median)",)
+    hostile = plan(
+        [call(seq, args={"amount\u202e\x1b[2J": 10_000 if seq == 5 else 10}) for seq in range(1, 7)]
+    )
+    (alarm,) = (alarm for alarm in hostile.alarms if "far outside" in alarm)
+    assert "\u202e" not in alarm and "\x1b" not in alarm and "amount\\u202e\\x1b[2J" in alarm
 
 
 def test_writes_kept_is_the_first_alarm() -> None:

@@ -104,14 +104,21 @@ def ratios_text(ratios: Ratios) -> Text:
     return text
 
 
+def number(value: float) -> str:
+    """6195900 as 6,195,900, not 6.196e+06: a reviewer compares amounts digit by digit."""
+    if value.is_integer() and abs(value) < 1e15:
+        return f"{value:,.0f}"
+    return f"{value:,.6g}"
+
+
 def _numeric_line(text: Text, field: NumericField) -> None:
     text.append(safe_text(clip(field.name, 40)), "bold")
-    text.append(f"  n={field.count:,}  median {field.median:,.6g}\n")
-    text.append(f"  min {field.minimum:,.6g} (#{_seqs(field.minimum_seqs)})")
-    text.append(f"  max {field.maximum:,.6g} (#{_seqs(field.maximum_seqs)})\n")
+    text.append(f"  n={field.count:,}  median {number(field.median)}\n")
+    text.append(f"  min {number(field.minimum)} (#{_seqs(field.minimum_seqs)})")
+    text.append(f"  max {number(field.maximum)} (#{_seqs(field.maximum_seqs)})\n")
     for outlier in field.outliers:
         text.append(
-            f"  ! #{outlier.seq}: {outlier.value:,.6g} = {outlier.times_median:,.0f}× the median\n",
+            f"  ! #{outlier.seq}: {number(outlier.value)} = {outlier.times_median:,.0f}× the median\n",
             "bold red",
         )
 
@@ -121,8 +128,14 @@ def _seqs(seqs: tuple[int, ...]) -> str:
 
 
 def extremes_text(extremes: Extremes) -> Text:
-    """Outliers first, then each numeric field's range, the first delete, the busiest resource."""
+    """The fields with values far outside the rest first, then the first delete, the busiest
+    resource, the largest payload, and every other numeric field's range."""
     text = Text()
+    far = [field for field in extremes.numeric if field.outliers]
+    for field in far:
+        _numeric_line(text, field)
+    if far:
+        text.append("\n")
     first = extremes.first_destructive
     if first is not None:
         text.append("first delete ", "bold")
@@ -139,9 +152,10 @@ def extremes_text(extremes: Extremes) -> Text:
         seq, size = extremes.largest_payload
         text.append("largest      ", "bold")
         text.append(f"#{seq} ({size:,} bytes)\n")
-    if extremes.numeric:
+    rest = [field for field in extremes.numeric if not field.outliers]
+    if rest:
         text.append("\n")
-    for field in extremes.numeric:
+    for field in rest:
         _numeric_line(text, field)
     return text or Text("no numeric arguments, no deletes", "dim")
 
