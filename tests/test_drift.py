@@ -5,8 +5,10 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from operator import attrgetter
 from typing import Any
 
@@ -16,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.generate import bulk_refund_plan, replan
+from reviewer import drift as drift_module
 from reviewer import proposal as proposal_module
 from reviewer.drift import MAX_EDITS_FOR_MYERS, ChangedCall, Drift, compare_execution, diff_revisions
 from reviewer.proposal import Call, CallList, Outcome, Proposal, parse_proposal
@@ -311,8 +314,8 @@ def test_one_inserted_changed_and_removed_in_a_large_plan(form: Form) -> None:
 
 
 @each_form
-def test_a_heavily_rewritten_plan_falls_back_and_stays_consistent(form: Form) -> None:
-    """More edits than Myers is allowed: difflib aligns instead; the counts still add up."""
+def test_a_heavily_rewritten_plan_is_anchored_and_stays_consistent(form: Form) -> None:
+    """More edits than Myers is allowed: anchors on unique calls align instead; the counts add up."""
     plan = bulk_refund_plan(2_000)
     rows = copy.deepcopy(plan["calls"])
     for row in rows[::5]:
@@ -324,6 +327,119 @@ def test_a_heavily_rewritten_plan_falls_back_and_stays_consistent(form: Form) ->
     assert {tuple(c.path for c in pair.fields) for pair in drift.changed} == {
         ("args.amount_cents", "request.body.amount_cents")
     }
+
+
+def scattered_rewrite(
+    calls: int, changes: int, *, seed: int = 5
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """A plan, its rewrite, and what drift must find: `changes` amounts changed at random calls,
+    a tenth as many outcomes changed at others, three calls inserted and three removed (every seq
+    renumbered). No edit touches a neighbour of another, where which of two alike calls changed
+    would be a guess. Expected indexes are positions in the old and new plans."""
+    plan = bulk_refund_plan(calls)
+    rng = random.Random(seed)
+    removed: set[int] = set()
+    inserted_before: set[int] = set()
+    for chosen in (removed, inserted_before):
+        while len(chosen) < 3:
+            at = rng.randrange(2, calls - 2)
+            if not {at - 2, at - 1, at, at + 1, at + 2} & (removed | inserted_before):
+                chosen.add(at)
+    near_an_edit = {at + offset for at in removed | inserted_before for offset in (-1, 0, 1)}
+    touched = rng.sample(sorted(set(range(calls)) - near_an_edit), changes + changes // 10)
+    changed, outcome_only = sorted(touched[:changes]), sorted(touched[changes:])
+    rows = copy.deepcopy(plan["calls"])
+    for index in changed:
+        rows[index]["args"] = dict(rows[index]["args"], amount_cents=7, note="rewritten")
+        rows[index]["request"]["body"] = rows[index]["args"]
+    for index in outcome_only:
+        rows[index]["outcome"] = {"status": "refused", "http_status": 409}
+    new_rows: list[dict[str, Any]] = []
+    added: list[int] = []
+    new_index_of: dict[int, int] = {}
+    for index, row in enumerate(rows):
+        if index in inserted_before:
+            extra = copy.deepcopy(row)
+            extra["args"] = dict(extra["args"], customer=f"cus-inserted-{index}")
+            extra["request"]["body"] = extra["args"]
+            added.append(len(new_rows))
+            new_rows.append(extra)
+        if index not in removed:
+            new_index_of[index] = len(new_rows)
+            new_rows.append(row)
+    second = dict(plan, revision=2, calls=renumbered(new_rows, shift_from=1, by=0))
+    expected: dict[str, Any] = {
+        "added": tuple(added),
+        "removed": tuple(sorted(removed)),
+        "changed": [(index, new_index_of[index]) for index in changed],
+        "outcome_changed": [(index, new_index_of[index]) for index in outcome_only],
+    }
+    return plan, second, expected
+
+
+@each_form
+def test_scattered_changes_through_a_large_plan_are_exactly_those_changes(form: Form) -> None:
+    """600 changes spread through 5,000 calls, with outcome-only changes, insertions and removals:
+    the anchored alignment finds each edit and nothing else, both ways, mirrored."""
+    plan, second, expected = scattered_rewrite(5_000, 600)
+    old, new = form(msgspec.convert(plan, Proposal)), form(msgspec.convert(second, Proposal))
+    drift = diff_revisions(old, new)
+    assert drift.summary == "3 added, 3 removed, 600 changed (60 dry-run outcomes changed)"
+    assert drift.added == expected["added"] and drift.removed == expected["removed"]
+    assert [(pair.old_index, pair.new_index) for pair in drift.changed] == expected["changed"]
+    assert {frozenset(change.path for change in pair.fields) for pair in drift.changed} == {
+        frozenset({"args.amount_cents", "args.note", "request.body.amount_cents", "request.body.note"})
+    }
+    assert [(pair.old_index, pair.new_index) for pair in drift.outcome_changed] == expected["outcome_changed"]
+    assert all(pair.fields == () for pair in drift.outcome_changed)
+    assert drift.unchanged == 5_000 - 3 - 600 - 60
+    backward = diff_revisions(new, old)
+    assert (backward.added, backward.removed) == (drift.removed, drift.added)
+    assert [(pair.new_index, pair.old_index) for pair in backward.changed] == expected["changed"]
+    assert diff_revisions(new, new).is_empty
+
+
+@each_form
+def test_a_heavy_rewrite_after_an_insertion_is_not_a_renumbering(form: Form) -> None:
+    """Every placeholder renumbered by an insertion at the top, and 150 merges retargeted: one
+    addition and exactly those 150 changes."""
+    calls: list[dict[str, Any]] = []
+    for number in range(400):
+        create = copy.deepcopy(ticket_calls()[0])
+        create["args"] = {"title": f"Printer {number} on fire"}
+        create["request"]["body"] = create["args"]
+        update = copy.deepcopy(ticket_calls()[1])
+        update["args"]["id"] = f"t{number}"
+        update["args"]["mergedInto"] = f"<id from call {2 * number + 1}>"
+        update["request"]["path"] = f"/v1/tickets/t{number}"
+        update["request"]["body"] = {"status": "closed", "mergedInto": update["args"]["mergedInto"]}
+        calls += [create, update]
+    rows = copy.deepcopy(calls)
+    retargeted = list(range(1, 800, 16)) + list(range(9, 800, 16)) + list(range(5, 800, 16))
+    for index in retargeted:
+        rows[index]["args"]["status"] = "open"
+    inserted = {"tool": "notify", "effect": "other", "args": {"text": "re-plan"}}
+    new_calls = renumbered([inserted, *rows], shift_from=1, by=1)
+    drift = diff_revisions(form(proposal(calls)), form(proposal(new_calls, revision=2)))
+    assert drift.summary == "1 added, 150 changed"
+    assert drift.added == (0,)
+    assert [(pair.old_index, pair.new_index) for pair in drift.changed] == [
+        (index, index + 1) for index in sorted(retargeted)
+    ]
+    assert {tuple(change.path for change in pair.fields) for pair in drift.changed} == {("args.status",)}
+
+
+@each_form
+def test_a_heavy_rewrite_of_identical_calls_still_adds_up(form: Form) -> None:
+    """No call is unique, so nothing anchors: the worst case, paired by what the calls touch."""
+    call: dict[str, Any] = {"tool": "refund", "effect": "create", "args": {"amount_cents": 1}}
+    calls = [copy.deepcopy(call) for _ in range(3_000)]
+    rows = copy.deepcopy(calls)
+    for row in rows[3::6]:
+        row["args"]["amount_cents"] = 2
+    drift = diff_revisions(form(proposal(calls)), form(proposal(rows, revision=2)))
+    assert drift.summary == "500 changed"
+    assert [pair.new_index for pair in drift.changed] == list(range(3, 3_000, 6))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -366,117 +482,147 @@ def plans(draw: st.DrawFn, min_size: int = 0) -> list[dict[str, Any]]:
 
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
+each_alignment = pytest.mark.parametrize("myers_limit", [MAX_EDITS_FOR_MYERS, 0], ids=["myers", "anchored"])
+"""Each property holds whether Myers aligns the revisions or, allowed no edit, leaves every revision
+that differs to the anchors on unique calls and the pairing of what lies between them."""
 
+
+@contextmanager
+def myers_allowed(edits: int) -> Iterator[None]:
+    saved = drift_module.MAX_EDITS_FOR_MYERS
+    drift_module.MAX_EDITS_FOR_MYERS = edits  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        drift_module.MAX_EDITS_FOR_MYERS = saved  # type: ignore[misc]
+
+
+@each_alignment
 @each_form
 @FAST
 @given(plans())
-def test_property_a_plan_against_itself_has_no_drift(form: Form, calls: list[dict[str, Any]]) -> None:
-    plan = form(proposal(calls))
-    drift = diff_revisions(plan, form(proposal(copy.deepcopy(calls))))
-    assert drift.is_empty and not drift.outcome_changed and drift.unchanged == len(calls)
+def test_property_a_plan_against_itself_has_no_drift(
+    myers_limit: int, form: Form, calls: list[dict[str, Any]]
+) -> None:
+    with myers_allowed(myers_limit):
+        plan = form(proposal(calls))
+        drift = diff_revisions(plan, form(proposal(copy.deepcopy(calls))))
+        assert drift.is_empty and not drift.outcome_changed and drift.unchanged == len(calls)
 
 
+@each_alignment
 @each_form
 @FAST
 @given(plans(), st.data())
 def test_property_one_inserted_call_anywhere_is_exactly_one_addition(
-    form: Form, calls: list[dict[str, Any]], data: st.DataObject
+    myers_limit: int, form: Form, calls: list[dict[str, Any]], data: st.DataObject
 ) -> None:
     """Even when later placeholders name calls past the insertion and are renumbered for it."""
-    at = data.draw(st.integers(0, len(calls)))
-    inserted = {"tool": "notify", "effect": "other", "args": {"text": "unique"}}
-    new_calls = renumbered([*calls[:at], inserted, *calls[at:]], shift_from=at + 1, by=1)
-    drift = diff_revisions(form(proposal(calls)), form(proposal(new_calls, revision=2)))
-    assert drift.added == (at,)
-    assert (drift.removed, drift.changed, drift.outcome_changed) == ((), (), ())
-    assert drift.unchanged == len(calls)
+    with myers_allowed(myers_limit):
+        at = data.draw(st.integers(0, len(calls)))
+        inserted = {"tool": "notify", "effect": "other", "args": {"text": "unique"}}
+        new_calls = renumbered([*calls[:at], inserted, *calls[at:]], shift_from=at + 1, by=1)
+        drift = diff_revisions(form(proposal(calls)), form(proposal(new_calls, revision=2)))
+        assert drift.added == (at,)
+        assert (drift.removed, drift.changed, drift.outcome_changed) == ((), (), ())
+        assert drift.unchanged == len(calls)
 
 
+@each_alignment
 @each_form
 @FAST
 @given(plans(min_size=1), st.data())
 def test_property_one_changed_argument_is_exactly_that_field(
-    form: Form, calls: list[dict[str, Any]], data: st.DataObject
+    myers_limit: int, form: Form, calls: list[dict[str, Any]], data: st.DataObject
 ) -> None:
-    at = data.draw(st.integers(0, len(calls) - 1))
-    new_calls = copy.deepcopy(calls)
-    new_calls[at]["args"]["changed_note"] = "added by the re-plan"
-    drift = diff_revisions(form(proposal(calls)), form(proposal(new_calls)))
-    assert drift.summary == "1 changed"
-    (pair,) = drift.changed
-    assert (pair.old_index, pair.new_index) == (at, at)
-    assert [change.path for change in pair.fields] == ["args.changed_note"]
+    with myers_allowed(myers_limit):
+        at = data.draw(st.integers(0, len(calls) - 1))
+        new_calls = copy.deepcopy(calls)
+        new_calls[at]["args"]["changed_note"] = "added by the re-plan"
+        drift = diff_revisions(form(proposal(calls)), form(proposal(new_calls)))
+        assert drift.summary == "1 changed"
+        (pair,) = drift.changed
+        assert (pair.old_index, pair.new_index) == (at, at)
+        assert [change.path for change in pair.fields] == ["args.changed_note"]
 
 
+@each_alignment
 @each_form
 @FAST
 @given(plans(), plans())
 def test_property_drift_a_to_b_mirrors_b_to_a(
-    form: Form, a: list[dict[str, Any]], b: list[dict[str, Any]]
+    myers_limit: int, form: Form, a: list[dict[str, Any]], b: list[dict[str, Any]]
 ) -> None:
-    forward = diff_revisions(form(proposal(a)), form(proposal(b)))
-    backward = diff_revisions(form(proposal(b)), form(proposal(a)))
-    assert forward.added == backward.removed and forward.removed == backward.added
-    assert forward.unchanged == backward.unchanged
-    for mine, theirs in (
-        (forward.changed, backward.changed),
-        (forward.outcome_changed, backward.outcome_changed),
-    ):
-        assert sorted((p.old_index, p.new_index) for p in mine) == sorted(
-            (p.new_index, p.old_index) for p in theirs
-        )
-        by_pair = {(p.new_index, p.old_index): p for p in theirs}
-        for pair in mine:
-            other = by_pair[(pair.old_index, pair.new_index)]
-            assert [(c.path, c.old, c.new) for c in pair.fields] == [
-                (c.path, c.new, c.old) for c in other.fields
-            ]
+    with myers_allowed(myers_limit):
+        forward = diff_revisions(form(proposal(a)), form(proposal(b)))
+        backward = diff_revisions(form(proposal(b)), form(proposal(a)))
+        assert forward.added == backward.removed and forward.removed == backward.added
+        assert forward.unchanged == backward.unchanged
+        for mine, theirs in (
+            (forward.changed, backward.changed),
+            (forward.outcome_changed, backward.outcome_changed),
+        ):
+            assert sorted((p.old_index, p.new_index) for p in mine) == sorted(
+                (p.new_index, p.old_index) for p in theirs
+            )
+            by_pair = {(p.new_index, p.old_index): p for p in theirs}
+            for pair in mine:
+                other = by_pair[(pair.old_index, pair.new_index)]
+                assert [(c.path, c.old, c.new) for c in pair.fields] == [
+                    (c.path, c.new, c.old) for c in other.fields
+                ]
 
 
+@each_alignment
 @each_form
 @FAST
 @given(plans(), plans())
 def test_property_every_call_is_accounted_for_once(
-    form: Form, a: list[dict[str, Any]], b: list[dict[str, Any]]
+    myers_limit: int, form: Form, a: list[dict[str, Any]], b: list[dict[str, Any]]
 ) -> None:
-    drift = diff_revisions(form(proposal(a)), form(proposal(b)))
-    paired = len(drift.changed) + len(drift.outcome_changed) + drift.unchanged
-    assert paired + len(drift.removed) == len(a)
-    assert paired + len(drift.added) == len(b)
-    new_indexes = [*drift.added, *(p.new_index for p in (*drift.changed, *drift.outcome_changed))]
-    assert len(set(new_indexes)) == len(new_indexes)
-    assert all(0 <= index <= len(b) for index in drift.removed_positions)
+    with myers_allowed(myers_limit):
+        drift = diff_revisions(form(proposal(a)), form(proposal(b)))
+        paired = len(drift.changed) + len(drift.outcome_changed) + drift.unchanged
+        assert paired + len(drift.removed) == len(a)
+        assert paired + len(drift.added) == len(b)
+        new_indexes = [*drift.added, *(p.new_index for p in (*drift.changed, *drift.outcome_changed))]
+        assert len(set(new_indexes)) == len(new_indexes)
+        assert all(0 <= index <= len(b) for index in drift.removed_positions)
 
 
+@each_alignment
 @each_form
 @FAST
 @given(plans(), st.integers(0, 12), st.integers(1, 3))
 def test_property_placeholder_renumbering_is_not_drift(
-    form: Form, calls: list[dict[str, Any]], shift_from: int, by: int
+    myers_limit: int, form: Form, calls: list[dict[str, Any]], shift_from: int, by: int
 ) -> None:
     """Seqs with gaps (another numbering of the same calls), placeholders following: no drift."""
-    new_calls = renumbered(calls, shift_from=shift_from + 1, by=by)
-    for row in new_calls:
-        if row["seq"] > shift_from:
-            row["seq"] += by
-    drift = diff_revisions(form(proposal(calls)), form(proposal(new_calls)))
-    assert drift.is_empty and not drift.outcome_changed and drift.unchanged == len(calls)
+    with myers_allowed(myers_limit):
+        new_calls = renumbered(calls, shift_from=shift_from + 1, by=by)
+        for row in new_calls:
+            if row["seq"] > shift_from:
+                row["seq"] += by
+        drift = diff_revisions(form(proposal(calls)), form(proposal(new_calls)))
+        assert drift.is_empty and not drift.outcome_changed and drift.unchanged == len(calls)
 
 
 # ------------------------------------------------------------------------------------------------
 # Parsed proposals: aligned through their JSON, with the same results as built ones
 
 
+@each_alignment
 @FAST
 @given(plans(), plans(), st.sampled_from(list(FORMS)), st.sampled_from(list(FORMS)))
 def test_property_drift_does_not_depend_on_the_form_or_the_writer(
-    a: list[dict[str, Any]], b: list[dict[str, Any]], form_a: str, form_b: str
+    myers_limit: int, a: list[dict[str, Any]], b: list[dict[str, Any]], form_a: str, form_b: str
 ) -> None:
     """Parsed or built, written compactly, indented, or with keys sorted, one of each on either
     side: the same drift as between the built plans (fields listed in the writer's key order)."""
-    expected = diff_revisions(proposal(a), proposal(b))
-    drift = diff_revisions(FORMS[form_a](proposal(a)), FORMS[form_b](proposal(b)))
-    assert in_path_order(drift) == in_path_order(expected)
+    with myers_allowed(myers_limit):
+        expected = diff_revisions(proposal(a), proposal(b))
+        drift = diff_revisions(FORMS[form_a](proposal(a)), FORMS[form_b](proposal(b)))
+        assert in_path_order(drift) == in_path_order(expected)
 
 
 def in_path_order(drift: Drift) -> Drift:
