@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import msgspec
 
 from reviewer.analysis import Analysis
-from reviewer.drift import Drift, diff_revisions
 from reviewer.proposal import (
     MAX_BODY_BYTES,
     Call,
@@ -29,8 +28,9 @@ BUNDLED_SAMPLES = Path(__file__).resolve().parent / "sample_proposals"
 """The samples ship inside the package (a link to the project's `sample_proposals/` in a checkout)."""
 
 
-if TYPE_CHECKING:  # pydantic's import costs the demo's first paint a tenth of a second
+if TYPE_CHECKING:  # imported where used: the demo's first paint should not wait for them
     from reviewer.api import StoredExecution
+    from reviewer.drift import Drift
 
 class SourceError(Exception):
     """A source that cannot be read at all (as opposed to one broken file among good ones)."""
@@ -117,6 +117,8 @@ class QueueItem:
 
     def drift(self, old: int, new: int) -> Drift:
         if (old, new) not in self._drifts:
+            from reviewer.drift import diff_revisions
+
             self._drifts[old, new] = diff_revisions(self.revisions[old], self.revisions[new])
         return self._drifts[old, new]
 

@@ -63,7 +63,6 @@ class ReviewerApp(App[None]):
     CSS_PATH = Path(__file__).parent / "reviewer.tcss"
     TITLE = "reviewer"
     ENABLE_COMMAND_PALETTE = False
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (90, "-wide")]  # noqa: RUF012 (Textual's own type)
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),

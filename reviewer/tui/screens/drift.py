@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual import on
@@ -14,12 +14,13 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from reviewer.analysis import Analysis, PlanRow
-from reviewer.drift import ChangedCall, Drift, FieldChange
 from reviewer.sources import QueueItem
 from reviewer.tui.widgets.chrome import Chrome
 from reviewer.tui.widgets.panes import detail_text, untrusted
 from reviewer.tui.widgets.plan_view import PlanView
 
+if TYPE_CHECKING:  # the comparison itself runs in the app's worker; only its types are named here
+    from reviewer.drift import ChangedCall, Drift, FieldChange
 
 class DriftRows:
     """The rows of the new revision with each removed row of the old one where it used to stand.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -13,7 +13,6 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from reviewer.drift import CallCheck, Verification, compare_execution
 from reviewer.proposal import Proposal
 from reviewer.sanitize import clip, safe_text
 from reviewer.sources import ExecutionRecord
@@ -21,6 +20,9 @@ from reviewer.tui.screens.drift import field_changes_text
 from reviewer.tui.widgets.cells import cell
 from reviewer.tui.widgets.chrome import Chrome
 from reviewer.tui.widgets.panes import untrusted
+
+if TYPE_CHECKING:  # compared in a worker when the screen opens, so the import waits until then
+    from reviewer.drift import CallCheck, Verification
 
 STATUS_STYLE = {
     "same": "green",
@@ -95,6 +97,8 @@ class VerificationScreen(Screen[None]):
     @work(thread=True, group="verify", exit_on_error=False)
     def compare(self) -> None:
         """A real run as long as its plan is compared off the event loop."""
+        from reviewer.drift import compare_execution
+
         record = self.record
         self.post_message(self.Compared(compare_execution(self.plan, record.calls, record.audit_log)))
 
