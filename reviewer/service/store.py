@@ -464,45 +464,33 @@ class SQLiteStore:
                 submission.plan_sha256,
             )
             pending_expires_at = now + self.pending_ttl
-            if row is None:
-                db.execute(
-                    "INSERT INTO proposals (proposal_id, owner, latest_revision, latest_seq, plan_sha256, "
-                    "title, agent_name, call_count, submitted_at, pending_expires_at, deadline) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        submission.proposal_id,
-                        identity.name,
-                        submission.revision,
-                        seq,
-                        submission.plan_sha256,
-                        submission.title,
-                        submission.agent_name,
-                        submission.call_count,
-                        now,
-                        pending_expires_at,
-                        pending_expires_at,
-                    ),
-                )
-            else:
-                db.execute(
-                    "UPDATE proposals SET latest_revision = ?, latest_seq = ?, plan_sha256 = ?, title = ?, "
-                    "agent_name = ?, call_count = ?, submitted_at = ?, pending_expires_at = ?, "
-                    "decision = NULL, decided_by = NULL, decided_at = NULL, reason = NULL, "
-                    "decision_id = NULL, approval_expires_at = NULL, executed_at = NULL, deadline = ? "
-                    "WHERE proposal_id = ?",
-                    (
-                        submission.revision,
-                        seq,
-                        submission.plan_sha256,
-                        submission.title,
-                        submission.agent_name,
-                        submission.call_count,
-                        now,
-                        pending_expires_at,
-                        pending_expires_at,
-                        submission.proposal_id,
-                    ),
-                )
+            # One statement for the first revision and each re-plan: a re-plan keeps the owner and
+            # clears the decision of the revision it supersedes.
+            db.execute(
+                "INSERT INTO proposals (proposal_id, owner, latest_revision, latest_seq, plan_sha256, "
+                "title, agent_name, call_count, submitted_at, pending_expires_at, deadline) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (proposal_id) DO UPDATE SET latest_revision = excluded.latest_revision, "
+                "latest_seq = excluded.latest_seq, plan_sha256 = excluded.plan_sha256, "
+                "title = excluded.title, agent_name = excluded.agent_name, "
+                "call_count = excluded.call_count, submitted_at = excluded.submitted_at, "
+                "pending_expires_at = excluded.pending_expires_at, decision = NULL, decided_by = NULL, "
+                "decided_at = NULL, reason = NULL, decision_id = NULL, approval_expires_at = NULL, "
+                "executed_at = NULL, deadline = excluded.deadline",
+                (
+                    submission.proposal_id,
+                    identity.name,
+                    submission.revision,
+                    seq,
+                    submission.plan_sha256,
+                    submission.title,
+                    submission.agent_name,
+                    submission.call_count,
+                    now,
+                    pending_expires_at,
+                    pending_expires_at,
+                ),
+            )
             db.execute(
                 "INSERT INTO revisions (proposal_id, revision, plan_sha256, title, call_count, submitted_by, "
                 "submitted_at, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
