@@ -78,7 +78,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from reviewer.analysis import PLACEHOLDER, resource_of
-from reviewer.proposal import Call, CallList, Proposal, dumps
+from reviewer.proposal import Call, CallList, Proposal, dumps, same_json
 
 MAX_EDITS_FOR_MYERS: Final = 64
 """Beyond this many inserted plus deleted calls, Myers' exploration (quadratic in the edits) costs
@@ -552,8 +552,8 @@ class _Sides:
         old, new = self.old[x], self.new[y]
         if old.tool != new.tool or old.effect != new.effect:
             return "different"
-        if _same_json(old.args, new.args) and _same_json(old.request, new.request):
-            return "same" if _same_json(old.outcome, new.outcome) else "loose"
+        if same_json(old.args, new.args) and same_json(old.request, new.request):
+            return "same" if same_json(old.outcome, new.outcome) else "loose"
         same = self.canonical(x, old_side=True) == self.canonical(y, old_side=False)
         return "loose" if same else "different"
 
@@ -576,28 +576,10 @@ class _Sides:
         return found
 
 
-def _same_json(old: Any, new: Any) -> bool:
-    """Equal as JSON: 1 and 1.0 are one number (RFC 8785 writes both as 1), but `true` is not `1`,
-    whatever Python's `==` says."""
-    if isinstance(old, bool) or isinstance(new, bool):
-        return type(old) is type(new) and old == new
-    if isinstance(old, msgspec.Struct) or isinstance(new, msgspec.Struct):
-        fields = msgspec.structs.astuple
-        return type(old) is type(new) and _same_json(fields(old), fields(new))
-    if isinstance(old, dict):
-        return (
-            isinstance(new, dict)
-            and old.keys() == new.keys()
-            and all(_same_json(value, new[key]) for key, value in old.items())
-        )
-    if isinstance(old, list | tuple):
-        return isinstance(new, list | tuple) and len(old) == len(new) and all(map(_same_json, old, new))
-    return bool(old == new)
-
-
 def _content_json(call: Call) -> bytes:
     return msgspec.json.encode(
-        {"tool": call.tool, "effect": call.effect, "args": call.args, "request": call.request}, order="sorted"
+        {"tool": call.tool, "effect": call.effect, "args": call.args, "request": call.request},
+        order="sorted",
     )
 
 

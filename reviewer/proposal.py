@@ -96,10 +96,12 @@ class Proposal(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class JSONFloat(float):
-    """A float read from a proposal; tagged so the digest can write it the RFC 8785 way."""
+    """A float as the digest reads it: tagged so that the canonical encoder, which msgspec hands
+    every value it cannot write itself, writes it the RFC 8785 way (100.0 as 100). Only the digest
+    decodes calls with it; everywhere else a float is a plain float."""
 
 
-_call_decoder = msgspec.json.Decoder(Call, float_hook=JSONFloat)
+_call_decoder = msgspec.json.Decoder(Call)
 
 
 class CallList(Sequence[Call]):
@@ -366,10 +368,12 @@ def _canonical_pieces(proposal: Proposal) -> Iterator[bytes]:
     calls = proposal.calls
     yield b'{"calls":['
     for start in range(0, len(calls), _CANONICAL_CHUNK):
-        read = calls[start : start + _CANONICAL_CHUNK]
-        if not isinstance(calls, CallList):
-            # Built in code, its floats are plain: msgspec would write 100.0 where RFC 8785 writes 100.
-            read = _tagged_calls_decoder.decode(dumps(read))
+        window = slice(start, start + _CANONICAL_CHUNK)
+        # Read again with tagged floats: msgspec would write 100.0 where RFC 8785 writes 100.
+        if isinstance(calls, CallList):
+            read = _tagged_calls_decoder.decode(b"[" + b",".join(calls.raw(window)) + b"]")
+        else:
+            read = _tagged_calls_decoder.decode(dumps(calls[window]))
         chunk = [msgspec.structs.replace(call, outcome=None) for call in read]
         if start:
             yield b","
@@ -421,6 +425,25 @@ def plan_sha256(proposal: Proposal) -> str:
     except _OutsideBasicPlane:
         return hashlib.sha256(_reference_canonical_plan(proposal)).hexdigest()
     return digest.hexdigest()
+
+
+def same_json(old: Any, new: Any) -> bool:
+    """Equal as JSON: 1 and 1.0 are one number (RFC 8785 writes both as 1), but `true` is not `1`,
+    whatever Python's `==` says."""
+    if isinstance(old, bool) or isinstance(new, bool):
+        return type(old) is type(new) and old == new
+    if isinstance(old, msgspec.Struct) or isinstance(new, msgspec.Struct):
+        fields = msgspec.structs.astuple
+        return type(old) is type(new) and same_json(fields(old), fields(new))
+    if isinstance(old, dict):
+        return (
+            isinstance(new, dict)
+            and old.keys() == new.keys()
+            and all(same_json(value, new[key]) for key, value in old.items())
+        )
+    if isinstance(old, list | tuple):
+        return isinstance(new, list | tuple) and len(old) == len(new) and all(map(same_json, old, new))
+    return bool(old == new)
 
 
 def _plain_value(value: Any) -> Any:

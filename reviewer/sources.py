@@ -17,7 +17,6 @@ from reviewer.analysis import Analysis
 from reviewer.proposal import (
     MAX_BODY_BYTES,
     Call,
-    JSONFloat,
     Proposal,
     ProposalError,
     field_message,
@@ -53,7 +52,7 @@ class ExecutionRecord(msgspec.Struct, forbid_unknown_fields=True):
     note: str | None = None
 
 
-_execution_decoder = msgspec.json.Decoder(ExecutionRecord, float_hook=JSONFloat)
+_execution_decoder = msgspec.json.Decoder(ExecutionRecord)
 
 
 def execution_from_queue(proposal_id: str, stored: StoredExecution) -> ExecutionRecord:

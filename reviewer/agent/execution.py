@@ -25,7 +25,7 @@ from reviewer.agent.flag import names_dry_run
 from reviewer.agent.placeholders import placeholders_in, substitute
 from reviewer.agent.runs import RecordedCall, produced_values, running
 from reviewer.agent.tools import CallAnswer, HttpRequest, WriteTool
-from reviewer.proposal import Call, Proposal, plan_sha256
+from reviewer.proposal import Call, Proposal, plan_sha256, same_json
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ def _differences(expected: Any, actual: Any, where: str) -> list[str]:
             else:
                 found += _differences(expected[key], actual[key], f"{where}.{key}")
         return found
-    if expected != actual:
+    if not same_json(expected, actual):  # `true` is not `1`, though Python's == says it is
         return [f"{where}: plan {expected!r}, this call {actual!r}"]
     return []
 

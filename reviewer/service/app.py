@@ -416,7 +416,7 @@ def create_app(
         """Approve or reject the latest revision, naming its number and digest (412 if either is stale)."""
         _require_role(identity, "reviewer", "decide")
         key = _idempotency_key(idempotency_key)
-        decision = parse_message(await read_body(request), DecisionRequest)
+        decision = await run_in_threadpool(parse_message, await read_body(request), DecisionRequest)
         replayed, answer = await run_in_threadpool(queue.decide, identity, proposal_id, decision, key)
         return _json(answer, 201, {"Idempotent-Replayed": "true"} if replayed else None)
 

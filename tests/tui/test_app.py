@@ -191,3 +191,26 @@ async def test_hostile_keys_in_a_real_run_reach_the_verification_view_escaped(sa
         assert "different: args.\\x1b[2J\\u202eX" in cells
         assert "\x1b" not in cells and "\u202e" not in cells
         assert "\x1b" not in str(app.screen.query_one("#detail").render())
+
+
+async def test_a_replan_that_changes_a_decimal_amount_is_marked_and_shown(sample_folder) -> None:
+    """Floats in a parsed plan compare like any other value: the queue marks the drift, `d` shows it."""
+    import json
+
+    folder: Path = sample_folder("deskline-merge.server.json")
+    first = json.loads((folder / "deskline-merge.server.json").read_text())
+    first["calls"][0]["args"]["budget"] = 12.5
+    (folder / "deskline-merge.server.json").write_text(json.dumps(first))
+    first["revision"] = 2
+    first["calls"][0]["args"]["budget"] = 1250.75
+    (folder / "deskline-merge.server.rev2.json").write_text(json.dumps(first))
+    app = ReviewerApp(folder)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until_loaded(pilot)
+        assert app.items["deskline-merge-0042-server"].latest_drift() is not None
+        await open_review(pilot)
+        await pilot.press("d")
+        await wait_until_loaded(pilot)
+        assert "1 changed" in str(app.screen.query_one("#drift-summary").render())
+        assert "args.budget: 12.5 → 1250.75" in str(app.screen.query_one("#detail").render())
+        assert app.is_running

@@ -6,14 +6,16 @@ from bisect import bisect_left
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from reviewer.analysis import Analysis, PlanRow
+from reviewer.sanitize import clip, safe_text
 from reviewer.sources import QueueItem
 from reviewer.tui.widgets.chrome import Chrome
 from reviewer.tui.widgets.panes import detail_text, untrusted
@@ -93,17 +95,42 @@ class DriftScreen(Screen[None]):
             yield Static(id="detail")
         yield Footer()
 
+    class Compared(Message):
+        def __init__(self, base: int, target: int, drift: Drift | None, problem: str = "") -> None:
+            super().__init__()
+            self.base, self.target, self.drift, self.problem = base, target, drift, problem
+
     def on_mount(self) -> None:
         self.show_drift()
 
     def show_drift(self) -> None:
-        drift = self.item.drift(self.base, self.target)
-        self.rows = DriftRows(self.item.analysis(self.base), self.item.analysis(self.target), drift)
+        """Compare the chosen pair in a worker (a heavy rewrite of a large plan takes about a second)."""
         self.query_one(Chrome).show(
             self.app_mode,
             (self.item.proposal_id, "bold"),
             f"drift rev {self.base} → rev {self.target}",
         )
+        self.query_one("#drift-summary", Static).update(Text(" comparing…", "dim"))
+        self.compare(self.base, self.target)
+
+    @work(thread=True, group="drift-view", exclusive=True, exit_on_error=False)
+    def compare(self, base: int, target: int) -> None:
+        try:
+            self.post_message(self.Compared(base, target, self.item.drift(base, target)))
+        except Exception as error:  # a bug in the comparison must not take the reviewer's screen down
+            self.post_message(self.Compared(base, target, None, f"{type(error).__name__}: {error}"))
+
+    def on_drift_screen_compared(self, message: Compared) -> None:
+        if (message.base, message.target) != (self.base, self.target):
+            return  # the reviewer picked another pair meanwhile
+        if message.drift is None:
+            problem = safe_text(clip(f" the revisions could not be compared ({message.problem})", 300))
+            self.query_one("#drift-summary", Static).update(Text(problem, "bold red"))
+            return
+        self.show_rows(message.drift)
+
+    def show_rows(self, drift: Drift) -> None:
+        self.rows = DriftRows(self.item.analysis(self.base), self.item.analysis(self.target), drift)
         summary = Text(f" {drift.summary}", "bold")
         for change in drift.target_changed:
             summary.append(f"   target {untrusted(change.path, limit=60)}: ", "bold red")

@@ -106,7 +106,7 @@ def ratios_text(ratios: Ratios) -> Text:
 
 def number(value: float) -> str:
     """6195900 as 6,195,900, not 6.196e+06: a reviewer compares amounts digit by digit."""
-    if value.is_integer() and abs(value) < 1e15:
+    if value.is_integer() and abs(value) < 1e21:
         return f"{value:,.0f}"
     return f"{value:,.6g}"
 
