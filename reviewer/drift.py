@@ -56,8 +56,9 @@ A plan and its real run (`compare_execution`)
 The executor runs the approved plan in order and stops at the first call that is not the plan's,
 so the real calls are lined up with the plan in order. Each one is *same*, *same once placeholders
 resolve* (the plan said `<id from call 1>`, call 1 really created tk-4), *different* (with the
-fields), *not in the plan*, or *refused* (the API answered 4xx). The naive count (placeholders
-left as written) is kept beside the resolved one, because the gap between them is the point.
+fields), *not in the plan*, or *refused* (the API answered an error, or the run reported no
+answer). The naive count (placeholders left as written) is kept beside the resolved one, because
+the gap between them is the point.
 """
 
 from __future__ import annotations
@@ -1176,8 +1177,12 @@ def compare_execution(
     for executed_index, real in enumerate(executed_calls):
         http_status = real.outcome.http_status if real.outcome is not None else None
         # Any answer but a success: a 500 or a transport error matches nothing it was meant to do.
-        refused = real.outcome is not None and (
-            real.outcome.status in ("refused", "error") or (http_status is not None and http_status >= 400)
+        # Only a success counts: a 4xx, a 5xx, an error, or a call reported without an answer (or
+        # only recorded, never sent) matches nothing it was meant to do.
+        refused = (
+            real.outcome is None
+            or real.outcome.status in ("refused", "error", "recorded")
+            or (http_status is not None and http_status >= 400)
         )
         if planned_at >= len(plan.calls) or (
             plan.calls[planned_at].tool != real.tool or plan.calls[planned_at].effect != real.effect

@@ -797,10 +797,14 @@ def test_verification_names_a_different_field_and_a_call_not_in_the_plan() -> No
     assert verification.matching_once_resolved == 1
 
 
-@pytest.mark.parametrize("outcome", [{"status": "error", "http_status": 500}, {"status": "error"}])
-def test_a_real_call_that_failed_is_not_counted_as_a_match(outcome: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "outcome", [{"status": "error", "http_status": 500}, {"status": "error"}, {"status": "recorded"}, None]
+)
+def test_a_real_call_that_failed_is_not_counted_as_a_match(outcome: dict[str, Any] | None) -> None:
+    """A 5xx, an error, a call only recorded, or one reported without any answer: not a match."""
     real = real_calls()
-    real[1] = msgspec.structs.replace(real[1], outcome=msgspec.convert(outcome, Outcome))
+    answer = None if outcome is None else msgspec.convert(outcome, Outcome)
+    real[1] = msgspec.structs.replace(real[1], outcome=answer)
     verification = compare_execution(proposal(ticket_calls()), real, AUDIT)
     assert [check.status for check in verification.checks] == [
         "same",

@@ -39,8 +39,8 @@ STATUS_WORDS = {
 
 def status_text(check: CallCheck) -> Text:
     words = STATUS_WORDS.get(check.status, check.status)
-    if check.status == "refused" and check.http_status is not None:
-        words = f"refused {check.http_status}"
+    if check.status == "refused":
+        words = f"refused {check.http_status}" if check.http_status is not None else "failed or unanswered"
     if check.status == "different" and check.fields:
         words = f"different: {check.fields[0].path}"  # the path is made of the run's own keys
     return Text(safe_text(clip(words, 200)), STATUS_STYLE[check.status])
