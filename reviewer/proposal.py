@@ -8,6 +8,7 @@ pydantic remains the schema of the queue API's own messages and of the configura
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import re
 from collections.abc import Iterator, Sequence
@@ -24,6 +25,12 @@ MAX_DEPTH: Final = 64
 MAX_CALLS: Final = 200_000
 MAX_SAFE_INTEGER: Final = 2**53 - 1
 """RFC 8785 represents numbers as IEEE doubles: a larger integer would be rounded, so it is refused."""
+MAX_JSON_VALUES: Final = 6_000_000
+"""JSON values (numbers, strings, arrays, objects, ...) in a whole proposal. A 200,000-call plan of the
+usual shape holds about 4.4 million; the cap keeps what any analysis holds per value bounded."""
+MAX_CALL_VALUES: Final = 250_000
+"""JSON values in one call. Two bytes of `[],` decode into about 60 bytes of Python objects, so a call
+is decoded (to paint its row, check it, hash it) only when this bounds what the decoding allocates."""
 
 PROPOSAL_ID_PATTERN: Final = r"^[A-Za-z0-9._-]{1,128}$"
 
@@ -39,6 +46,10 @@ class ProposalError(ValueError):
         self.source = source
         self.problem = problem
         super().__init__(f"{source}: {problem}")
+
+
+class ProposalNotJSON(ProposalError):
+    """Bytes that are not JSON at all (bad syntax, not UTF-8): the service answers 400, not 422."""
 
 
 class Agent(msgspec.Struct, forbid_unknown_fields=True):
@@ -110,15 +121,21 @@ class CallList(Sequence[Call]):
     Decoded into structs, a plan of 100,000 calls holds about 150 MB; kept as zero-copy slices of
     the one input buffer it holds the buffer and 48 bytes a call. Reading a call decodes it (a few
     microseconds); the calls read last are kept, since a screen scrolling through rows reads the
-    same ones again and again. Iterating decodes as it goes and keeps nothing.
+    same ones again and again, up to `_RECENT_BYTES` of their JSON, so a few huge calls are not all
+    held decoded at once. Iterating decodes as it goes and keeps nothing.
+
+    The app paints rows before `check_calls` has run (see `scan_proposal`): a call that does not
+    decode is read as a stand-in that says so, instead of an exception in the middle of a paint.
     """
 
-    __slots__ = ("_raws", "_recent")
+    __slots__ = ("_raws", "_recent", "_recent_bytes")
     _RECENT_CALLS = 1024
+    _RECENT_BYTES = 1024 * 1024
 
     def __init__(self, raws: list[msgspec.Raw]) -> None:
         self._raws = raws
         self._recent: dict[int, Call] = {}
+        self._recent_bytes = 0
 
     def __len__(self) -> int:
         return len(self._raws)
@@ -131,23 +148,37 @@ class CallList(Sequence[Call]):
 
     def __getitem__(self, index: int | slice) -> Call | list[Call]:
         if isinstance(index, slice):
-            return [_call_decoder.decode(raw) for raw in self._raws[index]]
+            return [_decode_or_stand_in(raw) for raw in self._raws[index]]
         if index < 0:
             index += len(self._raws)
         call = self._recent.get(index)
         if call is None:
             if not 0 <= index < len(self._raws):
                 raise IndexError("call index out of range")
-            call = _call_decoder.decode(self._raws[index])
-            if len(self._recent) >= self._RECENT_CALLS:
+            raw = self._raws[index]
+            call = _decode_or_stand_in(raw)
+            if len(self._recent) >= self._RECENT_CALLS or self._recent_bytes > self._RECENT_BYTES:
                 self._recent.clear()
+                self._recent_bytes = 0
             self._recent[index] = call
+            self._recent_bytes += len(raw)
         return call
 
     def __iter__(self) -> Iterator[Call]:
-        decode = _call_decoder.decode
         for raw in self._raws:
-            yield decode(raw)
+            yield _decode_or_stand_in(raw)
+
+    def chunks(self, limit_bytes: int = 1024 * 1024, limit_calls: int = 4096) -> Iterator[slice]:
+        """Consecutive runs of calls, each at most `limit_calls` long and, unless one call alone is
+        larger, `limit_bytes` of JSON: a pass that decodes a run at a time holds what its bytes allow."""
+        start = size = 0
+        for index, raw in enumerate(self._raws):
+            if index > start and (size + len(raw) > limit_bytes or index - start >= limit_calls):
+                yield slice(start, index)
+                start, size = index, 0
+            size += len(raw)
+        if start < len(self._raws):
+            yield slice(start, len(self._raws))
 
     @overload
     def raw(self, index: int) -> msgspec.Raw: ...
@@ -172,6 +203,15 @@ class CallList(Sequence[Call]):
         return f"CallList({len(self):,} calls)"
 
 
+def _decode_or_stand_in(raw: msgspec.Raw) -> Call:
+    """The call, or (before `check_calls` has refused it) a stand-in naming what is wrong with it."""
+    try:
+        return _call_decoder.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError) as error:
+        problem = field_message(str(error)) if isinstance(error, msgspec.ValidationError) else str(error)
+        return Call(seq=0, tool=f"(unreadable call: {problem[:200]})", effect="other")
+
+
 _ProposalEnvelope = msgspec.defstruct(
     "ProposalEnvelope",
     [
@@ -190,26 +230,118 @@ _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}
 def parse_proposal(data: bytes | str, source: str = "proposal") -> Proposal:
     """Decode and check one proposal; every failure is a ProposalError naming `source` and the field.
 
-    Every call is decoded and checked once here, then kept as its JSON slice (see `CallList`).
+    `scan_proposal` and then `check_calls`: the service and the client need both before they trust
+    a proposal; the terminal app lists and paints after the first and checks in the background.
+    """
+    proposal = scan_proposal(data, source)
+    check_calls(proposal, source)
+    return proposal
+
+
+def scan_proposal(data: bytes | str, source: str = "proposal") -> Proposal:
+    """The cheap pass over the raw bytes: size, UTF-8, JSON syntax, the header, the call count, and
+    the bound on what decoding any call can cost. The calls are left as raw JSON, not yet checked.
+
+    About 0.05 s for 100,000 calls (36 MB), against about 2 s to check, analyse and hash them: it is
+    what lets the app list a large proposal at once. Nothing it accepts can make a later decode
+    allocate more than `MAX_CALL_VALUES` values at a time.
     """
     raw = data.encode() if isinstance(data, str) else data
     if len(raw) > MAX_BODY_BYTES:
         raise ProposalError(
             source, f"is {len(raw):,} bytes; a proposal may be at most {MAX_BODY_BYTES:,} bytes"
         )
+    _check_utf8(raw, source)
     try:
         envelope = _envelope_decoder.decode(raw)
     except msgspec.ValidationError as error:
         raise ProposalError(source, field_message(str(error))) from None
     except msgspec.DecodeError as error:
-        raise ProposalError(source, f"is not valid JSON ({error})") from None
+        raise ProposalNotJSON(source, f"is not valid JSON ({error})") from None
     except RecursionError:
         raise ProposalError(source, f"nests deeper than {MAX_DEPTH} levels") from None
     header = {name: getattr(envelope, name) for name in _HEADER_FIELDS}
     raws: list[msgspec.Raw] = envelope.calls  # type: ignore[attr-defined]
     _check_header(header, len(raws), source)
-    _check_calls(raws, source)
+    _check_cost(raw, raws, source)
     return Proposal(**header, calls=CallList(raws))
+
+
+def check_calls(proposal: Proposal, source: str = "proposal") -> None:
+    """Decode each call once: its types, its seq order, and its strings, integers and nesting.
+
+    The second half of `parse_proposal`; a proposal from `scan_proposal` is trusted only after it.
+    """
+    calls = proposal.calls
+    if isinstance(calls, CallList):
+        raws = calls.raw(slice(None))
+    else:
+        raws = [msgspec.Raw(dumps(call)) for call in calls]
+    _check_calls(raws, source)
+
+
+_UTF8_CHUNK = 1024 * 1024
+
+
+def _check_utf8(raw: bytes, source: str) -> None:
+    """Invalid UTF-8 anywhere makes the whole file unreadable. msgspec checks it only in strings it
+    decodes, and the scan leaves the calls undecoded, so it is checked here, a chunk at a time."""
+    if raw.isascii():
+        return
+    view = memoryview(raw)
+    offset = 0
+    while offset < len(raw):
+        chunk = view[offset : offset + _UTF8_CHUNK]
+        try:
+            _, used = codecs.utf_8_decode(chunk, "strict", offset + len(chunk) >= len(raw))
+        except UnicodeDecodeError as error:
+            position = offset + error.start
+            raise ProposalNotJSON(
+                source, f"is not UTF-8: byte 0x{raw[position]:02x} at offset {position:,} ({error.reason})"
+            ) from None
+        if used == 0:  # a chunk of one incomplete character: only possible at the very end
+            break
+        offset += used
+
+
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
+def json_values_at_most(data: bytes, cap: int) -> int:
+    """The JSON values in `data` (keys not counted), or an upper bound when it is at most `cap`.
+
+    A document is one value plus, in each non-empty container, one per comma and one more. Counted
+    in C: first over the bytes as they are (commas and brackets in strings count too, so it can only
+    overestimate); when that is over the cap, again with every string emptied and empty containers
+    left out, which is exact unless an empty container has white space inside.
+    """
+    bound = data.count(b",") + data.count(b"[") + data.count(b"{") + 1
+    if bound <= cap:
+        return bound
+    bare = _JSON_STRING.sub(b'""', data)
+    opened = bare.count(b"[") + bare.count(b"{")
+    return bare.count(b",") + opened - bare.count(b"[]") - bare.count(b"{}") + 1
+
+
+def _check_cost(raw: bytes, raws: list[msgspec.Raw], source: str) -> None:
+    """Refuse a shape whose decoding would cost far more than its bytes (millions of `[]`)."""
+    total = json_values_at_most(raw, MAX_JSON_VALUES)
+    if total > MAX_JSON_VALUES:
+        raise ProposalError(
+            source,
+            f"holds {total:,} JSON values; at most {MAX_JSON_VALUES:,} are allowed "
+            "(each becomes an object in memory, so the bytes would understate the cost)",
+        )
+    smallest_costly = 2 * MAX_CALL_VALUES  # each value after the first takes two bytes at least
+    for index, call in enumerate(raws):
+        if len(call) >= smallest_costly:
+            values = json_values_at_most(bytes(call), MAX_CALL_VALUES)
+            if values > MAX_CALL_VALUES:
+                raise ProposalError(
+                    source,
+                    f"$.calls[{index}]: holds {values:,} JSON values; a call may hold at most "
+                    f"{MAX_CALL_VALUES:,}",
+                )
 
 
 _HEADER_FIELDS = tuple(field.name for field in msgspec.structs.fields(Proposal) if field.name != "calls")
@@ -244,6 +376,8 @@ def _check_calls(raws: list[msgspec.Raw], source: str) -> None:
             call = decode(raw)
         except msgspec.ValidationError as error:
             raise ProposalError(source, field_message(str(error), at)) from None
+        except msgspec.DecodeError as error:
+            raise ProposalNotJSON(source, f"{at}: is not valid JSON ({error})") from None
         except RecursionError:
             raise ProposalError(source, f"{at}: nests deeper than {MAX_DEPTH} levels") from None
         if call.seq <= previous:
@@ -366,9 +500,14 @@ def _canonical_pieces(proposal: Proposal) -> Iterator[bytes]:
         return piece
 
     calls = proposal.calls
+    windows = (
+        calls.chunks(limit_calls=_CANONICAL_CHUNK)
+        if isinstance(calls, CallList)
+        else (slice(start, start + _CANONICAL_CHUNK) for start in range(0, len(calls), _CANONICAL_CHUNK))
+    )
     yield b'{"calls":['
-    for start in range(0, len(calls), _CANONICAL_CHUNK):
-        window = slice(start, start + _CANONICAL_CHUNK)
+    for window in windows:
+        start = window.start
         # Read again with tagged floats: msgspec would write 100.0 where RFC 8785 writes 100.
         if isinstance(calls, CallList):
             read = _tagged_calls_decoder.decode(b"[" + b",".join(calls.raw(window)) + b"]")

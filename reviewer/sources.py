@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import msgspec
 
@@ -19,8 +19,10 @@ from reviewer.proposal import (
     Call,
     Proposal,
     ProposalError,
+    check_calls,
     field_message,
     parse_proposal,
+    scan_proposal,
 )
 
 BUNDLED_SAMPLES = Path(__file__).resolve().parent / "sample_proposals"
@@ -30,6 +32,9 @@ BUNDLED_SAMPLES = Path(__file__).resolve().parent / "sample_proposals"
 if TYPE_CHECKING:  # imported where used: the demo's first paint should not wait for them
     from reviewer.api import StoredExecution
     from reviewer.drift import Drift
+
+Loaded = TypeVar("Loaded")
+
 
 class SourceError(Exception):
     """A source that cannot be read at all (as opposed to one broken file among good ones)."""
@@ -71,6 +76,8 @@ def execution_from_queue(proposal_id: str, stored: StoredExecution) -> Execution
         executed_by=stored.executed_by,
         note=stored.note,
     )
+
+
 EXECUTION_SUFFIX = ".execution.json"
 
 
@@ -89,6 +96,14 @@ class QueueItem:
     """The real runs the queue (or a demo file) holds, by the revision they executed."""
     seen_revision: int | None = None
     """The revision the reviewer last opened: drift is shown against it when a newer one arrives."""
+    verified: set[int] = field(default_factory=set)
+    """Revisions whose every call has been checked and whose digest was computed from the plan here:
+    only these can be approved. A revision is listed (and can be read) before, from a cheap scan."""
+    analysed: set[int] = field(default_factory=set)
+    """Revisions whose whole-plan figures (ratios, extremes, alarms) are computed: until then no
+    screen reads them, since computing them on the event loop would freeze it."""
+    problems: dict[int, str] = field(default_factory=dict)
+    """Revisions that were listed from the scan and then refused by the checks, with the reason."""
     _analyses: dict[int, Analysis] = field(default_factory=dict, repr=False)
     _drifts: dict[tuple[int, int], Drift] = field(default_factory=dict, repr=False)
 
@@ -105,6 +120,38 @@ class QueueItem:
         if number not in self._analyses:
             self._analyses[number] = Analysis(self.revisions[number])
         return self._analyses[number]
+
+    def figures(self, revision: int | None = None) -> Analysis | None:
+        """The analysis once its whole-plan figures are computed (by the loader, in a thread), else None."""
+        number = self.latest_revision if revision is None else revision
+        return self.analysis(number) if number in self.analysed else None
+
+    def still_computing(self, revision: int | None = None) -> list[str]:
+        """What the background work has not finished for a revision, in words for the panes."""
+        number = self.latest_revision if revision is None else revision
+        if number in self.problems:
+            return []
+        pending = []
+        if number not in self.verified:
+            pending.append(f"checking {len(self.revisions[number].calls):,} calls and the digest")
+        if number not in self.analysed:
+            pending.append("the analysis")
+        return pending
+
+    def approval_blocker(self, revision: int) -> str | None:
+        """Why `revision` cannot be approved yet (or at all), or None when it can."""
+        if revision in self.problems:
+            return f"the proposal is broken: {self.problems[revision]}"
+        if revision not in self.verified:
+            return (
+                "not every call has been checked and the digest is still being computed: "
+                "an approval names the digest, so it waits for it"
+            )
+        return None
+
+    def execution_expected(self, revision: int) -> bool:
+        """Whether a real run of `revision` is known to exist before its report is here (live only)."""
+        return False
 
     def drift_base(self, revision: int) -> int | None:
         """What to compare `revision` with: the revision last seen if older, else the one before it."""
@@ -137,11 +184,14 @@ class QueueItem:
             return None
         return base, drift
 
-    def add(self, proposal: Proposal, digest: str, origin: str, analysis: Analysis | None = None) -> None:
+    def add(self, analysis: Analysis, origin: str, digest: str | None = None) -> None:
+        """A revision as listed from its scan (`digest` is the queue's record live, absent in the demo),
+        with the analysis the loader completes in the background."""
+        proposal = analysis.proposal
         self.revisions[proposal.revision] = proposal
-        if analysis is not None:
-            self._analyses[proposal.revision] = analysis
-        self.digests[proposal.revision] = digest
+        self._analyses[proposal.revision] = analysis
+        if digest is not None:
+            self.digests[proposal.revision] = digest
         self.origins[proposal.revision] = origin
 
 
@@ -165,7 +215,13 @@ def _read_limited(path: Path) -> bytes:
 
 
 def read_proposal_file(path: Path) -> Proposal:
+    """A proposal file checked whole (the tests and tools that want it at once)."""
     return parse_proposal(_read_limited(path), path.name)
+
+
+def scan_proposal_file(path: Path) -> Proposal:
+    """A proposal file after the cheap scan only (see `reviewer.proposal.scan_proposal`)."""
+    return scan_proposal(_read_limited(path), path.name)
 
 
 def proposal_files(folder: Path) -> list[Path]:
@@ -187,17 +243,42 @@ def read_execution_file(path: Path) -> ExecutionRecord:
         raise ProposalError(path.name, f"is not a valid execution record ({error})") from None
 
 
-def load_folder(folder: Path) -> Iterator[tuple[Path, Proposal | ExecutionRecord | BrokenFile]]:
-    """Each file of `folder` in name order (proposals, and `*.execution.json` real runs), parsed or
-    with the reason it could not be."""
+def scan_folder(folder: Path) -> Iterator[tuple[Path, Proposal | ExecutionRecord | BrokenFile]]:
+    """Each file of `folder` in name order, scanned (proposals) or read (`*.execution.json` real
+    runs), or with the reason it could not be. A scan reads the bytes once and costs about 0.1 s for
+    the largest file allowed, so a large file holds the listing of the next ones back by that much;
+    the expensive checks come after, smallest first (`completion_order`)."""
     for path in proposal_files(folder):
         try:
             if path.name.endswith(EXECUTION_SUFFIX):
                 yield path, read_execution_file(path)
             else:
-                yield path, read_proposal_file(path)
+                yield path, scan_proposal_file(path)
         except ProposalError as error:
             yield path, BrokenFile(path.name, error.problem)
+
+
+def completion_order(scanned: list[tuple[Path, Loaded]]) -> list[tuple[Path, Loaded]]:
+    """Smallest files first, so the reviewer can approve the small ones while a large one is checked."""
+
+    def size(pair: tuple[Path, Loaded]) -> tuple[int, str]:
+        try:
+            return pair[0].stat().st_size, pair[0].name
+        except OSError:
+            return 0, pair[0].name
+
+    return sorted(scanned, key=size)
+
+
+def load_folder(folder: Path) -> Iterator[tuple[Path, Proposal | ExecutionRecord | BrokenFile]]:
+    """Each file of `folder` in name order, checked whole, or with the reason it could not be."""
+    for path, loaded in scan_folder(folder):
+        if isinstance(loaded, Proposal):
+            try:
+                check_calls(loaded, path.name)
+            except ProposalError as error:
+                loaded = BrokenFile(path.name, error.problem)
+        yield path, loaded
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -10,9 +14,10 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.notifications import SeverityLevel
+from textual.worker import get_current_worker
 
 from reviewer.analysis import Analysis
-from reviewer.proposal import Proposal, plan_sha256
+from reviewer.proposal import ProposalError, check_calls, plan_sha256
 from reviewer.sanitize import safe_text
 from reviewer.sources import (
     BrokenFile,
@@ -20,29 +25,105 @@ from reviewer.sources import (
     DecisionOutcome,
     DemoDecider,
     ExecutionRecord,
+    Proposal,
     QueueItem,
     SourceError,
-    load_folder,
+    completion_order,
+    scan_folder,
 )
 from reviewer.tui.screens.dialogs import HelpScreen
 from reviewer.tui.screens.queue import QueueScreen
 from reviewer.tui.screens.review import ReviewScreen
 
 
-def analysed(proposal: Proposal) -> tuple[Analysis, str]:
-    """The analysis with its panes' figures computed, and the plan digest: run it in a thread, since a
-    100,000-call plan takes about a second and the event loop must keep answering keys."""
-    analysis = Analysis(proposal)
+def compute_figures(analysis: Analysis) -> None:
+    """The whole-plan figures every pane reads, computed once: about a second for 100,000 calls, so
+    only ever in the loader's thread."""
     _ = analysis.ratios, analysis.extremes, analysis.alarms
-    return analysis, plan_sha256(proposal)
 
 
-class ProposalLoaded(Message):
-    def __init__(self, analysis: Analysis, digest: str, origin: str) -> None:
-        super().__init__()
-        self.analysis = analysis
-        self.digest = digest
-        self.origin = origin
+@dataclass
+class ProposalListed(Message):
+    """A revision scanned (header, call count, cost bound): listed, and readable row by row."""
+
+    analysis: Analysis
+    origin: str
+    digest: str | None = None
+    """The queue's digest, live; the demo knows it only once computed (`ProposalVerified`)."""
+
+
+@dataclass
+class ProposalVerified(Message):
+    """Every call of a revision checked and its digest computed here: it may now be approved."""
+
+    proposal_id: str
+    revision: int
+    digest: str
+
+
+@dataclass
+class ProposalAnalysed(Message):
+    """A revision's whole-plan figures are computed: panes, alarms and the queue's counts can show."""
+
+    proposal_id: str
+    revision: int
+
+
+@dataclass
+class ProposalRefused(Message):
+    """A listed revision that failed its checks (or its analysis): broken, never approvable."""
+
+    proposal_id: str
+    revision: int
+    broken: BrokenFile
+
+
+@dataclass
+class CompletionJob:
+    """What the loader's thread finishes after listing: checks, digest, then analysis."""
+
+    analysis: Analysis
+    source: str
+
+
+def complete(job: CompletionJob) -> Iterator[Message]:
+    """The messages that finish a listed revision, in the order the reviewer can use them: first
+    whether it may be approved (checks and digest), then the figures."""
+    proposal = job.analysis.proposal
+    key = (proposal.proposal_id, proposal.revision)
+    try:
+        check_calls(proposal, job.source)
+        digest = plan_sha256(proposal)
+    except ProposalError as error:
+        yield ProposalRefused(*key, BrokenFile(job.source, error.problem))
+        return
+    yield ProposalVerified(*key, digest)
+    try:
+        compute_figures(job.analysis)
+    except Exception as error:  # a bug in analysis must not stop the other files
+        problem = f"could not be analysed ({type(error).__name__}: {error})"
+        yield ProposalRefused(*key, BrokenFile(job.source, problem))
+        return
+    yield ProposalAnalysed(*key)
+
+
+def listed_once(
+    proposal: Proposal, path: Path, listed_from: dict[tuple[str, int], str]
+) -> Proposal | BrokenFile:
+    """The first file of a proposal's revision is the one listed; another with the same id and
+    revision is a broken file, never a silent replacement of what is on screen. It is checked whole
+    first (a rare case), so the reason given is what is wrong with it when something is."""
+    key = (proposal.proposal_id, proposal.revision)
+    first = listed_from.setdefault(key, path.name)
+    if first == path.name:
+        return proposal
+    try:
+        check_calls(proposal, path.name)
+    except ProposalError as error:
+        return BrokenFile(path.name, error.problem)
+    return BrokenFile(
+        path.name, f"revision {proposal.revision} of {proposal.proposal_id} is already listed from {first}"
+    )
 
 
 class ExecutionLoaded(Message):
@@ -78,6 +159,9 @@ class ReviewerApp(App[None]):
         self.mode = mode
         self.items: dict[str, QueueItem] = {}
         self.queue_screen = self.create_queue_screen()
+        self._jobs: deque[CompletionJob] = deque()
+        self._jobs_lock = threading.Lock()
+        self._completing = False
 
     def create_queue_screen(self) -> QueueScreen:
         """The first screen; live review extends it with the queue's own columns."""
@@ -98,35 +182,91 @@ class ReviewerApp(App[None]):
 
     @work(thread=True, group="load", exit_on_error=False)
     def load_proposals(self, folder: Path) -> None:
-        """Parse and analyse each file off the event loop: a 100,000-call plan takes about a second,
-        and the reviewer can read the small ones meanwhile."""
+        """List every file as soon as its cheap scan is done (name order, about 0.1 s for the largest
+        file allowed), then check, hash and analyse them smallest first, off the event loop."""
+        scanned: list[tuple[Path, Analysis]] = []
+        listed_from: dict[tuple[str, int], str] = {}
         try:
-            for path, loaded in load_folder(folder):
+            for path, loaded in scan_folder(folder):
+                if isinstance(loaded, Proposal):
+                    loaded = listed_once(loaded, path, listed_from)
                 if isinstance(loaded, BrokenFile):
                     self.post_message(FileBroken(loaded))
-                    continue
-                if isinstance(loaded, ExecutionRecord):
+                elif isinstance(loaded, ExecutionRecord):
                     self.post_message(ExecutionLoaded(loaded))
-                    continue
-                try:
-                    analysis, digest = analysed(loaded)
-                except Exception as error:  # a bug in analysis must not stop the other files
-                    problem = f"could not be analysed ({type(error).__name__}: {error})"
-                    self.post_message(FileBroken(BrokenFile(path.name, problem)))
-                    continue
-                self.post_message(ProposalLoaded(analysis, digest, path.name))
+                else:
+                    analysis = Analysis(loaded)
+                    self.post_message(ProposalListed(analysis, path.name))
+                    scanned.append((path, analysis))
         except SourceError as error:
             self.post_message(FileBroken(BrokenFile(str(folder), str(error))))
+        for path, analysis in completion_order(scanned):
+            self.enqueue_completion(CompletionJob(analysis, path.name))
 
-    def on_proposal_loaded(self, message: ProposalLoaded) -> None:
+    def enqueue_completion(self, job: CompletionJob) -> None:
+        """Finish a listed revision in the one completion thread (started when there is work), so
+        two large plans are never checked at once and the order given is the order done."""
+        with self._jobs_lock:
+            self._jobs.append(job)
+            if self._completing:
+                return
+            self._completing = True
+        self.call_from_thread(self.run_completions) if self._off_loop() else self.run_completions()
+
+    def _off_loop(self) -> bool:
+        return threading.get_ident() != self._thread_id
+
+    @work(thread=True, group="complete", exit_on_error=False)
+    def run_completions(self) -> None:
+        worker = get_current_worker()
+        while not worker.is_cancelled:
+            with self._jobs_lock:
+                if not self._jobs:
+                    self._completing = False
+                    return
+                job = self._jobs.popleft()
+            for message in complete(job):
+                self.post_message(message)
+
+    def on_proposal_listed(self, message: ProposalListed) -> None:
         proposal = message.analysis.proposal
         item = self.items.get(proposal.proposal_id)
         if item is None:
             item = self.items[proposal.proposal_id] = self.create_item(proposal.proposal_id)
-        item.add(proposal, message.digest, message.origin, message.analysis)
+        item.add(message.analysis, message.origin, message.digest)
         self.queue_screen.show_item(item)
-        if len(item.revisions) > 1:
+
+    def on_proposal_verified(self, message: ProposalVerified) -> None:
+        item = self.items[message.proposal_id]
+        self.take_digest(item, message.revision, message.digest)
+        item.verified.add(message.revision)
+        self._refresh_open(item, message.revision)
+        if len(item.revisions) > 1 and message.revision == item.latest_revision:
             self.compute_drift(item)
+
+    def take_digest(self, item: QueueItem, revision: int, digest: str) -> None:
+        """The digest computed from the plan: the demo's only record of it (live review compares it
+        with the queue's)."""
+        item.digests[revision] = digest
+
+    def on_proposal_analysed(self, message: ProposalAnalysed) -> None:
+        item = self.items[message.proposal_id]
+        item.analysed.add(message.revision)
+        self.queue_screen.show_item(item)
+        self._refresh_open(item, message.revision)
+
+    def on_proposal_refused(self, message: ProposalRefused) -> None:
+        item = self.items[message.proposal_id]
+        item.problems[message.revision] = message.broken.problem
+        self.queue_screen.show_broken(message.broken)
+        self.queue_screen.show_item(item)
+        self._refresh_open(item, message.revision)
+
+    def _refresh_open(self, item: QueueItem, revision: int) -> None:
+        """Open review screens of this revision show what the background work has just finished."""
+        for screen in self.screen_stack:
+            if isinstance(screen, ReviewScreen) and screen.item is item and screen.revision == revision:
+                screen.show_progress()
 
     @work(thread=True, group="drift", exit_on_error=False)
     def compute_drift(self, item: QueueItem) -> None:
@@ -162,9 +302,7 @@ class ReviewerApp(App[None]):
     @work(group="decide", exit_on_error=False)
     async def send_decision(self, message: ReviewScreen.DecisionRequested) -> None:
         item, revision = message.item, message.revision
-        outcome = await self.decider.decide(
-            item, revision, item.digests[revision], message.decision, message.reason
-        )
+        outcome = await self.decider.decide(item, revision, message.digest, message.decision, message.reason)
         self.show_outcome(item, revision, outcome)
 
     def show_outcome(

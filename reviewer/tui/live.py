@@ -15,6 +15,7 @@ from textual import work
 from textual.css.query import NoMatches
 from textual.message import Message
 
+from reviewer.analysis import Analysis
 from reviewer.api import ProposalRecord, ProposalSummary, Whoami
 from reviewer.client import (
     Forbidden,
@@ -28,13 +29,15 @@ from reviewer.client import (
 from reviewer.config import Secret
 from reviewer.proposal import ProposalError
 from reviewer.sources import BrokenFile, DecisionOutcome, QueueItem, execution_from_queue
-from reviewer.tui.app import ExecutionLoaded, FileBroken, ProposalLoaded, ReviewerApp, analysed
+from reviewer.tui.app import CompletionJob, ExecutionLoaded, FileBroken, ProposalListed, ReviewerApp
 from reviewer.tui.live_source import Backoff, LiveItem, LiveOutcome, QueueDecider, shown, token_refused
 from reviewer.tui.screens.live import LiveQueueScreen, LiveReviewScreen
+from reviewer.tui.screens.queue import QueueScreen
 from reviewer.tui.screens.review import ReviewScreen
 
 MAX_LIST_PAGES = 10
 """Pages of summaries read per changed poll (50 each): the newest 500 proposals are listed."""
+FROM_QUEUE = "from the queue"
 
 
 @dataclass
@@ -106,12 +109,11 @@ class LiveReviewerApp(ReviewerApp):
             self.reason = reason
 
     class RecordArrived(Message):
-        """The queue's record of a proposal; `local_digests` holds revisions whose plan hashed otherwise."""
+        """The queue's record of a proposal: its state, trail and each revision's digest."""
 
-        def __init__(self, record: ProposalRecord, local_digests: dict[int, str]) -> None:
+        def __init__(self, record: ProposalRecord) -> None:
             super().__init__()
             self.record = record
-            self.local_digests = local_digests
 
     class Synced(Message):
         """Every revision fetched for a proposal has been posted: open screens may refresh."""
@@ -209,10 +211,12 @@ class LiveReviewerApp(ReviewerApp):
                 self.post_message(self.Stopped(token_refused(self.login_hint)))
                 return
             except Forbidden:
-                self.post_message(self.Stopped(
-                    f"this token may not list proposals (not a reviewer's): run `{self.login_hint}` "
-                    "with a reviewer token"
-                ))
+                self.post_message(
+                    self.Stopped(
+                        f"this token may not list proposals (not a reviewer's): run `{self.login_hint}` "
+                        "with a reviewer token"
+                    )
+                )
                 return
             except Exception as error:  # unreachable, 5xx, an unreadable answer: back off, never crash
                 delay = self.backoff.next_delay()
@@ -250,15 +254,21 @@ class LiveReviewerApp(ReviewerApp):
             cursor = page.next_cursor
         return summaries
 
-    async def sync_proposal(self, proposal_id: str) -> None:
-        """The queue's record of a proposal and the revisions the app lacks (the latest and the one
-        before it, for drift), each analysed in a thread and checked against the queue's digest."""
+    async def sync_proposal(self, proposal_id: str, *, previous: bool = False) -> ProposalRecord:
+        """The queue's record of a proposal and its latest revision if the app lacks it; with
+        `previous`, the revision before it too (for drift, when the reviewer opens the proposal).
+
+        A poll fetches no more than that: older revisions and execution reports are fetched when a
+        proposal is opened, so an agent submitting many large revisions costs each reviewer's app one
+        revision per change, not every revision on every poll. A fetched revision is listed at once
+        and checked, hashed (against the queue's digest) and analysed in the completion thread.
+        """
         record = await self.poll_client.get_proposal(proposal_id)
         queue_digests = {info.revision: info.plan_sha256 for info in record.revisions}
         latest = record.latest.revision
-        loaded: list[ProposalLoaded] = []
-        local_digests: dict[int, str] = {}
-        for number in sorted({latest - 1, latest} - {0}):
+        wanted = {latest - 1, latest} - {0} if previous else {latest}
+        listed: list[ProposalListed] = []
+        for number in sorted(wanted):
             if (proposal_id, number) in self._fetched:
                 continue
             try:
@@ -270,35 +280,48 @@ class LiveReviewerApp(ReviewerApp):
                 self._fetched.add((proposal_id, number))
                 self.post_message(FileBroken(BrokenFile(f"{proposal_id} revision {number}", str(error))))
                 continue
-            try:
-                analysis, local_digest = await asyncio.to_thread(analysed, proposal)
-            except Exception as error:  # a bug in analysis must not stall the poll for every proposal
-                self._fetched.add((proposal_id, number))
-                problem = f"could not be analysed ({type(error).__name__}: {error})"
-                self.post_message(FileBroken(BrokenFile(f"{proposal_id} revision {number}", problem)))
-                continue
-            queue_digest = queue_digests.get(number, "")
-            if local_digest != queue_digest:
-                local_digests[number] = local_digest
-            loaded.append(ProposalLoaded(analysis, queue_digest, "from the queue"))
+            listed.append(ProposalListed(Analysis(proposal), FROM_QUEUE, queue_digests.get(number, "")))
             self._fetched.add((proposal_id, number))
-        self.post_message(self.RecordArrived(record, local_digests))
-        for message in loaded:
+        self.post_message(self.RecordArrived(record))
+        for message in listed:
             self.post_message(message)
-        await self.sync_executions(record)
+            self.enqueue_completion(
+                CompletionJob(
+                    message.analysis, f"{proposal_id} revision {message.analysis.proposal.revision}"
+                )
+            )
         self.post_message(self.Synced(proposal_id))
+        return record
 
     async def sync_executions(self, record: ProposalRecord) -> None:
         """The real runs the queue holds, for the verification view (`v`), fetched once each."""
+        proposal_id = record.proposal_id
         executed = {event.revision for event in record.history if event.event == "executed"}
-        if not executed - self._executions_fetched.get(record.proposal_id, set()):
+        if not executed - self._executions_fetched.get(proposal_id, set()):
             return
-        for stored in await self.poll_client.get_executions(record.proposal_id):
+        for stored in await self.poll_client.get_executions(proposal_id):
             try:
-                self.post_message(ExecutionLoaded(execution_from_queue(record.proposal_id, stored)))
+                self.post_message(ExecutionLoaded(execution_from_queue(proposal_id, stored)))
             except ProposalError as error:
-                self.post_message(FileBroken(BrokenFile(f"{record.proposal_id} execution", error.problem)))
-        self._executions_fetched[record.proposal_id] = executed
+                self.post_message(FileBroken(BrokenFile(f"{proposal_id} execution", error.problem)))
+        self._executions_fetched[proposal_id] = executed
+
+    @work(group="opened", exit_on_error=False)
+    async def fetch_opened(self, proposal_id: str) -> None:
+        """What only an open proposal needs: the revision before the latest (drift) and the reports
+        of its real runs (verification)."""
+        try:
+            record = await self.sync_proposal(proposal_id, previous=True)
+            await self.sync_executions(record)
+        except Exception as error:  # the poll reports an unreachable queue; the screen stays usable
+            self.notify(
+                f"could not fetch the rest of {shown(proposal_id, 60)}: {problem_words(error)}",
+                severity="warning",
+            )
+
+    def on_queue_screen_open_requested(self, message: QueueScreen.OpenRequested) -> None:
+        super().on_queue_screen_open_requested(message)
+        self.fetch_opened(message.proposal_id)
 
     # --- handlers: the only code that touches the screens ---
 
@@ -339,17 +362,31 @@ class LiveReviewerApp(ReviewerApp):
             item = self.items[record.proposal_id] = self.create_item(record.proposal_id)
         if not isinstance(item, LiveItem):
             return
-        item.local_digests.update(message.local_digests)
+        executed_before = {event.revision for event in item.history if event.event == "executed"}
         item.apply(record, self.link.identity)
-        if item.local_digests:
-            self.notify(
-                f"{shown(record.proposal_id, 128)}: the fetched plan does not hash to the queue's digest",
-                title="Digest mismatch",
-                severity="error",
-                timeout=30,
-            )
         if item.revisions:
             self.queue_screen.show_item(item)
+        executed = {event.revision for event in item.history if event.event == "executed"}
+        if executed - executed_before and self._is_open(item):
+            self.fetch_opened(item.proposal_id)
+
+    def _is_open(self, item: QueueItem) -> bool:
+        stack = self.screen_stack
+        return any(isinstance(screen, LiveReviewScreen) and screen.item is item for screen in stack)
+
+    def take_digest(self, item: QueueItem, revision: int, digest: str) -> None:
+        """The queue's record stays the digest an approval names; a plan hashing otherwise is flagged
+        and never approvable (`local_refusal`)."""
+        if not isinstance(item, LiveItem) or item.digests.get(revision) == digest:
+            return
+        item.local_digests[revision] = digest
+        self.queue_screen.show_item(item)
+        self.notify(
+            f"{shown(item.proposal_id, 128)}: the fetched plan does not hash to the queue's digest",
+            title="Digest mismatch",
+            severity="error",
+            timeout=30,
+        )
 
     def on_live_reviewer_app_synced(self, message: Synced) -> None:
         self._refresh_open_reviews(message.proposal_id)

@@ -51,6 +51,10 @@ class LiveItem(QueueItem):
         opened = self.seen_revision or 0
         return bool(self.revisions) and self.state == "pending" and self.latest_revision > opened
 
+    def execution_expected(self, revision: int) -> bool:
+        """The queue's trail says this revision ran: its report is fetched when the proposal is opened."""
+        return any(event.event == "executed" and event.revision == revision for event in self.history)
+
     def apply(self, record: ProposalRecord, me: Whoami | None) -> None:
         """Take the queue's record as the truth about state, proposer and history."""
         latest: DecisionState = record.latest

@@ -167,7 +167,8 @@ def test_a_revoked_token_stops_polling_and_says_to_log_in(queue: Queue) -> None:
 
 
 def test_an_executed_proposal_is_verified_from_the_queues_report(queue: Queue) -> None:
-    """The agent reports its real run; the app fetches it and `v` lines it up with the plan."""
+    """The agent reports its real run; the app fetches it when the proposal is opened (not on every
+    poll) and `v` lines it up with the plan."""
     from reviewer.api import ExecutionReport
     from reviewer.tui.screens.verification import VerificationScreen
 
@@ -184,9 +185,10 @@ def test_an_executed_proposal_is_verified_from_the_queues_report(queue: Queue) -
                 proposal_id, ExecutionReport(revision=1, plan_sha256=answer.plan_sha256, calls=real_calls)
             )
             app.poll_now()
-            executions = lambda: getattr(app.items.get(proposal_id), "executions", {})  # noqa: E731
-            await until(pilot, lambda: 1 in executions(), "the report")
+            await until(pilot, lambda: app.items[proposal_id].state == "executed", "the executed state")
+            assert not app.items[proposal_id].executions, "fetched before anyone opened the proposal"
             await open_proposal(pilot, app, proposal_id)
+            await until(pilot, lambda: 1 in app.items[proposal_id].executions, "the report")
             await pilot.press("v")
             await until(pilot, lambda: isinstance(app.screen, VerificationScreen), "the verification")
             screen = app.screen

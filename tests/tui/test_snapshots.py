@@ -120,11 +120,15 @@ def test_review_at_80x24(snap_compare, sample_folder) -> None:
 
 
 def test_broken_file_listed(snap_compare, sample_folder) -> None:
-    """A folder with one good proposal and two broken files: the good one is listed, and under the
-    table the broken ones are named with the reason (the field for a wrong type, "not valid JSON")."""
+    """A folder with one good proposal and two broken files: the good one is listed; the one whose
+    second call has a wrong type is listed from its header and then marked broken (a red "!" and
+    "broken" in its row); under the table the broken ones are named with the reason (the field for
+    the wrong type, "not valid JSON")."""
     folder: Path = sample_folder(SERVER)
     (folder / "truncated.json").write_text('{"format": "reviewer.proposal/v1", "calls": [')
-    (folder / "wrong-type.json").write_text((folder / SERVER).read_text().replace('"seq": 2', '"seq": "2"'))
+    wrong_type = (folder / SERVER).read_text().replace('"seq": 2', '"seq": "2"')
+    wrong_type = wrong_type.replace('"deskline-merge-0042-server"', '"deskline-merge-0042-wrong-type"')
+    (folder / "wrong-type.json").write_text(wrong_type)
     assert snap_compare(ReviewerApp(folder), terminal_size=(100, 30), run_before=wait_until_loaded)
 
 

@@ -132,6 +132,10 @@ class LiveReviewScreen(ReviewScreen):
                 f"{replan_notice(item.latest_revision)} (escape, then enter opens it)", error=True
             )
 
+    def show_progress(self) -> None:
+        super().show_progress()
+        self.refresh_live()
+
     def _show_digest_alarm(self, item: LiveItem) -> None:
         local = item.local_digests.get(self.revision)
         if local is None:
@@ -142,8 +146,9 @@ class LiveReviewScreen(ReviewScreen):
             f"the plan fetched hashes to {local[:12]}…: do not approve",
             "bold",
         )
-        if self.analysis.alarms:
-            text.append("  ·  " + "  ·  ".join(self.analysis.alarms))
+        figures = item.figures(self.revision)
+        if figures is not None and figures.alarms:
+            text.append("  ·  " + "  ·  ".join(figures.alarms))
         banner.update(text)
         banner.display = True
 

@@ -156,20 +156,29 @@ def marks(item: QueueItem, alarms: tuple[str, ...]) -> Text:
 
 
 def queue_row(item: QueueItem) -> tuple[Text, ...]:
+    """The row as soon as the scan listed it: the counts of effects and the alarm mark follow when
+    the analysis is done (`…` until then), and `broken` replaces the state if the checks refuse it."""
     proposal = item.latest
-    analysis = item.analysis()
-    ratios = analysis.ratios
-    alarms = analysis.alarms
+    figures = item.figures()
     revisions = f"{proposal.revision}" + (f" of {len(item.revisions)}" if len(item.revisions) > 1 else "")
+    if figures is None:
+        mark, effects = Text("…", "dim"), Text("…", "dim")
+    else:
+        ratios = figures.ratios
+        mark = marks(item, figures.alarms)
+        effects = Text(
+            f"{ratios.creates}/{ratios.updates}/{ratios.deletes}", "bold red" if ratios.deletes else ""
+        )
+    broken = item.latest_revision in item.problems
     return (
-        marks(item, alarms),
+        Text("!", "bold red") if broken else mark,
         Text(safe_text(clip(proposal.title, 300)), no_wrap=True, overflow="ellipsis"),
         cell(proposal.agent.name, 14),
         Text(revisions),
-        Text(f"{ratios.calls:,}", justify="right"),
-        Text(f"{ratios.creates}/{ratios.updates}/{ratios.deletes}", "bold red" if ratios.deletes else ""),
+        Text(f"{len(proposal.calls):,}", justify="right"),
+        effects,
         Text(proposal.dry_run.via, "" if proposal.dry_run.via == "server" else "yellow"),
-        Text(item.state),
+        Text("broken", "bold red") if broken else Text(item.state),
     )
 
 
@@ -186,6 +195,13 @@ def describe(item: QueueItem) -> Text:
     if drifted is not None:
         base, drift = drifted
         text.append(f"Δ rev {item.latest_revision} drifted from rev {base}: {drift.summary}\n", "bold yellow")
-    for alarm in item.analysis().alarms:
+    problem = item.problems.get(item.latest_revision)
+    if problem is not None:
+        text.append(f"! broken: {safe_text(clip(problem, 200))}\n", "bold red")
+    figures = item.figures()
+    if figures is None:
+        text.append("still computing: " + ", ".join(item.still_computing()) + "\n", "dim")
+        return text
+    for alarm in figures.alarms:
         text.append(f"! {alarm}\n", "bold red")
     return text

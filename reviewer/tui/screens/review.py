@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
@@ -13,7 +13,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from reviewer.analysis import Extremes, Ratios
+from reviewer.sanitize import clip, safe_text
 from reviewer.sources import QueueItem
 from reviewer.tui.screens.dialogs import ConfirmScreen, RejectScreen
 from reviewer.tui.screens.drift import DriftScreen
@@ -37,18 +37,16 @@ class ReviewScreen(Screen[None]):
     class DecisionRequested(Message):
         """The reviewer confirmed a decision; the app sends it (or, in the demo, says it did not)."""
 
-        def __init__(self, item: QueueItem, revision: int, decision: str, reason: str) -> None:
+        def __init__(
+            self, item: QueueItem, revision: int, decision: str, reason: str, digest: str
+        ) -> None:
             super().__init__()
             self.item = item
             self.revision = revision
             self.decision = decision
             self.reason = reason
-
-    class PanesReady(Message):
-        def __init__(self, ratios: Ratios, extremes: Extremes) -> None:
-            super().__init__()
-            self.ratios = ratios
-            self.extremes = extremes
+            self.digest = digest
+            """The digest the confirmation showed: the one the decision names."""
 
     def __init__(self, item: QueueItem, revision: int | None = None, mode: str = "demo") -> None:
         super().__init__()
@@ -70,25 +68,43 @@ class ReviewScreen(Screen[None]):
                 yield Static(id="detail")
             with VerticalScroll(id="ratios-pane") as ratios:
                 ratios.border_title = "Side effects"
-                yield Static(Text("computing…", "dim"), id="ratios")
+                yield Static(id="ratios")
             with VerticalScroll(id="extremes-pane") as extremes:
                 extremes.border_title = "Extremes"
-                yield Static(Text("computing…", "dim"), id="extremes")
+                yield Static(id="extremes")
         yield Static(id="decision")
         yield Footer()
 
     def on_mount(self) -> None:
-        proposal = self.analysis.proposal
         self.announce_drift()
         self.item.seen_revision = max(self.item.seen_revision or 0, self.revision)
-        self.query_one(Chrome).show(self.mode, *self.chrome_parts(), f"by {proposal.agent.name}")
-        alarms = self.analysis.alarms
-        banner = self.query_one("#alarms", Static)
-        banner.display = bool(alarms)
-        banner.update(Text("  ·  ".join(alarms), "bold"))
+        self.query_one("#alarms", Static).display = False
         self.query_one("#decision", Static).display = False
         self.query_one(PlanView).focus()
-        self.compute_panes()
+        self.show_progress()
+
+    def show_progress(self) -> None:
+        """Show what the loader has finished for this revision and say what it is still computing;
+        the app calls this again each time it finishes a step (rows are readable from the start)."""
+        proposal = self.analysis.proposal
+        self.query_one(Chrome).show(self.mode, *self.chrome_parts(), f"by {proposal.agent.name}")
+        problem = self.item.problems.get(self.revision)
+        figures = self.item.figures(self.revision)
+        banner = self.query_one("#alarms", Static)
+        if problem is not None:
+            banner.display = True
+            banner.update(Text(f"BROKEN: {safe_text(clip(problem, 300))}; it cannot be approved", "bold"))
+        elif figures is not None:
+            banner.display = bool(figures.alarms)
+            banner.update(Text("  ·  ".join(figures.alarms), "bold"))
+        if figures is not None:
+            self.query_one("#ratios", Static).update(ratios_text(figures.ratios))
+            self.query_one("#extremes", Static).update(extremes_text(figures.extremes))
+            return
+        pending = self.item.still_computing(self.revision)
+        waiting = Text("still computing: " + ", ".join(pending) if pending else "not computed", "dim")
+        self.query_one("#ratios", Static).update(waiting)
+        self.query_one("#extremes", Static).update(waiting)
 
     def announce_drift(self) -> None:
         """Say once that the latest revision drifted: on opening if the drift is known by then, else
@@ -107,18 +123,8 @@ class ReviewScreen(Screen[None]):
         return [
             (self.item.proposal_id, "bold"),
             f"rev {self.revision}/{self.item.latest_revision}",
-            f"sha256 {digest[:12]}…" if digest else "sha256 —",
+            f"sha256 {digest[:12]}…" if digest else "sha256 computing…",
         ]
-
-    @work(thread=True, group="panes", exit_on_error=False)
-    def compute_panes(self) -> None:
-        """Ratios and extremes are one pass over the calls: cheap for 10, a fraction of a second for
-        100,000, so they never hold up the first painted rows."""
-        self.post_message(self.PanesReady(self.analysis.ratios, self.analysis.extremes))
-
-    def on_review_screen_panes_ready(self, message: PanesReady) -> None:
-        self.query_one("#ratios", Static).update(ratios_text(message.ratios))
-        self.query_one("#extremes", Static).update(extremes_text(message.extremes))
 
     @on(PlanView.RowHighlighted)
     def show_detail(self, message: PlanView.RowHighlighted) -> None:
@@ -129,32 +135,49 @@ class ReviewScreen(Screen[None]):
         self.query_one("#detail", Static).update(detail_text(row, call))
         self.query_one("#detail-pane", VerticalScroll).scroll_home(animate=False)
 
-    def _decision_body(self, verb: str) -> Text:
+    def _decision_body(self, verb: str, blocker: str | None = None) -> Text:
         proposal = self.analysis.proposal
-        digest = self.item.digests.get(self.revision, "unknown")
+        digest = self.item.digests.get(self.revision) or "not computed yet"
         text = Text()
         text.append(f"{verb} revision {self.revision} of ", "bold")
         text.append(proposal.proposal_id, "bold")
         text.append("\n\nplan sha256\n", "dim")
         text.append(f"{digest}\n\n")
-        text.append(summary_counts(self.analysis) + "\n")
-        for alarm in self.analysis.alarms:
-            text.append(f"! {alarm}\n", "bold red")
+        figures = self.item.figures(self.revision)
+        if figures is None:
+            text.append(f"{len(proposal.calls):,} calls (the counts are still being computed)\n")
+        else:
+            text.append(summary_counts(figures) + "\n")
+            for alarm in figures.alarms:
+                text.append(f"! {alarm}\n", "bold red")
+        if blocker:
+            text.append(f"\nCANNOT BE APPROVED YET: {blocker}. y does nothing; press a again later.\n",
+                        "bold red")
         if self.mode == "demo":
             text.append("\ndemo: nothing will be sent", "italic")
         return text
 
     def action_approve(self) -> None:
-        def confirmed(answer: bool | None) -> None:
-            if answer:
-                self.post_message(self.DecisionRequested(self.item, self.revision, "approve", ""))
+        """The confirmation names the digest it shows; while the checks or the digest are unfinished
+        it says so, and its `y` sends nothing (the digest it would name is not known)."""
+        blocker = self.item.approval_blocker(self.revision)
+        shown_digest = None if blocker else self.item.digests.get(self.revision)
 
-        self.app.push_screen(ConfirmScreen("Approve", self._decision_body("Approve")), confirmed)
+        def confirmed(answer: bool | None) -> None:
+            if not answer:
+                return
+            if shown_digest is None:
+                self.show_decision(f"not approved: {blocker}", error=True)
+                return
+            self.post_message(self.DecisionRequested(self.item, self.revision, "approve", "", shown_digest))
+
+        self.app.push_screen(ConfirmScreen("Approve", self._decision_body("Approve", blocker)), confirmed)
 
     def action_reject(self) -> None:
         def confirmed(reason: str | None) -> None:
             if reason:
-                self.post_message(self.DecisionRequested(self.item, self.revision, "reject", reason))
+                digest = self.item.digests.get(self.revision, "")
+                self.post_message(self.DecisionRequested(self.item, self.revision, "reject", reason, digest))
 
         self.app.push_screen(RejectScreen(self._decision_body("Reject")), confirmed)
 
@@ -174,9 +197,17 @@ class ReviewScreen(Screen[None]):
 
     def action_verify(self) -> None:
         record = self.item.executions.get(self.revision)
+        if record is None and self.item.execution_expected(self.revision):
+            self.notify("The report of the real run is being fetched: press v again in a moment.",
+                        title="Verify")
+            return
         if record is None:
             self.notify(f"Revision {self.revision} has not been executed: there is nothing to verify.",
                         title="Verify")
             return
-        digest = self.item.digests[self.revision]
+        digest = self.item.digests.get(self.revision)
+        if digest is None or self.revision not in self.item.verified:
+            self.notify("The plan's digest is still being computed: press v again in a moment.",
+                        title="Verify")
+            return
         self.app.push_screen(VerificationScreen(self.analysis.proposal, digest, record, self.mode))
