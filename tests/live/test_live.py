@@ -185,7 +185,8 @@ def test_an_executed_proposal_is_verified_from_the_queues_report(queue: Queue) -
                 proposal_id, ExecutionReport(revision=1, plan_sha256=answer.plan_sha256, calls=real_calls)
             )
             app.poll_now()
-            await until(pilot, lambda: app.items[proposal_id].state == "executed", "the executed state")
+            executed = lambda: getattr(app.items.get(proposal_id), "state", "") == "executed"  # noqa: E731
+            await until(pilot, executed, "the executed state")
             assert not app.items[proposal_id].executions, "fetched before anyone opened the proposal"
             await open_proposal(pilot, app, proposal_id)
             await until(pilot, lambda: 1 in app.items[proposal_id].executions, "the report")
