@@ -337,8 +337,13 @@ def test_a_built_proposal_hashes_like_its_json() -> None:
 
     built = msgspec.convert(
         {
-            "format": "reviewer.proposal/v1", "proposal_id": "floats", "revision": 1, "title": "t",
-            "agent": {"name": "a"}, "created_at": "2026-10-15T09:00:00Z", "target": {"api": "x"},
+            "format": "reviewer.proposal/v1",
+            "proposal_id": "floats",
+            "revision": 1,
+            "title": "t",
+            "agent": {"name": "a"},
+            "created_at": "2026-10-15T09:00:00Z",
+            "target": {"api": "x"},
             "dry_run": {"via": "record"},
             "calls": [{"seq": 1, "tool": "t", "effect": "update", "args": {"a": 100.0, "b": 1e21, "c": 0.5}}],
         },
@@ -357,3 +362,122 @@ def test_a_proposal_without_calls_is_refused() -> None:
             b' "agent": {"name": "a"}, "created_at": "2026-10-15T09:00:00Z", "target": {"api": "x"},'
             b' "dry_run": {"via": "record"}, "calls": []}'
         )
+
+
+# --- the cheap scan, the cost bound, and bytes that are not UTF-8 ------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from reviewer.proposal import (  # noqa: E402
+    MAX_CALL_VALUES,
+    MAX_JSON_VALUES,
+    CallList,
+    ProposalNotJSON,
+    check_calls,
+    json_values_at_most,
+    scan_proposal,
+)
+
+
+def with_call_args(args_json: bytes, calls: int = 1) -> bytes:
+    """A proposal whose calls all carry `args_json` verbatim (built as bytes: too large for json.dumps)."""
+    head = json.dumps({key: value for key, value in MINIMAL.items() if key != "calls"})[:-1].encode()
+    one = b'{"seq": %d, "tool": "t", "effect": "other", "args": ' + args_json + b"}"
+    return head + b', "calls": [' + b",".join(one % (seq + 1) for seq in range(calls)) + b"]}"
+
+
+def test_the_scan_lists_header_and_count_and_leaves_the_calls_to_check_calls() -> None:
+    document = copy.deepcopy(MINIMAL)
+    document["calls"][1]["seq"] = "2"
+    proposal = scan_proposal(json.dumps(document), "test.json")
+    assert (proposal.proposal_id, proposal.title, len(proposal.calls)) == (
+        "deskline-merge-0042",
+        MINIMAL["title"],
+        2,
+    )
+    assert proposal.calls[0].tool == "get_ticket", "a good call is readable before the checks"
+    assert proposal.calls[1].tool.startswith("(unreadable call: $.seq: Expected `int`"), (
+        "a bad call reads as a stand-in that says so, not an exception in the middle of a paint"
+    )
+    with pytest.raises(ProposalError, match=r"test\.json: \$\.calls\[1\]\.seq: Expected `int`"):
+        check_calls(proposal, "test.json")
+
+
+@pytest.mark.parametrize("where", ["title", "call"])
+def test_invalid_utf8_anywhere_is_not_json(where: str) -> None:
+    """msgspec checks UTF-8 only in what it decodes, and the scan leaves calls raw: the scan checks it."""
+    data = json.dumps(MINIMAL).encode()
+    marker = b"Merge t1" if where == "title" else b'"t3"'
+    data = data.replace(marker, marker[:-1] + b"\xff" + marker[-1:])
+    with pytest.raises(ProposalNotJSON, match=r"test\.json: is not UTF-8: byte 0xff at offset [\d,]+"):
+        parse_proposal(data, "test.json")
+
+
+def test_utf8_split_across_the_scans_chunks_is_accepted() -> None:
+    title = "é" * (1024 * 1024)  # two bytes each: the 1 MB chunks end inside characters
+    proposal = parse_proposal(json.dumps(proposal_with(title=title[:1_000_000]), ensure_ascii=False))
+    assert proposal.title == title[:1_000_000]
+
+
+def test_a_call_of_millions_of_empty_arrays_is_refused_with_its_count() -> None:
+    """The shape that took the app to 1.6 GB (32 MB of `[]` in one call's arguments), just over the
+    cap: the call, its seq, tool, effect, args and list, and the arrays."""
+    data = with_call_args(b'{"x": [' + b",".join([b"[]"] * (MAX_CALL_VALUES + 1)) + b"]}")
+    message = rejection(data)
+    assert f"$.calls[0]: holds {MAX_CALL_VALUES + 7:,} JSON values" in message
+    assert f"at most {MAX_CALL_VALUES:,}" in message
+
+
+def test_a_proposal_over_the_total_value_cap_is_refused() -> None:
+    per_call = MAX_CALL_VALUES - 10
+    calls = MAX_JSON_VALUES // per_call + 1
+    data = with_call_args(b"[" + b",".join([b"0"] * per_call) + b"]", calls)
+    assert f"at most {MAX_JSON_VALUES:,} are allowed" in rejection(data)
+
+
+def test_commas_and_brackets_inside_strings_do_not_count() -> None:
+    """A CSV upload is one string however many commas it holds: the bound strips strings before it
+    refuses."""
+    csv = "[{," * 200_000  # 600,000 to count in 600,000 bytes: both over the cap
+    data = with_call_args(json.dumps({"csv": csv}).encode())
+    assert json_values_at_most(data, MAX_CALL_VALUES) == 19  # 13 in the header, 6 in the call
+    assert parse_proposal(data).calls[0].args == {"csv": csv}
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-1000, 1000) | st.text(alphabet=',[]{}:"\\ ab', max_size=6),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(st.text(alphabet=',[]{}"a', max_size=3), children, max_size=4)
+    ),
+    max_leaves=30,
+)
+
+
+def count_values(value: Any) -> int:
+    if isinstance(value, list):
+        return 1 + sum(map(count_values, value))
+    if isinstance(value, dict):
+        return 1 + sum(map(count_values, value.values()))
+    return 1
+
+
+@given(json_values, st.booleans())
+@settings(max_examples=300, deadline=None)
+def test_the_value_count_is_exact_once_over_the_cap_and_never_below_it(value: Any, pretty: bool) -> None:
+    data = json.dumps(value, indent=1 if pretty else None, separators=None if pretty else (",", ":")).encode()
+    assert json_values_at_most(data, cap=0) == count_values(value) or (
+        pretty and json_values_at_most(data, cap=0) > count_values(value)
+    ), "exact, except that white space inside an empty container may only overcount"
+    assert json_values_at_most(data, cap=10**9) >= count_values(value)
+
+
+def test_reading_calls_keeps_a_bounded_number_of_bytes_decoded() -> None:
+    big_args = b'{"x": [' + b",".join([b"[]"] * 100_000) + b"]}"
+    proposal = parse_proposal(with_call_args(big_args, 8))
+    calls = proposal.calls
+    assert isinstance(calls, CallList)
+    for index in range(len(calls)):
+        assert len(calls[index].args["x"]) == 100_000
+    assert len(calls._recent) < len(calls), "every large call was kept decoded"

@@ -46,6 +46,7 @@ from reviewer.proposal import (
     PROPOSAL_ID_PATTERN,
     Proposal,
     ProposalError,
+    ProposalNotJSON,
     locate_limit_violation,
     parse_proposal,
     plan_sha256,
@@ -133,13 +134,9 @@ def _submission(raw: bytes) -> Submission:
     """Validate a proposal and compute its digest, the same function the terminal app uses."""
     try:
         proposal = parse_proposal(raw, "proposal")
+    except ProposalNotJSON as error:  # bad syntax or not UTF-8, wherever in the body
+        raise InvalidJSON(f"the body is not valid JSON ({error.problem})") from None
     except ProposalError as error:
-        try:
-            msgspec.json.decode(raw)
-        except msgspec.DecodeError as syntax:
-            raise InvalidJSON(f"the body is not valid JSON ({syntax})") from None
-        except RecursionError:
-            pass
         raise Invalid(str(error)) from None
     if proposal.proposal_id in (".", ".."):
         raise Invalid("proposal: $.proposal_id: '.' and '..' cannot be used as a URL path segment")
