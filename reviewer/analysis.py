@@ -9,10 +9,12 @@ for (the app asks only for the rows it paints), and the whole-plan figures (`rat
 from __future__ import annotations
 
 import bisect
+import heapq
 import json
 import re
+from array import array
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
@@ -21,7 +23,7 @@ from typing import Any, Final
 
 import msgspec
 
-from reviewer.proposal import Call, Outcome, Proposal, dumps
+from reviewer.proposal import Call, CallList, Outcome, Proposal, dumps
 from reviewer.sanitize import clip, json_has_hidden, safe_text
 
 PLACEHOLDER: Final[re.Pattern[str]] = re.compile(r"<([A-Za-z_][A-Za-z0-9_.-]*) from call (\d+)>", re.ASCII)
@@ -42,6 +44,9 @@ OUTLIER_ABOVE: Final = 10.0
 OUTLIER_BELOW: Final = 0.01
 OUTLIER_MIN_VALUES: Final = 5
 MAX_OUTLIERS: Final = 5
+MAX_NUMERIC_FIELDS: Final = 2_000
+"""Distinct numeric argument fields the extremes summarise. Each costs a few hundred bytes however few
+numbers it holds, and one call may hold 250,000 of them: without a cap, a few such calls took 4 GB."""
 FIRST_SEQS: Final = 3
 
 
@@ -175,6 +180,8 @@ class Extremes:
     most_touched: tuple[str, int] | None
     largest_payload: tuple[int, int] | None
     """(seq, bytes of its args and request as JSON)."""
+    unsummarised_fields: int = 0
+    """Numeric fields past the first `MAX_NUMERIC_FIELDS`, counted but not summarised (an alarm says so)."""
 
 
 _VERDICT_COUNTS: Final = {
@@ -370,14 +377,23 @@ class Analysis:
     @cached_property
     def extremes(self) -> Extremes:
         calls = self.proposal.calls
-        values: dict[str, list[tuple[float, int]]] = {}
+        values: dict[str, tuple[array[float], array[int]]] = {}
+        """Each field's numbers and the seqs holding them, 16 bytes a number (tuples in lists took 88)."""
+        unsummarised: set[str] = set()
         touched: Counter[str] = Counter()
         first_destructive: int | None = None
         largest: tuple[int, int] | None = None
         for index, call in enumerate(calls):
             if call.args:
                 for name, value in _numeric_leaves(call.args, ""):
-                    values.setdefault(name, []).append((value, call.seq))
+                    held = values.get(name)
+                    if held is None:
+                        if len(values) >= MAX_NUMERIC_FIELDS:
+                            unsummarised.add(name)
+                            continue
+                        held = values[name] = (array("d"), array("q"))
+                    held[0].append(value)
+                    held[1].append(call.seq)
             touched[resource_of(call)] += 1
             if first_destructive is None and call.effect == "delete":
                 first_destructive = index
@@ -385,7 +401,7 @@ class Analysis:
             if largest is None or payload > largest[1]:
                 largest = (call.seq, payload)
         numeric = sorted(
-            (_numeric_field(name, held) for name, held in values.items()),
+            (_numeric_field(name, *held) for name, held in values.items()),
             key=lambda field: (not field.outliers, field.name),
         )
         most_touched = touched.most_common(1)
@@ -394,6 +410,7 @@ class Analysis:
             first_destructive=None if first_destructive is None else self.row(first_destructive),
             most_touched=most_touched[0] if most_touched else None,
             largest_payload=largest,
+            unsummarised_fields=len(unsummarised),
         )
 
     @cached_property
@@ -403,6 +420,8 @@ class Analysis:
         if value_has_hidden(msgspec.structs.replace(self.proposal, calls=[])):
             return True
         calls = self.proposal.calls
+        if isinstance(calls, CallList):  # runs bounded by bytes: a few huge calls are not decoded at once
+            return any(value_has_hidden(calls[window]) for window in calls.chunks(limit_calls=SCAN_CHUNK))
         return any(
             value_has_hidden(calls[start : start + SCAN_CHUNK]) for start in range(0, len(calls), SCAN_CHUNK)
         )
@@ -430,6 +449,12 @@ class Analysis:
                 f"{_count(count, 'value')} far outside the rest "
                 f"(worst: {safe_text(clip(field.name, 60))} of #{worst.seq}, "
                 f"{_times(worst.times_median)} the median)"
+            )
+        unsummarised = self.extremes.unsummarised_fields
+        if unsummarised:
+            alarms.append(
+                f"{_count(unsummarised, 'more numeric field')} than the {MAX_NUMERIC_FIELDS:,} summarised: "
+                "their extremes and outliers are not shown"
             )
         if ratios.unresolved_placeholders:
             verb = "names" if ratios.unresolved_placeholders == 1 else "name"
@@ -496,30 +521,34 @@ def _numeric_leaves(value: Any, prefix: str) -> Iterator[tuple[str, float]]:
         yield prefix, float(value)
 
 
-def _numeric_field(name: str, held: list[tuple[float, int]]) -> NumericField:
-    numbers = [value for value, _ in held]
+def _numeric_field(name: str, numbers: Sequence[float], seqs: Sequence[int]) -> NumericField:
+    """One field's figures from its numbers and the seqs holding them (parallel arrays), keeping at
+    most `MAX_OUTLIERS` outliers at any time, however many values stand out."""
     minimum, maximum = min(numbers), max(numbers)
     median = _median(numbers)
     outliers: list[Outlier] = []
     if len(numbers) >= OUTLIER_MIN_VALUES and median != 0:
-        for value, seq in held:
-            times = value / median
-            if times >= OUTLIER_ABOVE or times <= OUTLIER_BELOW:
-                outliers.append(Outlier(seq=seq, value=value, times_median=times))
-        outliers.sort(key=lambda outlier: (-_farness(outlier.times_median), outlier.seq))
+        standing_out = (
+            Outlier(seq=seq, value=value, times_median=value / median)
+            for value, seq in zip(numbers, seqs, strict=True)
+            if not OUTLIER_BELOW < value / median < OUTLIER_ABOVE
+        )
+        outliers = heapq.nsmallest(
+            MAX_OUTLIERS, standing_out, key=lambda outlier: (-_farness(outlier.times_median), outlier.seq)
+        )
     return NumericField(
         name=name,
         count=len(numbers),
         minimum=minimum,
-        minimum_seqs=_first_seqs(held, minimum),
+        minimum_seqs=_first_seqs(numbers, seqs, minimum),
         maximum=maximum,
-        maximum_seqs=_first_seqs(held, maximum),
+        maximum_seqs=_first_seqs(numbers, seqs, maximum),
         median=median,
-        outliers=tuple(outliers[:MAX_OUTLIERS]),
+        outliers=tuple(outliers),
     )
 
 
-def _median(numbers: list[float]) -> float:
+def _median(numbers: Sequence[float]) -> float:
     """The median, halving before adding: `statistics.median` of two values near 1e308 is inf."""
     ordered = sorted(numbers)
     middle = len(ordered) // 2
@@ -535,11 +564,11 @@ def _farness(times_median: float) -> float:
     return max(times_median, 1 / times_median)
 
 
-def _first_seqs(held: list[tuple[float, int]], target: float) -> tuple[int, ...]:
-    seqs: list[int] = []
-    for value, seq in held:
-        if value == target and (not seqs or seqs[-1] != seq):
-            seqs.append(seq)
-            if len(seqs) == FIRST_SEQS:
+def _first_seqs(numbers: Sequence[float], seqs: Sequence[int], target: float) -> tuple[int, ...]:
+    found: list[int] = []
+    for value, seq in zip(numbers, seqs, strict=True):
+        if value == target and (not found or found[-1] != seq):
+            found.append(seq)
+            if len(found) == FIRST_SEQS:
                 break
-    return tuple(seqs)
+    return tuple(found)

@@ -682,3 +682,17 @@ def test_the_median_of_numbers_near_the_float_limit_stays_finite() -> None:
     assert _median([1e308, 1e308]) == 1e308
     assert _median([1e308, 1e308, 1e308, 1e308, -1e308, 1e308]) == 1e308
     assert _median([3.0, 1.0, 2.0]) == 2.0
+
+
+def test_numeric_fields_past_the_cap_are_counted_and_raise_an_alarm() -> None:
+    """Each distinct numeric field costs memory however few numbers it holds: past the cap they are
+    counted, not summarised, and the reviewer is told their outliers are not shown."""
+    from reviewer.analysis import MAX_NUMERIC_FIELDS
+
+    wide = {f"k{index}": index for index in range(MAX_NUMERIC_FIELDS + 25)}
+    analysis = plan([call(1, args=wide), call(2, args={"k0": 1, "other": 5})])
+    extremes = analysis.extremes
+    assert len(extremes.numeric) == MAX_NUMERIC_FIELDS
+    assert extremes.unsummarised_fields == 26, "25 past the cap in call 1 and `other` in call 2"
+    assert {field.name: field.count for field in extremes.numeric}["k0"] == 2, "known fields still count"
+    assert any("26 more numeric fields than the 2,000 summarised" in alarm for alarm in analysis.alarms)
