@@ -12,9 +12,17 @@ import msgspec
 
 
 def bulk_refund_plan(
-    calls: int, *, seed: int = 7, revision: int = 1, proposal_id: str = "bulk-refunds-generated"
+    calls: int,
+    *,
+    seed: int = 7,
+    revision: int = 1,
+    proposal_id: str = "bulk-refunds-generated",
+    request_body: bool = True,
 ) -> dict[str, Any]:
-    """A server-validated plan of `calls` refunds and ticket updates, the shape of a real bulk job."""
+    """A server-validated plan of `calls` refunds and ticket updates, the shape of a real bulk job.
+
+    About 360 bytes a call; without `request_body` (the arguments again), about 250, so that the
+    200,000 calls the limits allow fit in the 64 MB they allow too."""
     rng = random.Random(seed)
     rows = []
     for seq in range(1, calls + 1):
@@ -32,7 +40,7 @@ def bulk_refund_plan(
                         "method": "PATCH",
                         "path": f"/v1/tickets/{ticket}",
                         "query": {"dryRun": "All"},
-                        "body": args,
+                        **({"body": args} if request_body else {}),
                     },
                     "outcome": {"status": "ok", "http_status": 200},
                 }
@@ -54,7 +62,7 @@ def bulk_refund_plan(
                         "method": "POST",
                         "path": "/v1/refunds",
                         "query": {"dryRun": "All"},
-                        "body": args,
+                        **({"body": args} if request_body else {}),
                     },
                     "outcome": {"status": "ok", "http_status": 201},
                 }
@@ -75,6 +83,34 @@ def bulk_refund_plan(
         "dry_run": {"via": "server", "write_requests": calls, "writes_kept": 0},
         "calls": rows,
     }
+
+
+ADVERSARIAL_SHAPES = ("empty arrays", "numbers", "distinct keys", "long strings", "deep nesting")
+
+
+def adversarial_plan(shape: str, target_bytes: int) -> bytes:
+    """A proposal of about `target_bytes` whose calls' arguments are all one cheap-to-write,
+    costly-to-hold shape, as an agent probing the reviewer's memory would write it. Each call keeps
+    under the 250,000 values a call may hold, so only the whole-proposal caps can refuse it."""
+    per_call = 200_000
+    if shape == "empty arrays":
+        args = b'{"x": [' + b",".join([b"[]"] * per_call) + b"]}"
+    elif shape == "numbers":
+        args = b'{"x": [' + b",".join([b"1"] * per_call) + b"]}"
+    elif shape == "distinct keys":
+        args = b"{" + b",".join(b'"k%d": 1' % index for index in range(per_call)) + b"}"
+    elif shape == "long strings":
+        args = b'{"x": "' + b"a" * 1_000_000 + b'"}'
+    elif shape == "deep nesting":
+        args = b'{"x": [' + b",".join([b"[" * 60 + b"1" + b"]" * 60] * 4_000) + b"]}"
+    else:
+        raise ValueError(f"no such shape: {shape}")
+    header = bulk_refund_plan(1)
+    header.pop("calls")
+    one = b'{"seq": %d, "tool": "t", "effect": "other", "args": ' + args + b"}"
+    calls = max(1, target_bytes // len(one))
+    body = msgspec.json.encode(header)[:-1] + b',"calls":['
+    return body + b",".join(one % (seq + 1) for seq in range(calls)) + b"]}"
 
 
 def replan(plan: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import msgspec
 
-from reviewer.analysis import Analysis
 from reviewer.proposal import (
     MAX_BODY_BYTES,
     Call,
@@ -30,6 +29,7 @@ BUNDLED_SAMPLES = Path(__file__).resolve().parent / "sample_proposals"
 
 
 if TYPE_CHECKING:  # imported where used: the demo's first paint should not wait for them
+    from reviewer.analysis import Analysis
     from reviewer.api import StoredExecution
     from reviewer.drift import Drift
 
@@ -118,6 +118,8 @@ class QueueItem:
     def analysis(self, revision: int | None = None) -> Analysis:
         number = self.latest_revision if revision is None else revision
         if number not in self._analyses:
+            from reviewer.analysis import Analysis
+
             self._analyses[number] = Analysis(self.revisions[number])
         return self._analyses[number]
 

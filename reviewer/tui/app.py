@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import work
 from textual.app import App
@@ -16,7 +16,6 @@ from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.worker import get_current_worker
 
-from reviewer.analysis import Analysis
 from reviewer.proposal import ProposalError, check_calls, plan_sha256
 from reviewer.sanitize import safe_text
 from reviewer.sources import (
@@ -31,9 +30,11 @@ from reviewer.sources import (
     completion_order,
     scan_folder,
 )
-from reviewer.tui.screens.dialogs import HelpScreen
 from reviewer.tui.screens.queue import QueueScreen
-from reviewer.tui.screens.review import ReviewScreen
+
+if TYPE_CHECKING:  # imported where used: the first paint should not wait for the review screens
+    from reviewer.analysis import Analysis
+    from reviewer.tui.screens.review import ReviewScreen
 
 
 def compute_figures(analysis: Analysis) -> None:
@@ -172,18 +173,23 @@ class ReviewerApp(App[None]):
         return QueueItem(proposal_id, self.mode)
 
     def create_review_screen(self, item: QueueItem) -> ReviewScreen:
+        from reviewer.tui.screens.review import ReviewScreen
+
         return ReviewScreen(item, mode=self.mode)
 
     def on_mount(self) -> None:
         self.push_screen(self.queue_screen)
         if self.folder is not None:
-            # Paint first, then load: parsing would otherwise hold the GIL during the first frame.
-            self.call_after_refresh(self.load_proposals, self.folder)
+            # The scan is cheap (about 5 ms for the samples), so it starts at once and the first rows
+            # can be in the first frames; the checks, which hold the GIL for long, start after a paint.
+            self.load_proposals(self.folder)
 
     @work(thread=True, group="load", exit_on_error=False)
     def load_proposals(self, folder: Path) -> None:
         """List every file as soon as its cheap scan is done (name order, about 0.1 s for the largest
         file allowed), then check, hash and analyse them smallest first, off the event loop."""
+        from reviewer.analysis import Analysis
+
         scanned: list[tuple[Path, Analysis]] = []
         listed_from: dict[tuple[str, int], str] = {}
         try:
@@ -200,8 +206,12 @@ class ReviewerApp(App[None]):
                     scanned.append((path, analysis))
         except SourceError as error:
             self.post_message(FileBroken(BrokenFile(str(folder), str(error))))
-        for path, analysis in completion_order(scanned):
-            self.enqueue_completion(CompletionJob(analysis, path.name))
+        jobs = [CompletionJob(analysis, path.name) for path, analysis in completion_order(scanned)]
+        self.call_from_thread(self.call_after_refresh, self.enqueue_completions, jobs)
+
+    def enqueue_completions(self, jobs: list[CompletionJob]) -> None:
+        for job in jobs:
+            self.enqueue_completion(job)
 
     def enqueue_completion(self, job: CompletionJob) -> None:
         """Finish a listed revision in the one completion thread (started when there is work), so
@@ -262,10 +272,17 @@ class ReviewerApp(App[None]):
         self.queue_screen.show_item(item)
         self._refresh_open(item, message.revision)
 
+    def open_reviews(self, item: QueueItem) -> list[ReviewScreen]:
+        """The review screens of `item` in the stack (none before one was ever opened)."""
+        from reviewer.tui.screens.review import ReviewScreen
+
+        stack = self.screen_stack
+        return [screen for screen in stack if isinstance(screen, ReviewScreen) and screen.item is item]
+
     def _refresh_open(self, item: QueueItem, revision: int) -> None:
         """Open review screens of this revision show what the background work has just finished."""
-        for screen in self.screen_stack:
-            if isinstance(screen, ReviewScreen) and screen.item is item and screen.revision == revision:
+        for screen in self.open_reviews(item):
+            if screen.revision == revision:
                 screen.show_progress()
 
     @work(thread=True, group="drift", exit_on_error=False)
@@ -276,8 +293,8 @@ class ReviewerApp(App[None]):
 
     def drift_known(self, item: QueueItem) -> None:
         self.queue_screen.show_item(item)
-        for screen in self.screen_stack:
-            if isinstance(screen, ReviewScreen) and screen.item is item and screen.is_mounted:
+        for screen in self.open_reviews(item):
+            if screen.is_mounted:
                 screen.announce_drift()
 
     def on_execution_loaded(self, message: ExecutionLoaded) -> None:
@@ -309,8 +326,9 @@ class ReviewerApp(App[None]):
         self, item: QueueItem, revision: int, outcome: DecisionOutcome, *, error: bool = False
     ) -> None:
         """The decider's answer on the review screen and as a notification; live review adds more."""
-        if isinstance(self.screen, ReviewScreen):
-            self.screen.show_decision(outcome.message, error=error)
+        for screen in self.open_reviews(item):
+            if screen is self.screen:
+                screen.show_decision(outcome.message, error=error)
         self.notify(outcome.message, title="Decision", severity="error" if error else "information")
 
     def notify(
@@ -333,5 +351,7 @@ class ReviewerApp(App[None]):
         )
 
     def action_help(self) -> None:
+        from reviewer.tui.screens.dialogs import HelpScreen  # with Input, whose import costs the first paint
+
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())

@@ -25,6 +25,7 @@ from tests.tui.helpers import SAMPLES, wait_until_loaded
 
 pytestmark = pytest.mark.anyio
 
+ROOT = Path(__file__).resolve().parents[2]
 REFUNDS = "billing-refunds-2000.server.json"
 SERVER = "deskline-merge.server.json"
 
@@ -209,7 +210,7 @@ def write_shape(folder: Path, args_json: bytes, calls: int) -> Path:
 def peak_of_the_app(folder: Path) -> dict[str, Any]:
     """Run the demo on `folder` in a fresh process, open the proposal, press end; its VmHWM."""
     done = subprocess.run(
-        [sys.executable, "-m", "tests.tui.peak_memory", str(folder), "--open"],
+        [sys.executable, str(ROOT / "bench" / "peak_memory.py"), str(folder), "--open"],
         capture_output=True,
         text=True,
         check=True,

@@ -1,6 +1,10 @@
-"""Run `reviewer demo` on a folder headless until everything is loaded; print what it listed and the
-process's peak resident memory as the OS counts it (VmHWM), as JSON. The adversarial-file tests run
-it in a fresh process, so nothing else in the test session counts."""
+"""Run `reviewer demo` on a folder headless until everything is loaded (with `--open`, open the first
+proposal and press end); print what it listed and the process's peak resident memory as the OS
+counts it (VmHWM), as JSON. `bench_load.py` and the adversarial-file tests run it in a fresh process,
+so nothing else counts.
+
+    python bench/peak_memory.py FOLDER [--open]
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def peak_rss_bytes() -> int:
