@@ -32,6 +32,8 @@ sys.path.insert(0, str(HERE))
 
 PYTHON = sys.executable
 SIZES = (1_000, 10_000, 100_000, 200_000)
+SHELL = "env -i PATH=/usr/bin:/bin TERM=xterm-256color HOME=/tmp PS1='bench$ ' bash --norc --noprofile"
+"""A clean shell with a known prompt: what the programs see is the same from run to run."""
 TIMEOUT = 60.0
 
 
@@ -51,7 +53,7 @@ class Terminal:
                 str(width),
                 "-y",
                 str(height),
-                "env -i PATH=/usr/bin:/bin TERM=xterm-256color HOME=/tmp PS1='bench$ ' bash --norc --noprofile",
+                SHELL,
             ],
             check=True,
         )
@@ -241,7 +243,8 @@ def bench_memory(folder: Path, sizes: tuple[int, ...], shapes: tuple[str, ...]) 
         used = int(result["peak_rss_bytes"]) / 1e6  # type: ignore[call-overload]
         outcome = "shown" if result["opened"] else "refused"
         print(
-            f"  {label:<28} {size:7.1f}  {used:7.0f}  {(used - base) / size:20.2f}   {outcome:<13} {wall:5.1f} s"
+            f"  {label:<28} {size:7.1f}  {used:7.0f}  {(used - base) / size:20.2f}   "
+            f"{outcome:<13} {wall:5.1f} s"
         )
         path.unlink()
     print("  (goal: at most about 3 times the file plus a fixed base, for every shape within the limits)")
