@@ -89,13 +89,12 @@ class Terminal:
         return seen - started
 
     def stop(self) -> None:
-        self.type("C-c")
-        self.type("q")
         self.clear()
 
     def clear(self) -> None:
         """Back to an empty prompt: whatever ran is gone and the screen is blank."""
         for _ in range(50):
+            self.type("q")  # quits less and the app; at the prompt, C-c drops it
             self.type("C-c")
             self.type("clear", "Enter")
             time.sleep(0.05)
@@ -223,7 +222,7 @@ def bench_memory(folder: Path, sizes: tuple[int, ...], shapes: tuple[str, ...]) 
     print("\npeak memory (VmHWM) of the demo: load everything, open the proposal, press end")
     print("  shape                        file MB  peak MB  (peak - base) / file   outcome        wall")
     base_folder = folder / "base"
-    base_folder.mkdir()
+    base_folder.mkdir(parents=True)
     shutil.copy(ROOT / "sample_proposals" / "deskline-merge.server.json", base_folder)
     result, wall = peak(base_folder)
     base = int(result["peak_rss_bytes"]) / 1e6  # type: ignore[call-overload]

@@ -251,8 +251,9 @@ class ReviewerApp(App[None]):
         self.take_digest(item, message.revision, message.digest)
         item.verified.add(message.revision)
         self._refresh_open(item, message.revision)
-        if len(item.revisions) > 1 and message.revision == item.latest_revision:
-            self.compute_drift(item)
+        pair = {item.drift_base(item.latest_revision), item.latest_revision}
+        if message.revision in pair and pair <= item.verified:
+            self.compute_drift(item)  # the second of the pair to be verified starts the comparison
 
     def take_digest(self, item: QueueItem, revision: int, digest: str) -> None:
         """The digest computed from the plan: the demo's only record of it (live review compares it
