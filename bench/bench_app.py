@@ -1,7 +1,9 @@
-"""Benchmarks of the terminal app: start to first paint against a bare Textual app, and a 100,000-call plan.
+"""Benchmarks of the terminal app once a 100,000-call plan is loaded: keys to rows painted, memory, drift.
 
-    python bench/bench_app.py            # both, with a DataTable peer for the large plan
-    python bench/bench_app.py --quick    # fewer repetitions, no DataTable peer
+    python bench/bench_app.py            # with a DataTable peer for the large plan
+    python bench/bench_app.py --quick    # no DataTable peer
+
+Start-up and loading (against a bare Textual app and against `jq | less`) are in `bench_load.py`.
 
 Prints figures; asserts nothing (machines here are shared and noisy).
 """
@@ -11,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import resource
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,61 +31,6 @@ def peak_mb() -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-# --- child processes: each measures one start, from interpreter start to exit after first paint ---
-
-
-def child_bare() -> None:
-    from textual.app import App, ComposeResult
-    from textual.widgets import Footer, Static
-
-    class Bare(App[None]):
-        def compose(self) -> ComposeResult:
-            yield Static("hello")
-            yield Footer()
-
-        def on_mount(self) -> None:
-            self.call_after_refresh(self.exit)
-
-    Bare().run(headless=True, size=(100, 30))
-
-
-def child_demo(wait_for_rows: bool) -> None:
-    from reviewer.sources import BUNDLED_SAMPLES
-    from reviewer.tui.app import ReviewerApp
-
-    class TimedDemo(ReviewerApp):
-        def on_mount(self) -> None:
-            if wait_for_rows:
-                self.set_interval(0.005, self._exit_when_listed)
-            else:
-                self.call_after_refresh(self.exit)
-
-        def _exit_when_listed(self) -> None:
-            if len(self.queue_screen.items) >= 9:
-                self.call_after_refresh(self.exit)
-
-    TimedDemo(BUNDLED_SAMPLES).run(headless=True, size=(100, 30))
-
-
-def time_child(kind: str, runs: int) -> list[float]:
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        subprocess.run([sys.executable, __file__, "--child", kind], check=True)
-        times.append(time.perf_counter() - started)
-    return times
-
-
-def bench_start(runs: int) -> None:
-    print(f"start to first paint, {runs} runs each (median; process start to exit after the paint)")
-    bare = statistics.median(time_child("bare", runs))
-    demo = statistics.median(time_child("demo", runs))
-    listed = statistics.median(time_child("demo-listed", runs))
-    print(f"  bare Textual app            {bare * 1000:7.0f} ms")
-    print(f"  reviewer demo, first paint  {demo * 1000:7.0f} ms   ratio {demo / bare:.2f} (goal <= 1.3)")
-    print(f"  reviewer demo, 9 listed     {listed * 1000:7.0f} ms   ratio {listed / bare:.2f}")
 
 
 # --- the large plan: in one process, peak memory included ---
@@ -128,6 +74,15 @@ def child_large(folder: Path, keys: tuple[tuple[str, str], ...]) -> None:
         async with app.run_test(size=(100, 30)) as pilot:
             while not any(len(item.revisions) == revisions for item in app.queue_screen.items.values()):
                 await asyncio.sleep(0.01)
+            print(f"  listed (the scan)                   {time.perf_counter() - loaded_at:6.2f} s")
+            if revisions == 1:  # opened at once, while the checks and the analysis still run
+                painted.clear()
+                started = time.perf_counter()
+                await pilot.press("enter")
+                while not painted:
+                    await asyncio.sleep(0.001)
+                print(f"  enter while still checking          {(painted[0] - started) * 1000:7.1f} ms")
+                await pilot.press("escape")
             await app.workers.wait_for_complete()
             print(f"  load, check and analyse ({revisions} rev)  {time.perf_counter() - loaded_at:6.2f} s")
             for key, label in keys:
@@ -187,9 +142,6 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     options = parser.parse_args()
     children = {
-        "bare": child_bare,
-        "demo": lambda: child_demo(False),
-        "demo-listed": lambda: child_demo(True),
         "large": lambda: child_large(options.folder, SCROLL_KEYS),
         "drift": lambda: child_large(options.folder, DRIFT_KEYS),
         "datatable": lambda: child_datatable(options.calls),
@@ -197,10 +149,9 @@ def main() -> None:
     if options.child:
         children[options.child]()
         return
-    bench_start(3 if options.quick else 7)
     single, revised = write_large_plans(options.calls)
     size = (single / "large.json").stat().st_size / 1e6
-    print(f"\na plan of {options.calls:,} calls, {size:.0f} MB of JSON (keys timed to the first row painted)")
+    print(f"a plan of {options.calls:,} calls, {size:.0f} MB of JSON (keys timed to the first row painted)")
     subprocess.run([sys.executable, __file__, "--child", "large", "--folder", str(single)], check=True)
     print("  (goal: first rows within 100 ms of the key, peak under 150 MB)")
     print(f"\ntwo revisions of {options.calls:,} calls (one inserted, one changed, one removed)")
