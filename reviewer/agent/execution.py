@@ -123,6 +123,7 @@ class Execution:
     write_requests: int = 0
     audit_lines: list[dict[str, Any]] = field(default_factory=list)
     audit_available: bool = False
+    claim_id: str | None = None
     report_key: str = field(default_factory=lambda: f"execution-{uuid.uuid4()}")
     """The Idempotency-Key every report of this run carries: a retried report is stored once."""
     _run_audit: RunAudit = field(init=False, repr=False)

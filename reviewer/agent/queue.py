@@ -95,7 +95,9 @@ class QueueAgent:
         happened must not depend on the run going well.
         """
         await self.require_current(approval)
+        claim = await self.client.claim(approval.proposal_id, approval.revision, approval.plan_sha256)
         execution = await execute_approved(task, approval, client=client, audit=audit)
+        execution.claim_id = claim.claim_id
         await self.report(execution)
         return execution
 
@@ -114,6 +116,7 @@ class QueueAgent:
         report = ExecutionReport(
             revision=execution.approval.revision,
             plan_sha256=execution.approval.plan_sha256,
+            claim_id=execution.claim_id,
             calls=[msgspec.to_builtins(call) for call in execution.executed_calls()],
             audit_log=list(execution.audit_lines) if execution.audit_available else None,
             note=note,

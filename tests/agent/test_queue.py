@@ -172,7 +172,7 @@ def test_end_to_end_submit_approve_execute_verify(queue: Queue, sample_api: Runn
     assert approval.approved_by == "test-reviewer"
     assert execution.stop is None and execution.writes_kept == 3
     assert record.latest.state == "executed"
-    assert [event.event for event in record.history] == ["submitted", "approved", "executed"]
+    assert [event.event for event in record.history] == ["submitted", "approved", "claimed", "executed"]
     with sqlite3.connect(f"file:{queue.db}?mode=ro", uri=True) as db:
         (body,) = db.execute(
             "SELECT body FROM executions WHERE proposal_id = ?", (proposal.proposal_id,)
@@ -210,7 +210,9 @@ def test_a_report_whose_answer_was_lost_is_sent_again_and_stored_once(
             agent = QueueAgent(client, poll_interval=0.05)
             approval = await submit_and_approve(agent, queue, proposal)
             await agent.require_current(approval)
+            claim = await client.claim(approval.proposal_id, approval.revision, approval.plan_sha256)
             execution = await execute_approved(tools.reference_task, approval, client=api, audit=tools.AUDIT)
+            execution.claim_id = claim.claim_id
             reporter = QueueAgent(reporting)
             with pytest.raises(QueueUnreachable):
                 await reporter.report(execution)
