@@ -65,7 +65,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from reviewer.analysis import resource_of
-from reviewer.matching import FieldChange
+from reviewer.matching import MISSING, FieldChange
 from reviewer.placeholders import PLACEHOLDER, PLACEHOLDER_BYTES
 from reviewer.proposal import Call, CallList, Proposal, dumps, same_json
 
@@ -941,7 +941,7 @@ def _indexes_with_placeholders(calls: _Calls, start: int, stop: int) -> Iterator
 # Comparing one pair
 
 
-_ABSENT: Final = msgspec.UNSET
+_ABSENT: Final = MISSING
 """Stands for a field one side does not have (shown as absent, unlike an explicit null)."""
 
 
