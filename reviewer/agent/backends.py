@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Final, Protocol
 import httpx
 
 from reviewer.agent.errors import LiveClientRefused, LiveClientRequired, UnknownBackend
-from reviewer.agent.tools import CallAnswer, HttpRequest
+from reviewer.agent.http import CallAnswer, HttpRequest
 from reviewer.proposal import DryRunVia, OutcomeStatus
 
 DEFAULT_DRY_RUN_QUERY: Final[Mapping[str, str]] = {"dryRun": "All"}

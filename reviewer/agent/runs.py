@@ -14,17 +14,10 @@ import httpx
 from reviewer.agent.audit import HttpAuditLog, RunAudit
 from reviewer.agent.backends import Backend, make_backend
 from reviewer.agent.flag import run_scope
+from reviewer.agent.http import CallAnswer, HttpRequest
 from reviewer.agent.placeholders import placeholder, substitute
-from reviewer.agent.tools import CallAnswer, HttpRequest, WriteTool
+from reviewer.agent.tools import ToolRunner, WriteTool
 from reviewer.proposal import FORMAT_V1, Agent, Call, DryRun, Effect, Outcome, Proposal, Target
-
-
-class ToolRunner(Protocol):
-    """What a write tool reports to: a dry recording or an approved real execution."""
-
-    async def perform(
-        self, tool: WriteTool, arguments: dict[str, Any], dropped: tuple[str, ...]
-    ) -> CallAnswer: ...
 
 
 class Run(ToolRunner, Protocol):
