@@ -47,7 +47,7 @@ class RecordedCall:
     """One write tool call as it happened in a run.
 
     `request` is the request as the plan means it: placeholders stay placeholders, and a server dry
-    run's query carries its dry-run parameter (as DESIGN 3's example shows). `sent` is what really
+    run's query carries its dry-run parameter (as the proposal format's example shows). `sent` is what really
     reached the API, with concrete values, or None when nothing did.
     """
 
