@@ -1,4 +1,4 @@
-"""`reviewer walkthrough`: DESIGN 2's reference scenario, run in every dry-run mode and for real, as a table.
+"""`reviewer walkthrough`: the reference scenario, run in every dry-run mode and for real, as a table.
 
 Every cell comes from what actually happened against the sample ticket API on loopback: nothing in
 the table is typed in. The real run executes the server dry run's plan, approved either by a
@@ -45,7 +45,7 @@ def register(subparsers: Any) -> None:
         description=(
             "Start the sample ticket API on loopback, run the reference task (open one ticket, close t1 "
             "and t2 into it, delete t3) through the server, fake, transport and record dry runs and then "
-            "for real, and print DESIGN 2's table from what happened, with the audit-log verification."
+            "for real, and print the table of what each mode proved, with the audit-log verification."
         ),
     )
     parser.add_argument(
@@ -165,15 +165,18 @@ async def walk(
         await _reset(api)
         if queue_url is None:
             approval = local_approval(plan)
-            execution = await execute_approved(tools.reference_task, approval, client=api, audit=tools.AUDIT)
+            execution = await execute_approved(None, approval, client=api, audit=tools.AUDIT)
         else:
             assert token is not None
             async with QueueClient(queue_url, token) as queue_client:
-                from reviewer.agent import QueueAgent
+                from reviewer.agent import QueueAgent, RunStopped
 
                 agent = QueueAgent(queue_client, poll_interval=0.5)
                 approval = await _approval_from_queue(agent, plan, wait, console)
-                execution = await agent.execute(tools.reference_task, approval, client=api, audit=tools.AUDIT)
+                try:
+                    execution = await agent.execute(approval, client=api, audit=tools.AUDIT)
+                except RunStopped as stopped:  # the reference delete is refused for real: shown, not fatal
+                    execution = stopped.execution
     columns.append(
         Column("real", execution.executed_calls(), execution.write_requests, execution.writes_kept)
     )
@@ -210,7 +213,7 @@ async def _reset(api: Any) -> None:
 def _verify(execution: Execution) -> Any:
     """The real run against the approved plan and the audit log, by the drift module's rules."""
     try:
-        from reviewer.drift import compare_execution
+        from reviewer.verification import compare_execution
     except ImportError:
         return None
     return compare_execution(
@@ -227,7 +230,7 @@ def row_label(call: Call) -> str:
 
 
 def cell(mode: str, call: Call, verdict: str | None) -> str:
-    """One cell, worded as DESIGN 2 words it, with what the outcome proves where it matters."""
+    """One cell, worded as the README's table words it, with what the outcome proves where it matters."""
     outcome = call.outcome
     if outcome is None:
         return "no outcome"
@@ -314,7 +317,7 @@ def summary_lines(result: Walkthrough) -> list[str]:
         lines.append(f"{row_label(call)}: the real run met {call.outcome.http_status}; {who} saw it coming.")
     verification = result.verification
     if verification is None:
-        lines.append("Audit verification: unavailable (this build has no reviewer.drift.compare_execution).")
+        lines.append("Audit verification: unavailable (the run reported no calls to compare).")
     else:
         lines.append(verification_sentence(verification, real))
         lines.append(

@@ -1,4 +1,4 @@
-"""The four ways a write can be answered without writing: server, fake, transport, record (DESIGN 2).
+"""The four ways a write can be answered without writing: server, fake, transport, record.
 
 Each backend answers one request and says what it sent to the real API, if anything, so a run can
 count write requests honestly. A backend is chosen by name through `make_backend`, which refuses a
@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Final, Protocol
 import httpx
 
 from reviewer.agent.errors import LiveClientRefused, LiveClientRequired, UnknownBackend
-from reviewer.agent.tools import CallAnswer, HttpRequest
+from reviewer.agent.http import CallAnswer, HttpRequest
 from reviewer.proposal import DryRunVia, OutcomeStatus
 
 DEFAULT_DRY_RUN_QUERY: Final[Mapping[str, str]] = {"dryRun": "All"}
@@ -68,14 +68,20 @@ def _message(body: Any, response: httpx.Response) -> str:
     return response.reason_phrase or f"HTTP {response.status_code}"
 
 
-async def send(client: httpx.AsyncClient, request: HttpRequest) -> httpx.Response:
-    """Send one request; the only place in the agent library that puts a write on the wire."""
-    return await client.request(
+def build_request(client: httpx.AsyncClient, request: HttpRequest) -> httpx.Request:
+    """The request exactly as httpx will put it on the wire (the URL merged with the client's base), so
+    a real run checks the very URL it sends."""
+    return client.build_request(
         request.method,
         request.path,
         params=dict(request.query) if request.query else None,
         json=request.body if request.body is not None else None,
     )
+
+
+async def send(client: httpx.AsyncClient, request: HttpRequest) -> httpx.Response:
+    """Send one dry-run request; a real run sends what it built and checked (`Execution._send`)."""
+    return await client.send(build_request(client, request))
 
 
 def is_live_client(client: object) -> bool:
@@ -134,7 +140,7 @@ class FakeBackend:
 
     Resources live under their path: POST to a collection stores `{...body, id}` at `collection/id`;
     PATCH/PUT merge into (or create) the resource at the path; DELETE drops it. A delete of an open
-    ticket, or of an id that never existed, therefore reads as ok: the blind spot DESIGN 2 names.
+    ticket, or of an id that never existed, therefore reads as ok: the blind spot of every fake.
     """
 
     via: ClassVar[DryRunVia] = "fake"

@@ -37,6 +37,9 @@ class LiveItem(QueueItem):
 
     proposed_by: str = ""
     decided_by: str | None = None
+    claimed_by: str | None = None
+    outcome_unknown: bool = False
+    """A run claimed the approval and has not reported by the end of its lease: it may have written."""
     reason: str | None = None
     expires_at: datetime | None = None
     history: list[TrailEvent] = field(default_factory=list)
@@ -60,6 +63,8 @@ class LiveItem(QueueItem):
         latest: DecisionState = record.latest
         self.state = latest.state
         self.decided_by = latest.decided_by
+        self.claimed_by = latest.claimed_by
+        self.outcome_unknown = bool(latest.outcome_unknown)
         self.reason = latest.reason
         self.expires_at = latest.expires_at
         self.proposed_by = record.proposed_by
@@ -69,10 +74,22 @@ class LiveItem(QueueItem):
             if info.revision in self.digests:
                 self.digests[info.revision] = info.plan_sha256
 
+    @property
+    def state_label(self) -> str:
+        """The state column's word: the queue's state, or `unknown` for a claimed run past its lease."""
+        return "unknown" if self.state == "claimed" and self.outcome_unknown else self.state
+
     def state_words(self) -> str:
-        """`approved by alice`, `pending`, `expired`: the queue's state as the chrome shows it."""
-        if self.decided_by and self.state in ("approved", "rejected", "executed"):
+        """`approved by alice`, `claimed by agent-7`, `expired`: the queue's state as the chrome shows it."""
+        if self.state == "claimed":
+            words = f"claimed by {shown(self.claimed_by)} (running)"
+            if self.outcome_unknown:
+                words = f"claimed by {shown(self.claimed_by)}: outcome unknown, no report by its lease's end"
+            return words
+        if self.decided_by and self.state in ("approved", "rejected"):
             return f"{self.state} by {shown(self.decided_by)}"
+        if self.state == "executed":
+            return f"executed (approved by {shown(self.decided_by)})"
         return self.state
 
 
