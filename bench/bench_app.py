@@ -83,6 +83,8 @@ def child_large(folder: Path, keys: tuple[tuple[str, str], ...]) -> None:
                     await asyncio.sleep(0.001)
                 print(f"  enter while still checking          {(painted[0] - started) * 1000:7.1f} ms")
                 await pilot.press("escape")
+            while not any(len(item.analysed) == revisions for item in app.queue_screen.items.values()):
+                await asyncio.sleep(0.01)
             await app.workers.wait_for_complete()
             print(f"  load, check and analyse ({revisions} rev)  {time.perf_counter() - loaded_at:6.2f} s")
             for key, label in keys:

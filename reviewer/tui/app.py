@@ -208,6 +208,7 @@ class ReviewerApp(App[None]):
             self.post_message(FileBroken(BrokenFile(str(folder), str(error))))
         jobs = [CompletionJob(analysis, path.name) for path, analysis in completion_order(scanned)]
         self.call_from_thread(self.call_after_refresh, self.enqueue_completions, jobs)
+        import reviewer.tui.screens.review  # noqa: F401  # here, not on the first enter (about 20 ms)
 
     def enqueue_completions(self, jobs: list[CompletionJob]) -> None:
         for job in jobs:
