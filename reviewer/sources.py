@@ -18,7 +18,6 @@ from reviewer.proposal import (
     Call,
     Proposal,
     ProposalError,
-    check_calls,
     field_message,
     parse_proposal,
     scan_proposal,
@@ -270,17 +269,6 @@ def completion_order(scanned: list[tuple[Path, Loaded]]) -> list[tuple[Path, Loa
             return 0, pair[0].name
 
     return sorted(scanned, key=size)
-
-
-def load_folder(folder: Path) -> Iterator[tuple[Path, Proposal | ExecutionRecord | BrokenFile]]:
-    """Each file of `folder` in name order, checked whole, or with the reason it could not be."""
-    for path, loaded in scan_folder(folder):
-        if isinstance(loaded, Proposal):
-            try:
-                check_calls(loaded, path.name)
-            except ProposalError as error:
-                loaded = BrokenFile(path.name, error.problem)
-        yield path, loaded
 
 
 @dataclass(frozen=True)
