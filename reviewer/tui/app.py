@@ -87,6 +87,13 @@ class CompletionJob:
     source: str
 
 
+@dataclass
+class ScanDone(Message):
+    """The loader has listed every file; what remains to finish, smallest file first."""
+
+    jobs: list[CompletionJob]
+
+
 def complete(job: CompletionJob) -> Iterator[Message]:
     """The messages that finish a listed revision, in the order the reviewer can use them: first
     whether it may be approved (checks and digest), then the figures."""
@@ -207,8 +214,13 @@ class ReviewerApp(App[None]):
         except SourceError as error:
             self.post_message(FileBroken(BrokenFile(str(folder), str(error))))
         jobs = [CompletionJob(analysis, path.name) for path, analysis in completion_order(scanned)]
-        self.call_from_thread(self.call_after_refresh, self.enqueue_completions, jobs)
+        self.post_message(ScanDone(jobs))
         import reviewer.tui.screens.review  # noqa: F401  # here, not on the first enter (about 20 ms)
+
+    def on_scan_done(self, message: ScanDone) -> None:
+        """Every file is listed (its messages came first): the checks start once a frame has shown
+        the rows, since they hold the interpreter lock for long stretches."""
+        self.call_after_refresh(self.enqueue_completions, message.jobs)
 
     def enqueue_completions(self, jobs: list[CompletionJob]) -> None:
         for job in jobs:
