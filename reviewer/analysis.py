@@ -540,13 +540,72 @@ def _numeric_field(name: str, numbers: Sequence[float], seqs: Sequence[int]) -> 
     )
 
 
-def _median(numbers: Sequence[float]) -> float:
+SORTED_MEDIAN_MAX: Final = 200_000
+"""Up to this many numbers a field's median sorts a copy of them (32 bytes a number); above it,
+`_order_statistics` keeps only the numbers near the middle."""
+
+
+def _median(
+    numbers: Sequence[float], sorted_up_to: int = SORTED_MEDIAN_MAX, sample_size: int = 4096
+) -> float:
     """The median, halving before adding: `statistics.median` of two values near 1e308 is inf."""
-    ordered = sorted(numbers)
-    middle = len(ordered) // 2
-    if len(ordered) % 2:
-        return ordered[middle]
-    return ordered[middle - 1] / 2 + ordered[middle] / 2
+    count = len(numbers)
+    middle = count // 2
+    if count <= sorted_up_to:
+        ordered = sorted(numbers)
+        lower, upper = ordered[middle - 1 if count > 1 else 0], ordered[middle]
+    else:
+        lower, upper = _order_statistics(numbers, middle - 1, middle, sample_size)
+    if count % 2:
+        return upper
+    return lower / 2 + upper / 2
+
+
+def _order_statistics(
+    numbers: Sequence[float], first: int, second: int, sample_size: int
+) -> tuple[float, float]:
+    """The `first` and `second` smallest (0-based, first <= second), exactly, holding only the numbers
+    between two bounds chosen from an evenly spaced sample, instead of a sorted copy of all of them.
+
+    One pass counts the numbers below the lower bound and at each bound and keeps those strictly
+    between; the ranks sought then fall below, at a bound, or among the kept (sorted, few). When a
+    skewed sample misses them, the answer still comes, from a sorted copy.
+    """
+    count = len(numbers)
+    sample = sorted(numbers[index] for index in range(0, count, max(1, count // sample_size)))
+    margin = max(2, len(sample) // 50)
+    low = sample[max(0, first * len(sample) // count - margin)]
+    high = sample[min(len(sample) - 1, second * len(sample) // count + margin)]
+    below = at_low = at_high = 0
+    between: list[float] = []
+    for value in numbers:
+        if value < low:
+            below += 1
+        elif value == low:
+            at_low += 1
+        elif value < high:
+            between.append(value)
+        elif value == high:
+            at_high += 1
+    between.sort()
+
+    def nth(rank: int) -> float | None:
+        offset = rank - below
+        if offset < 0:
+            return None
+        if offset < at_low:
+            return low
+        offset -= at_low
+        if offset < len(between):
+            return between[offset]
+        offset -= len(between)
+        return high if offset < at_high else None
+
+    found = nth(first), nth(second)
+    if found[0] is None or found[1] is None:
+        ordered = sorted(numbers)
+        return ordered[first], ordered[second]
+    return found[0], found[1]
 
 
 def _farness(times_median: float) -> float:

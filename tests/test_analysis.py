@@ -696,3 +696,25 @@ def test_numeric_fields_past_the_cap_are_counted_and_raise_an_alarm() -> None:
     assert extremes.unsummarised_fields == 26, "25 past the cap in call 1 and `other` in call 2"
     assert {field.name: field.count for field in extremes.numeric}["k0"] == 2, "known fields still count"
     assert any("26 more numeric fields than the 2,000 summarised" in alarm for alarm in analysis.alarms)
+
+
+@given(
+    st.lists(
+        st.one_of(st.integers(-5, 5).map(float), st.floats(-1e308, 1e308, allow_nan=False)),
+        min_size=2,
+        max_size=300,
+    ),
+    st.integers(2, 64),
+)
+@settings(max_examples=400, deadline=None)
+def test_the_median_without_a_sorted_copy_is_the_sorted_median(
+    numbers: list[float], sample_size: int
+) -> None:  # noqa: E501
+    """Above SORTED_MEDIAN_MAX numbers the median keeps only those near the middle: it must be the
+    same number, duplicates, skewed samples and values near the float limit included."""
+    from array import array
+
+    from reviewer.analysis import _median
+
+    held = array("d", numbers)
+    assert _median(held, sorted_up_to=0, sample_size=sample_size) == _median(numbers)
