@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from reviewer.proposal import MAX_SAFE_INTEGER, MAX_STRING_CHARS
+from reviewer.signing import MAX_SIGNATURE_CHARS, MAX_STATEMENT_BYTES
 
 Role = Literal["agent", "reviewer"]
 State = Literal["pending", "approved", "rejected", "expired", "executed"]
@@ -125,12 +126,18 @@ class ProposalRecord(Message):
 
 
 class DecisionRequest(Message):
-    """A reviewer's decision; it names the revision and digest it was made on."""
+    """A reviewer's decision; it names the revision and digest it was made on.
+
+    `statement` and `signature` come together or not at all: the decision statement's exact text
+    (`reviewer.signing.DecisionStatement`) and the armored SSHSIG over it.
+    """
 
     revision: RevisionNumber
     plan_sha256: Sha256
     decision: Decision
     reason: str = Field(default="", max_length=MAX_STRING_CHARS)
+    statement: str | None = Field(default=None, max_length=MAX_STATEMENT_BYTES)
+    signature: str | None = Field(default=None, max_length=MAX_SIGNATURE_CHARS)
 
 
 class ExecutionReport(Message):
