@@ -46,6 +46,19 @@ class SubmissionAnswer(Message):
     state: RevisionState
 
 
+class DecisionSignature(Message):
+    """One signed decision as the queue verified and stored it: check it yourself with
+    `ssh-keygen -Y verify -n reviewer-decision@v1 -I REVIEWER -f allowed_signers -s SIG < statement`
+    (the statement's exact text, no newline added)."""
+
+    reviewer: str
+    decision: Decision
+    statement: str
+    signature: str
+    key_fingerprint: str
+    at: datetime
+
+
 class DecisionState(Message):
     """The state of a proposal's latest revision.
 
@@ -64,6 +77,10 @@ class DecisionState(Message):
     reason: str | None = None
     expires_at: datetime | None = None
     executed_at: datetime | None = None
+    approvals: list[str] = Field(default_factory=list)
+    approvals_required: int = 1
+    signatures_required: bool = False
+    signatures: list[DecisionSignature] = Field(default_factory=list)
 
 
 class ProposalSummary(Message):
@@ -109,6 +126,8 @@ class TrailEvent(Message):
     revision: int
     plan_sha256: str
     reason: str | None = None
+    statement: str | None = None
+    signature: str | None = None
 
 
 class ProposalRecord(Message):

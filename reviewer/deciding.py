@@ -8,20 +8,12 @@ in it, a key file others can read) stops it before anything reaches the queue.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from datetime import datetime
 
 from reviewer.api import Decision, DecisionState
 from reviewer.client import QueueClient
+from reviewer.signed_approvals import SignedStatement
 from reviewer.signing import DecisionStatement, Signer, sign_statement
-
-
-@dataclass(frozen=True)
-class SignedDecision:
-    """The statement's exact text and the armored signature over it, as the queue stores them."""
-
-    statement: str
-    signature: str
 
 
 async def sign_decision(
@@ -32,11 +24,11 @@ async def sign_decision(
     decision: Decision,
     reviewer: str,
     clock: datetime | None = None,
-) -> SignedDecision:
+) -> SignedStatement:
     """Sign in a thread: an agent may wait for its user to confirm (`ssh-add -c`) or a key to be touched."""
     statement = DecisionStatement.now(proposal_id, revision, plan_sha256, decision, reviewer, clock)
     signature = await asyncio.to_thread(sign_statement, statement, signer)
-    return SignedDecision(statement.to_bytes().decode(), signature)
+    return SignedStatement(statement.to_bytes().decode(), signature)
 
 
 async def send_decision(

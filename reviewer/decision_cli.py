@@ -128,6 +128,7 @@ async def _digest_of(client: Any, proposal_id: str, revision: int) -> str:
 
 def describe(state: DecisionState, signed: bool) -> str:
     """One line for the terminal: what the queue now says, in the words the app uses."""
+    from reviewer.policy import describe_approvals
     from reviewer.sanitize import safe_text
 
     how = "signed" if signed else "unsigned"
@@ -138,4 +139,7 @@ def describe(state: DecisionState, signed: bool) -> str:
     if state.state == "rejected":
         reason = safe_text(state.reason or "")
         return f"{head}: rejected by {by} ({how})" + (f": {reason}" if reason else "")
+    if state.state == "pending" and state.approvals:
+        so_far = describe_approvals(map(safe_text, state.approvals), state.approvals_required)
+        return f"{head}: pending, {so_far} ({how})"
     return f"{head}: {state.state} ({how})"

@@ -188,10 +188,16 @@ class Tally:
     reason: str | None = None
 
     def describe(self) -> str:
-        """ "1 of 2 approvals (alice)", as the app and the command line show it."""
-        names = f" ({', '.join(self.approvals)})" if self.approvals else ""
-        noun = "approval" if self.required == 1 else "approvals"
-        return f"{len(self.approvals)} of {self.required} {noun}{names}"
+        return describe_approvals(self.approvals, self.required)
+
+
+def describe_approvals(approvals: Iterable[str], required: int) -> str:
+    """The quorum so far in one wording for the queue's messages, the command line and the app:
+    "1 of 2 approvals (alice)"."""
+    names = list(approvals)
+    listed = f" ({', '.join(names)})" if names else ""
+    noun = "approval" if required == 1 else "approvals"
+    return f"{len(names)} of {required} {noun}{listed}"
 
 
 def tally(votes: Iterable[Vote], required: int) -> Tally:
