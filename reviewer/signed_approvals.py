@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Final
 
 from reviewer.allowed_signers import AllowedSigners
-from reviewer.signing import NAMESPACE, DecisionStatement, SigningError, SshSignature
+from reviewer.signing import NAMESPACE, DecisionStatement, PublicKey, SigningError, SshSignature
 
 MAX_CHECKED: Final = 100
 """Signatures examined at most: a hostile queue cannot make the executor spend unbounded time."""
@@ -58,6 +58,20 @@ class ApprovalCheck:
         return f"{counted}{names}{refused}"
 
 
+def verify_decision(
+    item: SignedStatement, proposal_id: str, revision: int, plan_sha256: str
+) -> tuple[DecisionStatement, PublicKey]:
+    """The statement and the key that signed it, when the signature is valid and the statement names
+    this proposal, revision and digest; else `SigningError` saying which. Whether the key may sign
+    for the reviewer named is the caller's question (an allowed-signers file, registered keys)."""
+    statement = DecisionStatement.parse(item.statement)
+    different = statement.names(proposal_id, revision, plan_sha256, statement.decision)
+    if different:
+        raise SigningError(f"names another decision ({different})")
+    key = SshSignature.parse(item.signature).verify(statement.to_bytes())
+    return statement, key
+
+
 def check_signed_approvals(
     allowed: AllowedSigners,
     required: int,
@@ -87,24 +101,16 @@ def check_signed_approvals(
             )
             break
         try:
-            statement = DecisionStatement.parse(item.statement)
+            statement, key = verify_decision(item, proposal_id, revision, plan_sha256)
         except SigningError as error:
-            checks.append(SignatureCheck(None, None, False, str(error)))
+            claimed = _claimed_reviewer(item.statement)
+            checks.append(SignatureCheck(claimed, None, False, str(error)))
             continue
         reviewer, decision = statement.reviewer, statement.decision
 
         def refuse(problem: str, reviewer: str = reviewer, decision: str = decision) -> None:
             checks.append(SignatureCheck(reviewer, decision, False, problem))
 
-        different = statement.names(proposal_id, revision, plan_sha256, decision)
-        if different:
-            refuse(f"names another decision ({different})")
-            continue
-        try:
-            key = SshSignature.parse(item.signature).verify(statement.to_bytes())
-        except SigningError as error:
-            refuse(str(error))
-            continue
         if not allowed.allows(reviewer, key, NAMESPACE, moment):
             refuse(f"the key {key.fingerprint} is not allowed to sign for {reviewer}")
             continue
@@ -125,3 +131,11 @@ def check_signed_approvals(
         rejected_by=tuple(rejected_by),
         checks=tuple(checks),
     )
+
+
+def _claimed_reviewer(statement: str) -> str | None:
+    """Who a statement that failed its checks says it is from, to name it in the explanation."""
+    try:
+        return DecisionStatement.parse(statement).reviewer
+    except SigningError:
+        return None
