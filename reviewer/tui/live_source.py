@@ -42,6 +42,9 @@ class LiveItem(QueueItem):
 
     proposed_by: str = ""
     decided_by: str | None = None
+    claimed_by: str | None = None
+    outcome_unknown: bool = False
+    """A run claimed the approval and has not reported by the end of its lease: it may have written."""
     reason: str | None = None
     expires_at: datetime | None = None
     history: list[TrailEvent] = field(default_factory=list)
@@ -72,20 +75,35 @@ class LiveItem(QueueItem):
                 self.digests[info.revision] = info.plan_sha256
 
     def take_state(self, latest: DecisionState) -> None:
-        """The queue's word on the latest revision: state, who decided, the quorum, the signatures."""
+        """The queue's word on the latest revision: state, who decided or claimed it, the quorum, the
+        signatures."""
         self.state = latest.state
         self.decided_by = latest.decided_by
+        self.claimed_by = latest.claimed_by
+        self.outcome_unknown = bool(latest.outcome_unknown)
         self.reason = latest.reason
         self.expires_at = latest.expires_at
         self.approvals = list(latest.approvals)
         self.approvals_required = latest.approvals_required
         self.signatures = list(latest.signatures)
 
+    @property
+    def state_label(self) -> str:
+        """The state column's word: the queue's state, or `unknown` for a claimed run past its lease."""
+        return "unknown" if self.state == "claimed" and self.outcome_unknown else self.state
+
     def state_words(self) -> str:
-        """The queue's state as the chrome shows it: `approved by alice`, or while a quorum gathers
-        `pending · 1 of 2 approvals (alice)`."""
-        if self.decided_by and self.state in ("approved", "rejected", "executed"):
+        """The queue's state as the chrome shows it: `approved by alice`, `claimed by agent-7`, or while
+        a quorum gathers `pending · 1 of 2 approvals (alice)`."""
+        if self.state == "claimed":
+            words = f"claimed by {shown(self.claimed_by)} (running)"
+            if self.outcome_unknown:
+                words = f"claimed by {shown(self.claimed_by)}: outcome unknown, no report by its lease's end"
+            return words
+        if self.decided_by and self.state in ("approved", "rejected"):
             return f"{self.state} by {shown(self.decided_by)}"
+        if self.state == "executed":
+            return f"executed (approved by {shown(self.decided_by)})"
         if self.state == "pending" and self.approvals_required > 1:
             return f"pending · {describe_approvals(map(shown, self.approvals), self.approvals_required)}"
         return self.state
