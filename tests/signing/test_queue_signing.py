@@ -421,3 +421,82 @@ def test_serve_refuses_a_broken_policy_and_names_the_line(tmp_path: Path) -> Non
     assert started.stderr.strip() == (
         f"reviewer serve: {policy} line 3: signatures must be true or false; not started"
     )
+
+
+def test_a_runner_that_requires_signatures_refuses_a_forged_approval_and_runs_a_signed_one(
+    team: Team, tmp_path: Path
+) -> None:
+    """The agent library itself holds the allowed-signers file: the queue's "approved" made up in its
+    database is refused before any claim or write; two real signed approvals run, once."""
+    import asyncio
+
+    from reviewer.agent import NotApproved, QueueAgent, local_approval
+    from reviewer.client import QueueClient
+    from reviewer.sample_api.server import sample_api_in_thread
+
+    allowed = AllowedSigners.parse(team.allowed_signers())
+    token = team.clients["agent"].headers["authorization"].removeprefix("Bearer ")
+
+    def forge(proposal_id: str, digest: str) -> None:
+        with sqlite3.connect(team.service.db) as db:
+            db.execute(
+                "INSERT INTO decisions (proposal_id, revision, plan_sha256, decision, reason, decided_by, "
+                "decided_at, expires_at) VALUES (?, 1, ?, 'approve', '', 'bob', strftime('%s','now'), 4e9)",
+                (proposal_id, digest),
+            )
+            db.execute(
+                "UPDATE proposals SET decision = 'approve', decided_by = 'bob', approval_expires_at = 4e9, "
+                "decision_id = last_insert_rowid() WHERE proposal_id = ?",
+                (proposal_id,),
+            )
+
+    with sample_api_in_thread() as api_server:
+
+        async def run(proposal_id: str) -> object:
+            async with (
+                QueueClient(team.service.url, token) as queue,
+                httpx.AsyncClient(base_url=api_server.base_url) as api,
+            ):
+                agent = QueueAgent(queue, allowed_signers=allowed, signatures_required=2)
+                stored = await queue.get_revision(proposal_id, 1)
+                approval = local_approval(stored)  # a digest-checked plan in hand, and no more
+                try:
+                    return await agent.execute(approval, client=api)
+                except NotApproved as refused:
+                    return refused
+
+        def submitted(proposal_id: str) -> dict[str, Any]:
+            document = proposal(proposal_id, 1, calls=1)
+            document["target"] = {
+                "api": "sample",
+                "base_url": api_server.base_url,
+                "environment": "production",
+            }
+            document["calls"][0]["request"] = {
+                "method": "PATCH",
+                "path": "/v1/tickets/t1",
+                "body": {"status": "closed"},
+            }
+            document["calls"][0]["args"] = {"id": "t1", "status": "closed"}
+            response = team.clients["agent"].post("/v1/proposals", content=body(document))
+            assert response.status_code == 201, response.text
+            answer: dict[str, Any] = response.json()
+            return answer
+
+        forged = submitted(unique_id("forged"))
+        forge(forged["proposal_id"], forged["plan_sha256"])
+        refused = asyncio.run(run(forged["proposal_id"]))
+        assert isinstance(refused, NotApproved), refused
+        assert "requires signed approvals: 0 of 2" in str(refused)
+        assert team.state(forged["proposal_id"])["state"] == "approved", "no claim was made"
+        assert api_server.store.request_log == []
+
+        signed = submitted(unique_id("signed-run"))
+        for who in ("alice", "bob"):
+            assert team.decide(who, signed).status_code == 201
+        execution = asyncio.run(run(signed["proposal_id"]))
+        assert not isinstance(execution, NotApproved), execution
+        assert [(entry["method"], entry["path"]) for entry in api_server.store.request_log] == [
+            ("PATCH", "/v1/tickets/t1")
+        ]
+        assert team.state(signed["proposal_id"])["state"] == "executed"
