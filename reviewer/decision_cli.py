@@ -13,9 +13,10 @@ import asyncio
 import re
 import sys
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from reviewer.api import Decision, DecisionState
+if TYPE_CHECKING:  # every command registers through this module: `reviewer demo` must not load pydantic
+    from reviewer.api import Decision, DecisionState
 
 _DIGEST: Final = re.compile(r"^[0-9a-f]{64}$")
 

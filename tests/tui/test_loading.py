@@ -242,3 +242,27 @@ def test_an_adversarial_file_is_shown_or_refused_within_three_times_its_size(
         assert result["opened"] and result["analysed"] == ["deskline-merge-0042-server"]
     else:
         assert result["listed"] == [] and "JSON values; at most" in result["broken"]["shape.json"]
+
+
+def test_the_demos_start_imports_nothing_its_first_row_does_not_need() -> None:
+    """Start-up is measured to the first row (bench_load.py): the command line and the app module
+    must not pull in pydantic, the HTTP client, signing, the analysis or the review screens."""
+    probe = (
+        "import sys\n"
+        "from reviewer.__main__ import build_parser\n"
+        "build_parser()\n"
+        "import reviewer.tui.app\n"
+        "print(' '.join(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
+    loaded = set(done.stdout.split())
+    unwanted = {
+        "pydantic",
+        "httpx",
+        "reviewer.api",
+        "reviewer.signing",
+        "reviewer.analysis",
+        "reviewer.drift",
+    }
+    assert not unwanted & loaded, sorted(unwanted & loaded)
+    assert "reviewer.tui.screens.review" not in loaded
