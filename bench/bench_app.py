@@ -160,8 +160,9 @@ def main() -> None:
     subprocess.run([sys.executable, __file__, "--child", "drift", "--folder", str(revised)], check=True)
     print("  (goal: drift shown within 200 ms of the key)")
     if not options.quick:
-        subprocess.run([sys.executable, __file__, "--child", "datatable", "--calls", str(options.calls)],
-                       check=True)
+        subprocess.run(
+            [sys.executable, __file__, "--child", "datatable", "--calls", str(options.calls)], check=True
+        )
 
 
 if __name__ == "__main__":
