@@ -208,3 +208,21 @@ def test_a_decision_on_an_unknown_proposal_is_404(actors: Actors) -> None:
         "/v1/proposals/never-submitted/decisions", json=decision, headers={"Idempotency-Key": "k"}
     )
     assert_refused(response, 404, "never-submitted")
+
+
+@pytest.mark.usefixtures("unchanged")
+@pytest.mark.parametrize("where", [b'"t1"', b'"closed"'])
+def test_invalid_utf8_inside_a_call_is_400_and_the_next_submission_is_accepted(
+    actors: Actors, where: bytes
+) -> None:
+    """The proposal parser leaves calls undecoded until it checks them; a byte that is not UTF-8
+    there was a 500. It is a 400 like any body that is not JSON, and the service keeps serving."""
+    raw = body(proposal(unique_id())).replace(where, where[:-1] + b"\xff" + where[-1:], 1)
+    response = actors.agent.post("/v1/proposals", content=raw)
+    assert_refused(response, 400, "not valid JSON", "not UTF-8")
+
+
+def test_after_a_body_that_is_not_utf8_the_service_still_accepts_proposals(actors: Actors) -> None:
+    raw = body(proposal(unique_id())).replace(b'"t1"', b'"t\xc3"', 1)
+    assert actors.agent.post("/v1/proposals", content=raw).status_code == 400
+    submit(actors.agent, unique_id())
