@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import deque
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, ClassVar
 from textual import work
 from textual.app import App
 from textual.binding import Binding, BindingType
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.worker import get_current_worker
@@ -184,8 +186,8 @@ class ReviewerApp(App[None]):
 
         return ReviewScreen(item, mode=self.mode)
 
-    def on_mount(self) -> None:
-        self.push_screen(self.queue_screen)
+    async def on_mount(self) -> None:
+        await self.push_screen(self.queue_screen)  # mounted before a listed file can reach its table
         if self.folder is not None:
             # The scan is cheap (about 5 ms for the samples), so it starts at once and the first rows
             # can be in the first frames; the checks, which hold the GIL for long, start after a paint.
@@ -216,6 +218,16 @@ class ReviewerApp(App[None]):
         jobs = [CompletionJob(analysis, path.name) for path, analysis in completion_order(scanned)]
         self.post_message(ScanDone(jobs))
         import reviewer.tui.screens.review  # noqa: F401  # here, not on the first enter (about 20 ms)
+
+    def list_item(self, item: QueueItem) -> None:
+        """The queue's row for `item`. A worker's message can arrive while the app shuts down, its
+        screen's widgets already gone: then there is nothing to show it on."""
+        with contextlib.suppress(NoMatches):
+            self.queue_screen.show_item(item)
+
+    def list_broken(self, broken: BrokenFile) -> None:
+        with contextlib.suppress(NoMatches):
+            self.queue_screen.show_broken(broken)
 
     def on_scan_done(self, message: ScanDone) -> None:
         """Every file is listed (its messages came first): the checks start once a frame has shown
@@ -257,7 +269,7 @@ class ReviewerApp(App[None]):
         if item is None:
             item = self.items[proposal.proposal_id] = self.create_item(proposal.proposal_id)
         item.add(message.analysis, message.origin, message.digest)
-        self.queue_screen.show_item(item)
+        self.list_item(item)
 
     def on_proposal_verified(self, message: ProposalVerified) -> None:
         item = self.items[message.proposal_id]
@@ -276,14 +288,14 @@ class ReviewerApp(App[None]):
     def on_proposal_analysed(self, message: ProposalAnalysed) -> None:
         item = self.items[message.proposal_id]
         item.analysed.add(message.revision)
-        self.queue_screen.show_item(item)
+        self.list_item(item)
         self._refresh_open(item, message.revision)
 
     def on_proposal_refused(self, message: ProposalRefused) -> None:
         item = self.items[message.proposal_id]
         item.problems[message.revision] = message.broken.problem
-        self.queue_screen.show_broken(message.broken)
-        self.queue_screen.show_item(item)
+        self.list_broken(message.broken)
+        self.list_item(item)
         self._refresh_open(item, message.revision)
 
     def open_reviews(self, item: QueueItem) -> list[ReviewScreen]:
@@ -297,7 +309,8 @@ class ReviewerApp(App[None]):
         """Open review screens of this revision show what the background work has just finished."""
         for screen in self.open_reviews(item):
             if screen.revision == revision:
-                screen.show_progress()
+                with contextlib.suppress(NoMatches):  # a screen being dismissed has lost its widgets
+                    screen.show_progress()
 
     @work(thread=True, group="drift", exit_on_error=False)
     def compute_drift(self, item: QueueItem) -> None:
@@ -306,7 +319,7 @@ class ReviewerApp(App[None]):
         self.call_from_thread(self.drift_known, item)
 
     def drift_known(self, item: QueueItem) -> None:
-        self.queue_screen.show_item(item)
+        self.list_item(item)
         for screen in self.open_reviews(item):
             if screen.is_mounted:
                 screen.announce_drift()
@@ -319,10 +332,10 @@ class ReviewerApp(App[None]):
             item = self.items[record.proposal_id] = self.create_item(record.proposal_id)
         item.executions[record.revision] = record
         if item.revisions:
-            self.queue_screen.show_item(item)
+            self.list_item(item)
 
     def on_file_broken(self, message: FileBroken) -> None:
-        self.queue_screen.show_broken(message.broken)
+        self.list_broken(message.broken)
 
     def on_queue_screen_open_requested(self, message: QueueScreen.OpenRequested) -> None:
         self.push_screen(self.create_review_screen(self.items[message.proposal_id]))

@@ -183,7 +183,7 @@ class LiveReviewerApp(ReviewerApp):
         identity = self.link.identity
         return f"{shown(identity.name, 30)} ({identity.role})" if identity else "live"
 
-    def on_mount(self) -> None:
+    async def on_mount(self) -> None:
         self.set_interval(1.0, self.refresh_status)
         self.call_after_refresh(self.refresh_status)
         self.watch_queue()
@@ -368,7 +368,7 @@ class LiveReviewerApp(ReviewerApp):
         executed_before = {event.revision for event in item.history if event.event == "executed"}
         item.apply(record, self.link.identity)
         if item.revisions:
-            self.queue_screen.show_item(item)
+            self.list_item(item)
         executed = {event.revision for event in item.history if event.event == "executed"}
         if executed - executed_before and self._is_open(item):
             self.fetch_opened(item.proposal_id)
@@ -383,7 +383,7 @@ class LiveReviewerApp(ReviewerApp):
         if not isinstance(item, LiveItem) or item.digests.get(revision) == digest:
             return
         item.local_digests[revision] = digest
-        self.queue_screen.show_item(item)
+        self.list_item(item)
         self.notify(
             f"{shown(item.proposal_id, 128)}: the fetched plan does not hash to the queue's digest",
             title="Digest mismatch",
@@ -407,7 +407,7 @@ class LiveReviewerApp(ReviewerApp):
         super().show_outcome(item, revision, outcome, error=failed)
         if isinstance(outcome, LiveOutcome) and outcome.answer and isinstance(item, LiveItem):
             item.take_state(outcome.answer)
-            self.queue_screen.show_item(item)
+            self.list_item(item)
             self._refresh_open_reviews(item.proposal_id)
         if isinstance(outcome, LiveOutcome) and outcome.reopen_revision:
             self.reopen(item.proposal_id, outcome.message)
