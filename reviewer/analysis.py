@@ -22,7 +22,7 @@ from typing import Any, Final
 import msgspec
 
 from reviewer.proposal import Call, Outcome, Proposal, dumps
-from reviewer.sanitize import clip, json_has_hidden, safe_text
+from reviewer.sanitize import clip, json_has_hidden, lookalike_identifier, safe_text, unnormalized
 
 PLACEHOLDER: Final[re.Pattern[str]] = re.compile(r"<([A-Za-z_][A-Za-z0-9_.-]*) from call (\d+)>", re.ASCII)
 """`<FIELD from call N>`: a value only the real write of call N produces (design, section 2).
@@ -105,6 +105,9 @@ class PlanRow:
     unresolved: tuple[Placeholder, ...]
     resource: str
     hidden_characters: bool
+    lookalike: bool = False
+    """Its tool name, an argument key or its path mixes scripts or passes for Latin letters, or some
+    of its text is not NFC (design, section 7)."""
     written_before: int | None = None
     """The seq of the first earlier call that writes this row's resource, when its refusal is read as
     chain noise for that reason (close t3, then delete t3); None otherwise."""
@@ -278,6 +281,36 @@ def value_has_hidden(value: Any) -> bool:
         return True  # a lone surrogate: hidden by definition, and unencodable
 
 
+def _keys(value: Any) -> Iterator[str]:
+    """Every key in an argument tree, nested ones included."""
+    if isinstance(value, dict):
+        for key, child in value.items():
+            yield key
+            yield from _keys(child)
+    elif isinstance(value, list):
+        for child in value:
+            yield from _keys(child)
+
+
+def call_lookalike(call: Call) -> bool:
+    """Whether a call's names could be other names in disguise, or its text is not NFC. Names are
+    what a reviewer reads as words: the tool, the argument keys, the request's path."""
+    try:
+        encoded = dumps(call)
+    except UnicodeEncodeError:
+        return False  # a lone surrogate: flagged as a hidden character already
+    if encoded.isascii():
+        return False
+    if unnormalized(encoded.decode()):
+        return True
+    names = [call.tool, *_keys(call.args)]
+    if call.request is not None:
+        names.append(call.request.path)
+        names.extend(_keys(call.request.query))
+        names.extend(_keys(call.request.body))
+    return any(lookalike_identifier(name) for name in names)
+
+
 class Analysis:
     """The reviewer's reading of one proposal; rows on demand, whole-plan figures cached."""
 
@@ -328,6 +361,7 @@ class Analysis:
             unresolved=tuple(p for p in placeholders if not p.resolvable),
             resource=resource,
             hidden_characters=value_has_hidden(call),
+            lookalike=call_lookalike(call),
             written_before=written_before,
         )
 
@@ -483,6 +517,27 @@ class Analysis:
         )
 
     @cached_property
+    def lookalike_text(self) -> bool:
+        """Any call's names in disguise, or any text of the proposal not NFC: a scan that decodes only
+        the chunks of calls holding a non-ASCII byte, so a plain large plan costs one encoding pass."""
+        try:
+            if unnormalized(dumps(msgspec.structs.replace(self.proposal, calls=[])).decode()):
+                return True
+        except UnicodeEncodeError:
+            pass  # a lone surrogate: the hidden-character alarm says so
+        calls = self.proposal.calls
+        for start in range(0, len(calls), SCAN_CHUNK):
+            chunk = calls[start : start + SCAN_CHUNK]
+            try:
+                if dumps(chunk).isascii():
+                    continue
+            except UnicodeEncodeError:
+                pass
+            if any(call_lookalike(call) for call in chunk):
+                return True
+        return False
+
+    @cached_property
     def alarms(self) -> tuple[str, ...]:
         """Short sentences for what the reviewer must not miss, worst first."""
         ratios = self.ratios
@@ -497,6 +552,8 @@ class Analysis:
             alarms.append(f"{_count(ratios.errors, 'call')} failed in the dry run")
         if self.hidden_characters:
             alarms.append("hidden characters in the text")
+        if self.lookalike_text:
+            alarms.append("look-alike letters in a name, or text not in NFC")
         outliers = [(field, field.outliers[0]) for field in self.extremes.numeric if field.outliers]
         if outliers:
             field, worst = max(outliers, key=lambda pair: _farness(pair[1].times_median))

@@ -602,6 +602,34 @@ def test_every_outlier_row_is_known_not_only_the_five_listed() -> None:
     assert [index for index in range(len(values)) if analysis.has_outlier(index)] == list(range(20, 28))
 
 
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"tool": "d\u0435lete_ticket"},
+        {"args": {"tick\u0435t": "t3"}},
+        {"args": {"spec": {"r\u0435plicas": 3}}},
+        {"request": {"method": "DELETE", "path": "/v1/tick\u0435ts/t3"}},
+        {"args": {"note": "cafe\u0301"}},
+    ],
+    ids=["tool", "arg key", "nested key", "path", "not NFC"],
+)
+def test_lookalike_names_and_unnormalized_text_are_flagged(fields: dict[str, Any]) -> None:
+    analysis = plan([call(1, "create_ticket", "create", outcome=OK), {**call(2, outcome=OK), **fields}])
+    assert [analysis.row(index).lookalike for index in range(2)] == [False, True]
+    assert "look-alike letters in a name, or text not in NFC" in analysis.alarms
+
+
+def test_plain_text_in_another_script_is_not_a_lookalike() -> None:
+    analysis = plan([call(1, args={"note": "закрыть заявку", "café": "oui"}, outcome=OK)])
+    assert not analysis.row(0).lookalike
+    assert analysis.alarms == ()
+
+
+def test_an_unnormalized_title_is_flagged() -> None:
+    analysis = plan([call(1, outcome=OK)], title="Re\u0301sume\u0301 cleanup")
+    assert analysis.lookalike_text and not analysis.row(0).lookalike
+
+
 def test_largest_payload_is_the_hostile_long_comment() -> None:
     analysis = sample("hostile-markup.json")
     comment = analysis.proposal.calls[2]
