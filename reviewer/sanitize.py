@@ -205,12 +205,13 @@ def _raw_hidden_patterns() -> dict[int, re.Pattern[bytes]]:
     for prefix, last_bytes in endings.items():
         if not prefix:  # a one-byte character: its own lead byte
             for byte in last_bytes:
-                alternatives.setdefault(byte, []).append(bytes([byte]))
+                alternatives.setdefault(byte, []).append(b"\\x%02x" % byte)
             continue
-        byte_class = b"".join(bytes(re.escape(bytes([byte]))) for byte in sorted(last_bytes))
-        alternatives.setdefault(prefix[0], []).append(bytes(re.escape(prefix)) + b"[" + byte_class + b"]")
+        escaped_prefix = b"".join(b"\\x%02x" % byte for byte in prefix)
+        byte_class = b"".join(b"\\x%02x" % byte for byte in sorted(last_bytes))
+        alternatives.setdefault(prefix[0], []).append(escaped_prefix + b"[" + byte_class + b"]")
     return {
-        lead: re.compile(b"|".join(sorted(items, key=lambda item: -len(item))))
+        lead: re.compile(b"|".join(items))
         for lead, items in alternatives.items()
     }
 
