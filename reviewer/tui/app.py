@@ -8,6 +8,7 @@ from typing import ClassVar
 from textual import work
 from textual.app import App
 from textual.binding import Binding, BindingType
+from textual.filter import LineFilter
 from textual.message import Message
 from textual.notifications import SeverityLevel
 
@@ -24,6 +25,7 @@ from reviewer.sources import (
     SourceError,
     load_folder,
 )
+from reviewer.tui.palette import COLOR_SYSTEMS, THEME, rich_theme, terminal_filters
 from reviewer.tui.screens.dialogs import HelpScreen
 from reviewer.tui.screens.queue import QueueScreen
 from reviewer.tui.screens.review import ReviewScreen
@@ -69,10 +71,22 @@ class ReviewerApp(App[None]):
     ]
 
     def __init__(
-        self, folder: Path | None = None, *, decider: Decider | None = None, mode: str = "demo"
+        self,
+        folder: Path | None = None,
+        *,
+        decider: Decider | None = None,
+        mode: str = "demo",
+        color_system: str | None = None,
     ) -> None:
-        """`folder` feeds the demo; live review (a subclass) leaves it out and polls the queue."""
+        """`folder` feeds the demo; live review (a subclass) leaves it out and polls the queue.
+        `color_system` ("standard", "256", "truecolor") overrides what the terminal was detected to
+        have (TEXTUAL_COLOR_SYSTEM); tests pass it to see the screen in 16 colours."""
         super().__init__()
+        self.register_theme(THEME)
+        self.theme = THEME.name
+        self.console.push_theme(rich_theme(self.no_color))
+        self.color_system = color_system
+        self._terminal_filters: list[LineFilter] | None = None
         self.folder = folder
         self.decider: Decider = decider or DemoDecider()
         self.mode = mode
@@ -89,6 +103,17 @@ class ReviewerApp(App[None]):
 
     def create_review_screen(self, item: QueueItem) -> ReviewScreen:
         return ReviewScreen(item, mode=self.mode)
+
+    def get_line_filters(self) -> list[LineFilter]:
+        """Textual's filters (NO_COLOR among them), then the terminal's own palette: the one asked
+        for, else the one detected for a real terminal (a headless test run has none)."""
+        if self._terminal_filters is None:
+            if self.color_system is None and self.is_headless:
+                self._terminal_filters = []
+            else:
+                system = self.color_system or self.console.color_system or ""
+                self._terminal_filters = list(terminal_filters(COLOR_SYSTEMS.get(system)))
+        return [*super().get_line_filters(), *self._terminal_filters]
 
     def on_mount(self) -> None:
         self.push_screen(self.queue_screen)

@@ -29,10 +29,10 @@ LIVE_COLUMNS = (
 
 STATE_STYLES = {
     "pending": "bold",
-    "approved": "green",
-    "rejected": "red",
-    "expired": "dim",
-    "executed": "blue",
+    "approved": "ok",
+    "rejected": "danger",
+    "expired": "muted",
+    "executed": "info",
 }
 
 
@@ -74,7 +74,7 @@ class LiveQueueScreen(QueueScreen):
         mark = Text("•" if item.is_new else " ", "bold")
         mark.append_text(base[0])
         if item.local_digests and "!" not in base[0].plain:
-            mark.append("!", "bold red")
+            mark.append("!", "danger")
         proposer = Text("you", "bold reverse") if item.mine else cell(item.proposed_by, 13)
         state = Text(item.state, STATE_STYLES.get(item.state, ""))
         return (mark, base[1], proposer, *base[3:7], state)
@@ -84,9 +84,8 @@ class LiveQueueScreen(QueueScreen):
         if not isinstance(item, LiveItem):
             return text
         if item.local_digests:
-            text.append("! the fetched plan does not hash to the queue's digest: do not approve\n",
-                        "bold red")
-        text.append("queue: ", "dim")
+            text.append("! the fetched plan does not hash to the queue's digest: do not approve\n", "danger")
+        text.append("queue: ", "muted")
         text.append(item.state_words(), STATE_STYLES.get(item.state, ""))
         text.append(f" · proposed by {shown(item.proposed_by)}")
         if item.mine:
@@ -97,7 +96,7 @@ class LiveQueueScreen(QueueScreen):
             f"{event.event} r{event.revision} ({shown(event.actor, 20)})" for event in item.history[-4:]
         )
         if trail:
-            text.append(f"\ntrail: {trail}", "dim")
+            text.append(f"\ntrail: {trail}", "muted")
         return text
 
 

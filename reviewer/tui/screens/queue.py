@@ -97,8 +97,11 @@ class QueueScreen(Screen[None]):
 
     def _shown_cells(self, item: QueueItem) -> list[Text]:
         shown = {key for _, key, _ in self._columns}
-        return [value for (_, key, _), value in zip(self.COLUMNS, self.row_cells(item), strict=True)
-                if key in shown]
+        return [
+            value
+            for (_, key, _), value in zip(self.COLUMNS, self.row_cells(item), strict=True)
+            if key in shown
+        ]
 
     def show_item(self, item: QueueItem) -> None:
         """Add or update the row of `item`, keeping the cursor where the reviewer left it."""
@@ -115,7 +118,7 @@ class QueueScreen(Screen[None]):
 
     def show_broken(self, broken: BrokenFile) -> None:
         self.broken.append(broken)
-        text = Text(f"{len(self.broken)} file(s) could not be read:\n", "bold red")
+        text = Text(f"{len(self.broken)} file(s) could not be read:\n", "danger")
         for entry in self.broken[-5:]:
             text.append(safe_text(clip(entry.name, 60)), "bold")
             text.append(f"  {safe_text(clip(entry.problem, 200))}\n")
@@ -149,9 +152,9 @@ def marks(item: QueueItem, alarms: tuple[str, ...]) -> Text:
     """Δ when the latest revision drifted from the one seen, ! when the proposal raises alarms."""
     text = Text()
     if item.latest_drift():
-        text.append("Δ", "bold yellow")
+        text.append("Δ", "warn.strong")
     if alarms:
-        text.append("!", "bold red")
+        text.append("!", "danger")
     return text
 
 
@@ -167,8 +170,8 @@ def queue_row(item: QueueItem) -> tuple[Text, ...]:
         cell(proposal.agent.name, 14),
         Text(revisions),
         Text(f"{ratios.calls:,}", justify="right"),
-        Text(f"{ratios.creates}/{ratios.updates}/{ratios.deletes}", "bold red" if ratios.deletes else ""),
-        Text(proposal.dry_run.via, "" if proposal.dry_run.via == "server" else "yellow"),
+        Text(f"{ratios.creates}/{ratios.updates}/{ratios.deletes}", "danger" if ratios.deletes else ""),
+        Text(proposal.dry_run.via, "" if proposal.dry_run.via == "server" else "warn"),
         Text(item.state),
     )
 
@@ -181,11 +184,11 @@ def describe(item: QueueItem) -> Text:
     text.append(f"  {safe_text(clip(proposal.target.environment or 'no environment', 40))} · ")
     text.append(safe_text(clip(proposal.target.api, 40)))
     text.append(f" · by {safe_text(clip(proposal.agent.name, 60))}")
-    text.append(f" · {safe_text(clip(item.origins[item.latest_revision], 80))}\n", "dim")
+    text.append(f" · {safe_text(clip(item.origins[item.latest_revision], 80))}\n", "muted")
     drifted = item.latest_drift()
     if drifted is not None:
         base, drift = drifted
-        text.append(f"Δ rev {item.latest_revision} drifted from rev {base}: {drift.summary}\n", "bold yellow")
+        text.append(f"Δ rev {item.latest_revision} drifted from rev {base}: {drift.summary}\n", "warn.strong")
     for alarm in item.analysis().alarms:
-        text.append(f"! {alarm}\n", "bold red")
+        text.append(f"! {alarm}\n", "danger")
     return text

@@ -70,10 +70,10 @@ class ReviewScreen(Screen[None]):
                 yield Static(id="detail")
             with VerticalScroll(id="ratios-pane") as ratios:
                 ratios.border_title = "Side effects"
-                yield Static(Text("computing…", "dim"), id="ratios")
+                yield Static(Text("computing…", "muted"), id="ratios")
             with VerticalScroll(id="extremes-pane") as extremes:
                 extremes.border_title = "Extremes"
-                yield Static(Text("computing…", "dim"), id="extremes")
+                yield Static(Text("computing…", "muted"), id="extremes")
         yield Static(id="decision")
         yield Footer()
 
@@ -98,8 +98,9 @@ class ReviewScreen(Screen[None]):
             return
         base, drift = drifted
         self.drift_announced = True
-        self.notify(f"rev {self.revision} against rev {base}: {drift.summary}. Press d to see it.",
-                    title="Re-planned")
+        self.notify(
+            f"rev {self.revision} against rev {base}: {drift.summary}. Press d to see it.", title="Re-planned"
+        )
 
     def chrome_parts(self) -> list[tuple[str, str] | str]:
         """What an approval names, first, since a narrow terminal cuts the chrome from the right."""
@@ -135,11 +136,11 @@ class ReviewScreen(Screen[None]):
         text = Text()
         text.append(f"{verb} revision {self.revision} of ", "bold")
         text.append(proposal.proposal_id, "bold")
-        text.append("\n\nplan sha256\n", "dim")
+        text.append("\n\nplan sha256\n", "muted")
         text.append(f"{digest}\n\n")
         text.append(summary_counts(self.analysis) + "\n")
         for alarm in self.analysis.alarms:
-            text.append(f"! {alarm}\n", "bold red")
+            text.append(f"! {alarm}\n", "danger")
         if self.mode == "demo":
             text.append("\ndemo: nothing will be sent", "italic")
         return text
@@ -175,8 +176,9 @@ class ReviewScreen(Screen[None]):
     def action_verify(self) -> None:
         record = self.item.executions.get(self.revision)
         if record is None:
-            self.notify(f"Revision {self.revision} has not been executed: there is nothing to verify.",
-                        title="Verify")
+            self.notify(
+                f"Revision {self.revision} has not been executed: there is nothing to verify.", title="Verify"
+            )
             return
         digest = self.item.digests[self.revision]
         self.app.push_screen(VerificationScreen(self.analysis.proposal, digest, record, self.mode))
