@@ -26,7 +26,7 @@ from reviewer.sources import (
     load_folder,
 )
 from reviewer.tui.palette import COLOR_SYSTEMS, THEME, rich_theme, terminal_filters
-from reviewer.tui.screens.dialogs import HelpScreen
+from reviewer.tui.screens.dialogs import ConfirmScreen, HelpScreen, HelpSection, RejectScreen, help_rows
 from reviewer.tui.screens.queue import QueueScreen
 from reviewer.tui.screens.review import ReviewScreen
 
@@ -219,6 +219,26 @@ class ReviewerApp(App[None]):
             markup=False,
         )
 
+    def help_sections(self) -> list[HelpSection]:
+        """The keys of every screen, read from their bindings, so the help cannot fall behind them."""
+        from reviewer.tui.screens.drift import DriftScreen
+        from reviewer.tui.screens.verification import VerificationScreen
+        from reviewer.tui.widgets.plan_view import PlanView
+
+        display = self.get_key_display
+        focus = [
+            Binding("tab", "focus_next", "next pane (scrolls the selected call's detail)"),
+            Binding("shift+tab", "focus_previous", "previous pane"),
+        ]
+        return [
+            ("Queue", help_rows([*QueueScreen.BINDINGS, *focus[1:]], display)),
+            ("Review", help_rows([*PlanView.BINDINGS, *ReviewScreen.BINDINGS, *focus], display)),
+            ("Drift", help_rows([*DriftScreen.BINDINGS, *focus], display)),
+            ("Verification", help_rows([*VerificationScreen.BINDINGS, *focus], display)),
+            ("Everywhere", help_rows(self.BINDINGS, display)),
+            ("Confirmation", help_rows([*ConfirmScreen.BINDINGS, *RejectScreen.BINDINGS], display)),
+        ]
+
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(HelpScreen(self.help_sections()))

@@ -34,7 +34,13 @@ QUEUE_COLUMNS = (
 class QueueScreen(Screen[None]):
     """The first screen: one row per proposal, newest revision; enter opens its review."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "open", "Open", priority=True)]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "open", "Open", priority=True),
+        Binding("up,k", "move(-1)", "Up", show=False, priority=True),
+        Binding("down,j", "move(1)", "Down", show=False, priority=True),
+        Binding("home", "jump(0)", "First", show=False, priority=True),
+        Binding("end", "jump(-1)", "Last", show=False, priority=True),
+    ]
     COLUMNS: ClassVar[tuple[tuple[str, str, int], ...]] = QUEUE_COLUMNS
     """(label, key, width) of each column; `row_cells` gives one cell per column, in this order."""
 
@@ -141,6 +147,16 @@ class QueueScreen(Screen[None]):
 
     def describe_item(self, item: QueueItem) -> Text:
         return describe(item)
+
+    def action_move(self, step: int) -> None:
+        table = self.query_one("#queue", DataTable)
+        if table.row_count:
+            table.move_cursor(row=min(max(table.cursor_row + step, 0), table.row_count - 1))
+
+    def action_jump(self, row: int) -> None:
+        table = self.query_one("#queue", DataTable)
+        if table.row_count:
+            table.move_cursor(row=row if row >= 0 else table.row_count - 1)
 
     def action_open(self) -> None:
         item = self.highlighted_item()
