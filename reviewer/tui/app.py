@@ -11,6 +11,8 @@ from textual.binding import Binding, BindingType
 from textual.filter import LineFilter
 from textual.message import Message
 from textual.notifications import SeverityLevel
+from textual.screen import Screen
+from textual.worker import Worker, WorkerState
 
 from reviewer.analysis import Analysis
 from reviewer.proposal import Proposal, plan_sha256
@@ -142,6 +144,21 @@ class ReviewerApp(App[None]):
                 self.post_message(ProposalLoaded(analysis, digest, path.name))
         except SourceError as error:
             self.post_message(FileBroken(BrokenFile(str(folder), str(error))))
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The one failure path of every worker (each runs with `exit_on_error=False`): an error
+        becomes words on the screen that ran it, and that screen stays usable."""
+        if event.state is not WorkerState.ERROR:
+            return
+        worker = event.worker
+        error = worker.error
+        words = f"{worker.name or worker.group} failed: {type(error).__name__}: {error}"
+        node = worker.node
+        screen = node if isinstance(node, Screen) else self.screen
+        show_failure = getattr(screen, "show_failure", None)
+        if callable(show_failure):
+            show_failure(words)
+        self.notify(words, title="Something failed", severity="error", timeout=30)
 
     def on_proposal_loaded(self, message: ProposalLoaded) -> None:
         proposal = message.analysis.proposal

@@ -66,8 +66,15 @@ class LiveItem(QueueItem):
                 self.digests[info.revision] = info.plan_sha256
 
     def state_words(self) -> str:
-        """`approved by alice`, `pending`, `expired`: the queue's state as the chrome shows it."""
-        if self.decided_by and self.state in ("approved", "rejected", "executed"):
+        """`approved by alice`, `executed by runner-1`, `pending`: the queue's state as the chrome
+        shows it. An execution names whoever reported the run, never the approver."""
+        if self.state == "executed":
+            reporter = next(
+                (event.actor for event in reversed(self.history) if event.event == "executed"), None
+            )
+            approver = f", approved by {shown(self.decided_by)}" if self.decided_by else ""
+            return f"executed by {shown(reporter)}{approver}" if reporter else f"executed{approver}"
+        if self.decided_by and self.state in ("approved", "rejected"):
             return f"{self.state} by {shown(self.decided_by)}"
         return self.state
 

@@ -77,9 +77,9 @@ class RejectScreen(ModalScreen[str | None]):
         else:
             self.notify("A rejection needs a reason.", severity="warning")
 
-    def action_submit(self) -> None:
+    async def action_submit(self) -> None:
         """Enter in the reason field submits it (the Input's own event); here for the help's sake."""
-        self.query_one(Input).action_submit()
+        await self.query_one(Input).action_submit()
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -108,6 +108,10 @@ class DriftScreen(Screen[None]):
     def on_mount(self) -> None:
         self.show_drift()
 
+    def show_failure(self, words: str) -> None:
+        """A failed worker of this screen, in words where the reviewer is looking (the app calls it)."""
+        self.query_one("#drift-summary", Static).update(Text(safe_text(clip(" " + words, 300)), "danger"))
+
     def show_drift(self) -> None:
         """Compare the chosen pair in a worker (a heavy rewrite of a large plan takes about a second)."""
         self.query_one(Chrome).show(

@@ -16,6 +16,7 @@ from reviewer.sanitize import clip, safe_text
 from reviewer.sources import BrokenFile, QueueItem
 from reviewer.tui.widgets.cells import cell
 from reviewer.tui.widgets.chrome import Chrome
+from reviewer.tui.widgets.panes import summary_counts
 
 NARROW_HIDDEN = frozenset({"agent", "proposer"})
 
@@ -73,6 +74,10 @@ class QueueScreen(Screen[None]):
     def show_status(self, status: Text) -> None:
         """The line above the footer: the demo's note, or live, who you are and when the queue answered."""
         self.query_one("#status", Static).update(status)
+
+    def show_failure(self, words: str) -> None:
+        """A failed worker of this screen, in words where the reviewer is looking (the app calls it)."""
+        self.query_one("#status", Static).update(Text(safe_text(clip(" " + words, 300)), "danger"))
 
     def refresh_chrome(self) -> None:
         count = len(self.items)
@@ -164,14 +169,28 @@ class QueueScreen(Screen[None]):
             self.post_message(self.OpenRequested(item.proposal_id))
 
 
-def marks(item: QueueItem, alarms: tuple[str, ...]) -> Text:
-    """Δ when the latest revision drifted from the one seen, ! when the proposal raises alarms."""
+def marks(item: QueueItem, alarms: tuple[str, ...], deletes: int = 0) -> Text:
+    """Δ when the latest revision drifted from the one seen, ! when the proposal raises alarms or
+    deletes anything."""
     text = Text()
     if item.latest_drift():
         text.append("Δ", "warn.strong")
-    if alarms:
+    if alarms or deletes:
         text.append("!", "danger")
     return text
+
+
+def compact(count: int) -> str:
+    """A count that fits a narrow column whole: 999, 1.2k, 100k, 1.5M. Never cut, never a bare
+    "100,00"; the line under the table gives the exact figures."""
+    if count < 1_000:
+        return str(count)
+    for limit, suffix in ((1_000, "k"), (1_000_000, "M"), (1_000_000_000, "G")):
+        scaled = count / limit
+        figure = f"{scaled:.1f}".rstrip("0").rstrip(".") if scaled < 9.95 else f"{scaled:.0f}"
+        if float(figure) < 1_000 or suffix == "G":
+            break
+    return figure + suffix
 
 
 def queue_row(item: QueueItem) -> tuple[Text, ...]:
@@ -181,12 +200,15 @@ def queue_row(item: QueueItem) -> tuple[Text, ...]:
     alarms = analysis.alarms
     revisions = f"{proposal.revision}" + (f" of {len(item.revisions)}" if len(item.revisions) > 1 else "")
     return (
-        marks(item, alarms),
+        marks(item, alarms, ratios.deletes),
         Text(safe_text(clip(proposal.title, 300)), no_wrap=True, overflow="ellipsis"),
         cell(proposal.agent.name, 14),
         Text(revisions),
-        Text(f"{ratios.calls:,}", justify="right"),
-        Text(f"{ratios.creates}/{ratios.updates}/{ratios.deletes}", "danger" if ratios.deletes else ""),
+        Text(compact(ratios.calls), justify="right"),
+        Text(
+            f"{compact(ratios.creates)}/{compact(ratios.updates)}/{compact(ratios.deletes)}",
+            "danger" if ratios.deletes else "",
+        ),
         Text(proposal.dry_run.via, "" if proposal.dry_run.via == "server" else "warn"),
         Text(item.state),
     )
@@ -205,6 +227,7 @@ def describe(item: QueueItem) -> Text:
     if drifted is not None:
         base, drift = drifted
         text.append(f"Δ rev {item.latest_revision} drifted from rev {base}: {drift.summary}\n", "warn.strong")
+    text.append(summary_counts(item.analysis()) + "\n")
     for alarm in item.analysis().alarms:
         text.append(f"! {alarm}\n", "danger")
     return text

@@ -14,6 +14,8 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from reviewer.analysis import Extremes, Ratios
+from reviewer.proposal import Proposal
+from reviewer.sanitize import clip, safe_text
 from reviewer.sources import QueueItem
 from reviewer.tui.screens.dialogs import ConfirmScreen, RejectScreen
 from reviewer.tui.screens.drift import DriftScreen
@@ -21,6 +23,32 @@ from reviewer.tui.screens.verification import VerificationScreen
 from reviewer.tui.widgets.chrome import Chrome
 from reviewer.tui.widgets.panes import detail_text, extremes_text, ratios_text, summary_counts
 from reviewer.tui.widgets.plan_view import PlanView
+
+
+def target_text(proposal: Proposal) -> Text:
+    """Where the plan will run: the base URL (the one target field the executor enforces), then the
+    environment and API the agent names."""
+    target = proposal.target
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(
+        safe_text(clip(target.base_url or "no base URL: the executor refuses to run it", 200)), "bold"
+    )
+    text.append(f" · {safe_text(clip(target.environment or 'no environment', 40))}", "warn.strong")
+    text.append(f" · {safe_text(clip(target.api, 40))}")
+    return text
+
+
+def claim_text(proposal: Proposal) -> Text:
+    """What the agent says it is doing (title, task) and where: to compare the claim with the plan."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(safe_text(clip(proposal.title, 300)), "bold")
+    if proposal.task:
+        text.append("  task: ", "muted")
+        text.append(safe_text(clip(proposal.task, 600)))
+    text.append("\n")
+    text.append("runs on ", "muted")
+    text.append_text(target_text(proposal))
+    return text
 
 
 class ReviewScreen(Screen[None]):
@@ -60,6 +88,7 @@ class ReviewScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Chrome(id="chrome")
+        yield Static(claim_text(self.analysis.proposal), id="claim")
         yield Static(id="alarms")
         plan = PlanView(self.analysis, id="plan")
         plan.border_title = f"Plan · {len(self.analysis):,} calls"
@@ -138,6 +167,9 @@ class ReviewScreen(Screen[None]):
         text.append(proposal.proposal_id, "bold")
         text.append("\n\nplan sha256\n", "muted")
         text.append(f"{digest}\n\n")
+        text.append("runs on ", "bold")
+        text.append_text(target_text(proposal))
+        text.append("\n")
         text.append(summary_counts(self.analysis) + "\n")
         for alarm in self.analysis.alarms:
             text.append(f"! {alarm}\n", "danger")
@@ -150,6 +182,7 @@ class ReviewScreen(Screen[None]):
             if answer:
                 self.post_message(self.DecisionRequested(self.item, self.revision, "approve", ""))
 
+        self.app.clear_notifications()  # at 80x24 a notification would cover the dialog's keys
         self.app.push_screen(ConfirmScreen("Approve", self._decision_body("Approve")), confirmed)
 
     def action_reject(self) -> None:
@@ -157,6 +190,7 @@ class ReviewScreen(Screen[None]):
             if reason:
                 self.post_message(self.DecisionRequested(self.item, self.revision, "reject", reason))
 
+        self.app.clear_notifications()
         self.app.push_screen(RejectScreen(self._decision_body("Reject")), confirmed)
 
     def show_decision(self, message: str, *, error: bool = False) -> None:
@@ -164,7 +198,11 @@ class ReviewScreen(Screen[None]):
         banner = self.query_one("#decision", Static)
         banner.display = True
         banner.set_class(error, "error")
-        banner.update(Text(message, "bold"))
+        banner.update(Text(safe_text(clip(message, 500)), "bold"))
+
+    def show_failure(self, words: str) -> None:
+        """A failed worker of this screen (the side panes' figures), in the decision banner's place."""
+        self.show_decision(words, error=True)
 
     def action_drift(self) -> None:
         base = self.item.drift_base(self.revision)

@@ -100,6 +100,12 @@ class VerificationScreen(Screen[None]):
         )
         self.compare()
 
+    def show_failure(self, words: str) -> None:
+        """A failed worker of this screen, in words where the reviewer is looking (the app calls it)."""
+        self.query_one("#verification-summary", Static).update(
+            Text(safe_text(clip(" " + words, 300)), "danger")
+        )
+
     @work(thread=True, group="verify", exit_on_error=False)
     def compare(self) -> None:
         """A real run as long as its plan is compared off the event loop."""

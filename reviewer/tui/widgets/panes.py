@@ -20,8 +20,9 @@ VERDICT_MEANING = {
     Verdict.VALIDATED: "the server's rules accepted this call against the state before the run",
     Verdict.REAL_REFUSAL: "the server refused it, and nothing in the plan explains it: the real run "
     "will be refused too",
-    Verdict.CHAIN_NOISE: "refused only because it depends on an earlier call the dry run did not "
-    "persist; the real run may succeed",
+    Verdict.CHAIN_NOISE: "refused only because an earlier call of this plan (one it takes a value "
+    "from, or one that writes the same resource first) was not persisted by the dry run; the real run "
+    "may succeed",
     Verdict.NOT_VALIDATED: "a fake answered: only the request's shape was checked, none of the "
     "server's rules",
     Verdict.FAKE_REFUSAL: "a fake refused the request's shape",
@@ -63,10 +64,6 @@ def _line(text: Text, label: str, value: str | Text, style: str = "") -> None:
     text.append("\n")
 
 
-def percent(part: int, whole: int) -> str:
-    return f"{100 * part / whole:.0f}%" if whole else "–"
-
-
 def ratios_text(ratios: Ratios) -> Text:
     """Side-effect ratios and what the dry run did and did not prove, alarms first."""
     text = Text()
@@ -82,7 +79,7 @@ def ratios_text(ratios: Ratios) -> Text:
     _line(
         text,
         "destructive",
-        percent(ratios.deletes, ratios.calls),
+        ratios.destructive_percent(),
         "danger" if ratios.deletes else "",
     )
     _line(text, "validated", f"{ratios.validated:,}", "ok" if ratios.validated else "")
@@ -177,6 +174,18 @@ def detail_text(row: PlanRow, call: Call) -> Text:
         _line(text, "answer", untrusted(row.message, limit=1_000))
     if row.destructive:
         text.append("destructive: deletes what it touches\n", "danger")
+    if row.written_before is not None:
+        _line(
+            text,
+            "chained",
+            f"#{row.written_before} writes {untrusted(row.resource, limit=200)} first",
+            "warn",
+        )
+    if row.lookalike:
+        text.append(
+            "look-alike letters: a name mixes scripts or passes for Latin letters, or text is not NFC\n",
+            "danger",
+        )
     for placeholder in row.placeholders:
         style = "danger" if not placeholder.resolvable else "warn"
         _line(text, "depends on", untrusted(placeholder.provenance(), limit=300), style)
