@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from operator import attrgetter
 from typing import Any, Protocol
 
 import httpx
@@ -135,6 +136,7 @@ class Recording:
     """Placeholder -> the value the backend produced for it, substituted into later requests it sees."""
     writes_kept: int | None = None
     kept_audit_lines: list[dict[str, Any]] = field(default_factory=list)
+    _seqs_issued: int = field(init=False, repr=False, default=0)
     _run_audit: RunAudit = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -151,7 +153,9 @@ class Recording:
     async def perform(
         self, tool: WriteTool, arguments: dict[str, Any], dropped: tuple[str, ...]
     ) -> CallAnswer:
-        seq = len(self.calls) + 1
+        # Taken before the first await, so concurrent calls (parallel tool calls) get distinct seqs.
+        self._seqs_issued += 1
+        seq = self._seqs_issued
         planned = tool.request_for(arguments)
         to_send = HttpRequest(
             planned.method,
@@ -215,7 +219,7 @@ class Recording:
             dry_run=DryRun(
                 via=self.backend.via, write_requests=self.write_requests, writes_kept=self.writes_kept
             ),
-            calls=[call.to_call() for call in self.calls],
+            calls=[call.to_call() for call in sorted(self.calls, key=attrgetter("seq"))],
         )
 
 

@@ -33,7 +33,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=float,
         default=None,
         metavar="SECONDS",
-        help="how long an approval may be used to run the plan (default: one hour)",
+        help="how long an approval may wait for a run to claim it (default: one hour)",
+    )
+    serve.add_argument(
+        "--claim-lease",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long a claimed run may take before its outcome shows as unknown (default: one hour)",
     )
     serve.set_defaults(func=run_serve)
 
@@ -83,6 +90,7 @@ def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from reviewer.service.app import DEFAULT_APPROVAL_TTL, DEFAULT_PENDING_TTL, create_app
+    from reviewer.service.store import DEFAULT_CLAIM_LEASE
 
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -92,6 +100,7 @@ def run_serve(args: argparse.Namespace) -> int:
         db_path,
         pending_ttl=DEFAULT_PENDING_TTL if args.pending_ttl is None else args.pending_ttl,
         approval_ttl=DEFAULT_APPROVAL_TTL if args.approval_ttl is None else args.approval_ttl,
+        claim_lease=DEFAULT_CLAIM_LEASE if args.claim_lease is None else args.claim_lease,
     )
     logging.getLogger("reviewer.service").info("queue database: %s", db_path)
     config = uvicorn.Config(

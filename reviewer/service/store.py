@@ -15,16 +15,19 @@ import hashlib
 import os
 import sqlite3
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 
 from reviewer.api import (
+    Claim,
+    ClaimRequest,
     DecisionRequest,
     DecisionState,
     ExecutionHistory,
@@ -41,6 +44,7 @@ from reviewer.api import (
 )
 from reviewer.service.auth import Identity, Role, hashes_match
 from reviewer.service.errors import (
+    ClaimRefused,
     Conflict,
     ExecutionRefused,
     Forbidden,
@@ -50,8 +54,19 @@ from reviewer.service.errors import (
     StaleRevision,
 )
 
+DEFAULT_CLAIM_LEASE = 3600.0
+"""How long a claimed run may take before reviewers see its outcome as unknown (it stays claimed)."""
+
+SCHEMA_VERSION = 2
+"""Stored as SQLite's `user_version`; 2 added claims (DESIGN 9)."""
+
 Clock = Callable[[], float]
+Answer = TypeVar("Answer", DecisionState, Claim)
 """Seconds since the epoch; injected so tests can move time instead of waiting."""
+
+
+class SchemaMismatch(Exception):
+    """The database was made by another version of the queue; the message says what to do."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +114,9 @@ class QueueStore(Protocol):
     def decide(
         self, identity: Identity, proposal_id: str, request: DecisionRequest, idempotency_key: str
     ) -> tuple[bool, DecisionState]: ...
+    def claim(
+        self, identity: Identity, proposal_id: str, request: ClaimRequest, idempotency_key: str
+    ) -> tuple[bool, Claim]: ...
     def record_execution(
         self,
         identity: Identity,
@@ -114,13 +132,20 @@ class QueueStore(Protocol):
 def derive_state(
     decision: str | None,
     approval_expires_at: float | None,
+    claimed_at: float | None,
     executed_at: float | None,
     pending_expires_at: float,
     now: float,
 ) -> State:
-    """The state of a latest revision at `now`; also registered as the SQL function `reviewer_state`."""
+    """The state of a latest revision at `now`; also registered as the SQL function `reviewer_state`.
+
+    A claim fixes the approval: a claimed revision neither expires nor turns back into approved,
+    whatever the clock says, until its run's report makes it executed.
+    """
     if executed_at is not None:
         return "executed"
+    if claimed_at is not None:
+        return "claimed"
     if decision == "reject":
         return "rejected"
     if decision == "approve":
@@ -156,6 +181,10 @@ CREATE TABLE IF NOT EXISTS proposals (
     reason TEXT,
     decision_id INTEGER,
     approval_expires_at REAL,
+    claim_id TEXT,
+    claimed_by TEXT,
+    claimed_at REAL,
+    lease_expires_at REAL,
     executed_at REAL,
     deadline REAL
 );
@@ -187,13 +216,26 @@ CREATE TABLE IF NOT EXISTS decisions (
     UNIQUE (proposal_id, revision)
 );
 
+CREATE TABLE IF NOT EXISTS claims (
+    claim_id TEXT PRIMARY KEY,
+    decision_id INTEGER NOT NULL UNIQUE REFERENCES decisions(id),
+    proposal_id TEXT NOT NULL,
+    revision INTEGER NOT NULL,
+    plan_sha256 TEXT NOT NULL,
+    claimed_by TEXT NOT NULL,
+    claimed_at REAL NOT NULL,
+    lease_expires_at REAL NOT NULL
+);
+
 CREATE TABLE IF NOT EXISTS executions (
     id INTEGER PRIMARY KEY,
     decision_id INTEGER NOT NULL UNIQUE REFERENCES decisions(id),
+    claim_id TEXT NOT NULL UNIQUE REFERENCES claims(claim_id),
     proposal_id TEXT NOT NULL,
     revision INTEGER NOT NULL,
     reported_by TEXT NOT NULL,
     reported_at REAL NOT NULL,
+    ended TEXT,
     body BLOB NOT NULL
 );
 
@@ -210,7 +252,7 @@ CREATE TABLE IF NOT EXISTS trail (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     at REAL NOT NULL,
     actor TEXT NOT NULL,
-    event TEXT NOT NULL CHECK (event IN ('submitted', 'approved', 'rejected', 'executed')),
+    event TEXT NOT NULL CHECK (event IN ('submitted', 'approved', 'rejected', 'claimed', 'executed')),
     proposal_id TEXT NOT NULL,
     revision INTEGER NOT NULL,
     plan_sha256 TEXT NOT NULL,
@@ -219,7 +261,7 @@ CREATE TABLE IF NOT EXISTS trail (
 CREATE INDEX IF NOT EXISTS trail_proposal ON trail(proposal_id, seq);
 """
 
-APPEND_ONLY_TABLES = ("revisions", "decisions", "executions", "trail")
+APPEND_ONLY_TABLES = ("revisions", "decisions", "claims", "executions", "trail")
 
 
 def _append_only_triggers() -> str:
@@ -262,11 +304,13 @@ class SQLiteStore:
         clock: Clock,
         pending_ttl: float,
         approval_ttl: float,
+        claim_lease: float = DEFAULT_CLAIM_LEASE,
     ) -> None:
         self.path = Path(path)
         self.clock = clock
         self.pending_ttl = pending_ttl
         self.approval_ttl = approval_ttl
+        self.claim_lease = claim_lease
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -274,7 +318,16 @@ class SQLiteStore:
             self.path.parent.mkdir(parents=True, mode=0o700)
         _create_private(self.path)
         connection = self._connection()
-        connection.executescript(SCHEMA + _append_only_triggers())
+        version = connection.execute("PRAGMA user_version").fetchone()[0]
+        tables = connection.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
+        if tables and version != SCHEMA_VERSION:
+            raise SchemaMismatch(
+                f"{self.path} holds a queue of schema version {version}; this reviewer uses version "
+                f"{SCHEMA_VERSION}. Serve it with the reviewer that made it, or start a new database"
+            )
+        connection.executescript(
+            SCHEMA + _append_only_triggers() + f"PRAGMA user_version = {SCHEMA_VERSION};"
+        )
 
     # connections and transactions
 
@@ -287,7 +340,7 @@ class SQLiteStore:
             connection.execute("PRAGMA journal_mode = WAL")
             connection.execute("PRAGMA synchronous = FULL")
             connection.execute("PRAGMA foreign_keys = ON")
-            connection.create_function("reviewer_state", 5, derive_state, deterministic=True)
+            connection.create_function("reviewer_state", 6, derive_state, deterministic=True)
             self._local.connection = connection
             with self._lock:
                 self._connections.append(connection)
@@ -395,12 +448,19 @@ class SQLiteStore:
 
     def _state(self, row: sqlite3.Row, now: float) -> State:
         return derive_state(
-            row["decision"], row["approval_expires_at"], row["executed_at"], row["pending_expires_at"], now
+            row["decision"],
+            row["approval_expires_at"],
+            row["claimed_at"],
+            row["executed_at"],
+            row["pending_expires_at"],
+            now,
         )
 
     def _decision_state(self, row: sqlite3.Row, now: float) -> DecisionState:
         state = self._state(row, now)
-        if row["decision"] == "approve":
+        if state in ("claimed", "executed"):
+            expires_at = None  # the claim fixed the approval
+        elif row["decision"] == "approve":
             expires_at = row["approval_expires_at"]
         elif row["decision"] is None:
             expires_at = row["pending_expires_at"]
@@ -414,7 +474,11 @@ class SQLiteStore:
             decided_by=row["decided_by"],
             decided_at=_timestamp(row["decided_at"]),
             reason=row["reason"],
-            expires_at=_timestamp(None if state == "executed" else expires_at),
+            expires_at=_timestamp(expires_at),
+            claimed_by=row["claimed_by"],
+            claimed_at=_timestamp(row["claimed_at"]),
+            lease_expires_at=_timestamp(row["lease_expires_at"]),
+            outcome_unknown=_outcome_unknown(row, state, now),
             executed_at=_timestamp(row["executed_at"]),
         )
 
@@ -428,6 +492,13 @@ class SQLiteStore:
             if row is not None and row["owner"] != identity.name:
                 raise Conflict(
                     f"proposal_id {submission.proposal_id!r} belongs to another agent; choose another id"
+                )
+            if row is not None and self._state(row, now) == "claimed" and now < row["lease_expires_at"]:
+                raise ClaimRefused(
+                    f"revision {row['latest_revision']} of {submission.proposal_id!r} is running under a "
+                    f"claim by {row['claimed_by']}; submit a new revision once that run is reported",
+                    state="claimed",
+                    claimed_by=row["claimed_by"],
                 )
             if row is not None:
                 stored = db.execute(
@@ -476,6 +547,7 @@ class SQLiteStore:
                 "call_count = excluded.call_count, submitted_at = excluded.submitted_at, "
                 "pending_expires_at = excluded.pending_expires_at, decision = NULL, decided_by = NULL, "
                 "decided_at = NULL, reason = NULL, decision_id = NULL, approval_expires_at = NULL, "
+                "claim_id = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL, "
                 "executed_at = NULL, deadline = excluded.deadline",
                 (
                     submission.proposal_id,
@@ -545,11 +617,11 @@ class SQLiteStore:
         rows = (
             self._connection()
             .execute(
-                "SELECT *, reviewer_state(decision, approval_expires_at, executed_at, pending_expires_at, ?) "
-                "AS state FROM proposals WHERE (? IS NULL OR latest_seq < ?) AND (? IS NULL OR "
-                "reviewer_state(decision, approval_expires_at, executed_at, pending_expires_at, ?) = ?) "
+                "SELECT * FROM proposals WHERE (? IS NULL OR latest_seq < ?) AND (? IS NULL OR "
+                "reviewer_state(decision, approval_expires_at, claimed_at, executed_at, "
+                "pending_expires_at, ?) = ?) "
                 "ORDER BY latest_seq DESC LIMIT ?",
-                (now, before_seq, before_seq, state, now, state, limit + 1),
+                (before_seq, before_seq, state, now, state, limit + 1),
             )
             .fetchall()
         )
@@ -569,6 +641,8 @@ class SQLiteStore:
                     state=decision_state.state,
                     decided_by=decision_state.decided_by,
                     expires_at=decision_state.expires_at,
+                    claimed_by=decision_state.claimed_by,
+                    outcome_unknown=decision_state.outcome_unknown,
                 )
             )
         next_cursor = str(rows[limit - 1]["latest_seq"]) if len(rows) > limit else None
@@ -643,7 +717,7 @@ class SQLiteStore:
         now = self.clock()
         with self._write() as db:
             row = self._proposal_row(db, identity, proposal_id)
-            earlier = _earlier_answer(db, identity, idempotency_key, fingerprint, "decision")
+            earlier = _earlier_answer(db, identity, idempotency_key, fingerprint, "decision", DecisionState)
             if earlier is not None:
                 return True, earlier
             _require_latest(row, request.revision, request.plan_sha256)
@@ -706,6 +780,72 @@ class SQLiteStore:
             _remember_answer(db, identity, idempotency_key, fingerprint, answer, now)
         return False, answer
 
+    def claim(
+        self, identity: Identity, proposal_id: str, request: ClaimRequest, idempotency_key: str
+    ) -> tuple[bool, Claim]:
+        """Take the approval for one run; answers (True, the first answer) for a retry of the same claim.
+
+        Refusals in order: 404 (not this agent's proposal), 412 (not the latest revision and digest),
+        409 (not approved now: pending, decided otherwise, expired, or already claimed, naming who holds it).
+        """
+        fingerprint = _fingerprint(proposal_id, request)
+        now = self.clock()
+        with self._write() as db:
+            row = self._proposal_row(db, identity, proposal_id)
+            earlier = _earlier_answer(db, identity, idempotency_key, fingerprint, "claim", Claim)
+            if earlier is not None:
+                return True, earlier
+            _require_latest(row, request.revision, request.plan_sha256)
+            state = self._state(row, now)
+            if state != "approved":
+                raise ClaimRefused(
+                    f"revision {row['latest_revision']} of {proposal_id!r} cannot be claimed: "
+                    + _why_not_claimable(row, state),
+                    state=state,
+                    decided_by=row["decided_by"],
+                    claimed_by=row["claimed_by"],
+                )
+            claim = Claim(
+                claim_id=uuid.uuid4().hex,
+                proposal_id=proposal_id,
+                revision=request.revision,
+                plan_sha256=request.plan_sha256,
+                claimed_by=identity.name,
+                claimed_at=_required_timestamp(now),
+                lease_expires_at=_required_timestamp(now + self.claim_lease),
+            )
+            db.execute(
+                "INSERT INTO claims (claim_id, decision_id, proposal_id, revision, plan_sha256, claimed_by, "
+                "claimed_at, lease_expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    claim.claim_id,
+                    row["decision_id"],
+                    proposal_id,
+                    request.revision,
+                    request.plan_sha256,
+                    identity.name,
+                    now,
+                    now + self.claim_lease,
+                ),
+            )
+            self._append_trail(
+                db, now, identity.name, "claimed", proposal_id, request.revision, request.plan_sha256
+            )
+            db.execute(
+                "UPDATE proposals SET claim_id = ?, claimed_by = ?, claimed_at = ?, lease_expires_at = ?, "
+                "deadline = ? WHERE proposal_id = ?",
+                (
+                    claim.claim_id,
+                    identity.name,
+                    now,
+                    now + self.claim_lease,
+                    now + self.claim_lease,
+                    proposal_id,
+                ),
+            )
+            _remember_answer(db, identity, idempotency_key, fingerprint, claim, now)
+        return False, claim
+
     def record_execution(
         self,
         identity: Identity,
@@ -714,40 +854,51 @@ class SQLiteStore:
         body: bytes,
         idempotency_key: str | None = None,
     ) -> tuple[bool, DecisionState]:
-        """Store the real run; answers (True, the first answer) for a retry under the same key."""
+        """Store the real run under its claim; answers (True, the first answer) for a retry under its key.
+
+        The report belongs to the claim, not to whatever the proposal became meanwhile: it is stored
+        after the lease ran out, or after a newer revision arrived, so a run that wrote is never lost.
+        """
         fingerprint = "" if idempotency_key is None else _fingerprint(proposal_id, report)
         now = self.clock()
         with self._write() as db:
-            row = self._proposal_row(db, identity, proposal_id)
+            self._proposal_row(db, identity, proposal_id)
             if idempotency_key is not None:
-                earlier = _earlier_answer(db, identity, idempotency_key, fingerprint, "execution report")
+                earlier = _earlier_answer(
+                    db, identity, idempotency_key, fingerprint, "execution report", DecisionState
+                )
                 if earlier is not None:
                     return True, earlier
-            _require_latest(row, report.revision, report.plan_sha256)
-            state = self._state(row, now)
-            if state != "approved":
-                reason = {
-                    "executed": "its approval was already used by an execution; an approval authorizes one",
-                    "pending": "it is not approved yet",
-                    "rejected": f"it was rejected by {row['decided_by']}",
-                    "expired": "it expired; re-submit it for a new decision",
-                }[state]
-                raise ExecutionRefused(
-                    f"revision {row['latest_revision']} of {proposal_id!r} may not run: {reason}",
-                    state=state,
-                    decided_by=row["decided_by"],
-                )
+            claim = _claim_for_report(db, identity, proposal_id, report)
             db.execute(
-                "INSERT INTO executions (decision_id, proposal_id, revision, reported_by, reported_at, body) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (row["decision_id"], proposal_id, report.revision, identity.name, now, body),
+                "INSERT INTO executions (decision_id, claim_id, proposal_id, revision, reported_by, "
+                "reported_at, ended, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    claim["decision_id"],
+                    claim["claim_id"],
+                    proposal_id,
+                    claim["revision"],
+                    identity.name,
+                    now,
+                    report.ended,
+                    body,
+                ),
             )
             self._append_trail(
-                db, now, identity.name, "executed", proposal_id, report.revision, report.plan_sha256
+                db,
+                now,
+                identity.name,
+                "executed",
+                proposal_id,
+                claim["revision"],
+                claim["plan_sha256"],
+                report.ended,
             )
+            # Only the revision this claim holds turns executed; a newer one keeps its own state.
             db.execute(
-                "UPDATE proposals SET executed_at = ?, deadline = NULL WHERE proposal_id = ?",
-                (now, proposal_id),
+                "UPDATE proposals SET executed_at = ?, deadline = NULL "
+                "WHERE proposal_id = ? AND claim_id = ?",
+                (now, proposal_id, claim["claim_id"]),
             )
             updated = db.execute("SELECT * FROM proposals WHERE proposal_id = ?", (proposal_id,)).fetchone()
             answer = self._decision_state(updated, now)
@@ -760,7 +911,8 @@ class SQLiteStore:
         with self._read() as db:
             self._proposal_row(db, identity, proposal_id)
             rows = db.execute(
-                "SELECT reported_by, reported_at, body FROM executions WHERE proposal_id = ? ORDER BY id",
+                "SELECT reported_by, reported_at, claim_id, body FROM executions WHERE proposal_id = ? "
+                "ORDER BY id",
                 (proposal_id,),
             ).fetchall()
         executions = []
@@ -772,6 +924,8 @@ class SQLiteStore:
                     plan_sha256=report.plan_sha256,
                     executed_by=row["reported_by"],
                     at=_required_timestamp(row["reported_at"]),
+                    claim_id=row["claim_id"],
+                    ended=report.ended,
                     calls=report.calls,
                     audit_log=report.audit_log,
                     note=report.note,
@@ -783,6 +937,60 @@ class SQLiteStore:
 
     def integrity_check(self) -> str:
         return str(self._connection().execute("PRAGMA integrity_check").fetchone()[0])
+
+
+def _outcome_unknown(row: sqlite3.Row, state: State, now: float) -> bool | None:
+    """True for a claim whose run has not reported by the end of its lease: it may have written."""
+    if state != "claimed":
+        return None
+    return bool(now >= row["lease_expires_at"])
+
+
+def _why_not_claimable(row: sqlite3.Row, state: State) -> str:
+    if state == "claimed":
+        return (
+            f"a run by {row['claimed_by']} already holds its approval (claimed at "
+            f"{_required_timestamp(row['claimed_at']).isoformat()}); an approval authorizes one run"
+        )
+    return {
+        "pending": "no reviewer has approved it yet",
+        "rejected": f"{row['decided_by']} rejected it",
+        "expired": "its approval expired before a run claimed it; submit it again for a new decision",
+        "executed": "its approval was already used by a run; an approval authorizes one",
+    }[state]
+
+
+def _claim_for_report(
+    db: sqlite3.Connection, identity: Identity, proposal_id: str, report: ExecutionReport
+) -> sqlite3.Row:
+    """The claim a report belongs to; 409 without one (or with one already reported), 412 if it names
+    another revision or digest than its claim."""
+    if report.claim_id is None:
+        raise ExecutionRefused(
+            f"a report of {proposal_id!r} must name its claim (claim_id): claim the approval "
+            "(POST /v1/proposals/{id}/claims) before the first real write"
+        )
+    claim = db.execute(
+        "SELECT * FROM claims WHERE claim_id = ? AND proposal_id = ? AND claimed_by = ?",
+        (report.claim_id, proposal_id, identity.name),
+    ).fetchone()
+    if claim is None:
+        raise ExecutionRefused(
+            f"no claim {report.claim_id} of {proposal_id!r} is yours; claim before running"
+        )
+    if db.execute("SELECT 1 FROM executions WHERE claim_id = ?", (report.claim_id,)).fetchone():
+        raise ExecutionRefused(
+            f"the run of claim {report.claim_id} was already reported; a claim has one report",
+            state="executed",
+        )
+    if report.revision != claim["revision"] or report.plan_sha256 != claim["plan_sha256"]:
+        raise StaleRevision(
+            f"the report names revision {report.revision}, but its claim is for revision "
+            f"{claim['revision']} with plan_sha256 {claim['plan_sha256']}",
+            latest_revision=claim["revision"],
+            latest_plan_sha256=claim["plan_sha256"],
+        )
+    return claim
 
 
 def _require_latest(row: sqlite3.Row, revision: int, plan_sha256: str) -> None:
@@ -797,7 +1005,7 @@ def _require_latest(row: sqlite3.Row, revision: int, plan_sha256: str) -> None:
         )
 
 
-def _fingerprint(proposal_id: str, request: DecisionRequest | ExecutionReport) -> str:
+def _fingerprint(proposal_id: str, request: DecisionRequest | ClaimRequest | ExecutionReport) -> str:
     """What makes two requests "the same body" for an Idempotency-Key: equal fields, in any key order.
 
     msgspec writes the sorted JSON: a 64 MB execution report takes a fraction of what `json.dumps` takes.
@@ -807,8 +1015,13 @@ def _fingerprint(proposal_id: str, request: DecisionRequest | ExecutionReport) -
 
 
 def _earlier_answer(
-    db: sqlite3.Connection, identity: Identity, idempotency_key: str, fingerprint: str, what: str
-) -> DecisionState | None:
+    db: sqlite3.Connection,
+    identity: Identity,
+    idempotency_key: str,
+    fingerprint: str,
+    what: str,
+    answer_model: type[Answer],
+) -> Answer | None:
     """The answer already given under this token's key, if any; 422 if the key came with another body."""
     earlier = db.execute(
         "SELECT request_sha256, answer FROM idempotency WHERE token_id = ? AND key = ?",
@@ -820,7 +1033,7 @@ def _earlier_answer(
         raise IdempotencyMismatch(
             f"this Idempotency-Key was used for a different {what}; use a new key for each new {what}"
         )
-    return DecisionState.model_validate_json(earlier["answer"])
+    return answer_model.model_validate_json(earlier["answer"])
 
 
 def _remember_answer(
@@ -828,7 +1041,7 @@ def _remember_answer(
     identity: Identity,
     idempotency_key: str,
     fingerprint: str,
-    answer: DecisionState,
+    answer: DecisionState | Claim,
     now: float,
 ) -> None:
     """Keep the answer under the key, in the transaction that made it, for a retry to get again."""

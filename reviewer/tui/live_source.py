@@ -37,6 +37,9 @@ class LiveItem(QueueItem):
 
     proposed_by: str = ""
     decided_by: str | None = None
+    claimed_by: str | None = None
+    outcome_unknown: bool = False
+    """A run claimed the approval and has not reported by the end of its lease: it may have written."""
     reason: str | None = None
     expires_at: datetime | None = None
     history: list[TrailEvent] = field(default_factory=list)
@@ -56,6 +59,8 @@ class LiveItem(QueueItem):
         latest: DecisionState = record.latest
         self.state = latest.state
         self.decided_by = latest.decided_by
+        self.claimed_by = latest.claimed_by
+        self.outcome_unknown = bool(latest.outcome_unknown)
         self.reason = latest.reason
         self.expires_at = latest.expires_at
         self.proposed_by = record.proposed_by
@@ -65,9 +70,19 @@ class LiveItem(QueueItem):
             if info.revision in self.digests:
                 self.digests[info.revision] = info.plan_sha256
 
+    @property
+    def state_label(self) -> str:
+        """The state column's word: the queue's state, or `unknown` for a claimed run past its lease."""
+        return "unknown" if self.state == "claimed" and self.outcome_unknown else self.state
+
     def state_words(self) -> str:
-        """`approved by alice`, `executed by runner-1`, `pending`: the queue's state as the chrome
-        shows it. An execution names whoever reported the run, never the approver."""
+        """`approved by alice`, `claimed by agent-7`, `executed by runner-1`, `expired`: the queue's
+        state as the chrome shows it. An execution names whoever reported the run, never the approver."""
+        if self.state == "claimed":
+            words = f"claimed by {shown(self.claimed_by)} (running)"
+            if self.outcome_unknown:
+                words = f"claimed by {shown(self.claimed_by)}: outcome unknown, no report by its lease's end"
+            return words
         if self.state == "executed":
             reporter = next(
                 (event.actor for event in reversed(self.history) if event.event == "executed"), None

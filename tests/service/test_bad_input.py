@@ -164,6 +164,12 @@ class TestDecisionAndExecutionBodies:
             f"/v1/proposals/{stored['proposal_id']}/executions", json=report, headers={"Idempotency-Key": key}
         )
         assert_refused(response, 400, "Idempotency-Key")
+        response = actors.agent.post(
+            f"/v1/proposals/{stored['proposal_id']}/claims",
+            json={"revision": 1, "plan_sha256": stored["plan_sha256"]},
+            headers={"Idempotency-Key": key},
+        )
+        assert_refused(response, 400, "Idempotency-Key")
 
     def test_an_execution_report_nested_too_deep_is_422(self, actors: Actors, stored: dict[str, Any]) -> None:
         report = {"revision": 1, "plan_sha256": stored["plan_sha256"], "calls": [nested(70)]}
