@@ -11,8 +11,6 @@ from textual.binding import Binding, BindingType
 from textual.filter import LineFilter
 from textual.message import Message
 from textual.notifications import SeverityLevel
-from textual.screen import Screen
-from textual.worker import Worker, WorkerState
 
 from reviewer.analysis import Analysis
 from reviewer.proposal import Proposal, plan_sha256
@@ -27,6 +25,7 @@ from reviewer.sources import (
     SourceError,
     load_folder,
 )
+from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.palette import COLOR_SYSTEMS, THEME, rich_theme, terminal_filters
 from reviewer.tui.screens.dialogs import ConfirmScreen, HelpScreen, HelpSection, RejectScreen, help_rows
 from reviewer.tui.screens.queue import QueueScreen
@@ -61,7 +60,7 @@ class FileBroken(Message):
         self.broken = broken
 
 
-class ReviewerApp(App[None]):
+class ReviewerApp(ReportsWorkerFailures, App[None]):
     """The review app. `reviewer demo` feeds it a folder of files and a decider that sends nothing."""
 
     CSS_PATH = Path(__file__).parent / "reviewer.tcss"
@@ -145,20 +144,11 @@ class ReviewerApp(App[None]):
         except SourceError as error:
             self.post_message(FileBroken(BrokenFile(str(folder), str(error))))
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """The one failure path of every worker (each runs with `exit_on_error=False`): an error
-        becomes words on the screen that ran it, and that screen stays usable."""
-        if event.state is not WorkerState.ERROR:
-            return
-        worker = event.worker
-        error = worker.error
-        words = f"{worker.name or worker.group} failed: {type(error).__name__}: {error}"
-        node = worker.node
-        screen = node if isinstance(node, Screen) else self.screen
-        show_failure = getattr(screen, "show_failure", None)
-        if callable(show_failure):
-            show_failure(words)
-        self.notify(words, title="Something failed", severity="error", timeout=30)
+    def show_failure(self, words: str) -> None:
+        """A failed worker of the app's own (a decision, a drift) is told on the screen in front."""
+        screen = self.screen
+        if isinstance(screen, ReportsWorkerFailures):
+            screen.show_failure(words)
 
     def on_proposal_loaded(self, message: ProposalLoaded) -> None:
         proposal = message.analysis.proposal

@@ -17,6 +17,7 @@ from textual.widgets import Footer, Static
 from reviewer.analysis import Analysis, PlanRow
 from reviewer.sanitize import clip, safe_text
 from reviewer.sources import QueueItem
+from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.widgets.chrome import Chrome
 from reviewer.tui.widgets.panes import detail_text, untrusted
 from reviewer.tui.widgets.plan_view import PlanView
@@ -79,7 +80,7 @@ def field_changes_text(title: str, changes: tuple[FieldChange, ...], style: str)
     return text
 
 
-class DriftScreen(Screen[None]):
+class DriftScreen(ReportsWorkerFailures, Screen[None]):
     """Drift of one revision against another; `b` and `t` pick which two."""
 
     BINDINGS: ClassVar[list[BindingType]] = [

@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from reviewer.sanitize import clip, safe_text
 from reviewer.sources import BrokenFile, QueueItem
+from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.widgets.cells import cell
 from reviewer.tui.widgets.chrome import Chrome
 from reviewer.tui.widgets.panes import summary_counts
@@ -32,7 +33,7 @@ QUEUE_COLUMNS = (
 )
 
 
-class QueueScreen(Screen[None]):
+class QueueScreen(ReportsWorkerFailures, Screen[None]):
     """The first screen: one row per proposal, newest revision; enter opens its review."""
 
     BINDINGS: ClassVar[list[BindingType]] = [

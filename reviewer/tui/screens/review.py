@@ -17,6 +17,7 @@ from reviewer.analysis import Extremes, Ratios
 from reviewer.proposal import Proposal
 from reviewer.sanitize import clip, safe_text
 from reviewer.sources import QueueItem
+from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.screens.dialogs import ConfirmScreen, RejectScreen
 from reviewer.tui.screens.drift import DriftScreen
 from reviewer.tui.screens.verification import VerificationScreen
@@ -51,7 +52,7 @@ def claim_text(proposal: Proposal) -> Text:
     return text
 
 
-class ReviewScreen(Screen[None]):
+class ReviewScreen(ReportsWorkerFailures, Screen[None]):
     """Everything needed to decide one revision, with the decision keys in the footer."""
 
     BINDINGS: ClassVar[list[BindingType]] = [

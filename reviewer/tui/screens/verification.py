@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Footer, Static
 from reviewer.proposal import Proposal
 from reviewer.sanitize import clip, safe_text
 from reviewer.sources import ExecutionRecord
+from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.screens.drift import field_changes_text
 from reviewer.tui.widgets.cells import cell
 from reviewer.tui.widgets.chrome import Chrome
@@ -56,7 +57,7 @@ def audit_text(check: CallCheck, has_audit: bool) -> Text:
     return Text(f"line {check.audit_index + 1} agrees", "ok")
 
 
-class VerificationScreen(Screen[None]):
+class VerificationScreen(ReportsWorkerFailures, Screen[None]):
     """What really ran, call by call: the naive count beside the count once placeholders resolve."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "app.pop_screen", "Back")]
