@@ -27,7 +27,14 @@ from reviewer.sources import (
 )
 from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.palette import COLOR_SYSTEMS, THEME, rich_theme, terminal_filters
-from reviewer.tui.screens.dialogs import ConfirmScreen, HelpScreen, HelpSection, RejectScreen, help_rows
+from reviewer.tui.screens.dialogs import (
+    ConfirmScreen,
+    HelpScreen,
+    HelpSection,
+    RejectScreen,
+    help_rows,
+    key_words,
+)
 from reviewer.tui.screens.queue import QueueScreen
 from reviewer.tui.screens.review import ReviewScreen
 
@@ -232,7 +239,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         from reviewer.tui.screens.verification import VerificationScreen
         from reviewer.tui.widgets.plan_view import PlanView
 
-        display = self.get_key_display
+        display = key_words
         focus = [
             Binding("tab", "focus_next", "next pane (scrolls the selected call's detail)"),
             Binding("shift+tab", "focus_previous", "previous pane"),

@@ -7,7 +7,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 
 from reviewer.tui.app import ReviewerApp
-from reviewer.tui.screens.dialogs import HelpScreen
+from reviewer.tui.screens.dialogs import HelpScreen, key_words
 from reviewer.tui.screens.drift import DriftScreen
 from reviewer.tui.widgets.plan_view import PlanView
 from tests.tui.helpers import wait_until_loaded
@@ -90,7 +90,7 @@ async def test_the_help_lists_every_key_of_every_screen(sample_folder) -> None:
             if route == "help":
                 continue
             screen = await reach(pilot, keys)
-            wanted = {pilot.app.get_key_display(binding) for _, binding in _described(screen)}
+            wanted = {key_words(binding) for _, binding in _described(screen)}
             await pilot.press("question_mark")
             await wait_until_loaded(pilot)
             help_screen = pilot.app.screen

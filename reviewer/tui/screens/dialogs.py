@@ -16,7 +16,18 @@ HelpSection = tuple[str, list[tuple[str, str]]]
 """A screen's name and its keys as (keys as shown, what they do), built from the bindings."""
 
 
-def help_rows(bindings: list[BindingType], key_display: Callable[[Binding], str]) -> list[tuple[str, str]]:
+KEY_WORDS = {"question_mark": "?", "pageup": "pgup", "pagedown": "pgdn"}
+
+
+def key_words(binding: Binding) -> str:
+    """A key as the help names it: its name (`enter`, `escape`, `up`), which reads the same in every
+    terminal font, rather than a glyph such as ⏎ that some fonts over SSH lack."""
+    return KEY_WORDS.get(binding.key, binding.key)
+
+
+def help_rows(
+    bindings: list[BindingType], key_display: Callable[[Binding], str] = key_words
+) -> list[tuple[str, str]]:
     """One line per action, its keys joined (`up / k`), in the order the bindings declare them."""
     rows: dict[tuple[str, str], list[str]] = {}
     for binding in Binding.make_bindings(bindings):

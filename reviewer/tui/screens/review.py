@@ -157,7 +157,10 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
             return
         row = self.analysis.row(message.index)
         call = self.analysis.proposal.calls[message.index]
-        self.query_one("#detail", Static).update(detail_text(row, call))
+        text = detail_text(row, call)
+        if self.analysis.has_outlier(message.index):
+            text.append("a value far outside the rest: the Extremes pane says how far\n", "danger")
+        self.query_one("#detail", Static).update(text)
         self.query_one("#detail-pane", VerticalScroll).scroll_home(animate=False)
 
     def _decision_body(self, verb: str) -> Text:
