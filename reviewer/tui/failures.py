@@ -7,6 +7,8 @@ this mixin's handler says what failed, where the reviewer is looking, and as a n
 
 from __future__ import annotations
 
+from typing import cast
+
 from textual.dom import DOMNode
 from textual.worker import Worker, WorkerState
 
@@ -19,15 +21,16 @@ def failure_words(worker: Worker[object]) -> str:
     return safe_text(clip(f"{what} failed: {type(error).__name__}: {error}", 300))
 
 
-class ReportsWorkerFailures(DOMNode):
-    """Mixed into the app and each screen: `show_failure` says it on that screen."""
+class ReportsWorkerFailures:
+    """Mixed into the app and each screen: `show_failure` says it on that screen. A plain mixin, not a
+    DOMNode subclass: a second DOMNode base changes how Textual resolves the class's styles."""
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state is not WorkerState.ERROR:
             return
         words = failure_words(event.worker)
         self.show_failure(words)
-        self.app.notify(words, title="Something failed", severity="error", timeout=30)
+        cast(DOMNode, self).app.notify(words, title="Something failed", severity="error", timeout=30)
 
     def show_failure(self, words: str) -> None:
         """Overridden by each screen to put the words in its own status line."""
