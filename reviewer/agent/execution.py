@@ -38,8 +38,9 @@ from reviewer.agent.errors import (
     RunStopped,
     TargetMismatch,
 )
+from reviewer.agent.http import CallAnswer, HttpRequest
 from reviewer.agent.runs import RecordedCall, running
-from reviewer.agent.tools import CallAnswer, HttpRequest, WriteTool
+from reviewer.agent.tools import WriteTool
 from reviewer.api import RunEnding
 from reviewer.dry_run_params import without_dry_run_params
 from reviewer.matching import MISSING, FieldChange, match_call, plain

@@ -14,17 +14,10 @@ import httpx
 from reviewer.agent.audit import HttpAuditLog, RunAudit
 from reviewer.agent.backends import Backend, make_backend
 from reviewer.agent.flag import run_scope
+from reviewer.agent.http import CallAnswer, HttpRequest
 from reviewer.agent.placeholders import placeholder, substitute
-from reviewer.agent.tools import CallAnswer, HttpRequest, WriteTool
+from reviewer.agent.tools import ToolRunner, WriteTool
 from reviewer.proposal import FORMAT_V1, Agent, Call, DryRun, Effect, Outcome, Proposal, Target
-
-
-class ToolRunner(Protocol):
-    """What a write tool reports to: a dry recording or an approved real execution."""
-
-    async def perform(
-        self, tool: WriteTool, arguments: dict[str, Any], dropped: tuple[str, ...]
-    ) -> CallAnswer: ...
 
 
 class Run(ToolRunner, Protocol):
@@ -54,7 +47,7 @@ class RecordedCall:
     """One write tool call as it happened in a run.
 
     `request` is the request as the plan means it: placeholders stay placeholders, and a server dry
-    run's query carries its dry-run parameter (as DESIGN 3's example shows). `sent` is what really
+    run's query carries its dry-run parameter (as the proposal format's example shows). `sent` is what really
     reached the API, with concrete values, or None when nothing did.
     """
 

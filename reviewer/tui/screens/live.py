@@ -95,6 +95,12 @@ class LiveQueueScreen(QueueScreen):
             text.append(" (you: another reviewer must approve)", "bold")
         if item.reason:
             text.append(f" · reason: {safe_text(clip(item.reason, 80))}")
+        signatures = item.signature_words()
+        if signatures:
+            text.append("\nsigned: ", "muted")
+            for index, (words, verified) in enumerate(signatures):
+                text.append(" · " if index else "")
+                text.append(words, "ok" if verified else "danger")
         trail = ", ".join(
             f"{event.event} r{event.revision} ({shown(event.actor, 20)})" for event in item.history[-4:]
         )
