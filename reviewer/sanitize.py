@@ -210,10 +210,7 @@ def _raw_hidden_patterns() -> dict[int, re.Pattern[bytes]]:
         escaped_prefix = b"".join(b"\\x%02x" % byte for byte in prefix)
         byte_class = b"".join(b"\\x%02x" % byte for byte in sorted(last_bytes))
         alternatives.setdefault(prefix[0], []).append(escaped_prefix + b"[" + byte_class + b"]")
-    return {
-        lead: re.compile(b"|".join(items))
-        for lead, items in alternatives.items()
-    }
+    return {lead: re.compile(b"|".join(items)) for lead, items in alternatives.items()}
 
 
 _RAW_HIDDEN: Final = _raw_hidden_patterns()
