@@ -12,7 +12,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from reviewer.sanitize import clip, safe_text
+from reviewer.sanitize import clip, safe_text, steady_width
 from reviewer.sources import BrokenFile, QueueItem
 from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.widgets.cells import cell
@@ -202,7 +202,7 @@ def queue_row(item: QueueItem) -> tuple[Text, ...]:
     revisions = f"{proposal.revision}" + (f" of {len(item.revisions)}" if len(item.revisions) > 1 else "")
     return (
         marks(item, alarms, ratios.deletes),
-        Text(safe_text(clip(proposal.title, 300)), no_wrap=True, overflow="ellipsis"),
+        Text(steady_width(safe_text(clip(proposal.title, 300))), no_wrap=True, overflow="ellipsis"),
         cell(proposal.agent.name, 14),
         Text(revisions),
         Text(compact(ratios.calls), justify="right"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from reviewer.sanitize import clip, safe_text
+from reviewer.sanitize import clip, safe_text, steady_width
 
 
 class Chrome(Static):
@@ -33,5 +33,5 @@ class Chrome(Static):
         for part in parts:
             value, style = (part, "") if isinstance(part, str) else part
             text.append(" │ ", "muted")
-            text.append(safe_text(clip(value, 80)), style)
+            text.append(steady_width(safe_text(clip(value, 80))), style)
         self.update(text)
