@@ -14,6 +14,7 @@ from textual import work
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
+from textual.filter import LineFilter
 from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.worker import get_current_worker
@@ -31,6 +32,16 @@ from reviewer.sources import (
     SourceError,
     completion_order,
     scan_folder,
+)
+from reviewer.tui.failures import ReportsWorkerFailures
+from reviewer.tui.palette import COLOR_SYSTEMS, THEME, rich_theme, terminal_filters
+from reviewer.tui.screens.dialogs import (
+    ConfirmScreen,
+    HelpScreen,
+    HelpSection,
+    RejectScreen,
+    help_rows,
+    key_words,
 )
 from reviewer.tui.screens.queue import QueueScreen
 
@@ -148,7 +159,7 @@ class FileBroken(Message):
         self.broken = broken
 
 
-class ReviewerApp(App[None]):
+class ReviewerApp(ReportsWorkerFailures, App[None]):
     """The review app. `reviewer demo` feeds it a folder of files and a decider that sends nothing."""
 
     CSS_PATH = Path(__file__).parent / "reviewer.tcss"
@@ -160,10 +171,22 @@ class ReviewerApp(App[None]):
     ]
 
     def __init__(
-        self, folder: Path | None = None, *, decider: Decider | None = None, mode: str = "demo"
+        self,
+        folder: Path | None = None,
+        *,
+        decider: Decider | None = None,
+        mode: str = "demo",
+        color_system: str | None = None,
     ) -> None:
-        """`folder` feeds the demo; live review (a subclass) leaves it out and polls the queue."""
+        """`folder` feeds the demo; live review (a subclass) leaves it out and polls the queue.
+        `color_system` ("standard", "256", "truecolor") overrides what the terminal was detected to
+        have (TEXTUAL_COLOR_SYSTEM); tests pass it to see the screen in 16 colours."""
         super().__init__()
+        self.register_theme(THEME)
+        self.theme = THEME.name
+        self.console.push_theme(rich_theme(self.no_color))
+        self.color_system = color_system
+        self._terminal_filters: list[LineFilter] | None = None
         self.folder = folder
         self.decider: Decider = decider or DemoDecider()
         self.mode = mode
@@ -185,6 +208,17 @@ class ReviewerApp(App[None]):
         from reviewer.tui.screens.review import ReviewScreen
 
         return ReviewScreen(item, mode=self.mode)
+
+    def get_line_filters(self) -> list[LineFilter]:
+        """Textual's filters (NO_COLOR among them), then the terminal's own palette: the one asked
+        for, else the one detected for a real terminal (a headless test run has none)."""
+        if self._terminal_filters is None:
+            if self.color_system is None and self.is_headless:
+                self._terminal_filters = []
+            else:
+                system = self.color_system or self.console.color_system or ""
+                self._terminal_filters = list(terminal_filters(COLOR_SYSTEMS.get(system)))
+        return [*super().get_line_filters(), *self._terminal_filters]
 
     async def on_mount(self) -> None:
         await self.push_screen(self.queue_screen)  # mounted before a listed file can reach its table
@@ -262,6 +296,12 @@ class ReviewerApp(App[None]):
                 job = self._jobs.popleft()
             for message in complete(job):
                 self.post_message(message)
+
+    def show_failure(self, words: str) -> None:
+        """A failed worker of the app's own (a decision, a drift) is told on the screen in front."""
+        screen = self.screen
+        if isinstance(screen, ReportsWorkerFailures):
+            screen.show_failure(words)
 
     def on_proposal_listed(self, message: ProposalListed) -> None:
         proposal = message.analysis.proposal
@@ -377,8 +417,27 @@ class ReviewerApp(App[None]):
             markup=False,
         )
 
-    def action_help(self) -> None:
-        from reviewer.tui.screens.dialogs import HelpScreen  # with Input, whose import costs the first paint
+    def help_sections(self) -> list[HelpSection]:
+        """The keys of every screen, read from their bindings, so the help cannot fall behind them."""
+        from reviewer.tui.screens.drift import DriftScreen
+        from reviewer.tui.screens.review import ReviewScreen
+        from reviewer.tui.screens.verification import VerificationScreen
+        from reviewer.tui.widgets.plan_view import PlanView
 
+        display = key_words
+        focus = [
+            Binding("tab", "focus_next", "next pane (scrolls the selected call's detail)"),
+            Binding("shift+tab", "focus_previous", "previous pane"),
+        ]
+        return [
+            ("Queue", help_rows([*QueueScreen.BINDINGS, *focus[1:]], display)),
+            ("Review", help_rows([*PlanView.BINDINGS, *ReviewScreen.BINDINGS, *focus], display)),
+            ("Drift", help_rows([*DriftScreen.BINDINGS, *focus], display)),
+            ("Verification", help_rows([*VerificationScreen.BINDINGS, *focus], display)),
+            ("Everywhere", help_rows(self.BINDINGS, display)),
+            ("Confirmation", help_rows([*ConfirmScreen.BINDINGS, *RejectScreen.BINDINGS], display)),
+        ]
+
+    def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(HelpScreen(self.help_sections()))

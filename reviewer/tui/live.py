@@ -55,18 +55,18 @@ class Link:
 def status_text(link: Link, now: float, queue_url: str) -> Text:
     """The line above the footer. `now` comes from the app's clock, so a snapshot shows fixed figures."""
     if link.stopped:
-        return Text(link.stopped, "bold red")
+        return Text(link.stopped, "danger")
     if link.retry_at is not None:
-        text = Text(f"{link.problem}, retrying in {max(0, math.ceil(link.retry_at - now))} s", "bold yellow")
-        text.append(f" · {queue_url}", "dim")
+        text = Text(f"{link.problem}, retrying in {max(0, math.ceil(link.retry_at - now))} s", "warn.strong")
+        text.append(f" · {queue_url}", "muted")
         if link.answered_at is not None:
-            text.append(f" · last answer {int(now - link.answered_at)} s ago", "dim")
+            text.append(f" · last answer {int(now - link.answered_at)} s ago", "muted")
         return text
     if link.identity is None:
         return Text(f"connecting to {queue_url}…", "italic")
     text = Text(f"signed in as {shown(link.identity.name)} ({link.identity.role})")
     if link.answered_at is not None:
-        text.append(f" · queue answered {int(now - link.answered_at)} s ago", "dim")
+        text.append(f" · queue answered {int(now - link.answered_at)} s ago", "muted")
     return text
 
 

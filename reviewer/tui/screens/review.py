@@ -13,8 +13,10 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from reviewer.proposal import Proposal
 from reviewer.sanitize import clip, safe_text
 from reviewer.sources import QueueItem
+from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.screens.dialogs import ConfirmScreen, RejectScreen
 from reviewer.tui.screens.drift import DriftScreen
 from reviewer.tui.screens.verification import VerificationScreen
@@ -23,7 +25,33 @@ from reviewer.tui.widgets.panes import detail_text, extremes_text, ratios_text, 
 from reviewer.tui.widgets.plan_view import PlanView
 
 
-class ReviewScreen(Screen[None]):
+def target_text(proposal: Proposal) -> Text:
+    """Where the plan will run: the base URL (the one target field the executor enforces), then the
+    environment and API the agent names."""
+    target = proposal.target
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(
+        safe_text(clip(target.base_url or "no base URL: the executor refuses to run it", 200)), "bold"
+    )
+    text.append(f" · {safe_text(clip(target.environment or 'no environment', 40))}", "warn.strong")
+    text.append(f" · {safe_text(clip(target.api, 40))}")
+    return text
+
+
+def claim_text(proposal: Proposal) -> Text:
+    """What the agent says it is doing (title, task) and where: to compare the claim with the plan."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(safe_text(clip(proposal.title, 300)), "bold")
+    if proposal.task:
+        text.append("  task: ", "muted")
+        text.append(safe_text(clip(proposal.task, 600)))
+    text.append("\n")
+    text.append("runs on ", "muted")
+    text.append_text(target_text(proposal))
+    return text
+
+
+class ReviewScreen(ReportsWorkerFailures, Screen[None]):
     """Everything needed to decide one revision, with the decision keys in the footer."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -58,6 +86,7 @@ class ReviewScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Chrome(id="chrome")
+        yield Static(claim_text(self.analysis.proposal), id="claim")
         yield Static(id="alarms")
         plan = PlanView(self.analysis, id="plan")
         plan.border_title = f"Plan · {len(self.analysis):,} calls"
@@ -102,7 +131,7 @@ class ReviewScreen(Screen[None]):
             self.query_one("#extremes", Static).update(extremes_text(figures.extremes))
             return
         pending = self.item.still_computing(self.revision)
-        waiting = Text("still computing: " + ", ".join(pending) if pending else "not computed", "dim")
+        waiting = Text("still computing: " + ", ".join(pending) if pending else "not computed", "muted")
         self.query_one("#ratios", Static).update(waiting)
         self.query_one("#extremes", Static).update(waiting)
 
@@ -114,8 +143,9 @@ class ReviewScreen(Screen[None]):
             return
         base, drift = drifted
         self.drift_announced = True
-        self.notify(f"rev {self.revision} against rev {base}: {drift.summary}. Press d to see it.",
-                    title="Re-planned")
+        self.notify(
+            f"rev {self.revision} against rev {base}: {drift.summary}. Press d to see it.", title="Re-planned"
+        )
 
     def chrome_parts(self) -> list[tuple[str, str] | str]:
         """What an approval names, first, since a narrow terminal cuts the chrome from the right."""
@@ -132,7 +162,10 @@ class ReviewScreen(Screen[None]):
             return
         row = self.analysis.row(message.index)
         call = self.analysis.proposal.calls[message.index]
-        self.query_one("#detail", Static).update(detail_text(row, call))
+        text = detail_text(row, call)
+        if self.analysis.has_outlier(message.index):
+            text.append("a value far outside the rest: the Extremes pane says how far\n", "danger")
+        self.query_one("#detail", Static).update(text)
         self.query_one("#detail-pane", VerticalScroll).scroll_home(animate=False)
 
     def _decision_body(self, verb: str, blocker: str | None = None) -> Text:
@@ -141,18 +174,22 @@ class ReviewScreen(Screen[None]):
         text = Text()
         text.append(f"{verb} revision {self.revision} of ", "bold")
         text.append(proposal.proposal_id, "bold")
-        text.append("\n\nplan sha256\n", "dim")
+        text.append("\n\nplan sha256\n", "muted")
         text.append(f"{digest}\n\n")
+        text.append("runs on ", "bold")
+        text.append_text(target_text(proposal))
+        text.append("\n")
         figures = self.item.figures(self.revision)
         if figures is None:
             text.append(f"{len(proposal.calls):,} calls (the counts are still being computed)\n")
         else:
             text.append(summary_counts(figures) + "\n")
             for alarm in figures.alarms:
-                text.append(f"! {alarm}\n", "bold red")
+                text.append(f"! {alarm}\n", "danger")
         if blocker:
-            text.append(f"\nCANNOT BE APPROVED YET: {blocker}. y does nothing; press a again later.\n",
-                        "bold red")
+            text.append(
+                f"\nCANNOT BE APPROVED YET: {blocker}. y does nothing; press a again later.\n", "danger"
+            )
         if self.mode == "demo":
             text.append("\ndemo: nothing will be sent", "italic")
         return text
@@ -171,6 +208,7 @@ class ReviewScreen(Screen[None]):
                 return
             self.post_message(self.DecisionRequested(self.item, self.revision, "approve", "", shown_digest))
 
+        self.app.clear_notifications()  # at 80x24 a notification would cover the dialog's keys
         self.app.push_screen(ConfirmScreen("Approve", self._decision_body("Approve", blocker)), confirmed)
 
     def action_reject(self) -> None:
@@ -179,6 +217,7 @@ class ReviewScreen(Screen[None]):
                 digest = self.item.digests.get(self.revision, "")
                 self.post_message(self.DecisionRequested(self.item, self.revision, "reject", reason, digest))
 
+        self.app.clear_notifications()
         self.app.push_screen(RejectScreen(self._decision_body("Reject")), confirmed)
 
     def show_decision(self, message: str, *, error: bool = False) -> None:
@@ -186,7 +225,11 @@ class ReviewScreen(Screen[None]):
         banner = self.query_one("#decision", Static)
         banner.display = True
         banner.set_class(error, "error")
-        banner.update(Text(message, "bold"))
+        banner.update(Text(safe_text(clip(message, 500)), "bold"))
+
+    def show_failure(self, words: str) -> None:
+        """A failed worker of this screen (the side panes' figures), in the decision banner's place."""
+        self.show_decision(words, error=True)
 
     def action_drift(self) -> None:
         base = self.item.drift_base(self.revision)
@@ -202,8 +245,9 @@ class ReviewScreen(Screen[None]):
                         title="Verify")
             return
         if record is None:
-            self.notify(f"Revision {self.revision} has not been executed: there is nothing to verify.",
-                        title="Verify")
+            self.notify(
+                f"Revision {self.revision} has not been executed: there is nothing to verify.", title="Verify"
+            )
             return
         digest = self.item.digests.get(self.revision)
         if digest is None or self.revision not in self.item.verified:
