@@ -52,6 +52,7 @@ from reviewer.proposal import (
     value_within_limits,
 )
 from reviewer.service.auth import Identity, Role, hash_token, redact_tokens
+from reviewer.service.databases import open_store
 from reviewer.service.errors import (
     BadRequest,
     Forbidden,
@@ -61,7 +62,7 @@ from reviewer.service.errors import (
     TooLarge,
     Unauthorized,
 )
-from reviewer.service.store import Clock, QueueStore, SQLiteStore, Submission
+from reviewer.service.store import Clock, QueueStore, Submission
 
 DEFAULT_PENDING_TTL: Final = 24 * 3600.0
 """A proposal nobody decided within a day is stale: the agent re-plans against today's state."""
@@ -290,16 +291,16 @@ class RequestLog:
 
 
 def create_app(
-    db_path: Path | str,
+    db: Path | str | None,
     *,
     clock: Clock = time.time,
     pending_ttl: float = DEFAULT_PENDING_TTL,
     approval_ttl: float = DEFAULT_APPROVAL_TTL,
     store: QueueStore | None = None,
 ) -> FastAPI:
-    """The service on the SQLite file `db_path` (or on `store`), with an injectable clock and TTLs."""
-    queue: QueueStore = store or SQLiteStore(
-        db_path, clock=clock, pending_ttl=pending_ttl, approval_ttl=approval_ttl
+    """The service on the database `db` names (or on `store`), with an injectable clock and TTLs."""
+    queue: QueueStore = store or open_store(
+        db, clock=clock, pending_ttl=pending_ttl, approval_ttl=approval_ttl, create=True
     )
 
     @asynccontextmanager
@@ -444,6 +445,7 @@ def create_app(
         """
         _require_role(identity, "agent", "report executions")
         key = _optional_idempotency_key(idempotency_key)
+        await run_in_threadpool(queue.check_execution_allowed, identity, proposal_id)
         raw = await read_body(request)
         report = await run_in_threadpool(parse_message, raw, ExecutionReport)
         replayed, answer = await run_in_threadpool(

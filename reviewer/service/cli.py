@@ -1,22 +1,32 @@
 """The service's commands: `reviewer serve` and `reviewer token create|list|revoke`.
 
-FastAPI and uvicorn are imported only when `serve` runs, so `reviewer --help` stays quick.
+FastAPI and the stores are imported only when a command runs, so `reviewer --help` stays quick.
+Every error an operator can meet (a bad port, a taken port, a missing or unreachable database)
+is one line on stderr and a non-zero exit.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import socket
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reviewer.config import default_db_path
+from reviewer.service.server import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT
+
+if TYPE_CHECKING:
+    from reviewer.service.server import Listening
+    from reviewer.service.store import QueueStore
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `serve` and `token` to the `reviewer` command line."""
     serve = subparsers.add_parser(
-        "serve", help="run the queue service", description="Run the queue service (HTTP, SQLite)."
+        "serve",
+        help="run the queue service",
+        description="Run the queue service (HTTP or HTTPS, on SQLite or PostgreSQL).",
     )
     _db_option(serve)
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
@@ -35,6 +45,29 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help="how long an approval may be used to run the plan (default: one hour)",
     )
+    serve.add_argument(
+        "--header-timeout",
+        type=float,
+        default=DEFAULT_HEADER_TIMEOUT,
+        metavar="SECONDS",
+        help="close a connection whose request headers are not complete by then "
+        f"(default: {DEFAULT_HEADER_TIMEOUT:g})",
+    )
+    serve.add_argument(
+        "--body-timeout",
+        type=float,
+        default=DEFAULT_BODY_TIMEOUT,
+        metavar="SECONDS",
+        help="close a connection whose request body is not complete by then "
+        f"(default: {DEFAULT_BODY_TIMEOUT:g})",
+    )
+    serve.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this certificate (PEM)")
+    serve.add_argument("--tls-key", metavar="FILE", help="the certificate's private key (PEM)")
+    serve.add_argument(
+        "--behind-tls-proxy",
+        action="store_true",
+        help="allow plain HTTP on a non-loopback address because a TLS-terminating proxy is the only way in",
+    )
     serve.set_defaults(func=run_serve)
 
     token = subparsers.add_parser(
@@ -42,7 +75,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     commands = token.add_subparsers(title="token commands", metavar="COMMAND", required=True)
     create = commands.add_parser("create", help="mint a token and print it, once")
-    create.add_argument("--name", required=True, help="who holds it: shown as the author of decisions")
+    create.add_argument(
+        "--name",
+        required=True,
+        help="who holds it, shown as the author of decisions: 1 to 64 of A-Z a-z 0-9 . _ -",
+    )
     create.add_argument("--role", required=True, choices=("agent", "reviewer"))
     _db_option(create)
     create.set_defaults(func=run_token_create)
@@ -58,86 +95,145 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _db_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--db",
-        type=Path,
         default=None,
-        metavar="PATH",
-        help=f"the queue's SQLite file (default: {default_db_path()})",
+        metavar="PATH_OR_URL",
+        help=f"the queue's SQLite file, or a postgresql:// URL (default: {default_db_path()})",
     )
 
 
-def _store(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _store(args: argparse.Namespace, *, create: bool = False) -> QueueStore:
+    """The store `--db` names; token commands never create one (a mistyped path is an error)."""
     import time
 
     from reviewer.service.app import DEFAULT_APPROVAL_TTL, DEFAULT_PENDING_TTL
-    from reviewer.service.store import SQLiteStore
+    from reviewer.service.databases import open_store
 
-    return SQLiteStore(
-        args.db or default_db_path(),
+    pending_ttl = getattr(args, "pending_ttl", None)
+    approval_ttl = getattr(args, "approval_ttl", None)
+    return open_store(
+        args.db,
         clock=time.time,
-        pending_ttl=DEFAULT_PENDING_TTL,
-        approval_ttl=DEFAULT_APPROVAL_TTL,
+        pending_ttl=DEFAULT_PENDING_TTL if pending_ttl is None else pending_ttl,
+        approval_ttl=DEFAULT_APPROVAL_TTL if approval_ttl is None else approval_ttl,
+        create=create,
     )
 
 
+def _refusal(command: str, message: str) -> int:
+    print(f"reviewer {command}: {message}", file=sys.stderr)
+    return 1
+
+
 def run_serve(args: argparse.Namespace) -> int:
+    from reviewer.service.errors import DatabaseUnusable
+    from reviewer.service.server import Listening, ListenRefused
+
+    listening = Listening(
+        host=args.host,
+        port=args.port,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        behind_tls_proxy=args.behind_tls_proxy,
+        header_timeout=args.header_timeout,
+        body_timeout=args.body_timeout,
+    )
+    try:
+        listening.check()
+        listener = listening.bind()
+    except ListenRefused as error:
+        return _refusal("serve", error.message)
+    try:
+        return _serve(args, listening, listener)
+    except (ListenRefused, DatabaseUnusable) as error:
+        return _refusal("serve", error.message)
+    finally:
+        listener.close()
+
+
+def _serve(args: argparse.Namespace, listening: Listening, listener: socket.socket) -> int:
+    import ssl
+
     import uvicorn
 
-    from reviewer.service.app import DEFAULT_APPROVAL_TTL, DEFAULT_PENDING_TTL, create_app
+    from reviewer.service.app import create_app
+    from reviewer.service.server import ListenRefused
 
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    db_path = args.db or default_db_path()
-    app = create_app(
-        db_path,
-        pending_ttl=DEFAULT_PENDING_TTL if args.pending_ttl is None else args.pending_ttl,
-        approval_ttl=DEFAULT_APPROVAL_TTL if args.approval_ttl is None else args.approval_ttl,
-    )
-    logging.getLogger("reviewer.service").info("queue database: %s", db_path)
-    config = uvicorn.Config(
-        app, host=args.host, port=args.port, access_log=False, log_config=None, server_header=False
-    )
-    uvicorn.Server(config).run()
-    return 0
+    log = logging.getLogger("reviewer.service")
+    store = _store(args, create=True)
+    if store.created:
+        log.info("created a new, empty queue in %s", store.location)
+    app = create_app(None, store=store)
+    log.info("queue database: %s", store.location)
+    if listening.behind_tls_proxy and not listening.tls_cert:
+        log.warning(
+            "serving plain HTTP on %s because --behind-tls-proxy says a TLS-terminating proxy is in front; "
+            "anyone who reaches this port directly sees tokens in clear text",
+            listening.host,
+        )
+    config = listening.uvicorn_config(app)
+    try:
+        config.load()
+    except (OSError, ssl.SSLError) as error:
+        store.close()
+        raise ListenRefused(f"cannot use the TLS certificate or key: {error}") from None
+    log.info("listening on %s://%s:%d", listening.scheme, listening.host, listening.port)
+    server = uvicorn.Server(config)
+    server.run(sockets=[listener])
+    return 0 if server.started else 1
 
 
 def run_token_create(args: argparse.Namespace) -> int:
     from reviewer.service.auth import hash_token, mint_token
-    from reviewer.service.errors import Conflict
+    from reviewer.service.errors import DatabaseUnusable, ServiceError
 
-    store = _store(args)
     token = mint_token()
     try:
-        store.create_token(args.name, args.role, hash_token(token))
-    except Conflict as error:
-        print(f"reviewer token create: {error.message}", file=sys.stderr)
-        return 1
-    finally:
-        store.close()
+        store = _store(args)
+        try:
+            store.create_token(args.name, args.role, hash_token(token))
+        finally:
+            store.close()
+    except (DatabaseUnusable, ServiceError) as error:
+        return _refusal("token create", error.message)
     print(token)
     return 0
 
 
 def run_token_list(args: argparse.Namespace) -> int:
-    store = _store(args)
+    from reviewer.sanitize import safe_text
+    from reviewer.service.errors import DatabaseUnusable
+
     try:
-        tokens = store.list_tokens()
-    finally:
-        store.close()
+        store = _store(args)
+        try:
+            tokens = store.list_tokens()
+        finally:
+            store.close()
+    except DatabaseUnusable as error:
+        return _refusal("token list", error.message)
     for token in tokens:
         status = f"revoked {token.revoked_at:%Y-%m-%d %H:%M}" if token.revoked_at else "active"
-        print(f"{token.name}\t{token.role}\tcreated {token.created_at:%Y-%m-%d %H:%M}\t{status}")
+        # Names made before the name rules may hold anything: shown with hidden characters escaped.
+        print(f"{safe_text(token.name)}\t{token.role}\tcreated {token.created_at:%Y-%m-%d %H:%M}\t{status}")
     return 0
 
 
 def run_token_revoke(args: argparse.Namespace) -> int:
-    store = _store(args)
+    from reviewer.sanitize import safe_text
+    from reviewer.service.errors import DatabaseUnusable
+
     try:
-        revoked = store.revoke_token(args.name)
-    finally:
-        store.close()
+        store = _store(args)
+        try:
+            revoked = store.revoke_token(args.name)
+        finally:
+            store.close()
+    except DatabaseUnusable as error:
+        return _refusal("token revoke", error.message)
     if not revoked:
-        print(f"reviewer token revoke: no active token named {args.name!r}", file=sys.stderr)
-        return 1
-    print(f"revoked {args.name}", file=sys.stderr)
+        return _refusal("token revoke", f"no active token named {safe_text(args.name)!r}")
+    print(f"revoked {safe_text(args.name)}", file=sys.stderr)
     return 0

@@ -89,3 +89,14 @@ class IdempotencyMismatch(ServiceError):
 
     status = 422
     code = "idempotency_key_reused"
+
+
+class DatabaseUnusable(Exception):
+    """The queue's database cannot be used as it is: missing, unreachable, or of another schema.
+
+    Not an HTTP refusal: the commands print the message as one line and exit non-zero.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message

@@ -1,26 +1,26 @@
-"""The queue's storage: the `QueueStore` interface and its SQLite implementation.
+"""The queue's storage: the operations of DESIGN section 5 as transactions, on any SQL database.
 
-Every rule that reads and then writes (revision numbering, 412 before 403 before 409, one
-winner, a decider who is not the proposer, one execution per approval, idempotency) runs inside
-one `BEGIN IMMEDIATE` transaction, so it holds across threads and processes alike and a refusal
-never leaves a partial write. Acknowledged means on disk: WAL with `synchronous=FULL`.
-Revisions, decisions, executions and the trail are append-only (triggers refuse UPDATE and
-DELETE); `proposals` is the one mutable table, an index of each proposal's latest revision and its
-state, rewritten in the same transaction as the history.
+`QueueStore` holds the operations once: each read-then-write runs in one serialized write
+transaction (the backend's `write()`), reads the rows it needs, asks `reviewer.service.rules`
+what the rules allow, and writes that, so a refusal never leaves a partial write and the rules
+hold across threads, processes and replicas alike. The SQL is written once with `:name`
+parameters in the subset SQLite and PostgreSQL share; a backend (`SQLiteStore`,
+`PostgresStore`) brings only its connections, its transactions and its schema.
+
+Revisions, decisions, executions and the trail are append-only (the backends' triggers refuse
+UPDATE and DELETE); `proposals` is the one mutable table, an index of each proposal's latest
+revision and its state, rewritten in the same transaction as the history.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import sqlite3
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, Protocol
+from datetime import datetime
+from typing import Any, Final, Protocol
 
 import msgspec
 
@@ -33,22 +33,18 @@ from reviewer.api import (
     ProposalRecord,
     ProposalSummary,
     RevisionInfo,
-    RevisionState,
     State,
     StoredExecution,
     SubmissionAnswer,
     TrailEvent,
 )
+from reviewer.service import rules
 from reviewer.service.auth import Identity, Role, hashes_match
-from reviewer.service.errors import (
-    Conflict,
-    ExecutionRefused,
-    Forbidden,
-    IdempotencyMismatch,
-    NotFound,
-    NotPending,
-    StaleRevision,
-)
+from reviewer.service.errors import NotFound
+from reviewer.service.rules import Row
+
+SCHEMA_VERSION: Final = 1
+"""The version of the tables a database holds; a store refuses a database of another version."""
 
 Clock = Callable[[], float]
 """Seconds since the epoch; injected so tests can move time instead of waiting."""
@@ -83,377 +79,129 @@ class ListVersion:
     next_deadline: float | None
 
 
-class QueueStore(Protocol):
-    """The storage the routes need; a PostgreSQL store would implement the same methods."""
+class Transaction(Protocol):
+    """One open transaction: statements with `:name` parameters, rows readable by column name."""
 
-    def create_token(self, name: str, role: Role, token_sha256: str) -> None: ...
-    def list_tokens(self) -> list[TokenInfo]: ...
-    def revoke_token(self, name: str) -> bool: ...
-    def resolve_token(self, token_sha256: str) -> Identity | None: ...
-    def submit(self, identity: Identity, submission: Submission) -> tuple[bool, SubmissionAnswer]: ...
-    def list_version(self) -> ListVersion: ...
-    def list_proposals(self, state: State | None, before_seq: int | None, limit: int) -> ProposalPage: ...
-    def get_record(self, identity: Identity, proposal_id: str) -> ProposalRecord: ...
-    def get_revision_body(self, identity: Identity, proposal_id: str, revision: int) -> bytes: ...
-    def decision_state(self, identity: Identity, proposal_id: str) -> DecisionState: ...
-    def decide(
-        self, identity: Identity, proposal_id: str, request: DecisionRequest, idempotency_key: str
-    ) -> tuple[bool, DecisionState]: ...
-    def record_execution(
-        self,
-        identity: Identity,
-        proposal_id: str,
-        report: ExecutionReport,
-        body: bytes,
-        idempotency_key: str | None = None,
-    ) -> tuple[bool, DecisionState]: ...
-    def list_executions(self, identity: Identity, proposal_id: str) -> ExecutionHistory: ...
-    def close(self) -> None: ...
+    def one(self, sql: str, **params: Any) -> Row | None: ...
+    def all(self, sql: str, **params: Any) -> list[Row]: ...
+    def run(self, sql: str, **params: Any) -> int: ...
 
 
-def derive_state(
-    decision: str | None,
-    approval_expires_at: float | None,
-    executed_at: float | None,
-    pending_expires_at: float,
-    now: float,
-) -> State:
-    """The state of a latest revision at `now`; also registered as the SQL function `reviewer_state`."""
-    if executed_at is not None:
-        return "executed"
-    if decision == "reject":
-        return "rejected"
-    if decision == "approve":
-        return "approved" if approval_expires_at is not None and now < approval_expires_at else "expired"
-    return "pending" if now < pending_expires_at else "expired"
+class QueueStore(ABC):
+    """The storage the routes need; a backend supplies `write`, `read` and `close`."""
 
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS tokens (
-    id INTEGER PRIMARY KEY,
-    name TEXT NOT NULL,
-    role TEXT NOT NULL CHECK (role IN ('agent', 'reviewer')),
-    token_sha256 TEXT NOT NULL UNIQUE,
-    created_at REAL NOT NULL,
-    revoked_at REAL
-);
-CREATE UNIQUE INDEX IF NOT EXISTS tokens_active_name ON tokens(name) WHERE revoked_at IS NULL;
-
-CREATE TABLE IF NOT EXISTS proposals (
-    proposal_id TEXT PRIMARY KEY,
-    owner TEXT NOT NULL,
-    latest_revision INTEGER NOT NULL,
-    latest_seq INTEGER NOT NULL,
-    plan_sha256 TEXT NOT NULL,
-    title TEXT NOT NULL,
-    agent_name TEXT NOT NULL,
-    call_count INTEGER NOT NULL,
-    submitted_at REAL NOT NULL,
-    pending_expires_at REAL NOT NULL,
-    decision TEXT,
-    decided_by TEXT,
-    decided_at REAL,
-    reason TEXT,
-    decision_id INTEGER,
-    approval_expires_at REAL,
-    executed_at REAL,
-    deadline REAL
-);
-CREATE INDEX IF NOT EXISTS proposals_latest_seq ON proposals(latest_seq);
-CREATE INDEX IF NOT EXISTS proposals_deadline ON proposals(deadline);
-
-CREATE TABLE IF NOT EXISTS revisions (
-    proposal_id TEXT NOT NULL REFERENCES proposals(proposal_id),
-    revision INTEGER NOT NULL,
-    plan_sha256 TEXT NOT NULL,
-    title TEXT NOT NULL,
-    call_count INTEGER NOT NULL,
-    submitted_by TEXT NOT NULL,
-    submitted_at REAL NOT NULL,
-    body BLOB NOT NULL,
-    PRIMARY KEY (proposal_id, revision)
-);
-
-CREATE TABLE IF NOT EXISTS decisions (
-    id INTEGER PRIMARY KEY,
-    proposal_id TEXT NOT NULL REFERENCES proposals(proposal_id),
-    revision INTEGER NOT NULL,
-    plan_sha256 TEXT NOT NULL,
-    decision TEXT NOT NULL CHECK (decision IN ('approve', 'reject')),
-    reason TEXT NOT NULL,
-    decided_by TEXT NOT NULL,
-    decided_at REAL NOT NULL,
-    expires_at REAL,
-    UNIQUE (proposal_id, revision)
-);
-
-CREATE TABLE IF NOT EXISTS executions (
-    id INTEGER PRIMARY KEY,
-    decision_id INTEGER NOT NULL UNIQUE REFERENCES decisions(id),
-    proposal_id TEXT NOT NULL,
-    revision INTEGER NOT NULL,
-    reported_by TEXT NOT NULL,
-    reported_at REAL NOT NULL,
-    body BLOB NOT NULL
-);
-
-CREATE TABLE IF NOT EXISTS idempotency (
-    token_id INTEGER NOT NULL,
-    key TEXT NOT NULL,
-    request_sha256 TEXT NOT NULL,
-    answer TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    PRIMARY KEY (token_id, key)
-);
-
-CREATE TABLE IF NOT EXISTS trail (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    at REAL NOT NULL,
-    actor TEXT NOT NULL,
-    event TEXT NOT NULL CHECK (event IN ('submitted', 'approved', 'rejected', 'executed')),
-    proposal_id TEXT NOT NULL,
-    revision INTEGER NOT NULL,
-    plan_sha256 TEXT NOT NULL,
-    reason TEXT
-);
-CREATE INDEX IF NOT EXISTS trail_proposal ON trail(proposal_id, seq);
-"""
-
-APPEND_ONLY_TABLES = ("revisions", "decisions", "executions", "trail")
-
-
-def _append_only_triggers() -> str:
-    return "\n".join(
-        f"CREATE TRIGGER IF NOT EXISTS {table}_no_{verb} BEFORE {verb.upper()} ON {table} "
-        f"BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END;"
-        for table in APPEND_ONLY_TABLES
-        for verb in ("update", "delete")
-    )
-
-
-def _create_private(path: Path) -> None:
-    """Create the database file 0600 (whatever the umask) unless it exists; an existing one keeps its mode.
-
-    It holds every proposal and the token hashes. SQLite gives the -wal and -shm files it creates
-    the mode of the database file, so they are 0600 too; an empty file is a valid empty database.
-    """
-    try:
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return
-    os.close(descriptor)
-
-
-def _timestamp(seconds: float | None) -> datetime | None:
-    return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
-
-
-def _required_timestamp(seconds: float) -> datetime:
-    return datetime.fromtimestamp(seconds, UTC)
-
-
-class SQLiteStore:
-    """`QueueStore` on one SQLite file; one connection per thread, as sqlite3 requires."""
-
-    def __init__(
-        self,
-        path: Path | str,
-        *,
-        clock: Clock,
-        pending_ttl: float,
-        approval_ttl: float,
-    ) -> None:
-        self.path = Path(path)
+    def __init__(self, *, clock: Clock, pending_ttl: float, approval_ttl: float) -> None:
         self.clock = clock
         self.pending_ttl = pending_ttl
         self.approval_ttl = approval_ttl
-        self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
-        self._lock = threading.Lock()
-        if not self.path.parent.exists():
-            self.path.parent.mkdir(parents=True, mode=0o700)
-        _create_private(self.path)
-        connection = self._connection()
-        connection.executescript(SCHEMA + _append_only_triggers())
+        self.created = False
+        """True when this store created the queue's tables (a new database), for `serve` to say so."""
 
-    # connections and transactions
+    @abstractmethod
+    def write(self) -> AbstractContextManager[Transaction]:
+        """A transaction that holds the database's one write lock from before its first read."""
 
-    def _connection(self) -> sqlite3.Connection:
-        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
-        if connection is None:
-            connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            connection.row_factory = sqlite3.Row
-            connection.execute("PRAGMA busy_timeout = 30000")
-            connection.execute("PRAGMA journal_mode = WAL")
-            connection.execute("PRAGMA synchronous = FULL")
-            connection.execute("PRAGMA foreign_keys = ON")
-            connection.create_function("reviewer_state", 5, derive_state, deterministic=True)
-            self._local.connection = connection
-            with self._lock:
-                self._connections.append(connection)
-        return connection
+    @abstractmethod
+    def read(self) -> AbstractContextManager[Transaction]:
+        """A read-only transaction on one snapshot, so a record assembled from several tables agrees."""
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """A `BEGIN IMMEDIATE` transaction: the write lock is taken before the first read."""
-        connection = self._connection()
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            yield connection
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
-        connection.execute("COMMIT")
+    @abstractmethod
+    def close(self) -> None: ...
 
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        """A read transaction, so a record assembled from several tables is one snapshot."""
-        connection = self._connection()
-        connection.execute("BEGIN")
-        try:
-            yield connection
-        finally:
-            connection.execute("COMMIT")
-
-    def close(self) -> None:
-        with self._lock:
-            for connection in self._connections:
-                connection.close()
-            self._connections.clear()
-        self._local = threading.local()
+    @property
+    @abstractmethod
+    def location(self) -> str:
+        """Where the queue lives, for the operator's log: a path, or a URL without its password."""
 
     # tokens
 
     def create_token(self, name: str, role: Role, token_sha256: str) -> None:
-        """Mint under `name`; a name keeps the role of its first token, revoked or not.
-
-        Proposals are owned by name and a decider must not be the owner, so an agent's name that
-        came back as a reviewer's could approve that agent's proposals.
-        """
-        with self._write() as db:
-            earlier = db.execute("SELECT role FROM tokens WHERE name = ? AND role != ? LIMIT 1", (name, role))
-            used = earlier.fetchone()
-            if used is not None:
-                article = "an" if used["role"] == "agent" else "a"
-                raise Conflict(
-                    f"the name {name!r} was used for {article} {used['role']} token, and a name keeps "
-                    f"its role for life; choose another name for the {role} token"
-                )
-            if db.execute("SELECT 1 FROM tokens WHERE name = ? AND revoked_at IS NULL", (name,)).fetchone():
-                raise Conflict(f"a token named {name!r} exists; revoke it first or choose another name")
-            db.execute(
-                "INSERT INTO tokens (name, role, token_sha256, created_at) VALUES (?, ?, ?, ?)",
-                (name, role, token_sha256, self.clock()),
+        """Mint under `name` (see `rules.check_new_token` for the rules a name follows)."""
+        rules.check_token_name(name)
+        with self.write() as db:
+            earlier = db.all(
+                "SELECT name, role, revoked_at FROM tokens WHERE lower(name) = lower(:name)", name=name
+            )
+            rules.check_new_token(name, role, earlier)
+            db.run(
+                "INSERT INTO tokens (name, role, token_sha256, created_at) "
+                "VALUES (:name, :role, :token_sha256, :now)",
+                name=name,
+                role=role,
+                token_sha256=token_sha256,
+                now=self.clock(),
             )
 
     def list_tokens(self) -> list[TokenInfo]:
-        rows = self._connection().execute(
-            "SELECT name, role, created_at, revoked_at FROM tokens ORDER BY name, created_at"
-        )
+        with self.read() as db:
+            rows = db.all("SELECT name, role, created_at, revoked_at FROM tokens ORDER BY name, created_at")
         return [
             TokenInfo(
                 row["name"],
                 row["role"],
-                _required_timestamp(row["created_at"]),
-                _timestamp(row["revoked_at"]),
+                rules.required_timestamp(row["created_at"]),
+                rules.timestamp(row["revoked_at"]),
             )
             for row in rows
         ]
 
     def revoke_token(self, name: str) -> bool:
-        with self._write() as db:
-            cursor = db.execute(
-                "UPDATE tokens SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL", (self.clock(), name)
+        """Revoke the active token of `name` (without regard to case); False when there is none."""
+        with self.write() as db:
+            revoked = db.run(
+                "UPDATE tokens SET revoked_at = :now WHERE lower(name) = lower(:name) AND revoked_at IS NULL",
+                now=self.clock(),
+                name=name,
             )
-            return cursor.rowcount > 0
+        return revoked > 0
 
     def resolve_token(self, token_sha256: str) -> Identity | None:
-        row = (
-            self._connection()
-            .execute(
+        with self.read() as db:
+            row = db.one(
                 "SELECT id, name, role, token_sha256 FROM tokens "
-                "WHERE token_sha256 = ? AND revoked_at IS NULL",
-                (token_sha256,),
+                "WHERE token_sha256 = :token_sha256 AND revoked_at IS NULL",
+                token_sha256=token_sha256,
             )
-            .fetchone()
-        )
         if row is None or not hashes_match(row["token_sha256"], token_sha256):
             return None
         return Identity(row["id"], row["name"], row["role"])
 
+    def _require_active(self, db: Transaction, identity: Identity) -> None:
+        """Read the caller's token again inside the write: a revocation meanwhile refuses the write."""
+        rules.require_active_token(
+            db.one("SELECT revoked_at FROM tokens WHERE id = :token_id", token_id=identity.token_id)
+        )
+
     # proposals
 
-    def _proposal_row(self, db: sqlite3.Connection, identity: Identity, proposal_id: str) -> sqlite3.Row:
-        """The proposal if this identity may see it; another agent's proposal is as absent as a missing one.
-
-        A reviewer sees every proposal; an agent only those it submitted (revision 1 fixes the owner).
-        """
-        row = db.execute("SELECT * FROM proposals WHERE proposal_id = ?", (proposal_id,)).fetchone()
-        if row is None or (identity.role != "reviewer" and row["owner"] != identity.name):
-            raise NotFound(f"no proposal {proposal_id!r}; check the id, or whether it was submitted by you")
-        return row
-
-    def _state(self, row: sqlite3.Row, now: float) -> State:
-        return derive_state(
-            row["decision"], row["approval_expires_at"], row["executed_at"], row["pending_expires_at"], now
-        )
-
-    def _decision_state(self, row: sqlite3.Row, now: float) -> DecisionState:
-        state = self._state(row, now)
-        if row["decision"] == "approve":
-            expires_at = row["approval_expires_at"]
-        elif row["decision"] is None:
-            expires_at = row["pending_expires_at"]
-        else:
-            expires_at = None
-        return DecisionState(
-            proposal_id=row["proposal_id"],
-            revision=row["latest_revision"],
-            plan_sha256=row["plan_sha256"],
-            state=state,
-            decided_by=row["decided_by"],
-            decided_at=_timestamp(row["decided_at"]),
-            reason=row["reason"],
-            expires_at=_timestamp(None if state == "executed" else expires_at),
-            executed_at=_timestamp(row["executed_at"]),
-        )
+    def _visible(self, db: Transaction, identity: Identity, proposal_id: str) -> Row:
+        row = db.one("SELECT * FROM proposals WHERE proposal_id = :proposal_id", proposal_id=proposal_id)
+        return rules.require_visible(row, identity, proposal_id)
 
     def submit(self, identity: Identity, submission: Submission) -> tuple[bool, SubmissionAnswer]:
         """Store a revision; answers (False, its record) when this very plan is already stored."""
         now = self.clock()
-        with self._write() as db:
-            row = db.execute(
-                "SELECT * FROM proposals WHERE proposal_id = ?", (submission.proposal_id,)
-            ).fetchone()
-            if row is not None and row["owner"] != identity.name:
-                raise Conflict(
-                    f"proposal_id {submission.proposal_id!r} belongs to another agent; choose another id"
-                )
-            if row is not None:
-                stored = db.execute(
-                    "SELECT plan_sha256 FROM revisions WHERE proposal_id = ? AND revision = ?",
-                    (submission.proposal_id, submission.revision),
-                ).fetchone()
-                if stored is not None and stored["plan_sha256"] == submission.plan_sha256:
-                    latest = submission.revision == row["latest_revision"]
-                    state: RevisionState = self._state(row, now) if latest else "superseded"
-                    return False, SubmissionAnswer(
-                        proposal_id=submission.proposal_id,
-                        revision=submission.revision,
-                        plan_sha256=submission.plan_sha256,
-                        state=state,
-                    )
-            expected = 1 if row is None else row["latest_revision"] + 1
-            if submission.revision != expected:
-                stored_note = (
-                    f" and revision {submission.revision} is stored with another plan"
-                    if row is not None and submission.revision <= row["latest_revision"]
-                    else ""
-                )
-                raise Conflict(
-                    f"the next revision of {submission.proposal_id!r} is {expected}{stored_note}; "
-                    f"re-plan as revision {expected}"
-                )
+        with self.write() as db:
+            self._require_active(db, identity)
+            row = db.one(
+                "SELECT * FROM proposals WHERE proposal_id = :proposal_id", proposal_id=submission.proposal_id
+            )
+            stored = db.one(
+                "SELECT plan_sha256 FROM revisions WHERE proposal_id = :proposal_id AND revision = :revision",
+                proposal_id=submission.proposal_id,
+                revision=submission.revision,
+            )
+            earlier = rules.submission_outcome(
+                row,
+                identity,
+                submission.proposal_id,
+                submission.revision,
+                submission.plan_sha256,
+                None if stored is None else stored["plan_sha256"],
+                now,
+            )
+            if earlier is not None:
+                return False, earlier
             seq = self._append_trail(
                 db,
                 now,
@@ -466,10 +214,11 @@ class SQLiteStore:
             pending_expires_at = now + self.pending_ttl
             # One statement for the first revision and each re-plan: a re-plan keeps the owner and
             # clears the decision of the revision it supersedes.
-            db.execute(
+            db.run(
                 "INSERT INTO proposals (proposal_id, owner, latest_revision, latest_seq, plan_sha256, "
                 "title, agent_name, call_count, submitted_at, pending_expires_at, deadline) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "VALUES (:proposal_id, :owner, :revision, :seq, :plan_sha256, :title, :agent_name, "
+                ":call_count, :now, :pending_expires_at, :pending_expires_at) "
                 "ON CONFLICT (proposal_id) DO UPDATE SET latest_revision = excluded.latest_revision, "
                 "latest_seq = excluded.latest_seq, plan_sha256 = excluded.plan_sha256, "
                 "title = excluded.title, agent_name = excluded.agent_name, "
@@ -477,33 +226,29 @@ class SQLiteStore:
                 "pending_expires_at = excluded.pending_expires_at, decision = NULL, decided_by = NULL, "
                 "decided_at = NULL, reason = NULL, decision_id = NULL, approval_expires_at = NULL, "
                 "executed_at = NULL, deadline = excluded.deadline",
-                (
-                    submission.proposal_id,
-                    identity.name,
-                    submission.revision,
-                    seq,
-                    submission.plan_sha256,
-                    submission.title,
-                    submission.agent_name,
-                    submission.call_count,
-                    now,
-                    pending_expires_at,
-                    pending_expires_at,
-                ),
+                proposal_id=submission.proposal_id,
+                owner=identity.name,
+                revision=submission.revision,
+                seq=seq,
+                plan_sha256=submission.plan_sha256,
+                title=submission.title,
+                agent_name=submission.agent_name,
+                call_count=submission.call_count,
+                now=now,
+                pending_expires_at=pending_expires_at,
             )
-            db.execute(
+            db.run(
                 "INSERT INTO revisions (proposal_id, revision, plan_sha256, title, call_count, submitted_by, "
-                "submitted_at, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    submission.proposal_id,
-                    submission.revision,
-                    submission.plan_sha256,
-                    submission.title,
-                    submission.call_count,
-                    identity.name,
-                    now,
-                    submission.body,
-                ),
+                "submitted_at, body) VALUES (:proposal_id, :revision, :plan_sha256, :title, :call_count, "
+                ":submitted_by, :now, :body)",
+                proposal_id=submission.proposal_id,
+                revision=submission.revision,
+                plan_sha256=submission.plan_sha256,
+                title=submission.title,
+                call_count=submission.call_count,
+                submitted_by=identity.name,
+                now=now,
+                body=submission.body,
             )
         return True, SubmissionAnswer(
             proposal_id=submission.proposal_id,
@@ -514,7 +259,7 @@ class SQLiteStore:
 
     def _append_trail(
         self,
-        db: sqlite3.Connection,
+        db: Transaction,
         now: float,
         actor: str,
         event: str,
@@ -523,39 +268,55 @@ class SQLiteStore:
         plan_sha256: str,
         reason: str | None = None,
     ) -> int:
-        cursor = db.execute(
+        """Append to the trail; its `seq` is the list's version and cursor, so it must grow in commit
+        order, which the one write lock of `write()` gives on both backends."""
+        row = db.one(
             "INSERT INTO trail (at, actor, event, proposal_id, revision, plan_sha256, reason) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (now, actor, event, proposal_id, revision, plan_sha256, reason),
+            "VALUES (:now, :actor, :event, :proposal_id, :revision, :plan_sha256, :reason) RETURNING seq",
+            now=now,
+            actor=actor,
+            event=event,
+            proposal_id=proposal_id,
+            revision=revision,
+            plan_sha256=plan_sha256,
+            reason=reason,
         )
-        assert cursor.lastrowid is not None
-        return cursor.lastrowid
+        assert row is not None
+        return int(row["seq"])
 
     def list_version(self) -> ListVersion:
         """Two index lookups: enough for an ETag that changes on every write and every expiry."""
-        db = self._connection()
-        last_seq = db.execute("SELECT coalesce(max(seq), 0) FROM trail").fetchone()[0]
-        next_deadline = db.execute(
-            "SELECT min(deadline) FROM proposals WHERE deadline > ?", (self.clock(),)
-        ).fetchone()[0]
-        return ListVersion(last_seq, next_deadline)
+        with self.read() as db:
+            last = db.one("SELECT coalesce(max(seq), 0) AS last_seq FROM trail")
+            deadline = db.one(
+                "SELECT min(deadline) AS next_deadline FROM proposals WHERE deadline > :now", now=self.clock()
+            )
+        assert last is not None and deadline is not None
+        return ListVersion(int(last["last_seq"]), deadline["next_deadline"])
+
+    LIST_BATCH: Final = 500
 
     def list_proposals(self, state: State | None, before_seq: int | None, limit: int) -> ProposalPage:
+        """Newest first; a state filter is applied with `rules.state_of`, batch by batch, so the state
+        is derived in one place rather than in each database's SQL dialect."""
         now = self.clock()
-        rows = (
-            self._connection()
-            .execute(
-                "SELECT *, reviewer_state(decision, approval_expires_at, executed_at, pending_expires_at, ?) "
-                "AS state FROM proposals WHERE (? IS NULL OR latest_seq < ?) AND (? IS NULL OR "
-                "reviewer_state(decision, approval_expires_at, executed_at, pending_expires_at, ?) = ?) "
-                "ORDER BY latest_seq DESC LIMIT ?",
-                (now, before_seq, before_seq, state, now, state, limit + 1),
-            )
-            .fetchall()
-        )
+        before = before_seq if before_seq is not None else 2**62
+        chosen: list[Row] = []
+        with self.read() as db:
+            while len(chosen) <= limit:
+                batch = db.all(
+                    "SELECT * FROM proposals WHERE latest_seq < :before "
+                    "ORDER BY latest_seq DESC LIMIT :batch",
+                    before=before,
+                    batch=self.LIST_BATCH if state is not None else limit + 1,
+                )
+                chosen.extend(row for row in batch if state is None or rules.state_of(row, now) == state)
+                if len(batch) < (self.LIST_BATCH if state is not None else limit + 1) or state is None:
+                    break
+                before = batch[-1]["latest_seq"]
         summaries = []
-        for row in rows[:limit]:
-            decision_state = self._decision_state(row, now)
+        for row in chosen[:limit]:
+            decision_state = rules.decision_state(row, now)
             summaries.append(
                 ProposalSummary(
                     proposal_id=row["proposal_id"],
@@ -565,50 +326,52 @@ class SQLiteStore:
                     proposed_by=row["owner"],
                     plan_sha256=row["plan_sha256"],
                     call_count=row["call_count"],
-                    submitted_at=_required_timestamp(row["submitted_at"]),
+                    submitted_at=rules.required_timestamp(row["submitted_at"]),
                     state=decision_state.state,
                     decided_by=decision_state.decided_by,
                     expires_at=decision_state.expires_at,
                 )
             )
-        next_cursor = str(rows[limit - 1]["latest_seq"]) if len(rows) > limit else None
+        next_cursor = str(chosen[limit - 1]["latest_seq"]) if len(chosen) > limit else None
         return ProposalPage(proposals=summaries, next_cursor=next_cursor)
 
     def get_record(self, identity: Identity, proposal_id: str) -> ProposalRecord:
         now = self.clock()
-        with self._read() as db:
-            row = self._proposal_row(db, identity, proposal_id)
-            latest = self._decision_state(row, now)
-            revisions = [
-                RevisionInfo(
-                    revision=revision["revision"],
-                    plan_sha256=revision["plan_sha256"],
-                    title=revision["title"],
-                    call_count=revision["call_count"],
-                    submitted_by=revision["submitted_by"],
-                    submitted_at=_required_timestamp(revision["submitted_at"]),
-                    state=latest.state if revision["revision"] == latest.revision else "superseded",
-                )
-                for revision in db.execute(
-                    "SELECT revision, plan_sha256, title, call_count, submitted_by, submitted_at "
-                    "FROM revisions WHERE proposal_id = ? ORDER BY revision",
-                    (proposal_id,),
-                )
-            ]
-            history = [
-                TrailEvent(
-                    seq=event["seq"],
-                    at=_required_timestamp(event["at"]),
-                    actor=event["actor"],
-                    event=event["event"],
-                    revision=event["revision"],
-                    plan_sha256=event["plan_sha256"],
-                    reason=event["reason"],
-                )
-                for event in db.execute(
-                    "SELECT * FROM trail WHERE proposal_id = ? ORDER BY seq", (proposal_id,)
-                )
-            ]
+        with self.read() as db:
+            row = self._visible(db, identity, proposal_id)
+            revision_rows = db.all(
+                "SELECT revision, plan_sha256, title, call_count, submitted_by, submitted_at "
+                "FROM revisions WHERE proposal_id = :proposal_id ORDER BY revision",
+                proposal_id=proposal_id,
+            )
+            trail_rows = db.all(
+                "SELECT * FROM trail WHERE proposal_id = :proposal_id ORDER BY seq", proposal_id=proposal_id
+            )
+        latest = rules.decision_state(row, now)
+        revisions = [
+            RevisionInfo(
+                revision=revision["revision"],
+                plan_sha256=revision["plan_sha256"],
+                title=revision["title"],
+                call_count=revision["call_count"],
+                submitted_by=revision["submitted_by"],
+                submitted_at=rules.required_timestamp(revision["submitted_at"]),
+                state=latest.state if revision["revision"] == latest.revision else "superseded",
+            )
+            for revision in revision_rows
+        ]
+        history = [
+            TrailEvent(
+                seq=event["seq"],
+                at=rules.required_timestamp(event["at"]),
+                actor=event["actor"],
+                event=event["event"],
+                revision=event["revision"],
+                plan_sha256=event["plan_sha256"],
+                reason=event["reason"],
+            )
+            for event in trail_rows
+        ]
         return ProposalRecord(
             proposal_id=proposal_id,
             proposed_by=row["owner"],
@@ -618,64 +381,52 @@ class SQLiteStore:
         )
 
     def get_revision_body(self, identity: Identity, proposal_id: str, revision: int) -> bytes:
-        with self._read() as db:
-            self._proposal_row(db, identity, proposal_id)
-            row = db.execute(
-                "SELECT body FROM revisions WHERE proposal_id = ? AND revision = ?", (proposal_id, revision)
-            ).fetchone()
+        with self.read() as db:
+            self._visible(db, identity, proposal_id)
+            row = db.one(
+                "SELECT body FROM revisions WHERE proposal_id = :proposal_id AND revision = :revision",
+                proposal_id=proposal_id,
+                revision=revision,
+            )
         if row is None:
             raise NotFound(f"proposal {proposal_id!r} has no revision {revision}")
         return bytes(row["body"])
 
     def decision_state(self, identity: Identity, proposal_id: str) -> DecisionState:
-        row = self._proposal_row(self._connection(), identity, proposal_id)
-        return self._decision_state(row, self.clock())
+        with self.read() as db:
+            row = self._visible(db, identity, proposal_id)
+        return rules.decision_state(row, self.clock())
 
     def decide(
         self, identity: Identity, proposal_id: str, request: DecisionRequest, idempotency_key: str
     ) -> tuple[bool, DecisionState]:
-        """Record a decision; answers (True, the first answer) for a retry of an earlier request.
-
-        Refusals in order: 412 (not the latest revision), 403 (the decider's name owns the
-        proposal: a name revoked as an agent and minted again as a reviewer), 409 (not pending).
-        """
+        """Record a decision; answers (True, the first answer) for a retry of an earlier request."""
         fingerprint = _fingerprint(proposal_id, request)
         now = self.clock()
-        with self._write() as db:
-            row = self._proposal_row(db, identity, proposal_id)
-            earlier = _earlier_answer(db, identity, idempotency_key, fingerprint, "decision")
+        with self.write() as db:
+            self._require_active(db, identity)
+            row = self._visible(db, identity, proposal_id)
+            earlier = rules.earlier_answer(
+                self._idempotent(db, identity, idempotency_key), fingerprint, "decision"
+            )
             if earlier is not None:
                 return True, earlier
-            _require_latest(row, request.revision, request.plan_sha256)
-            if row["owner"] == identity.name:
-                raise Forbidden(
-                    f"{identity.name!r} submitted {proposal_id!r}: you proposed this; another reviewer "
-                    "must decide",
-                )
-            state = self._state(row, now)
-            if state != "pending":
-                who = f" by {row['decided_by']}" if row["decided_by"] else ""
-                raise NotPending(
-                    f"revision {row['latest_revision']} of {proposal_id!r} is already {state}{who}; "
-                    "reload it before deciding",
-                    state=state,
-                    decided_by=row["decided_by"],
-                )
+            rules.check_decision(row, identity, request.revision, request.plan_sha256, now)
             approval_expires_at = now + self.approval_ttl if request.decision == "approve" else None
-            cursor = db.execute(
+            decision = db.one(
                 "INSERT INTO decisions (proposal_id, revision, plan_sha256, decision, reason, decided_by, "
-                "decided_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    proposal_id,
-                    request.revision,
-                    request.plan_sha256,
-                    request.decision,
-                    request.reason,
-                    identity.name,
-                    now,
-                    approval_expires_at,
-                ),
+                "decided_at, expires_at) VALUES (:proposal_id, :revision, :plan_sha256, :decision, :reason, "
+                ":decided_by, :now, :expires_at) RETURNING id",
+                proposal_id=proposal_id,
+                revision=request.revision,
+                plan_sha256=request.plan_sha256,
+                decision=request.decision,
+                reason=request.reason,
+                decided_by=identity.name,
+                now=now,
+                expires_at=approval_expires_at,
             )
+            assert decision is not None
             event = "approved" if request.decision == "approve" else "rejected"
             self._append_trail(
                 db,
@@ -687,24 +438,29 @@ class SQLiteStore:
                 request.plan_sha256,
                 request.reason or None,
             )
-            db.execute(
-                "UPDATE proposals SET decision = ?, decided_by = ?, decided_at = ?, reason = ?, "
-                "decision_id = ?, approval_expires_at = ?, deadline = ? WHERE proposal_id = ?",
-                (
-                    request.decision,
-                    identity.name,
-                    now,
-                    request.reason or None,
-                    cursor.lastrowid,
-                    approval_expires_at,
-                    approval_expires_at,
-                    proposal_id,
-                ),
+            db.run(
+                "UPDATE proposals SET decision = :decision, decided_by = :decided_by, decided_at = :now, "
+                "reason = :reason, decision_id = :decision_id, approval_expires_at = :expires_at, "
+                "deadline = :expires_at WHERE proposal_id = :proposal_id",
+                decision=request.decision,
+                decided_by=identity.name,
+                now=now,
+                reason=request.reason or None,
+                decision_id=decision["id"],
+                expires_at=approval_expires_at,
+                proposal_id=proposal_id,
             )
-            updated = db.execute("SELECT * FROM proposals WHERE proposal_id = ?", (proposal_id,)).fetchone()
-            answer = self._decision_state(updated, now)
-            _remember_answer(db, identity, idempotency_key, fingerprint, answer, now)
+            answer = self._answer(db, proposal_id, now)
+            self._remember(db, identity, idempotency_key, fingerprint, answer, now)
         return False, answer
+
+    def check_execution_allowed(self, identity: Identity, proposal_id: str) -> None:
+        """Refuse a report before its body is read: unknown proposal (404), revoked token (401)."""
+        with self.read() as db:
+            rules.require_active_token(
+                db.one("SELECT revoked_at FROM tokens WHERE id = :token_id", token_id=identity.token_id)
+            )
+            self._visible(db, identity, proposal_id)
 
     def record_execution(
         self,
@@ -717,52 +473,48 @@ class SQLiteStore:
         """Store the real run; answers (True, the first answer) for a retry under the same key."""
         fingerprint = "" if idempotency_key is None else _fingerprint(proposal_id, report)
         now = self.clock()
-        with self._write() as db:
-            row = self._proposal_row(db, identity, proposal_id)
+        with self.write() as db:
+            self._require_active(db, identity)
+            row = self._visible(db, identity, proposal_id)
             if idempotency_key is not None:
-                earlier = _earlier_answer(db, identity, idempotency_key, fingerprint, "execution report")
+                earlier = rules.earlier_answer(
+                    self._idempotent(db, identity, idempotency_key), fingerprint, "execution report"
+                )
                 if earlier is not None:
                     return True, earlier
-            _require_latest(row, report.revision, report.plan_sha256)
-            state = self._state(row, now)
-            if state != "approved":
-                reason = {
-                    "executed": "its approval was already used by an execution; an approval authorizes one",
-                    "pending": "it is not approved yet",
-                    "rejected": f"it was rejected by {row['decided_by']}",
-                    "expired": "it expired; re-submit it for a new decision",
-                }[state]
-                raise ExecutionRefused(
-                    f"revision {row['latest_revision']} of {proposal_id!r} may not run: {reason}",
-                    state=state,
-                    decided_by=row["decided_by"],
-                )
-            db.execute(
+            rules.check_execution(row, report.revision, report.plan_sha256, now)
+            db.run(
                 "INSERT INTO executions (decision_id, proposal_id, revision, reported_by, reported_at, body) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (row["decision_id"], proposal_id, report.revision, identity.name, now, body),
+                "VALUES (:decision_id, :proposal_id, :revision, :reported_by, :now, :body)",
+                decision_id=row["decision_id"],
+                proposal_id=proposal_id,
+                revision=report.revision,
+                reported_by=identity.name,
+                now=now,
+                body=body,
             )
             self._append_trail(
                 db, now, identity.name, "executed", proposal_id, report.revision, report.plan_sha256
             )
-            db.execute(
-                "UPDATE proposals SET executed_at = ?, deadline = NULL WHERE proposal_id = ?",
-                (now, proposal_id),
+            db.run(
+                "UPDATE proposals SET executed_at = :now, deadline = NULL WHERE proposal_id = :proposal_id",
+                now=now,
+                proposal_id=proposal_id,
             )
-            updated = db.execute("SELECT * FROM proposals WHERE proposal_id = ?", (proposal_id,)).fetchone()
-            answer = self._decision_state(updated, now)
+            answer = self._answer(db, proposal_id, now)
             if idempotency_key is not None:
-                _remember_answer(db, identity, idempotency_key, fingerprint, answer, now)
+                self._remember(db, identity, idempotency_key, fingerprint, answer, now)
         return False, answer
 
     def list_executions(self, identity: Identity, proposal_id: str) -> ExecutionHistory:
         """The execution reports stored for a proposal, oldest first, each as the agent sent it."""
-        with self._read() as db:
-            self._proposal_row(db, identity, proposal_id)
-            rows = db.execute(
-                "SELECT reported_by, reported_at, body FROM executions WHERE proposal_id = ? ORDER BY id",
-                (proposal_id,),
-            ).fetchall()
+        with self.read() as db:
+            self._visible(db, identity, proposal_id)
+            rows = db.all(
+                "SELECT reported_by, reported_at, body FROM executions WHERE proposal_id = :proposal_id "
+                "ORDER BY id",
+                proposal_id=proposal_id,
+            )
         executions = []
         for row in rows:
             report = ExecutionReport.model_validate_json(row["body"])
@@ -771,7 +523,7 @@ class SQLiteStore:
                     revision=report.revision,
                     plan_sha256=report.plan_sha256,
                     executed_by=row["reported_by"],
-                    at=_required_timestamp(row["reported_at"]),
+                    at=rules.required_timestamp(row["reported_at"]),
                     calls=report.calls,
                     audit_log=report.audit_log,
                     note=report.note,
@@ -779,21 +531,38 @@ class SQLiteStore:
             )
         return ExecutionHistory(proposal_id=proposal_id, executions=executions)
 
-    # for tests and operators
+    # helpers of the write transactions
 
-    def integrity_check(self) -> str:
-        return str(self._connection().execute("PRAGMA integrity_check").fetchone()[0])
+    def _answer(self, db: Transaction, proposal_id: str, now: float) -> DecisionState:
+        row = db.one("SELECT * FROM proposals WHERE proposal_id = :proposal_id", proposal_id=proposal_id)
+        assert row is not None
+        return rules.decision_state(row, now)
 
+    def _idempotent(self, db: Transaction, identity: Identity, idempotency_key: str) -> Row | None:
+        return db.one(
+            "SELECT request_sha256, answer FROM idempotency WHERE token_id = :token_id AND key = :key",
+            token_id=identity.token_id,
+            key=idempotency_key,
+        )
 
-def _require_latest(row: sqlite3.Row, revision: int, plan_sha256: str) -> None:
-    """412 unless the request names the latest revision and its digest; checked before any state."""
-    if revision != row["latest_revision"] or plan_sha256 != row["plan_sha256"]:
-        what = "revision" if revision != row["latest_revision"] else "plan_sha256"
-        raise StaleRevision(
-            f"the {what} named is not the latest: {row['proposal_id']!r} is at revision "
-            f"{row['latest_revision']} with plan_sha256 {row['plan_sha256']}; review that revision first",
-            latest_revision=row["latest_revision"],
-            latest_plan_sha256=row["plan_sha256"],
+    def _remember(
+        self,
+        db: Transaction,
+        identity: Identity,
+        idempotency_key: str,
+        fingerprint: str,
+        answer: DecisionState,
+        now: float,
+    ) -> None:
+        """Keep the answer under the key, in the transaction that made it, for a retry to get again."""
+        db.run(
+            "INSERT INTO idempotency (token_id, key, request_sha256, answer, created_at) "
+            "VALUES (:token_id, :key, :request_sha256, :answer, :now)",
+            token_id=identity.token_id,
+            key=idempotency_key,
+            request_sha256=fingerprint,
+            answer=answer.model_dump_json(),
+            now=now,
         )
 
 
@@ -804,35 +573,3 @@ def _fingerprint(proposal_id: str, request: DecisionRequest | ExecutionReport) -
     """
     material: dict[str, Any] = {"proposal_id": proposal_id, **request.model_dump()}
     return hashlib.sha256(msgspec.json.encode(material, order="sorted")).hexdigest()
-
-
-def _earlier_answer(
-    db: sqlite3.Connection, identity: Identity, idempotency_key: str, fingerprint: str, what: str
-) -> DecisionState | None:
-    """The answer already given under this token's key, if any; 422 if the key came with another body."""
-    earlier = db.execute(
-        "SELECT request_sha256, answer FROM idempotency WHERE token_id = ? AND key = ?",
-        (identity.token_id, idempotency_key),
-    ).fetchone()
-    if earlier is None:
-        return None
-    if earlier["request_sha256"] != fingerprint:
-        raise IdempotencyMismatch(
-            f"this Idempotency-Key was used for a different {what}; use a new key for each new {what}"
-        )
-    return DecisionState.model_validate_json(earlier["answer"])
-
-
-def _remember_answer(
-    db: sqlite3.Connection,
-    identity: Identity,
-    idempotency_key: str,
-    fingerprint: str,
-    answer: DecisionState,
-    now: float,
-) -> None:
-    """Keep the answer under the key, in the transaction that made it, for a retry to get again."""
-    db.execute(
-        "INSERT INTO idempotency (token_id, key, request_sha256, answer, created_at) VALUES (?, ?, ?, ?, ?)",
-        (identity.token_id, idempotency_key, fingerprint, answer.model_dump_json(), now),
-    )

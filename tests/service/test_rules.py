@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from reviewer.service.auth import hash_token, mint_token
-from reviewer.service.store import SQLiteStore
+from reviewer.service.sqlite_store import SQLiteStore
 from tests.service.conftest import (
     Actors,
     Service,
