@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from reviewer.config import default_db_path
+from reviewer.service.errors import DatabaseUnusable
 from reviewer.service.store import Clock, QueueStore
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
@@ -28,7 +29,12 @@ def open_store(
     """
     target = str(db) if db is not None else str(default_db_path())
     if is_postgres_url(target):
-        from reviewer.service.postgres_store import PostgresStore
+        try:
+            from reviewer.service.postgres_store import PostgresStore
+        except ImportError:
+            raise DatabaseUnusable(
+                "a postgresql:// --db needs psycopg: pip install 'reviewer[postgres]'"
+            ) from None
 
         return PostgresStore(
             target, clock=clock, pending_ttl=pending_ttl, approval_ttl=approval_ttl, create=create

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.service.ports import free_port
+from tests.service.postgres import Cluster, start_cluster
+
 PYTHON = sys.executable
 STARTUP_TIMEOUT = 20.0
 
@@ -27,21 +29,16 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def reviewer_command(*args: str) -> list[str]:
     return [PYTHON, "-m", "reviewer", *args]
 
 
 @dataclass
 class Service:
-    """One `reviewer serve` process and its database; can be killed and started again on the same file."""
+    """One `reviewer serve` process and its database (a file or a PostgreSQL URL); can be killed and
+    started again on the same database."""
 
-    db: Path
+    db: Path | str
     log_path: Path
     serve_args: tuple[str, ...] = ()
     port: int = field(default_factory=free_port)
@@ -132,6 +129,14 @@ def make_actors(service: Service) -> Actors:
         other_agent=service.client(tokens["other"]),
         tokens=tokens,
     )
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[Cluster]:
+    """One throwaway PostgreSQL cluster for the whole run; tests take fresh databases from it."""
+    cluster = start_cluster()
+    yield cluster
+    cluster.stop()
 
 
 @pytest.fixture(scope="module")
