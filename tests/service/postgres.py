@@ -1,4 +1,4 @@
-"""A throwaway PostgreSQL cluster for the tests: initdb in a temp dir, a free loopback port, stopped at the end.
+"""A throwaway PostgreSQL cluster for the tests: initdb in a temp dir, a free loopback port, stopped after.
 
 PostgreSQL refuses to run as root, so under root the cluster belongs to the `postgres` user
 (`runuser`); otherwise it runs as the current user. Each test gets a fresh database in it.
@@ -31,7 +31,9 @@ def postgres_bindir() -> Path:
     for candidate in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
         if (candidate / "initdb").exists():
             return candidate
-    raise RuntimeError("PostgreSQL's initdb was not found: install the postgresql package (apt-get install postgresql)")
+    raise RuntimeError(
+        "PostgreSQL's initdb was not found: install the postgresql package (apt-get install postgresql)"
+    )
 
 
 @dataclass
@@ -48,20 +50,34 @@ class Cluster:
             shutil.chown(self.root, "postgres")
         data = self.root / "data"
         subprocess.run(
-            self._as_owner(str(self.bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"),
+            self._as_owner(
+                str(self.bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"
+            ),
             check=True,
             capture_output=True,
         )
         options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c max_connections=200"
         subprocess.run(
-            self._as_owner(str(self.bindir / "pg_ctl"), "-D", str(data), "-l", str(self.root / "log"), "-o", options, "-w", "start"),
+            self._as_owner(
+                str(self.bindir / "pg_ctl"),
+                "-D",
+                str(data),
+                "-l",
+                str(self.root / "log"),
+                "-o",
+                options,
+                "-w",
+                "start",
+            ),
             check=True,
             capture_output=True,
         )
 
     def stop(self) -> None:
         subprocess.run(
-            self._as_owner(str(self.bindir / "pg_ctl"), "-D", str(self.root / "data"), "-m", "immediate", "stop"),
+            self._as_owner(
+                str(self.bindir / "pg_ctl"), "-D", str(self.root / "data"), "-m", "immediate", "stop"
+            ),
             check=False,
             capture_output=True,
         )

@@ -121,10 +121,12 @@ def test_another_schema_version_is_refused_with_what_to_do(database: str, clock:
 def test_submission_numbering_and_the_same_plan_again(store: QueueStore) -> None:
     agent = identity(store, "agent", "agent")
     other = identity(store, "other", "agent")
-    assert store.submit(agent, submission("p")) [0] is True
+    assert store.submit(agent, submission("p"))[0] is True
     created, answer = store.submit(agent, submission("p"))
     assert (created, answer.state) == (False, "pending")
-    with pytest.raises(Conflict, match="next revision of 'p' is 2 and revision 1 is stored with another plan"):
+    with pytest.raises(
+        Conflict, match="next revision of 'p' is 2 and revision 1 is stored with another plan"
+    ):
         store.submit(agent, submission("p", 1, "f" * 64))
     with pytest.raises(Conflict, match="next revision of 'p' is 2"):
         store.submit(agent, submission("p", 3))
@@ -162,13 +164,12 @@ def test_a_name_differing_only_in_case_is_the_same_person(store: QueueStore) -> 
     assert store.revoke_token("deployer")
     # A reviewer holding the proposer's name in another case, as a database from before the rule could.
     twin = Identity(token_id=999, name="deployer", role="reviewer")
-    with pytest.raises(Forbidden, match="you proposed this"):
-        with store.write() as db:
-            from reviewer.service import rules
+    with pytest.raises(Forbidden, match="you proposed this"), store.write() as db:
+        from reviewer.service import rules
 
-            row = db.one("SELECT * FROM proposals WHERE proposal_id = :p", p="p")
-            assert row is not None
-            rules.check_decision(row, twin, 1, f"{1:064x}", START)
+        row = db.one("SELECT * FROM proposals WHERE proposal_id = :p", p="p")
+        assert row is not None
+        rules.check_decision(row, twin, 1, f"{1:064x}", START)
 
 
 @pytest.mark.parametrize("name", ["", " ", "a b", "bob\x1b[2J", "b\u043eb", "x" * 65, "tab\there", "é"])
@@ -227,7 +228,12 @@ def test_another_agent_sees_nothing(store: QueueStore) -> None:
     agent = identity(store, "agent", "agent")
     other = identity(store, "other", "agent")
     store.submit(agent, submission("p"))
-    for read in (store.get_record, store.decision_state, store.list_executions, store.check_execution_allowed):
+    for read in (
+        store.get_record,
+        store.decision_state,
+        store.list_executions,
+        store.check_execution_allowed,
+    ):
         with pytest.raises(NotFound):
             read(other, "p")
     with pytest.raises(NotFound):
@@ -259,16 +265,18 @@ def test_the_list_pages_newest_first_filters_by_state_across_batches_and_version
     assert version.next_deadline == START + 600
     clock.now += 600
     assert store.list_version().next_deadline is None
-    assert {summary.state for summary in store.list_proposals(None, None, 20).proposals} == {"expired", "rejected"}
+    assert {summary.state for summary in store.list_proposals(None, None, 20).proposals} == {
+        "expired",
+        "rejected",
+    }
 
 
 def test_the_history_tables_are_append_only(store: QueueStore) -> None:
     agent = identity(store, "agent", "agent")
     store.submit(agent, submission("p"))
     for statement in ("UPDATE trail SET actor = 'mallory'", "DELETE FROM revisions"):
-        with pytest.raises(Exception, match="append-only"):
-            with store.write() as db:
-                db.run(statement)
+        with pytest.raises(Exception, match="append-only"), store.write() as db:
+            db.run(statement)
     assert [event.actor for event in store.get_record(agent, "p").history] == ["agent"]
 
 
@@ -280,7 +288,9 @@ def test_racing_reviewers_in_threads_one_winner(store: QueueStore) -> None:
         store.submit(agent, submission(proposal_id))
         start = threading.Barrier(len(reviewers))
 
-        def attempt(reviewer: Identity, proposal_id: str = proposal_id, start: threading.Barrier = start) -> str:
+        def attempt(
+            reviewer: Identity, proposal_id: str = proposal_id, start: threading.Barrier = start
+        ) -> str:
             start.wait()
             try:
                 store.decide(reviewer, proposal_id, decision(1), f"{reviewer.name}-{proposal_id}")
