@@ -26,6 +26,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from reviewer.api import (
     DecisionRequest,
@@ -55,6 +56,7 @@ from reviewer.service.auth import Identity, Role, hash_token, redact_tokens
 from reviewer.service.databases import open_store
 from reviewer.service.errors import (
     BadRequest,
+    BodyNotReceived,
     Forbidden,
     Invalid,
     InvalidJSON,
@@ -95,11 +97,14 @@ async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
         raise TooLarge(f"the body is {int(declared):,} bytes; at most {limit:,} are accepted")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise TooLarge(f"the body is over {limit:,} bytes; at most {limit:,} are accepted")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise TooLarge(f"the body is over {limit:,} bytes; at most {limit:,} are accepted")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise BodyNotReceived("the body did not arrive whole; send the request again") from None
     return b"".join(chunks)
 
 

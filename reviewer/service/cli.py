@@ -151,11 +151,13 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace, listening: Listening, listener: socket.socket) -> int:
+    import asyncio
     import ssl
 
     import uvicorn
 
     from reviewer.service.app import create_app
+    from reviewer.service.deadlines import DescriptorExhaustionLog
     from reviewer.service.server import ListenRefused
 
     logging.basicConfig(
@@ -181,7 +183,12 @@ def _serve(args: argparse.Namespace, listening: Listening, listener: socket.sock
         raise ListenRefused(f"cannot use the TLS certificate or key: {error}") from None
     log.info("listening on %s://%s:%d", listening.scheme, listening.host, listening.port)
     server = uvicorn.Server(config)
-    server.run(sockets=[listener])
+
+    async def serve() -> None:
+        asyncio.get_running_loop().set_exception_handler(DescriptorExhaustionLog())
+        await server.serve(sockets=[listener])
+
+    asyncio.run(serve())
     return 0 if server.started else 1
 
 

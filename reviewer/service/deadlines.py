@@ -13,7 +13,9 @@ whatever the route is doing; the route's `receive()` sees a disconnect.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import resource
 from typing import Any, Final
 
 import h11
@@ -30,11 +32,38 @@ TIMEOUT_RESPONSE: Final = (
 )
 
 
+BUSY_RESPONSE: Final = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nconnection: close\r\n"
+    b"retry-after: 1\r\ncontent-length: 79\r\n\r\n"
+    b'{"error":"busy","message":"the queue has too many open connections; try again"}'
+)
+
+
+def connection_cap() -> int:
+    """How many client connections to hold at once: half the descriptors the process may open.
+
+    The soft limit is first raised to the hard one. The other half is for the database (SQLite
+    holds three files per thread), the log and the listening socket: when clients may take every
+    descriptor, `accept()` fails with EMFILE, asyncio logs it thousands of times a second, and the
+    database cannot open a file either. A connection over the cap is answered 503 and closed at
+    once, so it costs a descriptor for a moment, not for the header deadline.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        wanted = 65536 if hard == resource.RLIM_INFINITY else hard
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
+    return max(8, soft // 2)
+
+
 class DeadlineH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with total deadlines for a request's headers and its body."""
+    """uvicorn's h11 protocol with total deadlines for a request's headers and its body, and a cap
+    on open connections."""
 
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
     body_timeout: float = DEFAULT_BODY_TIMEOUT
+    max_connections: int = 512
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -53,6 +82,10 @@ class DeadlineH11Protocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        if len(self.connections) > self.max_connections:
+            transport.write(BUSY_RESPONSE)
+            transport.close()
+            return
         self._arm("headers", self.header_timeout)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -87,8 +120,7 @@ class DeadlineH11Protocol(H11Protocol):
         if self.transport.is_closing():
             return
         cycle = self.cycle
-        response_started = cycle is not None and cycle.response_started and not cycle.response_complete
-        if not response_started:
+        if self._waiting_for == "headers" or cycle is None or not cycle.response_started:
             self.transport.write(TIMEOUT_RESPONSE)
         if cycle is not None and not cycle.response_complete:
             cycle.disconnected = True
@@ -102,5 +134,33 @@ def protocol_with_deadlines(header_timeout: float, body_timeout: float) -> type[
     return type(
         "ConfiguredDeadlineH11Protocol",
         (DeadlineH11Protocol,),
-        {"header_timeout": header_timeout, "body_timeout": body_timeout},
+        {"header_timeout": header_timeout, "body_timeout": body_timeout, "max_connections": connection_cap()},
     )
+
+
+class DescriptorExhaustionLog:
+    """An event-loop exception handler that reports running out of file descriptors once a while.
+
+    asyncio's accept loop logs EMFILE with a traceback for every connection it cannot accept,
+    up to the listen backlog per tick, and its retries fail again at shutdown: megabytes of log a
+    second while a burst of clients holds every descriptor. One line per `interval` says the same.
+    """
+
+    def __init__(self, interval: float = 10.0) -> None:
+        self.interval = interval
+        self.last_reported = -interval
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if context.get("message") == "socket.accept() out of system resource":
+            if loop.time() - self.last_reported >= self.interval:
+                self.last_reported = loop.time()
+                log.warning(
+                    "out of file descriptors: new connections wait until stalled ones meet a deadline (%s)",
+                    context.get("exception"),
+                )
+            return
+        if "_start_serving" in repr(context.get("handle")) and isinstance(
+            context.get("exception"), ValueError
+        ):
+            return  # asyncio retrying accept() on a listening socket that was closed at shutdown
+        loop.default_exception_handler(context)

@@ -100,3 +100,10 @@ class DatabaseUnusable(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class BodyNotReceived(ServiceError):
+    """The client went away, or missed the body deadline, before its body arrived whole."""
+
+    status = 408
+    code = "request_timeout"
