@@ -21,17 +21,9 @@ from typing import Any, Final
 
 import msgspec
 
+from reviewer.placeholders import MARK, PLACEHOLDER, PLACEHOLDER_BYTES
 from reviewer.proposal import Call, Outcome, Proposal, dumps
 from reviewer.sanitize import clip, json_has_hidden, safe_text
-
-PLACEHOLDER: Final[re.Pattern[str]] = re.compile(r"<([A-Za-z_][A-Za-z0-9_.-]*) from call (\d+)>", re.ASCII)
-"""`<FIELD from call N>`: a value only the real write of call N produces (design, section 2).
-
-ASCII digits only: `<id from call ٣>` is not a placeholder, it is text that looks like one.
-"""
-_PLACEHOLDER_BYTES: Final = re.compile(PLACEHOLDER.pattern.encode(), re.ASCII)
-"""The same pattern over JSON: its characters are never escaped, so a match in the encoded
-arguments is exactly a match in one of their strings (a match cannot span a quote)."""
 
 SCAN_CHUNK: Final = 4096
 """Calls decoded and scanned at a time by the whole-plan passes."""
@@ -300,10 +292,10 @@ class Analysis:
         except UnicodeEncodeError:  # a lone surrogate, only possible in a proposal built in Python
             text = json.dumps(msgspec.to_builtins(parts), ensure_ascii=False)
             encoded = text.encode("utf-8", "surrogatepass")
-        if b" from call " not in encoded:
+        if MARK.encode() not in encoded:
             return ()
         found: dict[bytes, Placeholder] = {}
-        for match in _PLACEHOLDER_BYTES.finditer(encoded):
+        for match in PLACEHOLDER_BYTES.finditer(encoded):
             if match.group() not in found:
                 found[match.group()] = self._placeholder(
                     match.group().decode(), match.group(1).decode(), int(match.group(2)), call.seq

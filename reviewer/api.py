@@ -14,15 +14,23 @@ from pydantic import BaseModel, ConfigDict, Field
 from reviewer.proposal import MAX_SAFE_INTEGER, MAX_STRING_CHARS
 
 Role = Literal["agent", "reviewer"]
-State = Literal["pending", "approved", "rejected", "expired", "executed"]
-"""The state of a proposal's latest revision, as the decision endpoint reports it."""
-RevisionState = Literal["pending", "approved", "rejected", "expired", "executed", "superseded"]
+State = Literal["pending", "approved", "claimed", "rejected", "expired", "executed"]
+"""The state of a proposal's latest revision, as the decision endpoint reports it.
+
+`claimed`: a run holds the approval (it can no longer expire or be superseded under the run);
+`executed`: that run's report is stored, whether it went well or not.
+"""
+RevisionState = Literal["pending", "approved", "claimed", "rejected", "expired", "executed", "superseded"]
 """A stored revision's state: `superseded` once a newer revision exists (it then authorizes nothing)."""
 Decision = Literal["approve", "reject"]
-TrailEventKind = Literal["submitted", "approved", "rejected", "executed"]
+TrailEventKind = Literal["submitted", "approved", "rejected", "claimed", "executed"]
+RunEnding = Literal["completed", "stopped", "failed", "cancelled"]
+"""How a real run ended: every planned call ran; it stopped before a call that was not the plan's (or
+after one the API refused); the task or framework raised; or it was cancelled."""
 
 RevisionNumber = Annotated[int, Field(ge=1, le=MAX_SAFE_INTEGER)]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+ClaimId = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
 
 
 class Message(BaseModel):
@@ -50,8 +58,10 @@ class DecisionState(Message):
 
     `expires_at` is when a pending proposal or an approval stops counting (or stopped, once
     `expired`); `decided_by`, `decided_at` and `reason` are set once a reviewer decided;
-    `executed_at` once the approved plan ran. `plan_sha256` is the latest revision's digest, the
-    one an approval names.
+    `claimed_by`, `claimed_at` and `lease_expires_at` once a run claimed the approval, and
+    `outcome_unknown` when that run has not reported by the end of its lease (it may have written:
+    it is never re-runnable); `executed_at` once the run's report is stored. `plan_sha256` is the
+    latest revision's digest, the one an approval names.
     """
 
     proposal_id: str
@@ -62,6 +72,10 @@ class DecisionState(Message):
     decided_at: datetime | None = None
     reason: str | None = None
     expires_at: datetime | None = None
+    claimed_by: str | None = None
+    claimed_at: datetime | None = None
+    lease_expires_at: datetime | None = None
+    outcome_unknown: bool | None = None
     executed_at: datetime | None = None
 
 
@@ -79,6 +93,8 @@ class ProposalSummary(Message):
     state: State
     decided_by: str | None = None
     expires_at: datetime | None = None
+    claimed_by: str | None = None
+    outcome_unknown: bool | None = None
 
 
 class ProposalPage(Message):
@@ -133,11 +149,40 @@ class DecisionRequest(Message):
     reason: str = Field(default="", max_length=MAX_STRING_CHARS)
 
 
-class ExecutionReport(Message):
-    """What the real run did: its calls and, where the API has one, the matching audit-log lines."""
+class ClaimRequest(Message):
+    """A runner's claim of the approval of one revision's exact plan, before its first real write."""
 
     revision: RevisionNumber
     plan_sha256: Sha256
+
+
+class Claim(Message):
+    """A single-use right to run one digest: the run's report names `claim_id`.
+
+    Until the report arrives the approval is fixed (no expiry, no re-plan); past `lease_expires_at`
+    without a report, reviewers see an unknown outcome.
+    """
+
+    claim_id: str
+    proposal_id: str
+    revision: int
+    plan_sha256: str
+    claimed_by: str
+    claimed_at: datetime
+    lease_expires_at: datetime
+
+
+class ExecutionReport(Message):
+    """What the real run did: its calls and, where the API has one, the matching audit-log lines.
+
+    It belongs to the claim the run made (`claim_id`), so it is stored however the proposal moved on
+    meanwhile. `ended` says how the run ended; `calls` are the calls that reached the API.
+    """
+
+    revision: RevisionNumber
+    plan_sha256: Sha256
+    claim_id: ClaimId | None = None
+    ended: RunEnding | None = None
     calls: list[dict[str, Any]]
     audit_log: list[dict[str, Any]] | None = None
     note: str | None = Field(default=None, max_length=MAX_STRING_CHARS)
@@ -153,6 +198,8 @@ class StoredExecution(Message):
     plan_sha256: str
     executed_by: str
     at: datetime
+    claim_id: str | None = None
+    ended: RunEnding | None = None
     calls: list[dict[str, Any]]
     audit_log: list[dict[str, Any]] | None = None
     note: str | None = None
@@ -176,5 +223,6 @@ class ErrorBody(Message):
     message: str
     state: State | None = None
     decided_by: str | None = None
+    claimed_by: str | None = None
     latest_revision: int | None = None
     latest_plan_sha256: str | None = None

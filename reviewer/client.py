@@ -16,6 +16,8 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from reviewer.api import (
+    Claim,
+    ClaimRequest,
     Decision,
     DecisionRequest,
     DecisionState,
@@ -102,6 +104,16 @@ class ExecutionRefused(Conflict):
         self.state = body.state
 
 
+class ClaimRefused(Conflict):
+    """409 on a claim: the approval is not there to take (pending, rejected, expired, executed, or
+    held by another run: `claimed_by` names it)."""
+
+    def __init__(self, status: int, body: ErrorBody) -> None:
+        super().__init__(status, body)
+        self.state = body.state
+        self.claimed_by = body.claimed_by
+
+
 class StaleRevision(QueueRefused):
     """412: the revision or digest named is not the latest; nothing changed. Review the latest."""
 
@@ -118,6 +130,7 @@ class QueueServerError(QueueRefused):
 _BY_CODE: Final[dict[str, type[QueueRefused]]] = {
     "not_pending": AlreadyDecided,
     "execution_refused": ExecutionRefused,
+    "claim_refused": ClaimRefused,
     "idempotency_key_reused": IdempotencyKeyReused,
 }
 _BY_STATUS: Final[dict[int, type[QueueRefused]]] = {
@@ -307,14 +320,27 @@ class QueueClient:
     async def decision_state(self, proposal_id: str) -> DecisionState:
         return await self._get(f"/v1/proposals/{_segment(proposal_id)}/decision", DecisionState)
 
+    async def claim(
+        self, proposal_id: str, revision: int, plan_sha256: str, idempotency_key: str | None = None
+    ) -> Claim:
+        """Claim the approval for one run; a lost answer is retried with the same key: claimed once."""
+        request = ClaimRequest(revision=revision, plan_sha256=plan_sha256)
+        key = idempotency_key or str(uuid.uuid4())
+        response = await self._request(
+            "POST",
+            f"/v1/proposals/{_segment(proposal_id)}/claims",
+            retry=True,
+            expect=(201,),
+            content=request.model_dump_json(),
+            headers={"Content-Type": "application/json", "Idempotency-Key": key},
+        )
+        return Claim.model_validate_json(response.content)
+
     async def report_execution(
         self, proposal_id: str, report: ExecutionReport, idempotency_key: str | None = None
     ) -> DecisionState:
-        """Report the real run; a lost answer is retried with the same key, so it is stored once.
-
-        The approval is used up by the first report that lands: a retry under its key gets that
-        report's answer, where one without the key would be refused as already executed.
-        """
+        """Report the real run under its claim; a lost answer is retried with the same key, so it is
+        stored once (a claim has one report: a retry without the key would be refused)."""
         key = idempotency_key or str(uuid.uuid4())
         response = await self._request(
             "POST",

@@ -1,7 +1,5 @@
-"""What drifted between two revisions of a plan, and how a real run compares with its approved plan.
+"""What drifted between two revisions of a plan (`diff_revisions`).
 
-Drift between revisions (`diff_revisions`)
-------------------------------------------
 Calls are matched by what they do, never by position or `seq`, in three steps:
 
 1. **Alignment on content.** Each call's content is its tool, effect, args and request (the
@@ -29,11 +27,8 @@ Calls are matched by what they do, never by position or `seq`, in three steps:
    most `MAX_EDITS_FOR_MYERS`), so no gap costs more than about 2(n + m) probes (its snakes pass
    over the gap's keys, in C, once per diagonal at most); a gap that needs more, or a plan where
    no call is unique (nothing to anchor), is left to the pairing below.
-   Measured on 100,000 calls: 2,000 changes spread evenly with a few insertions and removals,
-   about 0.6 s (difflib, used before, took about 57 s); 20,000 such changes, about 1.2 s (difflib:
-   nearly 10 minutes), half of it pairing and comparing the 20,000 changed calls. The worst case
-   is linear too: a plan of one call repeated has no anchor, and every pair of its one gap is
-   decoded and compared.
+   The worst case is linear too: a plan of one call repeated has no anchor, and every pair of its
+   one gap is decoded and compared.
 2. **Pairing what is left.** Between two aligned runs, the leftover old and new calls are paired
    when they touch the same thing: first the same (tool, effect, resource), then the same (tool,
    resource), then the same (tool, effect), each in order. A pair is a *changed* call; what stays
@@ -50,15 +45,6 @@ Calls are matched by what they do, never by position or `seq`, in three steps:
 The two revisions are always aligned in one canonical orientation (decided by the first calls
 that differ) and the result mirrored when needed, so `diff_revisions(b, a)` is exactly the mirror
 of `diff_revisions(a, b)` even where several alignments are equally good.
-
-A plan and its real run (`compare_execution`)
----------------------------------------------
-The executor runs the approved plan in order and stops at the first call that is not the plan's,
-so the real calls are lined up with the plan in order. Each one is *same*, *same once placeholders
-resolve* (the plan said `<id from call 1>`, call 1 really created tk-4), *different* (with the
-fields), *not in the plan*, or *refused* (the API answered an error, or the run reported no
-answer). The naive count (placeholders left as written) is kept beside the resolved one, because
-the gap between them is the point.
 """
 
 from __future__ import annotations
@@ -68,7 +54,7 @@ import re
 from abc import ABC, abstractmethod
 from bisect import bisect_left
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import compress, count, islice
@@ -78,7 +64,9 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from reviewer.analysis import PLACEHOLDER, resource_of
+from reviewer.analysis import resource_of
+from reviewer.matching import FieldChange
+from reviewer.placeholders import PLACEHOLDER, PLACEHOLDER_BYTES
 from reviewer.proposal import Call, CallList, Proposal, dumps, same_json
 
 MAX_EDITS_FOR_MYERS: Final = 64
@@ -89,32 +77,16 @@ _LONGEST_CHUNK: Final = 512
 """The most calls compared (or searched) at once: their JSON is a hundred kilobytes or so, which the
 allocator recycles, and the keys made past a difference are few."""
 
-_DRY_RUN_QUERY_NAMES: Final = frozenset({"dryrun", "validateonly"})
-"""A server dry run's own query parameter (dryRun, dry_run, validate_only...): never part of a real call."""
-
-_PLACEHOLDER_BYTES: Final = re.compile(PLACEHOLDER.pattern.encode(), re.ASCII)
 _PLACEHOLDER_MARK: Final = b" from call "
 _PLACEHOLDER_SEARCH: Final = re.compile(rb"from call").search
 """Finding the mark in a plan's bytes: `re` scans these bytes about twice as fast as `in` does."""
 
 
 CallStatus = Literal["added", "changed", "unchanged"]
-CheckStatus = Literal["same", "same once placeholders resolve", "different", "not in the plan", "refused"]
 
 
 # ----------------------------------------------------------------------------------------------
 # Results
-
-
-@dataclass(frozen=True, slots=True)
-class FieldChange:
-    """One field that differs, by its path in the call (`args.amount_cents`, `request.path`)."""
-
-    path: str
-    old: Any
-    new: Any
-    note: str = ""
-    """Why two equal-looking values differ: a placeholder whose text is unchanged but names another call."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,60 +163,6 @@ class Drift:
     def removed_calls(self, old: Proposal) -> tuple[tuple[int, Call], ...]:
         """The removed calls of `old` (the revision this drift was computed from), for display."""
         return tuple((index, old.calls[index]) for index in self.removed)
-
-
-@dataclass(frozen=True, slots=True)
-class CallCheck:
-    """One real call against the approved plan (and, when there is one, the API's audit log)."""
-
-    executed_index: int
-    planned_index: int | None
-    status: CheckStatus
-    fields: tuple[FieldChange, ...] = ()
-    """For `different`: what differs (placeholders resolved). For `same once placeholders
-    resolve`: each placeholder and the real value it took."""
-    http_status: int | None = None
-    audit_index: int | None = None
-    """The audit-log line this call corresponds to, when an audit log was given and one does."""
-    audit_fields: tuple[FieldChange, ...] = ()
-    """Where the audit line disagrees with what the run reported (`http_status`, `path`)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Verification:
-    """A real run lined up with its approved plan: the view after `v` and the walkthrough's last line."""
-
-    checks: tuple[CallCheck, ...]
-    planned: int
-    not_executed: tuple[int, ...]
-    """Plan calls no real call matched (the run stopped before them, or chose other calls)."""
-    naive_identical: int
-    """Real calls identical to the plan's call as written (placeholders left as text) and not refused."""
-    matching_once_resolved: int
-    """Real calls that match the plan once placeholders take their real values, and not refused."""
-    audit_unmatched: tuple[int, ...] = ()
-    """Audit-log lines no real call accounts for: writes the API kept that the run did not report."""
-
-    @property
-    def summary(self) -> str:
-        """`naive: 1 of 4 identical; placeholders resolved: 3 of 4 match; refused: delete_ticket (409)`."""
-        total = self.planned
-        text = (
-            f"naive: {self.naive_identical} of {total} identical; "
-            f"placeholders resolved: {self.matching_once_resolved} of {total} match"
-        )
-        for status in ("refused", "different", "not in the plan"):
-            hits = [check for check in self.checks if check.status == status]
-            if hits:
-                text += f"; {status}: {len(hits)}"
-        if self.not_executed:
-            text += f"; not executed: {len(self.not_executed)}"
-        if self.audit_unmatched:
-            text += f"; audit lines no call accounts for: {len(self.audit_unmatched)}"
-        return text
-
-    def count(self, status: CheckStatus) -> int:
-        return sum(1 for check in self.checks if check.status == status)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -572,7 +490,7 @@ class _Sides:
                     identity = "?" if named is None else "|".join(_identity(calls[named]))
                     return b"<" + match.group(1) + b" from " + msgspec.json.encode(identity) + b">"
 
-                found = _PLACEHOLDER_BYTES.sub(by_identity, found)
+                found = PLACEHOLDER_BYTES.sub(by_identity, found)
             cache[index] = found
         return found
 
@@ -1143,187 +1061,3 @@ def _split_placeholders(text: str, reference: Callable[[int], tuple[str, int]]) 
         position = match.end()
     parts.append(text[position:])
     return parts
-
-
-# ----------------------------------------------------------------------------------------------
-# A real run against its approved plan
-
-
-def compare_execution(
-    plan: Proposal,
-    executed_calls: Sequence[Call],
-    audit: Sequence[Mapping[str, Any]] | None = None,
-) -> Verification:
-    """Each real call against the approved plan, in order, and against the API's audit log.
-
-    `executed_calls` are what the run reports (`reviewer.proposal.Call`: the real args, request and
-    outcome). The executor sends the plan's calls in order and stops at the first one that is not
-    the plan's, so the n-th real call is held against the next plan call not yet matched; a real
-    call of another tool or effect is "not in the plan" and matches nothing. A placeholder of the
-    plan takes its value from the real result of the call it names (`<id from call 1>` is the `id`
-    call 1 really produced). A server dry run's own query parameter (dryRun, validate_only) is not
-    part of the comparison: the real call does not carry it.
-
-    `audit` is the API's audit-log lines of the run, if it has one: mappings with `method`, `path`
-    and `status` (or `http_status`). Each real call is paired with the next line of the same
-    method and path; a line no call accounts for is reported (`audit_unmatched`).
-    """
-    real_results: dict[int, Any] = {}
-    checks: list[CallCheck] = []
-    matched_plan: set[int] = set()
-    planned_at = 0
-    naive_identical = 0
-    matching_once_resolved = 0
-    for executed_index, real in enumerate(executed_calls):
-        http_status = real.outcome.http_status if real.outcome is not None else None
-        # Any answer but a success: a 500 or a transport error matches nothing it was meant to do.
-        # Only a success counts: a 4xx, a 5xx, an error, or a call reported without an answer (or
-        # only recorded, never sent) matches nothing it was meant to do.
-        refused = (
-            real.outcome is None
-            or real.outcome.status in ("refused", "error", "recorded")
-            or (http_status is not None and http_status >= 400)
-        )
-        if planned_at >= len(plan.calls) or (
-            plan.calls[planned_at].tool != real.tool or plan.calls[planned_at].effect != real.effect
-        ):
-            checks.append(CallCheck(executed_index, None, "not in the plan", http_status=http_status))
-            continue
-        planned = plan.calls[planned_at]
-        literal = _executed_part(planned, resolve=None) == _executed_part(real, resolve=None)
-        resolutions: list[FieldChange] = []
-
-        def resolve(text: str, resolutions: list[FieldChange] = resolutions) -> Any:
-            return _resolve_placeholders(text, real_results, resolutions)
-
-        resolved_plan = _executed_part(planned, resolve=resolve)
-        differences = tuple(_changes(resolved_plan, _executed_part(real, resolve=None), "call"))
-        fields = tuple(
-            FieldChange(change.path.removeprefix("call."), change.old, change.new, change.note)
-            for change in differences
-        )
-        if fields:
-            status: CheckStatus = "different"
-        elif refused:
-            status = "refused"
-        else:
-            status = "same" if literal else "same once placeholders resolve"
-        if not fields and not refused:
-            matching_once_resolved += 1
-            naive_identical += literal
-        if not fields:
-            fields = tuple(resolutions) if not literal else ()
-        checks.append(CallCheck(executed_index, planned_at, status, fields, http_status))
-        matched_plan.add(planned_at)
-        if real.outcome is not None and real.outcome.result is not None:
-            real_results[planned.seq] = _plain(real.outcome.result)
-        planned_at += 1
-    audit_unmatched: tuple[int, ...] = ()
-    if audit is not None:
-        checks, audit_unmatched = _against_audit(checks, executed_calls, audit)
-    return Verification(
-        checks=tuple(checks),
-        planned=len(plan.calls),
-        not_executed=tuple(index for index in range(len(plan.calls)) if index not in matched_plan),
-        naive_identical=naive_identical,
-        matching_once_resolved=matching_once_resolved,
-        audit_unmatched=audit_unmatched,
-    )
-
-
-def _executed_part(call: Call, resolve: Callable[[str], Any] | None) -> dict[str, Any]:
-    """What a real call sends: args and request without a dry-run query parameter; placeholders
-    resolved when `resolve` is given."""
-    request = _plain(call.request)
-    if request is not None:
-        query = {
-            name: value
-            for name, value in (request.get("query") or {}).items()
-            if name.replace("_", "").replace("-", "").lower() not in _DRY_RUN_QUERY_NAMES
-        }
-        request["query"] = query or None
-        request["method"] = str(request.get("method", "")).upper()
-    part = {"args": call.args or {}, "request": request}
-    return _map_strings(part, resolve) if resolve is not None else part
-
-
-def _map_strings(value: Any, change: Callable[[str], Any]) -> Any:
-    if isinstance(value, str):
-        return change(value)
-    if isinstance(value, dict):
-        return {key: _map_strings(item, change) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_map_strings(item, change) for item in value]
-    return value
-
-
-def _resolve_placeholders(text: str, real_results: Mapping[int, Any], resolutions: list[FieldChange]) -> Any:
-    """A placeholder's real value from the result of the call it names; unresolved ones stay text.
-
-    A string that is exactly one placeholder becomes the value itself (an id may be a number).
-    """
-    if " from call " not in text:
-        return text
-
-    def value_of(match: re.Match[str]) -> Any:
-        result: Any = real_results.get(int(match.group(2)), _ABSENT)
-        for name in match.group(1).split("."):
-            result = result.get(name, _ABSENT) if isinstance(result, dict) else _ABSENT
-        if result is not _ABSENT:
-            resolutions.append(
-                FieldChange(match.group(0), match.group(0), result, "resolved from the real run")
-            )
-        return result
-
-    whole = PLACEHOLDER.fullmatch(text)
-    if whole is not None:
-        value = value_of(whole)
-        return text if value is _ABSENT else value
-
-    def in_text(match: re.Match[str]) -> str:
-        value = value_of(match)
-        return match.group(0) if value is _ABSENT else str(value)
-
-    return PLACEHOLDER.sub(in_text, text)
-
-
-def _against_audit(
-    checks: list[CallCheck], executed_calls: Sequence[Call], audit: Sequence[Mapping[str, Any]]
-) -> tuple[list[CallCheck], tuple[int, ...]]:
-    """Pair each real call with the next audit line of the same method and path, and note where
-    the audit disagrees with what the run reported."""
-    waiting: defaultdict[tuple[str, str], deque[int]] = defaultdict(deque)
-    for line_index, line in enumerate(audit):
-        waiting[(str(line.get("method", "")).upper(), str(line.get("path", "")))].append(line_index)
-    used: set[int] = set()
-    result: list[CallCheck] = []
-    for check in checks:
-        real = executed_calls[check.executed_index]
-        if real.request is None:
-            result.append(check)
-            continue
-        lines = waiting.get((real.request.method.upper(), real.request.path))
-        if not lines:
-            result.append(check)
-            continue
-        line_index = lines.popleft()
-        used.add(line_index)
-        line = audit[line_index]
-        audit_status = line.get("http_status", line.get("status"))
-        disagreements: tuple[FieldChange, ...] = ()
-        if isinstance(audit_status, int) and audit_status != check.http_status:
-            disagreements = (
-                FieldChange("http_status", check.http_status, audit_status, "run said, audit says"),
-            )
-        result.append(
-            CallCheck(
-                check.executed_index,
-                check.planned_index,
-                check.status,
-                check.fields,
-                check.http_status,
-                line_index,
-                disagreements,
-            )
-        )
-    return result, tuple(index for index in range(len(audit)) if index not in used)

@@ -165,15 +165,18 @@ async def walk(
         await _reset(api)
         if queue_url is None:
             approval = local_approval(plan)
-            execution = await execute_approved(tools.reference_task, approval, client=api, audit=tools.AUDIT)
+            execution = await execute_approved(None, approval, client=api, audit=tools.AUDIT)
         else:
             assert token is not None
             async with QueueClient(queue_url, token) as queue_client:
-                from reviewer.agent import QueueAgent
+                from reviewer.agent import QueueAgent, RunStopped
 
                 agent = QueueAgent(queue_client, poll_interval=0.5)
                 approval = await _approval_from_queue(agent, plan, wait, console)
-                execution = await agent.execute(tools.reference_task, approval, client=api, audit=tools.AUDIT)
+                try:
+                    execution = await agent.execute(approval, client=api, audit=tools.AUDIT)
+                except RunStopped as stopped:  # the reference delete is refused for real: shown, not fatal
+                    execution = stopped.execution
     columns.append(
         Column("real", execution.executed_calls(), execution.write_requests, execution.writes_kept)
     )
@@ -210,7 +213,7 @@ async def _reset(api: Any) -> None:
 def _verify(execution: Execution) -> Any:
     """The real run against the approved plan and the audit log, by the drift module's rules."""
     try:
-        from reviewer.drift import compare_execution
+        from reviewer.verification import compare_execution
     except ImportError:
         return None
     return compare_execution(
@@ -314,7 +317,7 @@ def summary_lines(result: Walkthrough) -> list[str]:
         lines.append(f"{row_label(call)}: the real run met {call.outcome.http_status}; {who} saw it coming.")
     verification = result.verification
     if verification is None:
-        lines.append("Audit verification: unavailable (this build has no reviewer.drift.compare_execution).")
+        lines.append("Audit verification: unavailable (the run reported no calls to compare).")
     else:
         lines.append(verification_sentence(verification, real))
         lines.append(

@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 from bench.generate import bulk_refund_plan, replan
 from reviewer import drift as drift_module
 from reviewer import proposal as proposal_module
-from reviewer.drift import MAX_EDITS_FOR_MYERS, ChangedCall, Drift, compare_execution, diff_revisions
+from reviewer.drift import MAX_EDITS_FOR_MYERS, ChangedCall, Drift, diff_revisions
 from reviewer.proposal import Call, CallList, Outcome, Proposal, parse_proposal
+from reviewer.verification import compare_execution
 
 PLACEHOLDER = re.compile(r"<([A-Za-z_][A-Za-z0-9_.-]*) from call (\d+)>")
 

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from reviewer.analysis import PLACEHOLDER, Analysis
+from reviewer.analysis import Analysis
+from reviewer.placeholders import PLACEHOLDER
 from reviewer.proposal import Call, Proposal, parse_proposal, plan_sha256
 from reviewer.sources import EXECUTION_SUFFIX
 

@@ -8,7 +8,8 @@ async with dry_run("server", client=api, audit=HttpAuditLog()) as recording:
     await task()
 proposal = recording.to_proposal(proposal_id=..., title=..., agent=..., target=...)
 approval = await queue.submit_and_wait(proposal)          # a reviewer decides
-execution = await queue.execute(task, approval, client=api, audit=HttpAuditLog())
+execution = await queue.execute(approval, client=api, audit=HttpAuditLog())
+# claims the approval, replays the approved calls once, reports the run, raises RunStopped unless all ran
 """
 
 from reviewer.agent.audit import AuditUnavailable, HttpAuditLog
@@ -31,18 +32,23 @@ from reviewer.agent.errors import (
     NoActiveRun,
     NoApproval,
     NotApproved,
+    NoTarget,
+    OffTarget,
     PlanStop,
     ProposalRejected,
+    RunEnded,
+    RunStopped,
     TargetMismatch,
     ToolDefinitionError,
     UnknownBackend,
 )
 from reviewer.agent.execution import Approval, Execution, execute_approved, local_approval, real_run
-from reviewer.agent.flag import DRY_RUN, is_dry_run, names_dry_run
+from reviewer.agent.flag import DRY_RUN, is_dry_run
 from reviewer.agent.placeholders import placeholder, placeholders_in, substitute
 from reviewer.agent.queue import QueueAgent
 from reviewer.agent.runs import RecordedCall, Recording, dry_run
 from reviewer.agent.tools import CallAnswer, HttpRequest, ToolArgumentError, WriteTool, write_tool
+from reviewer.dry_run_params import names_dry_run
 
 __all__ = [
     "BACKENDS",
@@ -62,8 +68,12 @@ __all__ = [
     "NoActiveRun",
     "NoApproval",
     "NotApproved",
+    "NoTarget",
+    "OffTarget",
     "PlanStop",
     "ProposalRejected",
+    "RunEnded",
+    "RunStopped",
     "QueueAgent",
     "RecordBackend",
     "RecordedCall",

@@ -68,14 +68,20 @@ def _message(body: Any, response: httpx.Response) -> str:
     return response.reason_phrase or f"HTTP {response.status_code}"
 
 
-async def send(client: httpx.AsyncClient, request: HttpRequest) -> httpx.Response:
-    """Send one request; the only place in the agent library that puts a write on the wire."""
-    return await client.request(
+def build_request(client: httpx.AsyncClient, request: HttpRequest) -> httpx.Request:
+    """The request exactly as httpx will put it on the wire (the URL merged with the client's base), so
+    a real run checks the very URL it sends."""
+    return client.build_request(
         request.method,
         request.path,
         params=dict(request.query) if request.query else None,
         json=request.body if request.body is not None else None,
     )
+
+
+async def send(client: httpx.AsyncClient, request: HttpRequest) -> httpx.Response:
+    """Send one dry-run request; a real run sends what it built and checked (`Execution._send`)."""
+    return await client.send(build_request(client, request))
 
 
 def is_live_client(client: object) -> bool:

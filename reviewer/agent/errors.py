@@ -144,3 +144,40 @@ class LiveClientRequired(AgentError):
         super().__init__(
             f"{what} talks to the API itself: pass client=httpx.AsyncClient(base_url=<the API's URL>)"
         )
+
+
+class NoTarget(NoApproval):
+    """The approved plan names no `target.base_url`, so no request of a real run could be checked."""
+
+    def __init__(self, proposal_id: str, revision: int) -> None:
+        super().__init__(
+            proposal_id,
+            revision,
+            f"proposal {proposal_id} revision {revision} names no target.base_url, so a real run could "
+            "send its calls anywhere; nothing was sent. Record the API's base URL in the plan's target, "
+            "or pass allow_any_target=True to run it against the client's URL on purpose.",
+        )
+
+
+class OffTarget(PlanStop):
+    """A request of the real run would leave the approved base URL (an absolute URL, `//host`, dot
+    segments); it was not sent, and the run stopped there."""
+
+
+class RunEnded(AgentError):
+    """A write tool was called on a real run that had already ended (a task spawned inside it)."""
+
+    def __init__(self, tool: str) -> None:
+        super().__init__(
+            f"write tool {tool!r} was called after its real run ended; nothing was sent. A task spawned "
+            "inside a run must finish before the run does."
+        )
+
+
+class RunStopped(AgentError):
+    """A real run that did not make every approved call successfully: it stopped, failed or was
+    cancelled. It was reported to the queue; `execution` says which calls ran and how each ended."""
+
+    def __init__(self, execution: Any, message: str) -> None:
+        self.execution = execution
+        super().__init__(message)

@@ -1,31 +1,50 @@
-"""The real run: only an approved plan, checked call by call before each request leaves.
+"""The real run: only the approved plan, each of its calls sent at most once, checked before it leaves.
 
-The agent's task runs again for real (a fresh sample, which may choose other calls). Before each
-write is sent, it is compared with the approved plan's call at the same position; placeholders in
-the plan are resolved from what the real run's earlier calls produced. The first call that is not
-in the plan, or differs, stops the run before anything is sent, and nothing after it is sent either.
-A client pointed at another API than the approved target's base URL is refused before the run starts.
+By default the run *replays* the approved calls (`Execution.replay`): it sends them in order, each
+placeholder resolved from the real answer of the call it names, without asking the model again. Or
+the agent's task runs again for real (`Execution.run(task)`: a fresh sample, which may choose other
+calls). Either way every call passes the same gate before it is sent:
+- plan positions are taken one at a time (a lock held until the answer is in), so concurrent tool
+  calls (a model's parallel tool calls, `asyncio.gather`) are serialized in the order they arrive and
+  never match the same plan call twice: the writes are a prefix of the plan, each at most once;
+- the call must be the plan's call at that position (`reviewer.matching`), or the run stops there and
+  nothing after it is sent;
+- the request, as httpx will send it, must stay under the approved base URL (no absolute URL, no
+  `//host`, no dot segments);
+- a write tool called after the run ended (a task spawned inside it) is refused.
 """
 
 from __future__ import annotations
 
+import asyncio
+import urllib.parse
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import httpx
-import msgspec
 
 from reviewer.agent.audit import HttpAuditLog, RunAudit
-from reviewer.agent.backends import answer_from_response, is_live_client, send
-from reviewer.agent.errors import LiveClientRequired, NotApproved, PlanStop, TargetMismatch
-from reviewer.agent.flag import names_dry_run
-from reviewer.agent.placeholders import placeholders_in, substitute
-from reviewer.agent.runs import RecordedCall, produced_values, running
+from reviewer.agent.backends import answer_from_response, build_request, is_live_client
+from reviewer.agent.errors import (
+    LiveClientRequired,
+    NotApproved,
+    NoTarget,
+    OffTarget,
+    PlanStop,
+    RunEnded,
+    RunStopped,
+    TargetMismatch,
+)
+from reviewer.agent.runs import RecordedCall, running
 from reviewer.agent.tools import CallAnswer, HttpRequest, WriteTool
-from reviewer.proposal import Call, Proposal, plan_sha256, same_json
+from reviewer.api import RunEnding
+from reviewer.dry_run_params import without_dry_run_params
+from reviewer.matching import FieldChange, match_call, plain
+from reviewer.placeholders import ABSENT, field_of, from_results, placeholders_in, references_in, resolve
+from reviewer.proposal import Call, Proposal, plan_sha256
 
 
 @dataclass(frozen=True)
@@ -82,57 +101,83 @@ def same_base_url(approved: str, given: httpx.URL | str) -> bool:
         return False
 
 
-def _plain(value: Any) -> Any:
-    """JSON-equal values compare equal (a tuple and a list, a JSONFloat and a float)."""
-    return msgspec.json.decode(msgspec.json.encode(value))
+def off_target(url: httpx.URL, approved: str) -> str | None:
+    """Why a request to `url` would leave the approved base URL, or None when it stays under it.
+
+    Dot segments are refused outright, percent-encoded or not, rather than normalised: a server or
+    proxy may resolve them after the check and land outside the approved path.
+    """
+    try:
+        base = httpx.URL(approved)
+    except httpx.InvalidURL:
+        return f"the approved base URL {approved!r} does not parse"
+    if _url_key(url)[:3] != _url_key(base)[:3]:
+        return f"it goes to {url.scheme}://{url.netloc.decode('ascii', 'replace')}, not to {approved}"
+    path = urllib.parse.unquote(url.raw_path.split(b"?", 1)[0].decode("ascii", "replace"))
+    if "\\" in path or any(segment in (".", "..") for segment in path.split("/")):
+        return f"its path {path!r} holds dot segments or backslashes"
+    prefix = base.path.rstrip("/")
+    if not (path == prefix or path.startswith(prefix + "/")):
+        return f"its path {path!r} is outside the approved {prefix or '/'}"
+    return None
 
 
-def _without_dry_run_names(query: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The plan's query as the real run sends it: a server dry run's own parameter is not part of it."""
-    return {name: value for name, value in (query or {}).items() if not names_dry_run(name)}
+def check_target(approval: Approval, client: httpx.AsyncClient, *, allow_any_target: bool = False) -> None:
+    """Refuse, before anything runs, a client that is not live or not on the approved target.
+
+    A plan without `target.base_url` runs only when the runner says so (`allow_any_target`): its
+    requests could not be checked otherwise.
+    """
+    if not isinstance(client, httpx.AsyncClient) or not is_live_client(client):
+        raise LiveClientRequired("a real run")
+    approved_url = approval.proposal.target.base_url
+    if approved_url is None:
+        if not allow_any_target:
+            raise NoTarget(approval.proposal_id, approval.revision)
+    elif not same_base_url(approved_url, client.base_url):
+        raise TargetMismatch(approval.proposal_id, approval.revision, approved_url, str(client.base_url))
 
 
-def _differences(expected: Any, actual: Any, where: str) -> list[str]:
-    """Which fields differ, by path, so a stop names what changed (not just that something did)."""
-    if isinstance(expected, dict) and isinstance(actual, dict):
-        found: list[str] = []
-        for key in sorted(set(expected) | set(actual), key=str):
-            if key not in actual:
-                found.append(f"{where}.{key} is in the plan but not in this call")
-            elif key not in expected:
-                found.append(f"{where}.{key} is in this call but not in the plan")
-            else:
-                found += _differences(expected[key], actual[key], f"{where}.{key}")
-        return found
-    if not same_json(expected, actual):  # `true` is not `1`, though Python's == says it is
-        return [f"{where}: plan {expected!r}, this call {actual!r}"]
-    return []
+def _describe(change: FieldChange) -> str:
+    if change.new is ABSENT:
+        return f"{change.path} is in the plan but not in this call"
+    if change.old is ABSENT:
+        return f"{change.path} is in this call but not in the plan"
+    return f"{change.path}: plan {change.old!r}, this call {change.new!r}"
+
+
+_NO_ANSWER = CallAnswer("error", None, "no answer: the run ended while the request was in flight", None)
 
 
 @dataclass
 class Execution:
-    """A real run in progress, then done: what ran, where it stopped, and what the API's audit kept."""
+    """A real run in progress, then done: what ran, where it stopped, how it ended, what the audit kept."""
 
     approval: Approval
     client: httpx.AsyncClient
     audit: HttpAuditLog | None = None
+    allow_any_target: bool = False
+    claim_id: str | None = None
+    """The queue's claim this run holds (None for a run without a queue); its report names it."""
     executed: list[RecordedCall] = field(default_factory=list)
+    """The calls sent to the API, in order, each with the answer it got (or `_NO_ANSWER`)."""
     stop: PlanStop | None = None
-    real_values: dict[str, Any] = field(default_factory=dict)
-    """Placeholder of the plan -> the value this run's real write produced for it."""
+    ended: RunEnding | None = None
+    failure: str | None = None
+    """What the task, the framework or a cancellation raised, when that ended the run."""
+    real_results: dict[int, Any] = field(default_factory=dict)
+    """seq of a plan call -> the result its real write answered: where placeholders take their values."""
     write_requests: int = 0
     audit_lines: list[dict[str, Any]] = field(default_factory=list)
     audit_available: bool = False
     report_key: str = field(default_factory=lambda: f"execution-{uuid.uuid4()}")
     """The Idempotency-Key every report of this run carries: a retried report is stored once."""
+    _lock: asyncio.Lock = field(init=False, repr=False, default_factory=asyncio.Lock)
+    _closed: bool = field(init=False, repr=False, default=False)
     _run_audit: RunAudit = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        approved_url = self.approval.proposal.target.base_url
-        if approved_url is not None and not same_base_url(approved_url, self.client.base_url):
-            raise TargetMismatch(
-                self.approval.proposal_id, self.approval.revision, approved_url, str(self.client.base_url)
-            )
+        check_target(self.approval, self.client, allow_any_target=self.allow_any_target)
         self._run_audit = RunAudit(self.audit, self.client)
 
     @property
@@ -148,85 +193,189 @@ class Execution:
         """Plan calls the run never reached (it stopped, or the fresh sample chose fewer calls)."""
         return list(self.plan[len(self.executed) :])
 
-    def _check(
-        self, position: int, tool: WriteTool, arguments: dict[str, Any], request: HttpRequest
-    ) -> str | None:
-        """Why this call may not be sent, or None when it is the approved plan's call at this position."""
-        if position > len(self.plan):
-            return f"the approved plan has {len(self.plan)} calls; call {position} is not in it"
-        expected = self.plan[position - 1]
-        if expected.tool != tool.name:
-            return f"the plan's call {position} is {expected.tool} (seq {expected.seq}), not {tool.name}"
-        if expected.effect != tool.effect:
-            return f"the plan's call {position} has effect {expected.effect}, this one {tool.effect}"
-        sent_placeholders = placeholders_in([arguments, request.path, request.query, request.body])
-        if sent_placeholders:
-            held = ", ".join(sorted(sent_placeholders))
-            return f"this call still holds {held}; a placeholder is never sent"
-        expected_args = substitute(expected.args or {}, self.real_values)
-        unresolved = placeholders_in(expected_args)
-        if expected.request is not None:
-            unresolved |= placeholders_in(
-                [expected.request.path, expected.request.query, expected.request.body]
-            )
-            unresolved -= set(self.real_values)
-        if unresolved:
-            return (
-                f"the plan's call {position} depends on {', '.join(sorted(unresolved))}, "
-                "which no real call of this run produced"
-            )
-        differences = _differences(_plain(expected_args), _plain(arguments), "args")
-        if expected.request is not None:
-            planned = expected.request
-            differences += _differences(
-                _plain(
-                    {
-                        "method": planned.method.upper(),
-                        "path": substitute(planned.path, self.real_values),
-                        "query": _without_dry_run_names(substitute(planned.query, self.real_values)),
-                        "body": substitute(planned.body, self.real_values),
-                    }
-                ),
-                _plain(
-                    {
-                        "method": request.method.upper(),
-                        "path": request.path,
-                        "query": dict(request.query or {}),
-                        "body": request.body,
-                    }
-                ),
-                "request",
-            )
-        if differences:
-            return "; ".join(differences)
-        return None
+    @property
+    def real_values(self) -> dict[str, Any]:
+        """Each placeholder of the plan that this run resolved -> the real value it took."""
+        found: dict[str, Any] = {}
+        for call in self.plan:
+            for reference in references_in([call.args, plain(call.request)]):
+                value = field_of(self.real_results.get(reference.seq, ABSENT), reference.field)
+                if value is not ABSENT:
+                    found[reference.text()] = value
+        return found
+
+    @property
+    def ok(self) -> bool:
+        """Every approved call was sent and answered with success."""
+        return self.ended == "completed" and all(call.answer.status == "ok" for call in self.executed)
+
+    # running
+
+    async def run(self, work: Callable[[], Awaitable[Any]]) -> BaseException | None:
+        """Run `work` (the agent's task, or `replay`) as this real run; return what ended it early.
+
+        Nothing escapes: a stop, an exception from the task or framework, even a cancellation, is
+        recorded (`ended`, `failure`) and returned, so the caller can report the run before raising.
+        """
+        error: BaseException | None = None
+        try:
+            async with running(self, dry=False):
+                await work()
+        except PlanStop as stop:
+            if self.stop is None:  # a stop of this run is its record, not an error
+                error = stop
+        except BaseException as caught:  # noqa: BLE001 - recorded and handed back to be raised
+            error = caught
+        self._end(error)
+        return error
+
+    async def replay(self, tools: Iterable[WriteTool] = ()) -> None:
+        """Send the approved calls in order, placeholders resolved from this run's real answers.
+
+        A call whose write tool is in `tools` is rebuilt by the tool from its resolved arguments (and
+        must still be the plan's request); any other is sent as the plan's own request. The run stops
+        after the first call the API refuses or fails: later calls may depend on it.
+        """
+        by_name = {tool.name: tool for tool in tools}
+        for planned in self.plan:
+            async with self._lock:
+                position = self._next_position(planned.tool)
+                args = resolve(plain(planned.args) or {}, from_results(self.real_results))
+                tool = by_name.get(planned.tool)
+                if tool is not None:
+                    request = tool.request_for(args)
+                elif planned.request is not None:
+                    request = self._planned_request(planned)
+                else:
+                    self._stop_at(
+                        position,
+                        planned.tool,
+                        "the plan has no request for it; pass its write tool to replay it",
+                    )
+                self._require_planned(position, planned.tool, planned.effect, args, request)
+                answer = await self._send(position, planned, args, (), request)
+            if answer.status != "ok" and position < len(self.plan):
+                self.stop = PlanStop(
+                    position + 1,
+                    self.plan[position].tool,
+                    f"call {position} ({planned.tool}) was answered {answer.http_status or answer.status}"
+                    f"{': ' + answer.message if answer.message else ''}, and later calls may depend on it",
+                )
+                return
 
     async def perform(
         self, tool: WriteTool, arguments: dict[str, Any], dropped: tuple[str, ...]
     ) -> CallAnswer:
+        """A write tool called by the agent's task during the run: the next plan call, or a stop."""
+        async with self._lock:
+            position = self._next_position(tool.name)
+            request = tool.request_for(arguments)
+            self._require_planned(position, tool.name, tool.effect, arguments, request)
+            return await self._send(position, self.plan[position - 1], arguments, dropped, request)
+
+    def _next_position(self, tool_name: str) -> int:
+        if self._closed:
+            raise RunEnded(tool_name)
         position = len(self.executed) + 1
         if self.stop is not None:
-            raise PlanStop(position, tool.name, f"the run already stopped at call {self.stop.position}")
-        request = tool.request_for(arguments)
-        reason = self._check(position, tool, arguments, request)
+            raise PlanStop(position, tool_name, f"the run already stopped at call {self.stop.position}")
+        return position
+
+    def _planned_request(self, planned: Call) -> HttpRequest:
+        assert planned.request is not None
+        real = from_results(self.real_results)
+        request = plain(planned.request)
+        return HttpRequest(
+            request["method"],
+            resolve(request["path"], real),
+            resolve(without_dry_run_params(request.get("query")), real) or None,
+            resolve(request.get("body"), real),
+        )
+
+    def _stop_at(self, position: int, tool_name: str, reason: str, actual: Any = None) -> NoReturn:
+        expected = self.plan[position - 1] if position <= len(self.plan) else None
+        self.stop = PlanStop(position, tool_name, reason, expected, actual)
+        raise self.stop
+
+    def _require_planned(
+        self, position: int, tool_name: str, effect: str, arguments: dict[str, Any], request: HttpRequest
+    ) -> None:
+        """Stop the run unless this call is the approved plan's call at this position."""
+        reason = self._mismatch(position, tool_name, effect, arguments, request)
         if reason is not None:
-            expected = self.plan[position - 1] if position <= len(self.plan) else None
-            self.stop = PlanStop(
-                position, tool.name, reason, expected, {"tool": tool.name, "args": arguments}
+            self._stop_at(position, tool_name, reason, {"tool": tool_name, "args": arguments})
+
+    def _mismatch(
+        self, position: int, tool_name: str, effect: str, arguments: dict[str, Any], request: HttpRequest
+    ) -> str | None:
+        if position > len(self.plan):
+            return f"the approved plan has {len(self.plan)} calls; call {position} is not in it"
+        expected = self.plan[position - 1]
+        if expected.tool != tool_name:
+            return f"the plan's call {position} is {expected.tool} (seq {expected.seq}), not {tool_name}"
+        if expected.effect != effect:
+            return f"the plan's call {position} has effect {expected.effect}, this one {effect}"
+        sent = placeholders_in([arguments, request.path, request.query, request.body])
+        if sent:
+            return f"this call still holds {', '.join(sorted(sent))}; a placeholder is never sent"
+        match = match_call(expected, arguments, request.to_proposal(), self.real_results)
+        if match.unresolved:
+            return (
+                f"the plan's call {position} depends on {', '.join(sorted(match.unresolved))}, "
+                "which no real call of this run produced"
             )
+        if match.differences:
+            return "; ".join(_describe(change) for change in match.differences)
+        return None
+
+    async def _send(
+        self,
+        position: int,
+        planned: Call,
+        arguments: dict[str, Any],
+        dropped: tuple[str, ...],
+        request: HttpRequest,
+    ) -> CallAnswer:
+        """Put one approved call on the wire, exactly as checked; recorded before it leaves, so a run
+        cancelled while waiting for the answer still reports that the call may have been made."""
+        built = build_request(self.client, request)
+        approved_url = self.approval.proposal.target.base_url
+        reason = off_target(built.url, approved_url) if approved_url is not None else None
+        if reason is not None:
+            self.stop = OffTarget(position, planned.tool, reason, planned, {"url": str(built.url)})
             raise self.stop
-        seq = self.plan[position - 1].seq
+        record = RecordedCall(
+            seq=planned.seq,
+            tool=planned.tool,
+            effect=planned.effect,
+            args=dict(arguments),
+            request=request,
+            answer=_NO_ANSWER,
+            sent=request,
+            dropped_args=dropped,
+        )
+        self.executed.append(record)
         self.write_requests += 1
         try:
-            response = await send(self.client, request)
-            answer = answer_from_response(response)
+            record.answer = answer_from_response(await self.client.send(built))
         except httpx.HTTPError as error:
-            answer = CallAnswer("error", None, f"{type(error).__name__}: {error}", None)
-        self.real_values.update(produced_values(tool, seq, answer.result))
-        self.executed.append(
-            RecordedCall.of(tool, seq, arguments, dropped, request=request, answer=answer, sent=request)
-        )
-        return answer
+            record.answer = CallAnswer("error", None, f"{type(error).__name__}: {error}", None)
+        if record.answer.result is not None:
+            self.real_results[planned.seq] = plain(record.answer.result)
+        return record.answer
+
+    def _end(self, error: BaseException | None) -> None:
+        self._closed = True
+        if isinstance(error, asyncio.CancelledError):
+            self.ended = "cancelled"
+        elif error is not None:
+            self.ended = "failed"
+        elif self.stop is not None or self.unexecuted:
+            self.ended = "stopped"
+        else:
+            self.ended = "completed"
+        if error is not None:
+            self.failure = f"{type(error).__name__}: {error}"
 
     async def _start(self) -> None:
         await self._run_audit.start()
@@ -237,43 +386,73 @@ class Execution:
             self.audit_lines = lines
             self.audit_available = True
 
+    # reading the result
+
     def executed_calls(self) -> list[Call]:
         """The real calls as proposal calls (seq = the plan call each one matched), for the queue."""
         return [call.to_call() for call in self.executed]
 
+    def summary(self) -> str:
+        """How the run ended and which calls ran, in one paragraph a log or an exception can carry."""
+        ran = ", ".join(
+            f"#{call.seq} {call.tool} {call.answer.http_status or call.answer.status}"
+            for call in self.executed
+        )
+        text = f"the real run of {self.approval.proposal_id} revision {self.approval.revision} {self.ended}"
+        if self.stop is not None:
+            text += f" at call {self.stop.position}: {self.stop.reason}"
+        if self.failure is not None:
+            text += f" ({self.failure})"
+        text += f"; sent {len(self.executed)} of {len(self.plan)} calls" + (f": {ran}" if ran else "")
+        return text
+
+    def raise_for_stop(self) -> None:
+        """Raise `RunStopped` unless every approved call was sent and answered with success."""
+        if not self.ok:
+            raise RunStopped(self, self.summary())
+
 
 @asynccontextmanager
 async def real_run(
-    approval: Approval, *, client: httpx.AsyncClient, audit: HttpAuditLog | None = None
-) -> AsyncIterator[Execution]:
-    """Run write tools for real inside the block, each one checked against the approved plan first.
-
-    The block sees the flag off (real) and every other context keeps its own value. A `PlanStop`
-    raised by a tool propagates out of the block; the `Execution` keeps what ran before it.
-    A client whose base URL is not the approved target's raises `TargetMismatch` before the block.
-    """
-    if not isinstance(client, httpx.AsyncClient) or not is_live_client(client):
-        raise LiveClientRequired("a real run")
-    execution = Execution(approval, client, audit)
-    async with running(execution, dry=False):
-        yield execution
-
-
-async def execute_approved(
-    task: Callable[[], Awaitable[Any]],
     approval: Approval,
     *,
     client: httpx.AsyncClient,
     audit: HttpAuditLog | None = None,
-) -> Execution:
-    """Run `task` for real under `approval`; a stop is recorded in the result, not raised.
+    allow_any_target: bool = False,
+) -> AsyncIterator[Execution]:
+    """Run write tools for real inside the block, each one checked against the approved plan first.
 
-    This does not ask the queue; `QueueAgent.execute` does, and reports the run afterwards.
+    The block sees the flag off (real) and every other context keeps its own value. A `PlanStop`
+    raised by a tool propagates out of the block; the `Execution` keeps what ran before it. A client
+    that is not on the approved target raises before the block (`TargetMismatch`, `NoTarget`).
+    This makes no claim and sends no report: `QueueAgent.execute` does both.
     """
-    async with real_run(approval, client=client, audit=audit) as execution:
-        try:
-            await task()
-        except PlanStop:
-            if execution.stop is None:
-                raise
+    execution = Execution(approval, client, audit, allow_any_target=allow_any_target)
+    error: BaseException | None = None
+    try:
+        async with running(execution, dry=False):
+            yield execution
+    except BaseException as caught:
+        error = caught
+        raise
+    finally:
+        execution._end(None if isinstance(error, PlanStop) and execution.stop is not None else error)
+
+
+async def execute_approved(
+    task: Callable[[], Awaitable[Any]] | None,
+    approval: Approval,
+    *,
+    client: httpx.AsyncClient,
+    audit: HttpAuditLog | None = None,
+    tools: Iterable[WriteTool] = (),
+    allow_any_target: bool = False,
+) -> Execution:
+    """Run the approved plan for real without a queue: `task` again (re-sampling), or a replay when
+    `task` is None. A stop is recorded in the result, not raised; anything else the task raised is
+    raised again. `QueueAgent.execute` claims, reports and raises on any failure."""
+    execution = Execution(approval, client, audit, allow_any_target=allow_any_target)
+    error = await execution.run(task if task is not None else lambda: execution.replay(tools))
+    if error is not None:
+        raise error
     return execution

@@ -23,18 +23,10 @@ DRY_RUN: Final[ContextVar[bool]] = ContextVar("reviewer_agent_dry_run", default=
 ACTIVE_RUN: Final[ContextVar[ToolRunner | None]] = ContextVar("reviewer_agent_active_run", default=None)
 """The run that write tools report to; None outside any run (a write tool then refuses to act)."""
 
-DRY_RUN_NAMES: Final = frozenset({"dryrun", "validateonly"})
-"""Argument and query names that mean "dry run" however they are spelled (dryRun, dry_run, dry-run...)."""
-
 
 def is_dry_run() -> bool:
     """Whether a write tool called here, now, would only be dry-run."""
     return DRY_RUN.get()
-
-
-def names_dry_run(name: str) -> bool:
-    """Whether an argument or query name means the dry-run flag (which only the runner may set)."""
-    return name.replace("_", "").replace("-", "").lower() in DRY_RUN_NAMES
 
 
 @contextmanager

@@ -1,21 +1,23 @@
-"""The agent's side of the queue: submit a plan, wait for a decision, run under it, report the run."""
+"""The agent's side of the queue: submit a plan, wait for the decision, claim it, run it once, report it."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from functools import partial
 from typing import Any
 
 import httpx
 import msgspec
 
 from reviewer.agent.audit import HttpAuditLog
-from reviewer.agent.errors import DecisionTimeout, NotApproved, ProposalRejected
-from reviewer.agent.execution import Approval, Execution, execute_approved
+from reviewer.agent.errors import DecisionTimeout, NotApproved, ProposalRejected, RunStopped
+from reviewer.agent.execution import Approval, Execution
+from reviewer.agent.tools import WriteTool
 from reviewer.api import DecisionState, ExecutionReport, SubmissionAnswer
-from reviewer.client import QueueClient
-from reviewer.proposal import Proposal, plan_sha256
+from reviewer.client import ClaimRefused, NotFound, QueueClient, QueueError, StaleRevision
+from reviewer.proposal import MAX_STRING_CHARS, Proposal, plan_sha256
 
 DEFAULT_POLL_INTERVAL = 2.0
 DEFAULT_DECISION_TIMEOUT = 15 * 60.0
@@ -83,40 +85,76 @@ class QueueAgent:
 
     async def execute(
         self,
-        task: Callable[[], Awaitable[Any]],
         approval: Approval,
         *,
         client: httpx.AsyncClient,
+        task: Callable[[], Awaitable[Any]] | None = None,
+        tools: Iterable[WriteTool] = (),
         audit: HttpAuditLog | None = None,
+        allow_any_target: bool = False,
     ) -> Execution:
-        """Check the approval with the queue, run `task` for real under it, and report the run.
+        """Claim the approval, run it for real, report the run whatever ends it, and raise unless it
+        made every approved call successfully.
 
-        The run is reported even when it stopped at a mismatch: the queue's record of what really
-        happened must not depend on the run going well.
+        The run replays the approved calls (`Execution.replay`, with `tools` to rebuild calls that are
+        theirs) unless `task` is given: then the agent's task runs again, re-sampling the model, each
+        call checked against the plan. The claim comes before the first write and makes this the one
+        run of the approval; another runner's claim is refused (`NotApproved`). The report is sent
+        after a success, a stop, an exception from the task or framework, and a cancellation alike
+        (shielded from a second cancellation), and the queue stores it under the claim whatever
+        happened meanwhile. Then `RunStopped` (its `execution` says which calls ran and how each
+        ended) is raised for anything but a complete, successful run; a cancellation is raised as is.
         """
-        await self.require_current(approval)
-        execution = await execute_approved(task, approval, client=client, audit=audit)
-        await self.report(execution)
+        if not isinstance(approval, Approval):
+            raise TypeError(
+                "QueueAgent.execute(approval, client=..., task=None) takes the approval first; "
+                "pass the agent's task as task= to re-sample instead of replaying the approved calls"
+            )
+        execution = Execution(approval, client, audit, allow_any_target=allow_any_target)
+        execution.claim_id = await self._claim(approval)
+        error = await execution.run(task if task is not None else partial(execution.replay, tools))
+        try:
+            await asyncio.shield(self.report(execution))
+        except QueueError as lost:
+            if error is None:
+                raise
+            error.add_note(f"the report of this run could not be stored: {lost}")
+        if isinstance(error, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
+            raise error
+        if error is not None:
+            raise RunStopped(execution, execution.summary()) from error
+        execution.raise_for_stop()
         return execution
 
+    async def _claim(self, approval: Approval) -> str:
+        """This run's claim id; a refusal (not approved now, or another run holds it) is `NotApproved`."""
+        try:
+            claim = await self.client.claim(approval.proposal_id, approval.revision, approval.plan_sha256)
+        except (ClaimRefused, StaleRevision, NotFound) as refused:
+            raise NotApproved(approval.proposal_id, approval.revision, refused.body.message) from None
+        return claim.claim_id
+
     async def report(self, execution: Execution) -> DecisionState:
-        """Send the real calls and the audit lines the run's own writes left to the queue.
+        """Send the real calls, how the run ended and the audit lines its writes left, under its claim.
 
         Safe to call again when an answer was lost: every report of one execution carries the same
         Idempotency-Key, so the queue stores it once and answers a retry with the first answer.
-        Another execution gets another key, and the queue refuses it if the approval is used up.
         """
         note = None
         if execution.stop is not None:
             note = f"stopped before call {execution.stop.position}: {execution.stop.reason}"
+        elif execution.failure is not None:
+            note = f"the run {execution.ended}: {execution.failure}"
         elif execution.unexecuted:
             note = f"the run made {len(execution.executed)} of the plan's {len(execution.plan)} calls"
         report = ExecutionReport(
             revision=execution.approval.revision,
             plan_sha256=execution.approval.plan_sha256,
+            claim_id=execution.claim_id,
+            ended=execution.ended,
             calls=[msgspec.to_builtins(call) for call in execution.executed_calls()],
             audit_log=list(execution.audit_lines) if execution.audit_available else None,
-            note=note,
+            note=note[:MAX_STRING_CHARS] if note else None,
         )
         return await self.client.report_execution(
             execution.approval.proposal_id, report, idempotency_key=execution.report_key
@@ -150,5 +188,6 @@ def _why_not(state: DecisionState) -> str:
         "pending": "no reviewer has approved it yet",
         "rejected": f"{state.decided_by or 'a reviewer'} rejected it",
         "expired": "it expired before it ran; submit it again for a new decision",
+        "claimed": f"a run by {state.claimed_by or 'another runner'} holds its approval (one run each)",
         "executed": "its approval was already used by an execution (an approval authorizes one run)",
     }.get(state.state, f"its state is {state.state}")

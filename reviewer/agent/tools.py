@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from reviewer.agent.errors import AgentError, NoActiveRun, ToolDefinitionError
-from reviewer.agent.flag import ACTIVE_RUN, names_dry_run
+from reviewer.agent.flag import ACTIVE_RUN
+from reviewer.dry_run_params import names_dry_run
 from reviewer.proposal import Effect, OutcomeStatus, Request
 
 WRITE_EFFECTS = ("create", "update", "delete", "other")

@@ -29,6 +29,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from reviewer.api import (
+    Claim,
+    ClaimRequest,
     DecisionRequest,
     DecisionState,
     ErrorBody,
@@ -64,7 +66,7 @@ from reviewer.service.errors import (
     TooLarge,
     Unauthorized,
 )
-from reviewer.service.store import Clock, QueueStore, Submission
+from reviewer.service.store import DEFAULT_CLAIM_LEASE, Clock, QueueStore, Submission
 
 DEFAULT_PENDING_TTL: Final = 24 * 3600.0
 """A proposal nobody decided within a day is stale: the agent re-plans against today's state."""
@@ -184,10 +186,10 @@ def _require_role(identity: Identity, role: Role, action: str) -> None:
         )
 
 
-def _idempotency_key(value: str | None) -> str:
-    """A decision's Idempotency-Key, which it must carry."""
+def _idempotency_key(value: str | None, what: str = "a decision") -> str:
+    """The Idempotency-Key a decision or a claim must carry."""
     if value is None or not value.strip():
-        raise BadRequest("a decision needs an Idempotency-Key header (e.g. a UUID), reused only for retries")
+        raise BadRequest(f"{what} needs an Idempotency-Key header (e.g. a UUID), reused only for retries")
     return _checked_idempotency_key(value)
 
 
@@ -301,11 +303,17 @@ def create_app(
     clock: Clock = time.time,
     pending_ttl: float = DEFAULT_PENDING_TTL,
     approval_ttl: float = DEFAULT_APPROVAL_TTL,
+    claim_lease: float = DEFAULT_CLAIM_LEASE,
     store: QueueStore | None = None,
 ) -> FastAPI:
     """The service on the database `db` names (or on `store`), with an injectable clock and TTLs."""
     queue: QueueStore = store or open_store(
-        db, clock=clock, pending_ttl=pending_ttl, approval_ttl=approval_ttl, create=True
+        db,
+        clock=clock,
+        pending_ttl=pending_ttl,
+        approval_ttl=approval_ttl,
+        claim_lease=claim_lease,
+        create=True,
     )
 
     @asynccontextmanager
@@ -432,6 +440,27 @@ def create_app(
         return _json(queue.decision_state(identity, proposal_id))
 
     @app.post(
+        "/v1/proposals/{proposal_id}/claims",
+        status_code=201,
+        response_model=Claim,
+        responses=_errors(400, 403, 404, 409, 412, 413),
+        openapi_extra=_json_body("ClaimRequest"),
+    )
+    async def claim(
+        request: Request,
+        identity: Caller,
+        proposal_id: ProposalId,
+        idempotency_key: Annotated[str | None, Header()] = None,
+    ) -> Response:
+        """Claim the approval before the first real write: one run per approval, fixed against expiry
+        and re-plans until its report; another claim of it is a 409 naming the holder."""
+        _require_role(identity, "agent", "claim approvals")
+        key = _idempotency_key(idempotency_key, "a claim")
+        claim_request = await run_in_threadpool(parse_message, await read_body(request), ClaimRequest)
+        replayed, answer = await run_in_threadpool(queue.claim, identity, proposal_id, claim_request, key)
+        return _json(answer, 201, {"Idempotent-Replayed": "true"} if replayed else None)
+
+    @app.post(
         "/v1/proposals/{proposal_id}/executions",
         status_code=201,
         response_model=DecisionState,
@@ -444,13 +473,13 @@ def create_app(
         proposal_id: ProposalId,
         idempotency_key: Annotated[str | None, Header()] = None,
     ) -> Response:
-        """Report the real run; it uses up the approval, which authorizes one execution.
+        """Report the real run under its claim (409 without one); stored whatever happened since the claim.
 
         With an Idempotency-Key, a retry of a report that was stored answers the first answer again.
         """
         _require_role(identity, "agent", "report executions")
         key = _optional_idempotency_key(idempotency_key)
-        await run_in_threadpool(queue.check_execution_allowed, identity, proposal_id)
+        await run_in_threadpool(queue.check_report_allowed, identity, proposal_id, key)
         raw = await read_body(request)
         report = await run_in_threadpool(parse_message, raw, ExecutionReport)
         replayed, answer = await run_in_threadpool(
@@ -476,7 +505,7 @@ def create_app(
                 [Proposal], ref_template="#/components/schemas/{name}"
             )
             schemas.update(proposal_schemas)
-            for model in (DecisionRequest, ExecutionReport):
+            for model in (DecisionRequest, ClaimRequest, ExecutionReport):
                 schemas[model.__name__] = model.model_json_schema(ref_template="#/components/schemas/{model}")
             app.openapi_schema = document
         return app.openapi_schema

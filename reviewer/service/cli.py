@@ -43,7 +43,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=float,
         default=None,
         metavar="SECONDS",
-        help="how long an approval may be used to run the plan (default: one hour)",
+        help="how long an approval may wait for a run to claim it (default: one hour)",
+    )
+    serve.add_argument(
+        "--claim-lease",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long a claimed run may take before its outcome shows as unknown (default: one hour)",
     )
     serve.add_argument(
         "--header-timeout",
@@ -107,14 +114,17 @@ def _store(args: argparse.Namespace, *, create: bool = False) -> QueueStore:
 
     from reviewer.service.app import DEFAULT_APPROVAL_TTL, DEFAULT_PENDING_TTL
     from reviewer.service.databases import open_store
+    from reviewer.service.store import DEFAULT_CLAIM_LEASE
 
     pending_ttl = getattr(args, "pending_ttl", None)
     approval_ttl = getattr(args, "approval_ttl", None)
+    claim_lease = getattr(args, "claim_lease", None)
     return open_store(
         args.db,
         clock=time.time,
         pending_ttl=DEFAULT_PENDING_TTL if pending_ttl is None else pending_ttl,
         approval_ttl=DEFAULT_APPROVAL_TTL if approval_ttl is None else approval_ttl,
+        claim_lease=DEFAULT_CLAIM_LEASE if claim_lease is None else claim_lease,
         create=create,
     )
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from reviewer.config import default_db_path
 from reviewer.service.errors import DatabaseUnusable
-from reviewer.service.store import Clock, QueueStore
+from reviewer.service.store import DEFAULT_CLAIM_LEASE, Clock, QueueStore
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
@@ -21,6 +21,7 @@ def open_store(
     clock: Clock,
     pending_ttl: float,
     approval_ttl: float,
+    claim_lease: float = DEFAULT_CLAIM_LEASE,
     create: bool,
 ) -> QueueStore:
     """The store `--db` names; `create=False` refuses a database that holds no queue yet.
@@ -37,8 +38,20 @@ def open_store(
             ) from None
 
         return PostgresStore(
-            target, clock=clock, pending_ttl=pending_ttl, approval_ttl=approval_ttl, create=create
+            target,
+            clock=clock,
+            pending_ttl=pending_ttl,
+            approval_ttl=approval_ttl,
+            claim_lease=claim_lease,
+            create=create,
         )
     from reviewer.service.sqlite_store import SQLiteStore
 
-    return SQLiteStore(target, clock=clock, pending_ttl=pending_ttl, approval_ttl=approval_ttl, create=create)
+    return SQLiteStore(
+        target,
+        clock=clock,
+        pending_ttl=pending_ttl,
+        approval_ttl=approval_ttl,
+        claim_lease=claim_lease,
+        create=create,
+    )

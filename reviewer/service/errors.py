@@ -60,9 +60,15 @@ class NotPending(Conflict):
 
 
 class ExecutionRefused(Conflict):
-    """An execution report without a current, unused approval."""
+    """An execution report without a claim of its own (none, another's, or one already reported)."""
 
     code = "execution_refused"
+
+
+class ClaimRefused(Conflict):
+    """A claim of an approval that is not there to claim: pending, decided otherwise, or held by a run."""
+
+    code = "claim_refused"
 
 
 class StaleRevision(ServiceError):

@@ -26,7 +26,7 @@ from psycopg.rows import dict_row
 
 from reviewer.service.errors import DatabaseUnusable
 from reviewer.service.rules import Row
-from reviewer.service.store import SCHEMA_VERSION, Clock, QueueStore
+from reviewer.service.store import DEFAULT_CLAIM_LEASE, SCHEMA_VERSION, Clock, QueueStore
 
 WRITE_LOCK: Final = 0x72657669  # "revi": the advisory lock every write transaction holds
 CONNECT_TIMEOUT: Final = 5
@@ -59,6 +59,10 @@ CREATE TABLE proposals (
     reason TEXT,
     decision_id BIGINT,
     approval_expires_at DOUBLE PRECISION,
+    claim_id TEXT,
+    claimed_by TEXT,
+    claimed_at DOUBLE PRECISION,
+    lease_expires_at DOUBLE PRECISION,
     executed_at DOUBLE PRECISION,
     deadline DOUBLE PRECISION
 );
@@ -90,13 +94,26 @@ CREATE TABLE decisions (
     UNIQUE (proposal_id, revision)
 );
 
+CREATE TABLE claims (
+    claim_id TEXT PRIMARY KEY,
+    decision_id BIGINT NOT NULL UNIQUE REFERENCES decisions (id),
+    proposal_id TEXT NOT NULL,
+    revision BIGINT NOT NULL,
+    plan_sha256 TEXT NOT NULL,
+    claimed_by TEXT NOT NULL,
+    claimed_at DOUBLE PRECISION NOT NULL,
+    lease_expires_at DOUBLE PRECISION NOT NULL
+);
+
 CREATE TABLE executions (
     id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     decision_id BIGINT NOT NULL UNIQUE REFERENCES decisions (id),
+    claim_id TEXT NOT NULL UNIQUE REFERENCES claims (claim_id),
     proposal_id TEXT NOT NULL,
     revision BIGINT NOT NULL,
     reported_by TEXT NOT NULL,
     reported_at DOUBLE PRECISION NOT NULL,
+    ended TEXT,
     body BYTEA NOT NULL
 );
 
@@ -113,7 +130,7 @@ CREATE TABLE trail (
     seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     at DOUBLE PRECISION NOT NULL,
     actor TEXT NOT NULL,
-    event TEXT NOT NULL CHECK (event IN ('submitted', 'approved', 'rejected', 'executed')),
+    event TEXT NOT NULL CHECK (event IN ('submitted', 'approved', 'rejected', 'claimed', 'executed')),
     proposal_id TEXT NOT NULL,
     revision BIGINT NOT NULL,
     plan_sha256 TEXT NOT NULL,
@@ -129,6 +146,8 @@ $$;
 CREATE TRIGGER revisions_append_only BEFORE UPDATE OR DELETE ON revisions
     FOR EACH ROW EXECUTE FUNCTION reviewer_append_only();
 CREATE TRIGGER decisions_append_only BEFORE UPDATE OR DELETE ON decisions
+    FOR EACH ROW EXECUTE FUNCTION reviewer_append_only();
+CREATE TRIGGER claims_append_only BEFORE UPDATE OR DELETE ON claims
     FOR EACH ROW EXECUTE FUNCTION reviewer_append_only();
 CREATE TRIGGER executions_append_only BEFORE UPDATE OR DELETE ON executions
     FOR EACH ROW EXECUTE FUNCTION reviewer_append_only();
@@ -184,9 +203,12 @@ class PostgresStore(QueueStore):
         clock: Clock,
         pending_ttl: float,
         approval_ttl: float,
+        claim_lease: float = DEFAULT_CLAIM_LEASE,
         create: bool = True,
     ) -> None:
-        super().__init__(clock=clock, pending_ttl=pending_ttl, approval_ttl=approval_ttl)
+        super().__init__(
+            clock=clock, pending_ttl=pending_ttl, approval_ttl=approval_ttl, claim_lease=claim_lease
+        )
         self.url = url
         self._local = threading.local()
         self._connections: list[psycopg.Connection[Row]] = []

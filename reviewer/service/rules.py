@@ -11,13 +11,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
-from reviewer.api import DecisionState, RevisionState, State, SubmissionAnswer
+from reviewer.api import Claim, DecisionState, RevisionState, State, SubmissionAnswer
 from reviewer.sanitize import safe_text
 from reviewer.service.auth import Identity, Role
 from reviewer.service.errors import (
     BadRequest,
+    ClaimRefused,
     Conflict,
     ExecutionRefused,
     Forbidden,
@@ -27,6 +28,9 @@ from reviewer.service.errors import (
     StaleRevision,
     Unauthorized,
 )
+
+Answer = TypeVar("Answer", DecisionState, Claim)
+"""What an Idempotency-Key replays: a decision state, or a claim."""
 
 Row = Mapping[str, Any]
 """A row as both stores return it: columns by name (`sqlite3.Row`, psycopg's `dict_row`)."""
@@ -107,13 +111,20 @@ def require_visible(row: Row | None, identity: Identity, proposal_id: str) -> Ro
 def derive_state(
     decision: str | None,
     approval_expires_at: float | None,
+    claimed_at: float | None,
     executed_at: float | None,
     pending_expires_at: float,
     now: float,
 ) -> State:
-    """The state of a latest revision at `now`, from the columns of its `proposals` row."""
+    """The state of a latest revision at `now`, from the columns of its `proposals` row.
+
+    A claim fixes the approval: a claimed revision neither expires nor turns back into approved,
+    whatever the clock says, until its run's report makes it executed.
+    """
     if executed_at is not None:
         return "executed"
+    if claimed_at is not None:
+        return "claimed"
     if decision == "reject":
         return "rejected"
     if decision == "approve":
@@ -123,14 +134,21 @@ def derive_state(
 
 def state_of(row: Row, now: float) -> State:
     return derive_state(
-        row["decision"], row["approval_expires_at"], row["executed_at"], row["pending_expires_at"], now
+        row["decision"],
+        row["approval_expires_at"],
+        row["claimed_at"],
+        row["executed_at"],
+        row["pending_expires_at"],
+        now,
     )
 
 
 def decision_state(row: Row, now: float) -> DecisionState:
     """What the decision endpoint answers for a `proposals` row at `now`."""
     state = state_of(row, now)
-    if row["decision"] == "approve":
+    if state in ("claimed", "executed"):
+        expires_at = None  # the claim fixed the approval
+    elif row["decision"] == "approve":
         expires_at = row["approval_expires_at"]
     elif row["decision"] is None:
         expires_at = row["pending_expires_at"]
@@ -144,9 +162,20 @@ def decision_state(row: Row, now: float) -> DecisionState:
         decided_by=row["decided_by"],
         decided_at=timestamp(row["decided_at"]),
         reason=row["reason"],
-        expires_at=timestamp(None if state == "executed" else expires_at),
+        expires_at=timestamp(expires_at),
+        claimed_by=row["claimed_by"],
+        claimed_at=timestamp(row["claimed_at"]),
+        lease_expires_at=timestamp(row["lease_expires_at"]),
+        outcome_unknown=outcome_unknown(row, state, now),
         executed_at=timestamp(row["executed_at"]),
     )
+
+
+def outcome_unknown(row: Row, state: State, now: float) -> bool | None:
+    """True for a claim whose run has not reported by the end of its lease: it may have written."""
+    if state != "claimed":
+        return None
+    return bool(now >= row["lease_expires_at"])
 
 
 def submission_outcome(
@@ -165,6 +194,13 @@ def submission_outcome(
     """
     if row is not None and not same_name(row["owner"], identity.name):
         raise Conflict(f"proposal_id {proposal_id!r} belongs to another agent; choose another id")
+    if row is not None and state_of(row, now) == "claimed" and now < row["lease_expires_at"]:
+        raise ClaimRefused(
+            f"revision {row['latest_revision']} of {proposal_id!r} is running under a claim by "
+            f"{row['claimed_by']}; submit a new revision once that run is reported",
+            state="claimed",
+            claimed_by=row["claimed_by"],
+        )
     if row is not None and stored_sha256 == plan_sha256:
         latest = revision == row["latest_revision"]
         state: RevisionState = state_of(row, now) if latest else "superseded"
@@ -216,25 +252,87 @@ def check_decision(row: Row, identity: Identity, revision: int, plan_sha256: str
         )
 
 
-def check_execution(row: Row, revision: int, plan_sha256: str, now: float) -> None:
-    """May a real run of this revision be recorded? Only against a current, unused approval."""
+def check_claim(row: Row, revision: int, plan_sha256: str, now: float) -> None:
+    """May a run claim this approval now? 412 (not the latest revision and digest), then 409 unless
+    approved now: pending, decided otherwise, expired, or already claimed (naming who holds it)."""
     require_latest(row, revision, plan_sha256)
     state = state_of(row, now)
-    if state != "approved":
-        reason = {
-            "executed": "its approval was already used by an execution; an approval authorizes one",
-            "pending": "it is not approved yet",
-            "rejected": f"it was rejected by {row['decided_by']}",
-            "expired": "it expired; re-submit it for a new decision",
+    if state == "approved":
+        return
+    if state == "claimed":
+        why = (
+            f"a run by {row['claimed_by']} already holds its approval (claimed at "
+            f"{required_timestamp(row['claimed_at']).isoformat()}); an approval authorizes one run"
+        )
+    else:
+        why = {
+            "pending": "no reviewer has approved it yet",
+            "rejected": f"{row['decided_by']} rejected it",
+            "expired": "its approval expired before a run claimed it; submit it again for a new decision",
+            "executed": "its approval was already used by a run; an approval authorizes one",
         }[state]
+    raise ClaimRefused(
+        f"revision {row['latest_revision']} of {row['proposal_id']!r} cannot be claimed: {why}",
+        state=state,
+        decided_by=row["decided_by"],
+        claimed_by=row["claimed_by"],
+    )
+
+
+def require_open_claim(newest_claim: Row | None, proposal_id: str) -> None:
+    """A report is read only when its agent's newest claim of the proposal still waits for its report.
+
+    An approval has one claim and a claim one report, so an older claim of this agent's is
+    reported or belongs to a superseded revision; the newest decides.
+    """
+    if newest_claim is None:
         raise ExecutionRefused(
-            f"revision {row['latest_revision']} of {row['proposal_id']!r} may not run: {reason}",
-            state=state,
-            decided_by=row["decided_by"],
+            f"no claim of {proposal_id!r} by this agent: claim the approval "
+            "(POST /v1/proposals/{id}/claims) before the first real write"
+        )
+    if newest_claim["reported"]:
+        raise ExecutionRefused(
+            f"the run of claim {newest_claim['claim_id']} was already reported; a claim has one report",
+            state="executed",
         )
 
 
-def earlier_answer(row: Row | None, fingerprint: str, what: str) -> DecisionState | None:
+def check_report(
+    claim: Row | None,
+    already_reported: bool,
+    proposal_id: str,
+    claim_id: str | None,
+    revision: int,
+    plan_sha256: str,
+) -> Row:
+    """The claim a report belongs to; 409 without one of the reporter's own (or with one already
+    reported), 412 if the report names another revision or digest than its claim.
+
+    A report belongs to its claim, not to whatever the proposal became meanwhile, so nothing about
+    the proposal's current state is checked here: a run that wrote is never lost.
+    """
+    if claim_id is None:
+        raise ExecutionRefused(
+            f"a report of {proposal_id!r} must name its claim (claim_id): claim the approval "
+            "(POST /v1/proposals/{id}/claims) before the first real write"
+        )
+    if claim is None:
+        raise ExecutionRefused(f"no claim {claim_id} of {proposal_id!r} is yours; claim before running")
+    if already_reported:
+        raise ExecutionRefused(
+            f"the run of claim {claim_id} was already reported; a claim has one report", state="executed"
+        )
+    if revision != claim["revision"] or plan_sha256 != claim["plan_sha256"]:
+        raise StaleRevision(
+            f"the report names revision {revision}, but its claim is for revision "
+            f"{claim['revision']} with plan_sha256 {claim['plan_sha256']}",
+            latest_revision=claim["revision"],
+            latest_plan_sha256=claim["plan_sha256"],
+        )
+    return claim
+
+
+def earlier_answer(row: Row | None, fingerprint: str, what: str, answer_model: type[Answer]) -> Answer | None:
     """The answer already given under this token's Idempotency-Key, if any; 422 if it came with
     another body."""
     if row is None:
@@ -243,4 +341,4 @@ def earlier_answer(row: Row | None, fingerprint: str, what: str) -> DecisionStat
         raise IdempotencyMismatch(
             f"this Idempotency-Key was used for a different {what}; use a new key for each new {what}"
         )
-    return DecisionState.model_validate_json(row["answer"])
+    return answer_model.model_validate_json(row["answer"])

@@ -17,7 +17,7 @@ from typing import Any
 
 from reviewer.service.errors import DatabaseUnusable
 from reviewer.service.rules import Row
-from reviewer.service.store import SCHEMA_VERSION, Clock, QueueStore
+from reviewer.service.store import DEFAULT_CLAIM_LEASE, SCHEMA_VERSION, Clock, QueueStore
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tokens (
@@ -47,6 +47,10 @@ CREATE TABLE IF NOT EXISTS proposals (
     reason TEXT,
     decision_id INTEGER,
     approval_expires_at REAL,
+    claim_id TEXT,
+    claimed_by TEXT,
+    claimed_at REAL,
+    lease_expires_at REAL,
     executed_at REAL,
     deadline REAL
 );
@@ -78,13 +82,26 @@ CREATE TABLE IF NOT EXISTS decisions (
     UNIQUE (proposal_id, revision)
 );
 
+CREATE TABLE IF NOT EXISTS claims (
+    claim_id TEXT PRIMARY KEY,
+    decision_id INTEGER NOT NULL UNIQUE REFERENCES decisions(id),
+    proposal_id TEXT NOT NULL,
+    revision INTEGER NOT NULL,
+    plan_sha256 TEXT NOT NULL,
+    claimed_by TEXT NOT NULL,
+    claimed_at REAL NOT NULL,
+    lease_expires_at REAL NOT NULL
+);
+
 CREATE TABLE IF NOT EXISTS executions (
     id INTEGER PRIMARY KEY,
     decision_id INTEGER NOT NULL UNIQUE REFERENCES decisions(id),
+    claim_id TEXT NOT NULL UNIQUE REFERENCES claims(claim_id),
     proposal_id TEXT NOT NULL,
     revision INTEGER NOT NULL,
     reported_by TEXT NOT NULL,
     reported_at REAL NOT NULL,
+    ended TEXT,
     body BLOB NOT NULL
 );
 
@@ -101,7 +118,7 @@ CREATE TABLE IF NOT EXISTS trail (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     at REAL NOT NULL,
     actor TEXT NOT NULL,
-    event TEXT NOT NULL CHECK (event IN ('submitted', 'approved', 'rejected', 'executed')),
+    event TEXT NOT NULL CHECK (event IN ('submitted', 'approved', 'rejected', 'claimed', 'executed')),
     proposal_id TEXT NOT NULL,
     revision INTEGER NOT NULL,
     plan_sha256 TEXT NOT NULL,
@@ -110,7 +127,7 @@ CREATE TABLE IF NOT EXISTS trail (
 CREATE INDEX IF NOT EXISTS trail_proposal ON trail(proposal_id, seq);
 """
 
-APPEND_ONLY_TABLES = ("revisions", "decisions", "executions", "trail")
+APPEND_ONLY_TABLES = ("revisions", "decisions", "claims", "executions", "trail")
 
 
 def _append_only_triggers() -> str:
@@ -164,9 +181,12 @@ class SQLiteStore(QueueStore):
         clock: Clock,
         pending_ttl: float,
         approval_ttl: float,
+        claim_lease: float = DEFAULT_CLAIM_LEASE,
         create: bool = True,
     ) -> None:
-        super().__init__(clock=clock, pending_ttl=pending_ttl, approval_ttl=approval_ttl)
+        super().__init__(
+            clock=clock, pending_ttl=pending_ttl, approval_ttl=approval_ttl, claim_lease=claim_lease
+        )
         self.path = Path(path)
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
@@ -186,10 +206,7 @@ class SQLiteStore(QueueStore):
         return str(self.path)
 
     def _migrate(self) -> None:
-        """Create the schema in a new file; a file of another schema version is refused, never changed.
-
-        Files made before the version was recorded hold version 1 without saying so: they get the stamp.
-        """
+        """Create the schema in a new file; a file of another schema version is refused, never changed."""
         connection = self._connection()
         try:
             version = connection.execute("PRAGMA user_version").fetchone()[0]
@@ -198,14 +215,14 @@ class SQLiteStore(QueueStore):
             }
         except sqlite3.DatabaseError as error:
             raise DatabaseUnusable(f"{self.path} is not a queue database ({error})") from None
-        if version not in (0, SCHEMA_VERSION):
+        if tables and "proposals" not in tables:
+            raise DatabaseUnusable(f"{self.path} is an SQLite file of something else, not a queue database")
+        if tables and version != SCHEMA_VERSION:
             raise DatabaseUnusable(
                 f"{self.path} holds queue schema version {version}, and this reviewer reads version "
                 f"{SCHEMA_VERSION}; run the reviewer release that wrote it, or point --db elsewhere"
             )
-        self.created = "proposals" not in tables
-        if tables and "proposals" not in tables:
-            raise DatabaseUnusable(f"{self.path} is an SQLite file of something else, not a queue database")
+        self.created = not tables
         connection.executescript(
             SCHEMA + _append_only_triggers() + f"PRAGMA user_version = {SCHEMA_VERSION};"
         )

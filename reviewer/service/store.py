@@ -15,6 +15,7 @@ revision and its state, rewritten in the same transaction as the history.
 from __future__ import annotations
 
 import hashlib
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -25,6 +26,8 @@ from typing import Any, Final, Protocol
 import msgspec
 
 from reviewer.api import (
+    Claim,
+    ClaimRequest,
     DecisionRequest,
     DecisionState,
     ExecutionHistory,
@@ -43,8 +46,10 @@ from reviewer.service.auth import Identity, Role, hashes_match
 from reviewer.service.errors import NotFound
 from reviewer.service.rules import Row
 
-SCHEMA_VERSION: Final = 1
-"""The version of the tables a database holds; a store refuses a database of another version."""
+SCHEMA_VERSION: Final = 2
+"""The version of the tables a database holds (2 added claims, DESIGN 9); a store refuses another."""
+DEFAULT_CLAIM_LEASE: Final = 3600.0
+"""How long a claimed run may take before reviewers see its outcome as unknown (it stays claimed)."""
 
 Clock = Callable[[], float]
 """Seconds since the epoch; injected so tests can move time instead of waiting."""
@@ -90,10 +95,18 @@ class Transaction(Protocol):
 class QueueStore(ABC):
     """The storage the routes need; a backend supplies `write`, `read` and `close`."""
 
-    def __init__(self, *, clock: Clock, pending_ttl: float, approval_ttl: float) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        pending_ttl: float,
+        approval_ttl: float,
+        claim_lease: float = DEFAULT_CLAIM_LEASE,
+    ) -> None:
         self.clock = clock
         self.pending_ttl = pending_ttl
         self.approval_ttl = approval_ttl
+        self.claim_lease = claim_lease
         self.created = False
         """True when this store created the queue's tables (a new database), for `serve` to say so."""
 
@@ -225,6 +238,7 @@ class QueueStore(ABC):
                 "call_count = excluded.call_count, submitted_at = excluded.submitted_at, "
                 "pending_expires_at = excluded.pending_expires_at, decision = NULL, decided_by = NULL, "
                 "decided_at = NULL, reason = NULL, decision_id = NULL, approval_expires_at = NULL, "
+                "claim_id = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL, "
                 "executed_at = NULL, deadline = excluded.deadline",
                 proposal_id=submission.proposal_id,
                 owner=identity.name,
@@ -330,6 +344,8 @@ class QueueStore(ABC):
                     state=decision_state.state,
                     decided_by=decision_state.decided_by,
                     expires_at=decision_state.expires_at,
+                    claimed_by=decision_state.claimed_by,
+                    outcome_unknown=decision_state.outcome_unknown,
                 )
             )
         next_cursor = str(chosen[limit - 1]["latest_seq"]) if len(chosen) > limit else None
@@ -407,7 +423,7 @@ class QueueStore(ABC):
             self._require_active(db, identity)
             row = self._visible(db, identity, proposal_id)
             earlier = rules.earlier_answer(
-                self._idempotent(db, identity, idempotency_key), fingerprint, "decision"
+                self._idempotent(db, identity, idempotency_key), fingerprint, "decision", DecisionState
             )
             if earlier is not None:
                 return True, earlier
@@ -454,13 +470,105 @@ class QueueStore(ABC):
             self._remember(db, identity, idempotency_key, fingerprint, answer, now)
         return False, answer
 
-    def check_execution_allowed(self, identity: Identity, proposal_id: str) -> None:
-        """Refuse a report before its body is read: unknown proposal (404), revoked token (401)."""
+    def claim(
+        self, identity: Identity, proposal_id: str, request: ClaimRequest, idempotency_key: str
+    ) -> tuple[bool, Claim]:
+        """Take the approval for one run; answers (True, the first answer) for a retry of the same claim.
+
+        Refusals in order: 404 (not this agent's proposal), 412 (not the latest revision and digest),
+        409 (not approved now, naming who holds it when it is claimed): `rules.check_claim`.
+        """
+        fingerprint = _fingerprint(proposal_id, request)
+        now = self.clock()
+        with self.write() as db:
+            self._require_active(db, identity)
+            row = self._visible(db, identity, proposal_id)
+            earlier = rules.earlier_answer(
+                self._idempotent(db, identity, idempotency_key), fingerprint, "claim", Claim
+            )
+            if earlier is not None:
+                return True, earlier
+            rules.check_claim(row, request.revision, request.plan_sha256, now)
+            lease_expires_at = now + self.claim_lease
+            claim = Claim(
+                claim_id=uuid.uuid4().hex,
+                proposal_id=proposal_id,
+                revision=request.revision,
+                plan_sha256=request.plan_sha256,
+                claimed_by=identity.name,
+                claimed_at=rules.required_timestamp(now),
+                lease_expires_at=rules.required_timestamp(lease_expires_at),
+            )
+            db.run(
+                "INSERT INTO claims (claim_id, decision_id, proposal_id, revision, plan_sha256, claimed_by, "
+                "claimed_at, lease_expires_at) VALUES (:claim_id, :decision_id, :proposal_id, :revision, "
+                ":plan_sha256, :claimed_by, :now, :lease_expires_at)",
+                claim_id=claim.claim_id,
+                decision_id=row["decision_id"],
+                proposal_id=proposal_id,
+                revision=request.revision,
+                plan_sha256=request.plan_sha256,
+                claimed_by=identity.name,
+                now=now,
+                lease_expires_at=lease_expires_at,
+            )
+            self._append_trail(
+                db, now, identity.name, "claimed", proposal_id, request.revision, request.plan_sha256
+            )
+            db.run(
+                "UPDATE proposals SET claim_id = :claim_id, claimed_by = :claimed_by, claimed_at = :now, "
+                "lease_expires_at = :lease_expires_at, deadline = :lease_expires_at "
+                "WHERE proposal_id = :proposal_id",
+                claim_id=claim.claim_id,
+                claimed_by=identity.name,
+                now=now,
+                lease_expires_at=lease_expires_at,
+                proposal_id=proposal_id,
+            )
+            self._remember(db, identity, idempotency_key, fingerprint, claim, now)
+        return False, claim
+
+    def check_report_allowed(self, identity: Identity, proposal_id: str, idempotency_key: str | None) -> None:
+        """Refuse a report before its body is read: a revoked token (401), a proposal this agent cannot
+        see (404), or no claim of this agent's still waiting for its report (409).
+
+        A report may be 64 MB; an agent without an open claim must not make the service read it.
+        The claim the body names is checked again once it is read (`rules.check_report`). A retry
+        under an Idempotency-Key already answered goes through, to get its first answer again.
+        """
         with self.read() as db:
             rules.require_active_token(
                 db.one("SELECT revoked_at FROM tokens WHERE id = :token_id", token_id=identity.token_id)
             )
             self._visible(db, identity, proposal_id)
+            if idempotency_key is not None and self._idempotent(db, identity, idempotency_key) is not None:
+                return
+            newest_claim = db.one(
+                "SELECT claim_id, claim_id IN (SELECT claim_id FROM executions) AS reported FROM claims "
+                "WHERE proposal_id = :proposal_id AND lower(claimed_by) = lower(:name) "
+                "ORDER BY claimed_at DESC LIMIT 1",
+                proposal_id=proposal_id,
+                name=identity.name,
+            )
+        rules.require_open_claim(newest_claim, proposal_id)
+
+    def _claim_of(
+        self, db: Transaction, identity: Identity, proposal_id: str, claim_id: str | None
+    ) -> tuple[Row | None, bool]:
+        """The reporter's own claim named `claim_id`, and whether its run was already reported."""
+        if claim_id is None:
+            return None, False
+        claim = db.one(
+            "SELECT * FROM claims WHERE claim_id = :claim_id AND proposal_id = :proposal_id "
+            "AND lower(claimed_by) = lower(:name)",
+            claim_id=claim_id,
+            proposal_id=proposal_id,
+            name=identity.name,
+        )
+        reported = db.one(
+            "SELECT 1 AS reported FROM executions WHERE claim_id = :claim_id", claim_id=claim_id
+        )
+        return claim, reported is not None
 
     def record_execution(
         self,
@@ -470,36 +578,59 @@ class QueueStore(ABC):
         body: bytes,
         idempotency_key: str | None = None,
     ) -> tuple[bool, DecisionState]:
-        """Store the real run; answers (True, the first answer) for a retry under the same key."""
+        """Store the real run under its claim; answers (True, the first answer) for a retry under its key.
+
+        The report belongs to the claim, not to whatever the proposal became meanwhile: it is stored
+        after the lease ran out, or after a newer revision arrived, so a run that wrote is never lost.
+        """
         fingerprint = "" if idempotency_key is None else _fingerprint(proposal_id, report)
         now = self.clock()
         with self.write() as db:
             self._require_active(db, identity)
-            row = self._visible(db, identity, proposal_id)
+            self._visible(db, identity, proposal_id)
             if idempotency_key is not None:
                 earlier = rules.earlier_answer(
-                    self._idempotent(db, identity, idempotency_key), fingerprint, "execution report"
+                    self._idempotent(db, identity, idempotency_key),
+                    fingerprint,
+                    "execution report",
+                    DecisionState,
                 )
                 if earlier is not None:
                     return True, earlier
-            rules.check_execution(row, report.revision, report.plan_sha256, now)
+            claim_row, reported = self._claim_of(db, identity, proposal_id, report.claim_id)
+            claim = rules.check_report(
+                claim_row, reported, proposal_id, report.claim_id, report.revision, report.plan_sha256
+            )
             db.run(
-                "INSERT INTO executions (decision_id, proposal_id, revision, reported_by, reported_at, body) "
-                "VALUES (:decision_id, :proposal_id, :revision, :reported_by, :now, :body)",
-                decision_id=row["decision_id"],
+                "INSERT INTO executions (decision_id, claim_id, proposal_id, revision, reported_by, "
+                "reported_at, ended, body) VALUES (:decision_id, :claim_id, :proposal_id, :revision, "
+                ":reported_by, :now, :ended, :body)",
+                decision_id=claim["decision_id"],
+                claim_id=claim["claim_id"],
                 proposal_id=proposal_id,
-                revision=report.revision,
+                revision=claim["revision"],
                 reported_by=identity.name,
                 now=now,
+                ended=report.ended,
                 body=body,
             )
             self._append_trail(
-                db, now, identity.name, "executed", proposal_id, report.revision, report.plan_sha256
+                db,
+                now,
+                identity.name,
+                "executed",
+                proposal_id,
+                claim["revision"],
+                claim["plan_sha256"],
+                report.ended,
             )
+            # Only the revision this claim holds turns executed; a newer one keeps its own state.
             db.run(
-                "UPDATE proposals SET executed_at = :now, deadline = NULL WHERE proposal_id = :proposal_id",
+                "UPDATE proposals SET executed_at = :now, deadline = NULL "
+                "WHERE proposal_id = :proposal_id AND claim_id = :claim_id",
                 now=now,
                 proposal_id=proposal_id,
+                claim_id=claim["claim_id"],
             )
             answer = self._answer(db, proposal_id, now)
             if idempotency_key is not None:
@@ -511,8 +642,8 @@ class QueueStore(ABC):
         with self.read() as db:
             self._visible(db, identity, proposal_id)
             rows = db.all(
-                "SELECT reported_by, reported_at, body FROM executions WHERE proposal_id = :proposal_id "
-                "ORDER BY id",
+                "SELECT reported_by, reported_at, claim_id, body FROM executions "
+                "WHERE proposal_id = :proposal_id ORDER BY id",
                 proposal_id=proposal_id,
             )
         executions = []
@@ -524,6 +655,8 @@ class QueueStore(ABC):
                     plan_sha256=report.plan_sha256,
                     executed_by=row["reported_by"],
                     at=rules.required_timestamp(row["reported_at"]),
+                    claim_id=row["claim_id"],
+                    ended=report.ended,
                     calls=report.calls,
                     audit_log=report.audit_log,
                     note=report.note,
@@ -551,7 +684,7 @@ class QueueStore(ABC):
         identity: Identity,
         idempotency_key: str,
         fingerprint: str,
-        answer: DecisionState,
+        answer: DecisionState | Claim,
         now: float,
     ) -> None:
         """Keep the answer under the key, in the transaction that made it, for a retry to get again."""
@@ -566,7 +699,7 @@ class QueueStore(ABC):
         )
 
 
-def _fingerprint(proposal_id: str, request: DecisionRequest | ExecutionReport) -> str:
+def _fingerprint(proposal_id: str, request: DecisionRequest | ClaimRequest | ExecutionReport) -> str:
     """What makes two requests "the same body" for an Idempotency-Key: equal fields, in any key order.
 
     msgspec writes the sorted JSON: a 64 MB execution report takes a fraction of what `json.dumps` takes.

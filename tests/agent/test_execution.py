@@ -10,11 +10,14 @@ import pytest
 
 from reviewer.agent import (
     Approval,
+    Execution,
     NoApproval,
+    NoTarget,
     NotApproved,
     PlanStop,
     TargetMismatch,
     dry_run,
+    execute_approved,
     local_approval,
     placeholder,
 )
@@ -162,16 +165,27 @@ def test_a_client_pointed_elsewhere_than_the_approved_target_sends_nothing(
 
 
 def test_the_approved_target_matches_however_its_url_is_spelled(sample_api: RunningSampleApi) -> None:
-    """Case, a trailing slash and an explicit default port do not make another target; no base_url
-    in the target leaves the client unchecked, as before."""
+    """Case, a trailing slash and an explicit default port do not make another target; a plan with
+    no base_url runs only when the runner allows any target, and then against its client."""
     proposal = asyncio.run(dry_proposal(sample_api, "record"))
     url = httpx.URL(sample_api.base_url)
-    for base_url in (f"HTTP://{url.host.upper()}:{url.port}/", None):
-        with sample_api.store.lock:
-            sample_api.store.reset()
-        execution = asyncio.run(real_execution(sample_api, _approved_for(proposal, base_url)))
-        assert execution.stop is None
-        assert len(real_writes(sample_api)) == 4
+    execution = asyncio.run(
+        real_execution(sample_api, _approved_for(proposal, f"HTTP://{url.host.upper()}:{url.port}/"))
+    )
+    assert execution.stop is None
+    assert len(real_writes(sample_api)) == 4
+    with pytest.raises(NoTarget, match="allow_any_target"):
+        asyncio.run(real_execution(sample_api, _approved_for(proposal, None)))
+
+    async def anywhere() -> Execution:
+        async with httpx.AsyncClient(base_url=sample_api.base_url) as api:
+            return await execute_approved(
+                None, _approved_for(proposal, None), client=api, audit=tools.AUDIT, allow_any_target=True
+            )
+
+    sample_api.store.reset()
+    assert asyncio.run(anywhere()).ended == "completed"
+    assert len(real_writes(sample_api)) == 4
     assert same_base_url("https://staging.example:443", httpx.URL("https://staging.example/"))
     assert not same_base_url("https://staging.example", httpx.URL("http://staging.example"))
     assert not same_base_url("https://staging.example/v2", httpx.URL("https://staging.example"))

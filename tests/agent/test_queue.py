@@ -16,14 +16,15 @@ from reviewer.agent import (
     NotApproved,
     ProposalRejected,
     QueueAgent,
+    RunStopped,
     execute_approved,
     local_approval,
 )
 from reviewer.client import QueueClient, QueueUnreachable
-from reviewer.drift import compare_execution
 from reviewer.proposal import Call, Proposal, plan_sha256
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
+from reviewer.verification import compare_execution
 from tests.agent.conftest import Queue
 from tests.agent.helpers import dry_proposal, received
 from tests.service.test_client import AnswerLostOnce
@@ -53,7 +54,7 @@ async def execute(queue: Queue, sample_api: RunningSampleApi, approval):  # type
         QueueClient(queue.url, queue.agent_token) as client,
         httpx.AsyncClient(base_url=sample_api.base_url) as api,
     ):
-        return await QueueAgent(client).execute(tools.reference_task, approval, client=api, audit=tools.AUDIT)
+        return await QueueAgent(client).execute(approval, client=api, audit=tools.AUDIT)
 
 
 def real_writes(sample_api: RunningSampleApi) -> list[dict]:
@@ -89,7 +90,7 @@ def test_an_approval_of_a_superseded_revision_authorizes_nothing(
             return approval
 
     approval = asyncio.run(approve_then_replan())
-    with pytest.raises(NotApproved, match="revision 2 superseded it"):
+    with pytest.raises(NotApproved, match="not the latest"):
         asyncio.run(execute(queue, sample_api, approval))
     assert real_writes(sample_api) == []
 
@@ -102,8 +103,9 @@ def test_an_approval_authorizes_one_run(queue: Queue, sample_api: RunningSampleA
             return await submit_and_approve(QueueAgent(client, poll_interval=0.05), queue, proposal)
 
     approval = asyncio.run(submit_approve_wait())
-    first = asyncio.run(execute(queue, sample_api, approval))
-    assert len(first.executed) == 4
+    with pytest.raises(RunStopped) as refused_delete:
+        asyncio.run(execute(queue, sample_api, approval))
+    assert len(refused_delete.value.execution.executed) == 4
     sample_api.store.reset()
     with pytest.raises(NotApproved, match="already used"):
         asyncio.run(execute(queue, sample_api, approval))
@@ -161,8 +163,9 @@ def test_end_to_end_submit_approve_execute_verify(queue: Queue, sample_api: Runn
         ):
             agent = QueueAgent(client, poll_interval=0.05)
             approval = await agent.submit_and_wait(proposal, timeout=10)
-            execution = await agent.execute(tools.reference_task, approval, client=api, audit=tools.AUDIT)
-            return approval, execution, await client.get_proposal(proposal.proposal_id)
+            with pytest.raises(RunStopped, match="#4 delete_ticket 409") as stopped:
+                await agent.execute(approval, client=api, audit=tools.AUDIT)
+            return approval, stopped.value.execution, await client.get_proposal(proposal.proposal_id)
 
     async def both():  # type: ignore[no-untyped-def]
         _, agent_result = await asyncio.gather(reviewer_side(), agent_side())
@@ -170,9 +173,9 @@ def test_end_to_end_submit_approve_execute_verify(queue: Queue, sample_api: Runn
 
     approval, execution, record = asyncio.run(both())
     assert approval.approved_by == "test-reviewer"
-    assert execution.stop is None and execution.writes_kept == 3
+    assert (execution.stop, execution.ended, execution.writes_kept) == (None, "completed", 3)
     assert record.latest.state == "executed"
-    assert [event.event for event in record.history] == ["submitted", "approved", "executed"]
+    assert [event.event for event in record.history] == ["submitted", "approved", "claimed", "executed"]
     with sqlite3.connect(f"file:{queue.db}?mode=ro", uri=True) as db:
         (body,) = db.execute(
             "SELECT body FROM executions WHERE proposal_id = ?", (proposal.proposal_id,)
@@ -210,7 +213,9 @@ def test_a_report_whose_answer_was_lost_is_sent_again_and_stored_once(
             agent = QueueAgent(client, poll_interval=0.05)
             approval = await submit_and_approve(agent, queue, proposal)
             await agent.require_current(approval)
+            claim = await client.claim(approval.proposal_id, approval.revision, approval.plan_sha256)
             execution = await execute_approved(tools.reference_task, approval, client=api, audit=tools.AUDIT)
+            execution.claim_id = claim.claim_id
             reporter = QueueAgent(reporting)
             with pytest.raises(QueueUnreachable):
                 await reporter.report(execution)

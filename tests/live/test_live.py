@@ -156,8 +156,10 @@ def test_a_revoked_token_stops_polling_and_says_to_log_in(queue: Queue) -> None:
         async with app.run_test(size=(100, 30)) as pilot:
             await until(pilot, lambda: "queue answered" in status(app), "the first answer")
             revoked = await asyncio.to_thread(
-                subprocess.run, reviewer_command("token", "revoke", "--db", str(queue.service.db), name),
-                capture_output=True, check=True,
+                subprocess.run,
+                reviewer_command("token", "revoke", "--db", str(queue.service.db), name),
+                capture_output=True,
+                check=True,
             )
             assert revoked.returncode == 0
             await until(pilot, lambda: "run `reviewer login --queue" in status(app), "the 401")
@@ -180,8 +182,12 @@ def test_an_executed_proposal_is_verified_from_the_queues_report(queue: Queue) -
             await alice.decide(proposal_id, 1, answer.plan_sha256, "approve")
             real_calls = [msgspec.to_builtins(call) for call in approved_plan.calls]
             real_calls[-1]["args"] = {**(real_calls[-1].get("args") or {}), "note": "changed at run time"}
+            claim = await agent.claim(proposal_id, 1, answer.plan_sha256)
             await agent.report_execution(
-                proposal_id, ExecutionReport(revision=1, plan_sha256=answer.plan_sha256, calls=real_calls)
+                proposal_id,
+                ExecutionReport(
+                    revision=1, plan_sha256=answer.plan_sha256, claim_id=claim.claim_id, calls=real_calls
+                ),
             )
             app.poll_now()
             executions = lambda: getattr(app.items.get(proposal_id), "executions", {})  # noqa: E731

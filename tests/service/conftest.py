@@ -214,3 +214,28 @@ def decide(
         json={"revision": revision, "plan_sha256": plan_sha256, "decision": decision, "reason": reason},
         headers={"Idempotency-Key": key or unique_id("key")},
     )
+
+
+def claim(
+    client: httpx.Client, proposal_id: str, revision: int, plan_sha256: str, key: str | None = None
+) -> httpx.Response:
+    return client.post(
+        f"/v1/proposals/{proposal_id}/claims",
+        json={"revision": revision, "plan_sha256": plan_sha256},
+        headers={"Idempotency-Key": key or unique_id("claim")},
+    )
+
+
+def claimed_report(
+    client: httpx.Client, proposal_id: str, revision: int, plan_sha256: str, **report: Any
+) -> dict[str, Any]:
+    """Claim the approval (which must succeed) and return a report body that names the claim."""
+    response = claim(client, proposal_id, revision, plan_sha256)
+    assert response.status_code == 201, response.text
+    return {
+        "revision": revision,
+        "plan_sha256": plan_sha256,
+        "claim_id": response.json()["claim_id"],
+        "calls": [],
+        **report,
+    }

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from reviewer.proposal import MAX_BODY_BYTES
-from tests.service.conftest import Actors, body, proposal, submit, unique_id
+from tests.service.conftest import Actors, body, claimed_report, decide, proposal, submit, unique_id
 
 
 @pytest.fixture
@@ -164,11 +164,29 @@ class TestDecisionAndExecutionBodies:
             f"/v1/proposals/{stored['proposal_id']}/executions", json=report, headers={"Idempotency-Key": key}
         )
         assert_refused(response, 400, "Idempotency-Key")
+        response = actors.agent.post(
+            f"/v1/proposals/{stored['proposal_id']}/claims",
+            json={"revision": 1, "plan_sha256": stored["plan_sha256"]},
+            headers={"Idempotency-Key": key},
+        )
+        assert_refused(response, 400, "Idempotency-Key")
 
-    def test_an_execution_report_nested_too_deep_is_422(self, actors: Actors, stored: dict[str, Any]) -> None:
+    def test_a_report_without_an_open_claim_is_409_before_its_body_is_read(
+        self, actors: Actors, stored: dict[str, Any]
+    ) -> None:
         report = {"revision": 1, "plan_sha256": stored["plan_sha256"], "calls": [nested(70)]}
         response = actors.agent.post(f"/v1/proposals/{stored['proposal_id']}/executions", json=report)
-        assert_refused(response, 422, "deeper than 64")
+        assert_refused(response, 409, "no claim", "before the first real write")
+
+
+def test_an_execution_report_nested_too_deep_is_422_and_the_claim_still_waits(actors: Actors) -> None:
+    proposal_id = unique_id("deep-report")
+    digest = submit(actors.agent, proposal_id)["plan_sha256"]
+    assert decide(actors.alice, proposal_id, 1, digest).status_code == 201
+    report = claimed_report(actors.agent, proposal_id, 1, digest, calls=[nested(70)])
+    response = actors.agent.post(f"/v1/proposals/{proposal_id}/executions", json=report)
+    assert_refused(response, 422, "deeper than 64")
+    assert actors.agent.get(f"/v1/proposals/{proposal_id}/decision").json()["state"] == "claimed"
 
 
 @pytest.mark.usefixtures("unchanged")

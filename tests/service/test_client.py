@@ -12,6 +12,7 @@ import pytest
 from reviewer.api import ExecutionReport
 from reviewer.client import (
     AlreadyDecided,
+    ClaimRefused,
     ExecutionRefused,
     Forbidden,
     InvalidRequest,
@@ -68,9 +69,16 @@ def test_the_whole_flow_through_the_client(service: Service, actors: Actors) -> 
 
             assert (await agent.decision_state(proposal_id)).state == "approved"
             assert await alice.get_executions(proposal_id) == []
+            claim = await agent.claim(proposal_id, 1, submitted.plan_sha256)
+            assert (claim.claimed_by, claim.revision) == ("agent", 1)
+            with pytest.raises(ClaimRefused) as taken:
+                await agent.claim(proposal_id, 1, submitted.plan_sha256)
+            assert (taken.value.state, taken.value.claimed_by) == ("claimed", "agent")
             report = ExecutionReport(
                 revision=1,
                 plan_sha256=submitted.plan_sha256,
+                claim_id=claim.claim_id,
+                ended="completed",
                 calls=[{"seq": 1, "args": {"id": "t1", "tags": [None]}}],
                 audit_log=[{"method": "PATCH", "path": "/tickets/t1"}],
                 note="all calls ran",
@@ -79,6 +87,7 @@ def test_the_whole_flow_through_the_client(service: Service, actors: Actors) -> 
             assert executed.state == "executed"
             [stored] = await alice.get_executions(proposal_id)
             assert stored.model_dump(exclude={"executed_by", "at"}) == report.model_dump()
+            assert stored.claim_id == claim.claim_id
             assert (stored.executed_by, stored.at) == ("agent", executed.executed_at)
             assert await agent.get_executions(proposal_id) == [stored]
             with pytest.raises(NotFound):
@@ -171,7 +180,11 @@ def test_an_execution_report_whose_answer_was_lost_is_retried_and_stored_once(
         alice = QueueClient(service.url, actors.tokens["alice"])
         async with agent, alice:
             await alice.decide(proposal_id, 1, digest, "approve")
-            report = ExecutionReport(revision=1, plan_sha256=digest, calls=[{"seq": 1}])
+            async with QueueClient(service.url, actors.tokens["agent"]) as runner:
+                claim = await runner.claim(proposal_id, 1, digest)
+            report = ExecutionReport(
+                revision=1, plan_sha256=digest, claim_id=claim.claim_id, calls=[{"seq": 1}]
+            )
             state = await agent.report_execution(proposal_id, report)
             assert state.state == "executed"
             assert [stored.calls for stored in await alice.get_executions(proposal_id)] == [[{"seq": 1}]]

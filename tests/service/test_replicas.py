@@ -1,4 +1,5 @@
-"""Two `reviewer serve` processes on one PostgreSQL database act as one queue.
+"""Two `reviewer serve` processes on one PostgreSQL database act as one queue: one winner per race,
+nothing acknowledged lost, idempotency and claims the same whichever replica answers.
 
 Each test starts two real replicas on a fresh database of the session's cluster and talks to each
 over HTTP, as a load balancer would spread a team's requests.
@@ -16,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.service.conftest import Service, body, decide, proposal, submit, unique_id
+from tests.service.conftest import Service, body, claim, decide, proposal, submit, unique_id
 from tests.service.postgres import Cluster
 
 RACES = 30
@@ -128,7 +129,7 @@ def test_a_replica_killed_during_a_burst_loses_nothing_it_acknowledged(replicas:
         )
 
 
-def test_idempotency_keys_hold_across_replicas(replicas: Replicas) -> None:
+def test_idempotency_keys_and_claims_hold_across_replicas(replicas: Replicas) -> None:
     with (
         replicas.client(replicas.first, "agent") as agent_first,
         replicas.client(replicas.second, "agent") as agent_second,
@@ -146,11 +147,21 @@ def test_idempotency_keys_hold_across_replicas(replicas: Replicas) -> None:
         assert retried.headers["idempotent-replayed"] == "true"
         other_body = decide(alice_second, proposal_id, 1, digest, "reject", key="same-key")
         assert other_body.status_code == 422
-        report = {"revision": 1, "plan_sha256": digest, "calls": [{"seq": 1, "status": 200}]}
+        claimed = claim(agent_first, proposal_id, 1, digest, key="claim-1")
+        assert claimed.status_code == 201
+        assert claim(agent_second, proposal_id, 1, digest, key="claim-1").json() == claimed.json()
+        second_claim = claim(agent_second, proposal_id, 1, digest, key="claim-2")
+        assert (second_claim.status_code, second_claim.json()["claimed_by"]) == (409, "agent")
+        report = {
+            "revision": 1,
+            "plan_sha256": digest,
+            "claim_id": claimed.json()["claim_id"],
+            "calls": [{"seq": 1, "status": 200}],
+        }
         path = f"/v1/proposals/{proposal_id}/executions"
         stored = agent_first.post(path, json=report, headers={"Idempotency-Key": "run-1"})
         assert stored.status_code == 201
         replayed = agent_second.post(path, json=report, headers={"Idempotency-Key": "run-1"})
         assert (replayed.status_code, replayed.json()) == (201, stored.json())
         history = alice_second.get(f"/v1/proposals/{proposal_id}").json()["history"]
-        assert [event["event"] for event in history] == ["submitted", "approved", "executed"]
+        assert [event["event"] for event in history] == ["submitted", "approved", "claimed", "executed"]

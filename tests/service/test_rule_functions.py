@@ -8,10 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from reviewer.api import DecisionState
 from reviewer.service import rules
 from reviewer.service.auth import Identity
 from reviewer.service.errors import (
     BadRequest,
+    ClaimRefused,
     Conflict,
     ExecutionRefused,
     Forbidden,
@@ -38,6 +40,10 @@ def row(**changes: Any) -> dict[str, Any]:
         "decided_at": None,
         "reason": None,
         "approval_expires_at": None,
+        "claim_id": None,
+        "claimed_by": None,
+        "claimed_at": None,
+        "lease_expires_at": None,
         "executed_at": None,
     }
     return {**base, **changes}
@@ -55,7 +61,24 @@ AGENT = Identity(2, "agent", "agent")
         ({"decision": "approve", "approval_expires_at": NOW + 1}, "approved"),
         ({"decision": "approve", "approval_expires_at": NOW}, "expired"),
         ({"decision": "reject"}, "rejected"),
-        ({"decision": "approve", "approval_expires_at": NOW - 5, "executed_at": NOW - 6}, "executed"),
+        (
+            {
+                "decision": "approve",
+                "approval_expires_at": NOW - 5,
+                "claimed_at": NOW - 7,
+                "lease_expires_at": NOW,
+            },
+            "claimed",
+        ),
+        (
+            {
+                "decision": "approve",
+                "approval_expires_at": NOW - 5,
+                "claimed_at": NOW - 7,
+                "executed_at": NOW - 6,
+            },
+            "executed",
+        ),
     ],
 )
 def test_the_state_of_a_row(changes: dict[str, Any], state: str) -> None:
@@ -105,19 +128,48 @@ def test_submission_numbering() -> None:
         rules.submission_outcome(row(owner="other"), AGENT, "p", 3, DIGEST, None, NOW)
 
 
-def test_an_execution_needs_a_current_unused_approval() -> None:
+def test_a_claim_needs_a_current_unclaimed_approval() -> None:
     approved = row(decision="approve", decided_by="bob", approval_expires_at=NOW + 5)
-    rules.check_execution(approved, 2, DIGEST, NOW)
+    rules.check_claim(approved, 2, DIGEST, NOW)
     with pytest.raises(StaleRevision):
-        rules.check_execution(approved, 1, DIGEST, NOW)
+        rules.check_claim(approved, 1, DIGEST, NOW)
+    held = {"claimed_by": "agent", "claimed_at": NOW - 1, "lease_expires_at": NOW + 60}
     for changes, words in (
-        ({}, "not approved yet"),
-        ({"decision": "reject", "decided_by": "bob"}, "rejected by bob"),
+        ({}, "no reviewer has approved it yet"),
+        ({"decision": "reject", "decided_by": "bob"}, "bob rejected it"),
         ({"decision": "approve", "approval_expires_at": NOW}, "expired"),
-        ({"decision": "approve", "approval_expires_at": NOW + 5, "executed_at": NOW}, "already used"),
+        ({"decision": "approve", "approval_expires_at": NOW + 5, **held}, "a run by agent already holds"),
     ):
-        with pytest.raises(ExecutionRefused, match=words):
-            rules.check_execution(row(**changes), 2, DIGEST, NOW)
+        with pytest.raises(ClaimRefused, match=words):
+            rules.check_claim(row(**changes), 2, DIGEST, NOW)
+
+
+def test_a_claimed_revision_cannot_be_replanned_until_its_lease_ends() -> None:
+    held = row(decision="approve", claimed_by="agent", claimed_at=NOW - 1, lease_expires_at=NOW + 1)
+    with pytest.raises(ClaimRefused, match="running under a claim by agent"):
+        rules.submission_outcome(held, AGENT, "p", 3, "e" * 64, None, NOW)
+    assert (
+        rules.submission_outcome({**held, "lease_expires_at": NOW}, AGENT, "p", 3, "e" * 64, None, NOW)
+        is None
+    )
+
+
+def test_a_report_belongs_to_its_own_unreported_claim_and_names_its_revision() -> None:
+    claim = {"claim_id": "c" * 32, "revision": 2, "plan_sha256": DIGEST}
+    assert rules.check_report(claim, False, "p", "c" * 32, 2, DIGEST) is claim
+    with pytest.raises(ExecutionRefused, match="must name its claim"):
+        rules.check_report(claim, False, "p", None, 2, DIGEST)
+    with pytest.raises(ExecutionRefused, match="is yours"):
+        rules.check_report(None, False, "p", "d" * 32, 2, DIGEST)
+    with pytest.raises(ExecutionRefused, match="already reported"):
+        rules.check_report(claim, True, "p", "c" * 32, 2, DIGEST)
+    with pytest.raises(StaleRevision):
+        rules.check_report(claim, False, "p", "c" * 32, 1, DIGEST)
+    rules.require_open_claim({"claim_id": "c" * 32, "reported": False}, "p")
+    with pytest.raises(ExecutionRefused, match="no claim"):
+        rules.require_open_claim(None, "p")
+    with pytest.raises(ExecutionRefused, match="already reported"):
+        rules.require_open_claim({"claim_id": "c" * 32, "reported": True}, "p")
 
 
 def test_a_revoked_or_vanished_token_cannot_write() -> None:
@@ -128,9 +180,9 @@ def test_a_revoked_or_vanished_token_cannot_write() -> None:
 
 
 def test_an_idempotency_key_with_another_body_is_refused() -> None:
-    assert rules.earlier_answer(None, "f", "decision") is None
+    assert rules.earlier_answer(None, "f", "decision", DecisionState) is None
     with pytest.raises(IdempotencyMismatch):
-        rules.earlier_answer({"request_sha256": "other", "answer": "{}"}, "f", "decision")
+        rules.earlier_answer({"request_sha256": "other", "answer": "{}"}, "f", "decision", DecisionState)
 
 
 def test_a_name_keeps_its_role_and_one_active_token() -> None:

@@ -15,6 +15,8 @@ from tests.service.conftest import (
     Actors,
     Service,
     body,
+    claim,
+    claimed_report,
     decide,
     make_actors,
     proposal,
@@ -182,7 +184,15 @@ def test_the_decision_endpoint_reports_each_state(actors: Actors) -> None:
     assert approved["decided_by"] == "alice"
     assert approved["plan_sha256"] == answer["plan_sha256"]
     assert approved["expires_at"] > approved["decided_at"]
-    report = {"revision": 1, "plan_sha256": answer["plan_sha256"], "calls": [{"seq": 1}]}
+    report = claimed_report(actors.agent, proposal_id, 1, answer["plan_sha256"], calls=[{"seq": 1}])
+    claimed = actors.alice.get(path).json()
+    assert (claimed["state"], claimed["claimed_by"], claimed["outcome_unknown"]) == (
+        "claimed",
+        "agent",
+        False,
+    )
+    assert "expires_at" not in claimed, "a claim fixes the approval: it no longer expires"
+    assert claimed["lease_expires_at"] > claimed["claimed_at"]
     assert actors.agent.post(f"/v1/proposals/{proposal_id}/executions", json=report).status_code == 201
     assert actors.agent.get(path).json()["state"] == "executed"
 
@@ -231,7 +241,9 @@ class TestIdempotency:
         answer = submit(actors.agent, proposal_id)
         decide(actors.alice, proposal_id, 1, answer["plan_sha256"])
         path = f"/v1/proposals/{proposal_id}/executions"
-        report = {"revision": 1, "plan_sha256": answer["plan_sha256"], "calls": [{"seq": 1, "b": 2, "a": 1}]}
+        report = claimed_report(
+            actors.agent, proposal_id, 1, answer["plan_sha256"], calls=[{"seq": 1, "b": 2, "a": 1}]
+        )
         first = actors.agent.post(path, json=report, headers={"Idempotency-Key": "run-1"})
         reordered = {**report, "calls": [{"a": 1, "b": 2, "seq": 1}], "audit_log": None}
         again = actors.agent.post(path, json=reordered, headers={"Idempotency-Key": "run-1"})
@@ -247,7 +259,7 @@ class TestIdempotency:
         assert (without_key.status_code, without_key.json()["state"]) == (409, "executed")
         assert len(actors.alice.get(path).json()["executions"]) == 1
         history = actors.alice.get(f"/v1/proposals/{proposal_id}").json()["history"]
-        assert [event["event"] for event in history] == ["submitted", "approved", "executed"]
+        assert [event["event"] for event in history] == ["submitted", "approved", "claimed", "executed"]
 
     def test_a_refused_execution_report_is_not_remembered_under_its_key(self, actors: Actors) -> None:
         proposal_id = unique_id()
@@ -255,8 +267,9 @@ class TestIdempotency:
         path = f"/v1/proposals/{proposal_id}/executions"
         report = {"revision": 1, "plan_sha256": answer["plan_sha256"], "calls": []}
         early = actors.agent.post(path, json=report, headers={"Idempotency-Key": "too-early"})
-        assert (early.status_code, early.json()["state"]) == (409, "pending")
+        assert (early.status_code, early.json()["error"]) == (409, "execution_refused")
         decide(actors.alice, proposal_id, 1, answer["plan_sha256"])
+        report = claimed_report(actors.agent, proposal_id, 1, answer["plan_sha256"])
         later = actors.agent.post(path, json=report, headers={"Idempotency-Key": "too-early"})
         assert (later.status_code, later.json()["state"]) == (201, "executed")
 
@@ -280,8 +293,8 @@ class TestRevisions:
             2,
             second["plan_sha256"],
         )
-        old_run = {"revision": 1, "plan_sha256": first["plan_sha256"], "calls": []}
-        assert actors.agent.post(f"/v1/proposals/{proposal_id}/executions", json=old_run).status_code == 412
+        old_claim = claim(actors.agent, proposal_id, 1, first["plan_sha256"])
+        assert (old_claim.status_code, old_claim.json()["latest_revision"]) == (412, 2)
         record = actors.alice.get(f"/v1/proposals/{proposal_id}").json()
         assert [revision["state"] for revision in record["revisions"]] == ["superseded", "pending"]
 
@@ -326,16 +339,66 @@ class TestExecutions:
     def test_an_approval_authorizes_one_execution(self, actors: Actors) -> None:
         proposal_id = unique_id()
         answer = submit(actors.agent, proposal_id)
-        report = {"revision": 1, "plan_sha256": answer["plan_sha256"], "calls": [{"seq": 1}], "audit_log": []}
+        digest = answer["plan_sha256"]
+        early = claim(actors.agent, proposal_id, 1, digest)
+        assert (early.status_code, early.json()["state"]) == (409, "pending"), "not approved yet"
+        decide(actors.alice, proposal_id, 1, digest)
+        assert claim(actors.alice, proposal_id, 1, digest).status_code == 403, "a reviewer claims nothing"
+        assert claim(actors.other_agent, proposal_id, 1, digest).status_code == 404
+        report = claimed_report(actors.agent, proposal_id, 1, digest, calls=[{"seq": 1}], audit_log=[])
         path = f"/v1/proposals/{proposal_id}/executions"
-        assert actors.agent.post(path, json=report).status_code == 409, "not approved yet"
-        decide(actors.alice, proposal_id, 1, answer["plan_sha256"])
         assert actors.alice.post(path, json=report).status_code == 403, "a reviewer reports no execution"
         assert actors.other_agent.post(path, json=report).status_code == 404
         assert actors.agent.post(path, json=report).status_code == 201
         second = actors.agent.post(path, json=report)
+        assert (second.status_code, second.json()["state"]) == (409, "executed")
+        again = claim(actors.agent, proposal_id, 1, digest)
+        assert (again.status_code, again.json()["state"]) == (409, "executed")
+
+    def test_a_claim_is_single_use_and_a_second_runner_is_refused_naming_the_holder(
+        self, actors: Actors
+    ) -> None:
+        proposal_id = unique_id()
+        digest = submit(actors.agent, proposal_id)["plan_sha256"]
+        decide(actors.alice, proposal_id, 1, digest)
+        first = claim(actors.agent, proposal_id, 1, digest, key="runner-1")
+        retried = claim(actors.agent, proposal_id, 1, digest, key="runner-1")
+        assert (first.status_code, retried.status_code) == (201, 201)
+        assert retried.json() == first.json(), "a retried claim is the same claim"
+        second = claim(actors.agent, proposal_id, 1, digest, key="runner-2")
         assert second.status_code == 409
-        assert second.json()["state"] == "executed"
+        assert (second.json()["state"], second.json()["claimed_by"]) == ("claimed", "agent")
+        assert "already holds" in second.json()["message"]
+        history = actors.alice.get(f"/v1/proposals/{proposal_id}").json()["history"]
+        assert [event["event"] for event in history] == ["submitted", "approved", "claimed"]
+
+    def test_a_report_without_its_claim_is_409_and_stores_nothing(self, actors: Actors) -> None:
+        proposal_id = unique_id()
+        digest = submit(actors.agent, proposal_id)["plan_sha256"]
+        decide(actors.alice, proposal_id, 1, digest)
+        path = f"/v1/proposals/{proposal_id}/executions"
+        unclaimed = {"revision": 1, "plan_sha256": digest, "calls": []}
+        assert actors.agent.post(path, json=unclaimed).status_code == 409
+        made_up = {**unclaimed, "claim_id": "0" * 32}
+        assert actors.agent.post(path, json=made_up).status_code == 409
+        assert actors.alice.get(path).json()["executions"] == []
+        assert actors.alice.get(f"/v1/proposals/{proposal_id}/decision").json()["state"] == "approved"
+
+    def test_a_claimed_run_cannot_be_superseded_and_its_report_names_how_it_ended(
+        self, actors: Actors
+    ) -> None:
+        proposal_id = unique_id()
+        digest = submit(actors.agent, proposal_id)["plan_sha256"]
+        decide(actors.alice, proposal_id, 1, digest)
+        report = claimed_report(actors.agent, proposal_id, 1, digest, ended="failed", calls=[{"seq": 1}])
+        replan = actors.agent.post("/v1/proposals", content=body(proposal(proposal_id, 2)))
+        assert (replan.status_code, replan.json()["claimed_by"]) == (409, "agent")
+        path = f"/v1/proposals/{proposal_id}/executions"
+        assert actors.agent.post(path, json={**report, "revision": 2}).status_code == 412
+        assert actors.agent.post(path, json=report).status_code == 201
+        [stored] = actors.alice.get(path).json()["executions"]
+        assert (stored["claim_id"], stored["ended"]) == (report["claim_id"], "failed")
+        assert submit(actors.agent, proposal_id, 2)["state"] == "pending", "after the report, a re-plan"
 
     def test_a_reviewer_reads_each_execution_back_exactly_oldest_first(self, actors: Actors) -> None:
         proposal_id = unique_id()
@@ -350,6 +413,9 @@ class TestExecutions:
             report = {
                 "revision": revision,
                 "plan_sha256": answer["plan_sha256"],
+                "claim_id": claim(actors.agent, proposal_id, revision, answer["plan_sha256"]).json()[
+                    "claim_id"
+                ],
                 "calls": [
                     {"seq": 1, "tool": "update_ticket", "args": {"id": "t1", "tags": [None, {"x": 0.1}]}},
                     {"seq": 2, "tool": "note", "args": {"text": "éè \u2028 ✓", "big": 2**53 - 1}},
@@ -377,8 +443,7 @@ class TestExecutions:
         proposal_id = unique_id()
         answer = submit(actors.agent, proposal_id)
         decide(actors.alice, proposal_id, 1, answer["plan_sha256"], "reject")
-        report = {"revision": 1, "plan_sha256": answer["plan_sha256"], "calls": []}
-        response = actors.agent.post(f"/v1/proposals/{proposal_id}/executions", json=report)
+        response = claim(actors.agent, proposal_id, 1, answer["plan_sha256"])
         assert (response.status_code, response.json()["state"]) == (409, "rejected")
 
 
@@ -390,7 +455,7 @@ def test_the_trail_is_append_only_and_shown_in_the_history(actors: Actors, servi
     decide(actors.bob, proposal_id, 2, second["plan_sha256"], "approve")
     actors.agent.post(
         f"/v1/proposals/{proposal_id}/executions",
-        json={"revision": 2, "plan_sha256": second["plan_sha256"], "calls": []},
+        json=claimed_report(actors.agent, proposal_id, 2, second["plan_sha256"]),
     )
     history = actors.agent.get(f"/v1/proposals/{proposal_id}").json()["history"]
     assert [(event["event"], event["actor"], event["revision"]) for event in history] == [
@@ -398,6 +463,7 @@ def test_the_trail_is_append_only_and_shown_in_the_history(actors: Actors, servi
         ("rejected", "alice", 1),
         ("submitted", "agent", 2),
         ("approved", "bob", 2),
+        ("claimed", "agent", 2),
         ("executed", "agent", 2),
     ]
     assert history[1]["reason"] == "too broad"
@@ -475,7 +541,6 @@ class TestExpiry:
         time.sleep(1.2)
         state = actors.agent.get(f"/v1/proposals/{proposal_id}/decision").json()
         assert (state["state"], state["decided_by"]) == ("expired", "alice")
-        report = {"revision": 1, "plan_sha256": answer["plan_sha256"], "calls": []}
-        response = actors.agent.post(f"/v1/proposals/{proposal_id}/executions", json=report)
+        response = claim(actors.agent, proposal_id, 1, answer["plan_sha256"])
         assert (response.status_code, response.json()["state"]) == (409, "expired")
         assert submit(actors.agent, proposal_id, 2)["state"] == "pending", "a re-plan asks again"

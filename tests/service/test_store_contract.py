@@ -14,11 +14,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from reviewer.api import DecisionRequest, ExecutionReport
+from reviewer.api import ClaimRequest, DecisionRequest, ExecutionReport
 from reviewer.service.auth import Identity, hash_token, mint_token
 from reviewer.service.databases import open_store
 from reviewer.service.errors import (
     BadRequest,
+    ClaimRefused,
     Conflict,
     DatabaseUnusable,
     ExecutionRefused,
@@ -81,8 +82,18 @@ def decision(revision: int = 1, digest: str | None = None, verdict: str = "appro
     return DecisionRequest(revision=revision, plan_sha256=digest or f"{revision:064x}", decision=verdict)  # type: ignore[arg-type]
 
 
-def report(revision: int = 1) -> ExecutionReport:
-    return ExecutionReport(revision=revision, plan_sha256=f"{revision:064x}", calls=[{"seq": 1}])
+def claim_request(revision: int = 1) -> ClaimRequest:
+    return ClaimRequest(revision=revision, plan_sha256=f"{revision:064x}")
+
+
+def report(claim_id: str, revision: int = 1) -> ExecutionReport:
+    return ExecutionReport(
+        revision=revision,
+        plan_sha256=f"{revision:064x}",
+        claim_id=claim_id,
+        ended="completed",
+        calls=[{"seq": 1}],
+    )
 
 
 def test_a_new_database_is_created_and_says_so_and_reopening_keeps_it(database: str, clock: Clock) -> None:
@@ -114,7 +125,7 @@ def test_another_schema_version_is_refused_with_what_to_do(database: str, clock:
 
         with sqlite3.connect(database) as raw:
             raw.execute("PRAGMA user_version = 7")
-    with pytest.raises(DatabaseUnusable, match="schema version 7.*reads version 1; run the reviewer release"):
+    with pytest.raises(DatabaseUnusable, match="schema version 7.*reads version 2; run the reviewer release"):
         open_store(database, clock=clock, pending_ttl=600, approval_ttl=60, create=True)
 
 
@@ -206,22 +217,60 @@ def test_a_token_revoked_while_its_request_is_in_flight_cannot_write(store: Queu
     assert store.decision_state(agent, "p").state == "pending"
 
 
-def test_one_execution_per_approval_and_none_after_expiry(store: QueueStore, clock: Clock) -> None:
+def test_one_claim_per_approval_one_report_per_claim_and_none_after_expiry(
+    store: QueueStore, clock: Clock
+) -> None:
     agent = identity(store, "agent", "agent")
     alice = identity(store, "alice", "reviewer")
     store.submit(agent, submission("p"))
-    with pytest.raises(ExecutionRefused, match="not approved yet"):
-        store.record_execution(agent, "p", report(), b"{}")
+    with pytest.raises(ClaimRefused, match="no reviewer has approved it yet"):
+        store.claim(agent, "p", claim_request(), "c0")
+    with pytest.raises(ExecutionRefused, match="no claim"):
+        store.check_report_allowed(agent, "p", None)
     store.decide(alice, "p", decision(1), "k")
-    assert store.record_execution(agent, "p", report(), b'{"revision":1}', "r")[1].state == "executed"
-    assert store.record_execution(agent, "p", report(), b'{"revision":1}', "r")[0] is True
-    with pytest.raises(ExecutionRefused, match="already used"):
-        store.record_execution(agent, "p", report(), b"{}")
+    replayed, claim = store.claim(agent, "p", claim_request(), "c1")
+    assert (replayed, store.claim(agent, "p", claim_request(), "c1")) == (False, (True, claim))
+    with pytest.raises(ClaimRefused, match="a run by agent already holds") as refused:
+        store.claim(agent, "p", claim_request(), "c2")
+    assert refused.value.details["claimed_by"] == "agent"
+    clock.now += 120  # past the approval's TTL: a claim fixes the approval
+    assert store.decision_state(agent, "p").state == "claimed"
+    store.check_report_allowed(agent, "p", None)
+    assert (
+        store.record_execution(agent, "p", report(claim.claim_id), b'{"revision":1}', "r")[1].state
+        == "executed"
+    )
+    assert store.record_execution(agent, "p", report(claim.claim_id), b'{"revision":1}', "r")[0] is True
+    with pytest.raises(ExecutionRefused, match="already reported"):
+        store.check_report_allowed(agent, "p", None)
+    store.check_report_allowed(agent, "p", "r")  # a retry under its key goes on to get its answer again
+    with pytest.raises(ExecutionRefused, match="already reported"):
+        store.record_execution(agent, "p", report(claim.claim_id), b"{}")
+    assert [event.event for event in store.get_record(alice, "p").history] == [
+        "submitted",
+        "approved",
+        "claimed",
+        "executed",
+    ]
     store.submit(agent, submission("q"))
     store.decide(alice, "q", decision(1), "k2")
     clock.now += 60
-    with pytest.raises(ExecutionRefused, match="expired"):
-        store.record_execution(agent, "q", report(), b"{}")
+    with pytest.raises(ClaimRefused, match="expired"):
+        store.claim(agent, "q", claim_request(), "c3")
+
+
+def test_a_claim_past_its_lease_shows_an_unknown_outcome(store: QueueStore, clock: Clock) -> None:
+    agent = identity(store, "agent", "agent")
+    alice = identity(store, "alice", "reviewer")
+    store.submit(agent, submission("p"))
+    store.decide(alice, "p", decision(1), "k")
+    store.claim(agent, "p", claim_request(), "c")
+    assert store.decision_state(alice, "p").outcome_unknown is False
+    before = store.list_version()
+    clock.now += store.claim_lease
+    state = store.decision_state(alice, "p")
+    assert (state.state, state.outcome_unknown) == ("claimed", True)
+    assert store.list_version() != before, "the list's version moves when a lease ends"
 
 
 def test_another_agent_sees_nothing(store: QueueStore) -> None:
@@ -232,12 +281,13 @@ def test_another_agent_sees_nothing(store: QueueStore) -> None:
         store.get_record,
         store.decision_state,
         store.list_executions,
-        store.check_execution_allowed,
     ):
         with pytest.raises(NotFound):
             read(other, "p")
     with pytest.raises(NotFound):
         store.get_revision_body(other, "p", 1)
+    with pytest.raises(NotFound):
+        store.check_report_allowed(other, "p", None)
     assert store.get_revision_body(agent, "p", 1) == b'{"plan": true}'
 
 

@@ -22,7 +22,7 @@ from reviewer.tui.widgets.chrome import Chrome
 from reviewer.tui.widgets.panes import untrusted
 
 if TYPE_CHECKING:  # compared in a worker when the screen opens, so the import waits until then
-    from reviewer.drift import CallCheck, Verification
+    from reviewer.verification import CallCheck, Verification
 
 STATUS_STYLE = {
     "same": "green",
@@ -97,7 +97,7 @@ class VerificationScreen(Screen[None]):
     @work(thread=True, group="verify", exit_on_error=False)
     def compare(self) -> None:
         """A real run as long as its plan is compared off the event loop."""
-        from reviewer.drift import compare_execution
+        from reviewer.verification import compare_execution
 
         record = self.record
         self.post_message(self.Compared(compare_execution(self.plan, record.calls, record.audit_log)))

@@ -1,0 +1,126 @@
+"""Placeholders `<FIELD from call N>`: the one grammar the analysis, drift, verification and executor share.
+
+A placeholder stands for a value only a real write produces (most often an `id`): call N of the
+plan produces it, and a later call uses it. N is read as a number, so `<id from call 01>` names call
+1 for every reader: the screen shows it as call 1's value and the executor sends call 1's value. FIELD
+may be a dotted path into the result (`<owner.id from call 3>`). ASCII digits only: `<id from call ٣>`
+is text that looks like a placeholder, not one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+PLACEHOLDER: Final[re.Pattern[str]] = re.compile(
+    r"<([A-Za-z_][A-Za-z0-9_.-]*) from call ([0-9]{1,16})>", re.ASCII
+)
+PLACEHOLDER_BYTES: Final[re.Pattern[bytes]] = re.compile(PLACEHOLDER.pattern.encode(), re.ASCII)
+"""The same grammar over JSON bytes: none of its characters is ever escaped in JSON, so a match in
+encoded arguments is exactly a match in one of their strings (a match cannot span a quote)."""
+MARK: Final = " from call "
+"""Text without this holds no placeholder: the cheap test before a regular expression runs."""
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT: Final = _Absent()
+"""What a placeholder resolves to when the call it names produced no such field (or did not run)."""
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class Reference:
+    """What a placeholder names: a field of the result of the call whose seq is `seq`."""
+
+    field: str
+    seq: int
+
+    @classmethod
+    def of(cls, match: re.Match[str]) -> Reference:
+        return cls(match.group(1), int(match.group(2)))
+
+    @classmethod
+    def parse(cls, text: str) -> Reference | None:
+        """The reference of a string that is exactly one placeholder, else None."""
+        whole = PLACEHOLDER.fullmatch(text)
+        return None if whole is None else cls.of(whole)
+
+    def text(self) -> str:
+        return placeholder(self.field, self.seq)
+
+
+def placeholder(field: str, seq: int) -> str:
+    """The placeholder for `field` of the result of call `seq` (the seq the plan gives that call)."""
+    return f"<{field} from call {seq}>"
+
+
+def _strings(value: Any) -> list[str]:
+    found: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if MARK in item:
+                found.append(item)
+        elif isinstance(item, Mapping):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return found
+
+
+def placeholders_in(value: Any) -> set[str]:
+    """Every placeholder's text anywhere in a JSON-like value (keys included)."""
+    return {match.group(0) for text in _strings(value) for match in PLACEHOLDER.finditer(text)}
+
+
+def references_in(value: Any) -> set[Reference]:
+    """What every placeholder anywhere in a JSON-like value names (keys included)."""
+    return {Reference.of(match) for text in _strings(value) for match in PLACEHOLDER.finditer(text)}
+
+
+def field_of(result: Any, field: str) -> Any:
+    """`field` (a dotted path) of a call's result, or ABSENT."""
+    for name in field.split("."):
+        if not isinstance(result, Mapping) or name not in result:
+            return ABSENT
+        result = result[name]
+    return result
+
+
+def resolve(value: Any, lookup: Callable[[Reference], Any]) -> Any:
+    """`value` with each placeholder that `lookup` knows replaced; the ones it answers ABSENT for stay.
+
+    A string that is exactly one placeholder becomes the value itself (an id may be a number); a
+    placeholder inside a longer string (a path such as `/v1/tickets/<id from call 1>`) is replaced by
+    the value's text.
+    """
+    if isinstance(value, str):
+        if MARK not in value:
+            return value
+        whole = PLACEHOLDER.fullmatch(value)
+        if whole is not None:
+            found = lookup(Reference.of(whole))
+            return value if found is ABSENT else found
+
+        def in_text(match: re.Match[str]) -> str:
+            found = lookup(Reference.of(match))
+            return match.group(0) if found is ABSENT else str(found)
+
+        return PLACEHOLDER.sub(in_text, value)
+    if isinstance(value, Mapping):
+        return {resolve(key, lookup): resolve(item, lookup) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [resolve(item, lookup) for item in value]
+    return value
+
+
+def from_results(results: Mapping[int, Any]) -> Callable[[Reference], Any]:
+    """A lookup that reads each placeholder from the result of the call it names (seq -> result)."""
+    return lambda reference: field_of(results.get(reference.seq, ABSENT), reference.field)
