@@ -54,6 +54,7 @@ from reviewer.proposal import (
     plan_sha256,
     value_within_limits,
 )
+from reviewer.sanitize import safe_text
 from reviewer.service.auth import Identity, Role, hash_token, redact_tokens
 from reviewer.service.databases import open_store
 from reviewer.service.errors import (
@@ -62,10 +63,12 @@ from reviewer.service.errors import (
     Forbidden,
     Invalid,
     InvalidJSON,
+    NotJSON,
     ServiceError,
     TooLarge,
     Unauthorized,
 )
+from reviewer.service.numbers import refuse_altered_numbers
 from reviewer.service.store import DEFAULT_CLAIM_LEASE, Clock, QueueStore, Submission
 
 DEFAULT_PENDING_TTL: Final = 24 * 3600.0
@@ -92,8 +95,26 @@ def _json_body(schema_ref: str | dict[str, Any]) -> dict[str, Any]:
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
+def is_json_media_type(content_type: str | None) -> bool:
+    """`application/json` (parameters such as charset allowed) or a `+json` type; no header counts as JSON,
+    so `curl --data-binary @plan.json` works, but a form or text body is refused rather than guessed at."""
+    if content_type is None:
+        return True
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    return media_type == "application/json" or (
+        media_type.startswith("application/") and media_type.endswith("+json")
+    )
+
+
 async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
-    """The request body, refused with 413 as soon as it passes `limit` (before it is all in memory)."""
+    """The request body, refused with 413 as soon as it passes `limit` (before it is all in memory),
+    and with 415 before a byte is read when its Content-Type says it is not JSON."""
+    content_type = request.headers.get("content-type")
+    if not is_json_media_type(content_type):
+        raise NotJSON(
+            f"the body is sent as {safe_text(content_type or '')[:100]!r}; send JSON with "
+            "Content-Type: application/json"
+        )
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise TooLarge(f"the body is {int(declared):,} bytes; at most {limit:,} are accepted")
@@ -112,6 +133,7 @@ async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
 
 def parse_message(raw: bytes, model: type[Model]) -> Model:
     """A JSON body as an API message, with the proposal format's limits on depth, strings and integers."""
+    refuse_altered_numbers(raw)
     try:
         value = msgspec.json.decode(raw)
     except msgspec.DecodeError as error:
@@ -139,6 +161,7 @@ def _validation_message(errors: Any) -> str:
 
 def _submission(raw: bytes) -> Submission:
     """Validate a proposal and compute its digest, the same function the terminal app uses."""
+    refuse_altered_numbers(raw)
     try:
         proposal = parse_proposal(raw, "proposal")
     except ProposalError as error:
@@ -360,7 +383,7 @@ def create_app(
         "/v1/proposals",
         status_code=201,
         response_model=SubmissionAnswer,
-        responses={200: {"model": SubmissionAnswer}, **_errors(400, 403, 409, 413)},
+        responses={200: {"model": SubmissionAnswer}, **_errors(400, 403, 409, 413, 415)},
         openapi_extra=_json_body("Proposal"),
     )
     async def submit(request: Request, identity: Caller) -> Response:
@@ -418,7 +441,7 @@ def create_app(
         "/v1/proposals/{proposal_id}/decisions",
         status_code=201,
         response_model=DecisionState,
-        responses=_errors(400, 403, 404, 409, 412, 413),
+        responses=_errors(400, 403, 404, 409, 412, 413, 415),
         openapi_extra=_json_body("DecisionRequest"),
     )
     async def decide(
@@ -443,7 +466,7 @@ def create_app(
         "/v1/proposals/{proposal_id}/claims",
         status_code=201,
         response_model=Claim,
-        responses=_errors(400, 403, 404, 409, 412, 413),
+        responses=_errors(400, 403, 404, 409, 412, 413, 415),
         openapi_extra=_json_body("ClaimRequest"),
     )
     async def claim(
@@ -464,7 +487,7 @@ def create_app(
         "/v1/proposals/{proposal_id}/executions",
         status_code=201,
         response_model=DecisionState,
-        responses=_errors(400, 403, 404, 409, 412, 413),
+        responses=_errors(400, 403, 404, 409, 412, 413, 415),
         openapi_extra=_json_body("ExecutionReport"),
     )
     async def report_execution(

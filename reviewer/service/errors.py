@@ -78,6 +78,13 @@ class StaleRevision(ServiceError):
     code = "stale_revision"
 
 
+class NotJSON(ServiceError):
+    """A body sent with a Content-Type that is not JSON: read as JSON it might mean something else."""
+
+    status = 415
+    code = "unsupported_media_type"
+
+
 class TooLarge(ServiceError):
     status = 413
     code = "too_large"
