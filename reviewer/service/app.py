@@ -515,7 +515,8 @@ def create_app(
     )
     async def list_executions(identity: Caller, proposal_id: ProposalId) -> Response:
         """The execution reports stored for the proposal, oldest first, to verify a run against its plan."""
-        return _json(await run_in_threadpool(queue.list_executions, identity, proposal_id))
+        body = await run_in_threadpool(queue.list_executions, identity, proposal_id)
+        return Response(body, media_type="application/json")
 
     def openapi() -> dict[str, Any]:
         """FastAPI's document plus the schemas of the bodies the routes read themselves."""

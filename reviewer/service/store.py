@@ -30,14 +30,12 @@ from reviewer.api import (
     ClaimRequest,
     DecisionRequest,
     DecisionState,
-    ExecutionHistory,
     ExecutionReport,
     ProposalPage,
     ProposalRecord,
     ProposalSummary,
     RevisionInfo,
     State,
-    StoredExecution,
     SubmissionAnswer,
     TrailEvent,
 )
@@ -637,8 +635,12 @@ class QueueStore(ABC):
                 self._remember(db, identity, idempotency_key, fingerprint, answer, now)
         return False, answer
 
-    def list_executions(self, identity: Identity, proposal_id: str) -> ExecutionHistory:
-        """The execution reports stored for a proposal, oldest first, each as the agent sent it."""
+    def list_executions(self, identity: Identity, proposal_id: str) -> bytes:
+        """The JSON of `ExecutionHistory`: the reports stored for a proposal, oldest first, as sent.
+
+        Each report's calls and audit log are spliced in as the bytes the agent sent (msgspec `Raw`),
+        never decoded into objects: a stored 32 MB report costs about its bytes to read, not gigabytes.
+        """
         with self.read() as db:
             self._visible(db, identity, proposal_id)
             rows = db.all(
@@ -648,9 +650,9 @@ class QueueStore(ABC):
             )
         executions = []
         for row in rows:
-            report = ExecutionReport.model_validate_json(row["body"])
+            report = msgspec.json.decode(bytes(row["body"]), type=_StoredReport)
             executions.append(
-                StoredExecution(
+                _StoredExecutionWire(
                     revision=report.revision,
                     plan_sha256=report.plan_sha256,
                     executed_by=row["reported_by"],
@@ -662,7 +664,7 @@ class QueueStore(ABC):
                     note=report.note,
                 )
             )
-        return ExecutionHistory(proposal_id=proposal_id, executions=executions)
+        return msgspec.json.encode(_ExecutionHistoryWire(proposal_id=proposal_id, executions=executions))
 
     # helpers of the write transactions
 
@@ -697,6 +699,41 @@ class QueueStore(ABC):
             answer=answer.model_dump_json(),
             now=now,
         )
+
+
+_NULL: Final = msgspec.Raw(b"null")
+"""An absent audit log; msgspec cannot hold `Raw` in a union with None, and omits a default on output."""
+
+
+class _StoredReport(msgspec.Struct):
+    """A stored report as the agent sent it (validated when it arrived), its lists left as bytes."""
+
+    revision: int
+    plan_sha256: str
+    calls: msgspec.Raw
+    claim_id: str | None = None
+    ended: str | None = None
+    audit_log: msgspec.Raw = _NULL
+    note: str | None = None
+
+
+class _StoredExecutionWire(msgspec.Struct, omit_defaults=True):
+    """`reviewer.api.StoredExecution` on the wire (its field order and names), written by msgspec."""
+
+    revision: int
+    plan_sha256: str
+    executed_by: str
+    at: datetime
+    calls: msgspec.Raw
+    claim_id: str | None = None
+    ended: str | None = None
+    audit_log: msgspec.Raw = _NULL
+    note: str | None = None
+
+
+class _ExecutionHistoryWire(msgspec.Struct):
+    proposal_id: str
+    executions: list[_StoredExecutionWire]
 
 
 def _fingerprint(proposal_id: str, request: DecisionRequest | ClaimRequest | ExecutionReport) -> str:
