@@ -106,7 +106,7 @@ def is_json_media_type(content_type: str | None) -> bool:
     )
 
 
-async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
+async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytearray:
     """The request body, refused with 413 as soon as it passes `limit` (before it is all in memory),
     and with 415 before a byte is read when its Content-Type says it is not JSON."""
     content_type = request.headers.get("content-type")
@@ -118,20 +118,19 @@ async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise TooLarge(f"the body is {int(declared):,} bytes; at most {limit:,} are accepted")
-    chunks: list[bytes] = []
-    size = 0
+    # One growing buffer, not a list of chunks joined at the end: the join would hold the body twice.
+    body = bytearray()
     try:
         async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
+            if len(body) + len(chunk) > limit:
                 raise TooLarge(f"the body is over {limit:,} bytes; at most {limit:,} are accepted")
-            chunks.append(chunk)
+            body += chunk
     except ClientDisconnect:
         raise BodyNotReceived("the body did not arrive whole; send the request again") from None
-    return b"".join(chunks)
+    return body
 
 
-def parse_message(raw: bytes, model: type[Model]) -> Model:
+def parse_message(raw: bytes | bytearray, model: type[Model]) -> Model:
     """A JSON body as an API message, with the proposal format's limits on depth, strings and integers."""
     refuse_altered_numbers(raw)
     try:
@@ -159,9 +158,13 @@ def _validation_message(errors: Any) -> str:
     return "; ".join(parts)
 
 
-def _submission(raw: bytes) -> Submission:
-    """Validate a proposal and compute its digest, the same function the terminal app uses."""
+def _submission(raw: bytes | bytearray) -> Submission:
+    """Validate a proposal and compute its digest, the same function the terminal app uses.
+
+    The parsed calls keep slices of the bytes they came from, so those must be immutable: one copy.
+    """
     refuse_altered_numbers(raw)
+    raw = bytes(raw)
     try:
         proposal = parse_proposal(raw, "proposal")
     except ProposalError as error:

@@ -42,7 +42,7 @@ def _checked_float(literal: str) -> float:
 _DECODER: Final = msgspec.json.Decoder(float_hook=_checked_float)
 
 
-def refuse_altered_numbers(raw: bytes) -> None:
+def refuse_altered_numbers(raw: bytes | bytearray) -> None:
     """Raise `Invalid` (422) for a float literal that reading would round, overflow or flush to zero."""
     if _SUSPECT.search(raw) is None:
         return
