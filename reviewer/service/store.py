@@ -660,7 +660,7 @@ class QueueStore(ABC):
                     claim_id=row["claim_id"],
                     ended=report.ended,
                     calls=report.calls,
-                    audit_log=report.audit_log,
+                    audit_log=msgspec.UNSET if bytes(report.audit_log) == b"null" else report.audit_log,
                     note=report.note,
                 )
             )
@@ -702,7 +702,7 @@ class QueueStore(ABC):
 
 
 _NULL: Final = msgspec.Raw(b"null")
-"""An absent audit log; msgspec cannot hold `Raw` in a union with None, and omits a default on output."""
+"""An absent audit log as read (msgspec holds no `Raw` in a union with None); written as UNSET, left out."""
 
 
 class _StoredReport(msgspec.Struct):
@@ -727,7 +727,7 @@ class _StoredExecutionWire(msgspec.Struct, omit_defaults=True):
     calls: msgspec.Raw
     claim_id: str | None = None
     ended: str | None = None
-    audit_log: msgspec.Raw = _NULL
+    audit_log: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
     note: str | None = None
 
 

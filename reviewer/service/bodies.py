@@ -1,0 +1,124 @@
+"""Request bodies: read once with the size limit and the Content-Type rule, then parsed into an API
+message or a proposal, with every refusal a `ServiceError` that names the problem.
+
+A body is read by the route itself (not by FastAPI's body parameters) so that the 413 comes while
+reading, the 415 before a byte is read, and a report can be refused before its body is read at all.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import msgspec
+from fastapi import Request
+from pydantic import BaseModel, ValidationError
+from starlette.requests import ClientDisconnect
+
+from reviewer.proposal import (
+    MAX_BODY_BYTES,
+    MAX_DEPTH,
+    ProposalError,
+    locate_limit_violation,
+    parse_proposal,
+    plan_sha256,
+    value_within_limits,
+)
+from reviewer.sanitize import safe_text
+from reviewer.service.errors import BodyNotReceived, Invalid, InvalidJSON, NotJSON, TooLarge
+from reviewer.service.numbers import refuse_altered_numbers
+from reviewer.service.store import Submission
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def is_json_media_type(content_type: str | None) -> bool:
+    """`application/json` (parameters such as charset allowed) or a `+json` type; no header counts as JSON,
+    so `curl --data-binary @plan.json` works, but a form or text body is refused rather than guessed at."""
+    if content_type is None:
+        return True
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    return media_type == "application/json" or (
+        media_type.startswith("application/") and media_type.endswith("+json")
+    )
+
+
+async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytearray:
+    """The request body, refused with 413 as soon as it passes `limit` (before it is all in memory),
+    and with 415 before a byte is read when its Content-Type says it is not JSON."""
+    content_type = request.headers.get("content-type")
+    if not is_json_media_type(content_type):
+        raise NotJSON(
+            f"the body is sent as {safe_text(content_type or '')[:100]!r}; send JSON with "
+            "Content-Type: application/json"
+        )
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise TooLarge(f"the body is {int(declared):,} bytes; at most {limit:,} are accepted")
+    # One growing buffer, not a list of chunks joined at the end: the join would hold the body twice.
+    body = bytearray()
+    try:
+        async for chunk in request.stream():
+            if len(body) + len(chunk) > limit:
+                raise TooLarge(f"the body is over {limit:,} bytes; at most {limit:,} are accepted")
+            body += chunk
+    except ClientDisconnect:
+        raise BodyNotReceived("the body did not arrive whole; send the request again") from None
+    return body
+
+
+def parse_message(raw: bytes | bytearray, model: type[Model]) -> Model:
+    """A JSON body as an API message, with the proposal format's limits on depth, strings and integers."""
+    refuse_altered_numbers(raw)
+    try:
+        value = msgspec.json.decode(raw)
+    except msgspec.DecodeError as error:
+        raise InvalidJSON(f"the body is not valid JSON ({error})") from None
+    except RecursionError:
+        raise Invalid(f"the body nests deeper than {MAX_DEPTH} levels") from None
+    if not value_within_limits(value, 1):
+        raise Invalid(locate_limit_violation(value))
+    try:
+        return model.model_validate(value, strict=True)
+    except ValidationError as error:
+        raise Invalid(validation_message(error.errors())) from None
+
+
+def validation_message(errors: Any) -> str:
+    """pydantic's errors as `$.field: problem; ...`, the form `parse_proposal` uses too."""
+    parts = []
+    for error in list(errors)[:5]:
+        location = "$" + "".join(
+            f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]
+        )
+        parts.append(f"{location}: {error['msg']}")
+    return "; ".join(parts)
+
+
+def submission(raw: bytes | bytearray) -> Submission:
+    """Validate a proposal and compute its digest, the same function the terminal app uses.
+
+    The parsed calls keep slices of the bytes they came from, so those must be immutable: one copy.
+    """
+    refuse_altered_numbers(raw)
+    raw = bytes(raw)
+    try:
+        proposal = parse_proposal(raw, "proposal")
+    except ProposalError as error:
+        try:
+            msgspec.json.decode(raw)
+        except msgspec.DecodeError as syntax:
+            raise InvalidJSON(f"the body is not valid JSON ({syntax})") from None
+        except RecursionError:
+            pass
+        raise Invalid(str(error)) from None
+    if proposal.proposal_id in (".", ".."):
+        raise Invalid("proposal: $.proposal_id: '.' and '..' cannot be used as a URL path segment")
+    return Submission(
+        proposal_id=proposal.proposal_id,
+        revision=proposal.revision,
+        plan_sha256=plan_sha256(proposal),
+        title=proposal.title,
+        agent_name=proposal.agent.name,
+        call_count=len(proposal.calls),
+        body=raw,
+    )
