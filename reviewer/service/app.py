@@ -93,14 +93,14 @@ def create_app(
 
     @app.exception_handler(RequestValidationError)
     async def on_validation_error(request: Request, error: RequestValidationError) -> Response:
-        """FastAPI's 422 as our ErrorBody; a missing Idempotency-Key is the documented 400."""
+        """FastAPI's 422 as our ErrorBody; a missing or malformed Idempotency-Key is the documented 400."""
         problems = list(error.errors())
         if any(tuple(problem["loc"]) == ("header", "idempotency-key") for problem in problems):
             what = "a claim" if request.url.path.endswith("/claims") else "a decision"
             try:
-                required_idempotency_key(None, what)
-            except ServiceError as missing:
-                return error_response(missing)
+                required_idempotency_key(request.headers.get("idempotency-key"), what)
+            except ServiceError as refused:
+                return error_response(refused)
         return error_response(Invalid(validation_message(problems)))
 
     @app.exception_handler(StarletteHTTPException)

@@ -77,10 +77,24 @@ def parse_message(raw: bytes | bytearray, model: type[Model]) -> Model:
         raise Invalid(f"the body nests deeper than {MAX_DEPTH} levels") from None
     if not value_within_limits(value, 1):
         raise Invalid(locate_limit_violation(value))
+    if isinstance(value, dict):
+        integral_floats_as_integers(value, model)
     try:
         return model.model_validate(value, strict=True)
     except ValidationError as error:
         raise Invalid(validation_message(error.errors())) from None
+
+
+def integral_floats_as_integers(value: dict[str, Any], model: type[BaseModel]) -> None:
+    """`1.0` for an integer field is the integer 1, as JSON Schema (and the published document) says.
+
+    pydantic's strict mode refuses it, and its lax mode would also read the string "1" as 1; so the
+    message's own integer fields take an integral float as its integer, and nothing else changes.
+    """
+    for name, field in model.model_fields.items():
+        given = value.get(name)
+        if field.annotation is int and isinstance(given, float) and given.is_integer():
+            value[name] = int(given)
 
 
 def validation_message(errors: Any) -> str:

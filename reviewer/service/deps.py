@@ -3,6 +3,7 @@ provides its session and current user, plus the Idempotency-Key rules the writes
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Final
 
 from fastapi import Depends, Request
@@ -13,6 +14,9 @@ from reviewer.service.errors import BadRequest, Forbidden, Unauthorized
 from reviewer.service.store import QueueStore
 
 MAX_IDEMPOTENCY_KEY: Final = 255
+IDEMPOTENCY_KEY_PATTERN: Final = r"^[!-~](?:[ -~]{0,253}[!-~])?$"
+"""1 to 255 printable ASCII characters, no space at either end (HTTP would strip it)."""
+IDEMPOTENCY_KEY: Final = re.compile(IDEMPOTENCY_KEY_PATTERN.strip("^$"))
 
 _bearer = HTTPBearer(auto_error=False, description="A token minted by `reviewer token create`.")
 
@@ -64,12 +68,8 @@ def optional_idempotency_key(value: str | None) -> str | None:
 
 
 def checked_idempotency_key(value: str) -> str:
-    if (
-        not value.strip()
-        or len(value) > MAX_IDEMPOTENCY_KEY
-        or not value.isascii()
-        or not value.isprintable()
-    ):
+    """The key as `IDEMPOTENCY_KEY_PATTERN` (the one the OpenAPI document publishes) allows it."""
+    if IDEMPOTENCY_KEY.fullmatch(value) is None:
         raise BadRequest(
             f"the Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} printable ASCII characters, "
             "not only spaces"

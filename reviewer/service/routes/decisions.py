@@ -9,7 +9,13 @@ from starlette.concurrency import run_in_threadpool
 
 from reviewer.api import DecisionRequest, DecisionState
 from reviewer.service.bodies import parse_message, read_body
-from reviewer.service.deps import Caller, Store, require_role, required_idempotency_key
+from reviewer.service.deps import (
+    IDEMPOTENCY_KEY_PATTERN,
+    Caller,
+    Store,
+    require_role,
+    required_idempotency_key,
+)
 from reviewer.service.responses import errors, json_body, json_response
 from reviewer.service.routes.proposals import ProposalId
 
@@ -31,7 +37,7 @@ async def decide(
     identity: Caller,
     store: Store,
     proposal_id: ProposalId,
-    idempotency_key: Annotated[str, Header(description=IDEMPOTENCY_KEY_DOC)],
+    idempotency_key: Annotated[str, Header(description=IDEMPOTENCY_KEY_DOC, pattern=IDEMPOTENCY_KEY_PATTERN)],
 ) -> Response:
     """Approve or reject the latest revision, naming its number and digest (412 if either is stale)."""
     require_role(identity, "reviewer", "decide")

@@ -10,6 +10,7 @@ from starlette.concurrency import run_in_threadpool
 from reviewer.api import Claim, ClaimRequest, DecisionState, ExecutionHistory, ExecutionReport
 from reviewer.service.bodies import parse_message, read_body
 from reviewer.service.deps import (
+    IDEMPOTENCY_KEY_PATTERN,
     Caller,
     Store,
     optional_idempotency_key,
@@ -35,7 +36,7 @@ async def claim(
     identity: Caller,
     store: Store,
     proposal_id: ProposalId,
-    idempotency_key: Annotated[str, Header(description=IDEMPOTENCY_KEY_DOC)],
+    idempotency_key: Annotated[str, Header(description=IDEMPOTENCY_KEY_DOC, pattern=IDEMPOTENCY_KEY_PATTERN)],
 ) -> Response:
     """Claim the approval before the first real write: one run per approval, fixed against expiry
     and re-plans until its report; another claim of it is a 409 naming the holder."""
@@ -58,7 +59,7 @@ async def report_execution(
     identity: Caller,
     store: Store,
     proposal_id: ProposalId,
-    idempotency_key: Annotated[str | None, Header()] = None,
+    idempotency_key: Annotated[str | None, Header(pattern=IDEMPOTENCY_KEY_PATTERN)] = None,
 ) -> Response:
     """Report the real run under its claim (409 without one); stored whatever happened since the claim.
 
