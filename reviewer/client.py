@@ -217,11 +217,10 @@ class QueueClient:
         method: str,
         path: str,
         *,
-        retry: bool,
         expect: tuple[int, ...] = (200,),
         **kwargs: Any,
     ) -> httpx.Response:
-        attempts = 1 + (self.retries if retry else 0)
+        attempts = 1 + self.retries
         for attempt in range(attempts):
             try:
                 response = await self._http.request(method, path, **kwargs)
@@ -239,7 +238,7 @@ class QueueClient:
         raise AssertionError("unreachable")
 
     async def _get(self, path: str, model: type[Answer], **kwargs: Any) -> Answer:
-        response = await self._request("GET", path, retry=True, **kwargs)
+        response = await self._request("GET", path, **kwargs)
         return model.model_validate_json(response.content)
 
     async def whoami(self) -> Whoami:
@@ -251,7 +250,6 @@ class QueueClient:
         response = await self._request(
             "POST",
             "/v1/proposals",
-            retry=True,
             expect=(200, 201),
             content=body,
             headers={"Content-Type": "application/json"},
@@ -273,7 +271,7 @@ class QueueClient:
         }
         headers = {"If-None-Match": etag} if etag else {}
         response = await self._request(
-            "GET", "/v1/proposals", retry=True, expect=(200, 304), params=params, headers=headers
+            "GET", "/v1/proposals", expect=(200, 304), params=params, headers=headers
         )
         new_etag = response.headers.get("etag")
         if response.status_code == 304:
@@ -286,7 +284,7 @@ class QueueClient:
     async def get_revision(self, proposal_id: str, revision: int) -> Proposal:
         """One revision, whole, decoded with the proposal format's own checks (off the loop if large)."""
         response = await self._request(
-            "GET", f"/v1/proposals/{_segment(proposal_id)}/revisions/{int(revision)}", retry=True
+            "GET", f"/v1/proposals/{_segment(proposal_id)}/revisions/{int(revision)}"
         )
         source = f"{proposal_id} revision {revision} from the queue"
         if len(response.content) > _PARSE_IN_THREAD_BYTES:
@@ -301,18 +299,26 @@ class QueueClient:
         decision: Decision,
         reason: str = "",
         idempotency_key: str | None = None,
+        statement: str | None = None,
+        signature: str | None = None,
     ) -> DecisionState:
-        """Approve or reject; a lost answer is retried with the same key, so it is decided once."""
+        """Approve or reject; a lost answer is retried with the same key, so it is decided once.
+
+        `statement` and `signature` carry a signed decision (`reviewer.deciding` makes them)."""
         request = DecisionRequest(
-            revision=revision, plan_sha256=plan_sha256, decision=decision, reason=reason
+            revision=revision,
+            plan_sha256=plan_sha256,
+            decision=decision,
+            reason=reason,
+            statement=statement,
+            signature=signature,
         )
         key = idempotency_key or str(uuid.uuid4())
         response = await self._request(
             "POST",
             f"/v1/proposals/{_segment(proposal_id)}/decisions",
-            retry=True,
             expect=(201,),
-            content=request.model_dump_json(),
+            content=request.model_dump_json(exclude_none=True),
             headers={"Content-Type": "application/json", "Idempotency-Key": key},
         )
         return DecisionState.model_validate_json(response.content)
@@ -329,7 +335,6 @@ class QueueClient:
         response = await self._request(
             "POST",
             f"/v1/proposals/{_segment(proposal_id)}/claims",
-            retry=True,
             expect=(201,),
             content=request.model_dump_json(),
             headers={"Content-Type": "application/json", "Idempotency-Key": key},
@@ -345,7 +350,6 @@ class QueueClient:
         response = await self._request(
             "POST",
             f"/v1/proposals/{_segment(proposal_id)}/executions",
-            retry=True,
             expect=(201,),
             content=report.model_dump_json(exclude_none=True),
             headers={"Content-Type": "application/json", "Idempotency-Key": key},

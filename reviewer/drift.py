@@ -65,7 +65,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from reviewer.analysis import resource_of
-from reviewer.matching import FieldChange
+from reviewer.matching import MISSING, FieldChange
 from reviewer.placeholders import PLACEHOLDER, PLACEHOLDER_BYTES
 from reviewer.proposal import Call, CallList, Proposal, dumps, same_json
 
@@ -172,10 +172,14 @@ Block = tuple[int, int, int]
 """(old_start, new_start, length): a run of aligned calls."""
 
 
-def diff_revisions(old: Proposal, new: Proposal) -> Drift:
-    """Drift from `old` to `new`; the module docstring says how calls are matched."""
+def diff_revisions(old: Proposal, new: Proposal, *, max_edits_for_myers: int = MAX_EDITS_FOR_MYERS) -> Drift:
+    """Drift from `old` to `new`; the module docstring says how calls are matched.
+
+    `max_edits_for_myers` is where Myers gives way to the anchors (0: always anchor, as tests do to
+    hold both alignments to the same properties).
+    """
     with _collection_paused():
-        sides = _Sides(old.calls, new.calls)
+        sides = _Sides(old.calls, new.calls, max_edits_for_myers)
         prefix = sides.snake(0, 0, len(sides.old), len(sides.new))
         backwards = _aligns_backwards(sides, prefix)
         raw = _diff(sides.swapped() if backwards else sides, prefix)
@@ -373,7 +377,8 @@ _Match = Literal["same", "loose", "different"]
 class _Sides:
     """The two revisions' calls of one alignment and what is looked up or computed about them lazily."""
 
-    def __init__(self, old: Sequence[Call], new: Sequence[Call]) -> None:
+    def __init__(self, old: Sequence[Call], new: Sequence[Call], max_edits_for_myers: int) -> None:
+        self.max_edits_for_myers = max_edits_for_myers
         self.old: _Calls
         self.new: _Calls
         if isinstance(old, CallList) and isinstance(new, CallList):
@@ -389,6 +394,7 @@ class _Sides:
     def swapped(self) -> _Sides:
         other = object.__new__(_Sides)
         other.old, other.new = self.new, self.old
+        other.max_edits_for_myers = self.max_edits_for_myers
         other.loose_pairs = {(y, x) for x, y in self.loose_pairs}
         other._canonical_old, other._canonical_new = self._canonical_new, self._canonical_old
         return other
@@ -640,7 +646,7 @@ def _align(sides: _Sides, prefix: int) -> list[Block]:
     `MAX_EDITS_FOR_MYERS` edits, anchors on unique calls with a bounded Myers between them."""
     old_length, new_length = len(sides.old), len(sides.new)
     blocks: list[Block] = [(0, 0, prefix)]
-    middle = _myers(sides, prefix, prefix, old_length, new_length, MAX_EDITS_FOR_MYERS)
+    middle = _myers(sides, prefix, prefix, old_length, new_length, sides.max_edits_for_myers)
     if middle is None:
         middle = _anchored(sides, prefix, old_length, new_length)
     blocks += middle
@@ -745,7 +751,7 @@ def _anchored(sides: _Sides, lo: int, old_end: int, new_end: int) -> list[Block]
         whole_range = old_gap == old_end - lo and new_gap == new_end - lo
         # A 1-by-1 gap aligns (loosely equal) or pairs (same target) alike; the whole range failed above.
         if old_gap and new_gap and old_gap + new_gap > 2 and not whole_range:
-            max_edits = min(MAX_EDITS_FOR_MYERS, isqrt(4 * (old_gap + new_gap)))
+            max_edits = min(sides.max_edits_for_myers, isqrt(4 * (old_gap + new_gap)))
             blocks += _myers(sides, old_at, new_at, old_start, new_start, max_edits) or []
         if length:
             sides.claim(old_start, new_start, length)
@@ -941,7 +947,7 @@ def _indexes_with_placeholders(calls: _Calls, start: int, stop: int) -> Iterator
 # Comparing one pair
 
 
-_ABSENT: Final = msgspec.UNSET
+_ABSENT: Final = MISSING
 """Stands for a field one side does not have (shown as absent, unlike an explicit null)."""
 
 

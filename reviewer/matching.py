@@ -11,13 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
 from reviewer.dry_run_params import without_dry_run_params
 from reviewer.placeholders import ABSENT, Reference, field_of, placeholders_in, resolve
 from reviewer.proposal import Call
+
+MISSING: Final = msgspec.UNSET
+"""The side of a `FieldChange` where the field is not there at all (msgspec leaves it out when encoding)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,13 +111,13 @@ def _walk(planned: Any, real: Any, path: str, found: list[FieldChange]) -> None:
         for key, value in planned.items():
             where = f"{path}.{key}" if path else str(key)
             if key not in real:
-                found.append(FieldChange(where, value, ABSENT, "in the plan, not in the real call"))
+                found.append(FieldChange(where, value, MISSING, "in the plan, not in the real call"))
             else:
                 _walk(value, real[key], where, found)
         for key, value in real.items():
             if key not in planned:
                 where = f"{path}.{key}" if path else str(key)
-                found.append(FieldChange(where, ABSENT, value, "in the real call, not in the plan"))
+                found.append(FieldChange(where, MISSING, value, "in the real call, not in the plan"))
         return
     if isinstance(planned, list) and isinstance(real, list) and len(planned) == len(real):
         for position, (planned_item, real_item) in enumerate(zip(planned, real, strict=True)):

@@ -1,4 +1,4 @@
-"""`reviewer walkthrough`: DESIGN 2's reference scenario, run in every dry-run mode and for real, as a table.
+"""`reviewer walkthrough`: the reference scenario, run in every dry-run mode and for real, as a table.
 
 Every cell comes from what actually happened against the sample ticket API on loopback: nothing in
 the table is typed in. The real run executes the server dry run's plan, approved either by a
@@ -45,7 +45,7 @@ def register(subparsers: Any) -> None:
         description=(
             "Start the sample ticket API on loopback, run the reference task (open one ticket, close t1 "
             "and t2 into it, delete t3) through the server, fake, transport and record dry runs and then "
-            "for real, and print DESIGN 2's table from what happened, with the audit-log verification."
+            "for real, and print the table of what each mode proved, with the audit-log verification."
         ),
     )
     parser.add_argument(
@@ -230,7 +230,7 @@ def row_label(call: Call) -> str:
 
 
 def cell(mode: str, call: Call, verdict: str | None) -> str:
-    """One cell, worded as DESIGN 2 words it, with what the outcome proves where it matters."""
+    """One cell, worded as the README's table words it, with what the outcome proves where it matters."""
     outcome = call.outcome
     if outcome is None:
         return "no outcome"

@@ -7,8 +7,7 @@ import dataclasses
 import json
 import random
 import re
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
 
@@ -18,7 +17,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.generate import bulk_refund_plan, replan
-from reviewer import drift as drift_module
 from reviewer import proposal as proposal_module
 from reviewer.drift import MAX_EDITS_FOR_MYERS, ChangedCall, Drift, diff_revisions
 from reviewer.proposal import Call, CallList, Outcome, Proposal, parse_proposal
@@ -481,21 +479,12 @@ def plans(draw: st.DrawFn, min_size: int = 0) -> list[dict[str, Any]]:
     return rows
 
 
-FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+"""120 examples for each of the 8 forms and alignments: about a thousand plans per property in a run."""
 
 each_alignment = pytest.mark.parametrize("myers_limit", [MAX_EDITS_FOR_MYERS, 0], ids=["myers", "anchored"])
 """Each property holds whether Myers aligns the revisions or, allowed no edit, leaves every revision
 that differs to the anchors on unique calls and the pairing of what lies between them."""
-
-
-@contextmanager
-def myers_allowed(edits: int) -> Iterator[None]:
-    saved = drift_module.MAX_EDITS_FOR_MYERS
-    drift_module.MAX_EDITS_FOR_MYERS = edits  # type: ignore[misc]
-    try:
-        yield
-    finally:
-        drift_module.MAX_EDITS_FOR_MYERS = saved  # type: ignore[misc]
 
 
 @each_alignment
@@ -505,10 +494,9 @@ def myers_allowed(edits: int) -> Iterator[None]:
 def test_property_a_plan_against_itself_has_no_drift(
     myers_limit: int, form: Form, calls: list[dict[str, Any]]
 ) -> None:
-    with myers_allowed(myers_limit):
-        plan = form(proposal(calls))
-        drift = diff_revisions(plan, form(proposal(copy.deepcopy(calls))))
-        assert drift.is_empty and not drift.outcome_changed and drift.unchanged == len(calls)
+    plan = form(proposal(calls))
+    drift = diff_revisions(plan, form(proposal(copy.deepcopy(calls))), max_edits_for_myers=myers_limit)
+    assert drift.is_empty and not drift.outcome_changed and drift.unchanged == len(calls)
 
 
 @each_alignment
@@ -519,14 +507,15 @@ def test_property_one_inserted_call_anywhere_is_exactly_one_addition(
     myers_limit: int, form: Form, calls: list[dict[str, Any]], data: st.DataObject
 ) -> None:
     """Even when later placeholders name calls past the insertion and are renumbered for it."""
-    with myers_allowed(myers_limit):
-        at = data.draw(st.integers(0, len(calls)))
-        inserted = {"tool": "notify", "effect": "other", "args": {"text": "unique"}}
-        new_calls = renumbered([*calls[:at], inserted, *calls[at:]], shift_from=at + 1, by=1)
-        drift = diff_revisions(form(proposal(calls)), form(proposal(new_calls, revision=2)))
-        assert drift.added == (at,)
-        assert (drift.removed, drift.changed, drift.outcome_changed) == ((), (), ())
-        assert drift.unchanged == len(calls)
+    at = data.draw(st.integers(0, len(calls)))
+    inserted = {"tool": "notify", "effect": "other", "args": {"text": "unique"}}
+    new_calls = renumbered([*calls[:at], inserted, *calls[at:]], shift_from=at + 1, by=1)
+    drift = diff_revisions(
+        form(proposal(calls)), form(proposal(new_calls, revision=2)), max_edits_for_myers=myers_limit
+    )
+    assert drift.added == (at,)
+    assert (drift.removed, drift.changed, drift.outcome_changed) == ((), (), ())
+    assert drift.unchanged == len(calls)
 
 
 @each_alignment
@@ -536,15 +525,14 @@ def test_property_one_inserted_call_anywhere_is_exactly_one_addition(
 def test_property_one_changed_argument_is_exactly_that_field(
     myers_limit: int, form: Form, calls: list[dict[str, Any]], data: st.DataObject
 ) -> None:
-    with myers_allowed(myers_limit):
-        at = data.draw(st.integers(0, len(calls) - 1))
-        new_calls = copy.deepcopy(calls)
-        new_calls[at]["args"]["changed_note"] = "added by the re-plan"
-        drift = diff_revisions(form(proposal(calls)), form(proposal(new_calls)))
-        assert drift.summary == "1 changed"
-        (pair,) = drift.changed
-        assert (pair.old_index, pair.new_index) == (at, at)
-        assert [change.path for change in pair.fields] == ["args.changed_note"]
+    at = data.draw(st.integers(0, len(calls) - 1))
+    new_calls = copy.deepcopy(calls)
+    new_calls[at]["args"]["changed_note"] = "added by the re-plan"
+    drift = diff_revisions(form(proposal(calls)), form(proposal(new_calls)), max_edits_for_myers=myers_limit)
+    assert drift.summary == "1 changed"
+    (pair,) = drift.changed
+    assert (pair.old_index, pair.new_index) == (at, at)
+    assert [change.path for change in pair.fields] == ["args.changed_note"]
 
 
 @each_alignment
@@ -554,24 +542,23 @@ def test_property_one_changed_argument_is_exactly_that_field(
 def test_property_drift_a_to_b_mirrors_b_to_a(
     myers_limit: int, form: Form, a: list[dict[str, Any]], b: list[dict[str, Any]]
 ) -> None:
-    with myers_allowed(myers_limit):
-        forward = diff_revisions(form(proposal(a)), form(proposal(b)))
-        backward = diff_revisions(form(proposal(b)), form(proposal(a)))
-        assert forward.added == backward.removed and forward.removed == backward.added
-        assert forward.unchanged == backward.unchanged
-        for mine, theirs in (
-            (forward.changed, backward.changed),
-            (forward.outcome_changed, backward.outcome_changed),
-        ):
-            assert sorted((p.old_index, p.new_index) for p in mine) == sorted(
-                (p.new_index, p.old_index) for p in theirs
-            )
-            by_pair = {(p.new_index, p.old_index): p for p in theirs}
-            for pair in mine:
-                other = by_pair[(pair.old_index, pair.new_index)]
-                assert [(c.path, c.old, c.new) for c in pair.fields] == [
-                    (c.path, c.new, c.old) for c in other.fields
-                ]
+    forward = diff_revisions(form(proposal(a)), form(proposal(b)), max_edits_for_myers=myers_limit)
+    backward = diff_revisions(form(proposal(b)), form(proposal(a)), max_edits_for_myers=myers_limit)
+    assert forward.added == backward.removed and forward.removed == backward.added
+    assert forward.unchanged == backward.unchanged
+    for mine, theirs in (
+        (forward.changed, backward.changed),
+        (forward.outcome_changed, backward.outcome_changed),
+    ):
+        assert sorted((p.old_index, p.new_index) for p in mine) == sorted(
+            (p.new_index, p.old_index) for p in theirs
+        )
+        by_pair = {(p.new_index, p.old_index): p for p in theirs}
+        for pair in mine:
+            other = by_pair[(pair.old_index, pair.new_index)]
+            assert [(c.path, c.old, c.new) for c in pair.fields] == [
+                (c.path, c.new, c.old) for c in other.fields
+            ]
 
 
 @each_alignment
@@ -581,14 +568,13 @@ def test_property_drift_a_to_b_mirrors_b_to_a(
 def test_property_every_call_is_accounted_for_once(
     myers_limit: int, form: Form, a: list[dict[str, Any]], b: list[dict[str, Any]]
 ) -> None:
-    with myers_allowed(myers_limit):
-        drift = diff_revisions(form(proposal(a)), form(proposal(b)))
-        paired = len(drift.changed) + len(drift.outcome_changed) + drift.unchanged
-        assert paired + len(drift.removed) == len(a)
-        assert paired + len(drift.added) == len(b)
-        new_indexes = [*drift.added, *(p.new_index for p in (*drift.changed, *drift.outcome_changed))]
-        assert len(set(new_indexes)) == len(new_indexes)
-        assert all(0 <= index <= len(b) for index in drift.removed_positions)
+    drift = diff_revisions(form(proposal(a)), form(proposal(b)), max_edits_for_myers=myers_limit)
+    paired = len(drift.changed) + len(drift.outcome_changed) + drift.unchanged
+    assert paired + len(drift.removed) == len(a)
+    assert paired + len(drift.added) == len(b)
+    new_indexes = [*drift.added, *(p.new_index for p in (*drift.changed, *drift.outcome_changed))]
+    assert len(set(new_indexes)) == len(new_indexes)
+    assert all(0 <= index <= len(b) for index in drift.removed_positions)
 
 
 @each_alignment
@@ -599,13 +585,12 @@ def test_property_placeholder_renumbering_is_not_drift(
     myers_limit: int, form: Form, calls: list[dict[str, Any]], shift_from: int, by: int
 ) -> None:
     """Seqs with gaps (another numbering of the same calls), placeholders following: no drift."""
-    with myers_allowed(myers_limit):
-        new_calls = renumbered(calls, shift_from=shift_from + 1, by=by)
-        for row in new_calls:
-            if row["seq"] > shift_from:
-                row["seq"] += by
-        drift = diff_revisions(form(proposal(calls)), form(proposal(new_calls)))
-        assert drift.is_empty and not drift.outcome_changed and drift.unchanged == len(calls)
+    new_calls = renumbered(calls, shift_from=shift_from + 1, by=by)
+    for row in new_calls:
+        if row["seq"] > shift_from:
+            row["seq"] += by
+    drift = diff_revisions(form(proposal(calls)), form(proposal(new_calls)), max_edits_for_myers=myers_limit)
+    assert drift.is_empty and not drift.outcome_changed and drift.unchanged == len(calls)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -620,10 +605,11 @@ def test_property_drift_does_not_depend_on_the_form_or_the_writer(
 ) -> None:
     """Parsed or built, written compactly, indented, or with keys sorted, one of each on either
     side: the same drift as between the built plans (fields listed in the writer's key order)."""
-    with myers_allowed(myers_limit):
-        expected = diff_revisions(proposal(a), proposal(b))
-        drift = diff_revisions(FORMS[form_a](proposal(a)), FORMS[form_b](proposal(b)))
-        assert in_path_order(drift) == in_path_order(expected)
+    expected = diff_revisions(proposal(a), proposal(b), max_edits_for_myers=myers_limit)
+    drift = diff_revisions(
+        FORMS[form_a](proposal(a)), FORMS[form_b](proposal(b)), max_edits_for_myers=myers_limit
+    )
+    assert in_path_order(drift) == in_path_order(expected)
 
 
 def in_path_order(drift: Drift) -> Drift:

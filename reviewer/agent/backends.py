@@ -1,4 +1,4 @@
-"""The four ways a write can be answered without writing: server, fake, transport, record (DESIGN 2).
+"""The four ways a write can be answered without writing: server, fake, transport, record.
 
 Each backend answers one request and says what it sent to the real API, if anything, so a run can
 count write requests honestly. A backend is chosen by name through `make_backend`, which refuses a
@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Final, Protocol
 import httpx
 
 from reviewer.agent.errors import LiveClientRefused, LiveClientRequired, UnknownBackend
-from reviewer.agent.tools import CallAnswer, HttpRequest
+from reviewer.agent.http import CallAnswer, HttpRequest
 from reviewer.proposal import DryRunVia, OutcomeStatus
 
 DEFAULT_DRY_RUN_QUERY: Final[Mapping[str, str]] = {"dryRun": "All"}
@@ -140,7 +140,7 @@ class FakeBackend:
 
     Resources live under their path: POST to a collection stores `{...body, id}` at `collection/id`;
     PATCH/PUT merge into (or create) the resource at the path; DELETE drops it. A delete of an open
-    ticket, or of an id that never existed, therefore reads as ok: the blind spot DESIGN 2 names.
+    ticket, or of an id that never existed, therefore reads as ok: the blind spot of every fake.
     """
 
     via: ClassVar[DryRunVia] = "fake"

@@ -38,11 +38,12 @@ from reviewer.agent.errors import (
     RunStopped,
     TargetMismatch,
 )
+from reviewer.agent.http import CallAnswer, HttpRequest
 from reviewer.agent.runs import RecordedCall, running
-from reviewer.agent.tools import CallAnswer, HttpRequest, WriteTool
+from reviewer.agent.tools import WriteTool
 from reviewer.api import RunEnding
 from reviewer.dry_run_params import without_dry_run_params
-from reviewer.matching import FieldChange, match_call, plain
+from reviewer.matching import MISSING, FieldChange, match_call, plain
 from reviewer.placeholders import ABSENT, field_of, from_results, placeholders_in, references_in, resolve
 from reviewer.proposal import Call, Proposal, plan_sha256
 
@@ -101,12 +102,16 @@ def same_base_url(approved: str, given: httpx.URL | str) -> bool:
         return False
 
 
-def off_target(url: httpx.URL, approved: str) -> str | None:
-    """Why a request to `url` would leave the approved base URL, or None when it stays under it.
+def off_target(path: str, url: httpx.URL, approved: str) -> str | None:
+    """Why a request for `path`, sent to `url`, would leave the approved base URL, or None.
 
-    Dot segments are refused outright, percent-encoded or not, rather than normalised: a server or
-    proxy may resolve them after the check and land outside the approved path.
+    `path` must be relative to the base URL (one leading `/`, no scheme, no `//host`), and `url`, the
+    URL httpx builds from it, must stay under the approved one. Dot segments are refused outright,
+    percent-encoded or not, rather than normalised: a server or proxy may resolve them after the
+    check and land outside the approved path.
     """
+    if not path.startswith("/") or path.startswith("//"):
+        return f"its path {path[:200]!r} is not relative to the base URL (it must start with a single /)"
     try:
         base = httpx.URL(approved)
     except httpx.InvalidURL:
@@ -139,9 +144,9 @@ def check_target(approval: Approval, client: httpx.AsyncClient, *, allow_any_tar
 
 
 def _describe(change: FieldChange) -> str:
-    if change.new is ABSENT:
+    if change.new is MISSING:
         return f"{change.path} is in the plan but not in this call"
-    if change.old is ABSENT:
+    if change.old is MISSING:
         return f"{change.path} is in this call but not in the plan"
     return f"{change.path}: plan {change.old!r}, this call {change.new!r}"
 
@@ -339,8 +344,9 @@ class Execution:
         """Put one approved call on the wire, exactly as checked; recorded before it leaves, so a run
         cancelled while waiting for the answer still reports that the call may have been made."""
         built = build_request(self.client, request)
-        approved_url = self.approval.proposal.target.base_url
-        reason = off_target(built.url, approved_url) if approved_url is not None else None
+        # Without an approved base URL (allow_any_target), the client's own is the one not to leave.
+        approved_url = self.approval.proposal.target.base_url or str(self.client.base_url)
+        reason = off_target(request.path, built.url, approved_url)
         if reason is not None:
             self.stop = OffTarget(position, planned.tool, reason, planned, {"url": str(built.url)})
             raise self.stop

@@ -12,16 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-if TYPE_CHECKING:
-    from reviewer.agent.runs import ToolRunner
+from reviewer.agent.tools import ACTIVE_RUN, ToolRunner
 
 DRY_RUN: Final[ContextVar[bool]] = ContextVar("reviewer_agent_dry_run", default=True)
 """True unless a real run set it: code that forgot to set it stays dry."""
-
-ACTIVE_RUN: Final[ContextVar[ToolRunner | None]] = ContextVar("reviewer_agent_active_run", default=None)
-"""The run that write tools report to; None outside any run (a write tool then refuses to act)."""
 
 
 def is_dry_run() -> bool:

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from operator import attrgetter
 from typing import Any, Protocol
 
 import httpx
@@ -13,17 +14,10 @@ import httpx
 from reviewer.agent.audit import HttpAuditLog, RunAudit
 from reviewer.agent.backends import Backend, make_backend
 from reviewer.agent.flag import run_scope
+from reviewer.agent.http import CallAnswer, HttpRequest
 from reviewer.agent.placeholders import placeholder, substitute
-from reviewer.agent.tools import CallAnswer, HttpRequest, WriteTool
+from reviewer.agent.tools import ToolRunner, WriteTool
 from reviewer.proposal import FORMAT_V1, Agent, Call, DryRun, Effect, Outcome, Proposal, Target
-
-
-class ToolRunner(Protocol):
-    """What a write tool reports to: a dry recording or an approved real execution."""
-
-    async def perform(
-        self, tool: WriteTool, arguments: dict[str, Any], dropped: tuple[str, ...]
-    ) -> CallAnswer: ...
 
 
 class Run(ToolRunner, Protocol):
@@ -53,7 +47,7 @@ class RecordedCall:
     """One write tool call as it happened in a run.
 
     `request` is the request as the plan means it: placeholders stay placeholders, and a server dry
-    run's query carries its dry-run parameter (as DESIGN 3's example shows). `sent` is what really
+    run's query carries its dry-run parameter (as the proposal format's example shows). `sent` is what really
     reached the API, with concrete values, or None when nothing did.
     """
 
@@ -135,6 +129,7 @@ class Recording:
     """Placeholder -> the value the backend produced for it, substituted into later requests it sees."""
     writes_kept: int | None = None
     kept_audit_lines: list[dict[str, Any]] = field(default_factory=list)
+    _seqs_issued: int = field(init=False, repr=False, default=0)
     _run_audit: RunAudit = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -151,7 +146,9 @@ class Recording:
     async def perform(
         self, tool: WriteTool, arguments: dict[str, Any], dropped: tuple[str, ...]
     ) -> CallAnswer:
-        seq = len(self.calls) + 1
+        # Taken before the first await, so concurrent calls (parallel tool calls) get distinct seqs.
+        self._seqs_issued += 1
+        seq = self._seqs_issued
         planned = tool.request_for(arguments)
         to_send = HttpRequest(
             planned.method,
@@ -215,7 +212,7 @@ class Recording:
             dry_run=DryRun(
                 via=self.backend.via, write_requests=self.write_requests, writes_kept=self.writes_kept
             ),
-            calls=[call.to_call() for call in self.calls],
+            calls=[call.to_call() for call in sorted(self.calls, key=attrgetter("seq"))],
         )
 
 

@@ -11,57 +11,29 @@ from __future__ import annotations
 import inspect
 import types
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Any, Final, Literal, Protocol, Union, get_args, get_origin, get_type_hints
 
 from reviewer.agent.errors import AgentError, NoActiveRun, ToolDefinitionError
-from reviewer.agent.flag import ACTIVE_RUN
+from reviewer.agent.http import CallAnswer, HttpRequest
 from reviewer.dry_run_params import names_dry_run
-from reviewer.proposal import Effect, OutcomeStatus, Request
+from reviewer.proposal import Effect
 
 WRITE_EFFECTS = ("create", "update", "delete", "other")
 
 
-@dataclass(frozen=True)
-class HttpRequest:
-    """One HTTP request as a tool means it: the path is relative to the API's base URL."""
+class ToolRunner(Protocol):
+    """What a write tool reports to: a dry recording or an approved real execution."""
 
-    method: str
-    path: str
-    query: Mapping[str, Any] | None = None
-    body: Any = None
-
-    def to_proposal(self) -> Request:
-        return Request(
-            method=self.method,
-            path=self.path,
-            query=dict(self.query) if self.query else None,
-            body=self.body,
-        )
+    async def perform(
+        self, tool: WriteTool, arguments: dict[str, Any], dropped: tuple[str, ...]
+    ) -> CallAnswer: ...
 
 
-@dataclass(frozen=True)
-class CallAnswer:
-    """What a write tool returns to the agent: the outcome, and the result it may chain on.
-
-    In a dry run, each field the tool `produces` (most often `id`) is a placeholder such as
-    `<id from call 1>`, whatever the backend answered: the agent passes it on, the plan shows the
-    dependency, and the real run fills in the value the real write produced.
-    """
-
-    status: OutcomeStatus
-    http_status: int | None = None
-    message: str | None = None
-    result: Any = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status in ("ok", "recorded")
-
-    def __getitem__(self, key: str) -> Any:
-        if not isinstance(self.result, Mapping):
-            raise KeyError(key)
-        return self.result[key]
+ACTIVE_RUN: Final[ContextVar[ToolRunner | None]] = ContextVar("reviewer_agent_active_run", default=None)
+"""The run that write tools report to; None outside any run (a write tool then refuses to act).
+Set with the dry-run flag by `reviewer.agent.flag.run_scope`."""
 
 
 class ToolArgumentError(AgentError, TypeError):

@@ -1,4 +1,4 @@
-"""The sample ticket API of DESIGN 2, and its `reviewer sample-api` command (FastAPI loads lazily)."""
+"""The reference scenario's sample ticket API and its `reviewer sample-api` command (FastAPI loads lazily)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The reference scenario's ticket API (DESIGN 2): real server rules, `dryRun=All`, an audit log.
+"""The reference scenario's ticket API: real server rules, `dryRun=All`, an audit log.
 
 Tickets t1, t2, t3 start open. Created tickets are numbered tk-4, tk-5, and so on. The server
 refuses to delete an open ticket (409) and a merge into a ticket that does not exist (422). With

@@ -59,7 +59,7 @@ async def list_tickets(client: httpx.AsyncClient) -> list[dict[str, Any]]:
 
 
 async def reference_task(title: str = REFERENCE_TITLE) -> None:
-    """DESIGN 2's task, as an agent would write it: the same code runs dry and for real."""
+    """The reference task, as an agent would write it: the same code runs dry and for real."""
     ticket = await create_ticket(title=title)
     await update_ticket(id="t1", status="closed", mergedInto=ticket["id"])
     await update_ticket(id="t2", status="closed", mergedInto=ticket["id"])

@@ -11,12 +11,14 @@ import argparse
 import logging
 import socket
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reviewer.config import default_db_path
 from reviewer.service.server import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT
 
 if TYPE_CHECKING:
+    from reviewer.policy import Policy
     from reviewer.service.server import Listening
     from reviewer.service.store import QueueStore
 
@@ -75,6 +77,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="allow plain HTTP on a non-loopback address because a TLS-terminating proxy is the only way in",
     )
+    serve.add_argument(
+        "--policy",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="a TOML policy: approvals, signatures and reviewers per target environment "
+        "(default: one approval by any reviewer, unsigned)",
+    )
     serve.set_defaults(func=run_serve)
 
     token = subparsers.add_parser(
@@ -88,6 +98,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="who holds it, shown as the author of decisions: 1 to 64 of A-Z a-z 0-9 . _ -",
     )
     create.add_argument("--role", required=True, choices=("agent", "reviewer"))
+    create.add_argument(
+        "--ssh-key",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a reviewer's SSH public key (.pub) that signs their decisions; repeatable",
+    )
     _db_option(create)
     create.set_defaults(func=run_token_create)
     listing = commands.add_parser("list", help="list token names and roles (never the tokens)")
@@ -97,6 +115,33 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     revoke.add_argument("name", metavar="NAME")
     _db_option(revoke)
     revoke.set_defaults(func=run_token_revoke)
+
+    keys = subparsers.add_parser(
+        "keys",
+        help="register and remove reviewers' SSH signing keys",
+        description="The SSH public keys each reviewer signs decisions with. The queue verifies a signed "
+        "decision against these; an executor checks it against its own allowed-signers file.",
+    )
+    key_commands = keys.add_subparsers(title="keys commands", metavar="COMMAND", required=True)
+    add = key_commands.add_parser("add", help="register a public key (.pub) for reviewer NAME")
+    add.add_argument("name", metavar="NAME")
+    add.add_argument("key_file", type=Path, metavar="FILE")
+    _db_option(add)
+    add.set_defaults(func=run_keys_add)
+    remove = key_commands.add_parser("remove", help="remove NAME's key by its SHA256: fingerprint")
+    remove.add_argument("name", metavar="NAME")
+    remove.add_argument("fingerprint", metavar="FINGERPRINT")
+    _db_option(remove)
+    remove.set_defaults(func=run_keys_remove)
+    show = key_commands.add_parser("list", help="list registered keys (of NAME, or everyone's)")
+    show.add_argument("name", nargs="?", metavar="NAME")
+    show.add_argument(
+        "--allowed-signers",
+        action="store_true",
+        help="print them as an OpenSSH allowed-signers file (review it before an executor trusts it)",
+    )
+    _db_option(show)
+    show.set_defaults(func=run_keys_list)
 
 
 def _db_option(parser: argparse.ArgumentParser) -> None:
@@ -108,7 +153,7 @@ def _db_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _store(args: argparse.Namespace, *, create: bool = False) -> QueueStore:
+def _store(args: argparse.Namespace, *, create: bool = False, policy: Policy | None = None) -> QueueStore:
     """The store `--db` names; token commands never create one (a mistyped path is an error)."""
     import time
 
@@ -125,6 +170,7 @@ def _store(args: argparse.Namespace, *, create: bool = False) -> QueueStore:
         pending_ttl=DEFAULT_PENDING_TTL if pending_ttl is None else pending_ttl,
         approval_ttl=DEFAULT_APPROVAL_TTL if approval_ttl is None else approval_ttl,
         claim_lease=DEFAULT_CLAIM_LEASE if claim_lease is None else claim_lease,
+        policy=policy,
         create=create,
     )
 
@@ -135,8 +181,15 @@ def _refusal(command: str, message: str) -> int:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    from reviewer.policy import PolicyError, read_policy
     from reviewer.service.errors import DatabaseUnusable
     from reviewer.service.server import Listening, ListenRefused
+
+    try:
+        policy = read_policy(args.policy) if args.policy is not None else None
+    except PolicyError as error:
+        print(f"reviewer serve: {error}; not started", file=sys.stderr)
+        return 2
 
     listening = Listening(
         host=args.host,
@@ -153,14 +206,16 @@ def run_serve(args: argparse.Namespace) -> int:
     except ListenRefused as error:
         return _refusal("serve", error.message)
     try:
-        return _serve(args, listening, listener)
+        return _serve(args, listening, listener, policy)
     except (ListenRefused, DatabaseUnusable) as error:
         return _refusal("serve", error.message)
     finally:
         listener.close()
 
 
-def _serve(args: argparse.Namespace, listening: Listening, listener: socket.socket) -> int:
+def _serve(
+    args: argparse.Namespace, listening: Listening, listener: socket.socket, policy: Policy | None
+) -> int:
     import asyncio
     import ssl
 
@@ -174,11 +229,13 @@ def _serve(args: argparse.Namespace, listening: Listening, listener: socket.sock
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     log = logging.getLogger("reviewer.service")
-    store = _store(args, create=True)
+    store = _store(args, create=True, policy=policy)
     if store.created:
         log.info("created a new, empty queue in %s", store.location)
     app = create_app(None, store=store)
     log.info("queue database: %s", store.location)
+    if args.policy is not None:
+        log.info("decision policy: %s", args.policy)
     if listening.behind_tls_proxy and not listening.tls_cert:
         log.warning(
             "serving plain HTTP on %s because --behind-tls-proxy says a TLS-terminating proxy is in front; "
@@ -205,17 +262,100 @@ def _serve(args: argparse.Namespace, listening: Listening, listener: socket.sock
 def run_token_create(args: argparse.Namespace) -> int:
     from reviewer.service.auth import hash_token, mint_token
     from reviewer.service.errors import DatabaseUnusable, ServiceError
+    from reviewer.signing import PublicKey, SigningError
 
+    if args.ssh_key and args.role != "reviewer":
+        print("reviewer token create: --ssh-key is for reviewers: their keys sign decisions", file=sys.stderr)
+        return 2
+    try:
+        keys = [(PublicKey.from_file(path), _key_comment(path)) for path in args.ssh_key]
+    except SigningError as error:
+        print(f"reviewer token create: {error}; no token was made", file=sys.stderr)
+        return 2
     token = mint_token()
     try:
         store = _store(args)
         try:
             store.create_token(args.name, args.role, hash_token(token))
+            for key, comment in keys:
+                store.add_ssh_key(args.name, key, comment)
         finally:
             store.close()
     except (DatabaseUnusable, ServiceError) as error:
         return _refusal("token create", error.message)
     print(token)
+    for key, _comment in keys:
+        print(f"registered {key.key_type} {key.fingerprint} for {args.name}", file=sys.stderr)
+    return 0
+
+
+def _key_comment(path: Path) -> str:
+    """The comment after the key in a .pub file (often user@host), kept to tell keys apart."""
+    from reviewer.sanitize import safe_text
+
+    parts = path.read_text().split(maxsplit=2)
+    return safe_text(parts[2].strip())[:200] if len(parts) > 2 else ""
+
+
+def run_keys_add(args: argparse.Namespace) -> int:
+    from reviewer.service.errors import Conflict, DatabaseUnusable
+    from reviewer.signing import PublicKey, SigningError
+
+    try:
+        key = PublicKey.from_file(args.key_file)
+    except SigningError as error:
+        print(f"reviewer keys add: {error}", file=sys.stderr)
+        return 2
+    try:
+        store = _store(args)
+        try:
+            store.add_ssh_key(args.name, key, _key_comment(args.key_file))
+        finally:
+            store.close()
+    except (Conflict, DatabaseUnusable) as error:
+        return _refusal("keys add", error.message)
+    print(f"registered {key.key_type} {key.fingerprint} for {args.name}", file=sys.stderr)
+    return 0
+
+
+def run_keys_remove(args: argparse.Namespace) -> int:
+    from reviewer.service.errors import DatabaseUnusable
+
+    try:
+        store = _store(args)
+        try:
+            removed = store.remove_ssh_key(args.name, args.fingerprint)
+        finally:
+            store.close()
+    except DatabaseUnusable as error:
+        return _refusal("keys remove", error.message)
+    if not removed:
+        print(
+            f"reviewer keys remove: {args.name!r} has no key {args.fingerprint!r} (see `reviewer keys list`)",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"removed {args.fingerprint} of {args.name}", file=sys.stderr)
+    return 0
+
+
+def run_keys_list(args: argparse.Namespace) -> int:
+    from reviewer.service.errors import DatabaseUnusable
+    from reviewer.signing import NAMESPACE
+
+    try:
+        store = _store(args)
+        try:
+            keys = store.list_ssh_keys(args.name)
+        finally:
+            store.close()
+    except DatabaseUnusable as error:
+        return _refusal("keys list", error.message)
+    for key in keys:
+        if args.allowed_signers:
+            print(f'{key.name} namespaces="{NAMESPACE}" {key.public_key}')
+        else:
+            print(f"{key.name}\t{key.fingerprint}\t{key.comment}\tadded {key.added_at:%Y-%m-%d %H:%M}")
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from reviewer.config import default_db_path
+from reviewer.policy import Policy
 from reviewer.service.errors import DatabaseUnusable
 from reviewer.service.store import DEFAULT_CLAIM_LEASE, Clock, QueueStore
 
@@ -22,6 +23,7 @@ def open_store(
     pending_ttl: float,
     approval_ttl: float,
     claim_lease: float = DEFAULT_CLAIM_LEASE,
+    policy: Policy | None = None,
     create: bool,
 ) -> QueueStore:
     """The store `--db` names; `create=False` refuses a database that holds no queue yet.
@@ -43,6 +45,7 @@ def open_store(
             pending_ttl=pending_ttl,
             approval_ttl=approval_ttl,
             claim_lease=claim_lease,
+            policy=policy,
             create=create,
         )
     from reviewer.service.sqlite_store import SQLiteStore
@@ -53,5 +56,6 @@ def open_store(
         pending_ttl=pending_ttl,
         approval_ttl=approval_ttl,
         claim_lease=claim_lease,
+        policy=policy,
         create=create,
     )

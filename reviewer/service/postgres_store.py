@@ -24,6 +24,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
+from reviewer.policy import Policy
 from reviewer.service.errors import DatabaseUnusable
 from reviewer.service.rules import Row
 from reviewer.service.store import DEFAULT_CLAIM_LEASE, SCHEMA_VERSION, Clock, QueueStore
@@ -134,9 +135,24 @@ CREATE TABLE trail (
     proposal_id TEXT NOT NULL,
     revision BIGINT NOT NULL,
     plan_sha256 TEXT NOT NULL,
-    reason TEXT
+    reason TEXT,
+    statement TEXT,
+    signature TEXT,
+    key_fingerprint TEXT
 );
 CREATE INDEX trail_proposal ON trail (proposal_id, seq);
+
+-- Reviewers' SSH keys; a key is active under one name at a time.
+CREATE TABLE ssh_keys (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name TEXT NOT NULL,
+    public_key TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    comment TEXT NOT NULL,
+    added_at DOUBLE PRECISION NOT NULL,
+    removed_at DOUBLE PRECISION
+);
+CREATE UNIQUE INDEX ssh_keys_active ON ssh_keys (fingerprint) WHERE removed_at IS NULL;
 
 CREATE FUNCTION reviewer_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -204,10 +220,15 @@ class PostgresStore(QueueStore):
         pending_ttl: float,
         approval_ttl: float,
         claim_lease: float = DEFAULT_CLAIM_LEASE,
+        policy: Policy | None = None,
         create: bool = True,
     ) -> None:
         super().__init__(
-            clock=clock, pending_ttl=pending_ttl, approval_ttl=approval_ttl, claim_lease=claim_lease
+            clock=clock,
+            pending_ttl=pending_ttl,
+            approval_ttl=approval_ttl,
+            claim_lease=claim_lease,
+            policy=policy,
         )
         self.url = url
         self._local = threading.local()

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from reviewer.policy import Policy
 from reviewer.service.errors import DatabaseUnusable
 from reviewer.service.rules import Row
 from reviewer.service.store import DEFAULT_CLAIM_LEASE, SCHEMA_VERSION, Clock, QueueStore
@@ -122,10 +123,29 @@ CREATE TABLE IF NOT EXISTS trail (
     proposal_id TEXT NOT NULL,
     revision INTEGER NOT NULL,
     plan_sha256 TEXT NOT NULL,
-    reason TEXT
+    reason TEXT,
+    statement TEXT,
+    signature TEXT,
+    key_fingerprint TEXT
 );
 CREATE INDEX IF NOT EXISTS trail_proposal ON trail(proposal_id, seq);
+
+CREATE TABLE IF NOT EXISTS ssh_keys (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    public_key TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    comment TEXT NOT NULL,
+    added_at REAL NOT NULL,
+    removed_at REAL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS ssh_keys_active ON ssh_keys(fingerprint) WHERE removed_at IS NULL;
 """
+"""Reviewers' SSH keys: a key is active under one name at a time (one key signing as two reviewers
+would let one person meet a quorum of two)."""
+
+TRAIL_SIGNATURE_COLUMNS = ("statement", "signature", "key_fingerprint")
+"""Signed decisions in `trail`; a version-2 file gains them on open (nullable, so no row changes)."""
 
 APPEND_ONLY_TABLES = ("revisions", "decisions", "claims", "executions", "trail")
 
@@ -182,10 +202,15 @@ class SQLiteStore(QueueStore):
         pending_ttl: float,
         approval_ttl: float,
         claim_lease: float = DEFAULT_CLAIM_LEASE,
+        policy: Policy | None = None,
         create: bool = True,
     ) -> None:
         super().__init__(
-            clock=clock, pending_ttl=pending_ttl, approval_ttl=approval_ttl, claim_lease=claim_lease
+            clock=clock,
+            pending_ttl=pending_ttl,
+            approval_ttl=approval_ttl,
+            claim_lease=claim_lease,
+            policy=policy,
         )
         self.path = Path(path)
         self._local = threading.local()
@@ -217,7 +242,12 @@ class SQLiteStore(QueueStore):
             raise DatabaseUnusable(f"{self.path} is not a queue database ({error})") from None
         if tables and "proposals" not in tables:
             raise DatabaseUnusable(f"{self.path} is an SQLite file of something else, not a queue database")
-        if tables and version != SCHEMA_VERSION:
+        if tables and version == 2:
+            present = {row[1] for row in connection.execute("PRAGMA table_info(trail)")}
+            for column in TRAIL_SIGNATURE_COLUMNS:
+                if column not in present:
+                    connection.execute(f"ALTER TABLE trail ADD COLUMN {column} TEXT")
+        elif tables and version != SCHEMA_VERSION:
             raise DatabaseUnusable(
                 f"{self.path} holds queue schema version {version}, and this reviewer reads version "
                 f"{SCHEMA_VERSION}; run the reviewer release that wrote it, or point --db elsewhere"

@@ -39,13 +39,24 @@ from reviewer.api import (
     SubmissionAnswer,
     TrailEvent,
 )
+from reviewer.policy import Policy, Rule
 from reviewer.service import rules
 from reviewer.service.auth import Identity, Role, hashes_match
-from reviewer.service.errors import NotFound
+from reviewer.service.errors import Conflict, NotFound
 from reviewer.service.rules import Row
+from reviewer.service.signed_decisions import (
+    CastDecision,
+    VerifiedSignature,
+    admit_decision,
+    environment_of,
+    outcome,
+    with_votes,
+)
+from reviewer.signing import PublicKey
 
-SCHEMA_VERSION: Final = 2
-"""The version of the tables a database holds (2 added claims, DESIGN 9); a store refuses another."""
+SCHEMA_VERSION: Final = 3
+"""The version of the tables a database holds: 2 added claims (DESIGN 9), 3 reviewers' SSH keys and
+signed decisions in the trail (DESIGN 11). A store refuses another version (SQLite brings 2 up to 3)."""
 DEFAULT_CLAIM_LEASE: Final = 3600.0
 """How long a claimed run may take before reviewers see its outcome as unknown (it stays claimed)."""
 
@@ -75,6 +86,17 @@ class TokenInfo:
 
 
 @dataclass(frozen=True)
+class RegisteredKey:
+    """An SSH public key a reviewer signs decisions with."""
+
+    name: str
+    public_key: str
+    fingerprint: str
+    comment: str
+    added_at: datetime
+
+
+@dataclass(frozen=True)
 class ListVersion:
     """What the proposal list depends on: the last write and the next deadline to pass."""
 
@@ -100,11 +122,15 @@ class QueueStore(ABC):
         pending_ttl: float,
         approval_ttl: float,
         claim_lease: float = DEFAULT_CLAIM_LEASE,
+        policy: Policy | None = None,
     ) -> None:
         self.clock = clock
         self.pending_ttl = pending_ttl
         self.approval_ttl = approval_ttl
         self.claim_lease = claim_lease
+        self.policy = policy or Policy()
+        self._environments: dict[tuple[str, int], str | None] = {}
+        """Each revision's target environment, read once: a revision never changes."""
         self.created = False
         """True when this store created the queue's tables (a new database), for `serve` to say so."""
 
@@ -182,6 +208,118 @@ class QueueStore(ABC):
         rules.require_active_token(
             db.one("SELECT revoked_at FROM tokens WHERE id = :token_id", token_id=identity.token_id)
         )
+
+    # reviewers' SSH keys
+
+    def add_ssh_key(self, name: str, key: PublicKey, comment: str = "") -> None:
+        """Register `key` for the reviewer `name`; refused for an agent's name or a key another holds.
+
+        A key is active under one name at a time: one key that signed as two reviewers would let
+        one person meet a quorum of two.
+        """
+        with self.write() as db:
+            role = db.one("SELECT role FROM tokens WHERE lower(name) = lower(:name) LIMIT 1", name=name)
+            if role is None or role["role"] != "reviewer":
+                raise Conflict(f"{name!r} is not a reviewer's token name; keys sign reviewers' decisions")
+            held = db.one(
+                "SELECT name FROM ssh_keys WHERE fingerprint = :fingerprint AND removed_at IS NULL",
+                fingerprint=key.fingerprint,
+            )
+            if held is not None:
+                whose = "this reviewer" if rules.same_name(held["name"], name) else repr(held["name"])
+                raise Conflict(f"the key {key.fingerprint} is already registered for {whose}")
+            db.run(
+                "INSERT INTO ssh_keys (name, public_key, fingerprint, comment, added_at) "
+                "VALUES (:name, :public_key, :fingerprint, :comment, :now)",
+                name=name,
+                public_key=key.openssh(),
+                fingerprint=key.fingerprint,
+                comment=comment,
+                now=self.clock(),
+            )
+
+    def remove_ssh_key(self, name: str, fingerprint: str) -> bool:
+        with self.write() as db:
+            removed = db.run(
+                "UPDATE ssh_keys SET removed_at = :now "
+                "WHERE lower(name) = lower(:name) AND fingerprint = :fingerprint AND removed_at IS NULL",
+                now=self.clock(),
+                name=name,
+                fingerprint=fingerprint,
+            )
+        return removed > 0
+
+    def list_ssh_keys(self, name: str | None = None) -> list[RegisteredKey]:
+        with self.read() as db:
+            rows = db.all(
+                "SELECT name, public_key, fingerprint, comment, added_at FROM ssh_keys "
+                "WHERE removed_at IS NULL AND (CAST(:name AS TEXT) IS NULL OR lower(name) = lower(:name)) "
+                "ORDER BY name, added_at",
+                name=name,
+            )
+        return [
+            RegisteredKey(
+                row["name"],
+                row["public_key"],
+                row["fingerprint"],
+                row["comment"],
+                rules.required_timestamp(row["added_at"]),
+            )
+            for row in rows
+        ]
+
+    def _signing_keys(self, db: Transaction, name: str) -> list[PublicKey]:
+        rows = db.all(
+            "SELECT public_key FROM ssh_keys WHERE lower(name) = lower(:name) AND removed_at IS NULL",
+            name=name,
+        )
+        return [PublicKey.from_openssh(row["public_key"]) for row in rows]
+
+    # the policy and the decisions so far
+
+    def _rule(self, db: Transaction, proposal_id: str, revision: int) -> tuple[Rule, str | None]:
+        """The policy's rule for this revision's target environment (read once per revision: it never
+        changes, and a policy without environments needs no read at all)."""
+        if not self.policy.environments:
+            return self.policy.default, None
+        key = (proposal_id, revision)
+        if key not in self._environments:
+            row = db.one(
+                "SELECT body FROM revisions WHERE proposal_id = :proposal_id AND revision = :revision",
+                proposal_id=proposal_id,
+                revision=revision,
+            )
+            assert row is not None
+            self._environments[key] = environment_of(bytes(row["body"]))
+        environment = self._environments[key]
+        return self.policy.rule_for(environment), environment
+
+    def _cast(self, db: Transaction, proposal_id: str, revision: int) -> list[CastDecision]:
+        rows = db.all(
+            "SELECT actor, event, reason, at, statement, signature, key_fingerprint FROM trail "
+            "WHERE proposal_id = :proposal_id AND revision = :revision AND event IN ('approved', 'rejected') "
+            "ORDER BY seq",
+            proposal_id=proposal_id,
+            revision=revision,
+        )
+        return [
+            CastDecision(
+                reviewer=row["actor"],
+                decision="reject" if row["event"] == "rejected" else "approve",
+                reason=row["reason"],
+                at=rules.required_timestamp(row["at"]),
+                statement=row["statement"],
+                signature=row["signature"],
+                key_fingerprint=row["key_fingerprint"],
+            )
+            for row in rows
+        ]
+
+    def _voted_state(self, db: Transaction, row: Row, now: float) -> DecisionState:
+        """The decision state with the quorum so far and the signed decisions of the latest revision."""
+        proposal_id, revision = row["proposal_id"], row["latest_revision"]
+        rule, _environment = self._rule(db, proposal_id, revision)
+        return with_votes(rules.decision_state(row, now), rule, self._cast(db, proposal_id, revision))
 
     # proposals
 
@@ -279,12 +417,14 @@ class QueueStore(ABC):
         revision: int,
         plan_sha256: str,
         reason: str | None = None,
+        signed: VerifiedSignature | None = None,
     ) -> int:
         """Append to the trail; its `seq` is the list's version and cursor, so it must grow in commit
         order, which the one write lock of `write()` gives on both backends."""
         row = db.one(
-            "INSERT INTO trail (at, actor, event, proposal_id, revision, plan_sha256, reason) "
-            "VALUES (:now, :actor, :event, :proposal_id, :revision, :plan_sha256, :reason) RETURNING seq",
+            "INSERT INTO trail (at, actor, event, proposal_id, revision, plan_sha256, reason, statement, "
+            "signature, key_fingerprint) VALUES (:now, :actor, :event, :proposal_id, :revision, "
+            ":plan_sha256, :reason, :statement, :signature, :key_fingerprint) RETURNING seq",
             now=now,
             actor=actor,
             event=event,
@@ -292,6 +432,9 @@ class QueueStore(ABC):
             revision=revision,
             plan_sha256=plan_sha256,
             reason=reason,
+            statement=signed.statement if signed else None,
+            signature=signed.signature if signed else None,
+            key_fingerprint=signed.key_fingerprint if signed else None,
         )
         assert row is not None
         return int(row["seq"])
@@ -361,7 +504,7 @@ class QueueStore(ABC):
             trail_rows = db.all(
                 "SELECT * FROM trail WHERE proposal_id = :proposal_id ORDER BY seq", proposal_id=proposal_id
             )
-        latest = rules.decision_state(row, now)
+            latest = self._voted_state(db, row, now)
         revisions = [
             RevisionInfo(
                 revision=revision["revision"],
@@ -383,6 +526,8 @@ class QueueStore(ABC):
                 revision=event["revision"],
                 plan_sha256=event["plan_sha256"],
                 reason=event["reason"],
+                statement=event["statement"],
+                signature=event["signature"],
             )
             for event in trail_rows
         ]
@@ -409,7 +554,7 @@ class QueueStore(ABC):
     def decision_state(self, identity: Identity, proposal_id: str) -> DecisionState:
         with self.read() as db:
             row = self._visible(db, identity, proposal_id)
-        return rules.decision_state(row, self.clock())
+            return self._voted_state(db, row, self.clock())
 
     def decide(
         self, identity: Identity, proposal_id: str, request: DecisionRequest, idempotency_key: str
@@ -426,21 +571,17 @@ class QueueStore(ABC):
             if earlier is not None:
                 return True, earlier
             rules.check_decision(row, identity, request.revision, request.plan_sha256, now)
-            approval_expires_at = now + self.approval_ttl if request.decision == "approve" else None
-            decision = db.one(
-                "INSERT INTO decisions (proposal_id, revision, plan_sha256, decision, reason, decided_by, "
-                "decided_at, expires_at) VALUES (:proposal_id, :revision, :plan_sha256, :decision, :reason, "
-                ":decided_by, :now, :expires_at) RETURNING id",
-                proposal_id=proposal_id,
-                revision=request.revision,
-                plan_sha256=request.plan_sha256,
-                decision=request.decision,
-                reason=request.reason,
-                decided_by=identity.name,
-                now=now,
-                expires_at=approval_expires_at,
+            rule, environment = self._rule(db, proposal_id, request.revision)
+            cast = self._cast(db, proposal_id, request.revision)
+            signed = admit_decision(
+                rule,
+                cast,
+                identity.name,
+                proposal_id,
+                request,
+                self._signing_keys(db, identity.name),
+                environment,
             )
-            assert decision is not None
             event = "approved" if request.decision == "approve" else "rejected"
             self._append_trail(
                 db,
@@ -451,22 +592,56 @@ class QueueStore(ABC):
                 request.revision,
                 request.plan_sha256,
                 request.reason or None,
+                signed,
             )
-            db.run(
-                "UPDATE proposals SET decision = :decision, decided_by = :decided_by, decided_at = :now, "
-                "reason = :reason, decision_id = :decision_id, approval_expires_at = :expires_at, "
-                "deadline = :expires_at WHERE proposal_id = :proposal_id",
-                decision=request.decision,
-                decided_by=identity.name,
-                now=now,
-                reason=request.reason or None,
-                decision_id=decision["id"],
-                expires_at=approval_expires_at,
-                proposal_id=proposal_id,
+            cast.append(
+                CastDecision(
+                    identity.name,
+                    request.decision,
+                    request.reason or None,
+                    rules.required_timestamp(now),
+                    *((signed.statement, signed.signature, signed.key_fingerprint) if signed else ()),
+                )
             )
-            answer = self._answer(db, proposal_id, now)
+            result = outcome(rule, cast)
+            if result.state != "pending":
+                decided_by = ", ".join(result.approvals) if result.state == "approved" else identity.name
+                self._record_decision(db, proposal_id, request, decided_by, now)
+            answer = with_votes(self._answer(db, proposal_id, now), rule, cast)
             self._remember(db, identity, idempotency_key, fingerprint, answer, now)
         return False, answer
+
+    def _record_decision(
+        self, db: Transaction, proposal_id: str, request: DecisionRequest, decided_by: str, now: float
+    ) -> None:
+        """The revision's final decision (a quorum met, or a rejection), which a claim then uses."""
+        approval_expires_at = now + self.approval_ttl if request.decision == "approve" else None
+        decision = db.one(
+            "INSERT INTO decisions (proposal_id, revision, plan_sha256, decision, reason, decided_by, "
+            "decided_at, expires_at) VALUES (:proposal_id, :revision, :plan_sha256, :decision, :reason, "
+            ":decided_by, :now, :expires_at) RETURNING id",
+            proposal_id=proposal_id,
+            revision=request.revision,
+            plan_sha256=request.plan_sha256,
+            decision=request.decision,
+            reason=request.reason,
+            decided_by=decided_by,
+            now=now,
+            expires_at=approval_expires_at,
+        )
+        assert decision is not None
+        db.run(
+            "UPDATE proposals SET decision = :decision, decided_by = :decided_by, decided_at = :now, "
+            "reason = :reason, decision_id = :decision_id, approval_expires_at = :expires_at, "
+            "deadline = :expires_at WHERE proposal_id = :proposal_id",
+            decision=request.decision,
+            decided_by=decided_by,
+            now=now,
+            reason=request.reason or None,
+            decision_id=decision["id"],
+            expires_at=approval_expires_at,
+            proposal_id=proposal_id,
+        )
 
     def claim(
         self, identity: Identity, proposal_id: str, request: ClaimRequest, idempotency_key: str
@@ -630,7 +805,11 @@ class QueueStore(ABC):
                 proposal_id=proposal_id,
                 claim_id=claim["claim_id"],
             )
-            answer = self._answer(db, proposal_id, now)
+            updated = db.one(
+                "SELECT * FROM proposals WHERE proposal_id = :proposal_id", proposal_id=proposal_id
+            )
+            assert updated is not None
+            answer = self._voted_state(db, updated, now)
             if idempotency_key is not None:
                 self._remember(db, identity, idempotency_key, fingerprint, answer, now)
         return False, answer

@@ -64,11 +64,14 @@ def run_demo(options: argparse.Namespace) -> int:
 
 
 def run_review(options: argparse.Namespace) -> int:
-    from reviewer.config import load_settings
+    from reviewer.config import configured_signing_key, load_settings
+    from reviewer.signing import SigningError, signer_for
 
     try:
         settings = load_settings(options.queue)
-    except ConfigError as error:
+        key_path = configured_signing_key()
+        signer = signer_for(key_path) if key_path is not None else None
+    except (ConfigError, SigningError) as error:
         print(f"reviewer review: {error}", file=sys.stderr)
         return 2
     if options.poll <= 0:
@@ -76,7 +79,7 @@ def run_review(options: argparse.Namespace) -> int:
         return 2
     from reviewer.tui.live import LiveReviewerApp
 
-    LiveReviewerApp(settings.queue_url, settings.token, poll_interval=options.poll).run()
+    LiveReviewerApp(settings.queue_url, settings.token, poll_interval=options.poll, signer=signer).run()
     return 0
 
 

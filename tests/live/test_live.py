@@ -203,3 +203,69 @@ def test_an_executed_proposal_is_verified_from_the_queues_report(queue: Queue) -
             assert [change.path for change in verification.checks[-1].fields] == ["args.note"]
 
     run(scenario)
+
+
+def test_a_claimed_run_shows_as_running_then_executed_in_the_list_and_the_chrome(queue: Queue) -> None:
+    """The states a reviewer sees while an approved plan runs: claimed by the agent, then executed."""
+    from reviewer.api import ExecutionReport
+
+    async def scenario() -> None:
+        app = queue.app(poll_interval=60)
+        async with app.run_test(size=(100, 30)) as pilot, queue.agent() as agent, queue.reviewer() as alice:
+            proposal_id = unique_id("claimed")
+            answer = await agent.submit(plan(proposal_id))
+            await alice.decide(proposal_id, 1, answer.plan_sha256, "approve")
+            claim = await agent.claim(proposal_id, 1, answer.plan_sha256)
+            app.poll_now()
+            await until(
+                pilot, lambda: getattr(app.items.get(proposal_id), "state", "") == "claimed", "claimed"
+            )
+            item = app.items[proposal_id]
+            assert item.state_label == "claimed"
+            assert item.state_words() == "claimed by agent (running)"
+            await open_proposal(pilot, app, proposal_id)
+            assert "claimed by agent (running)" in shown_text(app, "#chrome")
+            report = ExecutionReport(
+                revision=1,
+                plan_sha256=answer.plan_sha256,
+                claim_id=claim.claim_id,
+                ended="completed",
+                calls=[],
+            )
+            await agent.report_execution(proposal_id, report)
+            app.poll_now()
+            await until(pilot, lambda: app.items[proposal_id].state == "executed", "executed")
+            assert app.items[proposal_id].state_words() == "executed (approved by alice)"
+
+    run(scenario)
+
+
+def test_a_claim_past_its_lease_without_a_report_is_an_unknown_outcome(tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
+    """A run that claimed the approval and never reported (a crashed runner) may have written: the
+    list says `unknown`, the chrome says why, and it is not approvable or re-runnable."""
+    from tests.live.conftest import Queue as LiveQueue
+    from tests.service.conftest import start_service
+
+    service = start_service(tmp_path_factory.mktemp("lease"), "--claim-lease", "0")
+    tokens = {name: service.token(name, role) for name, role in (("alice", "reviewer"), ("agent", "agent"))}
+    lapsed = LiveQueue(service, tokens)
+
+    async def scenario() -> None:
+        app = lapsed.app(poll_interval=60)
+        async with app.run_test(size=(100, 30)) as pilot, lapsed.agent() as agent, lapsed.reviewer() as alice:
+            proposal_id = unique_id("lapsed")
+            answer = await agent.submit(plan(proposal_id))
+            await alice.decide(proposal_id, 1, answer.plan_sha256, "approve")
+            await agent.claim(proposal_id, 1, answer.plan_sha256)
+            app.poll_now()
+            await until(
+                pilot, lambda: getattr(app.items.get(proposal_id), "state", "") == "claimed", "claimed"
+            )
+            item = app.items[proposal_id]
+            assert item.state_label == "unknown"
+            assert "outcome unknown" in item.state_words()
+
+    try:
+        run(scenario)
+    finally:
+        service.stop()

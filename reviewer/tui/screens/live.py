@@ -30,10 +30,13 @@ LIVE_COLUMNS = (
 STATE_STYLES = {
     "pending": "bold",
     "approved": "green",
+    "claimed": "bold",
+    "unknown": "bold reverse",
     "rejected": "red",
     "expired": "dim",
     "executed": "blue",
 }
+"""By `LiveItem.state_label`; `unknown` (a run that may have written and never reported) is the loudest."""
 
 
 def replan_notice(revision: int) -> str:
@@ -76,7 +79,7 @@ class LiveQueueScreen(QueueScreen):
         if item.local_digests and "!" not in base[0].plain:
             mark.append("!", "bold red")
         proposer = Text("you", "bold reverse") if item.mine else cell(item.proposed_by, 13)
-        state = Text(item.state, STATE_STYLES.get(item.state, ""))
+        state = Text(item.state_label, STATE_STYLES.get(item.state_label, ""))
         return (mark, base[1], proposer, *base[3:7], state)
 
     def describe_item(self, item: QueueItem) -> Text:
@@ -87,12 +90,18 @@ class LiveQueueScreen(QueueScreen):
             text.append("! the fetched plan does not hash to the queue's digest: do not approve\n",
                         "bold red")
         text.append("queue: ", "dim")
-        text.append(item.state_words(), STATE_STYLES.get(item.state, ""))
+        text.append(item.state_words(), STATE_STYLES.get(item.state_label, ""))
         text.append(f" · proposed by {shown(item.proposed_by)}")
         if item.mine:
             text.append(" (you: another reviewer must approve)", "bold")
         if item.reason:
             text.append(f" · reason: {safe_text(clip(item.reason, 80))}")
+        signatures = item.signature_words()
+        if signatures:
+            text.append("\nsigned: ", "dim")
+            for index, (words, verified) in enumerate(signatures):
+                text.append(" · " if index else "")
+                text.append(words, "green" if verified else "bold red")
         trail = ", ".join(
             f"{event.event} r{event.revision} ({shown(event.actor, 20)})" for event in item.history[-4:]
         )
@@ -120,7 +129,7 @@ class LiveReviewScreen(ReviewScreen):
         item = self.item
         parts = self.chrome_parts()
         if isinstance(item, LiveItem):
-            parts.append((item.state_words(), STATE_STYLES.get(item.state, "")))
+            parts.append((item.state_words(), STATE_STYLES.get(item.state_label, "")))
             parts.append(("by you", "bold reverse") if item.mine else f"by {item.proposed_by}")
             self._show_digest_alarm(item)
         self.query_one(Chrome).show(self.who, *parts)
