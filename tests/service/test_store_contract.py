@@ -351,3 +351,50 @@ def test_racing_reviewers_in_threads_one_winner(store: QueueStore) -> None:
         with ThreadPoolExecutor(len(reviewers)) as pool:
             outcomes = list(pool.map(attempt, reviewers))
         assert sorted(outcomes) == ["lost"] * (len(reviewers) - 1) + ["won"]
+
+
+def test_a_quorum_of_two_and_reviewers_keys_on_either_database(
+    database: str, clock: Clock, tmp_path: Path
+) -> None:
+    """Signed decisions and policies (DESIGN 11) hold on both stores: a second approval by the same
+    reviewer is refused, the state stays pending until two distinct reviewers approved, and a key
+    belongs to one reviewer at a time."""
+    import subprocess
+
+    from reviewer.policy import Policy, Rule
+    from reviewer.service.errors import AlreadyApproved
+    from reviewer.signing import PublicKey
+
+    store = open_store(
+        database,
+        clock=clock,
+        pending_ttl=600,
+        approval_ttl=60,
+        policy=Policy(default=Rule(approvals=2)),
+        create=True,
+    )
+    try:
+        agent = identity(store, "agent", "agent")
+        alice = identity(store, "alice", "reviewer")
+        bob = identity(store, "bob", "reviewer")
+        store.submit(agent, submission("p"))
+        first = store.decide(alice, "p", decision(1), "a1")[1]
+        assert first.state == "pending"
+        with pytest.raises(AlreadyApproved):
+            store.decide(alice, "p", decision(1), "a2")
+        second = store.decide(bob, "p", decision(1), "b1")[1]
+        assert (second.state, second.decided_by) == ("approved", "alice, bob")
+        key_file = tmp_path / "alice_key"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key_file)], check=True)
+        key = PublicKey.from_file(key_file.with_suffix(".pub"))
+        store.add_ssh_key("alice", key)
+        with pytest.raises(Conflict, match="already registered"):
+            store.add_ssh_key("bob", key)
+        with pytest.raises(Conflict, match="not a reviewer"):
+            store.add_ssh_key("agent", key)
+        assert [registered.fingerprint for registered in store.list_ssh_keys("ALICE")] == [key.fingerprint]
+        assert store.list_ssh_keys("bob") == []
+        assert store.remove_ssh_key("alice", key.fingerprint)
+        assert store.list_ssh_keys() == []
+    finally:
+        store.close()
