@@ -305,6 +305,10 @@ class PostgresStore(QueueStore):
             connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             yield _PostgresTransaction(connection)
 
+    @contextmanager
+    def single(self) -> Iterator[_PostgresTransaction]:
+        yield _PostgresTransaction(self._connection())  # autocommit: the statement is its own transaction
+
     def close(self) -> None:
         with self._lock:
             for connection in self._connections:

@@ -295,6 +295,10 @@ class SQLiteStore(QueueStore):
         finally:
             connection.execute("COMMIT")
 
+    @contextmanager
+    def single(self) -> Iterator[_SQLiteTransaction]:
+        yield _SQLiteTransaction(self._connection())
+
     def close(self) -> None:
         with self._lock:
             for connection in self._connections:

@@ -143,6 +143,11 @@ class QueueStore(ABC):
         """A read-only transaction on one snapshot, so a record assembled from several tables agrees."""
 
     @abstractmethod
+    def single(self) -> AbstractContextManager[Transaction]:
+        """One statement outside an explicit transaction (a statement is its own snapshot): the idle
+        poll's two look-ups, where BEGIN and COMMIT would cost more round trips than the query."""
+
+    @abstractmethod
     def close(self) -> None: ...
 
     @property
@@ -193,7 +198,7 @@ class QueueStore(ABC):
         return revoked > 0
 
     def resolve_token(self, token_sha256: str) -> Identity | None:
-        with self.read() as db:
+        with self.single() as db:
             row = db.one(
                 "SELECT id, name, role, token_sha256 FROM tokens "
                 "WHERE token_sha256 = :token_sha256 AND revoked_at IS NULL",
@@ -440,14 +445,15 @@ class QueueStore(ABC):
         return int(row["seq"])
 
     def list_version(self) -> ListVersion:
-        """Two index lookups: enough for an ETag that changes on every write and every expiry."""
-        with self.read() as db:
-            last = db.one("SELECT coalesce(max(seq), 0) AS last_seq FROM trail")
-            deadline = db.one(
-                "SELECT min(deadline) AS next_deadline FROM proposals WHERE deadline > :now", now=self.clock()
+        """Two index lookups in one statement: enough for an ETag that changes on every write and expiry."""
+        with self.single() as db:
+            version = db.one(
+                "SELECT (SELECT coalesce(max(seq), 0) FROM trail) AS last_seq, "
+                "(SELECT min(deadline) FROM proposals WHERE deadline > :now) AS next_deadline",
+                now=self.clock(),
             )
-        assert last is not None and deadline is not None
-        return ListVersion(int(last["last_seq"]), deadline["next_deadline"])
+        assert version is not None
+        return ListVersion(int(version["last_seq"]), version["next_deadline"])
 
     LIST_BATCH: Final = 500
 
