@@ -283,7 +283,9 @@ class PostgresStore(QueueStore):
                     self.url, autocommit=True, row_factory=dict_row, connect_timeout=CONNECT_TIMEOUT
                 )
             except psycopg.OperationalError as error:
-                reason = str(error).strip().splitlines()[-1] if str(error).strip() else "no answer"
+                # libpq's first line ends with the reason ("Connection refused"); later lines are hints
+                first_line = (str(error).strip().splitlines() or ["no answer"])[0]
+                reason = first_line.rsplit("failed: ", 1)[-1].strip()
                 raise DatabaseUnusable(f"cannot reach PostgreSQL at {describe(self.url)}: {reason}") from None
             self._local.connection = connection
             with self._lock:
