@@ -14,6 +14,7 @@ from fastapi import Request
 from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect
 
+from reviewer.api import ExecutionReport
 from reviewer.proposal import (
     MAX_BODY_BYTES,
     MAX_DEPTH,
@@ -83,6 +84,77 @@ def parse_message(raw: bytes | bytearray, model: type[Model]) -> Model:
         return model.model_validate(value, strict=True)
     except ValidationError as error:
         raise Invalid(validation_message(error.errors())) from None
+
+
+class _ReportLists(msgspec.Struct):
+    """An execution report's two long lists, each element left as the bytes it was sent as."""
+
+    calls: list[msgspec.Raw] = []
+    audit_log: list[msgspec.Raw] | None = None
+
+
+def parse_report(raw: bytes | bytearray) -> ExecutionReport:
+    """An execution report whose calls and audit lines stay the bytes they were sent as.
+
+    A report's lists are free-form JSON and may fill the 64 MB limit. Decoding them whole into
+    objects (and pydantic copying each dict) cost six times the body; here each element is decoded
+    alone, checked against the limits, and kept as its canonical JSON bytes (`msgspec.Raw`), which is
+    what the Idempotency-Key's fingerprint needs; the store keeps the body as sent. Everything else is
+    validated by the pydantic model, as every other message is.
+    """
+    refuse_altered_numbers(raw)
+    try:
+        shell = msgspec.json.decode(raw, type=dict[str, msgspec.Raw])
+    except msgspec.ValidationError:
+        raise Invalid("$: the body is not a JSON object") from None
+    except msgspec.DecodeError as error:
+        raise InvalidJSON(f"the body is not valid JSON ({error})") from None
+    lists: dict[str, list[msgspec.Raw] | None] = {}
+    for field in ("calls", "audit_log"):
+        if field not in shell:
+            continue
+        try:
+            items = msgspec.json.decode(shell[field], type=list[msgspec.Raw] | None)
+        except msgspec.ValidationError:
+            raise Invalid(f"$.{field}: Input should be a valid list") from None
+        except msgspec.DecodeError as error:
+            raise InvalidJSON(f"the body is not valid JSON ({error})") from None
+        lists[field] = (
+            None
+            if items is None
+            else [_checked_element(item, f"$.{field}[{index}]") for index, item in enumerate(items)]
+        )
+    header = {name: msgspec.json.decode(value) for name, value in shell.items() if name not in lists}
+    if not value_within_limits(header, 1):
+        raise Invalid(locate_limit_violation(header))
+    integral_floats_as_integers(header, ExecutionReport)
+    try:
+        checked = ExecutionReport.model_validate(
+            {
+                **header,
+                **{name: [] for name, items in lists.items() if items is not None},
+                **{name: None for name, items in lists.items() if items is None},
+            },
+            strict=True,
+        )
+    except ValidationError as error:
+        raise Invalid(validation_message(error.errors())) from None
+    # The lists as canonical JSON bytes for the fingerprint, never as objects.
+    return checked.model_copy(update={name: items for name, items in lists.items()})
+
+
+def _checked_element(item: msgspec.Raw, at: str) -> msgspec.Raw:
+    """One call or audit line: a JSON object within the limits (it sits at depth 3 of the body),
+    as its canonical JSON (keys sorted), so an Idempotency-Key's fingerprint ignores key order."""
+    try:
+        value = msgspec.json.decode(item)
+    except RecursionError:
+        raise Invalid(f"{at}: nests deeper than {MAX_DEPTH} levels") from None
+    if not isinstance(value, dict):
+        raise Invalid(f"{at}: Input should be a valid dictionary")
+    if not value_within_limits(value, 3):
+        raise Invalid(locate_limit_violation(value, at, depth=3))
+    return msgspec.Raw(msgspec.json.encode(value, order="sorted"))
 
 
 def integral_floats_as_integers(value: dict[str, Any], model: type[BaseModel]) -> None:

@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from reviewer.api import Claim, ClaimRequest, DecisionState, ExecutionHistory, ExecutionReport
-from reviewer.service.bodies import parse_message, read_body
+from reviewer.api import Claim, ClaimRequest, DecisionState, ExecutionHistory
+from reviewer.service.bodies import parse_message, parse_report, read_body
 from reviewer.service.deps import (
     IDEMPOTENCY_KEY_PATTERN,
     Caller,
@@ -70,7 +70,7 @@ async def report_execution(
     key = optional_idempotency_key(idempotency_key)
     await run_in_threadpool(store.check_report_allowed, identity, proposal_id, key)
     raw = await read_body(request)
-    report = await run_in_threadpool(parse_message, raw, ExecutionReport)
+    report = await run_in_threadpool(parse_report, raw)
     replayed, answer = await run_in_threadpool(
         store.record_execution, identity, proposal_id, report, raw, key
     )
