@@ -52,18 +52,18 @@ class Link:
 def status_text(link: Link, now: float, queue_url: str) -> Text:
     """The line above the footer. `now` comes from the app's clock, so a snapshot shows fixed figures."""
     if link.stopped:
-        return Text(link.stopped, "bold red")
+        return Text(link.stopped, "danger")
     if link.retry_at is not None:
-        text = Text(f"{link.problem}, retrying in {max(0, math.ceil(link.retry_at - now))} s", "bold yellow")
-        text.append(f" · {queue_url}", "dim")
+        text = Text(f"{link.problem}, retrying in {max(0, math.ceil(link.retry_at - now))} s", "warn.strong")
+        text.append(f" · {queue_url}", "muted")
         if link.answered_at is not None:
-            text.append(f" · last answer {int(now - link.answered_at)} s ago", "dim")
+            text.append(f" · last answer {int(now - link.answered_at)} s ago", "muted")
         return text
     if link.identity is None:
         return Text(f"connecting to {queue_url}…", "italic")
     text = Text(f"signed in as {shown(link.identity.name)} ({link.identity.role})")
     if link.answered_at is not None:
-        text.append(f" · queue answered {int(now - link.answered_at)} s ago", "dim")
+        text.append(f" · queue answered {int(now - link.answered_at)} s ago", "muted")
     return text
 
 
@@ -212,10 +212,12 @@ class LiveReviewerApp(ReviewerApp):
                 self.post_message(self.Stopped(token_refused(self.login_hint)))
                 return
             except Forbidden:
-                self.post_message(self.Stopped(
-                    f"this token may not list proposals (not a reviewer's): run `{self.login_hint}` "
-                    "with a reviewer token"
-                ))
+                self.post_message(
+                    self.Stopped(
+                        f"this token may not list proposals (not a reviewer's): run `{self.login_hint}` "
+                        "with a reviewer token"
+                    )
+                )
                 return
             except Exception as error:  # unreachable, 5xx, an unreadable answer: back off, never crash
                 delay = self.backoff.next_delay()

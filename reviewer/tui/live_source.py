@@ -93,17 +93,22 @@ class LiveItem(QueueItem):
         return "unknown" if self.state == "claimed" and self.outcome_unknown else self.state
 
     def state_words(self) -> str:
-        """The queue's state as the chrome shows it: `approved by alice`, `claimed by agent-7`, or while
-        a quorum gathers `pending · 1 of 2 approvals (alice)`."""
+        """The queue's state as the chrome shows it: `approved by alice`, `claimed by agent-7`,
+        `executed by runner-1` (whoever reported the run, never the approver), or while a quorum
+        gathers `pending · 1 of 2 approvals (alice)`."""
         if self.state == "claimed":
             words = f"claimed by {shown(self.claimed_by)} (running)"
             if self.outcome_unknown:
                 words = f"claimed by {shown(self.claimed_by)}: outcome unknown, no report by its lease's end"
             return words
+        if self.state == "executed":
+            reporter = next(
+                (event.actor for event in reversed(self.history) if event.event == "executed"), None
+            )
+            approver = f", approved by {shown(self.decided_by)}" if self.decided_by else ""
+            return f"executed by {shown(reporter)}{approver}" if reporter else f"executed{approver}"
         if self.decided_by and self.state in ("approved", "rejected"):
             return f"{self.state} by {shown(self.decided_by)}"
-        if self.state == "executed":
-            return f"executed (approved by {shown(self.decided_by)})"
         if self.state == "pending" and self.approvals_required > 1:
             return f"pending · {describe_approvals(map(shown, self.approvals), self.approvals_required)}"
         return self.state
