@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from reviewer.proposal import MAX_BODY_BYTES
-from tests.service.conftest import Actors, body, claimed_report, decide, proposal, submit, unique_id
+from tests.queue_harness import Actors, body, claimed_report, decide, proposal, submit, unique_id
 
 
 @pytest.fixture

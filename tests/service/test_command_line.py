@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.service.conftest import Service, reviewer_command
+from tests.queue_harness import Service, reviewer_command
 from tests.service.ports import free_port
 from tests.service.postgres import Cluster
 

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.service.conftest import (
+from tests.queue_harness import (
     Actors,
     Service,
     claimed_report,

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.service.conftest import Service, claimed_report, decide, proposal, start_service
+from tests.queue_harness import Service, claimed_report, decide, proposal, start_service
 
 MB = 1024 * 1024
 PROPOSAL_FACTOR = 4

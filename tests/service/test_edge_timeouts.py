@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.service.conftest import Service, make_actors
+from tests.queue_harness import Service, make_actors
 
 HEADER_TIMEOUT = 1.0
 BODY_TIMEOUT = 2.0
@@ -179,7 +179,7 @@ def test_more_stalled_connections_than_descriptors_do_not_lock_real_clients_out(
 
 
 def service_command(service: Service) -> list[str]:
-    from tests.service.conftest import reviewer_command
+    from tests.queue_harness import reviewer_command
 
     return reviewer_command(
         "serve", "--db", str(service.db), "--port", str(service.port), *service.serve_args

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from schemathesis import openapi as schemathesis_openapi
 
-from tests.service.conftest import Service, make_actors, start_service, submit, unique_id
+from tests.queue_harness import Service, make_actors, start_service, submit, unique_id
 
 CHECKS = "all"
 """Every check schemathesis has: server errors, status codes, content types, headers, response schemas,

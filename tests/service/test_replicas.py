@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.service.conftest import Service, body, claim, decide, proposal, submit, unique_id
+from tests.queue_harness import Service, body, claim, decide, proposal, submit, unique_id
 from tests.service.postgres import Cluster
 
 RACES = 30

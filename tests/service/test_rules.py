@@ -11,7 +11,7 @@ import pytest
 
 from reviewer.service.auth import hash_token, mint_token
 from reviewer.service.sqlite_store import SQLiteStore
-from tests.service.conftest import (
+from tests.queue_harness import (
     Actors,
     Service,
     body,

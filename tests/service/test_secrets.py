@@ -15,7 +15,7 @@ import pytest
 
 from reviewer.client import QueueClient, QueueRefused
 from reviewer.service.auth import mint_token, redact_tokens
-from tests.service.conftest import Service, body, decide, proposal, start_service, submit, unique_id
+from tests.queue_harness import Service, body, decide, proposal, start_service, submit, unique_id
 
 
 def misplaced_canaries(
