@@ -5,8 +5,8 @@ A leaf of the agent library: everything else in it builds on these, and they imp
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 

@@ -131,6 +131,8 @@ class Recording:
     """Placeholder -> the value the backend produced for it, substituted into later requests it sees."""
     writes_kept: int | None = None
     kept_audit_lines: list[dict[str, Any]] = field(default_factory=list)
+    tools: dict[str, WriteTool] = field(default_factory=dict)
+    """The write tools this run saw, by name: what a replay needs to rebuild their calls."""
     _seqs_issued: int = field(init=False, repr=False, default=0)
     _run_audit: RunAudit = field(init=False, repr=False)
 
@@ -151,6 +153,7 @@ class Recording:
         # Taken before the first await, so concurrent calls (parallel tool calls) get distinct seqs.
         self._seqs_issued += 1
         seq = self._seqs_issued
+        self.tools[tool.name] = tool
         planned: HttpRequest | None = None
         recorded_request: HttpRequest | None = None
         sent: HttpRequest | None = None
@@ -196,7 +199,9 @@ class Recording:
             return CallAnswer("refused", None, f"{type(refusal).__name__}: {refusal}", None)
         return CallAnswer("ok", None, None, plain_result(result))
 
-    def _depends_on(self, seq: int, arguments: dict[str, Any], planned: HttpRequest | None) -> tuple[int, ...]:
+    def _depends_on(
+        self, seq: int, arguments: dict[str, Any], planned: HttpRequest | None
+    ) -> tuple[int, ...]:
         """The earlier calls this one depends on: named by a placeholder, or writing the same resource
         (close t3, then delete t3: the dry run judged the delete against the state before the close)."""
         parts = [arguments] if planned is None else [arguments, planned.path, planned.query, planned.body]

@@ -181,7 +181,11 @@ def _checked_signature(tool_name: str, function: Callable[..., Any]) -> inspect.
     (the schema must be explicit for arguments to be filtered), and a parameter named like the dry-run
     flag (the model must never steer it).
     """
-    signature = inspect.signature(function)
+    try:
+        # Annotations resolved, so frameworks that read the signature see types, not strings.
+        signature = inspect.signature(function, eval_str=True)
+    except NameError:
+        signature = inspect.signature(function)
     for parameter in signature.parameters.values():
         if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
             raise ToolDefinitionError(
@@ -251,7 +255,8 @@ def sdk_tool(
     def declare(write: Callable[..., Any]) -> GatedTool:
         tool_name = name or write.__name__
         signature = _checked_signature(tool_name, write)
-        if dry_run is not None and tuple(inspect.signature(dry_run).parameters) != tuple(signature.parameters):
+        parameters = tuple(signature.parameters)
+        if dry_run is not None and tuple(inspect.signature(dry_run).parameters) != parameters:
             raise ToolDefinitionError(
                 f"write tool {tool_name!r}: its dry_run callable must take the same parameters "
                 f"({', '.join(signature.parameters)}), so it checks exactly the call it stands for"
