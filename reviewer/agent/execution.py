@@ -231,11 +231,11 @@ class Execution:
         try:
             async with running(self, dry=False):
                 await work()
-        except PlanStop as stop:
-            if self.stop is None:  # a stop of this run is its record, not an error
-                error = stop
         except BaseException as caught:  # noqa: BLE001 - recorded and handed back to be raised
-            error = caught
+            # A stop of this run is its record, not an error, even wrapped by a framework that turns a
+            # tool's exception into its own (the OpenAI Agents SDK raises UserError from it).
+            if self.stop is None or not _caused_by_stop(caught):
+                error = caught
         self._end(error)
         return error
 
@@ -469,6 +469,18 @@ class Execution:
         """Raise `RunStopped` unless every approved call was sent and answered with success."""
         if not self.ok:
             raise RunStopped(self, self.summary())
+
+
+def _caused_by_stop(error: BaseException) -> bool:
+    """Whether `error` is a `PlanStop`, or was raised from or while handling one."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, PlanStop):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 @asynccontextmanager

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 
 from reviewer.agent import Approval, Execution, execute_approved
-from reviewer.api import Decision
+from reviewer.api import Decision, ProposalSummary
 from reviewer.client import NotFound, QueueClient
 from reviewer.proposal import Proposal
 from reviewer.sample_api import tools
@@ -58,3 +58,37 @@ async def reviewer_decides(
             await reviewer.decide(proposal_id, latest.revision, latest.plan_sha256, decision, reason)
             return await reviewer.get_revision(proposal_id, latest.revision)
     raise AssertionError(f"{proposal_id} never reached the queue")
+
+
+async def reviewer_decides_next(
+    queue_url: str,
+    reviewer_token: str,
+    agent_name: str,
+    decision: Decision = "approve",
+    reason: str = "looks right",
+    *,
+    attempts: int = 800,
+) -> Proposal:
+    """A reviewer who decides the next proposal `agent_name` submits (one that was not pending when
+    they started looking): for agents that name their own proposals."""
+    async with QueueClient(queue_url, reviewer_token) as reviewer:
+
+        async def pending() -> dict[str, ProposalSummary]:
+            listing = await reviewer.list_proposals(state="pending", limit=100)
+            assert listing.page is not None
+            return {
+                summary.proposal_id: summary
+                for summary in listing.page.proposals
+                if summary.agent_name == agent_name
+            }
+
+        already = set(await pending())
+        for _ in range(attempts):
+            fresh = [summary for key, summary in (await pending()).items() if key not in already]
+            if fresh:
+                await asyncio.sleep(0)
+                return await reviewer_decides(
+                    queue_url, reviewer_token, fresh[0].proposal_id, decision, reason, attempts=1
+                )
+            await asyncio.sleep(0.025)
+    raise AssertionError(f"no new proposal from {agent_name} reached the queue")
