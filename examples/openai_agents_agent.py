@@ -35,8 +35,12 @@ class ScriptedModel(Model):
     def __init__(self) -> None:
         self._ids = itertools.count(1)
 
-    async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> ModelResponse:
-        answers = [item for item in input if isinstance(item, dict) and item.get("type") == "function_call_output"]
+    async def get_response(
+        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+    ) -> ModelResponse:
+        answers = [
+            item for item in input if isinstance(item, dict) and item.get("type") == "function_call_output"
+        ]
         if not answers:
             return self._respond(self._call("create_ticket", title="Printer on fire"))
         if len(answers) == 1:
@@ -61,7 +65,11 @@ class ScriptedModel(Model):
     def _call(self, name: str, **arguments: Any) -> ResponseFunctionToolCall:
         number = next(self._ids)
         return ResponseFunctionToolCall(
-            type="function_call", id=f"fc-{number}", call_id=f"call-{number}", name=name, arguments=json.dumps(arguments)
+            type="function_call",
+            id=f"fc-{number}",
+            call_id=f"call-{number}",
+            name=name,
+            arguments=json.dumps(arguments),
         )
 
     @staticmethod
@@ -84,7 +92,9 @@ async def main(api_url: str, queue_url: str, *, poll_interval: float = 2.0) -> G
     async def task() -> None:
         await Runner.run(agent, TASK, run_config=RunConfig(tracing_disabled=True))
 
-    async with Gate(api=api_url, queue=queue_url, audit=AUDIT, agent="deskline-openai-agents", poll_interval=poll_interval) as gate:
+    async with Gate(
+        api=api_url, queue=queue_url, audit=AUDIT, agent="deskline-openai-agents", poll_interval=poll_interval
+    ) as gate:
         result = await gate.run(task, title="Close t1 and t2 into a new ticket", description=TASK)
     result.raise_for_stop()  # a rejection, or a run that did not make every approved call, raises here
     return result
@@ -92,6 +102,9 @@ async def main(api_url: str, queue_url: str, *, poll_interval: float = 2.0) -> G
 
 if __name__ == "__main__":
     outcome = asyncio.run(
-        main(os.environ.get("SAMPLE_API", "http://127.0.0.1:8480"), os.environ.get("REVIEWER_QUEUE", "http://127.0.0.1:8470"))
+        main(
+            os.environ.get("SAMPLE_API", "http://127.0.0.1:8480"),
+            os.environ.get("REVIEWER_QUEUE", "http://127.0.0.1:8470"),
+        )
     )
     print(outcome.execution.summary() if outcome.execution else "nothing ran")

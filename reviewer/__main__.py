@@ -1,4 +1,4 @@
-"""The command line: `reviewer demo`, `reviewer review`, `reviewer serve`, `reviewer token`, and the rest.
+"""The command line: `reviewer demo`, `review`, `serve`, `token`, `mcp-gate`, and the rest.
 
 Each part registers its own sub-commands, so importing this module stays cheap: Textual, FastAPI
 and uvicorn are imported only by the command that needs them.
@@ -17,6 +17,7 @@ _COMMAND_MODULES = (
     "reviewer.service.cli",
     "reviewer.sample_api",
     "reviewer.walkthrough",
+    "reviewer.adapters.cli",
 )
 
 

@@ -22,6 +22,7 @@ from typing import Any, Final
 import httpx
 
 from reviewer.agent.audit import HttpAuditLog
+from reviewer.agent.backends import make_backend
 from reviewer.agent.errors import AgentError, NoApproval, NotApproved, RunStopped, WritesKept
 from reviewer.agent.execution import Approval, Execution
 from reviewer.agent.queue import DEFAULT_DECISION_TIMEOUT, DEFAULT_POLL_INTERVAL, QueueAgent
@@ -163,6 +164,13 @@ class Gate:
         async with dry_run(self.backend, client=client, audit=self.audit, **options) as recording:
             await task()
         return recording
+
+    def recorder(self) -> Recording:
+        """A dry run for calls that arrive one by one (an MCP request, a graph step), outside any run
+        scope: the caller hands each call to `Recording.perform` and calls `_finish` before proposing."""
+        client = self.api if self.backend == "server" else None
+        backend = make_backend(self.backend, client, **self.backend_options)
+        return Recording(backend, client=client, audit=self.audit)
 
     def propose(
         self,

@@ -1,4 +1,4 @@
-"""The OpenAI Agents SDK adapter: the real `agents` package, a scripted model, the real queue and sample API."""
+"""The OpenAI Agents SDK adapter: the real `agents` package, a scripted model, the real queue and API."""
 
 from __future__ import annotations
 
@@ -140,7 +140,9 @@ def test_a_stop_of_the_real_run_ends_the_agent_run_instead_of_reaching_the_model
 
 def test_a_write_tool_outside_any_run_ends_the_agent_run() -> None:
     """The SDK wraps what a tool raises in its UserError; the gate's own error is its cause."""
-    agent = Agent(name="loose", model=example.ScriptedModel(), tools=example.function_tools(tools.create_ticket))
+    agent = Agent(
+        name="loose", model=example.ScriptedModel(), tools=example.function_tools(tools.create_ticket)
+    )
     with pytest.raises(UserError) as raised:
         asyncio.run(Runner.run(agent, "go", run_config=RunConfig(tracing_disabled=True)))
     assert isinstance(raised.value.__cause__, NoActiveRun)
