@@ -31,7 +31,6 @@ if TYPE_CHECKING:  # imported where used: the demo's first paint should not wait
     from reviewer.api import StoredExecution
     from reviewer.drift import Drift
 
-
 class SourceError(Exception):
     """A source that cannot be read at all (as opposed to one broken file among good ones)."""
 
@@ -72,8 +71,6 @@ def execution_from_queue(proposal_id: str, stored: StoredExecution) -> Execution
         executed_by=stored.executed_by,
         note=stored.note,
     )
-
-
 EXECUTION_SUFFIX = ".execution.json"
 
 

@@ -337,13 +337,8 @@ def test_a_built_proposal_hashes_like_its_json() -> None:
 
     built = msgspec.convert(
         {
-            "format": "reviewer.proposal/v1",
-            "proposal_id": "floats",
-            "revision": 1,
-            "title": "t",
-            "agent": {"name": "a"},
-            "created_at": "2026-10-15T09:00:00Z",
-            "target": {"api": "x"},
+            "format": "reviewer.proposal/v1", "proposal_id": "floats", "revision": 1, "title": "t",
+            "agent": {"name": "a"}, "created_at": "2026-10-15T09:00:00Z", "target": {"api": "x"},
             "dry_run": {"via": "record"},
             "calls": [{"seq": 1, "tool": "t", "effect": "update", "args": {"a": 100.0, "b": 1e21, "c": 0.5}}],
         },

@@ -209,12 +209,10 @@ class LiveReviewerApp(ReviewerApp):
                 self.post_message(self.Stopped(token_refused(self.login_hint)))
                 return
             except Forbidden:
-                self.post_message(
-                    self.Stopped(
-                        f"this token may not list proposals (not a reviewer's): run `{self.login_hint}` "
-                        "with a reviewer token"
-                    )
-                )
+                self.post_message(self.Stopped(
+                    f"this token may not list proposals (not a reviewer's): run `{self.login_hint}` "
+                    "with a reviewer token"
+                ))
                 return
             except Exception as error:  # unreachable, 5xx, an unreadable answer: back off, never crash
                 delay = self.backoff.next_delay()

@@ -23,3 +23,4 @@ def sample_folder(tmp_path: Path) -> Callable[..., Path]:
         return folder
 
     return make
+

@@ -102,9 +102,8 @@ def test_reject_asks_for_a_reason(snap_compare, sample_folder) -> None:
 def test_help_screen(snap_compare) -> None:
     """Pressing ?: every key of the queue, the review and the confirmation, and what each dry-run
     verdict and flag means."""
-    assert snap_compare(
-        ReviewerApp(SAMPLES), terminal_size=(100, 30), press=["question_mark"], run_before=wait_until_loaded
-    )
+    assert snap_compare(ReviewerApp(SAMPLES), terminal_size=(100, 30), press=["question_mark"],
+                        run_before=wait_until_loaded)
 
 
 def test_queue_at_80x24(snap_compare) -> None:

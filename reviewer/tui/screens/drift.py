@@ -24,7 +24,6 @@ from reviewer.tui.widgets.plan_view import PlanView
 if TYPE_CHECKING:  # the comparison itself runs in the app's worker; only its types are named here
     from reviewer.drift import ChangedCall, Drift, FieldChange
 
-
 class DriftRows:
     """The rows of the new revision with each removed row of the old one where it used to stand.
 

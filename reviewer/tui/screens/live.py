@@ -87,9 +87,8 @@ class LiveQueueScreen(QueueScreen):
         if not isinstance(item, LiveItem):
             return text
         if item.local_digests:
-            text.append(
-                "! the fetched plan does not hash to the queue's digest: do not approve\n", "bold red"
-            )
+            text.append("! the fetched plan does not hash to the queue's digest: do not approve\n",
+                        "bold red")
         text.append("queue: ", "dim")
         text.append(item.state_words(), STATE_STYLES.get(item.state_label, ""))
         text.append(f" · proposed by {shown(item.proposed_by)}")

@@ -97,11 +97,8 @@ class QueueScreen(Screen[None]):
 
     def _shown_cells(self, item: QueueItem) -> list[Text]:
         shown = {key for _, key, _ in self._columns}
-        return [
-            value
-            for (_, key, _), value in zip(self.COLUMNS, self.row_cells(item), strict=True)
-            if key in shown
-        ]
+        return [value for (_, key, _), value in zip(self.COLUMNS, self.row_cells(item), strict=True)
+                if key in shown]
 
     def show_item(self, item: QueueItem) -> None:
         """Add or update the row of `item`, keeping the cursor where the reviewer left it."""

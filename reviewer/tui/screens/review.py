@@ -98,9 +98,8 @@ class ReviewScreen(Screen[None]):
             return
         base, drift = drifted
         self.drift_announced = True
-        self.notify(
-            f"rev {self.revision} against rev {base}: {drift.summary}. Press d to see it.", title="Re-planned"
-        )
+        self.notify(f"rev {self.revision} against rev {base}: {drift.summary}. Press d to see it.",
+                    title="Re-planned")
 
     def chrome_parts(self) -> list[tuple[str, str] | str]:
         """What an approval names, first, since a narrow terminal cuts the chrome from the right."""
@@ -176,9 +175,8 @@ class ReviewScreen(Screen[None]):
     def action_verify(self) -> None:
         record = self.item.executions.get(self.revision)
         if record is None:
-            self.notify(
-                f"Revision {self.revision} has not been executed: there is nothing to verify.", title="Verify"
-            )
+            self.notify(f"Revision {self.revision} has not been executed: there is nothing to verify.",
+                        title="Verify")
             return
         digest = self.item.digests[self.revision]
         self.app.push_screen(VerificationScreen(self.analysis.proposal, digest, record, self.mode))

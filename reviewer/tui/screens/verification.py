@@ -76,14 +76,8 @@ class VerificationScreen(Screen[None]):
         yield Chrome(id="chrome")
         yield Static(Text(" comparing the real run with the plan…", "dim"), id="verification-summary")
         table: DataTable[Text] = DataTable(id="verification", cursor_type="row", zebra_stripes=True)
-        for label, width in (
-            ("real", 4),
-            ("plan", 4),
-            ("tool", 15),
-            ("call", 22),
-            ("check", 28),
-            ("audit", 14),
-        ):
+        for label, width in (("real", 4), ("plan", 4), ("tool", 15), ("call", 22), ("check", 28),
+                             ("audit", 14)):
             table.add_column(label, width=width)
         yield table
         with VerticalScroll(id="detail-pane") as detail:
@@ -130,14 +124,8 @@ class VerificationScreen(Screen[None]):
             )
         for index in verification.not_executed:
             planned_call = self.plan.calls[index]
-            table.add_row(
-                Text("–"),
-                Text(str(planned_call.seq)),
-                cell(planned_call.tool, 15),
-                Text(""),
-                Text("not executed", "yellow"),
-                Text(""),
-            )
+            table.add_row(Text("–"), Text(str(planned_call.seq)), cell(planned_call.tool, 15), Text(""),
+                          Text("not executed", "yellow"), Text(""))
         table.focus()
 
     @on(DataTable.RowHighlighted, "#verification")
@@ -148,26 +136,20 @@ class VerificationScreen(Screen[None]):
         text = Text()
         if event.cursor_row >= len(checks):
             planned = self.plan.calls[self.verification.not_executed[event.cursor_row - len(checks)]]
-            text.append(
-                f"plan #{planned.seq} was not executed: the run stopped before it or chose other calls\n",
-                "yellow",
-            )
+            text.append(f"plan #{planned.seq} was not executed: the run stopped before it or chose "
+                        "other calls\n", "yellow")
         else:
             check = checks[event.cursor_row]
             call = self.record.calls[check.executed_index]
             text.append_text(status_text(check))
             text.append("\n")
             if check.fields:
-                title = (
-                    "placeholders took these real values:"
-                    if check.status.startswith("same")
-                    else "differs from the plan:"
-                )
+                title = ("placeholders took these real values:" if check.status.startswith("same")
+                         else "differs from the plan:")
                 text.append_text(field_changes_text(title, check.fields, "bold"))
             if check.audit_fields:
-                text.append_text(
-                    field_changes_text("the audit log says otherwise:", check.audit_fields, "bold red")
-                )
+                text.append_text(field_changes_text("the audit log says otherwise:", check.audit_fields,
+                                                    "bold red"))
             if call.outcome is not None:
                 text.append("answer  ", "bold")
                 text.append(f"{call.outcome.http_status or ''} ")
