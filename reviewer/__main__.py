@@ -15,6 +15,7 @@ from collections.abc import Sequence
 _COMMAND_MODULES = (
     "reviewer.tui.cli",
     "reviewer.service.cli",
+    "reviewer.decision_cli",
     "reviewer.sample_api",
     "reviewer.walkthrough",
     "reviewer.adapters.cli",

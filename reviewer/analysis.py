@@ -23,7 +23,7 @@ import msgspec
 
 from reviewer.placeholders import MARK, PLACEHOLDER, PLACEHOLDER_BYTES
 from reviewer.proposal import Call, Outcome, Proposal, dumps
-from reviewer.sanitize import clip, json_has_hidden, safe_text
+from reviewer.sanitize import clip, json_has_hidden, lookalike_identifier, safe_text, unnormalized
 
 SCAN_CHUNK: Final = 4096
 """Calls decoded and scanned at a time by the whole-plan passes."""
@@ -45,7 +45,8 @@ class Verdict(StrEnum):
     REAL_REFUSAL = "real refusal"
     """The server refused, and the call does not depend on a placeholder: the real run will meet it too."""
     CHAIN_NOISE = "chain noise"
-    """The server refused a call that depends on an earlier create the dry run did not persist."""
+    """The server refused a call that depends on an earlier call of the plan the dry run did not
+    persist: through a placeholder, or because an earlier call writes the same resource."""
     NOT_VALIDATED = "not validated"
     """A fake or transport said ok: only the shape of the request was checked."""
     FAKE_REFUSAL = "refused by fake"
@@ -96,6 +97,12 @@ class PlanRow:
     unresolved: tuple[Placeholder, ...]
     resource: str
     hidden_characters: bool
+    lookalike: bool = False
+    """Its tool name, an argument key or its path mixes scripts or passes for Latin letters, or some
+    of its text is not NFC (design, section 7)."""
+    written_before: int | None = None
+    """The seq of the first earlier call that writes this row's resource, when its refusal is read as
+    chain noise for that reason (close t3, then delete t3); None otherwise."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +135,22 @@ class Ratios:
     @property
     def destructive_share(self) -> float:
         return self.deletes / self.calls if self.calls else 0.0
+
+    def destructive_percent(self) -> str:
+        """The share of deletes in words that never round a delete away: 1 in 2,000 is "<1%", not
+        "0%"; 1,999 in 2,000 is ">99%", not "100%"."""
+        return share_percent(self.deletes, self.calls)
+
+
+def share_percent(part: int, whole: int) -> str:
+    """`part` of `whole` as a whole percentage, never rounded to 0% or 100% when that is not so."""
+    if not whole:
+        return "–"
+    if part > 0 and 100 * part < whole:
+        return "<1%"
+    if part < whole and 100 * part > 99 * whole:
+        return ">99%"
+    return f"{100 * part / whole:.0f}%"
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,8 +188,13 @@ class Extremes:
     """Fields with outliers first, then by name."""
     first_destructive: PlanRow | None
     most_touched: tuple[str, int] | None
+    """The resource touched by the most calls, only when some resource is touched more than once:
+    "most touched (1 calls)" would point at nothing."""
     largest_payload: tuple[int, int] | None
     """(seq, bytes of its args and request as JSON)."""
+    outlier_seqs: frozenset[int] = frozenset()
+    """Every call holding a value far outside the rest, not only the few each field lists, so the
+    plan can flag each such row."""
 
 
 _VERDICT_COUNTS: Final = {
@@ -188,12 +216,14 @@ _EFFECT_COUNTS: Final = {
 }
 
 
-def interpret(via: str, outcome: Outcome | None, depends_on_earlier_call: bool) -> Verdict:
+def interpret(via: str, outcome: Outcome | None, chained: bool) -> Verdict:
     """What one outcome proves, given who answered the dry run (design, section 2).
 
     In record mode every call is `RECORDED`, whatever it carries: nothing answered it. A server
-    refusal is chain noise only when the call depends on an earlier call of the plan through a
-    placeholder; a placeholder naming no earlier call cannot explain a refusal, so that stays real.
+    refusal is chain noise only when the call is `chained` to an earlier call of the plan, which the
+    dry run did not persist: it depends on it through a placeholder, or the earlier call writes the
+    same resource (close t3, then delete t3: the delete was judged against a t3 still open). A
+    placeholder naming no earlier call cannot explain a refusal, so that stays real.
     """
     if via == "record":
         return Verdict.RECORDED
@@ -206,8 +236,13 @@ def interpret(via: str, outcome: Outcome | None, depends_on_earlier_call: bool) 
     if via == "server":
         if outcome.status == "ok":
             return Verdict.VALIDATED
-        return Verdict.CHAIN_NOISE if depends_on_earlier_call else Verdict.REAL_REFUSAL
+        return Verdict.CHAIN_NOISE if chained else Verdict.REAL_REFUSAL
     return Verdict.NOT_VALIDATED if outcome.status == "ok" else Verdict.FAKE_REFUSAL
+
+
+def writes(call: Call) -> bool:
+    """Whether a call changes what it touches: every effect but a read."""
+    return call.effect != "read"
 
 
 def resource_of(call: Call) -> str:
@@ -238,6 +273,36 @@ def value_has_hidden(value: Any) -> bool:
         return True  # a lone surrogate: hidden by definition, and unencodable
 
 
+def _keys(value: Any) -> Iterator[str]:
+    """Every key in an argument tree, nested ones included."""
+    if isinstance(value, dict):
+        for key, child in value.items():
+            yield key
+            yield from _keys(child)
+    elif isinstance(value, list):
+        for child in value:
+            yield from _keys(child)
+
+
+def call_lookalike(call: Call) -> bool:
+    """Whether a call's names could be other names in disguise, or its text is not NFC. Names are
+    what a reviewer reads as words: the tool, the argument keys, the request's path."""
+    try:
+        encoded = dumps(call)
+    except UnicodeEncodeError:
+        return False  # a lone surrogate: flagged as a hidden character already
+    if encoded.isascii():
+        return False
+    if unnormalized(encoded.decode()):
+        return True
+    names = [call.tool, *_keys(call.args)]
+    if call.request is not None:
+        names.append(call.request.path)
+        names.extend(_keys(call.request.query))
+        names.extend(_keys(call.request.body))
+    return any(lookalike_identifier(name) for name in names)
+
+
 class Analysis:
     """The reviewer's reading of one proposal; rows on demand, whole-plan figures cached."""
 
@@ -265,6 +330,10 @@ class Analysis:
         resolved = {placeholder.text: placeholder for placeholder in placeholders}
         depends_on = tuple(sorted({p.call_seq for p in placeholders if p.resolvable}))
         outcome = call.outcome
+        resource = resource_of(call)
+        written_before = None
+        if not depends_on and _server_refusal(self.proposal.dry_run.via, outcome):
+            written_before = self._first_writer_before(resource, index)
         return PlanRow(
             index=index,
             seq=call.seq,
@@ -273,16 +342,37 @@ class Analysis:
             method=call.request.method if call.request else None,
             path=call.request.path if call.request else None,
             args_summary=_summarize(call.args, resolved),
-            verdict=interpret(self.proposal.dry_run.via, outcome, bool(depends_on)),
+            verdict=interpret(
+                self.proposal.dry_run.via, outcome, bool(depends_on) or written_before is not None
+            ),
             http_status=outcome.http_status if outcome else None,
             message=outcome.message if outcome else None,
             destructive=call.effect == "delete",
             placeholders=placeholders,
             depends_on=depends_on,
             unresolved=tuple(p for p in placeholders if not p.resolvable),
-            resource=resource_of(call),
+            resource=resource,
             hidden_characters=value_has_hidden(call),
+            lookalike=call_lookalike(call),
+            written_before=written_before,
         )
+
+    @cached_property
+    def _first_writers(self) -> dict[str, int]:
+        """The index of the first call writing each resource: one pass, made only once a refused row
+        needs it, so a plan without server refusals never pays for it."""
+        first: dict[str, int] = {}
+        for index, call in enumerate(self.proposal.calls):
+            if writes(call):
+                first.setdefault(resource_of(call), index)
+        return first
+
+    def _first_writer_before(self, resource: str, index: int) -> int | None:
+        """The seq of the first call before `index` that writes `resource`, or None."""
+        first = self._first_writers.get(resource)
+        if first is None or first >= index:
+            return None
+        return self.proposal.calls[first].seq
 
     def placeholders(self, call: Call) -> tuple[Placeholder, ...]:
         """The distinct placeholders in a call's arguments and request, in order of appearance."""
@@ -326,6 +416,7 @@ class Analysis:
         via = self.proposal.dry_run.via
         counts: Counter[str] = Counter()
         resources: set[str] = set()
+        """Resources written by the calls so far: in plan order, so each call sees only earlier ones."""
         depending = unresolved = 0
         for call in self.proposal.calls:
             counts[_EFFECT_COUNTS[call.effect]] += 1
@@ -333,9 +424,11 @@ class Analysis:
             depends = any(placeholder.resolvable for placeholder in placeholders)
             depending += depends
             unresolved += sum(not placeholder.resolvable for placeholder in placeholders)
-            counts[_VERDICT_COUNTS[interpret(via, call.outcome, depends)]] += 1
-            if call.effect != "read":
-                resources.add(resource_of(call))
+            resource = resource_of(call)
+            chained = depends or resource in resources
+            counts[_VERDICT_COUNTS[interpret(via, call.outcome, chained)]] += 1
+            if writes(call):
+                resources.add(resource)
         dry_run = self.proposal.dry_run
         return Ratios(
             calls=len(self.proposal.calls),
@@ -381,12 +474,28 @@ class Analysis:
             key=lambda field: (not field.outliers, field.name),
         )
         most_touched = touched.most_common(1)
+        outlier_seqs = frozenset(
+            seq
+            for field in numeric
+            if field.outliers
+            for value, seq in values[field.name]
+            if _is_outlier(value, field.median)
+        )
         return Extremes(
             numeric=tuple(numeric),
             first_destructive=None if first_destructive is None else self.row(first_destructive),
-            most_touched=most_touched[0] if most_touched else None,
+            most_touched=most_touched[0] if most_touched and most_touched[0][1] > 1 else None,
             largest_payload=largest,
+            outlier_seqs=outlier_seqs,
         )
+
+    def has_outlier(self, index: int) -> bool:
+        """Whether row `index` holds a value far outside the rest. False until the extremes are
+        computed (in a worker): a painted row never waits for a whole-plan pass."""
+        extremes = self.__dict__.get("extremes")
+        if not isinstance(extremes, Extremes) or not extremes.outlier_seqs:
+            return False
+        return self.proposal.calls[index].seq in extremes.outlier_seqs
 
     @cached_property
     def hidden_characters(self) -> bool:
@@ -398,6 +507,27 @@ class Analysis:
         return any(
             value_has_hidden(calls[start : start + SCAN_CHUNK]) for start in range(0, len(calls), SCAN_CHUNK)
         )
+
+    @cached_property
+    def lookalike_text(self) -> bool:
+        """Any call's names in disguise, or any text of the proposal not NFC: a scan that decodes only
+        the chunks of calls holding a non-ASCII byte, so a plain large plan costs one encoding pass."""
+        try:
+            if unnormalized(dumps(msgspec.structs.replace(self.proposal, calls=[])).decode()):
+                return True
+        except UnicodeEncodeError:
+            pass  # a lone surrogate: the hidden-character alarm says so
+        calls = self.proposal.calls
+        for start in range(0, len(calls), SCAN_CHUNK):
+            chunk = calls[start : start + SCAN_CHUNK]
+            try:
+                if dumps(chunk).isascii():
+                    continue
+            except UnicodeEncodeError:
+                pass
+            if any(call_lookalike(call) for call in chunk):
+                return True
+        return False
 
     @cached_property
     def alarms(self) -> tuple[str, ...]:
@@ -414,6 +544,8 @@ class Analysis:
             alarms.append(f"{_count(ratios.errors, 'call')} failed in the dry run")
         if self.hidden_characters:
             alarms.append("hidden characters in the text")
+        if self.lookalike_text:
+            alarms.append("look-alike letters in a name, or text not in NFC")
         outliers = [(field, field.outliers[0]) for field in self.extremes.numeric if field.outliers]
         if outliers:
             field, worst = max(outliers, key=lambda pair: _farness(pair[1].times_median))
@@ -495,9 +627,8 @@ def _numeric_field(name: str, held: list[tuple[float, int]]) -> NumericField:
     outliers: list[Outlier] = []
     if len(numbers) >= OUTLIER_MIN_VALUES and median != 0:
         for value, seq in held:
-            times = value / median
-            if times >= OUTLIER_ABOVE or times <= OUTLIER_BELOW:
-                outliers.append(Outlier(seq=seq, value=value, times_median=times))
+            if _is_outlier(value, median):
+                outliers.append(Outlier(seq=seq, value=value, times_median=value / median))
         outliers.sort(key=lambda outlier: (-_farness(outlier.times_median), outlier.seq))
     return NumericField(
         name=name,
@@ -509,6 +640,16 @@ def _numeric_field(name: str, held: list[tuple[float, int]]) -> NumericField:
         median=median,
         outliers=tuple(outliers[:MAX_OUTLIERS]),
     )
+
+
+def _is_outlier(value: float, median: float) -> bool:
+    """The rule of `NumericField`: at least ten times the median, or at most a hundredth of it."""
+    times = value / median
+    return times >= OUTLIER_ABOVE or times <= OUTLIER_BELOW
+
+
+def _server_refusal(via: str, outcome: Outcome | None) -> bool:
+    return via == "server" and outcome is not None and outcome.status == "refused"
 
 
 def _median(numbers: list[float]) -> float:

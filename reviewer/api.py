@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from reviewer.proposal import MAX_SAFE_INTEGER, MAX_STRING_CHARS
+from reviewer.signing import MAX_SIGNATURE_CHARS, MAX_STATEMENT_BYTES
 
 Role = Literal["agent", "reviewer"]
 State = Literal["pending", "approved", "claimed", "rejected", "expired", "executed"]
@@ -53,6 +54,19 @@ class SubmissionAnswer(Message):
     state: RevisionState
 
 
+class DecisionSignature(Message):
+    """One signed decision as the queue verified and stored it: check it yourself with
+    `ssh-keygen -Y verify -n reviewer-decision@v1 -I REVIEWER -f allowed_signers -s SIG < statement`
+    (the statement's exact text, no newline added)."""
+
+    reviewer: str
+    decision: Decision
+    statement: str
+    signature: str
+    key_fingerprint: str
+    at: datetime
+
+
 class DecisionState(Message):
     """The state of a proposal's latest revision.
 
@@ -77,6 +91,10 @@ class DecisionState(Message):
     lease_expires_at: datetime | None = None
     outcome_unknown: bool | None = None
     executed_at: datetime | None = None
+    approvals: list[str] = Field(default_factory=list)
+    approvals_required: int = 1
+    signatures_required: bool = False
+    signatures: list[DecisionSignature] = Field(default_factory=list)
 
 
 class ProposalSummary(Message):
@@ -124,6 +142,8 @@ class TrailEvent(Message):
     revision: int
     plan_sha256: str
     reason: str | None = None
+    statement: str | None = None
+    signature: str | None = None
 
 
 class ProposalRecord(Message):
@@ -141,12 +161,18 @@ class ProposalRecord(Message):
 
 
 class DecisionRequest(Message):
-    """A reviewer's decision; it names the revision and digest it was made on."""
+    """A reviewer's decision; it names the revision and digest it was made on.
+
+    `statement` and `signature` come together or not at all: the decision statement's exact text
+    (`reviewer.signing.DecisionStatement`) and the armored SSHSIG over it.
+    """
 
     revision: RevisionNumber
     plan_sha256: Sha256
     decision: Decision
     reason: str = Field(default="", max_length=MAX_STRING_CHARS)
+    statement: str | None = Field(default=None, max_length=MAX_STATEMENT_BYTES)
+    signature: str | None = Field(default=None, max_length=MAX_SIGNATURE_CHARS)
 
 
 class ClaimRequest(Message):

@@ -299,17 +299,26 @@ class QueueClient:
         decision: Decision,
         reason: str = "",
         idempotency_key: str | None = None,
+        statement: str | None = None,
+        signature: str | None = None,
     ) -> DecisionState:
-        """Approve or reject; a lost answer is retried with the same key, so it is decided once."""
+        """Approve or reject; a lost answer is retried with the same key, so it is decided once.
+
+        `statement` and `signature` carry a signed decision (`reviewer.deciding` makes them)."""
         request = DecisionRequest(
-            revision=revision, plan_sha256=plan_sha256, decision=decision, reason=reason
+            revision=revision,
+            plan_sha256=plan_sha256,
+            decision=decision,
+            reason=reason,
+            statement=statement,
+            signature=signature,
         )
         key = idempotency_key or str(uuid.uuid4())
         response = await self._request(
             "POST",
             f"/v1/proposals/{_segment(proposal_id)}/decisions",
             expect=(201,),
-            content=request.model_dump_json(),
+            content=request.model_dump_json(exclude_none=True),
             headers={"Content-Type": "application/json", "Idempotency-Key": key},
         )
         return DecisionState.model_validate_json(response.content)

@@ -32,6 +32,7 @@ import platformdirs
 APP_NAME = "reviewer"
 QUEUE_ENV: Final = "REVIEWER_QUEUE"
 TOKEN_ENV: Final = "REVIEWER_TOKEN"
+SIGNING_KEY_ENV: Final = "REVIEWER_SIGNING_KEY"
 CONFIG_FILE_NAME: Final = "config.toml"
 TOKEN_FILE_NAME: Final = "token"
 MAX_TOKEN_FILE_BYTES: Final = 4096
@@ -298,3 +299,24 @@ def load_settings(
             f"run `reviewer login --queue {queue_url}`, or set {TOKEN_ENV} for this queue"
         )
     return Settings(queue_url, token)
+
+
+def configured_signing_key(
+    option: Path | None = None, environ: Mapping[str, str] | None = None, config_path: Path | None = None
+) -> Path | None:
+    """The SSH key that signs decisions: `--key`, then `REVIEWER_SIGNING_KEY`, then `signing_key` in
+    config.toml; None when none is set (decisions then go unsigned). A `.pub` file signs through the
+    ssh-agent, a private key file by itself (see `reviewer.signing.signer_for`)."""
+    if option is not None:
+        return option.expanduser()
+    environ = os.environ if environ is None else environ
+    if environ.get(SIGNING_KEY_ENV):
+        return Path(environ[SIGNING_KEY_ENV]).expanduser()
+    value = read_config(config_path).get("signing_key")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise BadConfigFile(
+            f'{config_path or config_file()}: `signing_key` must be a path like "~/.ssh/id_ed25519.pub"'
+        )
+    return Path(value).expanduser()

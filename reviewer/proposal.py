@@ -386,9 +386,15 @@ def _canonical_pieces(proposal: Proposal) -> Iterator[bytes]:
 _tagged_calls_decoder = msgspec.json.Decoder(list[Call], float_hook=JSONFloat)
 
 
+def canonical_json(value: Any) -> bytes:
+    """RFC 8785 canonical JSON of plain JSON values: the one encoder behind every byte string the
+    project hashes or signs (the plan digest's reference path, a signed decision statement)."""
+    return rfc8785.dumps(value)
+
+
 def _reference_canonical_plan(proposal: Proposal) -> bytes:
     calls = [msgspec.structs.replace(call, outcome=None) for call in proposal.calls]
-    return rfc8785.dumps(msgspec.to_builtins({"calls": calls, "target": proposal.target}, enc_hook=float))
+    return canonical_json(msgspec.to_builtins({"calls": calls, "target": proposal.target}, enc_hook=float))
 
 
 def canonical_plan(proposal: Proposal) -> bytes:
@@ -411,7 +417,7 @@ _ASTRAL_UTF8_LEAD = re.compile(rb"[\xf0-\xf4]")
 
 def _canonical_float(value: Any) -> msgspec.Raw:
     if isinstance(value, float):
-        return msgspec.Raw(rfc8785.dumps(float(value)))
+        return msgspec.Raw(canonical_json(float(value)))
     raise TypeError(f"{type(value).__name__} cannot appear in a proposal")
 
 

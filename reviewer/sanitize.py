@@ -2,9 +2,19 @@
 
 A model wrote every string in a proposal. Sent to a terminal as it is, an ESC sequence can move the
 cursor and overwrite the line a reviewer reads, a bidi override can reverse what an argument
-appears to say, and a zero-width or tag character can hide words. So each such character becomes a
-visible escape (`\\x1b`, `\\u202e`, `\\U000e0041`) and the result says it found hidden characters.
-Nothing is dropped: every character of the input is either kept or written as its escape.
+appears to say, and a zero-width, tag, variation-selector or filler character can hide words. So
+each such character (every control, format and separator character, and every other default-ignorable
+code point) becomes a visible escape (`\\x1b`, `\\u202e`, `\\U000e0041`) and the result says it
+found hidden characters. Nothing is dropped: every character is either kept or written as its escape.
+
+Two dangers are not invisible characters, so they are flagged rather than escaped (design, section
+7): an identifier a reviewer reads as a word (a tool name, an argument key, a path) that mixes scripts
+or is written in letters that pass for Latin ones (`dеlete_ticket` with a Cyrillic е), and text that
+is not in NFC (an `é` built from `e` and a combining accent compares unequal to the one typed).
+
+A table cell must keep its width exactly, whatever the text: `steady_width` writes the characters a
+terminal may draw at another width than the one counted (combining marks, the few glyphs far wider
+than their cell) as escapes in cells, so no border is pushed out of line.
 
 Markup is a separate danger, handled where text meets a widget: sanitized text reaches Textual
 only inside `rich.text.Text` / `textual.content.Content` objects, never parsed as markup.
@@ -13,6 +23,7 @@ only inside `rich.text.Text` / `textual.content.Content` objects, never parsed a
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any, Final, NamedTuple
 
 from reviewer.proposal import dumps
@@ -20,7 +31,7 @@ from reviewer.proposal import dumps
 # Every code point of the general categories Cc (controls, C0 and C1), Cf (format: bidi controls,
 # zero-width characters, soft hyphen, tag characters), Zl and Zp (line and paragraph separators)
 # and Cs (lone surrogates). tests/test_sanitize.py checks this list against `unicodedata`.
-_HIDDEN_RANGES = (
+_CATEGORY_RANGES = (
     (0x0000, 0x001F),
     (0x007F, 0x009F),
     (0x00AD, 0x00AD),
@@ -46,6 +57,35 @@ _HIDDEN_RANGES = (
     (0xE0001, 0xE0001),
     (0xE0020, 0xE007F),
 )
+# The rest of Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt): characters a
+# terminal draws as nothing though they are letters or marks by category: the combining grapheme
+# joiner, the Hangul fillers, Khmer inherent vowels, Mongolian variation selectors, the variation
+# selectors (and their supplement), and the code points reserved as default-ignorable.
+_DEFAULT_IGNORABLE_RANGES = (
+    (0x034F, 0x034F),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x2065, 0x2065),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0xE0000, 0xE0FFF),
+)
+
+
+def _merged(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    merged: list[tuple[int, int]] = []
+    for low, high in sorted(ranges):
+        if merged and low <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(high, merged[-1][1]))
+        else:
+            merged.append((low, high))
+    return tuple(merged)
+
+
+_HIDDEN_RANGES = _merged(_CATEGORY_RANGES + _DEFAULT_IGNORABLE_RANGES)
 HIDDEN_RANGES = _HIDDEN_RANGES
 """The hidden characters as inclusive code point ranges, for scanners of encoded text (analysis)."""
 _LAYOUT = {"\t": "\\t", "\n": "\\n"}
@@ -68,7 +108,7 @@ _HIDDEN_EXCEPT_NEWLINE = re.compile(
 class Sanitized(NamedTuple):
     text: str
     hidden: bool
-    """True when the input carried control, bidi, zero-width or other invisible characters."""
+    """True when the input carried control, bidi, zero-width or other default-ignorable characters."""
 
 
 def escape_character(character: str) -> str:
@@ -151,19 +191,26 @@ def _raw_hidden_patterns() -> dict[int, re.Pattern[bytes]]:
 
     Built from `_HIDDEN_RANGES`, the one definition of a hidden character. Lone surrogates cannot be
     encoded as UTF-8 at all (encoding fails, which callers treat as hidden) and C0 controls are
-    escapes in JSON, so both are left out here.
+    escapes in JSON, so both are left out here. Encodings that differ only in their last byte share
+    one alternative with a byte class, so the 4,096 tag and variation-selector code points cost 64.
     """
-    encodings: dict[int, list[bytes]] = {}
+    endings: dict[bytes, list[int]] = {}
     for low, high in _HIDDEN_RANGES:
         for code in range(max(low, 0x20), high + 1):
             if 0xD800 <= code <= 0xDFFF:
                 continue
             encoded = chr(code).encode()
-            encodings.setdefault(encoded[0], []).append(encoded)
-    return {
-        lead: re.compile(b"|".join(re.escape(item) for item in sorted(items, key=len, reverse=True)))
-        for lead, items in encodings.items()
-    }
+            endings.setdefault(encoded[:-1], []).append(encoded[-1])
+    alternatives: dict[int, list[bytes]] = {}
+    for prefix, last_bytes in endings.items():
+        if not prefix:  # a one-byte character: its own lead byte
+            for byte in last_bytes:
+                alternatives.setdefault(byte, []).append(b"\\x%02x" % byte)
+            continue
+        escaped_prefix = b"".join(b"\\x%02x" % byte for byte in prefix)
+        byte_class = b"".join(b"\\x%02x" % byte for byte in sorted(last_bytes))
+        alternatives.setdefault(prefix[0], []).append(escaped_prefix + b"[" + byte_class + b"]")
+    return {lead: re.compile(b"|".join(items)) for lead, items in alternatives.items()}
 
 
 _RAW_HIDDEN: Final = _raw_hidden_patterns()
@@ -186,3 +233,74 @@ def json_has_hidden(encoded: bytes) -> bool:
         if (start - backslash) % 2 == 0:
             return True
     return False
+
+
+# --- look-alike identifiers and unnormalized text -----------------------------------------------
+
+_PASSES_FOR_LATIN: Final = frozenset(
+    # Cyrillic
+    "аеорсухіјѕԁԛԝһӏүвкмнтАВЕКМНОРСТУХІЈЅԚԜҮ"
+    # Greek
+    "οαινρτυκχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ"
+    # Armenian
+    "օոսհցզգ"
+)
+"""Letters of other scripts drawn like a Latin letter in common terminal fonts (after Unicode's
+confusables.txt, the letters an identifier can be spelled with to pass for Latin)."""
+
+_SCRIPT_FAMILIES: Final = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "HANGUL": "CJK", "CJK": "CJK"}
+"""Scripts one language writes together (Japanese, Korean): mixing these is not a disguise."""
+
+
+def _script(character: str) -> str | None:
+    """The script of a letter, from the first word of its Unicode name; None for anything else
+    (digits, punctuation, marks are common to every script)."""
+    if not unicodedata.category(character).startswith("L"):
+        return None
+    word = unicodedata.name(character, "UNKNOWN").split(" ", 1)[0]
+    return _SCRIPT_FAMILIES.get(word, word)
+
+
+def lookalike_identifier(identifier: str) -> bool:
+    """Whether a name a reviewer reads as a word could be another name in disguise: its letters come
+    from more than one script, or every letter of it passes for a Latin one (`сrеаtе` in Cyrillic),
+    or it holds compatibility forms (fullwidth, mathematical letters), or it is not NFC."""
+    if identifier.isascii():
+        return False
+    if not unicodedata.is_normalized("NFC", identifier) or not unicodedata.is_normalized("NFKC", identifier):
+        return True
+    scripts = {script for script in map(_script, identifier) if script is not None}
+    if len(scripts) > 1:
+        return True
+    letters = [character for character in identifier if unicodedata.category(character).startswith("L")]
+    return bool(letters) and scripts != {"LATIN"} and all(letter in _PASSES_FOR_LATIN for letter in letters)
+
+
+def unnormalized(text: str) -> bool:
+    """Whether `text` is not in NFC: two strings that look the same may then compare unequal."""
+    return not text.isascii() and not unicodedata.is_normalized("NFC", text)
+
+
+# --- exact widths in cells ------------------------------------------------------------------------
+
+_OVERWIDE: Final = frozenset("\ufdfd\u2e3b\u2e3a\ua9c5\u102a\u0bf5\u0bf8\u0bfa\u2031\u0f3a\u0f3b")
+"""Glyphs counted one cell wide but drawn over several (the Arabic ligature ﷽, the three-em dash ⸻,
+Tamil and Tibetan signs): in a cell their ink covers the next column and the border after it."""
+_OVERWIDE_BLOCKS: Final = ((0x12000, 0x1254F), (0x13000, 0x1345F))
+"""Cuneiform and Egyptian hieroglyphs: drawn far wider than the one cell a terminal gives them."""
+
+
+def _unsteady(character: str) -> bool:
+    code = ord(character)
+    if character in _OVERWIDE or any(low <= code <= high for low, high in _OVERWIDE_BLOCKS):
+        return True
+    return unicodedata.combining(character) != 0 or unicodedata.category(character) in ("Mn", "Me")
+
+
+def steady_width(text: str) -> str:
+    """`text` (already sanitized) for a fixed-width cell: combining marks and overwide glyphs become
+    escapes, so every character left takes exactly the cells counted for it and a cell never pushes
+    the column border. Only for cells: the detail pane shows the same text whole."""
+    if text.isascii():
+        return text
+    return "".join(escape_character(character) if _unsteady(character) else character for character in text)

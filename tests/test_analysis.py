@@ -127,6 +127,82 @@ def test_reference_scenario_alarms_only_the_real_refusal() -> None:
     assert sample("deskline-merge.server.json").alarms == ("1 real refusal",)
 
 
+def test_a_refusal_of_a_resource_an_earlier_call_writes_is_chain_noise() -> None:
+    """Close t3, then delete t3: the server's dry run judged the delete against a t3 still open
+    (409), but the real run closes it first, so the refusal says nothing about the real run."""
+    analysis = plan(
+        [
+            call(
+                1,
+                args={"id": "t3", "status": "closed"},
+                outcome=OK,
+                request={"method": "PATCH", "path": "/v1/tickets/t3"},
+            ),
+            call(
+                2,
+                "delete_ticket",
+                "delete",
+                args={"id": "t3"},
+                outcome=refused(409),
+                request={"method": "DELETE", "path": "/v1/tickets/t3"},
+            ),
+        ]
+    )
+    delete = analysis.row(1)
+    assert delete.verdict is Verdict.CHAIN_NOISE
+    assert delete.written_before == 1 and delete.depends_on == ()
+    assert (analysis.ratios.chain_noise, analysis.ratios.real_refusals) == (1, 0)
+    assert "1 real refusal" not in analysis.alarms
+
+
+@pytest.mark.parametrize(
+    ("first_effect", "first_path"),
+    [("read", "/v1/tickets/t3"), ("update", "/v1/tickets/t4")],
+    ids=["an earlier read", "another resource"],
+)
+def test_a_refusal_no_earlier_write_explains_stays_real(first_effect: str, first_path: str) -> None:
+    analysis = plan(
+        [
+            call(1, "get_ticket", first_effect, outcome=OK, request={"method": "GET", "path": first_path}),
+            call(
+                2,
+                "delete_ticket",
+                "delete",
+                outcome=refused(409),
+                request={"method": "DELETE", "path": "/v1/tickets/t3"},
+            ),
+        ]
+    )
+    assert analysis.row(1).verdict is Verdict.REAL_REFUSAL
+    assert analysis.row(1).written_before is None
+    assert analysis.ratios.real_refusals == 1
+
+
+def test_a_later_write_does_not_explain_an_earlier_refusal() -> None:
+    analysis = plan(
+        [
+            call(
+                1,
+                "delete_ticket",
+                "delete",
+                outcome=refused(409),
+                request={"method": "DELETE", "path": "/v1/tickets/t3"},
+            ),
+            call(2, outcome=OK, request={"method": "PATCH", "path": "/v1/tickets/t3"}),
+        ]
+    )
+    assert analysis.row(0).verdict is Verdict.REAL_REFUSAL
+    assert analysis.ratios.real_refusals == 1
+
+
+def test_a_fake_refusal_is_never_explained_by_an_earlier_write() -> None:
+    analysis = plan(
+        [call(1, args={"id": "t3"}, outcome=OK), call(2, args={"id": "t3"}, outcome=refused())],
+        via="fake",
+    )
+    assert analysis.row(1).verdict is Verdict.FAKE_REFUSAL
+
+
 def test_placeholders_show_their_provenance_in_the_arguments() -> None:
     row = sample("deskline-merge.server.json").row(1)
     assert row.args_summary == "id=t1, status=closed, mergedInto=⟨id from #1 create_ticket⟩"
@@ -488,6 +564,72 @@ def test_large_plan_extremes() -> None:
     assert analysis.alarms == ()
 
 
+def test_most_touched_only_when_something_is_touched_twice() -> None:
+    analysis = plan([call(seq, args={"id": f"t{seq}"}) for seq in (1, 2, 3)])
+    assert analysis.extremes.most_touched is None
+    twice = plan([call(1, args={"id": "t1"}), call(2, args={"id": "t2"}), call(3, args={"id": "t1"})])
+    assert twice.extremes.most_touched == ("update_ticket:t1", 2)
+
+
+@pytest.mark.parametrize(
+    ("deletes", "calls", "words"),
+    [
+        (0, 2000, "0%"),
+        (1, 2000, "<1%"),
+        (19, 2000, "<1%"),
+        (20, 2000, "1%"),
+        (1, 4, "25%"),
+        (1999, 2000, ">99%"),
+        (2000, 2000, "100%"),
+        (0, 0, "–"),
+    ],
+)
+def test_destructive_share_never_rounds_a_delete_away(deletes: int, calls: int, words: str) -> None:
+    from reviewer.analysis import share_percent
+
+    assert share_percent(deletes, calls) == words
+
+
+def test_every_outlier_row_is_known_not_only_the_five_listed() -> None:
+    values = [10] * 20 + [100_000 + seq for seq in range(8)]
+    analysis = plan([call(seq, args={"amount": value}) for seq, value in enumerate(values, start=1)])
+    assert [analysis.has_outlier(index) for index in range(len(values))] == [False] * len(values), (
+        "unknown until the extremes are computed"
+    )
+    (field,) = analysis.extremes.numeric
+    assert len(field.outliers) == 5
+    assert analysis.extremes.outlier_seqs == frozenset(range(21, 29))
+    assert [index for index in range(len(values)) if analysis.has_outlier(index)] == list(range(20, 28))
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"tool": "d\u0435lete_ticket"},
+        {"args": {"tick\u0435t": "t3"}},
+        {"args": {"spec": {"r\u0435plicas": 3}}},
+        {"request": {"method": "DELETE", "path": "/v1/tick\u0435ts/t3"}},
+        {"args": {"note": "cafe\u0301"}},
+    ],
+    ids=["tool", "arg key", "nested key", "path", "not NFC"],
+)
+def test_lookalike_names_and_unnormalized_text_are_flagged(fields: dict[str, Any]) -> None:
+    analysis = plan([call(1, "create_ticket", "create", outcome=OK), {**call(2, outcome=OK), **fields}])
+    assert [analysis.row(index).lookalike for index in range(2)] == [False, True]
+    assert "look-alike letters in a name, or text not in NFC" in analysis.alarms
+
+
+def test_plain_text_in_another_script_is_not_a_lookalike() -> None:
+    analysis = plan([call(1, args={"note": "закрыть заявку", "café": "oui"}, outcome=OK)])
+    assert not analysis.row(0).lookalike
+    assert analysis.alarms == ()
+
+
+def test_an_unnormalized_title_is_flagged() -> None:
+    analysis = plan([call(1, outcome=OK)], title="Re\u0301sume\u0301 cleanup")
+    assert analysis.lookalike_text and not analysis.row(0).lookalike
+
+
 def test_largest_payload_is_the_hostile_long_comment() -> None:
     analysis = sample("hostile-markup.json")
     comment = analysis.proposal.calls[2]
@@ -607,7 +749,7 @@ def random_plans(draw: st.DrawFn) -> tuple[str, list[dict[str, Any]]]:
     return draw(st.sampled_from(VIAS)), calls
 
 
-def expected_verdict(via: str, call: dict[str, Any], depends: bool) -> Verdict:
+def expected_verdict(via: str, call: dict[str, Any], chained: bool) -> Verdict:
     """Section 2's table, written out again independently of the implementation."""
     outcome = call.get("outcome")
     if via == "record":
@@ -622,7 +764,7 @@ def expected_verdict(via: str, call: dict[str, Any], depends: bool) -> Verdict:
     if via == "server":
         if status == "ok":
             return Verdict.VALIDATED
-        return Verdict.CHAIN_NOISE if depends else Verdict.REAL_REFUSAL
+        return Verdict.CHAIN_NOISE if chained else Verdict.REAL_REFUSAL
     return Verdict.NOT_VALIDATED if status == "ok" else Verdict.FAKE_REFUSAL
 
 
@@ -634,14 +776,19 @@ def test_rows_and_ratios_agree_with_the_rules(generated: tuple[str, list[dict[st
     ratios = analysis.ratios
     seqs = {call["seq"] for call in calls}
     rows = [analysis.row(index) for index in range(len(analysis))]
+    written: set[str] = set()
     for row, source in zip(rows, calls, strict=True):
+        resource = source["request"]["path"] if "request" in source else source["tool"]
+        written_earlier = resource in written
+        if source["effect"] != "read":
+            written.add(resource)
         named = {int(match.group(2)) for match in PLACEHOLDER.finditer(json.dumps(source.get("args")))}
         if "request" in source:
             named |= {int(PLACEHOLDER.search(source["request"]["path"]).group(2))}  # type: ignore[union-attr]
         earlier = {seq for seq in named if seq < row.seq and seq in seqs}
         assert row.depends_on == tuple(sorted(earlier))
         assert {p.call_seq for p in row.unresolved} == named - earlier
-        assert row.verdict is expected_verdict(via, source, bool(earlier))
+        assert row.verdict is expected_verdict(via, source, bool(earlier) or written_earlier)
         assert row.destructive is (source["effect"] == "delete")
 
     effect_counts = (ratios.creates, ratios.updates, ratios.deletes, ratios.reads, ratios.other)

@@ -6,22 +6,55 @@ import re
 import sys
 import unicodedata
 
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from reviewer.sanitize import HIDDEN_RANGES, clip, has_hidden, safe_text, safe_value, sanitize
+from reviewer.sanitize import (
+    HIDDEN_RANGES,
+    clip,
+    has_hidden,
+    json_has_hidden,
+    lookalike_identifier,
+    safe_text,
+    safe_value,
+    sanitize,
+    steady_width,
+    unnormalized,
+)
 
 HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+DEFAULT_IGNORABLE = """
+00AD 034F 061C 115F..1160 17B4..17B5 180B..180D 180E 180F 200B..200F 202A..202E 2060..2064 2065
+2066..206F 3164 FE00..FE0F FEFF FFA0 FFF0..FFF8 1BCA0..1BCA3 1D173..1D17A E0000 E0001 E0002..E001F
+E0020..E007F E0080..E00FF E0100..E01EF E01F0..E0FFF
+"""
+"""Default_Ignorable_Code_Point as Unicode's DerivedCoreProperties.txt lists it, copied here by hand
+so the test does not read the sanitizer's own table."""
+
+
+def _code_points(listing: str) -> frozenset[int]:
+    points: set[int] = set()
+    for entry in listing.split():
+        low, _, high = entry.partition("..")
+        points.update(range(int(low, 16), int(high or low, 16) + 1))
+    return frozenset(points)
+
+
+IGNORABLE = _code_points(DEFAULT_IGNORABLE)
 LAYOUT = "\t\n"
 """Escaped on one line for the layout's sake, but not hiding anything: they do not set `hidden`."""
 
 ALL_HIDDEN = [
-    chr(code) for code in range(sys.maxunicode + 1) if unicodedata.category(chr(code)) in HIDDEN_CATEGORIES
+    chr(code)
+    for code in range(sys.maxunicode + 1)
+    if unicodedata.category(chr(code)) in HIDDEN_CATEGORIES or code in IGNORABLE
 ]
 
 hostile_characters = st.sampled_from(
     ["\x1b", "\r", "\x07", "\x00", "\x7f", "\x85", "\x9b", "\u200b", "\u202e", "\u2066", "\u2028", "\u2029",
-     "\ufeff", "\u00ad", "\U000e0041", "\U000e007f", "\ud800", "\udfff", "\t", "\n"]
+     "\ufeff", "\u00ad", "\U000e0041", "\U000e007f", "\ud800", "\udfff", "\t", "\n", "\u034f", "\u3164",
+     "\u115f", "\uffa0", "\ufe0f", "\U000e0100", "\u180b", "\u17b4"]
 )  # fmt: skip
 any_character = st.characters(exclude_categories=())  # surrogates included
 text = st.text(st.one_of(any_character, hostile_characters))
@@ -45,7 +78,7 @@ def unescape(display: str) -> str:
 
 
 def is_hidden(character: str) -> bool:
-    return unicodedata.category(character) in HIDDEN_CATEGORIES
+    return unicodedata.category(character) in HIDDEN_CATEGORIES or ord(character) in IGNORABLE
 
 
 @given(text)
@@ -87,7 +120,7 @@ def test_text_without_hidden_characters_is_unchanged(value: str) -> None:
     assert sanitize(clean) == (clean, False)
 
 
-def test_every_control_format_separator_and_surrogate_code_point_is_caught() -> None:
+def test_every_control_format_separator_surrogate_and_default_ignorable_is_caught() -> None:
     """Iterates all of `unicodedata`: a code point missing from the sanitizer's table fails here."""
     missed = [
         f"U+{ord(character):04X}"
@@ -106,12 +139,72 @@ def test_nothing_else_is_escaped() -> None:
     others = "".join(
         chr(code)
         for code in range(sys.maxunicode + 1)
-        if code != 0x5C and unicodedata.category(chr(code)) not in HIDDEN_CATEGORIES | {"Cn"}
+        if code != 0x5C
+        and code not in IGNORABLE
+        and unicodedata.category(chr(code)) not in HIDDEN_CATEGORIES | {"Cn"}
     )
     assert sanitize(others) == (others, False)
     for low, high in HIDDEN_RANGES:
         for code in range(low, high + 1):
-            assert unicodedata.category(chr(code)) in HIDDEN_CATEGORIES | {"Cn"}, f"U+{code:04X}"
+            category = unicodedata.category(chr(code))
+            assert category in HIDDEN_CATEGORIES | {"Cn"} or code in IGNORABLE, f"U+{code:04X}"
+
+
+def test_the_comment_that_read_t1_now_says_what_it_hid() -> None:
+    """A comment shown as "t1" carried variation selectors, a CGJ and Hangul fillers."""
+    comment = "t1" + "\ufe0f\u034f\u3164\u115f\uffa0\U000e0100" * 8
+    result = sanitize(comment)
+    assert result.hidden
+    assert result.text.startswith("t1\\ufe0f\\u034f\\u3164")
+    assert result.text.count("\\") == 48
+
+
+@given(text)
+def test_raw_json_scan_agrees_with_the_sanitizer(value: str) -> None:
+    """The fast scan over encoded JSON finds exactly what the sanitizer flags, ignorables included."""
+    import json
+
+    try:
+        encoded = json.dumps(value, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return  # a lone surrogate cannot be encoded; callers treat that as hidden
+    assert json_has_hidden(encoded) is sanitize(value).hidden
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "d\u0435lete_ticket",
+        "\u0441r\u0435\u0430t\u0435",
+        "ｄelete_ticket",
+        "𝐝elete",
+        "caf\u0065\u0301",
+        "/v1/tick\u0435ts/t3",
+        "rеfund_amount",
+    ],
+    ids=["cyrillic e", "all cyrillic", "fullwidth", "math bold", "not NFC", "path", "arg key"],
+)
+def test_lookalike_identifiers_are_flagged(name: str) -> None:
+    assert lookalike_identifier(name)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["delete_ticket", "удалить_заявку", "café", "チケット削除", "티켓_삭제", "/v1/tickets/t3", "amount_€"],
+)
+def test_plain_identifiers_in_one_script_are_not(name: str) -> None:
+    assert not lookalike_identifier(name)
+
+
+def test_text_not_in_nfc_is_told_apart() -> None:
+    assert unnormalized("cafe\u0301") and not unnormalized("café") and not unnormalized("plain")
+
+
+@given(text)
+def test_a_cell_never_holds_a_character_of_uncertain_width(value: str) -> None:
+    shown = steady_width(safe_text(value))
+    assert not any(unicodedata.combining(character) for character in shown)
+    assert "\ufdfd" not in shown and "\u2e3b" not in shown
 
 
 def test_known_escapes_are_readable() -> None:

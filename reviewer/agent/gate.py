@@ -28,6 +28,7 @@ from reviewer.agent.execution import Approval, Execution
 from reviewer.agent.queue import DEFAULT_DECISION_TIMEOUT, DEFAULT_POLL_INTERVAL, QueueAgent
 from reviewer.agent.runs import Recording, dry_run
 from reviewer.agent.tools import GatedTool, WriteTool
+from reviewer.allowed_signers import AllowedSigners
 from reviewer.api import DecisionState, SubmissionAnswer
 from reviewer.client import QueueClient
 from reviewer.proposal import Agent, Proposal, Target
@@ -100,7 +101,8 @@ class Gate:
     real run only after approval). `queue` is the queue's URL or a `QueueClient`; the agent token comes
     from `token` or `REVIEWER_AGENT_TOKEN`. `backend` is how writes are dry-run (`server`, `fake`,
     `transport`, `record`). A dry run that kept writes is refused at submission unless
-    `allow_kept_writes`: the reviewer would be approving writes that already happened.
+    `allow_kept_writes`: the reviewer would be approving writes that already happened. With
+    `allowed_signers`, an approval counts only when `signatures_required` people in that file signed it.
     """
 
     def __init__(
@@ -116,6 +118,8 @@ class Gate:
         allow_kept_writes: bool = False,
         poll_interval: float = DEFAULT_POLL_INTERVAL,
         decision_timeout: float = DEFAULT_DECISION_TIMEOUT,
+        allowed_signers: AllowedSigners | None = None,
+        signatures_required: int = 1,
         **backend_options: Any,
     ) -> None:
         self._owned: list[httpx.AsyncClient | QueueClient] = []
@@ -129,7 +133,12 @@ class Gate:
                 raise MissingAgentToken()
             queue = QueueClient(queue, token)
             self._owned.append(queue)
-        self.queue = QueueAgent(queue, poll_interval=poll_interval)
+        self.queue = QueueAgent(
+            queue,
+            poll_interval=poll_interval,
+            allowed_signers=allowed_signers,
+            signatures_required=signatures_required,
+        )
         self.backend = backend
         self.backend_options = backend_options
         self.audit = audit

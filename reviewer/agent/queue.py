@@ -15,9 +15,11 @@ from reviewer.agent.audit import HttpAuditLog
 from reviewer.agent.errors import DecisionTimeout, NotApproved, ProposalRejected, RunStopped
 from reviewer.agent.execution import Approval, Execution
 from reviewer.agent.tools import GatedTool, WriteTool
+from reviewer.allowed_signers import AllowedSigners
 from reviewer.api import DecisionState, ExecutionReport, SubmissionAnswer
 from reviewer.client import ClaimRefused, NotFound, QueueClient, QueueError, StaleRevision
 from reviewer.proposal import MAX_STRING_CHARS, Proposal, plan_sha256
+from reviewer.signed_approvals import SignedStatement, check_signed_approvals
 
 DEFAULT_POLL_INTERVAL = 2.0
 DEFAULT_DECISION_TIMEOUT = 15 * 60.0
@@ -31,9 +33,22 @@ class QueueAgent:
     nothing.
     """
 
-    def __init__(self, client: QueueClient, *, poll_interval: float = DEFAULT_POLL_INTERVAL) -> None:
+    def __init__(
+        self,
+        client: QueueClient,
+        *,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        allowed_signers: AllowedSigners | None = None,
+        signatures_required: int = 1,
+    ) -> None:
+        """With `allowed_signers` (an OpenSSH allowed-signers file, `AllowedSigners.parse`), an approval
+        counts only when `signatures_required` distinct people in it signed exactly this proposal,
+        revision and digest: the queue's word is then not enough, so a queue whose database or host is
+        in other hands cannot make this agent run anything."""
         self.client = client
         self.poll_interval = poll_interval
+        self.allowed_signers = allowed_signers
+        self.signatures_required = signatures_required
 
     async def submit(self, proposal: Proposal) -> SubmissionAnswer:
         return await self.client.submit(proposal)
@@ -111,6 +126,10 @@ class QueueAgent:
                 "pass the agent's task as task= to re-sample instead of replaying the approved calls"
             )
         execution = Execution(approval, client, audit, allow_any_target=allow_any_target)
+        if self.allowed_signers is not None:  # checked again now: the approval may be a stale object
+            state = await self.client.decision_state(approval.proposal_id)
+            self._require_revision(state, approval.revision, approval.plan_sha256)
+            self._require_signatures(state)
         execution.claim_id = await self._claim(approval)
         error = await execution.run(task if task is not None else partial(execution.replay, tools))
         try:
@@ -160,12 +179,32 @@ class QueueAgent:
             execution.approval.proposal_id, report, idempotency_key=execution.report_key
         )
 
+    def _require_signatures(self, state: DecisionState) -> None:
+        """`NotApproved` unless enough people this runner trusts signed this exact approval."""
+        if self.allowed_signers is None:
+            return
+        check = check_signed_approvals(
+            self.allowed_signers,
+            self.signatures_required,
+            state.proposal_id,
+            state.revision,
+            state.plan_sha256,
+            [SignedStatement(item.statement, item.signature) for item in state.signatures],
+        )
+        if not check.authorized:
+            raise NotApproved(
+                state.proposal_id,
+                state.revision,
+                f"the queue says {state.state}, but this runner requires signed approvals: {check.explain()}",
+            )
+
     async def _approval(self, state: DecisionState) -> Approval:
         proposal = await self.client.get_revision(state.proposal_id, state.revision)
         if plan_sha256(proposal) != state.plan_sha256:
             raise NotApproved(
                 state.proposal_id, state.revision, "the queue's copy of the plan does not match its digest"
             )
+        self._require_signatures(state)
         expires_at = state.expires_at.isoformat() if state.expires_at else None
         return Approval(proposal, state.plan_sha256, state.decided_by or "unknown reviewer", expires_at)
 

@@ -41,6 +41,7 @@ from reviewer.api import (
     SubmissionAnswer,
     Whoami,
 )
+from reviewer.policy import Policy
 from reviewer.proposal import (
     MAX_BODY_BYTES,
     MAX_DEPTH,
@@ -299,10 +300,17 @@ def create_app(
     approval_ttl: float = DEFAULT_APPROVAL_TTL,
     claim_lease: float = DEFAULT_CLAIM_LEASE,
     store: QueueStore | None = None,
+    policy: Policy | None = None,
 ) -> FastAPI:
-    """The service on the SQLite file `db_path` (or on `store`), with an injectable clock and TTLs."""
+    """The service on the SQLite file `db_path` (or on `store`), with an injectable clock and TTLs,
+    deciding under `policy` (one approval, unsigned, by any reviewer when None)."""
     queue: QueueStore = store or SQLiteStore(
-        db_path, clock=clock, pending_ttl=pending_ttl, approval_ttl=approval_ttl, claim_lease=claim_lease
+        db_path,
+        clock=clock,
+        pending_ttl=pending_ttl,
+        approval_ttl=approval_ttl,
+        claim_lease=claim_lease,
+        policy=policy,
     )
 
     @asynccontextmanager

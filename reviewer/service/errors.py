@@ -95,3 +95,17 @@ class IdempotencyMismatch(ServiceError):
 
     status = 422
     code = "idempotency_key_reused"
+
+
+class AlreadyApproved(Conflict):
+    """A reviewer approving a revision they already approved: under a quorum one person counts once."""
+
+    code = "already_approved"
+
+
+class SignatureRefused(ServiceError):
+    """A decision's statement or signature that is malformed, names another decision, does not
+    verify, or is missing where the policy requires one; the message names the field."""
+
+    status = 422
+    code = "signature_refused"

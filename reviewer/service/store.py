@@ -42,6 +42,7 @@ from reviewer.api import (
     SubmissionAnswer,
     TrailEvent,
 )
+from reviewer.policy import Policy, Rule
 from reviewer.service.auth import Identity, Role, hashes_match
 from reviewer.service.errors import (
     ClaimRefused,
@@ -53,12 +54,22 @@ from reviewer.service.errors import (
     NotPending,
     StaleRevision,
 )
+from reviewer.service.signed_decisions import (
+    CastDecision,
+    VerifiedSignature,
+    admit_decision,
+    environment_of,
+    outcome,
+    with_votes,
+)
+from reviewer.signing import PublicKey
 
 DEFAULT_CLAIM_LEASE = 3600.0
 """How long a claimed run may take before reviewers see its outcome as unknown (it stays claimed)."""
 
-SCHEMA_VERSION = 2
-"""Stored as SQLite's `user_version`; 2 added claims (DESIGN 9)."""
+SCHEMA_VERSION = 3
+"""Stored as SQLite's `user_version`; 2 added claims (DESIGN 9); 3 added reviewers' SSH keys and
+signed decisions in the trail (DESIGN 11), and a version-2 database is brought up to it on open."""
 
 Clock = Callable[[], float]
 Answer = TypeVar("Answer", DecisionState, Claim)
@@ -91,6 +102,17 @@ class TokenInfo:
 
 
 @dataclass(frozen=True)
+class RegisteredKey:
+    """An SSH public key a reviewer signs decisions with."""
+
+    name: str
+    public_key: str
+    fingerprint: str
+    comment: str
+    added_at: datetime
+
+
+@dataclass(frozen=True)
 class ListVersion:
     """What the proposal list depends on: the last write and the next deadline to pass."""
 
@@ -105,6 +127,9 @@ class QueueStore(Protocol):
     def list_tokens(self) -> list[TokenInfo]: ...
     def revoke_token(self, name: str) -> bool: ...
     def resolve_token(self, token_sha256: str) -> Identity | None: ...
+    def add_ssh_key(self, name: str, key: PublicKey, comment: str = "") -> None: ...
+    def remove_ssh_key(self, name: str, fingerprint: str) -> bool: ...
+    def list_ssh_keys(self, name: str | None = None) -> list[RegisteredKey]: ...
     def submit(self, identity: Identity, submission: Submission) -> tuple[bool, SubmissionAnswer]: ...
     def list_version(self) -> ListVersion: ...
     def list_proposals(self, state: State | None, before_seq: int | None, limit: int) -> ProposalPage: ...
@@ -256,10 +281,31 @@ CREATE TABLE IF NOT EXISTS trail (
     proposal_id TEXT NOT NULL,
     revision INTEGER NOT NULL,
     plan_sha256 TEXT NOT NULL,
-    reason TEXT
+    reason TEXT,
+    statement TEXT,
+    signature TEXT,
+    key_fingerprint TEXT
 );
 CREATE INDEX IF NOT EXISTS trail_proposal ON trail(proposal_id, seq);
 """
+
+SIGNING_SCHEMA = """
+CREATE TABLE IF NOT EXISTS ssh_keys (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    public_key TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    comment TEXT NOT NULL,
+    added_at REAL NOT NULL,
+    removed_at REAL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS ssh_keys_active ON ssh_keys(fingerprint) WHERE removed_at IS NULL;
+"""
+"""Reviewers' SSH keys. A key is active under one name at a time: one key that signed as two
+reviewers would let one person meet a quorum of two."""
+
+TRAIL_SIGNATURE_COLUMNS = ("statement", "signature", "key_fingerprint")
+"""Signed decisions in `trail`; a version-2 database gains them on open (nullable, so no row changes)."""
 
 APPEND_ONLY_TABLES = ("revisions", "decisions", "claims", "executions", "trail")
 
@@ -305,6 +351,7 @@ class SQLiteStore:
         pending_ttl: float,
         approval_ttl: float,
         claim_lease: float = DEFAULT_CLAIM_LEASE,
+        policy: Policy | None = None,
     ) -> None:
         self.path = Path(path)
         self.clock = clock
@@ -317,16 +364,20 @@ class SQLiteStore:
         if not self.path.parent.exists():
             self.path.parent.mkdir(parents=True, mode=0o700)
         _create_private(self.path)
+        self.policy = policy or Policy()
+        self._environments: dict[tuple[str, int], str | None] = {}
         connection = self._connection()
         version = connection.execute("PRAGMA user_version").fetchone()[0]
         tables = connection.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
-        if tables and version != SCHEMA_VERSION:
+        if tables and version == 2:
+            _add_missing_columns(connection, "trail", TRAIL_SIGNATURE_COLUMNS)
+        elif tables and version != SCHEMA_VERSION:
             raise SchemaMismatch(
                 f"{self.path} holds a queue of schema version {version}; this reviewer uses version "
                 f"{SCHEMA_VERSION}. Serve it with the reviewer that made it, or start a new database"
             )
         connection.executescript(
-            SCHEMA + _append_only_triggers() + f"PRAGMA user_version = {SCHEMA_VERSION};"
+            SCHEMA + SIGNING_SCHEMA + _append_only_triggers() + f"PRAGMA user_version = {SCHEMA_VERSION};"
         )
 
     # connections and transactions
@@ -433,6 +484,97 @@ class SQLiteStore:
         if row is None or not hashes_match(row["token_sha256"], token_sha256):
             return None
         return Identity(row["id"], row["name"], row["role"])
+
+    # reviewers' SSH keys
+
+    def add_ssh_key(self, name: str, key: PublicKey, comment: str = "") -> None:
+        """Register `key` for the reviewer `name`; refused for an agent's name or a key another holds."""
+        with self._write() as db:
+            role = db.execute("SELECT role FROM tokens WHERE name = ? LIMIT 1", (name,)).fetchone()
+            if role is None or role["role"] != "reviewer":
+                raise Conflict(f"{name!r} is not a reviewer's token name; keys sign reviewers' decisions")
+            held = db.execute(
+                "SELECT name FROM ssh_keys WHERE fingerprint = ? AND removed_at IS NULL", (key.fingerprint,)
+            ).fetchone()
+            if held is not None:
+                whose = "this reviewer" if held["name"] == name else repr(held["name"])
+                raise Conflict(f"the key {key.fingerprint} is already registered for {whose}")
+            db.execute(
+                "INSERT INTO ssh_keys (name, public_key, fingerprint, comment, added_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (name, key.openssh(), key.fingerprint, comment, self.clock()),
+            )
+
+    def remove_ssh_key(self, name: str, fingerprint: str) -> bool:
+        with self._write() as db:
+            cursor = db.execute(
+                "UPDATE ssh_keys SET removed_at = ? "
+                "WHERE name = ? AND fingerprint = ? AND removed_at IS NULL",
+                (self.clock(), name, fingerprint),
+            )
+            return cursor.rowcount > 0
+
+    def list_ssh_keys(self, name: str | None = None) -> list[RegisteredKey]:
+        rows = self._connection().execute(
+            "SELECT name, public_key, fingerprint, comment, added_at FROM ssh_keys "
+            "WHERE removed_at IS NULL AND (? IS NULL OR name = ?) ORDER BY name, added_at",
+            (name, name),
+        )
+        return [
+            RegisteredKey(
+                row["name"],
+                row["public_key"],
+                row["fingerprint"],
+                row["comment"],
+                _required_timestamp(row["added_at"]),
+            )
+            for row in rows
+        ]
+
+    def _signing_keys(self, db: sqlite3.Connection, name: str) -> list[PublicKey]:
+        rows = db.execute("SELECT public_key FROM ssh_keys WHERE name = ? AND removed_at IS NULL", (name,))
+        return [PublicKey.from_openssh(row["public_key"]) for row in rows]
+
+    # the policy and the decisions so far
+
+    def _rule(self, db: sqlite3.Connection, proposal_id: str, revision: int) -> tuple[Rule, str | None]:
+        """The policy's rule for this revision's target environment (read once per revision: it never
+        changes, and a policy without environments needs no read at all)."""
+        if not self.policy.environments:
+            return self.policy.default, None
+        key = (proposal_id, revision)
+        if key not in self._environments:
+            body = db.execute(
+                "SELECT body FROM revisions WHERE proposal_id = ? AND revision = ?", key
+            ).fetchone()["body"]
+            self._environments[key] = environment_of(bytes(body))
+        environment = self._environments[key]
+        return self.policy.rule_for(environment), environment
+
+    def _cast(self, db: sqlite3.Connection, proposal_id: str, revision: int) -> list[CastDecision]:
+        rows = db.execute(
+            "SELECT actor, event, reason, at, statement, signature, key_fingerprint FROM trail "
+            "WHERE proposal_id = ? AND revision = ? AND event IN ('approved', 'rejected') ORDER BY seq",
+            (proposal_id, revision),
+        )
+        return [
+            CastDecision(
+                reviewer=row["actor"],
+                decision="reject" if row["event"] == "rejected" else "approve",
+                reason=row["reason"],
+                at=_required_timestamp(row["at"]),
+                statement=row["statement"],
+                signature=row["signature"],
+                key_fingerprint=row["key_fingerprint"],
+            )
+            for row in rows
+        ]
+
+    def _voted_state(self, db: sqlite3.Connection, row: sqlite3.Row, now: float) -> DecisionState:
+        """The decision state with the quorum so far and the signed decisions of the latest revision."""
+        proposal_id, revision = row["proposal_id"], row["latest_revision"]
+        rule, _environment = self._rule(db, proposal_id, revision)
+        return with_votes(self._decision_state(row, now), rule, self._cast(db, proposal_id, revision))
 
     # proposals
 
@@ -594,11 +736,23 @@ class SQLiteStore:
         revision: int,
         plan_sha256: str,
         reason: str | None = None,
+        signed: VerifiedSignature | None = None,
     ) -> int:
         cursor = db.execute(
-            "INSERT INTO trail (at, actor, event, proposal_id, revision, plan_sha256, reason) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (now, actor, event, proposal_id, revision, plan_sha256, reason),
+            "INSERT INTO trail (at, actor, event, proposal_id, revision, plan_sha256, reason, "
+            "statement, signature, key_fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                now,
+                actor,
+                event,
+                proposal_id,
+                revision,
+                plan_sha256,
+                reason,
+                signed.statement if signed else None,
+                signed.signature if signed else None,
+                signed.key_fingerprint if signed else None,
+            ),
         )
         assert cursor.lastrowid is not None
         return cursor.lastrowid
@@ -652,7 +806,7 @@ class SQLiteStore:
         now = self.clock()
         with self._read() as db:
             row = self._proposal_row(db, identity, proposal_id)
-            latest = self._decision_state(row, now)
+            latest = self._voted_state(db, row, now)
             revisions = [
                 RevisionInfo(
                     revision=revision["revision"],
@@ -678,6 +832,8 @@ class SQLiteStore:
                     revision=event["revision"],
                     plan_sha256=event["plan_sha256"],
                     reason=event["reason"],
+                    statement=event["statement"],
+                    signature=event["signature"],
                 )
                 for event in db.execute(
                     "SELECT * FROM trail WHERE proposal_id = ? ORDER BY seq", (proposal_id,)
@@ -702,8 +858,9 @@ class SQLiteStore:
         return bytes(row["body"])
 
     def decision_state(self, identity: Identity, proposal_id: str) -> DecisionState:
-        row = self._proposal_row(self._connection(), identity, proposal_id)
-        return self._decision_state(row, self.clock())
+        with self._read() as db:
+            row = self._proposal_row(db, identity, proposal_id)
+            return self._voted_state(db, row, self.clock())
 
     def decide(
         self, identity: Identity, proposal_id: str, request: DecisionRequest, idempotency_key: str
@@ -735,20 +892,16 @@ class SQLiteStore:
                     state=state,
                     decided_by=row["decided_by"],
                 )
-            approval_expires_at = now + self.approval_ttl if request.decision == "approve" else None
-            cursor = db.execute(
-                "INSERT INTO decisions (proposal_id, revision, plan_sha256, decision, reason, decided_by, "
-                "decided_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    proposal_id,
-                    request.revision,
-                    request.plan_sha256,
-                    request.decision,
-                    request.reason,
-                    identity.name,
-                    now,
-                    approval_expires_at,
-                ),
+            rule, environment = self._rule(db, proposal_id, request.revision)
+            cast = self._cast(db, proposal_id, request.revision)
+            signed = admit_decision(
+                rule,
+                cast,
+                identity.name,
+                proposal_id,
+                request,
+                self._signing_keys(db, identity.name),
+                environment,
             )
             event = "approved" if request.decision == "approve" else "rejected"
             self._append_trail(
@@ -760,25 +913,59 @@ class SQLiteStore:
                 request.revision,
                 request.plan_sha256,
                 request.reason or None,
+                signed,
             )
-            db.execute(
-                "UPDATE proposals SET decision = ?, decided_by = ?, decided_at = ?, reason = ?, "
-                "decision_id = ?, approval_expires_at = ?, deadline = ? WHERE proposal_id = ?",
-                (
-                    request.decision,
+            cast.append(
+                CastDecision(
                     identity.name,
-                    now,
+                    request.decision,
                     request.reason or None,
-                    cursor.lastrowid,
-                    approval_expires_at,
-                    approval_expires_at,
-                    proposal_id,
-                ),
+                    _required_timestamp(now),
+                    *((signed.statement, signed.signature, signed.key_fingerprint) if signed else ()),
+                )
             )
+            result = outcome(rule, cast)
+            if result.state != "pending":
+                decided_by = ", ".join(result.approvals) if result.state == "approved" else identity.name
+                self._record_decision(db, row, request, decided_by, now)
             updated = db.execute("SELECT * FROM proposals WHERE proposal_id = ?", (proposal_id,)).fetchone()
-            answer = self._decision_state(updated, now)
+            answer = with_votes(self._decision_state(updated, now), rule, cast)
             _remember_answer(db, identity, idempotency_key, fingerprint, answer, now)
         return False, answer
+
+    def _record_decision(
+        self, db: sqlite3.Connection, row: sqlite3.Row, request: DecisionRequest, decided_by: str, now: float
+    ) -> None:
+        """The revision's final decision (a quorum met, or a rejection), which an execution then uses."""
+        approval_expires_at = now + self.approval_ttl if request.decision == "approve" else None
+        cursor = db.execute(
+            "INSERT INTO decisions (proposal_id, revision, plan_sha256, decision, reason, decided_by, "
+            "decided_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                row["proposal_id"],
+                request.revision,
+                request.plan_sha256,
+                request.decision,
+                request.reason,
+                decided_by,
+                now,
+                approval_expires_at,
+            ),
+        )
+        db.execute(
+            "UPDATE proposals SET decision = ?, decided_by = ?, decided_at = ?, reason = ?, "
+            "decision_id = ?, approval_expires_at = ?, deadline = ? WHERE proposal_id = ?",
+            (
+                request.decision,
+                decided_by,
+                now,
+                request.reason or None,
+                cursor.lastrowid,
+                approval_expires_at,
+                approval_expires_at,
+                row["proposal_id"],
+            ),
+        )
 
     def claim(
         self, identity: Identity, proposal_id: str, request: ClaimRequest, idempotency_key: str
@@ -901,7 +1088,7 @@ class SQLiteStore:
                 (now, proposal_id, claim["claim_id"]),
             )
             updated = db.execute("SELECT * FROM proposals WHERE proposal_id = ?", (proposal_id,)).fetchone()
-            answer = self._decision_state(updated, now)
+            answer = self._voted_state(db, updated, now)
             if idempotency_key is not None:
                 _remember_answer(db, identity, idempotency_key, fingerprint, answer, now)
         return False, answer
@@ -937,6 +1124,14 @@ class SQLiteStore:
 
     def integrity_check(self) -> str:
         return str(self._connection().execute("PRAGMA integrity_check").fetchone()[0])
+
+
+def _add_missing_columns(db: sqlite3.Connection, table: str, columns: tuple[str, ...]) -> None:
+    """Bring a database made by an earlier version up to date: new nullable TEXT columns only."""
+    present = {row["name"] for row in db.execute(f"PRAGMA table_info({table})")}
+    for column in columns:
+        if column not in present:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} TEXT")
 
 
 def _outcome_unknown(row: sqlite3.Row, state: State, now: float) -> bool | None:

@@ -8,6 +8,7 @@ from typing import ClassVar
 from textual import work
 from textual.app import App
 from textual.binding import Binding, BindingType
+from textual.filter import LineFilter
 from textual.message import Message
 from textual.notifications import SeverityLevel
 
@@ -24,7 +25,16 @@ from reviewer.sources import (
     SourceError,
     load_folder,
 )
-from reviewer.tui.screens.dialogs import HelpScreen
+from reviewer.tui.failures import ReportsWorkerFailures
+from reviewer.tui.palette import COLOR_SYSTEMS, THEME, rich_theme, terminal_filters
+from reviewer.tui.screens.dialogs import (
+    ConfirmScreen,
+    HelpScreen,
+    HelpSection,
+    RejectScreen,
+    help_rows,
+    key_words,
+)
 from reviewer.tui.screens.queue import QueueScreen
 from reviewer.tui.screens.review import ReviewScreen
 
@@ -57,7 +67,7 @@ class FileBroken(Message):
         self.broken = broken
 
 
-class ReviewerApp(App[None]):
+class ReviewerApp(ReportsWorkerFailures, App[None]):
     """The review app. `reviewer demo` feeds it a folder of files and a decider that sends nothing."""
 
     CSS_PATH = Path(__file__).parent / "reviewer.tcss"
@@ -69,10 +79,22 @@ class ReviewerApp(App[None]):
     ]
 
     def __init__(
-        self, folder: Path | None = None, *, decider: Decider | None = None, mode: str = "demo"
+        self,
+        folder: Path | None = None,
+        *,
+        decider: Decider | None = None,
+        mode: str = "demo",
+        color_system: str | None = None,
     ) -> None:
-        """`folder` feeds the demo; live review (a subclass) leaves it out and polls the queue."""
+        """`folder` feeds the demo; live review (a subclass) leaves it out and polls the queue.
+        `color_system` ("standard", "256", "truecolor") overrides what the terminal was detected to
+        have (TEXTUAL_COLOR_SYSTEM); tests pass it to see the screen in 16 colours."""
         super().__init__()
+        self.register_theme(THEME)
+        self.theme = THEME.name
+        self.console.push_theme(rich_theme(self.no_color))
+        self.color_system = color_system
+        self._terminal_filters: list[LineFilter] | None = None
         self.folder = folder
         self.decider: Decider = decider or DemoDecider()
         self.mode = mode
@@ -89,6 +111,17 @@ class ReviewerApp(App[None]):
 
     def create_review_screen(self, item: QueueItem) -> ReviewScreen:
         return ReviewScreen(item, mode=self.mode)
+
+    def get_line_filters(self) -> list[LineFilter]:
+        """Textual's filters (NO_COLOR among them), then the terminal's own palette: the one asked
+        for, else the one detected for a real terminal (a headless test run has none)."""
+        if self._terminal_filters is None:
+            if self.color_system is None and self.is_headless:
+                self._terminal_filters = []
+            else:
+                system = self.color_system or self.console.color_system or ""
+                self._terminal_filters = list(terminal_filters(COLOR_SYSTEMS.get(system)))
+        return [*super().get_line_filters(), *self._terminal_filters]
 
     def on_mount(self) -> None:
         self.push_screen(self.queue_screen)
@@ -117,6 +150,12 @@ class ReviewerApp(App[None]):
                 self.post_message(ProposalLoaded(analysis, digest, path.name))
         except SourceError as error:
             self.post_message(FileBroken(BrokenFile(str(folder), str(error))))
+
+    def show_failure(self, words: str) -> None:
+        """A failed worker of the app's own (a decision, a drift) is told on the screen in front."""
+        screen = self.screen
+        if isinstance(screen, ReportsWorkerFailures):
+            screen.show_failure(words)
 
     def on_proposal_loaded(self, message: ProposalLoaded) -> None:
         proposal = message.analysis.proposal
@@ -194,6 +233,26 @@ class ReviewerApp(App[None]):
             markup=False,
         )
 
+    def help_sections(self) -> list[HelpSection]:
+        """The keys of every screen, read from their bindings, so the help cannot fall behind them."""
+        from reviewer.tui.screens.drift import DriftScreen
+        from reviewer.tui.screens.verification import VerificationScreen
+        from reviewer.tui.widgets.plan_view import PlanView
+
+        display = key_words
+        focus = [
+            Binding("tab", "focus_next", "next pane (scrolls the selected call's detail)"),
+            Binding("shift+tab", "focus_previous", "previous pane"),
+        ]
+        return [
+            ("Queue", help_rows([*QueueScreen.BINDINGS, *focus[1:]], display)),
+            ("Review", help_rows([*PlanView.BINDINGS, *ReviewScreen.BINDINGS, *focus], display)),
+            ("Drift", help_rows([*DriftScreen.BINDINGS, *focus], display)),
+            ("Verification", help_rows([*VerificationScreen.BINDINGS, *focus], display)),
+            ("Everywhere", help_rows(self.BINDINGS, display)),
+            ("Confirmation", help_rows([*ConfirmScreen.BINDINGS, *RejectScreen.BINDINGS], display)),
+        ]
+
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(HelpScreen(self.help_sections()))

@@ -37,8 +37,13 @@ def register(subparsers: Any) -> None:
         "writes; the token from REVIEWER_TOKEN or the token file.",
     )
     review.add_argument("--queue", metavar="URL", help="the queue's URL (default: from the config)")
-    review.add_argument("--poll", type=float, default=2.0, metavar="SECONDS",
-                        help="seconds between polls of the queue (default: 2)")
+    review.add_argument(
+        "--poll",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="seconds between polls of the queue (default: 2)",
+    )
     review.set_defaults(func=run_review)
 
     login = subparsers.add_parser(
@@ -54,8 +59,10 @@ def register(subparsers: Any) -> None:
 def run_demo(options: argparse.Namespace) -> int:
     folder: Path = options.folder
     if not folder.exists():
-        print(f"reviewer demo: {folder} does not exist; give a folder of proposal files, or one file",
-              file=sys.stderr)
+        print(
+            f"reviewer demo: {folder} does not exist; give a folder of proposal files, or one file",
+            file=sys.stderr,
+        )
         return 2
     from reviewer.tui.app import ReviewerApp
 
@@ -64,11 +71,14 @@ def run_demo(options: argparse.Namespace) -> int:
 
 
 def run_review(options: argparse.Namespace) -> int:
-    from reviewer.config import load_settings
+    from reviewer.config import configured_signing_key, load_settings
+    from reviewer.signing import SigningError, signer_for
 
     try:
         settings = load_settings(options.queue)
-    except ConfigError as error:
+        key_path = configured_signing_key()
+        signer = signer_for(key_path) if key_path is not None else None
+    except (ConfigError, SigningError) as error:
         print(f"reviewer review: {error}", file=sys.stderr)
         return 2
     if options.poll <= 0:
@@ -76,7 +86,7 @@ def run_review(options: argparse.Namespace) -> int:
         return 2
     from reviewer.tui.live import LiveReviewerApp
 
-    LiveReviewerApp(settings.queue_url, settings.token, poll_interval=options.poll).run()
+    LiveReviewerApp(settings.queue_url, settings.token, poll_interval=options.poll, signer=signer).run()
     return 0
 
 
@@ -100,19 +110,26 @@ def run_login(options: argparse.Namespace) -> int:
     try:
         identity = asyncio.run(_whoami(queue_url, token))
     except Unauthorized:
-        print(f"reviewer login: {queue_url} refused this token; check it, or ask the queue's operator "
-              "for a new one (`reviewer token create --role reviewer`)", file=sys.stderr)
+        print(
+            f"reviewer login: {queue_url} refused this token; check it, or ask the queue's operator "
+            "for a new one (`reviewer token create --role reviewer`)",
+            file=sys.stderr,
+        )
         return 1
     except QueueUnreachable:
-        print(f"reviewer login: {queue_url} did not answer; check the URL and that the queue runs",
-              file=sys.stderr)
+        print(
+            f"reviewer login: {queue_url} did not answer; check the URL and that the queue runs",
+            file=sys.stderr,
+        )
         return 1
     except QueueError as error:
         print(f"reviewer login: the queue refused: {error}", file=sys.stderr)
         return 1
     if identity.role != "reviewer":
-        print(f"reviewer login: this is an {identity.role} token; the app needs a reviewer's own token",
-              file=sys.stderr)
+        print(
+            f"reviewer login: this is an {identity.role} token; the app needs a reviewer's own token",
+            file=sys.stderr,
+        )
         return 1
     try:
         write_token_file(token, token_file())
@@ -120,8 +137,10 @@ def run_login(options: argparse.Namespace) -> int:
     except (OSError, ConfigError) as error:
         print(f"reviewer login: could not store the settings: {error}", file=sys.stderr)
         return 1
-    print(f"signed in to {queue_url} as {identity.name} ({identity.role}); "
-          f"token stored in {token_file()} (mode 0600), queue in {config_file()}")
+    print(
+        f"signed in to {queue_url} as {identity.name} ({identity.role}); "
+        f"token stored in {token_file()} (mode 0600), queue in {config_file()}"
+    )
     return 0
 
 

@@ -27,6 +27,7 @@ from reviewer.client import (
 )
 from reviewer.config import Secret
 from reviewer.proposal import ProposalError
+from reviewer.signing import Signer
 from reviewer.sources import BrokenFile, DecisionOutcome, QueueItem, execution_from_queue
 from reviewer.tui.app import ExecutionLoaded, FileBroken, ProposalLoaded, ReviewerApp, analysed
 from reviewer.tui.live_source import Backoff, LiveItem, LiveOutcome, QueueDecider, shown, token_refused
@@ -51,18 +52,18 @@ class Link:
 def status_text(link: Link, now: float, queue_url: str) -> Text:
     """The line above the footer. `now` comes from the app's clock, so a snapshot shows fixed figures."""
     if link.stopped:
-        return Text(link.stopped, "bold red")
+        return Text(link.stopped, "danger")
     if link.retry_at is not None:
-        text = Text(f"{link.problem}, retrying in {max(0, math.ceil(link.retry_at - now))} s", "bold yellow")
-        text.append(f" · {queue_url}", "dim")
+        text = Text(f"{link.problem}, retrying in {max(0, math.ceil(link.retry_at - now))} s", "warn.strong")
+        text.append(f" · {queue_url}", "muted")
         if link.answered_at is not None:
-            text.append(f" · last answer {int(now - link.answered_at)} s ago", "dim")
+            text.append(f" · last answer {int(now - link.answered_at)} s ago", "muted")
         return text
     if link.identity is None:
         return Text(f"connecting to {queue_url}…", "italic")
     text = Text(f"signed in as {shown(link.identity.name)} ({link.identity.role})")
     if link.answered_at is not None:
-        text.append(f" · queue answered {int(now - link.answered_at)} s ago", "dim")
+        text.append(f" · queue answered {int(now - link.answered_at)} s ago", "muted")
     return text
 
 
@@ -138,15 +139,17 @@ class LiveReviewerApp(ReviewerApp):
         max_backoff: float = 30.0,
         jitter: float = 0.1,
         timeout: float = 10.0,
+        signer: Signer | None = None,
     ) -> None:
-        """`clock` (seconds, any origin) dates the status line; tests pass a fixed one."""
+        """`clock` (seconds, any origin) dates the status line; tests pass a fixed one. `signer` signs
+        every decision with the reviewer's SSH key (`signing_key` in the config)."""
         self.queue_url = queue_url
         self.login_hint = f"reviewer login --queue {queue_url}"
         self.poll_client = QueueClient(
             queue_url, token.reveal(), transport=transport, retries=0, timeout=timeout
         )
         decide_client = QueueClient(queue_url, token.reveal(), transport=transport, timeout=timeout)
-        self.queue_decider = QueueDecider(decide_client, self.login_hint)
+        self.queue_decider = QueueDecider(decide_client, self.login_hint, signer)
         super().__init__(decider=self.queue_decider, mode="live")
         self.clock = clock
         self.poll_interval = poll_interval
@@ -209,10 +212,12 @@ class LiveReviewerApp(ReviewerApp):
                 self.post_message(self.Stopped(token_refused(self.login_hint)))
                 return
             except Forbidden:
-                self.post_message(self.Stopped(
-                    f"this token may not list proposals (not a reviewer's): run `{self.login_hint}` "
-                    "with a reviewer token"
-                ))
+                self.post_message(
+                    self.Stopped(
+                        f"this token may not list proposals (not a reviewer's): run `{self.login_hint}` "
+                        "with a reviewer token"
+                    )
+                )
                 return
             except Exception as error:  # unreachable, 5xx, an unreadable answer: back off, never crash
                 delay = self.backoff.next_delay()
@@ -366,8 +371,7 @@ class LiveReviewerApp(ReviewerApp):
         failed = isinstance(outcome, LiveOutcome) and outcome.error
         super().show_outcome(item, revision, outcome, error=failed)
         if isinstance(outcome, LiveOutcome) and outcome.answer and isinstance(item, LiveItem):
-            item.state = outcome.answer.state
-            item.decided_by = outcome.answer.decided_by
+            item.take_state(outcome.answer)
             self.queue_screen.show_item(item)
             self._refresh_open_reviews(item.proposal_id)
         if isinstance(outcome, LiveOutcome) and outcome.reopen_revision:

@@ -11,9 +11,10 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from reviewer.api import Decision, DecisionState, ProposalRecord, TrailEvent, Whoami
+from reviewer.api import Decision, DecisionSignature, DecisionState, ProposalRecord, TrailEvent, Whoami
 from reviewer.client import (
     AlreadyDecided,
+    Conflict,
     Forbidden,
     NotFound,
     QueueClient,
@@ -22,7 +23,11 @@ from reviewer.client import (
     StaleRevision,
     Unauthorized,
 )
+from reviewer.deciding import sign_decision
+from reviewer.policy import describe_approvals
 from reviewer.sanitize import clip, safe_text
+from reviewer.signed_approvals import SignedStatement, verify_decision
+from reviewer.signing import Signer, SigningError
 from reviewer.sources import DecisionOutcome, QueueItem
 
 
@@ -47,6 +52,10 @@ class LiveItem(QueueItem):
     """The signed-in reviewer submitted it: the app will not approve it."""
     local_digests: dict[int, str] = field(default_factory=dict)
     """Revisions whose fetched plan hashes to something else than the queue's digest: never approvable."""
+    approvals: list[str] = field(default_factory=list)
+    approvals_required: int = 1
+    signatures: list[DecisionSignature] = field(default_factory=list)
+    """The latest revision's quorum so far and its signed decisions, from the queue's record."""
 
     @property
     def is_new(self) -> bool:
@@ -57,12 +66,7 @@ class LiveItem(QueueItem):
     def apply(self, record: ProposalRecord, me: Whoami | None) -> None:
         """Take the queue's record as the truth about state, proposer and history."""
         latest: DecisionState = record.latest
-        self.state = latest.state
-        self.decided_by = latest.decided_by
-        self.claimed_by = latest.claimed_by
-        self.outcome_unknown = bool(latest.outcome_unknown)
-        self.reason = latest.reason
-        self.expires_at = latest.expires_at
+        self.take_state(latest)
         self.proposed_by = record.proposed_by
         self.history = list(record.history)
         self.mine = me is not None and record.proposed_by == me.name
@@ -70,23 +74,62 @@ class LiveItem(QueueItem):
             if info.revision in self.digests:
                 self.digests[info.revision] = info.plan_sha256
 
+    def take_state(self, latest: DecisionState) -> None:
+        """The queue's word on the latest revision: state, who decided or claimed it, the quorum, the
+        signatures."""
+        self.state = latest.state
+        self.decided_by = latest.decided_by
+        self.claimed_by = latest.claimed_by
+        self.outcome_unknown = bool(latest.outcome_unknown)
+        self.reason = latest.reason
+        self.expires_at = latest.expires_at
+        self.approvals = list(latest.approvals)
+        self.approvals_required = latest.approvals_required
+        self.signatures = list(latest.signatures)
+
     @property
     def state_label(self) -> str:
         """The state column's word: the queue's state, or `unknown` for a claimed run past its lease."""
         return "unknown" if self.state == "claimed" and self.outcome_unknown else self.state
 
     def state_words(self) -> str:
-        """`approved by alice`, `claimed by agent-7`, `expired`: the queue's state as the chrome shows it."""
+        """The queue's state as the chrome shows it: `approved by alice`, `claimed by agent-7`,
+        `executed by runner-1` (whoever reported the run, never the approver), or while a quorum
+        gathers `pending · 1 of 2 approvals (alice)`."""
         if self.state == "claimed":
             words = f"claimed by {shown(self.claimed_by)} (running)"
             if self.outcome_unknown:
                 words = f"claimed by {shown(self.claimed_by)}: outcome unknown, no report by its lease's end"
             return words
+        if self.state == "executed":
+            reporter = next(
+                (event.actor for event in reversed(self.history) if event.event == "executed"), None
+            )
+            approver = f", approved by {shown(self.decided_by)}" if self.decided_by else ""
+            return f"executed by {shown(reporter)}{approver}" if reporter else f"executed{approver}"
         if self.decided_by and self.state in ("approved", "rejected"):
             return f"{self.state} by {shown(self.decided_by)}"
-        if self.state == "executed":
-            return f"executed (approved by {shown(self.decided_by)})"
+        if self.state == "pending" and self.approvals_required > 1:
+            return f"pending · {describe_approvals(map(shown, self.approvals), self.approvals_required)}"
         return self.state
+
+    def signature_words(self) -> list[tuple[str, bool]]:
+        """Each signed decision on the latest revision as words, and whether it checked out here:
+        a valid signature by the key it carries over a statement naming this revision and digest.
+        Whether that key is the reviewer's is the queue's registration (and the executor's file)."""
+        revision = self.latest_revision
+        digest = self.digests.get(revision, "")
+        words = []
+        for item in self.signatures:
+            signed = SignedStatement(item.statement, item.signature)
+            try:
+                statement, key = verify_decision(signed, self.proposal_id, revision, digest)
+            except SigningError as error:
+                words.append((f"{shown(item.reviewer, 20)} ✗ {safe_text(clip(str(error), 60))}", False))
+                continue
+            verb = "approved" if statement.decision == "approve" else "rejected"
+            words.append((f"{shown(statement.reviewer, 20)} {verb} ✓ {key.fingerprint[:19]}…", True))
+        return words
 
 
 def local_refusal(item: QueueItem, revision: int, decision: str) -> str | None:
@@ -120,10 +163,12 @@ class QueueDecider:
     No error escapes: every answer becomes words on the screen.
     """
 
-    def __init__(self, client: QueueClient, login_hint: str) -> None:
+    def __init__(self, client: QueueClient, login_hint: str, signer: Signer | None = None) -> None:
         self.client = client
         self.login_hint = login_hint
         self.identity: Whoami | None = None
+        self.signer = signer
+        """Signs each decision first when the reviewer configured a key; nothing is sent if it cannot."""
 
     async def decide(
         self, item: QueueItem, revision: int, plan_sha256: str, decision: str, reason: str
@@ -133,16 +178,41 @@ class QueueDecider:
             return LiveOutcome(False, refused, error=True)
         verb: Decision = "approve" if decision == "approve" else "reject"
         try:
+            signed = await self._sign(item.proposal_id, revision, plan_sha256, verb)
             answer = await self.client.decide(
-                item.proposal_id, revision, plan_sha256, verb, reason, idempotency_key=str(uuid.uuid4())
+                item.proposal_id,
+                revision,
+                plan_sha256,
+                verb,
+                reason,
+                idempotency_key=str(uuid.uuid4()),
+                statement=signed.statement if signed else None,
+                signature=signed.signature if signed else None,
             )
+        except SigningError as error:
+            return failed(f"not sent: {safe_text(clip(str(error), 200))}")
         except QueueError as error:
             return self.refused(item, error)
         except Exception as error:  # a bug must not take the app down with it
             return failed(f"the decision could not be sent ({type(error).__name__})")
-        words = "approved" if answer.state == "approved" else "rejected"
-        message = f"{words} by {shown(answer.decided_by)}: revision {answer.revision}"
+        how = " (signed)" if signed else ""
+        if answer.state == "pending":
+            so_far = describe_approvals(map(shown, answer.approvals), answer.approvals_required)
+            message = f"your approval counts: {so_far}{how}; revision {answer.revision} waits for more"
+        else:
+            words = "approved" if answer.state == "approved" else "rejected"
+            message = f"{words} by {shown(answer.decided_by)}{how}: revision {answer.revision}"
         return LiveOutcome(True, message, state=answer.state, answer=answer)
+
+    async def _sign(
+        self, proposal_id: str, revision: int, plan_sha256: str, decision: Decision
+    ) -> SignedStatement | None:
+        if self.signer is None:
+            return None
+        if self.identity is None:
+            self.identity = await self.client.whoami()
+        reviewer = self.identity.name
+        return await sign_decision(self.signer, proposal_id, revision, plan_sha256, decision, reviewer)
 
     def refused(self, item: QueueItem, error: QueueError) -> LiveOutcome:
         """The queue's refusal in the reviewer's words."""
@@ -154,10 +224,12 @@ class QueueDecider:
             if error.decided_by:
                 return LiveOutcome(False, f"already decided by {shown(error.decided_by)}", error.state, True)
             return LiveOutcome(False, f"no longer pending: the proposal is {error.state}", error.state, True)
+        if isinstance(error, Conflict) and error.code == "already_approved":
+            return failed(safe_text(clip(error.body.message, 200)))
         if isinstance(error, Forbidden):
             mine = isinstance(item, LiveItem) and item.mine
-            words = "you proposed this" if mine else "your token may not decide"
-            return failed(words)
+            words = "you proposed this" if mine else f"your token may not decide: {error.body.message}"
+            return failed(safe_text(clip(words, 200)))
         if isinstance(error, Unauthorized):
             return failed(token_refused(self.login_hint))
         if isinstance(error, QueueUnreachable):

@@ -235,7 +235,8 @@ def test_a_claimed_run_shows_as_running_then_executed_in_the_list_and_the_chrome
             await agent.report_execution(proposal_id, report)
             app.poll_now()
             await until(pilot, lambda: app.items[proposal_id].state == "executed", "executed")
-            assert app.items[proposal_id].state_words() == "executed (approved by alice)"
+            # the run is named by whoever reported it (the agent), never by the approver
+            assert app.items[proposal_id].state_words() == "executed by agent, approved by alice"
 
     run(scenario)
 

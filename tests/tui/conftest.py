@@ -23,4 +23,3 @@ def sample_folder(tmp_path: Path) -> Callable[..., Path]:
         return folder
 
     return make
-

@@ -102,8 +102,9 @@ def test_reject_asks_for_a_reason(snap_compare, sample_folder) -> None:
 def test_help_screen(snap_compare) -> None:
     """Pressing ?: every key of the queue, the review and the confirmation, and what each dry-run
     verdict and flag means."""
-    assert snap_compare(ReviewerApp(SAMPLES), terminal_size=(100, 30), press=["question_mark"],
-                        run_before=wait_until_loaded)
+    assert snap_compare(
+        ReviewerApp(SAMPLES), terminal_size=(100, 30), press=["question_mark"], run_before=wait_until_loaded
+    )
 
 
 def test_queue_at_80x24(snap_compare) -> None:
@@ -151,3 +152,53 @@ def test_verification_view(snap_compare, sample_folder) -> None:
     first row below."""
     folder = sample_folder(SERVER, "deskline-merge.server.execution.json")
     assert snap_compare(ReviewerApp(folder), terminal_size=(100, 30), run_before=open_first("v"))
+
+
+# --- the same states in 16 colours and without colour -------------------------------------------
+
+
+def test_review_in_16_colours(snap_compare, sample_folder) -> None:
+    """The server plan in a 16-colour terminal, cursor on the refused delete: "real refusal", "del"
+    and "delete" in bright red on black, the cursor row marked ▶ (its tint falls to black), chain
+    noise bright yellow, "validated" bright green; the claim lines show title, task and base URL."""
+    app = ReviewerApp(sample_folder(SERVER), color_system="standard")
+    assert snap_compare(app, terminal_size=(100, 30), run_before=open_first("end"))
+
+
+def test_review_without_colour(snap_compare, sample_folder, monkeypatch) -> None:
+    """NO_COLOR: only greys; "real refusal", "del", "delete" and the alarm are reversed (the
+    strongest text, never the dimmest), chain noise bold, the cursor row marked ▶ and underlined."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = ReviewerApp(sample_folder(SERVER))
+    assert snap_compare(app, terminal_size=(100, 30), run_before=open_first("end"))
+
+
+def test_drift_in_16_colours(snap_compare, sample_folder) -> None:
+    """The triage drift in 16 colours: the added row marked +, the changed row ~, the removed row -
+    in the first column, each still telling its state with its tint gone; the cursor ▶ on the first
+    change."""
+    app = ReviewerApp(
+        sample_folder("deskline-triage.rev1.json", "deskline-triage.rev2.json"), color_system="standard"
+    )
+    assert snap_compare(app, terminal_size=(100, 30), run_before=open_first("d"))
+
+
+def test_drift_without_colour(snap_compare, sample_folder, monkeypatch) -> None:
+    """The triage drift with NO_COLOR: the + ~ - marks carry the row states; the removed delete's
+    "del" flag reversed."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = ReviewerApp(sample_folder("deskline-triage.rev1.json", "deskline-triage.rev2.json"))
+    assert snap_compare(app, terminal_size=(100, 30), run_before=open_first("d"))
+
+
+def test_queue_in_16_colours(snap_compare) -> None:
+    """The queue in 16 colours: header and zebra rows on black, every "!" and c/u/d count with a
+    delete in bright red, counts whole (2k for the 2,000-call plan)."""
+    app = ReviewerApp(SAMPLES, color_system="standard")
+    assert snap_compare(app, terminal_size=(100, 30), run_before=wait_until_loaded)
+
+
+def test_queue_without_colour(snap_compare, monkeypatch) -> None:
+    """The queue with NO_COLOR: the "!" marks and delete counts reversed, the cursor row bold."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert snap_compare(ReviewerApp(SAMPLES), terminal_size=(100, 30), run_before=wait_until_loaded)

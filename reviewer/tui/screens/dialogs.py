@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 from rich.text import Text
@@ -11,39 +12,37 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
-KEYS = (
-    ("Queue", (("enter", "open the highlighted proposal"), ("up / down", "move"))),
-    (
-        "Review",
-        (
-            ("up / down, j / k", "move through the plan rows"),
-            ("pageup / pagedown", "a page of rows"),
-            ("home / end", "first / last row"),
-            ("a", "approve this revision (asks to confirm)"),
-            ("x", "reject this revision (asks for a reason)"),
-            ("d", "drift against the previous revision"),
-            ("v", "verification of an executed proposal"),
-            ("escape", "back to the queue"),
-        ),
-    ),
-    ("Everywhere", (("?", "this help"), ("q", "quit"))),
-    (
-        "Confirmation",
-        (
-            ("y", "yes, send it"),
-            ("n / escape", "no, go back"),
-            ("enter", "send the rejection with its reason"),
-        ),
-    ),
-)
+HelpSection = tuple[str, list[tuple[str, str]]]
+"""A screen's name and its keys as (keys as shown, what they do), built from the bindings."""
+
+
+KEY_WORDS = {"question_mark": "?", "pageup": "pgup", "pagedown": "pgdn"}
+
+
+def key_words(binding: Binding) -> str:
+    """A key as the help names it: its name (`enter`, `escape`, `up`), which reads the same in every
+    terminal font, rather than a glyph such as ⏎ that some fonts over SSH lack."""
+    return KEY_WORDS.get(binding.key, binding.key)
+
+
+def help_rows(
+    bindings: list[BindingType], key_display: Callable[[Binding], str] = key_words
+) -> list[tuple[str, str]]:
+    """One line per action, its keys joined (`up / k`), in the order the bindings declare them."""
+    rows: dict[tuple[str, str], list[str]] = {}
+    for binding in Binding.make_bindings(bindings):
+        if not binding.description:
+            continue
+        rows.setdefault((binding.action, binding.description), []).append(key_display(binding))
+    return [(" / ".join(dict.fromkeys(keys)), description) for (_, description), keys in rows.items()]
 
 
 class ConfirmScreen(ModalScreen[bool]):
     """Asks y/n; the body is built by the caller from sanitized text."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("y", "answer(True)", "Yes"),
-        Binding("n,escape", "answer(False)", "No"),
+        Binding("y", "answer(True)", "yes, send it"),
+        Binding("n,escape", "answer(False)", "no, go back"),
     ]
 
     def __init__(self, title: str, body: Text) -> None:
@@ -64,7 +63,10 @@ class ConfirmScreen(ModalScreen[bool]):
 class RejectScreen(ModalScreen[str | None]):
     """Asks why: a rejection carries a reason the agent can act on."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "submit", "send the rejection with its reason", show=False),
+        Binding("escape", "cancel", "no, go back"),
+    ]
 
     def __init__(self, body: Text) -> None:
         super().__init__()
@@ -86,21 +88,30 @@ class RejectScreen(ModalScreen[str | None]):
         else:
             self.notify("A rejection needs a reason.", severity="warning")
 
+    async def action_submit(self) -> None:
+        """Enter in the reason field submits it (the Input's own event); here for the help's sake."""
+        await self.query_one(Input).action_submit()
+
     def action_cancel(self) -> None:
         self.dismiss(None)
 
 
 class HelpScreen(ModalScreen[None]):
-    """Every key the app answers to; works the same in the demo and live."""
+    """Every key the app answers to, built from the screens' own bindings (a key added to a screen
+    shows up here by itself), and what the verdicts and flags mean; the same in the demo and live."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark,q", "close", "Close")]
 
+    def __init__(self, sections: list[HelpSection]) -> None:
+        super().__init__()
+        self.sections = sections
+
     def compose(self) -> ComposeResult:
         text = Text()
-        for group, keys in KEYS:
+        for group, keys in self.sections:
             text.append(f"{group}\n", "bold underline")
             for key, meaning in keys:
-                text.append(f"  {key:<20}", "bold")
+                text.append(f"  {key:<22}", "bold")
                 text.append(f"{meaning}\n")
             text.append("\n")
         text.append("Dry-run verdicts\n", "bold underline")
@@ -118,9 +129,12 @@ class HelpScreen(ModalScreen[None]):
 VERDICT_HELP = (
     ("validated", "the API's own dry run accepted it"),
     ("real refusal", "the API refused it; the real run will be refused too"),
-    ("chain noise", "refused only because an earlier create was not persisted"),
+    ("chain noise", "refused only because an earlier call of the plan (a create it uses, or a"),
+    ("", "write to the same resource) was not persisted; the real run may succeed"),
     ("not validated", "a fake answered: shape only"),
     ("recorded", "only written down"),
-    ("flags", "del = deletes, ←#N = uses a value from call N,"),
-    ("", "?#N = names no earlier call, hid = hidden characters"),
+    ("flags", "del = deletes, out = a value far outside the rest, hid = hidden"),
+    ("", "characters, alike = look-alike letters or text not in NFC, ←#N = chained"),
+    ("", "to call N, ?#N = names no earlier call, +N = N more flags"),
+    ("marks", "▶ cursor, + added, ~ changed, - removed, · dry-run answer changed"),
 )

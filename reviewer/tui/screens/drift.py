@@ -17,12 +17,14 @@ from textual.widgets import Footer, Static
 from reviewer.analysis import Analysis, PlanRow
 from reviewer.sanitize import clip, safe_text
 from reviewer.sources import QueueItem
+from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.widgets.chrome import Chrome
 from reviewer.tui.widgets.panes import detail_text, untrusted
 from reviewer.tui.widgets.plan_view import PlanView
 
 if TYPE_CHECKING:  # the comparison itself runs in the app's worker; only its types are named here
     from reviewer.drift import ChangedCall, Drift, FieldChange
+
 
 class DriftRows:
     """The rows of the new revision with each removed row of the old one where it used to stand.
@@ -50,6 +52,10 @@ class DriftRows:
         side, position = self.locate(index)
         return (self.old if side == "old" else self.new).row(position)
 
+    def has_outlier(self, index: int) -> bool:
+        side, position = self.locate(index)
+        return (self.old if side == "old" else self.new).has_outlier(position)
+
     def mark(self, index: int) -> str | None:
         side, position = self.locate(index)
         if side == "old":
@@ -65,16 +71,16 @@ def field_changes_text(title: str, changes: tuple[FieldChange, ...], style: str)
     text.append(f"{title}\n", style)
     for change in changes:
         text.append(f"  {untrusted(change.path, limit=120)}: ", "bold")
-        text.append(untrusted(change.old, limit=300), "red")
+        text.append(untrusted(change.old, limit=300), "old")
         text.append(" → ")
-        text.append(untrusted(change.new, limit=300), "green")
+        text.append(untrusted(change.new, limit=300), "new")
         if change.note:
-            text.append(f"  ({untrusted(change.note, limit=200)})", "dim")
+            text.append(f"  ({untrusted(change.note, limit=200)})", "muted")
         text.append("\n")
     return text
 
 
-class DriftScreen(Screen[None]):
+class DriftScreen(ReportsWorkerFailures, Screen[None]):
     """Drift of one revision against another; `b` and `t` pick which two."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -103,6 +109,10 @@ class DriftScreen(Screen[None]):
     def on_mount(self) -> None:
         self.show_drift()
 
+    def show_failure(self, words: str) -> None:
+        """A failed worker of this screen, in words where the reviewer is looking (the app calls it)."""
+        self.query_one("#drift-summary", Static).update(Text(safe_text(clip(" " + words, 300)), "danger"))
+
     def show_drift(self) -> None:
         """Compare the chosen pair in a worker (a heavy rewrite of a large plan takes about a second)."""
         self.query_one(Chrome).show(
@@ -110,7 +120,7 @@ class DriftScreen(Screen[None]):
             (self.item.proposal_id, "bold"),
             f"drift rev {self.base} → rev {self.target}",
         )
-        self.query_one("#drift-summary", Static).update(Text(" comparing…", "dim"))
+        self.query_one("#drift-summary", Static).update(Text(" comparing…", "muted"))
         self.compare(self.base, self.target)
 
     @work(thread=True, group="drift-view", exclusive=True, exit_on_error=False)
@@ -120,29 +130,30 @@ class DriftScreen(Screen[None]):
         except Exception as error:  # a bug in the comparison must not take the reviewer's screen down
             self.post_message(self.Compared(base, target, None, f"{type(error).__name__}: {error}"))
 
-    def on_drift_screen_compared(self, message: Compared) -> None:
+    async def on_drift_screen_compared(self, message: Compared) -> None:
         if (message.base, message.target) != (self.base, self.target):
             return  # the reviewer picked another pair meanwhile
         if message.drift is None:
             problem = safe_text(clip(f" the revisions could not be compared ({message.problem})", 300))
-            self.query_one("#drift-summary", Static).update(Text(problem, "bold red"))
+            self.query_one("#drift-summary", Static).update(Text(problem, "danger"))
             return
-        self.show_rows(message.drift)
+        await self.show_rows(message.drift)
 
-    def show_rows(self, drift: Drift) -> None:
+    async def show_rows(self, drift: Drift) -> None:
+        """Replace the plan of the last pair: the old view is removed, and awaited, before the new one
+        with the same id is mounted (Textual refuses two widgets with one id)."""
         self.rows = DriftRows(self.item.analysis(self.base), self.item.analysis(self.target), drift)
         summary = Text(f" {drift.summary}", "bold")
         for change in drift.target_changed:
-            summary.append(f"   target {untrusted(change.path, limit=60)}: ", "bold red")
+            summary.append(f"   target {untrusted(change.path, limit=60)}: ", "danger")
             summary.append(f"{untrusted(change.old, limit=80)} → {untrusted(change.new, limit=80)}")
         self.query_one("#drift-summary", Static).update(summary)
-        for old_view in self.query(PlanView):
-            old_view.remove()
+        await self.query(PlanView).remove()
         plan = PlanView(self.rows, row_mark=self.rows.mark, id="plan")
         plan.border_title = (
-            f"rev {self.target}: {len(self.rows.new):,} calls · green added · yellow changed · red removed"
+            f"rev {self.target}: {len(self.rows.new):,} calls · + added · ~ changed · - removed"
         )
-        self.mount(plan, after="#drift-summary")
+        await self.mount(plan, after="#drift-summary")
         plan.focus()
         first_change = next((i for i in range(min(len(self.rows), 10_000)) if self.rows.mark(i)), 0)
         plan.move_cursor(first_change)
@@ -157,15 +168,15 @@ class DriftScreen(Screen[None]):
         analysis = self.rows.old if side == "old" else self.rows.new
         text = Text()
         if side == "old":
-            text.append(f"removed: rev {self.base} had this call; rev {self.target} does not\n", "bold red")
+            text.append(f"removed: rev {self.base} had this call; rev {self.target} does not\n", "danger")
         elif self.rows.drift.status_of_new(position) == "added":
-            text.append(f"added in rev {self.target}\n", "bold green")
+            text.append(f"added in rev {self.target}\n", "ok.strong")
         pair: ChangedCall | None = self.rows.drift.pair_of_new(position) if side == "new" else None
         if pair is not None:
             if pair.fields:
                 text.append_text(
                     field_changes_text(
-                        f"changed from rev {self.base} #{pair.old_seq}:", pair.fields, "bold yellow"
+                        f"changed from rev {self.base} #{pair.old_seq}:", pair.fields, "warn.strong"
                     )
                 )
             if pair.outcome_fields:

@@ -29,12 +29,12 @@ LIVE_COLUMNS = (
 
 STATE_STYLES = {
     "pending": "bold",
-    "approved": "green",
+    "approved": "ok",
     "claimed": "bold",
-    "unknown": "bold reverse",
-    "rejected": "red",
-    "expired": "dim",
-    "executed": "blue",
+    "unknown": "danger",
+    "rejected": "danger",
+    "expired": "muted",
+    "executed": "info",
 }
 """By `LiveItem.state_label`; `unknown` (a run that may have written and never reported) is the loudest."""
 
@@ -77,7 +77,7 @@ class LiveQueueScreen(QueueScreen):
         mark = Text("•" if item.is_new else " ", "bold")
         mark.append_text(base[0])
         if item.local_digests and "!" not in base[0].plain:
-            mark.append("!", "bold red")
+            mark.append("!", "danger")
         proposer = Text("you", "bold reverse") if item.mine else cell(item.proposed_by, 13)
         state = Text(item.state_label, STATE_STYLES.get(item.state_label, ""))
         return (mark, base[1], proposer, *base[3:7], state)
@@ -87,20 +87,25 @@ class LiveQueueScreen(QueueScreen):
         if not isinstance(item, LiveItem):
             return text
         if item.local_digests:
-            text.append("! the fetched plan does not hash to the queue's digest: do not approve\n",
-                        "bold red")
-        text.append("queue: ", "dim")
+            text.append("! the fetched plan does not hash to the queue's digest: do not approve\n", "danger")
+        text.append("queue: ", "muted")
         text.append(item.state_words(), STATE_STYLES.get(item.state_label, ""))
         text.append(f" · proposed by {shown(item.proposed_by)}")
         if item.mine:
             text.append(" (you: another reviewer must approve)", "bold")
         if item.reason:
             text.append(f" · reason: {safe_text(clip(item.reason, 80))}")
+        signatures = item.signature_words()
+        if signatures:
+            text.append("\nsigned: ", "muted")
+            for index, (words, verified) in enumerate(signatures):
+                text.append(" · " if index else "")
+                text.append(words, "ok" if verified else "danger")
         trail = ", ".join(
             f"{event.event} r{event.revision} ({shown(event.actor, 20)})" for event in item.history[-4:]
         )
         if trail:
-            text.append(f"\ntrail: {trail}", "dim")
+            text.append(f"\ntrail: {trail}", "muted")
         return text
 
 

@@ -12,10 +12,12 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from reviewer.sanitize import clip, safe_text
+from reviewer.sanitize import clip, safe_text, steady_width
 from reviewer.sources import BrokenFile, QueueItem
+from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.widgets.cells import cell
 from reviewer.tui.widgets.chrome import Chrome
+from reviewer.tui.widgets.panes import summary_counts
 
 NARROW_HIDDEN = frozenset({"agent", "proposer"})
 
@@ -31,10 +33,16 @@ QUEUE_COLUMNS = (
 )
 
 
-class QueueScreen(Screen[None]):
+class QueueScreen(ReportsWorkerFailures, Screen[None]):
     """The first screen: one row per proposal, newest revision; enter opens its review."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "open", "Open", priority=True)]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "open", "Open", priority=True),
+        Binding("up,k", "move(-1)", "Up", show=False, priority=True),
+        Binding("down,j", "move(1)", "Down", show=False, priority=True),
+        Binding("home", "jump(0)", "First", show=False, priority=True),
+        Binding("end", "jump(-1)", "Last", show=False, priority=True),
+    ]
     COLUMNS: ClassVar[tuple[tuple[str, str, int], ...]] = QUEUE_COLUMNS
     """(label, key, width) of each column; `row_cells` gives one cell per column, in this order."""
 
@@ -68,6 +76,10 @@ class QueueScreen(Screen[None]):
         """The line above the footer: the demo's note, or live, who you are and when the queue answered."""
         self.query_one("#status", Static).update(status)
 
+    def show_failure(self, words: str) -> None:
+        """A failed worker of this screen, in words where the reviewer is looking (the app calls it)."""
+        self.query_one("#status", Static).update(Text(safe_text(clip(" " + words, 300)), "danger"))
+
     def refresh_chrome(self) -> None:
         count = len(self.items)
         self.query_one(Chrome).show(self.mode, f"{count} proposal{'s' if count != 1 else ''}")
@@ -97,8 +109,11 @@ class QueueScreen(Screen[None]):
 
     def _shown_cells(self, item: QueueItem) -> list[Text]:
         shown = {key for _, key, _ in self._columns}
-        return [value for (_, key, _), value in zip(self.COLUMNS, self.row_cells(item), strict=True)
-                if key in shown]
+        return [
+            value
+            for (_, key, _), value in zip(self.COLUMNS, self.row_cells(item), strict=True)
+            if key in shown
+        ]
 
     def show_item(self, item: QueueItem) -> None:
         """Add or update the row of `item`, keeping the cursor where the reviewer left it."""
@@ -115,7 +130,7 @@ class QueueScreen(Screen[None]):
 
     def show_broken(self, broken: BrokenFile) -> None:
         self.broken.append(broken)
-        text = Text(f"{len(self.broken)} file(s) could not be read:\n", "bold red")
+        text = Text(f"{len(self.broken)} file(s) could not be read:\n", "danger")
         for entry in self.broken[-5:]:
             text.append(safe_text(clip(entry.name, 60)), "bold")
             text.append(f"  {safe_text(clip(entry.problem, 200))}\n")
@@ -139,20 +154,44 @@ class QueueScreen(Screen[None]):
     def describe_item(self, item: QueueItem) -> Text:
         return describe(item)
 
+    def action_move(self, step: int) -> None:
+        table = self.query_one("#queue", DataTable)
+        if table.row_count:
+            table.move_cursor(row=min(max(table.cursor_row + step, 0), table.row_count - 1))
+
+    def action_jump(self, row: int) -> None:
+        table = self.query_one("#queue", DataTable)
+        if table.row_count:
+            table.move_cursor(row=row if row >= 0 else table.row_count - 1)
+
     def action_open(self) -> None:
         item = self.highlighted_item()
         if item is not None:
             self.post_message(self.OpenRequested(item.proposal_id))
 
 
-def marks(item: QueueItem, alarms: tuple[str, ...]) -> Text:
-    """Δ when the latest revision drifted from the one seen, ! when the proposal raises alarms."""
+def marks(item: QueueItem, alarms: tuple[str, ...], deletes: int = 0) -> Text:
+    """Δ when the latest revision drifted from the one seen, ! when the proposal raises alarms or
+    deletes anything."""
     text = Text()
     if item.latest_drift():
-        text.append("Δ", "bold yellow")
-    if alarms:
-        text.append("!", "bold red")
+        text.append("Δ", "warn.strong")
+    if alarms or deletes:
+        text.append("!", "danger")
     return text
+
+
+def compact(count: int) -> str:
+    """A count that fits a narrow column whole: 999, 1.2k, 100k, 1.5M. Never cut, never a bare
+    "100,00"; the line under the table gives the exact figures."""
+    if count < 1_000:
+        return str(count)
+    for limit, suffix in ((1_000, "k"), (1_000_000, "M"), (1_000_000_000, "G")):
+        scaled = count / limit
+        figure = f"{scaled:.1f}".rstrip("0").rstrip(".") if scaled < 9.95 else f"{scaled:.0f}"
+        if float(figure) < 1_000 or suffix == "G":
+            break
+    return figure + suffix
 
 
 def queue_row(item: QueueItem) -> tuple[Text, ...]:
@@ -162,13 +201,16 @@ def queue_row(item: QueueItem) -> tuple[Text, ...]:
     alarms = analysis.alarms
     revisions = f"{proposal.revision}" + (f" of {len(item.revisions)}" if len(item.revisions) > 1 else "")
     return (
-        marks(item, alarms),
-        Text(safe_text(clip(proposal.title, 300)), no_wrap=True, overflow="ellipsis"),
+        marks(item, alarms, ratios.deletes),
+        Text(steady_width(safe_text(clip(proposal.title, 300))), no_wrap=True, overflow="ellipsis"),
         cell(proposal.agent.name, 14),
         Text(revisions),
-        Text(f"{ratios.calls:,}", justify="right"),
-        Text(f"{ratios.creates}/{ratios.updates}/{ratios.deletes}", "bold red" if ratios.deletes else ""),
-        Text(proposal.dry_run.via, "" if proposal.dry_run.via == "server" else "yellow"),
+        Text(compact(ratios.calls), justify="right"),
+        Text(
+            f"{compact(ratios.creates)}/{compact(ratios.updates)}/{compact(ratios.deletes)}",
+            "danger" if ratios.deletes else "",
+        ),
+        Text(proposal.dry_run.via, "" if proposal.dry_run.via == "server" else "warn"),
         Text(item.state),
     )
 
@@ -181,11 +223,12 @@ def describe(item: QueueItem) -> Text:
     text.append(f"  {safe_text(clip(proposal.target.environment or 'no environment', 40))} · ")
     text.append(safe_text(clip(proposal.target.api, 40)))
     text.append(f" · by {safe_text(clip(proposal.agent.name, 60))}")
-    text.append(f" · {safe_text(clip(item.origins[item.latest_revision], 80))}\n", "dim")
+    text.append(f" · {safe_text(clip(item.origins[item.latest_revision], 80))}\n", "muted")
     drifted = item.latest_drift()
     if drifted is not None:
         base, drift = drifted
-        text.append(f"Δ rev {item.latest_revision} drifted from rev {base}: {drift.summary}\n", "bold yellow")
+        text.append(f"Δ rev {item.latest_revision} drifted from rev {base}: {drift.summary}\n", "warn.strong")
+    text.append(summary_counts(item.analysis()) + "\n")
     for alarm in item.analysis().alarms:
-        text.append(f"! {alarm}\n", "bold red")
+        text.append(f"! {alarm}\n", "danger")
     return text

@@ -14,7 +14,10 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from reviewer.analysis import Extremes, Ratios
+from reviewer.proposal import Proposal
+from reviewer.sanitize import clip, safe_text
 from reviewer.sources import QueueItem
+from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.screens.dialogs import ConfirmScreen, RejectScreen
 from reviewer.tui.screens.drift import DriftScreen
 from reviewer.tui.screens.verification import VerificationScreen
@@ -23,7 +26,33 @@ from reviewer.tui.widgets.panes import detail_text, extremes_text, ratios_text, 
 from reviewer.tui.widgets.plan_view import PlanView
 
 
-class ReviewScreen(Screen[None]):
+def target_text(proposal: Proposal) -> Text:
+    """Where the plan will run: the base URL (the one target field the executor enforces), then the
+    environment and API the agent names."""
+    target = proposal.target
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(
+        safe_text(clip(target.base_url or "no base URL: the executor refuses to run it", 200)), "bold"
+    )
+    text.append(f" · {safe_text(clip(target.environment or 'no environment', 40))}", "warn.strong")
+    text.append(f" · {safe_text(clip(target.api, 40))}")
+    return text
+
+
+def claim_text(proposal: Proposal) -> Text:
+    """What the agent says it is doing (title, task) and where: to compare the claim with the plan."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(safe_text(clip(proposal.title, 300)), "bold")
+    if proposal.task:
+        text.append("  task: ", "muted")
+        text.append(safe_text(clip(proposal.task, 600)))
+    text.append("\n")
+    text.append("runs on ", "muted")
+    text.append_text(target_text(proposal))
+    return text
+
+
+class ReviewScreen(ReportsWorkerFailures, Screen[None]):
     """Everything needed to decide one revision, with the decision keys in the footer."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -60,6 +89,7 @@ class ReviewScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Chrome(id="chrome")
+        yield Static(claim_text(self.analysis.proposal), id="claim")
         yield Static(id="alarms")
         plan = PlanView(self.analysis, id="plan")
         plan.border_title = f"Plan · {len(self.analysis):,} calls"
@@ -70,10 +100,10 @@ class ReviewScreen(Screen[None]):
                 yield Static(id="detail")
             with VerticalScroll(id="ratios-pane") as ratios:
                 ratios.border_title = "Side effects"
-                yield Static(Text("computing…", "dim"), id="ratios")
+                yield Static(Text("computing…", "muted"), id="ratios")
             with VerticalScroll(id="extremes-pane") as extremes:
                 extremes.border_title = "Extremes"
-                yield Static(Text("computing…", "dim"), id="extremes")
+                yield Static(Text("computing…", "muted"), id="extremes")
         yield Static(id="decision")
         yield Footer()
 
@@ -98,8 +128,9 @@ class ReviewScreen(Screen[None]):
             return
         base, drift = drifted
         self.drift_announced = True
-        self.notify(f"rev {self.revision} against rev {base}: {drift.summary}. Press d to see it.",
-                    title="Re-planned")
+        self.notify(
+            f"rev {self.revision} against rev {base}: {drift.summary}. Press d to see it.", title="Re-planned"
+        )
 
     def chrome_parts(self) -> list[tuple[str, str] | str]:
         """What an approval names, first, since a narrow terminal cuts the chrome from the right."""
@@ -126,7 +157,10 @@ class ReviewScreen(Screen[None]):
             return
         row = self.analysis.row(message.index)
         call = self.analysis.proposal.calls[message.index]
-        self.query_one("#detail", Static).update(detail_text(row, call))
+        text = detail_text(row, call)
+        if self.analysis.has_outlier(message.index):
+            text.append("a value far outside the rest: the Extremes pane says how far\n", "danger")
+        self.query_one("#detail", Static).update(text)
         self.query_one("#detail-pane", VerticalScroll).scroll_home(animate=False)
 
     def _decision_body(self, verb: str) -> Text:
@@ -135,11 +169,14 @@ class ReviewScreen(Screen[None]):
         text = Text()
         text.append(f"{verb} revision {self.revision} of ", "bold")
         text.append(proposal.proposal_id, "bold")
-        text.append("\n\nplan sha256\n", "dim")
+        text.append("\n\nplan sha256\n", "muted")
         text.append(f"{digest}\n\n")
+        text.append("runs on ", "bold")
+        text.append_text(target_text(proposal))
+        text.append("\n")
         text.append(summary_counts(self.analysis) + "\n")
         for alarm in self.analysis.alarms:
-            text.append(f"! {alarm}\n", "bold red")
+            text.append(f"! {alarm}\n", "danger")
         if self.mode == "demo":
             text.append("\ndemo: nothing will be sent", "italic")
         return text
@@ -149,6 +186,7 @@ class ReviewScreen(Screen[None]):
             if answer:
                 self.post_message(self.DecisionRequested(self.item, self.revision, "approve", ""))
 
+        self.app.clear_notifications()  # at 80x24 a notification would cover the dialog's keys
         self.app.push_screen(ConfirmScreen("Approve", self._decision_body("Approve")), confirmed)
 
     def action_reject(self) -> None:
@@ -156,6 +194,7 @@ class ReviewScreen(Screen[None]):
             if reason:
                 self.post_message(self.DecisionRequested(self.item, self.revision, "reject", reason))
 
+        self.app.clear_notifications()
         self.app.push_screen(RejectScreen(self._decision_body("Reject")), confirmed)
 
     def show_decision(self, message: str, *, error: bool = False) -> None:
@@ -163,7 +202,11 @@ class ReviewScreen(Screen[None]):
         banner = self.query_one("#decision", Static)
         banner.display = True
         banner.set_class(error, "error")
-        banner.update(Text(message, "bold"))
+        banner.update(Text(safe_text(clip(message, 500)), "bold"))
+
+    def show_failure(self, words: str) -> None:
+        """A failed worker of this screen (the side panes' figures), in the decision banner's place."""
+        self.show_decision(words, error=True)
 
     def action_drift(self) -> None:
         base = self.item.drift_base(self.revision)
@@ -175,8 +218,9 @@ class ReviewScreen(Screen[None]):
     def action_verify(self) -> None:
         record = self.item.executions.get(self.revision)
         if record is None:
-            self.notify(f"Revision {self.revision} has not been executed: there is nothing to verify.",
-                        title="Verify")
+            self.notify(
+                f"Revision {self.revision} has not been executed: there is nothing to verify.", title="Verify"
+            )
             return
         digest = self.item.digests[self.revision]
         self.app.push_screen(VerificationScreen(self.analysis.proposal, digest, record, self.mode))

@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Footer, Static
 from reviewer.proposal import Proposal
 from reviewer.sanitize import clip, safe_text
 from reviewer.sources import ExecutionRecord
+from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.screens.drift import field_changes_text
 from reviewer.tui.widgets.cells import cell
 from reviewer.tui.widgets.chrome import Chrome
@@ -25,11 +26,11 @@ if TYPE_CHECKING:  # compared in a worker when the screen opens, so the import w
     from reviewer.verification import CallCheck, Verification
 
 STATUS_STYLE = {
-    "same": "green",
-    "same once placeholders resolve": "green",
-    "different": "bold red",
-    "not in the plan": "bold red",
-    "refused": "bold red",
+    "same": "ok",
+    "same once placeholders resolve": "ok",
+    "different": "danger",
+    "not in the plan": "danger",
+    "refused": "danger",
 }
 STATUS_WORDS = {
     "not in the plan": "not in the plan (stopped)",
@@ -48,15 +49,15 @@ def status_text(check: CallCheck) -> Text:
 
 def audit_text(check: CallCheck, has_audit: bool) -> Text:
     if not has_audit:
-        return Text("no audit log", "dim")
+        return Text("no audit log", "muted")
     if check.audit_index is None:
-        return Text("no audit line", "bold red")
+        return Text("no audit line", "danger")
     if check.audit_fields:
-        return Text(safe_text(clip(f"differs: {check.audit_fields[0].path}", 200)), "bold red")
-    return Text(f"line {check.audit_index + 1} agrees", "green")
+        return Text(safe_text(clip(f"differs: {check.audit_fields[0].path}", 200)), "danger")
+    return Text(f"line {check.audit_index + 1} agrees", "ok")
 
 
-class VerificationScreen(Screen[None]):
+class VerificationScreen(ReportsWorkerFailures, Screen[None]):
     """What really ran, call by call: the naive count beside the count once placeholders resolve."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "app.pop_screen", "Back")]
@@ -74,10 +75,16 @@ class VerificationScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Chrome(id="chrome")
-        yield Static(Text(" comparing the real run with the plan…", "dim"), id="verification-summary")
+        yield Static(Text(" comparing the real run with the plan…", "muted"), id="verification-summary")
         table: DataTable[Text] = DataTable(id="verification", cursor_type="row", zebra_stripes=True)
-        for label, width in (("real", 4), ("plan", 4), ("tool", 15), ("call", 22), ("check", 28),
-                             ("audit", 14)):
+        for label, width in (
+            ("real", 4),
+            ("plan", 4),
+            ("tool", 15),
+            ("call", 22),
+            ("check", 28),
+            ("audit", 14),
+        ):
             table.add_column(label, width=width)
         yield table
         with VerticalScroll(id="detail-pane") as detail:
@@ -94,6 +101,12 @@ class VerificationScreen(Screen[None]):
         )
         self.compare()
 
+    def show_failure(self, words: str) -> None:
+        """A failed worker of this screen, in words where the reviewer is looking (the app calls it)."""
+        self.query_one("#verification-summary", Static).update(
+            Text(safe_text(clip(" " + words, 300)), "danger")
+        )
+
     @work(thread=True, group="verify", exit_on_error=False)
     def compare(self) -> None:
         """A real run as long as its plan is compared off the event loop."""
@@ -106,7 +119,7 @@ class VerificationScreen(Screen[None]):
         verification = self.verification = message.verification
         summary = Text(f" {verification.summary}", "bold")
         if self.record.plan_sha256 != self.plan_sha256:
-            summary.append("\n the run names another plan digest than this revision's", "bold red")
+            summary.append("\n the run names another plan digest than this revision's", "danger")
         self.query_one("#verification-summary", Static).update(summary)
         table = self.query_one("#verification", DataTable)
         has_audit = self.record.audit_log is not None
@@ -124,8 +137,14 @@ class VerificationScreen(Screen[None]):
             )
         for index in verification.not_executed:
             planned_call = self.plan.calls[index]
-            table.add_row(Text("–"), Text(str(planned_call.seq)), cell(planned_call.tool, 15), Text(""),
-                          Text("not executed", "yellow"), Text(""))
+            table.add_row(
+                Text("–"),
+                Text(str(planned_call.seq)),
+                cell(planned_call.tool, 15),
+                Text(""),
+                Text("not executed", "warn"),
+                Text(""),
+            )
         table.focus()
 
     @on(DataTable.RowHighlighted, "#verification")
@@ -136,20 +155,26 @@ class VerificationScreen(Screen[None]):
         text = Text()
         if event.cursor_row >= len(checks):
             planned = self.plan.calls[self.verification.not_executed[event.cursor_row - len(checks)]]
-            text.append(f"plan #{planned.seq} was not executed: the run stopped before it or chose "
-                        "other calls\n", "yellow")
+            text.append(
+                f"plan #{planned.seq} was not executed: the run stopped before it or chose other calls\n",
+                "warn",
+            )
         else:
             check = checks[event.cursor_row]
             call = self.record.calls[check.executed_index]
             text.append_text(status_text(check))
             text.append("\n")
             if check.fields:
-                title = ("placeholders took these real values:" if check.status.startswith("same")
-                         else "differs from the plan:")
+                title = (
+                    "placeholders took these real values:"
+                    if check.status.startswith("same")
+                    else "differs from the plan:"
+                )
                 text.append_text(field_changes_text(title, check.fields, "bold"))
             if check.audit_fields:
-                text.append_text(field_changes_text("the audit log says otherwise:", check.audit_fields,
-                                                    "bold red"))
+                text.append_text(
+                    field_changes_text("the audit log says otherwise:", check.audit_fields, "danger")
+                )
             if call.outcome is not None:
                 text.append("answer  ", "bold")
                 text.append(f"{call.outcome.http_status or ''} ")

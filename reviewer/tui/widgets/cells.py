@@ -1,18 +1,21 @@
-"""Untrusted text cut to a table cell: sanitized, then truncated by terminal cells with an ellipsis."""
+"""Untrusted text cut to a table cell: sanitized, made steady in width, then truncated by terminal
+cells with an ellipsis, so a cell is always exactly as wide as its column."""
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.text import Text
 
-from reviewer.sanitize import clip, safe_text
+from reviewer.sanitize import clip, safe_text, steady_width
 
 
 def fit(value: str, cells: int, *, right: bool = False) -> str:
     """`value` made safe and exactly `cells` cells wide (wide characters counted)."""
-    text = Text(safe_text(clip(value, cells * 4)), no_wrap=True, end="")
+    text = Text(steady_width(safe_text(clip(value, cells * 4))), no_wrap=True, end="")
     text.truncate(cells, overflow="ellipsis", pad=True)
     if right:
-        return text.plain.strip().rjust(cells)
+        stripped = text.plain.strip()
+        return " " * (cells - cell_len(stripped)) + stripped
     return text.plain
 
 

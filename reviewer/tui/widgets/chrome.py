@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from reviewer.sanitize import clip, safe_text
+from reviewer.sanitize import clip, safe_text, steady_width
 
 
 class Chrome(Static):
@@ -28,10 +28,10 @@ class Chrome(Static):
         """`mode` (demo, or who is signed in live) comes first, so a narrow terminal never cuts it."""
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(" reviewer", "bold")
-        text.append(" │ ", "dim")
+        text.append(" │ ", "muted")
         text.append(safe_text(clip(mode, 40)), "italic")
         for part in parts:
             value, style = (part, "") if isinstance(part, str) else part
-            text.append(" │ ", "dim")
-            text.append(safe_text(clip(value, 80)), style)
+            text.append(" │ ", "muted")
+            text.append(steady_width(safe_text(clip(value, 80))), style)
         self.update(text)

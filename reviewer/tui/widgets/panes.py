@@ -20,8 +20,9 @@ VERDICT_MEANING = {
     Verdict.VALIDATED: "the server's rules accepted this call against the state before the run",
     Verdict.REAL_REFUSAL: "the server refused it, and nothing in the plan explains it: the real run "
     "will be refused too",
-    Verdict.CHAIN_NOISE: "refused only because it depends on an earlier call the dry run did not "
-    "persist; the real run may succeed",
+    Verdict.CHAIN_NOISE: "refused only because an earlier call of this plan (one it takes a value "
+    "from, or one that writes the same resource first) was not persisted by the dry run; the real run "
+    "may succeed",
     Verdict.NOT_VALIDATED: "a fake answered: only the request's shape was checked, none of the "
     "server's rules",
     Verdict.FAKE_REFUSAL: "a fake refused the request's shape",
@@ -30,14 +31,14 @@ VERDICT_MEANING = {
     Verdict.NO_OUTCOME: "the proposal carries no dry-run answer for this call",
 }
 VERDICT_STYLE = {
-    Verdict.VALIDATED: "green",
-    Verdict.REAL_REFUSAL: "bold red",
-    Verdict.FAKE_REFUSAL: "bold red",
-    Verdict.ERROR: "bold red",
-    Verdict.CHAIN_NOISE: "yellow",
-    Verdict.NOT_VALIDATED: "yellow",
-    Verdict.RECORDED: "dim",
-    Verdict.NO_OUTCOME: "dim",
+    Verdict.VALIDATED: "ok",
+    Verdict.REAL_REFUSAL: "danger",
+    Verdict.FAKE_REFUSAL: "danger",
+    Verdict.ERROR: "danger",
+    Verdict.CHAIN_NOISE: "warn",
+    Verdict.NOT_VALIDATED: "warn",
+    Verdict.RECORDED: "muted",
+    Verdict.NO_OUTCOME: "muted",
 }
 
 
@@ -63,16 +64,12 @@ def _line(text: Text, label: str, value: str | Text, style: str = "") -> None:
     text.append("\n")
 
 
-def percent(part: int, whole: int) -> str:
-    return f"{100 * part / whole:.0f}%" if whole else "–"
-
-
 def ratios_text(ratios: Ratios) -> Text:
     """Side-effect ratios and what the dry run did and did not prove, alarms first."""
     text = Text()
     if ratios.writes_kept:
-        text.append(f"DRY RUN KEPT {ratios.writes_kept:,} WRITES\n", "bold reverse red")
-        text.append("the API ignored the dry-run flag\n", "bold red")
+        text.append(f"DRY RUN KEPT {ratios.writes_kept:,} WRITES\n", "danger.banner")
+        text.append("the API ignored the dry-run flag\n", "danger")
     _line(text, "calls", f"{ratios.calls:,}")
     _line(
         text,
@@ -82,25 +79,25 @@ def ratios_text(ratios: Ratios) -> Text:
     _line(
         text,
         "destructive",
-        percent(ratios.deletes, ratios.calls),
-        "bold red" if ratios.deletes else "",
+        ratios.destructive_percent(),
+        "danger" if ratios.deletes else "",
     )
-    _line(text, "validated", f"{ratios.validated:,}", "green" if ratios.validated else "")
+    _line(text, "validated", f"{ratios.validated:,}", "ok" if ratios.validated else "")
     unvalidated = ratios.not_validated + ratios.recorded + ratios.no_outcome
-    _line(text, "unvalidated", f"{unvalidated:,}", "yellow" if unvalidated else "")
-    _line(text, "refused", f"{ratios.real_refusals:,} real", "bold red" if ratios.real_refusals else "")
+    _line(text, "unvalidated", f"{unvalidated:,}", "warn" if unvalidated else "")
+    _line(text, "refused", f"{ratios.real_refusals:,} real", "danger" if ratios.real_refusals else "")
     if ratios.fake_refusals:
-        _line(text, "fake refused", f"{ratios.fake_refusals:,} (shape)", "bold red")
-    _line(text, "chain noise", f"{ratios.chain_noise:,}", "yellow" if ratios.chain_noise else "")
+        _line(text, "fake refused", f"{ratios.fake_refusals:,} (shape)", "danger")
+    _line(text, "chain noise", f"{ratios.chain_noise:,}", "warn" if ratios.chain_noise else "")
     if ratios.errors:
-        _line(text, "errors", f"{ratios.errors:,}", "bold red")
+        _line(text, "errors", f"{ratios.errors:,}", "danger")
     requests = "–" if ratios.write_requests is None else f"{ratios.write_requests:,}"
     kept = "–" if ratios.writes_kept is None else f"{ratios.writes_kept:,}"
-    _line(text, "sent/kept", f"{requests} / {kept}", "bold red" if ratios.writes_kept else "")
+    _line(text, "sent/kept", f"{requests} / {kept}", "danger" if ratios.writes_kept else "")
     _line(text, "resources", f"{ratios.resources:,} touched")
     _line(text, "placeholder", f"{ratios.depends_on_placeholders:,} calls use one")
     if ratios.unresolved_placeholders:
-        _line(text, "unresolved", f"{ratios.unresolved_placeholders:,} name no call", "bold red")
+        _line(text, "unresolved", f"{ratios.unresolved_placeholders:,} name no call", "danger")
     return text
 
 
@@ -119,7 +116,7 @@ def _numeric_line(text: Text, field: NumericField) -> None:
     for outlier in field.outliers:
         text.append(
             f"  ! #{outlier.seq}: {number(outlier.value)} = {outlier.times_median:,.0f}× the median\n",
-            "bold red",
+            "danger",
         )
 
 
@@ -139,7 +136,7 @@ def extremes_text(extremes: Extremes) -> Text:
     first = extremes.first_destructive
     if first is not None:
         text.append("first delete ", "bold")
-        text.append(f"#{first.seq} ", "bold red")
+        text.append(f"#{first.seq} ", "danger")
         text.append(safe_text(clip(first.tool, 30)))
         if first.path:
             text.append(" " + safe_text(clip(first.path, 60)))
@@ -157,7 +154,7 @@ def extremes_text(extremes: Extremes) -> Text:
         text.append("\n")
     for field in rest:
         _numeric_line(text, field)
-    return text or Text("no numeric arguments, no deletes", "dim")
+    return text or Text("no numeric arguments, no deletes", "muted")
 
 
 def detail_text(row: PlanRow, call: Call) -> Text:
@@ -165,7 +162,7 @@ def detail_text(row: PlanRow, call: Call) -> Text:
     text = Text()
     text.append(f"#{row.seq} ", "bold")
     text.append(untrusted(row.tool, limit=200), "bold")
-    text.append(f"  {row.effect}", "bold red" if row.destructive else "")
+    text.append(f"  {row.effect}", "danger" if row.destructive else "")
     if row.method or row.path:
         text.append("  " + untrusted(f"{row.method or ''} {row.path or ''}".strip(), limit=400))
     text.append("\n")
@@ -176,15 +173,27 @@ def detail_text(row: PlanRow, call: Call) -> Text:
     if row.message:
         _line(text, "answer", untrusted(row.message, limit=1_000))
     if row.destructive:
-        text.append("destructive: deletes what it touches\n", "bold red")
+        text.append("destructive: deletes what it touches\n", "danger")
+    if row.written_before is not None:
+        _line(
+            text,
+            "chained",
+            f"#{row.written_before} writes {untrusted(row.resource, limit=200)} first",
+            "warn",
+        )
+    if row.lookalike:
+        text.append(
+            "look-alike letters: a name mixes scripts or passes for Latin letters, or text is not NFC\n",
+            "danger",
+        )
     for placeholder in row.placeholders:
-        style = "bold red" if not placeholder.resolvable else "yellow"
+        style = "danger" if not placeholder.resolvable else "warn"
         _line(text, "depends on", untrusted(placeholder.provenance(), limit=300), style)
     if row.hidden_characters:
         text.append(
             "hidden characters: control, bidi or zero-width characters are shown as \\x.. / \\u.... "
             "escapes\n",
-            "bold red",
+            "danger",
         )
     _line(text, "args", untrusted(call.args or {}, multiline=True))
     if call.request is not None:

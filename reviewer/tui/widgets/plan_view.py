@@ -2,6 +2,11 @@
 
 A DataTable given 100,000 rows builds them all (about 10 s); this view asks the analysis for a row
 only when its line is painted, so a plan of 100,000 calls opens as fast as one of ten.
+
+A row's state is told twice, by a glyph in the first two cells and by its background: `▶` marks the
+cursor, `+` an added row, `~` a changed one, `-` a removed one, `·` one whose dry-run answer changed.
+The glyphs survive 16 colours and NO_COLOR, where the backgrounds are gone; the backgrounds are dark
+enough that every text colour keeps its contrast on them (tests/tui/test_contrast.py).
 """
 
 from __future__ import annotations
@@ -26,6 +31,9 @@ from reviewer.tui.widgets.cells import fit
 RowMark = Callable[[int], str | None]
 """Given a row index, a mark such as "added" or "changed" (drift), or None."""
 
+MARK_GLYPHS = {"added": "+", "changed": "~", "removed": "-", "outcome": "·"}
+CURSOR_GLYPH = "▶"
+
 
 class RowSource(Protocol):
     """What the view reads rows from: an `Analysis`, or the merged rows of a drift."""
@@ -33,6 +41,8 @@ class RowSource(Protocol):
     def __len__(self) -> int: ...
 
     def row(self, index: int) -> PlanRow: ...
+
+    def has_outlier(self, index: int) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -46,13 +56,14 @@ class Column:
 
 
 COLUMNS: tuple[Column, ...] = (
+    Column("", 2),
     Column("#", 5, right=True),
-    Column("tool", 15),
+    Column("tool", 14),
     Column("effect", 6),
-    Column("call", 22, shown_from=72),
+    Column("call", 20, shown_from=72),
     Column("args", 0, shown_from=96),
     Column("dry run", 13),
-    Column("flags", 9),
+    Column("flags", 11),
 )
 
 VERDICT_CLASS = {
@@ -67,17 +78,25 @@ VERDICT_CLASS = {
 }
 
 
-def row_flags(row: PlanRow) -> list[tuple[str, str]]:
-    """Short flags with the component class that colours them: destructive, dependencies, hidden text."""
+def row_flags(row: PlanRow, outlier: bool = False) -> list[tuple[str, str]]:
+    """Short flags with the component class that colours them, the most dangerous first (a narrow
+    column keeps those): destructive, a value far outside the rest, hidden or look-alike text, and
+    what the row depends on."""
     flags: list[tuple[str, str]] = []
     if row.destructive:
         flags.append(("del", "plan-view--refusal"))
+    if outlier:
+        flags.append(("out", "plan-view--refusal"))
+    if row.hidden_characters:
+        flags.append(("hid", "plan-view--refusal"))
+    if row.lookalike:
+        flags.append(("alike", "plan-view--refusal"))
     if row.unresolved:
         flags.append(("?#" + ",".join(str(p.call_seq) for p in row.unresolved), "plan-view--refusal"))
     elif row.depends_on:
         flags.append(("←#" + ",".join(map(str, row.depends_on)), "plan-view--noise"))
-    if row.hidden_characters:
-        flags.append(("hid", "plan-view--refusal"))
+    elif row.written_before is not None:
+        flags.append((f"←#{row.written_before}", "plan-view--noise"))
     return flags
 
 
@@ -110,18 +129,21 @@ class PlanView(ScrollView, can_focus=True):
     DEFAULT_CSS = """
     PlanView {
         overflow-x: hidden;
-        & > .plan-view--header { text-style: bold; background: $boost; }
-        & > .plan-view--cursor { background: $accent 30%; }
-        &:focus > .plan-view--cursor { background: $accent 60%; }
+        & > .plan-view--header { text-style: bold; color: $foreground; background: $surface; }
+        & > .plan-view--cursor { background: $row-cursor; }
+        &:focus > .plan-view--cursor { background: $row-cursor; text-style: bold; }
         & > .plan-view--validated { color: $success; }
         & > .plan-view--refusal { color: $error; text-style: bold; }
         & > .plan-view--noise { color: $warning; }
         & > .plan-view--unvalidated { color: $warning; text-style: italic; }
         & > .plan-view--muted { color: $text-muted; }
-        & > .plan-view--added { background: $success 25%; }
-        & > .plan-view--changed { background: $warning 25%; }
-        & > .plan-view--removed { background: $error 25%; text-style: strike; }
-        & > .plan-view--outcome { background: $primary 15%; }
+        & > .plan-view--added { background: $row-added; }
+        & > .plan-view--changed { background: $row-changed; }
+        & > .plan-view--removed { background: $row-removed; }
+        & > .plan-view--outcome { background: $row-outcome; }
+        &:nocolor > .plan-view--refusal { text-style: bold reverse; }
+        &:nocolor > .plan-view--noise { text-style: bold; }
+        &:nocolor > .plan-view--cursor { text-style: bold underline; }
     }
     """
 
@@ -204,7 +226,9 @@ class PlanView(ScrollView, can_focus=True):
             base = base + self._style(f"plan-view--{mark}")
         if index == self.cursor:
             base = base + self._style("plan-view--cursor")
-        return self._strip(self._row_text(self.rows.row(index), width), width, base)
+        glyphs = (CURSOR_GLYPH if index == self.cursor else " ") + MARK_GLYPHS.get(mark or "", " ")
+        text = self._row_text(index, width, glyphs)
+        return self._strip(text, width, base)
 
     def _style(self, component: str) -> Style:
         return self.get_component_rich_style(component, partial=True)
@@ -224,11 +248,15 @@ class PlanView(ScrollView, can_focus=True):
             text.append(fit(column.header, cells, right=column.right) + " ")
         return text
 
-    def _row_text(self, row: PlanRow, width: int) -> Text:
+    def _row_text(self, index: int, width: int, glyphs: str) -> Text:
+        row = self.rows.row(index)
         text = Text(no_wrap=True)
         for column, cells in self._layout(width):
+            if not column.header:
+                text.append(glyphs + " ", "bold")
+                continue
             if column.header == "flags":
-                self._append_flags(text, row, cells)
+                self._append_flags(text, row_flags(row, self.rows.has_outlier(index)), cells)
                 continue
             value, component = self._cell(column.header, row)
             style = self._style(component) if component else None
@@ -249,9 +277,15 @@ class PlanView(ScrollView, can_focus=True):
             return row.args_summary, None
         return str(row.verdict), VERDICT_CLASS[row.verdict]
 
-    def _append_flags(self, text: Text, row: PlanRow, cells: int) -> None:
+    def _append_flags(self, text: Text, flags: list[tuple[str, str]], cells: int) -> None:
+        """As many flags as fit, then `+N` for the ones left out: a flag is never cut silently."""
         used = 0
-        for flag, component in row_flags(row):
-            piece = safe_text(flag)[: max(cells - used, 0)]
+        for position, (flag, component) in enumerate(flags):
+            piece = safe_text(flag)
+            left = len(flags) - position - 1
+            room = cells - used - (len(f"+{left}") + 1 if left else 0)
+            if len(piece) > room:
+                text.append(f"+{len(flags) - position}", self._style("plan-view--refusal"))
+                return
             text.append(piece + " ", self._style(component))
             used += len(piece) + 1

@@ -1,0 +1,57 @@
+"""Sending a decision under the reviewer's own credential, signed when a key is configured.
+
+One path for the command line (`reviewer approve` / `reviewer reject`) and the terminal app, so a
+decision is signed the same way wherever it is made, and a signing failure (no agent, the key not
+in it, a key file others can read) stops it before anything reaches the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+
+from reviewer.api import Decision, DecisionState
+from reviewer.client import QueueClient
+from reviewer.signed_approvals import SignedStatement
+from reviewer.signing import DecisionStatement, Signer, sign_statement
+
+
+async def sign_decision(
+    signer: Signer,
+    proposal_id: str,
+    revision: int,
+    plan_sha256: str,
+    decision: Decision,
+    reviewer: str,
+    clock: datetime | None = None,
+) -> SignedStatement:
+    """Sign in a thread: an agent may wait for its user to confirm (`ssh-add -c`) or a key to be touched."""
+    statement = DecisionStatement.now(proposal_id, revision, plan_sha256, decision, reviewer, clock)
+    signature = await asyncio.to_thread(sign_statement, statement, signer)
+    return SignedStatement(statement.to_bytes().decode(), signature)
+
+
+async def send_decision(
+    client: QueueClient,
+    proposal_id: str,
+    revision: int,
+    plan_sha256: str,
+    decision: Decision,
+    reason: str = "",
+    signer: Signer | None = None,
+    clock: datetime | None = None,
+) -> DecisionState:
+    """Decide, signing first when `signer` is given; the statement names the token's own identity."""
+    if signer is None:
+        return await client.decide(proposal_id, revision, plan_sha256, decision, reason)
+    identity = await client.whoami()
+    signed = await sign_decision(signer, proposal_id, revision, plan_sha256, decision, identity.name, clock)
+    return await client.decide(
+        proposal_id,
+        revision,
+        plan_sha256,
+        decision,
+        reason,
+        statement=signed.statement,
+        signature=signed.signature,
+    )

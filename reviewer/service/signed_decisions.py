@@ -1,0 +1,148 @@
+"""The queue's rules for signed decisions and quorums, as plain functions every store calls.
+
+Whether a reviewer may add a decision under the policy, whether its statement and signature hold
+against the keys registered for that reviewer, and what the decisions so far add up to. Nothing
+here touches a database: a store hands in its rows and writes what these functions return, so the
+SQLite store and any other apply the same rules and the tests need no HTTP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import msgspec
+
+from reviewer.api import DecisionRequest, DecisionSignature, DecisionState
+from reviewer.policy import Rule, Tally, Vote, refuse_vote, tally
+from reviewer.service.errors import AlreadyApproved, Forbidden, SignatureRefused
+from reviewer.signing import PublicKey, SigningError, verify_with_keys
+
+
+@dataclass(frozen=True)
+class VerifiedSignature:
+    """What the store keeps of a signed decision beside the trail event."""
+
+    statement: str
+    signature: str
+    key_fingerprint: str
+
+
+@dataclass(frozen=True)
+class CastDecision:
+    """A decision already in the trail for the latest revision, as the store reads it back."""
+
+    reviewer: str
+    decision: str
+    reason: str | None
+    at: datetime
+    statement: str | None = None
+    signature: str | None = None
+    key_fingerprint: str | None = None
+
+    def vote(self) -> Vote:
+        return Vote(self.reviewer, "reject" if self.decision == "reject" else "approve", self.reason or "")
+
+
+def admit_decision(
+    rule: Rule,
+    cast: Sequence[CastDecision],
+    reviewer: str,
+    proposal_id: str,
+    request: DecisionRequest,
+    registered_keys: Iterable[PublicKey],
+    environment: str | None,
+) -> VerifiedSignature | None:
+    """Refuse what the policy or the signature rules forbid; return the verified signature, if any.
+
+    Called after the 412 and 409 checks (the revision is the latest and still pending). Order: who
+    may decide (403), one vote each (409), then the signature (422, naming the field).
+    """
+    where = f"environment {environment!r}" if environment else "proposals without an environment"
+    refusal = refuse_vote(rule, [item.vote() for item in cast], reviewer)
+    if refusal == "not_listed":
+        listed = ", ".join(sorted(rule.reviewers or ()))
+        raise Forbidden(f"{reviewer} may not decide {where}; the policy lists {listed}")
+    if refusal == "already_approved":
+        so_far = tally([item.vote() for item in cast], rule.approvals)
+        raise AlreadyApproved(
+            f"{reviewer} already approved this revision ({so_far.describe()}); "
+            "another reviewer must approve it",
+            state="pending",
+        )
+    if request.statement is None and request.signature is None:
+        if rule.signatures:
+            raise SignatureRefused(
+                f"signature: the policy requires signed decisions for {where}; configure your SSH key "
+                "(signing_key in config.toml, or REVIEWER_SIGNING_KEY) and decide again"
+            )
+        return None
+    if request.statement is None or request.signature is None:
+        missing = "statement" if request.statement is None else "signature"
+        raise SignatureRefused(f"{missing}: missing; a signed decision carries both statement and signature")
+    keys = list(registered_keys)
+    if not keys:
+        raise SignatureRefused(
+            f"signature: no SSH key is registered for {reviewer}; the queue's operator adds one with "
+            f"`reviewer keys add {reviewer} FILE`"
+        )
+    try:
+        statement, key = verify_with_keys(request.statement, request.signature, keys)
+    except SigningError as error:
+        raise SignatureRefused(str(error)) from None
+    different = statement.names(proposal_id, request.revision, request.plan_sha256, request.decision)
+    if different:
+        raise SignatureRefused(f"{different}: the signed statement names another decision")
+    if statement.reviewer != reviewer:
+        raise SignatureRefused(
+            f"statement.reviewer is {statement.reviewer!r}, but the token deciding is {reviewer!r}"
+        )
+    return VerifiedSignature(request.statement, request.signature, key.fingerprint)
+
+
+def outcome(rule: Rule, cast: Sequence[CastDecision]) -> Tally:
+    """What the decisions on the latest revision add up to under `rule`."""
+    return tally([item.vote() for item in cast], rule.approvals)
+
+
+def with_votes(state: DecisionState, rule: Rule, cast: Sequence[CastDecision]) -> DecisionState:
+    """`state` with the quorum so far and every signed decision, as the decision endpoint returns it."""
+    so_far = outcome(rule, cast)
+    signatures = [
+        DecisionSignature(
+            reviewer=item.reviewer,
+            decision="reject" if item.decision == "reject" else "approve",
+            statement=item.statement,
+            signature=item.signature,
+            key_fingerprint=item.key_fingerprint or "",
+            at=item.at,
+        )
+        for item in cast
+        if item.statement is not None and item.signature is not None
+    ]
+    return state.model_copy(
+        update={
+            "approvals": list(so_far.approvals),
+            "approvals_required": rule.approvals,
+            "signatures_required": rule.signatures,
+            "signatures": signatures,
+        }
+    )
+
+
+class _TargetOnly(msgspec.Struct):
+    environment: str | None = None
+
+
+class _ProposalTarget(msgspec.Struct):
+    target: _TargetOnly
+
+
+_target_decoder = msgspec.json.Decoder(_ProposalTarget)
+
+
+def environment_of(body: bytes) -> str | None:
+    """The target environment of a stored revision; msgspec skips the rest of the body unread as
+    objects, so even a 25 MB plan costs a single scan."""
+    return _target_decoder.decode(body).target.environment

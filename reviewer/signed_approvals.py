@@ -1,0 +1,141 @@
+"""The executor's own check of an approval: enough distinct people, in its allowed-signers file,
+signed exactly this proposal, revision and digest.
+
+A pure function of what the queue returned and what the executor holds: the queue's word
+("approved") is not evidence, so a database edited by hand, or a queue host in someone else's hands,
+cannot make an agent run anything without the reviewers' keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Final
+
+from reviewer.allowed_signers import AllowedSigners
+from reviewer.signing import NAMESPACE, DecisionStatement, PublicKey, SigningError, SshSignature
+
+MAX_CHECKED: Final = 100
+"""Signatures examined at most: a hostile queue cannot make the executor spend unbounded time."""
+
+
+@dataclass(frozen=True)
+class SignedStatement:
+    """A decision statement (its exact bytes as text) and the armored SSHSIG over it."""
+
+    statement: str
+    signature: str
+
+
+@dataclass(frozen=True)
+class SignatureCheck:
+    """One statement as the executor judged it: by whom (as it claims), and whether it counts."""
+
+    reviewer: str | None
+    decision: str | None
+    counted: bool
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
+class ApprovalCheck:
+    """Whether the approval may run, and why not in words when it may not."""
+
+    authorized: bool
+    required: int
+    signers: tuple[str, ...]
+    rejected_by: tuple[str, ...]
+    checks: tuple[SignatureCheck, ...]
+
+    def explain(self) -> str:
+        if self.rejected_by:
+            return f"refused: a signed rejection by {', '.join(self.rejected_by)}"
+        counted = f"{len(self.signers)} of {self.required} signed approvals"
+        names = f" ({', '.join(self.signers)})" if self.signers else ""
+        problems = [f"{check.reviewer or '?'}: {check.problem}" for check in self.checks if check.problem]
+        refused = f"; not counted: {'; '.join(problems)}" if problems else ""
+        return f"{counted}{names}{refused}"
+
+
+def verify_decision(
+    item: SignedStatement, proposal_id: str, revision: int, plan_sha256: str
+) -> tuple[DecisionStatement, PublicKey]:
+    """The statement and the key that signed it, when the signature is valid and the statement names
+    this proposal, revision and digest; else `SigningError` saying which. Whether the key may sign
+    for the reviewer named is the caller's question (an allowed-signers file, registered keys)."""
+    statement = DecisionStatement.parse(item.statement)
+    different = statement.names(proposal_id, revision, plan_sha256, statement.decision)
+    if different:
+        raise SigningError(f"names another decision ({different})")
+    key = SshSignature.parse(item.signature).verify(statement.to_bytes())
+    return statement, key
+
+
+def check_signed_approvals(
+    allowed: AllowedSigners,
+    required: int,
+    proposal_id: str,
+    revision: int,
+    plan_sha256: str,
+    signed: Iterable[SignedStatement],
+    at: datetime | None = None,
+) -> ApprovalCheck:
+    """Authorized only when `required` distinct principals approved this exact plan with valid
+    signatures by keys the allowed-signers file gives them, and no such principal signed a rejection.
+
+    Distinct means both the name and the key: one key listed under two names counts once, so a
+    single person cannot reach a quorum of two by appearing twice in the file.
+    """
+    if required < 1:
+        raise ValueError("at least one signature must be required")
+    moment = at or datetime.now(UTC)
+    checks: list[SignatureCheck] = []
+    signers: list[str] = []
+    rejected_by: list[str] = []
+    keys_used: set[bytes] = set()
+    for index, item in enumerate(signed):
+        if index >= MAX_CHECKED:
+            checks.append(
+                SignatureCheck(None, None, False, f"more than {MAX_CHECKED} signatures; rest ignored")
+            )
+            break
+        try:
+            statement, key = verify_decision(item, proposal_id, revision, plan_sha256)
+        except SigningError as error:
+            claimed = _claimed_reviewer(item.statement)
+            checks.append(SignatureCheck(claimed, None, False, str(error)))
+            continue
+        reviewer, decision = statement.reviewer, statement.decision
+
+        def refuse(problem: str, reviewer: str = reviewer, decision: str = decision) -> None:
+            checks.append(SignatureCheck(reviewer, decision, False, problem))
+
+        if not allowed.allows(reviewer, key, NAMESPACE, moment):
+            refuse(f"the key {key.fingerprint} is not allowed to sign for {reviewer}")
+            continue
+        if decision == "reject":
+            rejected_by.append(reviewer)
+            checks.append(SignatureCheck(reviewer, decision, True))
+            continue
+        if reviewer in signers or key.blob in keys_used:
+            refuse("the same person (name or key) counts once")
+            continue
+        signers.append(reviewer)
+        keys_used.add(key.blob)
+        checks.append(SignatureCheck(reviewer, decision, True))
+    return ApprovalCheck(
+        authorized=not rejected_by and len(signers) >= required,
+        required=required,
+        signers=tuple(signers),
+        rejected_by=tuple(rejected_by),
+        checks=tuple(checks),
+    )
+
+
+def _claimed_reviewer(statement: str) -> str | None:
+    """Who a statement that failed its checks says it is from, to name it in the explanation."""
+    try:
+        return DecisionStatement.parse(statement).reviewer
+    except SigningError:
+        return None

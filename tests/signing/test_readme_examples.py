@@ -1,0 +1,37 @@
+"""The policy and allowed-signers files the README shows whole are files the code accepts."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+from reviewer.allowed_signers import AllowedSigners
+from reviewer.policy import parse_policy
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _block(starting_with: str) -> str:
+    for block in re.findall(r"```[a-z]*\n(.*?)```", README.read_text(), re.S):
+        text = textwrap.dedent(block)
+        if text.startswith(starting_with):
+            return text
+    raise AssertionError(f"no block starting with {starting_with!r} in the README")
+
+
+def test_the_readme_policy_parses_as_described() -> None:
+    policy = parse_policy(_block("# Who must approve what"), "README policy")
+    production = policy.rule_for("production")
+    assert production.approvals == 2 and production.signatures
+    assert production.reviewers == frozenset({"alice", "bob", "carol"})
+    assert policy.rule_for("staging").signatures and not policy.rule_for("dev").signatures
+
+
+def test_the_readme_allowed_signers_file_parses() -> None:
+    signers = AllowedSigners.parse(_block("# allowed_signers"), "README allowed signers")
+    assert [signer.principals for signer in signers.signers] == [
+        ("alice",),
+        ("bob",),
+        ("carol", "carol@example.com"),
+    ]

@@ -1,0 +1,77 @@
+"""Every character on the review, drift, queue and dialog screens is readable in every colour mode:
+WCAG contrast of at least 4.5:1 in truecolor, 256 colours and 16 colours (a dark xterm palette), and
+without colour (NO_COLOR) the danger words are bold or reversed, never dimmed."""
+
+from __future__ import annotations
+
+import pytest
+
+from reviewer.tui.app import ReviewerApp
+from tests.tui.contrast import low_contrast, styles_of
+from tests.tui.helpers import SAMPLES, wait_until_loaded
+
+pytestmark = pytest.mark.anyio
+
+MERGE = ("deskline-merge.server.json",)
+TRIAGE = ("deskline-triage.rev1.json", "deskline-triage.rev2.json")
+SCREENS = {
+    "queue": ((), ()),
+    "review, cursor on the refused delete": (MERGE, ("enter", "end")),
+    "review, cursor on chain noise": (MERGE, ("enter", "down")),
+    "review, writes kept": (("crm-dedupe.writes-kept.json",), ("enter",)),
+    "review, hidden characters": (("hostile-markup.json",), ("enter", "down")),
+    "review, outlier": (("billing-refunds.outlier.json",), ("enter",)),
+    "drift, cursor on the added row": (TRIAGE, ("enter", "d")),
+    "drift, cursor on the changed row": (TRIAGE, ("enter", "d", "end", "up")),
+    "drift, cursor on the removed row": (TRIAGE, ("enter", "d", "end")),
+    "approve confirmation": (MERGE, ("enter", "a")),
+    "help": (MERGE, ("question_mark",)),
+}
+MODES = ("truecolor", "256", "standard", "nocolor")
+
+
+def make_app(folder, mode: str, monkeypatch: pytest.MonkeyPatch) -> ReviewerApp:  # type: ignore[no-untyped-def]
+    if mode == "nocolor":
+        monkeypatch.setenv("NO_COLOR", "1")
+    return ReviewerApp(folder, color_system=None if mode in ("truecolor", "nocolor") else mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("screen", list(SCREENS))
+async def test_every_character_is_readable(screen: str, mode: str, sample_folder, monkeypatch) -> None:
+    files, keys = SCREENS[screen]
+    app = make_app(sample_folder(*files) if files else SAMPLES, mode, monkeypatch)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until_loaded(pilot)
+        for key in keys:
+            await pilot.press(key)
+            await wait_until_loaded(pilot)
+        assert low_contrast(app) == []
+
+
+@pytest.mark.parametrize("word", ["real refusal", "del ", "1 real refusal"])
+async def test_without_colour_danger_is_bold_or_reversed_never_dim(
+    word: str, sample_folder, monkeypatch
+) -> None:
+    app = make_app(sample_folder(*MERGE), "nocolor", monkeypatch)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until_loaded(pilot)
+        await pilot.press("enter")
+        await wait_until_loaded(pilot)
+        styles = styles_of(app, word)
+        assert styles, f"{word!r} is not on the screen"
+        for style in styles:
+            assert style.bold or style.reverse, f"{word!r} drawn as {style}"
+            assert not style.dim, f"{word!r} drawn dim: {style}"
+
+
+async def test_the_cursor_row_keeps_its_verdict_readable(sample_folder) -> None:
+    """The bug that started this: the cursor's background was the warning colour, and "chain noise"
+    on the cursor row had a contrast of about 1:1."""
+    app = ReviewerApp(sample_folder(*MERGE), color_system="256")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until_loaded(pilot)
+        await pilot.press("enter", "down")
+        await wait_until_loaded(pilot)
+        assert styles_of(app, "chain noise")
+        assert [problem for problem in low_contrast(app) if "chain" in problem.text] == []
