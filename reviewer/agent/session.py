@@ -106,6 +106,12 @@ class PlanSession:
             except NotFound:
                 raise UnknownPlan(proposal_id) from None
             ours = self._submitted is not None and self._submitted.proposal_id == proposal_id
+            if not ours and state.state == "approved":
+                return {
+                    **_state_answer(state),
+                    "note": "this gate holds no plan under this id (another gate submitted it, or this one "
+                    "restarted), so it runs nothing; the approval stays unused until it expires",
+                }
             if not ours or state.state in ("pending", "claimed", "executed"):
                 return _state_answer(state)
             if state.state != "approved":
