@@ -24,6 +24,7 @@ from reviewer.analysis import (
 from reviewer.proposal import Proposal, ProposalError, dumps, parse_proposal
 from reviewer.sanitize import has_hidden
 from reviewer.sources import EXECUTION_SUFFIX
+from tests.builders import proposal_document
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_proposals"
 
@@ -34,19 +35,7 @@ def sample(name: str) -> Analysis:
 
 def plan(calls: list[dict[str, Any]], via: str = "server", **changes: Any) -> Analysis:
     """A small proposal around `calls`, checked by the real parser."""
-    document: dict[str, Any] = {
-        "format": "reviewer.proposal/v1",
-        "proposal_id": "test-plan",
-        "revision": 1,
-        "title": "a test plan",
-        "agent": {"name": "test-agent"},
-        "created_at": "2026-10-15T09:00:00Z",
-        "target": {"api": "deskline"},
-        "dry_run": {"via": via},
-        "calls": calls,
-    }
-    document.update(changes)
-    return Analysis(parse_proposal(json.dumps(document), "test"))
+    return Analysis(parse_proposal(json.dumps(proposal_document(calls, via=via, **changes)), "test"))
 
 
 def call(seq: int, tool: str = "update_ticket", effect: str = "update", **fields: Any) -> dict[str, Any]:

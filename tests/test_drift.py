@@ -21,28 +21,16 @@ from reviewer import proposal as proposal_module
 from reviewer.drift import MAX_EDITS_FOR_MYERS, ChangedCall, Drift, diff_revisions
 from reviewer.proposal import Call, CallList, Outcome, Proposal, parse_proposal
 from reviewer.verification import compare_execution
+from tests.builders import proposal_document
 
 PLACEHOLDER = re.compile(r"<([A-Za-z_][A-Za-z0-9_.-]*) from call (\d+)>")
 
 
 def proposal(calls: list[dict[str, Any]], *, revision: int = 1, **fields: Any) -> Proposal:
     """A proposal around `calls` (seq given or numbered from 1)."""
-    rows = [dict(call) for call in calls]
-    for position, row in enumerate(rows, start=1):
-        row.setdefault("seq", position)
+    fields.setdefault("target", {"api": "deskline", "environment": "staging"})
     return msgspec.convert(
-        {
-            "format": "reviewer.proposal/v1",
-            "proposal_id": "drift-test",
-            "revision": revision,
-            "title": "drift test",
-            "agent": {"name": "test-agent"},
-            "created_at": "2026-10-15T09:00:00Z",
-            "target": fields.get("target", {"api": "deskline", "environment": "staging"}),
-            "dry_run": {"via": "server"},
-            "calls": rows,
-        },
-        Proposal,
+        proposal_document(calls, proposal_id="drift-test", revision=revision, **fields), Proposal
     )
 
 

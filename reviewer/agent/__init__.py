@@ -4,6 +4,11 @@
 def create_ticket(title: str) -> HttpRequest:
     return HttpRequest("POST", "/v1/tickets", body={"title": title})
 
+async with Gate(api="http://127.0.0.1:8480") as gate:     # token from REVIEWER_AGENT_TOKEN
+    result = await gate.run(task, title="Open a ticket")   # dry run, submit, wait, claim, replay, report
+result.raise_for_stop()
+
+The same, step by step:
 async with dry_run("server", client=api, audit=HttpAuditLog()) as recording:
     await task()
 proposal = recording.to_proposal(proposal_id=..., title=..., agent=..., target=...)
@@ -41,17 +46,20 @@ from reviewer.agent.errors import (
     TargetMismatch,
     ToolDefinitionError,
     UnknownBackend,
+    WritesKept,
 )
 from reviewer.agent.execution import Approval, Execution, execute_approved, local_approval, real_run
 from reviewer.agent.flag import DRY_RUN, is_dry_run
+from reviewer.agent.gate import AGENT_TOKEN_ENV, Gate, GateResult, MissingAgentToken
 from reviewer.agent.http import CallAnswer, HttpRequest
 from reviewer.agent.placeholders import placeholder, placeholders_in, substitute
 from reviewer.agent.queue import QueueAgent
 from reviewer.agent.runs import RecordedCall, Recording, dry_run
-from reviewer.agent.tools import ToolArgumentError, WriteTool, write_tool
+from reviewer.agent.tools import GatedTool, ToolArgumentError, WriteTool, sdk_tool, write_tool
 from reviewer.dry_run_params import names_dry_run
 
 __all__ = [
+    "AGENT_TOKEN_ENV",
     "BACKENDS",
     "DEFAULT_DRY_RUN_QUERY",
     "DRY_RUN",
@@ -62,10 +70,14 @@ __all__ = [
     "DecisionTimeout",
     "Execution",
     "FakeBackend",
+    "Gate",
+    "GateResult",
+    "GatedTool",
     "HttpAuditLog",
     "HttpRequest",
     "LiveClientRefused",
     "LiveClientRequired",
+    "MissingAgentToken",
     "NoActiveRun",
     "NoApproval",
     "NotApproved",
@@ -86,6 +98,7 @@ __all__ = [
     "TransportBackend",
     "UnknownBackend",
     "WriteTool",
+    "WritesKept",
     "dry_run",
     "execute_approved",
     "is_dry_run",
@@ -97,6 +110,7 @@ __all__ = [
     "placeholders_in",
     "real_run",
     "rest_mock_handler",
+    "sdk_tool",
     "substitute",
     "write_tool",
 ]

@@ -181,3 +181,15 @@ class RunStopped(AgentError):
     def __init__(self, execution: Any, message: str) -> None:
         self.execution = execution
         super().__init__(message)
+
+
+class WritesKept(AgentError):
+    """The dry run kept writes: the API ignored its dry-run parameter, so the "dry" run wrote for real."""
+
+    def __init__(self, writes_kept: int) -> None:
+        self.writes_kept = writes_kept
+        super().__init__(
+            f"the dry run kept {writes_kept} write(s): the API ignored the dry-run parameter and wrote for "
+            "real. Nothing was submitted. Check the API's dry-run parameter (or use the record backend); "
+            "to submit anyway, so a reviewer sees the alarm, pass allow_kept_writes=True."
+        )

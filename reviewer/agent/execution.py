@@ -40,7 +40,7 @@ from reviewer.agent.errors import (
 )
 from reviewer.agent.http import CallAnswer, HttpRequest
 from reviewer.agent.runs import RecordedCall, running
-from reviewer.agent.tools import WriteTool
+from reviewer.agent.tools import GatedTool, WriteTool, call_maybe_async, plain_result, spec_of
 from reviewer.api import RunEnding
 from reviewer.dry_run_params import without_dry_run_params
 from reviewer.matching import MISSING, FieldChange, match_call, plain
@@ -127,12 +127,17 @@ def off_target(path: str, url: httpx.URL, approved: str) -> str | None:
     return None
 
 
-def check_target(approval: Approval, client: httpx.AsyncClient, *, allow_any_target: bool = False) -> None:
+def check_target(
+    approval: Approval, client: httpx.AsyncClient | None, *, allow_any_target: bool = False
+) -> None:
     """Refuse, before anything runs, a client that is not live or not on the approved target.
 
     A plan without `target.base_url` runs only when the runner says so (`allow_any_target`): its
-    requests could not be checked otherwise.
+    requests could not be checked otherwise. A plan of vendor SDK calls alone (no HTTP request) needs
+    no client: the SDK holds its own.
     """
+    if client is None and all(call.request is None for call in approval.proposal.calls):
+        return
     if not isinstance(client, httpx.AsyncClient) or not is_live_client(client):
         raise LiveClientRequired("a real run")
     approved_url = approval.proposal.target.base_url
@@ -159,7 +164,7 @@ class Execution:
     """A real run in progress, then done: what ran, where it stopped, how it ended, what the audit kept."""
 
     approval: Approval
-    client: httpx.AsyncClient
+    client: httpx.AsyncClient | None
     audit: HttpAuditLog | None = None
     allow_any_target: bool = False
     claim_id: str | None = None
@@ -226,29 +231,30 @@ class Execution:
         try:
             async with running(self, dry=False):
                 await work()
-        except PlanStop as stop:
-            if self.stop is None:  # a stop of this run is its record, not an error
-                error = stop
         except BaseException as caught:  # noqa: BLE001 - recorded and handed back to be raised
-            error = caught
+            # A stop of this run is its record, not an error, even wrapped by a framework that turns a
+            # tool's exception into its own (the OpenAI Agents SDK raises UserError from it).
+            if self.stop is None or not _caused_by_stop(caught):
+                error = caught
         self._end(error)
         return error
 
-    async def replay(self, tools: Iterable[WriteTool] = ()) -> None:
+    async def replay(self, tools: Iterable[WriteTool | GatedTool] = ()) -> None:
         """Send the approved calls in order, placeholders resolved from this run's real answers.
 
         A call whose write tool is in `tools` is rebuilt by the tool from its resolved arguments (and
         must still be the plan's request); any other is sent as the plan's own request. The run stops
         after the first call the API refuses or fails: later calls may depend on it.
         """
-        by_name = {tool.name: tool for tool in tools}
+        by_name = {spec.name: spec for spec in map(spec_of, tools)}
         for planned in self.plan:
             async with self._lock:
                 position = self._next_position(planned.tool)
                 args = resolve(plain(planned.args) or {}, from_results(self.real_results))
                 tool = by_name.get(planned.tool)
+                request: HttpRequest | None
                 if tool is not None:
-                    request = tool.request_for(args)
+                    request = tool.request_for(args) if tool.sends_http else None
                 elif planned.request is not None:
                     request = self._planned_request(planned)
                 else:
@@ -258,7 +264,7 @@ class Execution:
                         "the plan has no request for it; pass its write tool to replay it",
                     )
                 self._require_planned(position, planned.tool, planned.effect, args, request)
-                answer = await self._send(position, planned, args, (), request)
+                answer = await self._send(position, planned, args, (), request, tool)
             if answer.status != "ok" and position < len(self.plan):
                 self.stop = PlanStop(
                     position + 1,
@@ -274,9 +280,9 @@ class Execution:
         """A write tool called by the agent's task during the run: the next plan call, or a stop."""
         async with self._lock:
             position = self._next_position(tool.name)
-            request = tool.request_for(arguments)
+            request = tool.request_for(arguments) if tool.sends_http else None
             self._require_planned(position, tool.name, tool.effect, arguments, request)
-            return await self._send(position, self.plan[position - 1], arguments, dropped, request)
+            return await self._send(position, self.plan[position - 1], arguments, dropped, request, tool)
 
     def _next_position(self, tool_name: str) -> int:
         if self._closed:
@@ -303,7 +309,12 @@ class Execution:
         raise self.stop
 
     def _require_planned(
-        self, position: int, tool_name: str, effect: str, arguments: dict[str, Any], request: HttpRequest
+        self,
+        position: int,
+        tool_name: str,
+        effect: str,
+        arguments: dict[str, Any],
+        request: HttpRequest | None,
     ) -> None:
         """Stop the run unless this call is the approved plan's call at this position."""
         reason = self._mismatch(position, tool_name, effect, arguments, request)
@@ -311,7 +322,12 @@ class Execution:
             self._stop_at(position, tool_name, reason, {"tool": tool_name, "args": arguments})
 
     def _mismatch(
-        self, position: int, tool_name: str, effect: str, arguments: dict[str, Any], request: HttpRequest
+        self,
+        position: int,
+        tool_name: str,
+        effect: str,
+        arguments: dict[str, Any],
+        request: HttpRequest | None,
     ) -> str | None:
         if position > len(self.plan):
             return f"the approved plan has {len(self.plan)} calls; call {position} is not in it"
@@ -320,10 +336,14 @@ class Execution:
             return f"the plan's call {position} is {expected.tool} (seq {expected.seq}), not {tool_name}"
         if expected.effect != effect:
             return f"the plan's call {position} has effect {expected.effect}, this one {effect}"
-        sent = placeholders_in([arguments, request.path, request.query, request.body])
+        parts = [arguments] if request is None else [arguments, request.path, request.query, request.body]
+        sent = placeholders_in(parts)
         if sent:
             return f"this call still holds {', '.join(sorted(sent))}; a placeholder is never sent"
-        match = match_call(expected, arguments, request.to_proposal(), self.real_results)
+        if request is None and expected.request is not None:
+            return f"the plan's call {position} is an HTTP request; this {tool_name} sends none"
+        real_request = request.to_proposal() if request is not None else None
+        match = match_call(expected, arguments, real_request, self.real_results)
         if match.unresolved:
             return (
                 f"the plan's call {position} depends on {', '.join(sorted(match.unresolved))}, "
@@ -339,10 +359,18 @@ class Execution:
         planned: Call,
         arguments: dict[str, Any],
         dropped: tuple[str, ...],
-        request: HttpRequest,
+        request: HttpRequest | None,
+        tool: WriteTool | None,
     ) -> CallAnswer:
-        """Put one approved call on the wire, exactly as checked; recorded before it leaves, so a run
-        cancelled while waiting for the answer still reports that the call may have been made."""
+        """Put one approved call on the wire (or through its vendor SDK), exactly as checked; recorded
+        before it leaves, so a run cancelled while waiting for the answer still reports that the call
+        may have been made."""
+        if request is None:
+            if tool is None or tool.write is None:
+                self._stop_at(position, planned.tool, "the plan has no request for it; pass its write tool")
+            return await self._write_through_sdk(planned, arguments, dropped, tool.write)
+        if self.client is None:
+            self._stop_at(position, planned.tool, "it is an HTTP request and this run was given no client")
         built = build_request(self.client, request)
         # Without an approved base URL (allow_any_target), the client's own is the one not to leave.
         approved_url = self.approval.proposal.target.base_url or str(self.client.base_url)
@@ -368,6 +396,31 @@ class Execution:
             record.answer = CallAnswer("error", None, f"{type(error).__name__}: {error}", None)
         if record.answer.result is not None:
             self.real_results[planned.seq] = plain(record.answer.result)
+        return record.answer
+
+    async def _write_through_sdk(
+        self, planned: Call, arguments: dict[str, Any], dropped: tuple[str, ...], write: Callable[..., Any]
+    ) -> CallAnswer:
+        """The real write of an SDK tool: its answer is ok, what it raises is the error, in its words."""
+        record = RecordedCall(
+            seq=planned.seq,
+            tool=planned.tool,
+            effect=planned.effect,
+            args=dict(arguments),
+            request=None,
+            answer=_NO_ANSWER,
+            dropped_args=dropped,
+        )
+        self.executed.append(record)
+        self.write_requests += 1
+        try:
+            result = plain(plain_result(await call_maybe_async(write, arguments)))
+        except Exception as error:  # noqa: BLE001 - the SDK's failure is this call's answer
+            record.answer = CallAnswer("error", None, f"{type(error).__name__}: {error}", None)
+        else:
+            record.answer = CallAnswer("ok", None, None, result)
+            if result is not None:
+                self.real_results[planned.seq] = result
         return record.answer
 
     def _end(self, error: BaseException | None) -> None:
@@ -418,6 +471,18 @@ class Execution:
             raise RunStopped(self, self.summary())
 
 
+def _caused_by_stop(error: BaseException) -> bool:
+    """Whether `error` is a `PlanStop`, or was raised from or while handling one."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, PlanStop):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
 @asynccontextmanager
 async def real_run(
     approval: Approval,
@@ -449,9 +514,9 @@ async def execute_approved(
     task: Callable[[], Awaitable[Any]] | None,
     approval: Approval,
     *,
-    client: httpx.AsyncClient,
+    client: httpx.AsyncClient | None,
     audit: HttpAuditLog | None = None,
-    tools: Iterable[WriteTool] = (),
+    tools: Iterable[WriteTool | GatedTool] = (),
     allow_any_target: bool = False,
 ) -> Execution:
     """Run the approved plan for real without a queue: `task` again (re-sampling), or a replay when

@@ -5,8 +5,9 @@ A leaf of the agent library: everything else in it builds on these, and they imp
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from reviewer.proposal import OutcomeStatus, Request
@@ -43,10 +44,18 @@ class CallAnswer:
     http_status: int | None = None
     message: str | None = None
     result: Any = None
+    note: str | None = None
+    """For the model, in words: what this answer proves (a dry run's ok is not a real write; a
+    refusal of a call that depends on an earlier one of the same plan is expected chain noise)."""
 
     @property
     def ok(self) -> bool:
         return self.status in ("ok", "recorded")
+
+    def __str__(self) -> str:
+        """The answer as the model reads it (frameworks turn a tool's return value into text)."""
+        shown = {name: value for name, value in asdict(self).items() if value is not None}
+        return json.dumps(shown, ensure_ascii=False, default=str)
 
     def __getitem__(self, key: str) -> Any:
         if not isinstance(self.result, Mapping):

@@ -14,7 +14,7 @@ import msgspec
 from reviewer.agent.audit import HttpAuditLog
 from reviewer.agent.errors import DecisionTimeout, NotApproved, ProposalRejected, RunStopped
 from reviewer.agent.execution import Approval, Execution
-from reviewer.agent.tools import WriteTool
+from reviewer.agent.tools import GatedTool, WriteTool
 from reviewer.allowed_signers import AllowedSigners
 from reviewer.api import DecisionState, ExecutionReport, SubmissionAnswer
 from reviewer.client import ClaimRefused, NotFound, QueueClient, QueueError, StaleRevision
@@ -102,9 +102,9 @@ class QueueAgent:
         self,
         approval: Approval,
         *,
-        client: httpx.AsyncClient,
+        client: httpx.AsyncClient | None,
         task: Callable[[], Awaitable[Any]] | None = None,
-        tools: Iterable[WriteTool] = (),
+        tools: Iterable[WriteTool | GatedTool] = (),
         audit: HttpAuditLog | None = None,
         allow_any_target: bool = False,
     ) -> Execution:

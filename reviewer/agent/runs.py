@@ -15,8 +15,10 @@ from reviewer.agent.audit import HttpAuditLog, RunAudit
 from reviewer.agent.backends import Backend, make_backend
 from reviewer.agent.flag import run_scope
 from reviewer.agent.http import CallAnswer, HttpRequest
+from reviewer.agent.notes import dry_run_note
 from reviewer.agent.placeholders import placeholder, substitute
-from reviewer.agent.tools import ToolRunner, WriteTool
+from reviewer.agent.tools import ToolRunner, WriteTool, call_maybe_async, plain_result
+from reviewer.placeholders import references_in
 from reviewer.proposal import FORMAT_V1, Agent, Call, DryRun, Effect, Outcome, Proposal, Target
 
 
@@ -55,7 +57,7 @@ class RecordedCall:
     tool: str
     effect: Effect
     args: dict[str, Any]
-    request: HttpRequest
+    request: HttpRequest | None
     answer: CallAnswer
     sent: HttpRequest | None = None
     dropped_args: tuple[str, ...] = ()
@@ -68,7 +70,7 @@ class RecordedCall:
         arguments: Mapping[str, Any],
         dropped: tuple[str, ...],
         *,
-        request: HttpRequest,
+        request: HttpRequest | None,
         answer: CallAnswer,
         sent: HttpRequest | None,
     ) -> RecordedCall:
@@ -90,7 +92,7 @@ class RecordedCall:
             tool=self.tool,
             effect=self.effect,
             args=dict(self.args),
-            request=self.request.to_proposal(),
+            request=self.request.to_proposal() if self.request is not None else None,
             outcome=Outcome(
                 status=self.answer.status,
                 http_status=self.answer.http_status,
@@ -129,6 +131,8 @@ class Recording:
     """Placeholder -> the value the backend produced for it, substituted into later requests it sees."""
     writes_kept: int | None = None
     kept_audit_lines: list[dict[str, Any]] = field(default_factory=list)
+    tools: dict[str, WriteTool] = field(default_factory=dict)
+    """The write tools this run saw, by name: what a replay needs to rebuild their calls."""
     _seqs_issued: int = field(init=False, repr=False, default=0)
     _run_audit: RunAudit = field(init=False, repr=False)
 
@@ -149,7 +153,31 @@ class Recording:
         # Taken before the first await, so concurrent calls (parallel tool calls) get distinct seqs.
         self._seqs_issued += 1
         seq = self._seqs_issued
-        planned = tool.request_for(arguments)
+        self.tools[tool.name] = tool
+        planned: HttpRequest | None = None
+        recorded_request: HttpRequest | None = None
+        sent: HttpRequest | None = None
+        if tool.sends_http:
+            planned = tool.request_for(arguments)
+            answer, sent, recorded_request = await self._answer_http(planned)
+        else:
+            answer = await self._answer_sdk(tool, arguments)
+        self.dry_values.update(produced_values(tool, seq, answer.result))
+        depends_on = self._depends_on(seq, arguments, planned)
+        self.calls.append(
+            RecordedCall.of(tool, seq, arguments, dropped, request=recorded_request, answer=answer, sent=sent)
+        )
+        return CallAnswer(
+            answer.status,
+            answer.http_status,
+            answer.message,
+            dry_result(tool, seq, answer.result),
+            note=dry_run_note(self.via, answer, depends_on),
+        )
+
+    async def _answer_http(self, planned: HttpRequest) -> tuple[CallAnswer, HttpRequest | None, HttpRequest]:
+        """The backend's answer, what it sent, and the request as the plan records it (placeholders
+        kept, a server dry run's own query parameter shown)."""
         to_send = HttpRequest(
             planned.method,
             substitute(planned.path, self.dry_values),
@@ -157,22 +185,34 @@ class Recording:
             substitute(planned.body, self.dry_values),
         )
         answer, sent = await self.backend.answer(to_send)
-        self.dry_values.update(produced_values(tool, seq, answer.result))
         recorded_query = sent.query if sent is not None else planned.query
-        self.calls.append(
-            RecordedCall.of(
-                tool,
-                seq,
-                arguments,
-                dropped,
-                request=HttpRequest(planned.method, planned.path, recorded_query, planned.body),
-                answer=answer,
-                sent=sent,
-            )
-        )
-        return CallAnswer(
-            answer.status, answer.http_status, answer.message, dry_result(tool, seq, answer.result)
-        )
+        return answer, sent, HttpRequest(planned.method, planned.path, recorded_query, planned.body)
+
+    async def _answer_sdk(self, tool: WriteTool, arguments: dict[str, Any]) -> CallAnswer:
+        """An SDK tool's dry run: its own dry-run callable answers, unless the run only records or the
+        tool has none. Whatever the callable raises is the refusal, in its own words."""
+        if tool.dry_write is None or self.via == "record":
+            return CallAnswer("recorded")
+        try:
+            result = await call_maybe_async(tool.dry_write, substitute(arguments, self.dry_values))
+        except Exception as refusal:  # noqa: BLE001 - the SDK's refusal is the dry run's answer
+            return CallAnswer("refused", None, f"{type(refusal).__name__}: {refusal}", None)
+        return CallAnswer("ok", None, None, plain_result(result))
+
+    def _depends_on(
+        self, seq: int, arguments: dict[str, Any], planned: HttpRequest | None
+    ) -> tuple[int, ...]:
+        """The earlier calls this one depends on: named by a placeholder, or writing the same resource
+        (close t3, then delete t3: the dry run judged the delete against the state before the close)."""
+        parts = [arguments] if planned is None else [arguments, planned.path, planned.query, planned.body]
+        named = {reference.seq for reference in references_in(parts) if reference.seq < seq}
+        if planned is not None:
+            named |= {
+                call.seq
+                for call in self.calls
+                if call.request is not None and call.seq < seq and call.request.path == planned.path
+            }
+        return tuple(sorted(named))
 
     async def _start(self) -> None:
         await self._run_audit.start()

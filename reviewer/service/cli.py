@@ -1,22 +1,34 @@
 """The service's commands: `reviewer serve` and `reviewer token create|list|revoke`.
 
-FastAPI and uvicorn are imported only when `serve` runs, so `reviewer --help` stays quick.
+FastAPI and the stores are imported only when a command runs, so `reviewer --help` stays quick.
+Every error an operator can meet (a bad port, a taken port, a missing or unreachable database)
+is one line on stderr and a non-zero exit.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import socket
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reviewer.config import default_db_path
+from reviewer.service.server import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT
+
+if TYPE_CHECKING:
+    from reviewer.policy import Policy
+    from reviewer.service.server import Listening
+    from reviewer.service.store import QueueStore
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `serve` and `token` to the `reviewer` command line."""
     serve = subparsers.add_parser(
-        "serve", help="run the queue service", description="Run the queue service (HTTP, SQLite)."
+        "serve",
+        help="run the queue service",
+        description="Run the queue service (HTTP or HTTPS, on SQLite or PostgreSQL).",
     )
     _db_option(serve)
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
@@ -43,6 +55,29 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="how long a claimed run may take before its outcome shows as unknown (default: one hour)",
     )
     serve.add_argument(
+        "--header-timeout",
+        type=float,
+        default=DEFAULT_HEADER_TIMEOUT,
+        metavar="SECONDS",
+        help="close a connection whose request headers are not complete by then "
+        f"(default: {DEFAULT_HEADER_TIMEOUT:g})",
+    )
+    serve.add_argument(
+        "--body-timeout",
+        type=float,
+        default=DEFAULT_BODY_TIMEOUT,
+        metavar="SECONDS",
+        help="close a connection whose request body is not complete by then "
+        f"(default: {DEFAULT_BODY_TIMEOUT:g})",
+    )
+    serve.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this certificate (PEM)")
+    serve.add_argument("--tls-key", metavar="FILE", help="the certificate's private key (PEM)")
+    serve.add_argument(
+        "--behind-tls-proxy",
+        action="store_true",
+        help="allow plain HTTP on a non-loopback address because a TLS-terminating proxy is the only way in",
+    )
+    serve.add_argument(
         "--policy",
         type=Path,
         default=None,
@@ -57,7 +92,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     commands = token.add_subparsers(title="token commands", metavar="COMMAND", required=True)
     create = commands.add_parser("create", help="mint a token and print it, once")
-    create.add_argument("--name", required=True, help="who holds it: shown as the author of decisions")
+    create.add_argument(
+        "--name",
+        required=True,
+        help="who holds it, shown as the author of decisions: 1 to 64 of A-Z a-z 0-9 . _ -",
+    )
     create.add_argument("--role", required=True, choices=("agent", "reviewer"))
     create.add_argument(
         "--ssh-key",
@@ -108,64 +147,121 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _db_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--db",
-        type=Path,
         default=None,
-        metavar="PATH",
-        help=f"the queue's SQLite file (default: {default_db_path()})",
+        metavar="PATH_OR_URL",
+        help=f"the queue's SQLite file, or a postgresql:// URL (default: {default_db_path()})",
     )
 
 
-def _store(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _store(args: argparse.Namespace, *, create: bool = False, policy: Policy | None = None) -> QueueStore:
+    """The store `--db` names; token commands never create one (a mistyped path is an error)."""
     import time
 
     from reviewer.service.app import DEFAULT_APPROVAL_TTL, DEFAULT_PENDING_TTL
-    from reviewer.service.store import SQLiteStore
+    from reviewer.service.databases import open_store
+    from reviewer.service.store import DEFAULT_CLAIM_LEASE
 
-    return SQLiteStore(
-        args.db or default_db_path(),
+    pending_ttl = getattr(args, "pending_ttl", None)
+    approval_ttl = getattr(args, "approval_ttl", None)
+    claim_lease = getattr(args, "claim_lease", None)
+    return open_store(
+        args.db,
         clock=time.time,
-        pending_ttl=DEFAULT_PENDING_TTL,
-        approval_ttl=DEFAULT_APPROVAL_TTL,
+        pending_ttl=DEFAULT_PENDING_TTL if pending_ttl is None else pending_ttl,
+        approval_ttl=DEFAULT_APPROVAL_TTL if approval_ttl is None else approval_ttl,
+        claim_lease=DEFAULT_CLAIM_LEASE if claim_lease is None else claim_lease,
+        policy=policy,
+        create=create,
     )
+
+
+def _refusal(command: str, message: str) -> int:
+    print(f"reviewer {command}: {message}", file=sys.stderr)
+    return 1
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from reviewer.service.app import DEFAULT_APPROVAL_TTL, DEFAULT_PENDING_TTL, create_app
-    from reviewer.service.store import DEFAULT_CLAIM_LEASE
-
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
     from reviewer.policy import PolicyError, read_policy
+    from reviewer.service.errors import DatabaseUnusable
+    from reviewer.service.server import Listening, ListenRefused
 
     try:
         policy = read_policy(args.policy) if args.policy is not None else None
     except PolicyError as error:
         print(f"reviewer serve: {error}; not started", file=sys.stderr)
         return 2
-    db_path = args.db or default_db_path()
-    app = create_app(
-        db_path,
-        pending_ttl=DEFAULT_PENDING_TTL if args.pending_ttl is None else args.pending_ttl,
-        approval_ttl=DEFAULT_APPROVAL_TTL if args.approval_ttl is None else args.approval_ttl,
-        claim_lease=DEFAULT_CLAIM_LEASE if args.claim_lease is None else args.claim_lease,
-        policy=policy,
+
+    listening = Listening(
+        host=args.host,
+        port=args.port,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        behind_tls_proxy=args.behind_tls_proxy,
+        header_timeout=args.header_timeout,
+        body_timeout=args.body_timeout,
     )
-    logging.getLogger("reviewer.service").info("queue database: %s", db_path)
+    try:
+        listening.check()
+        listener = listening.bind()
+    except ListenRefused as error:
+        return _refusal("serve", error.message)
+    try:
+        return _serve(args, listening, listener, policy)
+    except (ListenRefused, DatabaseUnusable) as error:
+        return _refusal("serve", error.message)
+    finally:
+        listener.close()
+
+
+def _serve(
+    args: argparse.Namespace, listening: Listening, listener: socket.socket, policy: Policy | None
+) -> int:
+    import asyncio
+    import ssl
+
+    import uvicorn
+
+    from reviewer.service.app import create_app
+    from reviewer.service.deadlines import DescriptorExhaustionLog
+    from reviewer.service.server import ListenRefused
+
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    log = logging.getLogger("reviewer.service")
+    store = _store(args, create=True, policy=policy)
+    if store.created:
+        log.info("created a new, empty queue in %s", store.location)
+    app = create_app(None, store=store)
+    log.info("queue database: %s", store.location)
     if args.policy is not None:
-        logging.getLogger("reviewer.service").info("decision policy: %s", args.policy)
-    config = uvicorn.Config(
-        app, host=args.host, port=args.port, access_log=False, log_config=None, server_header=False
-    )
-    uvicorn.Server(config).run()
-    return 0
+        log.info("decision policy: %s", args.policy)
+    if listening.behind_tls_proxy and not listening.tls_cert:
+        log.warning(
+            "serving plain HTTP on %s because --behind-tls-proxy says a TLS-terminating proxy is in front; "
+            "anyone who reaches this port directly sees tokens in clear text",
+            listening.host,
+        )
+    config = listening.uvicorn_config(app)
+    try:
+        config.load()
+    except (OSError, ssl.SSLError) as error:
+        store.close()
+        raise ListenRefused(f"cannot use the TLS certificate or key: {error}") from None
+    log.info("listening on %s://%s:%d", listening.scheme, listening.host, listening.port)
+    server = uvicorn.Server(config)
+
+    async def serve() -> None:
+        asyncio.get_running_loop().set_exception_handler(DescriptorExhaustionLog())
+        await server.serve(sockets=[listener])
+
+    asyncio.run(serve())
+    return 0 if server.started else 1
 
 
 def run_token_create(args: argparse.Namespace) -> int:
     from reviewer.service.auth import hash_token, mint_token
-    from reviewer.service.errors import Conflict
+    from reviewer.service.errors import DatabaseUnusable, ServiceError
     from reviewer.signing import PublicKey, SigningError
 
     if args.ssh_key and args.role != "reviewer":
@@ -176,17 +272,17 @@ def run_token_create(args: argparse.Namespace) -> int:
     except SigningError as error:
         print(f"reviewer token create: {error}; no token was made", file=sys.stderr)
         return 2
-    store = _store(args)
     token = mint_token()
     try:
-        store.create_token(args.name, args.role, hash_token(token))
-        for key, comment in keys:
-            store.add_ssh_key(args.name, key, comment)
-    except Conflict as error:
-        print(f"reviewer token create: {error.message}", file=sys.stderr)
-        return 1
-    finally:
-        store.close()
+        store = _store(args)
+        try:
+            store.create_token(args.name, args.role, hash_token(token))
+            for key, comment in keys:
+                store.add_ssh_key(args.name, key, comment)
+        finally:
+            store.close()
+    except (DatabaseUnusable, ServiceError) as error:
+        return _refusal("token create", error.message)
     print(token)
     for key, _comment in keys:
         print(f"registered {key.key_type} {key.fingerprint} for {args.name}", file=sys.stderr)
@@ -202,7 +298,7 @@ def _key_comment(path: Path) -> str:
 
 
 def run_keys_add(args: argparse.Namespace) -> int:
-    from reviewer.service.errors import Conflict
+    from reviewer.service.errors import Conflict, DatabaseUnusable
     from reviewer.signing import PublicKey, SigningError
 
     try:
@@ -210,24 +306,29 @@ def run_keys_add(args: argparse.Namespace) -> int:
     except SigningError as error:
         print(f"reviewer keys add: {error}", file=sys.stderr)
         return 2
-    store = _store(args)
     try:
-        store.add_ssh_key(args.name, key, _key_comment(args.key_file))
-    except Conflict as error:
-        print(f"reviewer keys add: {error.message}", file=sys.stderr)
-        return 1
-    finally:
-        store.close()
+        store = _store(args)
+        try:
+            store.add_ssh_key(args.name, key, _key_comment(args.key_file))
+        finally:
+            store.close()
+    except (Conflict, DatabaseUnusable) as error:
+        return _refusal("keys add", error.message)
     print(f"registered {key.key_type} {key.fingerprint} for {args.name}", file=sys.stderr)
     return 0
 
 
 def run_keys_remove(args: argparse.Namespace) -> int:
-    store = _store(args)
+    from reviewer.service.errors import DatabaseUnusable
+
     try:
-        removed = store.remove_ssh_key(args.name, args.fingerprint)
-    finally:
-        store.close()
+        store = _store(args)
+        try:
+            removed = store.remove_ssh_key(args.name, args.fingerprint)
+        finally:
+            store.close()
+    except DatabaseUnusable as error:
+        return _refusal("keys remove", error.message)
     if not removed:
         print(
             f"reviewer keys remove: {args.name!r} has no key {args.fingerprint!r} (see `reviewer keys list`)",
@@ -239,13 +340,17 @@ def run_keys_remove(args: argparse.Namespace) -> int:
 
 
 def run_keys_list(args: argparse.Namespace) -> int:
+    from reviewer.service.errors import DatabaseUnusable
     from reviewer.signing import NAMESPACE
 
-    store = _store(args)
     try:
-        keys = store.list_ssh_keys(args.name)
-    finally:
-        store.close()
+        store = _store(args)
+        try:
+            keys = store.list_ssh_keys(args.name)
+        finally:
+            store.close()
+    except DatabaseUnusable as error:
+        return _refusal("keys list", error.message)
     for key in keys:
         if args.allowed_signers:
             print(f'{key.name} namespaces="{NAMESPACE}" {key.public_key}')
@@ -255,25 +360,37 @@ def run_keys_list(args: argparse.Namespace) -> int:
 
 
 def run_token_list(args: argparse.Namespace) -> int:
-    store = _store(args)
+    from reviewer.sanitize import safe_text
+    from reviewer.service.errors import DatabaseUnusable
+
     try:
-        tokens = store.list_tokens()
-    finally:
-        store.close()
+        store = _store(args)
+        try:
+            tokens = store.list_tokens()
+        finally:
+            store.close()
+    except DatabaseUnusable as error:
+        return _refusal("token list", error.message)
     for token in tokens:
         status = f"revoked {token.revoked_at:%Y-%m-%d %H:%M}" if token.revoked_at else "active"
-        print(f"{token.name}\t{token.role}\tcreated {token.created_at:%Y-%m-%d %H:%M}\t{status}")
+        # Names made before the name rules may hold anything: shown with hidden characters escaped.
+        print(f"{safe_text(token.name)}\t{token.role}\tcreated {token.created_at:%Y-%m-%d %H:%M}\t{status}")
     return 0
 
 
 def run_token_revoke(args: argparse.Namespace) -> int:
-    store = _store(args)
+    from reviewer.sanitize import safe_text
+    from reviewer.service.errors import DatabaseUnusable
+
     try:
-        revoked = store.revoke_token(args.name)
-    finally:
-        store.close()
+        store = _store(args)
+        try:
+            revoked = store.revoke_token(args.name)
+        finally:
+            store.close()
+    except DatabaseUnusable as error:
+        return _refusal("token revoke", error.message)
     if not revoked:
-        print(f"reviewer token revoke: no active token named {args.name!r}", file=sys.stderr)
-        return 1
-    print(f"revoked {args.name}", file=sys.stderr)
+        return _refusal("token revoke", f"no active token named {safe_text(args.name)!r}")
+    print(f"revoked {safe_text(args.name)}", file=sys.stderr)
     return 0

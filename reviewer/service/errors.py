@@ -78,6 +78,13 @@ class StaleRevision(ServiceError):
     code = "stale_revision"
 
 
+class NotJSON(ServiceError):
+    """A body sent with a Content-Type that is not JSON: read as JSON it might mean something else."""
+
+    status = 415
+    code = "unsupported_media_type"
+
+
 class TooLarge(ServiceError):
     status = 413
     code = "too_large"
@@ -95,6 +102,24 @@ class IdempotencyMismatch(ServiceError):
 
     status = 422
     code = "idempotency_key_reused"
+
+
+class DatabaseUnusable(Exception):
+    """The queue's database cannot be used as it is: missing, unreachable, or of another schema.
+
+    Not an HTTP refusal: the commands print the message as one line and exit non-zero.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class BodyNotReceived(ServiceError):
+    """The client went away, or missed the body deadline, before its body arrived whole."""
+
+    status = 408
+    code = "request_timeout"
 
 
 class AlreadyApproved(Conflict):

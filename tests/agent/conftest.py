@@ -57,15 +57,6 @@ def _reviewer(*args: str) -> list[str]:
 def queue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Queue]:
     directory = tmp_path_factory.mktemp("queue")
     db = directory / "queue.sqlite3"
-    tokens = {
-        role: subprocess.run(
-            _reviewer("token", "create", "--db", str(db), "--name", f"test-{role}", "--role", role),
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-        for role in ("agent", "reviewer")
-    }
     port = _free_port()
     log = (directory / "serve.log").open("wb")
     process = subprocess.Popen(
@@ -83,6 +74,16 @@ def queue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Queue]:
             process.kill()
             raise RuntimeError((directory / "serve.log").read_text(errors="replace"))
         time.sleep(0.05)
+    # Tokens after the first start: `serve` creates the database, token commands refuse a missing one.
+    tokens = {
+        role: subprocess.run(
+            _reviewer("token", "create", "--db", str(db), "--name", f"test-{role}", "--role", role),
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        for role in ("agent", "reviewer")
+    }
     try:
         yield Queue(url, db, tokens["agent"], tokens["reviewer"])
     finally:

@@ -41,6 +41,7 @@ from reviewer.service.app import create_app
 from reviewer.service.auth import hash_token, mint_token
 from tests.agent.conftest import Queue
 from tests.agent.helpers import received
+from tests.builders import proposal_document
 
 ToolCall = Callable[[], Awaitable[Any]]
 _ids = iter(range(1, 1_000_000))
@@ -166,25 +167,16 @@ def test_a_request_that_leaves_the_approved_base_url_is_refused_before_sending(
     sample_api: RunningSampleApi, path: str
 ) -> None:
     """The check is on the URL as httpx will send it, after merging with the client's base URL."""
-    document = {
-        "format": "reviewer.proposal/v1",
-        "proposal_id": f"escape-{next(_ids)}",
-        "revision": 1,
-        "title": "escape",
-        "agent": {"name": "a"},
-        "created_at": "2026-10-15T09:00:00Z",
-        "target": {"api": "sample", "base_url": f"{sample_api.base_url}/v1"},
-        "dry_run": {"via": "record"},
-        "calls": [
-            {
-                "seq": 1,
-                "tool": "update_ticket",
-                "effect": "update",
-                "args": {"id": "t1"},
-                "request": {"method": "PATCH", "path": path, "body": {"status": "closed"}},
-            }
-        ],
+    escaping_call = {
+        "tool": "update_ticket",
+        "effect": "update",
+        "args": {"id": "t1"},
+        "request": {"method": "PATCH", "path": path, "body": {"status": "closed"}},
     }
+    target = {"api": "sample", "base_url": f"{sample_api.base_url}/v1"}
+    document = proposal_document(
+        [escaping_call], proposal_id=f"escape-{next(_ids)}", via="record", target=target
+    )
     approval = local_approval(parse_proposal(json.dumps(document).encode(), "test"))
     sent: list[httpx.Request] = []
 

@@ -27,7 +27,7 @@ from reviewer.sample_api.server import RunningSampleApi
 from reviewer.verification import compare_execution
 from tests.agent.conftest import Queue
 from tests.agent.helpers import dry_proposal, received
-from tests.service.test_client import AnswerLostOnce
+from tests.queue_harness import AnswerLostOnce
 
 
 def named(proposal: Proposal, proposal_id: str, revision: int = 1) -> Proposal:

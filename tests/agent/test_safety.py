@@ -118,7 +118,7 @@ def test_a_required_argument_the_model_left_out_is_an_error_not_a_call(sample_ap
 
 
 def test_the_model_sees_only_declared_arguments_in_the_schema() -> None:
-    schema = tools.update_ticket.schema()
+    schema = tools.update_ticket.spec.schema()
     assert schema["parameters"]["required"] == ["id"]
     assert schema["parameters"]["additionalProperties"] is False
     assert set(schema["parameters"]["properties"]) == {"id", "status", "mergedInto", "title"}

@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Static
 from reviewer.client import QueueClient
 from reviewer.config import Secret
 from reviewer.tui.live import LiveReviewerApp
-from tests.service.conftest import Service, start_service
+from tests.queue_harness import Service, start_service
 
 
 @dataclass

@@ -26,7 +26,7 @@ from reviewer.api import (
     Whoami,
 )
 from reviewer.proposal import parse_proposal, plan_sha256
-from tests.service.conftest import body, proposal
+from tests.queue_harness import body, proposal
 
 AT = datetime(2026, 10, 15, 9, 0, tzinfo=UTC)
 _REVISION = re.compile(r"^/v1/proposals/([^/]+)/revisions/(\d+)$")

@@ -19,7 +19,7 @@ from tests.live.conftest import (
     status,
     until,
 )
-from tests.service.conftest import body, proposal, reviewer_command, unique_id
+from tests.queue_harness import body, proposal, reviewer_command, unique_id
 
 
 def plan(proposal_id: str, revision: int = 1, **kwargs):  # type: ignore[no-untyped-def]
@@ -248,7 +248,7 @@ def test_a_claim_past_its_lease_without_a_report_is_an_unknown_outcome(tmp_path_
     """A run that claimed the approval and never reported (a crashed runner) may have written: the
     list says `unknown`, the chrome says why, and it is not approvable or re-runnable."""
     from tests.live.conftest import Queue as LiveQueue
-    from tests.service.conftest import start_service
+    from tests.queue_harness import start_service
 
     service = start_service(tmp_path_factory.mktemp("lease"), "--claim-lease", "0")
     tokens = {name: service.token(name, role) for name, role in (("alice", "reviewer"), ("agent", "agent"))}

@@ -23,7 +23,7 @@ from reviewer.config import (
     write_token_file,
 )
 from tests.live.conftest import Queue, run, status, until
-from tests.service.conftest import reviewer_command
+from tests.queue_harness import reviewer_command
 
 TOKEN = "rv-test-token-5f1c9a"
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from reviewer.proposal import MAX_BODY_BYTES
-from tests.service.conftest import Actors, body, proposal, submit, unique_id
+from tests.queue_harness import Actors, body, claimed_report, decide, proposal, submit, unique_id
 
 
 @pytest.fixture
@@ -171,10 +171,22 @@ class TestDecisionAndExecutionBodies:
         )
         assert_refused(response, 400, "Idempotency-Key")
 
-    def test_an_execution_report_nested_too_deep_is_422(self, actors: Actors, stored: dict[str, Any]) -> None:
+    def test_a_report_without_an_open_claim_is_409_before_its_body_is_read(
+        self, actors: Actors, stored: dict[str, Any]
+    ) -> None:
         report = {"revision": 1, "plan_sha256": stored["plan_sha256"], "calls": [nested(70)]}
         response = actors.agent.post(f"/v1/proposals/{stored['proposal_id']}/executions", json=report)
-        assert_refused(response, 422, "deeper than 64")
+        assert_refused(response, 409, "no claim", "before the first real write")
+
+
+def test_an_execution_report_nested_too_deep_is_422_and_the_claim_still_waits(actors: Actors) -> None:
+    proposal_id = unique_id("deep-report")
+    digest = submit(actors.agent, proposal_id)["plan_sha256"]
+    assert decide(actors.alice, proposal_id, 1, digest).status_code == 201
+    report = claimed_report(actors.agent, proposal_id, 1, digest, calls=[nested(70)])
+    response = actors.agent.post(f"/v1/proposals/{proposal_id}/executions", json=report)
+    assert_refused(response, 422, "deeper than 64")
+    assert actors.agent.get(f"/v1/proposals/{proposal_id}/decision").json()["state"] == "claimed"
 
 
 @pytest.mark.usefixtures("unchanged")
@@ -190,8 +202,10 @@ class TestDecisionAndExecutionBodies:
         ("GET", "/v1/proposals/x/revisions/99999999999999999999999999", 422),
         ("GET", "/v1/proposals?state=lost", 422),
         ("GET", "/v1/proposals?limit=0", 422),
-        ("GET", "/v1/proposals?cursor=abc", 400),
-        ("GET", "/v1/proposals?cursor=99999999999999999999999", 400),
+        ("GET", "/v1/proposals?cursor=abc", 422),
+        ("GET", "/v1/proposals?cursor=", 422),
+        ("GET", "/v1/proposals?cursor=99999999999999999999999", 422),
+        ("PUT", "/v1/proposals/x/decisions", 405),
         ("DELETE", "/v1/proposals", 405),
         ("GET", "/v2/nothing", 404),
     ],
@@ -199,6 +213,31 @@ class TestDecisionAndExecutionBodies:
 def test_bad_paths_and_queries(actors: Actors, method: str, path: str, status: int) -> None:
     response = actors.alice.request(method, path)
     assert_refused(response, status)
+    if status == 405:
+        assert (
+            set(response.headers["allow"].split(", ")) >= {"GET", "POST"}
+            or "POST" in response.headers["allow"]
+        )
+
+
+def test_a_405_names_every_method_served_at_the_path(actors: Actors) -> None:
+    response = actors.alice.request("DELETE", "/v1/proposals")
+    assert response.headers["allow"] == "GET, POST"
+
+
+@pytest.mark.usefixtures("unchanged")
+@pytest.mark.parametrize("path", ["/v1/proposals/x/decisions", "/v1/proposals/x/claims"])
+def test_a_missing_idempotency_key_is_the_documented_400(actors: Actors, path: str) -> None:
+    client = actors.alice if path.endswith("decisions") else actors.agent
+    response = client.post(path, json={"revision": 1, "plan_sha256": "0" * 64, "decision": "approve"})
+    assert_refused(response, 400, "needs an Idempotency-Key header")
+    document = actors.alice.get("/openapi.json").json()
+    [header] = [
+        p
+        for p in document["paths"]["/v1/proposals/{proposal_id}" + path[15:]]["post"]["parameters"]
+        if p["name"] == "idempotency-key"
+    ]
+    assert header["required"] is True
 
 
 @pytest.mark.usefixtures("unchanged")

@@ -23,7 +23,7 @@ from reviewer.client import (
     Unauthorized,
 )
 from reviewer.proposal import parse_proposal, plan_sha256
-from tests.service.conftest import Actors, Service, body, free_port, proposal, submit, unique_id
+from tests.queue_harness import Actors, AnswerLostOnce, Service, body, free_port, proposal, submit, unique_id
 
 
 def run(coroutine: Any) -> Any:
@@ -146,26 +146,6 @@ def test_a_decision_whose_answer_was_lost_is_retried_with_the_same_key() -> None
     assert len({key for key, _ in seen}) == 1, "every attempt carries the same Idempotency-Key"
     assert len({content for _, content in seen}) == 1
     assert json.loads(seen[0][1])["decision"] == "approve"
-
-
-class AnswerLostOnce(httpx.AsyncBaseTransport):
-    """Sends each request to the real service, but drops the first answer as a cut connection would."""
-
-    def __init__(self) -> None:
-        self.real = httpx.AsyncHTTPTransport()
-        self.sent: list[httpx.Request] = []
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self.sent.append(request)
-        response = await self.real.handle_async_request(request)
-        if len(self.sent) == 1:
-            await response.aread()
-            await response.aclose()
-            raise httpx.ReadError("connection reset by peer", request=request)
-        return response
-
-    async def aclose(self) -> None:
-        await self.real.aclose()
 
 
 def test_an_execution_report_whose_answer_was_lost_is_retried_and_stored_once(

@@ -9,7 +9,7 @@ import httpx
 
 from reviewer.service.app import create_app
 from reviewer.service.auth import hash_token, mint_token
-from tests.service.conftest import body, proposal
+from tests.queue_harness import body, proposal
 
 
 def test_pending_then_approved_then_expired_as_the_clock_moves(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.service.conftest import Service, body, decide, make_actors, proposal, start_service
+from tests.queue_harness import Service, body, decide, make_actors, proposal, start_service
 
 KILLS = 6
 

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from tests.service.conftest import Actors, decide, submit, unique_id
+from tests.queue_harness import Actors, decide, submit, unique_id
 
 ROUNDS = 50
 

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from reviewer.service.auth import hash_token, mint_token
-from reviewer.service.store import SQLiteStore
-from tests.service.conftest import (
+from reviewer.service.sqlite_store import SQLiteStore
+from tests.queue_harness import (
     Actors,
     Service,
     body,

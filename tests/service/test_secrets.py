@@ -15,7 +15,7 @@ import pytest
 
 from reviewer.client import QueueClient, QueueRefused
 from reviewer.service.auth import mint_token, redact_tokens
-from tests.service.conftest import Service, body, decide, proposal, start_service, submit, unique_id
+from tests.queue_harness import Service, body, decide, proposal, start_service, submit, unique_id
 
 
 def misplaced_canaries(
@@ -109,17 +109,16 @@ def test_redaction_replaces_the_token_and_keeps_the_rest() -> None:
     assert redact_tokens("/v1/proposals/p-1/revisions/2") == "/v1/proposals/p-1/revisions/2"
 
 
-@pytest.mark.parametrize("first", ["serve", "token create"])
-def test_the_database_and_its_wal_and_shm_are_readable_by_the_owner_alone(tmp_path: Path, first: str) -> None:
-    """The file holds every proposal and the token hashes: 0600 even under a umask of 022."""
+def test_the_database_and_its_wal_and_shm_are_readable_by_the_owner_alone(tmp_path: Path) -> None:
+    """The file holds every proposal and the token hashes: 0600 even under a umask of 022.
+
+    `serve` is the one command that creates a database (token commands refuse a missing one).
+    """
     previous_umask = os.umask(0o022)
     try:
         service = Service(db=tmp_path / "queue.sqlite3", log_path=tmp_path / "service.log")
-        if first == "token create":
-            agent_token = service.token("agent", "agent")
         service.start()
-        if first == "serve":
-            agent_token = service.token("agent", "agent")
+        agent_token = service.token("agent", "agent")
     finally:
         os.umask(previous_umask)
     try:

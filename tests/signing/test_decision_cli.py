@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.service.conftest import (
+from tests.queue_harness import (
     Actors,
     Service,
     make_actors,

@@ -21,7 +21,7 @@ import pytest
 from reviewer.allowed_signers import AllowedSigners
 from reviewer.signed_approvals import SignedStatement, check_signed_approvals
 from reviewer.signing import DecisionStatement, Signer, sign_statement, signer_for
-from tests.service.conftest import Service, body, proposal, reviewer_command, start_service, unique_id
+from tests.queue_harness import Service, body, proposal, reviewer_command, start_service, unique_id
 from tests.signing.conftest import Agent, SshKey, make_key, ssh_keygen_verify
 
 POLICY = """\

@@ -13,6 +13,7 @@ from reviewer.tui.app import ReviewerApp
 from reviewer.tui.screens.dialogs import ConfirmScreen
 from reviewer.tui.screens.queue import compact
 from reviewer.tui.widgets.plan_view import PlanView
+from tests.builders import proposal_document
 from tests.tui.helpers import wait_until_loaded
 
 pytestmark = pytest.mark.anyio
@@ -35,12 +36,8 @@ def bulk_plan(folder: Path, creates: int, updates: int, deletes: int) -> None:
          "outcome": {"status": "ok", "http_status": 200}}
         for seq, effect in enumerate(effects, start=1)
     ]  # fmt: skip
-    document = {
-        "format": "reviewer.proposal/v1", "proposal_id": "bulk", "revision": 1, "title": "bulk",
-        "agent": {"name": "agent"}, "created_at": "2026-10-15T09:00:00Z",
-        "target": {"api": "deskline", "base_url": "https://deskline.example", "environment": "prod"},
-        "dry_run": {"via": "server"}, "calls": calls,
-    }  # fmt: skip
+    target = {"api": "deskline", "base_url": "https://deskline.example", "environment": "prod"}
+    document = proposal_document(calls, proposal_id="bulk", title="bulk", target=target)
     (folder / "bulk.json").write_text(json.dumps(document))
 
 

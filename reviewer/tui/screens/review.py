@@ -26,12 +26,13 @@ from reviewer.tui.widgets.plan_view import PlanView
 
 
 def target_text(proposal: Proposal) -> Text:
-    """Where the plan will run: the base URL (the one target field the executor enforces), then the
+    """Where the plan will run: the base URL (the one target field the executor enforces; without one,
+    the runner chose to allow any target, or its tools are not HTTP calls), then the
     environment and API the agent names."""
     target = proposal.target
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append(
-        safe_text(clip(target.base_url or "no base URL: the executor refuses to run it", 200)), "bold"
+        safe_text(clip(target.base_url or "no base URL: where it runs is up to the runner", 200)), "bold"
     )
     text.append(f" · {safe_text(clip(target.environment or 'no environment', 40))}", "warn.strong")
     text.append(f" · {safe_text(clip(target.api, 40))}")

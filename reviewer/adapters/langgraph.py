@@ -1,0 +1,114 @@
+"""A LangGraph approval gate (`pip install reviewer[langgraph]`): plan, approval on `interrupt()`, execute.
+
+    graph = gated_graph(gate, my_task, title="Close t1 and t2", checkpointer=InMemorySaver())
+    state = await graph.ainvoke({}, config)                 # dry run, submit; pauses at the approval
+    state = await graph.ainvoke(Command(resume="go"), config)  # asks the queue; runs once if approved
+
+The approval node never trusts the value a graph is resumed with: anyone who can resume a thread could
+write "approved" there. It asks the queue each time it runs, pauses again while the plan is pending, and
+ends the graph with the reviewer's reason when it is rejected. Only the queue's approval, claimed by the
+execute node, lets the approved calls run, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+
+from reviewer.agent.errors import NoApproval, RunStopped
+from reviewer.agent.gate import Gate
+from reviewer.agent.tools import GatedTool, WriteTool
+
+
+class GateState(TypedDict, total=False):
+    """What the graph carries between the nodes: the queue's own words, never a local verdict."""
+
+    proposal_id: str
+    revision: int
+    plan_sha256: str
+    state: str
+    reason: str
+    summary: str
+
+
+class GatedNodes:
+    """The three nodes; add them to a graph of your own, or let `gated_graph` wire them."""
+
+    def __init__(
+        self,
+        gate: Gate,
+        task: Callable[[], Awaitable[Any]],
+        *,
+        title: str,
+        tools: Iterable[WriteTool | GatedTool] = (),
+    ) -> None:
+        self.gate = gate
+        self.task = task
+        self.title = title
+        self.tools = tuple(tools)
+
+    async def plan(self, state: GateState) -> GateState:
+        """Dry-run the task and submit the plan; answers at once (the approval node waits)."""
+        recording = await self.gate.dry_run(self.task)
+        submission = await self.gate.submit(self.gate.propose(recording, title=self.title))
+        return {
+            "proposal_id": submission.proposal_id,
+            "revision": submission.revision,
+            "plan_sha256": submission.plan_sha256,
+            "state": submission.state,
+        }
+
+    async def approval(self, state: GateState) -> GateState:
+        """Pause until the queue has decided; the resume value is only a nudge to ask the queue again."""
+        # Each resume re-runs this node; every interrupt already answered returns its resume value, and
+        # the queue is asked again after each one, so the first pending answer pauses the graph anew.
+        while True:
+            decision = await self.gate.status(state["proposal_id"])
+            if decision.state != "pending":
+                break
+            interrupt(
+                {"proposal_id": decision.proposal_id, "state": "pending", "ask": "resume to check again"}
+            )
+        answer: GateState = {"state": decision.state}
+        if decision.reason:
+            answer["reason"] = decision.reason
+        return answer
+
+    async def execute(self, state: GateState) -> GateState:
+        """Claim the approval and replay the approved calls once; the summary says how it ended."""
+        try:
+            approval = await self.gate.approval(state["proposal_id"])
+            execution = await self.gate.execute(approval, tools=self.tools)
+        except NoApproval as refused:
+            return {"state": "not run", "reason": str(refused)}
+        except RunStopped as stopped:
+            return {"state": "executed", "summary": stopped.execution.summary()}
+        return {"state": "executed", "summary": execution.summary()}
+
+    @staticmethod
+    def after_approval(state: GateState) -> str:
+        return "execute" if state.get("state") == "approved" else END
+
+
+def gated_graph(
+    gate: Gate,
+    task: Callable[[], Awaitable[Any]],
+    *,
+    title: str,
+    tools: Iterable[WriteTool | GatedTool] = (),
+    checkpointer: Any = None,
+) -> Any:
+    """plan -> approval -> execute (or the end, when the plan is not approved), compiled."""
+    nodes = GatedNodes(gate, task, title=title, tools=tools)
+    builder = StateGraph(GateState)
+    builder.add_node("plan", nodes.plan)
+    builder.add_node("approval", nodes.approval)
+    builder.add_node("execute", nodes.execute)
+    builder.add_edge(START, "plan")
+    builder.add_edge("plan", "approval")
+    builder.add_conditional_edges("approval", nodes.after_approval, ["execute", END])
+    builder.add_edge("execute", END)
+    return builder.compile(checkpointer=checkpointer)

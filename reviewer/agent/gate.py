@@ -1,0 +1,293 @@
+"""`Gate`: the whole life of a gated run in one object: dry run, submit, wait, claim, replay, report, verify.
+
+    async with Gate(api="http://127.0.0.1:8480", queue="http://127.0.0.1:8470") as gate:
+        result = await gate.run(my_task, title="Merge t1 and t2 into a new ticket")
+    result.raise_for_stop()
+
+The steps stay callable one by one (`dry_run`, `submit`, `status`, `wait`, `execute`, `verify`), because
+a framework that pauses between them (a LangGraph interrupt, an MCP host that calls back later) needs
+each on its own. Every step is the library's own: the gate adds no rule, it only saves the wiring.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Final
+
+import httpx
+
+from reviewer.agent.audit import HttpAuditLog
+from reviewer.agent.backends import make_backend
+from reviewer.agent.errors import AgentError, NoApproval, NotApproved, RunStopped, WritesKept
+from reviewer.agent.execution import Approval, Execution
+from reviewer.agent.queue import DEFAULT_DECISION_TIMEOUT, DEFAULT_POLL_INTERVAL, QueueAgent
+from reviewer.agent.runs import Recording, dry_run
+from reviewer.agent.tools import GatedTool, WriteTool
+from reviewer.allowed_signers import AllowedSigners
+from reviewer.api import DecisionState, SubmissionAnswer
+from reviewer.client import QueueClient
+from reviewer.proposal import Agent, Proposal, Target
+from reviewer.verification import Verification, compare_execution
+
+AGENT_TOKEN_ENV: Final = "REVIEWER_AGENT_TOKEN"
+"""Where the gate finds the agent's queue token when none is passed: never a command-line argument,
+which other users of the machine can read."""
+
+DEFAULT_QUEUE_URL: Final = "http://127.0.0.1:8470"
+
+Task = Callable[[], Awaitable[Any]]
+
+
+class MissingAgentToken(AgentError):
+    """The gate has no agent token to talk to the queue with."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            f"no agent token: set {AGENT_TOKEN_ENV} (mint one on the queue's host with "
+            "`reviewer token create --name NAME --role agent`) or pass token= to Gate"
+        )
+
+
+def new_proposal_id(title: str) -> str:
+    """A proposal id a reviewer can read: the title's words, then a random suffix that makes it unique."""
+    words = re.sub(r"[^A-Za-z0-9]+", "-", title).strip("-").lower()[:48] or "plan"
+    return f"{words}-{uuid.uuid4().hex[:8]}"
+
+
+@dataclass
+class GateResult:
+    """How one gated run ended, step by step. `raise_for_stop()` raises unless the approved plan ran
+    whole and every call succeeded."""
+
+    recording: Recording
+    proposal: Proposal
+    submission: SubmissionAnswer
+    approval: Approval | None = None
+    refusal: NoApproval | None = None
+    """Why nothing ran: rejected (with the reviewer's reason), expired, no decision in time, claimed."""
+    execution: Execution | None = None
+    stopped: RunStopped | None = None
+    verification: Verification | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.execution is not None and self.execution.ok
+
+    @property
+    def rejection_reason(self) -> str | None:
+        """The reviewer's reason, when the plan was rejected."""
+        return getattr(self.refusal, "reason", None)
+
+    def raise_for_stop(self) -> None:
+        """Raise why the plan did not run whole: the refusal (`ProposalRejected`, `NotApproved`,
+        `DecisionTimeout`) or the stop (`RunStopped`, with `.execution`)."""
+        if self.refusal is not None:
+            raise self.refusal
+        if self.stopped is not None:
+            raise self.stopped
+        if self.execution is not None:
+            self.execution.raise_for_stop()
+
+
+class Gate:
+    """An agent's gate to one API through one queue.
+
+    `api` is the API's base URL or an httpx client for it (reads and server dry runs go through it; a
+    real run only after approval). `queue` is the queue's URL or a `QueueClient`; the agent token comes
+    from `token` or `REVIEWER_AGENT_TOKEN`. `backend` is how writes are dry-run (`server`, `fake`,
+    `transport`, `record`). A dry run that kept writes is refused at submission unless
+    `allow_kept_writes`: the reviewer would be approving writes that already happened. With
+    `allowed_signers`, an approval counts only when `signatures_required` people in that file signed it.
+    """
+
+    def __init__(
+        self,
+        api: httpx.AsyncClient | str | None = None,
+        queue: QueueClient | str = DEFAULT_QUEUE_URL,
+        *,
+        token: str | None = None,
+        backend: str = "server",
+        audit: HttpAuditLog | None = None,
+        agent: Agent | str = "agent",
+        target: Target | None = None,
+        allow_kept_writes: bool = False,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        decision_timeout: float = DEFAULT_DECISION_TIMEOUT,
+        allowed_signers: AllowedSigners | None = None,
+        signatures_required: int = 1,
+        **backend_options: Any,
+    ) -> None:
+        self._owned: list[httpx.AsyncClient | QueueClient] = []
+        if isinstance(api, str):
+            api = httpx.AsyncClient(base_url=api)
+            self._owned.append(api)
+        self.api = api
+        if isinstance(queue, str):
+            token = token or os.environ.get(AGENT_TOKEN_ENV)
+            if not token:
+                raise MissingAgentToken()
+            queue = QueueClient(queue, token)
+            self._owned.append(queue)
+        self.queue = QueueAgent(
+            queue,
+            poll_interval=poll_interval,
+            allowed_signers=allowed_signers,
+            signatures_required=signatures_required,
+        )
+        self.backend = backend
+        self.backend_options = backend_options
+        self.audit = audit
+        self.agent = Agent(name=agent) if isinstance(agent, str) else agent
+        self.target = target or Target(
+            api=api.base_url.host if api is not None else "sdk",
+            base_url=str(api.base_url).rstrip("/") if api is not None else None,
+        )
+        self.allow_kept_writes = allow_kept_writes
+        self.decision_timeout = decision_timeout
+
+    async def __aenter__(self) -> Gate:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the clients the gate made from URLs; clients passed in belong to the caller."""
+        for owned in reversed(self._owned):
+            await owned.aclose()
+        self._owned.clear()
+
+    # the steps
+
+    async def dry_run(self, task: Task) -> Recording:
+        """Run `task` with its write tools dry, through the gate's backend, and return the record."""
+        client = self.api if self.backend == "server" else None
+        options = self.backend_options
+        async with dry_run(self.backend, client=client, audit=self.audit, **options) as recording:
+            await task()
+        return recording
+
+    def recorder(self) -> Recording:
+        """A dry run for calls that arrive one by one (an MCP request, a graph step), outside any run
+        scope: the caller hands each call to `Recording.perform` and calls `_finish` before proposing."""
+        client = self.api if self.backend == "server" else None
+        backend = make_backend(self.backend, client, **self.backend_options)
+        return Recording(backend, client=client, audit=self.audit)
+
+    def propose(
+        self,
+        recording: Recording,
+        *,
+        title: str,
+        task: str | None = None,
+        proposal_id: str | None = None,
+        revision: int = 1,
+    ) -> Proposal:
+        """The record as a proposal for this gate's target."""
+        return recording.to_proposal(
+            proposal_id=proposal_id or new_proposal_id(title),
+            title=title,
+            task=task,
+            agent=self.agent,
+            target=self.target,
+            revision=revision,
+        )
+
+    async def submit(self, proposal: Proposal) -> SubmissionAnswer:
+        """Submit the proposal; a dry run that kept writes is refused here (`WritesKept`), nothing sent."""
+        kept = proposal.dry_run.writes_kept
+        if kept and not self.allow_kept_writes:
+            raise WritesKept(kept)
+        return await self.queue.submit(proposal)
+
+    async def status(self, proposal_id: str) -> DecisionState:
+        """The queue's state of the latest revision, at once, without waiting."""
+        return await self.queue.client.decision_state(proposal_id)
+
+    async def wait(self, submission: SubmissionAnswer, *, timeout: float | None = None) -> Approval:
+        """Wait for the decision on this submission; the approval, or the `NoApproval` that says why not."""
+        return await self.queue.wait_for_decision(
+            submission.proposal_id,
+            submission.revision,
+            plan_digest=submission.plan_sha256,
+            timeout=self.decision_timeout if timeout is None else timeout,
+        )
+
+    async def approval(self, proposal_id: str) -> Approval:
+        """The current approval of a proposal decided earlier (the queue is asked, never trusted from
+        memory); `NoApproval` when it is not approved now."""
+        state = await self.status(proposal_id)
+        if state.state == "pending":
+            raise NotApproved(proposal_id, state.revision, "no reviewer has decided it yet")
+        return await self.queue.wait_for_decision(
+            proposal_id, state.revision, plan_digest=state.plan_sha256, timeout=0
+        )
+
+    async def execute(
+        self,
+        approval: Approval,
+        *,
+        tools: Iterable[WriteTool | GatedTool] = (),
+        task: Task | None = None,
+        allow_any_target: bool = False,
+    ) -> Execution:
+        """Claim the approval, replay the approved calls once (or run `task` again, re-sampling), report
+        the run; `RunStopped` unless every approved call ran and succeeded."""
+        return await self.queue.execute(
+            approval,
+            client=self.api,
+            task=task,
+            tools=tools,
+            audit=self.audit,
+            allow_any_target=allow_any_target,
+        )
+
+    @staticmethod
+    def verify(execution: Execution) -> Verification:
+        """The real calls against the approved plan and, when it was read, the API's audit log."""
+        audit = execution.audit_lines if execution.audit_available else None
+        return compare_execution(execution.approval.proposal, execution.executed_calls(), audit)
+
+    # the whole life
+
+    async def run(
+        self,
+        task: Task,
+        *,
+        title: str,
+        description: str | None = None,
+        proposal_id: str | None = None,
+        replay: bool = True,
+    ) -> GateResult:
+        """Dry-run `task`, submit the plan, wait for a reviewer, then run the approved plan once.
+
+        The real run replays the approved calls (`replay=True`) rather than asking the model again;
+        `replay=False` runs `task` again, each call checked against the plan before it is sent. A
+        rejection, an expiry or no decision in time ends the run with nothing written: the result says
+        why (`refusal`, `rejection_reason`), and `raise_for_stop()` raises it.
+        """
+        recording = await self.dry_run(task)
+        proposal = self.propose(recording, title=title, task=description, proposal_id=proposal_id)
+        submission = await self.submit(proposal)
+        result = GateResult(recording, proposal, submission)
+        try:
+            result.approval = await self.wait(submission)
+            result.execution = await self.execute(
+                result.approval, tools=recording.tools.values(), task=None if replay else task
+            )
+        except NoApproval as refusal:
+            result.refusal = refusal
+            return result
+        except RunStopped as stopped:
+            result.stopped = stopped
+            result.execution = stopped.execution
+        if result.execution is not None:
+            result.verification = self.verify(result.execution)
+        return result

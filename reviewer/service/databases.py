@@ -1,0 +1,61 @@
+"""`--db` to a store: a `postgresql://` URL opens PostgreSQL, anything else is an SQLite file path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from reviewer.config import default_db_path
+from reviewer.policy import Policy
+from reviewer.service.errors import DatabaseUnusable
+from reviewer.service.store import DEFAULT_CLAIM_LEASE, Clock, QueueStore
+
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_postgres_url(db: str) -> bool:
+    return db.startswith(POSTGRES_SCHEMES)
+
+
+def open_store(
+    db: str | Path | None,
+    *,
+    clock: Clock,
+    pending_ttl: float,
+    approval_ttl: float,
+    claim_lease: float = DEFAULT_CLAIM_LEASE,
+    policy: Policy | None = None,
+    create: bool,
+) -> QueueStore:
+    """The store `--db` names; `create=False` refuses a database that holds no queue yet.
+
+    Raises `DatabaseUnusable` (one line for the operator) for a missing, unreachable or foreign database.
+    """
+    target = str(db) if db is not None else str(default_db_path())
+    if is_postgres_url(target):
+        try:
+            from reviewer.service.postgres_store import PostgresStore
+        except ImportError:
+            raise DatabaseUnusable(
+                "a postgresql:// --db needs psycopg: pip install 'reviewer[postgres]'"
+            ) from None
+
+        return PostgresStore(
+            target,
+            clock=clock,
+            pending_ttl=pending_ttl,
+            approval_ttl=approval_ttl,
+            claim_lease=claim_lease,
+            policy=policy,
+            create=create,
+        )
+    from reviewer.service.sqlite_store import SQLiteStore
+
+    return SQLiteStore(
+        target,
+        clock=clock,
+        pending_ttl=pending_ttl,
+        approval_ttl=approval_ttl,
+        claim_lease=claim_lease,
+        policy=policy,
+        create=create,
+    )

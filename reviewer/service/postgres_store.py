@@ -1,0 +1,319 @@
+"""The queue on PostgreSQL (psycopg 3): connections, transactions and the schema; the operations are
+`QueueStore`'s, the rules `reviewer.service.rules`'.
+
+Several `reviewer serve` processes may share one database. Each write transaction first takes one
+transaction-scoped advisory lock, the same single-writer discipline as SQLite's `BEGIN IMMEDIATE`:
+the rules read and then write, so two replicas must never interleave (one winner per race), and
+the trail's `seq` (the list's ETag and cursor) must grow in commit order, which a sequence alone
+does not give. A decision is a few milliseconds of work, so one writer at a time costs nothing a
+review queue can notice. Reads run on a REPEATABLE READ snapshot and take no lock.
+
+psycopg is imported only here, so the SQLite default needs nothing from it.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
+from typing import Any, Final
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import dict_row
+
+from reviewer.policy import Policy
+from reviewer.service.errors import DatabaseUnusable
+from reviewer.service.rules import Row
+from reviewer.service.store import DEFAULT_CLAIM_LEASE, SCHEMA_VERSION, Clock, QueueStore
+
+WRITE_LOCK: Final = 0x72657669  # "revi": the advisory lock every write transaction holds
+CONNECT_TIMEOUT: Final = 5
+
+SCHEMA = """
+CREATE TABLE tokens (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name TEXT NOT NULL,
+    role TEXT NOT NULL CHECK (role IN ('agent', 'reviewer')),
+    token_sha256 TEXT NOT NULL UNIQUE,
+    created_at DOUBLE PRECISION NOT NULL,
+    revoked_at DOUBLE PRECISION
+);
+CREATE UNIQUE INDEX tokens_active_name ON tokens (lower(name)) WHERE revoked_at IS NULL;
+
+CREATE TABLE proposals (
+    proposal_id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    latest_revision BIGINT NOT NULL,
+    latest_seq BIGINT NOT NULL,
+    plan_sha256 TEXT NOT NULL,
+    title TEXT NOT NULL,
+    agent_name TEXT NOT NULL,
+    call_count BIGINT NOT NULL,
+    submitted_at DOUBLE PRECISION NOT NULL,
+    pending_expires_at DOUBLE PRECISION NOT NULL,
+    decision TEXT,
+    decided_by TEXT,
+    decided_at DOUBLE PRECISION,
+    reason TEXT,
+    decision_id BIGINT,
+    approval_expires_at DOUBLE PRECISION,
+    claim_id TEXT,
+    claimed_by TEXT,
+    claimed_at DOUBLE PRECISION,
+    lease_expires_at DOUBLE PRECISION,
+    executed_at DOUBLE PRECISION,
+    deadline DOUBLE PRECISION
+);
+CREATE INDEX proposals_latest_seq ON proposals (latest_seq);
+CREATE INDEX proposals_deadline ON proposals (deadline);
+
+CREATE TABLE revisions (
+    proposal_id TEXT NOT NULL REFERENCES proposals (proposal_id),
+    revision BIGINT NOT NULL,
+    plan_sha256 TEXT NOT NULL,
+    title TEXT NOT NULL,
+    call_count BIGINT NOT NULL,
+    submitted_by TEXT NOT NULL,
+    submitted_at DOUBLE PRECISION NOT NULL,
+    body BYTEA NOT NULL,
+    PRIMARY KEY (proposal_id, revision)
+);
+
+CREATE TABLE decisions (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    proposal_id TEXT NOT NULL REFERENCES proposals (proposal_id),
+    revision BIGINT NOT NULL,
+    plan_sha256 TEXT NOT NULL,
+    decision TEXT NOT NULL CHECK (decision IN ('approve', 'reject')),
+    reason TEXT NOT NULL,
+    decided_by TEXT NOT NULL,
+    decided_at DOUBLE PRECISION NOT NULL,
+    expires_at DOUBLE PRECISION,
+    UNIQUE (proposal_id, revision)
+);
+
+CREATE TABLE claims (
+    claim_id TEXT PRIMARY KEY,
+    decision_id BIGINT NOT NULL UNIQUE REFERENCES decisions (id),
+    proposal_id TEXT NOT NULL,
+    revision BIGINT NOT NULL,
+    plan_sha256 TEXT NOT NULL,
+    claimed_by TEXT NOT NULL,
+    claimed_at DOUBLE PRECISION NOT NULL,
+    lease_expires_at DOUBLE PRECISION NOT NULL
+);
+
+CREATE TABLE executions (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    decision_id BIGINT NOT NULL UNIQUE REFERENCES decisions (id),
+    claim_id TEXT NOT NULL UNIQUE REFERENCES claims (claim_id),
+    proposal_id TEXT NOT NULL,
+    revision BIGINT NOT NULL,
+    reported_by TEXT NOT NULL,
+    reported_at DOUBLE PRECISION NOT NULL,
+    ended TEXT,
+    body BYTEA NOT NULL
+);
+
+CREATE TABLE idempotency (
+    token_id BIGINT NOT NULL,
+    key TEXT NOT NULL,
+    request_sha256 TEXT NOT NULL,
+    answer TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (token_id, key)
+);
+
+CREATE TABLE trail (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    at DOUBLE PRECISION NOT NULL,
+    actor TEXT NOT NULL,
+    event TEXT NOT NULL CHECK (event IN ('submitted', 'approved', 'rejected', 'claimed', 'executed')),
+    proposal_id TEXT NOT NULL,
+    revision BIGINT NOT NULL,
+    plan_sha256 TEXT NOT NULL,
+    reason TEXT,
+    statement TEXT,
+    signature TEXT,
+    key_fingerprint TEXT
+);
+CREATE INDEX trail_proposal ON trail (proposal_id, seq);
+
+-- Reviewers' SSH keys; a key is active under one name at a time.
+CREATE TABLE ssh_keys (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name TEXT NOT NULL,
+    public_key TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    comment TEXT NOT NULL,
+    added_at DOUBLE PRECISION NOT NULL,
+    removed_at DOUBLE PRECISION
+);
+CREATE UNIQUE INDEX ssh_keys_active ON ssh_keys (fingerprint) WHERE removed_at IS NULL;
+
+CREATE FUNCTION reviewer_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION '% is append-only', TG_TABLE_NAME;
+END;
+$$;
+CREATE TRIGGER revisions_append_only BEFORE UPDATE OR DELETE ON revisions
+    FOR EACH ROW EXECUTE FUNCTION reviewer_append_only();
+CREATE TRIGGER decisions_append_only BEFORE UPDATE OR DELETE ON decisions
+    FOR EACH ROW EXECUTE FUNCTION reviewer_append_only();
+CREATE TRIGGER claims_append_only BEFORE UPDATE OR DELETE ON claims
+    FOR EACH ROW EXECUTE FUNCTION reviewer_append_only();
+CREATE TRIGGER executions_append_only BEFORE UPDATE OR DELETE ON executions
+    FOR EACH ROW EXECUTE FUNCTION reviewer_append_only();
+CREATE TRIGGER trail_append_only BEFORE UPDATE OR DELETE ON trail
+    FOR EACH ROW EXECUTE FUNCTION reviewer_append_only();
+
+CREATE TABLE reviewer_schema (version INTEGER NOT NULL);
+"""
+
+_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+
+
+@cache
+def _psycopg_sql(sql: str) -> str:
+    """`:name` parameters (the form sqlite3 reads) as psycopg's `%(name)s`."""
+    return _NAMED.sub(r"%(\1)s", sql.replace("%", "%%"))
+
+
+def describe(url: str) -> str:
+    """`host:port/dbname` of a URL, never its password: for messages and logs."""
+    try:
+        parts = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "a PostgreSQL URL that cannot be read"
+    return f"{parts.get('host', 'localhost')}:{parts.get('port', 5432)}/{parts.get('dbname', '')}"
+
+
+class _PostgresTransaction:
+    def __init__(self, connection: psycopg.Connection[Row]) -> None:
+        self.connection = connection
+
+    def one(self, sql: str, **params: Any) -> Row | None:
+        return self.connection.execute(_psycopg_sql(sql), params).fetchone()
+
+    def all(self, sql: str, **params: Any) -> list[Row]:
+        return self.connection.execute(_psycopg_sql(sql), params).fetchall()
+
+    def run(self, sql: str, **params: Any) -> int:
+        return self.connection.execute(_psycopg_sql(sql), params).rowcount
+
+
+class PostgresStore(QueueStore):
+    """`QueueStore` on a PostgreSQL database named by a `postgresql://` URL; one connection per thread.
+
+    `create=False` refuses a database without the queue's tables (a token command pointed at the
+    wrong database must not create a queue there).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Clock,
+        pending_ttl: float,
+        approval_ttl: float,
+        claim_lease: float = DEFAULT_CLAIM_LEASE,
+        policy: Policy | None = None,
+        create: bool = True,
+    ) -> None:
+        super().__init__(
+            clock=clock,
+            pending_ttl=pending_ttl,
+            approval_ttl=approval_ttl,
+            claim_lease=claim_lease,
+            policy=policy,
+        )
+        self.url = url
+        self._local = threading.local()
+        self._connections: list[psycopg.Connection[Row]] = []
+        self._lock = threading.Lock()
+        self._migrate(create)
+
+    @property
+    def location(self) -> str:
+        return "postgresql://" + describe(self.url)
+
+    def _migrate(self, create: bool) -> None:
+        """Create the schema on first start (under the write lock, so two replicas starting together
+        create it once); refuse a database of another schema version, changing nothing."""
+        with self.write() as db:
+            present = db.one("SELECT to_regclass('reviewer_schema') IS NOT NULL AS present")
+            assert present is not None
+            if present["present"]:
+                row = db.one("SELECT version FROM reviewer_schema")
+                version = None if row is None else row["version"]
+                if version != SCHEMA_VERSION:
+                    raise DatabaseUnusable(
+                        f"{self.location} holds queue schema version {version}, and this reviewer reads "
+                        f"version {SCHEMA_VERSION}; run the reviewer release that wrote it, or point --db "
+                        "at another database"
+                    )
+                return
+            if not create:
+                raise DatabaseUnusable(
+                    f"{self.location} holds no queue; check the URL, or start `reviewer serve --db URL` once "
+                    "to create the queue's tables"
+                )
+            taken = db.one("SELECT to_regclass('proposals') IS NOT NULL AS taken")
+            assert taken is not None
+            if taken["taken"]:
+                raise DatabaseUnusable(
+                    f"{self.location} has a table named proposals that is not the queue's; use a database "
+                    "of its own for the queue"
+                )
+            self.created = True
+            connection = self._connection()
+            connection.execute(SCHEMA)  # psycopg sends a parameterless script as one simple query
+            connection.execute("INSERT INTO reviewer_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
+
+    # connections and transactions
+
+    def _connection(self) -> psycopg.Connection[Row]:
+        connection: psycopg.Connection[Row] | None = getattr(self._local, "connection", None)
+        if connection is None or connection.closed or connection.broken:
+            try:
+                connection = psycopg.connect(
+                    self.url, autocommit=True, row_factory=dict_row, connect_timeout=CONNECT_TIMEOUT
+                )
+            except psycopg.OperationalError as error:
+                # libpq's first line ends with the reason ("Connection refused"); later lines are hints
+                first_line = (str(error).strip().splitlines() or ["no answer"])[0]
+                reason = first_line.rsplit("failed: ", 1)[-1].strip()
+                raise DatabaseUnusable(f"cannot reach PostgreSQL at {describe(self.url)}: {reason}") from None
+            self._local.connection = connection
+            with self._lock:
+                self._connections.append(connection)
+        return connection
+
+    @contextmanager
+    def write(self) -> Iterator[_PostgresTransaction]:
+        """A transaction holding the one write lock from before its first read, released at commit."""
+        connection = self._connection()
+        with connection.transaction():
+            connection.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            yield _PostgresTransaction(connection)
+
+    @contextmanager
+    def read(self) -> Iterator[_PostgresTransaction]:
+        connection = self._connection()
+        with connection.transaction():
+            connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield _PostgresTransaction(connection)
+
+    @contextmanager
+    def single(self) -> Iterator[_PostgresTransaction]:
+        yield _PostgresTransaction(self._connection())  # autocommit: the statement is its own transaction
+
+    def close(self) -> None:
+        with self._lock:
+            for connection in self._connections:
+                connection.close()
+            self._connections.clear()
+        self._local = threading.local()

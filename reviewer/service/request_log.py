@@ -1,0 +1,55 @@
+"""The access log: one line per request, with the caller's name but never its token."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from reviewer.service.auth import redact_tokens
+
+access_log = logging.getLogger("reviewer.service.access")
+
+
+class RequestLog:
+    """ASGI middleware: one log line per request, with the caller's name but never its token.
+
+    Only the path is logged (not the query string), with token-shaped strings redacted, and the
+    caller's name comes from the authenticated identity, so a token pasted into a URL by mistake
+    never reaches the log either.
+    """
+
+    def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
+        self.app = app
+
+    async def __call__(
+        self,
+        scope: MutableMapping[str, Any],
+        receive: Callable[[], Awaitable[Any]],
+        send: Callable[[Any], Awaitable[None]],
+    ) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def send_and_note(message: MutableMapping[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_note)
+        finally:
+            who = scope.get("state", {}).get("who", "-")
+            access_log.info(
+                "%s %s %d %s %.1fms",
+                scope["method"],
+                redact_tokens(scope["path"])[:200],
+                status,
+                who,
+                (time.perf_counter() - started) * 1000,
+            )

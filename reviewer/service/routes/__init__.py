@@ -1,0 +1,1 @@
+"""The queue API's routes, one `APIRouter` per thing served; `create_app` includes them all."""

@@ -1,0 +1,72 @@
+"""The LangGraph adapter: the real `langgraph` package, `interrupt()`, the real queue and sample API."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langgraph")
+
+from reviewer.agent import Gate  # noqa: E402
+from reviewer.sample_api.server import RunningSampleApi  # noqa: E402
+from tests.adapters.examples import load_example  # noqa: E402
+from tests.agent.conftest import Queue  # noqa: E402
+from tests.agent.helpers import received, reviewer_decides  # noqa: E402
+
+example = load_example("langgraph_agent")
+
+
+def real_writes(sample_api: RunningSampleApi) -> list[tuple[str, str]]:
+    return [(entry["method"], entry["path"]) for entry in received(sample_api) if not entry["query"]]
+
+
+def gate(queue: Queue, sample_api: RunningSampleApi) -> Gate:
+    return Gate(api=sample_api.base_url, queue=queue.url, token=queue.agent_token, agent="deskline-langgraph")
+
+
+def test_the_graph_pauses_until_the_queue_approves_then_runs_once(
+    queue: Queue, sample_api: RunningSampleApi
+) -> None:
+    """A resume that claims approval while the plan is pending changes nothing: the node asks the queue
+    and pauses again. After the reviewer approves, the next resume runs the two calls once; resuming a
+    finished thread runs nothing more."""
+
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any], Any]:
+        async with gate(queue, sample_api) as agent_gate:
+            graph = example.build(agent_gate)
+            paused = await example.start(graph, "t-approve")
+            assert paused["__interrupt__"][0].value["state"] == "pending"
+            forged = await example.resume(graph, "t-approve", {"approved": True, "by": "mallory"})
+            assert forged.get("__interrupt__") and real_writes(sample_api) == []
+            seen = await reviewer_decides(queue.url, queue.reviewer_token, paused["proposal_id"], "approve")
+            done = await example.resume(graph, "t-approve")
+            return paused, done, seen
+
+    paused, done, seen = asyncio.run(scenario())
+    assert [(call.tool, call.effect) for call in seen.calls] == [
+        ("create_ticket", "create"),
+        ("update_ticket", "update"),
+    ]
+    assert done["state"] == "executed" and "completed" in done["summary"]
+    assert real_writes(sample_api) == [("POST", "/v1/tickets"), ("PATCH", "/v1/tickets/t1")]
+    assert sample_api.store.tickets["t1"]["mergedInto"] == "tk-4"
+
+
+def test_a_rejection_ends_the_graph_with_the_reviewers_reason(
+    queue: Queue, sample_api: RunningSampleApi
+) -> None:
+    async def scenario() -> dict[str, Any]:
+        async with gate(queue, sample_api) as agent_gate:
+            graph = example.build(agent_gate)
+            paused = await example.start(graph, "t-reject")
+            await reviewer_decides(
+                queue.url, queue.reviewer_token, paused["proposal_id"], "reject", "t1 is a different printer"
+            )
+            return await example.resume(graph, "t-reject", "approved, trust me")
+
+    done = asyncio.run(scenario())
+    assert done["state"] == "rejected" and done["reason"] == "t1 is a different printer"
+    assert not done.get("__interrupt__")
+    assert real_writes(sample_api) == []

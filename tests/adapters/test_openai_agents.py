@@ -1,0 +1,148 @@
+"""The OpenAI Agents SDK adapter: the real `agents` package, a scripted model, the real queue and API."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+pytest.importorskip("agents")
+
+from agents import Agent, FunctionTool, RunConfig, Runner, UserError, function_tool  # noqa: E402
+
+from reviewer.agent import Gate, NoActiveRun, PlanStop, ProposalRejected, local_approval  # noqa: E402
+from reviewer.agent.execution import execute_approved  # noqa: E402
+from reviewer.sample_api import tools  # noqa: E402
+from reviewer.sample_api.server import RunningSampleApi  # noqa: E402
+from tests.adapters.examples import load_example  # noqa: E402
+from tests.agent.conftest import Queue  # noqa: E402
+from tests.agent.helpers import received, reviewer_decides_next  # noqa: E402
+
+example = load_example("openai_agents_agent")
+AGENT_NAME = "deskline-openai-agents"
+
+
+def real_writes(sample_api: RunningSampleApi) -> list[tuple[str, str]]:
+    return [(entry["method"], entry["path"]) for entry in received(sample_api) if not entry["query"]]
+
+
+def test_function_tool_accepts_a_write_tool_unchanged() -> None:
+    """The SDK reads the declared parameters (no `**arguments`), their types and the docstring."""
+    tool = function_tool(tools.update_ticket)
+    assert isinstance(tool, FunctionTool)
+    assert tool.name == "update_ticket"
+    assert tool.description == "Change a ticket's status or title, or merge it into another ticket."
+    schema = tool.params_json_schema
+    assert set(schema["properties"]) == {"id", "status", "mergedInto", "title"}
+    assert schema["properties"]["id"]["type"] == "string"
+    assert "dryRun" not in json.dumps(schema)
+
+
+def run_example(queue: Queue, sample_api: RunningSampleApi, decision: str, reason: str = "ok") -> Any:
+    async def both() -> Any:
+        return await asyncio.gather(
+            example.main(sample_api.base_url, queue.url, poll_interval=0.05),
+            reviewer_decides_next(queue.url, queue.reviewer_token, AGENT_NAME, decision, reason),  # type: ignore[arg-type]
+            return_exceptions=True,
+        )
+
+    return asyncio.run(both())
+
+
+def test_the_example_agent_runs_the_approved_plan_once(
+    queue: Queue, sample_api: RunningSampleApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scripted model's three calls (two of them parallel) reach the reviewer as a plan of a create
+    and two updates chained on its id; after approval the API gets exactly those writes, once."""
+    monkeypatch.setenv("REVIEWER_AGENT_TOKEN", queue.agent_token)
+    result, seen = run_example(queue, sample_api, "approve")
+    assert not isinstance(result, BaseException), result
+    assert [(call.tool, call.effect, call.args.get("mergedInto")) for call in seen.calls] == [
+        ("create_ticket", "create", None),
+        ("update_ticket", "update", "<id from call 1>"),
+        ("update_ticket", "update", "<id from call 1>"),
+    ]
+    assert [call.outcome.http_status for call in seen.calls if call.outcome] == [201, 422, 422]
+    assert real_writes(sample_api) == [
+        ("POST", "/v1/tickets"),
+        ("PATCH", "/v1/tickets/t1"),
+        ("PATCH", "/v1/tickets/t2"),
+    ]
+    assert sample_api.store.tickets["t2"]["mergedInto"] == "tk-4"
+    assert result.ok and result.verification.count("same once placeholders resolve") == 2
+
+
+def test_a_rejection_reaches_the_agent_with_the_reviewers_reason(
+    queue: Queue, sample_api: RunningSampleApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REVIEWER_AGENT_TOKEN", queue.agent_token)
+    result, _ = run_example(queue, sample_api, "reject", "merge into t5 instead")
+    assert isinstance(result, ProposalRejected) and result.reason == "merge into t5 instead"
+    assert real_writes(sample_api) == []
+
+
+def test_the_model_reads_what_the_dry_run_proved(sample_api: RunningSampleApi) -> None:
+    """The tool output the model gets in a dry run says that the 422 of a chained update is chain noise."""
+    agent = example.build_agent()
+
+    async def dry() -> Any:
+        async with Gate(api=sample_api.base_url, queue="http://127.0.0.1:1", token="unused") as gate:
+            outputs: list[str] = []
+
+            async def task() -> None:
+                run = await Runner.run(agent, example.TASK, run_config=RunConfig(tracing_disabled=True))
+                outputs.append(run.final_output)
+
+            await gate.dry_run(task)
+            return outputs[0]
+
+    final = asyncio.run(dry())
+    assert "chain noise" in final and "Nothing was written" in final
+    assert real_writes(sample_api) == []
+
+
+def test_a_stop_of_the_real_run_ends_the_agent_run_instead_of_reaching_the_model(
+    sample_api: RunningSampleApi,
+) -> None:
+    """Re-sampled (task=), a model that calls a tool the plan does not hold is stopped before sending,
+    and the stop ends `Runner.run`: the SDK's default would have handed it to the model as text."""
+
+    async def plan() -> Any:
+        async with Gate(api=sample_api.base_url, queue="http://127.0.0.1:1", token="unused") as gate:
+
+            async def only_close_t1() -> None:
+                await tools.update_ticket(id="t1", status="closed")
+
+            recording = await gate.dry_run(only_close_t1)
+            return gate.propose(recording, title="close t1")
+
+    approval = local_approval(asyncio.run(plan()))
+    agent = example.build_agent()
+
+    async def resample() -> Any:
+        import httpx
+
+        async with httpx.AsyncClient(base_url=sample_api.base_url) as api:
+            return await execute_approved(
+                lambda: Runner.run(agent, example.TASK, run_config=RunConfig(tracing_disabled=True)),
+                approval,
+                client=api,
+            )
+
+    execution = asyncio.run(resample())
+    assert execution.ended == "stopped" and execution.executed == []
+    assert isinstance(execution.stop, PlanStop)
+    assert "the plan's call 1 is update_ticket" in execution.stop.reason
+    assert real_writes(sample_api) == []
+
+
+def test_a_write_tool_outside_any_run_ends_the_agent_run() -> None:
+    """The SDK wraps what a tool raises in its UserError; the gate's own error is its cause."""
+    agent = Agent(
+        name="loose", model=example.ScriptedModel(), tools=example.function_tools(tools.create_ticket)
+    )
+    with pytest.raises(UserError) as raised:
+        asyncio.run(Runner.run(agent, "go", run_config=RunConfig(tracing_disabled=True)))
+    assert isinstance(raised.value.__cause__, NoActiveRun)

@@ -1,0 +1,77 @@
+"""A small upstream MCP server for the gate's tests: a ticket store with one read tool and three writes.
+
+Every write it receives is appended to the file named by UPSTREAM_LOG, so a test sees exactly which
+calls reached it and in which order. UPSTREAM_MODE makes it misbehave: `crash` exits before serving,
+`hang` never answers, `empty` lists no tools.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import TypedDict
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+
+MODE = os.environ.get("UPSTREAM_MODE", "")
+LOG = os.environ.get("UPSTREAM_LOG")
+if MODE == "crash":
+    sys.exit(3)
+if MODE == "hang":
+    time.sleep(60)  # bounded: a test that gives up on it leaves no process behind for long
+
+server = MCPServer("tickets")
+tickets: dict[str, dict[str, str]] = {"t1": {"status": "open"}, "t2": {"status": "open"}}
+
+
+def logged(tool: str, **arguments: str) -> None:
+    if LOG:
+        with open(LOG, "a", encoding="utf-8") as log:
+            log.write(json.dumps({"tool": tool, **arguments}) + "\n")
+
+
+class Ticket(TypedDict):
+    id: str
+    status: str
+
+
+if MODE != "empty":
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def list_tickets() -> str:
+        """List the tickets and their status."""
+        return json.dumps(tickets, sort_keys=True)
+
+    @server.tool()
+    def open_ticket(title: str) -> Ticket:
+        """Open a ticket; its id is minted here."""
+        ticket_id = f"tk-{len(tickets) + 1}"
+        tickets[ticket_id] = {"status": "open", "title": title}
+        logged("open_ticket", title=title, id=ticket_id)
+        return {"id": ticket_id, "status": "open"}
+
+    @server.tool()
+    def close_ticket(id: str, merged_into: str = "") -> str:
+        """Close a ticket, optionally merging it into another one."""
+        if id not in tickets:
+            raise ToolError(f"no ticket {id}")
+        tickets[id]["status"] = "closed"
+        logged("close_ticket", id=id, merged_into=merged_into)
+        return f"closed {id}"
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True))
+    def delete_ticket(id: str) -> str:
+        """Delete a closed ticket."""
+        if tickets.get(id, {}).get("status") != "closed":
+            raise ToolError(f"close {id} before deleting it")
+        del tickets[id]
+        logged("delete_ticket", id=id)
+        return f"deleted {id}"
+
+
+if __name__ == "__main__":
+    server.run("stdio")

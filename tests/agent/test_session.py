@@ -1,0 +1,47 @@
+"""`PlanSession`: a plan built across requests, against the real queue and the real sample API."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from reviewer.agent import Gate
+from reviewer.agent.session import PlanSession
+from reviewer.sample_api import tools
+from reviewer.sample_api.server import RunningSampleApi
+from tests.agent.conftest import Queue
+from tests.agent.helpers import received, reviewer_decides
+
+
+def test_only_the_session_that_submitted_a_plan_runs_it_and_only_once(
+    queue: Queue, sample_api: RunningSampleApi
+) -> None:
+    """Another session (a restarted gate) sees the approval but runs nothing; the submitting session
+    runs the plan once, and asking again answers the stored result."""
+
+    def gate() -> Gate:
+        return Gate(api=sample_api.base_url, queue=queue.url, token=queue.agent_token, audit=tools.AUDIT)
+
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        async with gate() as first_gate, gate() as other_gate:
+            first, other = PlanSession(first_gate), PlanSession(other_gate)
+            created = await first.call(tools.create_ticket.spec, {"title": "Printer on fire"})
+            await first.call(
+                tools.update_ticket.spec, {"id": "t1", "status": "closed", "mergedInto": created["id"]}
+            )
+            submitted = await first.submit("Merge t1")
+            await reviewer_decides(queue.url, queue.reviewer_token, submitted["proposal_id"], "approve")
+            elsewhere = await other.status(submitted["proposal_id"])
+            assert [entry for entry in received(sample_api) if not entry["query"]] == []
+            ran = await first.status(submitted["proposal_id"])
+            again = await first.status(submitted["proposal_id"])
+            return elsewhere, ran, again
+
+    elsewhere, ran, again = asyncio.run(scenario())
+    assert elsewhere["state"] == "approved" and "runs nothing" in elsewhere["note"]
+    assert ran["state"] == "executed" and ran["ended"] == "completed" and again == ran
+    assert [call["result"]["id"] for call in ran["calls"]] == ["tk-4", "t1"]
+    assert [(entry["method"], entry["path"]) for entry in received(sample_api) if not entry["query"]] == [
+        ("POST", "/v1/tickets"),
+        ("PATCH", "/v1/tickets/t1"),
+    ]

@@ -1,0 +1,231 @@
+"""The real queue service for tests: `python -m reviewer serve` on a free loopback port, its tokens
+minted the way an operator mints them, and the requests every test makes of it.
+
+A plain module, imported by the test folders that need a queue; the fixtures that start one per
+module are in `tests/service/conftest.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.builders import proposal_document
+from tests.service.ports import free_port
+
+PYTHON = sys.executable
+STARTUP_TIMEOUT = 20.0
+
+
+def reviewer_command(*args: str) -> list[str]:
+    return [PYTHON, "-m", "reviewer", *args]
+
+
+@dataclass
+class Service:
+    """One `reviewer serve` process and its database (a file or a PostgreSQL URL); can be killed and
+    started again on the same database."""
+
+    db: Path | str
+    log_path: Path
+    serve_args: tuple[str, ...] = ()
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            reviewer_command("serve", "--db", str(self.db), "--port", str(self.port), *self.serve_args),
+            stdout=log,
+            stderr=log,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the service exited with {self.process.returncode}:\n{self.log()}")
+            try:
+                if httpx.get(f"{self.url}/openapi.json", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.05)
+        raise RuntimeError(f"the service did not start within {STARTUP_TIMEOUT} s:\n{self.log()}")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10) -> int:
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        returncode = self.process.wait(timeout)
+        self.process = None
+        return returncode
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def token(self, name: str, role: str) -> str:
+        """A token minted the way an operator does it: `reviewer token create`, stdout alone."""
+        result = subprocess.run(
+            reviewer_command("token", "create", "--db", str(self.db), "--name", name, "--role", role),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return result.stdout.strip()
+
+    def client(self, token: str | None = None, **kwargs: Any) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30, **kwargs)
+
+
+def start_service(tmp: Path, *serve_args: str) -> Service:
+    service = Service(db=tmp / "queue.sqlite3", log_path=tmp / "service.log", serve_args=serve_args)
+    service.start()
+    return service
+
+
+@dataclass
+class Actors:
+    """HTTP clients of two reviewers and two agents, each with its own token."""
+
+    alice: httpx.Client
+    bob: httpx.Client
+    agent: httpx.Client
+    other_agent: httpx.Client
+    tokens: dict[str, str]
+
+    def close(self) -> None:
+        for client in (self.alice, self.bob, self.agent, self.other_agent):
+            client.close()
+
+
+def make_actors(service: Service) -> Actors:
+    tokens = {
+        name: service.token(name, role)
+        for name, role in (("alice", "reviewer"), ("bob", "reviewer"), ("agent", "agent"), ("other", "agent"))
+    }
+    return Actors(
+        alice=service.client(tokens["alice"]),
+        bob=service.client(tokens["bob"]),
+        agent=service.client(tokens["agent"]),
+        other_agent=service.client(tokens["other"]),
+        tokens=tokens,
+    )
+
+
+_counter = iter(range(1, 1_000_000))
+
+
+def unique_id(prefix: str = "p") -> str:
+    return f"{prefix}-{os.getpid()}-{next(_counter)}"
+
+
+def proposal(
+    proposal_id: str, revision: int = 1, *, calls: int = 2, title: str = "Merge tickets"
+) -> dict[str, Any]:
+    """A valid proposal; `calls` and `revision` vary the plan and so its digest."""
+    return proposal_document(
+        [
+            {
+                "tool": "update_ticket",
+                "effect": "update",
+                "args": {"id": f"t{seq}", "status": "closed", "revision": revision},
+                "outcome": {"status": "ok", "http_status": 200},
+            }
+            for seq in range(1, calls + 1)
+        ],
+        proposal_id=proposal_id,
+        revision=revision,
+        title=title,
+        agent={"name": "deskline-agent", "run_id": "run-7"},
+        target={"api": "deskline", "base_url": "http://127.0.0.1:8080", "environment": "staging"},
+        dry_run={"via": "server", "write_requests": calls, "writes_kept": 0},
+    )
+
+
+def body(value: Any) -> bytes:
+    return json.dumps(value).encode()
+
+
+def submit(client: httpx.Client, proposal_id: str, revision: int = 1, **kwargs: Any) -> dict[str, Any]:
+    """Submit a proposal that must be accepted; the answer's JSON."""
+    response = client.post("/v1/proposals", content=body(proposal(proposal_id, revision, **kwargs)))
+    assert response.status_code == 201, response.text
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+def decide(
+    client: httpx.Client,
+    proposal_id: str,
+    revision: int,
+    plan_sha256: str,
+    decision: str = "approve",
+    key: str | None = None,
+    reason: str = "",
+) -> httpx.Response:
+    return client.post(
+        f"/v1/proposals/{proposal_id}/decisions",
+        json={"revision": revision, "plan_sha256": plan_sha256, "decision": decision, "reason": reason},
+        headers={"Idempotency-Key": key or unique_id("key")},
+    )
+
+
+def claim(
+    client: httpx.Client, proposal_id: str, revision: int, plan_sha256: str, key: str | None = None
+) -> httpx.Response:
+    return client.post(
+        f"/v1/proposals/{proposal_id}/claims",
+        json={"revision": revision, "plan_sha256": plan_sha256},
+        headers={"Idempotency-Key": key or unique_id("claim")},
+    )
+
+
+def claimed_report(
+    client: httpx.Client, proposal_id: str, revision: int, plan_sha256: str, **report: Any
+) -> dict[str, Any]:
+    """Claim the approval (which must succeed) and return a report body that names the claim."""
+    response = claim(client, proposal_id, revision, plan_sha256)
+    assert response.status_code == 201, response.text
+    return {
+        "revision": revision,
+        "plan_sha256": plan_sha256,
+        "claim_id": response.json()["claim_id"],
+        "calls": [],
+        **report,
+    }
+
+
+class AnswerLostOnce(httpx.AsyncBaseTransport):
+    """Sends each request to the real service, but drops the first answer as a cut connection would."""
+
+    def __init__(self) -> None:
+        self.real = httpx.AsyncHTTPTransport()
+        self.sent: list[httpx.Request] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.sent.append(request)
+        response = await self.real.handle_async_request(request)
+        if len(self.sent) == 1:
+            await response.aread()
+            await response.aclose()
+            raise httpx.ReadError("connection reset by peer", request=request)
+        return response
+
+    async def aclose(self) -> None:
+        await self.real.aclose()

@@ -1,0 +1,400 @@
+"""The store contract, run against SQLite and PostgreSQL alike: the same calls, the same answers.
+
+No HTTP here: each test drives a `QueueStore` directly with an injected clock, so expiry is a
+number moved, not a wait. The PostgreSQL store gets a fresh database of the session's cluster.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from reviewer.api import ClaimRequest, DecisionRequest, ExecutionReport
+from reviewer.service.auth import Identity, hash_token, mint_token
+from reviewer.service.databases import open_store
+from reviewer.service.errors import (
+    BadRequest,
+    ClaimRefused,
+    Conflict,
+    DatabaseUnusable,
+    ExecutionRefused,
+    Forbidden,
+    IdempotencyMismatch,
+    NotFound,
+    NotPending,
+    StaleRevision,
+    Unauthorized,
+)
+from reviewer.service.store import QueueStore, Submission
+from tests.service.postgres import Cluster
+
+START = 1_800_000_000.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a fresh queue lives: an SQLite path or a new PostgreSQL database's URL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "queue.sqlite3")
+    cluster: Cluster = request.getfixturevalue("postgres_cluster")
+    return cluster.fresh_database()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def store(database: str, clock: Clock) -> Iterator[QueueStore]:
+    opened = open_store(database, clock=clock, pending_ttl=600, approval_ttl=60, create=True)
+    yield opened
+    opened.close()
+
+
+def identity(store: QueueStore, name: str, role: str) -> Identity:
+    token = mint_token()
+    store.create_token(name, role, hash_token(token))  # type: ignore[arg-type]
+    found = store.resolve_token(hash_token(token))
+    assert found is not None
+    return found
+
+
+def submission(proposal_id: str, revision: int = 1, digest: str | None = None) -> Submission:
+    plan_sha256 = digest or f"{revision:064x}"
+    return Submission(proposal_id, revision, plan_sha256, "title", "agent-x", 2, b'{"plan": true}')
+
+
+def decision(revision: int = 1, digest: str | None = None, verdict: str = "approve") -> DecisionRequest:
+    return DecisionRequest(revision=revision, plan_sha256=digest or f"{revision:064x}", decision=verdict)  # type: ignore[arg-type]
+
+
+def claim_request(revision: int = 1) -> ClaimRequest:
+    return ClaimRequest(revision=revision, plan_sha256=f"{revision:064x}")
+
+
+def report(claim_id: str, revision: int = 1) -> ExecutionReport:
+    return ExecutionReport(
+        revision=revision,
+        plan_sha256=f"{revision:064x}",
+        claim_id=claim_id,
+        ended="completed",
+        calls=[{"seq": 1}],
+    )
+
+
+def test_a_new_database_is_created_and_says_so_and_reopening_keeps_it(database: str, clock: Clock) -> None:
+    first = open_store(database, clock=clock, pending_ttl=600, approval_ttl=60, create=True)
+    assert first.created
+    agent = identity(first, "agent", "agent")
+    first.submit(agent, submission("kept"))
+    first.close()
+    again = open_store(database, clock=clock, pending_ttl=600, approval_ttl=60, create=False)
+    try:
+        assert not again.created
+        assert again.get_record(agent, "kept").latest.state == "pending"
+    finally:
+        again.close()
+
+
+def test_a_database_without_a_queue_is_refused_when_not_creating(database: str, clock: Clock) -> None:
+    with pytest.raises(DatabaseUnusable, match="serve --db"):
+        open_store(database, clock=clock, pending_ttl=600, approval_ttl=60, create=False)
+
+
+def test_another_schema_version_is_refused_with_what_to_do(database: str, clock: Clock) -> None:
+    open_store(database, clock=clock, pending_ttl=600, approval_ttl=60, create=True).close()
+    if database.startswith("postgresql://"):
+        with psycopg.connect(database, autocommit=True) as raw:
+            raw.execute("UPDATE reviewer_schema SET version = 7")
+    else:
+        import sqlite3
+
+        with sqlite3.connect(database) as raw:
+            raw.execute("PRAGMA user_version = 7")
+    with pytest.raises(DatabaseUnusable, match="schema version 7.*reads version 3; run the reviewer release"):
+        open_store(database, clock=clock, pending_ttl=600, approval_ttl=60, create=True)
+
+
+def test_submission_numbering_and_the_same_plan_again(store: QueueStore) -> None:
+    agent = identity(store, "agent", "agent")
+    other = identity(store, "other", "agent")
+    assert store.submit(agent, submission("p"))[0] is True
+    created, answer = store.submit(agent, submission("p"))
+    assert (created, answer.state) == (False, "pending")
+    with pytest.raises(
+        Conflict, match="next revision of 'p' is 2 and revision 1 is stored with another plan"
+    ):
+        store.submit(agent, submission("p", 1, "f" * 64))
+    with pytest.raises(Conflict, match="next revision of 'p' is 2"):
+        store.submit(agent, submission("p", 3))
+    with pytest.raises(Conflict, match="belongs to another agent"):
+        store.submit(other, submission("p", 2))
+    store.submit(agent, submission("p", 2))
+    assert store.submit(agent, submission("p", 1))[1].state == "superseded"
+
+
+def test_decision_rules_in_order_412_then_403_then_409(store: QueueStore) -> None:
+    agent = identity(store, "Mallory", "agent")
+    alice = identity(store, "alice", "reviewer")
+    bob = identity(store, "bob", "reviewer")
+    store.submit(agent, submission("p"))
+    store.revoke_token("mallory")
+    mallory = identity(store, "mallory.r", "reviewer")
+    with pytest.raises(StaleRevision):
+        store.decide(alice, "p", decision(2), "k1")
+    with pytest.raises(StaleRevision):
+        store.decide(alice, "p", decision(1, "e" * 64), "k2")
+    assert store.decide(alice, "p", decision(1), "k3")[1].decided_by == "alice"
+    with pytest.raises(NotPending, match="already approved by alice") as refused:
+        store.decide(bob, "p", decision(1, verdict="reject"), "k4")
+    assert refused.value.details == {"state": "approved", "decided_by": "alice"}
+    assert mallory.name == "mallory.r"
+
+
+def test_a_name_differing_only_in_case_is_the_same_person(store: QueueStore) -> None:
+    agent = identity(store, "Deployer", "agent")
+    store.submit(agent, submission("p"))
+    with pytest.raises(Conflict, match="keeps its role for life"):
+        store.create_token("deployer", "reviewer", "1" * 64)
+    with pytest.raises(Conflict, match="exists; revoke it first"):
+        store.create_token("DEPLOYER", "agent", "2" * 64)
+    assert store.revoke_token("deployer")
+    # A reviewer holding the proposer's name in another case, as a database from before the rule could.
+    twin = Identity(token_id=999, name="deployer", role="reviewer")
+    with pytest.raises(Forbidden, match="you proposed this"), store.write() as db:
+        from reviewer.service import rules
+
+        row = db.one("SELECT * FROM proposals WHERE proposal_id = :p", p="p")
+        assert row is not None
+        rules.check_decision(row, twin, 1, f"{1:064x}", START)
+
+
+@pytest.mark.parametrize("name", ["", " ", "a b", "bob\x1b[2J", "b\u043eb", "x" * 65, "tab\there", "é"])
+def test_token_names_outside_the_rule_are_refused_and_nothing_is_stored(store: QueueStore, name: str) -> None:
+    with pytest.raises(BadRequest, match="1 to 64 letters"):
+        store.create_token(name, "reviewer", "3" * 64)
+    assert store.list_tokens() == []
+
+
+def test_idempotency_replays_the_first_answer_and_refuses_another_body(store: QueueStore) -> None:
+    agent = identity(store, "agent", "agent")
+    alice = identity(store, "alice", "reviewer")
+    store.submit(agent, submission("p"))
+    replayed, first = store.decide(alice, "p", decision(1), "key")
+    assert replayed is False
+    assert store.decide(alice, "p", decision(1), "key") == (True, first)
+    with pytest.raises(IdempotencyMismatch):
+        store.decide(alice, "p", decision(1, verdict="reject"), "key")
+    history = store.get_record(alice, "p").history
+    assert [event.event for event in history] == ["submitted", "approved"]
+
+
+def test_a_token_revoked_while_its_request_is_in_flight_cannot_write(store: QueueStore) -> None:
+    """The route resolved the token before the body arrived; the store reads it again in the write."""
+    agent = identity(store, "agent", "agent")
+    alice = identity(store, "alice", "reviewer")
+    store.submit(agent, submission("p"))
+    assert store.revoke_token("ALICE")
+    with pytest.raises(Unauthorized, match="revoked"):
+        store.decide(alice, "p", decision(1), "key")
+    store.revoke_token("agent")
+    with pytest.raises(Unauthorized):
+        store.submit(agent, submission("q"))
+    assert store.decision_state(agent, "p").state == "pending"
+
+
+def test_one_claim_per_approval_one_report_per_claim_and_none_after_expiry(
+    store: QueueStore, clock: Clock
+) -> None:
+    agent = identity(store, "agent", "agent")
+    alice = identity(store, "alice", "reviewer")
+    store.submit(agent, submission("p"))
+    with pytest.raises(ClaimRefused, match="no reviewer has approved it yet"):
+        store.claim(agent, "p", claim_request(), "c0")
+    with pytest.raises(ExecutionRefused, match="no claim"):
+        store.check_report_allowed(agent, "p", None)
+    store.decide(alice, "p", decision(1), "k")
+    replayed, claim = store.claim(agent, "p", claim_request(), "c1")
+    assert (replayed, store.claim(agent, "p", claim_request(), "c1")) == (False, (True, claim))
+    with pytest.raises(ClaimRefused, match="a run by agent already holds") as refused:
+        store.claim(agent, "p", claim_request(), "c2")
+    assert refused.value.details["claimed_by"] == "agent"
+    clock.now += 120  # past the approval's TTL: a claim fixes the approval
+    assert store.decision_state(agent, "p").state == "claimed"
+    store.check_report_allowed(agent, "p", None)
+    assert (
+        store.record_execution(agent, "p", report(claim.claim_id), b'{"revision":1}', "r")[1].state
+        == "executed"
+    )
+    assert store.record_execution(agent, "p", report(claim.claim_id), b'{"revision":1}', "r")[0] is True
+    with pytest.raises(ExecutionRefused, match="already reported"):
+        store.check_report_allowed(agent, "p", None)
+    store.check_report_allowed(agent, "p", "r")  # a retry under its key goes on to get its answer again
+    with pytest.raises(ExecutionRefused, match="already reported"):
+        store.record_execution(agent, "p", report(claim.claim_id), b"{}")
+    assert [event.event for event in store.get_record(alice, "p").history] == [
+        "submitted",
+        "approved",
+        "claimed",
+        "executed",
+    ]
+    store.submit(agent, submission("q"))
+    store.decide(alice, "q", decision(1), "k2")
+    clock.now += 60
+    with pytest.raises(ClaimRefused, match="expired"):
+        store.claim(agent, "q", claim_request(), "c3")
+
+
+def test_a_claim_past_its_lease_shows_an_unknown_outcome(store: QueueStore, clock: Clock) -> None:
+    agent = identity(store, "agent", "agent")
+    alice = identity(store, "alice", "reviewer")
+    store.submit(agent, submission("p"))
+    store.decide(alice, "p", decision(1), "k")
+    store.claim(agent, "p", claim_request(), "c")
+    assert store.decision_state(alice, "p").outcome_unknown is False
+    before = store.list_version()
+    clock.now += store.claim_lease
+    state = store.decision_state(alice, "p")
+    assert (state.state, state.outcome_unknown) == ("claimed", True)
+    assert store.list_version() != before, "the list's version moves when a lease ends"
+
+
+def test_another_agent_sees_nothing(store: QueueStore) -> None:
+    agent = identity(store, "agent", "agent")
+    other = identity(store, "other", "agent")
+    store.submit(agent, submission("p"))
+    for read in (
+        store.get_record,
+        store.decision_state,
+        store.list_executions,
+    ):
+        with pytest.raises(NotFound):
+            read(other, "p")
+    with pytest.raises(NotFound):
+        store.get_revision_body(other, "p", 1)
+    with pytest.raises(NotFound):
+        store.check_report_allowed(other, "p", None)
+    assert store.get_revision_body(agent, "p", 1) == b'{"plan": true}'
+
+
+def test_the_list_pages_newest_first_filters_by_state_across_batches_and_versions_move(
+    store: QueueStore, clock: Clock
+) -> None:
+    agent = identity(store, "agent", "agent")
+    alice = identity(store, "alice", "reviewer")
+    store.LIST_BATCH = 3  # type: ignore[misc]
+    before = store.list_version()
+    ids = [f"p{number}" for number in range(10)]
+    for proposal_id in ids:
+        store.submit(agent, submission(proposal_id))
+    assert store.list_version().last_seq > before.last_seq
+    store.decide(alice, "p0", decision(1, verdict="reject"), "k")
+    first = store.list_proposals(None, None, 4)
+    assert [summary.proposal_id for summary in first.proposals] == ids[::-1][:4]
+    assert first.next_cursor is not None
+    rest = store.list_proposals(None, int(first.next_cursor), 100)
+    assert [summary.proposal_id for summary in rest.proposals] == ids[::-1][4:]
+    assert [summary.proposal_id for summary in store.list_proposals("rejected", None, 5).proposals] == ["p0"]
+    pending = store.list_proposals("pending", None, 4)
+    assert [summary.proposal_id for summary in pending.proposals] == ids[::-1][:4]
+    version = store.list_version()
+    assert version.next_deadline == START + 600
+    clock.now += 600
+    assert store.list_version().next_deadline is None
+    assert {summary.state for summary in store.list_proposals(None, None, 20).proposals} == {
+        "expired",
+        "rejected",
+    }
+
+
+def test_the_history_tables_are_append_only(store: QueueStore) -> None:
+    agent = identity(store, "agent", "agent")
+    store.submit(agent, submission("p"))
+    for statement in ("UPDATE trail SET actor = 'mallory'", "DELETE FROM revisions"):
+        with pytest.raises(Exception, match="append-only"), store.write() as db:
+            db.run(statement)
+    assert [event.actor for event in store.get_record(agent, "p").history] == ["agent"]
+
+
+def test_racing_reviewers_in_threads_one_winner(store: QueueStore) -> None:
+    agent = identity(store, "agent", "agent")
+    reviewers = [identity(store, f"r{number}", "reviewer") for number in range(4)]
+    for round_number in range(10):
+        proposal_id = f"race{round_number}"
+        store.submit(agent, submission(proposal_id))
+        start = threading.Barrier(len(reviewers))
+
+        def attempt(
+            reviewer: Identity, proposal_id: str = proposal_id, start: threading.Barrier = start
+        ) -> str:
+            start.wait()
+            try:
+                store.decide(reviewer, proposal_id, decision(1), f"{reviewer.name}-{proposal_id}")
+            except NotPending:
+                return "lost"
+            return "won"
+
+        with ThreadPoolExecutor(len(reviewers)) as pool:
+            outcomes = list(pool.map(attempt, reviewers))
+        assert sorted(outcomes) == ["lost"] * (len(reviewers) - 1) + ["won"]
+
+
+def test_a_quorum_of_two_and_reviewers_keys_on_either_database(
+    database: str, clock: Clock, tmp_path: Path
+) -> None:
+    """Signed decisions and policies (DESIGN 11) hold on both stores: a second approval by the same
+    reviewer is refused, the state stays pending until two distinct reviewers approved, and a key
+    belongs to one reviewer at a time."""
+    import subprocess
+
+    from reviewer.policy import Policy, Rule
+    from reviewer.service.errors import AlreadyApproved
+    from reviewer.signing import PublicKey
+
+    store = open_store(
+        database,
+        clock=clock,
+        pending_ttl=600,
+        approval_ttl=60,
+        policy=Policy(default=Rule(approvals=2)),
+        create=True,
+    )
+    try:
+        agent = identity(store, "agent", "agent")
+        alice = identity(store, "alice", "reviewer")
+        bob = identity(store, "bob", "reviewer")
+        store.submit(agent, submission("p"))
+        first = store.decide(alice, "p", decision(1), "a1")[1]
+        assert first.state == "pending"
+        with pytest.raises(AlreadyApproved):
+            store.decide(alice, "p", decision(1), "a2")
+        second = store.decide(bob, "p", decision(1), "b1")[1]
+        assert (second.state, second.decided_by) == ("approved", "alice, bob")
+        key_file = tmp_path / "alice_key"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key_file)], check=True)
+        key = PublicKey.from_file(key_file.with_suffix(".pub"))
+        store.add_ssh_key("alice", key)
+        with pytest.raises(Conflict, match="already registered"):
+            store.add_ssh_key("bob", key)
+        with pytest.raises(Conflict, match="not a reviewer"):
+            store.add_ssh_key("agent", key)
+        assert [registered.fingerprint for registered in store.list_ssh_keys("ALICE")] == [key.fingerprint]
+        assert store.list_ssh_keys("bob") == []
+        assert store.remove_ssh_key("alice", key.fingerprint)
+        assert store.list_ssh_keys() == []
+    finally:
+        store.close()
