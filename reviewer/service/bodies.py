@@ -19,6 +19,7 @@ from reviewer.proposal import (
     MAX_BODY_BYTES,
     MAX_DEPTH,
     ProposalError,
+    ProposalNotJSON,
     locate_limit_violation,
     parse_proposal,
     plan_sha256,
@@ -189,13 +190,9 @@ def submission(raw: bytes | bytearray) -> Submission:
     raw = bytes(raw)
     try:
         proposal = parse_proposal(raw, "proposal")
+    except ProposalNotJSON as error:  # bad syntax or not UTF-8, wherever in the body
+        raise InvalidJSON(f"the body is not valid JSON ({error.problem})") from None
     except ProposalError as error:
-        try:
-            msgspec.json.decode(raw)
-        except msgspec.DecodeError as syntax:
-            raise InvalidJSON(f"the body is not valid JSON ({syntax})") from None
-        except RecursionError:
-            pass
         raise Invalid(str(error)) from None
     if proposal.proposal_id in (".", ".."):
         raise Invalid("proposal: $.proposal_id: '.' and '..' cannot be used as a URL path segment")

@@ -10,7 +10,7 @@ from reviewer.config import Secret
 from reviewer.tui.live import LiveReviewerApp
 from tests.live.conftest import open_proposal, run, status, until
 from tests.live.fake_queue import FakeQueue
-from tests.service.conftest import body, proposal
+from tests.queue_harness import body, proposal
 
 
 def test_the_previous_revision_is_fetched_when_opened_not_when_polled() -> None:
