@@ -7,10 +7,10 @@ each such character (every control, format and separator character, and every ot
 code point) becomes a visible escape (`\\x1b`, `\\u202e`, `\\U000e0041`) and the result says it
 found hidden characters. Nothing is dropped: every character is either kept or written as its escape.
 
-Two dangers are not invisible characters, so they are flagged rather than escaped (design, section
-7): an identifier a reviewer reads as a word (a tool name, an argument key, a path) that mixes scripts
-or is written in letters that pass for Latin ones (`dеlete_ticket` with a Cyrillic е), and text that
-is not in NFC (an `é` built from `e` and a combining accent compares unequal to the one typed).
+Two dangers are not invisible characters, so they are flagged rather than escaped: an identifier a
+reviewer reads as a word (a tool name, an argument key, a path) that mixes scripts or is written in
+letters that pass for Latin ones (`dеlete_ticket` with a Cyrillic е), and text that is not in NFC
+(an `é` built from `e` and a combining accent compares unequal to the one typed).
 
 A table cell must keep its width exactly, whatever the text: `steady_width` writes the characters a
 terminal may draw at another width than the one counted (combining marks, the few glyphs far wider

@@ -1,4 +1,4 @@
-"""The queue service (DESIGN sections 5 and 12) as a FastAPI app built by `create_app`.
+"""The queue service as a FastAPI app built by `create_app`.
 
 The routes live on `APIRouter`s in `reviewer.service.routes`, one module per thing served, and take
 the caller and the store as dependencies (`reviewer.service.deps`); bodies are read and parsed by
@@ -79,7 +79,10 @@ def create_app(
     app = FastAPI(
         title="reviewer queue",
         version="1",
-        description="Proposals from AI agents wait here for a reviewer's decision (DESIGN section 5).",
+        description=(
+            "Proposals from AI agents wait here for a reviewer's decision; an approved plan is claimed "
+            "by one run, which reports what it did."
+        ),
         lifespan=lifespan,
     )
     app.state.store = queue

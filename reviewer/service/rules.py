@@ -1,4 +1,5 @@
-"""The queue's decision rules (DESIGN sections 5 and 12) as plain functions of the stores' rows.
+"""The queue's rules (who may decide, what is current, one winner, one run per approval) as plain
+functions of the stores' rows.
 
 Each store reads the rows it needs inside one serialized transaction, asks these functions what the
 rules say, and writes what they allow; a refusal raised here rolls the transaction back. Keeping the

@@ -1,4 +1,4 @@
-"""The queue's storage: the operations of DESIGN section 5 as transactions, on any SQL database.
+"""The queue's storage: the queue API's operations as transactions, on any SQL database.
 
 `QueueStore` holds the operations once: each read-then-write runs in one serialized write
 transaction (the backend's `write()`), reads the rows it needs, asks `reviewer.service.rules`
@@ -55,8 +55,8 @@ from reviewer.service.signed_decisions import (
 from reviewer.signing import PublicKey
 
 SCHEMA_VERSION: Final = 3
-"""The version of the tables a database holds: 2 added claims (DESIGN 9), 3 reviewers' SSH keys and
-signed decisions in the trail (DESIGN 11). A store refuses another version (SQLite brings 2 up to 3)."""
+"""The version of the tables a database holds: 2 added claims, 3 reviewers' SSH keys and signed
+decisions in the trail. A store refuses another version (SQLite brings 2 up to 3)."""
 DEFAULT_CLAIM_LEASE: Final = 3600.0
 """How long a claimed run may take before reviewers see its outcome as unknown (it stays claimed)."""
 
