@@ -147,16 +147,18 @@ def listed_once(
     )
 
 
+@dataclass
 class ExecutionLoaded(Message):
-    def __init__(self, record: ExecutionRecord) -> None:
-        super().__init__()
-        self.record = record
+    """A real run (a demo file, or the queue's report): kept on its proposal for `v`."""
+
+    record: ExecutionRecord
 
 
+@dataclass
 class FileBroken(Message):
-    def __init__(self, broken: BrokenFile) -> None:
-        super().__init__()
-        self.broken = broken
+    """A file (or a revision the queue served) that cannot be listed, with the reason."""
+
+    broken: BrokenFile
 
 
 class ReviewerApp(ReportsWorkerFailures, App[None]):

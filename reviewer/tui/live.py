@@ -86,48 +86,49 @@ class LiveReviewerApp(ReviewerApp):
     fast (no client retries) and back off; decisions retry dropped connections with their key.
     """
 
+    @dataclass
     class Connected(Message):
-        def __init__(self, identity: Whoami) -> None:
-            super().__init__()
-            self.identity = identity
+        """The queue said who the token belongs to: the chrome and the status line name them."""
 
+        identity: Whoami
+
+    @dataclass
     class Answered(Message):
-        def __init__(self, at: float) -> None:
-            super().__init__()
-            self.at = at
+        """A poll finished; `at` is the app's clock, so the status line counts from it."""
 
+        at: float
+
+    @dataclass
     class Down(Message):
-        def __init__(self, retry_at: float, problem: str) -> None:
-            super().__init__()
-            self.retry_at = retry_at
-            self.problem = problem
+        """A poll failed: the next one is at `retry_at` (the app's clock)."""
 
+        retry_at: float
+        problem: str
+
+    @dataclass
     class Stopped(Message):
         """Polling ended for good (a refused token): only the reviewer can fix it."""
 
-        def __init__(self, reason: str) -> None:
-            super().__init__()
-            self.reason = reason
+        reason: str
 
+    @dataclass
     class RecordArrived(Message):
         """The queue's record of a proposal: its state, trail and each revision's digest."""
 
-        def __init__(self, record: ProposalRecord) -> None:
-            super().__init__()
-            self.record = record
+        record: ProposalRecord
 
+    @dataclass
     class Synced(Message):
         """Every revision fetched for a proposal has been posted: open screens may refresh."""
 
-        def __init__(self, proposal_id: str) -> None:
-            super().__init__()
-            self.proposal_id = proposal_id
+        proposal_id: str
 
+    @dataclass
     class OpenLatest(Message):
-        def __init__(self, proposal_id: str, notice: str) -> None:
-            super().__init__()
-            self.proposal_id = proposal_id
-            self.notice = notice
+        """The revision a 412 named has arrived: open it in place of the stale one."""
+
+        proposal_id: str
+        notice: str
 
     def __init__(
         self,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
@@ -89,9 +90,9 @@ class DriftScreen(ReportsWorkerFailures, Screen[None]):
         Binding("t", "cycle_target", "Target revision"),
     ]
 
-    def __init__(self, item: QueueItem, base: int, target: int) -> None:
+    def __init__(self, item: QueueItem, base: int, target: int, mode: str) -> None:
         super().__init__()
-        self.item, self.base, self.target = item, base, target
+        self.item, self.base, self.target, self.mode = item, base, target, mode
 
     def compose(self) -> ComposeResult:
         yield Chrome(id="chrome")
@@ -101,10 +102,14 @@ class DriftScreen(ReportsWorkerFailures, Screen[None]):
             yield Static(id="detail")
         yield Footer()
 
+    @dataclass
     class Compared(Message):
-        def __init__(self, base: int, target: int, drift: Drift | None, problem: str = "") -> None:
-            super().__init__()
-            self.base, self.target, self.drift, self.problem = base, target, drift, problem
+        """The drift the worker computed for a pair (or why it could not), for the handler to show."""
+
+        base: int
+        target: int
+        drift: Drift | None
+        problem: str = ""
 
     def on_mount(self) -> None:
         self.show_drift()
@@ -116,7 +121,7 @@ class DriftScreen(ReportsWorkerFailures, Screen[None]):
     def show_drift(self) -> None:
         """Compare the chosen pair in a worker (a heavy rewrite of a large plan takes about a second)."""
         self.query_one(Chrome).show(
-            self.app_mode,
+            self.mode,
             (self.item.proposal_id, "bold"),
             f"drift rev {self.base} → rev {self.target}",
         )
@@ -157,10 +162,6 @@ class DriftScreen(ReportsWorkerFailures, Screen[None]):
         plan.focus()
         first_change = next((i for i in range(min(len(self.rows), 10_000)) if self.rows.mark(i)), 0)
         plan.move_cursor(first_change)
-
-    @property
-    def app_mode(self) -> str:
-        return str(getattr(self.app, "mode", "demo"))
 
     @on(PlanView.RowHighlighted)
     def show_detail(self, message: PlanView.RowHighlighted) -> None:

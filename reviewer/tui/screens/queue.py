@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
@@ -45,10 +46,11 @@ class QueueScreen(ReportsWorkerFailures, Screen[None]):
     COLUMNS: ClassVar[tuple[tuple[str, str, int], ...]] = QUEUE_COLUMNS
     """(label, key, width) of each column; `row_cells` gives one cell per column, in this order."""
 
+    @dataclass
     class OpenRequested(Message):
-        def __init__(self, proposal_id: str) -> None:
-            super().__init__()
-            self.proposal_id = proposal_id
+        """The reviewer pressed enter on a proposal: the app opens it (live, it fetches the rest too)."""
+
+        proposal_id: str
 
     def __init__(self, mode: str) -> None:
         super().__init__()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
@@ -63,19 +64,16 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
         Binding("v", "verify", "Verify"),
     ]
 
+    @dataclass
     class DecisionRequested(Message):
         """The reviewer confirmed a decision; the app sends it (or, in the demo, says it did not)."""
 
-        def __init__(
-            self, item: QueueItem, revision: int, decision: str, reason: str, digest: str
-        ) -> None:
-            super().__init__()
-            self.item = item
-            self.revision = revision
-            self.decision = decision
-            self.reason = reason
-            self.digest = digest
-            """The digest the confirmation showed: the one the decision names."""
+        item: QueueItem
+        revision: int
+        decision: str
+        reason: str
+        digest: str
+        """The digest the confirmation showed: the one the decision names."""
 
     def __init__(self, item: QueueItem, revision: int | None = None, mode: str = "demo") -> None:
         super().__init__()
@@ -237,13 +235,14 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
         if base is None:
             self.notify("Only one revision: there is nothing to compare.", title="Drift")
             return
-        self.app.push_screen(DriftScreen(self.item, base, self.revision))
+        self.app.push_screen(DriftScreen(self.item, base, self.revision, self.mode))
 
     def action_verify(self) -> None:
         record = self.item.executions.get(self.revision)
         if record is None and self.item.execution_expected(self.revision):
-            self.notify("The report of the real run is being fetched: press v again in a moment.",
-                        title="Verify")
+            self.notify(
+                "The report of the real run is being fetched: press v again in a moment.", title="Verify"
+            )
             return
         if record is None:
             self.notify(
@@ -252,7 +251,8 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
             return
         digest = self.item.digests.get(self.revision)
         if digest is None or self.revision not in self.item.verified:
-            self.notify("The plan's digest is still being computed: press v again in a moment.",
-                        title="Verify")
+            self.notify(
+                "The plan's digest is still being computed: press v again in a moment.", title="Verify"
+            )
             return
         self.app.push_screen(VerificationScreen(self.analysis.proposal, digest, record, self.mode))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
@@ -62,10 +63,11 @@ class VerificationScreen(ReportsWorkerFailures, Screen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "app.pop_screen", "Back")]
 
+    @dataclass
     class Compared(Message):
-        def __init__(self, verification: Verification) -> None:
-            super().__init__()
-            self.verification = verification
+        """The comparison the worker made, for the handler to show."""
+
+        verification: Verification
 
     def __init__(self, plan: Proposal, plan_sha256: str, record: ExecutionRecord, mode: str) -> None:
         """`plan_sha256` is the approved revision's digest as the queue (or the demo's loader) holds it."""

@@ -149,13 +149,12 @@ class PlanView(ScrollView, can_focus=True):
 
     cursor: reactive[int] = reactive(0, always_update=True, init=False)
 
+    @dataclass
     class RowHighlighted(Message):
         """The cursor moved to another row."""
 
-        def __init__(self, plan_view: PlanView, index: int) -> None:
-            super().__init__()
-            self.plan_view = plan_view
-            self.index = index
+        plan_view: PlanView
+        index: int
 
         @property
         def control(self) -> PlanView:
