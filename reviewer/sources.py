@@ -22,17 +22,32 @@ from reviewer.proposal import (
     parse_proposal,
     scan_proposal,
 )
+from reviewer.sanitize import clip, safe_text
 
 BUNDLED_SAMPLES = Path(__file__).resolve().parent / "sample_proposals"
 """The samples ship inside the package (a link to the project's `sample_proposals/` in a checkout)."""
 
 
 if TYPE_CHECKING:  # imported where used: the demo's first paint should not wait for them
+    from datetime import datetime
+
     from reviewer.analysis import Analysis
-    from reviewer.api import StoredExecution
+    from reviewer.api import (
+        DecisionSignature,
+        DecisionState,
+        ProposalRecord,
+        StoredExecution,
+        TrailEvent,
+        Whoami,
+    )
     from reviewer.drift import Drift
 
 Loaded = TypeVar("Loaded")
+
+
+def shown(name: str | None, limit: int = 60) -> str:
+    """A name from the queue's record (a token's name), made safe to put in a sentence."""
+    return safe_text(clip(name or "?", limit))
 
 
 class SourceError(Exception):
@@ -103,6 +118,23 @@ class QueueItem:
     screen reads them, since computing them on the event loop would freeze it."""
     problems: dict[int, str] = field(default_factory=dict)
     """Revisions that were listed from the scan and then refused by the checks, with the reason."""
+    # The queue's record (live review): in the demo these stay empty, and the screens show nothing of them.
+    proposed_by: str = ""
+    decided_by: str | None = None
+    claimed_by: str | None = None
+    outcome_unknown: bool = False
+    """A run claimed the approval and has not reported by the end of its lease: it may have written."""
+    reason: str | None = None
+    expires_at: datetime | None = None
+    history: list[TrailEvent] = field(default_factory=list)
+    mine: bool = False
+    """The signed-in reviewer submitted it: the app will not approve it."""
+    local_digests: dict[int, str] = field(default_factory=dict)
+    """Revisions whose fetched plan hashes to something else than the queue's digest: never approvable."""
+    approvals: list[str] = field(default_factory=list)
+    approvals_required: int = 1
+    signatures: list[DecisionSignature] = field(default_factory=list)
+    """The latest revision's quorum so far and its signed decisions, from the queue's record."""
     _analyses: dict[int, Analysis] = field(default_factory=dict, repr=False)
     _drifts: dict[tuple[int, int], Drift] = field(default_factory=dict, repr=False)
 
@@ -151,29 +183,111 @@ class QueueItem:
         return None
 
     def execution_expected(self, revision: int) -> bool:
-        """Whether a real run of `revision` is known to exist before its report is here (live only)."""
-        return False
+        """The queue's trail says this revision ran: its report is fetched when the proposal is opened
+        (never in the demo, whose trail is empty)."""
+        return any(event.event == "executed" and event.revision == revision for event in self.history)
+
+    @property
+    def is_new(self) -> bool:
+        """Pending with a revision newer than any the reviewer opened (`seen_revision`, set on opening)."""
+        opened = self.seen_revision or 0
+        return bool(self.revisions) and self.state == "pending" and self.latest_revision > opened
+
+    def apply(self, record: ProposalRecord, me: Whoami | None) -> None:
+        """Take the queue's record as the truth about state, proposer and history."""
+        self.take_state(record.latest)
+        self.proposed_by = record.proposed_by
+        self.history = list(record.history)
+        self.mine = me is not None and record.proposed_by == me.name
+        for info in record.revisions:
+            if info.revision in self.digests:
+                self.digests[info.revision] = info.plan_sha256
+
+    def take_state(self, latest: DecisionState) -> None:
+        """The queue's word on the latest revision: state, who decided or claimed it, the quorum, the
+        signatures."""
+        self.state = latest.state
+        self.decided_by = latest.decided_by
+        self.claimed_by = latest.claimed_by
+        self.outcome_unknown = bool(latest.outcome_unknown)
+        self.reason = latest.reason
+        self.expires_at = latest.expires_at
+        self.approvals = list(latest.approvals)
+        self.approvals_required = latest.approvals_required
+        self.signatures = list(latest.signatures)
+
+    @property
+    def state_label(self) -> str:
+        """The state column's word: the queue's state, or `unknown` for a claimed run past its lease."""
+        return "unknown" if self.state == "claimed" and self.outcome_unknown else self.state
+
+    def state_words(self) -> str:
+        """The queue's state as the chrome shows it: `approved by alice`, `claimed by agent-7`,
+        `executed by runner-1` (whoever reported the run, never the approver), or while a quorum
+        gathers `pending · 1 of 2 approvals (alice)`."""
+        if self.state == "claimed":
+            words = f"claimed by {shown(self.claimed_by)} (running)"
+            if self.outcome_unknown:
+                words = f"claimed by {shown(self.claimed_by)}: outcome unknown, no report by its lease's end"
+            return words
+        if self.state == "executed":
+            reporter = next(
+                (event.actor for event in reversed(self.history) if event.event == "executed"), None
+            )
+            approver = f", approved by {shown(self.decided_by)}" if self.decided_by else ""
+            return f"executed by {shown(reporter)}{approver}" if reporter else f"executed{approver}"
+        if self.decided_by and self.state in ("approved", "rejected"):
+            return f"{self.state} by {shown(self.decided_by)}"
+        if self.state == "pending" and self.approvals_required > 1:
+            from reviewer.policy import describe_approvals
+
+            return f"pending · {describe_approvals(map(shown, self.approvals), self.approvals_required)}"
+        return self.state
+
+    def signature_words(self) -> list[tuple[str, bool]]:
+        """Each signed decision on the latest revision as words, and whether it checked out here:
+        a valid signature by the key it carries over a statement naming this revision and digest.
+        Whether that key is the reviewer's is the queue's registration (and the executor's file)."""
+        if not self.signatures:
+            return []
+        from reviewer.signed_approvals import SignedStatement, verify_decision
+        from reviewer.signing import SigningError
+
+        revision = self.latest_revision
+        digest = self.digests.get(revision, "")
+        words = []
+        for item in self.signatures:
+            signed = SignedStatement(item.statement, item.signature)
+            try:
+                statement, key = verify_decision(signed, self.proposal_id, revision, digest)
+            except SigningError as error:
+                words.append((f"{shown(item.reviewer, 20)} ✗ {safe_text(clip(str(error), 60))}", False))
+                continue
+            verb = "approved" if statement.decision == "approve" else "rejected"
+            words.append((f"{shown(statement.reviewer, 20)} {verb} ✓ {key.fingerprint[:19]}…", True))
+        return words
 
     def drift_base(self, revision: int) -> int | None:
         """What to compare `revision` with: the revision last seen if older, else the one before it."""
         if self.seen_revision is not None and self.seen_revision < revision:
             return self.seen_revision
-        # A copy first: the drift worker reads this while the event loop may add a revision.
-        older = [number for number in tuple(self.revisions) if number < revision]
+        older = [number for number in self.revisions if number < revision]
         return max(older) if older else None
 
-    def drift(self, old: int, new: int) -> Drift:
-        if (old, new) not in self._drifts:
-            from reviewer.drift import diff_revisions
+    def compare(self, old: int, new: int) -> Drift:
+        """The drift of `new` against `old`, from the cache or computed (about 0.1 s for 100,000
+        calls: a worker calls it). It stores nothing, so a worker's thread never changes the item a
+        screen is reading: the handler that receives the result keeps it (`keep_drift`)."""
+        cached = self._drifts.get((old, new))
+        if cached is not None:
+            return cached
+        from reviewer.drift import diff_revisions
 
-            self._drifts[old, new] = diff_revisions(self.revisions[old], self.revisions[new])
-        return self._drifts[old, new]
+        return diff_revisions(self.revisions[old], self.revisions[new])
 
-    def compute_latest_drift(self) -> None:
-        """Compare the latest revision with its base (about 0.1 s for 100,000 calls: run it in a worker)."""
-        base = self.drift_base(self.latest_revision)
-        if base is not None:
-            self.drift(base, self.latest_revision)
+    def keep_drift(self, old: int, new: int, drift: Drift) -> None:
+        """A comparison a worker made, kept by the event loop for the queue's mark and the screens."""
+        self._drifts[old, new] = drift
 
     def latest_drift(self) -> tuple[int, Drift] | None:
         """The latest revision's drift from its base, once computed and when it is not empty."""
@@ -194,6 +308,20 @@ class QueueItem:
         if digest is not None:
             self.digests[proposal.revision] = digest
         self.origins[proposal.revision] = origin
+
+
+def local_refusal(item: QueueItem, revision: int, decision: str) -> str | None:
+    """Why the app will not send this approval at all, or None. Rejecting stays possible."""
+    if decision != "approve":
+        return None
+    if item.mine:
+        return "you proposed this: another reviewer must approve it"
+    if revision in item.local_digests:
+        return (
+            "the plan fetched does not hash to the queue's digest: do not approve it; "
+            "tell the queue's operator"
+        )
+    return None
 
 
 @dataclass(frozen=True)
@@ -273,11 +401,15 @@ def completion_order(scanned: list[tuple[Path, Loaded]]) -> list[tuple[Path, Loa
 
 @dataclass(frozen=True)
 class DecisionOutcome:
-    """What happened to a decision, in words the reviewer reads on screen."""
+    """What happened to a decision, in words the reviewer reads on screen, and what the screen does
+    next: an error banner, the queue's new state (`answer`), or open the newer revision a 412 named."""
 
     sent: bool
     message: str
     state: str | None = None
+    error: bool = False
+    reopen_revision: int | None = None
+    answer: DecisionState | None = None
 
 
 class Decider(Protocol):

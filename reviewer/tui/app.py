@@ -47,6 +47,7 @@ from reviewer.tui.screens.queue import QueueScreen
 
 if TYPE_CHECKING:  # imported where used: the first paint should not wait for the review screens
     from reviewer.analysis import Analysis
+    from reviewer.drift import Drift
     from reviewer.tui.screens.review import ReviewScreen
 
 
@@ -145,6 +146,16 @@ def listed_once(
     return BrokenFile(
         path.name, f"revision {proposal.revision} of {proposal.proposal_id} is already listed from {first}"
     )
+
+
+@dataclass
+class DriftComputed(Message):
+    """A re-plan compared with its base in the drift worker, for the handler to keep and show."""
+
+    proposal_id: str
+    base: int
+    target: int
+    drift: Drift
 
 
 @dataclass
@@ -320,7 +331,10 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         self._refresh_open(item, message.revision)
         pair = {item.drift_base(item.latest_revision), item.latest_revision}
         if message.revision in pair and pair <= item.verified:
-            self.compute_drift(item)  # the second of the pair to be verified starts the comparison
+            # the second of the pair to be verified starts the comparison
+            base = item.drift_base(item.latest_revision)
+            if base is not None:
+                self.compute_drift(item, base, item.latest_revision)
 
     def take_digest(self, item: QueueItem, revision: int, digest: str) -> None:
         """The digest computed from the plan: the demo's only record of it (live review compares it
@@ -355,12 +369,14 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
                     screen.show_progress()
 
     @work(thread=True, group="drift", exit_on_error=False)
-    def compute_drift(self, item: QueueItem) -> None:
-        """The queue marks a re-plan that drifted; comparing two large revisions stays off the event loop."""
-        item.compute_latest_drift()
-        self.call_from_thread(self.drift_known, item)
+    def compute_drift(self, item: QueueItem, base: int, target: int) -> None:
+        """The queue marks a re-plan that drifted; comparing two large revisions stays off the event
+        loop. The worker only computes: the handler keeps the result."""
+        self.post_message(DriftComputed(item.proposal_id, base, target, item.compare(base, target)))
 
-    def drift_known(self, item: QueueItem) -> None:
+    def on_drift_computed(self, message: DriftComputed) -> None:
+        item = self.items[message.proposal_id]
+        item.keep_drift(message.base, message.target, message.drift)
         self.list_item(item)
         for screen in self.open_reviews(item):
             if screen.is_mounted:

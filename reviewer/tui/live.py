@@ -28,11 +28,10 @@ from reviewer.client import (
 )
 from reviewer.config import Secret
 from reviewer.proposal import ProposalError
+from reviewer.queue_source import Backoff, QueueDecider, token_refused
 from reviewer.signing import Signer
-from reviewer.sources import BrokenFile, DecisionOutcome, QueueItem, execution_from_queue
+from reviewer.sources import BrokenFile, DecisionOutcome, QueueItem, execution_from_queue, shown
 from reviewer.tui.app import CompletionJob, ExecutionLoaded, FileBroken, ProposalListed, ReviewerApp
-from reviewer.tui.live_source import Backoff, LiveItem, LiveOutcome, QueueDecider, shown, token_refused
-from reviewer.tui.screens.live import LiveQueueScreen, LiveReviewScreen
 from reviewer.tui.screens.queue import QueueScreen
 from reviewer.tui.screens.review import ReviewScreen
 
@@ -170,15 +169,16 @@ class LiveReviewerApp(ReviewerApp):
 
     # --- hooks of ReviewerApp ---
 
-    def create_queue_screen(self) -> LiveQueueScreen:
-        return LiveQueueScreen()
+    def create_queue_screen(self) -> QueueScreen:
+        return QueueScreen("live")
 
-    def create_item(self, proposal_id: str) -> LiveItem:
-        return LiveItem(proposal_id, "pending")
+    def create_item(self, proposal_id: str) -> QueueItem:
+        return QueueItem(proposal_id, "pending")
 
     def create_review_screen(self, item: QueueItem, notice: str | None = None) -> ReviewScreen:
         identity = self.link.identity
-        return LiveReviewScreen(item, who=shown(identity.name, 30) if identity else "live", notice=notice)
+        who = shown(identity.name, 30) if identity else "live"
+        return ReviewScreen(item, mode="live", who=who, notice=notice)
 
     def who(self) -> str:
         identity = self.link.identity
@@ -338,8 +338,7 @@ class LiveReviewerApp(ReviewerApp):
 
     def on_live_reviewer_app_connected(self, message: Connected) -> None:
         self.link.identity = message.identity
-        if isinstance(self.queue_screen, LiveQueueScreen):
-            self.queue_screen.who = self.who()
+        self.queue_screen.who = self.who()
         if self.queue_screen.is_mounted:
             self.queue_screen.refresh_chrome()
         self.refresh_status()
@@ -364,8 +363,6 @@ class LiveReviewerApp(ReviewerApp):
         item = self.items.get(record.proposal_id)
         if item is None:
             item = self.items[record.proposal_id] = self.create_item(record.proposal_id)
-        if not isinstance(item, LiveItem):
-            return
         executed_before = {event.revision for event in item.history if event.event == "executed"}
         item.apply(record, self.link.identity)
         if item.revisions:
@@ -376,12 +373,12 @@ class LiveReviewerApp(ReviewerApp):
 
     def _is_open(self, item: QueueItem) -> bool:
         stack = self.screen_stack
-        return any(isinstance(screen, LiveReviewScreen) and screen.item is item for screen in stack)
+        return any(isinstance(screen, ReviewScreen) and screen.item is item for screen in stack)
 
     def take_digest(self, item: QueueItem, revision: int, digest: str) -> None:
         """The queue's record stays the digest an approval names; a plan hashing otherwise is flagged
         and never approvable (`local_refusal`)."""
-        if not isinstance(item, LiveItem) or item.digests.get(revision) == digest:
+        if item.digests.get(revision) == digest:
             return
         item.local_digests[revision] = digest
         self.list_item(item)
@@ -397,20 +394,19 @@ class LiveReviewerApp(ReviewerApp):
 
     def _refresh_open_reviews(self, proposal_id: str) -> None:
         for screen in self.screen_stack:
-            if isinstance(screen, LiveReviewScreen) and screen.item.proposal_id == proposal_id:
+            if isinstance(screen, ReviewScreen) and screen.item.proposal_id == proposal_id:
                 screen.refresh_live()
 
     def show_outcome(
         self, item: QueueItem, revision: int, outcome: DecisionOutcome, *, error: bool = False
     ) -> None:
         """The answer in words; a decided item takes the queue's answer; a 412 opens the new revision."""
-        failed = isinstance(outcome, LiveOutcome) and outcome.error
-        super().show_outcome(item, revision, outcome, error=failed)
-        if isinstance(outcome, LiveOutcome) and outcome.answer and isinstance(item, LiveItem):
+        super().show_outcome(item, revision, outcome, error=outcome.error)
+        if outcome.answer:
             item.take_state(outcome.answer)
             self.list_item(item)
             self._refresh_open_reviews(item.proposal_id)
-        if isinstance(outcome, LiveOutcome) and outcome.reopen_revision:
+        if outcome.reopen_revision:
             self.reopen(item.proposal_id, outcome.message)
         self.poll_now()
 
@@ -427,7 +423,7 @@ class LiveReviewerApp(ReviewerApp):
     def on_live_reviewer_app_open_latest(self, message: OpenLatest) -> None:
         item = self.items.get(message.proposal_id)
         screen = self.screen
-        if item is None or not isinstance(screen, LiveReviewScreen) or screen.item is not item:
+        if item is None or not isinstance(screen, ReviewScreen) or screen.item is not item:
             return  # the reviewer moved on: the queue screen marks the new revision
         if screen.revision != item.latest_revision:
             self.switch_screen(self.create_review_screen(item, notice=message.notice))

@@ -9,8 +9,9 @@ import httpx
 
 from reviewer.api import DecisionState
 from reviewer.client import QueueClient
+from reviewer.queue_source import QueueDecider
 from reviewer.signing import AgentSigner
-from reviewer.tui.live_source import LiveItem, QueueDecider
+from reviewer.sources import QueueItem
 from tests.live.fake_queue import FakeQueue
 from tests.signing.conftest import make_key
 
@@ -27,7 +28,7 @@ def test_no_agent_means_no_decision_is_sent(tmp_path: Path) -> None:
     alice = make_key(tmp_path, "alice")
     client = QueueClient("http://queue.test", "token", transport=httpx.MockTransport(answer))
     decider = QueueDecider(client, "reviewer login", AgentSigner(alice.public, {}))
-    item = LiveItem("p-1", "pending")
+    item = QueueItem("p-1", "pending")
 
     async def scenario() -> None:
         outcome = await decider.decide(item, 1, fake.proposals["p-1"].digest(1), "approve", "")
@@ -40,7 +41,7 @@ def test_no_agent_means_no_decision_is_sent(tmp_path: Path) -> None:
 
 
 def test_state_words_show_the_quorum_while_pending() -> None:
-    item = LiveItem("p-1", "pending")
+    item = QueueItem("p-1", "pending")
     state = DecisionState(
         proposal_id="p-1",
         revision=1,

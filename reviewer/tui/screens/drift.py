@@ -131,7 +131,7 @@ class DriftScreen(ReportsWorkerFailures, Screen[None]):
     @work(thread=True, group="drift-view", exclusive=True, exit_on_error=False)
     def compare(self, base: int, target: int) -> None:
         try:
-            self.post_message(self.Compared(base, target, self.item.drift(base, target)))
+            self.post_message(self.Compared(base, target, self.item.compare(base, target)))
         except Exception as error:  # a bug in the comparison must not take the reviewer's screen down
             self.post_message(self.Compared(base, target, None, f"{type(error).__name__}: {error}"))
 
@@ -142,6 +142,7 @@ class DriftScreen(ReportsWorkerFailures, Screen[None]):
             problem = safe_text(clip(f" the revisions could not be compared ({message.problem})", 300))
             self.query_one("#drift-summary", Static).update(Text(problem, "danger"))
             return
+        self.item.keep_drift(message.base, message.target, message.drift)
         await self.show_rows(message.drift)
 
     async def show_rows(self, drift: Drift) -> None:

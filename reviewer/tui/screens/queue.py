@@ -14,7 +14,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from reviewer.sanitize import clip, safe_text, steady_width
-from reviewer.sources import BrokenFile, QueueItem
+from reviewer.sources import BrokenFile, QueueItem, shown
 from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.widgets.cells import cell
 from reviewer.tui.widgets.chrome import Chrome
@@ -31,10 +31,36 @@ QUEUE_COLUMNS = (
     ("dry run", "via", 9),
     ("state", "state", 8),
 )
+"""(label, key, width) of each column; `row_cells` gives one cell per column, in this order."""
+
+LIVE_COLUMNS = (
+    (" ", "mark", 3),
+    ("proposal", "title", 25),
+    ("proposed by", "proposer", 13),
+    ("rev", "rev", 6),
+    ("calls", "calls", 6),
+    ("c/u/d", "effects", 9),
+    ("dry run", "via", 9),
+    ("state", "state", 9),
+)
+"""The demo's columns, with the queue's record of who proposed it instead of the agent's own name."""
+
+STATE_STYLES = {
+    "pending": "bold",
+    "approved": "ok",
+    "claimed": "bold",
+    "unknown": "danger",
+    "rejected": "danger",
+    "expired": "muted",
+    "executed": "info",
+}
+"""By `QueueItem.state_label`; `unknown` (a run that may have written and never reported) is the loudest."""
 
 
 class QueueScreen(ReportsWorkerFailures, Screen[None]):
-    """The first screen: one row per proposal, newest revision; enter opens its review."""
+    """The first screen: one row per proposal, newest revision; enter opens its review. Live, it
+    shows the queue's own record too: who proposed it, its state, new proposals marked until opened,
+    yours marked "you"."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open", "Open", priority=True),
@@ -43,8 +69,6 @@ class QueueScreen(ReportsWorkerFailures, Screen[None]):
         Binding("home", "jump(0)", "First", show=False, priority=True),
         Binding("end", "jump(-1)", "Last", show=False, priority=True),
     ]
-    COLUMNS: ClassVar[tuple[tuple[str, str, int], ...]] = QUEUE_COLUMNS
-    """(label, key, width) of each column; `row_cells` gives one cell per column, in this order."""
 
     @dataclass
     class OpenRequested(Message):
@@ -55,6 +79,10 @@ class QueueScreen(ReportsWorkerFailures, Screen[None]):
     def __init__(self, mode: str) -> None:
         super().__init__()
         self.mode = mode
+        self.live = mode == "live"
+        self.columns = LIVE_COLUMNS if self.live else QUEUE_COLUMNS
+        self.who = mode
+        """Who is signed in, once the queue said so (live); the chrome's first part."""
         self.items: dict[str, QueueItem] = {}
         self.broken: list[BrokenFile] = []
         self._columns: list[tuple[str, str, int]] = []
@@ -81,9 +109,24 @@ class QueueScreen(ReportsWorkerFailures, Screen[None]):
         """A failed worker of this screen, in words where the reviewer is looking (the app calls it)."""
         self.query_one("#status", Static).update(Text(safe_text(clip(" " + words, 300)), "danger"))
 
+    def on_screen_resume(self) -> None:
+        """Back from a review: the proposals opened meanwhile lose their "new" mark (live)."""
+        if self.live:
+            for item in list(self.items.values()):
+                self.show_item(item)
+
     def refresh_chrome(self) -> None:
         count = len(self.items)
-        self.query_one(Chrome).show(self.mode, f"{count} proposal{'s' if count != 1 else ''}")
+        proposals = f"{count} proposal{'s' if count != 1 else ''}"
+        if not self.live:
+            self.query_one(Chrome).show(self.mode, proposals)
+            return
+        items = list(self.items.values())
+        pending = sum(item.state == "pending" for item in items)
+        new = sum(item.is_new for item in items)
+        self.query_one(Chrome).show(
+            self.who, proposals, f"{pending} pending", (f"{new} new", "bold") if new else f"{new} new"
+        )
 
     def on_resize(self, event: events.Resize) -> None:
         self.layout_columns(event.size.width)
@@ -91,10 +134,10 @@ class QueueScreen(ReportsWorkerFailures, Screen[None]):
     def layout_columns(self, width: int) -> None:
         """Fit the columns to the terminal: the title takes what is left, and below 90 columns the
         proposer's name gives way (the line under the table still says it)."""
-        shown = [column for column in self.COLUMNS if width >= 90 or column[1] not in NARROW_HIDDEN]
-        fixed = sum(cells for _, key, cells in shown if key != "title")
-        title = max(12, width - fixed - 2 * len(shown) - 4)  # cell padding, border, scrollbar
-        columns = [(label, key, title if key == "title" else cells) for label, key, cells in shown]
+        visible = [column for column in self.columns if width >= 90 or column[1] not in NARROW_HIDDEN]
+        fixed = sum(cells for _, key, cells in visible if key != "title")
+        title = max(12, width - fixed - 2 * len(visible) - 4)  # cell padding, border, scrollbar
+        columns = [(label, key, title if key == "title" else cells) for label, key, cells in visible]
         if columns == self._columns:
             return
         self._columns = columns
@@ -109,11 +152,11 @@ class QueueScreen(ReportsWorkerFailures, Screen[None]):
             table.move_cursor(row=min(cursor, table.row_count - 1))
 
     def _shown_cells(self, item: QueueItem) -> list[Text]:
-        shown = {key for _, key, _ in self._columns}
+        visible = {key for _, key, _ in self._columns}
         return [
             value
-            for (_, key, _), value in zip(self.COLUMNS, self.row_cells(item), strict=True)
-            if key in shown
+            for (_, key, _), value in zip(self.columns, self.row_cells(item), strict=True)
+            if key in visible
         ]
 
     def show_item(self, item: QueueItem) -> None:
@@ -150,10 +193,22 @@ class QueueScreen(ReportsWorkerFailures, Screen[None]):
         return self.items.get(str(row_key.value))
 
     def row_cells(self, item: QueueItem) -> tuple[Text, ...]:
-        return queue_row(item)
+        base = queue_row(item)
+        if not self.live:
+            return base
+        mark = Text("•" if item.is_new else " ", "bold")
+        mark.append_text(base[0])
+        if item.local_digests and "!" not in base[0].plain:
+            mark.append("!", "danger")
+        proposer = Text("you", "bold reverse") if item.mine else cell(item.proposed_by, 13)
+        state = Text(item.state_label, STATE_STYLES.get(item.state_label, ""))
+        return (mark, base[1], proposer, *base[3:7], state)
 
     def describe_item(self, item: QueueItem) -> Text:
-        return describe(item)
+        text = describe(item)
+        if self.live:
+            text.append_text(describe_record(item))
+        return text
 
     def action_move(self, step: int) -> None:
         table = self.query_one("#queue", DataTable)
@@ -221,6 +276,32 @@ def queue_row(item: QueueItem) -> tuple[Text, ...]:
         Text(proposal.dry_run.via, "" if proposal.dry_run.via == "server" else "warn"),
         Text("broken", "danger") if broken else Text(item.state),
     )
+
+
+def describe_record(item: QueueItem) -> Text:
+    """The queue's record of the highlighted proposal (live): state, proposer, signatures, trail."""
+    text = Text()
+    if item.local_digests:
+        text.append("! the fetched plan does not hash to the queue's digest: do not approve\n", "danger")
+    text.append("queue: ", "muted")
+    text.append(item.state_words(), STATE_STYLES.get(item.state_label, ""))
+    text.append(f" · proposed by {shown(item.proposed_by)}")
+    if item.mine:
+        text.append(" (you: another reviewer must approve)", "bold")
+    if item.reason:
+        text.append(f" · reason: {safe_text(clip(item.reason, 80))}")
+    signatures = item.signature_words()
+    if signatures:
+        text.append("\nsigned: ", "muted")
+        for index, (words, verified) in enumerate(signatures):
+            text.append(" · " if index else "")
+            text.append(words, "ok" if verified else "danger")
+    trail = ", ".join(
+        f"{event.event} r{event.revision} ({shown(event.actor, 20)})" for event in item.history[-4:]
+    )
+    if trail:
+        text.append(f"\ntrail: {trail}", "muted")
+    return text
 
 
 def describe(item: QueueItem) -> Text:

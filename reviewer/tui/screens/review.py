@@ -16,10 +16,11 @@ from textual.widgets import Footer, Static
 
 from reviewer.proposal import Proposal
 from reviewer.sanitize import clip, safe_text
-from reviewer.sources import QueueItem
+from reviewer.sources import QueueItem, local_refusal
 from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.screens.dialogs import ConfirmScreen, RejectScreen
 from reviewer.tui.screens.drift import DriftScreen
+from reviewer.tui.screens.queue import STATE_STYLES
 from reviewer.tui.screens.verification import VerificationScreen
 from reviewer.tui.widgets.chrome import Chrome
 from reviewer.tui.widgets.panes import detail_text, extremes_text, ratios_text, summary_counts
@@ -53,6 +54,10 @@ def claim_text(proposal: Proposal) -> Text:
     return text
 
 
+def replan_notice(revision: int) -> str:
+    return f"the agent re-planned: revision {revision} is waiting"
+
+
 class ReviewScreen(ReportsWorkerFailures, Screen[None]):
     """Everything needed to decide one revision, with the decision keys in the footer."""
 
@@ -75,8 +80,21 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
         digest: str
         """The digest the confirmation showed: the one the decision names."""
 
-    def __init__(self, item: QueueItem, revision: int | None = None, mode: str = "demo") -> None:
+    def __init__(
+        self,
+        item: QueueItem,
+        revision: int | None = None,
+        mode: str = "demo",
+        *,
+        who: str | None = None,
+        notice: str | None = None,
+    ) -> None:
+        """Live (`mode` "live"), `who` is the signed-in reviewer the chrome names first, and `notice`
+        a banner to show once (why this revision was opened in place of another)."""
         super().__init__()
+        self.live = mode == "live"
+        self.who = who or mode
+        self.notice = notice
         self.item = item
         self.revision = item.latest_revision if revision is None else revision
         self.analysis = item.analysis(self.revision)
@@ -110,10 +128,18 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
         self.query_one("#decision", Static).display = False
         self.query_one(PlanView).focus()
         self.show_progress()
+        if self.live:
+            self.call_after_refresh(self.refresh_live)
 
     def show_progress(self) -> None:
         """Show what the loader has finished for this revision and say what it is still computing;
-        the app calls this again each time it finishes a step (rows are readable from the start)."""
+        the app calls this again each time it finishes a step (rows are readable from the start).
+        Live, the queue's record follows in the chrome (`refresh_live`)."""
+        self._show_progress()
+        if self.live:
+            self.refresh_live()
+
+    def _show_progress(self) -> None:
         proposal = self.analysis.proposal
         self.query_one(Chrome).show(self.mode, *self.chrome_parts(), f"by {proposal.agent.name}")
         problem = self.item.problems.get(self.revision)
@@ -133,6 +159,40 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
         waiting = Text("still computing: " + ", ".join(pending) if pending else "not computed", "muted")
         self.query_one("#ratios", Static).update(waiting)
         self.query_one("#extremes", Static).update(waiting)
+
+    def refresh_live(self) -> None:
+        """The chrome from the queue's record; alarms the fetched plan raised against that record."""
+        if not self.query(Chrome):
+            return  # pushed but not composed yet, or already being dismissed: on_mount refreshes it
+        item = self.item
+        parts = self.chrome_parts()
+        parts.append((item.state_words(), STATE_STYLES.get(item.state_label, "")))
+        parts.append(("by you", "bold reverse") if item.mine else f"by {item.proposed_by}")
+        self._show_digest_alarm()
+        self.query_one(Chrome).show(self.who, *parts)
+        if self.notice:
+            self.show_decision(self.notice, error=True)
+            self.notice = None
+        elif self.revision < item.latest_revision:
+            self.show_decision(
+                f"{replan_notice(item.latest_revision)} (escape, then enter opens it)", error=True
+            )
+
+    def _show_digest_alarm(self) -> None:
+        local = self.item.local_digests.get(self.revision)
+        if local is None:
+            return
+        banner = self.query_one("#alarms", Static)
+        text = Text(
+            f"DIGEST MISMATCH: the queue says {self.item.digests.get(self.revision, '')[:12]}…, "
+            f"the plan fetched hashes to {local[:12]}…: do not approve",
+            "bold",
+        )
+        figures = self.item.figures(self.revision)
+        if figures is not None and figures.alarms:
+            text.append("  ·  " + "  ·  ".join(figures.alarms))
+        banner.update(text)
+        banner.display = True
 
     def announce_drift(self) -> None:
         """Say once that the latest revision drifted: on opening if the drift is known by then, else
@@ -195,7 +255,13 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
 
     def action_approve(self) -> None:
         """The confirmation names the digest it shows; while the checks or the digest are unfinished
-        it says so, and its `y` sends nothing (the digest it would name is not known)."""
+        it says so, and its `y` sends nothing (the digest it would name is not known). An approval
+        the app refuses on its own (your own proposal, a digest mismatch) gets no confirmation."""
+        refused = local_refusal(self.item, self.revision, "approve")
+        if refused:
+            self.show_decision(refused, error=True)
+            self.notify(refused, title="Not approved", severity="warning")
+            return
         blocker = self.item.approval_blocker(self.revision)
         shown_digest = None if blocker else self.item.digests.get(self.revision)
 
