@@ -25,7 +25,8 @@ sys.path.insert(0, str(HERE.parent))
 from reviewer.client import QueueClient  # noqa: E402
 from reviewer.config import Secret  # noqa: E402
 from reviewer.proposal import parse_proposal  # noqa: E402
-from reviewer.tui.live import LiveReviewerApp  # noqa: E402
+from reviewer.queue_source import QueueSource  # noqa: E402
+from reviewer.tui.app import ReviewerApp  # noqa: E402
 from tests.service.conftest import Service, body, proposal, start_service  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -40,7 +41,7 @@ def cpu_seconds(pid: int) -> float:
 async def submission_to_row(service: Service, reviewer: str, agent: str, count: int, poll: float) -> None:
     """Each submission lands at a random phase of the poll cycle; the row is painted when the table
     holds it and the app has rendered a frame after that."""
-    app = LiveReviewerApp(service.url, Secret(reviewer), poll_interval=poll)
+    app = ReviewerApp(QueueSource(service.url, Secret(reviewer), poll_interval=poll))
     delays: list[float] = []
     client = QueueClient(service.url, agent)
     async with app.run_test(headless=True, size=(100, 30)) as pilot, client:
@@ -59,16 +60,20 @@ async def submission_to_row(service: Service, reviewer: str, agent: str, count: 
     delays.sort()
     print(f"submission to painted row, poll {poll:.1f} s, {count} submissions:")
     p90 = delays[int(0.9 * (count - 1))]
-    print(f"  median {statistics.median(delays) * 1000:.0f} ms, p90 {p90 * 1000:.0f} ms,"
-          f" max {delays[-1] * 1000:.0f} ms (goal: max under {(poll + 0.1) * 1000:.0f} ms)")
+    print(
+        f"  median {statistics.median(delays) * 1000:.0f} ms, p90 {p90 * 1000:.0f} ms,"
+        f" max {delays[-1] * 1000:.0f} ms (goal: max under {(poll + 0.1) * 1000:.0f} ms)"
+    )
 
 
 async def idle_apps(service: Service, reviewer: str, apps: int, seconds: float, poll: float) -> None:
     """`apps` running apps polling a queue where nothing changes: each poll is a 304."""
     assert service.process is not None
-    running = [LiveReviewerApp(service.url, Secret(reviewer), poll_interval=poll) for _ in range(apps)]
+    running = [
+        ReviewerApp(QueueSource(service.url, Secret(reviewer), poll_interval=poll)) for _ in range(apps)
+    ]
 
-    async def run_one(app: LiveReviewerApp, ready: asyncio.Event, done: asyncio.Event) -> None:
+    async def run_one(app: ReviewerApp, ready: asyncio.Event, done: asyncio.Event) -> None:
         async with app.run_test(headless=True, size=(100, 30)) as pilot:
             while app.link.answered_at is None:
                 await pilot.pause(0.05)
@@ -81,13 +86,13 @@ async def idle_apps(service: Service, reviewer: str, apps: int, seconds: float, 
     tasks = [asyncio.create_task(run_one(app, ready, done)) for app, ready in pairs]
     await asyncio.wait_for(asyncio.gather(*(ready.wait() for ready in readies)), 120)
     await asyncio.sleep(poll * 2)  # past the first, full listing of every app
-    polls_before = sum(app.polls for app in running)
-    idle_before = sum(app.polls_not_modified for app in running)
+    polls_before = sum(app.queue.polls for app in running)
+    idle_before = sum(app.queue.polls_not_modified for app in running)
     cpu_before, wall_before = cpu_seconds(service.process.pid), time.perf_counter()
     client_cpu_before = time.process_time()
     await asyncio.sleep(seconds)
-    polls = sum(app.polls for app in running) - polls_before
-    idle = sum(app.polls_not_modified for app in running) - idle_before
+    polls = sum(app.queue.polls for app in running) - polls_before
+    idle = sum(app.queue.polls_not_modified for app in running) - idle_before
     wall = time.perf_counter() - wall_before
     service_cpu = cpu_seconds(service.process.pid) - cpu_before
     client_cpu = time.process_time() - client_cpu_before
@@ -95,8 +100,10 @@ async def idle_apps(service: Service, reviewer: str, apps: int, seconds: float, 
     await asyncio.gather(*tasks)
     print(f"{apps} idle apps polling every {poll:.1f} s for {wall:.1f} s:")
     per_poll = service_cpu / max(polls, 1) * 1e6
-    print(f"  {polls / wall:.1f} requests/s ({idle} of {polls} answered 304),"
-          f" service CPU {service_cpu / wall * 100:.1f}% of one core, {per_poll:.0f} µs CPU per poll")
+    print(
+        f"  {polls / wall:.1f} requests/s ({idle} of {polls} answered 304),"
+        f" service CPU {service_cpu / wall * 100:.1f}% of one core, {per_poll:.0f} µs CPU per poll"
+    )
     print(f"  (the {apps} apps together, in this one process: {client_cpu / wall * 100:.0f}% of one core)")
 
 

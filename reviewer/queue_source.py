@@ -1,19 +1,26 @@
-"""The queue as a source of proposals: the decider that sends decisions, and the poll backoff.
+"""The queue as a source of proposals: what a poll fetches, the decider that sends decisions, and the
+poll backoff.
 
-Nothing here imports Textual: the app drives it from its workers and shows what it returns.
+Nothing here imports Textual: the app drives it from its workers, and each call returns what it
+fetched for the app's handlers to store and show; nothing here touches an item a screen is reading.
 """
 
 from __future__ import annotations
 
 import random
+import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 
-from reviewer.api import Decision, Whoami
+import httpx
+
+from reviewer.api import Decision, ProposalRecord, ProposalSummary, Whoami
 from reviewer.client import (
     AlreadyDecided,
     Conflict,
     Forbidden,
+    Listing,
     NotFound,
     QueueClient,
     QueueError,
@@ -21,12 +28,22 @@ from reviewer.client import (
     StaleRevision,
     Unauthorized,
 )
+from reviewer.config import Secret
 from reviewer.deciding import sign_decision
 from reviewer.policy import describe_approvals
+from reviewer.proposal import Proposal, ProposalError
 from reviewer.sanitize import clip, safe_text
 from reviewer.signed_approvals import SignedStatement
 from reviewer.signing import Signer, SigningError
-from reviewer.sources import DecisionOutcome, QueueItem, local_refusal, shown
+from reviewer.sources import (
+    BrokenFile,
+    DecisionOutcome,
+    ExecutionRecord,
+    QueueItem,
+    execution_from_queue,
+    local_refusal,
+    shown,
+)
 
 
 class QueueDecider:
@@ -145,3 +162,155 @@ class Backoff:
 
     def reset(self) -> None:
         self.failures = 0
+
+
+MAX_LIST_PAGES = 10
+"""Pages of summaries read per changed poll (50 each): the newest 500 proposals are listed."""
+FROM_QUEUE = "from the queue"
+
+
+@dataclass
+class Fetched:
+    """One look at a proposal: the queue's record, the revisions fetched (with the queue's digest of
+    each), and the ones the queue could not serve."""
+
+    record: ProposalRecord
+    revisions: list[tuple[Proposal, str]] = field(default_factory=list)
+    broken: list[BrokenFile] = field(default_factory=list)
+
+
+class QueueSource:
+    """Live review's source of proposals: the queue, polled under the reviewer's token.
+
+    A poll asks for the list with its ETag (an idle poll is a bodiless 304) and fetches what changed.
+    Polls fail fast (no client retries), and the caller backs off with `backoff`; decisions go
+    through `decider`, whose client retries dropped connections with the decision's key.
+    """
+
+    def __init__(
+        self,
+        queue_url: str,
+        token: Secret,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        poll_interval: float = 2.0,
+        retry_base: float = 1.0,
+        max_backoff: float = 30.0,
+        jitter: float = 0.1,
+        timeout: float = 10.0,
+        signer: Signer | None = None,
+    ) -> None:
+        """`clock` (seconds, any origin) dates the status line; tests pass a fixed one. `signer` signs
+        every decision with the reviewer's SSH key (`signing_key` in the config)."""
+        self.queue_url = queue_url
+        self.login_hint = f"reviewer login --queue {queue_url}"
+        self.poll_client = QueueClient(
+            queue_url, token.reveal(), transport=transport, retries=0, timeout=timeout
+        )
+        decide_client = QueueClient(queue_url, token.reveal(), transport=transport, timeout=timeout)
+        self.decider = QueueDecider(decide_client, self.login_hint, signer)
+        self.clock = clock
+        self.poll_interval = poll_interval
+        self.backoff = Backoff(retry_base, max_backoff, jitter)
+        self.identity: Whoami | None = None
+        self.polls = 0
+        self.polls_not_modified = 0
+        """List requests sent, and how many were answered 304 (the bench counts them)."""
+        self._etag: str | None = None
+        self._synced: dict[str, ProposalSummary] = {}
+        self._fetched: set[tuple[str, int]] = set()
+        self._executions_fetched: dict[str, set[int]] = {}
+
+    async def connect(self) -> Whoami | None:
+        """Who the token belongs to, asked once: the identity the first time, None after."""
+        if self.identity is not None:
+            return None
+        self.identity = await self.poll_client.whoami()
+        self.decider.identity = self.identity
+        return self.identity
+
+    async def poll(self) -> AsyncIterator[Fetched]:
+        """One poll: each proposal whose summary changed since the last poll, fetched. The ETag is
+        kept only once every change is fetched, so a poll cut off midway is redone in full."""
+        self.polls += 1
+        listing = await self.poll_client.list_proposals(etag=self._etag)
+        self.polls_not_modified += listing.not_modified
+        if listing.not_modified:
+            return
+        for summary in await self._all_summaries(listing):
+            if self._synced.get(summary.proposal_id) != summary:
+                yield await self.fetch(summary.proposal_id)
+                self._synced[summary.proposal_id] = summary
+        self._etag = listing.etag
+
+    async def _all_summaries(self, listing: Listing) -> list[ProposalSummary]:
+        assert listing.page is not None
+        summaries = list(listing.page.proposals)
+        cursor = listing.page.next_cursor
+        for _ in range(MAX_LIST_PAGES - 1):
+            if not cursor:
+                break
+            page = (await self.poll_client.list_proposals(cursor=cursor)).page
+            assert page is not None
+            summaries.extend(page.proposals)
+            cursor = page.next_cursor
+        return summaries
+
+    async def fetch(self, proposal_id: str, *, previous: bool = False) -> Fetched:
+        """The queue's record of a proposal and its latest revision if not fetched before; with
+        `previous`, the revision before it too (for drift, when the reviewer opens the proposal).
+
+        A poll fetches no more than that: older revisions and execution reports are fetched when a
+        proposal is opened, so an agent submitting many large revisions costs each reviewer's app one
+        revision per change, not every revision on every poll. The app lists a fetched revision at
+        once and checks, hashes (against the queue's digest) and analyses it in its completion thread.
+        """
+        record = await self.poll_client.get_proposal(proposal_id)
+        queue_digests = {info.revision: info.plan_sha256 for info in record.revisions}
+        latest = record.latest.revision
+        wanted = {latest - 1, latest} - {0} if previous else {latest}
+        fetched = Fetched(record)
+        for number in sorted(wanted):
+            if (proposal_id, number) in self._fetched:
+                continue
+            try:
+                proposal = await self.poll_client.get_revision(proposal_id, number)
+                if (proposal.proposal_id, proposal.revision) != (proposal_id, number):
+                    answered = f"answered {proposal.proposal_id} revision {proposal.revision}"
+                    raise ProposalError("the queue", answered)
+            except (NotFound, ProposalError) as error:
+                self._fetched.add((proposal_id, number))
+                fetched.broken.append(BrokenFile(f"{proposal_id} revision {number}", str(error)))
+                continue
+            fetched.revisions.append((proposal, queue_digests.get(number, "")))
+            self._fetched.add((proposal_id, number))
+        return fetched
+
+    async def fetch_executions(self, record: ProposalRecord) -> list[ExecutionRecord | BrokenFile]:
+        """The real runs the queue holds, for the verification view (`v`), fetched once each."""
+        proposal_id = record.proposal_id
+        executed = {event.revision for event in record.history if event.event == "executed"}
+        if not executed - self._executions_fetched.get(proposal_id, set()):
+            return []
+        reports: list[ExecutionRecord | BrokenFile] = []
+        for stored in await self.poll_client.get_executions(proposal_id):
+            try:
+                reports.append(execution_from_queue(proposal_id, stored))
+            except ProposalError as error:
+                reports.append(BrokenFile(f"{proposal_id} execution", error.problem))
+        self._executions_fetched[proposal_id] = executed
+        return reports
+
+    async def aclose(self) -> None:
+        await self.poll_client.aclose()
+        await self.decider.client.aclose()
+
+
+def problem_words(error: Exception) -> str:
+    """Why a poll failed, in the status line's words."""
+    if isinstance(error, QueueUnreachable):
+        return "queue unreachable"
+    if isinstance(error, QueueError):
+        return f"queue failing ({getattr(error, 'status', '?')})"
+    return f"queue answer unreadable ({type(error).__name__})"

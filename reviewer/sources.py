@@ -1,7 +1,9 @@
-"""Where proposals come from: a folder of files for `reviewer demo` (the queue client serves live review).
+"""Where proposals come from: a folder of files for `reviewer demo` (`reviewer.queue_source` serves
+live review), and the `QueueItem` both fill.
 
-A source hands the app `QueueItem`s: one per proposal, holding every revision it knows of, so the
-screens never care whether a proposal came from a file or from the queue.
+A source hands the app `QueueItem`s: one per proposal, holding every revision it knows of and, live,
+the queue's record of it (empty in the demo), so the screens never care whether a proposal came from
+a file or from the queue.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
-"""ReviewerApp: the screens, the keys every screen shares, and the worker that loads proposals."""
+"""ReviewerApp: the screens, the keys every screen shares, and the workers that load proposals from a
+folder (the demo) or poll them from the queue (live review)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 from collections import deque
@@ -32,6 +34,7 @@ from reviewer.sources import (
     SourceError,
     completion_order,
     scan_folder,
+    shown,
 )
 from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.palette import COLOR_SYSTEMS, THEME, rich_theme, terminal_filters
@@ -44,10 +47,13 @@ from reviewer.tui.screens.dialogs import (
     key_words,
 )
 from reviewer.tui.screens.queue import QueueScreen
+from reviewer.tui.status import Link, status_text
 
 if TYPE_CHECKING:  # imported where used: the first paint should not wait for the review screens
     from reviewer.analysis import Analysis
+    from reviewer.api import ProposalRecord, Whoami
     from reviewer.drift import Drift
+    from reviewer.queue_source import Fetched, QueueSource
     from reviewer.tui.screens.review import ReviewScreen
 
 
@@ -159,6 +165,50 @@ class DriftComputed(Message):
 
 
 @dataclass
+class QueueConnected(Message):
+    """The queue said who the token belongs to: the chrome and the status line name them."""
+
+    identity: Whoami
+
+
+@dataclass
+class QueueAnswered(Message):
+    """A poll finished; `at` is the source's clock, so the status line counts from it."""
+
+    at: float
+
+
+@dataclass
+class QueueDown(Message):
+    """A poll failed: the next one is at `retry_at` (the source's clock)."""
+
+    retry_at: float
+    problem: str
+
+
+@dataclass
+class PollingStopped(Message):
+    """Polling ended for good (a refused token): only the reviewer can fix it."""
+
+    reason: str
+
+
+@dataclass
+class ProposalFetched(Message):
+    """A proposal as the queue holds it: its record, and the revisions fetched with it."""
+
+    fetched: Fetched
+
+
+@dataclass
+class OpenLatest(Message):
+    """The revision a 412 named has arrived: open it in place of the stale one."""
+
+    proposal_id: str
+    notice: str
+
+
+@dataclass
 class ExecutionLoaded(Message):
     """A real run (a demo file, or the queue's report): kept on its proposal for `v`."""
 
@@ -173,7 +223,13 @@ class FileBroken(Message):
 
 
 class ReviewerApp(ReportsWorkerFailures, App[None]):
-    """The review app. `reviewer demo` feeds it a folder of files and a decider that sends nothing."""
+    """The review app, fed by a source: `reviewer demo` a folder of files and a decider that sends
+    nothing; `reviewer review` the queue (`QueueSource`), polled, deciding through it.
+
+    Live, one worker polls, and schedules its next poll only when the last one finished, so a slow
+    queue never sees two polls from one app. Workers return what they fetched in messages; only the
+    handlers change the items the screens read.
+    """
 
     CSS_PATH = Path(__file__).parent / "reviewer.tcss"
     TITLE = "reviewer"
@@ -185,24 +241,32 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
 
     def __init__(
         self,
-        folder: Path | None = None,
+        source: Path | QueueSource | None = None,
         *,
         decider: Decider | None = None,
         mode: str = "demo",
         color_system: str | None = None,
     ) -> None:
-        """`folder` feeds the demo; live review (a subclass) leaves it out and polls the queue.
-        `color_system` ("standard", "256", "truecolor") overrides what the terminal was detected to
-        have (TEXTUAL_COLOR_SYSTEM); tests pass it to see the screen in 16 colours."""
+        """`source` is a folder (or one file) for the demo, or the queue for live review, which sets
+        the mode to "live" and decides through the queue. `color_system` ("standard", "256",
+        "truecolor") overrides what the terminal was detected to have (TEXTUAL_COLOR_SYSTEM); tests
+        pass it to see the screen in 16 colours."""
         super().__init__()
         self.register_theme(THEME)
         self.theme = THEME.name
         self.console.push_theme(rich_theme(self.no_color))
         self.color_system = color_system
         self._terminal_filters: list[LineFilter] | None = None
-        self.folder = folder
+        # The queue's modules (httpx, signing) load only for live review: the demo's first paint
+        # does not wait for them.
+        self.folder = source if source is None or isinstance(source, Path) else None
+        self.queue: QueueSource | None = None if source is None or isinstance(source, Path) else source
+        if self.queue is not None:
+            decider, mode = self.queue.decider, "live"
         self.decider: Decider = decider or DemoDecider()
         self.mode = mode
+        self.link = Link()
+        self._wake = asyncio.Event()
         self.items: dict[str, QueueItem] = {}
         self.queue_screen = self.create_queue_screen()
         self._jobs: deque[CompletionJob] = deque()
@@ -210,17 +274,24 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         self._completing = False
 
     def create_queue_screen(self) -> QueueScreen:
-        """The first screen; live review extends it with the queue's own columns."""
+        """The first screen; live, with the queue's own columns."""
         return QueueScreen(self.mode)
 
     def create_item(self, proposal_id: str) -> QueueItem:
         """A new proposal's holder; in the demo its state column says "demo"."""
-        return QueueItem(proposal_id, self.mode)
+        return QueueItem(proposal_id, "pending" if self.queue else self.mode)
 
-    def create_review_screen(self, item: QueueItem) -> ReviewScreen:
+    def create_review_screen(self, item: QueueItem, notice: str | None = None) -> ReviewScreen:
         from reviewer.tui.screens.review import ReviewScreen
 
-        return ReviewScreen(item, mode=self.mode)
+        identity = self.link.identity
+        who = (shown(identity.name, 30) if identity else "live") if self.queue else None
+        return ReviewScreen(item, mode=self.mode, who=who, notice=notice)
+
+    def who(self) -> str:
+        """The chrome's first part: the mode, or live who the queue says is signed in."""
+        identity = self.link.identity
+        return f"{shown(identity.name, 30)} ({identity.role})" if identity else self.mode
 
     def get_line_filters(self) -> list[LineFilter]:
         """Textual's filters (NO_COLOR among them), then the terminal's own palette: the one asked
@@ -235,6 +306,10 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
 
     async def on_mount(self) -> None:
         await self.push_screen(self.queue_screen)  # mounted before a listed file can reach its table
+        if self.queue is not None:
+            self.set_interval(1.0, self.refresh_status)
+            self.call_after_refresh(self.refresh_status)
+            self.watch_queue()
         if self.folder is not None:
             # The scan is cheap (about 5 ms for the samples), so it starts at once and the first rows
             # can be in the first frames; the checks, which hold the GIL for long, start after a paint.
@@ -317,11 +392,15 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
             screen.show_failure(words)
 
     def on_proposal_listed(self, message: ProposalListed) -> None:
-        proposal = message.analysis.proposal
+        self.list_revision(message.analysis, message.origin, message.digest)
+
+    def list_revision(self, analysis: Analysis, origin: str, digest: str | None) -> None:
+        """A revision scanned from a file, or fetched from the queue (with the queue's digest)."""
+        proposal = analysis.proposal
         item = self.items.get(proposal.proposal_id)
         if item is None:
             item = self.items[proposal.proposal_id] = self.create_item(proposal.proposal_id)
-        item.add(message.analysis, message.origin, message.digest)
+        item.add(analysis, origin, digest)
         self.list_item(item)
 
     def on_proposal_verified(self, message: ProposalVerified) -> None:
@@ -337,9 +416,22 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
                 self.compute_drift(item, base, item.latest_revision)
 
     def take_digest(self, item: QueueItem, revision: int, digest: str) -> None:
-        """The digest computed from the plan: the demo's only record of it (live review compares it
-        with the queue's)."""
-        item.digests[revision] = digest
+        """The digest computed from the plan: the demo's only record of it. Live, the queue's record
+        stays the digest an approval names; a plan hashing otherwise is flagged and never approvable
+        (`local_refusal`)."""
+        if self.queue is None:
+            item.digests[revision] = digest
+            return
+        if item.digests.get(revision) == digest:
+            return
+        item.local_digests[revision] = digest
+        self.list_item(item)
+        self.notify(
+            f"{shown(item.proposal_id, 128)}: the fetched plan does not hash to the queue's digest",
+            title="Digest mismatch",
+            severity="error",
+            timeout=30,
+        )
 
     def on_proposal_analysed(self, message: ProposalAnalysed) -> None:
         item = self.items[message.proposal_id]
@@ -397,6 +489,8 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
 
     def on_queue_screen_open_requested(self, message: QueueScreen.OpenRequested) -> None:
         self.push_screen(self.create_review_screen(self.items[message.proposal_id]))
+        if self.queue is not None:
+            self.fetch_opened(message.proposal_id)
 
     def on_review_screen_decision_requested(self, message: ReviewScreen.DecisionRequested) -> None:
         self.send_decision(message)
@@ -407,14 +501,183 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         outcome = await self.decider.decide(item, revision, message.digest, message.decision, message.reason)
         self.show_outcome(item, revision, outcome)
 
-    def show_outcome(
-        self, item: QueueItem, revision: int, outcome: DecisionOutcome, *, error: bool = False
-    ) -> None:
-        """The decider's answer on the review screen and as a notification; live review adds more."""
+    def show_outcome(self, item: QueueItem, revision: int, outcome: DecisionOutcome) -> None:
+        """The decider's answer on the review screen and as a notification. Live, a decided item takes
+        the queue's answer, a 412 opens the new revision, and the queue is polled at once."""
+        error = outcome.error
         for screen in self.open_reviews(item):
             if screen is self.screen:
                 screen.show_decision(outcome.message, error=error)
         self.notify(outcome.message, title="Decision", severity="error" if error else "information")
+        if self.queue is None:
+            return
+        if outcome.answer:
+            item.take_state(outcome.answer)
+            self.list_item(item)
+            self._refresh_open_reviews(item.proposal_id)
+        if outcome.reopen_revision:
+            self.reopen(item.proposal_id, outcome.message)
+        self.poll_now()
+
+    # --- live review: polling the queue ---
+
+    async def on_unmount(self) -> None:
+        if self.queue is not None:
+            await self.queue.aclose()
+
+    def poll_now(self) -> None:
+        """Cut the wait before the next poll short (after a decision, or from a test)."""
+        self._wake.set()
+
+    async def _pause(self, delay: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), delay)
+        self._wake.clear()
+
+    @work(group="queue-poll", exit_on_error=False)
+    async def watch_queue(self) -> None:
+        """Poll, wait, poll again: the next poll is scheduled only once the last one has finished."""
+        from reviewer.client import Forbidden, Unauthorized
+        from reviewer.queue_source import problem_words, token_refused
+
+        queue = self.queue
+        assert queue is not None
+        while True:
+            delay = queue.poll_interval
+            try:
+                identity = await queue.connect()
+                if identity is not None:
+                    self.post_message(QueueConnected(identity))
+                async for fetched in queue.poll():
+                    self.post_message(ProposalFetched(fetched))
+                self.post_message(QueueAnswered(queue.clock()))
+            except Unauthorized:
+                self.post_message(PollingStopped(token_refused(queue.login_hint)))
+                return
+            except Forbidden:
+                self.post_message(
+                    PollingStopped(
+                        f"this token may not list proposals (not a reviewer's): run `{queue.login_hint}` "
+                        "with a reviewer token"
+                    )
+                )
+                return
+            except Exception as error:  # unreachable, 5xx, an unreadable answer: back off, never crash
+                delay = queue.backoff.next_delay()
+                self.post_message(QueueDown(queue.clock() + delay, problem_words(error)))
+            else:
+                queue.backoff.reset()
+            await self._pause(delay)
+
+    @work(group="opened", exit_on_error=False)
+    async def fetch_opened(self, proposal_id: str) -> None:
+        """What only an open proposal needs: the revision before the latest (drift) and the reports
+        of its real runs (verification)."""
+        from reviewer.queue_source import problem_words
+
+        queue = self.queue
+        assert queue is not None
+        try:
+            fetched = await queue.fetch(proposal_id, previous=True)
+            self.post_message(ProposalFetched(fetched))
+            for report in await queue.fetch_executions(fetched.record):
+                self.post_message(
+                    FileBroken(report) if isinstance(report, BrokenFile) else ExecutionLoaded(report)
+                )
+        except Exception as error:  # the poll reports an unreachable queue; the screen stays usable
+            self.notify(
+                f"could not fetch the rest of {shown(proposal_id, 60)}: {problem_words(error)}",
+                severity="warning",
+            )
+
+    @work(group="reopen", exit_on_error=False)
+    async def reopen(self, proposal_id: str, notice: str) -> None:
+        """Fetch the revision the agent re-planned to, then open it in place of the stale one."""
+        from reviewer.queue_source import problem_words
+
+        queue = self.queue
+        assert queue is not None
+        try:
+            fetched = await queue.fetch(proposal_id)
+        except Exception as error:
+            self.notify(f"could not fetch the new revision: {problem_words(error)}", severity="error")
+            return
+        self.post_message(ProposalFetched(fetched))
+        self.post_message(OpenLatest(proposal_id, notice))
+
+    def refresh_status(self) -> None:
+        """Repaint the status line (a timer also calls it each second, so "N s ago" counts up)."""
+        queue = self.queue
+        # While the app shuts down the screen may be mounted with its widgets already gone.
+        with contextlib.suppress(NoMatches):
+            if queue is not None and self.queue_screen.is_mounted:
+                self.queue_screen.show_status(status_text(self.link, queue.clock(), queue.queue_url))
+
+    def on_queue_connected(self, message: QueueConnected) -> None:
+        self.link.identity = message.identity
+        self.queue_screen.who = self.who()
+        if self.queue_screen.is_mounted:
+            self.queue_screen.refresh_chrome()
+        self.refresh_status()
+
+    def on_queue_answered(self, message: QueueAnswered) -> None:
+        self.link.answered_at = message.at
+        self.link.retry_at = None
+        self.refresh_status()
+
+    def on_queue_down(self, message: QueueDown) -> None:
+        self.link.retry_at = message.retry_at
+        self.link.problem = message.problem
+        self.refresh_status()
+
+    def on_polling_stopped(self, message: PollingStopped) -> None:
+        self.link.stopped = message.reason
+        self.refresh_status()
+        self.notify(message.reason, title="Queue", severity="error", timeout=30)
+
+    def on_proposal_fetched(self, message: ProposalFetched) -> None:
+        """The queue's record first, then each revision fetched (listed at once, checked in the
+        completion thread), then the open screens refresh."""
+        from reviewer.analysis import Analysis
+        from reviewer.queue_source import FROM_QUEUE
+
+        fetched = message.fetched
+        self.take_record(fetched.record)
+        for broken in fetched.broken:
+            self.list_broken(broken)
+        proposal_id = fetched.record.proposal_id
+        for proposal, digest in fetched.revisions:
+            analysis = Analysis(proposal)
+            self.list_revision(analysis, FROM_QUEUE, digest)
+            self.enqueue_completion(CompletionJob(analysis, f"{proposal_id} revision {proposal.revision}"))
+        self._refresh_open_reviews(proposal_id)
+
+    def take_record(self, record: ProposalRecord) -> None:
+        item = self.items.get(record.proposal_id)
+        if item is None:
+            item = self.items[record.proposal_id] = self.create_item(record.proposal_id)
+        executed_before = {event.revision for event in item.history if event.event == "executed"}
+        item.apply(record, self.link.identity)
+        if item.revisions:
+            self.list_item(item)
+        executed = {event.revision for event in item.history if event.event == "executed"}
+        if executed - executed_before and self.open_reviews(item):
+            self.fetch_opened(item.proposal_id)
+
+    def _refresh_open_reviews(self, proposal_id: str) -> None:
+        item = self.items.get(proposal_id)
+        for screen in self.open_reviews(item) if item is not None else []:
+            screen.refresh_live()
+
+    def on_open_latest(self, message: OpenLatest) -> None:
+        from reviewer.tui.screens.review import ReviewScreen
+
+        item = self.items.get(message.proposal_id)
+        screen = self.screen
+        if item is None or not isinstance(screen, ReviewScreen) or screen.item is not item:
+            return  # the reviewer moved on: the queue screen marks the new revision
+        if screen.revision != item.latest_revision:
+            self.switch_screen(self.create_review_screen(item, notice=message.notice))
 
     def notify(
         self,

@@ -84,9 +84,12 @@ def run_review(options: argparse.Namespace) -> int:
     if options.poll <= 0:
         print("reviewer review: --poll must be a positive number of seconds", file=sys.stderr)
         return 2
-    from reviewer.tui.live import LiveReviewerApp
+    from reviewer.queue_source import QueueSource
+    from reviewer.tui.app import ReviewerApp
 
-    LiveReviewerApp(settings.queue_url, settings.token, poll_interval=options.poll, signer=signer).run()
+    ReviewerApp(
+        QueueSource(settings.queue_url, settings.token, poll_interval=options.poll, signer=signer)
+    ).run()
     return 0
 
 

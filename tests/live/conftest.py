@@ -14,7 +14,8 @@ from textual.widgets import DataTable, Static
 
 from reviewer.client import QueueClient
 from reviewer.config import Secret
-from reviewer.tui.live import LiveReviewerApp
+from reviewer.queue_source import QueueSource
+from reviewer.tui.app import ReviewerApp
 from tests.queue_harness import Service, start_service
 
 
@@ -35,11 +36,11 @@ class Queue:
     def reviewer(self, name: str = "alice") -> QueueClient:
         return QueueClient(self.url, self.tokens[name])
 
-    def app(self, name: str = "alice", **options: Any) -> LiveReviewerApp:
+    def app(self, name: str = "alice", **options: Any) -> ReviewerApp:
         options.setdefault("poll_interval", 0.3)
         options.setdefault("retry_base", 0.2)
         options.setdefault("max_backoff", 1.0)
-        return LiveReviewerApp(self.url, Secret(self.tokens[name]), **options)
+        return ReviewerApp(QueueSource(self.url, Secret(self.tokens[name]), **options))
 
 
 @pytest.fixture(scope="module")
@@ -76,11 +77,11 @@ def shown_text(app: Any, selector: str) -> str:
     return ""
 
 
-def status(app: LiveReviewerApp) -> str:
+def status(app: ReviewerApp) -> str:
     return shown_text(app, "#status") if app.queue_screen.is_mounted else ""
 
 
-async def open_proposal(pilot: Pilot[Any], app: LiveReviewerApp, proposal_id: str) -> None:
+async def open_proposal(pilot: Pilot[Any], app: ReviewerApp, proposal_id: str) -> None:
     """Move the queue's cursor to `proposal_id`, press enter, and wait for its review screen."""
     table = app.queue_screen.query_one("#queue", DataTable)
     table.move_cursor(row=table.get_row_index(proposal_id))

@@ -7,7 +7,8 @@ from __future__ import annotations
 import httpx
 
 from reviewer.config import Secret
-from reviewer.tui.live import LiveReviewerApp
+from reviewer.queue_source import QueueSource
+from reviewer.tui.app import ReviewerApp
 from tests.live.conftest import open_proposal, run, status, until
 from tests.live.fake_queue import FakeQueue
 from tests.queue_harness import body, proposal
@@ -25,13 +26,15 @@ def test_the_previous_revision_is_fetched_when_opened_not_when_polled() -> None:
         return fake.answer(request)
 
     async def scenario() -> None:
-        app = LiveReviewerApp("http://queue.test", Secret("t"), transport=httpx.MockTransport(answer))
+        app = ReviewerApp(
+            QueueSource("http://queue.test", Secret("t"), transport=httpx.MockTransport(answer))
+        )
         async with app.run_test(size=(100, 30)) as pilot:
             await until(pilot, lambda: "answered" in status(app) and app.queue_screen.items, "the row")
             item = app.items["replanned-0001"]
             await until(pilot, lambda: 2 in item.analysed, "revision 2 analysed")
             app.poll_now()
-            await until(pilot, lambda: app.polls >= 2, "a second poll")
+            await until(pilot, lambda: app.queue.polls >= 2, "a second poll")
             assert fetched == ["2"], "a poll fetched more than the latest revision"
             await open_proposal(pilot, app, "replanned-0001")
             await until(pilot, lambda: 1 in item.revisions, "revision 1, fetched on opening")

@@ -95,10 +95,10 @@ def test_the_queue_stopped_and_restarted_the_app_says_so_and_recovers(queue: Que
             await until(pilot, lambda: "queue answered" in status(app), "the first answer")
             await asyncio.to_thread(queue.service.stop)
             await until(pilot, lambda: "queue unreachable, retrying in" in status(app), "the outage")
-            assert app.backoff.failures >= 1
+            assert app.queue.backoff.failures >= 1
             await asyncio.to_thread(queue.service.start)
             await until(pilot, lambda: "queue answered" in status(app), "the recovery", timeout=15)
-            assert app.backoff.failures == 0
+            assert app.queue.backoff.failures == 0
             async with queue.agent() as agent:
                 proposal_id = unique_id("after")
                 await agent.submit(plan(proposal_id))

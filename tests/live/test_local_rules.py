@@ -5,7 +5,8 @@ from __future__ import annotations
 import httpx
 
 from reviewer.config import Secret
-from reviewer.tui.live import LiveReviewerApp
+from reviewer.queue_source import QueueSource
+from reviewer.tui.app import ReviewerApp
 from reviewer.tui.screens.dialogs import ConfirmScreen
 from tests.live.conftest import open_proposal, run, shown_text, status, until
 from tests.live.fake_queue import FakeQueue
@@ -22,7 +23,9 @@ def test_your_own_proposal_is_marked_and_a_refuses_locally() -> None:
         return fake.answer(request)
 
     async def scenario() -> None:
-        app = LiveReviewerApp("http://queue.test", Secret("t"), transport=httpx.MockTransport(answer))
+        app = ReviewerApp(
+            QueueSource("http://queue.test", Secret("t"), transport=httpx.MockTransport(answer))
+        )
         async with app.run_test(size=(100, 30)) as pilot:
             await until(pilot, lambda: "answered" in status(app) and app.queue_screen.items, "the row")
             assert app.items["alice-own-0001"].mine
@@ -48,7 +51,9 @@ def test_a_plan_that_does_not_hash_to_the_queues_digest_is_flagged_and_not_appro
         return response
 
     async def scenario() -> None:
-        app = LiveReviewerApp("http://queue.test", Secret("t"), transport=httpx.MockTransport(tampered))
+        app = ReviewerApp(
+            QueueSource("http://queue.test", Secret("t"), transport=httpx.MockTransport(tampered))
+        )
         async with app.run_test(size=(100, 30)) as pilot:
             await until(pilot, lambda: "answered" in status(app) and app.queue_screen.items, "the row")
             item = app.items["tampered-0001"]

@@ -7,19 +7,20 @@ from typing import Any
 import httpx
 
 from reviewer.config import Secret
-from reviewer.tui.live import LiveReviewerApp
+from reviewer.queue_source import QueueSource
+from reviewer.tui.app import ReviewerApp
 from tests.live.conftest import decide_from_keyboard, open_proposal, status, until
 from tests.live.fake_queue import FakeQueue, replanned
 
 SIZE = (100, 30)
 
 
-def live_app(transport: httpx.AsyncBaseTransport) -> LiveReviewerApp:
+def live_app(transport: httpx.AsyncBaseTransport) -> ReviewerApp:
     """Fixed clock (status figures never move), long poll and retry delays (nothing changes mid-picture)."""
-    return LiveReviewerApp(
+    return ReviewerApp(QueueSource(
         "http://queue.test", Secret("snapshot-token"), transport=transport, clock=lambda: 1000.0,
         poll_interval=60, retry_base=30, max_backoff=30, jitter=0,
-    )
+    ))
 
 
 def loaded(count: int, *keys_after: str, open_id: str | None = None):  # type: ignore[no-untyped-def]

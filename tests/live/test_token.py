@@ -114,7 +114,7 @@ def test_the_token_is_in_no_log_line_nor_on_screen(queue: Queue, caplog: pytest.
             await until(pilot, lambda: "queue answered" in status(app), "the first answer")
             await pilot.pause(0.3)
             assert token not in app.export_screenshot()
-            assert token not in repr(app.poll_client) + repr(vars(app))
+            assert token not in repr(app.queue.poll_client) + repr(vars(app))
 
     run(scenario)
     captured = capsys.readouterr()

@@ -16,8 +16,9 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from reviewer.api import DecisionRequest, DecisionSignature, DecisionState, TrailEvent
 from reviewer.config import Secret
+from reviewer.queue_source import QueueSource
 from reviewer.signing import DecisionStatement, KeyFileSigner, sign_statement, verify_with_keys
-from reviewer.tui.live import LiveReviewerApp
+from reviewer.tui.app import ReviewerApp
 from tests.live.conftest import decide_from_keyboard, open_proposal, status, until
 from tests.live.fake_queue import AT, FakeQueue, _json
 
@@ -116,17 +117,19 @@ def quorum_queue(folder: Path) -> QuorumQueue:
     return fake
 
 
-def live_app(fake: QuorumQueue, signer: KeyFileSigner | None = None) -> LiveReviewerApp:
-    return LiveReviewerApp(
-        "http://queue.test",
-        Secret("snapshot-token"),
-        transport=fake.transport(),
-        clock=lambda: 1000.0,
-        poll_interval=60,
-        retry_base=30,
-        max_backoff=30,
-        jitter=0,
-        signer=signer,
+def live_app(fake: QuorumQueue, signer: KeyFileSigner | None = None) -> ReviewerApp:
+    return ReviewerApp(
+        QueueSource(
+            "http://queue.test",
+            Secret("snapshot-token"),
+            transport=fake.transport(),
+            clock=lambda: 1000.0,
+            poll_interval=60,
+            retry_base=30,
+            max_backoff=30,
+            jitter=0,
+            signer=signer,
+        )
     )
 
 
