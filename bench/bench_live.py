@@ -59,8 +59,10 @@ async def submission_to_row(service: Service, reviewer: str, agent: str, count: 
     delays.sort()
     print(f"submission to painted row, poll {poll:.1f} s, {count} submissions:")
     p90 = delays[int(0.9 * (count - 1))]
-    print(f"  median {statistics.median(delays) * 1000:.0f} ms, p90 {p90 * 1000:.0f} ms,"
-          f" max {delays[-1] * 1000:.0f} ms (goal: max under {(poll + 0.1) * 1000:.0f} ms)")
+    print(
+        f"  median {statistics.median(delays) * 1000:.0f} ms, p90 {p90 * 1000:.0f} ms,"
+        f" max {delays[-1] * 1000:.0f} ms (goal: max under {(poll + 0.1) * 1000:.0f} ms)"
+    )
 
 
 async def idle_apps(service: Service, reviewer: str, apps: int, seconds: float, poll: float) -> None:
@@ -95,8 +97,10 @@ async def idle_apps(service: Service, reviewer: str, apps: int, seconds: float, 
     await asyncio.gather(*tasks)
     print(f"{apps} idle apps polling every {poll:.1f} s for {wall:.1f} s:")
     per_poll = service_cpu / max(polls, 1) * 1e6
-    print(f"  {polls / wall:.1f} requests/s ({idle} of {polls} answered 304),"
-          f" service CPU {service_cpu / wall * 100:.1f}% of one core, {per_poll:.0f} µs CPU per poll")
+    print(
+        f"  {polls / wall:.1f} requests/s ({idle} of {polls} answered 304),"
+        f" service CPU {service_cpu / wall * 100:.1f}% of one core, {per_poll:.0f} µs CPU per poll"
+    )
     print(f"  (the {apps} apps together, in this one process: {client_cpu / wall * 100:.0f}% of one core)")
 
 
