@@ -128,7 +128,7 @@ def median_ms(times: list[float]) -> str:
 
 
 def child_bare() -> None:
-    """The peer of DESIGN section 8: a bare Textual app showing one line of text and a footer."""
+    """The peer of the start-up goal: a bare Textual app showing one line of text and a footer."""
     from textual.app import App, ComposeResult
     from textual.widgets import Footer, Static
 

@@ -1,4 +1,4 @@
-"""A proposal read the way section 2 of the design reads it: interpreted rows, placeholders, ratios, extremes.
+"""A proposal read for what its dry run proves: interpreted rows, placeholders, ratios, extremes.
 
 Pure functions and classes over `reviewer.proposal` structs: no I/O, no Textual. `Analysis` is built
 for plans of 100,000 calls: constructing it costs nothing, a row is computed when it is first asked
@@ -43,7 +43,7 @@ FIRST_SEQS: Final = 3
 
 
 class Verdict(StrEnum):
-    """What a call's dry-run outcome proves, by the table in section 2 of the design."""
+    """What a call's dry-run outcome proves, by the README's table "What a dry run proves"."""
 
     VALIDATED = "validated"
     """The server's own dry run accepted the call."""
@@ -104,7 +104,7 @@ class PlanRow:
     hidden_characters: bool
     lookalike: bool = False
     """Its tool name, an argument key or its path mixes scripts or passes for Latin letters, or some
-    of its text is not NFC (design, section 7)."""
+    of its text is not NFC."""
     written_before: int | None = None
     """The seq of the first earlier call that writes this row's resource, when its refusal is read as
     chain noise for that reason (close t3, then delete t3); None otherwise."""
@@ -224,7 +224,7 @@ _EFFECT_COUNTS: Final = {
 
 
 def interpret(via: str, outcome: Outcome | None, chained: bool) -> Verdict:
-    """What one outcome proves, given who answered the dry run (design, section 2).
+    """What one outcome proves, given who answered the dry run.
 
     In record mode every call is `RECORDED`, whatever it carries: nothing answered it. A server
     refusal is chain noise only when the call is `chained` to an earlier call of the plan, which the

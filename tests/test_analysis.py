@@ -49,7 +49,7 @@ def refused(http_status: int = 422) -> dict[str, Any]:
 OK = {"status": "ok"}
 
 
-# --- the reference scenario (design, section 2) ---------------------------------------------------
+# --- the reference scenario ---------------------------------------------------------------
 
 
 def test_server_dry_run_of_the_reference_scenario_reads_exactly_as_the_design_says() -> None:

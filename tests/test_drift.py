@@ -100,7 +100,7 @@ def renumbered(calls: list[dict[str, Any]], shift_from: int, by: int) -> list[di
 
 
 def ticket_calls() -> list[dict[str, Any]]:
-    """DESIGN 2's reference plan, as the server dry run records it."""
+    """The reference plan, as the server dry run records it."""
     return [
         {
             "tool": "create_ticket",
@@ -689,7 +689,7 @@ def test_large_parsed_revisions_are_aligned_without_decoding_their_calls(
 
 
 # ------------------------------------------------------------------------------------------------
-# Verification of a real run (DESIGN 2's reference scenario)
+# Verification of a real run (the reference scenario)
 
 
 def real_calls() -> list[Call]:

@@ -33,3 +33,16 @@ def test_the_walkthrough_prints_the_table_the_readme_quotes() -> None:
     printed = "\n".join(lines[next(i for i, line in enumerate(lines) if line.startswith("  call")) :]) + "\n"
     quoted = quoted_block("`reviewer walkthrough` shows it on the real sample API:")
     assert _MINTED.sub("fake-<id>", printed) == _MINTED.sub("fake-<id>", quoted)
+
+
+def test_the_layout_block_names_every_module_and_package_of_the_tree() -> None:
+    """The README's `reviewer/` block lists exactly what is in `reviewer/`, nothing gone, nothing new."""
+    block = quoted_block("```\nreviewer/")
+    listed = {line.split()[0] for line in block.splitlines() if re.match(r"^  \S", line)}
+    package = README.parent / "reviewer"
+    present = {
+        entry.name + ("/" if entry.is_dir() else "")
+        for entry in package.iterdir()
+        if entry.name not in ("__init__.py", "__pycache__") and (entry.is_dir() or entry.suffix == ".py")
+    }
+    assert listed == present

@@ -1,4 +1,4 @@
-"""DESIGN 2's reference table, cell by cell, from the real sample API on loopback."""
+"""The reference scenario's table, cell by cell, from the real sample API on loopback."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`reviewer walkthrough`: the table it prints is DESIGN 2's, cell by cell, from what really happened."""
+"""`reviewer walkthrough` prints the reference scenario's table, cell by cell, from what really happened."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from reviewer.client import QueueClient
 from reviewer.sample_api.server import RunningSampleApi
 from tests.agent.conftest import Queue
 
-DESIGN_TABLE = {
+REFERENCE_TABLE = {
     "create": {"server": "ok, id tk-4", "record": "recorded", "real": "ok, id tk-4"},
     "update t1": {"server": "422 (chain noise)", "fake": "ok", "record": "recorded", "real": "ok"},
     "update t2": {"server": "422 (chain noise)", "fake": "ok", "record": "recorded", "real": "ok"},
     "delete t3": {"server": "409 (real refusal)", "fake": "ok", "record": "recorded", "real": "409"},
 }
-DESIGN_COUNTS = {"server": (4, 0), "fake": (0, 0), "transport": (0, 0), "record": (0, 0), "real": (4, 3)}
+REFERENCE_COUNTS = {"server": (4, 0), "fake": (0, 0), "transport": (0, 0), "record": (0, 0), "real": (4, 3)}
 
 
 def table_of(result: walkthrough.Walkthrough) -> dict[str, dict[str, str]]:
@@ -42,13 +42,13 @@ def rendered(result: walkthrough.Walkthrough) -> str:
 
 def assert_design_table(result: walkthrough.Walkthrough) -> None:
     table = table_of(result)
-    assert list(table) == list(DESIGN_TABLE)
-    for row, expected in DESIGN_TABLE.items():
+    assert list(table) == list(REFERENCE_TABLE)
+    for row, expected in REFERENCE_TABLE.items():
         for mode, text in expected.items():
             assert table[row][mode] == text, (row, mode)
     assert table["create"]["fake"].startswith("ok, minted id fake-")
     counts = {column.mode: (column.write_requests, column.writes_kept) for column in result.columns}
-    assert counts == DESIGN_COUNTS
+    assert counts == REFERENCE_COUNTS
     assert result.verification.naive_identical == 1
     assert result.verification.matching_once_resolved == 3
     assert result.verification.planned == 4

@@ -1,4 +1,4 @@
-"""Memory spent on a request stays in proportion to its bytes (DESIGN 8 and 12), measured on the real
+"""Memory spent on a request stays in proportion to its bytes, measured on the real
 service process: its peak resident memory (VmHWM), reset before each request through clear_refs."""
 
 from __future__ import annotations

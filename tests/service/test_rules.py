@@ -1,4 +1,4 @@
-"""The decision rules of DESIGN section 5, each against the real service over HTTP."""
+"""The queue's decision rules, each against the real service over HTTP."""
 
 from __future__ import annotations
 

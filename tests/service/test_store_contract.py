@@ -356,7 +356,7 @@ def test_racing_reviewers_in_threads_one_winner(store: QueueStore) -> None:
 def test_a_quorum_of_two_and_reviewers_keys_on_either_database(
     database: str, clock: Clock, tmp_path: Path
 ) -> None:
-    """Signed decisions and policies (DESIGN 11) hold on both stores: a second approval by the same
+    """Signed decisions and policies hold on both stores: a second approval by the same
     reviewer is refused, the state stays pending until two distinct reviewers approved, and a key
     belongs to one reviewer at a time."""
     import subprocess
