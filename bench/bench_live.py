@@ -27,7 +27,7 @@ from reviewer.config import Secret  # noqa: E402
 from reviewer.proposal import parse_proposal  # noqa: E402
 from reviewer.queue_source import QueueSource  # noqa: E402
 from reviewer.tui.app import ReviewerApp  # noqa: E402
-from tests.service.conftest import Service, body, proposal, start_service  # noqa: E402
+from tests.queue_harness import Service, body, proposal, start_service  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
