@@ -84,20 +84,31 @@ class FakeQueue:
     def _state(self, proposal_id: str) -> DecisionState:
         entry = self.proposals[proposal_id]
         return DecisionState(
-            proposal_id=proposal_id, revision=entry.latest, plan_sha256=entry.digest(entry.latest),
-            state=entry.state, decided_by=entry.decided_by,  # type: ignore[arg-type]
+            proposal_id=proposal_id,
+            revision=entry.latest,
+            plan_sha256=entry.digest(entry.latest),
+            state=entry.state,
+            decided_by=entry.decided_by,  # type: ignore[arg-type]
         )
 
     def _list(self, request: httpx.Request) -> httpx.Response:
         summaries = []
         for proposal_id, entry in reversed(self.proposals.items()):
             plan = json.loads(entry.plans[-1])
-            summaries.append(ProposalSummary(
-                proposal_id=proposal_id, revision=entry.latest, title=plan["title"],
-                agent_name=plan["agent"]["name"], proposed_by=entry.proposed_by,
-                plan_sha256=entry.digest(entry.latest), call_count=len(plan["calls"]), submitted_at=AT,
-                state=entry.state, decided_by=entry.decided_by,  # type: ignore[arg-type]
-            ))
+            summaries.append(
+                ProposalSummary(
+                    proposal_id=proposal_id,
+                    revision=entry.latest,
+                    title=plan["title"],
+                    agent_name=plan["agent"]["name"],
+                    proposed_by=entry.proposed_by,
+                    plan_sha256=entry.digest(entry.latest),
+                    call_count=len(plan["calls"]),
+                    submitted_at=AT,
+                    state=entry.state,
+                    decided_by=entry.decided_by,  # type: ignore[arg-type]
+                )
+            )
         page = ProposalPage(proposals=summaries)
         etag = f'"{hash(page.model_dump_json()) & 0xFFFFFFFF:x}"'
         if request.headers.get("if-none-match") == etag:
@@ -107,41 +118,81 @@ class FakeQueue:
     def _record(self, proposal_id: str) -> ProposalRecord:
         entry = self.proposals[proposal_id]
         revisions = [
-            RevisionInfo(revision=number, plan_sha256=entry.digest(number), title="", call_count=0,
-                         submitted_by=entry.proposed_by, submitted_at=AT,
-                         state="superseded" if number < entry.latest else entry.state)  # type: ignore[arg-type]
+            RevisionInfo(
+                revision=number,
+                plan_sha256=entry.digest(number),
+                title="",
+                call_count=0,
+                submitted_by=entry.proposed_by,
+                submitted_at=AT,
+                state="superseded" if number < entry.latest else entry.state,
+            )  # type: ignore[arg-type]
             for number in range(1, entry.latest + 1)
         ]
         submitted = [
-            TrailEvent(seq=number, at=AT, actor=entry.proposed_by, event="submitted", revision=number,
-                       plan_sha256=entry.digest(number))
+            TrailEvent(
+                seq=number,
+                at=AT,
+                actor=entry.proposed_by,
+                event="submitted",
+                revision=number,
+                plan_sha256=entry.digest(number),
+            )
             for number in range(1, entry.latest + 1)
         ]
-        return ProposalRecord(proposal_id=proposal_id, proposed_by=entry.proposed_by,
-                              latest=self._state(proposal_id), revisions=revisions,
-                              history=submitted + entry.history)
+        return ProposalRecord(
+            proposal_id=proposal_id,
+            proposed_by=entry.proposed_by,
+            latest=self._state(proposal_id),
+            revisions=revisions,
+            history=submitted + entry.history,
+        )
 
     def _decide(self, proposal_id: str, decision: DecisionRequest) -> httpx.Response:
         entry = self.proposals[proposal_id]
         if proposal_id in self.replan_on_decision:
             entry.plans.append(self.replan_on_decision.pop(proposal_id))
         if decision.revision != entry.latest or decision.plan_sha256 != entry.digest(entry.latest):
-            return _json(ErrorBody(error="stale_revision", message="not the latest revision",
-                                   latest_revision=entry.latest,
-                                   latest_plan_sha256=entry.digest(entry.latest)), 412)
+            return _json(
+                ErrorBody(
+                    error="stale_revision",
+                    message="not the latest revision",
+                    latest_revision=entry.latest,
+                    latest_plan_sha256=entry.digest(entry.latest),
+                ),
+                412,
+            )
         if entry.state != "pending":
-            return _json(ErrorBody(error="not_pending", message="decided", state=entry.state,  # type: ignore[arg-type]
-                                   decided_by=entry.decided_by), 409)
+            return _json(
+                ErrorBody(
+                    error="not_pending",
+                    message="decided",
+                    state=entry.state,  # type: ignore[arg-type]
+                    decided_by=entry.decided_by,
+                ),
+                409,
+            )
         entry.state = "approved" if decision.decision == "approve" else "rejected"
         entry.decided_by = self.me.name
-        entry.history.append(TrailEvent(seq=99, at=AT, actor=self.me.name, event=entry.state,  # type: ignore[arg-type]
-                                        revision=entry.latest, plan_sha256=decision.plan_sha256))
+        entry.history.append(
+            TrailEvent(
+                seq=99,
+                at=AT,
+                actor=self.me.name,
+                event=entry.state,  # type: ignore[arg-type]
+                revision=entry.latest,
+                plan_sha256=decision.plan_sha256,
+            )
+        )
         return _json(self._state(proposal_id), 201)
 
 
 def _json(model: Any, status: int = 200, headers: dict[str, str] | None = None) -> httpx.Response:
-    return httpx.Response(status, content=model.model_dump_json(exclude_none=True), headers={
-        "Content-Type": "application/json", **(headers or {})})
+    return httpx.Response(
+        status,
+        content=model.model_dump_json(exclude_none=True),
+        headers={"Content-Type": "application/json", **(headers or {})},
+    )
 
 
 def replanned(proposal_id: str, calls: int = 4) -> bytes:

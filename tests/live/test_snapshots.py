@@ -17,10 +17,18 @@ SIZE = (100, 30)
 
 def live_app(transport: httpx.AsyncBaseTransport) -> ReviewerApp:
     """Fixed clock (status figures never move), long poll and retry delays (nothing changes mid-picture)."""
-    return ReviewerApp(QueueSource(
-        "http://queue.test", Secret("snapshot-token"), transport=transport, clock=lambda: 1000.0,
-        poll_interval=60, retry_base=30, max_backoff=30, jitter=0,
-    ))
+    return ReviewerApp(
+        QueueSource(
+            "http://queue.test",
+            Secret("snapshot-token"),
+            transport=transport,
+            clock=lambda: 1000.0,
+            poll_interval=60,
+            retry_base=30,
+            max_backoff=30,
+            jitter=0,
+        )
+    )
 
 
 def loaded(count: int, *keys_after: str, open_id: str | None = None):  # type: ignore[no-untyped-def]
@@ -73,8 +81,9 @@ def test_decided(snap_compare) -> None:
     fake = FakeQueue()
     fake.add("deskline-merge-0042", title="Merge t1 and t2, delete t3")
     app = live_app(fake.transport())
-    assert snap_compare(app, terminal_size=SIZE,
-                        run_before=loaded(1, "a", "y", open_id="deskline-merge-0042"))
+    assert snap_compare(
+        app, terminal_size=SIZE, run_before=loaded(1, "a", "y", open_id="deskline-merge-0042")
+    )
 
 
 def test_stale(snap_compare) -> None:

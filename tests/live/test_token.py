@@ -82,8 +82,14 @@ def test_login_stores_the_token_privately_and_never_prints_it(queue: Queue, tmp_
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
     env.pop("REVIEWER_TOKEN", None)
     token = queue.tokens["alice"]
-    login = subprocess.run(reviewer_command("login", "--queue", queue.url), input=token + "\n",
-                           capture_output=True, text=True, env=env, timeout=60)
+    login = subprocess.run(
+        reviewer_command("login", "--queue", queue.url),
+        input=token + "\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert login.returncode == 0, login.stderr
     assert "signed in" in login.stdout and "alice (reviewer)" in login.stdout
     assert token not in login.stdout + login.stderr
@@ -92,8 +98,14 @@ def test_login_stores_the_token_privately_and_never_prints_it(queue: Queue, tmp_
     assert stored.read_text().strip() == token
     assert f'queue = "{queue.url}"' in (stored.parent / "config.toml").read_text()
 
-    wrong = subprocess.run(reviewer_command("login", "--queue", queue.url), input="not-a-token\n",
-                           capture_output=True, text=True, env=env, timeout=60)
+    wrong = subprocess.run(
+        reviewer_command("login", "--queue", queue.url),
+        input="not-a-token\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert wrong.returncode == 1 and "refused this token" in wrong.stderr
     assert stored.read_text().strip() == token  # a refused token replaces nothing
 
@@ -103,8 +115,9 @@ def test_login_stores_the_token_privately_and_never_prints_it(queue: Queue, tmp_
     assert token not in review.stdout + review.stderr
 
 
-def test_the_token_is_in_no_log_line_nor_on_screen(queue: Queue, caplog: pytest.LogCaptureFixture,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_token_is_in_no_log_line_nor_on_screen(
+    queue: Queue, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
     token = queue.tokens["alice"]
     caplog.set_level(logging.DEBUG)
 
