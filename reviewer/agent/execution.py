@@ -378,18 +378,7 @@ class Execution:
         if reason is not None:
             self.stop = OffTarget(position, planned.tool, reason, planned, {"url": str(built.url)})
             raise self.stop
-        record = RecordedCall(
-            seq=planned.seq,
-            tool=planned.tool,
-            effect=planned.effect,
-            args=dict(arguments),
-            request=request,
-            answer=_NO_ANSWER,
-            sent=request,
-            dropped_args=dropped,
-        )
-        self.executed.append(record)
-        self.write_requests += 1
+        record = self._in_flight(planned, arguments, dropped, request)
         try:
             record.answer = answer_from_response(await self.client.send(built))
         except httpx.HTTPError as error:
@@ -402,17 +391,7 @@ class Execution:
         self, planned: Call, arguments: dict[str, Any], dropped: tuple[str, ...], write: Callable[..., Any]
     ) -> CallAnswer:
         """The real write of an SDK tool: its answer is ok, what it raises is the error, in its words."""
-        record = RecordedCall(
-            seq=planned.seq,
-            tool=planned.tool,
-            effect=planned.effect,
-            args=dict(arguments),
-            request=None,
-            answer=_NO_ANSWER,
-            dropped_args=dropped,
-        )
-        self.executed.append(record)
-        self.write_requests += 1
+        record = self._in_flight(planned, arguments, dropped, None)
         try:
             result = plain(plain_result(await call_maybe_async(write, arguments)))
         except Exception as error:  # noqa: BLE001 - the SDK's failure is this call's answer
@@ -422,6 +401,25 @@ class Execution:
             if result is not None:
                 self.real_results[planned.seq] = result
         return record.answer
+
+    def _in_flight(
+        self, planned: Call, arguments: dict[str, Any], dropped: tuple[str, ...], request: HttpRequest | None
+    ) -> RecordedCall:
+        """Record a call before it is sent, answered `_NO_ANSWER` until its answer is in: a run cancelled
+        while waiting still reports that the call may have been made."""
+        record = RecordedCall(
+            seq=planned.seq,
+            tool=planned.tool,
+            effect=planned.effect,
+            args=dict(arguments),
+            request=request,
+            answer=_NO_ANSWER,
+            sent=request,
+            dropped_args=dropped,
+        )
+        self.executed.append(record)
+        self.write_requests += 1
+        return record
 
     def _end(self, error: BaseException | None) -> None:
         self._closed = True
