@@ -33,8 +33,8 @@ import msgspec
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.generate import bulk_refund_plan, replan  # noqa: E402
-from reviewer.drift import diff_revisions  # noqa: E402
-from reviewer.proposal import Proposal, parse_proposal  # noqa: E402
+from reviewer.plan.proposal import Proposal, parse_proposal  # noqa: E402
+from reviewer.reading.drift import diff_revisions  # noqa: E402
 
 
 def revision_texts(calls: int) -> tuple[bytes, bytes]:

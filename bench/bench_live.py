@@ -22,11 +22,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from reviewer.client import QueueClient  # noqa: E402
-from reviewer.config import Secret  # noqa: E402
-from reviewer.proposal import parse_proposal  # noqa: E402
-from reviewer.queue_source import QueueSource  # noqa: E402
+from reviewer.plan.proposal import parse_proposal  # noqa: E402
+from reviewer.queue.client import QueueClient  # noqa: E402
+from reviewer.queue.config import Secret  # noqa: E402
 from reviewer.tui.app import ReviewerApp  # noqa: E402
+from reviewer.tui.model.queue_source import QueueSource  # noqa: E402
 from tests.queue_harness import Service, body, proposal, start_service  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

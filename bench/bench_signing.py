@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx  # noqa: E402
 
-from reviewer.allowed_signers import AllowedSigners  # noqa: E402
-from reviewer.signed_approvals import SignedStatement, check_signed_approvals  # noqa: E402
-from reviewer.signing import (  # noqa: E402
+from reviewer.signing.allowed_signers import AllowedSigners  # noqa: E402
+from reviewer.signing.signed_approvals import SignedStatement, check_signed_approvals  # noqa: E402
+from reviewer.signing.sshsig import (  # noqa: E402
     AgentSigner,
     DecisionStatement,
     PublicKey,
@@ -183,7 +183,7 @@ def queue_round_trip(folder: Path, alice_signer: object, decisions: int) -> None
             for index in range(decisions):
                 proposal_id = f"bench-{environment}-{index}"
                 plan = {
-                    "format": "reviewer.proposal/v1",
+                    "format": "reviewer.plan.proposal/v1",
                     "proposal_id": proposal_id,
                     "revision": 1,
                     "title": "t",

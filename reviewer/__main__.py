@@ -13,12 +13,11 @@ from collections.abc import Sequence
 
 # Modules that add sub-commands through `register(subparsers)`, in the order help lists them.
 _COMMAND_MODULES = (
-    "reviewer.tui.cli",
-    "reviewer.service.cli",
-    "reviewer.decision_cli",
-    "reviewer.sample_api",
-    "reviewer.walkthrough",
-    "reviewer.adapters.cli",
+    "reviewer.tui.commands",
+    "reviewer.service.commands",
+    "reviewer.queue.commands",
+    "reviewer.sample_api.commands",
+    "reviewer.adapters.commands",
 )
 
 

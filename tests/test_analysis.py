@@ -12,7 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reviewer.analysis import (
+from reviewer.plan.proposal import Proposal, ProposalError, dumps, parse_proposal
+from reviewer.plan.sanitize import has_hidden
+from reviewer.reading.analysis import (
     PLACEHOLDER,
     Analysis,
     Extremes,
@@ -21,9 +23,7 @@ from reviewer.analysis import (
     Verdict,
     value_has_hidden,
 )
-from reviewer.proposal import Proposal, ProposalError, dumps, parse_proposal
-from reviewer.sanitize import has_hidden
-from reviewer.sources import EXECUTION_SUFFIX
+from reviewer.tui.model.sources import EXECUTION_SUFFIX
 from tests.builders import proposal_document
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_proposals"
@@ -574,7 +574,7 @@ def test_most_touched_only_when_something_is_touched_twice() -> None:
     ],
 )
 def test_destructive_share_never_rounds_a_delete_away(deletes: int, calls: int, words: str) -> None:
-    from reviewer.analysis import share_percent
+    from reviewer.reading.analysis import share_percent
 
     assert share_percent(deletes, calls) == words
 
@@ -813,7 +813,7 @@ def test_analysis_of_a_proposal_built_in_python() -> None:
 
 
 def test_the_median_of_numbers_near_the_float_limit_stays_finite() -> None:
-    from reviewer.analysis import _median
+    from reviewer.reading.analysis import _median
 
     assert _median([1e308, 1e308]) == 1e308
     assert _median([1e308, 1e308, 1e308, 1e308, -1e308, 1e308]) == 1e308
@@ -823,7 +823,7 @@ def test_the_median_of_numbers_near_the_float_limit_stays_finite() -> None:
 def test_numeric_fields_past_the_cap_are_counted_and_raise_an_alarm() -> None:
     """Each distinct numeric field costs memory however few numbers it holds: past the cap they are
     counted, not summarised, and the reviewer is told their outliers are not shown."""
-    from reviewer.analysis import MAX_NUMERIC_FIELDS
+    from reviewer.reading.analysis import MAX_NUMERIC_FIELDS
 
     wide = {f"k{index}": index for index in range(MAX_NUMERIC_FIELDS + 25)}
     analysis = plan([call(1, args=wide), call(2, args={"k0": 1, "other": 5})])
@@ -850,7 +850,7 @@ def test_the_median_without_a_sorted_copy_is_the_sorted_median(
     same number, duplicates, skewed samples and values near the float limit included."""
     from array import array
 
-    from reviewer.analysis import _median
+    from reviewer.reading.analysis import _median
 
     held = array("d", numbers)
     assert _median(held, sorted_up_to=0, sample_size=sample_size) == _median(numbers)

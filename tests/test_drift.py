@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.generate import bulk_refund_plan, replan
-from reviewer import proposal as proposal_module
-from reviewer.drift import MAX_EDITS_FOR_MYERS, ChangedCall, Drift, diff_revisions
-from reviewer.proposal import Call, CallList, Outcome, Proposal, parse_proposal
-from reviewer.verification import compare_execution
+from reviewer.plan import proposal as proposal_module
+from reviewer.plan.proposal import Call, CallList, Outcome, Proposal, parse_proposal
+from reviewer.reading.drift import MAX_EDITS_FOR_MYERS, ChangedCall, Drift, diff_revisions
+from reviewer.reading.verification import compare_execution
 from tests.builders import proposal_document
 
 PLACEHOLDER = re.compile(r"<([A-Za-z_][A-Za-z0-9_.-]*) from call (\d+)>")
@@ -653,7 +653,7 @@ def test_a_placeholder_spelled_with_escapes_still_names_its_call(old_form: Form)
 
 
 class CountingDecoder:
-    """Stands in for the call decoder of `reviewer.proposal`, counting the calls it decodes."""
+    """Stands in for the call decoder of `reviewer.plan.proposal`, counting the calls it decodes."""
 
     def __init__(self, decoder: msgspec.json.Decoder[Call]) -> None:
         self.decoder = decoder

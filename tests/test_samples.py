@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from reviewer.analysis import Analysis
-from reviewer.placeholders import PLACEHOLDER
-from reviewer.proposal import Call, Proposal, parse_proposal, plan_sha256
-from reviewer.sources import EXECUTION_SUFFIX
+from reviewer.plan.placeholders import PLACEHOLDER
+from reviewer.plan.proposal import Call, Proposal, parse_proposal, plan_sha256
+from reviewer.reading.analysis import Analysis
+from reviewer.tui.model.sources import EXECUTION_SUFFIX
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_proposals"
 FILES = sorted(path for path in SAMPLES.glob("*.json") if not path.name.endswith(EXECUTION_SUFFIX))

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from reviewer.sanitize import (
+from reviewer.plan.sanitize import (
     HIDDEN_RANGES,
     clip,
     has_hidden,

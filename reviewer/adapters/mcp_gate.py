@@ -34,10 +34,10 @@ from reviewer.agent.errors import AgentError
 from reviewer.agent.gate import AGENT_TOKEN_ENV, Gate, MissingAgentToken
 from reviewer.agent.session import PlanSession
 from reviewer.agent.tools import WRITE_EFFECTS, WriteTool
-from reviewer.client import QueueClient, QueueError
-from reviewer.dry_run_params import names_dry_run
-from reviewer.placeholders import Reference, placeholder
-from reviewer.proposal import Effect, Target
+from reviewer.plan.dry_run_params import names_dry_run
+from reviewer.plan.placeholders import Reference, placeholder
+from reviewer.plan.proposal import Effect, Target
+from reviewer.queue.client import QueueClient, QueueError
 
 SUBMIT_TOOL: Final = "reviewer_submit_plan"
 STATUS_TOOL: Final = "reviewer_plan_status"

@@ -51,12 +51,12 @@ from reviewer.agent.errors import (
 from reviewer.agent.execution import Approval, Execution, execute_approved, local_approval, real_run
 from reviewer.agent.flag import DRY_RUN, is_dry_run
 from reviewer.agent.gate import AGENT_TOKEN_ENV, Gate, GateResult, MissingAgentToken
-from reviewer.agent.http import CallAnswer, HttpRequest
+from reviewer.agent.http_values import CallAnswer, HttpRequest
 from reviewer.agent.placeholders import placeholder, placeholders_in, substitute
 from reviewer.agent.queue import QueueAgent
 from reviewer.agent.runs import RecordedCall, Recording, dry_run
 from reviewer.agent.tools import GatedTool, ToolArgumentError, WriteTool, sdk_tool, write_tool
-from reviewer.dry_run_params import names_dry_run
+from reviewer.plan.dry_run_params import names_dry_run
 
 __all__ = [
     "AGENT_TOKEN_ENV",

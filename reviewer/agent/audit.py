@@ -10,7 +10,7 @@ import httpx
 import msgspec
 
 if TYPE_CHECKING:
-    from reviewer.agent.http import HttpRequest
+    from reviewer.agent.http_values import HttpRequest
 
 
 class AuditUnavailable(Exception):

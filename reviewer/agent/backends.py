@@ -15,8 +15,8 @@ from typing import Any, ClassVar, Final, Protocol
 import httpx
 
 from reviewer.agent.errors import LiveClientRefused, LiveClientRequired, UnknownBackend
-from reviewer.agent.http import CallAnswer, HttpRequest
-from reviewer.proposal import DryRunVia, OutcomeStatus
+from reviewer.agent.http_values import CallAnswer, HttpRequest
+from reviewer.plan.proposal import DryRunVia, OutcomeStatus
 
 DEFAULT_DRY_RUN_QUERY: Final[Mapping[str, str]] = {"dryRun": "All"}
 """The Kubernetes spelling; an API with another parameter passes its own to the server backend."""

@@ -7,7 +7,7 @@ calls). Either way every call passes the same gate before it is sent:
 - plan positions are taken one at a time (a lock held until the answer is in), so concurrent tool
   calls (a model's parallel tool calls, `asyncio.gather`) are serialized in the order they arrive and
   never match the same plan call twice: the writes are a prefix of the plan, each at most once;
-- the call must be the plan's call at that position (`reviewer.matching`), or the run stops there and
+- the call must be the plan's call at that position (`reviewer.plan.matching`), or the run stops there and
   nothing after it is sent;
 - the request, as httpx will send it, must stay under the approved base URL (no absolute URL, no
   `//host`, no dot segments);
@@ -38,14 +38,14 @@ from reviewer.agent.errors import (
     RunStopped,
     TargetMismatch,
 )
-from reviewer.agent.http import CallAnswer, HttpRequest
+from reviewer.agent.http_values import CallAnswer, HttpRequest
 from reviewer.agent.runs import RecordedCall, running
 from reviewer.agent.tools import GatedTool, WriteTool, call_maybe_async, plain_result, spec_of
-from reviewer.api import RunEnding
-from reviewer.dry_run_params import without_dry_run_params
-from reviewer.matching import MISSING, FieldChange, match_call, plain
-from reviewer.placeholders import ABSENT, field_of, from_results, placeholders_in, references_in, resolve
-from reviewer.proposal import Call, Proposal, plan_sha256
+from reviewer.plan.dry_run_params import without_dry_run_params
+from reviewer.plan.matching import MISSING, FieldChange, match_call, plain
+from reviewer.plan.placeholders import ABSENT, field_of, from_results, placeholders_in, references_in, resolve
+from reviewer.plan.proposal import Call, Proposal, plan_sha256
+from reviewer.queue.messages import RunEnding
 
 
 @dataclass(frozen=True)

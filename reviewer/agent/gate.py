@@ -28,11 +28,11 @@ from reviewer.agent.execution import Approval, Execution
 from reviewer.agent.queue import DEFAULT_DECISION_TIMEOUT, DEFAULT_POLL_INTERVAL, QueueAgent
 from reviewer.agent.runs import Recording, dry_run
 from reviewer.agent.tools import GatedTool, WriteTool
-from reviewer.allowed_signers import AllowedSigners
-from reviewer.api import DecisionState, SubmissionAnswer
-from reviewer.client import QueueClient
-from reviewer.proposal import Agent, Proposal, Target
-from reviewer.verification import Verification, compare_execution
+from reviewer.plan.proposal import Agent, Proposal, Target
+from reviewer.queue.client import QueueClient
+from reviewer.queue.messages import DecisionState, SubmissionAnswer
+from reviewer.reading.verification import Verification, compare_execution
+from reviewer.signing.allowed_signers import AllowedSigners
 
 AGENT_TOKEN_ENV: Final = "REVIEWER_AGENT_TOKEN"
 """Where the gate finds the agent's queue token when none is passed: never a command-line argument,

@@ -8,9 +8,9 @@ so the model and the reviewer are told the same thing.
 
 from __future__ import annotations
 
-from reviewer.agent.http import CallAnswer
-from reviewer.analysis import Verdict, interpret
-from reviewer.proposal import Outcome
+from reviewer.agent.http_values import CallAnswer
+from reviewer.plan.proposal import Outcome
+from reviewer.reading.analysis import Verdict, interpret
 
 _NOTHING_WRITTEN = "Nothing was written; the real run happens only after a reviewer approves the plan."
 

@@ -1,11 +1,11 @@
-"""Placeholders as the agent library offers them; the grammar itself is `reviewer.placeholders`."""
+"""Placeholders as the agent library offers them; the grammar itself is `reviewer.plan.placeholders`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from reviewer.placeholders import ABSENT, Reference, placeholder, placeholders_in, resolve
+from reviewer.plan.placeholders import ABSENT, Reference, placeholder, placeholders_in, resolve
 
 __all__ = ["placeholder", "placeholders_in", "substitute"]
 

@@ -15,11 +15,11 @@ from reviewer.agent.audit import HttpAuditLog
 from reviewer.agent.errors import DecisionTimeout, NotApproved, ProposalRejected, RunStopped
 from reviewer.agent.execution import Approval, Execution
 from reviewer.agent.tools import GatedTool, WriteTool
-from reviewer.allowed_signers import AllowedSigners
-from reviewer.api import DecisionState, ExecutionReport, SubmissionAnswer
-from reviewer.client import ClaimRefused, NotFound, QueueClient, QueueError, StaleRevision
-from reviewer.proposal import MAX_STRING_CHARS, Proposal, plan_sha256
-from reviewer.signed_approvals import SignedStatement, check_signed_approvals
+from reviewer.plan.proposal import MAX_STRING_CHARS, Proposal, plan_sha256
+from reviewer.queue.client import ClaimRefused, NotFound, QueueClient, QueueError, StaleRevision
+from reviewer.queue.messages import DecisionState, ExecutionReport, SubmissionAnswer
+from reviewer.signing.allowed_signers import AllowedSigners
+from reviewer.signing.signed_approvals import SignedStatement, check_signed_approvals
 
 DEFAULT_POLL_INTERVAL = 2.0
 DEFAULT_DECISION_TIMEOUT = 15 * 60.0

@@ -14,12 +14,12 @@ import httpx
 from reviewer.agent.audit import HttpAuditLog, RunAudit
 from reviewer.agent.backends import Backend, make_backend
 from reviewer.agent.flag import run_scope
-from reviewer.agent.http import CallAnswer, HttpRequest
+from reviewer.agent.http_values import CallAnswer, HttpRequest
 from reviewer.agent.notes import dry_run_note
 from reviewer.agent.placeholders import placeholder, substitute
 from reviewer.agent.tools import ToolRunner, WriteTool, call_maybe_async, plain_result
-from reviewer.placeholders import references_in
-from reviewer.proposal import FORMAT_V1, Agent, Call, DryRun, Effect, Outcome, Proposal, Target
+from reviewer.plan.placeholders import references_in
+from reviewer.plan.proposal import FORMAT_V1, Agent, Call, DryRun, Effect, Outcome, Proposal, Target
 
 
 class Run(ToolRunner, Protocol):

@@ -16,11 +16,11 @@ from typing import Any
 from reviewer.agent.errors import AgentError, NoApproval, RunStopped
 from reviewer.agent.execution import Execution
 from reviewer.agent.gate import Gate
-from reviewer.agent.http import CallAnswer
+from reviewer.agent.http_values import CallAnswer
 from reviewer.agent.runs import Recording
 from reviewer.agent.tools import WriteTool
-from reviewer.api import DecisionState, SubmissionAnswer
-from reviewer.client import NotFound
+from reviewer.queue.client import NotFound
+from reviewer.queue.messages import DecisionState, SubmissionAnswer
 
 
 class PlanInProgress(AgentError):

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol, Union, cast, get_args, get_origin, get_type_hints
 
 from reviewer.agent.errors import AgentError, NoActiveRun, ToolDefinitionError
-from reviewer.agent.http import CallAnswer, HttpRequest
-from reviewer.dry_run_params import names_dry_run
-from reviewer.proposal import Effect
+from reviewer.agent.http_values import CallAnswer, HttpRequest
+from reviewer.plan.dry_run_params import names_dry_run
+from reviewer.plan.proposal import Effect
 
 WRITE_EFFECTS = ("create", "update", "delete", "other")
 

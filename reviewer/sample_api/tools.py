@@ -7,7 +7,7 @@ from typing import Any, Final, Literal
 import httpx
 
 from reviewer.agent import HttpAuditLog, HttpRequest, Recording, dry_run, write_tool
-from reviewer.proposal import Agent, Proposal, Target
+from reviewer.plan.proposal import Agent, Proposal, Target
 
 REFERENCE_TITLE: Final = "Printer on fire"
 REFERENCE_TASK: Final = "Open one ticket, close t1 and t2 into it, delete t3."

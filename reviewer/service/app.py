@@ -25,8 +25,8 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from reviewer.api import ClaimRequest, DecisionRequest, ErrorBody, ExecutionReport
-from reviewer.proposal import MAX_BODY_BYTES, MAX_CALLS, MAX_DEPTH, MAX_STRING_CHARS, Proposal
+from reviewer.plan.proposal import MAX_BODY_BYTES, MAX_CALLS, MAX_DEPTH, MAX_STRING_CHARS, Proposal
+from reviewer.queue.messages import ClaimRequest, DecisionRequest, ErrorBody, ExecutionReport
 from reviewer.service.auth import redact_tokens
 from reviewer.service.bodies import validation_message
 from reviewer.service.databases import open_store

@@ -14,8 +14,7 @@ from fastapi import Request
 from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect
 
-from reviewer.api import ExecutionReport
-from reviewer.proposal import (
+from reviewer.plan.proposal import (
     MAX_BODY_BYTES,
     MAX_DEPTH,
     ProposalError,
@@ -25,9 +24,10 @@ from reviewer.proposal import (
     plan_sha256,
     value_within_limits,
 )
-from reviewer.sanitize import safe_text
+from reviewer.plan.sanitize import safe_text
+from reviewer.queue.messages import ExecutionReport
 from reviewer.service.errors import BodyNotReceived, Invalid, InvalidJSON, NotJSON, TooLarge
-from reviewer.service.numbers import refuse_altered_numbers
+from reviewer.service.json_numbers import refuse_altered_numbers
 from reviewer.service.store import Submission
 
 Model = TypeVar("Model", bound=BaseModel)

@@ -1,7 +1,7 @@
 """The refusals the queue service can answer with, each bound to its HTTP status and error code.
 
 The store raises them inside its transactions (so a refusal never leaves a partial write) and the
-routes turn them into the JSON error body of `reviewer.api.ErrorBody`.
+routes turn them into the JSON error body of `reviewer.queue.messages.ErrorBody`.
 """
 
 from __future__ import annotations

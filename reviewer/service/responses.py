@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import Response
 from pydantic import BaseModel
 
-from reviewer.api import ErrorBody
+from reviewer.queue.messages import ErrorBody
 from reviewer.service.auth import redact_tokens
 from reviewer.service.errors import ServiceError
 

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final, TypeVar
 
-from reviewer.api import Claim, DecisionState, RevisionState, State, SubmissionAnswer
-from reviewer.sanitize import safe_text
+from reviewer.plan.sanitize import safe_text
+from reviewer.queue.messages import Claim, DecisionState, RevisionState, State, SubmissionAnswer
 from reviewer.service.auth import Identity, Role
 from reviewer.service.errors import (
     BadRequest,

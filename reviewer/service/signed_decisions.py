@@ -14,10 +14,10 @@ from datetime import datetime
 
 import msgspec
 
-from reviewer.api import DecisionRequest, DecisionSignature, DecisionState
-from reviewer.policy import Rule, Tally, Vote, refuse_vote, tally
+from reviewer.queue.messages import DecisionRequest, DecisionSignature, DecisionState
 from reviewer.service.errors import AlreadyApproved, Forbidden, SignatureRefused
-from reviewer.signing import PublicKey, SigningError, verify_with_keys
+from reviewer.signing.policy import Rule, Tally, Vote, refuse_vote, tally
+from reviewer.signing.sshsig import PublicKey, SigningError, verify_with_keys
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from typing import Any, Final, Protocol
 
 import msgspec
 
-from reviewer.api import (
+from reviewer.queue.messages import (
     Claim,
     ClaimRequest,
     DecisionRequest,
@@ -39,7 +39,6 @@ from reviewer.api import (
     SubmissionAnswer,
     TrailEvent,
 )
-from reviewer.policy import Policy, Rule
 from reviewer.service import rules
 from reviewer.service.auth import Identity, Role, hashes_match
 from reviewer.service.errors import Conflict, NotFound
@@ -52,7 +51,8 @@ from reviewer.service.signed_decisions import (
     outcome,
     with_votes,
 )
-from reviewer.signing import PublicKey
+from reviewer.signing.policy import Policy, Rule
+from reviewer.signing.sshsig import PublicKey
 
 SCHEMA_VERSION: Final = 3
 """The version of the tables a database holds: 2 added claims, 3 reviewers' SSH keys and signed
@@ -903,7 +903,7 @@ class _StoredReport(msgspec.Struct):
 
 
 class _StoredExecutionWire(msgspec.Struct, omit_defaults=True):
-    """`reviewer.api.StoredExecution` on the wire (its field order and names), written by msgspec."""
+    """`reviewer.queue.messages.StoredExecution` on the wire (its field order and names), by msgspec."""
 
     revision: int
     plan_sha256: str

@@ -7,8 +7,6 @@ import asyncio
 import contextlib
 import threading
 from collections import deque
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -17,13 +15,29 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.filter import LineFilter
-from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.worker import get_current_worker
 
-from reviewer.proposal import ProposalError, check_calls, plan_sha256
-from reviewer.sanitize import safe_text
-from reviewer.sources import (
+from reviewer.plan.sanitize import safe_text
+from reviewer.tui.failures import ReportsWorkerFailures
+from reviewer.tui.loader import CompletionJob, complete, listed_once
+from reviewer.tui.messages import (
+    DriftComputed,
+    ExecutionLoaded,
+    FileBroken,
+    OpenLatest,
+    PollingStopped,
+    ProposalAnalysed,
+    ProposalFetched,
+    ProposalListed,
+    ProposalRefused,
+    ProposalVerified,
+    QueueAnswered,
+    QueueConnected,
+    QueueDown,
+    ScanDone,
+)
+from reviewer.tui.model.sources import (
     BrokenFile,
     Decider,
     DecisionOutcome,
@@ -36,7 +50,6 @@ from reviewer.sources import (
     scan_folder,
     shown,
 )
-from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.palette import COLOR_SYSTEMS, THEME, rich_theme, terminal_filters
 from reviewer.tui.screens.dialogs import (
     ConfirmScreen,
@@ -50,176 +63,10 @@ from reviewer.tui.screens.queue import QueueScreen
 from reviewer.tui.status import Link, status_text
 
 if TYPE_CHECKING:  # imported where used: the first paint should not wait for the review screens
-    from reviewer.analysis import Analysis
-    from reviewer.api import ProposalRecord, Whoami
-    from reviewer.drift import Drift
-    from reviewer.queue_source import Fetched, QueueSource
+    from reviewer.queue.messages import ProposalRecord
+    from reviewer.reading.analysis import Analysis
+    from reviewer.tui.model.queue_source import QueueSource
     from reviewer.tui.screens.review import ReviewScreen
-
-
-def compute_figures(analysis: Analysis) -> None:
-    """The whole-plan figures every pane reads, computed once: about a second for 100,000 calls, so
-    only ever in the loader's thread."""
-    _ = analysis.ratios, analysis.extremes, analysis.alarms
-
-
-@dataclass
-class ProposalListed(Message):
-    """A revision scanned (header, call count, cost bound): listed, and readable row by row."""
-
-    analysis: Analysis
-    origin: str
-    digest: str | None = None
-    """The queue's digest, live; the demo knows it only once computed (`ProposalVerified`)."""
-
-
-@dataclass
-class ProposalVerified(Message):
-    """Every call of a revision checked and its digest computed here: it may now be approved."""
-
-    proposal_id: str
-    revision: int
-    digest: str
-
-
-@dataclass
-class ProposalAnalysed(Message):
-    """A revision's whole-plan figures are computed: panes, alarms and the queue's counts can show."""
-
-    proposal_id: str
-    revision: int
-
-
-@dataclass
-class ProposalRefused(Message):
-    """A listed revision that failed its checks (or its analysis): broken, never approvable."""
-
-    proposal_id: str
-    revision: int
-    broken: BrokenFile
-
-
-@dataclass
-class CompletionJob:
-    """What the loader's thread finishes after listing: checks, digest, then analysis."""
-
-    analysis: Analysis
-    source: str
-
-
-@dataclass
-class ScanDone(Message):
-    """The loader has listed every file; what remains to finish, smallest file first."""
-
-    jobs: list[CompletionJob]
-
-
-def complete(job: CompletionJob) -> Iterator[Message]:
-    """The messages that finish a listed revision, in the order the reviewer can use them: first
-    whether it may be approved (checks and digest), then the figures."""
-    proposal = job.analysis.proposal
-    key = (proposal.proposal_id, proposal.revision)
-    try:
-        check_calls(proposal, job.source)
-        digest = plan_sha256(proposal)
-    except ProposalError as error:
-        yield ProposalRefused(*key, BrokenFile(job.source, error.problem))
-        return
-    yield ProposalVerified(*key, digest)
-    try:
-        compute_figures(job.analysis)
-    except Exception as error:  # a bug in analysis must not stop the other files
-        problem = f"could not be analysed ({type(error).__name__}: {error})"
-        yield ProposalRefused(*key, BrokenFile(job.source, problem))
-        return
-    yield ProposalAnalysed(*key)
-
-
-def listed_once(
-    proposal: Proposal, path: Path, listed_from: dict[tuple[str, int], str]
-) -> Proposal | BrokenFile:
-    """The first file of a proposal's revision is the one listed; another with the same id and
-    revision is a broken file, never a silent replacement of what is on screen. It is checked whole
-    first (a rare case), so the reason given is what is wrong with it when something is."""
-    key = (proposal.proposal_id, proposal.revision)
-    first = listed_from.setdefault(key, path.name)
-    if first == path.name:
-        return proposal
-    try:
-        check_calls(proposal, path.name)
-    except ProposalError as error:
-        return BrokenFile(path.name, error.problem)
-    return BrokenFile(
-        path.name, f"revision {proposal.revision} of {proposal.proposal_id} is already listed from {first}"
-    )
-
-
-@dataclass
-class DriftComputed(Message):
-    """A re-plan compared with its base in the drift worker, for the handler to keep and show."""
-
-    proposal_id: str
-    base: int
-    target: int
-    drift: Drift
-
-
-@dataclass
-class QueueConnected(Message):
-    """The queue said who the token belongs to: the chrome and the status line name them."""
-
-    identity: Whoami
-
-
-@dataclass
-class QueueAnswered(Message):
-    """A poll finished; `at` is the source's clock, so the status line counts from it."""
-
-    at: float
-
-
-@dataclass
-class QueueDown(Message):
-    """A poll failed: the next one is at `retry_at` (the source's clock)."""
-
-    retry_at: float
-    problem: str
-
-
-@dataclass
-class PollingStopped(Message):
-    """Polling ended for good (a refused token): only the reviewer can fix it."""
-
-    reason: str
-
-
-@dataclass
-class ProposalFetched(Message):
-    """A proposal as the queue holds it: its record, and the revisions fetched with it."""
-
-    fetched: Fetched
-
-
-@dataclass
-class OpenLatest(Message):
-    """The revision a 412 named has arrived: open it in place of the stale one."""
-
-    proposal_id: str
-    notice: str
-
-
-@dataclass
-class ExecutionLoaded(Message):
-    """A real run (a demo file, or the queue's report): kept on its proposal for `v`."""
-
-    record: ExecutionRecord
-
-
-@dataclass
-class FileBroken(Message):
-    """A file (or a revision the queue served) that cannot be listed, with the reason."""
-
-    broken: BrokenFile
 
 
 class ReviewerApp(ReportsWorkerFailures, App[None]):
@@ -319,7 +166,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
     def load_proposals(self, folder: Path) -> None:
         """List every file as soon as its cheap scan is done (name order, about 0.1 s for the largest
         file allowed), then check, hash and analyse them smallest first, off the event loop."""
-        from reviewer.analysis import Analysis
+        from reviewer.reading.analysis import Analysis
 
         scanned: list[tuple[Path, Analysis]] = []
         listed_from: dict[tuple[str, int], str] = {}
@@ -537,8 +384,8 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
     @work(group="queue-poll", exit_on_error=False)
     async def watch_queue(self) -> None:
         """Poll, wait, poll again: the next poll is scheduled only once the last one has finished."""
-        from reviewer.client import Forbidden, Unauthorized
-        from reviewer.queue_source import problem_words, token_refused
+        from reviewer.queue.client import Forbidden, Unauthorized
+        from reviewer.tui.model.queue_source import problem_words, token_refused
 
         queue = self.queue
         assert queue is not None
@@ -573,7 +420,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
     async def fetch_opened(self, proposal_id: str) -> None:
         """What only an open proposal needs: the revision before the latest (drift) and the reports
         of its real runs (verification)."""
-        from reviewer.queue_source import problem_words
+        from reviewer.tui.model.queue_source import problem_words
 
         queue = self.queue
         assert queue is not None
@@ -593,7 +440,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
     @work(group="reopen", exit_on_error=False)
     async def reopen(self, proposal_id: str, notice: str) -> None:
         """Fetch the revision the agent re-planned to, then open it in place of the stale one."""
-        from reviewer.queue_source import problem_words
+        from reviewer.tui.model.queue_source import problem_words
 
         queue = self.queue
         assert queue is not None
@@ -638,8 +485,8 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
     def on_proposal_fetched(self, message: ProposalFetched) -> None:
         """The queue's record first, then each revision fetched (listed at once, checked in the
         completion thread), then the open screens refresh."""
-        from reviewer.analysis import Analysis
-        from reviewer.queue_source import FROM_QUEUE
+        from reviewer.reading.analysis import Analysis
+        from reviewer.tui.model.queue_source import FROM_QUEUE
 
         fetched = message.fetched
         self.take_record(fetched.record)

@@ -12,7 +12,7 @@ from typing import cast
 from textual.dom import DOMNode
 from textual.worker import Worker, WorkerState
 
-from reviewer.sanitize import clip, safe_text
+from reviewer.plan.sanitize import clip, safe_text
 
 
 def failure_words(worker: Worker[object]) -> str:

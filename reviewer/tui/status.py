@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from reviewer.sources import shown
+from reviewer.tui.model.sources import shown
 
 if TYPE_CHECKING:  # the demo imports this module too: it should not wait for the API's models
-    from reviewer.api import Whoami
+    from reviewer.queue.messages import Whoami
 
 
 @dataclass

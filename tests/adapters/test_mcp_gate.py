@@ -15,7 +15,7 @@ pytest.importorskip("mcp")
 
 from mcp import Client, MCPError, StdioServerParameters  # noqa: E402
 
-from reviewer.client import QueueClient  # noqa: E402
+from reviewer.queue.client import QueueClient  # noqa: E402
 from tests.agent.conftest import Queue  # noqa: E402
 from tests.agent.helpers import reviewer_decides  # noqa: E402
 

@@ -8,9 +8,9 @@ from typing import Any
 import httpx
 
 from reviewer.agent import Approval, Execution, execute_approved
-from reviewer.api import Decision, ProposalSummary
-from reviewer.client import NotFound, QueueClient
-from reviewer.proposal import Proposal
+from reviewer.plan.proposal import Proposal
+from reviewer.queue.client import NotFound, QueueClient
+from reviewer.queue.messages import Decision, ProposalSummary
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
 

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from reviewer.agent import local_approval, placeholder
-from reviewer.proposal import Call, Outcome, Request
+from reviewer.plan.proposal import Call, Outcome, Request
 from reviewer.sample_api.server import RunningSampleApi
 from tests.agent.helpers import dry_proposal, real_execution
 

@@ -32,9 +32,9 @@ from reviewer.agent import (
     local_approval,
     real_run,
 )
-from reviewer.analysis import Analysis
-from reviewer.client import QueueClient
-from reviewer.proposal import Proposal, parse_proposal, plan_sha256
+from reviewer.plan.proposal import Proposal, parse_proposal, plan_sha256
+from reviewer.queue.client import QueueClient
+from reviewer.reading.analysis import Analysis
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
 from reviewer.service.app import create_app

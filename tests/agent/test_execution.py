@@ -22,7 +22,7 @@ from reviewer.agent import (
     placeholder,
 )
 from reviewer.agent.execution import same_base_url
-from reviewer.proposal import Proposal
+from reviewer.plan.proposal import Proposal
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
 from tests.agent.helpers import dry_proposal, real_execution, received

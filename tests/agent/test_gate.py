@@ -19,8 +19,8 @@ from reviewer.agent import (
     WritesKept,
     sdk_tool,
 )
-from reviewer.client import NotFound, QueueClient
-from reviewer.proposal import Proposal
+from reviewer.plan.proposal import Proposal
+from reviewer.queue.client import NotFound, QueueClient
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
 from tests.agent.conftest import Queue

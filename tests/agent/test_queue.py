@@ -20,11 +20,11 @@ from reviewer.agent import (
     execute_approved,
     local_approval,
 )
-from reviewer.client import QueueClient, QueueUnreachable
-from reviewer.proposal import Call, Proposal, plan_sha256
+from reviewer.plan.proposal import Call, Proposal, plan_sha256
+from reviewer.queue.client import QueueClient, QueueUnreachable
+from reviewer.reading.verification import compare_execution
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
-from reviewer.verification import compare_execution
 from tests.agent.conftest import Queue
 from tests.agent.helpers import dry_proposal, received
 from tests.queue_harness import AnswerLostOnce

@@ -7,8 +7,8 @@ import asyncio
 
 from rich.console import Console
 
-from reviewer import walkthrough
-from reviewer.client import QueueClient
+from reviewer.queue.client import QueueClient
+from reviewer.sample_api import walkthrough
 from reviewer.sample_api.server import RunningSampleApi
 from tests.agent.conftest import Queue
 
@@ -22,7 +22,7 @@ REFERENCE_COUNTS = {"server": (4, 0), "fake": (0, 0), "transport": (0, 0), "reco
 
 
 def table_of(result: walkthrough.Walkthrough) -> dict[str, dict[str, str]]:
-    from reviewer.analysis import Analysis
+    from reviewer.reading.analysis import Analysis
 
     table: dict[str, dict[str, str]] = {}
     for column in result.columns:
@@ -94,12 +94,10 @@ def test_the_walkthrough_waits_for_a_reviewer_when_given_a_queue(
 
 
 def test_the_command_line_registers_walkthrough_and_sample_api() -> None:
-    from reviewer import sample_api
+    from reviewer.sample_api import commands
 
     parser = argparse.ArgumentParser()
-    subparsers = parser.add_subparsers()
-    walkthrough.register(subparsers)
-    sample_api.register(subparsers)
+    commands.register(parser.add_subparsers())
     options = parser.parse_args(["walkthrough", "--queue", "http://127.0.0.1:1"])
     assert options.func is walkthrough.run_walkthrough and options.queue == "http://127.0.0.1:1"
     options = parser.parse_args(["sample-api", "--port", "9999", "--ignore-dry-run"])

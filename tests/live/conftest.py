@@ -12,10 +12,10 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 
-from reviewer.client import QueueClient
-from reviewer.config import Secret
-from reviewer.queue_source import QueueSource
+from reviewer.queue.client import QueueClient
+from reviewer.queue.config import Secret
 from reviewer.tui.app import ReviewerApp
+from reviewer.tui.model.queue_source import QueueSource
 from tests.queue_harness import Service, start_service
 
 

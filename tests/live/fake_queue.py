@@ -14,7 +14,8 @@ from typing import Any
 
 import httpx
 
-from reviewer.api import (
+from reviewer.plan.proposal import parse_proposal, plan_sha256
+from reviewer.queue.messages import (
     DecisionRequest,
     DecisionState,
     ErrorBody,
@@ -25,7 +26,6 @@ from reviewer.api import (
     TrailEvent,
     Whoami,
 )
-from reviewer.proposal import parse_proposal, plan_sha256
 from tests.queue_harness import body, proposal
 
 AT = datetime(2026, 10, 15, 9, 0, tzinfo=UTC)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import httpx
 
-from reviewer.config import Secret
-from reviewer.queue_source import QueueSource
+from reviewer.queue.config import Secret
 from reviewer.tui.app import ReviewerApp
+from reviewer.tui.model.queue_source import QueueSource
 from tests.live.conftest import open_proposal, run, status, until
 from tests.live.fake_queue import FakeQueue
 from tests.queue_harness import body, proposal

@@ -9,7 +9,7 @@ import time
 import httpx
 import msgspec
 
-from reviewer.proposal import parse_proposal
+from reviewer.plan.proposal import parse_proposal
 from tests.live.conftest import (
     Queue,
     decide_from_keyboard,
@@ -171,7 +171,7 @@ def test_a_revoked_token_stops_polling_and_says_to_log_in(queue: Queue) -> None:
 def test_an_executed_proposal_is_verified_from_the_queues_report(queue: Queue) -> None:
     """The agent reports its real run; the app fetches it when the proposal is opened (not on every
     poll) and `v` lines it up with the plan."""
-    from reviewer.api import ExecutionReport
+    from reviewer.queue.messages import ExecutionReport
     from reviewer.tui.screens.verification import VerificationScreen
 
     async def scenario() -> None:
@@ -210,7 +210,7 @@ def test_an_executed_proposal_is_verified_from_the_queues_report(queue: Queue) -
 
 def test_a_claimed_run_shows_as_running_then_executed_in_the_list_and_the_chrome(queue: Queue) -> None:
     """The states a reviewer sees while an approved plan runs: claimed by the agent, then executed."""
-    from reviewer.api import ExecutionReport
+    from reviewer.queue.messages import ExecutionReport
 
     async def scenario() -> None:
         app = queue.app(poll_interval=60)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import httpx
 
-from reviewer.config import Secret
-from reviewer.queue_source import QueueSource
+from reviewer.queue.config import Secret
 from reviewer.tui.app import ReviewerApp
+from reviewer.tui.model.queue_source import QueueSource
 from reviewer.tui.screens.dialogs import ConfirmScreen
 from tests.live.conftest import open_proposal, run, shown_text, status, until
 from tests.live.fake_queue import FakeQueue

@@ -6,9 +6,9 @@ from typing import Any
 
 import httpx
 
-from reviewer.config import Secret
-from reviewer.queue_source import QueueSource
+from reviewer.queue.config import Secret
 from reviewer.tui.app import ReviewerApp
+from reviewer.tui.model.queue_source import QueueSource
 from tests.live.conftest import decide_from_keyboard, open_proposal, status, until
 from tests.live.fake_queue import FakeQueue, replanned
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from reviewer.config import (
+from reviewer.queue.config import (
     BadQueueUrl,
     NoQueueConfigured,
     NoToken,

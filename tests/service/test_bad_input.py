@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from reviewer.proposal import MAX_BODY_BYTES
+from reviewer.plan.proposal import MAX_BODY_BYTES
 from tests.queue_harness import Actors, body, claimed_report, decide, proposal, submit, unique_id
 
 
@@ -53,7 +53,7 @@ class TestProposalBodies:
     @pytest.mark.parametrize(
         ("raw", "words"),
         [
-            (b'{"format": "reviewer.proposal/v1", "calls": [', ("not valid JSON",)),
+            (b'{"format": "reviewer.plan.proposal/v1", "calls": [', ("not valid JSON",)),
             (b"\xff\xfe{}", ("not valid JSON",)),
             (b"", ("not valid JSON",)),
             (b"[" * 100_000 + b"]" * 100_000, ()),
@@ -70,7 +70,7 @@ class TestProposalBodies:
             ({"revision": "1"}, ("$.revision",)),
             ({"calls__0__tool": 7}, ("$.calls[0].tool",)),
             ({"calls__0__effect": "explode"}, ("$.calls[0].effect",)),
-            ({"format": "reviewer.proposal/v2"}, ("$.format",)),
+            ({"format": "reviewer.plan.proposal/v2"}, ("$.format",)),
             ({"proposal_id": "../etc"}, ("$.proposal_id",)),
             ({"proposal_id": ".."}, ("$.proposal_id",)),
             ({"created_at": "yesterday"}, ("$.created_at",)),

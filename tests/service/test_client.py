@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from reviewer.api import ExecutionReport
-from reviewer.client import (
+from reviewer.plan.proposal import parse_proposal, plan_sha256
+from reviewer.queue.client import (
     AlreadyDecided,
     ClaimRefused,
     ExecutionRefused,
@@ -22,7 +22,7 @@ from reviewer.client import (
     StaleRevision,
     Unauthorized,
 )
-from reviewer.proposal import parse_proposal, plan_sha256
+from reviewer.queue.messages import ExecutionReport
 from tests.queue_harness import Actors, AnswerLostOnce, Service, body, free_port, proposal, submit, unique_id
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reviewer.api import DecisionState
+from reviewer.queue.messages import DecisionState
 from reviewer.service import rules
 from reviewer.service.auth import Identity
 from reviewer.service.errors import (

@@ -14,7 +14,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from reviewer.api import ClaimRequest, DecisionRequest, ExecutionReport
+from reviewer.queue.messages import ClaimRequest, DecisionRequest, ExecutionReport
 from reviewer.service.auth import Identity, hash_token, mint_token
 from reviewer.service.databases import open_store
 from reviewer.service.errors import (
@@ -361,9 +361,9 @@ def test_a_quorum_of_two_and_reviewers_keys_on_either_database(
     belongs to one reviewer at a time."""
     import subprocess
 
-    from reviewer.policy import Policy, Rule
     from reviewer.service.errors import AlreadyApproved
-    from reviewer.signing import PublicKey
+    from reviewer.signing.policy import Policy, Rule
+    from reviewer.signing.sshsig import PublicKey
 
     store = open_store(
         database,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from reviewer.signing import NAMESPACE, PublicKey
+from reviewer.signing.sshsig import NAMESPACE, PublicKey
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from reviewer.allowed_signers import AllowedSigners, AllowedSignersError, match_pattern_list
-from reviewer.signing import NAMESPACE, sign, signer_for
+from reviewer.signing.allowed_signers import AllowedSigners, AllowedSignersError, match_pattern_list
+from reviewer.signing.sshsig import NAMESPACE, sign, signer_for
 from tests.signing.conftest import make_key, ssh_keygen_verify
 
 MESSAGE = b"a statement"

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import httpx
 
-from reviewer.api import DecisionState
-from reviewer.client import QueueClient
-from reviewer.queue_source import QueueDecider
-from reviewer.signing import AgentSigner
-from reviewer.sources import QueueItem
+from reviewer.queue.client import QueueClient
+from reviewer.queue.messages import DecisionState
+from reviewer.signing.sshsig import AgentSigner
+from reviewer.tui.model.queue_source import QueueDecider
+from reviewer.tui.model.sources import QueueItem
 from tests.live.fake_queue import FakeQueue
 from tests.signing.conftest import make_key
 

@@ -14,11 +14,11 @@ import httpx
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from reviewer.api import DecisionRequest, DecisionSignature, DecisionState, TrailEvent
-from reviewer.config import Secret
-from reviewer.queue_source import QueueSource
-from reviewer.signing import DecisionStatement, KeyFileSigner, sign_statement, verify_with_keys
+from reviewer.queue.config import Secret
+from reviewer.queue.messages import DecisionRequest, DecisionSignature, DecisionState, TrailEvent
+from reviewer.signing.sshsig import DecisionStatement, KeyFileSigner, sign_statement, verify_with_keys
 from reviewer.tui.app import ReviewerApp
+from reviewer.tui.model.queue_source import QueueSource
 from tests.live.conftest import decide_from_keyboard, open_proposal, status, until
 from tests.live.fake_queue import AT, FakeQueue, _json
 

@@ -8,7 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reviewer.policy import Policy, PolicyError, Rule, Vote, parse_policy, read_policy, refuse_vote, tally
+from reviewer.signing.policy import (
+    Policy,
+    PolicyError,
+    Rule,
+    Vote,
+    parse_policy,
+    read_policy,
+    refuse_vote,
+    tally,
+)
 
 EXAMPLE = """\
 # Who must approve what, per target environment.

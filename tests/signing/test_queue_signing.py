@@ -18,9 +18,9 @@ from typing import Any
 import httpx
 import pytest
 
-from reviewer.allowed_signers import AllowedSigners
-from reviewer.signed_approvals import SignedStatement, check_signed_approvals
-from reviewer.signing import DecisionStatement, Signer, sign_statement, signer_for
+from reviewer.signing.allowed_signers import AllowedSigners
+from reviewer.signing.signed_approvals import SignedStatement, check_signed_approvals
+from reviewer.signing.sshsig import DecisionStatement, Signer, sign_statement, signer_for
 from tests.queue_harness import Service, body, proposal, reviewer_command, start_service, unique_id
 from tests.signing.conftest import Agent, SshKey, make_key, ssh_keygen_verify
 
@@ -431,7 +431,7 @@ def test_a_runner_that_requires_signatures_refuses_a_forged_approval_and_runs_a_
     import asyncio
 
     from reviewer.agent import NotApproved, QueueAgent, local_approval
-    from reviewer.client import QueueClient
+    from reviewer.queue.client import QueueClient
     from reviewer.sample_api.server import sample_api_in_thread
 
     allowed = AllowedSigners.parse(team.allowed_signers())

@@ -6,8 +6,8 @@ import re
 import textwrap
 from pathlib import Path
 
-from reviewer.allowed_signers import AllowedSigners
-from reviewer.policy import parse_policy
+from reviewer.signing.allowed_signers import AllowedSigners
+from reviewer.signing.policy import parse_policy
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from reviewer.allowed_signers import AllowedSigners
-from reviewer.signed_approvals import SignedStatement, check_signed_approvals
-from reviewer.signing import DecisionStatement, Signer, sign, sign_statement, signer_for
+from reviewer.signing.allowed_signers import AllowedSigners
+from reviewer.signing.signed_approvals import SignedStatement, check_signed_approvals
+from reviewer.signing.sshsig import DecisionStatement, Signer, sign, sign_statement, signer_for
 from tests.signing.conftest import Agent, make_key
 
 PROPOSAL, REVISION, DIGEST = "deskline-merge-0042", 3, "c" * 64

@@ -11,7 +11,7 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reviewer.signing import (
+from reviewer.signing.sshsig import (
     AgentSigner,
     BadSignature,
     BadStatement,

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from reviewer.analysis import Analysis
+from reviewer.reading.analysis import Analysis
 from reviewer.tui.app import ReviewerApp
-from reviewer.tui.cli import run_demo
+from reviewer.tui.commands import run_demo
 from reviewer.tui.screens.dialogs import ConfirmScreen, RejectScreen
 from reviewer.tui.screens.review import ReviewScreen
 from reviewer.tui.widgets.plan_view import PlanView

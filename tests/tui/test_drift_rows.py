@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from reviewer.analysis import Analysis
-from reviewer.drift import diff_revisions
-from reviewer.sources import read_proposal_file
+from reviewer.reading.analysis import Analysis
+from reviewer.reading.drift import diff_revisions
+from reviewer.tui.model.sources import read_proposal_file
 from reviewer.tui.screens.drift import DriftRows
 from tests.tui.helpers import SAMPLES
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 import reviewer.tui.app as app_module
-from reviewer.proposal import MAX_CALL_VALUES
-from reviewer.sources import DecisionOutcome, QueueItem
+from reviewer.plan.proposal import MAX_CALL_VALUES
 from reviewer.tui.app import ReviewerApp
+from reviewer.tui.model.sources import DecisionOutcome, QueueItem
 from reviewer.tui.screens.dialogs import ConfirmScreen
 from reviewer.tui.screens.review import ReviewScreen
 from reviewer.tui.widgets.plan_view import PlanView
@@ -260,10 +260,10 @@ def test_the_demos_start_imports_nothing_its_first_row_does_not_need() -> None:
     unwanted = {
         "pydantic",
         "httpx",
-        "reviewer.api",
-        "reviewer.signing",
-        "reviewer.analysis",
-        "reviewer.drift",
+        "reviewer.queue.messages",
+        "reviewer.signing.sshsig",
+        "reviewer.reading.analysis",
+        "reviewer.reading.drift",
     }
     assert not unwanted & loaded, sorted(unwanted & loaded)
     assert "reviewer.tui.screens.review" not in loaded

@@ -127,12 +127,12 @@ async def test_at_80x24_no_notification_covers_the_approve_dialog(sample_folder)
 async def test_a_failed_worker_says_what_failed_on_its_screen_and_the_screen_stays_usable(
     sample_folder, monkeypatch
 ) -> None:
-    import reviewer.verification
+    import reviewer.reading.verification
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("the audit log could not be read")
 
-    monkeypatch.setattr(reviewer.verification, "compare_execution", broken)
+    monkeypatch.setattr(reviewer.reading.verification, "compare_execution", broken)
     app = ReviewerApp(sample_folder("deskline-merge.server.json", "deskline-merge.server.execution.json"))
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_until_loaded(pilot)

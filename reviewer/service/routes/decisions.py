@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from reviewer.api import DecisionRequest, DecisionState
+from reviewer.queue.messages import DecisionRequest, DecisionState
 from reviewer.service.bodies import parse_message, read_body
 from reviewer.service.deps import (
     IDEMPOTENCY_KEY_PATTERN,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from reviewer.api import Whoami
+from reviewer.queue.messages import Whoami
 from reviewer.service.deps import Caller
 from reviewer.service.responses import errors, json_response
 

@@ -9,8 +9,8 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi import Path as PathParam
 from starlette.concurrency import run_in_threadpool
 
-from reviewer.api import ProposalPage, ProposalRecord, State, SubmissionAnswer
-from reviewer.proposal import MAX_SAFE_INTEGER, PROPOSAL_ID_PATTERN
+from reviewer.plan.proposal import MAX_SAFE_INTEGER, PROPOSAL_ID_PATTERN
+from reviewer.queue.messages import ProposalPage, ProposalRecord, State, SubmissionAnswer
 from reviewer.service.bodies import read_body, submission
 from reviewer.service.deps import Caller, Store, require_role
 from reviewer.service.responses import errors, json_body, json_response

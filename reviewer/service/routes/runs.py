@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from reviewer.api import Claim, ClaimRequest, DecisionState, ExecutionHistory
+from reviewer.queue.messages import Claim, ClaimRequest, DecisionState, ExecutionHistory
 from reviewer.service.bodies import parse_message, parse_report, read_body
 from reviewer.service.deps import (
     IDEMPOTENCY_KEY_PATTERN,

@@ -15,16 +15,16 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from reviewer.analysis import Analysis, PlanRow
-from reviewer.sanitize import clip, safe_text
-from reviewer.sources import QueueItem
+from reviewer.plan.sanitize import clip, safe_text
+from reviewer.reading.analysis import Analysis, PlanRow
 from reviewer.tui.failures import ReportsWorkerFailures
+from reviewer.tui.model.sources import QueueItem
 from reviewer.tui.widgets.chrome import Chrome
 from reviewer.tui.widgets.panes import detail_text, untrusted
 from reviewer.tui.widgets.plan_view import PlanView
 
 if TYPE_CHECKING:  # the comparison itself runs in the app's worker; only its types are named here
-    from reviewer.drift import ChangedCall, Drift, FieldChange
+    from reviewer.reading.drift import ChangedCall, Drift, FieldChange
 
 
 class DriftRows:

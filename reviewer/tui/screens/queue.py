@@ -13,9 +13,9 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from reviewer.sanitize import clip, safe_text, steady_width
-from reviewer.sources import BrokenFile, QueueItem, shown
+from reviewer.plan.sanitize import clip, safe_text, steady_width
 from reviewer.tui.failures import ReportsWorkerFailures
+from reviewer.tui.model.sources import BrokenFile, QueueItem, shown
 from reviewer.tui.widgets.cells import cell
 from reviewer.tui.widgets.chrome import Chrome
 

@@ -14,10 +14,10 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from reviewer.proposal import Proposal
-from reviewer.sanitize import clip, safe_text
-from reviewer.sources import QueueItem, local_refusal
+from reviewer.plan.proposal import Proposal
+from reviewer.plan.sanitize import clip, safe_text
 from reviewer.tui.failures import ReportsWorkerFailures
+from reviewer.tui.model.sources import QueueItem, local_refusal
 from reviewer.tui.screens.dialogs import ConfirmScreen, RejectScreen
 from reviewer.tui.screens.drift import DriftScreen
 from reviewer.tui.screens.queue import STATE_STYLES

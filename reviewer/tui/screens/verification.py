@@ -14,17 +14,17 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from reviewer.proposal import Proposal
-from reviewer.sanitize import clip, safe_text
-from reviewer.sources import ExecutionRecord
+from reviewer.plan.proposal import Proposal
+from reviewer.plan.sanitize import clip, safe_text
 from reviewer.tui.failures import ReportsWorkerFailures
+from reviewer.tui.model.sources import ExecutionRecord
 from reviewer.tui.screens.drift import field_changes_text
 from reviewer.tui.widgets.cells import cell
 from reviewer.tui.widgets.chrome import Chrome
 from reviewer.tui.widgets.panes import untrusted
 
 if TYPE_CHECKING:  # compared in a worker when the screen opens, so the import waits until then
-    from reviewer.verification import CallCheck, Verification
+    from reviewer.reading.verification import CallCheck, Verification
 
 STATUS_STYLE = {
     "same": "ok",
@@ -112,7 +112,7 @@ class VerificationScreen(ReportsWorkerFailures, Screen[None]):
     @work(thread=True, group="verify", exit_on_error=False)
     def compare(self) -> None:
         """A real run as long as its plan is compared off the event loop."""
-        from reviewer.verification import compare_execution
+        from reviewer.reading.verification import compare_execution
 
         record = self.record
         self.post_message(self.Compared(compare_execution(self.plan, record.calls, record.audit_log)))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.cells import cell_len
 from rich.text import Text
 
-from reviewer.sanitize import clip, safe_text, steady_width
+from reviewer.plan.sanitize import clip, safe_text, steady_width
 
 
 def fit(value: str, cells: int, *, right: bool = False) -> str:

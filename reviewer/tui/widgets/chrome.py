@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from reviewer.sanitize import clip, safe_text, steady_width
+from reviewer.plan.sanitize import clip, safe_text, steady_width
 
 
 class Chrome(Static):

@@ -9,9 +9,9 @@ from __future__ import annotations
 import msgspec
 from rich.text import Text
 
-from reviewer.analysis import Analysis, Extremes, NumericField, PlanRow, Ratios, Verdict
-from reviewer.proposal import Call, dumps
-from reviewer.sanitize import clip, safe_text
+from reviewer.plan.proposal import Call, dumps
+from reviewer.plan.sanitize import clip, safe_text
+from reviewer.reading.analysis import Analysis, Extremes, NumericField, PlanRow, Ratios, Verdict
 
 DETAIL_LIMIT = 4_000
 """Characters of one value the detail pane shows; the rest is counted, not dropped silently."""

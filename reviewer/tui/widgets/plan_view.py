@@ -24,8 +24,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from reviewer.analysis import PlanRow, Verdict
-from reviewer.sanitize import safe_text
+from reviewer.plan.sanitize import safe_text
+from reviewer.reading.analysis import PlanRow, Verdict
 from reviewer.tui.widgets.cells import fit
 
 RowMark = Callable[[int], str | None]

@@ -1,4 +1,4 @@
-"""Where proposals come from: a folder of files for `reviewer demo` (`reviewer.queue_source` serves
+"""Where proposals come from: a folder of files for `reviewer demo` (`reviewer.tui.model.queue_source` serves
 live review), and the `QueueItem` both fill.
 
 A source hands the app `QueueItem`s: one per proposal, holding every revision it knows of and, live,
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import msgspec
 
-from reviewer.proposal import (
+from reviewer.plan.proposal import (
     MAX_BODY_BYTES,
     Call,
     Proposal,
@@ -24,7 +24,7 @@ from reviewer.proposal import (
     parse_proposal,
     scan_proposal,
 )
-from reviewer.sanitize import clip, safe_text
+from reviewer.plan.sanitize import clip, safe_text
 
 BUNDLED_SAMPLES = Path(__file__).resolve().parent / "sample_proposals"
 """The samples ship inside the package (a link to the project's `sample_proposals/` in a checkout)."""
@@ -33,8 +33,7 @@ BUNDLED_SAMPLES = Path(__file__).resolve().parent / "sample_proposals"
 if TYPE_CHECKING:  # imported where used: the demo's first paint should not wait for them
     from datetime import datetime
 
-    from reviewer.analysis import Analysis
-    from reviewer.api import (
+    from reviewer.queue.messages import (
         DecisionSignature,
         DecisionState,
         ProposalRecord,
@@ -42,7 +41,8 @@ if TYPE_CHECKING:  # imported where used: the demo's first paint should not wait
         TrailEvent,
         Whoami,
     )
-    from reviewer.drift import Drift
+    from reviewer.reading.analysis import Analysis
+    from reviewer.reading.drift import Drift
 
 Loaded = TypeVar("Loaded")
 
@@ -151,7 +151,7 @@ class QueueItem:
     def analysis(self, revision: int | None = None) -> Analysis:
         number = self.latest_revision if revision is None else revision
         if number not in self._analyses:
-            from reviewer.analysis import Analysis
+            from reviewer.reading.analysis import Analysis
 
             self._analyses[number] = Analysis(self.revisions[number])
         return self._analyses[number]
@@ -241,7 +241,7 @@ class QueueItem:
         if self.decided_by and self.state in ("approved", "rejected"):
             return f"{self.state} by {shown(self.decided_by)}"
         if self.state == "pending" and self.approvals_required > 1:
-            from reviewer.policy import describe_approvals
+            from reviewer.signing.policy import describe_approvals
 
             return f"pending · {describe_approvals(map(shown, self.approvals), self.approvals_required)}"
         return self.state
@@ -252,8 +252,8 @@ class QueueItem:
         Whether that key is the reviewer's is the queue's registration (and the executor's file)."""
         if not self.signatures:
             return []
-        from reviewer.signed_approvals import SignedStatement, verify_decision
-        from reviewer.signing import SigningError
+        from reviewer.signing.signed_approvals import SignedStatement, verify_decision
+        from reviewer.signing.sshsig import SigningError
 
         revision = self.latest_revision
         digest = self.digests.get(revision, "")
@@ -283,7 +283,7 @@ class QueueItem:
         cached = self._drifts.get((old, new))
         if cached is not None:
             return cached
-        from reviewer.drift import diff_revisions
+        from reviewer.reading.drift import diff_revisions
 
         return diff_revisions(self.revisions[old], self.revisions[new])
 
@@ -351,7 +351,7 @@ def read_proposal_file(path: Path) -> Proposal:
 
 
 def scan_proposal_file(path: Path) -> Proposal:
-    """A proposal file after the cheap scan only (see `reviewer.proposal.scan_proposal`)."""
+    """A proposal file after the cheap scan only (see `reviewer.plan.proposal.scan_proposal`)."""
     return scan_proposal(_read_limited(path), path.name)
 
 

@@ -15,9 +15,9 @@ from typing import Any, Final
 
 import msgspec
 
-from reviewer.dry_run_params import without_dry_run_params
-from reviewer.placeholders import ABSENT, Reference, field_of, placeholders_in, resolve
-from reviewer.proposal import Call
+from reviewer.plan.dry_run_params import without_dry_run_params
+from reviewer.plan.placeholders import ABSENT, Reference, field_of, placeholders_in, resolve
+from reviewer.plan.proposal import Call
 
 MISSING: Final = msgspec.UNSET
 """The side of a `FieldChange` where the field is not there at all (msgspec leaves it out when encoding)."""

@@ -11,7 +11,7 @@ import os
 import socket
 from typing import Final
 
-from reviewer.ssh_wire import WireError, WireReader, encode_string, encode_uint32
+from reviewer.signing._ssh_wire import WireError, WireReader, encode_string, encode_uint32
 
 SSH_AGENT_FAILURE: Final = 5
 SSH2_AGENTC_REQUEST_IDENTITIES: Final = 11

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from reviewer.config import ConfigError, Secret
-from reviewer.sources import BUNDLED_SAMPLES
+from reviewer.queue.config import ConfigError, Secret
+from reviewer.tui.model.sources import BUNDLED_SAMPLES
 
 
 def register(subparsers: Any) -> None:
@@ -71,8 +71,8 @@ def run_demo(options: argparse.Namespace) -> int:
 
 
 def run_review(options: argparse.Namespace) -> int:
-    from reviewer.config import configured_signing_key, load_settings
-    from reviewer.signing import SigningError, signer_for
+    from reviewer.queue.config import configured_signing_key, load_settings
+    from reviewer.signing.sshsig import SigningError, signer_for
 
     try:
         settings = load_settings(options.queue)
@@ -84,8 +84,8 @@ def run_review(options: argparse.Namespace) -> int:
     if options.poll <= 0:
         print("reviewer review: --poll must be a positive number of seconds", file=sys.stderr)
         return 2
-    from reviewer.queue_source import QueueSource
     from reviewer.tui.app import ReviewerApp
+    from reviewer.tui.model.queue_source import QueueSource
 
     ReviewerApp(
         QueueSource(settings.queue_url, settings.token, poll_interval=options.poll, signer=signer)
@@ -95,8 +95,8 @@ def run_review(options: argparse.Namespace) -> int:
 
 def run_login(options: argparse.Namespace) -> int:
     """Check the token before storing it: a typo found now is not a 401 found mid-incident."""
-    from reviewer.client import QueueError, QueueUnreachable, Unauthorized
-    from reviewer.config import (
+    from reviewer.queue.client import QueueError, QueueUnreachable, Unauthorized
+    from reviewer.queue.config import (
         config_file,
         normalize_queue_url,
         token_file,
@@ -148,7 +148,7 @@ def run_login(options: argparse.Namespace) -> int:
 
 
 async def _whoami(queue_url: str, token: Secret):  # type: ignore[no-untyped-def]
-    from reviewer.client import QueueClient
+    from reviewer.queue.client import QueueClient
 
     async with QueueClient(queue_url, token.reveal(), retries=1) as client:
         return await client.whoami()

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
 
-from reviewer.allowed_signers import AllowedSigners
-from reviewer.signing import NAMESPACE, DecisionStatement, PublicKey, SigningError, SshSignature
+from reviewer.signing.allowed_signers import AllowedSigners
+from reviewer.signing.sshsig import NAMESPACE, DecisionStatement, PublicKey, SigningError, SshSignature
 
 MAX_CHECKED: Final = 100
 """Signatures examined at most: a hostile queue cannot make the executor spend unbounded time."""

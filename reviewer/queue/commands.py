@@ -1,7 +1,7 @@
 """`reviewer approve` and `reviewer reject`: decide from the command line, as the app does.
 
 The same credential (the reviewer's token from `reviewer login` or `REVIEWER_TOKEN`) and the same
-signing (`reviewer.deciding`), for the reviewer who read the plan elsewhere, or scripts a second
+signing (`reviewer.queue.deciding`), for the reviewer who read the plan elsewhere, or scripts a second
 approval from a runbook. An approval must name the digest it approves; a rejection is safe to send
 without one, so it takes the digest the queue holds for that revision.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:  # every command registers through this module: `reviewer demo` must not load pydantic
-    from reviewer.api import Decision, DecisionState
+    from reviewer.queue.messages import Decision, DecisionState
 
 _DIGEST: Final = re.compile(r"^[0-9a-f]{64}$")
 
@@ -74,10 +74,10 @@ class DecisionFailed(Exception):
 
 
 async def _decide(options: argparse.Namespace) -> int:
-    from reviewer import client as queue
-    from reviewer.config import ConfigError, configured_signing_key, load_settings
-    from reviewer.deciding import send_decision
-    from reviewer.signing import SigningError, signer_for
+    from reviewer.queue import client as queue
+    from reviewer.queue.config import ConfigError, configured_signing_key, load_settings
+    from reviewer.queue.deciding import send_decision
+    from reviewer.signing.sshsig import SigningError, signer_for
 
     decision: Decision = options.decision
     if options.revision < 1:
@@ -129,8 +129,8 @@ async def _digest_of(client: Any, proposal_id: str, revision: int) -> str:
 
 def describe(state: DecisionState, signed: bool) -> str:
     """One line for the terminal: what the queue now says, in the words the app uses."""
-    from reviewer.policy import describe_approvals
-    from reviewer.sanitize import safe_text
+    from reviewer.plan.sanitize import safe_text
+    from reviewer.signing.policy import describe_approvals
 
     how = "signed" if signed else "unsigned"
     by = safe_text(state.decided_by or "")

@@ -306,7 +306,7 @@ def configured_signing_key(
 ) -> Path | None:
     """The SSH key that signs decisions: `--key`, then `REVIEWER_SIGNING_KEY`, then `signing_key` in
     config.toml; None when none is set (decisions then go unsigned). A `.pub` file signs through the
-    ssh-agent, a private key file by itself (see `reviewer.signing.signer_for`)."""
+    ssh-agent, a private key file by itself (see `reviewer.signing.sshsig.signer_for`)."""
     if option is not None:
         return option.expanduser()
     environ = os.environ if environ is None else environ

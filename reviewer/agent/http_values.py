@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from reviewer.proposal import OutcomeStatus, Request
+from reviewer.plan.proposal import OutcomeStatus, Request
 
 
 @dataclass(frozen=True)

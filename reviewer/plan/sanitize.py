@@ -26,7 +26,7 @@ import re
 import unicodedata
 from typing import Any, Final, NamedTuple
 
-from reviewer.proposal import dumps
+from reviewer.plan.proposal import dumps
 
 # Every code point of the general categories Cc (controls, C0 and C1), Cf (format: bidi controls,
 # zero-width characters, soft hyphen, tag characters), Zl and Zp (line and paragraph separators)

@@ -64,10 +64,10 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from reviewer.analysis import resource_of
-from reviewer.matching import MISSING, FieldChange
-from reviewer.placeholders import PLACEHOLDER, PLACEHOLDER_BYTES
-from reviewer.proposal import Call, CallList, Proposal, dumps, same_json
+from reviewer.plan.matching import MISSING, FieldChange
+from reviewer.plan.placeholders import PLACEHOLDER, PLACEHOLDER_BYTES
+from reviewer.plan.proposal import Call, CallList, Proposal, dumps, same_json
+from reviewer.reading.analysis import resource_of
 
 MAX_EDITS_FOR_MYERS: Final = 64
 """Beyond this many inserted plus deleted calls, Myers' exploration (quadratic in the edits) costs

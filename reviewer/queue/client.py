@@ -15,7 +15,8 @@ from typing import Any, Final, TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from reviewer.api import (
+from reviewer.plan.proposal import PROPOSAL_ID_PATTERN, Proposal, dumps, parse_proposal
+from reviewer.queue.messages import (
     Claim,
     ClaimRequest,
     Decision,
@@ -31,7 +32,6 @@ from reviewer.api import (
     SubmissionAnswer,
     Whoami,
 )
-from reviewer.proposal import PROPOSAL_ID_PATTERN, Proposal, dumps, parse_proposal
 
 Answer = TypeVar("Answer", bound=BaseModel)
 
@@ -304,7 +304,7 @@ class QueueClient:
     ) -> DecisionState:
         """Approve or reject; a lost answer is retried with the same key, so it is decided once.
 
-        `statement` and `signature` carry a signed decision (`reviewer.deciding` makes them)."""
+        `statement` and `signature` carry a signed decision (`reviewer.queue.deciding` makes them)."""
         request = DecisionRequest(
             revision=revision,
             plan_sha256=plan_sha256,

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from reviewer.agent import Approval, Execution, QueueAgent
-    from reviewer.proposal import Call, Proposal
+    from reviewer.plan.proposal import Call, Proposal
 
 DRY_MODES: Final = ("server", "fake", "transport", "record")
 COLUMN_TITLES: Final = {
@@ -147,7 +147,7 @@ async def walk(
     import httpx
 
     from reviewer.agent import execute_approved, local_approval
-    from reviewer.client import QueueClient
+    from reviewer.queue.client import QueueClient
     from reviewer.sample_api import tools
 
     columns: list[Column] = []
@@ -187,7 +187,7 @@ async def _approval_from_queue(
     agent: QueueAgent, plan: Proposal, wait: float, console: Console | None
 ) -> Approval:
     from reviewer.agent import AgentError
-    from reviewer.client import QueueError
+    from reviewer.queue.client import QueueError
 
     try:
         answer = await agent.submit(plan)
@@ -213,7 +213,7 @@ async def _reset(api: Any) -> None:
 def _verify(execution: Execution) -> Any:
     """The real run against the approved plan and the audit log, by the drift module's rules."""
     try:
-        from reviewer.verification import compare_execution
+        from reviewer.reading.verification import compare_execution
     except ImportError:
         return None
     return compare_execution(
@@ -254,7 +254,7 @@ def render(result: Walkthrough, console: Console) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from reviewer.analysis import Analysis
+    from reviewer.reading.analysis import Analysis
 
     verdicts = {
         column.mode: [

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from reviewer.api import Decision, ProposalRecord, ProposalSummary, Whoami
-from reviewer.client import (
+from reviewer.plan.proposal import Proposal, ProposalError
+from reviewer.plan.sanitize import clip, safe_text
+from reviewer.queue.client import (
     AlreadyDecided,
     Conflict,
     Forbidden,
@@ -28,14 +29,13 @@ from reviewer.client import (
     StaleRevision,
     Unauthorized,
 )
-from reviewer.config import Secret
-from reviewer.deciding import sign_decision
-from reviewer.policy import describe_approvals
-from reviewer.proposal import Proposal, ProposalError
-from reviewer.sanitize import clip, safe_text
-from reviewer.signed_approvals import SignedStatement
-from reviewer.signing import Signer, SigningError
-from reviewer.sources import (
+from reviewer.queue.config import Secret
+from reviewer.queue.deciding import sign_decision
+from reviewer.queue.messages import Decision, ProposalRecord, ProposalSummary, Whoami
+from reviewer.signing.policy import describe_approvals
+from reviewer.signing.signed_approvals import SignedStatement
+from reviewer.signing.sshsig import Signer, SigningError
+from reviewer.tui.model.sources import (
     BrokenFile,
     DecisionOutcome,
     ExecutionRecord,

@@ -6,7 +6,7 @@ resolve* (the plan said `<id from call 1>`, call 1 really created tk-4), *differ
 fields), *not in the plan*, or *refused* (the API answered an error, or the run reported no answer).
 The naive count (placeholders left as written) is kept beside the resolved one, because the gap
 between them is the point. The comparison of one real call with its plan call is the executor's own
-(`reviewer.matching`), so what was checked before sending is what is checked after.
+(`reviewer.plan.matching`), so what was checked before sending is what is checked after.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from reviewer.matching import FieldChange, match_call, plain
-from reviewer.proposal import Call, Proposal
+from reviewer.plan.matching import FieldChange, match_call, plain
+from reviewer.plan.proposal import Call, Proposal
 
 CheckStatus = Literal["same", "same once placeholders resolve", "different", "not in the plan", "refused"]
 
@@ -83,7 +83,7 @@ def compare_execution(
 ) -> Verification:
     """Each real call against the approved plan, in order, and against the API's audit log.
 
-    `executed_calls` are what the run reports (`reviewer.proposal.Call`: the real args, request and
+    `executed_calls` are what the run reports (`reviewer.plan.proposal.Call`: the real args, request and
     outcome). The n-th real call is held against the next plan call not yet matched; a real call of
     another tool or effect is "not in the plan" and matches nothing. A placeholder of the plan takes
     its value from the real result of the call it names.

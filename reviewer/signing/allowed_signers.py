@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
-from reviewer.signing import PublicKey, SigningError
+from reviewer.signing.sshsig import PublicKey, SigningError
 
 _KNOWN_OPTIONS: Final = frozenset({"cert-authority", "namespaces", "valid-after", "valid-before"})
 

@@ -1,6 +1,6 @@
 """A proposal read for what its dry run proves: interpreted rows, placeholders, ratios, extremes.
 
-Pure functions and classes over `reviewer.proposal` structs: no I/O, no Textual. `Analysis` is built
+Pure functions and classes over `reviewer.plan.proposal` structs: no I/O, no Textual. `Analysis` is built
 for plans of 100,000 calls: constructing it costs nothing, a row is computed when it is first asked
 for (the app asks only for the rows it paints), and the whole-plan figures (`ratios`, `extremes`,
 `hidden_characters`, `alarms`) are cached properties the app computes once, in a worker.
@@ -23,9 +23,9 @@ from typing import Any, Final
 
 import msgspec
 
-from reviewer.placeholders import MARK, PLACEHOLDER, PLACEHOLDER_BYTES
-from reviewer.proposal import Call, CallList, Outcome, Proposal, dumps
-from reviewer.sanitize import clip, json_has_hidden, lookalike_identifier, safe_text, unnormalized
+from reviewer.plan.placeholders import MARK, PLACEHOLDER, PLACEHOLDER_BYTES
+from reviewer.plan.proposal import Call, CallList, Outcome, Proposal, dumps
+from reviewer.plan.sanitize import clip, json_has_hidden, lookalike_identifier, safe_text, unnormalized
 
 SCAN_CHUNK: Final = 4096
 """Calls decoded and scanned at a time by the whole-plan passes."""

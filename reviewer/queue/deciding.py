@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime
 
-from reviewer.api import Decision, DecisionState
-from reviewer.client import QueueClient
-from reviewer.signed_approvals import SignedStatement
-from reviewer.signing import DecisionStatement, Signer, sign_statement
+from reviewer.queue.client import QueueClient
+from reviewer.queue.messages import Decision, DecisionState
+from reviewer.signing.signed_approvals import SignedStatement
+from reviewer.signing.sshsig import DecisionStatement, Signer, sign_statement
 
 
 async def sign_decision(

@@ -29,15 +29,15 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 
-from reviewer.proposal import PROPOSAL_ID_PATTERN, canonical_json
-from reviewer.ssh_agent import (
+from reviewer.plan.proposal import PROPOSAL_ID_PATTERN, canonical_json
+from reviewer.signing._ssh_agent import (
     SSH_AGENT_RSA_SHA2_512,
     AgentConnection,
     AgentError,
     KeyNotInAgent,
     agent_socket_path,
 )
-from reviewer.ssh_wire import WireError, WireReader, encode_mpint, encode_string, encode_uint32
+from reviewer.signing._ssh_wire import WireError, WireReader, encode_mpint, encode_string, encode_uint32
 
 NAMESPACE: Final = "reviewer-decision@v1"
 STATEMENT_FORMAT: Final = "reviewer.decision/v1"

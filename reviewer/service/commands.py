@@ -14,13 +14,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reviewer.config import default_db_path
+from reviewer.queue.config import default_db_path
 from reviewer.service.server import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT
 
 if TYPE_CHECKING:
-    from reviewer.policy import Policy
     from reviewer.service.server import Listening
     from reviewer.service.store import QueueStore
+    from reviewer.signing.policy import Policy
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -181,9 +181,9 @@ def _refusal(command: str, message: str) -> int:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from reviewer.policy import PolicyError, read_policy
     from reviewer.service.errors import DatabaseUnusable
     from reviewer.service.server import Listening, ListenRefused
+    from reviewer.signing.policy import PolicyError, read_policy
 
     try:
         policy = read_policy(args.policy) if args.policy is not None else None
@@ -262,7 +262,7 @@ def _serve(
 def run_token_create(args: argparse.Namespace) -> int:
     from reviewer.service.auth import hash_token, mint_token
     from reviewer.service.errors import DatabaseUnusable, ServiceError
-    from reviewer.signing import PublicKey, SigningError
+    from reviewer.signing.sshsig import PublicKey, SigningError
 
     if args.ssh_key and args.role != "reviewer":
         print("reviewer token create: --ssh-key is for reviewers: their keys sign decisions", file=sys.stderr)
@@ -291,7 +291,7 @@ def run_token_create(args: argparse.Namespace) -> int:
 
 def _key_comment(path: Path) -> str:
     """The comment after the key in a .pub file (often user@host), kept to tell keys apart."""
-    from reviewer.sanitize import safe_text
+    from reviewer.plan.sanitize import safe_text
 
     parts = path.read_text().split(maxsplit=2)
     return safe_text(parts[2].strip())[:200] if len(parts) > 2 else ""
@@ -299,7 +299,7 @@ def _key_comment(path: Path) -> str:
 
 def run_keys_add(args: argparse.Namespace) -> int:
     from reviewer.service.errors import Conflict, DatabaseUnusable
-    from reviewer.signing import PublicKey, SigningError
+    from reviewer.signing.sshsig import PublicKey, SigningError
 
     try:
         key = PublicKey.from_file(args.key_file)
@@ -341,7 +341,7 @@ def run_keys_remove(args: argparse.Namespace) -> int:
 
 def run_keys_list(args: argparse.Namespace) -> int:
     from reviewer.service.errors import DatabaseUnusable
-    from reviewer.signing import NAMESPACE
+    from reviewer.signing.sshsig import NAMESPACE
 
     try:
         store = _store(args)
@@ -360,7 +360,7 @@ def run_keys_list(args: argparse.Namespace) -> int:
 
 
 def run_token_list(args: argparse.Namespace) -> int:
-    from reviewer.sanitize import safe_text
+    from reviewer.plan.sanitize import safe_text
     from reviewer.service.errors import DatabaseUnusable
 
     try:
@@ -379,7 +379,7 @@ def run_token_list(args: argparse.Namespace) -> int:
 
 
 def run_token_revoke(args: argparse.Namespace) -> int:
-    from reviewer.sanitize import safe_text
+    from reviewer.plan.sanitize import safe_text
     from reviewer.service.errors import DatabaseUnusable
 
     try:

@@ -1,6 +1,6 @@
 """The queue API's messages as pydantic models, shared by the service and its client.
 
-Proposals themselves are not here: they are msgspec structs (`reviewer.proposal`), sent and
+Proposals themselves are not here: they are msgspec structs (`reviewer.plan.proposal`), sent and
 answered as the agent's own JSON bytes, so a 100,000-call plan never passes through pydantic.
 """
 
@@ -11,8 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from reviewer.proposal import MAX_SAFE_INTEGER, MAX_STRING_CHARS
-from reviewer.signing import MAX_SIGNATURE_CHARS, MAX_STATEMENT_BYTES
+from reviewer.plan.proposal import MAX_SAFE_INTEGER, MAX_STRING_CHARS
+from reviewer.signing.sshsig import MAX_SIGNATURE_CHARS, MAX_STATEMENT_BYTES
 
 Role = Literal["agent", "reviewer"]
 State = Literal["pending", "approved", "claimed", "rejected", "expired", "executed"]
@@ -164,7 +164,7 @@ class DecisionRequest(Message):
     """A reviewer's decision; it names the revision and digest it was made on.
 
     `statement` and `signature` come together or not at all: the decision statement's exact text
-    (`reviewer.signing.DecisionStatement`) and the armored SSHSIG over it.
+    (`reviewer.signing.sshsig.DecisionStatement`) and the armored SSHSIG over it.
     """
 
     revision: RevisionNumber

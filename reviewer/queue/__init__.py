@@ -1,0 +1,1 @@
+"""The queue's client side: its messages, the HTTP client, the config, deciding, approve and reject."""
