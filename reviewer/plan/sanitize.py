@@ -30,7 +30,7 @@ from reviewer.plan.proposal import dumps
 
 # Every code point of the general categories Cc (controls, C0 and C1), Cf (format: bidi controls,
 # zero-width characters, soft hyphen, tag characters), Zl and Zp (line and paragraph separators)
-# and Cs (lone surrogates). tests/test_sanitize.py checks this list against `unicodedata`.
+# and Cs (lone surrogates). tests/plan/test_sanitize.py checks this list against `unicodedata`.
 _CATEGORY_RANGES = (
     (0x0000, 0x001F),
     (0x007F, 0x009F),

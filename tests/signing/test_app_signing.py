@@ -12,8 +12,8 @@ from reviewer.queue.messages import DecisionState
 from reviewer.signing.sshsig import AgentSigner
 from reviewer.tui.model.queue_source import QueueDecider
 from reviewer.tui.model.sources import QueueItem
-from tests.live.fake_queue import FakeQueue
 from tests.signing.conftest import make_key
+from tests.tui.live.fake_queue import FakeQueue
 
 
 def test_no_agent_means_no_decision_is_sent(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """The live app under a policy of two: the quorum so far, who signed, and a signed approval sent.
 
-The queue is `httpx.MockTransport` over fixed answers (as in tests/live), the signing key a fixed
+The queue is `httpx.MockTransport` over fixed answers (as in tests/tui/live), the signing key a fixed
 ed25519 key, so fingerprints and words never vary from run to run.
 """
 
@@ -19,8 +19,8 @@ from reviewer.queue.messages import DecisionRequest, DecisionSignature, Decision
 from reviewer.signing.sshsig import DecisionStatement, KeyFileSigner, sign_statement, verify_with_keys
 from reviewer.tui.app import ReviewerApp
 from reviewer.tui.model.queue_source import QueueSource
-from tests.live.conftest import decide_from_keyboard, open_proposal, status, until
-from tests.live.fake_queue import AT, FakeQueue, _json
+from tests.tui.live.conftest import decide_from_keyboard, open_proposal, status, until
+from tests.tui.live.fake_queue import AT, FakeQueue, _json
 
 SIZE = (100, 30)
 PROPOSAL = "prod-scale-0009"

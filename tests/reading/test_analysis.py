@@ -26,7 +26,7 @@ from reviewer.reading.analysis import (
 from reviewer.tui.model.sources import EXECUTION_SUFFIX
 from tests.builders import proposal_document
 
-SAMPLES = Path(__file__).resolve().parent.parent / "sample_proposals"
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_proposals"
 
 
 def sample(name: str) -> Analysis:

@@ -14,7 +14,7 @@ from reviewer.plan.proposal import Call, Proposal, parse_proposal, plan_sha256
 from reviewer.reading.analysis import Analysis
 from reviewer.tui.model.sources import EXECUTION_SUFFIX
 
-SAMPLES = Path(__file__).resolve().parent.parent / "sample_proposals"
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_proposals"
 FILES = sorted(path for path in SAMPLES.glob("*.json") if not path.name.endswith(EXECUTION_SUFFIX))
 
 

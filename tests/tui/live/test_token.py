@@ -22,8 +22,8 @@ from reviewer.queue.config import (
     write_configured_queue,
     write_token_file,
 )
-from tests.live.conftest import Queue, run, status, until
 from tests.queue_harness import reviewer_command
+from tests.tui.live.conftest import Queue, run, status, until
 
 TOKEN = "rv-test-token-5f1c9a"
 

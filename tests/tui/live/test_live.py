@@ -10,7 +10,8 @@ import httpx
 import msgspec
 
 from reviewer.plan.proposal import parse_proposal
-from tests.live.conftest import (
+from tests.queue_harness import body, proposal, reviewer_command, unique_id
+from tests.tui.live.conftest import (
     Queue,
     decide_from_keyboard,
     open_proposal,
@@ -19,7 +20,6 @@ from tests.live.conftest import (
     status,
     until,
 )
-from tests.queue_harness import body, proposal, reviewer_command, unique_id
 
 
 def plan(proposal_id: str, revision: int = 1, **kwargs):  # type: ignore[no-untyped-def]
@@ -247,8 +247,8 @@ def test_a_claimed_run_shows_as_running_then_executed_in_the_list_and_the_chrome
 def test_a_claim_past_its_lease_without_a_report_is_an_unknown_outcome(tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
     """A run that claimed the approval and never reported (a crashed runner) may have written: the
     list says `unknown`, the chrome says why, and it is not approvable or re-runnable."""
-    from tests.live.conftest import Queue as LiveQueue
     from tests.queue_harness import start_service
+    from tests.tui.live.conftest import Queue as LiveQueue
 
     service = start_service(tmp_path_factory.mktemp("lease"), "--claim-lease", "0")
     tokens = {name: service.token(name, role) for name, role in (("alice", "reviewer"), ("agent", "agent"))}
