@@ -230,7 +230,7 @@ def row_label(call: Call) -> str:
 
 
 def cell(mode: str, call: Call, verdict: str | None) -> str:
-    """One cell, worded as the README's table words it, with what the outcome proves where it matters."""
+    """One cell, worded as the table in docs/reviewing.md words it, with what the outcome proves."""
     outcome = call.outcome
     if outcome is None:
         return "no outcome"
