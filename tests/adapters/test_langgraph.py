@@ -12,7 +12,7 @@ pytest.importorskip("langgraph")
 from reviewer.agent import Gate
 from reviewer.sample_api.server import RunningSampleApi
 from tests.adapters.examples import load_example
-from tests.agent.conftest import Queue
+from tests.agent.fixtures import Queue
 from tests.agent.helpers import received, reviewer_decides
 
 example = load_example("langgraph_agent")

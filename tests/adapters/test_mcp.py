@@ -17,7 +17,7 @@ from mcp.server.mcpserver import MCPServer
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
 from tests.adapters.examples import load_example
-from tests.agent.conftest import Queue
+from tests.agent.fixtures import Queue
 from tests.agent.helpers import received, reviewer_decides
 
 example = load_example("mcp_server")

@@ -16,7 +16,7 @@ pytest.importorskip("mcp")
 from mcp import Client, MCPError, StdioServerParameters
 
 from reviewer.queue.client import QueueClient
-from tests.agent.conftest import Queue
+from tests.agent.fixtures import Queue
 from tests.agent.helpers import reviewer_decides
 
 ROOT = Path(__file__).resolve().parents[2]

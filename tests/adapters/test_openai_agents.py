@@ -17,7 +17,7 @@ from reviewer.agent.execution import execute_approved
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
 from tests.adapters.examples import load_example
-from tests.agent.conftest import Queue
+from tests.agent.fixtures import Queue
 from tests.agent.helpers import received, reviewer_decides_next
 
 example = load_example("openai_agents_agent")
