@@ -10,7 +10,9 @@ calls). Either way every call passes the same gate before it is sent:
 - the call must be the plan's call at that position (`reviewer.plan.matching`), or the run stops there and
   nothing after it is sent;
 - the request, as httpx will send it, must stay under the approved base URL (no absolute URL, no
-  `//host`, no dot segments);
+  `//host`, no dot segments, not even with path parameters such as `..;`);
+- a redirect is never followed, whatever the runner's client says: a 3xx is the call's answer, and
+  the run stops there;
 - a write tool called after the run ended (a task spawned inside it) is refused.
 """
 
@@ -118,13 +120,30 @@ def off_target(path: str, url: httpx.URL, approved: str) -> str | None:
         return f"the approved base URL {approved!r} does not parse"
     if _url_key(url)[:3] != _url_key(base)[:3]:
         return f"it goes to {url.scheme}://{url.netloc.decode('ascii', 'replace')}, not to {approved}"
-    path = urllib.parse.unquote(url.raw_path.split(b"?", 1)[0].decode("ascii", "replace"))
-    if "\\" in path or any(segment in (".", "..") for segment in path.split("/")):
-        return f"its path {path!r} holds dot segments or backslashes"
+    path = _fully_unquoted(url.raw_path.split(b"?", 1)[0].decode("ascii", "replace"))
+    if "\\" in path or any(_is_dot_segment(segment) for segment in path.split("/")):
+        return f"its path {path[:200]!r} holds dot segments or backslashes"
     prefix = base.path.rstrip("/")
     if not (path == prefix or path.startswith(prefix + "/")):
         return f"its path {path!r} is outside the approved {prefix or '/'}"
     return None
+
+
+def _fully_unquoted(path: str) -> str:
+    """`path` percent-decoded until nothing changes (a bounded number of times): a server or proxy
+    that decodes twice must not find a dot segment the check did not see."""
+    for _ in range(4):
+        decoded = urllib.parse.unquote(path)
+        if decoded == path:
+            break
+        path = decoded
+    return path
+
+
+def _is_dot_segment(segment: str) -> bool:
+    """`.` or `..`, also with path parameters (`..;x=1`, `..;`): servlet containers strip the
+    parameters and then resolve the dots."""
+    return segment.split(";", 1)[0] in (".", "..")
 
 
 def check_target(
@@ -265,6 +284,8 @@ class Execution:
                     )
                 self._require_planned(position, planned.tool, planned.effect, args, request)
                 answer = await self._send(position, planned, args, (), request, tool)
+            if self.stop is not None:
+                return
             if answer.status != "ok" and position < len(self.plan):
                 self.stop = PlanStop(
                     position + 1,
@@ -380,12 +401,25 @@ class Execution:
             raise self.stop
         record = self._in_flight(planned, arguments, dropped, request)
         try:
-            record.answer = answer_from_response(await self.client.send(built))
+            # Never a redirect, whatever the runner's client says: its Location is the API's word, and
+            # following it would re-send this approved write, body and credential, wherever it points.
+            response = await self.client.send(built, follow_redirects=False)
         except httpx.HTTPError as error:
             record.answer = CallAnswer("error", None, f"{type(error).__name__}: {error}", None)
+        else:
+            record.answer = answer_from_response(response)
+            if response.is_redirect:
+                self._stop_after_redirect(position, planned, record.answer)
         if record.answer.result is not None:
             self.real_results[planned.seq] = plain(record.answer.result)
         return record.answer
+
+    def _stop_after_redirect(self, position: int, planned: Call, answer: CallAnswer) -> None:
+        """A 3xx is the call's answer and the end of the run: nothing after it is sent."""
+        following = self.plan[position] if position < len(self.plan) else planned
+        self.stop = PlanStop(
+            position + 1, following.tool, f"call {position} ({planned.tool}) was {answer.message}"
+        )
 
     async def _write_through_sdk(
         self, planned: Call, arguments: dict[str, Any], dropped: tuple[str, ...], write: Callable[..., Any]
