@@ -183,6 +183,22 @@ class RunStopped(AgentError):
         super().__init__(message)
 
 
+class ReportNotStored(AgentError):
+    """A real run wrote, and the queue did not store its report: the writes happened all the same.
+
+    Send it again with `QueueAgent.report(execution)` (the queue stores it once); never run the plan
+    again, whatever the queue's answer said.
+    """
+
+    def __init__(self, execution: Any, problem: object) -> None:
+        self.execution = execution
+        super().__init__(
+            f"{execution.summary()}. The queue did not store the report of this run ({problem}); the calls "
+            "it sent were sent for real whatever that answer says. Send the report again with "
+            "QueueAgent.report(execution); do not run the plan again."
+        )
+
+
 class WritesKept(AgentError):
     """The dry run kept writes: the API ignored its dry-run parameter, so the "dry" run wrote for real."""
 

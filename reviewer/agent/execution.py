@@ -175,7 +175,36 @@ def _describe(change: FieldChange) -> str:
     return f"{change.path}: plan {change.old!r}, this call {change.new!r}"
 
 
-_NO_ANSWER = CallAnswer("error", None, "no answer: the run ended while the request was in flight", None)
+_NO_ANSWER = CallAnswer(
+    "unknown",
+    None,
+    "no answer: the run ended while the request was in flight; it may have been performed",
+    None,
+)
+
+_NOT_SENT: tuple[type[BaseException], ...] = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.PoolTimeout,
+    httpx.UnsupportedProtocol,
+    httpx.ProxyError,
+    httpx.LocalProtocolError,
+    httpx.InvalidURL,
+    ConnectionRefusedError,
+)
+"""Failures that happen before a request leaves: the API cannot have performed it."""
+
+
+def failed_answer(error: BaseException) -> CallAnswer:
+    """A write that raised instead of answering: `error` when it cannot have left (no connection was
+    made), else `unknown`: a timeout or a dropped connection after the request went out says nothing
+    of whether the API performed it."""
+    words = f"{type(error).__name__}: {error}"
+    if isinstance(error, _NOT_SENT):
+        return CallAnswer("error", None, f"{words} (not sent)", None)
+    return CallAnswer(
+        "unknown", None, f"{words}; the request was sent and no answer came: it may have been performed", None
+    )
 
 
 @dataclass
@@ -232,6 +261,11 @@ class Execution:
                 if value is not ABSENT:
                     found[reference.text()] = value
         return found
+
+    @property
+    def outcome_unknown(self) -> list[RecordedCall]:
+        """Calls that were sent and never answered: the API may have performed them."""
+        return [call for call in self.executed if call.answer.status == "unknown"]
 
     @property
     def ok(self) -> bool:
@@ -405,7 +439,7 @@ class Execution:
             # following it would re-send this approved write, body and credential, wherever it points.
             response = await self.client.send(built, follow_redirects=False)
         except httpx.HTTPError as error:
-            record.answer = CallAnswer("error", None, f"{type(error).__name__}: {error}", None)
+            record.answer = failed_answer(error)
         else:
             record.answer = answer_from_response(response)
             if response.is_redirect:
@@ -429,7 +463,12 @@ class Execution:
         try:
             result = plain(plain_result(await call_maybe_async(write, arguments)))
         except Exception as error:  # noqa: BLE001 - the SDK's failure is this call's answer
-            record.answer = CallAnswer("error", None, f"{type(error).__name__}: {error}", None)
+            transport = _transport_failure(error)
+            record.answer = (
+                CallAnswer("error", None, f"{type(error).__name__}: {error}", None)
+                if transport is None
+                else failed_answer(transport)
+            )
         else:
             record.answer = CallAnswer("ok", None, None, result)
             if result is not None:
@@ -495,12 +534,31 @@ class Execution:
         if self.failure is not None:
             text += f" ({self.failure})"
         text += f"; sent {len(self.executed)} of {len(self.plan)} calls" + (f": {ran}" if ran else "")
+        unknown = ", ".join(f"#{call.seq} {call.tool}" for call in self.outcome_unknown)
+        if unknown:
+            text += (
+                f". Outcome unknown for {unknown}: sent, and no answer came, so the API may have performed "
+                "it; check the API before running anything again"
+            )
         return text
 
     def raise_for_stop(self) -> None:
         """Raise `RunStopped` unless every approved call was sent and answered with success."""
         if not self.ok:
             raise RunStopped(self, self.summary())
+
+
+def _transport_failure(error: BaseException) -> BaseException | None:
+    """The timeout or connection failure behind an SDK's exception (SDKs wrap httpx's own), if any:
+    only that says the write may have happened; any other exception is the SDK's refusal."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, httpx.TransportError | TimeoutError | ConnectionError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _caused_by_stop(error: BaseException) -> bool:

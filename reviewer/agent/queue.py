@@ -12,7 +12,7 @@ import httpx
 import msgspec
 
 from reviewer.agent.audit import HttpAuditLog
-from reviewer.agent.errors import DecisionTimeout, NotApproved, ProposalRejected, RunStopped
+from reviewer.agent.errors import DecisionTimeout, NotApproved, ProposalRejected, ReportNotStored, RunStopped
 from reviewer.agent.execution import Approval, Execution
 from reviewer.agent.tools import GatedTool, WriteTool
 from reviewer.plan.proposal import MAX_STRING_CHARS, Proposal, plan_sha256
@@ -136,7 +136,7 @@ class QueueAgent:
             await asyncio.shield(self.report(execution))
         except QueueError as lost:
             if error is None:
-                raise
+                raise ReportNotStored(execution, lost) from lost
             error.add_note(f"the report of this run could not be stored: {lost}")
         if isinstance(error, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
             raise error
@@ -172,6 +172,7 @@ class QueueAgent:
             claim_id=execution.claim_id,
             ended=execution.ended,
             calls=[msgspec.to_builtins(call) for call in execution.executed_calls()],
+            unknown_outcomes=[call.seq for call in execution.outcome_unknown],
             audit_log=list(execution.audit_lines) if execution.audit_available else None,
             note=note[:MAX_STRING_CHARS] if note else None,
         )

@@ -202,7 +202,10 @@ class ExecutionReport(Message):
     """What the real run did: its calls and, where the API has one, the matching audit-log lines.
 
     It belongs to the claim the run made (`claim_id`), so it is stored however the proposal moved on
-    meanwhile. `ended` says how the run ended; `calls` are the calls that reached the API.
+    meanwhile. `ended` says how the run ended; `calls` are the calls that reached the API, each with
+    its `outcome.status`: `unknown` for a request that was sent and never answered (a timeout or a
+    dropped connection after sending: the API may have performed it). `unknown_outcomes` lists their
+    seqs, and must: the queue refuses a report whose list and calls disagree.
     """
 
     revision: RevisionNumber
@@ -210,6 +213,7 @@ class ExecutionReport(Message):
     claim_id: ClaimId | None = None
     ended: RunEnding | None = None
     calls: list[dict[str, Any]]
+    unknown_outcomes: list[RevisionNumber] = Field(default_factory=list)
     audit_log: list[dict[str, Any]] | None = None
     note: str | None = Field(default=None, max_length=MAX_STRING_CHARS)
 
@@ -227,6 +231,8 @@ class StoredExecution(Message):
     claim_id: str | None = None
     ended: RunEnding | None = None
     calls: list[dict[str, Any]]
+    unknown_outcomes: list[int] = Field(default_factory=list)
+    """Seqs of the calls sent and never answered: they may have been performed."""
     audit_log: list[dict[str, Any]] | None = None
     note: str | None = None
 

@@ -236,7 +236,7 @@ def interpret(via: str, outcome: Outcome | None, chained: bool) -> Verdict:
         return Verdict.RECORDED
     if outcome is None:
         return Verdict.NO_OUTCOME
-    if outcome.status == "error":
+    if outcome.status in ("error", "unknown"):
         return Verdict.ERROR
     if outcome.status == "recorded":
         return Verdict.RECORDED

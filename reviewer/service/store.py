@@ -845,6 +845,7 @@ class QueueStore(ABC):
                     claim_id=row["claim_id"],
                     ended=report.ended,
                     calls=report.calls,
+                    unknown_outcomes=report.unknown_outcomes,
                     audit_log=msgspec.UNSET if bytes(report.audit_log) == b"null" else report.audit_log,
                     note=report.note,
                 )
@@ -898,6 +899,7 @@ class _StoredReport(msgspec.Struct):
     calls: msgspec.Raw
     claim_id: str | None = None
     ended: str | None = None
+    unknown_outcomes: list[int] = []
     audit_log: msgspec.Raw = _NULL
     note: str | None = None
 
@@ -912,6 +914,7 @@ class _StoredExecutionWire(msgspec.Struct, omit_defaults=True):
     calls: msgspec.Raw
     claim_id: str | None = None
     ended: str | None = None
+    unknown_outcomes: list[int] = []
     audit_log: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
     note: str | None = None
 

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
@@ -22,62 +20,25 @@ from reviewer.agent import OffTarget, execute_approved, local_approval
 from reviewer.agent.backends import ServerBackend
 from reviewer.agent.http_values import HttpRequest
 from reviewer.plan.proposal import parse_proposal
+from tests.agent.loopback import Answer, LoopbackServer, loopback_servers
 from tests.builders import proposal_document
 
 
-@dataclass
-class CountingServer:
-    """A loopback HTTP server that records every request (method, path, headers) and answers
-    `status` with `location`, or 201 with an id."""
+def redirect_to(location: str, status: int) -> Answer:
+    def answer(server: LoopbackServer, handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(status)
+        handler.send_header("Location", location)
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
 
-    status: int = 201
-    location: str | None = None
-    seen: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
-    url: str = ""
-
-    def handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _answer(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                self.rfile.read(length)
-                server.seen.append((self.command, self.path, dict(self.headers)))
-                if server.location is not None:
-                    self.send_response(server.status)
-                    self.send_header("Location", server.location)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                body = json.dumps({"id": "elsewhere-1"}).encode()
-                self.send_response(server.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_POST = do_PATCH = do_PUT = do_DELETE = do_GET = _answer
-
-            def log_message(self, format: str, *args: Any) -> None:
-                """Quiet: the test reads `seen`."""
-
-        return Handler
+    return answer
 
 
 @pytest.fixture
-def servers() -> Iterator[tuple[CountingServer, CountingServer]]:
-    """(the API, the server its redirects point at), both serving on loopback until the test ends."""
-    started: list[ThreadingHTTPServer] = []
-    pair = (CountingServer(), CountingServer())
-    for counting in pair:
-        http = ThreadingHTTPServer(("127.0.0.1", 0), counting.handler())
-        counting.url = f"http://127.0.0.1:{http.server_address[1]}"
-        threading.Thread(target=http.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
-        started.append(http)
-    yield pair
-    for http in started:
-        http.shutdown()
-        http.server_close()
+def servers() -> Iterator[list[LoopbackServer]]:
+    """[the API, the server its redirects point at], both serving on loopback until the test ends."""
+    with loopback_servers(2) as running:
+        yield running
 
 
 def _plan(base_url: str) -> Any:
@@ -104,11 +65,11 @@ def _plan(base_url: str) -> Any:
 @pytest.mark.parametrize("status", [307, 308])
 @pytest.mark.parametrize("elsewhere", ["other host", "same host, outside the base"])
 def test_a_redirect_is_the_calls_answer_and_nothing_reaches_its_target(
-    servers: tuple[CountingServer, CountingServer], status: int, elsewhere: str
+    servers: list[LoopbackServer], status: int, elsewhere: str
 ) -> None:
     api, other = servers
-    api.status = status
-    api.location = f"{other.url}/v1/tickets" if elsewhere == "other host" else "/admin/tickets"
+    location = f"{other.url}/v1/tickets" if elsewhere == "other host" else "/admin/tickets"
+    api.answer = redirect_to(location, status)
     approval = _plan(f"{api.url}/v1")
 
     async def run() -> Any:
@@ -119,20 +80,20 @@ def test_a_redirect_is_the_calls_answer_and_nothing_reaches_its_target(
 
     execution = asyncio.run(run())
     assert other.seen == []
-    assert [(method, path) for method, path, _ in api.seen] == [("POST", "/v1/tickets")]
+    assert [(method, path) for method, path, _, _ in api.seen] == [("POST", "/v1/tickets")]
     [call] = execution.executed
     assert call.answer.status == "error" and call.answer.http_status == status
-    assert "not followed" in (call.answer.message or "") and api.location in (call.answer.message or "")
+    assert "not followed" in (call.answer.message or "") and location in (call.answer.message or "")
     assert execution.ended == "stopped" and not execution.ok
     assert execution.stop is not None and execution.stop.position == 2
     assert execution.real_results == {}
     assert f"#1 create_ticket {status}" in execution.summary()
 
 
-def test_a_dry_run_request_is_not_redirected_either(servers: tuple[CountingServer, CountingServer]) -> None:
+def test_a_dry_run_request_is_not_redirected_either(servers: list[LoopbackServer]) -> None:
     """The server backend sends the dry run itself: a 307 there must not carry the body elsewhere."""
     api, other = servers
-    api.status, api.location = 307, f"{other.url}/v1/tickets"
+    api.answer = redirect_to(f"{other.url}/v1/tickets", 307)
 
     async def dry() -> Any:
         async with httpx.AsyncClient(base_url=api.url, follow_redirects=True) as client:
@@ -156,7 +117,7 @@ def test_a_dry_run_request_is_not_redirected_either(servers: tuple[CountingServe
     ],
 )
 def test_dot_segments_with_path_parameters_are_refused_before_sending(
-    servers: tuple[CountingServer, CountingServer], path: str
+    servers: list[LoopbackServer], path: str
 ) -> None:
     """Servlet containers read `..;x` as `..`: the off-target check refuses it, encoded or not."""
     api, _ = servers
