@@ -32,6 +32,7 @@ from reviewer.agent.backends import (
 from reviewer.agent.errors import (
     AgentError,
     DecisionTimeout,
+    LedgerRequired,
     LiveClientRefused,
     LiveClientRequired,
     NoActiveRun,
@@ -53,6 +54,7 @@ from reviewer.agent.execution import Approval, Execution, execute_approved, loca
 from reviewer.agent.flag import DRY_RUN, is_dry_run
 from reviewer.agent.gate import AGENT_TOKEN_ENV, Gate, GateResult, MissingAgentToken
 from reviewer.agent.http_values import CallAnswer, HttpRequest
+from reviewer.agent.ledger import AlreadyRun, Ledger, LedgerError
 from reviewer.agent.placeholders import placeholder, placeholders_in, substitute
 from reviewer.agent.queue import QueueAgent
 from reviewer.agent.runs import RecordedCall, Recording, dry_run
@@ -65,6 +67,7 @@ __all__ = [
     "DEFAULT_DRY_RUN_QUERY",
     "DRY_RUN",
     "AgentError",
+    "AlreadyRun",
     "Approval",
     "AuditUnavailable",
     "CallAnswer",
@@ -76,6 +79,9 @@ __all__ = [
     "GatedTool",
     "HttpAuditLog",
     "HttpRequest",
+    "Ledger",
+    "LedgerError",
+    "LedgerRequired",
     "LiveClientRefused",
     "LiveClientRequired",
     "MissingAgentToken",

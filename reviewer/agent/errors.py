@@ -183,6 +183,16 @@ class RunStopped(AgentError):
         super().__init__(message)
 
 
+class LedgerRequired(AgentError):
+    """An executor that checks signatures was not told where to keep its ledger."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "an executor given allowed_signers keeps its own ledger of the approvals it ran, so that no "
+            "queue can make it run one twice: pass ledger=PATH, a local file this executor keeps"
+        )
+
+
 class ReportNotStored(AgentError):
     """A real run wrote, and the queue did not store its report: the writes happened all the same.
 
