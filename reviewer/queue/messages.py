@@ -24,7 +24,9 @@ State = Literal["pending", "approved", "claimed", "rejected", "expired", "execut
 RevisionState = Literal["pending", "approved", "claimed", "rejected", "expired", "executed", "superseded"]
 """A stored revision's state: `superseded` once a newer revision exists (it then authorizes nothing)."""
 Decision = Literal["approve", "reject"]
-TrailEventKind = Literal["submitted", "approved", "rejected", "claimed", "executed"]
+TrailEventKind = Literal["submitted", "approved", "rejected", "claimed", "executed", "withdrawn"]
+"""`withdrawn`: an approval that stopped counting when the key that signed it was removed; its `seq`
+is the withdrawn approval's, and `reason` says which key."""
 RunEnding = Literal["completed", "stopped", "failed", "cancelled"]
 """How a real run ended: every planned call ran; it stopped before a call that was not the plan's (or
 after one the API refused); the task or framework raised; or it was cancelled."""
