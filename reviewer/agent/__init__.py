@@ -36,6 +36,7 @@ from reviewer.agent.backends import (
 from reviewer.agent.errors import (
     AgentError,
     DecisionTimeout,
+    LedgerRequired,
     LiveClientRefused,
     LiveClientRequired,
     NoActiveRun,
@@ -45,6 +46,7 @@ from reviewer.agent.errors import (
     OffTarget,
     PlanStop,
     ProposalRejected,
+    ReportNotStored,
     RunEnded,
     RunStopped,
     TargetMismatch,
@@ -56,6 +58,7 @@ from reviewer.agent.execution import Approval, Execution, execute_approved, loca
 from reviewer.agent.flag import DRY_RUN, is_dry_run
 from reviewer.agent.gate import AGENT_TOKEN_ENV, Gate, GateResult, MissingAgentToken
 from reviewer.agent.http_values import CallAnswer, HttpRequest
+from reviewer.agent.ledger import AlreadyRun, Ledger, LedgerEntry, LedgerError
 from reviewer.agent.placeholders import placeholder, placeholders_in, substitute
 from reviewer.agent.queue import QueueAgent
 from reviewer.agent.runs import RecordedCall, Recording, dry_run
@@ -72,6 +75,7 @@ __all__ = [
     "Agent",
     "AgentError",
     "AllowedSigners",
+    "AlreadyRun",
     "Approval",
     "AuditUnavailable",
     "BACKENDS",
@@ -89,6 +93,10 @@ __all__ = [
     "GatedTool",
     "HttpAuditLog",
     "HttpRequest",
+    "Ledger",
+    "LedgerEntry",
+    "LedgerError",
+    "LedgerRequired",
     "LiveClientRefused",
     "LiveClientRequired",
     "MissingAgentToken",
@@ -105,6 +113,7 @@ __all__ = [
     "RecordBackend",
     "RecordedCall",
     "Recording",
+    "ReportNotStored",
     "Request",
     "RunEnded",
     "RunStopped",

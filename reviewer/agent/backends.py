@@ -38,10 +38,16 @@ class Backend(Protocol):
 
 
 def answer_from_response(response: httpx.Response) -> CallAnswer:
-    """An HTTP answer as an outcome: 2xx ok, 4xx refused (with the API's message), else error."""
+    """An HTTP answer as an outcome: 2xx ok, 4xx refused (with the API's message), else error.
+
+    A 3xx is an error in its own words: the redirect was not followed (`send`), so the call was
+    answered by the redirect itself, and where it pointed is only shown.
+    """
     body = _json_or_none(response)
     if response.is_success:
         return CallAnswer("ok", response.status_code, None, body)
+    if response.is_redirect:
+        return CallAnswer("error", response.status_code, redirect_message(response), None)
     status: OutcomeStatus = "refused" if 400 <= response.status_code < 500 else "error"
     return CallAnswer(status, response.status_code, _message(body, response), None)
 
@@ -68,6 +74,15 @@ def _message(body: Any, response: httpx.Response) -> str:
     return response.reason_phrase or f"HTTP {response.status_code}"
 
 
+def redirect_message(response: httpx.Response) -> str:
+    """What a 3xx said, and that it was not followed: `Location` is the API's text, cut short."""
+    location = response.headers.get("location", "")[:500] or "(no Location)"
+    return (
+        f"redirected ({response.status_code} {response.reason_phrase}) to {location}; not followed: "
+        "a write goes only to the URL it was approved or dry-run for"
+    )
+
+
 def build_request(client: httpx.AsyncClient, request: HttpRequest) -> httpx.Request:
     """The request exactly as httpx will put it on the wire (the URL merged with the client's base), so
     a real run checks the very URL it sends."""
@@ -80,8 +95,12 @@ def build_request(client: httpx.AsyncClient, request: HttpRequest) -> httpx.Requ
 
 
 async def send(client: httpx.AsyncClient, request: HttpRequest) -> httpx.Response:
-    """Send one dry-run request; a real run sends what it built and checked (`Execution._send`)."""
-    return await client.send(build_request(client, request))
+    """Send one dry-run request; a real run sends what it built and checked (`Execution._send`).
+
+    Never a redirect, whatever the client was built with: the `Location` is the API's word, and
+    following it would re-send the body and the client's credential wherever it points.
+    """
+    return await client.send(build_request(client, request), follow_redirects=False)
 
 
 def is_live_client(client: object) -> bool:

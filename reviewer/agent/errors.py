@@ -183,6 +183,32 @@ class RunStopped(AgentError):
         super().__init__(message)
 
 
+class LedgerRequired(AgentError):
+    """An executor that checks signatures was not told where to keep its ledger."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "an executor given allowed_signers keeps its own ledger of the approvals it ran, so that no "
+            "queue can make it run one twice: pass ledger=PATH, a local file this executor keeps"
+        )
+
+
+class ReportNotStored(AgentError):
+    """A real run wrote, and the queue did not store its report: the writes happened all the same.
+
+    Send it again with `QueueAgent.report(execution)` (the queue stores it once); never run the plan
+    again, whatever the queue's answer said.
+    """
+
+    def __init__(self, execution: Any, problem: object) -> None:
+        self.execution = execution
+        super().__init__(
+            f"{execution.summary()}. The queue did not store the report of this run ({problem}); the calls "
+            "it sent were sent for real whatever that answer says. Send the report again with "
+            "QueueAgent.report(execution); do not run the plan again."
+        )
+
+
 class WritesKept(AgentError):
     """The dry run kept writes: the API ignored its dry-run parameter, so the "dry" run wrote for real."""
 

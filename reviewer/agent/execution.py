@@ -10,7 +10,9 @@ calls). Either way every call passes the same gate before it is sent:
 - the call must be the plan's call at that position (`reviewer.plan.matching`), or the run stops there and
   nothing after it is sent;
 - the request, as httpx will send it, must stay under the approved base URL (no absolute URL, no
-  `//host`, no dot segments);
+  `//host`, no dot segments, not even with path parameters such as `..;`);
+- a redirect is never followed, whatever the runner's client says: a 3xx is the call's answer, and
+  the run stops there;
 - a write tool called after the run ended (a task spawned inside it) is refused.
 """
 
@@ -118,13 +120,30 @@ def off_target(path: str, url: httpx.URL, approved: str) -> str | None:
         return f"the approved base URL {approved!r} does not parse"
     if _url_key(url)[:3] != _url_key(base)[:3]:
         return f"it goes to {url.scheme}://{url.netloc.decode('ascii', 'replace')}, not to {approved}"
-    path = urllib.parse.unquote(url.raw_path.split(b"?", 1)[0].decode("ascii", "replace"))
-    if "\\" in path or any(segment in (".", "..") for segment in path.split("/")):
-        return f"its path {path!r} holds dot segments or backslashes"
+    path = _fully_unquoted(url.raw_path.split(b"?", 1)[0].decode("ascii", "replace"))
+    if "\\" in path or any(_is_dot_segment(segment) for segment in path.split("/")):
+        return f"its path {path[:200]!r} holds dot segments or backslashes"
     prefix = base.path.rstrip("/")
     if not (path == prefix or path.startswith(prefix + "/")):
         return f"its path {path!r} is outside the approved {prefix or '/'}"
     return None
+
+
+def _fully_unquoted(path: str) -> str:
+    """`path` percent-decoded until nothing changes (a bounded number of times): a server or proxy
+    that decodes twice must not find a dot segment the check did not see."""
+    for _ in range(4):
+        decoded = urllib.parse.unquote(path)
+        if decoded == path:
+            break
+        path = decoded
+    return path
+
+
+def _is_dot_segment(segment: str) -> bool:
+    """`.` or `..`, also with path parameters (`..;x=1`, `..;`): servlet containers strip the
+    parameters and then resolve the dots."""
+    return segment.split(";", 1)[0] in (".", "..")
 
 
 def check_target(
@@ -156,7 +175,36 @@ def _describe(change: FieldChange) -> str:
     return f"{change.path}: plan {change.old!r}, this call {change.new!r}"
 
 
-_NO_ANSWER = CallAnswer("error", None, "no answer: the run ended while the request was in flight", None)
+_NO_ANSWER = CallAnswer(
+    "unknown",
+    None,
+    "no answer: the run ended while the request was in flight; it may have been performed",
+    None,
+)
+
+_NOT_SENT: tuple[type[BaseException], ...] = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.PoolTimeout,
+    httpx.UnsupportedProtocol,
+    httpx.ProxyError,
+    httpx.LocalProtocolError,
+    httpx.InvalidURL,
+    ConnectionRefusedError,
+)
+"""Failures that happen before a request leaves: the API cannot have performed it."""
+
+
+def failed_answer(error: BaseException) -> CallAnswer:
+    """A write that raised instead of answering: `error` when it cannot have left (no connection was
+    made), else `unknown`: a timeout or a dropped connection after the request went out says nothing
+    of whether the API performed it."""
+    words = f"{type(error).__name__}: {error}"
+    if isinstance(error, _NOT_SENT):
+        return CallAnswer("error", None, f"{words} (not sent)", None)
+    return CallAnswer(
+        "unknown", None, f"{words}; the request was sent and no answer came: it may have been performed", None
+    )
 
 
 @dataclass
@@ -215,6 +263,11 @@ class Execution:
         return found
 
     @property
+    def outcome_unknown(self) -> list[RecordedCall]:
+        """Calls that were sent and never answered: the API may have performed them."""
+        return [call for call in self.executed if call.answer.status == "unknown"]
+
+    @property
     def ok(self) -> bool:
         """Every approved call was sent and answered with success."""
         return self.ended == "completed" and all(call.answer.status == "ok" for call in self.executed)
@@ -265,6 +318,8 @@ class Execution:
                     )
                 self._require_planned(position, planned.tool, planned.effect, args, request)
                 answer = await self._send(position, planned, args, (), request, tool)
+            if self.stop is not None:
+                return
             if answer.status != "ok" and position < len(self.plan):
                 self.stop = PlanStop(
                     position + 1,
@@ -380,12 +435,25 @@ class Execution:
             raise self.stop
         record = self._in_flight(planned, arguments, dropped, request)
         try:
-            record.answer = answer_from_response(await self.client.send(built))
+            # Never a redirect, whatever the runner's client says: its Location is the API's word, and
+            # following it would re-send this approved write, body and credential, wherever it points.
+            response = await self.client.send(built, follow_redirects=False)
         except httpx.HTTPError as error:
-            record.answer = CallAnswer("error", None, f"{type(error).__name__}: {error}", None)
+            record.answer = failed_answer(error)
+        else:
+            record.answer = answer_from_response(response)
+            if response.is_redirect:
+                self._stop_after_redirect(position, planned, record.answer)
         if record.answer.result is not None:
             self.real_results[planned.seq] = plain(record.answer.result)
         return record.answer
+
+    def _stop_after_redirect(self, position: int, planned: Call, answer: CallAnswer) -> None:
+        """A 3xx is the call's answer and the end of the run: nothing after it is sent."""
+        following = self.plan[position] if position < len(self.plan) else planned
+        self.stop = PlanStop(
+            position + 1, following.tool, f"call {position} ({planned.tool}) was {answer.message}"
+        )
 
     async def _write_through_sdk(
         self, planned: Call, arguments: dict[str, Any], dropped: tuple[str, ...], write: Callable[..., Any]
@@ -395,7 +463,12 @@ class Execution:
         try:
             result = plain(plain_result(await call_maybe_async(write, arguments)))
         except Exception as error:  # the SDK's failure is this call's answer
-            record.answer = CallAnswer("error", None, f"{type(error).__name__}: {error}", None)
+            transport = _transport_failure(error)
+            record.answer = (
+                CallAnswer("error", None, f"{type(error).__name__}: {error}", None)
+                if transport is None
+                else failed_answer(transport)
+            )
         else:
             record.answer = CallAnswer("ok", None, None, result)
             if result is not None:
@@ -461,12 +534,31 @@ class Execution:
         if self.failure is not None:
             text += f" ({self.failure})"
         text += f"; sent {len(self.executed)} of {len(self.plan)} calls" + (f": {ran}" if ran else "")
+        unknown = ", ".join(f"#{call.seq} {call.tool}" for call in self.outcome_unknown)
+        if unknown:
+            text += (
+                f". Outcome unknown for {unknown}: sent, and no answer came, so the API may have performed "
+                "it; check the API before running anything again"
+            )
         return text
 
     def raise_for_stop(self) -> None:
         """Raise `RunStopped` unless every approved call was sent and answered with success."""
         if not self.ok:
             raise RunStopped(self, self.summary())
+
+
+def _transport_failure(error: BaseException) -> BaseException | None:
+    """The timeout or connection failure behind an SDK's exception (SDKs wrap httpx's own), if any:
+    only that says the write may have happened; any other exception is the SDK's refusal."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, httpx.TransportError | TimeoutError | ConnectionError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _caused_by_stop(error: BaseException) -> bool:

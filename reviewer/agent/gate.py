@@ -16,6 +16,7 @@ import re
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
@@ -102,7 +103,8 @@ class Gate:
     from `token` or `REVIEWER_AGENT_TOKEN`. `backend` is how writes are dry-run (`server`, `fake`,
     `transport`, `record`). A dry run that kept writes is refused at submission unless
     `allow_kept_writes`: the reviewer would be approving writes that already happened. With
-    `allowed_signers`, an approval counts only when `signatures_required` people in that file signed it.
+    `allowed_signers`, an approval counts only when `signatures_required` people in that file signed it,
+    and `ledger` names the local file where this executor records the approvals it ran (each runs once).
     """
 
     def __init__(
@@ -120,6 +122,7 @@ class Gate:
         decision_timeout: float = DEFAULT_DECISION_TIMEOUT,
         allowed_signers: AllowedSigners | None = None,
         signatures_required: int = 1,
+        ledger: Path | str | None = None,
         **backend_options: Any,
     ) -> None:
         self._owned: list[httpx.AsyncClient | QueueClient] = []
@@ -138,6 +141,7 @@ class Gate:
             poll_interval=poll_interval,
             allowed_signers=allowed_signers,
             signatures_required=signatures_required,
+            ledger=ledger,
         )
         self.backend = backend
         self.backend_options = backend_options

@@ -6,14 +6,23 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import httpx
 import msgspec
 
 from reviewer.agent.audit import HttpAuditLog
-from reviewer.agent.errors import DecisionTimeout, NotApproved, ProposalRejected, RunStopped
+from reviewer.agent.errors import (
+    DecisionTimeout,
+    LedgerRequired,
+    NotApproved,
+    ProposalRejected,
+    ReportNotStored,
+    RunStopped,
+)
 from reviewer.agent.execution import Approval, Execution
+from reviewer.agent.ledger import AlreadyRun, Ledger, LedgerError
 from reviewer.agent.tools import GatedTool, WriteTool
 from reviewer.plan.proposal import MAX_STRING_CHARS, Proposal, plan_sha256
 from reviewer.queue.client import ClaimRefused, NotFound, QueueClient, QueueError, StaleRevision
@@ -40,15 +49,21 @@ class QueueAgent:
         poll_interval: float = DEFAULT_POLL_INTERVAL,
         allowed_signers: AllowedSigners | None = None,
         signatures_required: int = 1,
+        ledger: Ledger | Path | str | None = None,
     ) -> None:
         """With `allowed_signers` (an OpenSSH allowed-signers file, `AllowedSigners.parse`), an approval
         counts only when `signatures_required` distinct people in it signed exactly this proposal,
         revision and digest: the queue's word is then not enough, so a queue whose database or host is
-        in other hands cannot make this agent run anything."""
+        in other hands cannot make this agent run anything. Such an executor also names a `ledger`, a
+        local file where it records each signed approval it claims before the first write, and never
+        runs one the file holds: nor can that queue make it run anything twice."""
+        if allowed_signers is not None and ledger is None:
+            raise LedgerRequired()
         self.client = client
         self.poll_interval = poll_interval
         self.allowed_signers = allowed_signers
         self.signatures_required = signatures_required
+        self.ledger = ledger if isinstance(ledger, Ledger) or ledger is None else Ledger(ledger)
 
     async def submit(self, proposal: Proposal) -> SubmissionAnswer:
         return await self.client.submit(proposal)
@@ -130,13 +145,17 @@ class QueueAgent:
             state = await self.client.decision_state(approval.proposal_id)
             self._require_revision(state, approval.revision, approval.plan_sha256)
             self._require_signatures(state)
+        if self.ledger is not None:
+            self.ledger.require_unclaimed(approval.proposal_id, approval.revision, approval.plan_sha256)
         execution.claim_id = await self._claim(approval)
+        if self.ledger is not None:
+            await self._record_in_ledger(self.ledger, execution)
         error = await execution.run(task if task is not None else partial(execution.replay, tools))
         try:
             await asyncio.shield(self.report(execution))
         except QueueError as lost:
             if error is None:
-                raise
+                raise ReportNotStored(execution, lost) from lost
             error.add_note(f"the report of this run could not be stored: {lost}")
         if isinstance(error, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
             raise error
@@ -144,6 +163,21 @@ class QueueAgent:
             raise RunStopped(execution, execution.summary()) from error
         execution.raise_for_stop()
         return execution
+
+    async def _record_in_ledger(self, ledger: Ledger, execution: Execution) -> None:
+        """On disk before the first write. Refused (another run on this host got here first, or the
+        file cannot be written): nothing runs, and the queue's claim is reported as a run that sent
+        nothing, so it does not wait out its lease as an unknown outcome."""
+        approval = execution.approval
+        try:
+            ledger.claim(approval.proposal_id, approval.revision, approval.plan_sha256)
+        except (AlreadyRun, LedgerError) as refused:
+            execution.ended, execution.failure = "stopped", f"{type(refused).__name__}: {refused}"
+            try:
+                await asyncio.shield(self.report(execution))
+            except QueueError as lost:
+                refused.add_note(f"the queue's claim could not be released: {lost}")
+            raise
 
     async def _claim(self, approval: Approval) -> str:
         """This run's claim id; a refusal (not approved now, or another run holds it) is `NotApproved`."""
@@ -172,6 +206,7 @@ class QueueAgent:
             claim_id=execution.claim_id,
             ended=execution.ended,
             calls=[msgspec.to_builtins(call) for call in execution.executed_calls()],
+            unknown_outcomes=[call.seq for call in execution.outcome_unknown],
             audit_log=list(execution.audit_lines) if execution.audit_available else None,
             note=note[:MAX_STRING_CHARS] if note else None,
         )

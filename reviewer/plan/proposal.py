@@ -35,7 +35,9 @@ is decoded (to paint its row, check it, hash it) only when this bounds what the 
 PROPOSAL_ID_PATTERN: Final = r"^[A-Za-z0-9._-]{1,128}$"
 
 Effect = Literal["create", "update", "delete", "read", "other"]
-OutcomeStatus = Literal["ok", "refused", "recorded", "error"]
+OutcomeStatus = Literal["ok", "refused", "recorded", "error", "unknown"]
+"""`unknown`: the request was sent and its answer never came (a timeout or a connection dropped after
+sending): the API may have performed it. Never the same as `error`, which says it was not done."""
 DryRunVia = Literal["server", "fake", "transport", "record"]
 
 

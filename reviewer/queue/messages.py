@@ -24,7 +24,9 @@ State = Literal["pending", "approved", "claimed", "rejected", "expired", "execut
 RevisionState = Literal["pending", "approved", "claimed", "rejected", "expired", "executed", "superseded"]
 """A stored revision's state: `superseded` once a newer revision exists (it then authorizes nothing)."""
 Decision = Literal["approve", "reject"]
-TrailEventKind = Literal["submitted", "approved", "rejected", "claimed", "executed"]
+TrailEventKind = Literal["submitted", "approved", "rejected", "claimed", "executed", "withdrawn"]
+"""`withdrawn`: an approval that stopped counting when the key that signed it was removed; its `seq`
+is the withdrawn approval's, and `reason` says which key."""
 RunEnding = Literal["completed", "stopped", "failed", "cancelled"]
 """How a real run ended: every planned call ran; it stopped before a call that was not the plan's (or
 after one the API refused); the task or framework raised; or it was cancelled."""
@@ -202,7 +204,10 @@ class ExecutionReport(Message):
     """What the real run did: its calls and, where the API has one, the matching audit-log lines.
 
     It belongs to the claim the run made (`claim_id`), so it is stored however the proposal moved on
-    meanwhile. `ended` says how the run ended; `calls` are the calls that reached the API.
+    meanwhile. `ended` says how the run ended; `calls` are the calls that reached the API, each with
+    its `outcome.status`: `unknown` for a request that was sent and never answered (a timeout or a
+    dropped connection after sending: the API may have performed it). `unknown_outcomes` lists their
+    seqs, and must: the queue refuses a report whose list and calls disagree.
     """
 
     revision: RevisionNumber
@@ -210,6 +215,7 @@ class ExecutionReport(Message):
     claim_id: ClaimId | None = None
     ended: RunEnding | None = None
     calls: list[dict[str, Any]]
+    unknown_outcomes: list[RevisionNumber] = Field(default_factory=list)
     audit_log: list[dict[str, Any]] | None = None
     note: str | None = Field(default=None, max_length=MAX_STRING_CHARS)
 
@@ -227,6 +233,8 @@ class StoredExecution(Message):
     claim_id: str | None = None
     ended: RunEnding | None = None
     calls: list[dict[str, Any]]
+    unknown_outcomes: list[int] = Field(default_factory=list)
+    """Seqs of the calls sent and never answered: they may have been performed."""
     audit_log: list[dict[str, Any]] | None = None
     note: str | None = None
 

@@ -23,6 +23,7 @@ from typing import Any, Final
 
 import msgspec
 
+from reviewer.plan.hosts import read_host
 from reviewer.plan.placeholders import MARK, PLACEHOLDER, PLACEHOLDER_BYTES
 from reviewer.plan.proposal import Call, CallList, Outcome, Proposal, dumps
 from reviewer.plan.sanitize import clip, json_has_hidden, lookalike_identifier, safe_text, unnormalized
@@ -236,7 +237,7 @@ def interpret(via: str, outcome: Outcome | None, chained: bool) -> Verdict:
         return Verdict.RECORDED
     if outcome is None:
         return Verdict.NO_OUTCOME
-    if outcome.status == "error":
+    if outcome.status in ("error", "unknown"):
         return Verdict.ERROR
     if outcome.status == "recorded":
         return Verdict.RECORDED
@@ -556,6 +557,12 @@ class Analysis:
         if ratios.writes_kept:
             alarms.append(
                 f"dry run kept {_count(ratios.writes_kept, 'write')}: the API ignored the dry-run flag"
+            )
+        base_url = self.proposal.target.base_url
+        host = read_host(base_url) if base_url else None
+        if host is not None and host.alarms:
+            alarms.append(
+                f"the base URL is not what it seems: requests go to {safe_text(clip(host.host, 80)) or '?'}"
             )
         if ratios.real_refusals:
             alarms.append(_count(ratios.real_refusals, "real refusal"))

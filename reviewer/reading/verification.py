@@ -3,7 +3,8 @@
 The executor sends the plan's calls in order and stops at the first call that is not the plan's, so
 the real calls are lined up with the plan in order. Each one is *same*, *same once placeholders
 resolve* (the plan said `<id from call 1>`, call 1 really created tk-4), *different* (with the
-fields), *not in the plan*, or *refused* (the API answered an error, or the run reported no answer).
+fields), *not in the plan*, *refused* (the API answered an error, or the call was never answered
+because it was not sent), or *unknown* (sent, and no answer came: the API may have performed it).
 The naive count (placeholders left as written) is kept beside the resolved one, because the gap
 between them is the point. The comparison of one real call with its plan call is the executor's own
 (`reviewer.plan.matching`), so what was checked before sending is what is checked after.
@@ -19,7 +20,9 @@ from typing import Any, Literal
 from reviewer.plan.matching import FieldChange, match_call, plain
 from reviewer.plan.proposal import Call, Proposal
 
-CheckStatus = Literal["same", "same once placeholders resolve", "different", "not in the plan", "refused"]
+CheckStatus = Literal[
+    "same", "same once placeholders resolve", "different", "not in the plan", "refused", "unknown"
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +65,7 @@ class Verification:
             f"naive: {self.naive_identical} of {total} identical; "
             f"placeholders resolved: {self.matching_once_resolved} of {total} match"
         )
-        for status in ("refused", "different", "not in the plan"):
+        for status in ("refused", "unknown", "different", "not in the plan"):
             hits = [check for check in self.checks if check.status == status]
             if hits:
                 text += f"; {status}: {len(hits)}"
@@ -99,12 +102,13 @@ def compare_execution(
     matching_once_resolved = 0
     for executed_index, real in enumerate(executed_calls):
         http_status = real.outcome.http_status if real.outcome is not None else None
-        # Only a success counts: a 4xx, a 5xx, an error, or a call reported without an answer (or
-        # only recorded, never sent) matches nothing it was meant to do.
-        refused = (
+        # Only a success counts: a 4xx, a 5xx, an error, a call reported without an answer (or
+        # only recorded, never sent), or one whose answer never came matches nothing it was meant to do.
+        unknown = real.outcome is not None and real.outcome.status == "unknown"
+        refused = unknown or (
             real.outcome is None
             or real.outcome.status in ("refused", "error", "recorded")
-            or (http_status is not None and http_status >= 400)
+            or (http_status is not None and http_status >= 300)
         )
         if planned_at >= len(plan.calls) or (
             plan.calls[planned_at].tool != real.tool or plan.calls[planned_at].effect != real.effect
@@ -115,6 +119,8 @@ def compare_execution(
         match = match_call(planned, real.args, real.request, real_results)
         if match.differences:
             status: CheckStatus = "different"
+        elif unknown:
+            status = "unknown"
         elif refused:
             status = "refused"
         else:

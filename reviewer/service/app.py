@@ -120,7 +120,13 @@ def create_app(
         logging.getLogger("reviewer.service").exception(
             "unexpected error on %s", redact_tokens(request.url.path)
         )
-        body = ErrorBody(error="internal", message="the service failed; nothing was changed, try again")
+        body = ErrorBody(
+            error="internal",
+            message=(
+                "the service failed on this request; try again (a retry with the same "
+                "Idempotency-Key is stored once)"
+            ),
+        )
         return error_json(body, 500)
 
     def openapi() -> dict[str, Any]:

@@ -111,6 +111,7 @@ def parse_report(raw: bytes | bytearray) -> ExecutionReport:
     except msgspec.DecodeError as error:
         raise InvalidJSON(f"the body is not valid JSON ({error})") from None
     lists: dict[str, list[msgspec.Raw] | None] = {}
+    unknown: list[int] = []
     for field in ("calls", "audit_log"):
         if field not in shell:
             continue
@@ -123,7 +124,10 @@ def parse_report(raw: bytes | bytearray) -> ExecutionReport:
         lists[field] = (
             None
             if items is None
-            else [_checked_element(item, f"$.{field}[{index}]") for index, item in enumerate(items)]
+            else [
+                _checked_element(item, f"$.{field}[{index}]", unknown if field == "calls" else None)
+                for index, item in enumerate(items)
+            ]
         )
     header = {name: msgspec.json.decode(value) for name, value in shell.items() if name not in lists}
     if not value_within_limits(header, 1):
@@ -140,13 +144,19 @@ def parse_report(raw: bytes | bytearray) -> ExecutionReport:
         )
     except ValidationError as error:
         raise Invalid(validation_message(error.errors())) from None
+    if sorted(checked.unknown_outcomes) != sorted(unknown):
+        raise Invalid(
+            f"$.unknown_outcomes: lists {sorted(checked.unknown_outcomes)}, but the calls whose outcome "
+            f"status is unknown are {sorted(unknown)}; a report names every call that may have been performed"
+        )
     # The lists as canonical JSON bytes for the fingerprint, never as objects.
     return checked.model_copy(update={name: items for name, items in lists.items()})
 
 
-def _checked_element(item: msgspec.Raw, at: str) -> msgspec.Raw:
+def _checked_element(item: msgspec.Raw, at: str, unknown: list[int] | None = None) -> msgspec.Raw:
     """One call or audit line: a JSON object within the limits (it sits at depth 3 of the body),
-    as its canonical JSON (keys sorted), so an Idempotency-Key's fingerprint ignores key order."""
+    as its canonical JSON (keys sorted), so an Idempotency-Key's fingerprint ignores key order.
+    A call whose outcome is `unknown` adds its seq to `unknown`."""
     try:
         value = msgspec.json.decode(item)
     except RecursionError:
@@ -155,6 +165,10 @@ def _checked_element(item: msgspec.Raw, at: str) -> msgspec.Raw:
         raise Invalid(f"{at}: Input should be a valid dictionary")
     if not value_within_limits(value, 3):
         raise Invalid(locate_limit_violation(value, at, depth=3))
+    outcome = value.get("outcome")
+    if unknown is not None and isinstance(outcome, dict) and outcome.get("status") == "unknown":
+        seq = value.get("seq")
+        unknown.append(seq if isinstance(seq, int) and not isinstance(seq, bool) else 0)
     return msgspec.Raw(msgspec.json.encode(value, order="sorted"))
 
 

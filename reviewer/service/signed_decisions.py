@@ -40,9 +40,65 @@ class CastDecision:
     statement: str | None = None
     signature: str | None = None
     key_fingerprint: str | None = None
+    seq: int | None = None
+    """Its place in the trail."""
 
     def vote(self) -> Vote:
         return Vote(self.reviewer, "reject" if self.decision == "reject" else "approve", self.reason or "")
+
+
+@dataclass(frozen=True)
+class KeyRemoval:
+    """A reviewer's key taken off the queue (`reviewer keys remove NAME FINGERPRINT`), and when."""
+
+    reviewer: str
+    fingerprint: str
+    at: datetime
+
+
+@dataclass(frozen=True)
+class Withdrawal:
+    """An approval that no longer counts: the key that signed it was removed before a quorum was met."""
+
+    approval: CastDecision
+    removal: KeyRemoval
+
+    @property
+    def reason(self) -> str:
+        return (
+            f"{self.approval.reviewer}'s key {self.removal.fingerprint} was removed; the approval it "
+            "signed no longer counts toward the quorum"
+        )
+
+
+def without_removed_keys(
+    cast: Sequence[CastDecision], removals: Iterable[KeyRemoval], decided_at: datetime | None
+) -> tuple[list[CastDecision], list[Withdrawal]]:
+    """The decisions that still count, and the approvals withdrawn: an approval signed by a key its
+    reviewer had removed (the lost laptop) stops counting, unless the revision was decided before
+    the removal (an approval that already took effect is for the executor's allowed-signers file to
+    judge). Removing and adding the key again does not restore it."""
+    removals = list(removals)
+    kept: list[CastDecision] = []
+    withdrawn: list[Withdrawal] = []
+    for item in cast:
+        removal = next(
+            (
+                removal
+                for removal in removals
+                if item.decision == "approve"
+                and item.key_fingerprint == removal.fingerprint
+                and item.reviewer.casefold() == removal.reviewer.casefold()
+                and removal.at >= item.at
+                and (decided_at is None or removal.at < decided_at)
+            ),
+            None,
+        )
+        if removal is None:
+            kept.append(item)
+        else:
+            withdrawn.append(Withdrawal(item, removal))
+    return kept, withdrawn
 
 
 def admit_decision(

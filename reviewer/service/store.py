@@ -45,11 +45,14 @@ from reviewer.service.errors import Conflict, NotFound
 from reviewer.service.rules import Row
 from reviewer.service.signed_decisions import (
     CastDecision,
+    KeyRemoval,
     VerifiedSignature,
+    Withdrawal,
     admit_decision,
     environment_of,
     outcome,
     with_votes,
+    without_removed_keys,
 )
 from reviewer.signing.policy import Policy, Rule
 from reviewer.signing.sshsig import PublicKey
@@ -303,14 +306,22 @@ class QueueStore(ABC):
         return self.policy.rule_for(environment), environment
 
     def _cast(self, db: Transaction, proposal_id: str, revision: int) -> list[CastDecision]:
+        """The decisions on this revision that count (`_cast_and_withdrawn`)."""
+        return self._cast_and_withdrawn(db, proposal_id, revision)[0]
+
+    def _cast_and_withdrawn(
+        self, db: Transaction, proposal_id: str, revision: int
+    ) -> tuple[list[CastDecision], list[Withdrawal]]:
+        """The decisions on this revision that count, and the approvals withdrawn since their key was
+        removed (`without_removed_keys`)."""
         rows = db.all(
-            "SELECT actor, event, reason, at, statement, signature, key_fingerprint FROM trail "
+            "SELECT seq, actor, event, reason, at, statement, signature, key_fingerprint FROM trail "
             "WHERE proposal_id = :proposal_id AND revision = :revision AND event IN ('approved', 'rejected') "
             "ORDER BY seq",
             proposal_id=proposal_id,
             revision=revision,
         )
-        return [
+        cast = [
             CastDecision(
                 reviewer=row["actor"],
                 decision="reject" if row["event"] == "rejected" else "approve",
@@ -319,9 +330,33 @@ class QueueStore(ABC):
                 statement=row["statement"],
                 signature=row["signature"],
                 key_fingerprint=row["key_fingerprint"],
+                seq=row["seq"],
             )
             for row in rows
         ]
+        fingerprints = {item.key_fingerprint for item in cast if item.key_fingerprint}
+        if not fingerprints:
+            return cast, []
+        removed = db.all(
+            "SELECT name, fingerprint, removed_at FROM ssh_keys "
+            "WHERE removed_at IS NOT NULL AND fingerprint IN (SELECT key_fingerprint FROM trail "
+            "WHERE proposal_id = :proposal_id AND revision = :revision AND event = 'approved')",
+            proposal_id=proposal_id,
+            revision=revision,
+        )
+        if not removed:
+            return cast, []
+        decided = db.one(
+            "SELECT decided_at FROM decisions WHERE proposal_id = :proposal_id AND revision = :revision",
+            proposal_id=proposal_id,
+            revision=revision,
+        )
+        removals = [
+            KeyRemoval(row["name"], row["fingerprint"], rules.required_timestamp(row["removed_at"]))
+            for row in removed
+        ]
+        decided_at = None if decided is None else rules.required_timestamp(decided["decided_at"])
+        return without_removed_keys(cast, removals, decided_at)
 
     def _voted_state(self, db: Transaction, row: Row, now: float) -> DecisionState:
         """The decision state with the quorum so far and the signed decisions of the latest revision."""
@@ -514,6 +549,7 @@ class QueueStore(ABC):
                 "SELECT * FROM trail WHERE proposal_id = :proposal_id ORDER BY seq", proposal_id=proposal_id
             )
             latest = self._voted_state(db, row, now)
+            _counted, withdrawn = self._cast_and_withdrawn(db, proposal_id, row["latest_revision"])
         revisions = [
             RevisionInfo(
                 revision=revision["revision"],
@@ -540,6 +576,7 @@ class QueueStore(ABC):
             )
             for event in trail_rows
         ]
+        history = _with_withdrawals(history, withdrawn, latest.revision, latest.plan_sha256)
         return ProposalRecord(
             proposal_id=proposal_id,
             proposed_by=row["owner"],
@@ -838,6 +875,7 @@ class QueueStore(ABC):
                     claim_id=row["claim_id"],
                     ended=report.ended,
                     calls=report.calls,
+                    unknown_outcomes=report.unknown_outcomes,
                     audit_log=msgspec.UNSET if bytes(report.audit_log) == b"null" else report.audit_log,
                     note=report.note,
                 )
@@ -899,6 +937,31 @@ class QueueStore(ABC):
         )
 
 
+def _with_withdrawals(
+    history: list[TrailEvent], withdrawn: list[Withdrawal], revision: int, plan_sha256: str
+) -> list[TrailEvent]:
+    """The trail with a `withdrawn` event where each withdrawn approval stopped counting (when its key
+    was removed); it carries the seq of the approval it withdraws."""
+    events = [
+        TrailEvent(
+            seq=item.approval.seq or 0,
+            at=item.removal.at,
+            actor=item.approval.reviewer,
+            event="withdrawn",
+            revision=revision,
+            plan_sha256=plan_sha256,
+            reason=item.reason,
+        )
+        for item in sorted(withdrawn, key=lambda item: item.removal.at)
+    ]
+    merged: list[TrailEvent] = []
+    for event in history:
+        while events and events[0].at < event.at:
+            merged.append(events.pop(0))
+        merged.append(event)
+    return merged + events
+
+
 _NULL: Final = msgspec.Raw(b"null")
 """An absent audit log as read (msgspec holds no `Raw` in a union with None); written as UNSET, left out."""
 
@@ -911,6 +974,7 @@ class _StoredReport(msgspec.Struct):
     calls: msgspec.Raw
     claim_id: str | None = None
     ended: str | None = None
+    unknown_outcomes: list[int] = []
     audit_log: msgspec.Raw = _NULL
     note: str | None = None
 
@@ -925,6 +989,7 @@ class _StoredExecutionWire(msgspec.Struct, omit_defaults=True):
     calls: msgspec.Raw
     claim_id: str | None = None
     ended: str | None = None
+    unknown_outcomes: list[int] = []
     audit_log: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
     note: str | None = None
 

@@ -1,23 +1,60 @@
 """OpenSSH allowed-signers files (`ssh-keygen(1)`, ALLOWED SIGNERS): who may sign, with which key.
 
 The executor trusts this file, not the queue: it is the same file `ssh-keygen -Y verify -f` reads,
-so a team keeps one list for git commit signatures and for approvals. Lines are matched as OpenSSH
-matches them: principals are comma-separated patterns (`*`, `?`, `!negation`), `namespaces=` limits
-what a key may sign, `valid-after=` / `valid-before=` bound when. `cert-authority` lines name a CA,
-and certificates are not accepted here, so such a line never matches a plain key.
+so a team keeps one list for git commit signatures and for approvals. It is read the way OpenSSH
+reads it (`sshsig.c`, `misc.c`, `sshkey.c`), separator for separator, because any difference is a
+line one reader sees and the other does not:
+- lines end at `\\n` only (a form feed, a vertical tab, U+0085 or U+2028 are not line breaks, and a
+  lone CR is not either: text after one stays on its line, most often in a key's comment); a line
+  is cut at a NUL;
+- the principals end at a space, tab, CR or LF, and a double quote may hold them; the options and
+  the key's fields end at a space or tab only (never at NBSP or another Unicode space), and
+  whatever follows the key is its comment;
+- options are `cert-authority`, `namespaces="..."`, `valid-after="..."`, `valid-before="..."`
+  (names in any case, values quoted), times `YYYYMMDD[HHMM[SS]]` with `Z` or `UTC` for UTC, else
+  local time, normalised as `mktime` does (`20260230` is 2 March);
+- principals and namespaces are pattern lists (`*`, `?`, `!negation`), matched byte by byte.
+Where OpenSSH skips a line it cannot read, this reader refuses the whole file naming the line: an
+executor fails closed. `cert-authority` lines name a CA; certificates are not accepted here, so
+such a line never matches a plain key.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import calendar
 import re
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import Final
 
 from reviewer.signing.sshsig import PublicKey, SigningError
 
-_KNOWN_OPTIONS: Final = frozenset({"cert-authority", "namespaces", "valid-after", "valid-before"})
+_PRINCIPALS_END: Final = " \t\r\n"
+"""Where the principals field ends (OpenSSH's WHITESPACE for `strdelimw`)."""
+_FIELD_END: Final = " \t"
+"""Where an options or key field ends (`sshkey_read`, `sshkey_advance_past_options`)."""
+_C_SPACE: Final = " \t\n\v\f\r"
+"""C's `isspace`: what base64 decoding (`b64_pton`) and `strptime` skip."""
+_KEY_TYPES: Final = frozenset(
+    {
+        "ssh-ed25519",
+        "ssh-rsa",
+        "ssh-dss",
+        "ecdsa-sha2-nistp256",
+        "ecdsa-sha2-nistp384",
+        "ecdsa-sha2-nistp521",
+        "sk-ssh-ed25519@openssh.com",
+        "sk-ecdsa-sha2-nistp256@openssh.com",
+    }
+)
+"""Key type names OpenSSH reads at the start of a key (certificate types never match a plain key)."""
+_MAX_PATTERN_BYTES: Final = 1022
+"""A longer sub-pattern makes OpenSSH's `match_pattern_list` fail the whole list."""
 
 
 class AllowedSignersError(ValueError):
@@ -31,8 +68,9 @@ class AllowedSigner:
     line: int
     cert_authority: bool = False
     namespaces: tuple[str, ...] | None = None
-    valid_after: datetime | None = None
-    valid_before: datetime | None = None
+    valid_after: int | None = None
+    """Unix seconds, as OpenSSH holds it: a signature verified before it does not count."""
+    valid_before: int | None = None
 
     def allows(self, principal: str, key: PublicKey, namespace: str, at: datetime) -> bool:
         if self.cert_authority or key.blob != self.key.blob:
@@ -41,9 +79,10 @@ class AllowedSigner:
             return False
         if self.namespaces is not None and not match_pattern_list(namespace, self.namespaces):
             return False
-        if self.valid_after is not None and at < self.valid_after:
+        moment = int(at.timestamp())
+        if self.valid_after is not None and moment < self.valid_after:
             return False
-        return not (self.valid_before is not None and at > self.valid_before)
+        return not (self.valid_before is not None and moment > self.valid_before)
 
 
 @dataclass(frozen=True)
@@ -53,20 +92,20 @@ class AllowedSigners:
     @classmethod
     def parse(cls, text: str, source: str = "allowed signers") -> AllowedSigners:
         signers = []
-        for number, raw in enumerate(text.splitlines(), start=1):
-            line = raw.strip()
-            if not line or line.startswith("#"):
-                continue
+        for number, raw in enumerate(text.split("\n"), start=1):
+            line = raw.split("\0", 1)[0]
             try:
-                signers.append(_parse_line(line, number))
-            except (AllowedSignersError, SigningError) as error:
+                signer = _parse_line(line, number)
+            except (AllowedSignersError, SigningError, ValueError, OverflowError) as error:
                 raise AllowedSignersError(f"{source} line {number}: {error}") from error
+            if signer is not None:
+                signers.append(signer)
         return cls(tuple(signers))
 
     @classmethod
     def read(cls, path: Path) -> AllowedSigners:
         try:
-            text = path.read_text()
+            text = path.read_bytes().decode("utf-8")
         except (OSError, UnicodeDecodeError) as error:
             raise AllowedSignersError(f"cannot read the allowed-signers file {path}: {error}") from error
         return cls.parse(text, str(path))
@@ -77,99 +116,232 @@ class AllowedSigners:
         return any(signer.allows(principal, key, namespace, moment) for signer in self.signers)
 
 
-def _parse_line(line: str, number: int) -> AllowedSigner:
-    tokens = _split(line)
-    if len(tokens) < 3:
-        raise AllowedSignersError("expected `PRINCIPALS [OPTIONS] KEYTYPE BASE64 [COMMENT]`")
-    principals = tuple(_unquote(tokens[0]).split(","))
-    if not all(principals):
-        raise AllowedSignersError("an empty principal")
-    options: dict[str, str | None] = {}
-    rest = tokens[1:]
-    if not _looks_like_key_type(rest[0]):
-        options = _parse_options(rest[0])
-        rest = rest[1:]
-    if len(rest) < 2:
-        raise AllowedSignersError("no key after the principals and options")
-    key = PublicKey.from_openssh(f"{rest[0]} {rest[1]}", "the key")
-    namespaces = options.get("namespaces")
-    valid_after, valid_before = options.get("valid-after"), options.get("valid-before")
+def _parse_line(line: str, number: int) -> AllowedSigner | None:
+    """One line as `parse_principals_key_and_options` reads it; None for a blank or comment line."""
+    text = line.lstrip(" \t")
+    if not text.strip(_PRINCIPALS_END) or text.startswith("#"):
+        return None
+    principals, rest = _principals_field(text)
+    key = _read_key(rest)
+    options: str | None = None
+    if key is None:
+        options, after = _options_field(rest)
+        key = _read_key(after)
+        if key is None:
+            raise AllowedSignersError("no valid key after the principals and options")
+    parsed = _SignatureOptions.parse(options)
     return AllowedSigner(
-        principals=principals,
+        principals=tuple(principals.split(",")),
         key=key,
         line=number,
-        cert_authority="cert-authority" in options,
-        namespaces=tuple(namespaces.split(",")) if namespaces is not None else None,
-        valid_after=_parse_time(valid_after) if valid_after else None,
-        valid_before=_parse_time(valid_before) if valid_before else None,
+        cert_authority=parsed.cert_authority,
+        namespaces=tuple(parsed.namespaces.split(",")) if parsed.namespaces is not None else None,
+        valid_after=parsed.valid_after,
+        valid_before=parsed.valid_before,
     )
 
 
-def _looks_like_key_type(token: str) -> bool:
-    return token.startswith(("ssh-", "ecdsa-", "sk-"))
+def _principals_field(text: str) -> tuple[str, str]:
+    """OpenSSH's `strdelimw`: the first field, which a double quote (anywhere in it) may extend over
+    spaces, and what follows it, leading separators skipped."""
+    end = next((index for index, char in enumerate(text) if char in _PRINCIPALS_END + '"'), None)
+    if end is None:
+        raise AllowedSignersError("expected `PRINCIPALS [OPTIONS] KEYTYPE BASE64 [COMMENT]`")
+    if text[end] == '"':
+        text = text[:end] + text[end + 1 :]
+        closing = text.find('"', end)
+        if closing < 0:
+            raise AllowedSignersError("a quote is not closed")
+        return text[:closing], text[closing + 1 :].lstrip(_PRINCIPALS_END)
+    return text[:end], text[end + 1 :].lstrip(_PRINCIPALS_END)
 
 
-def _split(line: str) -> list[str]:
-    """Whitespace-separated tokens; whitespace inside double quotes does not split."""
-    tokens: list[str] = []
-    current: list[str] = []
+def _options_field(text: str) -> tuple[str, str]:
+    """`sshkey_advance_past_options`: the options field (quotes may hold spaces, `\\"` is a quote)
+    and what follows it."""
     quoted = False
-    for char in line:
-        if char == '"':
+    index = 0
+    while index < len(text) and (quoted or text[index] not in _FIELD_END):
+        if text[index] == "\\" and text[index + 1 : index + 2] == '"':
+            index += 1
+        elif text[index] == '"':
             quoted = not quoted
-        if char.isspace() and not quoted:
-            if current:
-                tokens.append("".join(current))
-                current = []
-            continue
-        current.append(char)
+        index += 1
     if quoted:
-        raise AllowedSignersError("a quote is not closed")
-    if current:
-        tokens.append("".join(current))
-    return tokens
+        raise AllowedSignersError("a quote in the options is not closed")
+    if index >= len(text):
+        raise AllowedSignersError("no key after the principals and options")
+    return text[:index], text[index + 1 :].lstrip(_FIELD_END)
 
 
-def _unquote(token: str) -> str:
-    if len(token) >= 2 and token[0] == token[-1] == '"':
-        return token[1:-1]
-    return token
+def _read_key(text: str) -> PublicKey | None:
+    """`sshkey_read`: `KEYTYPE BASE64`, fields ended by a space or tab, the rest a comment; None when
+    the text does not start with a key of a type OpenSSH names (then it is the options field)."""
+    key_type, separator, rest = _split_field(text)
+    if not separator or key_type not in _KEY_TYPES:
+        return None
+    encoded, _separator, _comment = _split_field(rest.lstrip(_FIELD_END))
+    if not encoded:
+        return None
+    try:
+        blob = base64.b64decode(encoded.translate(_WITHOUT_C_SPACE), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    key = PublicKey.from_blob(blob, "the key")
+    if key.key_type != key_type:
+        raise AllowedSignersError(f"the key says {key_type} but holds a {key.key_type} key")
+    return key
 
 
-def _parse_options(token: str) -> dict[str, str | None]:
-    options: dict[str, str | None] = {}
-    for option in re.findall(r'(?:[^,"]|"[^"]*")+', token):
-        name, _equals, value = option.partition("=")
-        name = name.lower()
-        if name not in _KNOWN_OPTIONS:
-            raise AllowedSignersError(f"unknown option {name!r}")
-        options[name] = _unquote(value) if _equals else None
-    return options
+_WITHOUT_C_SPACE: Final = str.maketrans("", "", _C_SPACE)
 
 
-def _parse_time(value: str) -> datetime:
-    """`YYYYMMDD[HHMM[SS]][Z]`, as OpenSSH reads it; local time unless it ends in Z."""
-    utc = value.endswith("Z")
-    digits = value.removesuffix("Z")
-    formats = {8: "%Y%m%d", 12: "%Y%m%d%H%M", 14: "%Y%m%d%H%M%S"}
-    if len(digits) not in formats or not digits.isdigit():
-        raise AllowedSignersError(f"the time {value!r} is not YYYYMMDD[HHMM[SS]][Z]")
-    moment = datetime.strptime(digits, formats[len(digits)])
-    return moment.replace(tzinfo=UTC) if utc else moment.astimezone()
+def _split_field(text: str) -> tuple[str, str, str]:
+    """(the field up to the first space or tab, the separator or "", the rest)."""
+    end = next((index for index, char in enumerate(text) if char in _FIELD_END), None)
+    if end is None:
+        return text, "", ""
+    return text[:end], text[end], text[end + 1 :]
+
+
+@dataclass
+class _SignatureOptions:
+    """`sshsigopt_parse`: comma-separated options, names in any case, values in double quotes."""
+
+    cert_authority: bool = False
+    namespaces: str | None = None
+    valid_after: int | None = None
+    valid_before: int | None = None
+
+    @classmethod
+    def parse(cls, text: str | None) -> _SignatureOptions:
+        options = cls()
+        if not text:
+            return options
+        position = 0
+        while position < len(text) and text[position] not in _FIELD_END:
+            rest = text[position:]
+            lowered = rest.lower()
+            if lowered.startswith("cert-authority"):
+                options.cert_authority = True
+                position += len("cert-authority")
+            elif lowered.startswith("namespaces="):
+                if options.namespaces is not None:
+                    raise AllowedSignersError('more than one "namespaces" option')
+                options.namespaces, used = _dequote(rest[len("namespaces=") :])
+                position += len("namespaces=") + used
+            elif lowered.startswith(("valid-after=", "valid-before=")):
+                name = lowered.split("=", 1)[0]
+                attribute = name.replace("-", "_")
+                if getattr(options, attribute) is not None:
+                    raise AllowedSignersError(f'more than one "{name}" option')
+                value, used = _dequote(rest[len(name) + 1 :])
+                setattr(options, attribute, _parse_time(value, name))
+                position += len(name) + 1 + used
+            else:
+                raise AllowedSignersError(f"unsupported option at {rest[:40]!r}")
+            if position >= len(text) or text[position] in _FIELD_END:
+                break
+            if text[position] != ",":
+                raise AllowedSignersError(f"unknown option at {text[position:][:40]!r}")
+            position += 1
+            if position >= len(text):
+                raise AllowedSignersError("the options end in a comma")
+        if (
+            options.valid_after is not None
+            and options.valid_before is not None
+            and options.valid_before <= options.valid_after
+        ):
+            raise AllowedSignersError("valid-before is not after valid-after")
+        return options
+
+
+def _dequote(text: str) -> tuple[str, int]:
+    """`opt_dequote`: a value that must open with `"`, `\\"` a literal quote; (value, characters used)."""
+    if not text.startswith('"'):
+        raise AllowedSignersError(f"an option value must be in double quotes: {text[:40]!r}")
+    value: list[str] = []
+    index = 1
+    while index < len(text) and text[index] != '"':
+        if text[index] == "\\" and text[index + 1 : index + 2] == '"':
+            index += 1
+        value.append(text[index])
+        index += 1
+    if index >= len(text):
+        raise AllowedSignersError("an option value's quote is not closed")
+    return "".join(value), index + 1
+
+
+_TIME_FIELDS: Final = {
+    8: ((0, 4, 0, 9999), (4, 6, 1, 12), (6, 8, 1, 31)),
+    12: ((0, 4, 0, 9999), (4, 6, 1, 12), (6, 8, 1, 31), (8, 10, 0, 23), (10, 12, 0, 59)),
+    14: (
+        (0, 4, 0, 9999),
+        (4, 6, 1, 12),
+        (6, 8, 1, 31),
+        (8, 10, 0, 23),
+        (10, 12, 0, 59),
+        (12, 14, 0, 61),
+    ),
+}
+"""`parse_absolute_time`'s layouts: each field's slice and the range `strptime` accepts for it."""
+_NUMBER: Final = re.compile(f"[{re.escape(_C_SPACE)}]*([0-9]+)")
+
+
+def _parse_time(value: str, option: str) -> int:
+    """`parse_absolute_time`: Unix seconds; `Z`/`UTC` (any case) for UTC, else local time without
+    daylight saving (OpenSSH zeroes `tm_isdst`); out-of-range days and seconds roll over."""
+    utc = False
+    digits = value
+    if len(value) > 1 and value[-1] in "zZ":
+        utc, digits = True, value[:-1]
+    elif len(value) > 3 and value[-3:].lower() == "utc":
+        utc, digits = True, value[:-3]
+    layout = _TIME_FIELDS.get(len(digits))
+    problem = AllowedSignersError(f"the {option} time {value!r} is not YYYYMMDD[HHMM[SS]][Z]")
+    if layout is None:
+        raise problem
+    numbers = []
+    for start, end, lowest, highest in layout:
+        match = _NUMBER.fullmatch(digits[start:end])
+        if match is None or not lowest <= int(match.group(1)) <= highest:
+            raise problem
+        numbers.append(int(match.group(1)))
+    year, month, day, hour, minute, second = (*numbers, 0, 0, 0)[:6]
+    try:
+        if utc:
+            seconds = calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0))
+        else:
+            seconds = int(time.mktime((year, month, day, hour, minute, second, 0, 0, 0)))
+    except (ValueError, OverflowError):
+        raise problem from None
+    if seconds <= 0:
+        raise problem
+    return seconds
 
 
 def match_pattern_list(name: str, patterns: tuple[str, ...]) -> bool:
-    """OpenSSH's `match_pattern_list`: true when some pattern matches and no `!pattern` does."""
+    """OpenSSH's `match_pattern_list`, on UTF-8 bytes: true when some pattern matches and no
+    `!pattern` does."""
+    subject = name.encode()
     matched = False
     for pattern in patterns:
         negated = pattern.startswith("!")
-        body = pattern[1:] if negated else pattern
-        if _pattern_regex(body).fullmatch(name):
+        body = (pattern[1:] if negated else pattern).encode()
+        if len(body) > _MAX_PATTERN_BYTES:
+            return False
+        if _pattern_regex(body).fullmatch(subject):
             if negated:
                 return False
             matched = True
     return matched
 
 
-def _pattern_regex(pattern: str) -> re.Pattern[str]:
-    return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern), re.S)
+@lru_cache(maxsize=256)
+def _pattern_regex(pattern: bytes) -> re.Pattern[bytes]:
+    parts = (b".*" if byte == b"*" else b"." if byte == b"?" else re.escape(byte) for byte in _bytes(pattern))
+    return re.compile(b"".join(parts), re.S)
+
+
+def _bytes(pattern: bytes) -> list[bytes]:
+    return [pattern[index : index + 1] for index in range(len(pattern))]

@@ -790,6 +790,17 @@ def test_a_real_call_that_failed_is_not_counted_as_a_match(outcome: dict[str, An
     assert (verification.naive_identical, verification.matching_once_resolved) == (1, 2)
 
 
+def test_a_real_call_sent_and_never_answered_is_unknown_not_refused() -> None:
+    """The API may have performed it: the screen must not say it failed, nor count it a match."""
+    real = real_calls()
+    unknown = msgspec.convert({"status": "unknown", "message": "ReadTimeout"}, Outcome)
+    real[1] = msgspec.structs.replace(real[1], outcome=unknown)
+    verification = compare_execution(proposal(ticket_calls()), real, AUDIT)
+    assert verification.checks[1].status == "unknown"
+    assert verification.matching_once_resolved == 2
+    assert "unknown: 1" in verification.summary
+
+
 def test_verification_reports_audit_lines_no_call_accounts_for() -> None:
     audit = [*AUDIT, {"method": "DELETE", "path": "/v1/tickets/t1", "status": 204}]
     verification = compare_execution(proposal(ticket_calls()), real_calls(), audit)

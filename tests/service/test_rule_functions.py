@@ -203,3 +203,27 @@ def test_a_token_name_is_accepted_exactly_when_it_is_1_to_64_plain_ascii_word_ch
         with pytest.raises(BadRequest) as refused:
             rules.check_token_name(name)
         assert "\x1b" not in refused.value.message
+
+
+def test_only_an_approval_cast_before_its_key_was_removed_and_before_the_decision_is_withdrawn() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from reviewer.service.signed_decisions import CastDecision, KeyRemoval, without_removed_keys
+
+    start = datetime(2026, 11, 30, 9, tzinfo=UTC)
+
+    def approval(who: str, minutes: int, key: str) -> CastDecision:
+        return CastDecision(who, "approve", None, start + timedelta(minutes=minutes), "s", "sig", key)
+
+    cast = [
+        approval("bob", 0, "SHA256:laptop"),
+        approval("Carol", 1, "SHA256:carol"),
+        approval("bob", 9, "SHA256:laptop"),
+    ]
+    removals = [KeyRemoval("bob", "SHA256:laptop", start + timedelta(minutes=5))]
+    kept, withdrawn = without_removed_keys(cast, removals, decided_at=None)
+    assert [item.approval for item in withdrawn] == [cast[0]]  # the one at 9 was signed after a re-add
+    assert kept == cast[1:]
+    assert without_removed_keys(cast, removals, decided_at=start + timedelta(minutes=2)) == (cast, [])
+    other = [KeyRemoval("carol", "SHA256:laptop", start + timedelta(minutes=5))]
+    assert without_removed_keys(cast, other, decided_at=None) == (cast, [])

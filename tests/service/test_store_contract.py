@@ -398,3 +398,63 @@ def test_a_quorum_of_two_and_reviewers_keys_on_either_database(
         assert store.list_ssh_keys() == []
     finally:
         store.close()
+
+
+def test_removing_a_key_withdraws_the_pending_approvals_it_signed_on_either_database(
+    database: str, clock: Clock, tmp_path: Path
+) -> None:
+    """The lost laptop: bob's approval, signed just before `keys remove bob ...`, stops counting, so
+    carol's alone does not complete a quorum of two; the history says why, and bob can approve again
+    with his new key."""
+    import subprocess
+
+    from reviewer.signing.policy import Policy, Rule
+    from reviewer.signing.sshsig import DecisionStatement, PublicKey, sign_statement, signer_for
+
+    def key_of(name: str) -> tuple[Path, PublicKey]:
+        private = tmp_path / name
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(private)], check=True)
+        return private, PublicKey.from_file(private.with_suffix(".pub"))
+
+    def signed(who: str, private: Path) -> DecisionRequest:
+        statement = DecisionStatement("p", 1, f"{1:064x}", "approve", who, "2026-11-30T09:00:00Z")
+        return DecisionRequest(
+            revision=1,
+            plan_sha256=f"{1:064x}",
+            decision="approve",
+            statement=statement.to_bytes().decode(),
+            signature=sign_statement(statement, signer_for(private)),
+        )
+
+    store = open_store(
+        database,
+        clock=clock,
+        pending_ttl=600,
+        approval_ttl=60,
+        policy=Policy(default=Rule(approvals=2, signatures=True)),
+        create=True,
+    )
+    try:
+        agent = identity(store, "agent", "agent")
+        bob, carol = identity(store, "bob", "reviewer"), identity(store, "carol", "reviewer")
+        (bob_laptop, bob_key), (carol_private, carol_key) = key_of("bob_laptop"), key_of("carol")
+        store.add_ssh_key("bob", bob_key)
+        store.add_ssh_key("carol", carol_key)
+        store.submit(agent, submission("p"))
+        assert store.decide(bob, "p", signed("bob", bob_laptop), "b1")[1].approvals == ["bob"]
+        clock.now += 5
+        assert store.remove_ssh_key("bob", bob_key.fingerprint)
+        withdrawn = store.decision_state(carol, "p")
+        assert (withdrawn.state, withdrawn.approvals, withdrawn.signatures) == ("pending", [], [])
+        clock.now += 5
+        after_carol = store.decide(carol, "p", signed("carol", carol_private), "c1")[1]
+        assert (after_carol.state, after_carol.approvals) == ("pending", ["carol"])
+        history = store.get_record(carol, "p").history
+        assert [event.event for event in history] == ["submitted", "approved", "withdrawn", "approved"]
+        assert bob_key.fingerprint in (history[2].reason or "") and history[2].actor == "bob"
+        bob_desk, bob_new_key = key_of("bob_desk")
+        store.add_ssh_key("bob", bob_new_key)
+        final = store.decide(bob, "p", signed("bob", bob_desk), "b2")[1]
+        assert (final.state, sorted(final.approvals)) == ("approved", ["bob", "carol"])
+    finally:
+        store.close()

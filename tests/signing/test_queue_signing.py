@@ -427,10 +427,13 @@ def test_a_runner_that_requires_signatures_refuses_a_forged_approval_and_runs_a_
     team: Team, tmp_path: Path
 ) -> None:
     """The agent library itself holds the allowed-signers file: the queue's "approved" made up in its
-    database is refused before any claim or write; two real signed approvals run, once."""
+    database is refused before any claim or write; two real signed approvals run, once. Then the
+    queue's database is edited (its append-only triggers dropped, the claim and report deleted) so it
+    offers the executed approval again: the executor's own ledger refuses it, and only an executor
+    without that ledger would send the write a second time."""
     import asyncio
 
-    from reviewer.agent import NotApproved, QueueAgent, local_approval
+    from reviewer.agent import AlreadyRun, NotApproved, QueueAgent, local_approval
     from reviewer.queue.client import QueueClient
     from reviewer.sample_api.server import sample_api_in_thread
 
@@ -452,12 +455,12 @@ def test_a_runner_that_requires_signatures_refuses_a_forged_approval_and_runs_a_
 
     with sample_api_in_thread() as api_server:
 
-        async def run(proposal_id: str) -> object:
+        async def run(proposal_id: str, ledger: Path = tmp_path / "ledger.jsonl") -> object:
             async with (
                 QueueClient(team.service.url, token) as queue,
                 httpx.AsyncClient(base_url=api_server.base_url) as api,
             ):
-                agent = QueueAgent(queue, allowed_signers=allowed, signatures_required=2)
+                agent = QueueAgent(queue, allowed_signers=allowed, signatures_required=2, ledger=ledger)
                 stored = await queue.get_revision(proposal_id, 1)
                 approval = local_approval(stored)  # a digest-checked plan in hand, and no more
                 try:
@@ -500,3 +503,27 @@ def test_a_runner_that_requires_signatures_refuses_a_forged_approval_and_runs_a_
             ("PATCH", "/v1/tickets/t1")
         ]
         assert team.state(signed["proposal_id"])["state"] == "executed"
+
+        def offer_again(proposal_id: str) -> None:
+            """What whoever holds the database can do: make an executed approval claimable again."""
+            with sqlite3.connect(team.service.db) as db:
+                for table in ("claims", "executions"):
+                    db.execute(f"DROP TRIGGER IF EXISTS {table}_no_delete")
+                    db.execute(f"DELETE FROM {table} WHERE proposal_id = ?", (proposal_id,))
+                db.execute(
+                    "UPDATE proposals SET claim_id = NULL, claimed_by = NULL, claimed_at = NULL, "
+                    "lease_expires_at = NULL, executed_at = NULL WHERE proposal_id = ?",
+                    (proposal_id,),
+                )
+
+        offer_again(signed["proposal_id"])
+        assert team.state(signed["proposal_id"])["state"] == "approved"
+        again = asyncio.run(run(signed["proposal_id"]))
+        assert isinstance(again, AlreadyRun), again
+        assert "ledger" in str(again) and "claimed exactly this signed approval" in str(again)
+        assert len(api_server.store.request_log) == 1, "the executor sent nothing the second time"
+
+        offer_again(signed["proposal_id"])
+        forgetful = asyncio.run(run(signed["proposal_id"], tmp_path / "another-executor.jsonl"))
+        assert not isinstance(forgetful, NotApproved), forgetful
+        assert len(api_server.store.request_log) == 2, "the queue alone could not stop a second run"

@@ -14,6 +14,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from reviewer.plan.hosts import read_host
 from reviewer.plan.proposal import Proposal
 from reviewer.plan.sanitize import clip, safe_text
 from reviewer.tui.failures import ReportsWorkerFailures
@@ -29,13 +30,19 @@ from reviewer.tui.widgets.plan_view import PlanView
 
 def target_text(proposal: Proposal) -> Text:
     """Where the plan will run: the base URL (the one target field the executor enforces; without one,
-    the runner chose to allow any target, or its tools are not HTTP calls), then the
-    environment and API the agent names."""
+    the runner chose to allow any target, or its tools are not HTTP calls), its host as it will be
+    resolved when that differs from how it is written, then the environment and API the agent names."""
     target = proposal.target
     text = Text(no_wrap=True, overflow="ellipsis")
-    text.append(
-        safe_text(clip(target.base_url or "no base URL: where it runs is up to the runner", 200)), "bold"
-    )
+    reading = read_host(target.base_url) if target.base_url else None
+    if reading is not None and not reading.plain:
+        text.append(safe_text(clip(reading.resolved_url, 200)), "bold")
+        if reading.written_host is not None:
+            text.append(f" (written {safe_text(clip(reading.written_host, 80))})", "danger")
+    else:
+        text.append(
+            safe_text(clip(target.base_url or "no base URL: where it runs is up to the runner", 200)), "bold"
+        )
     text.append(f" · {safe_text(clip(target.environment or 'no environment', 40))}", "warn.strong")
     text.append(f" · {safe_text(clip(target.api, 40))}")
     return text
@@ -52,6 +59,14 @@ def claim_text(proposal: Proposal) -> Text:
     text.append("runs on ", "muted")
     text.append_text(target_text(proposal))
     return text
+
+
+def host_alarms(proposal: Proposal) -> list[str]:
+    """One line, sanitized, per alarm about the base URL's host: look-alike letters, userinfo, an
+    address where a name was expected (`reviewer.plan.hosts`)."""
+    base_url = proposal.target.base_url
+    alarms = read_host(base_url).alarms if base_url else ()
+    return [f"! base URL: {safe_text(clip(alarm, 300))}" for alarm in alarms]
 
 
 def replan_notice(revision: int) -> str:
@@ -238,6 +253,8 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
         text.append("runs on ", "bold")
         text.append_text(target_text(proposal))
         text.append("\n")
+        for alarm in host_alarms(proposal):
+            text.append(f"{alarm}\n", "danger")
         figures = self.item.figures(self.revision)
         if figures is None:
             text.append(f"{len(proposal.calls):,} calls (the counts are still being computed)\n")

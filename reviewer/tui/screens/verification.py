@@ -32,8 +32,10 @@ STATUS_STYLE = {
     "different": "danger",
     "not in the plan": "danger",
     "refused": "danger",
+    "unknown": "warn",
 }
 STATUS_WORDS = {
+    "unknown": "outcome unknown (sent, no answer)",
     "not in the plan": "not in the plan (stopped)",
     "same once placeholders resolve": "same once resolved",
 }
@@ -42,7 +44,9 @@ STATUS_WORDS = {
 def status_text(check: CallCheck) -> Text:
     words = STATUS_WORDS.get(check.status, check.status)
     if check.status == "refused":
-        words = f"refused {check.http_status}" if check.http_status is not None else "failed or unanswered"
+        words = f"refused {check.http_status}" if check.http_status is not None else "failed (no HTTP answer)"
+        if check.http_status is not None and 300 <= check.http_status < 400:
+            words = f"redirected {check.http_status}, not followed"
     if check.status == "different" and check.fields:
         words = f"different: {check.fields[0].path}"  # the path is made of the run's own keys
     return Text(safe_text(clip(words, 200)), STATUS_STYLE[check.status])
@@ -166,6 +170,12 @@ class VerificationScreen(ReportsWorkerFailures, Screen[None]):
             call = self.record.calls[check.executed_index]
             text.append_text(status_text(check))
             text.append("\n")
+            if check.status == "unknown":
+                text.append(
+                    "the request was sent and no answer came: the API may have performed it; "
+                    "look there before anything runs again\n",
+                    "warn",
+                )
             if check.fields:
                 title = (
                     "placeholders took these real values:"
