@@ -32,11 +32,11 @@ from reviewer.service.bodies import validation_message
 from reviewer.service.databases import open_store
 from reviewer.service.deps import required_idempotency_key
 from reviewer.service.errors import Invalid, ServiceError
+from reviewer.service.notifications.delivery import Deliverer
+from reviewer.service.notifications.targets import Sender
 from reviewer.service.request_log import RequestLog
 from reviewer.service.responses import error_json, error_response
 from reviewer.service.routes import decisions, identity, proposals, runs
-from reviewer.service.notifications.delivery import Deliverer
-from reviewer.service.notifications.targets import Sender
 from reviewer.service.store import DEFAULT_CLAIM_LEASE, Clock, Notifying, QueueStore
 
 ROUTERS: Final = (identity.router, proposals.router, decisions.router, runs.router)
