@@ -116,24 +116,31 @@ class Deliverer:
     # the threads
 
     def start(self) -> None:
-        for index, name in enumerate(self.senders):
-            thread = threading.Thread(
-                target=self._run, args=(name, index == 0), name=f"notify {name}", daemon=True
-            )
+        """A thread per target, and one that sweeps (never held up by a receiver that hangs)."""
+        self._threads = [
+            threading.Thread(target=self._run, args=(name,), name=f"notify {name}", daemon=True)
+            for name in self.senders
+        ]
+        self._threads.append(threading.Thread(target=self._sweep_loop, name="notify sweep", daemon=True))
+        for thread in self._threads:
             thread.start()
-            self._threads.append(thread)
 
-    def _run(self, target: str, sweeps: bool) -> None:
+    def _run(self, target: str) -> None:
         while not self._stopping.is_set():
             tried = 0
             try:
-                if sweeps:
-                    self.sweep()
                 tried = self._deliver_batch(target)
             except Exception:  # a database hiccup must not end notifications for good
                 log.exception("delivering notifications to %s failed; trying again", target)
             if tried < BATCH:
                 self._stopping.wait(self.poll_interval)
+
+    def _sweep_loop(self) -> None:
+        while not self._stopping.wait(self.sweep_interval):
+            try:
+                self.store.sweep_events()
+            except Exception:
+                log.exception("looking for reminders and unreported runs failed; trying again")
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the threads after their current attempt (bounded by the attempt's timeout)."""
