@@ -206,7 +206,7 @@ def test_a_missing_or_readable_secret_file_stops_serve_with_one_line(
         )
 
     missing = serve()
-    assert missing.returncode != 0 and "--notify needs --notify-secret-file" in missing.stderr
+    assert missing.returncode != 0 and "needs --notify-secret-file" in missing.stderr
     assert missing.stderr.count("\n") == 1
     absent = serve("--notify-secret-file", str(tmp_path / "nope"))
     assert "--notify-secret-file" in absent.stderr and "No such file" in absent.stderr

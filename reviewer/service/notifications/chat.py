@@ -16,6 +16,8 @@ from reviewer.service.server import is_loopback
 from reviewer.service.store import Delivery
 
 WORD_JOINER: Final = "\u2060"
+PLAIN_HTTP_SCHEMES: Final = frozenset({"json", "xml", "form", "ntfy"})
+"""Apprise's URLs that post over plain http to the host they name (each has an `...s://` form)."""
 
 
 def inert(text: str) -> str:
@@ -68,15 +70,20 @@ class ChatSender:
                 f"--notify {urlsplit(url).scheme}://... needs Apprise: pip install 'reviewer[notify]'"
             ) from None
         self.name = target_name(url)
-        plugin = apprise.Apprise.instantiate(url)
+        # The operator decides where a notification goes, never a receiver's redirect.
+        asset = apprise.AppriseAsset(http_redirects=False)
+        plugin = apprise.Apprise.instantiate(url, asset=asset)
         if plugin is None:
             raise NotifyRefused(f"--notify {self.name}: not a URL Apprise reads (see its list of services)")
         host = getattr(plugin, "host", None)
-        if getattr(plugin, "secure", True) is False and host and not is_loopback(str(host)):
+        plain = (
+            urlsplit(url).scheme.lower() in PLAIN_HTTP_SCHEMES and getattr(plugin, "secure", True) is False
+        )
+        if plain and host and not is_loopback(str(host)):
             raise NotifyRefused(
                 f"--notify {self.name} is plain http to another host: use the secure form of the URL"
             )
-        self._apprise = apprise.Apprise()
+        self._apprise = apprise.Apprise(asset=asset)
         self._apprise.add(plugin)
         self._text_format = apprise.NotifyFormat.TEXT
 

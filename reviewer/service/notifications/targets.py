@@ -74,7 +74,9 @@ def read_secret(path: Path | None) -> bytes:
     """The shared secret that signs webhooks: the file's bytes without surrounding white space,
     readable by this user only (as the token file)."""
     if path is None:
-        raise NotifyRefused("--notify needs --notify-secret-file FILE: the secret that signs each delivery")
+        raise NotifyRefused(
+            "--notify with a webhook needs --notify-secret-file FILE: the secret that signs each delivery"
+        )
     try:
         descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except OSError as error:
@@ -98,10 +100,9 @@ def senders(urls: list[str], secret_file: Path | None, *, attempt_timeout: float
     """One sender per `--notify` URL, all checked before any is used."""
     from reviewer.service.notifications.webhook import WebhookSender
 
-    if not urls:
-        return []
-    secret = read_secret(secret_file)
     made: list[Sender] = []
+    webhooks = [url for url in urls if urlsplit(url).scheme.lower() in WEBHOOK_SCHEMES]
+    secret = read_secret(secret_file) if webhooks else b""
     for url in urls:
         scheme = urlsplit(url).scheme.lower()
         if scheme in WEBHOOK_SCHEMES:
