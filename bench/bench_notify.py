@@ -84,8 +84,7 @@ def main() -> None:
                 answer = agent.post("/v1/proposals", content=body(proposal(proposal_id)))
                 submitted[proposal_id] = time.perf_counter()
                 assert answer.status_code == 201, answer.text
-                before = len(receiver.accepted())
-                receiver.wait_for(before + 1)
+                receiver.wait_for(number + 1)
                 arrived[proposal_id] = time.perf_counter()
             deadline = time.monotonic() + options.poll * 3
             while len(seen) < options.count and time.monotonic() < deadline:

@@ -15,6 +15,7 @@ revision and its state, rewritten in the same transaction as the history.
 from __future__ import annotations
 
 import hashlib
+import threading
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -169,6 +170,9 @@ class QueueStore(ABC):
         """True when this store created the queue's tables (a new database), for `serve` to say so."""
         self.notifying = Notifying()
         """Set by `serve --notify`: without targets, no event is written."""
+        self.on_event: Callable[[], None] | None = None
+        """Called after a write that wrote an event committed: the delivery loop wakes at once."""
+        self._emitted = threading.local()
 
     @abstractmethod
     def write(self) -> AbstractContextManager[Transaction]:
@@ -457,6 +461,7 @@ class QueueStore(ABC):
                     events.event_key("proposal.waiting", submission.proposal_id, submission.revision),
                     events.waiting(stored_row, bytes(submission.body), now),
                 )
+        self._announce_events()
         return True, SubmissionAnswer(
             proposal_id=submission.proposal_id,
             revision=submission.revision,
@@ -674,6 +679,7 @@ class QueueStore(ABC):
                     )
             answer = with_votes(self._answer(db, proposal_id, now), rule, cast)
             self._remember(db, identity, idempotency_key, fingerprint, answer, now)
+        self._announce_events()
         return False, answer
 
     def _record_decision(
@@ -884,6 +890,7 @@ class QueueStore(ABC):
             answer = self._voted_state(db, updated, now)
             if idempotency_key is not None:
                 self._remember(db, identity, idempotency_key, fingerprint, answer, now)
+        self._announce_events()
         return False, answer
 
     def list_executions(self, identity: Identity, proposal_id: str) -> bytes:
@@ -924,6 +931,7 @@ class QueueStore(ABC):
         second replica's sweep, a retried request) is kept as it was."""
         body = events.encode(document)
         event_id = uuid.uuid4().hex
+        self._emitted.pending = True
         for target in self.notifying.targets:
             db.run(
                 "INSERT INTO outbox (event_id, event_key, event, proposal_id, target, created_at, body, "
@@ -939,6 +947,13 @@ class QueueStore(ABC):
                 body=body,
                 give_up_at=now + self.notifying.give_up_after,
             )
+
+    def _announce_events(self) -> None:
+        """After the transaction that wrote events committed (a refusal rolled back and wrote none)."""
+        if getattr(self._emitted, "pending", False):
+            self._emitted.pending = False
+            if self.on_event is not None:
+                self.on_event()
 
     def _written(self, db: Transaction, key: str) -> bool:
         return db.one("SELECT 1 AS written FROM outbox WHERE event_key = :key LIMIT 1", key=key) is not None
@@ -987,6 +1002,7 @@ class QueueStore(ABC):
                 if not self._written(db, key):
                     self._emit(db, now, key, events.run_unknown(row, now))
                     written += 1
+        self._announce_events()
         return written
 
     _DELIVERY_COLUMNS: Final = (

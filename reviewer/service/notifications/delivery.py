@@ -25,7 +25,8 @@ BATCH: Final = 1
 """Rows a thread claims at a time: one, so a lease covers one attempt and no row waits in a batch
 behind a hanging receiver while its lease runs out."""
 DEFAULT_POLL_INTERVAL: Final = 0.25
-"""How often each target's thread looks for due rows (an idle look is one indexed statement)."""
+"""How often each target's thread looks for due rows (an idle look is one indexed statement); an
+event committed by this replica wakes it at once, one committed by another waits for this."""
 DEFAULT_SWEEP_INTERVAL: Final = 5.0
 """How often reminders and runs that never reported are looked for."""
 
@@ -66,6 +67,7 @@ class Deliverer:
         self.sweep_interval = sweep_interval
         self._next_sweep = 0.0
         self._stopping = threading.Event()
+        self._wakes = {name: threading.Event() for name in self.senders}
         self._threads: list[threading.Thread] = []
 
     def deliver_due(self) -> int:
@@ -122,8 +124,14 @@ class Deliverer:
             for name in self.senders
         ]
         self._threads.append(threading.Thread(target=self._sweep_loop, name="notify sweep", daemon=True))
+        self.store.on_event = self.wake
         for thread in self._threads:
             thread.start()
+
+    def wake(self) -> None:
+        """An event was committed here: each target's thread looks now, not at its next poll."""
+        for wake in self._wakes.values():
+            wake.set()
 
     def _run(self, target: str) -> None:
         while not self._stopping.is_set():
@@ -133,7 +141,8 @@ class Deliverer:
             except Exception:  # a database hiccup must not end notifications for good
                 log.exception("delivering notifications to %s failed; trying again", target)
             if tried < BATCH:
-                self._stopping.wait(self.poll_interval)
+                self._wakes[target].wait(self.poll_interval)
+                self._wakes[target].clear()
 
     def _sweep_loop(self) -> None:
         while not self._stopping.wait(self.sweep_interval):
@@ -145,6 +154,8 @@ class Deliverer:
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the threads after their current attempt (bounded by the attempt's timeout)."""
         self._stopping.set()
+        self.store.on_event = None
+        self.wake()
         for thread in self._threads:
             thread.join(timeout)
         self._threads.clear()
