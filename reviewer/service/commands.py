@@ -90,10 +90,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--notify",
         action="append",
         default=[],
-        metavar="URL",
-        help="post each event (a proposal waiting, decided, a run ended or unknown) to URL: a signed "
-        "webhook (https://, or http:// to loopback) or an Apprise URL (slack://, pagerduty://, ...); "
-        "repeatable",
+        metavar="[EVENTS=]URL",
+        help="post each event (proposal.waiting, proposal.reminder, proposal.decided, run.ended, "
+        "run.unknown) to URL: a signed webhook (https://, or http:// to loopback) or an Apprise URL "
+        "(slack://, pagerduty://, ...); EVENTS=URL (comma-separated) sends only those; repeatable",
     )
     serve.add_argument(
         "--notify-secret-file",

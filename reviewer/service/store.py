@@ -20,7 +20,7 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Protocol
 
@@ -75,6 +75,8 @@ class Notifying:
 
     targets: tuple[str, ...] = ()
     """The targets' names (never their URLs, which may carry a chat service's secret)."""
+    only: dict[str, frozenset[str]] = field(default_factory=dict)
+    """Targets that get only some events (a pager: `run.unknown`), by name; the others get all."""
     remind_after: float | None = None
     give_up_after: float = DEFAULT_GIVE_UP_AFTER
 
@@ -933,6 +935,8 @@ class QueueStore(ABC):
         event_id = uuid.uuid4().hex
         self._emitted.pending = True
         for target in self.notifying.targets:
+            if target in self.notifying.only and document["event"] not in self.notifying.only[target]:
+                continue
             db.run(
                 "INSERT INTO outbox (event_id, event_key, event, proposal_id, target, created_at, body, "
                 "state, attempts, next_attempt_at, give_up_at) VALUES (:event_id, :event_key, :event, "

@@ -22,6 +22,7 @@ from reviewer.service.bodies import submission
 from reviewer.service.databases import open_store
 from reviewer.service.notifications.delivery import Deliverer, next_attempt, retry_delay
 from reviewer.service.notifications.signature import verify
+from reviewer.service.notifications.targets import NotifyRefused, split_events
 from reviewer.service.notifications.webhook import WebhookSender
 from reviewer.service.sqlite_store import OUTBOX_SCHEMA, SCHEMA, SQLiteStore
 from reviewer.service.store import SCHEMA_VERSION, Notifying, QueueStore
@@ -257,6 +258,41 @@ def test_a_hanging_receiver_costs_one_bounded_attempt_and_a_10_mb_answer_is_neve
     assert delivery.state == "delivered"
     with receiver.changed:
         assert receiver.changed.wait_for(lambda: receiver.cut_writes == 1, 10), "the 10 MB were not cut off"
+
+
+def test_a_target_given_some_events_gets_only_those(database: str, clock: Clock, receiver: Receiver) -> None:
+    queue = Queue(database, clock, receiver)
+    pager = WebhookSender(receiver.url + "/pager", SECRET, clock=clock)
+    try:
+        queue.store.notifying = Notifying(
+            targets=(queue.sender.name, pager.name), only={pager.name: frozenset({"run.unknown"})}
+        )
+        queue.deliverer = Deliverer(queue.store, [queue.sender, pager], clock=clock, sweep_interval=0)
+        digest = queue.submit("paged")
+        queue.approve("paged", digest)
+        queue.claim("paged", digest)
+        clock.now += 3600
+        queue.deliverer.deliver_due()
+        arrived = receiver.wait_for(4)
+        assert [(arrival.path, arrival.event) for arrival in arrived] == [
+            ("/hook", "proposal.waiting"),
+            ("/hook", "proposal.decided"),
+            ("/hook", "run.unknown"),
+            ("/hook/pager", "run.unknown"),
+        ]
+    finally:
+        pager.close()
+        queue.close()
+
+
+def test_events_before_a_url_choose_what_it_gets() -> None:
+    assert split_events("https://h.example/x") == (None, "https://h.example/x")
+    assert split_events("run.unknown,proposal.reminder=pagerduty://a@b") == (
+        frozenset({"run.unknown", "proposal.reminder"}),
+        "pagerduty://a@b",
+    )
+    with pytest.raises(NotifyRefused, match="no event 'run.lost'"):
+        split_events("run.lost=https://h.example/x")
 
 
 def test_the_retry_delays_double_up_to_five_minutes_and_stop_at_the_deadline() -> None:

@@ -60,7 +60,10 @@ def test_the_documented_alerts_table_is_read_by_the_app(tmp_path: Path) -> None:
 def test_the_documented_apprise_urls_are_accepted() -> None:
     pytest.importorskip("apprise", reason="the notify extra: pip install 'reviewer[notify]'")
     from reviewer.service.notifications.chat import ChatSender
+    from reviewer.service.notifications.targets import split_events
 
     command = block("", "pip install 'reviewer[notify]'")
-    for url in re.findall(r"--notify '([^']+)'", command):
-        ChatSender(url)
+    chosen = [split_events(value) for value in re.findall(r"--notify '([^']+)'", command)]
+    for events, url in chosen:
+        ChatSender(url, events=events)
+    assert [events for events, _ in chosen] == [None, frozenset({"run.unknown", "proposal.reminder"})]

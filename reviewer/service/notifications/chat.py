@@ -62,7 +62,8 @@ def chat_text(document: dict[str, Any]) -> tuple[str, str]:
 class ChatSender:
     """One Apprise URL (`slack://`, `msteams://`, `pagerduty://`, `ntfy://`, `mailto://`, `json://` ...)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, events: frozenset[str] | None = None) -> None:
+        self.events = events
         try:
             import apprise
         except ImportError:

@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Final, Protocol
 from urllib.parse import urlsplit
 
+from reviewer.service.events import EVENT_NAMES
 from reviewer.service.server import is_loopback
 from reviewer.service.store import Delivery
 
 MAX_SECRET_BYTES: Final = 4096
 WEBHOOK_SCHEMES: Final = ("http", "https")
+_EVENTS_PREFIX: Final = re.compile(r"((?:proposal|run)\.[a-z]+(?:,(?:proposal|run)\.[a-z]+)*)=(.+)", re.S)
+"""`run.unknown,proposal.reminder=URL`: a target that gets only those events (a pager, say)."""
 
 
 class NotifyRefused(Exception):
@@ -37,6 +41,8 @@ class DeliveryFailed(Exception):
 
 class Sender(Protocol):
     name: str
+    events: frozenset[str] | None
+    """The events this target gets; None for all."""
 
     def send(self, delivery: Delivery) -> None:
         """Deliver once, within a bounded time; raise `DeliveryFailed` when it did not arrive."""
@@ -96,21 +102,34 @@ def read_secret(path: Path | None) -> bytes:
     return secret
 
 
-def senders(urls: list[str], secret_file: Path | None, *, attempt_timeout: float) -> list[Sender]:
-    """One sender per `--notify` URL, all checked before any is used."""
+def split_events(value: str) -> tuple[frozenset[str] | None, str]:
+    """`EVENT,EVENT=URL` to the events and the URL; a plain URL gets every event."""
+    match = _EVENTS_PREFIX.fullmatch(value)
+    if match is None:
+        return None, value
+    chosen = frozenset(match[1].split(","))
+    unknown = sorted(chosen - set(EVENT_NAMES))
+    if unknown:
+        raise NotifyRefused(f"--notify: no event {unknown[0]!r}; the events are {', '.join(EVENT_NAMES)}")
+    return chosen, match[2]
+
+
+def senders(values: list[str], secret_file: Path | None, *, attempt_timeout: float) -> list[Sender]:
+    """One sender per `--notify [EVENTS=]URL`, all checked before any is used."""
     from reviewer.service.notifications.webhook import WebhookSender
 
     made: list[Sender] = []
-    webhooks = [url for url in urls if urlsplit(url).scheme.lower() in WEBHOOK_SCHEMES]
+    split = [split_events(value) for value in values]
+    webhooks = [url for _, url in split if urlsplit(url).scheme.lower() in WEBHOOK_SCHEMES]
     secret = read_secret(secret_file) if webhooks else b""
-    for url in urls:
+    for chosen, url in split:
         scheme = urlsplit(url).scheme.lower()
         if scheme in WEBHOOK_SCHEMES:
-            made.append(WebhookSender(check_webhook_url(url), secret, timeout=attempt_timeout))
+            made.append(WebhookSender(check_webhook_url(url), secret, timeout=attempt_timeout, events=chosen))
         elif scheme:
             from reviewer.service.notifications.chat import ChatSender
 
-            made.append(ChatSender(url))
+            made.append(ChatSender(url, events=chosen))
         else:
             raise NotifyRefused(
                 f"--notify {url!r} is not a URL: give https://... or an Apprise URL (slack://...)"

@@ -17,10 +17,19 @@ DEFAULT_ATTEMPT_TIMEOUT: Final = 5.0
 
 
 class WebhookSender:
+    """POSTs an event's stored bytes to one URL, signed with the shared secret at the time of sending."""
+
     def __init__(
-        self, url: str, secret: bytes, *, timeout: float = DEFAULT_ATTEMPT_TIMEOUT, clock: Clock = time.time
+        self,
+        url: str,
+        secret: bytes,
+        *,
+        timeout: float = DEFAULT_ATTEMPT_TIMEOUT,
+        clock: Clock = time.time,
+        events: frozenset[str] | None = None,
     ) -> None:
         self.url = url
+        self.events = events
         self.name = target_name(url)
         self.secret = secret
         self.clock = clock
