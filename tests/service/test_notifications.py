@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from reviewer.queue.messages import ClaimRequest, DecisionRequest, ExecutionReport
@@ -242,7 +243,7 @@ def test_a_hanging_receiver_costs_one_bounded_attempt_and_a_10_mb_answer_is_neve
     queue: Queue, receiver: Receiver
 ) -> None:
     receiver.mode = "hang"
-    queue.sender.client.timeout = __import__("httpx").Timeout(0.5)
+    queue.sender.client.timeout = httpx.Timeout(0.5)  # the attempt's bound, short for the test
     queue.submit("hung")
     began = time.monotonic()
     queue.deliverer.deliver_due()
