@@ -57,6 +57,12 @@ def inert(text: str) -> str:
     ).replace(";", ",")
 
 
+SAVE_TITLE: Final = "\x1b[22;2t"
+"""xterm's title stack: the window's own title is pushed before the first change, and popped
+(`RESTORE_TITLE`) when the app ends, as vim does."""
+RESTORE_TITLE: Final = "\x1b[23;2t"
+
+
 def window_title(pending: int) -> str:
     return f"{OSC}2;reviewer: {pending} pending{BEL}"
 

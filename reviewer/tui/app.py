@@ -20,7 +20,7 @@ from textual.worker import get_current_worker
 
 from reviewer.plan.sanitize import safe_text
 from reviewer.queue.config import TerminalAlerts
-from reviewer.tui.alerts import PendingWatch, alert_bytes, desktop_protocol
+from reviewer.tui.alerts import RESTORE_TITLE, SAVE_TITLE, PendingWatch, alert_bytes, desktop_protocol
 from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.loader import CompletionJob, complete, listed_once
 from reviewer.tui.messages import (
@@ -128,6 +128,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         self.open_first = open_first
         self.alerts = alerts or TerminalAlerts()
         self.pending_watch = PendingWatch()
+        self._title_saved = False
 
     def create_queue_screen(self) -> QueueScreen:
         """The first screen; live, with the queue's own columns."""
@@ -380,6 +381,8 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
     # --- live review: polling the queue ---
 
     async def on_unmount(self) -> None:
+        if self._title_saved and self._driver is not None:
+            self._driver.write(RESTORE_TITLE)  # the window's title before the pending count
         if self.queue is not None:
             await self.queue.aclose()
 
@@ -547,6 +550,8 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         proposal = item.revisions.get(latest.revision) if item is not None else None
         title = None if proposal is None or not self.pending_watch.first_poll_done else proposal.title
         written = alert_bytes(self.alerts, desktop_protocol(self.alerts), pending, ring, title)
+        if self.alerts.title and not self._title_saved:
+            written, self._title_saved = SAVE_TITLE + written, True
         if written and self._driver is not None:
             self._driver.write(written)
 

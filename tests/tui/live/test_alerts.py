@@ -100,7 +100,8 @@ def test_a_new_pending_proposal_rings_retitles_and_notifies_with_its_title_made_
 
     run_app(app, scenario)
     written = terminal.text()
-    assert written.startswith("\x07\x1b]2;reviewer: 1 pending\x07\x1b]9;")
+    assert written.startswith("\x1b[22;2t\x07\x1b]2;reviewer: 1 pending\x07\x1b]9;")
+    assert written.endswith("\x1b[23;2t"), "the window's own title is restored at the end"
     assert "\x1b]2;reviewer: 1 pending\x07" in written
     notification = written[written.index("\x1b]9;") :]
     notification = notification[: notification.index("\x07") + 1]
