@@ -18,6 +18,7 @@ from textual.filter import LineFilter
 from textual.notifications import SeverityLevel
 from textual.worker import get_current_worker
 
+from reviewer.plan.proposal import Proposal
 from reviewer.plan.sanitize import safe_text
 from reviewer.queue.config import TerminalAlerts
 from reviewer.tui.alerts import RESTORE_TITLE, SAVE_TITLE, PendingWatch, alert_bytes, desktop_protocol
@@ -45,7 +46,6 @@ from reviewer.tui.model.sources import (
     DecisionOutcome,
     DemoDecider,
     ExecutionRecord,
-    Proposal,
     QueueItem,
     SourceError,
     completion_order,
