@@ -19,8 +19,8 @@ from reviewer.queue.config import BadConfigFile, Secret, TerminalAlerts, configu
 from reviewer.tui.alerts import PendingWatch, desktop_notification, desktop_protocol
 from reviewer.tui.app import ReviewerApp
 from reviewer.tui.model.queue_source import QueueSource
-from tests.tui.live.helpers import status, until
 from tests.tui.live.fake_queue import FakeQueue
+from tests.tui.live.helpers import status, until
 
 SIZE = (100, 30)
 
