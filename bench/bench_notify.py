@@ -26,7 +26,7 @@ sys.path.insert(0, str(HERE.parent))
 import httpx  # noqa: E402
 
 from tests.queue_harness import Service, body, proposal  # noqa: E402
-from tests.service.receiver import Receiver  # noqa: E402
+from tests.service.notifications.receiver import Receiver  # noqa: E402
 
 
 def percentile(values: list[float], fraction: float) -> float:

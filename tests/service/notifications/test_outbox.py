@@ -28,7 +28,7 @@ from reviewer.service.notifications.webhook import WebhookSender
 from reviewer.service.sqlite_store import OUTBOX_SCHEMA, SCHEMA, SQLiteStore
 from reviewer.service.store import SCHEMA_VERSION, Notifying, QueueStore
 from tests.queue_harness import body, proposal
-from tests.service.receiver import Receiver
+from tests.service.notifications.receiver import Receiver
 from tests.service.test_store_contract import START, Clock, clock, database, identity
 
 __all__ = ["clock", "database"]  # fixtures of the store contract, used here too

@@ -13,9 +13,9 @@ import pytest
 from reviewer.queue.config import configured_alerts
 from reviewer.service.notifications.webhook import WebhookSender
 from reviewer.service.store import Delivery
-from tests.service.receiver import Receiver
+from tests.service.notifications.receiver import Receiver
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "notifications.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "notifications.md"
 
 
 def block(language: str, starting_with: str) -> str:

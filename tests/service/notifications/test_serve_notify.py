@@ -17,9 +17,9 @@ import pytest
 
 from reviewer.service.notifications.signature import verify
 from tests.queue_harness import Service, claimed_report, decide, reviewer_command, submit, unique_id
+from tests.service.notifications.receiver import Receiver
 from tests.service.ports import free_port
 from tests.service.postgres import Cluster
-from tests.service.receiver import Receiver
 
 SECRET = "a-secret-only-the-receiver-knows"
 

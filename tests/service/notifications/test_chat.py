@@ -15,7 +15,7 @@ from reviewer.service.notifications.chat import ChatSender, chat_text, inert
 from reviewer.service.notifications.targets import NotifyRefused
 from reviewer.service.store import Delivery
 from tests.queue_harness import Service, decide, submit
-from tests.service.receiver import Receiver
+from tests.service.notifications.receiver import Receiver
 
 apprise = pytest.importorskip("apprise", reason="the notify extra: pip install 'reviewer[notify]'")
 
