@@ -1,6 +1,7 @@
 """Where reviewer keeps its files, and the live app's settings: the queue URL and the reviewer's token.
 
-Settings for `reviewer review`, highest priority first:
+Settings for `reviewer review`, highest priority first (and `[alerts]`, how the app tells of a newly
+pending proposal: `configured_alerts`):
 
 - the queue: `--queue URL`, then `REVIEWER_QUEUE`, then `queue = "URL"` in `config.toml` in the
   platform config dir (`reviewer login` writes it; e.g. ~/.config/reviewer/config.toml);
@@ -24,7 +25,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 from urllib.parse import urlsplit
 
 import platformdirs
@@ -320,3 +321,38 @@ def configured_signing_key(
             f'{config_path or config_file()}: `signing_key` must be a path like "~/.ssh/id_ed25519.pub"'
         )
     return Path(value).expanduser()
+
+
+DesktopProtocol = Literal["osc9", "osc777"]
+DESKTOP_PROTOCOLS: Final[tuple[DesktopProtocol, ...]] = ("osc9", "osc777")
+
+
+@dataclass(frozen=True)
+class TerminalAlerts:
+    """How the live app tells of a newly pending proposal: `[alerts]` in config.toml.
+
+    `desktop` is True (the terminal's own protocol, where it is known to have one), False, or a
+    protocol named outright ("osc9", "osc777"), for a terminal whose name does not travel over SSH.
+    """
+
+    bell: bool = True
+    title: bool = True
+    desktop: bool | DesktopProtocol = True
+
+
+def configured_alerts(path: Path | None = None) -> TerminalAlerts:
+    """`[alerts]` of config.toml, e.g. `bell = false`; absent keys keep their default (on)."""
+    table = read_config(path).get("alerts", {})
+    where = path or config_file()
+    if not isinstance(table, dict):
+        raise BadConfigFile(f"{where}: `alerts` must be a table, like [alerts] bell = false")
+    unknown = sorted(set(table) - {"bell", "title", "desktop"})
+    if unknown:
+        raise BadConfigFile(f"{where}: [alerts] has no setting {unknown[0]!r}; it takes bell, title, desktop")
+    for name in ("bell", "title"):
+        if not isinstance(table.get(name, True), bool):
+            raise BadConfigFile(f"{where}: [alerts] {name} must be true or false")
+    desktop = table.get("desktop", True)
+    if not isinstance(desktop, bool) and desktop not in DESKTOP_PROTOCOLS:
+        raise BadConfigFile(f'{where}: [alerts] desktop must be true, false, "osc9" or "osc777"')
+    return TerminalAlerts(bell=table.get("bell", True), title=table.get("title", True), desktop=desktop)

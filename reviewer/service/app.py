@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Final
@@ -32,10 +32,12 @@ from reviewer.service.bodies import validation_message
 from reviewer.service.databases import open_store
 from reviewer.service.deps import required_idempotency_key
 from reviewer.service.errors import Invalid, ServiceError
+from reviewer.service.notifications.delivery import Deliverer
+from reviewer.service.notifications.targets import Sender
 from reviewer.service.request_log import RequestLog
 from reviewer.service.responses import error_json, error_response
 from reviewer.service.routes import decisions, identity, proposals, runs
-from reviewer.service.store import DEFAULT_CLAIM_LEASE, Clock, QueueStore
+from reviewer.service.store import DEFAULT_CLAIM_LEASE, Clock, Notifying, QueueStore
 
 ROUTERS: Final = (identity.router, proposals.router, decisions.router, runs.router)
 
@@ -60,8 +62,14 @@ def create_app(
     approval_ttl: float = DEFAULT_APPROVAL_TTL,
     claim_lease: float = DEFAULT_CLAIM_LEASE,
     store: QueueStore | None = None,
+    senders: Sequence[Sender] = (),
+    remind_after: float | None = None,
 ) -> FastAPI:
-    """The service on the database `db` names (or on `store`), with an injectable clock and TTLs."""
+    """The service on the database `db` names (or on `store`), with an injectable clock and TTLs.
+
+    With `senders` (from `--notify`), the store writes each event to its outbox and a `Deliverer`
+    sends them from threads that start and stop with the app.
+    """
     queue: QueueStore = store or open_store(
         db,
         clock=clock,
@@ -71,9 +79,20 @@ def create_app(
         create=True,
     )
 
+    deliverer: Deliverer | None = None
+    if senders:
+        queue.notifying = Notifying(
+            targets=tuple(sender.name for sender in senders), remind_after=remind_after
+        )
+        deliverer = Deliverer(queue, senders, clock=clock)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if deliverer is not None:
+            deliverer.start()
         yield
+        if deliverer is not None:
+            deliverer.stop()
         queue.close()
 
     app = FastAPI(

@@ -18,6 +18,7 @@ from reviewer.queue.config import default_db_path
 from reviewer.service.server import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT
 
 if TYPE_CHECKING:
+    from reviewer.service.notifications.targets import Sender
     from reviewer.service.server import Listening
     from reviewer.service.store import QueueStore
     from reviewer.signing.policy import Policy
@@ -85,7 +86,39 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="a TOML policy: approvals, signatures and reviewers per target environment "
         "(default: one approval by any reviewer, unsigned)",
     )
+    serve.add_argument(
+        "--notify",
+        action="append",
+        default=[],
+        metavar="[EVENTS=]URL",
+        help="post each event (proposal.waiting, proposal.reminder, proposal.decided, run.ended, "
+        "run.unknown) to URL: a signed webhook (https://, or http:// to loopback) or an Apprise URL "
+        "(slack://, pagerduty://, ...); EVENTS=URL (comma-separated) sends only those; repeatable",
+    )
+    serve.add_argument(
+        "--notify-secret-file",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the secret that signs each webhook (Reviewer-Signature); needed with --notify",
+    )
+    serve.add_argument(
+        "--remind-after",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="notify again, every SECONDS, while a proposal is still pending (default: never)",
+    )
     serve.set_defaults(func=run_serve)
+
+    notify = subparsers.add_parser(
+        "notify", help="the queue's notifications", description="The notifications the queue delivered."
+    )
+    notify_commands = notify.add_subparsers(title="notify commands", metavar="COMMAND", required=True)
+    deliveries = notify_commands.add_parser("list", help="list the newest deliveries and their state")
+    deliveries.add_argument("--limit", type=int, default=50, help="how many (default: 50)")
+    _db_option(deliveries)
+    deliveries.set_defaults(func=run_notify_list)
 
     token = subparsers.add_parser(
         "token", help="mint, list and revoke the queue's tokens", description="Manage the queue's tokens."
@@ -191,6 +224,17 @@ def run_serve(args: argparse.Namespace) -> int:
         print(f"reviewer serve: {error}; not started", file=sys.stderr)
         return 2
 
+    from reviewer.service.notifications.targets import NotifyRefused, senders
+    from reviewer.service.notifications.webhook import DEFAULT_ATTEMPT_TIMEOUT
+
+    if args.remind_after is not None and not args.remind_after > 0:
+        return _refusal("serve", f"--remind-after must be more than 0 seconds, not {args.remind_after}")
+    try:
+        notify_senders = senders(
+            args.notify, args.notify_secret_file, attempt_timeout=DEFAULT_ATTEMPT_TIMEOUT
+        )
+    except NotifyRefused as error:
+        return _refusal("serve", error.message)
     listening = Listening(
         host=args.host,
         port=args.port,
@@ -206,7 +250,7 @@ def run_serve(args: argparse.Namespace) -> int:
     except ListenRefused as error:
         return _refusal("serve", error.message)
     try:
-        return _serve(args, listening, listener, policy)
+        return _serve(args, listening, listener, policy, notify_senders)
     except (ListenRefused, DatabaseUnusable) as error:
         return _refusal("serve", error.message)
     finally:
@@ -214,7 +258,11 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def _serve(
-    args: argparse.Namespace, listening: Listening, listener: socket.socket, policy: Policy | None
+    args: argparse.Namespace,
+    listening: Listening,
+    listener: socket.socket,
+    policy: Policy | None,
+    notify_senders: list[Sender],
 ) -> int:
     import asyncio
     import ssl
@@ -232,8 +280,10 @@ def _serve(
     store = _store(args, create=True, policy=policy)
     if store.created:
         log.info("created a new, empty queue in %s", store.location)
-    app = create_app(None, store=store)
+    app = create_app(None, store=store, senders=notify_senders, remind_after=args.remind_after)
     log.info("queue database: %s", store.location)
+    for sender in notify_senders:
+        log.info("notifying %s", sender.name)
     if args.policy is not None:
         log.info("decision policy: %s", args.policy)
     if listening.behind_tls_proxy and not listening.tls_cert:
@@ -393,4 +443,33 @@ def run_token_revoke(args: argparse.Namespace) -> int:
     if not revoked:
         return _refusal("token revoke", f"no active token named {safe_text(args.name)!r}")
     print(f"revoked {safe_text(args.name)}", file=sys.stderr)
+    return 0
+
+
+def run_notify_list(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from reviewer.service.errors import DatabaseUnusable
+
+    def when(seconds: float | None) -> str:
+        return "-" if seconds is None else f"{datetime.fromtimestamp(seconds, UTC):%Y-%m-%d %H:%M:%S}"
+
+    try:
+        store = _store(args)
+        try:
+            deliveries = store.list_deliveries(args.limit)
+        finally:
+            store.close()
+    except DatabaseUnusable as error:
+        return _refusal("notify list", error.message)
+    for delivery in deliveries:
+        pending_note = (
+            f"next {when(delivery.next_attempt_at)}"
+            if delivery.state == "pending"
+            else when(delivery.finished_at)
+        )
+        print(
+            f"{delivery.event_id}\t{delivery.event}\t{delivery.proposal_id}\t{delivery.target}\t"
+            f"{delivery.state}\t{delivery.attempts} attempts\t{pending_note}\t{delivery.last_error or ''}"
+        )
     return 0

@@ -31,7 +31,32 @@ from reviewer.service.store import SCHEMA_VERSION, QueueStore, StoreSettings
 WRITE_LOCK: Final = 0x72657669  # "revi": the advisory lock every write transaction holds
 CONNECT_TIMEOUT: Final = 5
 
-SCHEMA = """
+OUTBOX_SCHEMA = """
+CREATE TABLE outbox (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    event_id TEXT NOT NULL,
+    event_key TEXT NOT NULL,
+    event TEXT NOT NULL,
+    proposal_id TEXT NOT NULL,
+    target TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    body BYTEA NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('pending', 'delivered', 'failed')),
+    attempts INTEGER NOT NULL,
+    next_attempt_at DOUBLE PRECISION NOT NULL,
+    give_up_at DOUBLE PRECISION NOT NULL,
+    leased_until DOUBLE PRECISION,
+    last_error TEXT,
+    finished_at DOUBLE PRECISION,
+    UNIQUE (event_key, target)
+);
+CREATE INDEX outbox_due ON outbox (state, next_attempt_at);
+"""
+"""Notifications waiting to be sent, one row per event and target (version 4; a version-3 database
+gains the table when a service starts on it)."""
+
+SCHEMA = (
+    """
 CREATE TABLE tokens (
     id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     name TEXT NOT NULL,
@@ -171,6 +196,8 @@ CREATE TRIGGER trail_append_only BEFORE UPDATE OR DELETE ON trail
 
 CREATE TABLE reviewer_schema (version INTEGER NOT NULL);
 """
+    + OUTBOX_SCHEMA
+)
 
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
@@ -232,6 +259,10 @@ class PostgresStore(QueueStore):
             if present["present"]:
                 row = db.one("SELECT version FROM reviewer_schema")
                 version = None if row is None else row["version"]
+                if version == 3:
+                    self._connection().execute(OUTBOX_SCHEMA)
+                    db.run("UPDATE reviewer_schema SET version = :version", version=SCHEMA_VERSION)
+                    return
                 if version != SCHEMA_VERSION:
                     raise DatabaseUnusable(
                         f"{self.location} holds queue schema version {version}, and this reviewer reads "
@@ -281,6 +312,16 @@ class PostgresStore(QueueStore):
         connection = self._connection()
         with connection.transaction():
             connection.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            yield _PostgresTransaction(connection)
+
+    ROW_LOCK = " FOR UPDATE SKIP LOCKED"
+
+    @contextmanager
+    def outbox_write(self) -> Iterator[_PostgresTransaction]:
+        """Outbox rows are claimed by row locks (`ROW_LOCK`), not the queue's one write lock: a
+        replica sending notifications never holds up another's decisions."""
+        connection = self._connection()
+        with connection.transaction():
             yield _PostgresTransaction(connection)
 
     @contextmanager

@@ -19,7 +19,32 @@ from reviewer.service.errors import DatabaseUnusable
 from reviewer.service.rules import Row
 from reviewer.service.store import SCHEMA_VERSION, QueueStore, StoreSettings
 
-SCHEMA = """
+OUTBOX_SCHEMA = """
+CREATE TABLE IF NOT EXISTS outbox (
+    id INTEGER PRIMARY KEY,
+    event_id TEXT NOT NULL,
+    event_key TEXT NOT NULL,
+    event TEXT NOT NULL,
+    proposal_id TEXT NOT NULL,
+    target TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    body BLOB NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('pending', 'delivered', 'failed')),
+    attempts INTEGER NOT NULL,
+    next_attempt_at REAL NOT NULL,
+    give_up_at REAL NOT NULL,
+    leased_until REAL,
+    last_error TEXT,
+    finished_at REAL,
+    UNIQUE (event_key, target)
+);
+CREATE INDEX IF NOT EXISTS outbox_due ON outbox(state, next_attempt_at);
+"""
+"""Notifications waiting to be sent, one row per event and target, written in the transaction that
+makes the event true (version 4; an older file gains the table on open, no row changes)."""
+
+SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS tokens (
     id INTEGER PRIMARY KEY,
     name TEXT NOT NULL,
@@ -140,6 +165,8 @@ CREATE TABLE IF NOT EXISTS ssh_keys (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS ssh_keys_active ON ssh_keys(fingerprint) WHERE removed_at IS NULL;
 """
+    + OUTBOX_SCHEMA
+)
 """Reviewers' SSH keys: a key is active under one name at a time (one key signing as two reviewers
 would let one person meet a quorum of two)."""
 
@@ -225,7 +252,7 @@ class SQLiteStore(QueueStore):
             raise DatabaseUnusable(f"{self.path} is not a queue database ({error})") from None
         if tables and "proposals" not in tables:
             raise DatabaseUnusable(f"{self.path} is an SQLite file of something else, not a queue database")
-        if tables and version == 2:
+        if tables and version in (2, 3):
             present = {row[1] for row in connection.execute("PRAGMA table_info(trail)")}
             for column in TRAIL_SIGNATURE_COLUMNS:
                 if column not in present:

@@ -15,11 +15,12 @@ revision and its state, rewritten in the same transaction as the history.
 from __future__ import annotations
 
 import hashlib
+import threading
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Protocol
 
@@ -39,7 +40,7 @@ from reviewer.queue.messages import (
     SubmissionAnswer,
     TrailEvent,
 )
-from reviewer.service import rules
+from reviewer.service import events, rules
 from reviewer.service.auth import Identity, Role, hashes_match
 from reviewer.service.errors import Conflict, NotFound
 from reviewer.service.rules import Row
@@ -57,14 +58,50 @@ from reviewer.service.signed_decisions import (
 from reviewer.signing.policy import Policy, Rule
 from reviewer.signing.sshsig import PublicKey
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 """The version of the tables a database holds: 2 added claims, 3 reviewers' SSH keys and signed
-decisions in the trail. A store refuses another version (SQLite brings 2 up to 3)."""
+decisions in the trail, 4 the notifications' outbox. A store refuses another version (SQLite brings
+2 and 3 up to 4, PostgreSQL 3 up to 4)."""
 DEFAULT_CLAIM_LEASE: Final = 3600.0
 """How long a claimed run may take before reviewers see its outcome as unknown (it stays claimed)."""
 
+DEFAULT_GIVE_UP_AFTER: Final = 24 * 3600.0
+"""A notification nobody could receive for a day is marked failed (and logged), no longer retried."""
+
 Clock = Callable[[], float]
 """Seconds since the epoch; injected so tests can move time instead of waiting."""
+
+
+@dataclass(frozen=True)
+class Notifying:
+    """What the store writes to its outbox: one row per event and target, none without targets."""
+
+    targets: tuple[str, ...] = ()
+    """The targets' names (never their URLs, which may carry a chat service's secret)."""
+    only: dict[str, frozenset[str]] = field(default_factory=dict)
+    """Targets that get only some events (a pager: `run.unknown`), by name; the others get all."""
+    remind_after: float | None = None
+    give_up_after: float = DEFAULT_GIVE_UP_AFTER
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One event for one target in the outbox, and how its delivery went so far."""
+
+    id: int
+    event_id: str
+    """Sent as `Reviewer-Delivery`: the same on every retry, so a receiver drops a duplicate."""
+    event: str
+    proposal_id: str
+    target: str
+    body: bytes
+    state: str
+    attempts: int
+    created_at: float
+    next_attempt_at: float
+    give_up_at: float
+    last_error: str | None
+    finished_at: float | None
 
 
 @dataclass(frozen=True)
@@ -139,6 +176,11 @@ class QueueStore(ABC):
         """Each revision's target environment, read once: a revision never changes."""
         self.created = False
         """True when this store created the queue's tables (a new database), for `serve` to say so."""
+        self.notifying = Notifying()
+        """Set by `serve --notify`: without targets, no event is written."""
+        self.on_event: Callable[[], None] | None = None
+        """Called after a write that wrote an event committed: the delivery loop wakes at once."""
+        self._emitted = threading.local()
 
     @abstractmethod
     def write(self) -> AbstractContextManager[Transaction]:
@@ -155,6 +197,14 @@ class QueueStore(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    ROW_LOCK: str = ""
+    """Appended to the outbox's claiming SELECT: PostgreSQL's `FOR UPDATE SKIP LOCKED`."""
+
+    def outbox_write(self) -> AbstractContextManager[Transaction]:
+        """A transaction that claims or updates outbox rows: on SQLite the one write lock (`BEGIN
+        IMMEDIATE`); PostgreSQL locks the rows themselves and skips those another replica holds."""
+        return self.write()
 
     @property
     @abstractmethod
@@ -443,6 +493,15 @@ class QueueStore(ABC):
                 now=now,
                 body=submission.body,
             )
+            if self.notifying.targets:
+                stored_row = self._proposal_row(db, submission.proposal_id)
+                self._emit(
+                    db,
+                    now,
+                    events.event_key("proposal.waiting", submission.proposal_id, submission.revision),
+                    events.waiting(stored_row, bytes(submission.body), now),
+                )
+        self._announce_events()
         return True, SubmissionAnswer(
             proposal_id=submission.proposal_id,
             revision=submission.revision,
@@ -651,8 +710,16 @@ class QueueStore(ABC):
             if result.state != "pending":
                 decided_by = ", ".join(result.approvals) if result.state == "approved" else identity.name
                 self._record_decision(db, proposal_id, request, decided_by, now)
+                if self.notifying.targets:
+                    self._emit(
+                        db,
+                        now,
+                        events.event_key("proposal.decided", proposal_id, request.revision),
+                        events.decided(self._proposal_row(db, proposal_id), now),
+                    )
             answer = with_votes(self._answer(db, proposal_id, now), rule, cast)
             self._remember(db, identity, idempotency_key, fingerprint, answer, now)
+        self._announce_events()
         return False, answer
 
     def _record_decision(
@@ -845,9 +912,17 @@ class QueueStore(ABC):
                 "SELECT * FROM proposals WHERE proposal_id = :proposal_id", proposal_id=proposal_id
             )
             assert updated is not None
+            if self.notifying.targets:
+                self._emit(
+                    db,
+                    now,
+                    events.event_key("run.ended", proposal_id, claim["revision"], claim["claim_id"]),
+                    events.run_ended(updated, claim, report.ended, report.calls, identity.name, now),
+                )
             answer = self._voted_state(db, updated, now)
             if idempotency_key is not None:
                 self._remember(db, identity, idempotency_key, fingerprint, answer, now)
+        self._announce_events()
         return False, answer
 
     def list_executions(self, identity: Identity, proposal_id: str) -> bytes:
@@ -882,7 +957,142 @@ class QueueStore(ABC):
             )
         return msgspec.json.encode(_ExecutionHistoryWire(proposal_id=proposal_id, executions=executions))
 
+    # the notifications' outbox
+
+    def _emit(self, db: Transaction, now: float, key: str, document: dict[str, Any]) -> None:
+        """Write the event for each target in the caller's transaction; a key already written (a
+        second replica's sweep, a retried request) is kept as it was."""
+        body = events.encode(document)
+        event_id = uuid.uuid4().hex
+        self._emitted.pending = True
+        for target in self.notifying.targets:
+            if target in self.notifying.only and document["event"] not in self.notifying.only[target]:
+                continue
+            db.run(
+                "INSERT INTO outbox (event_id, event_key, event, proposal_id, target, created_at, body, "
+                "state, attempts, next_attempt_at, give_up_at) VALUES (:event_id, :event_key, :event, "
+                ":proposal_id, :target, :now, :body, 'pending', 0, :now, :give_up_at) "
+                "ON CONFLICT (event_key, target) DO NOTHING",
+                event_id=event_id,
+                event_key=key,
+                event=document["event"],
+                proposal_id=document["proposal_id"],
+                target=target,
+                now=now,
+                body=body,
+                give_up_at=now + self.notifying.give_up_after,
+            )
+
+    def _announce_events(self) -> None:
+        """After the transaction that wrote events committed (a refusal rolled back and wrote none)."""
+        if getattr(self._emitted, "pending", False):
+            self._emitted.pending = False
+            if self.on_event is not None:
+                self.on_event()
+
+    def _written(self, db: Transaction, key: str) -> bool:
+        return db.one("SELECT 1 AS written FROM outbox WHERE event_key = :key LIMIT 1", key=key) is not None
+
+    def sweep_events(self) -> int:
+        """Write the events that time alone makes true: reminders of pending proposals, and claims
+        whose lease ran out without a report. Answers how many were written; any replica may sweep."""
+        if not self.notifying.targets:
+            return 0
+        now = self.clock()
+        written = 0
+        remind_after = self.notifying.remind_after
+        with self.write() as db:
+            if remind_after is not None:
+                for row in db.all(
+                    "SELECT * FROM proposals WHERE decision IS NULL AND claim_id IS NULL "
+                    "AND executed_at IS NULL AND pending_expires_at > :now AND submitted_at <= :due",
+                    now=now,
+                    due=now - remind_after,
+                ):
+                    number = events.reminder_number(row["submitted_at"], now, remind_after)
+                    key = events.event_key(
+                        "proposal.reminder", row["proposal_id"], row["latest_revision"], str(number)
+                    )
+                    if number == 0 or self._written(db, key):
+                        continue
+                    body = db.one(
+                        "SELECT body FROM revisions "
+                        "WHERE proposal_id = :proposal_id AND revision = :revision",
+                        proposal_id=row["proposal_id"],
+                        revision=row["latest_revision"],
+                    )
+                    assert body is not None
+                    self._emit(
+                        db, now, key, events.waiting(row, bytes(body["body"]), now, "proposal.reminder")
+                    )
+                    written += 1
+            for row in db.all(
+                "SELECT * FROM proposals WHERE claim_id IS NOT NULL AND executed_at IS NULL "
+                "AND lease_expires_at <= :now",
+                now=now,
+            ):
+                key = events.event_key(
+                    "run.unknown", row["proposal_id"], row["latest_revision"], row["claim_id"]
+                )
+                if not self._written(db, key):
+                    self._emit(db, now, key, events.run_unknown(row, now))
+                    written += 1
+        self._announce_events()
+        return written
+
+    _DELIVERY_COLUMNS: Final = (
+        "id, event_id, event, proposal_id, target, body, state, attempts, created_at, next_attempt_at, "
+        "give_up_at, last_error, finished_at"
+    )
+
+    def claim_deliveries(self, target: str, limit: int, lease: float) -> list[Delivery]:
+        """Take up to `limit` deliveries that are due, for `lease` seconds: another replica (or this
+        one's next pass) takes a row again only once the lease ran out, as after a crash mid-send."""
+        now = self.clock()
+        with self.outbox_write() as db:
+            rows = db.all(
+                "UPDATE outbox SET leased_until = :until WHERE id IN (SELECT id FROM outbox "
+                "WHERE state = 'pending' AND target = :target AND next_attempt_at <= :now "
+                "AND (leased_until IS NULL OR leased_until <= :now) ORDER BY id LIMIT :limit"
+                f"{self.ROW_LOCK}) RETURNING {self._DELIVERY_COLUMNS}",
+                until=now + lease,
+                now=now,
+                target=target,
+                limit=limit,
+            )
+        return sorted((_delivery(row) for row in rows), key=lambda delivery: delivery.id)
+
+    def finish_delivery(self, delivery_id: int, error: str | None, retry_at: float | None) -> None:
+        """Record an attempt: delivered (`error` None), retried at `retry_at`, or failed for good."""
+        now = self.clock()
+        state = "delivered" if error is None else ("pending" if retry_at is not None else "failed")
+        with self.outbox_write() as db:
+            db.run(
+                "UPDATE outbox SET state = :state, attempts = attempts + 1, leased_until = NULL, "
+                "last_error = :error, "
+                "next_attempt_at = coalesce(CAST(:retry_at AS DOUBLE PRECISION), next_attempt_at), "
+                "finished_at = :finished_at WHERE id = :id",
+                state=state,
+                error=error,
+                retry_at=retry_at,
+                finished_at=None if state == "pending" else now,
+                id=delivery_id,
+            )
+
+    def list_deliveries(self, limit: int = 100) -> list[Delivery]:
+        """The newest deliveries first, for `reviewer notify list`."""
+        with self.read() as db:
+            rows = db.all(
+                f"SELECT {self._DELIVERY_COLUMNS} FROM outbox ORDER BY id DESC LIMIT :limit", limit=limit
+            )
+        return [_delivery(row) for row in rows]
+
     # helpers of the write transactions
+
+    def _proposal_row(self, db: Transaction, proposal_id: str) -> Row:
+        row = db.one("SELECT * FROM proposals WHERE proposal_id = :proposal_id", proposal_id=proposal_id)
+        assert row is not None
+        return row
 
     def _answer(self, db: Transaction, proposal_id: str, now: float) -> DecisionState:
         row = db.one("SELECT * FROM proposals WHERE proposal_id = :proposal_id", proposal_id=proposal_id)
@@ -960,6 +1170,24 @@ def _with_withdrawals(
             merged.append(events.pop(0))
         merged.append(event)
     return merged + events
+
+
+def _delivery(row: Row) -> Delivery:
+    return Delivery(
+        id=row["id"],
+        event_id=row["event_id"],
+        event=row["event"],
+        proposal_id=row["proposal_id"],
+        target=row["target"],
+        body=bytes(row["body"]),
+        state=row["state"],
+        attempts=row["attempts"],
+        created_at=row["created_at"],
+        next_attempt_at=row["next_attempt_at"],
+        give_up_at=row["give_up_at"],
+        last_error=row["last_error"],
+        finished_at=row["finished_at"],
+    )
 
 
 _NULL: Final = msgspec.Raw(b"null")

@@ -20,6 +20,8 @@ from textual.worker import get_current_worker
 
 from reviewer.plan.proposal import Proposal
 from reviewer.plan.sanitize import safe_text
+from reviewer.queue.config import TerminalAlerts
+from reviewer.tui.alerts import RESTORE_TITLE, SAVE_TITLE, PendingWatch, alert_bytes, desktop_protocol
 from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.loader import CompletionJob, complete, listed_once
 from reviewer.tui.messages import (
@@ -93,11 +95,15 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         decider: Decider | None = None,
         mode: str = "demo",
         color_system: str | None = None,
+        open_first: str | None = None,
+        alerts: TerminalAlerts | None = None,
     ) -> None:
         """`source` is a folder (or one file) for the demo, or the queue for live review, which sets
         the mode to "live" and decides through the queue. `color_system` ("standard", "256",
         "truecolor") overrides what the terminal was detected to have (TEXTUAL_COLOR_SYSTEM); tests
-        pass it to see the screen in 16 colours."""
+        pass it to see the screen in 16 colours. Live, `open_first` names the proposal whose review
+        screen opens as soon as it is fetched (`reviewer review ID`, the line a notification gives),
+        and `alerts` says how a newly pending proposal is told (bell, window title, desktop)."""
         super().__init__()
         self.register_theme(THEME)
         self.theme = THEME.name
@@ -119,6 +125,10 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         self._jobs: deque[CompletionJob] = deque()
         self._jobs_lock = threading.Lock()
         self._completing = False
+        self.open_first = open_first
+        self.alerts = alerts or TerminalAlerts()
+        self.pending_watch = PendingWatch()
+        self._title_saved = False
 
     def create_queue_screen(self) -> QueueScreen:
         """The first screen; live, with the queue's own columns."""
@@ -156,6 +166,8 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         if self.queue is not None:
             self.set_interval(1.0, self.refresh_status)
             self.call_after_refresh(self.refresh_status)
+            if self.open_first is not None:
+                self.fetch_first(self.open_first)
             self.watch_queue()
         if self.folder is not None:
             # The scan is cheap (about 5 ms for the samples), so it starts at once and the first rows
@@ -369,6 +381,8 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
     # --- live review: polling the queue ---
 
     async def on_unmount(self) -> None:
+        if self._title_saved and self._driver is not None:
+            self._driver.write(RESTORE_TITLE)  # the window's title before the pending count
         if self.queue is not None:
             await self.queue.aclose()
 
@@ -415,6 +429,25 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
             else:
                 queue.backoff.reset()
             await self._pause(delay)
+
+    @work(group="first", exit_on_error=False)
+    async def fetch_first(self, proposal_id: str) -> None:
+        """The proposal `reviewer review ID` names, fetched at once rather than after the whole list:
+        its review screen opens when it arrives (see `on_proposal_fetched`)."""
+        from reviewer.queue.client import NotFound
+        from reviewer.tui.model.queue_source import problem_words
+
+        queue = self.queue
+        assert queue is not None
+        try:
+            self.post_message(ProposalFetched(await queue.fetch(proposal_id)))
+        except NotFound:
+            self.open_first = None
+            self.notify(f"the queue has no proposal {shown(proposal_id, 60)}", severity="error", timeout=30)
+        except Exception as error:  # the poll fetches it again, and opens it then
+            self.notify(
+                f"could not fetch {shown(proposal_id, 60)}: {problem_words(error)}", severity="warning"
+            )
 
     @work(group="opened", exit_on_error=False)
     async def fetch_opened(self, proposal_id: str) -> None:
@@ -468,6 +501,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         self.refresh_status()
 
     def on_queue_answered(self, message: QueueAnswered) -> None:
+        self.pending_watch.first_poll_done = True
         self.link.answered_at = message.at
         self.link.retry_at = None
         self.refresh_status()
@@ -498,6 +532,28 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
             self.list_revision(analysis, FROM_QUEUE, digest)
             self.enqueue_completion(CompletionJob(analysis, f"{proposal_id} revision {proposal.revision}"))
         self._refresh_open_reviews(proposal_id)
+        self.tell_terminal(fetched.record)
+        item = self.items.get(proposal_id)
+        if proposal_id == self.open_first and item is not None and item.revisions:
+            self.open_first = None
+            self.push_screen(self.create_review_screen(item))
+
+    def tell_terminal(self, record: ProposalRecord) -> None:
+        """Ring, retitle the window and raise a desktop notification for a newly pending revision."""
+        latest = record.latest
+        before = len(self.pending_watch.pending)
+        ring = self.pending_watch.observe(record.proposal_id, latest.revision, latest.state)
+        pending = len(self.pending_watch.pending)
+        if not ring and pending == before:
+            return
+        item = self.items.get(record.proposal_id)
+        proposal = item.revisions.get(latest.revision) if item is not None else None
+        title = None if proposal is None or not self.pending_watch.first_poll_done else proposal.title
+        written = alert_bytes(self.alerts, desktop_protocol(self.alerts), pending, ring, title)
+        if self.alerts.title and not self._title_saved:
+            written, self._title_saved = SAVE_TITLE + written, True
+        if written and self._driver is not None:
+            self._driver.write(written)
 
     def take_record(self, record: ProposalRecord) -> None:
         item = self.items.get(record.proposal_id)

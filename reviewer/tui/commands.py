@@ -36,6 +36,12 @@ def register(subparsers: Any) -> None:
         "token. The queue comes from --queue, REVIEWER_QUEUE or the config file `reviewer login` "
         "writes; the token from REVIEWER_TOKEN or the token file.",
     )
+    review.add_argument(
+        "proposal_id",
+        nargs="?",
+        metavar="PROPOSAL_ID",
+        help="open this proposal's review screen at once (the line a notification gives)",
+    )
     review.add_argument("--queue", metavar="URL", help="the queue's URL (default: from the config)")
     review.add_argument(
         "--poll",
@@ -71,11 +77,12 @@ def run_demo(options: argparse.Namespace) -> int:
 
 
 def run_review(options: argparse.Namespace) -> int:
-    from reviewer.queue.config import configured_signing_key, load_settings
+    from reviewer.queue.config import configured_alerts, configured_signing_key, load_settings
     from reviewer.signing.sshsig import SigningError, signer_for
 
     try:
         settings = load_settings(options.queue)
+        alerts = configured_alerts()
         key_path = configured_signing_key()
         signer = signer_for(key_path) if key_path is not None else None
     except (ConfigError, SigningError) as error:
@@ -88,7 +95,9 @@ def run_review(options: argparse.Namespace) -> int:
     from reviewer.tui.model.queue_source import QueueSource
 
     ReviewerApp(
-        QueueSource(settings.queue_url, settings.token, poll_interval=options.poll, signer=signer)
+        QueueSource(settings.queue_url, settings.token, poll_interval=options.poll, signer=signer),
+        open_first=options.proposal_id,
+        alerts=alerts,
     ).run()
     return 0
 

@@ -1,0 +1,163 @@
+"""The notifications the queue sends, as plain functions of the stores' rows: which event is due, its key
+and its document.
+
+Each store writes an event's document to its outbox in the transaction that makes the event true,
+one row per notification target; the delivery loop sends it later. Keeping the documents and the
+"is a reminder due" arithmetic here means SQLite and PostgreSQL write the same bytes, and both are
+unit-tested without a database. Every string an agent wrote is passed through `safe_text` and
+clipped: a receiver may show it as it is.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Final, Literal
+
+import msgspec
+
+from reviewer.plan.sanitize import clip, safe_text
+from reviewer.service.rules import Row, required_timestamp
+
+EventName = Literal["proposal.waiting", "proposal.reminder", "proposal.decided", "run.ended", "run.unknown"]
+EVENT_NAMES: Final[tuple[EventName, ...]] = (
+    "proposal.waiting",
+    "proposal.reminder",
+    "proposal.decided",
+    "run.ended",
+    "run.unknown",
+)
+FORMAT: Final = "reviewer.event/v1"
+MAX_TEXT_CHARS: Final = 300
+"""An agent's title in a page or a chat line: enough to recognise the plan, never a 10 MB string."""
+
+
+def review_command(proposal_id: str) -> str:
+    """The command line that opens the proposal in the terminal app: what a page tells its reader."""
+    return f"reviewer review {proposal_id}"
+
+
+def agent_text(text: str | None) -> str | None:
+    """An agent's string as a notification carries it: hidden characters shown, and clipped."""
+    return None if text is None else clip(safe_text(text), MAX_TEXT_CHARS)
+
+
+class _Target(msgspec.Struct):
+    api: str = ""
+    base_url: str | None = None
+    environment: str | None = None
+
+
+class _DryRun(msgspec.Struct):
+    write_requests: int | None = None
+    writes_kept: int | None = None
+
+
+class _Plan(msgspec.Struct):
+    """The parts of a stored proposal an event names; msgspec skips the calls unread."""
+
+    target: _Target = msgspec.field(default_factory=_Target)
+    dry_run: _DryRun = msgspec.field(default_factory=_DryRun)
+
+
+_plan_decoder: Final = msgspec.json.Decoder(_Plan)
+
+
+def event_key(event: EventName, proposal_id: str, revision: int, detail: str = "") -> str:
+    """What makes two events one: a retry, a second replica's sweep or a restart writes the same key,
+    and the outbox keeps one row per key and target."""
+    return f"{event}:{proposal_id}:{revision}" + (f":{detail}" if detail else "")
+
+
+def reminder_number(submitted_at: float, now: float, remind_after: float | None) -> int:
+    """How many `remind_after` periods a proposal has waited: 0 before the first reminder is due.
+
+    A service that was down for three periods sends the third reminder, not three at once.
+    """
+    if remind_after is None or remind_after <= 0 or now < submitted_at + remind_after:
+        return 0
+    return math.floor((now - submitted_at) / remind_after)
+
+
+def _base(event: EventName, proposal_id: str, revision: int, now: float) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "event": event,
+        "at": required_timestamp(now).isoformat(),
+        "proposal_id": proposal_id,
+        "revision": revision,
+        "open": review_command(proposal_id),
+    }
+
+
+def waiting(row: Row, body: bytes, now: float, event: EventName = "proposal.waiting") -> dict[str, Any]:
+    """`proposal.waiting` (or `proposal.reminder`) for a `proposals` row and its revision's stored body."""
+    plan = _plan_decoder.decode(body)
+    return {
+        **_base(event, row["proposal_id"], row["latest_revision"], now),
+        "title": agent_text(row["title"]),
+        "agent": agent_text(row["agent_name"]),
+        "proposed_by": row["owner"],
+        "api": agent_text(plan.target.api),
+        "environment": agent_text(plan.target.environment),
+        "base_url": agent_text(plan.target.base_url),
+        "calls": row["call_count"],
+        "write_requests": plan.dry_run.write_requests,
+        "writes_kept": plan.dry_run.writes_kept,
+        "plan_sha256": row["plan_sha256"],
+        "submitted_at": required_timestamp(row["submitted_at"]).isoformat(),
+        "waited_seconds": max(0, round(now - row["submitted_at"])),
+        "expires_at": required_timestamp(row["pending_expires_at"]).isoformat(),
+    }
+
+
+def decided(row: Row, now: float) -> dict[str, Any]:
+    """`proposal.decided`: approved (a quorum met) or rejected, by whom and why."""
+    return {
+        **_base("proposal.decided", row["proposal_id"], row["latest_revision"], now),
+        "title": agent_text(row["title"]),
+        "decision": row["decision"],
+        "decided_by": row["decided_by"],
+        "reason": agent_text(row["reason"]),
+        "plan_sha256": row["plan_sha256"],
+    }
+
+
+def run_ended(
+    row: Row, claim: Row, ended: str | None, calls: list[dict[str, Any]], reported_by: str, now: float
+) -> dict[str, Any]:
+    """`run.ended`: how the claimed run ended, how many calls it sent, and how many the API kept
+    (a call whose outcome is `ok`)."""
+    kept = sum(1 for call in calls if _status(call) == "ok")
+    return {
+        **_base("run.ended", claim["proposal_id"], claim["revision"], now),
+        "title": agent_text(row["title"]),
+        "ended": ended,
+        "claim_id": claim["claim_id"],
+        "reported_by": reported_by,
+        "calls_sent": len(calls),
+        "calls_kept": kept,
+        "plan_sha256": claim["plan_sha256"],
+    }
+
+
+def _status(call: dict[str, Any]) -> object:
+    outcome = call.get("outcome")
+    return outcome.get("status") if isinstance(outcome, dict) else call.get("status")
+
+
+def run_unknown(row: Row, now: float) -> dict[str, Any]:
+    """`run.unknown`: a claim's lease ran out without a report; the run may have written."""
+    return {
+        **_base("run.unknown", row["proposal_id"], row["latest_revision"], now),
+        "title": agent_text(row["title"]),
+        "claim_id": row["claim_id"],
+        "claimed_by": row["claimed_by"],
+        "claimed_at": required_timestamp(row["claimed_at"]).isoformat(),
+        "lease_expired_at": required_timestamp(row["lease_expires_at"]).isoformat(),
+        "plan_sha256": row["plan_sha256"],
+    }
+
+
+def encode(document: dict[str, Any]) -> bytes:
+    """The bytes that are stored, signed and sent: the same on every retry."""
+    return msgspec.json.encode(document)

@@ -1,0 +1,367 @@
+"""Notifications, on SQLite and PostgreSQL alike: each event is written to the outbox in the transaction
+that makes it true and delivered, signed, to a real receiver on loopback, at least once and never lost.
+
+The store and the delivery loop share an injected clock, and `Deliverer.deliver_due` is one pass of the
+loop: a receiver "down for 10 s" is the clock moved by ten seconds, never a wait.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from reviewer.queue.messages import ClaimRequest, DecisionRequest, ExecutionReport
+from reviewer.service import events
+from reviewer.service.auth import Identity
+from reviewer.service.bodies import submission
+from reviewer.service.databases import open_store
+from reviewer.service.notifications.delivery import Deliverer, next_attempt, retry_delay
+from reviewer.service.notifications.signature import verify
+from reviewer.service.notifications.targets import NotifyRefused, split_events
+from reviewer.service.notifications.webhook import WebhookSender
+from reviewer.service.sqlite_store import OUTBOX_SCHEMA, SCHEMA, SQLiteStore
+from reviewer.service.store import SCHEMA_VERSION, Notifying, QueueStore, StoreSettings
+from tests.queue_harness import body, proposal
+from tests.service.notifications.receiver import Receiver
+from tests.service.test_store_contract import START, Clock, clock, database, identity
+
+__all__ = ["clock", "database"]  # fixtures of the store contract, used here too
+
+SECRET = b"s3cret-shared-with-the-receiver"
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    running = Receiver().start()
+    yield running
+    running.stop()
+
+
+class Queue:
+    """A store that notifies one webhook receiver, its delivery loop, and the actors that use it."""
+
+    def __init__(self, database: str, clock: Clock, receiver: Receiver, **notifying: float) -> None:
+        self.clock = clock
+        self.store: QueueStore = open_store(
+            database, clock=clock, pending_ttl=3600, approval_ttl=600, create=True
+        )
+        self.sender = WebhookSender(receiver.url, SECRET, timeout=2, clock=clock)
+        self.store.notifying = Notifying(targets=(self.sender.name,), **notifying)  # type: ignore[arg-type]
+        self.deliverer = Deliverer(self.store, [self.sender], clock=clock, sweep_interval=0)
+        self.agent = identity(self.store, "agent", "agent")
+        self.alice = identity(self.store, "alice", "reviewer")
+
+    def submit(self, proposal_id: str, title: str = "Merge tickets") -> str:
+        accepted = submission(body(proposal(proposal_id, title=title)))
+        self.store.submit(self.agent, accepted)
+        return accepted.plan_sha256
+
+    def approve(self, proposal_id: str, digest: str) -> None:
+        request = DecisionRequest(revision=1, plan_sha256=digest, decision="approve")
+        self.store.decide(self.alice, proposal_id, request, f"decide-{proposal_id}")
+
+    def claim(self, proposal_id: str, digest: str) -> str:
+        request = ClaimRequest(revision=1, plan_sha256=digest)
+        return self.store.claim(self.agent, proposal_id, request, f"claim-{proposal_id}")[1].claim_id
+
+    def report(self, proposal_id: str, digest: str, claim_id: str) -> None:
+        calls = [{"seq": 1, "outcome": {"status": "ok"}}, {"seq": 2, "outcome": {"status": "refused"}}]
+        report = ExecutionReport(
+            revision=1, plan_sha256=digest, claim_id=claim_id, ended="stopped", calls=calls
+        )
+        self.store.record_execution(self.agent, proposal_id, report, report.model_dump_json().encode())
+
+    def close(self) -> None:
+        self.sender.close()
+        self.store.close()
+
+
+@pytest.fixture
+def queue(database: str, clock: Clock, receiver: Receiver) -> Iterator[Queue]:
+    made = Queue(database, clock, receiver)
+    yield made
+    made.close()
+
+
+def test_each_event_arrives_signed_with_what_it_reports_and_the_line_that_opens_it(
+    queue: Queue, receiver: Receiver
+) -> None:
+    digest = queue.submit("deskline-merge-0042")
+    queue.approve("deskline-merge-0042", digest)
+    claim_id = queue.claim("deskline-merge-0042", digest)
+    queue.report("deskline-merge-0042", digest, claim_id)
+    assert receiver.arrivals == []  # written, not sent: the requests never waited for a receiver
+    while queue.deliverer.deliver_due():
+        pass
+    arrived = receiver.wait_for(3)
+    assert [arrival.event for arrival in arrived] == ["proposal.waiting", "proposal.decided", "run.ended"]
+    waiting, decided, ended = (arrival.document for arrival in arrived)
+    assert waiting["open"] == decided["open"] == ended["open"] == "reviewer review deskline-merge-0042"
+    assert waiting | {"at": None} == {
+        "format": "reviewer.event/v1",
+        "event": "proposal.waiting",
+        "at": None,
+        "proposal_id": "deskline-merge-0042",
+        "revision": 1,
+        "open": "reviewer review deskline-merge-0042",
+        "title": "Merge tickets",
+        "agent": "deskline-agent",
+        "proposed_by": "agent",
+        "api": "deskline",
+        "environment": "staging",
+        "base_url": "http://127.0.0.1:8080",
+        "calls": 2,
+        "write_requests": 2,
+        "writes_kept": 0,
+        "plan_sha256": digest,
+        "submitted_at": waiting["submitted_at"],
+        "waited_seconds": 0,
+        "expires_at": waiting["expires_at"],
+    }
+    assert decided["decision"] == "approve" and decided["decided_by"] == "alice"
+    assert (ended["ended"], ended["calls_sent"], ended["calls_kept"], ended["claim_id"]) == (
+        "stopped",
+        2,
+        1,
+        claim_id,
+    )
+    for arrival in arrived:
+        header = arrival.headers["reviewer-signature"]
+        assert verify(header, arrival.body, SECRET, now=START)
+        assert not verify(header, arrival.body, b"another secret", now=START)
+        assert not verify(header, arrival.body + b" ", SECRET, now=START)
+        assert not verify(header, arrival.body, SECRET, now=START + 3600), "an old signature is a replay"
+    assert len({arrival.delivery for arrival in arrived}) == 3
+    assert [delivery.state for delivery in queue.store.list_deliveries()] == ["delivered"] * 3
+
+
+def test_a_refused_request_writes_no_event(queue: Queue, receiver: Receiver) -> None:
+    digest = queue.submit("refused")
+    with pytest.raises(Exception, match="not the latest"):
+        queue.approve("refused", "0" * 64)
+    queue.approve("refused", digest)
+    queue.deliverer.deliver_due()
+    queue.deliverer.deliver_due()
+    assert [arrival.event for arrival in receiver.wait_for(2)] == ["proposal.waiting", "proposal.decided"]
+
+
+def test_a_receiver_down_for_10_s_then_up_gets_every_event_once_under_one_delivery_id(
+    queue: Queue, receiver: Receiver, clock: Clock
+) -> None:
+    receiver.stop()
+    ids = [f"down-{number}" for number in range(3)]
+    for proposal_id in ids:
+        queue.submit(proposal_id)
+    started = clock.now
+    while clock.now < started + 10:
+        queue.deliverer.deliver_due()
+        clock.now += 1
+    refused = queue.store.list_deliveries()
+    assert {delivery.state for delivery in refused} == {"pending"}
+    assert all(
+        delivery.attempts >= 2 and "cannot reach" in (delivery.last_error or "") for delivery in refused
+    )
+    receiver.mode = "fail"
+    receiver.start()
+    clock.now += 60
+    queue.deliverer.deliver_due()  # up, but answering 500: still retried
+    assert len(receiver.arrivals) == 3 and receiver.accepted() == []
+    receiver.mode = "ok"
+    clock.now += 60
+    queue.deliverer.deliver_due()
+    clock.now += 600
+    queue.deliverer.deliver_due()
+    accepted = receiver.wait_for(3)
+    assert sorted(arrival.document["proposal_id"] for arrival in accepted) == ids
+    assert len(accepted) == 3, "each event is accepted once"
+    first_ids = {arrival.document["proposal_id"]: arrival.delivery for arrival in receiver.arrivals[:3]}
+    assert {arrival.document["proposal_id"]: arrival.delivery for arrival in accepted} == first_ids
+    assert {delivery.state for delivery in queue.store.list_deliveries()} == {"delivered"}
+
+
+def test_a_receiver_that_never_answers_2xx_is_given_up_at_the_deadline_and_listed_failed(
+    database: str, clock: Clock, receiver: Receiver
+) -> None:
+    queue = Queue(database, clock, receiver, give_up_after=60)
+    try:
+        receiver.mode = "redirect"
+        queue.submit("never")
+        for _ in range(20):
+            queue.deliverer.deliver_due()
+            clock.now += 10
+        (delivery,) = queue.store.list_deliveries()
+        assert delivery.state == "failed" and "redirect, which is not followed" in (delivery.last_error or "")
+        assert 2 <= delivery.attempts <= 6
+        assert all(arrival.path == "/hook" for arrival in receiver.arrivals), (
+            "the Location was never followed"
+        )
+    finally:
+        queue.close()
+
+
+def test_reminders_repeat_while_pending_and_an_unreported_claim_is_notified_once(
+    database: str, receiver: Receiver, clock: Clock
+) -> None:
+    queue = Queue(database, clock, receiver, remind_after=600)
+    try:
+        digest = queue.submit("slow")
+        queue.deliverer.deliver_due()
+        clock.now += 599
+        queue.deliverer.deliver_due()
+        assert [arrival.event for arrival in receiver.wait_for(1)] == ["proposal.waiting"]
+        clock.now += 1
+        queue.deliverer.deliver_due()
+        queue.deliverer.deliver_due()
+        clock.now += 600
+        queue.deliverer.deliver_due()
+        events_seen = [arrival.event for arrival in receiver.wait_for(3)]
+        assert events_seen == ["proposal.waiting", "proposal.reminder", "proposal.reminder"]
+        assert receiver.accepted()[-1].document["waited_seconds"] == 1200
+        queue.approve("slow", digest)
+        queue.claim("slow", digest)
+        clock.now += 3600  # past the claim's lease (the store's default lease is an hour)
+        for _ in range(3):
+            queue.deliverer.deliver_due()
+        arrived = receiver.wait_for(5)
+        assert [arrival.event for arrival in arrived][3:] == ["proposal.decided", "run.unknown"]
+        unknown = arrived[-1].document
+        assert unknown["claimed_by"] == "agent" and unknown["open"] == "reviewer review slow"
+        clock.now += 600
+        queue.deliverer.deliver_due()
+        assert len(receiver.accepted()) == 5, "no reminder once decided, one unknown per claim"
+    finally:
+        queue.close()
+
+
+def test_a_hanging_receiver_costs_one_bounded_attempt_and_a_10_mb_answer_is_never_read(
+    queue: Queue, receiver: Receiver
+) -> None:
+    receiver.mode = "hang"
+    queue.sender.client.timeout = httpx.Timeout(0.5)  # the attempt's bound, short for the test
+    queue.submit("hung")
+    began = time.monotonic()
+    queue.deliverer.deliver_due()
+    assert receiver.hanging.is_set()
+    (delivery,) = queue.store.list_deliveries()
+    assert delivery.state == "pending" and delivery.last_error == "no answer in time"
+    assert time.monotonic() - began < 10
+    receiver.release.set()
+    receiver.mode = "huge"
+    queue.clock.now += 60
+    queue.deliverer.deliver_due()
+    (delivery,) = queue.store.list_deliveries()
+    assert delivery.state == "delivered"
+    with receiver.changed:
+        assert receiver.changed.wait_for(lambda: receiver.cut_writes == 1, 10), "the 10 MB were not cut off"
+
+
+def test_a_target_given_some_events_gets_only_those(database: str, clock: Clock, receiver: Receiver) -> None:
+    queue = Queue(database, clock, receiver)
+    pager = WebhookSender(receiver.url + "/pager", SECRET, clock=clock)
+    try:
+        queue.store.notifying = Notifying(
+            targets=(queue.sender.name, pager.name), only={pager.name: frozenset({"run.unknown"})}
+        )
+        queue.deliverer = Deliverer(queue.store, [queue.sender, pager], clock=clock, sweep_interval=0)
+        digest = queue.submit("paged")
+        queue.approve("paged", digest)
+        queue.claim("paged", digest)
+        clock.now += 3600
+        queue.deliverer.deliver_due()
+        arrived = receiver.wait_for(4)
+        assert [(arrival.path, arrival.event) for arrival in arrived] == [
+            ("/hook", "proposal.waiting"),
+            ("/hook", "proposal.decided"),
+            ("/hook", "run.unknown"),
+            ("/hook/pager", "run.unknown"),
+        ]
+    finally:
+        pager.close()
+        queue.close()
+
+
+def test_events_before_a_url_choose_what_it_gets() -> None:
+    assert split_events("https://h.example/x") == (None, "https://h.example/x")
+    assert split_events("run.unknown,proposal.reminder=pagerduty://a@b") == (
+        frozenset({"run.unknown", "proposal.reminder"}),
+        "pagerduty://a@b",
+    )
+    with pytest.raises(NotifyRefused, match="no event 'run.lost'"):
+        split_events("run.lost=https://h.example/x")
+
+
+def test_the_retry_delays_double_up_to_five_minutes_and_stop_at_the_deadline() -> None:
+    assert [retry_delay(attempts) for attempts in (1, 2, 3, 4)] == [2, 4, 8, 16]
+    assert retry_delay(30) == 300
+    assert next_attempt(1, 100.0, give_up_at=101.0) is None
+    assert next_attempt(1, 100.0, give_up_at=102.0) == 102.0
+
+
+def test_reminder_numbers_count_whole_periods_only() -> None:
+    assert events.reminder_number(0, 599, 600) == 0
+    assert events.reminder_number(0, 600, 600) == 1
+    assert events.reminder_number(0, 3 * 600 + 5, 600) == 3  # down for three periods: the third, once
+    assert events.reminder_number(0, 10_000, None) == 0
+
+
+def test_without_targets_no_event_is_written(database: str, clock: Clock) -> None:
+    store = open_store(database, clock=clock, pending_ttl=3600, approval_ttl=600, create=True)
+    try:
+        agent: Identity = identity(store, "agent", "agent")
+        store.submit(agent, submission(body(proposal("quiet"))))
+        assert store.sweep_events() == 0 and store.list_deliveries() == []
+    finally:
+        store.close()
+
+
+def test_a_version_3_sqlite_file_gains_the_outbox_and_keeps_its_rows(tmp_path: Path) -> None:
+    path = tmp_path / "v3.sqlite3"
+    version_3 = SCHEMA.replace(OUTBOX_SCHEMA, "")
+    assert version_3 != SCHEMA
+    with sqlite3.connect(path) as db:
+        db.executescript(version_3 + "PRAGMA user_version = 3;")
+        db.execute(
+            "INSERT INTO tokens (name, role, token_sha256, created_at) VALUES ('alice', 'reviewer', 'x', 1)"
+        )
+    SQLiteStore(path, StoreSettings(clock=lambda: 2.0, pending_ttl=10, approval_ttl=10)).close()
+    with sqlite3.connect(path) as db:
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert "outbox" in tables and db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        assert db.execute("SELECT name FROM tokens").fetchall() == [("alice",)]
+
+
+def test_a_version_3_postgresql_database_gains_the_outbox(postgres_cluster: object, clock: Clock) -> None:
+    import psycopg
+
+    url = postgres_cluster.fresh_database()  # type: ignore[attr-defined]
+    open_store(url, clock=clock, pending_ttl=10, approval_ttl=10, create=True).close()
+    with psycopg.connect(url, autocommit=True) as raw:
+        raw.execute("DROP TABLE outbox")
+        raw.execute("UPDATE reviewer_schema SET version = 3")
+    store = open_store(url, clock=clock, pending_ttl=10, approval_ttl=10, create=False)
+    try:
+        assert store.list_deliveries() == []
+    finally:
+        store.close()
+
+
+def test_event_documents_carry_agent_text_with_its_hidden_characters_shown() -> None:
+    row = {
+        "proposal_id": "p",
+        "latest_revision": 1,
+        "title": "fine\u202eevil" + "x" * 1000,
+        "agent_name": "a",
+        "owner": "a",
+        "call_count": 1,
+        "plan_sha256": "0" * 64,
+        "submitted_at": START,
+        "pending_expires_at": START + 1,
+    }
+    document = events.waiting(row, json.dumps({"target": {"api": "x"}}).encode(), START)
+    assert "\u202e" not in document["title"] and len(document["title"]) <= events.MAX_TEXT_CHARS
