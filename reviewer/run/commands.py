@@ -84,7 +84,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _run(options: argparse.Namespace) -> int:
     from reviewer.agent.audit import HttpAuditLog
-    from reviewer.agent.gate import AGENT_TOKEN_ENV, DEFAULT_QUEUE_URL, MissingAgentToken
+    from reviewer.agent.gate import AGENT_TOKEN_ENV, DEFAULT_QUEUE_URL
     from reviewer.run.errors import RunRefused
     from reviewer.run.openapi import ApiDocument
     from reviewer.run.options import check_api_url, parse_dry_run_param, read_credentials
@@ -100,7 +100,10 @@ def _run(options: argparse.Namespace) -> int:
             )
         token = os.environ.get(AGENT_TOKEN_ENV)
         if not token:
-            raise RunRefused(str(MissingAgentToken()))
+            raise RunRefused(
+                f"no agent token: set {AGENT_TOKEN_ENV} (mint one on the queue's host with "
+                "`reviewer token create --name NAME --role agent`); COMMAND never sees it"
+            )
         for name, value in (("--timeout", options.timeout), ("--decision-timeout", options.decision_timeout)):
             if not value > 0:
                 raise RunRefused(f"{name} must be a positive number of seconds")
