@@ -206,7 +206,8 @@ class HttpGate:
             self.spoil(f"the write bodies passed the proposal limit ({WRITE_BODY_BUDGET} bytes in one plan)")
             return refusal(413, f"reviewer run: {self.spoiled}")
         checked = self.api.build_request(method, path, params=query or None)
-        reason = off_target(path, checked.url, self.api_url)
+        # httpx resolves dot segments as it builds the URL, so they are refused here, as the child sent them.
+        reason = _dot_segments(path) or off_target(path, checked.url, self.api_url)
         if reason is not None:
             return refusal(400, f"reviewer run: {where} would leave the API's base URL: {reason}; not sent")
         if is_read:
@@ -273,6 +274,13 @@ class HttpGate:
             await send({"type": "http.response.body", "body": b""})
         finally:
             await response.aclose()
+
+
+def _dot_segments(path: str) -> str | None:
+    decoded = urllib.parse.unquote(path)
+    if "\\" in decoded or any(segment in (".", "..") for segment in decoded.split("/")):
+        return f"its path {path[:200]!r} holds dot segments or backslashes"
+    return None
 
 
 def _query(query_string: bytes) -> dict[str, Any]:
