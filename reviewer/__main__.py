@@ -1,4 +1,4 @@
-"""The command line: `reviewer demo`, `review`, `serve`, `token`, `mcp-gate`, and the rest.
+"""The command line: `reviewer demo`, `review`, `serve`, `token`, `mcp-gate`, `run`, and the rest.
 
 Each part registers its own sub-commands, so importing this module stays cheap: Textual, FastAPI
 and uvicorn are imported only by the command that needs them.
@@ -18,6 +18,7 @@ _COMMAND_MODULES = (
     "reviewer.queue.commands",
     "reviewer.sample_api.commands",
     "reviewer.adapters.commands",
+    "reviewer.run.commands",
 )
 
 

@@ -134,6 +134,8 @@ class Recording:
     tools: dict[str, WriteTool] = field(default_factory=dict)
     """The write tools this run saw, by name: what a replay needs to rebuild their calls."""
     _seqs_issued: int = field(init=False, repr=False, default=0)
+    _seqs_by_path: dict[str, list[int]] = field(init=False, repr=False, default_factory=dict)
+    """The seqs of the recorded calls, by request path: what `_depends_on` looks up without a scan."""
     _run_audit: RunAudit = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -167,6 +169,8 @@ class Recording:
         self.calls.append(
             RecordedCall.of(tool, seq, arguments, dropped, request=recorded_request, answer=answer, sent=sent)
         )
+        if recorded_request is not None:
+            self._seqs_by_path.setdefault(recorded_request.path, []).append(seq)
         return CallAnswer(
             answer.status,
             answer.http_status,
@@ -207,11 +211,7 @@ class Recording:
         parts = [arguments] if planned is None else [arguments, planned.path, planned.query, planned.body]
         named = {reference.seq for reference in references_in(parts) if reference.seq < seq}
         if planned is not None:
-            named |= {
-                call.seq
-                for call in self.calls
-                if call.request is not None and call.seq < seq and call.request.path == planned.path
-            }
+            named |= {earlier for earlier in self._seqs_by_path.get(planned.path, ()) if earlier < seq}
         return tuple(sorted(named))
 
     async def _start(self) -> None:

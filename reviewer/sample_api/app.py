@@ -6,11 +6,15 @@ refuses to delete an open ticket (409) and a merge into a ticket that does not e
 without using it up). `ignore_dry_run=True` makes the server drop that parameter like many real
 servers drop a query parameter they do not know, which is how a dry run ends with writes kept.
 It counts every write request and every write kept, and logs every request it received, so tests
-can prove what did or did not reach it.
+can prove what did or did not reach it. `write_token`, when set, makes every write need
+`Authorization: Bearer <write_token>` (401 without), so a test can show who holds the credential.
+Each route carries an `operationId` and the write routes declare `dryRun`, so the API's OpenAPI
+document (`/openapi.json`) names its calls and its dry-run parameter.
 """
 
 from __future__ import annotations
 
+import hmac
 import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -23,7 +27,10 @@ INITIAL_TICKETS = ("t1", "t2", "t3")
 STATUSES = ("open", "closed")
 DRY_RUN_VALUE = "All"
 JsonBody = Annotated[Any, Body()]
-DryRunQuery = Annotated[str | None, Query(alias="dryRun")]
+DryRunQuery = Annotated[
+    str | None,
+    Query(alias="dryRun", description="All: run every rule, persist nothing", examples=[DRY_RUN_VALUE]),
+]
 
 
 class Refusal(Exception):
@@ -154,8 +161,11 @@ class TicketStore:
         return 200, {"id": ticket["id"], "deleted": True}, apply
 
 
-def create_app(store: TicketStore | None = None, *, ignore_dry_run: bool = False) -> FastAPI:
-    """The ticket API over `store` (a fresh one by default); the store is also `app.state.store`."""
+def create_app(
+    store: TicketStore | None = None, *, ignore_dry_run: bool = False, write_token: str | None = None
+) -> FastAPI:
+    """The ticket API over `store` (a fresh one by default); the store is also `app.state.store`.
+    With `write_token`, a write without `Authorization: Bearer <write_token>` is refused (401)."""
     store = store or TicketStore(ignore_dry_run=ignore_dry_run)
     app = FastAPI(title="reviewer sample ticket API", version="1")
     app.state.store = store
@@ -177,6 +187,10 @@ def create_app(store: TicketStore | None = None, *, ignore_dry_run: bool = False
                 }
             )
             store.write_requests += 1
+            if write_token is not None and not hmac.compare_digest(
+                request.headers.get("authorization", "").encode(), f"Bearer {write_token}".encode()
+            ):
+                raise Refusal(401, "a write needs the API's credential (Authorization: Bearer ...)")
             if dry_run is not None and dry_run != DRY_RUN_VALUE:
                 raise Refusal(400, f"dryRun must be {DRY_RUN_VALUE!r} when given")
             dry = dry_run == DRY_RUN_VALUE and not store.ignore_dry_run
@@ -187,23 +201,33 @@ def create_app(store: TicketStore | None = None, *, ignore_dry_run: bool = False
             status, result = store.write(request.method, route, ticket_id, body or {}, dry)
         return JSONResponse(result, status_code=status)
 
-    @app.get("/v1/tickets")
+    @app.get("/v1/tickets", operation_id="list_tickets")
     def list_tickets() -> dict[str, Any]:
         with store.lock:
             return {"tickets": [dict(ticket) for ticket in store.tickets.values()]}
 
-    @app.get("/v1/tickets/{ticket_id}")
+    @app.get("/v1/tickets/{ticket_id}", operation_id="get_ticket")
     def get_ticket(ticket_id: str) -> dict[str, Any]:
         with store.lock:
             if ticket_id not in store.tickets:
                 raise HTTPException(404, f"no ticket {ticket_id}")
             return dict(store.tickets[ticket_id])
 
-    @app.post("/v1/tickets", status_code=201)
+    # The link names the value a create produces that later calls use: the new ticket's id.
+    created_links = {
+        "ticket": {"operationId": "get_ticket", "parameters": {"ticket_id": "$response.body#/id"}}
+    }
+
+    @app.post(
+        "/v1/tickets",
+        status_code=201,
+        operation_id="create_ticket",
+        openapi_extra={"responses": {"201": {"description": "Created", "links": created_links}}},
+    )
     def create_ticket(request: Request, body: JsonBody = None, dry_run: DryRunQuery = None) -> JSONResponse:
         return handle_write(request, "/v1/tickets", None, body, dry_run)
 
-    @app.patch("/v1/tickets/{ticket_id}")
+    @app.patch("/v1/tickets/{ticket_id}", operation_id="update_ticket")
     def update_ticket(
         request: Request,
         ticket_id: str,
@@ -212,28 +236,28 @@ def create_app(store: TicketStore | None = None, *, ignore_dry_run: bool = False
     ) -> JSONResponse:
         return handle_write(request, "/v1/tickets/{id}", ticket_id, body, dry_run)
 
-    @app.delete("/v1/tickets/{ticket_id}")
+    @app.delete("/v1/tickets/{ticket_id}", operation_id="delete_ticket")
     def delete_ticket(request: Request, ticket_id: str, dry_run: DryRunQuery = None) -> JSONResponse:
         return handle_write(request, "/v1/tickets/{id}", ticket_id, None, dry_run)
 
-    @app.get("/v1/audit")
+    @app.get("/v1/audit", operation_id="audit")
     def audit() -> dict[str, Any]:
         """The writes the API kept, oldest first: refused and dry-run requests leave no line."""
         with store.lock:
             return {"entries": [dict(entry) for entry in store.audit]}
 
-    @app.get("/v1/stats")
+    @app.get("/v1/stats", operation_id="stats")
     def stats() -> dict[str, int]:
         with store.lock:
             return store.stats()
 
-    @app.get("/v1/requests")
+    @app.get("/v1/requests", operation_id="requests")
     def requests() -> dict[str, Any]:
         """Every write request received, as received: proof of what did or did not reach the API."""
         with store.lock:
             return {"requests": [dict(entry) for entry in store.request_log]}
 
-    @app.post("/v1/reset")
+    @app.post("/v1/reset", operation_id="reset")
     def reset() -> dict[str, Any]:
         """Sample only: back to t1, t2, t3 open, so the walkthrough can run the scenario again."""
         with store.lock:

@@ -38,7 +38,9 @@ def _bound_socket(port: int) -> socket.socket:
 
 
 @contextmanager
-def sample_api_in_thread(*, port: int = 0, ignore_dry_run: bool = False) -> Iterator[RunningSampleApi]:
+def sample_api_in_thread(
+    *, port: int = 0, ignore_dry_run: bool = False, write_token: str | None = None
+) -> Iterator[RunningSampleApi]:
     """Serve a fresh sample API on loopback (port 0: any free port) until the block ends.
 
     The socket is bound before uvicorn starts, so the port is known and nobody can take it between
@@ -46,7 +48,9 @@ def sample_api_in_thread(*, port: int = 0, ignore_dry_run: bool = False) -> Iter
     """
     store = TicketStore(ignore_dry_run=ignore_dry_run)
     sock = _bound_socket(port)
-    config = uvicorn.Config(create_app(store), log_level="warning", access_log=False, lifespan="off")
+    config = uvicorn.Config(
+        create_app(store, write_token=write_token), log_level="warning", access_log=False, lifespan="off"
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="sample-api")
     thread.start()
@@ -66,6 +70,7 @@ def sample_api_in_thread(*, port: int = 0, ignore_dry_run: bool = False) -> Iter
         sock.close()
 
 
-def serve_forever(*, port: int, ignore_dry_run: bool = False) -> None:
+def serve_forever(*, port: int, ignore_dry_run: bool = False, write_token: str | None = None) -> None:
     """Serve in the foreground on loopback until interrupted (`reviewer sample-api`)."""
-    uvicorn.run(create_app(ignore_dry_run=ignore_dry_run), host=LOOPBACK, port=port, log_level="info")
+    app = create_app(ignore_dry_run=ignore_dry_run, write_token=write_token)
+    uvicorn.run(app, host=LOOPBACK, port=port, log_level="info")

@@ -1,0 +1,87 @@
+"""A request that reaches the gate, as a plan call: its tool name, effect, arguments and request.
+
+With an OpenAPI document a call is named by its `operationId` and its arguments are the path
+parameters and the body's fields; without one it is `METHOD /path` and its arguments the body's
+fields. A query parameter named like the dry-run flag is dropped: the flag belongs to the runner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reviewer.agent.http_values import HttpRequest
+from reviewer.agent.tools import WriteTool
+from reviewer.plan.dry_run_params import without_dry_run_params
+from reviewer.plan.proposal import Effect
+from reviewer.run.openapi import METHOD_EFFECTS, ApiDocument, Operation
+
+
+class UndeclaredOperation(Exception):
+    """A request to an operation the operator's OpenAPI document does not have."""
+
+    def __init__(self, method: str, path: str) -> None:
+        super().__init__(
+            f"reviewer run: {method} {path[:200]} is not an operation of the API's OpenAPI document, so the "
+            "gate does not pass it on; use one of the document's operations"
+        )
+
+
+@dataclass(frozen=True)
+class GateCall:
+    """One request to the gate, named and described as the plan records it."""
+
+    tool: str
+    effect: Effect
+    args: dict[str, Any]
+    request: HttpRequest
+    produces: tuple[str, ...]
+    operation: Operation | None = None
+
+    @property
+    def is_read(self) -> bool:
+        return self.effect == "read"
+
+    def write_tool(self) -> WriteTool:
+        """The library's write tool for this one call: the dry run records it and the real run checks
+        it against the plan exactly as they do a Python agent's tools."""
+        request = self.request
+        return WriteTool(
+            name=self.tool, effect=self.effect, build=lambda **_: request, produces=self.produces
+        )
+
+
+def describe(
+    method: str, path: str, query: Mapping[str, Any], body: Any, document: ApiDocument | None
+) -> GateCall:
+    """The call a request is; `UndeclaredOperation` when a document is given and does not have it."""
+    query = without_dry_run_params(query)
+    request = HttpRequest(method, path, query or None, body)
+    if document is None:
+        effect = METHOD_EFFECTS[method]
+        return GateCall(
+            f"{method} {path}", effect, _arguments({}, body), request, ("id",) if method == "POST" else ()
+        )
+    found = document.match(method, path)
+    if found is None:
+        raise UndeclaredOperation(method, path)
+    operation, parameters = found
+    return GateCall(
+        operation.operation_id,
+        operation.effect,
+        _arguments(parameters, body),
+        request,
+        operation.produces,
+        operation,
+    )
+
+
+def _arguments(path_parameters: dict[str, str], body: Any) -> dict[str, Any]:
+    """What the reviewer reads as the call's arguments: path parameters, then the body's fields (the
+    body whole under `body` when it is not an object or a field would shadow a path parameter)."""
+    if body is None:
+        return dict(path_parameters)
+    if isinstance(body, dict) and not set(body) & set(path_parameters):
+        return {**path_parameters, **body}
+    return {**path_parameters, "body": body}

@@ -1,0 +1,105 @@
+"""COMMAND as a child process that holds nothing: a loopback URL, the proposal id, and an environment
+without the API's credential or any queue token. It runs in a session of its own, so a timeout or a
+stopped dry run ends it and every process it started."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from reviewer.agent.gate import AGENT_TOKEN_ENV
+from reviewer.run.errors import RunRefused
+
+API_URL_ENV: Final = "REVIEWER_API_URL"
+PROPOSAL_ID_ENV: Final = "REVIEWER_PROPOSAL_ID"
+WITHHELD_ENV: Final = frozenset({AGENT_TOKEN_ENV, "REVIEWER_TOKEN"})
+"""The queue tokens: the agent's (it could submit and run plans) and a reviewer's (it could approve them)."""
+STOP_GRACE_SECONDS: Final = 5.0
+
+
+def child_environment(
+    environ: Mapping[str, str],
+    *,
+    api_url: str,
+    proposal_id: str,
+    withheld: Iterable[str] = (),
+    secrets: Iterable[str] = (),
+) -> dict[str, str]:
+    """The child's environment: the parent's, without the queue tokens, the variables the credential was
+    read from, or any variable that holds the credential under another name."""
+    hidden = WITHHELD_ENV | set(withheld)
+    secret_values = [secret for secret in secrets if secret]
+    environment = {
+        name: value
+        for name, value in environ.items()
+        if name not in hidden and not any(secret in value for secret in secret_values)
+    }
+    environment[API_URL_ENV] = api_url
+    environment[PROPOSAL_ID_ENV] = proposal_id
+    return environment
+
+
+@dataclass(frozen=True)
+class ChildExit:
+    """How the child ended: its exit status, or that the gate or the clock stopped it."""
+
+    returncode: int | None
+    timed_out: bool = False
+    stopped: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out and not self.stopped
+
+    def describe(self, timeout: float) -> str:
+        if self.timed_out:
+            return f"COMMAND did not exit within {timeout:g} s (--timeout) and was killed"
+        if self.stopped:
+            return "COMMAND was stopped"
+        if self.returncode is not None and self.returncode < 0:
+            return f"COMMAND was killed by signal {-self.returncode}"
+        return f"COMMAND exited with status {self.returncode}"
+
+
+async def run_child(
+    command: Sequence[str], environment: Mapping[str, str], *, timeout: float, stop: asyncio.Event
+) -> ChildExit:
+    """Run COMMAND to its end, or until `timeout` seconds pass or `stop` is set, then end its session."""
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *command, env=dict(environment), start_new_session=True
+        )
+    except OSError as error:
+        raise RunRefused(f"cannot start {command[0]!r}: {error.strerror or error}") from None
+    waiting = asyncio.ensure_future(process.wait())
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        done, _ = await asyncio.wait(
+            {waiting, stopping}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+        if waiting in done:
+            return ChildExit(process.returncode)
+        await _end_session(process)
+        return ChildExit(process.returncode, timed_out=not done, stopped=bool(done))
+    finally:
+        stopping.cancel()
+        if process.returncode is None:
+            await asyncio.shield(_end_session(process))
+        waiting.cancel()
+
+
+async def _end_session(process: asyncio.subprocess.Process) -> None:
+    """SIGTERM to the child's whole session, then SIGKILL if it is still there after a grace period."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, sig)
+        try:
+            await asyncio.wait_for(process.wait(), STOP_GRACE_SECONDS)
+            return
+        except TimeoutError:
+            continue

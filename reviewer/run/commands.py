@@ -1,0 +1,130 @@
+"""The `reviewer run` command line; the gate, uvicorn and the agent library load only when it runs."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `run --api URL [...] -- COMMAND ARGS...` to the `reviewer` command line."""
+    parser = subparsers.add_parser(
+        "run",
+        help="gate an agent in any language: COMMAND's writes become a plan a reviewer approves",
+        description=(
+            "Run COMMAND once against a loopback gate (REVIEWER_API_URL) that holds the API's credential. "
+            "Reads pass through; writes are recorded as a plan (answered by the API's own dry run, or only "
+            "recorded), submitted to the queue when COMMAND exits 0, and run for real once a reviewer "
+            "approves. COMMAND never gets the credential or REVIEWER_AGENT_TOKEN."
+        ),
+    )
+    parser.add_argument(
+        "--api", required=True, metavar="URL", help="the API's base URL (https, or http on loopback)"
+    )
+    parser.add_argument(
+        "--via",
+        choices=("server", "record"),
+        default="server",
+        help="server: writes are sent with the API's dry-run parameter (default); record: only recorded",
+    )
+    parser.add_argument(
+        "--dry-run-param",
+        metavar="NAME=VALUE",
+        help="the API's dry-run query parameter (default: the OpenAPI document's, else dryRun=All)",
+    )
+    parser.add_argument(
+        "--openapi", metavar="FILE", help="the API's OpenAPI document (JSON): names calls, refuses others"
+    )
+    parser.add_argument(
+        "--api-header",
+        action="append",
+        default=[],
+        metavar="'NAME: [PREFIX ]env:VAR|file:PATH'",
+        help="a header the gate adds to every request to the API, e.g. 'Authorization: Bearer env:API_TOKEN'",
+    )
+    parser.add_argument(
+        "--audit", metavar="PATH", help="the API's audit log (JSON list under 'entries'), e.g. /v1/audit"
+    )
+    parser.add_argument("--title", help="the plan's title (default: the command line)")
+    parser.add_argument("--environment", metavar="NAME", help="the target environment the plan names")
+    parser.add_argument("--queue", metavar="URL", help="the queue's URL (default http://127.0.0.1:8470)")
+    how = parser.add_mutually_exclusive_group()
+    how.add_argument("--replay", action="store_true", help="run the approved calls themselves (default)")
+    how.add_argument(
+        "--rerun",
+        action="store_true",
+        help="run COMMAND again for real, each write held against the plan; stop at the first that differs",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=900.0,
+        metavar="SECONDS",
+        help="how long COMMAND may run (default 900)",
+    )
+    parser.add_argument(
+        "--decision-timeout",
+        type=float,
+        default=15 * 60.0,
+        metavar="SECONDS",
+        help="how long to wait for a reviewer's decision (default 900)",
+    )
+    parser.add_argument(
+        "--poll-interval",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="how often to ask the queue (default 2)",
+    )
+    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS...")
+    parser.set_defaults(func=_run)
+
+
+def _run(options: argparse.Namespace) -> int:
+    from reviewer.agent.audit import HttpAuditLog
+    from reviewer.agent.gate import AGENT_TOKEN_ENV, DEFAULT_QUEUE_URL
+    from reviewer.run.errors import RunRefused
+    from reviewer.run.openapi import ApiDocument
+    from reviewer.run.options import check_api_url, parse_dry_run_param, read_credentials
+    from reviewer.run.runner import RunSettings, run
+
+    command = list(options.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    try:
+        if not command:
+            raise RunRefused(
+                "name the agent's command after --, e.g. reviewer run --api URL -- node agent.mjs"
+            )
+        token = os.environ.get(AGENT_TOKEN_ENV)
+        if not token:
+            raise RunRefused(
+                f"no agent token: set {AGENT_TOKEN_ENV} (mint one on the queue's host with "
+                "`reviewer token create --name NAME --role agent`); COMMAND never sees it"
+            )
+        for name, value in (("--timeout", options.timeout), ("--decision-timeout", options.decision_timeout)):
+            if not value > 0:
+                raise RunRefused(f"{name} must be a positive number of seconds")
+        settings = RunSettings(
+            api=check_api_url(options.api),
+            command=command,
+            agent_token=token,
+            queue=options.queue or DEFAULT_QUEUE_URL,
+            credentials=read_credentials(options.api_header, os.environ),
+            via=options.via,
+            dry_run_query=parse_dry_run_param(options.dry_run_param) if options.dry_run_param else None,
+            document=ApiDocument.load(options.openapi) if options.openapi else None,
+            audit=HttpAuditLog(options.audit) if options.audit else None,
+            title=options.title,
+            environment=options.environment,
+            rerun=options.rerun,
+            timeout=options.timeout,
+            decision_timeout=options.decision_timeout,
+            poll_interval=max(options.poll_interval, 0.05),
+        )
+    except RunRefused as refused:
+        print(f"reviewer run: {refused}", file=sys.stderr)
+        return 2
+    return asyncio.run(run(settings))

@@ -1,0 +1,321 @@
+"""The loopback gate: an ASGI app in front of the API, holding the credential the child never gets.
+
+Reads (GET, HEAD, OPTIONS, or what the OpenAPI document calls a read) pass through with the gate's
+credential, their answers streamed back. Every write goes to the gate's mode: the dry run (a
+`Recording` of the agent library, answered by the API's own dry run or only recorded) or, with
+`--rerun`, the real run (the library's `Execution`, which holds each call against the approved plan
+before it sends it). Between and after them every request is refused. Every request is checked first:
+its path must stay under the API's base URL, a write's body must be JSON, and what the dry run holds
+stays within the proposal limits, or the dry run is spoiled and the child stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.parse
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+import httpx
+import msgspec
+
+from reviewer.agent.audit import RunAudit
+from reviewer.agent.errors import AgentError, PlanStop
+from reviewer.agent.execution import off_target
+from reviewer.agent.http_values import CallAnswer
+from reviewer.agent.placeholders import substitute
+from reviewer.agent.runs import Recording
+from reviewer.agent.tools import ToolRunner
+from reviewer.plan.proposal import MAX_BODY_BYTES, MAX_CALLS, locate_limit_violation, value_within_limits
+from reviewer.run.calls import GateCall, UndeclaredOperation, describe
+from reviewer.run.openapi import METHOD_EFFECTS, ApiDocument, shaped_answer
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+WRITE_BODY_BUDGET: Final = MAX_BODY_BYTES // 4
+"""The write bodies one dry run may carry, together: each is held twice in the plan (arguments and
+request) beside its answer, so the proposal stays under its 64 MB limit."""
+READ_BODY_LIMIT: Final = 1024 * 1024
+FORWARDED_HEADERS: Final = ("accept", "accept-language", "content-type", "if-none-match", "if-modified-since")
+"""The child's headers a read carries on; anything else (its own Authorization, cookies) stays behind."""
+DROPPED_ANSWER_HEADERS: Final = frozenset(
+    {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "set-cookie", "location"}
+)
+"""Hop-by-hop headers, a session cookie (a credential), and a redirect's target (the gate follows none,
+and the child must not go around it)."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the gate answers the child for one request."""
+
+    status: int
+    body: Any
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+def refusal(status: int, message: str) -> Answer:
+    return Answer(status, {"detail": message})
+
+
+class Mode(Protocol):
+    """Where the gate's writes go: the dry run or the real run."""
+
+    async def write(self, call: GateCall) -> Answer: ...
+
+    def resolve(self, value: Any) -> Any:
+        """A read's path or query as the API must see it."""
+        ...
+
+
+class DryRunAlarm(Exception):
+    """A write of the dry run was kept by the API: it ignored the dry-run parameter."""
+
+
+def _header_text(text: str) -> str:
+    return text.encode("ascii", "replace").decode("ascii").replace("\r", " ").replace("\n", " ")[:2000]
+
+
+def _answer_of(answer: CallAnswer, ok_status: int, extra: Mapping[str, str]) -> Answer:
+    headers = {**extra, **({"reviewer-note": _header_text(answer.note)} if answer.note else {})}
+    if answer.status in ("ok", "recorded"):
+        body = answer.result if answer.result is not None else {}
+        return Answer(answer.http_status or ok_status, body, headers)
+    if answer.http_status is not None:
+        return Answer(answer.http_status, {"detail": answer.message}, headers)
+    return Answer(502, {"detail": f"reviewer run: the API did not answer: {answer.message}"}, headers)
+
+
+class DryMode:
+    """The dry run: each write is recorded by the library's `Recording`, one at a time in arrival order.
+
+    A value a write produces reaches the child as a placeholder (`<id from call 1>`); a later request
+    that carries it is sent to the API with the dry run's own value, while the plan keeps the
+    placeholder. With an audit log, each server dry-run write is checked at once: a kept write stops
+    the dry run (`DryRunAlarm`).
+    """
+
+    def __init__(self, recording: Recording, audit_watch: RunAudit | None = None) -> None:
+        self.recording = recording
+        self.audit_watch = audit_watch
+        self._lock = asyncio.Lock()
+
+    def resolve(self, value: Any) -> Any:
+        return substitute(value, self.recording.dry_values)
+
+    async def write(self, call: GateCall) -> Answer:
+        async with self._lock:
+            answer = await self.recording.perform(call.write_tool(), dict(call.args), ())
+            seq = len(self.recording.calls)
+            if self.audit_watch is not None:
+                kept = await self.audit_watch.kept(recorded.sent for recorded in self.recording.calls)
+                if kept:
+                    raise DryRunAlarm(
+                        f"the dry run kept {len(kept)} write(s): the API ignored the dry-run parameter and "
+                        "wrote for real (its audit log shows "
+                        f"{call.request.method} {call.request.path[:200]}). "
+                        "The dry run was stopped and nothing was submitted; check the API's dry-run "
+                        "parameter (--dry-run-param) or use --via record"
+                    )
+        via = self.recording.via
+        if answer.status == "recorded":
+            schema = call.operation.response_schema if call.operation is not None else None
+            values = call.request.body if isinstance(call.request.body, Mapping) else {}
+            shaped = shaped_answer(schema, values, seq)
+            if shaped is not None:
+                answer = CallAnswer(
+                    answer.status, None, None, {**shaped, **(answer.result or {})}, answer.note
+                )
+        ok_status = 201 if call.request.method == "POST" else 200
+        return _answer_of(answer, ok_status, {"reviewer-dry-run": via})
+
+
+class RealMode:
+    """The real run of `--rerun`: each write goes to the library's `Execution`, which sends it only when
+    it is the approved plan's next call, and stops the run at the first that is not."""
+
+    def __init__(self, execution: ToolRunner) -> None:
+        self.execution = execution
+
+    def resolve(self, value: Any) -> Any:
+        return value
+
+    async def write(self, call: GateCall) -> Answer:
+        try:
+            answer = await self.execution.perform(call.write_tool(), dict(call.args), ())
+        except PlanStop as stop:
+            return refusal(409, f"reviewer run: {stop}")
+        except AgentError as refused:
+            return refusal(409, f"reviewer run: {refused}")
+        return _answer_of(answer, 200, {})
+
+
+@dataclass
+class HttpGate:
+    """The gate's ASGI app (see the module). `mode` None refuses everything; `spoiled` says why the dry
+    run cannot become a plan, and `stop` is set then, so the runner stops the child."""
+
+    api: httpx.AsyncClient
+    api_url: str
+    document: ApiDocument | None = None
+    mode: Mode | None = None
+    spoiled: str | None = None
+    late_requests: list[str] = field(default_factory=list)
+    """Requests that arrived while no mode was open (a process COMMAND left behind, after the dry run)."""
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    writes_seen: int = 0
+    write_bytes: int = 0
+
+    def spoil(self, reason: str) -> None:
+        if self.spoiled is None:
+            self.spoiled = reason
+        self.stop.set()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        answer = await self._answer(scope, receive, send)
+        if answer is not None:
+            await _send_json(send, answer)
+
+    async def _answer(self, scope: Scope, receive: Receive, send: Send) -> Answer | None:
+        method, path = scope["method"].upper(), scope["path"]
+        where = f"{method} {path[:200]}"
+        if self.spoiled is not None:
+            return refusal(409, f"reviewer run: the dry run was stopped: {self.spoiled}")
+        mode = self.mode
+        if mode is None:
+            self.late_requests.append(where)
+            return refusal(409, "reviewer run: no run is open at this gate (the dry run is over); not sent")
+        if method not in METHOD_EFFECTS:
+            return refusal(405, f"reviewer run: {method[:20]} is neither a read nor a write the gate knows")
+        query = _query(scope.get("query_string", b""))
+        try:
+            described = describe(method, path, query, None, self.document)
+        except UndeclaredOperation as undeclared:
+            return refusal(404, str(undeclared))
+        is_read = described.is_read
+        limit = READ_BODY_LIMIT if is_read else WRITE_BODY_BUDGET - self.write_bytes
+        raw = await _read_body(receive, limit)
+        if raw is None:
+            if is_read:
+                return refusal(413, f"reviewer run: the body of {where} is over {READ_BODY_LIMIT} bytes")
+            self.spoil(f"the write bodies passed the proposal limit ({WRITE_BODY_BUDGET} bytes in one plan)")
+            return refusal(413, f"reviewer run: {self.spoiled}")
+        checked = self.api.build_request(method, path, params=query or None)
+        # httpx resolves dot segments as it builds the URL, so they are refused here, as the child sent them.
+        reason = _dot_segments(path) or off_target(path, checked.url, self.api_url)
+        if reason is not None:
+            return refusal(400, f"reviewer run: {where} would leave the API's base URL: {reason}; not sent")
+        if is_read:
+            await self._pass_through(scope, send, mode, method, path, query, raw)
+            return None
+        return await self._write(mode, method, path, query, raw, where)
+
+    async def _write(
+        self, mode: Mode, method: str, path: str, query: dict[str, Any], raw: bytes, where: str
+    ) -> Answer:
+        self.write_bytes += len(raw)
+        self.writes_seen += 1
+        if self.writes_seen > MAX_CALLS:
+            self.spoil(f"the dry run made more writes than a plan may hold ({MAX_CALLS})")
+            return refusal(413, f"reviewer run: {self.spoiled}")
+        try:
+            body = msgspec.json.decode(raw) if raw.strip() else None
+        except msgspec.DecodeError as error:
+            self.spoil(f"the body of {where} is not JSON ({error}); a plan records JSON bodies only")
+            return refusal(400, f"reviewer run: {self.spoiled}")
+        if not value_within_limits(body, 3):
+            self.spoil(f"the body of {where} passes a proposal limit at {locate_limit_violation(body)}")
+            return refusal(413, f"reviewer run: {self.spoiled}")
+        call = describe(method, path, query, body, self.document)
+        try:
+            return await mode.write(call)
+        except DryRunAlarm as alarm:
+            self.spoil(str(alarm))
+            return refusal(502, f"reviewer run: {alarm}")
+
+    async def _pass_through(
+        self, scope: Scope, send: Send, mode: Mode, method: str, path: str, query: dict[str, Any], raw: bytes
+    ) -> None:
+        headers = {
+            name.decode("latin-1").lower(): value.decode("latin-1")
+            for name, value in scope.get("headers", [])
+            if name.decode("latin-1").lower() in FORWARDED_HEADERS
+        }
+        request = self.api.build_request(
+            method,
+            mode.resolve(path),
+            params=mode.resolve(query) or None,
+            content=raw or None,
+            headers=headers,
+        )
+        try:
+            response = await self.api.send(request, stream=True)
+        except httpx.HTTPError as error:
+            await _send_json(
+                send, refusal(502, f"reviewer run: the API did not answer: {type(error).__name__}")
+            )
+            return
+        try:
+            answer_headers = [
+                (name.encode("latin-1"), value.encode("latin-1"))
+                for name, value in response.headers.multi_items()
+                if name.lower() not in DROPPED_ANSWER_HEADERS
+            ]
+            await send(
+                {"type": "http.response.start", "status": response.status_code, "headers": answer_headers}
+            )
+            async for chunk in response.aiter_raw():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+        finally:
+            await response.aclose()
+
+
+def _dot_segments(path: str) -> str | None:
+    decoded = urllib.parse.unquote(path)
+    if "\\" in decoded or any(segment in (".", "..") for segment in decoded.split("/")):
+        return f"its path {path[:200]!r} holds dot segments or backslashes"
+    return None
+
+
+def _query(query_string: bytes) -> dict[str, Any]:
+    pairs = urllib.parse.parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)
+    query: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in query:
+            existing = query[name]
+            query[name] = [*existing, value] if isinstance(existing, list) else [existing, value]
+        else:
+            query[name] = value
+    return query
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    """The request's body, or None once it passes `limit` bytes (the rest is not read into memory)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+async def _send_json(send: Send, answer: Answer) -> None:
+    body = msgspec.json.encode(answer.body)
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += [(name.encode("latin-1"), value.encode("latin-1")) for name, value in answer.headers.items()]
+    await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

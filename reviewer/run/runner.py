@@ -1,0 +1,269 @@
+"""`reviewer run`'s whole life: check, dry run behind the gate, submit, wait, then the real run by the
+library's executor (a replay of the approved calls, or COMMAND again with `--rerun`), verify, summarise.
+
+Every step after the dry run is the agent library's own (`reviewer.agent.Gate`): the claim, one send
+per call, the base-URL check, no redirects, the report in every ending, the verification. This module
+only wires the gate and the child to it and says, in one line each, what happened.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from reviewer.agent.audit import HttpAuditLog, RunAudit
+from reviewer.agent.errors import NoApproval, ProposalRejected, RunStopped, WritesKept
+from reviewer.agent.execution import Execution
+from reviewer.agent.gate import Gate, new_proposal_id
+from reviewer.agent.tools import ACTIVE_RUN
+from reviewer.plan.proposal import Agent, Proposal, ProposalError, Target, dumps, scan_proposal
+from reviewer.queue.client import QueueClient, QueueError
+from reviewer.run.child import ChildExit, child_environment, run_child
+from reviewer.run.errors import ChildFailed, DryRunSpoiled, RunRefused
+from reviewer.run.gate import DryMode, HttpGate, RealMode
+from reviewer.run.openapi import ApiDocument
+from reviewer.run.options import Credentials
+from reviewer.run.serving import serving
+
+REACHABILITY_TIMEOUT = 10.0
+
+
+@dataclass
+class RunSettings:
+    """Everything `reviewer run` was told, already checked (`reviewer.run.commands` builds it)."""
+
+    api: str
+    command: Sequence[str]
+    agent_token: str
+    queue: str
+    credentials: Credentials = field(default_factory=Credentials)
+    via: str = "server"
+    dry_run_query: dict[str, str] | None = None
+    document: ApiDocument | None = None
+    audit: HttpAuditLog | None = None
+    title: str | None = None
+    environment: str | None = None
+    rerun: bool = False
+    timeout: float = 900.0
+    decision_timeout: float = 15 * 60.0
+    poll_interval: float = 2.0
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+
+def say(text: str) -> None:
+    print(f"reviewer run: {text}", file=sys.stderr, flush=True)
+
+
+def resolve_dry_run_query(settings: RunSettings) -> dict[str, str] | None:
+    """The dry-run parameter of a server dry run: `--dry-run-param`, else what the document declares
+    (with its value, or the value `--dry-run-param` would give), else the Kubernetes `dryRun=All`."""
+    if settings.via != "server":
+        return None
+    if settings.dry_run_query:
+        return settings.dry_run_query
+    declared = settings.document.dry_run_query() if settings.document is not None else None
+    if declared is None:
+        return {"dryRun": "All"}
+    name, value = next(iter(declared.items()))
+    if value is None:
+        raise RunRefused(
+            f"the OpenAPI document declares the dry-run parameter {name} without its value; "
+            f"give it with --dry-run-param {name}=VALUE"
+        )
+    return {name: value}
+
+
+async def check_before_start(api: httpx.AsyncClient, queue: QueueClient, settings: RunSettings) -> None:
+    """Refuse, before COMMAND starts, an API that does not answer and a queue that refuses the token."""
+    try:
+        await api.get("", timeout=REACHABILITY_TIMEOUT)
+    except httpx.HTTPError as error:
+        raise RunRefused(f"--api {settings.api} is not reachable ({type(error).__name__}: {error})") from None
+    try:
+        whoami = await queue.whoami()
+    except QueueError as error:
+        raise RunRefused(f"the queue at {settings.queue} refuses this run: {error}") from None
+    if whoami.role != "agent":
+        raise RunRefused(
+            f"REVIEWER_AGENT_TOKEN is a {whoami.role} token ({whoami.name}); "
+            "a run proposes with an agent token"
+        )
+
+
+async def run(settings: RunSettings) -> int:
+    """The command; its exit status. Each ending prints one line that says what happened."""
+    try:
+        return await _run(settings)
+    except (RunRefused, DryRunSpoiled, ChildFailed) as problem:
+        say(f"{problem}; nothing was submitted" if not isinstance(problem, RunRefused) else str(problem))
+        return 2 if isinstance(problem, RunRefused) else 1
+    except WritesKept as kept:
+        say(
+            f"the dry run kept {kept.writes_kept} write(s): the API ignored the dry-run parameter and wrote "
+            "for real; nothing was submitted. Check --dry-run-param, or use --via record"
+        )
+        return 1
+    except QueueError as error:
+        say(f"the queue failed: {error}")
+        return 1
+
+
+async def _run(settings: RunSettings) -> int:
+    dry_run_query = resolve_dry_run_query(settings)
+    api = httpx.AsyncClient(
+        base_url=settings.api, headers=settings.credentials.headers, follow_redirects=False, timeout=60.0
+    )
+    queue = QueueClient(settings.queue, settings.agent_token)
+    async with api, queue:
+        await check_before_start(api, queue, settings)
+        command_name = Path(settings.command[0]).name
+        title = settings.title or " ".join(settings.command)[:200]
+        backend_options: dict[str, Any] = {"dry_run_query": dry_run_query} if dry_run_query else {}
+        gate = Gate(
+            api=api,
+            queue=queue,
+            backend=settings.via,
+            audit=settings.audit,
+            agent=Agent(name=f"run:{command_name}"[:128]),
+            target=Target(api=api.base_url.host, base_url=settings.api, environment=settings.environment),
+            poll_interval=settings.poll_interval,
+            decision_timeout=settings.decision_timeout,
+            **backend_options,
+        )
+        proposal_id = new_proposal_id(title)
+        http_gate = HttpGate(api, settings.api, settings.document)
+        async with serving(http_gate) as gate_url:
+            environment = child_environment(
+                settings.environ,
+                api_url=gate_url,
+                proposal_id=proposal_id,
+                withheld=settings.credentials.from_env,
+                secrets=settings.credentials.secrets,
+            )
+
+            def child() -> Awaitable[ChildExit]:
+                return run_child(settings.command, environment, timeout=settings.timeout, stop=http_gate.stop)
+
+            proposal = await dry_run(gate, http_gate, child, settings, title, proposal_id)
+            if proposal is None:
+                return 0
+            return await decide_and_run(gate, http_gate, proposal, child, settings)
+
+
+Child = Callable[[], Awaitable[ChildExit]]
+"""COMMAND started once more against the gate, to its end."""
+
+
+async def dry_run(
+    gate: Gate, http_gate: HttpGate, child: Child, settings: RunSettings, title: str, proposal_id: str
+) -> Proposal | None:
+    """COMMAND once against the gate in dry-run mode; the plan it made, or None when it wrote nothing."""
+    recording = gate.recorder()
+    await recording._start()
+    watch = RunAudit(settings.audit, gate.api) if settings.via == "server" and settings.audit else None
+    if watch is not None:
+        await watch.start()
+    http_gate.mode = DryMode(recording, watch)
+    try:
+        ended = await child()
+    finally:
+        http_gate.mode = None
+    await recording._finish()
+    if http_gate.spoiled is not None:
+        raise DryRunSpoiled(f"the dry run was stopped: {http_gate.spoiled}")
+    if not ended.ok:
+        raise ChildFailed(f"{ended.describe(settings.timeout)} in the dry run")
+    if not recording.calls:
+        say("COMMAND made no write: there is no plan to review, nothing was submitted")
+        return None
+    proposal = gate.propose(recording, title=title, proposal_id=proposal_id)
+    try:
+        scan_proposal(dumps(proposal), "the plan")
+    except ProposalError as error:
+        raise DryRunSpoiled(f"the plan passes a proposal limit: {error}") from None
+    return proposal
+
+
+async def decide_and_run(
+    gate: Gate, http_gate: HttpGate, proposal: Proposal, child: Child, settings: RunSettings
+) -> int:
+    submission = await gate.submit(proposal)
+    state = await gate.status(submission.proposal_id)
+    whom = "a reviewer" if state.approvals_required <= 1 else f"{state.approvals_required} reviewers"
+    say(
+        f"plan {submission.proposal_id} revision {submission.revision} ({len(proposal.calls)} calls, "
+        f"digest {submission.plan_sha256[:12]}) waits at {settings.queue} for {whom} to decide: "
+        f"reviewer review {submission.proposal_id}"
+    )
+    try:
+        approval = await gate.wait(submission)
+    except ProposalRejected as rejected:
+        because = f": {rejected.reason}" if rejected.reason else " (no reason given)"
+        say(f"rejected by {rejected.decided_by or 'a reviewer'}{because}; nothing ran")
+        return 1
+    except NoApproval as refused:
+        say(f"not approved: {refused}")
+        return 1
+    if http_gate.late_requests:
+        say(
+            f"{http_gate.late_requests[0]} reached the gate after the dry run ended (a process COMMAND left "
+            "behind?); nothing was run, the approval stays unused"
+        )
+        return 1
+
+    async def rerun() -> None:
+        execution = ACTIVE_RUN.get()
+        assert execution is not None
+        http_gate.mode = RealMode(execution)
+        try:
+            ended = await child()
+        finally:
+            http_gate.mode = None
+        if not ended.ok and getattr(execution, "stop", None) is None:
+            raise ChildFailed(f"{ended.describe(settings.timeout)} in the real run")
+
+    try:
+        execution = await gate.execute(approval, task=rerun if settings.rerun else None)
+    except RunStopped as stopped:
+        execution = stopped.execution
+    except NoApproval as refused:
+        say(f"not run: {refused}")
+        return 1
+    return report(gate, execution, approval.approved_by)
+
+
+def report(gate: Gate, execution: Execution, approved_by: str) -> int:
+    """One line for the run, one for its verification; 0 only when every approved call succeeded."""
+    verification = gate.verify(execution)
+    checked = "against the audit log" if execution.audit_available else "against the plan (no --audit)"
+    if execution.ok:
+        say(
+            f"approved by {approved_by}; all {len(execution.executed)} calls succeeded; verified {checked}: "
+            f"{verification.summary}"
+        )
+        return 0
+    failed = [call for call in execution.executed if call.answer.status != "ok"]
+    what = "; ".join(
+        f"call {call.seq} {call.tool} answered {call.answer.http_status or call.answer.status}"
+        + (f" ({call.answer.message[:200]})" if call.answer.message else "")
+        for call in failed
+    )
+    if execution.stop is not None:
+        what = "; ".join(
+            filter(None, [what, f"stopped at call {execution.stop.position}: {execution.stop.reason}"])
+        )
+    if execution.failure is not None:
+        what = "; ".join(filter(None, [what, execution.failure]))
+    if not what:
+        what = f"{len(execution.executed)} of {len(execution.plan)} calls ran ({execution.ended})"
+    say(
+        f"approved by {approved_by}, but not every approved call succeeded: {what}; verified {checked}: "
+        f"{verification.summary}"
+    )
+    return 1

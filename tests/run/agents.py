@@ -1,0 +1,82 @@
+"""Small agents for `reviewer run`'s tests, each misbehaving in one way: `python agents.py MODE ARGS`.
+
+They speak HTTP with the standard library only, to `REVIEWER_API_URL`, as an agent in any language would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+
+def send(method: str, path: str, body: object = None, raw: bytes | None = None) -> tuple[int, str]:
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    request = urllib.request.Request(
+        os.environ["REVIEWER_API_URL"] + path,
+        method=method,
+        data=data,
+        headers={"content-type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request) as response:
+            answer = response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        answer = error.code, error.read().decode()
+    print(method, path, *answer, flush=True)
+    return answer
+
+
+def drift(counter: str) -> None:
+    """The first run closes t1; a later one (a fresh sample) adds a call the plan does not have."""
+    runs = int(Path(counter).read_text()) if Path(counter).exists() else 0
+    Path(counter).write_text(str(runs + 1))
+    send("POST", "/v1/tickets", {"title": "Printer on fire"})
+    if runs:
+        send("DELETE", "/v1/tickets/t2")
+    send("PATCH", "/v1/tickets/t1", {"status": "closed"})
+
+
+def main() -> None:
+    mode, *rest = sys.argv[1:]
+    if mode == "drift":
+        drift(rest[0])
+    elif mode == "not-json":
+        send("POST", "/v1/tickets", raw=b"title=Printer on fire")
+    elif mode == "big-body":
+        send("POST", "/v1/tickets", {"title": "x" * (17 * 1024 * 1024)})
+    elif mode == "fail":
+        send("POST", "/v1/tickets", {"title": "Printer on fire"})
+        sys.exit(3)
+    elif mode == "hang":
+        send("POST", "/v1/tickets", {"title": "Printer on fire"})
+        Path(rest[0]).write_text("started")
+        time.sleep(3600)  # the gate's --timeout ends it
+    elif mode == "touch":
+        Path(rest[0]).write_text("started")
+    elif mode == "undeclared":
+        status, text = send("POST", "/v1/merge-everything", {"all": True})
+        print("refused:", status, text)
+        send("POST", "/v1/tickets", {"title": "Printer on fire"})
+    elif mode == "late":
+        # Leave a process behind that writes once the test says so (through a FIFO, no clock involved).
+        go, answered = rest
+        if os.fork() == 0:
+            os.setsid()
+            with open(go) as wait:
+                wait.read()
+            status, _ = send("POST", "/v1/tickets", {"title": "written after the dry run"})
+            with open(answered, "w") as told:
+                told.write(str(status))
+            os._exit(0)
+        send("POST", "/v1/tickets", {"title": "Printer on fire"})
+    else:
+        sys.exit(f"unknown mode {mode}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""The gate in-process, in front of the sample API (writes need a credential): what a read carries on,
+what comes back, and what never leaves."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import pytest
+
+from reviewer.agent.backends import RecordBackend, ServerBackend
+from reviewer.agent.runs import Recording
+from reviewer.run.gate import DryMode, HttpGate
+from reviewer.run.serving import serving
+from reviewer.sample_api.server import RunningSampleApi, sample_api_in_thread
+
+SECRET = "gate-test-secret"
+
+
+@pytest.fixture(scope="module")
+def api_server() -> Iterator[RunningSampleApi]:
+    with sample_api_in_thread(write_token=SECRET) as running:
+        yield running
+
+
+@pytest.fixture
+async def gate(api_server: RunningSampleApi) -> AsyncIterator[tuple[httpx.AsyncClient, HttpGate, Recording]]:
+    with api_server.store.lock:
+        api_server.store.reset()
+    async with httpx.AsyncClient(
+        base_url=api_server.base_url, headers={"Authorization": f"Bearer {SECRET}"}, follow_redirects=False
+    ) as api:
+        recording = Recording(ServerBackend(api), client=api)
+        http_gate = HttpGate(api, api_server.base_url, mode=DryMode(recording))
+        async with serving(http_gate) as url, httpx.AsyncClient(base_url=url) as child:
+            yield child, http_gate, recording
+
+
+@pytest.mark.anyio
+async def test_a_dry_write_carries_the_gates_credential_and_its_id_comes_back_as_a_placeholder(
+    gate: tuple[httpx.AsyncClient, HttpGate, Recording], api_server: RunningSampleApi
+) -> None:
+    child, _, recording = gate
+    created = await child.post("/v1/tickets", json={"title": "Printer on fire"})
+    assert created.status_code == 201
+    assert created.json()["id"] == "<id from call 1>"
+    assert created.headers["reviewer-dry-run"] == "server"
+    assert "Nothing was written" in created.headers["reviewer-note"]
+    # A read that names the placeholder reaches the API with the dry run's own value.
+    read = await child.get("/v1/tickets/<id from call 1>")
+    assert read.json() == {"detail": "no ticket tk-4"}
+    assert [call.request.query for call in recording.calls if call.request] == [{"dryRun": "All"}]
+    assert api_server.store.audit == []
+
+
+@pytest.mark.anyio
+async def test_the_childs_own_authorization_never_replaces_the_gates(
+    gate: tuple[httpx.AsyncClient, HttpGate, Recording], api_server: RunningSampleApi
+) -> None:
+    child, _, _ = gate
+    answer = await child.patch(
+        "/v1/tickets/t1", json={"status": "closed"}, headers={"Authorization": "Bearer child-guess"}
+    )
+    assert answer.status_code == 200, "the gate's credential was sent, not the child's"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("path", ["/v1/%2e%2e/admin", "/v1/%2E%2E%5Cadmin", "//evil.example/v1/tickets"])
+async def test_a_path_that_leaves_the_api_is_refused_and_not_sent(
+    gate: tuple[httpx.AsyncClient, HttpGate, Recording], api_server: RunningSampleApi, path: str
+) -> None:
+    child, _, recording = gate
+    answer = await child.send(child.build_request("POST", httpx.URL(child.base_url, raw_path=path.encode())))
+    assert answer.status_code in (400, 404)
+    assert recording.calls == [] and api_server.store.request_log == []
+
+
+@pytest.mark.anyio
+async def test_a_record_dry_run_sends_no_write(api_server: RunningSampleApi) -> None:
+    with api_server.store.lock:
+        api_server.store.reset()
+    async with httpx.AsyncClient(base_url=api_server.base_url) as api:
+        recording = Recording(RecordBackend())
+        http_gate = HttpGate(api, api_server.base_url, mode=DryMode(recording))
+        async with serving(http_gate) as url, httpx.AsyncClient(base_url=url) as child:
+            created = await child.post("/v1/tickets", json={"title": "x"})
+            deleted = await child.delete("/v1/tickets/t3")
+            http_gate.mode = None
+            late = await child.post("/v1/tickets", json={"title": "late"})
+    assert (created.status_code, created.json()) == (201, {"id": "<id from call 1>"})
+    assert (deleted.status_code, deleted.json()) == (200, {})
+    assert late.status_code == 409 and http_gate.late_requests == ["POST /v1/tickets"]
+    assert api_server.store.request_log == []

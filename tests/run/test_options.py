@@ -1,0 +1,88 @@
+"""What `reviewer run` accepts before COMMAND starts, and what the child's environment keeps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reviewer.run.child import child_environment
+from reviewer.run.errors import RunRefused
+from reviewer.run.options import check_api_url, parse_dry_run_param, read_credentials
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["https://api.example/v1", "http://127.0.0.1:8480", "http://localhost:1/x/", "http://[::1]:9"],
+)
+def test_https_or_loopback_is_accepted(url: str) -> None:
+    assert check_api_url(url) == url.rstrip("/")
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("http://api.example/v1", "plain http off loopback"),
+        ("http://10.0.0.5:8480", "plain http off loopback"),
+        ("https://user:secret@api.example", "user or password"),
+        ("https://api.example/v1?key=1", "no query"),
+        ("ftp://api.example", "http(s) URL"),
+        ("/v1/tickets", "http(s) URL"),
+    ],
+)
+def test_other_api_urls_are_refused(url: str, said: str) -> None:
+    with pytest.raises(RunRefused, match=said.replace("(", r"\(").replace(")", r"\)")):
+        check_api_url(url)
+
+
+def test_a_credential_comes_from_the_environment_or_a_file(tmp_path: Path) -> None:
+    secret_file = tmp_path / "key"
+    secret_file.write_text("from-a-file\n")
+    credentials = read_credentials(
+        ["Authorization: Bearer env:API_TOKEN", f"X-Api-Key: file:{secret_file}"], {"API_TOKEN": "s3cret"}
+    )
+    assert credentials.headers == {"Authorization": "Bearer s3cret", "X-Api-Key": "from-a-file"}
+    assert credentials.from_env == {"API_TOKEN"}
+    assert "s3cret" not in repr(credentials)
+
+
+@pytest.mark.parametrize(
+    ("spec", "said"),
+    [
+        ("Authorization: Bearer s3cret", "visible to every user"),
+        ("Authorization: env:MISSING", "MISSING is not set"),
+        ("Authorization: file:/nonexistent/key", "cannot read"),
+        ("Host: env:API_TOKEN", "NAME: env:VAR"),
+        ("no colon here", "NAME: env:VAR"),
+    ],
+)
+def test_a_credential_on_the_command_line_or_missing_is_refused(spec: str, said: str) -> None:
+    with pytest.raises(RunRefused, match=said):
+        read_credentials([spec], {"API_TOKEN": "s3cret"})
+
+
+def test_the_dry_run_parameter_is_name_equals_value() -> None:
+    assert parse_dry_run_param("validate_only=true") == {"validate_only": "true"}
+    with pytest.raises(RunRefused):
+        parse_dry_run_param("dryRun")
+
+
+def test_the_child_gets_the_gate_and_none_of_the_secrets() -> None:
+    environment = child_environment(
+        {
+            "PATH": "/bin",
+            "API_TOKEN": "s3cret",
+            "COPY_OF_IT": "prefix-s3cret",
+            "REVIEWER_AGENT_TOKEN": "agent",
+            "REVIEWER_TOKEN": "reviewer",
+        },
+        api_url="http://127.0.0.1:5",
+        proposal_id="p-1",
+        withheld={"API_TOKEN"},
+        secrets=["Bearer s3cret", "s3cret"],
+    )
+    assert environment == {
+        "PATH": "/bin",
+        "REVIEWER_API_URL": "http://127.0.0.1:5",
+        "REVIEWER_PROPOSAL_ID": "p-1",
+    }

@@ -1,0 +1,172 @@
+"""`reviewer run` with agents that misbehave: a fresh sample that leaves the plan, a child that fails,
+hangs, sends what is not JSON or more than a plan may hold, writes after the dry run, or asks for an
+operation the API does not have; and an API it must refuse before COMMAND starts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from reviewer.sample_api.server import sample_api_in_thread
+from tests.run.conftest import API_TOKEN, ROOT, Queue, SampleApi, proposal, reviewer_decides, start_run
+
+AGENTS = str(Path(__file__).with_name("agents.py"))
+
+
+def agent(*arguments: str) -> list[str]:
+    return [sys.executable, AGENTS, *arguments]
+
+
+def submitted_titles(queue: Queue) -> list[str]:
+    return [item["title"] for item in queue.reviewer.get("/v1/proposals").json()["proposals"]]
+
+
+def test_rerun_stops_at_the_first_call_the_plan_does_not_have(
+    queue: Queue, sample_api: SampleApi, tmp_path: Path
+) -> None:
+    run = start_run(
+        queue,
+        sample_api,
+        "--rerun",
+        "--audit",
+        "/v1/audit",
+        "--title",
+        "rerun drift",
+        command=agent("drift", str(tmp_path / "runs")),
+    )
+    proposal_id, revision = run.wait_for_plan()
+    assert [call["tool"] for call in proposal(queue, proposal_id, revision)["calls"]] == [
+        "POST /v1/tickets",
+        "PATCH /v1/tickets/t1",
+    ]
+    reviewer_decides(queue, proposal_id)
+    status, stderr = run.finish()
+    assert status != 0
+    assert "stopped at call 2" in stderr and "DELETE /v1/tickets/t2" in stderr
+    # The create matched the plan and ran; the delete it does not have was never sent, nor anything after.
+    assert [(line["method"], line["path"]) for line in sample_api.audit()] == [("POST", "/v1/tickets")]
+    assert [(request["method"], request["path"]) for request in sample_api.real_requests()] == [
+        ("POST", "/v1/tickets")
+    ]
+
+
+def test_a_child_that_exits_non_zero_submits_nothing(queue: Queue, sample_api: SampleApi) -> None:
+    status, stderr = start_run(queue, sample_api, "--title", "child fails", command=agent("fail")).finish()
+    assert status == 1
+    assert "COMMAND exited with status 3 in the dry run; nothing was submitted" in stderr
+    assert "child fails" not in submitted_titles(queue)
+
+
+def test_a_child_that_never_exits_is_killed_at_the_timeout(
+    queue: Queue, sample_api: SampleApi, tmp_path: Path
+) -> None:
+    marker = tmp_path / "started"
+    run = start_run(
+        queue, sample_api, "--timeout", "1", "--title", "child hangs", command=agent("hang", str(marker))
+    )
+    status, stderr = run.finish()
+    assert marker.exists()
+    assert status == 1
+    assert "did not exit within 1 s (--timeout) and was killed" in stderr
+    assert "child hangs" not in submitted_titles(queue)
+
+
+def test_a_body_that_is_not_json_spoils_the_dry_run(queue: Queue, sample_api: SampleApi) -> None:
+    status, stderr = start_run(queue, sample_api, "--title", "not json", command=agent("not-json")).finish()
+    assert status == 1
+    assert "the body of POST /v1/tickets is not JSON" in stderr and "nothing was submitted" in stderr
+    assert "not json" not in submitted_titles(queue)
+    assert sample_api.requests() == []
+
+
+def test_a_body_past_the_proposal_limits_is_refused_unread(queue: Queue, sample_api: SampleApi) -> None:
+    status, stderr = start_run(queue, sample_api, "--title", "flood", command=agent("big-body")).finish()
+    assert status == 1
+    assert "passed the proposal limit" in stderr
+    assert "flood" not in submitted_titles(queue)
+    assert sample_api.requests() == []
+
+
+def test_a_write_after_the_dry_run_is_refused_and_nothing_runs(
+    queue: Queue, sample_api: SampleApi, tmp_path: Path
+) -> None:
+    go, answered = tmp_path / "go", tmp_path / "answered"
+    os.mkfifo(go)
+    os.mkfifo(answered)
+    run = start_run(queue, sample_api, "--title", "late write", command=agent("late", str(go), str(answered)))
+    proposal_id, _ = run.wait_for_plan()
+    go.write_text("now")
+    assert answered.read_text() == "409"
+    reviewer_decides(queue, proposal_id)
+    status, stderr = run.finish()
+    assert status == 1
+    assert (
+        "POST /v1/tickets reached the gate after the dry run ended" in stderr and "nothing was run" in stderr
+    )
+    assert sample_api.real_requests() == [] and sample_api.audit() == []
+
+
+def test_an_operation_the_openapi_document_lacks_is_refused_with_a_message(
+    queue: Queue, sample_api: SampleApi, tmp_path: Path
+) -> None:
+    document = tmp_path / "api.json"
+    document.write_text(httpx.get(f"{sample_api.url}/openapi.json").text)
+    run = start_run(
+        queue, sample_api, "--openapi", str(document), "--title", "undeclared", command=agent("undeclared")
+    )
+    proposal_id, revision = run.wait_for_plan()
+    reviewer_decides(queue, proposal_id, "reject", reason="test")
+    run.process.wait(60)
+    assert run.process.stdout is not None
+    printed = run.process.stdout.read()
+    assert "refused: 404" in printed and "not an operation of the API's OpenAPI document" in printed
+    calls = proposal(queue, proposal_id, revision)["calls"]
+    assert [call["tool"] for call in calls] == ["create_ticket"]
+    # The dry-run parameter came from the document: the sample API declares dryRun with its value.
+    assert calls[0]["request"]["query"] == {"dryRun": "All"}
+    assert calls[0]["outcome"]["http_status"] == 201
+    assert all(request["path"] != "/v1/merge-everything" for request in sample_api.requests())
+
+
+def test_a_dry_run_the_api_kept_stops_with_the_alarm(queue: Queue, tmp_path: Path) -> None:
+    with sample_api_in_thread(ignore_dry_run=True, write_token=API_TOKEN) as ignoring:
+        api = SampleApi(ignoring.base_url, None)  # type: ignore[arg-type]
+        run = start_run(queue, api, "--audit", "/v1/audit", "--title", "kept", command=agent("fail"))
+        status, stderr = run.finish()
+        assert status == 1
+        assert "the dry run kept 1 write(s)" in stderr and "nothing was submitted" in stderr
+        assert "kept" not in submitted_titles(queue)
+
+
+def run_refused(queue: Queue, api_url: str, marker: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "reviewer", "run", "--api", api_url, "--queue", queue.url, "--"]
+        + agent("touch", str(marker)),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "REVIEWER_AGENT_TOKEN": queue.agent_token},
+        cwd=ROOT,
+        timeout=60,
+    )
+
+
+def test_an_api_that_is_not_reachable_is_refused_before_command_starts(queue: Queue, tmp_path: Path) -> None:
+    from tests.service.ports import free_port
+
+    marker = tmp_path / "started"
+    result = run_refused(queue, f"http://127.0.0.1:{free_port()}", marker)
+    assert result.returncode == 2
+    assert "is not reachable" in result.stderr
+    assert not marker.exists()
+
+
+def test_plain_http_off_loopback_is_refused_before_command_starts(queue: Queue, tmp_path: Path) -> None:
+    marker = tmp_path / "started"
+    result = run_refused(queue, "http://api.example/v1", marker)
+    assert result.returncode == 2
+    assert "plain http off loopback" in result.stderr
+    assert not marker.exists()
