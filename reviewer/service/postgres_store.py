@@ -24,10 +24,10 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
+from reviewer.policy.file import Policy
 from reviewer.service.errors import DatabaseUnusable
 from reviewer.service.rules import Row
 from reviewer.service.store import DEFAULT_CLAIM_LEASE, SCHEMA_VERSION, Clock, QueueStore
-from reviewer.signing.policy import Policy
 
 WRITE_LOCK: Final = 0x72657669  # "revi": the advisory lock every write transaction holds
 CONNECT_TIMEOUT: Final = 5

@@ -15,10 +15,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from reviewer.policy.file import Policy
 from reviewer.service.errors import DatabaseUnusable
 from reviewer.service.rules import Row
 from reviewer.service.store import DEFAULT_CLAIM_LEASE, SCHEMA_VERSION, Clock, QueueStore
-from reviewer.signing.policy import Policy
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tokens (

@@ -241,7 +241,7 @@ class QueueItem:
         if self.decided_by and self.state in ("approved", "rejected"):
             return f"{self.state} by {shown(self.decided_by)}"
         if self.state == "pending" and self.approvals_required > 1:
-            from reviewer.signing.policy import describe_approvals
+            from reviewer.policy.quorum import describe_approvals
 
             return f"pending · {describe_approvals(map(shown, self.approvals), self.approvals_required)}"
         return self.state
