@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from reviewer.policy.file import Policy, PolicyError, parse_policy, read_policy
 from reviewer.policy.quorum import Requirement as Rule
 from reviewer.policy.quorum import Vote, refuse_vote, tally
