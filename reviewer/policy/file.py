@@ -226,10 +226,16 @@ class _Reader:
     def __init__(self, source: str, lines: _KeyLines) -> None:
         self.source = source
         self.lines = lines
-        self.mistakes: list[str] = []
+        self._mistakes: list[tuple[int, str]] = []
+
+    @property
+    def mistakes(self) -> list[str]:
+        """Every mistake, in the order of their lines."""
+        return [text for _line, text in sorted(self._mistakes, key=lambda mistake: mistake[0])]
 
     def fail(self, path: tuple[str, ...], problem: str) -> None:
-        self.mistakes.append(f"{self.source} line {self.lines.line_of(path)}: {problem}")
+        line = self.lines.line_of(path)
+        self._mistakes.append((line, f"{self.source} line {line}: {problem}"))
 
     def environment(
         self, name: str, table: Any, path: tuple[str, ...], *, base_urls: bool
@@ -337,7 +343,7 @@ class _Reader:
         if not isinstance(table, dict):
             self.fail(path, "a rule is a [[rules]] table")
             return None
-        before = len(self.mistakes)
+        before = len(self._mistakes)
         for key in table:
             if key not in _RULE_KEYS:
                 self.fail((*path, key), f"unknown key {key!r}; expected {', '.join(sorted(_RULE_KEYS))}")
@@ -370,7 +376,7 @@ class _Reader:
                 path,
                 f"rule {name!r} asks for exactly one of: approvals/signatures/reviewers, reject, approve",
             )
-        if len(self.mistakes) > before or expression is None:
+        if len(self._mistakes) > before or expression is None:
             return None
         return PolicyRule(
             name, expression, self.lines.line_of(path), approvals, signatures, reviewers, reject, approve

@@ -61,9 +61,9 @@ def _unmarked(text: str) -> str:
     return text.replace("\u200e", "").replace("\u200f", "")
 
 
-def _rank(character: str) -> tuple[bool, str]:
-    """The representative of a class: its ASCII member first, then the smallest code point."""
-    return (not character.isascii(), character)
+def _rank(character: str) -> tuple[bool, bool, str]:
+    """The representative of a class: its lower-case ASCII member first, then the smallest code point."""
+    return (not character.isascii(), not character.islower(), character)
 
 
 def _invisible(character: str) -> bool:
@@ -77,11 +77,27 @@ def _invisible(character: str) -> bool:
 
 
 def skeleton(name: str) -> str:
-    """The confusable skeleton of `name`, case, width and surrounding spaces folded."""
-    folded = unicodedata.normalize("NFKC", name).casefold().strip()
-    visible = "".join(
-        character for character in unicodedata.normalize("NFD", folded) if not _invisible(character)
-    )
+    """The confusable skeleton of `name`, case, width and surrounding spaces folded.
+
+    Folding and mapping repeat until nothing changes (a prototype may be upper case, `Y`; a fold
+    may make a new look-alike), so the skeleton of a skeleton is itself.
+    """
+    text = name
+    for _ in range(_MAX_ROUNDS):
+        folded = _fold_and_map(text)
+        if folded == text:
+            break
+        text = folded
+    return text
+
+
+_MAX_ROUNDS: Final = 4
+
+
+def _fold_and_map(text: str) -> str:
+    folded = unicodedata.normalize("NFKC", text).casefold().strip()
+    decomposed = unicodedata.normalize("NFD", folded)
+    visible = "".join(character for character in decomposed if not _invisible(character))
     prototypes = _prototypes()
     mapped = "".join(prototypes.get(character, character) for character in visible)
     return unicodedata.normalize("NFD", mapped)
