@@ -204,9 +204,10 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         policy = read_policy(args.policy) if args.policy is not None else None
     except PolicyError as error:
-        for mistake in error.mistakes:
+        *earlier, last = error.mistakes
+        for mistake in earlier:
             print(f"reviewer serve: {mistake}", file=sys.stderr)
-        print("reviewer serve: the policy has mistakes; not started", file=sys.stderr)
+        print(f"reviewer serve: {last}; not started", file=sys.stderr)
         return 2
     signing = None
     if args.policy_key is not None:
