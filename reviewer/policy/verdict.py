@@ -10,10 +10,13 @@ needed unless every matching rule approves and the environment allows approval b
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from reviewer.plan.proposal import Proposal
+import msgspec
+
+from reviewer.plan.proposal import CallList, Effect, Proposal
 from reviewer.policy.expressions import EvaluationError, context
 from reviewer.policy.file import Environment, Policy, PolicyRule
 from reviewer.policy.names import skeleton
@@ -115,25 +118,64 @@ def resolve_environment(
     return policy.default, alarms
 
 
+class _RequestHead(msgspec.Struct):
+    method: str = ""
+    path: str = ""
+
+
+class _CallHead(msgspec.Struct):
+    """What a rule reads of a call; msgspec skips the rest of its JSON unread (outcome, body)."""
+
+    seq: int
+    tool: str
+    effect: Effect
+    request: _RequestHead | None = None
+
+
+class _CallWithArgs(_CallHead):
+    args: dict[str, Any] | None = None
+
+
+_heads = msgspec.json.Decoder(_CallHead)
+_heads_with_args = msgspec.json.Decoder(_CallWithArgs)
+
+
+def _call_heads(proposal: Proposal, with_args: bool) -> Iterator[_CallHead]:
+    """The calls as rules read them: from their JSON when the proposal kept it (a stored or
+    submitted plan), skipping what no rule reads; else from the calls themselves."""
+    calls = proposal.calls
+    if isinstance(calls, CallList):
+        decoder = _heads_with_args if with_args else _heads
+        for raw in calls.raw(slice(None)):
+            yield decoder.decode(raw)
+        return
+    for call in calls:
+        request = None if call.request is None else _RequestHead(call.request.method, call.request.path)
+        yield _CallWithArgs(call.seq, call.tool, call.effect, request, call.args)
+
+
 def activation(
     policy: Policy, proposal: Proposal, environment: Environment, alarms: list[str]
 ) -> dict[str, Any]:
     """The values every rule reads, in one pass over the calls."""
     counts = {"create": 0, "update": 0, "delete": 0, "read": 0, "other": 0}
+    tools: dict[str, int] = {}
     calls: list[dict[str, Any]] = []
     keep_calls, keep_args = policy.reads_calls, policy.reads_args
-    for call in proposal.calls:
+    for call in _call_heads(proposal, keep_args):
         counts[call.effect] += 1
+        tools[call.tool] = tools.get(call.tool, 0) + 1
         if keep_calls:
+            request = call.request
             entry: dict[str, Any] = {
                 "seq": call.seq,
                 "tool": call.tool,
                 "effect": call.effect,
-                "method": call.request.method if call.request is not None else "",
-                "path": call.request.path if call.request is not None else "",
+                "method": request.method if request is not None else "",
+                "path": request.path if request is not None else "",
             }
             if keep_args:
-                entry["args"] = call.args or {}
+                entry["args"] = getattr(call, "args", None) or {}
             calls.append(entry)
     target = proposal.target
     dry_run = proposal.dry_run
@@ -147,6 +189,7 @@ def activation(
         "plan": {
             "calls": calls,
             "counts": counts,
+            "tools": tools,
             "dry_run": {
                 "via": dry_run.via,
                 "write_requests": dry_run.write_requests or 0,
