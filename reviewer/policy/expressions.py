@@ -22,6 +22,7 @@ MAX_EXPRESSION_CHARS: Final = 2000
 MAX_WALKS: Final = 8
 NAMES: Final = frozenset({"environment", "target", "plan", "alarms"})
 """The names a rule's expression reads (the activation's top level)."""
+CALL_FIELDS: Final = frozenset({"seq", "tool", "effect", "method", "path", "args"})
 MACROS: Final = frozenset({"exists", "all", "exists_one", "map", "filter"})
 FUNCTIONS: Final = frozenset(
     {
@@ -66,6 +67,9 @@ class Expression:
     reads_calls: bool
     reads_args: bool
     reads_alarms: bool
+    call_fields: frozenset[str] = frozenset()
+    """The fields of a call the expression may read (every identifier that is one), so the
+    activation converts only those to CEL: converting the calls is most of a walk's cost."""
 
     def evaluate(self, activation: Any) -> bool:
         """True or False on `activation` (a `cel.Context`); EvaluationError for anything else."""
@@ -105,6 +109,7 @@ def compile_expression(source: str) -> Expression:
         reads_calls="calls" in names,
         reads_args="args" in names,
         reads_alarms="alarms" in names,
+        call_fields=frozenset(names & CALL_FIELDS),
     )
 
 

@@ -99,6 +99,15 @@ class Policy:
         return any(rule.when.reads_args for rule in self.rules)
 
     @property
+    def call_fields(self) -> frozenset[str]:
+        """The fields of a call some rule that reads the calls may read."""
+        fields: frozenset[str] = frozenset()
+        for rule in self.rules:
+            if rule.when.reads_calls:
+                fields |= rule.when.call_fields
+        return fields
+
+    @property
     def reads_alarms(self) -> bool:
         return any(rule.when.reads_alarms for rule in self.rules)
 

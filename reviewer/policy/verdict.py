@@ -161,19 +161,23 @@ def activation(
     counts = {"create": 0, "update": 0, "delete": 0, "read": 0, "other": 0}
     tools: dict[str, int] = {}
     calls: list[dict[str, Any]] = []
-    keep_calls, keep_args = policy.reads_calls, policy.reads_args
+    keep_calls, keep_args, fields = policy.reads_calls, policy.reads_args, policy.call_fields
     for call in _call_heads(proposal, keep_args):
         counts[call.effect] += 1
         tools[call.tool] = tools.get(call.tool, 0) + 1
         if keep_calls:
             request = call.request
-            entry: dict[str, Any] = {
-                "seq": call.seq,
-                "tool": call.tool,
-                "effect": call.effect,
-                "method": request.method if request is not None else "",
-                "path": request.path if request is not None else "",
-            }
+            entry: dict[str, Any] = {}
+            if "seq" in fields:
+                entry["seq"] = call.seq
+            if "tool" in fields:
+                entry["tool"] = call.tool
+            if "effect" in fields:
+                entry["effect"] = call.effect
+            if "method" in fields:
+                entry["method"] = request.method if request is not None else ""
+            if "path" in fields:
+                entry["path"] = request.path if request is not None else ""
             if keep_args:
                 entry["args"] = getattr(call, "args", None) or {}
             calls.append(entry)
