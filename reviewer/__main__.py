@@ -16,6 +16,7 @@ _COMMAND_MODULES = (
     "reviewer.tui.commands",
     "reviewer.service.commands",
     "reviewer.queue.commands",
+    "reviewer.policy.commands",
     "reviewer.sample_api.commands",
     "reviewer.adapters.commands",
     "reviewer.run.commands",

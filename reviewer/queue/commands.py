@@ -130,7 +130,7 @@ async def _digest_of(client: Any, proposal_id: str, revision: int) -> str:
 def describe(state: DecisionState, signed: bool) -> str:
     """One line for the terminal: what the queue now says, in the words the app uses."""
     from reviewer.plan.sanitize import safe_text
-    from reviewer.signing.policy import describe_approvals
+    from reviewer.policy.quorum import describe_approvals
 
     how = "signed" if signed else "unsigned"
     by = safe_text(state.decided_by or "")

@@ -69,6 +69,30 @@ class DecisionSignature(Message):
     at: datetime
 
 
+class PolicyRuleState(Message):
+    """A policy rule that matched the revision: what it asks, or the error it raised (a human decides)."""
+
+    rule: str
+    asks: str
+    error: str | None = None
+
+
+class PolicyState(Message):
+    """What the queue's policy asks of the revision: the environment whose rule applies (None for
+    `[default]`), `needs` in words ("needs 2 approvals: rule `deletes in production`"), the rules that
+    matched, and alarms of where the plan runs (its base URL is another environment's, its
+    environment's name is a look-alike). `decided_by` is `policy:<rule>` when the policy itself
+    rejected (`reason` is sent to the agent) or approved."""
+
+    environment: str | None = None
+    outcome: Literal["human", "reject", "approve"] = "human"
+    needs: str
+    decided_by: str | None = None
+    reason: str | None = None
+    rules: list[PolicyRuleState] = Field(default_factory=list)
+    alarms: list[str] = Field(default_factory=list)
+
+
 class DecisionState(Message):
     """The state of a proposal's latest revision.
 
@@ -97,6 +121,7 @@ class DecisionState(Message):
     approvals_required: int = 1
     signatures_required: bool = False
     signatures: list[DecisionSignature] = Field(default_factory=list)
+    policy: PolicyState | None = None
 
 
 class ProposalSummary(Message):

@@ -552,54 +552,104 @@ class Analysis:
     @cached_property
     def alarms(self) -> tuple[str, ...]:
         """Short sentences for what the reviewer must not miss, worst first."""
+        return tuple(sentence for _name, sentence in self.named_alarms)
+
+    @cached_property
+    def alarm_names(self) -> tuple[str, ...]:
+        """The alarms by name (`writes_kept`, `outliers`), as a policy's rules read them."""
+        return tuple(name for name, _sentence in self.named_alarms)
+
+    @cached_property
+    def named_alarms(self) -> tuple[tuple[str, str], ...]:
+        """Each alarm's name and sentence, worst first: the names are `ALARM_NAMES`."""
         ratios = self.ratios
-        alarms: list[str] = []
+        alarms: list[tuple[str, str]] = []
         if ratios.writes_kept:
             alarms.append(
-                f"dry run kept {_count(ratios.writes_kept, 'write')}: the API ignored the dry-run flag"
+                (
+                    "writes_kept",
+                    f"dry run kept {_count(ratios.writes_kept, 'write')}: the API ignored the dry-run flag",
+                )
             )
         base_url = self.proposal.target.base_url
         host = read_host(base_url) if base_url else None
         if host is not None and host.alarms:
             alarms.append(
-                f"the base URL is not what it seems: requests go to {safe_text(clip(host.host, 80)) or '?'}"
+                (
+                    "lookalike_host",
+                    "the base URL is not what it seems: requests go to "
+                    f"{safe_text(clip(host.host, 80)) or '?'}",
+                )
             )
         if ratios.real_refusals:
-            alarms.append(_count(ratios.real_refusals, "real refusal"))
+            alarms.append(("real_refusals", _count(ratios.real_refusals, "real refusal")))
         if ratios.errors:
-            alarms.append(f"{_count(ratios.errors, 'call')} failed in the dry run")
+            alarms.append(("dry_run_errors", f"{_count(ratios.errors, 'call')} failed in the dry run"))
         if self.hidden_characters:
-            alarms.append("hidden characters in the text")
+            alarms.append(("hidden_characters", "hidden characters in the text"))
         if self.lookalike_text:
-            alarms.append("look-alike letters in a name, or text not in NFC")
+            alarms.append(("lookalike_text", "look-alike letters in a name, or text not in NFC"))
         outliers = [(field, field.outliers[0]) for field in self.extremes.numeric if field.outliers]
         if outliers:
             field, worst = max(outliers, key=lambda pair: _farness(pair[1].times_median))
             count = sum(len(field.outliers) for field, _ in outliers)
             alarms.append(
-                f"{_count(count, 'value')} far outside the rest "
-                f"(worst: {safe_text(clip(field.name, 60))} of #{worst.seq}, "
-                f"{_times(worst.times_median)} the median)"
+                (
+                    "outliers",
+                    f"{_count(count, 'value')} far outside the rest "
+                    f"(worst: {safe_text(clip(field.name, 60))} of #{worst.seq}, "
+                    f"{_times(worst.times_median)} the median)",
+                )
             )
         unsummarised = self.extremes.unsummarised_fields
         if unsummarised:
             alarms.append(
-                f"{_count(unsummarised, 'more numeric field')} than the {MAX_NUMERIC_FIELDS:,} summarised: "
-                "their extremes and outliers are not shown"
+                (
+                    "unsummarised_fields",
+                    f"{_count(unsummarised, 'more numeric field')} than the "
+                    f"{MAX_NUMERIC_FIELDS:,} summarised: "
+                    "their extremes and outliers are not shown",
+                )
             )
         if ratios.unresolved_placeholders:
             verb = "names" if ratios.unresolved_placeholders == 1 else "name"
-            alarms.append(f"{_count(ratios.unresolved_placeholders, 'placeholder')} {verb} no earlier call")
+            alarms.append(
+                (
+                    "unresolved_placeholders",
+                    f"{_count(ratios.unresolved_placeholders, 'placeholder')} {verb} no earlier call",
+                )
+            )
         if ratios.fake_refusals:
-            alarms.append(f"{_count(ratios.fake_refusals, 'call')} refused by the fake: the shape is wrong")
+            alarms.append(
+                (
+                    "fake_refusals",
+                    f"{_count(ratios.fake_refusals, 'call')} refused by the fake: the shape is wrong",
+                )
+            )
         via = self.proposal.dry_run.via
         if ratios.no_outcome and via != "record":
-            alarms.append(f"{_count(ratios.no_outcome, 'call')} without an outcome")
+            alarms.append(("no_outcome", f"{_count(ratios.no_outcome, 'call')} without an outcome"))
         if via in ("fake", "transport"):
-            alarms.append(f"nothing was validated ({via} dry run)")
+            alarms.append(("not_validated", f"nothing was validated ({via} dry run)"))
         elif via == "record":
-            alarms.append("nothing was validated (recorded only)")
+            alarms.append(("not_validated", "nothing was validated (recorded only)"))
         return tuple(alarms)
+
+
+ALARM_NAMES: Final = (
+    "writes_kept",
+    "real_refusals",
+    "dry_run_errors",
+    "hidden_characters",
+    "lookalike_text",
+    "outliers",
+    "unsummarised_fields",
+    "unresolved_placeholders",
+    "fake_refusals",
+    "no_outcome",
+    "not_validated",
+)
+"""Every name `Analysis.named_alarms` gives, for a policy to check its rules against."""
 
 
 def _times(ratio: float) -> str:

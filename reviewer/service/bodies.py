@@ -218,4 +218,5 @@ def submission(raw: bytes | bytearray) -> Submission:
         agent_name=proposal.agent.name,
         call_count=len(proposal.calls),
         body=raw,
+        proposal=proposal,
     )

@@ -18,10 +18,11 @@ from reviewer.queue.config import default_db_path
 from reviewer.service.server import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT
 
 if TYPE_CHECKING:
+    from reviewer.policy.file import Policy
     from reviewer.service.notifications.targets import Sender
     from reviewer.service.server import Listening
+    from reviewer.service.signed_decisions import PolicySigning
     from reviewer.service.store import QueueStore
-    from reviewer.signing.policy import Policy
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -83,8 +84,23 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=Path,
         default=None,
         metavar="FILE",
-        help="a TOML policy: approvals, signatures and reviewers per target environment "
-        "(default: one approval by any reviewer, unsigned)",
+        help="a TOML policy: environments (by base URL or name) and rules on the plan in CEL "
+        "(default: one approval by any reviewer, unsigned); `reviewer policy check FILE` tests one",
+    )
+    serve.add_argument(
+        "--policy-key",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the queue's own SSH private key, to sign what the policy approves where signatures "
+        "are required",
+    )
+    serve.add_argument(
+        "--policy-principal",
+        default="queue-policy",
+        metavar="NAME",
+        help="the name the queue signs its approvals as, for the executors' allowed-signers files "
+        "(default: queue-policy)",
     )
     serve.add_argument(
         "--notify",
@@ -214,15 +230,27 @@ def _refusal(command: str, message: str) -> int:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    from reviewer.policy.file import PolicyError, read_policy
     from reviewer.service.errors import DatabaseUnusable
     from reviewer.service.server import Listening, ListenRefused
-    from reviewer.signing.policy import PolicyError, read_policy
 
     try:
         policy = read_policy(args.policy) if args.policy is not None else None
     except PolicyError as error:
-        print(f"reviewer serve: {error}; not started", file=sys.stderr)
+        *earlier, last = error.mistakes
+        for mistake in earlier:
+            print(f"reviewer serve: {mistake}", file=sys.stderr)
+        print(f"reviewer serve: {last}; not started", file=sys.stderr)
         return 2
+    signing = None
+    if args.policy_key is not None:
+        from reviewer.service.signed_decisions import PolicySigning
+        from reviewer.signing.sshsig import KeyFileSigner, SigningError
+
+        try:
+            signing = PolicySigning(KeyFileSigner(args.policy_key), args.policy_principal)
+        except SigningError as error:
+            return _refusal("serve", f"--policy-key: {error}")
 
     from reviewer.service.notifications.targets import NotifyRefused, senders
     from reviewer.service.notifications.webhook import DEFAULT_ATTEMPT_TIMEOUT
@@ -250,7 +278,7 @@ def run_serve(args: argparse.Namespace) -> int:
     except ListenRefused as error:
         return _refusal("serve", error.message)
     try:
-        return _serve(args, listening, listener, policy, notify_senders)
+        return _serve(args, listening, listener, policy, notify_senders, signing)
     except (ListenRefused, DatabaseUnusable) as error:
         return _refusal("serve", error.message)
     finally:
@@ -263,6 +291,7 @@ def _serve(
     listener: socket.socket,
     policy: Policy | None,
     notify_senders: list[Sender],
+    signing: PolicySigning | None = None,
 ) -> int:
     import asyncio
     import ssl
@@ -278,14 +307,15 @@ def _serve(
     )
     log = logging.getLogger("reviewer.service")
     store = _store(args, create=True, policy=policy)
+    store.policy_signing = signing
     if store.created:
         log.info("created a new, empty queue in %s", store.location)
     app = create_app(None, store=store, senders=notify_senders, remind_after=args.remind_after)
     log.info("queue database: %s", store.location)
     for sender in notify_senders:
         log.info("notifying %s", sender.name)
-    if args.policy is not None:
-        log.info("decision policy: %s", args.policy)
+    if policy is not None:
+        _report_policy(log, args.policy, policy, store, signing)
     if listening.behind_tls_proxy and not listening.tls_cert:
         log.warning(
             "serving plain HTTP on %s because --behind-tls-proxy says a TLS-terminating proxy is in front; "
@@ -307,6 +337,48 @@ def _serve(
 
     asyncio.run(serve())
     return 0 if server.started else 1
+
+
+def _report_policy(
+    log: logging.Logger, path: Path, policy: Policy, store: QueueStore, signing: PolicySigning | None
+) -> None:
+    """What `serve` loaded, one line each, and what would make it wrong silently: no `[default]`,
+    a listed reviewer no token is named for, approval by policy where it cannot sign."""
+    from fnmatch import fnmatchcase
+
+    log.info("decision policy: %s (sha256 %s)", path, policy.sha256[:12])
+    for line in policy.describe():
+        log.info("policy: %s", line)
+    if not policy.has_default:
+        log.warning(
+            "policy: %s has no [default]: a plan of no listed environment needs 1 approval from "
+            "any reviewer, "
+            "unsigned; write [default] to say so",
+            path,
+        )
+    reviewers = [
+        token.name.casefold()
+        for token in store.list_tokens()
+        if token.role == "reviewer" and token.revoked_at is None
+    ]
+    for pattern, where in policy.listed_reviewers():
+        if not any(fnmatchcase(name, pattern.casefold()) for name in reviewers):
+            log.warning("policy: %s lists reviewer %r, but no reviewer token has that name", where, pattern)
+    if signing is None and any(rule.approve for rule in policy.rules):
+        signed = [
+            e.name
+            for e in (policy.default, *policy.environments.values())
+            if e.allow_policy_approval and e.requirement.signatures
+        ]
+        if signed:
+            log.warning(
+                "policy: approvals by policy in %s need signatures, and no --policy-key was given: "
+                "a human decides there",
+                ", ".join(signed),
+            )
+    changed = store.reevaluate_pending()
+    if changed:
+        log.info("policy: %d pending proposals evaluated again under this policy", changed)
 
 
 def run_token_create(args: argparse.Namespace) -> int:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from reviewer.policy.file import Policy
 from reviewer.queue.config import default_db_path
 from reviewer.service.errors import DatabaseUnusable
 from reviewer.service.store import DEFAULT_CLAIM_LEASE, Clock, QueueStore, StoreSettings
-from reviewer.signing.policy import Policy
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 

@@ -10,14 +10,26 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
-import msgspec
-
-from reviewer.queue.messages import DecisionRequest, DecisionSignature, DecisionState
+from reviewer.policy.quorum import Requirement, Tally, Vote, refuse_vote, tally
+from reviewer.policy.verdict import Verdict, needs
+from reviewer.queue.messages import (
+    DecisionRequest,
+    DecisionSignature,
+    DecisionState,
+    PolicyRuleState,
+    PolicyState,
+)
 from reviewer.service.errors import AlreadyApproved, Forbidden, SignatureRefused
-from reviewer.signing.policy import Rule, Tally, Vote, refuse_vote, tally
-from reviewer.signing.sshsig import PublicKey, SigningError, verify_with_keys
+from reviewer.signing.sshsig import (
+    DecisionStatement,
+    PublicKey,
+    Signer,
+    SigningError,
+    sign_statement,
+    verify_with_keys,
+)
 
 
 @dataclass(frozen=True)
@@ -102,7 +114,7 @@ def without_removed_keys(
 
 
 def admit_decision(
-    rule: Rule,
+    rule: Requirement,
     cast: Sequence[CastDecision],
     reviewer: str,
     proposal_id: str,
@@ -118,7 +130,7 @@ def admit_decision(
     where = f"environment {environment!r}" if environment else "proposals without an environment"
     refusal = refuse_vote(rule, [item.vote() for item in cast], reviewer)
     if refusal == "not_listed":
-        listed = ", ".join(sorted(rule.reviewers or ()))
+        listed = rule.listed()
         raise Forbidden(f"{reviewer} may not decide {where}; the policy lists {listed}")
     if refusal == "already_approved":
         so_far = tally([item.vote() for item in cast], rule.approvals)
@@ -157,12 +169,12 @@ def admit_decision(
     return VerifiedSignature(request.statement, request.signature, key.fingerprint)
 
 
-def outcome(rule: Rule, cast: Sequence[CastDecision]) -> Tally:
+def outcome(rule: Requirement, cast: Sequence[CastDecision]) -> Tally:
     """What the decisions on the latest revision add up to under `rule`."""
     return tally([item.vote() for item in cast], rule.approvals)
 
 
-def with_votes(state: DecisionState, rule: Rule, cast: Sequence[CastDecision]) -> DecisionState:
+def with_votes(state: DecisionState, rule: Requirement, cast: Sequence[CastDecision]) -> DecisionState:
     """`state` with the quorum so far and every signed decision, as the decision endpoint returns it."""
     so_far = outcome(rule, cast)
     signatures = [
@@ -187,18 +199,37 @@ def with_votes(state: DecisionState, rule: Rule, cast: Sequence[CastDecision]) -
     )
 
 
-class _TargetOnly(msgspec.Struct):
-    environment: str | None = None
+@dataclass(frozen=True)
+class PolicySigning:
+    """The queue's own SSH key (`serve --policy-key`), signing what the policy approves as `principal`:
+    an executor trusts it only if its allowed-signers file lists that principal with this key."""
+
+    signer: Signer
+    principal: str
+
+    def sign(self, proposal_id: str, revision: int, plan_sha256: str, now: float) -> VerifiedSignature:
+        statement = DecisionStatement(
+            proposal_id=proposal_id,
+            revision=revision,
+            plan_sha256=plan_sha256,
+            decision="approve",
+            reviewer=self.principal,
+            signed_at=datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        )
+        signature = sign_statement(statement, self.signer)
+        return VerifiedSignature(statement.to_bytes().decode(), signature, self.signer.public_key.fingerprint)
 
 
-class _ProposalTarget(msgspec.Struct):
-    target: _TargetOnly
-
-
-_target_decoder = msgspec.json.Decoder(_ProposalTarget)
-
-
-def environment_of(body: bytes) -> str | None:
-    """The target environment of a stored revision; msgspec skips the rest of the body unread as
-    objects, so even a 25 MB plan costs a single scan."""
-    return _target_decoder.decode(body).target.environment
+def policy_state(verdict: Verdict) -> PolicyState:
+    """What the policy asked of a revision, as the decision state carries it to the screen and agent."""
+    return PolicyState(
+        environment=verdict.environment,
+        outcome=verdict.outcome,
+        needs=needs(verdict),
+        decided_by=verdict.decided_by,
+        reason=verdict.reason,
+        rules=[
+            PolicyRuleState(rule=match.rule, asks=match.asks, error=match.error) for match in verdict.matched
+        ],
+        alarms=[sentence for _name, sentence in verdict.alarms],
+    )

@@ -26,9 +26,14 @@ from typing import Any, Final, Protocol
 
 import msgspec
 
+from reviewer.plan.proposal import Proposal, scan_proposal
+from reviewer.policy.file import Policy
+from reviewer.policy.quorum import Requirement
+from reviewer.policy.verdict import Verdict, evaluate
 from reviewer.queue.messages import (
     Claim,
     ClaimRequest,
+    Decision,
     DecisionRequest,
     DecisionState,
     ExecutionReport,
@@ -47,15 +52,15 @@ from reviewer.service.rules import Row
 from reviewer.service.signed_decisions import (
     CastDecision,
     KeyRemoval,
+    PolicySigning,
     VerifiedSignature,
     Withdrawal,
     admit_decision,
-    environment_of,
     outcome,
+    policy_state,
     with_votes,
     without_removed_keys,
 )
-from reviewer.signing.policy import Policy, Rule
 from reviewer.signing.sshsig import PublicKey
 
 SCHEMA_VERSION: Final = 4
@@ -115,6 +120,8 @@ class Submission:
     agent_name: str
     call_count: int
     body: bytes | bytearray
+    proposal: Proposal | None = None
+    """The parsed proposal, when the caller has it, for the policy to read without parsing again."""
 
 
 @dataclass(frozen=True)
@@ -172,8 +179,10 @@ class QueueStore(ABC):
         self.approval_ttl = settings.approval_ttl
         self.claim_lease = settings.claim_lease
         self.policy = settings.policy or Policy()
-        self._environments: dict[tuple[str, int], str | None] = {}
-        """Each revision's target environment, read once: a revision never changes."""
+        self.policy_signing: PolicySigning | None = None
+        """The queue's own key, to sign what the policy approves where signatures are required."""
+        self._verdicts: dict[tuple[str, int], Verdict] = {}
+        """Each revision's verdict under this policy, evaluated once: a revision never changes."""
         self.created = False
         """True when this store created the queue's tables (a new database), for `serve` to say so."""
         self.notifying = Notifying()
@@ -338,22 +347,34 @@ class QueueStore(ABC):
 
     # the policy and the decisions so far
 
-    def _rule(self, db: Transaction, proposal_id: str, revision: int) -> tuple[Rule, str | None]:
-        """The policy's rule for this revision's target environment (read once per revision: it never
-        changes, and a policy without environments needs no read at all)."""
-        if not self.policy.environments:
-            return self.policy.default, None
+    def _verdict(
+        self, db: Transaction, proposal_id: str, revision: int, proposal: Proposal | None = None
+    ) -> Verdict:
+        """The policy's verdict on this revision (evaluated once per revision and per policy: a
+        revision never changes, and a restart with another policy evaluates afresh)."""
         key = (proposal_id, revision)
-        if key not in self._environments:
-            row = db.one(
-                "SELECT body FROM revisions WHERE proposal_id = :proposal_id AND revision = :revision",
-                proposal_id=proposal_id,
-                revision=revision,
-            )
-            assert row is not None
-            self._environments[key] = environment_of(bytes(row["body"]))
-        environment = self._environments[key]
-        return self.policy.rule_for(environment), environment
+        cached = self._verdicts.get(key)
+        if cached is not None:
+            return cached
+        if self.policy.trivial:
+            verdict = Verdict(None, self.policy.default.requirement, "human")
+        else:
+            if proposal is None:
+                row = db.one(
+                    "SELECT body FROM revisions WHERE proposal_id = :proposal_id AND revision = :revision",
+                    proposal_id=proposal_id,
+                    revision=revision,
+                )
+                assert row is not None
+                proposal = scan_proposal(bytes(row["body"]), "stored proposal")
+            verdict = evaluate(self.policy, proposal, signing=self.policy_signing is not None)
+        self._verdicts[key] = verdict
+        return verdict
+
+    def _rule(self, db: Transaction, proposal_id: str, revision: int) -> tuple[Requirement, str | None]:
+        """What deciding this revision takes, and the environment it comes from."""
+        verdict = self._verdict(db, proposal_id, revision)
+        return verdict.requirement, verdict.environment
 
     def _cast(self, db: Transaction, proposal_id: str, revision: int) -> list[CastDecision]:
         """The decisions on this revision that count (`_cast_and_withdrawn`)."""
@@ -411,8 +432,11 @@ class QueueStore(ABC):
     def _voted_state(self, db: Transaction, row: Row, now: float) -> DecisionState:
         """The decision state with the quorum so far and the signed decisions of the latest revision."""
         proposal_id, revision = row["proposal_id"], row["latest_revision"]
-        rule, _environment = self._rule(db, proposal_id, revision)
-        return with_votes(rules.decision_state(row, now), rule, self._cast(db, proposal_id, revision))
+        verdict = self._verdict(db, proposal_id, revision)
+        state = with_votes(
+            rules.decision_state(row, now), verdict.requirement, self._cast(db, proposal_id, revision)
+        )
+        return state if self.policy.trivial else state.model_copy(update={"policy": policy_state(verdict)})
 
     # proposals
 
@@ -421,7 +445,14 @@ class QueueStore(ABC):
         return rules.require_visible(row, identity, proposal_id)
 
     def submit(self, identity: Identity, submission: Submission) -> tuple[bool, SubmissionAnswer]:
-        """Store a revision; answers (False, its record) when this very plan is already stored."""
+        """Store a revision; answers (False, its record) when this very plan is already stored.
+
+        The policy's verdict is evaluated before the write lock is taken (it may read 200,000
+        calls); a policy that rejects or approves decides in the same transaction as the revision.
+        """
+        verdict = None
+        if submission.proposal is not None and not self.policy.trivial:
+            verdict = evaluate(self.policy, submission.proposal, signing=self.policy_signing is not None)
         now = self.clock()
         with self.write() as db:
             self._require_active(db, identity)
@@ -493,7 +524,16 @@ class QueueStore(ABC):
                 now=now,
                 body=submission.body,
             )
-            if self.notifying.targets:
+            key = (submission.proposal_id, submission.revision)
+            if verdict is not None:
+                self._verdicts[key] = verdict
+            else:
+                self._verdicts.pop(key, None)
+            verdict = self._verdict(db, submission.proposal_id, submission.revision, submission.proposal)
+            state = self._decide_by_policy(
+                db, submission.proposal_id, submission.revision, submission.plan_sha256, verdict, now
+            )
+            if state == "pending" and self.notifying.targets:
                 stored_row = self._proposal_row(db, submission.proposal_id)
                 self._emit(
                     db,
@@ -506,8 +546,82 @@ class QueueStore(ABC):
             proposal_id=submission.proposal_id,
             revision=submission.revision,
             plan_sha256=submission.plan_sha256,
-            state="pending",
+            state=state,
         )
+
+    def reevaluate_pending(self) -> int:
+        """Evaluate every pending proposal under the policy this store was opened with (a restart
+        with a changed policy), and record what that decides: a reject or an approval by policy
+        (its trail event says it was evaluated again), or a quorum the approvals so far now meet.
+        Returns how many proposals it decided."""
+        now = self.clock()
+        with self.read() as db:
+            candidates = [
+                (row["proposal_id"], row["latest_revision"])
+                for row in db.all("SELECT * FROM proposals WHERE decision IS NULL")
+                if rules.state_of(row, now) == "pending"
+            ]
+        decided = 0
+        for proposal_id, revision in candidates:
+            with self.write() as db:
+                row = db.one(
+                    "SELECT * FROM proposals WHERE proposal_id = :proposal_id", proposal_id=proposal_id
+                )
+                if row is None or row["latest_revision"] != revision or rules.state_of(row, now) != "pending":
+                    continue
+                verdict = self._verdict(db, proposal_id, revision)
+                if verdict.outcome != "human":
+                    again_under = f"evaluated again under policy {self.policy.sha256[:12]}"
+                    note = f"{verdict.reason or 'approved'} ({again_under})"
+                    again = Verdict(**{**vars(verdict), "reason": note})
+                    self._decide_by_policy(db, proposal_id, revision, row["plan_sha256"], again, now)
+                    decided += 1
+                    continue
+                result = outcome(verdict.requirement, self._cast(db, proposal_id, revision))
+                if result.state != "pending":
+                    decided_by = (
+                        ", ".join(result.approvals)
+                        if result.state == "approved"
+                        else result.rejected_by or ""
+                    )
+                    decision: Decision = "approve" if result.state == "approved" else "reject"
+                    request = DecisionRequest(
+                        revision=revision,
+                        plan_sha256=row["plan_sha256"],
+                        decision=decision,
+                        reason=result.reason or "",
+                    )
+                    self._record_decision(db, proposal_id, request, decided_by, now)
+                    decided += 1
+        return decided
+
+    def _decide_by_policy(
+        self, db: Transaction, proposal_id: str, revision: int, plan_sha256: str, verdict: Verdict, now: float
+    ) -> State:
+        """Record the policy's own decision, as `policy:<rule>`, when it rejects or approves."""
+        if verdict.outcome == "human" or verdict.decided_by is None:
+            return "pending"
+        decision: Decision = "reject" if verdict.outcome == "reject" else "approve"
+        signed = None
+        if decision == "approve" and verdict.requirement.signatures:
+            assert self.policy_signing is not None  # evaluate() asks a human otherwise
+            signed = self.policy_signing.sign(proposal_id, revision, plan_sha256, now)
+        request = DecisionRequest(
+            revision=revision, plan_sha256=plan_sha256, decision=decision, reason=verdict.reason or ""
+        )
+        self._append_trail(
+            db,
+            now,
+            verdict.decided_by,
+            "approved" if decision == "approve" else "rejected",
+            proposal_id,
+            revision,
+            plan_sha256,
+            verdict.reason,
+            signed,
+        )
+        self._record_decision(db, proposal_id, request, verdict.decided_by, now)
+        return "approved" if decision == "approve" else "rejected"
 
     def _append_trail(
         self,
@@ -710,13 +824,6 @@ class QueueStore(ABC):
             if result.state != "pending":
                 decided_by = ", ".join(result.approvals) if result.state == "approved" else identity.name
                 self._record_decision(db, proposal_id, request, decided_by, now)
-                if self.notifying.targets:
-                    self._emit(
-                        db,
-                        now,
-                        events.event_key("proposal.decided", proposal_id, request.revision),
-                        events.decided(self._proposal_row(db, proposal_id), now),
-                    )
             answer = with_votes(self._answer(db, proposal_id, now), rule, cast)
             self._remember(db, identity, idempotency_key, fingerprint, answer, now)
         self._announce_events()
@@ -753,6 +860,13 @@ class QueueStore(ABC):
             expires_at=approval_expires_at,
             proposal_id=proposal_id,
         )
+        if self.notifying.targets:
+            self._emit(
+                db,
+                now,
+                events.event_key("proposal.decided", proposal_id, request.revision),
+                events.decided(self._proposal_row(db, proposal_id), now),
+            )
 
     def claim(
         self, identity: Identity, proposal_id: str, request: ClaimRequest, idempotency_key: str

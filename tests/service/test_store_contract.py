@@ -361,8 +361,9 @@ def test_a_quorum_of_two_and_reviewers_keys_on_either_database(
     belongs to one reviewer at a time."""
     import subprocess
 
+    from reviewer.policy.file import Environment, Policy
+    from reviewer.policy.quorum import Requirement
     from reviewer.service.errors import AlreadyApproved
-    from reviewer.signing.policy import Policy, Rule
     from reviewer.signing.sshsig import PublicKey
 
     store = open_store(
@@ -370,7 +371,7 @@ def test_a_quorum_of_two_and_reviewers_keys_on_either_database(
         clock=clock,
         pending_ttl=600,
         approval_ttl=60,
-        policy=Policy(default=Rule(approvals=2)),
+        policy=Policy(default=Environment("default", Requirement(approvals=2))),
         create=True,
     )
     try:
@@ -408,7 +409,8 @@ def test_removing_a_key_withdraws_the_pending_approvals_it_signed_on_either_data
     with his new key."""
     import subprocess
 
-    from reviewer.signing.policy import Policy, Rule
+    from reviewer.policy.file import Environment, Policy
+    from reviewer.policy.quorum import Requirement
     from reviewer.signing.sshsig import DecisionStatement, PublicKey, sign_statement, signer_for
 
     def key_of(name: str) -> tuple[Path, PublicKey]:
@@ -431,7 +433,7 @@ def test_removing_a_key_withdraws_the_pending_approvals_it_signed_on_either_data
         clock=clock,
         pending_ttl=600,
         approval_ttl=60,
-        policy=Policy(default=Rule(approvals=2, signatures=True)),
+        policy=Policy(default=Environment("default", Requirement(approvals=2, signatures=True))),
         create=True,
     )
     try:

@@ -6,8 +6,8 @@ import re
 import textwrap
 from pathlib import Path
 
+from reviewer.policy.file import parse_policy
 from reviewer.signing.allowed_signers import AllowedSigners
-from reviewer.signing.policy import parse_policy
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "signing-and-policies.md"
 
@@ -22,10 +22,10 @@ def _block(starting_with: str) -> str:
 
 def test_the_documented_policy_parses_as_described() -> None:
     policy = parse_policy(_block("# Who must approve what"), "the documented policy")
-    production = policy.rule_for("production")
+    production = policy.requirement_for("production")
     assert production.approvals == 2 and production.signatures
-    assert production.reviewers == frozenset({"alice", "bob", "carol"})
-    assert policy.rule_for("staging").signatures and not policy.rule_for("dev").signatures
+    assert production.reviewers == (("alice", "bob", "carol"),)
+    assert policy.requirement_for("staging").signatures and not policy.requirement_for("dev").signatures
 
 
 def test_the_documented_allowed_signers_file_parses() -> None:

@@ -17,6 +17,7 @@ import httpx
 
 from reviewer.plan.proposal import Proposal, ProposalError
 from reviewer.plan.sanitize import clip, safe_text
+from reviewer.policy.quorum import describe_approvals
 from reviewer.queue.client import (
     AlreadyDecided,
     Conflict,
@@ -32,7 +33,6 @@ from reviewer.queue.client import (
 from reviewer.queue.config import Secret
 from reviewer.queue.deciding import sign_decision
 from reviewer.queue.messages import Decision, ProposalRecord, ProposalSummary, Whoami
-from reviewer.signing.policy import describe_approvals
 from reviewer.signing.signed_approvals import SignedStatement
 from reviewer.signing.sshsig import Signer, SigningError
 from reviewer.tui.model.sources import (

@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # imported where used: the demo's first paint should not wait
     from reviewer.queue.messages import (
         DecisionSignature,
         DecisionState,
+        PolicyState,
         ProposalRecord,
         StoredExecution,
         TrailEvent,
@@ -137,6 +138,8 @@ class QueueItem:
     approvals_required: int = 1
     signatures: list[DecisionSignature] = field(default_factory=list)
     """The latest revision's quorum so far and its signed decisions, from the queue's record."""
+    policy: PolicyState | None = None
+    """What the queue's policy asks of the latest revision, and its alarms of where the plan runs."""
     _analyses: dict[int, Analysis] = field(default_factory=dict, repr=False)
     _drifts: dict[tuple[int, int], Drift] = field(default_factory=dict, repr=False)
 
@@ -217,6 +220,7 @@ class QueueItem:
         self.approvals = list(latest.approvals)
         self.approvals_required = latest.approvals_required
         self.signatures = list(latest.signatures)
+        self.policy = latest.policy
 
     @property
     def state_label(self) -> str:
@@ -241,10 +245,23 @@ class QueueItem:
         if self.decided_by and self.state in ("approved", "rejected"):
             return f"{self.state} by {shown(self.decided_by)}"
         if self.state == "pending" and self.approvals_required > 1:
-            from reviewer.signing.policy import describe_approvals
+            from reviewer.policy.quorum import describe_approvals
 
             return f"pending · {describe_approvals(map(shown, self.approvals), self.approvals_required)}"
         return self.state
+
+    def policy_words(self) -> list[str]:
+        """The policy's alarms for the review screen's alarm line: where the plan runs when its
+        environment was not what it said ("says environment 'staging', but its base URL is
+        'production''s"), and what matched rules ask ("needs 2 approvals: rule `deletes in
+        production`"), sanitized: rule names are the operator's, environment names the agent's."""
+        policy = self.policy
+        if policy is None:
+            return []
+        words = [safe_text(clip(sentence, 200)) for sentence in policy.alarms]
+        if policy.outcome == "human" and policy.rules:
+            words.insert(0, safe_text(clip(policy.needs, 200)))
+        return words
 
     def signature_words(self) -> list[tuple[str, bool]]:
         """Each signed decision on the latest revision as words, and whether it checked out here:

@@ -163,9 +163,12 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
         if problem is not None:
             banner.display = True
             banner.update(Text(f"BROKEN: {safe_text(clip(problem, 300))}; it cannot be approved", "bold"))
-        elif figures is not None:
-            banner.display = bool(figures.alarms)
-            banner.update(Text("  ·  ".join(figures.alarms), "bold"))
+        else:
+            latest = self.revision == self.item.latest_revision
+            policy = self.item.policy_words() if latest else []
+            alarms = [*policy, *(figures.alarms if figures is not None else ())]
+            banner.display = bool(alarms)
+            banner.update(Text("  ·  ".join(alarms), "bold"))
         if figures is not None:
             self.query_one("#ratios", Static).update(ratios_text(figures.ratios))
             self.query_one("#extremes", Static).update(extremes_text(figures.extremes))
@@ -183,6 +186,8 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
         parts = self.chrome_parts()
         parts.append((item.state_words(), STATE_STYLES.get(item.state_label, "")))
         parts.append(("by you", "bold reverse") if item.mine else f"by {item.proposed_by}")
+        if self.revision == item.latest_revision and item.policy_words():
+            self._show_progress()
         self._show_digest_alarm()
         self.query_one(Chrome).show(self.who, *parts)
         if self.notice:

@@ -8,16 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reviewer.signing.policy import (
-    Policy,
-    PolicyError,
-    Rule,
-    Vote,
-    parse_policy,
-    read_policy,
-    refuse_vote,
-    tally,
-)
+from reviewer.policy.file import Policy, PolicyError, parse_policy, read_policy
+from reviewer.policy.quorum import Requirement as Rule
+from reviewer.policy.quorum import Vote, refuse_vote, tally
 
 EXAMPLE = """\
 # Who must approve what, per target environment.
@@ -38,22 +31,22 @@ signatures = true
 
 def test_the_example_reads_as_written() -> None:
     policy = parse_policy(EXAMPLE)
-    production = policy.rule_for("production")
-    assert production == Rule(2, True, frozenset({"alice", "bob", "carol"}))
-    assert policy.rule_for("eu west") == Rule(1, True, None)
-    assert policy.rule_for("staging") == Rule(1, False, None)
-    assert policy.rule_for(None) == Rule(1, False, None)
+    production = policy.requirement_for("production")
+    assert production == Rule(2, True, (("alice", "bob", "carol"),))
+    assert policy.requirement_for("eu west") == Rule(1, True)
+    assert policy.requirement_for("staging") == Rule(1, False)
+    assert policy.requirement_for(None) == Rule(1, False)
 
 
 def test_an_environment_name_cannot_dodge_its_rule_by_case_or_spaces() -> None:
     policy = parse_policy(EXAMPLE)
-    assert policy.rule_for(" Production ") == policy.rule_for("production")
-    assert policy.rule_for("PRODUCTION").approvals == 2
+    assert policy.requirement_for(" Production ") == policy.requirement_for("production")
+    assert policy.requirement_for("PRODUCTION").approvals == 2
 
 
 def test_no_file_means_one_approval_unsigned_by_anyone() -> None:
-    assert Policy().rule_for("production") == Rule(1, False, None)
-    assert parse_policy("") == Policy(Rule(), {})
+    assert Policy().requirement_for("production") == Rule(1, False)
+    assert parse_policy("").trivial
 
 
 @pytest.mark.parametrize(
@@ -70,6 +63,10 @@ def test_no_file_means_one_approval_unsigned_by_anyone() -> None:
             "line 2: 3 approvals can never be met by 2 listed reviewers",
         ),
         ("[enviroments.prod]\napprovals = 1\n", "line 1: unknown table or key 'enviroments'"),
+        (
+            "[default]\napprovals = 1\n\n[environment.production]\n",
+            "line 4: unknown table [environment.NAME]",
+        ),
         ("[environments.Prod]\n[environments.prod]\n", "line 2: environment 'prod' is named twice"),
         ('[environments."eu west"]\napprovals = -1\n', "line 2: approvals must be"),
         ("[default]\napprovals = = 2\n", "(at line 2, column 13)"),
@@ -143,7 +140,7 @@ def test_tally_matches_its_definition(votes: list[tuple[str, str]], required: in
 
 
 def test_who_may_add_a_vote() -> None:
-    rule = Rule(2, True, frozenset({"alice", "bob"}))
+    rule = Rule(2, True, (("alice", "bob"),))
     assert refuse_vote(rule, [], "alice") is None
     assert refuse_vote(rule, [], "mallory") == "not_listed"
     assert refuse_vote(rule, [approve("alice")], "alice") == "already_approved"

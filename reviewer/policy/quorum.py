@@ -1,0 +1,107 @@
+"""What deciding a proposal takes, and the quorum rule it drives, as plain functions.
+
+A requirement says how many distinct reviewers must approve, whether each decision must be signed,
+and who may decide. The rule is a function of the decisions so far, so every store calls the same
+code and the tests need no HTTP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Final, Literal
+
+MAX_APPROVALS: Final = 20
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """What deciding a proposal takes: approvals, signatures, and who may decide.
+
+    `reviewers` holds one tuple of token-name patterns (`finance-*`) per table or rule that listed
+    some: a reviewer must match a pattern of each, so two rules that both name reviewers narrow.
+    """
+
+    approvals: int = 1
+    signatures: bool = False
+    reviewers: tuple[tuple[str, ...], ...] = ()
+
+    def may_decide(self, reviewer: str) -> bool:
+        name = reviewer.casefold()
+        return all(
+            any(fnmatchcase(name, pattern.casefold()) for pattern in listed) for listed in self.reviewers
+        )
+
+    def stricter(self, other: Requirement) -> Requirement:
+        """Both requirements at once: the larger quorum, signatures if either wants them, both lists."""
+        reviewers = self.reviewers + tuple(
+            listed for listed in other.reviewers if listed not in self.reviewers
+        )
+        return Requirement(
+            max(self.approvals, other.approvals), self.signatures or other.signatures, reviewers
+        )
+
+    def listed(self) -> str:
+        """The reviewer lists as the messages show them: "alice, bob" or "finance-* and alice"."""
+        return " and ".join(", ".join(listed) for listed in self.reviewers)
+
+
+@dataclass(frozen=True)
+class Vote:
+    """One reviewer's decision on the current revision."""
+
+    reviewer: str
+    decision: Literal["approve", "reject"]
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Tally:
+    state: Literal["pending", "approved", "rejected"]
+    required: int
+    approvals: tuple[str, ...]
+    """Distinct reviewers who approved, in the order they did."""
+    rejected_by: str | None = None
+    reason: str | None = None
+
+    def describe(self) -> str:
+        return describe_approvals(self.approvals, self.required)
+
+
+def describe_approvals(approvals: Iterable[str], required: int) -> str:
+    """The quorum so far in one wording for the queue's messages, the command line and the app:
+    "1 of 2 approvals (alice)"."""
+    names = list(approvals)
+    listed = f" ({', '.join(names)})" if names else ""
+    noun = "approval" if required == 1 else "approvals"
+    return f"{len(names)} of {required} {noun}{listed}"
+
+
+def tally(votes: Iterable[Vote], required: int) -> Tally:
+    """Pending until `required` distinct reviewers approved; the first rejection rejects.
+
+    A reviewer counted twice would let one person meet a quorum of two, so repeats count once.
+    """
+    approvals: list[str] = []
+    for vote in votes:
+        if vote.decision == "reject":
+            return Tally("rejected", required, tuple(approvals), vote.reviewer, vote.reason)
+        if vote.reviewer not in approvals:
+            approvals.append(vote.reviewer)
+        if len(approvals) >= required:
+            return Tally("approved", required, tuple(approvals))
+    return Tally("pending", required, tuple(approvals))
+
+
+VoteRefusal = Literal["not_listed", "already_approved"]
+
+
+def refuse_vote(requirement: Requirement, votes: Iterable[Vote], reviewer: str) -> VoteRefusal | None:
+    """Why `reviewer` may not add a decision now, or None. A state that is no longer pending is the
+    caller's 409; this only answers what the policy adds: a list of who may decide, one vote each."""
+    if not requirement.may_decide(reviewer):
+        return "not_listed"
+    if any(vote.reviewer == reviewer for vote in votes):
+        return "already_approved"
+    return None

@@ -1,0 +1,274 @@
+"""What the policy asks of one proposal: its environment (decided by where it runs), the rules that
+match, and whether a human decides, the policy rejects, or the policy approves.
+
+One activation is built per proposal in one pass over its calls (counts always; the calls themselves
+only when a rule reads them, their arguments only when a rule reads those), converted to CEL once,
+and every compiled rule runs against it. A rule that raises fails closed: the plan needs a human,
+and the verdict says which rule and why. The strictest answer wins: any reject rejects, a human is
+needed unless every matching rule approves and the environment allows approval by policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import msgspec
+
+from reviewer.plan.proposal import CallList, Effect, Proposal
+from reviewer.policy.expressions import EvaluationError, context
+from reviewer.policy.file import Environment, Policy, PolicyRule
+from reviewer.policy.names import skeleton
+from reviewer.policy.quorum import Requirement
+from reviewer.reading.analysis import Analysis
+
+ENVIRONMENT_ALARMS = ("environment_mismatch", "environment_lookalike", "environment_unowned")
+"""Alarms of where a plan runs, beside the analysis's (`reviewer.reading.analysis.ALARM_NAMES`)."""
+
+
+@dataclass(frozen=True)
+class RuleMatch:
+    """A rule whose `when` held, what it asks, or the error it raised (then it asks for a human)."""
+
+    rule: str
+    asks: str
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    environment: str | None
+    """The policy environment the plan's rule comes from; None for `[default]`."""
+    requirement: Requirement
+    outcome: Literal["human", "reject", "approve"]
+    decided_by: str | None = None
+    """`policy:<rule>` when the policy itself rejected or approved."""
+    reason: str | None = None
+    """The reject rule's reason, sent to the agent."""
+    matched: tuple[RuleMatch, ...] = ()
+    alarms: tuple[tuple[str, str], ...] = ()
+    """Environment alarms by name and sentence (a mismatch, a look-alike name)."""
+    allow_policy_approval: bool = False
+
+    def summary(self) -> str:
+        """One line for the trail and `policy explain`."""
+        where = self.environment or "default"
+        if self.outcome == "reject":
+            return f"[{where}] rejected by {self.decided_by}: {self.reason}"
+        if self.outcome == "approve":
+            return f"[{where}] approved by {self.decided_by}"
+        return f"[{where}] {needs(self)}"
+
+
+def needs(verdict: Verdict) -> str:
+    """ "needs 2 approvals: rule `deletes in production`" as the screen shows it."""
+    requirement = verdict.requirement
+    noun = "approval" if requirement.approvals == 1 else "approvals"
+    text = f"needs {requirement.approvals} {noun}"
+    if requirement.signatures:
+        text += ", signed"
+    if requirement.reviewers:
+        text += f", by {requirement.listed()}"
+    asking = [
+        match.rule
+        for match in verdict.matched
+        if match.error is None and not match.asks.startswith("approves")
+    ]
+    failing = [match.rule for match in verdict.matched if match.error is not None]
+    if asking:
+        text += ": " + ", ".join(f"rule `{name}`" for name in asking)
+    if failing:
+        text += "; " + ", ".join(f"rule `{name}` failed" for name in failing)
+    return text
+
+
+def resolve_environment(
+    policy: Policy, base_url: str | None, written: str | None
+) -> tuple[Environment, list[tuple[str, str]]]:
+    """The environment whose rule a plan gets, and the alarms of how it was found.
+
+    The base URL wins (the one field the executor enforces); without one that a policy environment
+    owns, the name the agent wrote, matched on its confusable skeleton; else `[default]`.
+    """
+    alarms: list[tuple[str, str]] = []
+    owner = policy.owning(base_url)
+    named = policy.named(written)
+    if written is not None and named is not None and written.strip().casefold() != named.name.casefold():
+        alarms.append(("environment_lookalike", f"environment {written!r} passes for {named.name!r}"))
+    if owner is not None:
+        if written is not None and skeleton(written) != skeleton(owner.name):
+            alarms.append(
+                (
+                    "environment_mismatch",
+                    f"says environment {written!r}, but its base URL is {owner.name!r}'s: "
+                    f"{owner.name}'s rule applies",
+                )
+            )
+        return owner, alarms
+    if named is not None:
+        if named.base_urls and base_url is not None:
+            alarms.append(
+                (
+                    "environment_unowned",
+                    f"says environment {named.name!r}, but {named.name} does not own its base URL",
+                )
+            )
+        return named, alarms
+    return policy.default, alarms
+
+
+class _RequestHead(msgspec.Struct):
+    method: str = ""
+    path: str = ""
+
+
+class _CallHead(msgspec.Struct):
+    """What a rule reads of a call; msgspec skips the rest of its JSON unread (outcome, body)."""
+
+    seq: int
+    tool: str
+    effect: Effect
+    request: _RequestHead | None = None
+
+
+class _CallWithArgs(_CallHead):
+    args: dict[str, Any] | None = None
+
+
+_heads = msgspec.json.Decoder(_CallHead)
+_heads_with_args = msgspec.json.Decoder(_CallWithArgs)
+
+
+def _call_heads(proposal: Proposal, with_args: bool) -> Iterator[_CallHead]:
+    """The calls as rules read them: from their JSON when the proposal kept it (a stored or
+    submitted plan), skipping what no rule reads; else from the calls themselves."""
+    calls = proposal.calls
+    if isinstance(calls, CallList):
+        decoder = _heads_with_args if with_args else _heads
+        for raw in calls.raw(slice(None)):
+            yield decoder.decode(raw)
+        return
+    for call in calls:
+        request = None if call.request is None else _RequestHead(call.request.method, call.request.path)
+        yield _CallWithArgs(call.seq, call.tool, call.effect, request, call.args)
+
+
+def activation(
+    policy: Policy, proposal: Proposal, environment: Environment, alarms: list[str]
+) -> dict[str, Any]:
+    """The values every rule reads, in one pass over the calls."""
+    counts = {"create": 0, "update": 0, "delete": 0, "read": 0, "other": 0}
+    tools: dict[str, int] = {}
+    calls: list[dict[str, Any]] = []
+    keep_calls, keep_args, fields = policy.reads_calls, policy.reads_args, policy.call_fields
+    for call in _call_heads(proposal, keep_args):
+        counts[call.effect] += 1
+        tools[call.tool] = tools.get(call.tool, 0) + 1
+        if keep_calls:
+            request = call.request
+            entry: dict[str, Any] = {}
+            if "seq" in fields:
+                entry["seq"] = call.seq
+            if "tool" in fields:
+                entry["tool"] = call.tool
+            if "effect" in fields:
+                entry["effect"] = call.effect
+            if "method" in fields:
+                entry["method"] = request.method if request is not None else ""
+            if "path" in fields:
+                entry["path"] = request.path if request is not None else ""
+            if keep_args:
+                entry["args"] = getattr(call, "args", None) or {}
+            calls.append(entry)
+    target = proposal.target
+    dry_run = proposal.dry_run
+    return {
+        "environment": None if environment.name == "default" else environment.name,
+        "target": {
+            "api": target.api,
+            "base_url": target.base_url or "",
+            "environment": target.environment or "",
+        },
+        "plan": {
+            "calls": calls,
+            "counts": counts,
+            "tools": tools,
+            "dry_run": {
+                "via": dry_run.via,
+                "write_requests": dry_run.write_requests or 0,
+                "writes_kept": dry_run.writes_kept or 0,
+            },
+        },
+        "alarms": alarms,
+    }
+
+
+def evaluate(
+    policy: Policy, proposal: Proposal, analysis: Analysis | None = None, *, signing: bool = False
+) -> Verdict:
+    """The policy's verdict on `proposal`; `analysis` is computed only when a rule reads `alarms`.
+    `signing`: the queue has a key to sign its own approvals with (where signatures are required,
+    an approval by policy without one is left to a human)."""
+    environment, environment_alarms = resolve_environment(
+        policy, proposal.target.base_url, proposal.target.environment
+    )
+    requirement = environment.requirement
+    name = None if environment.name == "default" else environment.name
+    if not policy.rules:
+        return Verdict(
+            name,
+            requirement,
+            "human",
+            alarms=tuple(environment_alarms),
+            allow_policy_approval=environment.allow_policy_approval,
+        )
+    alarm_names = [alarm for alarm, _sentence in environment_alarms]
+    if policy.reads_alarms:
+        alarm_names = [*(analysis or Analysis(proposal)).alarm_names, *alarm_names]
+    values = context(activation(policy, proposal, environment, alarm_names))
+    matched: list[RuleMatch] = []
+    rejecting: PolicyRule | None = None
+    approving: list[PolicyRule] = []
+    human = False
+    for rule in policy.rules:
+        try:
+            holds = rule.when.evaluate(values)
+        except EvaluationError as error:
+            matched.append(RuleMatch(rule.name, "needs a human (the rule failed)", str(error)))
+            human = True
+            continue
+        if not holds:
+            continue
+        matched.append(RuleMatch(rule.name, rule.asks()))
+        if rule.reject is not None:
+            rejecting = rejecting or rule
+        elif rule.approve:
+            approving.append(rule)
+        else:
+            human = True
+            requirement = requirement.stricter(rule.requirement())
+    common = dict(
+        matched=tuple(matched),
+        alarms=tuple(environment_alarms),
+        allow_policy_approval=environment.allow_policy_approval,
+    )
+    if rejecting is not None:
+        return Verdict(name, requirement, "reject", f"policy:{rejecting.name}", rejecting.reject, **common)  # type: ignore[arg-type]
+    can_sign = signing or not requirement.signatures
+    if approving and not human and not environment_alarms and environment.allow_policy_approval and can_sign:
+        return Verdict(name, requirement, "approve", f"policy:{approving[0].name}", **common)  # type: ignore[arg-type]
+    if approving and not (environment.allow_policy_approval and can_sign):
+        why = (
+            "the queue has no --policy-key to sign with"
+            if environment.allow_policy_approval
+            else f"[{environment.name}] does not allow it"
+        )
+        matched = [
+            RuleMatch(match.rule, f"{match.asks} (not here: {why})", match.error)
+            if match.asks.startswith("approves")
+            else match
+            for match in matched
+        ]
+        common["matched"] = tuple(matched)
+    return Verdict(name, requirement, "human", **common)  # type: ignore[arg-type]

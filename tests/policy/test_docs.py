@@ -1,0 +1,32 @@
+"""The policy page's file is one `policy check` accepts, and `explain` prints the lines the page shows."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = ROOT / "docs" / "policies.md"
+
+
+def test_the_page_s_policy_checks_and_explains_as_shown(tmp_path: Path) -> None:
+    text = PAGE.read_text()
+    policy = tmp_path / "policy.toml"
+    policy.write_text(re.search(r"```toml\n(# policy.toml\n.*?)```", text, re.S).group(1))  # type: ignore[union-attr]
+    checked = subprocess.run(
+        [sys.executable, "-m", "reviewer", "policy", "check", str(policy)], capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stderr
+    samples = sorted(ROOT.glob("sample_proposals/*.server.json")) + sorted(
+        ROOT.glob("sample_proposals/*.writes-kept.json")
+    )
+    explained = subprocess.run(
+        [sys.executable, "-m", "reviewer", "policy", "explain", str(policy), *map(str, samples)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    shown = re.search(r"```\n(k8s-shop-scale-down.*?)```", text, re.S).group(1)  # type: ignore[union-attr]
+    assert shown in explained.stdout

@@ -1,0 +1,240 @@
+"""What the policy asks of a proposal: the environment from the base URL, rules in CEL, fail-closed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from reviewer.plan.proposal import parse_proposal
+from reviewer.policy.expressions import ExpressionError, compile_expression
+from reviewer.policy.file import PolicyError, parse_policy
+from reviewer.policy.verdict import evaluate, needs
+from tests.builders import proposal_document
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_proposals"
+
+POLICY = """\
+[default]
+approvals = 1
+
+[environments.production]
+base_urls = ["https://api.prod.example/*", "https://k8s-prod-eu1.internal.example:6443/*"]
+approvals = 1
+
+[environments.staging]
+base_urls = ["https://api.staging.example/*"]
+allow_policy_approval = true
+
+[[rules]]
+name = "deletes in production"
+when = 'environment == "production" && plan.counts.delete > 0'
+approvals = 2
+
+[[rules]]
+name = "kept writes"
+when = "plan.dry_run.writes_kept > 0"
+reject = "the API ignored the dry-run flag; fix the tool before asking a human"
+
+[[rules]]
+name = "one staging ticket"
+when = 'environment == "staging" && size(plan.calls) == 1 && plan.calls.all(c, c.effect == "create")'
+approve = true
+"""
+
+
+def plan(base_url: str | None, environment: str | None, *, effect: str = "delete", **fields: Any) -> Any:
+    target = {"api": "tickets", **({"base_url": base_url} if base_url else {})}
+    if environment is not None:
+        target["environment"] = environment
+    document = proposal_document(
+        [{"tool": "remove", "effect": effect, "args": {"id": "t1"}, "outcome": {"status": "ok"}}],
+        target=target,
+        dry_run={"via": "server", "write_requests": 1, "writes_kept": 0},
+        **fields,
+    )
+    return parse_proposal(msgspec.json.encode(document))
+
+
+def test_the_base_url_decides_whatever_the_plan_says_and_a_mismatch_is_an_alarm() -> None:
+    verdict = evaluate(parse_policy(POLICY), plan("https://api.prod.example/v1", "staging"))
+    assert verdict.environment == "production"
+    assert verdict.requirement.approvals == 2
+    assert [name for name, _ in verdict.alarms] == ["environment_mismatch"]
+    assert "'staging'" in verdict.alarms[0][1]
+    assert needs(verdict) == "needs 2 approvals: rule `deletes in production`"
+
+
+@pytest.mark.parametrize("written", ["prоduction", "produ\u200bction", None, "PRODUCTION"])
+def test_look_alike_and_missing_names_with_a_production_base_url_get_production(written: str | None) -> None:
+    verdict = evaluate(parse_policy(POLICY), plan("https://api.prod.example/v1", written))
+    assert verdict.environment == "production" and verdict.requirement.approvals == 2
+
+
+@pytest.mark.parametrize("written", ["prоduction", "produ\u200bction", "ｐｒｏｄｕｃｔｉｏｎ"])
+def test_a_look_alike_name_without_a_base_url_gets_production_and_is_flagged(written: str) -> None:
+    verdict = evaluate(parse_policy(POLICY), plan(None, written))
+    assert verdict.environment == "production" and verdict.requirement.approvals == 2
+    assert [name for name, _ in verdict.alarms] == ["environment_lookalike"]
+
+
+def test_a_plan_that_matches_nothing_gets_the_default() -> None:
+    verdict = evaluate(parse_policy(POLICY), plan("https://elsewhere.example", "qa", effect="update"))
+    assert verdict.environment is None and verdict.requirement.approvals == 1 and not verdict.alarms
+
+
+def test_a_production_name_on_a_base_url_production_does_not_own_is_production_and_flagged() -> None:
+    verdict = evaluate(parse_policy(POLICY), plan("https://elsewhere.example", "production"))
+    assert verdict.environment == "production"
+    assert [name for name, _ in verdict.alarms] == ["environment_unowned"]
+
+
+def test_kept_writes_reject_before_any_human() -> None:
+    proposal = plan("https://api.staging.example", "staging", effect="update")
+    kept = msgspec.structs.replace(proposal, dry_run=msgspec.structs.replace(proposal.dry_run, writes_kept=1))
+    verdict = evaluate(parse_policy(POLICY), kept)
+    assert verdict.outcome == "reject" and verdict.decided_by == "policy:kept writes"
+    assert verdict.reason == "the API ignored the dry-run flag; fix the tool before asking a human"
+
+
+def test_approval_by_policy_only_where_the_environment_allows_it() -> None:
+    policy = parse_policy(POLICY)
+    staging = evaluate(policy, plan("https://api.staging.example/v1", "staging", effect="create"))
+    assert staging.outcome == "approve" and staging.decided_by == "policy:one staging ticket"
+    elsewhere = parse_policy(POLICY.replace("allow_policy_approval = true", ""))
+    refused = evaluate(elsewhere, plan("https://api.staging.example/v1", "staging", effect="create"))
+    assert refused.outcome == "human"
+    assert "does not allow it" in refused.matched[0].asks
+
+
+def test_approval_by_policy_is_left_to_a_human_where_it_would_need_a_signature_the_queue_cannot_make() -> (
+    None
+):
+    policy = parse_policy(
+        POLICY.replace("allow_policy_approval = true", "allow_policy_approval = true\nsignatures = true")
+    )
+    proposal = plan("https://api.staging.example/v1", "staging", effect="create")
+    assert evaluate(policy, proposal).outcome == "human"
+    assert evaluate(policy, proposal, signing=True).outcome == "approve"
+
+
+def test_an_environment_alarm_keeps_a_human_in_the_loop() -> None:
+    verdict = evaluate(parse_policy(POLICY), plan(None, "ѕtaging", effect="create"))  # Cyrillic ѕ
+    assert verdict.environment == "staging" and verdict.outcome == "human"
+
+
+def test_a_rule_that_raises_fails_closed_and_says_which() -> None:
+    policy = parse_policy(
+        POLICY
+        + """
+[[rules]]
+name = "big refunds"
+when = 'plan.calls.exists(c, c.args.amount_cents > 100000)'
+approve = true
+"""
+    )
+    verdict = evaluate(policy, plan("https://api.staging.example/v1", "staging", effect="create"))
+    assert verdict.outcome == "human"
+    failed = [match for match in verdict.matched if match.error]
+    assert [match.rule for match in failed] == ["big refunds"] and "amount_cents" in (failed[0].error or "")
+    assert "rule `big refunds` failed" in needs(verdict)
+
+
+def test_a_rule_of_the_wrong_type_fails_closed() -> None:
+    policy = parse_policy(POLICY + '\n[[rules]]\nname = "typo"\nwhen = "plan.counts.delete"\napprovals = 3\n')
+    verdict = evaluate(policy, plan(None, None))
+    assert verdict.outcome == "human" and verdict.matched[-1].rule == "typo"
+    assert "not true or false" in (verdict.matched[-1].error or "")
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "plan.calls.all(c, plan.calls.exists(d, d.seq == c.seq))",
+        "plan.calls.map(c, plan.calls).size() > 0",
+        "plan.calls.map(c, plan.calls.map(d, d.args)).size() > 0",
+        "plan.calls.filter(c, plan.counts.delete > 0).size() > 0",
+        " || ".join(["plan.calls.exists(c, c.seq == 1)"] * 9),
+        "x" * 2001,
+    ],
+)
+def test_an_expression_that_would_run_forever_or_build_huge_values_is_refused_at_load(
+    expression: str,
+) -> None:
+    with pytest.raises(ExpressionError):
+        compile_expression(expression)
+
+
+def test_a_walk_inside_a_call_is_allowed_its_cost_is_the_plan_s_size() -> None:
+    assert compile_expression('plan.calls.exists(c, c.args.exists(k, k == "force"))').reads_args
+
+
+def test_a_rule_is_refused_with_its_line() -> None:
+    text = (
+        POLICY
+        + '\n[[rules]]\nname = "nested"\nwhen = "plan.calls.all(c, plan.calls.all(d, true))"\napprovals = 2\n'
+    )
+    with pytest.raises(PolicyError) as refused:
+        parse_policy(text, "policy.toml")
+    line = text.splitlines().index('when = "plan.calls.all(c, plan.calls.all(d, true))"') + 1
+    assert refused.value.mistakes[0].startswith(
+        f"policy.toml line {line}: rule 'nested': when: a walk over the plan"
+    )
+
+
+def test_every_mistake_on_its_own_line() -> None:
+    text = (
+        "[default]\napprovals = 0\n\n[environment.production]\napprovals = 2\n\n"
+        '[[rules]]\nname = "x"\nwhen = "1 +"\nreject = "no"\n'
+    )
+    with pytest.raises(PolicyError) as refused:
+        parse_policy(text, "p.toml")
+    assert [mistake.split(":")[0] for mistake in refused.value.mistakes] == [
+        "p.toml line 2",
+        "p.toml line 4",
+        "p.toml line 9",
+    ]
+
+
+def test_unknown_names_and_functions_are_refused_at_load() -> None:
+    with pytest.raises(ExpressionError, match="unknown name 'enviroment'"):
+        compile_expression('enviroment == "production"')
+    with pytest.raises(ExpressionError, match="unknown function 'exec'"):
+        compile_expression('exec("rm") == true')
+
+
+def test_the_rules_read_the_screen_s_alarms_by_name() -> None:
+    policy = parse_policy(
+        '[[rules]]\nname = "unvalidated"\nwhen = \'"not_validated" in alarms\'\napprovals = 2\n'
+    )
+    recorded = plan(None, None, effect="update")
+    recorded = msgspec.structs.replace(
+        recorded, dry_run=msgspec.structs.replace(recorded.dry_run, via="record")
+    )
+    assert evaluate(policy, recorded).requirement.approvals == 2
+    assert evaluate(policy, plan(None, None, effect="update")).requirement.approvals == 1
+
+
+def test_deletes_in_production_on_the_samples_by_policy_explain(tmp_path: Path) -> None:
+    """The samples that delete in production (the Kubernetes scale-down) need 2 approvals; the one
+    whose dry run kept its writes is rejected before any human; the rest need one."""
+    policy = tmp_path / "policy.toml"
+    policy.write_text(POLICY)
+    samples = sorted(path for path in SAMPLES.glob("*.json") if not path.name.endswith(".execution.json"))
+    result = subprocess.run(
+        [sys.executable, "-m", "reviewer", "policy", "explain", str(policy), *map(str, samples)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    lines = {line.split(":")[0]: line for line in result.stdout.splitlines() if not line.startswith(" ")}
+    assert lines["k8s-shop-scale-down.server.json"].endswith(
+        "[production] needs 2 approvals: rule `deletes in production`"
+    )
+    assert "rejected by policy:kept writes" in lines["crm-dedupe.writes-kept.json"]
+    two = sorted(name for name, line in lines.items() if "2 approvals" in line)
+    assert two == ["k8s-shop-scale-down.server.json"]
