@@ -152,15 +152,17 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         return [*super().get_line_filters(), *self._terminal_filters]
 
     async def on_mount(self) -> None:
+        if self.folder is not None:
+            # The scan is cheap (about 5 ms for the samples): it runs while the first screen is
+            # composed, and its rows reach the table in the first frame, since this handler returns
+            # before the app handles the scan's messages. The checks, which hold the interpreter
+            # lock for long, start after a paint.
+            self.load_proposals(self.folder)
         await self.push_screen(self.queue_screen)  # mounted before a listed file can reach its table
         if self.queue is not None:
             self.set_interval(1.0, self.refresh_status)
             self.call_after_refresh(self.refresh_status)
             self.watch_queue()
-        if self.folder is not None:
-            # The scan is cheap (about 5 ms for the samples), so it starts at once and the first rows
-            # can be in the first frames; the checks, which hold the GIL for long, start after a paint.
-            self.load_proposals(self.folder)
 
     @work(thread=True, group="load", exit_on_error=False)
     def load_proposals(self, folder: Path) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-import reviewer.tui.app as app_module
+import reviewer.tui.loader as loader_module
 from reviewer.plan.proposal import MAX_CALL_VALUES
 from reviewer.tui.app import ReviewerApp
 from reviewer.tui.model.sources import DecisionOutcome, QueueItem
@@ -51,14 +51,14 @@ def gate() -> Iterator[Gate]:
 
 def hold_before(monkeypatch: pytest.MonkeyPatch, name: str, gate: Gate, when: Callable[..., bool]) -> None:
     """Make the loader's `name` step wait at `gate` when `when(*its arguments)` holds."""
-    original = getattr(app_module, name)
+    original = getattr(loader_module, name)
 
     def held(*args: Any) -> Any:
         if when(*args):
             gate.hold()
         return original(*args)
 
-    monkeypatch.setattr(app_module, name, held)
+    monkeypatch.setattr(loader_module, name, held)
 
 
 async def until(pilot, predicate: Callable[[], object], what: str, rounds: int = 1500) -> None:  # type: ignore[no-untyped-def]
@@ -247,7 +247,8 @@ def test_an_adversarial_file_is_shown_or_refused_within_three_times_its_size(
 
 def test_the_demos_start_imports_nothing_its_first_row_does_not_need() -> None:
     """Start-up is measured to the first row (bench_load.py): the command line and the app module
-    must not pull in pydantic, the HTTP client, signing, the analysis or the review screens."""
+    must not pull in pydantic, the HTTP client, the service, the queue's settings, signing, the
+    analysis or the review screens."""
     probe = (
         "import sys\n"
         "from reviewer.__main__ import build_parser\n"
@@ -260,6 +261,12 @@ def test_the_demos_start_imports_nothing_its_first_row_does_not_need() -> None:
     unwanted = {
         "pydantic",
         "httpx",
+        "fastapi",
+        "starlette",
+        "uvicorn",
+        "tomllib",
+        "reviewer.service.app",
+        "reviewer.queue.config",
         "reviewer.queue.messages",
         "reviewer.signing.sshsig",
         "reviewer.reading.analysis",
