@@ -10,7 +10,7 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from textual import work
+from textual import events, work
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
@@ -20,7 +20,7 @@ from textual.worker import get_current_worker
 
 from reviewer.plan.sanitize import safe_text
 from reviewer.tui.failures import ReportsWorkerFailures
-from reviewer.tui.loader import CompletionJob, complete, listed_once
+from reviewer.tui.loader import CompletionJob, Foreground, complete, listed_once
 from reviewer.tui.messages import (
     DriftComputed,
     ExecutionLoaded,
@@ -119,6 +119,20 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         self._jobs: deque[CompletionJob] = deque()
         self._jobs_lock = threading.Lock()
         self._completing = False
+        self.foreground = Foreground()
+
+    async def on_event(self, event: events.Event) -> None:
+        """A key gives the screen the interpreter until its answer is painted: the completion thread
+        waits at its next pause (`Foreground`), so opening a plan or its drift is never slowed by the
+        checks of another."""
+        if isinstance(event, events.Key):
+            self.foreground.claim()
+            self.call_after_refresh(self._release_after_paint)
+        await super().on_event(event)
+
+    def _release_after_paint(self) -> None:
+        """One more frame: a key that pushes a screen paints it in the frame after the key's own."""
+        self.call_after_refresh(self.foreground.release)
 
     def create_queue_screen(self) -> QueueScreen:
         """The first screen; live, with the queue's own columns."""
@@ -231,7 +245,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
                     self._completing = False
                     return
                 job = self._jobs.popleft()
-            for message in complete(job):
+            for message in complete(job, self.foreground.wait):
                 self.post_message(message)
 
     def show_failure(self, words: str) -> None:
