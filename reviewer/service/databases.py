@@ -6,7 +6,7 @@ from pathlib import Path
 
 from reviewer.queue.config import default_db_path
 from reviewer.service.errors import DatabaseUnusable
-from reviewer.service.store import DEFAULT_CLAIM_LEASE, Clock, QueueStore
+from reviewer.service.store import DEFAULT_CLAIM_LEASE, Clock, QueueStore, StoreSettings
 from reviewer.signing.policy import Policy
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
@@ -30,6 +30,7 @@ def open_store(
 
     Raises `DatabaseUnusable` (one line for the operator) for a missing, unreachable or foreign database.
     """
+    settings = StoreSettings(clock, pending_ttl, approval_ttl, claim_lease, policy)
     target = str(db) if db is not None else str(default_db_path())
     if is_postgres_url(target):
         try:
@@ -39,23 +40,7 @@ def open_store(
                 "a postgresql:// --db needs psycopg: pip install 'reviewer[postgres]'"
             ) from None
 
-        return PostgresStore(
-            target,
-            clock=clock,
-            pending_ttl=pending_ttl,
-            approval_ttl=approval_ttl,
-            claim_lease=claim_lease,
-            policy=policy,
-            create=create,
-        )
+        return PostgresStore(target, settings, create=create)
     from reviewer.service.sqlite_store import SQLiteStore
 
-    return SQLiteStore(
-        target,
-        clock=clock,
-        pending_ttl=pending_ttl,
-        approval_ttl=approval_ttl,
-        claim_lease=claim_lease,
-        policy=policy,
-        create=create,
-    )
+    return SQLiteStore(target, settings, create=create)

@@ -26,8 +26,7 @@ from psycopg.rows import dict_row
 
 from reviewer.service.errors import DatabaseUnusable
 from reviewer.service.rules import Row
-from reviewer.service.store import DEFAULT_CLAIM_LEASE, SCHEMA_VERSION, Clock, QueueStore
-from reviewer.signing.policy import Policy
+from reviewer.service.store import SCHEMA_VERSION, QueueStore, StoreSettings
 
 WRITE_LOCK: Final = 0x72657669  # "revi": the advisory lock every write transaction holds
 CONNECT_TIMEOUT: Final = 5
@@ -212,24 +211,8 @@ class PostgresStore(QueueStore):
     wrong database must not create a queue there).
     """
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        clock: Clock,
-        pending_ttl: float,
-        approval_ttl: float,
-        claim_lease: float = DEFAULT_CLAIM_LEASE,
-        policy: Policy | None = None,
-        create: bool = True,
-    ) -> None:
-        super().__init__(
-            clock=clock,
-            pending_ttl=pending_ttl,
-            approval_ttl=approval_ttl,
-            claim_lease=claim_lease,
-            policy=policy,
-        )
+    def __init__(self, url: str, settings: StoreSettings, *, create: bool = True) -> None:
+        super().__init__(settings)
         self.url = url
         self._local = threading.local()
         self._connections: list[psycopg.Connection[Row]] = []

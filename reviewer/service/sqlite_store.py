@@ -17,8 +17,7 @@ from typing import Any
 
 from reviewer.service.errors import DatabaseUnusable
 from reviewer.service.rules import Row
-from reviewer.service.store import DEFAULT_CLAIM_LEASE, SCHEMA_VERSION, Clock, QueueStore
-from reviewer.signing.policy import Policy
+from reviewer.service.store import SCHEMA_VERSION, QueueStore, StoreSettings
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tokens (
@@ -194,24 +193,8 @@ class SQLiteStore(QueueStore):
     not become a new, empty queue).
     """
 
-    def __init__(
-        self,
-        path: Path | str,
-        *,
-        clock: Clock,
-        pending_ttl: float,
-        approval_ttl: float,
-        claim_lease: float = DEFAULT_CLAIM_LEASE,
-        policy: Policy | None = None,
-        create: bool = True,
-    ) -> None:
-        super().__init__(
-            clock=clock,
-            pending_ttl=pending_ttl,
-            approval_ttl=approval_ttl,
-            claim_lease=claim_lease,
-            policy=policy,
-        )
+    def __init__(self, path: Path | str, settings: StoreSettings, *, create: bool = True) -> None:
+        super().__init__(settings)
         self.path = Path(path)
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []

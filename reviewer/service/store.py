@@ -104,6 +104,17 @@ class ListVersion:
     next_deadline: float | None
 
 
+@dataclass(frozen=True)
+class StoreSettings:
+    """What every backend is opened with: the clock, how long each state lasts, the approval policy."""
+
+    clock: Clock
+    pending_ttl: float
+    approval_ttl: float
+    claim_lease: float = DEFAULT_CLAIM_LEASE
+    policy: Policy | None = None
+
+
 class Transaction(Protocol):
     """One open transaction: statements with `:name` parameters, rows readable by column name."""
 
@@ -115,20 +126,12 @@ class Transaction(Protocol):
 class QueueStore(ABC):
     """The storage the routes need; a backend supplies `write`, `read` and `close`."""
 
-    def __init__(
-        self,
-        *,
-        clock: Clock,
-        pending_ttl: float,
-        approval_ttl: float,
-        claim_lease: float = DEFAULT_CLAIM_LEASE,
-        policy: Policy | None = None,
-    ) -> None:
-        self.clock = clock
-        self.pending_ttl = pending_ttl
-        self.approval_ttl = approval_ttl
-        self.claim_lease = claim_lease
-        self.policy = policy or Policy()
+    def __init__(self, settings: StoreSettings) -> None:
+        self.clock = settings.clock
+        self.pending_ttl = settings.pending_ttl
+        self.approval_ttl = settings.approval_ttl
+        self.claim_lease = settings.claim_lease
+        self.policy = settings.policy or Policy()
         self._environments: dict[tuple[str, int], str | None] = {}
         """Each revision's target environment, read once: a revision never changes."""
         self.created = False
@@ -569,10 +572,8 @@ class QueueStore(ABC):
         fingerprint = _fingerprint(proposal_id, request)
         now = self.clock()
         with self.write() as db:
-            self._require_active(db, identity)
-            row = self._visible(db, identity, proposal_id)
-            earlier = rules.earlier_answer(
-                self._idempotent(db, identity, idempotency_key), fingerprint, "decision", DecisionState
+            row, earlier = self._idempotent_write(
+                db, identity, proposal_id, idempotency_key, fingerprint, "decision", DecisionState
             )
             if earlier is not None:
                 return True, earlier
@@ -660,10 +661,8 @@ class QueueStore(ABC):
         fingerprint = _fingerprint(proposal_id, request)
         now = self.clock()
         with self.write() as db:
-            self._require_active(db, identity)
-            row = self._visible(db, identity, proposal_id)
-            earlier = rules.earlier_answer(
-                self._idempotent(db, identity, idempotency_key), fingerprint, "claim", Claim
+            row, earlier = self._idempotent_write(
+                db, identity, proposal_id, idempotency_key, fingerprint, "claim", Claim
             )
             if earlier is not None:
                 return True, earlier
@@ -765,17 +764,11 @@ class QueueStore(ABC):
         fingerprint = "" if idempotency_key is None else _fingerprint(proposal_id, report)
         now = self.clock()
         with self.write() as db:
-            self._require_active(db, identity)
-            self._visible(db, identity, proposal_id)
-            if idempotency_key is not None:
-                earlier = rules.earlier_answer(
-                    self._idempotent(db, identity, idempotency_key),
-                    fingerprint,
-                    "execution report",
-                    DecisionState,
-                )
-                if earlier is not None:
-                    return True, earlier
+            _row, earlier = self._idempotent_write(
+                db, identity, proposal_id, idempotency_key, fingerprint, "execution report", DecisionState
+            )
+            if earlier is not None:
+                return True, earlier
             claim_row, reported = self._claim_of(db, identity, proposal_id, report.claim_id)
             claim = rules.check_report(
                 claim_row, reported, proposal_id, report.claim_id, report.revision, report.plan_sha256
@@ -857,6 +850,26 @@ class QueueStore(ABC):
         row = db.one("SELECT * FROM proposals WHERE proposal_id = :proposal_id", proposal_id=proposal_id)
         assert row is not None
         return rules.decision_state(row, now)
+
+    def _idempotent_write(
+        self,
+        db: Transaction,
+        identity: Identity,
+        proposal_id: str,
+        idempotency_key: str | None,
+        fingerprint: str,
+        what: str,
+        answer_model: type[rules.Answer],
+    ) -> tuple[Row, rules.Answer | None]:
+        """The start of every write under an Idempotency-Key: the token still active, the proposal
+        visible to it, then the answer already given under the key (none without a key), 422 when
+        the key came with another body."""
+        self._require_active(db, identity)
+        row = self._visible(db, identity, proposal_id)
+        if idempotency_key is None:
+            return row, None
+        earlier = self._idempotent(db, identity, idempotency_key)
+        return row, rules.earlier_answer(earlier, fingerprint, what, answer_model)
 
     def _idempotent(self, db: Transaction, identity: Identity, idempotency_key: str) -> Row | None:
         return db.one(

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Final
 
 from textual.message import Message
 
-from reviewer.plan.proposal import Pause, ProposalError, check_calls, plan_sha256
+from reviewer.plan.proposal import Pause, Proposal, ProposalError, check_calls, plan_sha256
 from reviewer.tui.messages import ProposalAnalysed, ProposalRefused, ProposalVerified
-from reviewer.tui.model.sources import BrokenFile, Proposal
+from reviewer.tui.model.sources import BrokenFile
 
 if TYPE_CHECKING:
     from reviewer.reading.analysis import Analysis

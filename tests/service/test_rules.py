@@ -11,6 +11,7 @@ import pytest
 
 from reviewer.service.auth import hash_token, mint_token
 from reviewer.service.sqlite_store import SQLiteStore
+from reviewer.service.store import StoreSettings
 from tests.queue_harness import (
     Actors,
     Service,
@@ -476,7 +477,7 @@ def test_the_trail_is_append_only_and_shown_in_the_history(actors: Actors, servi
 def test_the_database_is_in_wal_mode_with_full_sync(service: Service) -> None:
     with sqlite3.connect(service.db) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    store = SQLiteStore(service.db, clock=time.time, pending_ttl=60, approval_ttl=60)
+    store = SQLiteStore(service.db, StoreSettings(clock=time.time, pending_ttl=60, approval_ttl=60))
     try:
         assert store._connection().execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
     finally:

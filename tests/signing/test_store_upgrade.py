@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 
 from reviewer.service.sqlite_store import SCHEMA, TRAIL_SIGNATURE_COLUMNS, SQLiteStore
-from reviewer.service.store import SCHEMA_VERSION
+from reviewer.service.store import SCHEMA_VERSION, StoreSettings
 
 VERSION_2_SCHEMA = SCHEMA.replace(
     "    reason TEXT,\n    statement TEXT,\n    signature TEXT,\n    key_fingerprint TEXT\n);",
@@ -23,7 +23,7 @@ def test_a_version_2_database_gains_the_signature_columns_and_keeps_its_rows(tmp
             "INSERT INTO trail (at, actor, event, proposal_id, revision, plan_sha256) "
             "VALUES (1, 'agent', 'submitted', 'p', 1, 'abc')"
         )
-    SQLiteStore(path, clock=lambda: 2.0, pending_ttl=10, approval_ttl=10).close()
+    SQLiteStore(path, StoreSettings(clock=lambda: 2.0, pending_ttl=10, approval_ttl=10)).close()
     with sqlite3.connect(path) as db:
         columns = {row[1] for row in db.execute("PRAGMA table_info(trail)")}
         rows = db.execute("SELECT actor, statement FROM trail").fetchall()
@@ -31,4 +31,5 @@ def test_a_version_2_database_gains_the_signature_columns_and_keeps_its_rows(tmp
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert set(TRAIL_SIGNATURE_COLUMNS) <= columns and "ssh_keys" in tables
     assert rows == [("agent", None)] and version == SCHEMA_VERSION == 3
-    SQLiteStore(path, clock=lambda: 3.0, pending_ttl=10, approval_ttl=10).close()  # opening again is fine
+    # opening again is fine
+    SQLiteStore(path, StoreSettings(clock=lambda: 3.0, pending_ttl=10, approval_ttl=10)).close()
