@@ -168,11 +168,10 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
     async def on_mount(self) -> None:
         if self.folder is not None:
             # The scan is cheap (about 5 ms for the samples): it runs while the first screen is
-            # composed, and the rows listed meanwhile wait on the screen, which shows them in its
-            # first frame (no empty frame first). The checks, which hold the interpreter lock for
-            # long, start after a paint.
+            # composed, and the rows listed meanwhile wait on the screen, which adds them with its
+            # columns. The checks, which hold the interpreter lock for long, start after a paint.
             self.load_proposals(self.folder)
-        self.push_screen(self.queue_screen)
+        await self.push_screen(self.queue_screen)
         if self.queue is not None:
             self.set_interval(1.0, self.refresh_status)
             self.call_after_refresh(self.refresh_status)
