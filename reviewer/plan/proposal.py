@@ -11,7 +11,7 @@ from __future__ import annotations
 import codecs
 import hashlib
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Annotated, Any, Final, Literal, overload
 
 import msgspec
@@ -269,17 +269,28 @@ def scan_proposal(data: bytes | str, source: str = "proposal") -> Proposal:
     return Proposal(**header, calls=CallList(raws))
 
 
-def check_calls(proposal: Proposal, source: str = "proposal") -> None:
+Pause = Callable[[], object]
+"""Called between chunks of a long check or hash: a caller's chance to let other work run first."""
+PAUSE_EVERY: Final = 1024
+"""Calls checked between two pauses (about 10 ms of work)."""
+
+
+def _no_pause() -> None:
+    return None
+
+
+def check_calls(proposal: Proposal, source: str = "proposal", pause: Pause = _no_pause) -> None:
     """Decode each call once: its types, its seq order, and its strings, integers and nesting.
 
     The second half of `parse_proposal`; a proposal from `scan_proposal` is trusted only after it.
+    `pause` is called every `PAUSE_EVERY` calls.
     """
     calls = proposal.calls
     if isinstance(calls, CallList):
         raws = calls.raw(slice(None))
     else:
         raws = [msgspec.Raw(dumps(call)) for call in calls]
-    _check_calls(raws, source)
+    _check_calls(raws, source, pause)
 
 
 _UTF8_CHUNK = 1024 * 1024
@@ -368,11 +379,13 @@ def _check_header(header: dict[str, Any], call_count: int, source: str) -> None:
         raise ProposalError(source, locate_limit_violation(plain))
 
 
-def _check_calls(raws: list[msgspec.Raw], source: str) -> None:
+def _check_calls(raws: list[msgspec.Raw], source: str, pause: Pause = _no_pause) -> None:
     """Decode each call once: its types, its seq order, and its strings, integers and nesting."""
     previous = 0
     decode = _call_decoder.decode
     for index, raw in enumerate(raws):
+        if index and index % PAUSE_EVERY == 0:
+            pause()
         at = f"$.calls[{index}]"
         try:
             call = decode(raw)
@@ -562,13 +575,14 @@ def _canonical_float(value: Any) -> msgspec.Raw:
     raise TypeError(f"{type(value).__name__} cannot appear in a proposal")
 
 
-def plan_sha256(proposal: Proposal) -> str:
+def plan_sha256(proposal: Proposal, pause: Pause = _no_pause) -> str:
     """SHA-256 (hex) of `canonical_plan`, hashed as it is written: the digest shown to the reviewer
-    and named by an approval."""
+    and named by an approval. `pause` is called between its pieces (a few thousand calls each)."""
     digest = hashlib.sha256()
     try:
         for piece in _canonical_pieces(proposal):
             digest.update(piece)
+            pause()
     except _OutsideBasicPlane:
         return hashlib.sha256(_reference_canonical_plan(proposal)).hexdigest()
     return digest.hexdigest()

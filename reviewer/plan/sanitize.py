@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import cache
 from typing import Any, Final, NamedTuple
 
 from reviewer.plan.proposal import dumps
@@ -186,8 +187,10 @@ def safe_value(value: Any, limit: int) -> Sanitized:
 _ESCAPED_CONTROL: Final = re.compile(rb"\\(?:[bfr]|u000[0-8bBcCdDeEfF]|u001[0-9a-fA-F])")
 
 
+@cache
 def _raw_hidden_patterns() -> dict[int, re.Pattern[bytes]]:
     """One pattern per UTF-8 lead byte: each starts with a literal byte, so `re` scans at memchr speed.
+    Built on first use, not at import: it takes longer than the first frame of the app.
 
     Built from `_HIDDEN_RANGES`, the one definition of a hidden character. Lone surrogates cannot be
     encoded as UTF-8 at all (encoding fails, which callers treat as hidden) and C0 controls are
@@ -213,9 +216,6 @@ def _raw_hidden_patterns() -> dict[int, re.Pattern[bytes]]:
     return {lead: re.compile(b"|".join(items)) for lead, items in alternatives.items()}
 
 
-_RAW_HIDDEN: Final = _raw_hidden_patterns()
-
-
 def json_has_hidden(encoded: bytes) -> bool:
     """Whether JSON text (as `proposal.dumps` writes it) holds a string with a hidden character.
 
@@ -223,7 +223,7 @@ def json_has_hidden(encoded: bytes) -> bool:
     a 25 MB plan is scanned in tens of milliseconds. An escape counts only when the backslash that
     starts it is not itself escaped, i.e. an even number of backslashes precedes it.
     """
-    for lead, pattern in _RAW_HIDDEN.items():
+    for lead, pattern in _raw_hidden_patterns().items():
         if lead in encoded and pattern.search(encoded):
             return True
     for match in _ESCAPED_CONTROL.finditer(encoded):

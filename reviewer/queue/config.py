@@ -25,10 +25,12 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final
 from urllib.parse import urlsplit
 
 import platformdirs
+
+from reviewer.queue.terminal_alerts import DESKTOP_PROTOCOLS, TerminalAlerts
 
 APP_NAME = "reviewer"
 QUEUE_ENV: Final = "REVIEWER_QUEUE"
@@ -321,23 +323,6 @@ def configured_signing_key(
             f'{config_path or config_file()}: `signing_key` must be a path like "~/.ssh/id_ed25519.pub"'
         )
     return Path(value).expanduser()
-
-
-DesktopProtocol = Literal["osc9", "osc777"]
-DESKTOP_PROTOCOLS: Final[tuple[DesktopProtocol, ...]] = ("osc9", "osc777")
-
-
-@dataclass(frozen=True)
-class TerminalAlerts:
-    """How the live app tells of a newly pending proposal: `[alerts]` in config.toml.
-
-    `desktop` is True (the terminal's own protocol, where it is known to have one), False, or a
-    protocol named outright ("osc9", "osc777"), for a terminal whose name does not travel over SSH.
-    """
-
-    bell: bool = True
-    title: bool = True
-    desktop: bool | DesktopProtocol = True
 
 
 def configured_alerts(path: Path | None = None) -> TerminalAlerts:

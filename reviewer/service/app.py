@@ -32,6 +32,7 @@ from reviewer.service.bodies import validation_message
 from reviewer.service.databases import open_store
 from reviewer.service.deps import required_idempotency_key
 from reviewer.service.errors import Invalid, ServiceError
+from reviewer.service.idle_poll import IdlePoll
 from reviewer.service.notifications.delivery import Deliverer
 from reviewer.service.notifications.targets import Sender
 from reviewer.service.request_log import RequestLog
@@ -105,7 +106,8 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.store = queue
-    app.add_middleware(RequestLog)
+    app.add_middleware(IdlePoll, store=queue)
+    app.add_middleware(RequestLog)  # added last, so outermost: the short way is logged too
     for router in ROUTERS:
         app.include_router(router)
 

@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reviewer.queue.config import default_db_path
 from reviewer.service.server import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT
 
 if TYPE_CHECKING:
@@ -198,7 +197,10 @@ def _db_option(parser: argparse.ArgumentParser) -> None:
         "--db",
         default=None,
         metavar="PATH_OR_URL",
-        help=f"the queue's SQLite file, or a postgresql:// URL (default: {default_db_path()})",
+        # Not the path itself: finding it loads the platform's folder rules, which every command
+        # (the demo's start among them) would then pay for.
+        help="the queue's SQLite file, or a postgresql:// URL "
+        "(default: queue.sqlite3 in reviewer's user data folder, e.g. ~/.local/share/reviewer)",
     )
 
 

@@ -13,6 +13,8 @@ from reviewer.service.auth import Identity, Role, hash_token
 from reviewer.service.errors import BadRequest, Forbidden, Unauthorized
 from reviewer.service.store import QueueStore
 
+MAX_TOKEN_CHARS: Final = 512
+"""Far beyond the tokens `reviewer token create` mints; a longer one is refused unhashed."""
 MAX_IDEMPOTENCY_KEY: Final = 255
 IDEMPOTENCY_KEY_PATTERN: Final = r"^[!-~](?:[ -~]{0,253}[!-~])?$"
 """1 to 255 printable ASCII characters, no space at either end (HTTP would strip it)."""
@@ -21,8 +23,10 @@ IDEMPOTENCY_KEY: Final = re.compile(IDEMPOTENCY_KEY_PATTERN.strip("^$"))
 _bearer = HTTPBearer(auto_error=False, description="A token minted by `reviewer token create`.")
 
 
-def get_store(request: Request) -> QueueStore:
-    """The store `create_app` was given; one per process, shared by every request."""
+async def get_store(request: Request) -> QueueStore:
+    """The store `create_app` was given; one per process, shared by every request. Async though it
+    awaits nothing: FastAPI runs a plain `def` dependency in a worker thread, a hand-off that cost
+    an idle poll more than the rest of its work."""
     store: QueueStore = request.app.state.store
     return store
 
@@ -36,9 +40,9 @@ async def current_caller(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Identity:
     """The caller's identity from its bearer token alone; runs on the loop (one indexed lookup)."""
-    if credentials is None or not credentials.credentials or len(credentials.credentials) > 512:
+    if credentials is None or not usable_token(credentials.credentials):
         raise Unauthorized("send the token as `Authorization: Bearer <token>`")
-    identity = store.resolve_token(hash_token(credentials.credentials))
+    identity = identity_for(store, credentials.credentials)
     if identity is None:
         raise Unauthorized("this token is unknown or revoked; ask the queue's operator for one")
     request.state.who = identity.name
@@ -46,6 +50,15 @@ async def current_caller(
 
 
 Caller = Annotated[Identity, Depends(current_caller)]
+
+
+def usable_token(token: str) -> bool:
+    return bool(token) and len(token) <= MAX_TOKEN_CHARS
+
+
+def identity_for(store: QueueStore, token: str) -> Identity | None:
+    """Whose token this is: None for one unknown, revoked, empty or too long to be ours."""
+    return store.resolve_token(hash_token(token)) if usable_token(token) else None
 
 
 def require_role(identity: Identity, role: Role, action: str) -> None:

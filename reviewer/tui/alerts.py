@@ -14,7 +14,7 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Final
 
-from reviewer.queue.config import DesktopProtocol, TerminalAlerts
+from reviewer.queue.terminal_alerts import DesktopProtocol, TerminalAlerts
 from reviewer.tui.model.sources import shown
 
 BEL: Final = "\x07"

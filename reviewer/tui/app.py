@@ -10,7 +10,7 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from textual import work
+from textual import events, work
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
@@ -20,10 +20,10 @@ from textual.worker import get_current_worker
 
 from reviewer.plan.proposal import Proposal
 from reviewer.plan.sanitize import safe_text
-from reviewer.queue.config import TerminalAlerts
+from reviewer.queue.terminal_alerts import TerminalAlerts
 from reviewer.tui.alerts import RESTORE_TITLE, SAVE_TITLE, PendingWatch, alert_bytes, desktop_protocol
 from reviewer.tui.failures import ReportsWorkerFailures
-from reviewer.tui.loader import CompletionJob, complete, listed_once
+from reviewer.tui.loader import CompletionJob, Foreground, complete, listed_once
 from reviewer.tui.messages import (
     DriftComputed,
     ExecutionLoaded,
@@ -129,6 +129,20 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         self.alerts = alerts or TerminalAlerts()
         self.pending_watch = PendingWatch()
         self._title_saved = False
+        self.foreground = Foreground()
+
+    async def on_event(self, event: events.Event) -> None:
+        """A key gives the screen the interpreter until its answer is painted: the completion thread
+        waits at its next pause (`Foreground`), so opening a plan or its drift is never slowed by the
+        checks of another."""
+        if isinstance(event, events.Key):
+            self.foreground.claim()
+            self.call_after_refresh(self._release_after_paint)
+        await super().on_event(event)
+
+    def _release_after_paint(self) -> None:
+        """One more frame: a key that pushes a screen paints it in the frame after the key's own."""
+        self.call_after_refresh(self.foreground.release)
 
     def create_queue_screen(self) -> QueueScreen:
         """The first screen; live, with the queue's own columns."""
@@ -162,17 +176,18 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         return [*super().get_line_filters(), *self._terminal_filters]
 
     async def on_mount(self) -> None:
-        await self.push_screen(self.queue_screen)  # mounted before a listed file can reach its table
+        if self.folder is not None:
+            # The scan is cheap (about 5 ms for the samples): it runs while the first screen is
+            # composed, and the rows listed meanwhile wait on the screen, which adds them with its
+            # columns. The checks, which hold the interpreter lock for long, start after a paint.
+            self.load_proposals(self.folder)
+        await self.push_screen(self.queue_screen)
         if self.queue is not None:
             self.set_interval(1.0, self.refresh_status)
             self.call_after_refresh(self.refresh_status)
             if self.open_first is not None:
                 self.fetch_first(self.open_first)
             self.watch_queue()
-        if self.folder is not None:
-            # The scan is cheap (about 5 ms for the samples), so it starts at once and the first rows
-            # can be in the first frames; the checks, which hold the GIL for long, start after a paint.
-            self.load_proposals(self.folder)
 
     @work(thread=True, group="load", exit_on_error=False)
     def load_proposals(self, folder: Path) -> None:
@@ -241,7 +256,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
                     self._completing = False
                     return
                 job = self._jobs.popleft()
-            for message in complete(job):
+            for message in complete(job, self.foreground.wait):
                 self.post_message(message)
 
     def show_failure(self, words: str) -> None:

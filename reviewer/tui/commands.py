@@ -7,10 +7,12 @@ import asyncio
 import getpass
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from reviewer.queue.config import ConfigError, Secret
 from reviewer.tui.model.sources import BUNDLED_SAMPLES
+
+if TYPE_CHECKING:  # the queue's settings load only for the commands that use them, not the demo
+    from reviewer.queue.config import Secret
 
 
 def register(subparsers: Any) -> None:
@@ -77,7 +79,7 @@ def run_demo(options: argparse.Namespace) -> int:
 
 
 def run_review(options: argparse.Namespace) -> int:
-    from reviewer.queue.config import configured_alerts, configured_signing_key, load_settings
+    from reviewer.queue.config import ConfigError, configured_alerts, configured_signing_key, load_settings
     from reviewer.signing.sshsig import SigningError, signer_for
 
     try:
@@ -106,6 +108,8 @@ def run_login(options: argparse.Namespace) -> int:
     """Check the token before storing it: a typo found now is not a 401 found mid-incident."""
     from reviewer.queue.client import QueueError, QueueUnreachable, Unauthorized
     from reviewer.queue.config import (
+        ConfigError,
+        Secret,
         config_file,
         normalize_queue_url,
         token_file,

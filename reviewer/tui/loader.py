@@ -6,14 +6,15 @@ order a reviewer can use them.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from textual.message import Message
 
-from reviewer.plan.proposal import Proposal, ProposalError, check_calls, plan_sha256
+from reviewer.plan.proposal import Pause, Proposal, ProposalError, check_calls, plan_sha256
 from reviewer.tui.messages import ProposalAnalysed, ProposalRefused, ProposalVerified
 from reviewer.tui.model.sources import BrokenFile
 
@@ -21,10 +22,38 @@ if TYPE_CHECKING:
     from reviewer.reading.analysis import Analysis
 
 
-def compute_figures(analysis: Analysis) -> None:
+LONGEST_YIELD: Final = 0.25
+"""Seconds the completion waits for the screen at most, at one pause: it is never starved."""
+
+
+class Foreground:
+    """The screen's claim on the interpreter. Python runs one thread at a time, so a completion
+    checking 100,000 calls would take half of every frame a key asks for; while the screen holds a
+    claim (from a key until its answer is painted) the completion waits at its next pause, which
+    comes every few milliseconds of its work."""
+
+    def __init__(self) -> None:
+        self._free = threading.Event()
+        self._free.set()
+
+    def claim(self) -> None:
+        self._free.clear()
+
+    def release(self) -> None:
+        self._free.set()
+
+    def wait(self) -> None:
+        """The completion's pause: return at once, or when the screen is done (at most
+        `LONGEST_YIELD`)."""
+        self._free.wait(LONGEST_YIELD)
+
+
+def compute_figures(analysis: Analysis, pause: Pause) -> None:
     """The whole-plan figures every pane reads, computed once: about a second for 100,000 calls, so
-    only ever in the loader's thread."""
-    _ = analysis.ratios, analysis.extremes, analysis.alarms
+    only ever in the loader's thread, pausing before each."""
+    for figure in ("ratios", "extremes", "alarms"):
+        pause()
+        getattr(analysis, figure)
 
 
 @dataclass
@@ -35,20 +64,21 @@ class CompletionJob:
     source: str
 
 
-def complete(job: CompletionJob) -> Iterator[Message]:
+def complete(job: CompletionJob, pause: Pause) -> Iterator[Message]:
     """The messages that finish a listed revision, in the order the reviewer can use them: first
-    whether it may be approved (checks and digest), then the figures."""
+    whether it may be approved (checks and digest), then the figures. `pause` is called every few
+    milliseconds of work (`Foreground.wait`)."""
     proposal = job.analysis.proposal
     key = (proposal.proposal_id, proposal.revision)
     try:
-        check_calls(proposal, job.source)
-        digest = plan_sha256(proposal)
+        check_calls(proposal, job.source, pause)
+        digest = plan_sha256(proposal, pause)
     except ProposalError as error:
         yield ProposalRefused(*key, BrokenFile(job.source, error.problem))
         return
     yield ProposalVerified(*key, digest)
     try:
-        compute_figures(job.analysis)
+        compute_figures(job.analysis, pause)
     except Exception as error:  # a bug in analysis must not stop the other files
         problem = f"could not be analysed ({type(error).__name__}: {error})"
         yield ProposalRefused(*key, BrokenFile(job.source, problem))

@@ -23,7 +23,14 @@ ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM = Path(__file__).with_name("upstream_server.py")
 
 
-def gate(queue: Queue, log: Path, mode: str = "") -> Client:
+BOUND = 120.0
+"""Seconds the gate and the host wait for an answer that comes (a crash, a tool list): a bound, not a
+wait; a loaded machine took more than 5 s to start the upstream server."""
+HANG_TIMEOUT = 1
+"""The gate's wait for the upstream that never answers: the one case where the timeout is the event."""
+
+
+def gate(queue: Queue, log: Path, mode: str = "", upstream_timeout: float = BOUND) -> Client:
     """The host's view: the gate started as a host starts any stdio MCP server."""
     parameters = StdioServerParameters(
         command=sys.executable,
@@ -36,7 +43,7 @@ def gate(queue: Queue, log: Path, mode: str = "") -> Client:
             "--title",
             "ticket chores",
             "--upstream-timeout",
-            "5",
+            f"{upstream_timeout:g}",
             "--",
             sys.executable,
             str(UPSTREAM),
@@ -44,7 +51,7 @@ def gate(queue: Queue, log: Path, mode: str = "") -> Client:
         env={"REVIEWER_AGENT_TOKEN": queue.agent_token, "UPSTREAM_LOG": str(log), "UPSTREAM_MODE": mode},
         cwd=str(ROOT),
     )
-    return Client(parameters, read_timeout_seconds=30)
+    return Client(parameters, read_timeout_seconds=BOUND)
 
 
 def upstream_writes(log: Path) -> list[dict[str, Any]]:
@@ -180,7 +187,7 @@ def test_an_unknown_proposal_and_an_empty_plan_get_clear_errors(queue: Queue, tm
     ("mode", "message"),
     [
         ("crash", "the upstream server could not be started or stopped answering"),
-        ("hang", "the upstream server did not answer within 5 s"),
+        ("hang", f"the upstream server did not answer within {HANG_TIMEOUT} s"),
         ("empty", "the upstream server lists no tools"),
     ],
 )
@@ -197,7 +204,8 @@ def test_a_broken_upstream_is_a_clear_mcp_error_and_leaves_the_queue_untouched(
 
     async def scenario() -> list[str]:
         errors = []
-        async with gate(queue, tmp_path / "log", mode) as host:
+        timeout = HANG_TIMEOUT if mode == "hang" else BOUND
+        async with gate(queue, tmp_path / "log", mode, timeout) as host:
             for call in (host.list_tools(), host.call_tool("open_ticket", {"title": "x"})):
                 with pytest.raises(MCPError) as raised:
                     await call

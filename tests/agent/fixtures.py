@@ -7,15 +7,14 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 
 from reviewer.sample_api.server import RunningSampleApi, sample_api_in_thread
+from tests.queue_harness import wait_until_serving
 
 
 @pytest.fixture(scope="session")
@@ -64,17 +63,11 @@ def queue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Queue]:
         _reviewer("serve", "--db", str(db), "--port", str(port)), stdout=log, stderr=log
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            if httpx.get(f"{url}/openapi.json", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            raise RuntimeError((directory / "serve.log").read_text(errors="replace"))
-        time.sleep(0.05)
+    try:
+        wait_until_serving(url, process, lambda: (directory / "serve.log").read_text(errors="replace"))
+    except RuntimeError:
+        process.kill()
+        raise
     # Tokens after the first start: `serve` creates the database, token commands refuse a missing one.
     tokens = {
         role: subprocess.run(

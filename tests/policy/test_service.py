@@ -20,7 +20,7 @@ from reviewer.signing.allowed_signers import AllowedSigners
 from reviewer.signing.signed_approvals import SignedStatement, check_signed_approvals
 from reviewer.signing.sshsig import NAMESPACE, DecisionStatement
 from tests.queue_harness import Service, body, decide, proposal, reviewer_command, start_service, unique_id
-from tests.signing.conftest import SshKey, make_key, ssh_keygen_verify
+from tests.signing.ssh import SshKey, make_key, ssh_keygen_verify
 
 POLICY = """\
 [default]

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.queue_harness import Service, reviewer_command
+from tests.queue_harness import STARTUP_TIMEOUT, Service, reviewer_command
 from tests.service.ports import free_port
 from tests.service.postgres import Cluster
 
@@ -175,7 +175,7 @@ def test_https_with_a_certificate_and_key(tmp_path: Path) -> None:
     )
     try:
         answer = None
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + STARTUP_TIMEOUT
         while answer is None and time.monotonic() < deadline:
             try:
                 answer = httpx.get(

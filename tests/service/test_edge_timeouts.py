@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.queue_harness import Service, make_actors
+from tests.queue_harness import STARTUP_TIMEOUT, Service, make_actors
 
 HEADER_TIMEOUT = 1.0
 BODY_TIMEOUT = 2.0
@@ -187,7 +187,7 @@ def service_command(service: Service) -> list[str]:
 
 
 def wait_until_listening(service: Service) -> None:
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + STARTUP_TIMEOUT
     while time.monotonic() < deadline:
         try:
             socket.create_connection(("127.0.0.1", service.port), timeout=1).close()

@@ -21,7 +21,7 @@ import pytest
 
 from reviewer.signing.allowed_signers import AllowedSigners, AllowedSignersError
 from reviewer.signing.sshsig import NAMESPACE, PublicKey, sign, signer_for
-from tests.signing.conftest import make_key
+from tests.signing.ssh import make_key
 
 MESSAGE = b"an approval statement"
 PRINCIPALS = ("alice", "bob", "carol")

@@ -74,7 +74,7 @@ def pane(screen: ReviewScreen, selector: str) -> str:
 
 
 async def test_listed_and_openable_before_the_analysis_finishes(sample_folder, monkeypatch, gate) -> None:
-    hold_before(monkeypatch, "compute_figures", gate, lambda analysis: True)
+    hold_before(monkeypatch, "compute_figures", gate, lambda analysis, pause: True)
     app = ReviewerApp(sample_folder(REFUNDS))
     async with app.run_test(size=(100, 30)) as pilot:
         await until(pilot, gate.waiting.is_set, "the analysis to start")
@@ -112,7 +112,7 @@ class RecordingDecider:
 async def test_approve_waits_for_the_digest_and_names_the_one_it_showed(
     sample_folder, monkeypatch, gate
 ) -> None:
-    hold_before(monkeypatch, "plan_sha256", gate, lambda proposal: True)
+    hold_before(monkeypatch, "plan_sha256", gate, lambda proposal, pause: True)
     decider = RecordingDecider()
     app = ReviewerApp(sample_folder(SERVER), decider=decider)
     async with app.run_test(size=(100, 40)) as pilot:
@@ -166,7 +166,7 @@ async def test_a_call_refused_after_listing_marks_the_row_broken_and_blocks_appr
 async def test_a_large_file_never_holds_back_the_smaller_ones(sample_folder, monkeypatch, gate) -> None:
     """The large plan is named first; while its analysis is held, the small ones are listed,
     checked, hashed and analysed (smallest first, after the cheap scan of every file)."""
-    hold_before(monkeypatch, "compute_figures", gate, lambda analysis: len(analysis) >= 2_000)
+    hold_before(monkeypatch, "compute_figures", gate, lambda analysis, pause: len(analysis) >= 2_000)
     folder: Path = sample_folder(SERVER, "crm-dedupe.writes-kept.json")
     (folder / "a-large.json").write_text((SAMPLES / REFUNDS).read_text())
     app = ReviewerApp(folder)
@@ -247,7 +247,8 @@ def test_an_adversarial_file_is_shown_or_refused_within_three_times_its_size(
 
 def test_the_demos_start_imports_nothing_its_first_row_does_not_need() -> None:
     """Start-up is measured to the first row (bench_load.py): the command line and the app module
-    must not pull in pydantic, the HTTP client, signing, the analysis or the review screens."""
+    must not pull in pydantic, the HTTP client, the service, the queue's settings, signing, the
+    analysis or the review screens."""
     probe = (
         "import sys\n"
         "from reviewer.__main__ import build_parser\n"
@@ -260,6 +261,12 @@ def test_the_demos_start_imports_nothing_its_first_row_does_not_need() -> None:
     unwanted = {
         "pydantic",
         "httpx",
+        "fastapi",
+        "starlette",
+        "uvicorn",
+        "tomllib",
+        "reviewer.service.app",
+        "reviewer.queue.config",
         "reviewer.queue.messages",
         "reviewer.signing.sshsig",
         "reviewer.reading.analysis",

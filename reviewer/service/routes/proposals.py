@@ -16,6 +16,7 @@ from reviewer.service.deps import Caller, Store, require_role
 from reviewer.service.responses import errors, json_body, json_response
 
 MAX_PAGE: Final = 200
+DEFAULT_LIMIT: Final = 50
 CURSOR_PATTERN: Final = r"^[0-9]{1,16}$"
 
 ProposalId = Annotated[str, PathParam(pattern=PROPOSAL_ID_PATTERN)]
@@ -61,7 +62,7 @@ async def list_proposals(
     cursor: Annotated[
         str | None, Query(pattern=CURSOR_PATTERN, description="`next_cursor` of a page")
     ] = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_LIMIT,
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """Summaries, newest submission first; send the last ETag in If-None-Match to get a bodiless 304."""

@@ -98,6 +98,8 @@ class QueueScreen(ReportsWorkerFailures, Screen[None]):
     def on_mount(self) -> None:
         self.layout_columns(self.app.size.width)
         self.refresh_chrome()
+        self._describe_highlighted()
+        self._describe_broken()
         if self.mode == "demo":
             self.show_status(Text("demo: proposals from files; decisions are not sent", "italic"))
 
@@ -160,9 +162,13 @@ class QueueScreen(ReportsWorkerFailures, Screen[None]):
         ]
 
     def show_item(self, item: QueueItem) -> None:
-        """Add or update the row of `item`, keeping the cursor where the reviewer left it."""
-        table = self.query_one("#queue", DataTable)
+        """Add or update the row of `item`, keeping the cursor where the reviewer left it. Before the
+        table has its columns (the screen still mounting), the item waits in `items`, and the rows
+        are added with the columns: the first frame then shows them."""
         self.items[item.proposal_id] = item
+        if not self._columns:
+            return
+        table = self.query_one("#queue", DataTable)
         cells = self._shown_cells(item)
         if item.proposal_id in table.rows:
             for (_, key, _), value in zip(self._columns, cells, strict=True):
@@ -174,6 +180,12 @@ class QueueScreen(ReportsWorkerFailures, Screen[None]):
 
     def show_broken(self, broken: BrokenFile) -> None:
         self.broken.append(broken)
+        if self.is_mounted:
+            self._describe_broken()
+
+    def _describe_broken(self) -> None:
+        if not self.broken:
+            return
         text = Text(f"{len(self.broken)} file(s) could not be read:\n", "danger")
         for entry in self.broken[-5:]:
             text.append(safe_text(clip(entry.name, 60)), "bold")
