@@ -46,6 +46,7 @@ from reviewer.agent.errors import (
     TargetMismatch,
     ToolDefinitionError,
     UnknownBackend,
+    UnresolvablePlaceholder,
     WritesKept,
 )
 from reviewer.agent.execution import Approval, Execution, execute_approved, local_approval, real_run
@@ -97,6 +98,7 @@ __all__ = [
     "ToolDefinitionError",
     "TransportBackend",
     "UnknownBackend",
+    "UnresolvablePlaceholder",
     "WriteTool",
     "WritesKept",
     "dry_run",

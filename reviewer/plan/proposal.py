@@ -17,6 +17,8 @@ from typing import Annotated, Any, Final, Literal, overload
 import msgspec
 import rfc8785
 
+from reviewer.plan.placeholders import MARK, unresolvable_in
+
 FORMAT_V1: Final = "reviewer.plan.proposal/v1"
 
 MAX_BODY_BYTES: Final = 64 * 1024 * 1024
@@ -344,6 +346,9 @@ def _check_cost(raw: bytes, raws: list[msgspec.Raw], source: str) -> None:
                 )
 
 
+_holds_placeholder_mark = re.compile(re.escape(MARK.encode())).search
+"""The cheap test, on a call's JSON bytes as they are, before its placeholders are read."""
+
 _HEADER_FIELDS = tuple(field.name for field in msgspec.structs.fields(Proposal) if field.name != "calls")
 
 
@@ -367,8 +372,11 @@ def _check_header(header: dict[str, Any], call_count: int, source: str) -> None:
 
 
 def _check_calls(raws: list[msgspec.Raw], source: str) -> None:
-    """Decode each call once: its types, its seq order, and its strings, integers and nesting."""
+    """Decode each call once: its types, its seq order, its strings, integers and nesting, and its
+    placeholders, each of which must name an earlier call of the plan (no real run could resolve
+    another: the plan would stop half-run after its approval)."""
     previous = 0
+    seqs: set[int] = set()
     decode = _call_decoder.decode
     for index, raw in enumerate(raws):
         at = f"$.calls[{index}]"
@@ -389,6 +397,16 @@ def _check_calls(raws: list[msgspec.Raw], source: str) -> None:
         if not _call_within_limits(call):
             plain = msgspec.to_builtins(call, enc_hook=float)
             raise ProposalError(source, locate_limit_violation(plain, at, depth=3))
+        if _holds_placeholder_mark(raw):
+            executed = [call.args, msgspec.to_builtins(call.request, enc_hook=float)]
+            unresolvable = unresolvable_in(executed, call.seq, seqs)
+            if unresolvable:
+                raise ProposalError(
+                    source,
+                    f"{at}: {unresolvable[0].text()} names no earlier call of the plan; a placeholder "
+                    "stands for what an earlier call produces, so the real run could never resolve it",
+                )
+        seqs.add(call.seq)
 
 
 def _call_within_limits(call: Call) -> bool:
