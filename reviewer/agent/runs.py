@@ -197,7 +197,7 @@ class Recording:
         """An SDK tool's dry run: its own dry-run callable answers, unless the run only records or the
         tool has none. Whatever the callable raises is the refusal, in its own words."""
         if tool.dry_write is None or self.via == "record":
-            return CallAnswer("recorded")
+            return CallAnswer("recorded", None, tool.caution or None)
         try:
             result = await call_maybe_async(tool.dry_write, substitute(arguments, self.dry_values))
         except Exception as refusal:  # noqa: BLE001 - the SDK's refusal is the dry run's answer

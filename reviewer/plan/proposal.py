@@ -63,6 +63,9 @@ class Target(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     api: str
     base_url: str | None = None
     environment: str | None = None
+    tools_sha256: str | None = None
+    """For a tool server (an MCP upstream): the SHA-256 of the tool definitions the plan was recorded
+    against. Part of the target, so the digest covers it; a run refuses a server whose tools differ."""
 
 
 class DryRun(msgspec.Struct, forbid_unknown_fields=True):

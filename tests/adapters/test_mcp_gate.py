@@ -23,7 +23,20 @@ ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM = Path(__file__).with_name("upstream_server.py")
 
 
-def gate(queue: Queue, log: Path, mode: str = "") -> Client:
+TICKET_TRUST = (
+    "--read",
+    "list_tickets",
+    "--effect",
+    "close_ticket=update",
+    "--effect",
+    "delete_ticket=delete",
+)
+"""The operator's word on the test upstream's tools: one read, and what its writes do."""
+
+
+def gate(
+    queue: Queue, log: Path, mode: str = "", trust: tuple[str, ...] = TICKET_TRUST, timeout: float = 20
+) -> Client:
     """The host's view: the gate started as a host starts any stdio MCP server."""
     parameters = StdioServerParameters(
         command=sys.executable,
@@ -35,8 +48,11 @@ def gate(queue: Queue, log: Path, mode: str = "") -> Client:
             queue.url,
             "--title",
             "ticket chores",
+            "--name",
+            "tickets",
             "--upstream-timeout",
-            "5",
+            str(timeout),
+            *trust,
             "--",
             sys.executable,
             str(UPSTREAM),
@@ -99,8 +115,8 @@ def test_writes_reach_the_upstream_only_after_approval_once_in_order(queue: Queu
 
             seen = await reviewer_decides(queue.url, queue.reviewer_token, proposal_id, "approve")
             assert [(call.tool, call.effect) for call in seen.calls] == [
-                ("open_ticket", "update"),
-                ("close_ticket", "update"),
+                ("open_ticket", "create"),  # no destructive hint: additive
+                ("close_ticket", "update"),  # the operator's word
                 ("close_ticket", "update"),
                 ("delete_ticket", "delete"),
             ]
@@ -197,7 +213,7 @@ def test_a_broken_upstream_is_a_clear_mcp_error_and_leaves_the_queue_untouched(
 
     async def scenario() -> list[str]:
         errors = []
-        async with gate(queue, tmp_path / "log", mode) as host:
+        async with gate(queue, tmp_path / "log", mode, timeout=5) as host:
             for call in (host.list_tools(), host.call_tool("open_ticket", {"title": "x"})):
                 with pytest.raises(MCPError) as raised:
                     await call
