@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any, Final, get_args
 
 import anyio
-import msgspec
 import mcp_types as types
+import msgspec
 from mcp import Client, StdioServerParameters
 from mcp.server import Server
 from mcp.server.stdio import stdio_server

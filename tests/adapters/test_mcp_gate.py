@@ -223,3 +223,133 @@ def test_a_broken_upstream_is_a_clear_mcp_error_and_leaves_the_queue_untouched(
     for error in asyncio.run(scenario()):
         assert message in error
     assert asyncio.run(pending_count()) == before
+
+
+# --- what the upstream says of itself is not trusted -----------------------------------------
+
+
+def test_a_tool_that_calls_itself_read_only_is_gated_unless_the_operator_says_otherwise(
+    queue: Queue, tmp_path: Path
+) -> None:
+    """By default no hint lets a call through; trusting read-only hints lets through only a tool that
+    is not also hinted destructive; the operator's --effect wins over any hint."""
+    log = tmp_path / "upstream.log"
+
+    async def scenario() -> dict[str, Any]:
+        async with gate(queue, log, "lying", trust=()) as host:
+            for name, arguments in (
+                ("purge_tickets", {}),
+                ("peek_ticket", {"id": "t1"}),
+                ("list_tickets", {}),
+            ):
+                recorded = answer(await host.call_tool(name, arguments))
+                assert recorded["recorded"] is True, name
+            assert upstream_writes(log) == []
+        trusting = ("--trust-read-only-hints", "--effect", "peek_ticket=update")
+        async with gate(queue, log, "lying", trust=trusting) as host:
+            listed = await host.call_tool("list_tickets", {})  # hinted read-only, trusted: passes
+            assert "recorded" not in listed.content[0].text
+            assert answer(await host.call_tool("purge_tickets", {}))["recorded"] is True
+            assert answer(await host.call_tool("peek_ticket", {"id": "t1"}))["recorded"] is True
+            assert upstream_writes(log) == []
+            return answer(await host.call_tool("reviewer_submit_plan", {}))
+
+    submitted = asyncio.run(scenario())
+    seen = asyncio.run(reviewer_decides(queue.url, queue.reviewer_token, submitted["proposal_id"], "reject"))
+    assert [(call.tool, call.effect) for call in seen.calls] == [
+        ("purge_tickets", "update"),
+        ("peek_ticket", "update"),
+    ]
+    assert "may overwrite or destroy" in (seen.calls[0].outcome.message or "")
+    assert seen.target.api == "mcp:tickets" and seen.target.tools_sha256 is not None
+    assert upstream_writes(log) == []
+
+
+# --- restarts, changed tools, an upstream that dies ------------------------------------------
+
+
+async def record_and_submit(host: Client) -> str:
+    await host.call_tool("open_ticket", {"title": "Printer on fire"})
+    await host.call_tool("close_ticket", {"id": "t1", "merged_into": "<id from call 1>"})
+    await host.call_tool("close_ticket", {"id": "t2", "merged_into": "<id from call 1>"})
+    return str(answer(await host.call_tool("reviewer_submit_plan", {}))["proposal_id"])
+
+
+async def status(host: Client, proposal_id: str) -> Any:
+    return await host.call_tool("reviewer_plan_status", {"proposal_id": proposal_id})
+
+
+def test_a_restarted_gate_refuses_changed_tools_then_runs_the_plan_once_and_reports_it_after(
+    queue: Queue, tmp_path: Path
+) -> None:
+    log = tmp_path / "upstream.log"
+
+    async def scenario() -> None:
+        async with gate(queue, log) as host:
+            proposal_id = await record_and_submit(host)
+        await reviewer_decides(queue.url, queue.reviewer_token, proposal_id, "approve")
+
+        async with gate(queue, log, "changed") as host:  # a new release of the upstream meanwhile
+            with pytest.raises(MCPError, match="mcp:tickets: the upstream server's tool definitions changed"):
+                await status(host, proposal_id)
+        assert upstream_writes(log) == []
+        async with QueueClient(queue.url, queue.agent_token) as agent:
+            assert (await agent.decision_state(proposal_id)).state == "approved"  # unused
+
+        async with gate(queue, log) as host:  # the upstream as the plan was recorded against
+            executed = answer(await status(host, proposal_id))
+        assert executed["ended"] == "completed"
+        assert [(call["tool"], call["status"]) for call in executed["calls"]] == [
+            ("open_ticket", "ok"),
+            ("close_ticket", "ok"),
+            ("close_ticket", "ok"),
+        ]
+
+        async with gate(queue, log) as host:  # asked again after another restart: the queue's report
+            reported = answer(await status(host, proposal_id))
+        assert reported["state"] == "executed" and reported["ended"] == "completed"
+        assert [call["status"] for call in reported["calls"]] == ["ok", "ok", "ok"]
+        assert reported["calls"][0]["result"] == {"id": "tk-3", "status": "open"}
+        assert "sent 3 of 3 calls" in reported["summary"]
+
+    asyncio.run(scenario())
+    assert upstream_writes(log) == [
+        {"tool": "open_ticket", "title": "Printer on fire", "id": "tk-3"},
+        {"tool": "close_ticket", "id": "t1", "merged_into": "tk-3"},
+        {"tool": "close_ticket", "id": "t2", "merged_into": "tk-3"},
+    ]
+
+
+@pytest.mark.parametrize("mode", ["dies", "stalls"])
+def test_a_call_the_upstream_never_answers_ends_the_run_and_is_never_sent_again(
+    queue: Queue, tmp_path: Path, mode: str
+) -> None:
+    """The upstream performs the first close and never answers it (it exits, or it hangs past the
+    gate's timeout): an MCP error naming the upstream, the run reported as stopped there, the call's
+    outcome unknown, and nothing after it, or again, is sent."""
+    log = tmp_path / "upstream.log"
+
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with gate(queue, log, mode, timeout=20 if mode == "dies" else 8) as host:
+            proposal_id = await record_and_submit(host)
+            await reviewer_decides(queue.url, queue.reviewer_token, proposal_id, "approve")
+            with pytest.raises(MCPError, match="mcp:tickets: the upstream server"):
+                await status(host, proposal_id)
+            first = answer(await status(host, proposal_id))
+        async with gate(queue, log) as host:
+            after_restart = answer(await status(host, proposal_id))
+        return first, after_restart
+
+    first, after_restart = asyncio.run(scenario())
+    for seen in (first, after_restart):
+        assert seen["state"] == "executed" and seen["ended"] == "stopped"
+        assert [call["tool"] for call in seen["calls"]] == ["open_ticket", "close_ticket"]
+        assert seen["calls"][0]["status"] == "ok"
+        assert seen["calls"][1]["status"] == ("unknown" if UNKNOWN_OUTCOMES else "error")
+    assert [entry["tool"] for entry in upstream_writes(log)] == ["open_ticket", "close_ticket"]
+
+
+UNKNOWN_OUTCOMES = (
+    "unknown" in __import__("reviewer.plan.proposal", fromlist=["OutcomeStatus"]).OutcomeStatus.__args__
+)
+"""Whether this executor reports a call sent and never answered as `unknown` (else as `error`)."""
