@@ -320,7 +320,7 @@ class Upstream:
                         self.failure = f"the upstream server has a tool named {clash[0]}, which the gate owns"
                 self.ready.set()
                 await self.closing.wait()
-        except Exception as error:  # noqa: BLE001 - any failure to start is reported to the host
+        except Exception as error:  # any failure to start is reported to the host
             self.failure = (
                 f"the upstream server could not be started or stopped answering: {_describe(error)}"
             )
@@ -345,7 +345,7 @@ class Upstream:
         client = await self.connected()
         try:
             return {tool.name: tool for tool in await self._list_all(client)}
-        except Exception as error:  # noqa: BLE001 - reported to the host as the upstream's failure
+        except Exception as error:  # reported to the host as the upstream's failure
             raise UpstreamFailed(
                 f"the upstream server could not list its tools: {_describe(error)}"
             ) from None
@@ -377,7 +377,7 @@ class Upstream:
             raise UpstreamFailed(
                 f"the upstream server answered {name} outside its own schema: {error}"
             ) from error
-        except Exception as error:  # noqa: BLE001 - a crash mid-call is reported, not raised raw
+        except Exception as error:  # a crash mid-call is reported, not raised raw
             raise UpstreamNoAnswer(f"the upstream server failed during {name}: {_describe(error)}") from error
 
 

@@ -9,8 +9,8 @@ import httpx
 from reviewer.queue.config import Secret
 from reviewer.tui.app import ReviewerApp
 from reviewer.tui.model.queue_source import QueueSource
-from tests.tui.live.conftest import decide_from_keyboard, open_proposal, status, until
 from tests.tui.live.fake_queue import FakeQueue, replanned
+from tests.tui.live.helpers import decide_from_keyboard, open_proposal, status, until
 
 SIZE = (100, 30)
 
