@@ -18,10 +18,10 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from mcp import Client, StdioServerParameters  # noqa: E402
+from mcp import Client, StdioServerParameters
 
-from tests.agent.conftest import Queue  # noqa: E402
-from tests.agent.helpers import reviewer_decides  # noqa: E402
+from tests.agent.conftest import Queue
+from tests.agent.helpers import reviewer_decides
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVERS = Path(os.environ.get("REVIEWER_MCP_SERVERS", ROOT / ".mcp-servers")) / "node_modules" / ".bin"
