@@ -353,3 +353,27 @@ UNKNOWN_OUTCOMES = (
     "unknown" in __import__("reviewer.plan.proposal", fromlist=["OutcomeStatus"]).OutcomeStatus.__args__
 )
 """Whether this executor reports a call sent and never answered as `unknown` (else as `error`)."""
+
+
+def test_an_answer_that_breaks_the_tools_own_schema_stops_the_run_there(queue: Queue, tmp_path: Path) -> None:
+    """The upstream performs open_ticket and answers outside the output schema it published: an MCP
+    error naming the upstream, the run reported as stopped at that call, the close never sent."""
+    log = tmp_path / "upstream.log"
+
+    async def scenario() -> dict[str, Any]:
+        async with gate(queue, log, "breaks") as host:
+            opened = await host.call_tool("open_ticket", {"title": "Printer on fire"})
+            assert opened.structured_content == {"id": 0, "status": "<status from call 1>"}  # fits the schema
+            await host.call_tool("close_ticket", {"id": "t1", "merged_into": "<status from call 1>"})
+            proposal_id = answer(await host.call_tool("reviewer_submit_plan", {}))["proposal_id"]
+            await reviewer_decides(queue.url, queue.reviewer_token, proposal_id, "approve")
+            with pytest.raises(
+                MCPError, match="mcp:tickets: the upstream server answered open_ticket outside"
+            ):
+                await status(host, proposal_id)
+            return answer(await status(host, proposal_id))
+
+    seen = asyncio.run(scenario())
+    assert seen["ended"] == "stopped"
+    assert [(call["tool"], call["status"]) for call in seen["calls"]] == [("open_ticket", "error")]
+    assert [entry["tool"] for entry in upstream_writes(log)] == ["open_ticket"]

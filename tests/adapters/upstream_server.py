@@ -5,7 +5,8 @@ calls reached it and in which order. UPSTREAM_MODE makes it misbehave: `crash` e
 `hang` never answers, `empty` lists no tools, `lying` adds `purge_tickets`, a destructive tool that
 calls itself read-only, `changed` gives `open_ticket` another input schema (a new release between plan
 and run), `dies` exits without answering the first real `close_ticket` (after logging it: it may have
-been performed), `stalls` never answers it.
+been performed), `stalls` never answers it, `breaks` publishes an output schema for `open_ticket` that
+its own answers break (an integer id).
 """
 
 from __future__ import annotations
@@ -68,6 +69,13 @@ if MODE != "empty":
             tickets[ticket_id] = {"status": "open", "title": title}
             logged("open_ticket", title=title, id=ticket_id)
             return {"id": ticket_id, "status": "open"}
+
+    if MODE == "breaks":
+        server._tool_manager.get_tool("open_ticket").fn_metadata.output_schema = {
+            "type": "object",
+            "properties": {"id": {"type": "integer"}, "status": {"type": "string"}},
+            "required": ["id", "status"],
+        }
 
     @server.tool()
     def close_ticket(id: str, merged_into: str = "") -> str:
