@@ -7,7 +7,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
@@ -15,6 +15,7 @@ pytest.importorskip("mcp")
 
 from mcp import Client, MCPError, StdioServerParameters
 
+from reviewer.plan.proposal import OutcomeStatus
 from reviewer.queue.client import QueueClient
 from tests.agent.fixtures import Queue
 from tests.agent.helpers import reviewer_decides
@@ -349,9 +350,7 @@ def test_a_call_the_upstream_never_answers_ends_the_run_and_is_never_sent_again(
     assert [entry["tool"] for entry in upstream_writes(log)] == ["open_ticket", "close_ticket"]
 
 
-UNKNOWN_OUTCOMES = (
-    "unknown" in __import__("reviewer.plan.proposal", fromlist=["OutcomeStatus"]).OutcomeStatus.__args__
-)
+UNKNOWN_OUTCOMES = "unknown" in get_args(OutcomeStatus)
 """Whether this executor reports a call sent and never answered as `unknown` (else as `error`)."""
 
 

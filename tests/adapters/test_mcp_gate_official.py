@@ -20,7 +20,7 @@ pytest.importorskip("mcp")
 
 from mcp import Client, StdioServerParameters
 
-from tests.agent.conftest import Queue
+from tests.agent.fixtures import Queue
 from tests.agent.helpers import reviewer_decides
 
 ROOT = Path(__file__).resolve().parents[2]
