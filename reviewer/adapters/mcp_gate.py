@@ -119,6 +119,10 @@ DESTRUCTIVE_CAUTION: Final = (
     "the upstream hints destructiveHint: a call may overwrite or destroy what it touches "
     "(an annotation the operator has not confirmed)"
 )
+READ_ONLY_CAUTION: Final = (
+    "the upstream hints readOnlyHint, which the operator has not confirmed (--read): gated as a call "
+    "whose effect is not known"
+)
 
 
 @dataclass(frozen=True)
@@ -154,11 +158,19 @@ class TrustPolicy:
             return self.effects[tool.name]
         if self._destructive(tool):
             return "update"
+        if tool.annotations is not None and tool.annotations.read_only_hint is True:
+            return "other"  # it claims to write nothing: not a create, and not a read until the operator says
         return "create"
 
     def caution_of(self, tool: types.Tool) -> str:
-        """What the reviewer is told of each call beyond its effect (a destructive hint)."""
-        return DESTRUCTIVE_CAUTION if self._destructive(tool) and tool.name not in self.effects else ""
+        """What the reviewer is told of each call beyond its effect (a destructive or read-only hint)."""
+        if tool.name in self.effects:
+            return ""
+        if self._destructive(tool):
+            return DESTRUCTIVE_CAUTION
+        if tool.annotations is not None and tool.annotations.read_only_hint is True:
+            return READ_ONLY_CAUTION
+        return ""
 
     @staticmethod
     def _destructive(tool: types.Tool) -> bool:

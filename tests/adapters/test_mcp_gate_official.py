@@ -89,7 +89,7 @@ def test_filesystem_writes_nothing_before_approval_and_each_write_once_after_a_r
         assert (root / "notes.txt").read_text() == "old notes\n"
         seen = await reviewer_decides(queue.url, queue.reviewer_token, proposal_id, "approve")
         assert [(call.tool, call.effect) for call in seen.calls] == [
-            ("list_directory", "create"),
+            ("list_directory", "other"),  # hinted read-only, not named a read: gated, effect unknown
             ("create_directory", "create"),
             ("write_file", "update"),  # destructiveHint: may overwrite, not a delete
             ("write_file", "update"),

@@ -60,6 +60,7 @@ def test_effects_from_hints_never_overstate() -> None:
     assert policy.effect_of(CREATE) == policy.effect_of(PLAIN) == "create"
     assert policy.effect_of(WRITE_FILE) == "update" and policy.caution_of(WRITE_FILE) == DESTRUCTIVE_CAUTION
     assert policy.caution_of(CREATE) == ""
+    assert policy.effect_of(READ_ONLY) == "other" and "readOnlyHint" in policy.caution_of(READ_ONLY)
     told = TrustPolicy(effects={"write_file": "delete"})
     assert told.effect_of(WRITE_FILE) == "delete" and told.caution_of(WRITE_FILE) == ""
 
