@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -14,18 +15,43 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="gate an MCP server's write tools behind the review queue (needs reviewer[mcp])",
         description=(
             "A stdio MCP server in front of an unmodified upstream MCP server started from COMMAND. "
-            "Read-only tools pass through; every other call is recorded and runs on the upstream only "
-            "after a reviewer approves the plan, once, in order. The agent token comes from "
-            "REVIEWER_AGENT_TOKEN."
+            "Only tools the operator names with --read (or, with --trust-read-only-hints, tools the "
+            "upstream hints read-only and not destructive) pass through; every other call is recorded "
+            "and runs on the upstream only after a reviewer approves the plan, once, in order. The "
+            "agent token comes from REVIEWER_AGENT_TOKEN."
         ),
     )
     gate.add_argument("--queue", default=None, help="the queue's URL (default http://127.0.0.1:8470)")
+    gate.add_argument(
+        "--name", default=None, help="the upstream's name in proposals (default: its command line)"
+    )
+    gate.add_argument("--environment", default=None, help="the target environment, for the queue's policies")
+    gate.add_argument("--base-url", default=None, help="the URL of what the upstream acts on, for policies")
     gate.add_argument("--title", default=None, help="the plan's title when reviewer_submit_plan gives none")
+    gate.add_argument(
+        "--read",
+        action="append",
+        metavar="TOOL",
+        help="a tool that only reads: its calls pass to the upstream un-gated; repeatable",
+    )
     gate.add_argument(
         "--effect",
         action="append",
         metavar="TOOL=EFFECT",
-        help="what a tool's calls do (create, update, delete, other), overriding its annotations; repeatable",
+        help="what a tool's calls do (create, update, delete, other), gated, overriding its annotations; "
+        "repeatable",
+    )
+    gate.add_argument(
+        "--tools",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="a TOML file of read = [...] and [effects]; --read and --effect win over it",
+    )
+    gate.add_argument(
+        "--trust-read-only-hints",
+        action="store_true",
+        help="let tools the upstream hints readOnlyHint (and not destructiveHint) pass un-gated",
     )
     gate.add_argument(
         "--upstream-timeout",

@@ -52,6 +52,7 @@ from reviewer.agent.errors import (
     TargetMismatch,
     ToolDefinitionError,
     UnknownBackend,
+    UnresolvablePlaceholder,
     WritesKept,
 )
 from reviewer.agent.execution import Approval, Execution, execute_approved, local_approval, real_run
@@ -125,6 +126,7 @@ __all__ = [
     "ToolDefinitionError",
     "TransportBackend",
     "UnknownBackend",
+    "UnresolvablePlaceholder",
     "Verification",
     "WriteTool",
     "WritesKept",

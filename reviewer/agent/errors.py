@@ -219,3 +219,16 @@ class WritesKept(AgentError):
             "real. Nothing was submitted. Check the API's dry-run parameter (or use the record backend); "
             "to submit anyway, so a reviewer sees the alarm, pass allow_kept_writes=True."
         )
+
+
+class UnresolvablePlaceholder(AgentError):
+    """A write call holds a placeholder that names no earlier call of the plan: no real run could ever
+    resolve it, so the call is refused in the dry run instead of stopping the approved plan half-run."""
+
+    def __init__(self, tool: str, seq: int, placeholder: str) -> None:
+        self.tool = tool
+        self.placeholder = placeholder
+        super().__init__(
+            f"{tool} (call {seq}) was not recorded: {placeholder} names no earlier call of this plan. "
+            "Use a placeholder an earlier call answered, such as <id from call 1>, or the value itself."
+        )

@@ -13,12 +13,13 @@ import httpx
 
 from reviewer.agent.audit import HttpAuditLog, RunAudit
 from reviewer.agent.backends import Backend, make_backend
+from reviewer.agent.errors import UnresolvablePlaceholder
 from reviewer.agent.flag import run_scope
 from reviewer.agent.http_values import CallAnswer, HttpRequest
 from reviewer.agent.notes import dry_run_note
 from reviewer.agent.placeholders import placeholder, substitute
 from reviewer.agent.tools import ToolRunner, WriteTool, call_maybe_async, plain_result
-from reviewer.plan.placeholders import references_in
+from reviewer.plan.placeholders import references_in, unresolvable_in
 from reviewer.plan.proposal import FORMAT_V1, Agent, Call, DryRun, Effect, Outcome, Proposal, Target
 
 
@@ -153,14 +154,18 @@ class Recording:
         self, tool: WriteTool, arguments: dict[str, Any], dropped: tuple[str, ...]
     ) -> CallAnswer:
         # Taken before the first await, so concurrent calls (parallel tool calls) get distinct seqs.
-        self._seqs_issued += 1
-        seq = self._seqs_issued
+        # Checked before the seq is taken, so a refused call leaves no gap in the plan.
+        seq = self._seqs_issued + 1
+        planned: HttpRequest | None = tool.request_for(arguments) if tool.sends_http else None
+        parts = [arguments] if planned is None else [arguments, planned.path, planned.query, planned.body]
+        unresolvable = unresolvable_in(parts, seq, range(1, seq))
+        if unresolvable:
+            raise UnresolvablePlaceholder(tool.name, seq, unresolvable[0].text())
+        self._seqs_issued = seq
         self.tools[tool.name] = tool
-        planned: HttpRequest | None = None
         recorded_request: HttpRequest | None = None
         sent: HttpRequest | None = None
-        if tool.sends_http:
-            planned = tool.request_for(arguments)
+        if planned is not None:
             answer, sent, recorded_request = await self._answer_http(planned)
         else:
             answer = await self._answer_sdk(tool, arguments)
@@ -196,7 +201,7 @@ class Recording:
         """An SDK tool's dry run: its own dry-run callable answers, unless the run only records or the
         tool has none. Whatever the callable raises is the refusal, in its own words."""
         if tool.dry_write is None or self.via == "record":
-            return CallAnswer("recorded")
+            return CallAnswer("recorded", None, tool.caution or None)
         try:
             result = await call_maybe_async(tool.dry_write, substitute(arguments, self.dry_values))
         except Exception as refusal:  # the SDK's refusal is the dry run's answer

@@ -5,12 +5,18 @@ dry_run(...)` block can span the plan, and a host that waits minutes for a revie
 out. `PlanSession` holds the plan between requests instead: `call` records, `submit` sends it to the
 queue and returns at once, `status` answers the state and, the first time it finds the plan approved,
 claims it and runs it once. Whatever asks again gets the stored answer; nothing runs twice.
+
+A session given `replay_tools` runs an approved plan it did not record itself (its process restarted
+between the submission and the approval) from the queue's copy: the queue holds the tool names and
+arguments, `replay_tools` the means to call them. The claim keeps that to one run whoever asks. Once
+a plan is executed, its status is read from the report the queue stored, so it says how the run ended
+and what ran, whichever process ran it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from reviewer.agent.errors import AgentError, NoApproval, RunStopped
@@ -19,8 +25,12 @@ from reviewer.agent.gate import Gate
 from reviewer.agent.http_values import CallAnswer
 from reviewer.agent.runs import Recording
 from reviewer.agent.tools import WriteTool
+from reviewer.plan.proposal import Proposal
 from reviewer.queue.client import NotFound
-from reviewer.queue.messages import DecisionState, SubmissionAnswer
+from reviewer.queue.messages import DecisionState, StoredExecution, SubmissionAnswer
+
+ReplayTools = Callable[[Proposal], Awaitable[Iterable[WriteTool]]]
+"""The write tools that replay an approved plan; raises when this process must not run it."""
 
 
 class PlanInProgress(AgentError):
@@ -55,9 +65,12 @@ class UnknownPlan(AgentError):
 class PlanSession:
     """One gated plan at a time, built by calls from any number of requests (see the module)."""
 
-    def __init__(self, gate: Gate, *, title: str | None = None) -> None:
+    def __init__(
+        self, gate: Gate, *, title: str | None = None, replay_tools: ReplayTools | None = None
+    ) -> None:
         self.gate = gate
         self.default_title = title
+        self.replay_tools = replay_tools
         self._recording: Recording | None = None
         self._tools: dict[str, WriteTool] = {}
         self._submitted: SubmissionAnswer | None = None
@@ -106,31 +119,53 @@ class PlanSession:
             except NotFound:
                 raise UnknownPlan(proposal_id) from None
             ours = self._submitted is not None and self._submitted.proposal_id == proposal_id
-            if not ours and state.state == "approved":
+            if state.state == "executed":
+                if ours:
+                    self._submitted = None
+                return await self._stored_answer(state)
+            if state.state == "approved" and (ours or self.replay_tools is not None):
+                answer = await self._run(proposal_id, state)
+                self._answers[proposal_id] = answer
+                if ours:
+                    self._submitted = None
+                return answer
+            if state.state == "approved":
                 return {
                     **_state_answer(state),
                     "note": "this gate holds no plan under this id (another gate submitted it, or this one "
                     "restarted), so it runs nothing; the approval stays unused until it expires",
                 }
-            if not ours or state.state in ("pending", "claimed", "executed"):
-                return _state_answer(state)
-            if state.state != "approved":
-                self._submitted = None  # rejected or expired: the plan ended, a new one may start
-                return _state_answer(state)
-            answer = await self._run(proposal_id, state)
-            self._answers[proposal_id] = answer
-            self._submitted = None
-            return answer
+            if ours and state.state in ("rejected", "expired"):
+                self._submitted = None  # the plan ended: a new one may start
+            return _state_answer(state)
 
     async def _run(self, proposal_id: str, state: DecisionState) -> dict[str, Any]:
         try:
             approval = await self.gate.approval(proposal_id)
-            execution = await self.gate.execute(approval, tools=self._tools.values())
+            if self.replay_tools is not None:
+                tools = list(await self.replay_tools(approval.proposal))
+            else:
+                tools = list(self._tools.values())
+            execution = await self.gate.execute(approval, tools=tools)
         except RunStopped as stopped:
             execution = stopped.execution
         except NoApproval as refused:
             return {**_state_answer(state), "state": "not run", "reason": str(refused)}
         return _execution_answer(state, execution)
+
+    async def _stored_answer(self, state: DecisionState) -> dict[str, Any]:
+        """`executed`, from the report the queue stored for this revision: how the run ended and what ran."""
+        executions = await self.gate.queue.client.get_executions(state.proposal_id)
+        report = next((run for run in reversed(executions) if run.revision == state.revision), None)
+        if report is None:
+            return _state_answer(state)
+        record = await self.gate.queue.client.get_proposal(state.proposal_id)
+        planned = next(
+            (info.call_count for info in record.revisions if info.revision == state.revision), None
+        )
+        answer = _report_answer(state, report, planned)
+        self._answers[state.proposal_id] = answer
+        return answer
 
 
 def _state_answer(state: DecisionState) -> dict[str, Any]:
@@ -144,6 +179,12 @@ def _state_answer(state: DecisionState) -> dict[str, Any]:
         answer["decided_by"] = state.decided_by
     if state.reason:
         answer["reason"] = state.reason
+    if state.outcome_unknown:
+        answer["outcome_unknown"] = True
+        answer["note"] = (
+            "a run claimed this approval and never reported: its calls may have been made; it is never "
+            "run again"
+        )
     return answer
 
 
@@ -159,4 +200,27 @@ def _execution_answer(state: DecisionState, execution: Execution) -> dict[str, A
         calls.append(entry)
     answer = {**_state_answer(state), "state": "executed", "ended": execution.ended, "calls": calls}
     answer["summary"] = execution.summary()
+    return answer
+
+
+def _report_answer(state: DecisionState, report: StoredExecution, planned: int | None) -> dict[str, Any]:
+    """The answer `_execution_answer` gives, rebuilt from the report the queue stored."""
+    calls = []
+    for call in report.calls:
+        found = call.get("outcome")
+        outcome: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+        entry: dict[str, Any] = {
+            "seq": call.get("seq"),
+            "tool": call.get("tool"),
+            "status": outcome.get("status"),
+        }
+        if outcome.get("message"):
+            entry["message"] = outcome["message"]
+        if outcome.get("result") is not None:
+            entry["result"] = outcome["result"]
+        calls.append(entry)
+    answer = {**_state_answer(state), "state": "executed", "ended": report.ended, "calls": calls}
+    summary = f"the real run of {state.proposal_id} revision {state.revision} {report.ended or 'ended'}"
+    summary += f"; sent {len(calls)}{f' of {planned}' if planned is not None else ''} calls"
+    answer["summary"] = summary + (f": {report.note}" if report.note else "")
     return answer

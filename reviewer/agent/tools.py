@@ -58,6 +58,9 @@ class WriteTool:
     produces: tuple[str, ...] = ()
     description: str = ""
     signature: inspect.Signature = field(repr=False, default=inspect.Signature())
+    caution: str = ""
+    """What the reviewer should know of every call of this tool that its effect does not say (an update
+    that may overwrite): the message of each call the dry run only records."""
     write: Callable[..., Any] | None = field(repr=False, default=None)
     """The real write of an SDK tool (sync or async); None for an HTTP tool."""
     dry_write: Callable[..., Any] | None = field(repr=False, default=None)

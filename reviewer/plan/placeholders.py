@@ -3,20 +3,28 @@
 A placeholder stands for a value only a real write produces (most often an `id`): call N of the
 plan produces it, and a later call uses it. N is read as a number, so `<id from call 01>` names call
 1 for every reader: the screen shows it as call 1's value and the executor sends call 1's value. FIELD
-may be a dotted path into the result (`<owner.id from call 3>`). ASCII digits only: `<id from call ٣>`
-is text that looks like a placeholder, not one.
+may be a dotted path into the result (`<owner.id from call 3>`), whose segments are names or array
+indexes (`<entities.0.name from call 1>`: the first entity's name). ASCII digits only: `<id from call ٣>`
+is text that looks like a placeholder, not one; so is `<a..b from call 1>`, whose path has an empty
+segment. What the grammar accepts, `field_of` can read from any JSON result, so a plan never holds a
+placeholder that the real run could not resolve by its form alone; and `unresolvable_in` finds the
+ones that name no earlier call of the plan, which the dry run and the queue refuse.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+_NAME: Final = r"[A-Za-z_][A-Za-z0-9_-]*"
+_INDEX: Final = r"(?:0|[1-9][0-9]{0,8})"
 PLACEHOLDER: Final[re.Pattern[str]] = re.compile(
-    r"<([A-Za-z_][A-Za-z0-9_.-]*) from call ([0-9]{1,16})>", re.ASCII
+    rf"<({_NAME}(?:\.(?:{_NAME}|{_INDEX}))*) from call ([0-9]{{1,16}})>", re.ASCII
 )
+"""`<FIELD from call N>`: FIELD a name, then any number of `.name` or `.index` (an index is a decimal
+without leading zeros, below 10^9)."""
 PLACEHOLDER_BYTES: Final[re.Pattern[bytes]] = re.compile(PLACEHOLDER.pattern.encode(), re.ASCII)
 """The same grammar over JSON bytes: none of its characters is ever escaped in JSON, so a match in
 encoded arguments is exactly a match in one of their strings (a match cannot span a quote)."""
@@ -86,12 +94,26 @@ def references_in(value: Any) -> set[Reference]:
 
 
 def field_of(result: Any, field: str) -> Any:
-    """`field` (a dotted path) of a call's result, or ABSENT."""
+    """`field` (a dotted path) of a call's result, or ABSENT. A segment reads a mapping's key, or, when
+    it is an index, a list's item (`entities.0.name`)."""
     for name in field.split("."):
-        if not isinstance(result, Mapping) or name not in result:
+        if isinstance(result, Mapping) and name in result:
+            result = result[name]
+        elif isinstance(result, list | tuple) and name.isdigit() and int(name) < len(result):
+            result = result[int(name)]
+        else:
             return ABSENT
-        result = result[name]
     return result
+
+
+def unresolvable_in(value: Any, seq: int, earlier: Collection[int]) -> list[Reference]:
+    """The placeholders in call `seq`'s `value` that no real run can resolve: they name this call, a
+    later one, or a seq that is not among the plan's `earlier` calls. Sorted, each once."""
+    return sorted(
+        reference
+        for reference in references_in(value)
+        if reference.seq >= seq or reference.seq not in earlier
+    )
 
 
 def resolve(value: Any, lookup: Callable[[Reference], Any]) -> Any:

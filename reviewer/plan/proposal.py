@@ -17,6 +17,8 @@ from typing import Annotated, Any, Final, Literal, overload
 import msgspec
 import rfc8785
 
+from reviewer.plan.placeholders import MARK, unresolvable_in
+
 FORMAT_V1: Final = "reviewer.proposal/v1"
 
 MAX_BODY_BYTES: Final = 64 * 1024 * 1024
@@ -63,6 +65,9 @@ class Target(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     api: str
     base_url: str | None = None
     environment: str | None = None
+    tools_sha256: str | None = None
+    """For a tool server (an MCP upstream): the SHA-256 of the tool definitions the plan was recorded
+    against. Part of the target, so the digest covers it; a run refuses a server whose tools differ."""
 
 
 class DryRun(msgspec.Struct, forbid_unknown_fields=True):
@@ -357,6 +362,9 @@ def _check_cost(raw: bytes, raws: list[msgspec.Raw], source: str) -> None:
                 )
 
 
+_holds_placeholder_mark = re.compile(re.escape(MARK.encode())).search
+"""The cheap test, on a call's JSON bytes as they are, before its placeholders are read."""
+
 _HEADER_FIELDS = tuple(field.name for field in msgspec.structs.fields(Proposal) if field.name != "calls")
 
 
@@ -380,8 +388,11 @@ def _check_header(header: dict[str, Any], call_count: int, source: str) -> None:
 
 
 def _check_calls(raws: list[msgspec.Raw], source: str, pause: Pause = _no_pause) -> None:
-    """Decode each call once: its types, its seq order, and its strings, integers and nesting."""
+    """Decode each call once: its types, its seq order, its strings, integers and nesting, and its
+    placeholders, each of which must name an earlier call of the plan (no real run could resolve
+    another: the plan would stop half-run after its approval)."""
     previous = 0
+    seqs: set[int] = set()
     decode = _call_decoder.decode
     for index, raw in enumerate(raws):
         if index and index % PAUSE_EVERY == 0:
@@ -404,6 +415,16 @@ def _check_calls(raws: list[msgspec.Raw], source: str, pause: Pause = _no_pause)
         if not _call_within_limits(call):
             plain = msgspec.to_builtins(call, enc_hook=float)
             raise ProposalError(source, locate_limit_violation(plain, at, depth=3))
+        if _holds_placeholder_mark(raw):
+            executed = [call.args, msgspec.to_builtins(call.request, enc_hook=float)]
+            unresolvable = unresolvable_in(executed, call.seq, seqs)
+            if unresolvable:
+                raise ProposalError(
+                    source,
+                    f"{at}: {unresolvable[0].text()} names no earlier call of the plan; a placeholder "
+                    "stands for what an earlier call produces, so the real run could never resolve it",
+                )
+        seqs.add(call.seq)
 
 
 def _call_within_limits(call: Call) -> bool:

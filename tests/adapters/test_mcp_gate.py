@@ -7,7 +7,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
@@ -15,6 +15,7 @@ pytest.importorskip("mcp")
 
 from mcp import Client, MCPError, StdioServerParameters
 
+from reviewer.plan.proposal import OutcomeStatus
 from reviewer.queue.client import QueueClient
 from tests.agent.fixtures import Queue
 from tests.agent.helpers import reviewer_decides
@@ -30,7 +31,24 @@ HANG_TIMEOUT = 1
 """The gate's wait for the upstream that never answers: the one case where the timeout is the event."""
 
 
-def gate(queue: Queue, log: Path, mode: str = "", upstream_timeout: float = BOUND) -> Client:
+TICKET_TRUST = (
+    "--read",
+    "list_tickets",
+    "--effect",
+    "close_ticket=update",
+    "--effect",
+    "delete_ticket=delete",
+)
+"""The operator's word on the test upstream's tools: one read, and what its writes do."""
+
+
+def gate(
+    queue: Queue,
+    log: Path,
+    mode: str = "",
+    trust: tuple[str, ...] = TICKET_TRUST,
+    upstream_timeout: float = BOUND,
+) -> Client:
     """The host's view: the gate started as a host starts any stdio MCP server."""
     parameters = StdioServerParameters(
         command=sys.executable,
@@ -42,8 +60,11 @@ def gate(queue: Queue, log: Path, mode: str = "", upstream_timeout: float = BOUN
             queue.url,
             "--title",
             "ticket chores",
+            "--name",
+            "tickets",
             "--upstream-timeout",
             f"{upstream_timeout:g}",
+            *trust,
             "--",
             sys.executable,
             str(UPSTREAM),
@@ -106,8 +127,8 @@ def test_writes_reach_the_upstream_only_after_approval_once_in_order(queue: Queu
 
             seen = await reviewer_decides(queue.url, queue.reviewer_token, proposal_id, "approve")
             assert [(call.tool, call.effect) for call in seen.calls] == [
-                ("open_ticket", "update"),
-                ("close_ticket", "update"),
+                ("open_ticket", "create"),  # no destructive hint: additive
+                ("close_ticket", "update"),  # the operator's word
                 ("close_ticket", "update"),
                 ("delete_ticket", "delete"),
             ]
@@ -205,7 +226,7 @@ def test_a_broken_upstream_is_a_clear_mcp_error_and_leaves_the_queue_untouched(
     async def scenario() -> list[str]:
         errors = []
         timeout = HANG_TIMEOUT if mode == "hang" else BOUND
-        async with gate(queue, tmp_path / "log", mode, timeout) as host:
+        async with gate(queue, tmp_path / "log", mode, upstream_timeout=timeout) as host:
             for call in (host.list_tools(), host.call_tool("open_ticket", {"title": "x"})):
                 with pytest.raises(MCPError) as raised:
                     await call
@@ -215,3 +236,155 @@ def test_a_broken_upstream_is_a_clear_mcp_error_and_leaves_the_queue_untouched(
     for error in asyncio.run(scenario()):
         assert message in error
     assert asyncio.run(pending_count()) == before
+
+
+# --- what the upstream says of itself is not trusted -----------------------------------------
+
+
+def test_a_tool_that_calls_itself_read_only_is_gated_unless_the_operator_says_otherwise(
+    queue: Queue, tmp_path: Path
+) -> None:
+    """By default no hint lets a call through; trusting read-only hints lets through only a tool that
+    is not also hinted destructive; the operator's --effect wins over any hint."""
+    log = tmp_path / "upstream.log"
+
+    async def scenario() -> dict[str, Any]:
+        async with gate(queue, log, "lying", trust=()) as host:
+            for name, arguments in (
+                ("purge_tickets", {}),
+                ("peek_ticket", {"id": "t1"}),
+                ("list_tickets", {}),
+            ):
+                recorded = answer(await host.call_tool(name, arguments))
+                assert recorded["recorded"] is True, name
+            assert upstream_writes(log) == []
+        trusting = ("--trust-read-only-hints", "--effect", "peek_ticket=update")
+        async with gate(queue, log, "lying", trust=trusting) as host:
+            listed = await host.call_tool("list_tickets", {})  # hinted read-only, trusted: passes
+            assert "recorded" not in listed.content[0].text
+            assert answer(await host.call_tool("purge_tickets", {}))["recorded"] is True
+            assert answer(await host.call_tool("peek_ticket", {"id": "t1"}))["recorded"] is True
+            assert upstream_writes(log) == []
+            return answer(await host.call_tool("reviewer_submit_plan", {}))
+
+    submitted = asyncio.run(scenario())
+    seen = asyncio.run(reviewer_decides(queue.url, queue.reviewer_token, submitted["proposal_id"], "reject"))
+    assert [(call.tool, call.effect) for call in seen.calls] == [
+        ("purge_tickets", "update"),
+        ("peek_ticket", "update"),
+    ]
+    assert "may overwrite or destroy" in (seen.calls[0].outcome.message or "")
+    assert seen.target.api == "mcp:tickets" and seen.target.tools_sha256 is not None
+    assert upstream_writes(log) == []
+
+
+# --- restarts, changed tools, an upstream that dies ------------------------------------------
+
+
+async def record_and_submit(host: Client) -> str:
+    await host.call_tool("open_ticket", {"title": "Printer on fire"})
+    await host.call_tool("close_ticket", {"id": "t1", "merged_into": "<id from call 1>"})
+    await host.call_tool("close_ticket", {"id": "t2", "merged_into": "<id from call 1>"})
+    return str(answer(await host.call_tool("reviewer_submit_plan", {}))["proposal_id"])
+
+
+async def status(host: Client, proposal_id: str) -> Any:
+    return await host.call_tool("reviewer_plan_status", {"proposal_id": proposal_id})
+
+
+def test_a_restarted_gate_refuses_changed_tools_then_runs_the_plan_once_and_reports_it_after(
+    queue: Queue, tmp_path: Path
+) -> None:
+    log = tmp_path / "upstream.log"
+
+    async def scenario() -> None:
+        async with gate(queue, log) as host:
+            proposal_id = await record_and_submit(host)
+        await reviewer_decides(queue.url, queue.reviewer_token, proposal_id, "approve")
+
+        async with gate(queue, log, "changed") as host:  # a new release of the upstream meanwhile
+            with pytest.raises(MCPError, match="mcp:tickets: the upstream server's tool definitions changed"):
+                await status(host, proposal_id)
+        assert upstream_writes(log) == []
+        async with QueueClient(queue.url, queue.agent_token) as agent:
+            assert (await agent.decision_state(proposal_id)).state == "approved"  # unused
+
+        async with gate(queue, log) as host:  # the upstream as the plan was recorded against
+            executed = answer(await status(host, proposal_id))
+        assert executed["ended"] == "completed"
+        assert [(call["tool"], call["status"]) for call in executed["calls"]] == [
+            ("open_ticket", "ok"),
+            ("close_ticket", "ok"),
+            ("close_ticket", "ok"),
+        ]
+
+        async with gate(queue, log) as host:  # asked again after another restart: the queue's report
+            reported = answer(await status(host, proposal_id))
+        assert reported["state"] == "executed" and reported["ended"] == "completed"
+        assert [call["status"] for call in reported["calls"]] == ["ok", "ok", "ok"]
+        assert reported["calls"][0]["result"] == {"id": "tk-3", "status": "open"}
+        assert "sent 3 of 3 calls" in reported["summary"]
+
+    asyncio.run(scenario())
+    assert upstream_writes(log) == [
+        {"tool": "open_ticket", "title": "Printer on fire", "id": "tk-3"},
+        {"tool": "close_ticket", "id": "t1", "merged_into": "tk-3"},
+        {"tool": "close_ticket", "id": "t2", "merged_into": "tk-3"},
+    ]
+
+
+@pytest.mark.parametrize("mode", ["dies", "stalls"])
+def test_a_call_the_upstream_never_answers_ends_the_run_and_is_never_sent_again(
+    queue: Queue, tmp_path: Path, mode: str
+) -> None:
+    """The upstream performs the first close and never answers it (it exits, or it hangs past the
+    gate's timeout): an MCP error naming the upstream, the run reported as stopped there, the call's
+    outcome unknown, and nothing after it, or again, is sent."""
+    log = tmp_path / "upstream.log"
+
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with gate(queue, log, mode, upstream_timeout=BOUND if mode == "dies" else 8) as host:
+            proposal_id = await record_and_submit(host)
+            await reviewer_decides(queue.url, queue.reviewer_token, proposal_id, "approve")
+            with pytest.raises(MCPError, match="mcp:tickets: the upstream server"):
+                await status(host, proposal_id)
+            first = answer(await status(host, proposal_id))
+        async with gate(queue, log) as host:
+            after_restart = answer(await status(host, proposal_id))
+        return first, after_restart
+
+    first, after_restart = asyncio.run(scenario())
+    for seen in (first, after_restart):
+        assert seen["state"] == "executed" and seen["ended"] == "stopped"
+        assert [call["tool"] for call in seen["calls"]] == ["open_ticket", "close_ticket"]
+        assert seen["calls"][0]["status"] == "ok"
+        assert seen["calls"][1]["status"] == ("unknown" if UNKNOWN_OUTCOMES else "error")
+    assert [entry["tool"] for entry in upstream_writes(log)] == ["open_ticket", "close_ticket"]
+
+
+UNKNOWN_OUTCOMES = "unknown" in get_args(OutcomeStatus)
+"""Whether this executor reports a call sent and never answered as `unknown` (else as `error`)."""
+
+
+def test_an_answer_that_breaks_the_tools_own_schema_stops_the_run_there(queue: Queue, tmp_path: Path) -> None:
+    """The upstream performs open_ticket and answers outside the output schema it published: an MCP
+    error naming the upstream, the run reported as stopped at that call, the close never sent."""
+    log = tmp_path / "upstream.log"
+
+    async def scenario() -> dict[str, Any]:
+        async with gate(queue, log, "breaks") as host:
+            opened = await host.call_tool("open_ticket", {"title": "Printer on fire"})
+            assert opened.structured_content == {"id": 0, "status": "<status from call 1>"}  # fits the schema
+            await host.call_tool("close_ticket", {"id": "t1", "merged_into": "<status from call 1>"})
+            proposal_id = answer(await host.call_tool("reviewer_submit_plan", {}))["proposal_id"]
+            await reviewer_decides(queue.url, queue.reviewer_token, proposal_id, "approve")
+            with pytest.raises(
+                MCPError, match="mcp:tickets: the upstream server answered open_ticket outside"
+            ):
+                await status(host, proposal_id)
+            return answer(await status(host, proposal_id))
+
+    seen = asyncio.run(scenario())
+    assert seen["ended"] == "stopped"
+    assert [(call["tool"], call["status"]) for call in seen["calls"]] == [("open_ticket", "error")]
+    assert [entry["tool"] for entry in upstream_writes(log)] == ["open_ticket"]

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from reviewer.agent import (
     Approval,
+    HttpRequest,
     NotApproved,
     OffTarget,
     PlanStop,
@@ -31,6 +32,7 @@ from reviewer.agent import (
     execute_approved,
     local_approval,
     real_run,
+    write_tool,
 )
 from reviewer.plan.proposal import Proposal, parse_proposal, plan_sha256
 from reviewer.queue.client import QueueClient
@@ -209,6 +211,12 @@ def test_a_leading_zero_names_the_same_call_for_the_screen_and_the_executor(
     assert execution.ok
     merged = [entry["body"] for entry in received(sample_api) if entry["method"] == "PATCH"]
     assert merged == [{"status": "closed", "mergedInto": "tk-4"}]
+
+
+@write_tool(effect="other", produces=("tickets",))
+def reset_tickets() -> HttpRequest:
+    """The sample API's reset: it answers the list of ticket ids, `{"tickets": ["t1", ...]}`."""
+    return HttpRequest("POST", "/v1/reset")
 
 
 def msgspec_builtins(proposal: Proposal) -> Any:
@@ -419,3 +427,38 @@ def test_the_approval_digest_is_what_the_queue_holds() -> None:
     assert plan_sha256(parse_proposal(json.dumps(msgspec_builtins(proposal)).encode(), "t")) == plan_sha256(
         proposal
     )
+
+
+def test_a_placeholder_into_an_array_result_is_resolved_by_the_replay(sample_api: RunningSampleApi) -> None:
+    """`<tickets.0 from call 1>`: the first item of the list a real write answered, sent by the HTTP
+    executor as the next call's path."""
+    proposal = asyncio.run(
+        plan_of(
+            sample_api.base_url,
+            lambda: reset_tickets(),
+            lambda: tools.update_ticket(id="<tickets.0 from call 1>", status="closed"),
+        )
+    )
+    execution = run_locally(sample_api, local_approval(proposal))
+    assert execution.ok, execution.summary()
+    assert [call.sent.path for call in execution.executed if call.sent] == ["/v1/reset", "/v1/tickets/t1"]
+    assert real_writes(sample_api) == [("PATCH", "/v1/tickets/t1")]  # the reset empties the API's log
+
+
+def test_the_queue_refuses_a_placeholder_that_names_no_earlier_call(queue: Queue) -> None:
+    """A plan whose call 1 depends on call 2 could only stop half-run once approved: refused (422)
+    with the placeholder named, before any reviewer sees it."""
+    document = proposal_document(
+        [
+            {"tool": "close", "effect": "update", "args": {"id": "<id from call 2>"}},
+            {"tool": "open", "effect": "create", "args": {"title": "x"}},
+        ],
+        proposal_id="forward-ref-1",
+    )
+    response = httpx.post(
+        f"{queue.url}/v1/proposals",
+        json=document,
+        headers={"Authorization": f"Bearer {queue.agent_token}"},
+    )
+    assert response.status_code == 422, response.text
+    assert "<id from call 2> names no earlier call" in response.json()["message"]

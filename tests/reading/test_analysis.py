@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reviewer.plan.proposal import Proposal, ProposalError, dumps, parse_proposal
+from reviewer.plan.proposal import Proposal, ProposalError, dumps, parse_proposal, scan_proposal
 from reviewer.plan.sanitize import has_hidden
 from reviewer.reading.analysis import (
     PLACEHOLDER,
@@ -36,6 +36,12 @@ def sample(name: str) -> Analysis:
 def plan(calls: list[dict[str, Any]], via: str = "server", **changes: Any) -> Analysis:
     """A small proposal around `calls`, checked by the real parser."""
     return Analysis(parse_proposal(json.dumps(proposal_document(calls, via=via, **changes)), "test"))
+
+
+def unchecked_plan(calls: list[dict[str, Any]], via: str = "server", **changes: Any) -> Analysis:
+    """A proposal as the terminal app paints it before its calls are checked (`scan_proposal`): the
+    check refuses a placeholder naming no earlier call, but the rows must read it right meanwhile."""
+    return Analysis(scan_proposal(json.dumps(proposal_document(calls, via=via, **changes)), "test"))
 
 
 def call(seq: int, tool: str = "update_ticket", effect: str = "update", **fields: Any) -> dict[str, Any]:
@@ -222,7 +228,7 @@ def test_placeholder_naming_no_earlier_call_is_unresolved(named: int, in_seq: in
     calls[seqs.index(in_seq)] = call(
         in_seq, args={"mergedInto": f"<id from call {named}>"}, outcome=refused()
     )
-    analysis = plan(calls)
+    analysis = unchecked_plan(calls)
     row = analysis.row(seqs.index(in_seq))
     (placeholder,) = row.placeholders
     assert row.unresolved == (placeholder,)
@@ -236,7 +242,7 @@ def test_placeholder_naming_no_earlier_call_is_unresolved(named: int, in_seq: in
 
 
 def test_placeholders_in_request_path_query_and_body_count() -> None:
-    analysis = plan(
+    analysis = unchecked_plan(
         [
             call(1, "create_upload", "create", outcome=OK),
             call(2, "create_ticket", "create", outcome=OK),
@@ -626,7 +632,7 @@ def test_largest_payload_is_the_hostile_long_comment() -> None:
 
 
 def test_alarms_come_worst_first() -> None:
-    analysis = plan(
+    analysis = unchecked_plan(
         [
             call(1, "delete_ticket", "delete", args={"id": "t3"}, outcome=refused(409)),
             call(2, args={"id": "t1", "m": "<id from call 3>", "n": "<id from call 4>"}, outcome=OK),
@@ -761,7 +767,7 @@ def expected_verdict(via: str, call: dict[str, Any], chained: bool) -> Verdict:
 @given(random_plans())
 def test_rows_and_ratios_agree_with_the_rules(generated: tuple[str, list[dict[str, Any]]]) -> None:
     via, calls = generated
-    analysis = plan(calls, via=via)
+    analysis = unchecked_plan(calls, via=via)
     ratios = analysis.ratios
     seqs = {call["seq"] for call in calls}
     rows = [analysis.row(index) for index in range(len(analysis))]
@@ -854,3 +860,9 @@ def test_the_median_without_a_sorted_copy_is_the_sorted_median(
 
     held = array("d", numbers)
     assert _median(held, sorted_up_to=0, sample_size=sample_size) == _median(numbers)
+
+
+def test_the_parser_refuses_a_placeholder_naming_no_earlier_call() -> None:
+    """What the rows flag while the app checks, the check refuses: the queue never stores such a plan."""
+    with pytest.raises(ProposalError, match=r"\$.calls\[1\]: <id from call 5> names no earlier call"):
+        plan([call(1, outcome=OK), call(2, args={"mergedInto": "<id from call 5>"})])

@@ -1,0 +1,155 @@
+"""`reviewer mcp-gate` in front of the official MCP filesystem and memory servers (npm packages that
+`.ci/run` installs into `.mcp-servers/`), driven by the official MCP client, with the real queue.
+
+The gate restarts between the submission and the approval in each test, as desktop hosts restart
+their servers on every reload: the approved plan runs from the queue's copy, once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp import Client, StdioServerParameters
+
+from tests.agent.fixtures import Queue
+from tests.agent.helpers import reviewer_decides
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVERS = Path(os.environ.get("REVIEWER_MCP_SERVERS", ROOT / ".mcp-servers")) / "node_modules" / ".bin"
+INSTALL = (
+    "npm install --prefix .mcp-servers @modelcontextprotocol/server-filesystem@2026.8.31 "
+    "@modelcontextprotocol/server-memory@2026.8.31 (as .ci/run does)"
+)
+
+
+def server(name: str) -> str:
+    path = SERVERS / name
+    if not path.exists():
+        pytest.skip(f"the official MCP server {name} is not installed: {INSTALL}")
+    return str(path)
+
+
+def gate(queue: Queue, upstream: list[str], *flags: str, env: dict[str, str] | None = None) -> Client:
+    parameters = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            "-m",
+            "reviewer",
+            "mcp-gate",
+            "--queue",
+            queue.url,
+            "--upstream-timeout",
+            "30",
+            *flags,
+            "--",
+            *upstream,
+        ],
+        env={"REVIEWER_AGENT_TOKEN": queue.agent_token, "PATH": os.environ.get("PATH", ""), **(env or {})},
+        cwd=str(ROOT),
+    )
+    return Client(parameters, read_timeout_seconds=60)
+
+
+def answer(result: Any) -> Any:
+    assert not result.is_error, result.content
+    return json.loads(result.content[0].text)
+
+
+def test_filesystem_writes_nothing_before_approval_and_each_write_once_after_a_restart(
+    queue: Queue, tmp_path: Path
+) -> None:
+    root = tmp_path / "files"
+    root.mkdir()
+    (root / "notes.txt").write_text("old notes\n")
+    upstream = [server("mcp-server-filesystem"), str(root)]
+    flags = ("--name", "files", "--environment", "staging", "--read", "read_text_file")
+
+    async def scenario() -> tuple[str, dict[str, Any]]:
+        async with gate(queue, upstream, *flags) as host:
+            read = await host.call_tool("read_text_file", {"path": str(root / "notes.txt")})
+            assert read.structured_content == {"content": "old notes\n"}  # an operator-named read passes
+            listing = await host.call_tool("list_directory", {"path": str(root)})  # hinted only: gated
+            assert json.loads(listing.content[0].text)["recorded"] is True
+            await host.call_tool("create_directory", {"path": str(root / "sub")})
+            await host.call_tool("write_file", {"path": str(root / "sub" / "new.txt"), "content": "new\n"})
+            await host.call_tool("write_file", {"path": str(root / "notes.txt"), "content": "new notes\n"})
+            proposal_id = answer(await host.call_tool("reviewer_submit_plan", {"title": "files"}))[
+                "proposal_id"
+            ]
+        assert sorted(path.name for path in root.rglob("*")) == ["notes.txt"]
+        assert (root / "notes.txt").read_text() == "old notes\n"
+        seen = await reviewer_decides(queue.url, queue.reviewer_token, proposal_id, "approve")
+        assert [(call.tool, call.effect) for call in seen.calls] == [
+            ("list_directory", "other"),  # hinted read-only, not named a read: gated, effect unknown
+            ("create_directory", "create"),
+            ("write_file", "update"),  # destructiveHint: may overwrite, not a delete
+            ("write_file", "update"),
+        ]
+        assert seen.target.api == "mcp:files" and seen.target.environment == "staging"
+        assert root.joinpath("sub").exists() is False
+        async with gate(queue, upstream, *flags) as host:  # the host reloaded its servers
+            executed = answer(await host.call_tool("reviewer_plan_status", {"proposal_id": proposal_id}))
+            again = answer(await host.call_tool("reviewer_plan_status", {"proposal_id": proposal_id}))
+            assert again == executed
+        return proposal_id, executed
+
+    _, executed = asyncio.run(scenario())
+    assert executed["ended"] == "completed", executed
+    assert [call["status"] for call in executed["calls"]] == ["ok"] * 4
+    assert (root / "sub" / "new.txt").read_text() == "new\n"
+    assert (root / "notes.txt").read_text() == "new notes\n"
+
+
+def test_memory_chains_into_an_array_result_after_a_restart_and_serves_its_resources(
+    queue: Queue, tmp_path: Path
+) -> None:
+    """create_entities answers `{"entities": [...]}`: the dry answer offers `<entities.0.name from call
+    1>`, and the real run sends the first created entity's name to add_observations."""
+    memory = tmp_path / "memory.jsonl"
+    upstream = [server("mcp-server-memory")]
+    env = {"MEMORY_FILE_PATH": str(memory)}
+    flags = ("--name", "memory", "--trust-read-only-hints")
+
+    async def scenario() -> dict[str, Any]:
+        async with gate(queue, upstream, *flags, env=env) as host:
+            resources = await host.list_resources()
+            assert [resource.uri for resource in resources.resources] == ["memory://knowledge-graph"]
+            created = await host.call_tool(
+                "create_entities", {"entities": [{"name": "Ada", "entityType": "person", "observations": []}]}
+            )
+            first = created.structured_content["entities"][0]["name"]
+            assert first == "<entities.0.name from call 1>"
+            await host.call_tool(
+                "add_observations",
+                {"observations": [{"entityName": first, "contents": ["wrote the first program"]}]},
+            )
+            graph = await host.call_tool("read_graph", {})  # hinted read-only and not destructive
+            assert graph.structured_content["entities"] == []
+            proposal_id = answer(await host.call_tool("reviewer_submit_plan", {"title": "remember Ada"}))[
+                "proposal_id"
+            ]
+        assert not memory.exists() or "Ada" not in memory.read_text()
+        await reviewer_decides(queue.url, queue.reviewer_token, proposal_id, "approve")
+        async with gate(queue, upstream, *flags, env=env) as host:
+            executed = answer(await host.call_tool("reviewer_plan_status", {"proposal_id": proposal_id}))
+            read = await host.read_resource("memory://knowledge-graph")
+            assert "wrote the first program" in read.contents[0].text
+        return executed
+
+    executed = asyncio.run(scenario())
+    assert executed["ended"] == "completed", executed
+    assert executed["calls"][1]["result"]["results"][0]["entityName"] == "Ada"
+    lines = [json.loads(line) for line in memory.read_text().splitlines()]
+    assert [line["name"] for line in lines if line.get("type") == "entity"] == ["Ada"]
+    assert [line["observations"] for line in lines if line.get("type") == "entity"] == [
+        ["wrote the first program"]
+    ]
