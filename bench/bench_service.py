@@ -92,7 +92,7 @@ def running(command: list[str], port: int) -> Iterator[int]:
 def proposal_body(proposal_id: str) -> bytes:
     return json.dumps(
         {
-            "format": "reviewer.plan.proposal/v1",
+            "format": "reviewer.proposal/v1",
             "proposal_id": proposal_id,
             "revision": 1,
             "title": "bench",

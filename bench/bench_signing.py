@@ -183,7 +183,7 @@ def queue_round_trip(folder: Path, alice_signer: object, decisions: int) -> None
             for index in range(decisions):
                 proposal_id = f"bench-{environment}-{index}"
                 plan = {
-                    "format": "reviewer.plan.proposal/v1",
+                    "format": "reviewer.proposal/v1",
                     "proposal_id": proposal_id,
                     "revision": 1,
                     "title": "t",

@@ -68,7 +68,7 @@ def bulk_refund_plan(
                 }
             )
     return {
-        "format": "reviewer.plan.proposal/v1",
+        "format": "reviewer.proposal/v1",
         "proposal_id": proposal_id,
         "revision": revision,
         "title": f"Refund {calls:,} late deliveries",

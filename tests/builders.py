@@ -19,7 +19,7 @@ def proposal_document(
     for position, row in enumerate(rows, start=1):
         row.setdefault("seq", position)
     return {
-        "format": "reviewer.plan.proposal/v1",
+        "format": "reviewer.proposal/v1",
         "proposal_id": proposal_id,
         "revision": revision,
         "title": "a test plan",

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Final, Literal, overload
 import msgspec
 import rfc8785
 
-FORMAT_V1: Final = "reviewer.plan.proposal/v1"
+FORMAT_V1: Final = "reviewer.proposal/v1"
 
 MAX_BODY_BYTES: Final = 64 * 1024 * 1024
 MAX_STRING_CHARS: Final = 1024 * 1024
@@ -93,7 +93,7 @@ class Call(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=Fa
 
 
 class Proposal(msgspec.Struct, forbid_unknown_fields=True):
-    format: Literal["reviewer.plan.proposal/v1"]
+    format: Literal["reviewer.proposal/v1"]
     proposal_id: Annotated[str, msgspec.Meta(pattern=PROPOSAL_ID_PATTERN)]
     revision: Annotated[int, msgspec.Meta(ge=1, le=MAX_SAFE_INTEGER)]
     title: str

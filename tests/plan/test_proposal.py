@@ -22,7 +22,7 @@ from reviewer.plan.proposal import (
 )
 
 MINIMAL: dict[str, Any] = {
-    "format": "reviewer.plan.proposal/v1",
+    "format": "reviewer.proposal/v1",
     "proposal_id": "deskline-merge-0042",
     "revision": 1,
     "title": "Merge t1 and t2 into a new ticket, delete t3",
@@ -60,7 +60,7 @@ def rejection(document: dict[str, Any] | bytes | str) -> str:
 # --- the digest -----------------------------------------------------------------------------------
 
 DIGEST_INPUT = """{
-  "format": "reviewer.plan.proposal/v1", "proposal_id": "deskline-merge-0042", "revision": 3,
+  "format": "reviewer.proposal/v1", "proposal_id": "deskline-merge-0042", "revision": 3,
   "title": "Merge", "task": "not part of the plan", "agent": {"name": "deskline-agent", "run_id": "run-7"},
   "created_at": "2026-10-15T09:00:00Z",
   "target": {"environment": null, "base_url": "http://127.0.0.1:8080", "api": "deskline"},
@@ -304,7 +304,7 @@ def test_unknown_top_level_field_is_refused_by_name() -> None:
         (lambda plan: plan["dry_run"].update(via="prod"), "$.dry_run.via"),
         (lambda plan: plan["dry_run"].update(writes_kept=-1), "$.dry_run.writes_kept"),
         (lambda plan: plan.update(revision=0), "$.revision"),
-        (lambda plan: plan.update(format="reviewer.plan.proposal/v2"), "$.format"),
+        (lambda plan: plan.update(format="reviewer.proposal/v2"), "$.format"),
         (lambda plan: plan["agent"].pop("name"), "$.agent"),
         (lambda plan: plan.update(created_at="yesterday"), "$.created_at"),
     ],
@@ -316,7 +316,7 @@ def test_wrong_value_names_the_field(change: Any, path: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "data", [b"", b"{", b'{"format": "reviewer.plan.proposal/v1",}', b"\xff\xfe{}", "nul\x00"]
+    "data", [b"", b"{", b'{"format": "reviewer.proposal/v1",}', b"\xff\xfe{}", "nul\x00"]
 )
 def test_invalid_json_is_an_error_not_a_crash(data: bytes | str) -> None:
     rejection(data)
@@ -337,7 +337,7 @@ def test_a_built_proposal_hashes_like_its_json() -> None:
 
     built = msgspec.convert(
         {
-            "format": "reviewer.plan.proposal/v1",
+            "format": "reviewer.proposal/v1",
             "proposal_id": "floats",
             "revision": 1,
             "title": "t",
@@ -358,7 +358,7 @@ def test_a_proposal_without_calls_is_refused() -> None:
 
     with pytest.raises(ProposalError, match=r"\$\.calls: a proposal needs at least one call"):
         parse_proposal(
-            b'{"format": "reviewer.plan.proposal/v1", "proposal_id": "p", "revision": 1, "title": "t",'
+            b'{"format": "reviewer.proposal/v1", "proposal_id": "p", "revision": 1, "title": "t",'
             b' "agent": {"name": "a"}, "created_at": "2026-10-15T09:00:00Z", "target": {"api": "x"},'
             b' "dry_run": {"via": "record"}, "calls": []}'
         )

@@ -53,7 +53,7 @@ class TestProposalBodies:
     @pytest.mark.parametrize(
         ("raw", "words"),
         [
-            (b'{"format": "reviewer.plan.proposal/v1", "calls": [', ("not valid JSON",)),
+            (b'{"format": "reviewer.proposal/v1", "calls": [', ("not valid JSON",)),
             (b"\xff\xfe{}", ("not valid JSON",)),
             (b"", ("not valid JSON",)),
             (b"[" * 100_000 + b"]" * 100_000, ()),
@@ -70,7 +70,7 @@ class TestProposalBodies:
             ({"revision": "1"}, ("$.revision",)),
             ({"calls__0__tool": 7}, ("$.calls[0].tool",)),
             ({"calls__0__effect": "explode"}, ("$.calls[0].effect",)),
-            ({"format": "reviewer.plan.proposal/v2"}, ("$.format",)),
+            ({"format": "reviewer.proposal/v2"}, ("$.format",)),
             ({"proposal_id": "../etc"}, ("$.proposal_id",)),
             ({"proposal_id": ".."}, ("$.proposal_id",)),
             ({"created_at": "yesterday"}, ("$.created_at",)),

@@ -126,7 +126,7 @@ def test_broken_file_listed(snap_compare, sample_folder) -> None:
     "broken" in its row); under the table the broken ones are named with the reason (the field for
     the wrong type, "not valid JSON")."""
     folder: Path = sample_folder(SERVER)
-    (folder / "truncated.json").write_text('{"format": "reviewer.plan.proposal/v1", "calls": [')
+    (folder / "truncated.json").write_text('{"format": "reviewer.proposal/v1", "calls": [')
     wrong_type = (folder / SERVER).read_text().replace('"seq": 2', '"seq": "2"')
     wrong_type = wrong_type.replace('"deskline-merge-0042-server"', '"deskline-merge-0042-wrong-type"')
     (folder / "wrong-type.json").write_text(wrong_type)

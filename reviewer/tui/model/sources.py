@@ -26,7 +26,7 @@ from reviewer.plan.proposal import (
 )
 from reviewer.plan.sanitize import clip, safe_text
 
-BUNDLED_SAMPLES = Path(__file__).resolve().parent / "sample_proposals"
+BUNDLED_SAMPLES = Path(__file__).resolve().parents[2] / "sample_proposals"
 """The samples ship inside the package (a link to the project's `sample_proposals/` in a checkout)."""
 
 
