@@ -122,7 +122,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
 
     def create_queue_screen(self) -> QueueScreen:
         """The first screen; live, with the queue's own columns."""
-        return QueueScreen(self.mode)
+        return QueueScreen(self.mode, self.queue.now if self.queue else None)
 
     def create_item(self, proposal_id: str) -> QueueItem:
         """A new proposal's holder; in the demo its state column says "demo"."""

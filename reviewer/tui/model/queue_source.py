@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import httpx
 
@@ -200,9 +201,11 @@ class QueueSource:
         jitter: float = 0.1,
         timeout: float = 10.0,
         signer: Signer | None = None,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        """`clock` (seconds, any origin) dates the status line; tests pass a fixed one. `signer` signs
-        every decision with the reviewer's SSH key (`signing_key` in the config)."""
+        """`clock` (seconds, any origin) dates the status line, `now` (the wall clock) a pending
+        proposal's age; tests pass fixed ones. `signer` signs every decision with the reviewer's SSH
+        key (`signing_key` in the config)."""
         self.queue_url = queue_url
         self.login_hint = f"reviewer login --queue {queue_url}"
         self.poll_client = QueueClient(
@@ -211,6 +214,7 @@ class QueueSource:
         decide_client = QueueClient(queue_url, token.reveal(), transport=transport, timeout=timeout)
         self.decider = QueueDecider(decide_client, self.login_hint, signer)
         self.clock = clock
+        self.now = now
         self.poll_interval = poll_interval
         self.backoff = Backoff(retry_base, max_backoff, jitter)
         self.identity: Whoami | None = None

@@ -137,6 +137,8 @@ class QueueItem:
     approvals_required: int = 1
     signatures: list[DecisionSignature] = field(default_factory=list)
     """The latest revision's quorum so far and its signed decisions, from the queue's record."""
+    drifts_viewed: set[tuple[int, int]] = field(default_factory=set)
+    """(base, revision) pairs whose drift the reviewer has seen: the queue's Δ mark is cleared."""
     _analyses: dict[int, Analysis] = field(default_factory=dict, repr=False)
     _drifts: dict[tuple[int, int], Drift] = field(default_factory=dict, repr=False)
 
@@ -188,6 +190,17 @@ class QueueItem:
         """The queue's trail says this revision ran: its report is fetched when the proposal is opened
         (never in the demo, whose trail is empty)."""
         return any(event.event == "executed" and event.revision == revision for event in self.history)
+
+    def submitted_at(self, revision: int) -> datetime | None:
+        """When the queue received `revision` (its trail; None in the demo, whose trail is empty)."""
+        return next(
+            (
+                event.at
+                for event in reversed(self.history)
+                if event.event == "submitted" and event.revision == revision
+            ),
+            None,
+        )
 
     @property
     def is_new(self) -> bool:

@@ -26,13 +26,12 @@ from textual.strip import Strip
 
 from reviewer.plan.sanitize import safe_text
 from reviewer.reading.analysis import PlanRow, Verdict
-from reviewer.tui.widgets.cells import fit
+from reviewer.tui.widgets.cells import CURSOR_GLYPH, fit
 
 RowMark = Callable[[int], str | None]
 """Given a row index, a mark such as "added" or "changed" (drift), or None."""
 
 MARK_GLYPHS = {"added": "+", "changed": "~", "removed": "-", "outcome": "·"}
-CURSOR_GLYPH = "▶"
 
 
 class RowSource(Protocol):
