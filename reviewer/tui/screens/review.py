@@ -297,11 +297,17 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
         self.show_decision(words, error=True)
 
     def action_drift(self) -> None:
-        base = self.item.drift_base(self.revision)
+        """This revision against the one before it (or the one last seen); the first revision of a
+        re-planned proposal against the latest, since that is what approving the latest would change."""
+        base, target = self.item.drift_base(self.revision), self.revision
         if base is None:
-            self.notify("Only one revision: there is nothing to compare.", title="Drift")
-            return
-        self.app.push_screen(DriftScreen(self.item, base, self.revision, self.mode))
+            newer = [number for number in self.item.revisions if number > self.revision]
+            if not newer:
+                self.notify("Only one revision: there is nothing to compare.", title="Drift")
+                return
+            base, target = self.revision, max(newer)
+        self.item.drifts_viewed.add((base, target))
+        self.app.push_screen(DriftScreen(self.item, base, target, self.mode))
 
     def action_verify(self) -> None:
         record = self.item.executions.get(self.revision)
