@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
@@ -16,6 +17,7 @@ from textual.widgets import Footer, Static
 
 from reviewer.plan.proposal import Proposal
 from reviewer.plan.sanitize import clip, safe_text
+from reviewer.reading.analysis import Analysis
 from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.model.sources import QueueItem, local_refusal
 from reviewer.tui.screens.dialogs import ConfirmScreen, RejectScreen
@@ -23,8 +25,14 @@ from reviewer.tui.screens.drift import DriftScreen
 from reviewer.tui.screens.queue import STATE_STYLES
 from reviewer.tui.screens.verification import VerificationScreen
 from reviewer.tui.widgets.chrome import Chrome
-from reviewer.tui.widgets.panes import detail_text, extremes_text, ratios_text, summary_counts
-from reviewer.tui.widgets.plan_view import PlanView
+from reviewer.tui.widgets.panes import (
+    detail_text,
+    extremes_text,
+    kept_writes,
+    ratios_text,
+    summary_counts,
+)
+from reviewer.tui.widgets.plan_view import PlanView, is_alarm_row
 
 
 def target_text(proposal: Proposal) -> Text:
@@ -54,6 +62,18 @@ def claim_text(proposal: Proposal) -> Text:
     return text
 
 
+def alarm_candidates(analysis: Analysis) -> list[int]:
+    """Indexes of the calls that may be alarm rows, from what a call says of itself: deletes, refused
+    or failed answers (chain noise is told apart from their rows), values far outside the rest."""
+    outliers = analysis.extremes.outlier_seqs
+    found = []
+    for index, call in enumerate(analysis.proposal.calls):
+        answered = call.outcome.status if call.outcome is not None else None
+        if call.effect == "delete" or answered in ("refused", "error") or call.seq in outliers:
+            found.append(index)
+    return found
+
+
 def replan_notice(revision: int) -> str:
     return f"the agent re-planned: revision {revision} is waiting"
 
@@ -61,12 +81,15 @@ def replan_notice(revision: int) -> str:
 class ReviewScreen(ReportsWorkerFailures, Screen[None]):
     """Everything needed to decide one revision, with the decision keys in the footer."""
 
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-short"), (30, "-tall")]
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back"),
         Binding("a", "approve", "Approve"),
         Binding("x", "reject", "Reject"),
         Binding("d", "drift", "Drift"),
         Binding("v", "verify", "Verify"),
+        Binding("f", "first_delete", "First delete"),
+        Binding("n", "next_alarm", "Next alarm row"),
     ]
 
     @dataclass
@@ -100,12 +123,13 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
         self.analysis = item.analysis(self.revision)
         self.mode = mode
         self.drift_announced = False
+        self._alarm_candidates: list[int] | None = None
 
     def compose(self) -> ComposeResult:
         yield Chrome(id="chrome")
         yield Static(claim_text(self.analysis.proposal), id="claim")
         yield Static(id="alarms")
-        plan = PlanView(self.analysis, id="plan")
+        plan = PlanView(self.analysis, kept=kept_writes(self.analysis.proposal), id="plan")
         plan.border_title = f"Plan · {len(self.analysis):,} calls"
         yield plan
         with Horizontal(id="panes"):
@@ -150,7 +174,7 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
             banner.update(Text(f"BROKEN: {safe_text(clip(problem, 300))}; it cannot be approved", "bold"))
         elif figures is not None:
             banner.display = bool(figures.alarms)
-            banner.update(Text("  ·  ".join(figures.alarms), "bold"))
+            banner.update(Text(" · ".join(figures.alarms), "bold"))
         if figures is not None:
             self.query_one("#ratios", Static).update(ratios_text(figures.ratios))
             self.query_one("#extremes", Static).update(extremes_text(figures.extremes))
@@ -190,7 +214,7 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
         )
         figures = self.item.figures(self.revision)
         if figures is not None and figures.alarms:
-            text.append("  ·  " + "  ·  ".join(figures.alarms))
+            text.append(" · " + " · ".join(figures.alarms))
         banner.update(text)
         banner.display = True
 
@@ -221,7 +245,7 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
             return
         row = self.analysis.row(message.index)
         call = self.analysis.proposal.calls[message.index]
-        text = detail_text(row, call)
+        text = detail_text(row, call, kept_writes(self.analysis.proposal))
         if self.analysis.has_outlier(message.index):
             text.append("a value far outside the rest: the Extremes pane says how far\n", "danger")
         self.query_one("#detail", Static).update(text)
@@ -308,6 +332,54 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
             base, target = self.revision, max(newer)
         self.item.drifts_viewed.add((base, target))
         self.app.push_screen(DriftScreen(self.item, base, target, self.mode))
+
+    def action_first_delete(self) -> None:
+        figures = self.item.figures(self.revision)
+        if figures is None:
+            self.notify("The analysis is still being computed: press f again in a moment.", title="Deletes")
+            return
+        first = figures.extremes.first_destructive
+        if first is None:
+            self.notify("This plan deletes nothing.", title="Deletes")
+            return
+        self.query_one(PlanView).move_cursor(first.index)
+
+    def action_next_alarm(self) -> None:
+        """The next row flagged red after the cursor (a delete, a refusal, an error, a value far
+        outside the rest), wrapping round; a large plan is searched in a worker."""
+        if self.item.figures(self.revision) is None:
+            self.notify("The analysis is still being computed: press n again in a moment.", title="Alarms")
+            return
+        if self._alarm_candidates is None:
+            self.find_alarm_candidates()
+            return
+        self._jump_to_next_alarm()
+
+    @work(thread=True, group="alarm-rows", exclusive=True, exit_on_error=False)
+    def find_alarm_candidates(self) -> None:
+        """Iterating the calls decodes each once and keeps nothing, so no cache a paint reads is touched;
+        the handler checks the few candidates' rows on the event loop."""
+        self.post_message(self.AlarmCandidates(alarm_candidates(self.analysis)))
+
+    @dataclass
+    class AlarmCandidates(Message):
+        indexes: list[int]
+
+    def on_review_screen_alarm_candidates(self, message: AlarmCandidates) -> None:
+        self._alarm_candidates = message.indexes
+        self._jump_to_next_alarm()
+
+    def _jump_to_next_alarm(self) -> None:
+        plan = self.query_one(PlanView)
+        candidates = self._alarm_candidates or []
+        start = bisect_right(candidates, plan.cursor)
+        for index in candidates[start:] + candidates[:start]:
+            if index != plan.cursor and is_alarm_row(
+                self.analysis.row(index), self.analysis.has_outlier(index)
+            ):
+                plan.move_cursor(index)
+                return
+        self.notify("No other row is flagged red.", title="Alarms")
 
     def action_verify(self) -> None:
         record = self.item.executions.get(self.revision)

@@ -27,6 +27,7 @@ from textual.strip import Strip
 from reviewer.plan.sanitize import safe_text
 from reviewer.reading.analysis import PlanRow, Verdict
 from reviewer.tui.widgets.cells import CURSOR_GLYPH, fit
+from reviewer.tui.widgets.panes import KEPT_LABELS, row_kept
 
 RowMark = Callable[[int], str | None]
 """Given a row index, a mark such as "added" or "changed" (drift), or None."""
@@ -109,6 +110,16 @@ def seq_cells(rows: RowSource) -> int:
     return max(SEQ_COLUMN.width, len(str(rows.row(len(rows) - 1).seq)), len(str(rows.row(0).seq)))
 
 
+ALARM_VERDICTS = frozenset({Verdict.REAL_REFUSAL, Verdict.FAKE_REFUSAL, Verdict.ERROR})
+
+
+def is_alarm_row(row: PlanRow, outlier: bool = False) -> bool:
+    """A row the reviewer must look at: its verdict or one of its flags is drawn red."""
+    return row.verdict in ALARM_VERDICTS or any(
+        component == "plan-view--refusal" for _, component in row_flags(row, outlier)
+    )
+
+
 class PlanView(ScrollView, can_focus=True):
     """The plan's rows under a fixed header line; up/down/page/home/end move the cursor."""
 
@@ -174,6 +185,7 @@ class PlanView(ScrollView, can_focus=True):
         rows: RowSource,
         *,
         row_mark: RowMark | None = None,
+        kept: str | None = None,
         name: str | None = None,
         id: str | None = None,
         classes: str | None = None,
@@ -181,6 +193,8 @@ class PlanView(ScrollView, can_focus=True):
         super().__init__(name=name, id=id, classes=classes)
         self.rows = rows
         self.row_mark = row_mark
+        self.kept = kept
+        """`kept_writes` of the proposal: the writes its dry run kept read `kept`, not `validated`."""
         self.virtual_size = Size(0, len(rows) + 1)
         self.seq_cells = seq_cells(rows)
 
@@ -301,6 +315,8 @@ class PlanView(ScrollView, can_focus=True):
             return " ".join(part for part in (row.method, row.path) if part), None
         if header == "args":
             return row.args_summary, None
+        if self.kept is not None and row_kept(row, self.kept):
+            return KEPT_LABELS[self.kept], "plan-view--refusal"
         return str(row.verdict), VERDICT_CLASS[row.verdict]
 
     def _append_flags(self, text: Text, flags: list[tuple[str, str]], cells: int) -> None:
