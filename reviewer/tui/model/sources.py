@@ -325,8 +325,28 @@ class QueueItem:
         self.origins[proposal.revision] = origin
 
 
+DECIDED_STATES = frozenset({"approved", "rejected", "claimed", "executed", "expired"})
+
+
+def no_longer_pending(item: QueueItem, revision: int) -> str | None:
+    """Why `revision` can no longer be decided (it ran, or the queue says it is decided or expired),
+    or None."""
+    if revision in item.executions or item.execution_expected(revision):
+        return (
+            f"revision {revision} has already been executed: its approval was used by that run, "
+            "and nothing is sent"
+        )
+    if revision == item.latest_revision and item.state in DECIDED_STATES:
+        return f"revision {revision} is no longer pending ({item.state_words()}): nothing is sent"
+    return None
+
+
 def local_refusal(item: QueueItem, revision: int, decision: str) -> str | None:
-    """Why the app will not send this approval at all, or None. Rejecting stays possible."""
+    """Why the app will not send this decision at all, or None: a proposal no longer pending for
+    either; for an approval also your own proposal or a digest mismatch (rejecting stays possible)."""
+    finished = no_longer_pending(item, revision)
+    if finished:
+        return finished
     if decision != "approve":
         return None
     if item.mine:

@@ -60,6 +60,44 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(answer)
 
 
+class TypedConfirmScreen(ModalScreen[bool]):
+    """Asks for a word to be typed instead of `y`: for a decision whose effect a tired reviewer must
+    read first (approving writes a dry run already made sends them a second time)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "submit", "send it, once the word is typed", show=False),
+        Binding("escape", "answer(False)", "no, go back"),
+    ]
+
+    def __init__(self, title: str, body: Text, word: str) -> None:
+        super().__init__()
+        self.title_text = title
+        self.body = body
+        self.word = word
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog") as dialog:
+            dialog.border_title = self.title_text
+            yield Static(self.body, classes="dialog-body")
+            yield Input(placeholder=f"type {self.word} and press enter", max_length=40)
+            yield Static(
+                Text(f"{self.word} + enter  send it      escape  back", style="bold"), classes="dialog-keys"
+            )
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.value.strip() == self.word:
+            self.dismiss(True)
+        else:
+            self.notify(f"Type {self.word} to send it, or escape to go back.", severity="warning")
+
+    async def action_submit(self) -> None:
+        """Enter in the field submits it (the Input's own event); here for the help's sake."""
+        await self.query_one(Input).action_submit()
+
+    def action_answer(self, answer: bool) -> None:
+        self.dismiss(answer)
+
+
 class RejectScreen(ModalScreen[str | None]):
     """Asks why: a rejection carries a reason the agent can act on."""
 

@@ -19,8 +19,8 @@ from reviewer.plan.proposal import Proposal
 from reviewer.plan.sanitize import clip, safe_text
 from reviewer.reading.analysis import Analysis
 from reviewer.tui.failures import ReportsWorkerFailures
-from reviewer.tui.model.sources import QueueItem, local_refusal
-from reviewer.tui.screens.dialogs import ConfirmScreen, RejectScreen
+from reviewer.tui.model.sources import QueueItem, local_refusal, shown
+from reviewer.tui.screens.dialogs import ConfirmScreen, RejectScreen, TypedConfirmScreen
 from reviewer.tui.screens.drift import DriftScreen
 from reviewer.tui.screens.queue import STATE_STYLES
 from reviewer.tui.screens.verification import VerificationScreen
@@ -74,6 +74,10 @@ def alarm_candidates(analysis: Analysis) -> list[int]:
     return found
 
 
+KEPT_WORD = "again"
+"""What the reviewer types to approve a plan whose dry run kept writes: what approving does."""
+
+
 def replan_notice(revision: int) -> str:
     return f"the agent re-planned: revision {revision} is waiting"
 
@@ -81,7 +85,7 @@ def replan_notice(revision: int) -> str:
 class ReviewScreen(ReportsWorkerFailures, Screen[None]):
     """Everything needed to decide one revision, with the decision keys in the footer."""
 
-    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-short"), (30, "-tall")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back"),
         Binding("a", "approve", "Approve"),
@@ -256,9 +260,9 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
         digest = self.item.digests.get(self.revision) or "not computed yet"
         text = Text()
         text.append(f"{verb} revision {self.revision} of ", "bold")
-        text.append(proposal.proposal_id, "bold")
-        text.append("\n\nplan sha256\n", "muted")
-        text.append(f"{digest}\n\n")
+        text.append(safe_text(proposal.proposal_id), "bold")
+        text.append("\nplan sha256\n", "muted")
+        text.append(f"{digest}\n")
         text.append("runs on ", "bold")
         text.append_text(target_text(proposal))
         text.append("\n")
@@ -269,13 +273,69 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
             text.append(summary_counts(figures) + "\n")
             for alarm in figures.alarms:
                 text.append(f"! {alarm}\n", "danger")
+        if verb == "Approve":
+            self._append_quorum(text)
+            self._append_signing(text)
+            kept = self._kept_words()
+            if kept:
+                text.append(f"{kept}\n", "danger")
         if blocker:
             text.append(
-                f"\nCANNOT BE APPROVED YET: {blocker}. y does nothing; press a again later.\n", "danger"
+                f"\nCANNOT BE APPROVED YET: {blocker}. Nothing is sent; press a again later.\n", "danger"
             )
         if self.mode == "demo":
             text.append("\ndemo: nothing will be sent", "italic")
         return text
+
+    def _append_quorum(self, text: Text) -> None:
+        """How many approvals the queue's policy asks for, how many it has, from whom."""
+        from reviewer.signing.policy import describe_approvals
+
+        text.append("approvals  ", "bold")
+        if not self.live:
+            text.append("the demo has no queue: none are counted\n")
+            return
+        item = self.item
+        so_far = describe_approvals(map(shown, item.approvals), item.approvals_required)
+        text.append(f"{so_far} so far; yours makes {len(item.approvals) + 1}\n")
+        text.append(
+            "  the queue's count: an executor that checks signatures counts those its own "
+            "allowed-signers file accepts, and may need more\n",
+            "muted",
+        )
+
+    def _append_signing(self, text: Text) -> None:
+        """Whether the decision will be signed, and with which key (`signing_key` in the config)."""
+        signer = getattr(self.app, "decider", None)
+        signer = getattr(signer, "signer", None)
+        text.append("signature  ", "bold")
+        if not self.live:
+            text.append("the demo signs nothing\n")
+            return
+        if signer is None:
+            text.append(
+                "not signed: no signing key is configured (signing_key in config.toml, or "
+                "REVIEWER_SIGNING_KEY); a policy that requires signatures will refuse it\n",
+                "warn",
+            )
+            return
+        from reviewer.signing.sshsig import AgentSigner
+
+        key = signer.public_key
+        through = "through ssh-agent" if isinstance(signer, AgentSigner) else "from its key file"
+        text.append(f"signed with {key.key_type} {key.fingerprint}, {through}\n")
+
+    def _kept_words(self) -> str | None:
+        """What approving a plan whose dry run kept its writes does: it makes them again."""
+        kept = kept_writes(self.analysis.proposal)
+        if kept is None:
+            return None
+        dry_run = self.analysis.proposal.dry_run
+        sent = f" of {dry_run.write_requests:,}" if dry_run.write_requests is not None else ""
+        return (
+            f"THE DRY RUN ALREADY MADE {dry_run.writes_kept:,}{sent} WRITES: approving sends every "
+            f"write of this plan a second time. Type {KEPT_WORD} to approve."
+        )
 
     def action_approve(self) -> None:
         """The confirmation names the digest it shows; while the checks or the digest are unfinished
@@ -298,9 +358,19 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
             self.post_message(self.DecisionRequested(self.item, self.revision, "approve", "", shown_digest))
 
         self.app.clear_notifications()  # at 80x24 a notification would cover the dialog's keys
-        self.app.push_screen(ConfirmScreen("Approve", self._decision_body("Approve", blocker)), confirmed)
+        body = self._decision_body("Approve", blocker)
+        if kept_writes(self.analysis.proposal) and not blocker:
+            self.app.push_screen(TypedConfirmScreen("Approve: writes again", body, KEPT_WORD), confirmed)
+        else:
+            self.app.push_screen(ConfirmScreen("Approve", body), confirmed)
 
     def action_reject(self) -> None:
+        refused = local_refusal(self.item, self.revision, "reject")
+        if refused:
+            self.show_decision(refused, error=True)
+            self.notify(refused, title="Not rejected", severity="warning")
+            return
+
         def confirmed(reason: str | None) -> None:
             if reason:
                 digest = self.item.digests.get(self.revision, "")
