@@ -566,6 +566,11 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
             ("Confirmation", help_rows([*ConfirmScreen.BINDINGS, *RejectScreen.BINDINGS], display)),
         ]
 
+    def action_help_quit(self) -> None:
+        """Ctrl+C does not quit (Textual keeps it for copying): say which key does, in plain words,
+        since notifications here are never markup."""
+        self.notify("Press q to quit the app", title="Do you want to quit?")
+
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(self.help_sections()))

@@ -143,7 +143,7 @@ def failed(message: str) -> DecisionOutcome:
 
 def token_refused(login_hint: str) -> str:
     """Said by the status line and by a refused decision alike: a 401 is fixed only by logging in."""
-    return f"the queue refused your token (expired or revoked): run `{login_hint}`"
+    return f"the queue refused your token (revoked, or not one of this queue's): run `{login_hint}`"
 
 
 @dataclass

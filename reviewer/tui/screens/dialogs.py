@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
+from rich.console import Group, RenderableType
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -145,34 +147,47 @@ class HelpScreen(ModalScreen[None]):
         self.sections = sections
 
     def compose(self) -> ComposeResult:
-        text = Text()
+        parts: list[RenderableType] = []
         for group, keys in self.sections:
-            text.append(f"{group}\n", "bold underline")
-            for key, meaning in keys:
-                text.append(f"  {key:<22}", "bold")
-                text.append(f"{meaning}\n")
-            text.append("\n")
-        text.append("Dry-run verdicts\n", "bold underline")
-        for verdict, meaning in VERDICT_HELP:
-            text.append(f"  {verdict:<16}", "bold")
-            text.append(f"{meaning}\n")
+            parts.append(Text(group, "bold underline"))
+            parts.append(two_columns(keys, 22))
+            parts.append(Text(""))
+        parts.append(Text("Dry-run verdicts", "bold underline"))
+        parts.append(two_columns(VERDICT_HELP, 16))
         with VerticalScroll(classes="dialog help") as dialog:
             dialog.border_title = "Keys"
-            yield Static(text)
+            yield Static(Group(*parts))
 
     def action_close(self) -> None:
         self.dismiss(None)
 
 
+def two_columns(rows: Sequence[tuple[str, str]], first: int) -> Table:
+    """Name and meaning side by side; a long meaning wraps under itself, not under the name."""
+    table = Table.grid(padding=(0, 1))
+    table.add_column(width=first, style="bold", no_wrap=True)
+    table.add_column(ratio=1)
+    for name, meaning in rows:
+        table.add_row(f"  {name}", meaning)
+    return table
+
+
 VERDICT_HELP = (
     ("validated", "the API's own dry run accepted it"),
     ("real refusal", "the API refused it; the real run will be refused too"),
-    ("chain noise", "refused only because an earlier call of the plan (a create it uses, or a"),
-    ("", "write to the same resource) was not persisted; the real run may succeed"),
+    (
+        "chain noise",
+        "refused only because an earlier call of the plan (a create it uses, or a write to the same "
+        "resource) was not persisted; the real run may succeed",
+    ),
     ("not validated", "a fake answered: shape only"),
     ("recorded", "only written down"),
-    ("flags", "del = deletes, out = a value far outside the rest, hid = hidden"),
-    ("", "characters, alike = look-alike letters or text not in NFC, ←#N = chained"),
-    ("", "to call N, ?#N = names no earlier call, +N = N more flags"),
+    ("kept: written", "the dry run kept this write (the API ignored the flag): it has already happened"),
+    (
+        "flags",
+        "del = deletes, out = a value far outside the rest, hid = hidden characters, alike = look-alike "
+        "letters or text not in NFC, ←#N = chained to call N, ?#N = names no earlier call, +N = N more flags",
+    ),
     ("marks", "▶ cursor, + added, ~ changed, - removed, · dry-run answer changed"),
+    ("queue marks", "▶ cursor, • new, Δ re-planned and the drift not yet viewed, ! alarms or deletes"),
 )

@@ -95,6 +95,7 @@ class QueueScreen(ReportsWorkerFailures, Screen[None]):
         Binding("down,j", "move(1)", "Down", show=False, priority=True),
         Binding("home", "jump(0)", "First", show=False, priority=True),
         Binding("end", "jump(-1)", "Last", show=False, priority=True),
+        Binding("r", "retry", "Retry now"),
     ]
 
     @dataclass
@@ -287,6 +288,16 @@ class QueueScreen(ReportsWorkerFailures, Screen[None]):
         table = self.query_one("#queue", DataTable)
         if table.row_count:
             table.move_cursor(row=row if row >= 0 else table.row_count - 1)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """`r` (poll the queue now) only where there is a queue."""
+        return self.live if action == "retry" else True
+
+    def action_retry(self) -> None:
+        """Poll at once instead of waiting out the back-off (up to 30 s) after the queue was down."""
+        poll_now = getattr(self.app, "poll_now", None)
+        if poll_now is not None:
+            poll_now()
 
     def action_open(self) -> None:
         item = self.highlighted_item()
