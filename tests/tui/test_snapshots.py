@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
+
 from reviewer.tui.app import ReviewerApp
+from tests.builders import proposal_document
 from tests.tui.helpers import SAMPLES, wait_until_loaded
 
 SERVER = "deskline-merge.server.json"
@@ -206,3 +210,88 @@ def test_queue_without_colour(snap_compare, monkeypatch) -> None:
     """The queue with NO_COLOR: the "!" marks and delete counts reversed, the cursor row bold."""
     monkeypatch.setenv("NO_COLOR", "1")
     assert snap_compare(ReviewerApp(SAMPLES), terminal_size=(100, 30), run_before=wait_until_loaded)
+
+
+# --- what an on-call engineer reads at 80x24 ------------------------------------------------------
+
+QUEUE_ROWS = {"clean row": 0, "alarm row": 1, "re-planned row": 6}
+
+
+def queue_after(presses: int):  # type: ignore[no-untyped-def]
+    async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
+        await wait_until_loaded(pilot)
+        await pilot.press(*["down"] * presses)
+        await wait_until_loaded(pilot)
+
+    return run_before
+
+
+@pytest.mark.parametrize("row", list(QUEUE_ROWS))
+def test_queue_cursor_in_16_colours(snap_compare, row: str) -> None:
+    """The queue at 80x24 in 16 colours, the cursor on a clean row, a row with alarms ("!") or the
+    re-planned triage ("Δ!", rev "2/2"): ▶ in the first column of that row only, the row underlined;
+    the columns env (production / staging), rev, c/u/d and dry run all shown, titles cut at 22."""
+    app = ReviewerApp(SAMPLES, color_system="standard")
+    assert snap_compare(app, terminal_size=(80, 24), run_before=queue_after(QUEUE_ROWS[row]))
+
+
+@pytest.mark.parametrize("row", list(QUEUE_ROWS))
+def test_queue_cursor_without_colour(snap_compare, row: str, monkeypatch) -> None:
+    """The same with NO_COLOR: the cursor's row reversed whole and marked ▶; the "!" marks reversed."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert snap_compare(ReviewerApp(SAMPLES), terminal_size=(80, 24), run_before=queue_after(QUEUE_ROWS[row]))
+
+
+def test_kubernetes_deletes_at_80x24(snap_compare, sample_folder) -> None:
+    """The Kubernetes sample at 80x24 after f: the alarm line names "3 deletes: persistent_volume_claim,
+    namespace, persistent_volume" with the real refusal and the outlier; the cursor ▶ on #7, the first
+    delete, in sight; its detail begins with its arguments (namespace shop-preview-pr-1182)."""
+    app = ReviewerApp(sample_folder("k8s-shop-scale-down.server.json"))
+    assert snap_compare(app, terminal_size=(80, 24), run_before=open_first("f"))
+
+
+def test_writes_kept_rows(snap_compare, sample_folder) -> None:
+    """The writes-kept sample at 80x24: every row's dry-run column says "kept: written" in red (not
+    "validated"), the detail says the write has already happened and approving sends it again."""
+    app = ReviewerApp(sample_folder("crm-dedupe.writes-kept.json"))
+    assert snap_compare(app, terminal_size=(80, 24), run_before=open_first())
+
+
+def test_writes_kept_dialog(snap_compare, sample_folder) -> None:
+    """a on the writes-kept sample: "Approve: writes again", the dialog says the dry run already made
+    3 of 3 writes and approving sends them a second time, and asks for "again" typed in a field
+    (enter sends, escape goes back), not y."""
+    app = ReviewerApp(sample_folder("crm-dedupe.writes-kept.json"))
+    assert snap_compare(app, terminal_size=(80, 24), run_before=open_first("a"))
+
+
+def test_drift_of_revision_1_of_2(snap_compare, sample_folder) -> None:
+    """d on revision 1 of the re-planned triage (the chrome said rev 1/2): the drift of revision 1
+    against revision 2 (1 added, 1 removed, 1 changed), not "Only one revision"."""
+
+    async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
+        from reviewer.tui.screens.review import ReviewScreen
+
+        await wait_until_loaded(pilot)
+        app = pilot.app
+        await app.push_screen(ReviewScreen(next(iter(app.items.values())), 1))
+        await wait_until_loaded(pilot)
+        await pilot.press("d")
+        await wait_until_loaded(pilot)
+
+    app = ReviewerApp(sample_folder("deskline-triage.rev1.json", "deskline-triage.rev2.json"))
+    assert snap_compare(app, terminal_size=(100, 30), run_before=run_before)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+def test_six_digit_seqs(snap_compare, tmp_path, size) -> None:
+    """A plan whose seqs run to 150,000 (its last calls, #149,990 to #150,000, as a 150,000-call plan
+    ends), after end: every seq whole in the # column ("150000", not "1500…"), the cursor ▶ on the
+    last, in sight."""
+    calls = [
+        {"seq": 149_990 + step, "tool": "create_refund", "effect": "create", "args": {"amount_cents": 500}}
+        for step in range(11)
+    ]
+    (tmp_path / "wide.json").write_text(json.dumps(proposal_document(calls, proposal_id="wide-seqs")))
+    app = ReviewerApp(tmp_path / "wide.json")
+    assert snap_compare(app, terminal_size=size, run_before=open_first("end"))
