@@ -146,3 +146,25 @@ def test_approve_dialog_with_a_quorum_and_a_signing_key(snap_compare) -> None:
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_r_polls_at_once_while_the_queue_is_down() -> None:
+    """With a 30 s back-off, r sends the next poll now instead of waiting it out."""
+    import asyncio
+
+    requests: list[str] = []
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        requests.append(request.url.path)
+        raise httpx.ConnectError("connection refused", request=request)
+
+    async def scenario() -> None:
+        app = live_app(httpx.MockTransport(refuse))
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: "unreachable" in status(pilot.app), "the status")
+            assert "(r: now)" in status(app)
+            sent = len(requests)
+            await pilot.press("r")
+            await until(pilot, lambda: len(requests) > sent, "the poll r asked for")
+
+    asyncio.run(scenario())
