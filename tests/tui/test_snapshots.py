@@ -29,8 +29,8 @@ def open_first(*extra_keys: str):  # type: ignore[no-untyped-def]
 
 
 def test_queue_screen(snap_compare) -> None:
-    """The queue of every bundled sample: one row each with title, agent, revision ("2 of 2" for the
-    re-planned triage), calls, c/u/d counts and the dry-run kind; a red "!" on the proposals with
+    """The queue of every bundled sample: one row each with title, environment, agent, revision ("2/2"
+    for the re-planned triage), calls, c/u/d counts and the dry-run kind; ▶ on the cursor's row; a red "!" on the proposals with
     alarms (writes kept, real refusals, hidden characters, a value far outside the rest, nothing
     validated), none on the clean 2,000-call refund plan; under the table the highlighted proposal's
     id, environment, API, agent and file; the chrome says "demo" and "9 proposals"."""
@@ -112,14 +112,15 @@ def test_help_screen(snap_compare) -> None:
 
 
 def test_queue_at_80x24(snap_compare) -> None:
-    """The queue at 80x24: every column still fits (titles cut with an ellipsis), nothing needs
-    horizontal scrolling."""
+    """The queue at 80x24: the marks, title (cut with an ellipsis at 22), env, rev, c/u/d and dry run
+    fit; agent, host, calls and the demo's state column gave way; nothing needs horizontal scrolling."""
     assert snap_compare(ReviewerApp(SAMPLES), terminal_size=(80, 24), run_before=wait_until_loaded)
 
 
 def test_review_at_80x24(snap_compare, sample_folder) -> None:
-    """The review at 80x24: the plan keeps seq, tool, effect, call, verdict and flags (args give way),
-    the three panes below stay readable, the footer lists the keys."""
+    """The review at 80x24: the plan keeps seq, tool, effect, call, verdict and flags (args give way
+    in the plan, and lead the selected call's detail), the three panes below stay readable, the
+    footer lists the keys (f first delete, n next alarm row among them)."""
     app = ReviewerApp(sample_folder(SERVER))
     assert snap_compare(app, terminal_size=(80, 24), run_before=open_first())
 
@@ -207,7 +208,8 @@ def test_queue_in_16_colours(snap_compare) -> None:
 
 
 def test_queue_without_colour(snap_compare, monkeypatch) -> None:
-    """The queue with NO_COLOR: the "!" marks and delete counts reversed, the cursor row bold."""
+    """The queue with NO_COLOR: the "!" marks and delete counts reversed, the cursor row reversed
+    whole and marked ▶."""
     monkeypatch.setenv("NO_COLOR", "1")
     assert snap_compare(ReviewerApp(SAMPLES), terminal_size=(100, 30), run_before=wait_until_loaded)
 

@@ -65,9 +65,10 @@ def loaded(count: int, *keys_after: str, open_id: str | None = None):  # type: i
 
 
 def test_connected(snap_compare) -> None:
-    """The live queue, served by MockTransport from fixed answers: three rows, newest first; "•" marks the
-    two pending proposals nobody opened; the one alice proposed shows "you" (reversed) as proposer; the
-    refund shows state "approved" in green. The detail under the table gives the queue's state, proposer
+    """The live queue, served by MockTransport from fixed answers: three rows, newest first; ▶ on the
+    cursor's row, underlined; "•" marks the two pending proposals nobody opened; the one alice proposed
+    shows "you" (reversed) as proposer; env "staging" on each; the pending ones waited "12m" (fixed
+    clock); the refund shows state "approved" in green. The detail under the table gives the queue's state, proposer
     and trail. The chrome reads "alice (reviewer) │ 3 proposals │ 2 pending │ 2 new"; the status line
     "signed in as alice (reviewer) · queue answered 0 s ago" (fixed clock)."""
     fake = FakeQueue()
