@@ -336,7 +336,7 @@ def no_longer_pending(item: QueueItem, revision: int) -> str | None:
             f"revision {revision} has already been executed: its approval was used by that run, "
             "and nothing is sent"
         )
-    if revision == item.latest_revision and item.state in DECIDED_STATES:
+    if item.state in DECIDED_STATES and revision >= max(item.revisions, default=revision):
         return f"revision {revision} is no longer pending ({item.state_words()}): nothing is sent"
     return None
 
