@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-import reviewer.tui.app as app_module
+import reviewer.tui.loader as loader_module
 from reviewer.plan.proposal import MAX_CALL_VALUES
 from reviewer.tui.app import ReviewerApp
 from reviewer.tui.model.sources import DecisionOutcome, QueueItem
@@ -51,14 +51,14 @@ def gate() -> Iterator[Gate]:
 
 def hold_before(monkeypatch: pytest.MonkeyPatch, name: str, gate: Gate, when: Callable[..., bool]) -> None:
     """Make the loader's `name` step wait at `gate` when `when(*its arguments)` holds."""
-    original = getattr(app_module, name)
+    original = getattr(loader_module, name)
 
     def held(*args: Any) -> Any:
         if when(*args):
             gate.hold()
         return original(*args)
 
-    monkeypatch.setattr(app_module, name, held)
+    monkeypatch.setattr(loader_module, name, held)
 
 
 async def until(pilot, predicate: Callable[[], object], what: str, rounds: int = 1500) -> None:  # type: ignore[no-untyped-def]
