@@ -32,9 +32,9 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.generate import bulk_refund_plan, replan  # noqa: E402
-from reviewer.plan.proposal import Proposal, parse_proposal  # noqa: E402
-from reviewer.reading.drift import diff_revisions  # noqa: E402
+from reviewer.plan.proposal import Proposal, parse_proposal
+from reviewer.reading.drift import diff_revisions
+from reviewer.sample_api.bulk_plans import bulk_refund_plan, replan
 
 
 def revision_texts(calls: int) -> tuple[bytes, bytes]:

@@ -133,7 +133,7 @@ def child_bare() -> None:
     from textual.widgets import Footer, Static
 
     class Bare(App[None]):
-        BINDINGS = [("q", "quit", "Quit")]  # noqa: RUF012
+        BINDINGS = [("q", "quit", "Quit")]
 
         def compose(self) -> ComposeResult:
             yield Static("hello from a bare app")

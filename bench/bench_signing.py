@@ -22,11 +22,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import httpx  # noqa: E402
+import httpx
 
-from reviewer.signing.allowed_signers import AllowedSigners  # noqa: E402
-from reviewer.signing.signed_approvals import SignedStatement, check_signed_approvals  # noqa: E402
-from reviewer.signing.sshsig import (  # noqa: E402
+from reviewer.signing.allowed_signers import AllowedSigners
+from reviewer.signing.signed_approvals import SignedStatement, check_signed_approvals
+from reviewer.signing.sshsig import (
     AgentSigner,
     DecisionStatement,
     PublicKey,

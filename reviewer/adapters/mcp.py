@@ -13,7 +13,7 @@ reviewer has approved it. For a server you do not write yourself, use `reviewer 
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Iterable
-from typing import Any, cast
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -85,6 +85,6 @@ def gated_server(
 
 async def _answering(step: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
     try:
-        return cast(dict[str, Any], await step)
+        return await step
     except (AgentError, QueueError) as refused:
         raise ToolError(str(refused)) from None

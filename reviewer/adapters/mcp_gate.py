@@ -181,7 +181,7 @@ class Upstream:
                         self.failure = f"the upstream server has a tool named {clash[0]}, which the gate owns"
                 self.ready.set()
                 await self.closing.wait()
-        except Exception as error:  # noqa: BLE001 - any failure to start is reported to the host
+        except Exception as error:  # any failure to start is reported to the host
             self.failure = (
                 f"the upstream server could not be started or stopped answering: {_describe(error)}"
             )
@@ -217,7 +217,7 @@ class Upstream:
             return await client.call_tool(name, arguments)
         except MCPError:
             raise
-        except Exception as error:  # noqa: BLE001 - a crash mid-call is reported, not raised raw
+        except Exception as error:  # a crash mid-call is reported, not raised raw
             raise UpstreamFailed(f"the upstream server failed during {name}: {_describe(error)}") from error
 
 

@@ -15,12 +15,16 @@ proposal = recording.to_proposal(proposal_id=..., title=..., agent=..., target=.
 approval = await queue.submit_and_wait(proposal)          # a reviewer decides
 execution = await queue.execute(approval, client=api, audit=HttpAuditLog())
 # claims the approval, replays the approved calls once, reports the run, raises RunStopped unless all ran
+
+`__all__` also names the types these signatures take and return (`QueueClient`, `AllowedSigners`,
+`Proposal`, `Target`, ...), so a caller imports everything from here.
 """
 
 from reviewer.agent.audit import AuditUnavailable, HttpAuditLog
 from reviewer.agent.backends import (
     BACKENDS,
     DEFAULT_DRY_RUN_QUERY,
+    Backend,
     FakeBackend,
     RecordBackend,
     ServerBackend,
@@ -57,16 +61,26 @@ from reviewer.agent.queue import QueueAgent
 from reviewer.agent.runs import RecordedCall, Recording, dry_run
 from reviewer.agent.tools import GatedTool, ToolArgumentError, WriteTool, sdk_tool, write_tool
 from reviewer.plan.dry_run_params import names_dry_run
+from reviewer.plan.proposal import Agent, Call, Proposal, Request, Target
+from reviewer.queue.client import QueueClient
+from reviewer.queue.messages import DecisionState, SubmissionAnswer
+from reviewer.reading.verification import Verification
+from reviewer.signing.allowed_signers import AllowedSigners
 
 __all__ = [
     "AGENT_TOKEN_ENV",
-    "BACKENDS",
-    "DEFAULT_DRY_RUN_QUERY",
-    "DRY_RUN",
+    "Agent",
     "AgentError",
+    "AllowedSigners",
     "Approval",
     "AuditUnavailable",
+    "BACKENDS",
+    "Backend",
+    "Call",
     "CallAnswer",
+    "DEFAULT_DRY_RUN_QUERY",
+    "DRY_RUN",
+    "DecisionState",
     "DecisionTimeout",
     "Execution",
     "FakeBackend",
@@ -80,23 +94,29 @@ __all__ = [
     "MissingAgentToken",
     "NoActiveRun",
     "NoApproval",
-    "NotApproved",
     "NoTarget",
+    "NotApproved",
     "OffTarget",
     "PlanStop",
+    "Proposal",
     "ProposalRejected",
-    "RunEnded",
-    "RunStopped",
     "QueueAgent",
+    "QueueClient",
     "RecordBackend",
     "RecordedCall",
     "Recording",
+    "Request",
+    "RunEnded",
+    "RunStopped",
     "ServerBackend",
+    "SubmissionAnswer",
+    "Target",
     "TargetMismatch",
     "ToolArgumentError",
     "ToolDefinitionError",
     "TransportBackend",
     "UnknownBackend",
+    "Verification",
     "WriteTool",
     "WritesKept",
     "dry_run",

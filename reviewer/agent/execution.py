@@ -231,7 +231,7 @@ class Execution:
         try:
             async with running(self, dry=False):
                 await work()
-        except BaseException as caught:  # noqa: BLE001 - recorded and handed back to be raised
+        except BaseException as caught:  # recorded and handed back to be raised
             # A stop of this run is its record, not an error, even wrapped by a framework that turns a
             # tool's exception into its own (the OpenAI Agents SDK raises UserError from it).
             if self.stop is None or not _caused_by_stop(caught):
@@ -394,7 +394,7 @@ class Execution:
         record = self._in_flight(planned, arguments, dropped, None)
         try:
             result = plain(plain_result(await call_maybe_async(write, arguments)))
-        except Exception as error:  # noqa: BLE001 - the SDK's failure is this call's answer
+        except Exception as error:  # the SDK's failure is this call's answer
             record.answer = CallAnswer("error", None, f"{type(error).__name__}: {error}", None)
         else:
             record.answer = CallAnswer("ok", None, None, result)

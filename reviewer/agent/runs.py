@@ -195,7 +195,7 @@ class Recording:
             return CallAnswer("recorded")
         try:
             result = await call_maybe_async(tool.dry_write, substitute(arguments, self.dry_values))
-        except Exception as refusal:  # noqa: BLE001 - the SDK's refusal is the dry run's answer
+        except Exception as refusal:  # the SDK's refusal is the dry run's answer
             return CallAnswer("refused", None, f"{type(refusal).__name__}: {refusal}", None)
         return CallAnswer("ok", None, None, plain_result(result))
 

@@ -2,7 +2,7 @@
 
 The format is declared once, as msgspec structs. A plan of 100,000 calls decodes into them in a
 fraction of a second and a fraction of the memory that pydantic models would hold, which is what
-lets the terminal app open such a plan at once (see the README, "Why msgspec for proposals").
+lets the terminal app open such a plan at once (see docs/proposal-format.md, "Why msgspec for proposals").
 pydantic remains the schema of the queue API's own messages and of the configuration.
 """
 

@@ -43,7 +43,7 @@ FIRST_SEQS: Final = 3
 
 
 class Verdict(StrEnum):
-    """What a call's dry-run outcome proves, by the README's table "What a dry run proves"."""
+    """What a call's dry-run outcome proves, by the table "What a dry run proves" in docs/reviewing.md."""
 
     VALIDATED = "validated"
     """The server's own dry run accepted the call."""

@@ -119,13 +119,12 @@ def run_walkthrough(options: argparse.Namespace) -> int:
 
 
 def _agent_token(options: argparse.Namespace) -> str:
-    if options.token_file is not None:
+    token_file: Path | None = options.token_file
+    if token_file is not None:
         try:
-            return options.token_file.read_text().strip()
+            return token_file.read_text().strip()
         except OSError as error:
-            raise WalkthroughError(
-                f"cannot read the token file {options.token_file}: {error.strerror}"
-            ) from None
+            raise WalkthroughError(f"cannot read the token file {token_file}: {error.strerror}") from None
     token = os.environ.get(AGENT_TOKEN_VARIABLE, "").strip()
     if not token:
         raise WalkthroughError(
@@ -230,7 +229,7 @@ def row_label(call: Call) -> str:
 
 
 def cell(mode: str, call: Call, verdict: str | None) -> str:
-    """One cell, worded as the README's table words it, with what the outcome proves where it matters."""
+    """One cell, worded as the table in docs/reviewing.md words it, with what the outcome proves."""
     outcome = call.outcome
     if outcome is None:
         return "no outcome"

@@ -18,6 +18,7 @@ from textual.filter import LineFilter
 from textual.notifications import SeverityLevel
 from textual.worker import get_current_worker
 
+from reviewer.plan.proposal import Proposal
 from reviewer.plan.sanitize import safe_text
 from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.loader import CompletionJob, complete, listed_once
@@ -43,7 +44,6 @@ from reviewer.tui.model.sources import (
     DecisionOutcome,
     DemoDecider,
     ExecutionRecord,
-    Proposal,
     QueueItem,
     SourceError,
     completion_order,

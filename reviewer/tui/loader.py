@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 from textual.message import Message
 
-from reviewer.plan.proposal import ProposalError, check_calls, plan_sha256
+from reviewer.plan.proposal import Proposal, ProposalError, check_calls, plan_sha256
 from reviewer.tui.messages import ProposalAnalysed, ProposalRefused, ProposalVerified
-from reviewer.tui.model.sources import BrokenFile, Proposal
+from reviewer.tui.model.sources import BrokenFile
 
 if TYPE_CHECKING:
     from reviewer.reading.analysis import Analysis

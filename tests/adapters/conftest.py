@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from tests.agent.conftest import _sample_api_server, queue, sample_api
+from tests.agent.fixtures import _sample_api_server, queue, sample_api
 
 __all__ = ["_sample_api_server", "queue", "sample_api"]

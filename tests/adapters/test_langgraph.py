@@ -9,11 +9,11 @@ import pytest
 
 pytest.importorskip("langgraph")
 
-from reviewer.agent import Gate  # noqa: E402
-from reviewer.sample_api.server import RunningSampleApi  # noqa: E402
-from tests.adapters.examples import load_example  # noqa: E402
-from tests.agent.conftest import Queue  # noqa: E402
-from tests.agent.helpers import received, reviewer_decides  # noqa: E402
+from reviewer.agent import Gate
+from reviewer.sample_api.server import RunningSampleApi
+from tests.adapters.examples import load_example
+from tests.agent.fixtures import Queue
+from tests.agent.helpers import received, reviewer_decides
 
 example = load_example("langgraph_agent")
 

@@ -11,14 +11,14 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from mcp import Client  # noqa: E402
-from mcp.server.mcpserver import MCPServer  # noqa: E402
+from mcp import Client
+from mcp.server.mcpserver import MCPServer
 
-from reviewer.sample_api import tools  # noqa: E402
-from reviewer.sample_api.server import RunningSampleApi  # noqa: E402
-from tests.adapters.examples import load_example  # noqa: E402
-from tests.agent.conftest import Queue  # noqa: E402
-from tests.agent.helpers import received, reviewer_decides  # noqa: E402
+from reviewer.sample_api import tools
+from reviewer.sample_api.server import RunningSampleApi
+from tests.adapters.examples import load_example
+from tests.agent.fixtures import Queue
+from tests.agent.helpers import received, reviewer_decides
 
 example = load_example("mcp_server")
 

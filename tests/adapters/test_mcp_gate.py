@@ -13,11 +13,11 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from mcp import Client, MCPError, StdioServerParameters  # noqa: E402
+from mcp import Client, MCPError, StdioServerParameters
 
-from reviewer.queue.client import QueueClient  # noqa: E402
-from tests.agent.conftest import Queue  # noqa: E402
-from tests.agent.helpers import reviewer_decides  # noqa: E402
+from reviewer.queue.client import QueueClient
+from tests.agent.fixtures import Queue
+from tests.agent.helpers import reviewer_decides
 
 ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM = Path(__file__).with_name("upstream_server.py")

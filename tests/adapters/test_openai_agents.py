@@ -10,15 +10,15 @@ import pytest
 
 pytest.importorskip("agents")
 
-from agents import Agent, FunctionTool, RunConfig, Runner, UserError, function_tool  # noqa: E402
+from agents import Agent, FunctionTool, RunConfig, Runner, UserError, function_tool
 
-from reviewer.agent import Gate, NoActiveRun, PlanStop, ProposalRejected, local_approval  # noqa: E402
-from reviewer.agent.execution import execute_approved  # noqa: E402
-from reviewer.sample_api import tools  # noqa: E402
-from reviewer.sample_api.server import RunningSampleApi  # noqa: E402
-from tests.adapters.examples import load_example  # noqa: E402
-from tests.agent.conftest import Queue  # noqa: E402
-from tests.agent.helpers import received, reviewer_decides_next  # noqa: E402
+from reviewer.agent import Gate, NoActiveRun, PlanStop, ProposalRejected, local_approval
+from reviewer.agent.execution import execute_approved
+from reviewer.sample_api import tools
+from reviewer.sample_api.server import RunningSampleApi
+from tests.adapters.examples import load_example
+from tests.agent.fixtures import Queue
+from tests.agent.helpers import received, reviewer_decides_next
 
 example = load_example("openai_agents_agent")
 AGENT_NAME = "deskline-openai-agents"

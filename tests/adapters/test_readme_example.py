@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from reviewer.sample_api.server import RunningSampleApi
-from tests.agent.conftest import Queue
+from tests.agent.fixtures import Queue
 from tests.agent.helpers import received, reviewer_decides_next
 
 README = Path(__file__).resolve().parents[2] / "README.md"

@@ -39,7 +39,7 @@ from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
 from reviewer.service.app import create_app
 from reviewer.service.auth import hash_token, mint_token
-from tests.agent.conftest import Queue
+from tests.agent.fixtures import Queue
 from tests.agent.helpers import received
 from tests.builders import proposal_document
 

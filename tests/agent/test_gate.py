@@ -23,7 +23,7 @@ from reviewer.plan.proposal import Proposal
 from reviewer.queue.client import NotFound, QueueClient
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
-from tests.agent.conftest import Queue
+from tests.agent.fixtures import Queue
 from tests.agent.helpers import received, reviewer_decides
 
 

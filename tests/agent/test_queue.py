@@ -25,7 +25,7 @@ from reviewer.queue.client import QueueClient, QueueUnreachable
 from reviewer.reading.verification import compare_execution
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
-from tests.agent.conftest import Queue
+from tests.agent.fixtures import Queue
 from tests.agent.helpers import dry_proposal, received
 from tests.queue_harness import AnswerLostOnce
 

@@ -9,7 +9,7 @@ from reviewer.agent import Gate
 from reviewer.agent.session import PlanSession
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
-from tests.agent.conftest import Queue
+from tests.agent.fixtures import Queue
 from tests.agent.helpers import received, reviewer_decides
 
 

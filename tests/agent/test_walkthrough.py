@@ -10,7 +10,7 @@ from rich.console import Console
 from reviewer.queue.client import QueueClient
 from reviewer.sample_api import walkthrough
 from reviewer.sample_api.server import RunningSampleApi
-from tests.agent.conftest import Queue
+from tests.agent.fixtures import Queue
 
 REFERENCE_TABLE = {
     "create": {"server": "ok, id tk-4", "record": "recorded", "real": "ok, id tk-4"},

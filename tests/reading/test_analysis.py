@@ -865,7 +865,7 @@ def test_numeric_fields_past_the_cap_are_counted_and_raise_an_alarm() -> None:
 @settings(max_examples=400, deadline=None)
 def test_the_median_without_a_sorted_copy_is_the_sorted_median(
     numbers: list[float], sample_size: int
-) -> None:  # noqa: E501
+) -> None:
     """Above SORTED_MEDIAN_MAX numbers the median keeps only those near the middle: it must be the
     same number, duplicates, skewed samples and values near the float limit included."""
     from array import array

@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.generate import bulk_refund_plan, replan
 from reviewer.plan import proposal as proposal_module
 from reviewer.plan.proposal import Call, CallList, Outcome, Proposal, parse_proposal
 from reviewer.reading.drift import MAX_EDITS_FOR_MYERS, ChangedCall, Drift, diff_revisions
 from reviewer.reading.verification import compare_execution
+from reviewer.sample_api.bulk_plans import bulk_refund_plan, replan
 from tests.builders import proposal_document
 
 PLACEHOLDER = re.compile(r"<([A-Za-z_][A-Za-z0-9_.-]*) from call (\d+)>")

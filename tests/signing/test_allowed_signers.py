@@ -9,7 +9,7 @@ import pytest
 
 from reviewer.signing.allowed_signers import AllowedSigners, AllowedSignersError, match_pattern_list
 from reviewer.signing.sshsig import NAMESPACE, sign, signer_for
-from tests.signing.conftest import make_key, ssh_keygen_verify
+from tests.signing.ssh import make_key, ssh_keygen_verify
 
 MESSAGE = b"a statement"
 

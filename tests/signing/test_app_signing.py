@@ -12,7 +12,7 @@ from reviewer.queue.messages import DecisionState
 from reviewer.signing.sshsig import AgentSigner
 from reviewer.tui.model.queue_source import QueueDecider
 from reviewer.tui.model.sources import QueueItem
-from tests.signing.conftest import make_key
+from tests.signing.ssh import make_key
 from tests.tui.live.fake_queue import FakeQueue
 
 

@@ -19,8 +19,8 @@ from reviewer.queue.messages import DecisionRequest, DecisionSignature, Decision
 from reviewer.signing.sshsig import DecisionStatement, KeyFileSigner, sign_statement, verify_with_keys
 from reviewer.tui.app import ReviewerApp
 from reviewer.tui.model.queue_source import QueueSource
-from tests.tui.live.conftest import decide_from_keyboard, open_proposal, status, until
 from tests.tui.live.fake_queue import AT, FakeQueue, _json
+from tests.tui.live.helpers import decide_from_keyboard, open_proposal, status, until
 
 SIZE = (100, 30)
 PROPOSAL = "prod-scale-0009"

@@ -18,7 +18,7 @@ from tests.queue_harness import (
     submit,
     unique_id,
 )
-from tests.signing.conftest import make_key
+from tests.signing.ssh import make_key
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from reviewer.signing.allowed_signers import AllowedSigners
 from reviewer.signing.signed_approvals import SignedStatement, check_signed_approvals
 from reviewer.signing.sshsig import DecisionStatement, Signer, sign_statement, signer_for
 from tests.queue_harness import Service, body, proposal, reviewer_command, start_service, unique_id
-from tests.signing.conftest import Agent, SshKey, make_key, ssh_keygen_verify
+from tests.signing.ssh import Agent, SshKey, make_key, ssh_keygen_verify
 
 POLICY = """\
 [default]

@@ -9,7 +9,7 @@ import pytest
 from reviewer.signing.allowed_signers import AllowedSigners
 from reviewer.signing.signed_approvals import SignedStatement, check_signed_approvals
 from reviewer.signing.sshsig import DecisionStatement, Signer, sign, sign_statement, signer_for
-from tests.signing.conftest import Agent, make_key
+from tests.signing.ssh import Agent, make_key
 
 PROPOSAL, REVISION, DIGEST = "deskline-merge-0042", 3, "c" * 64
 

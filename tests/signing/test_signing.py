@@ -25,7 +25,7 @@ from reviewer.signing.sshsig import (
     signer_for,
     verify_with_keys,
 )
-from tests.signing.conftest import Agent, make_key, ssh_keygen_sign, ssh_keygen_verify
+from tests.signing.ssh import Agent, make_key, ssh_keygen_sign, ssh_keygen_verify
 
 DIGEST = "a" * 64
 OTHER_DIGEST = "b" * 64

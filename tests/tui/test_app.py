@@ -214,3 +214,11 @@ async def test_a_replan_that_changes_a_decimal_amount_is_marked_and_shown(sample
         assert "1 changed" in str(app.screen.query_one("#drift-summary").render())
         assert "args.budget: 12.5 → 1250.75" in str(app.screen.query_one("#detail").render())
         assert app.is_running
+
+
+def test_demo_without_a_folder_opens_the_samples_that_ship_in_the_package() -> None:
+    """`reviewer demo` with no argument reads the package's own samples: every bundled file is there."""
+    from reviewer.tui.model.sources import BUNDLED_SAMPLES
+
+    bundled = sorted(path.name for path in BUNDLED_SAMPLES.glob("*.json"))
+    assert bundled == sorted(path.name for path in SAMPLES.glob("*.json")) and len(bundled) >= 10

@@ -29,11 +29,12 @@ def open_first(*extra_keys: str):  # type: ignore[no-untyped-def]
 
 
 def test_queue_screen(snap_compare) -> None:
-    """The queue of every bundled sample: one row each with title, environment, agent, revision ("2/2"
-    for the re-planned triage), calls, c/u/d counts and the dry-run kind; ▶ on the cursor's row; a red "!" on the proposals with
-    alarms (writes kept, real refusals, hidden characters, a value far outside the rest, nothing
-    validated), none on the clean 2,000-call refund plan; under the table the highlighted proposal's
-    id, environment, API, agent and file; the chrome says "demo" and "9 proposals"."""
+    """The queue of every bundled sample: one row each with title, environment, agent, revision ("2/2" for
+    the re-planned triage), calls, c/u/d counts and the dry-run kind; ▶ on the cursor's row; a red
+    "!" on the proposals with alarms (writes kept, real refusals, hidden characters, a value far
+    outside the rest, nothing validated), none on the clean 2,000-call refund plan; under the table
+    the highlighted proposal's id, environment, API, agent and file; the chrome says "demo" and "9
+    proposals"."""
     assert snap_compare(ReviewerApp(SAMPLES), terminal_size=(100, 30), run_before=wait_until_loaded)
 
 

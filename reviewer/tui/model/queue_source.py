@@ -158,7 +158,7 @@ class Backoff:
 
     def next_delay(self) -> float:
         self.failures += 1
-        delay = min(self.maximum, self.base * 2 ** (self.failures - 1))
+        delay: float = min(self.maximum, self.base * 2 ** (self.failures - 1))
         return delay * (1 + random.uniform(0, self.jitter)) if self.jitter else delay
 
     def reset(self) -> None:

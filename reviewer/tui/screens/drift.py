@@ -24,7 +24,8 @@ from reviewer.tui.widgets.panes import detail_text, untrusted
 from reviewer.tui.widgets.plan_view import PlanView
 
 if TYPE_CHECKING:  # the comparison itself runs in the app's worker; only its types are named here
-    from reviewer.reading.drift import ChangedCall, Drift, FieldChange
+    from reviewer.plan.matching import FieldChange
+    from reviewer.reading.drift import ChangedCall, Drift
 
 
 class DriftRows:

@@ -10,8 +10,8 @@ from reviewer.queue.config import Secret
 from reviewer.tui.app import ReviewerApp
 from reviewer.tui.model.queue_source import QueueSource
 from tests.queue_harness import body, proposal
-from tests.tui.live.conftest import open_proposal, run, status, until
 from tests.tui.live.fake_queue import FakeQueue
+from tests.tui.live.helpers import open_proposal, run, status, until
 
 
 def test_the_previous_revision_is_fetched_when_opened_not_when_polled() -> None:

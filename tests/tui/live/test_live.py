@@ -11,7 +11,7 @@ import msgspec
 
 from reviewer.plan.proposal import parse_proposal
 from tests.queue_harness import body, proposal, reviewer_command, unique_id
-from tests.tui.live.conftest import (
+from tests.tui.live.helpers import (
     Queue,
     decide_from_keyboard,
     open_proposal,
@@ -248,7 +248,7 @@ def test_a_claim_past_its_lease_without_a_report_is_an_unknown_outcome(tmp_path_
     """A run that claimed the approval and never reported (a crashed runner) may have written: the
     list says `unknown`, the chrome says why, and it is not approvable or re-runnable."""
     from tests.queue_harness import start_service
-    from tests.tui.live.conftest import Queue as LiveQueue
+    from tests.tui.live.helpers import Queue as LiveQueue
 
     service = start_service(tmp_path_factory.mktemp("lease"), "--claim-lease", "0")
     tokens = {name: service.token(name, role) for name, role in (("alice", "reviewer"), ("agent", "agent"))}

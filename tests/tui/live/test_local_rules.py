@@ -8,8 +8,8 @@ from reviewer.queue.config import Secret
 from reviewer.tui.app import ReviewerApp
 from reviewer.tui.model.queue_source import QueueSource
 from reviewer.tui.screens.dialogs import ConfirmScreen
-from tests.tui.live.conftest import open_proposal, run, shown_text, status, until
 from tests.tui.live.fake_queue import FakeQueue
+from tests.tui.live.helpers import open_proposal, run, shown_text, status, until
 
 
 def test_your_own_proposal_is_marked_and_a_refuses_locally() -> None:

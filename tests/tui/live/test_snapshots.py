@@ -11,8 +11,8 @@ from reviewer.queue.config import Secret
 from reviewer.signing.sshsig import PublicKey, Signer
 from reviewer.tui.app import ReviewerApp
 from reviewer.tui.model.queue_source import QueueSource
-from tests.tui.live.conftest import decide_from_keyboard, open_proposal, status, until
 from tests.tui.live.fake_queue import AT, FakeQueue, replanned
+from tests.tui.live.helpers import decide_from_keyboard, open_proposal, status, until
 
 SIZE = (100, 30)
 
@@ -66,11 +66,12 @@ def loaded(count: int, *keys_after: str, open_id: str | None = None):  # type: i
 
 def test_connected(snap_compare) -> None:
     """The live queue, served by MockTransport from fixed answers: three rows, newest first; ▶ on the
-    cursor's row, underlined; "•" marks the two pending proposals nobody opened; the one alice proposed
-    shows "you" (reversed) as proposer; env "staging" on each; the pending ones waited "12m" (fixed
-    clock); the refund shows state "approved" in green. The detail under the table gives the queue's state, proposer
-    and trail. The chrome reads "alice (reviewer) │ 3 proposals │ 2 pending │ 2 new"; the status line
-    "signed in as alice (reviewer) · queue answered 0 s ago" (fixed clock)."""
+    cursor's row, underlined; "•" marks the two pending proposals nobody opened; the one alice
+    proposed shows "you" (reversed) as proposer; env "staging" on each; the pending ones waited
+    "12m" (fixed clock); the refund shows state "approved" in green. The detail under the table
+    gives the queue's state, proposer and trail. The chrome reads "alice (reviewer) │ 3 proposals │
+    2 pending │ 2 new"; the status line "signed in as alice (reviewer) · queue answered 0 s ago"
+    (fixed clock)."""
     fake = FakeQueue()
     fake.add("deskline-merge-0042", title="Merge t1 and t2, delete t3")
     fake.add("refund-0007", title="Refund order 7", calls=1, state="approved", decided_by="bob")

@@ -23,7 +23,7 @@ from reviewer.queue.config import (
     write_token_file,
 )
 from tests.queue_harness import reviewer_command
-from tests.tui.live.conftest import Queue, run, status, until
+from tests.tui.live.helpers import Queue, run, status, until
 
 TOKEN = "rv-test-token-5f1c9a"
 

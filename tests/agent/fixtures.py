@@ -1,0 +1,93 @@
+"""The agent tests' real services, shared with the adapters' tests: the sample ticket API (reset
+before each test) and a real `reviewer serve` process, with the `Queue` it yields."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from reviewer.sample_api.server import RunningSampleApi, sample_api_in_thread
+
+
+@pytest.fixture(scope="session")
+def _sample_api_server() -> Iterator[RunningSampleApi]:
+    with sample_api_in_thread() as running:
+        yield running
+
+
+@pytest.fixture
+def sample_api(_sample_api_server: RunningSampleApi) -> RunningSampleApi:
+    """The sample API as the scenario starts: t1, t2, t3 open, nothing logged, the dry-run flag honoured."""
+    store = _sample_api_server.store
+    with store.lock:
+        store.reset()
+        store.ignore_dry_run = False
+    return _sample_api_server
+
+
+@dataclass(frozen=True)
+class Queue:
+    """A real `reviewer serve` process on loopback, with one agent token and one reviewer token."""
+
+    url: str
+    db: Path
+    agent_token: str
+    reviewer_token: str
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _reviewer(*args: str) -> list[str]:
+    return [sys.executable, "-m", "reviewer", *args]
+
+
+@pytest.fixture(scope="session")
+def queue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Queue]:
+    directory = tmp_path_factory.mktemp("queue")
+    db = directory / "queue.sqlite3"
+    port = _free_port()
+    log = (directory / "serve.log").open("wb")
+    process = subprocess.Popen(
+        _reviewer("serve", "--db", str(db), "--port", str(port)), stdout=log, stderr=log
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            if httpx.get(f"{url}/openapi.json", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError((directory / "serve.log").read_text(errors="replace"))
+        time.sleep(0.05)
+    # Tokens after the first start: `serve` creates the database, token commands refuse a missing one.
+    tokens = {
+        role: subprocess.run(
+            _reviewer("token", "create", "--db", str(db), "--name", f"test-{role}", "--role", role),
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        for role in ("agent", "reviewer")
+    }
+    try:
+        yield Queue(url, db, tokens["agent"], tokens["reviewer"])
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(10)
+        log.close()
