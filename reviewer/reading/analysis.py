@@ -550,6 +550,22 @@ class Analysis:
         return False
 
     @cached_property
+    def deleted_kinds(self) -> str:
+        """The kinds the plan deletes, first seen first: `persistent_volume_claim, namespace,
+        persistent_volume`, or `ticket ×1,000`; past three kinds, how many more."""
+        kinds: Counter[str] = Counter()
+        for call in self.proposal.calls:
+            if call.effect == "delete":
+                kinds[safe_text(clip(deleted_kind(call), 40))] += 1
+        shown = [
+            kind if count == 1 else f"{kind} ×{count:,}"
+            for kind, count in list(kinds.items())[:DELETED_KINDS_SHOWN]
+        ]
+        if len(kinds) > DELETED_KINDS_SHOWN:
+            shown.append(f"{_count(len(kinds) - DELETED_KINDS_SHOWN, 'more kind')}")
+        return ", ".join(shown)
+
+    @cached_property
     def alarms(self) -> tuple[str, ...]:
         """Short sentences for what the reviewer must not miss, worst first."""
         return tuple(sentence for _name, sentence in self.named_alarms)
@@ -585,6 +601,8 @@ class Analysis:
             alarms.append(("real_refusals", _count(ratios.real_refusals, "real refusal")))
         if ratios.errors:
             alarms.append(("dry_run_errors", f"{_count(ratios.errors, 'call')} failed in the dry run"))
+        if ratios.deletes:
+            alarms.append(("deletes", f"{_count(ratios.deletes, 'delete')}: {self.deleted_kinds}"))
         if self.hidden_characters:
             alarms.append(("hidden_characters", "hidden characters in the text"))
         if self.lookalike_text:
@@ -638,8 +656,10 @@ class Analysis:
 
 ALARM_NAMES: Final = (
     "writes_kept",
+    "lookalike_host",
     "real_refusals",
     "dry_run_errors",
+    "deletes",
     "hidden_characters",
     "lookalike_text",
     "outliers",
@@ -655,6 +675,17 @@ ALARM_NAMES: Final = (
 def _times(ratio: float) -> str:
     """1,010× or 0.003×: whole multiples when large, two significant digits when small."""
     return f"{ratio:,.0f}×" if abs(ratio) >= 10 else f"{ratio:.2g}×"
+
+
+DELETED_KINDS_SHOWN: Final = 3
+_DELETE_VERBS: Final = re.compile(r"^(delete|remove|destroy|drop|purge|erase)[_.-]+", re.IGNORECASE)
+
+
+def deleted_kind(call: Call) -> str:
+    """What a delete removes, in the tool's own words: `delete_namespace` deletes a namespace; a tool
+    named otherwise is named whole. Raw text: the caller sanitizes it."""
+    kind = _DELETE_VERBS.sub("", call.tool)
+    return kind or call.tool
 
 
 def _count(number: int, noun: str) -> str:

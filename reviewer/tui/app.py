@@ -146,7 +146,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
 
     def create_queue_screen(self) -> QueueScreen:
         """The first screen; live, with the queue's own columns."""
-        return QueueScreen(self.mode)
+        return QueueScreen(self.mode, self.queue.now if self.queue else None)
 
     def create_item(self, proposal_id: str) -> QueueItem:
         """A new proposal's holder; in the demo its state column says "demo"."""
@@ -636,6 +636,11 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
             ("Everywhere", help_rows(self.BINDINGS, display)),
             ("Confirmation", help_rows([*ConfirmScreen.BINDINGS, *RejectScreen.BINDINGS], display)),
         ]
+
+    def action_help_quit(self) -> None:
+        """Ctrl+C does not quit (Textual keeps it for copying): say which key does, in plain words,
+        since notifications here are never markup."""
+        self.notify("Press q to quit the app", title="Do you want to quit?")
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

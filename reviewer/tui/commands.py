@@ -119,6 +119,14 @@ def run_login(options: argparse.Namespace) -> int:
 
     try:
         queue_url = normalize_queue_url(options.queue)
+    except ConfigError as error:
+        print(f"reviewer login: {error}", file=sys.stderr)
+        return 2
+    unanswered = asyncio.run(_queue_answers(queue_url))
+    if unanswered:
+        print(f"reviewer login: {unanswered}", file=sys.stderr)
+        return 1
+    try:
         token = Secret(getpass.getpass(f"reviewer token for {queue_url} (not shown): "))
     except (ConfigError, EOFError) as error:
         print(f"reviewer login: {error or 'no token given'}", file=sys.stderr)
@@ -158,6 +166,21 @@ def run_login(options: argparse.Namespace) -> int:
         f"token stored in {token_file()} (mode 0600), queue in {config_file()}"
     )
     return 0
+
+
+async def _queue_answers(queue_url: str) -> str | None:
+    """None when a queue answers at `queue_url` (a request without a token gets its 401), else why
+    not: said before the token is asked for, so a mistyped URL costs no paste."""
+    import httpx
+
+    try:
+        async with httpx.AsyncClient(timeout=10, follow_redirects=False) as client:
+            answer = await client.get(f"{queue_url}/v1/whoami")
+    except httpx.HTTPError:
+        return f"{queue_url} did not answer; check the URL and that the queue runs"
+    if answer.status_code != 401:
+        return f"{queue_url} answered {answer.status_code}, not as a queue does: check the URL"
+    return None
 
 
 async def _whoami(queue_url: str, token: Secret):  # type: ignore[no-untyped-def]

@@ -30,7 +30,9 @@ def status_text(link: Link, now: float, queue_url: str) -> Text:
     if link.stopped:
         return Text(link.stopped, "danger")
     if link.retry_at is not None:
-        text = Text(f"{link.problem}, retrying in {max(0, math.ceil(link.retry_at - now))} s", "warn.strong")
+        text = Text(
+            f"{link.problem}, retrying in {max(0, math.ceil(link.retry_at - now))} s (r: now)", "warn.strong"
+        )
         text.append(f" · {queue_url}", "muted")
         if link.answered_at is not None:
             text.append(f" · last answer {int(now - link.answered_at)} s ago", "muted")

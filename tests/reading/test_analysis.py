@@ -90,14 +90,14 @@ def test_fake_dry_run_of_the_reference_scenario_validates_nothing() -> None:
     analysis = sample("deskline-merge.fake.json")
     assert {analysis.row(index).verdict for index in range(len(analysis))} == {Verdict.NOT_VALIDATED}
     assert analysis.row(3).destructive
-    assert analysis.alarms == ("nothing was validated (fake dry run)",)
+    assert analysis.alarms == ("1 delete: ticket", "nothing was validated (fake dry run)")
 
 
 def test_recorded_reference_scenario_is_all_recorded() -> None:
     analysis = sample("deskline-merge.record.json")
     assert [analysis.row(index).verdict for index in range(len(analysis))] == [Verdict.RECORDED] * 4
     assert analysis.ratios.recorded == 4
-    assert analysis.alarms == ("nothing was validated (recorded only)",)
+    assert analysis.alarms == ("1 delete: ticket", "nothing was validated (recorded only)")
 
 
 def test_reference_scenario_ratios() -> None:
@@ -118,8 +118,26 @@ def test_reference_scenario_ratios() -> None:
     assert ratios.destructive_share == 0.25
 
 
-def test_reference_scenario_alarms_only_the_real_refusal() -> None:
-    assert sample("deskline-merge.server.json").alarms == ("1 real refusal",)
+def test_reference_scenario_alarms_the_real_refusal_and_names_the_delete() -> None:
+    assert sample("deskline-merge.server.json").alarms == ("1 real refusal", "1 delete: ticket")
+
+
+def test_the_alarms_name_every_kind_a_plan_deletes() -> None:
+    """The Kubernetes sample's three production deletes, named in the alarm line, in plan order."""
+    alarms = sample("k8s-shop-scale-down.server.json").alarms
+    assert "3 deletes: persistent_volume_claim, namespace, persistent_volume" in alarms
+
+
+def test_many_deletes_of_one_kind_are_counted_and_many_kinds_are_cut() -> None:
+    calls = [
+        {"seq": seq, "tool": "delete_ticket", "effect": "delete", "args": {"id": f"t{seq}"}}
+        for seq in range(1, 1_001)
+    ] + [
+        {"seq": 1_000 + seq, "tool": tool, "effect": "delete", "args": {}}
+        for seq, tool in enumerate(("remove_user", "drop_table", "purge", "delete_[b]x[/b]"), start=1)
+    ]
+    alarms = plan(calls).alarms
+    assert "1,004 deletes: ticket ×1,000, user, table, 2 more kinds" in alarms
 
 
 def test_a_refusal_of_a_resource_an_earlier_call_writes_is_chain_noise() -> None:
@@ -529,6 +547,7 @@ def test_kubernetes_replica_typo_and_deletes() -> None:
     assert analysis.row(8).verdict is Verdict.REAL_REFUSAL and analysis.row(8).http_status == 403
     assert analysis.alarms == (
         "1 real refusal",
+        "3 deletes: persistent_volume_claim, namespace, persistent_volume",
         "1 value far outside the rest (worst: replicas of #6, 10× the median)",
     )
 
@@ -645,6 +664,7 @@ def test_alarms_come_worst_first() -> None:
         "dry run kept 1 write: the API ignored the dry-run flag",
         "1 real refusal",
         "1 call failed in the dry run",
+        "1 delete: ticket",
         "hidden characters in the text",
         "2 placeholders name no earlier call",
     )

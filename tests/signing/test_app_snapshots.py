@@ -7,6 +7,7 @@ ed25519 key, so fingerprints and words never vary from run to run.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +125,7 @@ def live_app(fake: QuorumQueue, signer: KeyFileSigner | None = None) -> Reviewer
             Secret("snapshot-token"),
             transport=fake.transport(),
             clock=lambda: 1000.0,
+            now=lambda: AT + timedelta(minutes=12),
             poll_interval=60,
             retry_base=30,
             max_backoff=30,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from reviewer.tui.app import ReviewerApp
-from tests.tui.contrast import low_contrast, styles_of
+from tests.tui.contrast import low_contrast, screen_segments, styles_of
 from tests.tui.helpers import SAMPLES, wait_until_loaded
 
 pytestmark = pytest.mark.anyio
@@ -16,6 +16,8 @@ MERGE = ("deskline-merge.server.json",)
 TRIAGE = ("deskline-triage.rev1.json", "deskline-triage.rev2.json")
 SCREENS = {
     "queue": ((), ()),
+    "queue, cursor on an alarm row": ((), ("down",)),
+    "queue, cursor on a re-planned row": ((), ("down",) * 6),
     "review, cursor on the refused delete": (MERGE, ("enter", "end")),
     "review, cursor on chain noise": (MERGE, ("enter", "down")),
     "review, writes kept": (("crm-dedupe.writes-kept.json",), ("enter",)),
@@ -75,3 +77,21 @@ async def test_the_cursor_row_keeps_its_verdict_readable(sample_folder) -> None:
         await wait_until_loaded(pilot)
         assert styles_of(app, "chain noise")
         assert [problem for problem in low_contrast(app) if "chain" in problem.text] == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("presses", [0, 1, 6], ids=["clean row", "alarm row", "re-planned row"])
+async def test_the_queue_cursor_shows_in_every_mode(presses: int, mode: str, monkeypatch) -> None:
+    """The queue's cursor row, whatever the colours: it alone holds ▶, and its text is underlined or
+    reversed (the background that tints it falls to black in 16 colours and goes with NO_COLOR)."""
+    app = make_app(SAMPLES, mode, monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until_loaded(pilot)
+        await pilot.press(*["down"] * presses)
+        await wait_until_loaded(pilot)
+        rows = screen_segments(app)
+        marked = [index for index, line in enumerate(rows) if any("▶" in text for text, _, _ in line)]
+        assert marked == [3 + presses], "▶ on the cursor's row only (the table's rows start on line 3)"
+        words = [(text, style) for text, style, _ in rows[marked[0]] if style and text.strip("│ ")]
+        assert words and all(style.underline or style.reverse for _, style in words), words
+        assert low_contrast(app) == []

@@ -25,8 +25,8 @@ ROUTES = {
     "review": ("enter",),
     "drift": ("enter", "d"),
     "verification": ("end", "enter", "v"),
-    "approve confirmation": ("enter", "a"),
-    "reject dialog": ("enter", "x"),
+    "approve confirmation": ("down", "enter", "a"),
+    "reject dialog": ("down", "enter", "x"),
     "help": ("question_mark",),
 }
 

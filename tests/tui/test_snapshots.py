@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
+
 from reviewer.tui.app import ReviewerApp
+from tests.builders import proposal_document
 from tests.tui.helpers import SAMPLES, wait_until_loaded
 
 SERVER = "deskline-merge.server.json"
@@ -25,11 +29,12 @@ def open_first(*extra_keys: str):  # type: ignore[no-untyped-def]
 
 
 def test_queue_screen(snap_compare) -> None:
-    """The queue of every bundled sample: one row each with title, agent, revision ("2 of 2" for the
-    re-planned triage), calls, c/u/d counts and the dry-run kind; a red "!" on the proposals with
-    alarms (writes kept, real refusals, hidden characters, a value far outside the rest, nothing
-    validated), none on the clean 2,000-call refund plan; under the table the highlighted proposal's
-    id, environment, API, agent and file; the chrome says "demo" and "9 proposals"."""
+    """The queue of every bundled sample: one row each with title, environment, agent, revision ("2/2" for
+    the re-planned triage), calls, c/u/d counts and the dry-run kind; ▶ on the cursor's row; a red
+    "!" on the proposals with alarms (writes kept, real refusals, hidden characters, a value far
+    outside the rest, nothing validated), none on the clean 2,000-call refund plan; under the table
+    the highlighted proposal's id, environment, API, agent and file; the chrome says "demo" and "9
+    proposals"."""
     assert snap_compare(ReviewerApp(SAMPLES), terminal_size=(100, 30), run_before=wait_until_loaded)
 
 
@@ -108,14 +113,15 @@ def test_help_screen(snap_compare) -> None:
 
 
 def test_queue_at_80x24(snap_compare) -> None:
-    """The queue at 80x24: every column still fits (titles cut with an ellipsis), nothing needs
-    horizontal scrolling."""
+    """The queue at 80x24: the marks, title (cut with an ellipsis at 22), env, rev, c/u/d and dry run
+    fit; agent, host, calls and the demo's state column gave way; nothing needs horizontal scrolling."""
     assert snap_compare(ReviewerApp(SAMPLES), terminal_size=(80, 24), run_before=wait_until_loaded)
 
 
 def test_review_at_80x24(snap_compare, sample_folder) -> None:
-    """The review at 80x24: the plan keeps seq, tool, effect, call, verdict and flags (args give way),
-    the three panes below stay readable, the footer lists the keys."""
+    """The review at 80x24: the plan keeps seq, tool, effect, call, verdict and flags (args give way
+    in the plan, and lead the selected call's detail), the three panes below stay readable, the
+    footer lists the keys (f first delete, n next alarm row among them)."""
     app = ReviewerApp(sample_folder(SERVER))
     assert snap_compare(app, terminal_size=(80, 24), run_before=open_first())
 
@@ -203,6 +209,92 @@ def test_queue_in_16_colours(snap_compare) -> None:
 
 
 def test_queue_without_colour(snap_compare, monkeypatch) -> None:
-    """The queue with NO_COLOR: the "!" marks and delete counts reversed, the cursor row bold."""
+    """The queue with NO_COLOR: the "!" marks and delete counts reversed, the cursor row reversed
+    whole and marked ▶."""
     monkeypatch.setenv("NO_COLOR", "1")
     assert snap_compare(ReviewerApp(SAMPLES), terminal_size=(100, 30), run_before=wait_until_loaded)
+
+
+# --- what an on-call engineer reads at 80x24 ------------------------------------------------------
+
+QUEUE_ROWS = {"clean row": 0, "alarm row": 1, "re-planned row": 6}
+
+
+def queue_after(presses: int):  # type: ignore[no-untyped-def]
+    async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
+        await wait_until_loaded(pilot)
+        await pilot.press(*["down"] * presses)
+        await wait_until_loaded(pilot)
+
+    return run_before
+
+
+@pytest.mark.parametrize("row", list(QUEUE_ROWS))
+def test_queue_cursor_in_16_colours(snap_compare, row: str) -> None:
+    """The queue at 80x24 in 16 colours, the cursor on a clean row, a row with alarms ("!") or the
+    re-planned triage ("Δ!", rev "2/2"): ▶ in the first column of that row only, the row underlined;
+    the columns env (production / staging), rev, c/u/d and dry run all shown, titles cut at 22."""
+    app = ReviewerApp(SAMPLES, color_system="standard")
+    assert snap_compare(app, terminal_size=(80, 24), run_before=queue_after(QUEUE_ROWS[row]))
+
+
+@pytest.mark.parametrize("row", list(QUEUE_ROWS))
+def test_queue_cursor_without_colour(snap_compare, row: str, monkeypatch) -> None:
+    """The same with NO_COLOR: the cursor's row reversed whole and marked ▶; the "!" marks reversed."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert snap_compare(ReviewerApp(SAMPLES), terminal_size=(80, 24), run_before=queue_after(QUEUE_ROWS[row]))
+
+
+def test_kubernetes_deletes_at_80x24(snap_compare, sample_folder) -> None:
+    """The Kubernetes sample at 80x24 after f: the alarm line names "3 deletes: persistent_volume_claim,
+    namespace, persistent_volume" with the real refusal and the outlier; the cursor ▶ on #7, the first
+    delete, in sight; its detail begins with its arguments (namespace shop-preview-pr-1182)."""
+    app = ReviewerApp(sample_folder("k8s-shop-scale-down.server.json"))
+    assert snap_compare(app, terminal_size=(80, 24), run_before=open_first("f"))
+
+
+def test_writes_kept_rows(snap_compare, sample_folder) -> None:
+    """The writes-kept sample at 80x24: every row's dry-run column says "kept: written" in red (not
+    "validated"), the detail says the write has already happened and approving sends it again."""
+    app = ReviewerApp(sample_folder("crm-dedupe.writes-kept.json"))
+    assert snap_compare(app, terminal_size=(80, 24), run_before=open_first())
+
+
+def test_writes_kept_dialog(snap_compare, sample_folder) -> None:
+    """a on the writes-kept sample: "Approve: writes again", the dialog says the dry run already made
+    3 of 3 writes and approving sends them a second time, and asks for "again" typed in a field
+    (enter sends, escape goes back), not y."""
+    app = ReviewerApp(sample_folder("crm-dedupe.writes-kept.json"))
+    assert snap_compare(app, terminal_size=(80, 24), run_before=open_first("a"))
+
+
+def test_drift_of_revision_1_of_2(snap_compare, sample_folder) -> None:
+    """d on revision 1 of the re-planned triage (the chrome said rev 1/2): the drift of revision 1
+    against revision 2 (1 added, 1 removed, 1 changed), not "Only one revision"."""
+
+    async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
+        from reviewer.tui.screens.review import ReviewScreen
+
+        await wait_until_loaded(pilot)
+        app = pilot.app
+        await app.push_screen(ReviewScreen(next(iter(app.items.values())), 1))
+        await wait_until_loaded(pilot)
+        await pilot.press("d")
+        await wait_until_loaded(pilot)
+
+    app = ReviewerApp(sample_folder("deskline-triage.rev1.json", "deskline-triage.rev2.json"))
+    assert snap_compare(app, terminal_size=(100, 30), run_before=run_before)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+def test_six_digit_seqs(snap_compare, tmp_path, size) -> None:
+    """A plan whose seqs run to 150,000 (its last calls, #149,990 to #150,000, as a 150,000-call plan
+    ends), after end: every seq whole in the # column ("150000", not "1500…"), the cursor ▶ on the
+    last, in sight."""
+    calls = [
+        {"seq": 149_990 + step, "tool": "create_refund", "effect": "create", "args": {"amount_cents": 500}}
+        for step in range(11)
+    ]
+    (tmp_path / "wide.json").write_text(json.dumps(proposal_document(calls, proposal_id="wide-seqs")))
+    app = ReviewerApp(tmp_path / "wide.json")
+    assert snap_compare(app, terminal_size=size, run_before=open_first("end"))

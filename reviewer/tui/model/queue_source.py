@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import httpx
 
@@ -142,7 +143,7 @@ def failed(message: str) -> DecisionOutcome:
 
 def token_refused(login_hint: str) -> str:
     """Said by the status line and by a refused decision alike: a 401 is fixed only by logging in."""
-    return f"the queue refused your token (expired or revoked): run `{login_hint}`"
+    return f"the queue refused your token (revoked, or not one of this queue's): run `{login_hint}`"
 
 
 @dataclass
@@ -200,9 +201,11 @@ class QueueSource:
         jitter: float = 0.1,
         timeout: float = 10.0,
         signer: Signer | None = None,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        """`clock` (seconds, any origin) dates the status line; tests pass a fixed one. `signer` signs
-        every decision with the reviewer's SSH key (`signing_key` in the config)."""
+        """`clock` (seconds, any origin) dates the status line, `now` (the wall clock) a pending
+        proposal's age; tests pass fixed ones. `signer` signs every decision with the reviewer's SSH
+        key (`signing_key` in the config)."""
         self.queue_url = queue_url
         self.login_hint = f"reviewer login --queue {queue_url}"
         self.poll_client = QueueClient(
@@ -211,6 +214,7 @@ class QueueSource:
         decide_client = QueueClient(queue_url, token.reveal(), transport=transport, timeout=timeout)
         self.decider = QueueDecider(decide_client, self.login_hint, signer)
         self.clock = clock
+        self.now = now
         self.poll_interval = poll_interval
         self.backoff = Backoff(retry_base, max_backoff, jitter)
         self.identity: Whoami | None = None

@@ -140,6 +140,8 @@ class QueueItem:
     """The latest revision's quorum so far and its signed decisions, from the queue's record."""
     policy: PolicyState | None = None
     """What the queue's policy asks of the latest revision, and its alarms of where the plan runs."""
+    drifts_viewed: set[tuple[int, int]] = field(default_factory=set)
+    """(base, revision) pairs whose drift the reviewer has seen: the queue's Δ mark is cleared."""
     _analyses: dict[int, Analysis] = field(default_factory=dict, repr=False)
     _drifts: dict[tuple[int, int], Drift] = field(default_factory=dict, repr=False)
 
@@ -191,6 +193,17 @@ class QueueItem:
         """The queue's trail says this revision ran: its report is fetched when the proposal is opened
         (never in the demo, whose trail is empty)."""
         return any(event.event == "executed" and event.revision == revision for event in self.history)
+
+    def submitted_at(self, revision: int) -> datetime | None:
+        """When the queue received `revision` (its trail; None in the demo, whose trail is empty)."""
+        return next(
+            (
+                event.at
+                for event in reversed(self.history)
+                if event.event == "submitted" and event.revision == revision
+            ),
+            None,
+        )
 
     @property
     def is_new(self) -> bool:
@@ -329,8 +342,28 @@ class QueueItem:
         self.origins[proposal.revision] = origin
 
 
+DECIDED_STATES = frozenset({"approved", "rejected", "claimed", "executed", "expired"})
+
+
+def no_longer_pending(item: QueueItem, revision: int) -> str | None:
+    """Why `revision` can no longer be decided (it ran, or the queue says it is decided or expired),
+    or None."""
+    if revision in item.executions or item.execution_expected(revision):
+        return (
+            f"revision {revision} has already been executed: its approval was used by that run, "
+            "and nothing is sent"
+        )
+    if item.state in DECIDED_STATES and revision >= max(item.revisions, default=revision):
+        return f"revision {revision} is no longer pending ({item.state_words()}): nothing is sent"
+    return None
+
+
 def local_refusal(item: QueueItem, revision: int, decision: str) -> str | None:
-    """Why the app will not send this approval at all, or None. Rejecting stays possible."""
+    """Why the app will not send this decision at all, or None: a proposal no longer pending for
+    either; for an approval also your own proposal or a digest mismatch (rejecting stays possible)."""
+    finished = no_longer_pending(item, revision)
+    if finished:
+        return finished
     if decision != "approve":
         return None
     if item.mine:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
+from rich.console import Group, RenderableType
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -60,6 +62,44 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(answer)
 
 
+class TypedConfirmScreen(ModalScreen[bool]):
+    """Asks for a word to be typed instead of `y`: for a decision whose effect a tired reviewer must
+    read first (approving writes a dry run already made sends them a second time)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "submit", "send it, once the word is typed", show=False),
+        Binding("escape", "answer(False)", "no, go back"),
+    ]
+
+    def __init__(self, title: str, body: Text, word: str) -> None:
+        super().__init__()
+        self.title_text = title
+        self.body = body
+        self.word = word
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog") as dialog:
+            dialog.border_title = self.title_text
+            yield Static(self.body, classes="dialog-body")
+            yield Input(placeholder=f"type {self.word} and press enter", max_length=40)
+            yield Static(
+                Text(f"{self.word} + enter  send it      escape  back", style="bold"), classes="dialog-keys"
+            )
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.value.strip() == self.word:
+            self.dismiss(True)
+        else:
+            self.notify(f"Type {self.word} to send it, or escape to go back.", severity="warning")
+
+    async def action_submit(self) -> None:
+        """Enter in the field submits it (the Input's own event); here for the help's sake."""
+        await self.query_one(Input).action_submit()
+
+    def action_answer(self, answer: bool) -> None:
+        self.dismiss(answer)
+
+
 class RejectScreen(ModalScreen[str | None]):
     """Asks why: a rejection carries a reason the agent can act on."""
 
@@ -107,34 +147,47 @@ class HelpScreen(ModalScreen[None]):
         self.sections = sections
 
     def compose(self) -> ComposeResult:
-        text = Text()
+        parts: list[RenderableType] = []
         for group, keys in self.sections:
-            text.append(f"{group}\n", "bold underline")
-            for key, meaning in keys:
-                text.append(f"  {key:<22}", "bold")
-                text.append(f"{meaning}\n")
-            text.append("\n")
-        text.append("Dry-run verdicts\n", "bold underline")
-        for verdict, meaning in VERDICT_HELP:
-            text.append(f"  {verdict:<16}", "bold")
-            text.append(f"{meaning}\n")
+            parts.append(Text(group, "bold underline"))
+            parts.append(two_columns(keys, 22))
+            parts.append(Text(""))
+        parts.append(Text("Dry-run verdicts", "bold underline"))
+        parts.append(two_columns(VERDICT_HELP, 16))
         with VerticalScroll(classes="dialog help") as dialog:
             dialog.border_title = "Keys"
-            yield Static(text)
+            yield Static(Group(*parts))
 
     def action_close(self) -> None:
         self.dismiss(None)
 
 
+def two_columns(rows: Sequence[tuple[str, str]], first: int) -> Table:
+    """Name and meaning side by side; a long meaning wraps under itself, not under the name."""
+    table = Table.grid(padding=(0, 1))
+    table.add_column(width=first, style="bold", no_wrap=True)
+    table.add_column(ratio=1)
+    for name, meaning in rows:
+        table.add_row(f"  {name}", meaning)
+    return table
+
+
 VERDICT_HELP = (
     ("validated", "the API's own dry run accepted it"),
     ("real refusal", "the API refused it; the real run will be refused too"),
-    ("chain noise", "refused only because an earlier call of the plan (a create it uses, or a"),
-    ("", "write to the same resource) was not persisted; the real run may succeed"),
+    (
+        "chain noise",
+        "refused only because an earlier call of the plan (a create it uses, or a write to the same "
+        "resource) was not persisted; the real run may succeed",
+    ),
     ("not validated", "a fake answered: shape only"),
     ("recorded", "only written down"),
-    ("flags", "del = deletes, out = a value far outside the rest, hid = hidden"),
-    ("", "characters, alike = look-alike letters or text not in NFC, ←#N = chained"),
-    ("", "to call N, ?#N = names no earlier call, +N = N more flags"),
+    ("kept: written", "the dry run kept this write (the API ignored the flag): it has already happened"),
+    (
+        "flags",
+        "del = deletes, out = a value far outside the rest, hid = hidden characters, alike = look-alike "
+        "letters or text not in NFC, ←#N = chained to call N, ?#N = names no earlier call, +N = N more flags",
+    ),
     ("marks", "▶ cursor, + added, ~ changed, - removed, · dry-run answer changed"),
+    ("queue marks", "▶ cursor, • new, Δ re-planned and the drift not yet viewed, ! alarms or deletes"),
 )

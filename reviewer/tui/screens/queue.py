@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import ClassVar
+from urllib.parse import urlsplit
 
 from rich.text import Text
 from textual import events, on
@@ -16,34 +19,54 @@ from textual.widgets import DataTable, Footer, Static
 from reviewer.plan.sanitize import clip, safe_text, steady_width
 from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.model.sources import BrokenFile, QueueItem, shown
-from reviewer.tui.widgets.cells import cell
+from reviewer.tui.widgets.cells import CURSOR_GLYPH, cell
 from reviewer.tui.widgets.chrome import Chrome
 
-NARROW_HIDDEN = frozenset({"agent", "proposer"})
+
+@dataclass(frozen=True)
+class QueueColumn:
+    label: str
+    key: str
+    width: int
+    """Cells wide; the title's width is what the others leave."""
+    gives_way: int = 0
+    """Order in which a narrow terminal drops the column (1 first); 0: never dropped. The columns that
+    decide (the marks, the environment, the c/u/d counts) never give way: the title is cut instead."""
+
 
 QUEUE_COLUMNS = (
-    (" ", "mark", 2),
-    ("proposal", "title", 25),
-    ("agent", "agent", 14),
-    ("rev", "rev", 6),
-    ("calls", "calls", 6),
-    ("c/u/d", "effects", 10),
-    ("dry run", "via", 9),
-    ("state", "state", 8),
+    QueueColumn(" ", "mark", 3),
+    QueueColumn("proposal", "title", 0),
+    QueueColumn("env", "environment", 10),
+    QueueColumn("host", "host", 20, gives_way=2),
+    QueueColumn("agent", "agent", 14, gives_way=1),
+    QueueColumn("rev", "rev", 3, gives_way=5),
+    QueueColumn("calls", "calls", 5, gives_way=4),
+    QueueColumn("c/u/d", "effects", 10),
+    QueueColumn("dry run", "via", 9, gives_way=6),
+    QueueColumn("state", "state", 8, gives_way=3),
 )
-"""(label, key, width) of each column; `row_cells` gives one cell per column, in this order."""
+"""The demo's columns; `row_cells` gives one cell per column, in this order. The state column (always
+"demo" unless the file is broken, which the mark says too) gives way early."""
 
 LIVE_COLUMNS = (
-    (" ", "mark", 3),
-    ("proposal", "title", 25),
-    ("proposed by", "proposer", 13),
-    ("rev", "rev", 6),
-    ("calls", "calls", 6),
-    ("c/u/d", "effects", 9),
-    ("dry run", "via", 9),
-    ("state", "state", 9),
+    QueueColumn(" ", "mark", 4),
+    QueueColumn("proposal", "title", 0),
+    QueueColumn("env", "environment", 10),
+    QueueColumn("host", "host", 20, gives_way=1),
+    QueueColumn("proposed by", "proposer", 13, gives_way=3),
+    QueueColumn("rev", "rev", 3, gives_way=4),
+    QueueColumn("calls", "calls", 5, gives_way=2),
+    QueueColumn("c/u/d", "effects", 10),
+    QueueColumn("dry run", "via", 9, gives_way=6),
+    QueueColumn("state", "state", 8),
+    QueueColumn("age", "age", 4, gives_way=5),
 )
-"""The demo's columns, with the queue's record of who proposed it instead of the agent's own name."""
+"""Live: the queue's record of who proposed it instead of the agent's own name, and how long a pending
+proposal has waited."""
+
+TITLE_ROOM = 16
+"""Cells the title keeps before another column gives way."""
 
 STATE_STYLES = {
     "pending": "bold",
@@ -54,13 +77,17 @@ STATE_STYLES = {
     "expired": "muted",
     "executed": "info",
 }
-"""By `QueueItem.state_label`; `unknown` (a run that may have written and never reported) is the loudest."""
+"""By `QueueItem.state_label`; `unknown` (a run that may have written and never reported) is the loudest.
+The state is a word, never only a colour."""
 
 
 class QueueScreen(ReportsWorkerFailures, Screen[None]):
-    """The first screen: one row per proposal, newest revision; enter opens its review. Live, it
-    shows the queue's own record too: who proposed it, its state, new proposals marked until opened,
-    yours marked "you"."""
+    """The first screen: one row per proposal, newest revision, newest submission first; enter opens
+    its review. Live, it shows the queue's own record too: who proposed it, its state, how long a
+    pending one has waited, new proposals marked until opened, yours marked "you".
+
+    The cursor's row is told three ways, so it survives 16 colours and NO_COLOR: `▶` in the first
+    column, an underline (reversed without colour) and a background."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open", "Open", priority=True),
@@ -68,6 +95,7 @@ class QueueScreen(ReportsWorkerFailures, Screen[None]):
         Binding("down,j", "move(1)", "Down", show=False, priority=True),
         Binding("home", "jump(0)", "First", show=False, priority=True),
         Binding("end", "jump(-1)", "Last", show=False, priority=True),
+        Binding("r", "retry", "Retry now"),
     ]
 
     @dataclass
@@ -76,16 +104,19 @@ class QueueScreen(ReportsWorkerFailures, Screen[None]):
 
         proposal_id: str
 
-    def __init__(self, mode: str) -> None:
+    def __init__(self, mode: str, now: Callable[[], datetime] | None = None) -> None:
+        """`now` is the wall clock a pending proposal's age is measured with (live; tests fix it)."""
         super().__init__()
         self.mode = mode
         self.live = mode == "live"
+        self.now = now
         self.columns = LIVE_COLUMNS if self.live else QUEUE_COLUMNS
         self.who = mode
         """Who is signed in, once the queue said so (live); the chrome's first part."""
         self.items: dict[str, QueueItem] = {}
         self.broken: list[BrokenFile] = []
-        self._columns: list[tuple[str, str, int]] = []
+        self._columns: list[QueueColumn] = []
+        self._cursor_id: str | None = None
 
     def compose(self) -> ComposeResult:
         yield Chrome(id="chrome")
@@ -102,6 +133,8 @@ class QueueScreen(ReportsWorkerFailures, Screen[None]):
         self._describe_broken()
         if self.mode == "demo":
             self.show_status(Text("demo: proposals from files; decisions are not sent", "italic"))
+        if self.live and self.now is not None:
+            self.set_interval(30, self.refresh_ages)
 
     def show_status(self, status: Text) -> None:
         """The line above the footer: the demo's note, or live, who you are and when the queue answered."""
@@ -112,9 +145,15 @@ class QueueScreen(ReportsWorkerFailures, Screen[None]):
         self.query_one("#status", Static).update(Text(safe_text(clip(" " + words, 300)), "danger"))
 
     def on_screen_resume(self) -> None:
-        """Back from a review: the proposals opened meanwhile lose their "new" mark (live)."""
-        if self.live:
-            for item in list(self.items.values()):
+        """Back from a review: the proposals opened meanwhile lose their "new" mark (live), and a
+        drift viewed loses its Δ."""
+        for item in list(self.items.values()):
+            self.show_item(item)
+
+    def refresh_ages(self) -> None:
+        """The age column counts on while the screen stays open."""
+        for item in list(self.items.values()):
+            if item.state == "pending":
                 self.show_item(item)
 
     def refresh_chrome(self) -> None:
@@ -134,47 +173,55 @@ class QueueScreen(ReportsWorkerFailures, Screen[None]):
         self.layout_columns(event.size.width)
 
     def layout_columns(self, width: int) -> None:
-        """Fit the columns to the terminal: the title takes what is left, and below 90 columns the
-        proposer's name gives way (the line under the table still says it)."""
-        visible = [column for column in self.columns if width >= 90 or column[1] not in NARROW_HIDDEN]
-        fixed = sum(cells for _, key, cells in visible if key != "title")
-        title = max(12, width - fixed - 2 * len(visible) - 4)  # cell padding, border, scrollbar
-        columns = [(label, key, title if key == "title" else cells) for label, key, cells in visible]
-        if columns == self._columns:
+        """Fit the columns to the terminal: the title takes what is left; while it would get fewer
+        than `TITLE_ROOM` cells, the columns that can give way do so, least needed first."""
+        visible = fit_columns(self.columns, width)
+        if visible == self._columns:
             return
-        self._columns = columns
+        self._columns = visible
         table = self.query_one("#queue", DataTable)
-        cursor = table.cursor_row
         table.clear(columns=True)
-        for label, key, cells in columns:
-            table.add_column(label, key=key, width=cells)
-        for item in self.items.values():
-            table.add_row(*self._shown_cells(item), key=item.proposal_id)
-        if table.row_count:
-            table.move_cursor(row=min(cursor, table.row_count - 1))
+        for column in visible:
+            table.add_column(column.label, key=column.key, width=column.width)
+        self._fill_table()
 
-    def _shown_cells(self, item: QueueItem) -> list[Text]:
-        visible = {key for _, key, _ in self._columns}
+    def _fill_table(self) -> None:
+        """Every row again, newest submission first, the cursor kept on its proposal."""
+        table = self.query_one("#queue", DataTable)
+        cursor_id = self._cursor_id
+        table.clear()
+        ordered = newest_first(list(self.items.values()))
+        for item in ordered:
+            table.add_row(*self._shown_cells(item, item.proposal_id == cursor_id), key=item.proposal_id)
+        if table.row_count:
+            ids = [item.proposal_id for item in ordered]
+            table.move_cursor(row=ids.index(cursor_id) if cursor_id in ids else 0)
+
+    def _shown_cells(self, item: QueueItem, cursor: bool) -> list[Text]:
+        visible = {column.key for column in self._columns}
         return [
             value
-            for (_, key, _), value in zip(self.columns, self.row_cells(item), strict=True)
-            if key in visible
+            for column, value in zip(self.columns, self.row_cells(item, cursor), strict=True)
+            if column.key in visible
         ]
 
     def show_item(self, item: QueueItem) -> None:
-        """Add or update the row of `item`, keeping the cursor where the reviewer left it. Before the
-        table has its columns (the screen still mounting), the item waits in `items`, and the rows
-        are added with the columns: the first frame then shows them."""
+        """Add or update the row of `item`, keeping the cursor where the reviewer left it; a new
+        proposal takes its place by submission, newest first, also while the app runs. Before the
+        table has its columns (the screen still mounting), the item waits in `items`, and its row is
+        added with the columns: the first frame then shows it."""
         self.items[item.proposal_id] = item
         if not self._columns:
             return
         table = self.query_one("#queue", DataTable)
-        cells = self._shown_cells(item)
         if item.proposal_id in table.rows:
-            for (_, key, _), value in zip(self._columns, cells, strict=True):
-                table.update_cell(item.proposal_id, key, value)
+            cells = self._shown_cells(item, item.proposal_id == self._cursor_id)
+            for column, value in zip(self._columns, cells, strict=True):
+                table.update_cell(item.proposal_id, column.key, value)
+        elif newest_first(list(self.items.values()))[-1] is item:
+            table.add_row(*self._shown_cells(item, False), key=item.proposal_id)
         else:
-            table.add_row(*cells, key=item.proposal_id)
+            self._fill_table()
         self.refresh_chrome()
         self._describe_highlighted()
 
@@ -195,7 +242,19 @@ class QueueScreen(ReportsWorkerFailures, Screen[None]):
     @on(DataTable.RowHighlighted, "#queue")
     def _describe_highlighted(self) -> None:
         item = self.highlighted_item()
+        self._move_cursor_mark(item.proposal_id if item else None)
         self.query_one("#queue-detail", Static).update(self.describe_item(item) if item else "")
+
+    def _move_cursor_mark(self, proposal_id: str | None) -> None:
+        """`▶` follows the cursor: off the row it left, onto the row it reached."""
+        previous, self._cursor_id = self._cursor_id, proposal_id
+        if previous == proposal_id:
+            return
+        table = self.query_one("#queue", DataTable)
+        for row_id in (previous, proposal_id):
+            if row_id is not None and row_id in table.rows and row_id in self.items:
+                mark = self.row_cells(self.items[row_id], row_id == proposal_id)[0]
+                table.update_cell(row_id, "mark", mark)
 
     def highlighted_item(self) -> QueueItem | None:
         table = self.query_one("#queue", DataTable)
@@ -204,17 +263,27 @@ class QueueScreen(ReportsWorkerFailures, Screen[None]):
         row_key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
         return self.items.get(str(row_key.value))
 
-    def row_cells(self, item: QueueItem) -> tuple[Text, ...]:
+    def row_cells(self, item: QueueItem, cursor: bool = False) -> tuple[Text, ...]:
+        """One cell per column of `self.columns`; the first holds the marks (`▶` on the cursor's row)."""
         base = queue_row(item)
+        mark = Text(CURSOR_GLYPH if cursor else " ", "bold")
         if not self.live:
-            return base
-        mark = Text("•" if item.is_new else " ", "bold")
+            mark.append_text(base[0])
+            return (mark, *base[1:])
+        mark.append("•" if item.is_new else " ", "bold")
         mark.append_text(base[0])
         if item.local_digests and "!" not in base[0].plain:
             mark.append("!", "danger")
         proposer = Text("you", "bold reverse") if item.mine else cell(item.proposed_by, 13)
         state = Text(item.state_label, STATE_STYLES.get(item.state_label, ""))
-        return (mark, base[1], proposer, *base[3:7], state)
+        return (mark, *base[1:4], proposer, *base[5:9], state, self.age_cell(item))
+
+    def age_cell(self, item: QueueItem) -> Text:
+        """How long the latest revision has waited, while it waits: 45s, 12m, 3h, 2d."""
+        submitted = item.submitted_at(item.latest_revision) if self.now else None
+        if self.now is None or submitted is None or item.state != "pending":
+            return Text("")
+        return Text(age_words(self.now() - submitted), justify="right")
 
     def describe_item(self, item: QueueItem) -> Text:
         text = describe(item)
@@ -232,17 +301,63 @@ class QueueScreen(ReportsWorkerFailures, Screen[None]):
         if table.row_count:
             table.move_cursor(row=row if row >= 0 else table.row_count - 1)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """`r` (poll the queue now) only where there is a queue."""
+        return self.live if action == "retry" else True
+
+    def action_retry(self) -> None:
+        """Poll at once instead of waiting out the back-off (up to 30 s) after the queue was down."""
+        poll_now = getattr(self.app, "poll_now", None)
+        if poll_now is not None:
+            poll_now()
+
     def action_open(self) -> None:
         item = self.highlighted_item()
         if item is not None:
             self.post_message(self.OpenRequested(item.proposal_id))
 
 
+def fit_columns(columns: tuple[QueueColumn, ...], width: int) -> list[QueueColumn]:
+    """The columns shown at `width`, the title's width filled in."""
+    shown = list(columns)
+    droppable = sorted((column for column in columns if column.gives_way), key=lambda c: c.gives_way)
+
+    def title_width() -> int:
+        fixed = sum(column.width for column in shown if column.key != "title")
+        return width - fixed - 2 * len(shown) - 4  # cell padding, border, scrollbar
+
+    while title_width() < TITLE_ROOM and droppable:
+        shown.remove(droppable.pop(0))
+    title = max(12, title_width())
+    return [replace(column, width=title) if column.key == "title" else column for column in shown]
+
+
+def newest_first(items: list[QueueItem]) -> list[QueueItem]:
+    """By the queue's record of the latest submission, newest first; items without one (the demo's
+    files) keep the order they were listed in, after those with one."""
+    dated = [(item.submitted_at(item.latest_revision), position, item) for position, item in enumerate(items)]
+    with_date = sorted(
+        ((at, position, item) for at, position, item in dated if at is not None),
+        key=lambda entry: (entry[0], -entry[1]),
+        reverse=True,
+    )
+    return [item for *_, item in with_date] + [item for at, _, item in dated if at is None]
+
+
+def age_words(age: timedelta) -> str:
+    seconds = max(0, int(age.total_seconds()))
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
 def marks(item: QueueItem, alarms: tuple[str, ...], deletes: int = 0) -> Text:
-    """Δ when the latest revision drifted from the one seen, ! when the proposal raises alarms or
-    deletes anything."""
+    """Δ when the latest revision drifted from the one seen (until that drift was viewed), ! when the
+    proposal raises alarms or deletes anything."""
     text = Text()
-    if item.latest_drift():
+    drifted = item.latest_drift()
+    if drifted and (drifted[0], item.latest_revision) not in item.drifts_viewed:
         text.append("Δ", "warn.strong")
     if alarms or deletes:
         text.append("!", "danger")
@@ -263,11 +378,12 @@ def compact(count: int) -> str:
 
 
 def queue_row(item: QueueItem) -> tuple[Text, ...]:
-    """The row as soon as the scan listed it: the counts of effects and the alarm mark follow when
-    the analysis is done (`…` until then), and `broken` replaces the state if the checks refuse it."""
+    """The row as soon as the scan listed it, one cell per `QUEUE_COLUMNS` (the mark without the
+    cursor): the counts of effects and the alarm mark follow when the analysis is done (`…` until
+    then), and `broken` replaces the state if the checks refuse it."""
     proposal = item.latest
     figures = item.figures()
-    revisions = f"{proposal.revision}" + (f" of {len(item.revisions)}" if len(item.revisions) > 1 else "")
+    revisions = f"{proposal.revision}" + (f"/{len(item.revisions)}" if len(item.revisions) > 1 else "")
     if figures is None:
         mark, effects = Text("…", "muted"), Text("…", "muted")
     else:
@@ -278,9 +394,12 @@ def queue_row(item: QueueItem) -> tuple[Text, ...]:
             "danger" if ratios.deletes else "",
         )
     broken = item.latest_revision in item.problems
+    environment = proposal.target.environment
     return (
         Text("!", "danger") if broken else mark,
         Text(steady_width(safe_text(clip(proposal.title, 300))), no_wrap=True, overflow="ellipsis"),
+        cell(environment, 10, "bold") if environment else Text("none", "muted"),
+        cell(host_of(proposal.target.base_url), 20) if proposal.target.base_url else Text("any", "muted"),
         cell(proposal.agent.name, 14),
         Text(revisions),
         Text(compact(len(proposal.calls)), justify="right"),
@@ -288,6 +407,17 @@ def queue_row(item: QueueItem) -> tuple[Text, ...]:
         Text(proposal.dry_run.via, "" if proposal.dry_run.via == "server" else "warn"),
         Text("broken", "danger") if broken else Text(item.state),
     )
+
+
+def host_of(base_url: str) -> str:
+    """The host (and a port other than the scheme's) a base URL names; the URL itself if it has none."""
+    parts = urlsplit(base_url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    host = parts.hostname or base_url
+    return f"{host}:{port}" if port else host
 
 
 def describe_record(item: QueueItem) -> Text:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
@@ -17,15 +18,22 @@ from textual.widgets import Footer, Static
 from reviewer.plan.hosts import read_host
 from reviewer.plan.proposal import Proposal
 from reviewer.plan.sanitize import clip, safe_text
+from reviewer.reading.analysis import Analysis
 from reviewer.tui.failures import ReportsWorkerFailures
-from reviewer.tui.model.sources import QueueItem, local_refusal
-from reviewer.tui.screens.dialogs import ConfirmScreen, RejectScreen
+from reviewer.tui.model.sources import QueueItem, local_refusal, shown
+from reviewer.tui.screens.dialogs import ConfirmScreen, RejectScreen, TypedConfirmScreen
 from reviewer.tui.screens.drift import DriftScreen
 from reviewer.tui.screens.queue import STATE_STYLES
 from reviewer.tui.screens.verification import VerificationScreen
 from reviewer.tui.widgets.chrome import Chrome
-from reviewer.tui.widgets.panes import detail_text, extremes_text, ratios_text, summary_counts
-from reviewer.tui.widgets.plan_view import PlanView
+from reviewer.tui.widgets.panes import (
+    detail_text,
+    extremes_text,
+    kept_writes,
+    ratios_text,
+    summary_counts,
+)
+from reviewer.tui.widgets.plan_view import PlanView, is_alarm_row
 
 
 def target_text(proposal: Proposal) -> Text:
@@ -69,6 +77,22 @@ def host_alarms(proposal: Proposal) -> list[str]:
     return [f"! base URL: {safe_text(clip(alarm, 300))}" for alarm in alarms]
 
 
+def alarm_candidates(analysis: Analysis) -> list[int]:
+    """Indexes of the calls that may be alarm rows, from what a call says of itself: deletes, refused
+    or failed answers (chain noise is told apart from their rows), values far outside the rest."""
+    outliers = analysis.extremes.outlier_seqs
+    found = []
+    for index, call in enumerate(analysis.proposal.calls):
+        answered = call.outcome.status if call.outcome is not None else None
+        if call.effect == "delete" or answered in ("refused", "error") or call.seq in outliers:
+            found.append(index)
+    return found
+
+
+KEPT_WORD = "again"
+"""What the reviewer types to approve a plan whose dry run kept writes: what approving does."""
+
+
 def replan_notice(revision: int) -> str:
     return f"the agent re-planned: revision {revision} is waiting"
 
@@ -76,12 +100,15 @@ def replan_notice(revision: int) -> str:
 class ReviewScreen(ReportsWorkerFailures, Screen[None]):
     """Everything needed to decide one revision, with the decision keys in the footer."""
 
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back"),
         Binding("a", "approve", "Approve"),
         Binding("x", "reject", "Reject"),
         Binding("d", "drift", "Drift"),
         Binding("v", "verify", "Verify"),
+        Binding("f", "first_delete", "First delete"),
+        Binding("n", "next_alarm", "Next alarm row"),
     ]
 
     @dataclass
@@ -115,12 +142,13 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
         self.analysis = item.analysis(self.revision)
         self.mode = mode
         self.drift_announced = False
+        self._alarm_candidates: list[int] | None = None
 
     def compose(self) -> ComposeResult:
         yield Chrome(id="chrome")
         yield Static(claim_text(self.analysis.proposal), id="claim")
         yield Static(id="alarms")
-        plan = PlanView(self.analysis, id="plan")
+        plan = PlanView(self.analysis, kept=kept_writes(self.analysis.proposal), id="plan")
         plan.border_title = f"Plan · {len(self.analysis):,} calls"
         yield plan
         with Horizontal(id="panes"):
@@ -168,7 +196,7 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
             policy = self.item.policy_words() if latest else []
             alarms = [*policy, *(figures.alarms if figures is not None else ())]
             banner.display = bool(alarms)
-            banner.update(Text("  ·  ".join(alarms), "bold"))
+            banner.update(Text(" · ".join(alarms), "bold"))
         if figures is not None:
             self.query_one("#ratios", Static).update(ratios_text(figures.ratios))
             self.query_one("#extremes", Static).update(extremes_text(figures.extremes))
@@ -210,7 +238,7 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
         )
         figures = self.item.figures(self.revision)
         if figures is not None and figures.alarms:
-            text.append("  ·  " + "  ·  ".join(figures.alarms))
+            text.append(" · " + " · ".join(figures.alarms))
         banner.update(text)
         banner.display = True
 
@@ -241,7 +269,7 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
             return
         row = self.analysis.row(message.index)
         call = self.analysis.proposal.calls[message.index]
-        text = detail_text(row, call)
+        text = detail_text(row, call, kept_writes(self.analysis.proposal))
         if self.analysis.has_outlier(message.index):
             text.append("a value far outside the rest: the Extremes pane says how far\n", "danger")
         self.query_one("#detail", Static).update(text)
@@ -252,9 +280,9 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
         digest = self.item.digests.get(self.revision) or "not computed yet"
         text = Text()
         text.append(f"{verb} revision {self.revision} of ", "bold")
-        text.append(proposal.proposal_id, "bold")
-        text.append("\n\nplan sha256\n", "muted")
-        text.append(f"{digest}\n\n")
+        text.append(safe_text(proposal.proposal_id), "bold")
+        text.append("\nplan sha256\n", "muted")
+        text.append(f"{digest}\n")
         text.append("runs on ", "bold")
         text.append_text(target_text(proposal))
         text.append("\n")
@@ -267,13 +295,69 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
             text.append(summary_counts(figures) + "\n")
             for alarm in figures.alarms:
                 text.append(f"! {alarm}\n", "danger")
+        if verb == "Approve":
+            self._append_quorum(text)
+            self._append_signing(text)
+            kept = self._kept_words()
+            if kept:
+                text.append(f"{kept}\n", "danger")
         if blocker:
             text.append(
-                f"\nCANNOT BE APPROVED YET: {blocker}. y does nothing; press a again later.\n", "danger"
+                f"\nCANNOT BE APPROVED YET: {blocker}. Nothing is sent; press a again later.\n", "danger"
             )
         if self.mode == "demo":
             text.append("\ndemo: nothing will be sent", "italic")
         return text
+
+    def _append_quorum(self, text: Text) -> None:
+        """How many approvals the queue's policy asks for, how many it has, from whom."""
+        from reviewer.policy.quorum import describe_approvals
+
+        text.append("approvals  ", "bold")
+        if not self.live:
+            text.append("the demo has no queue: none are counted\n")
+            return
+        item = self.item
+        so_far = describe_approvals(map(shown, item.approvals), item.approvals_required)
+        text.append(f"{so_far} so far; yours makes {len(item.approvals) + 1}\n")
+        text.append(
+            "  the queue's count: an executor that checks signatures counts those its own "
+            "allowed-signers file accepts, and may need more\n",
+            "muted",
+        )
+
+    def _append_signing(self, text: Text) -> None:
+        """Whether the decision will be signed, and with which key (`signing_key` in the config)."""
+        signer = getattr(self.app, "decider", None)
+        signer = getattr(signer, "signer", None)
+        text.append("signature  ", "bold")
+        if not self.live:
+            text.append("the demo signs nothing\n")
+            return
+        if signer is None:
+            text.append(
+                "not signed: no signing key is configured (signing_key in config.toml, or "
+                "REVIEWER_SIGNING_KEY); a policy that requires signatures will refuse it\n",
+                "warn",
+            )
+            return
+        from reviewer.signing.sshsig import AgentSigner
+
+        key = signer.public_key
+        through = "through ssh-agent" if isinstance(signer, AgentSigner) else "from its key file"
+        text.append(f"signed with {key.key_type} {key.fingerprint}, {through}\n")
+
+    def _kept_words(self) -> str | None:
+        """What approving a plan whose dry run kept its writes does: it makes them again."""
+        kept = kept_writes(self.analysis.proposal)
+        if kept is None:
+            return None
+        dry_run = self.analysis.proposal.dry_run
+        sent = f" of {dry_run.write_requests:,}" if dry_run.write_requests is not None else ""
+        return (
+            f"THE DRY RUN ALREADY MADE {dry_run.writes_kept:,}{sent} WRITES: approving sends every "
+            f"write of this plan a second time. Type {KEPT_WORD} to approve."
+        )
 
     def action_approve(self) -> None:
         """The confirmation names the digest it shows; while the checks or the digest are unfinished
@@ -296,9 +380,19 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
             self.post_message(self.DecisionRequested(self.item, self.revision, "approve", "", shown_digest))
 
         self.app.clear_notifications()  # at 80x24 a notification would cover the dialog's keys
-        self.app.push_screen(ConfirmScreen("Approve", self._decision_body("Approve", blocker)), confirmed)
+        body = self._decision_body("Approve", blocker)
+        if kept_writes(self.analysis.proposal) and not blocker:
+            self.app.push_screen(TypedConfirmScreen("Approve: writes again", body, KEPT_WORD), confirmed)
+        else:
+            self.app.push_screen(ConfirmScreen("Approve", body), confirmed)
 
     def action_reject(self) -> None:
+        refused = local_refusal(self.item, self.revision, "reject")
+        if refused:
+            self.show_decision(refused, error=True)
+            self.notify(refused, title="Not rejected", severity="warning")
+            return
+
         def confirmed(reason: str | None) -> None:
             if reason:
                 digest = self.item.digests.get(self.revision, "")
@@ -319,11 +413,65 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
         self.show_decision(words, error=True)
 
     def action_drift(self) -> None:
-        base = self.item.drift_base(self.revision)
+        """This revision against the one before it (or the one last seen); the first revision of a
+        re-planned proposal against the latest, since that is what approving the latest would change."""
+        base, target = self.item.drift_base(self.revision), self.revision
         if base is None:
-            self.notify("Only one revision: there is nothing to compare.", title="Drift")
+            newer = [number for number in self.item.revisions if number > self.revision]
+            if not newer:
+                self.notify("Only one revision: there is nothing to compare.", title="Drift")
+                return
+            base, target = self.revision, max(newer)
+        self.item.drifts_viewed.add((base, target))
+        self.app.push_screen(DriftScreen(self.item, base, target, self.mode))
+
+    def action_first_delete(self) -> None:
+        figures = self.item.figures(self.revision)
+        if figures is None:
+            self.notify("The analysis is still being computed: press f again in a moment.", title="Deletes")
             return
-        self.app.push_screen(DriftScreen(self.item, base, self.revision, self.mode))
+        first = figures.extremes.first_destructive
+        if first is None:
+            self.notify("This plan deletes nothing.", title="Deletes")
+            return
+        self.query_one(PlanView).move_cursor(first.index)
+
+    def action_next_alarm(self) -> None:
+        """The next row flagged red after the cursor (a delete, a refusal, an error, a value far
+        outside the rest), wrapping round; a large plan is searched in a worker."""
+        if self.item.figures(self.revision) is None:
+            self.notify("The analysis is still being computed: press n again in a moment.", title="Alarms")
+            return
+        if self._alarm_candidates is None:
+            self.find_alarm_candidates()
+            return
+        self._jump_to_next_alarm()
+
+    @work(thread=True, group="alarm-rows", exclusive=True, exit_on_error=False)
+    def find_alarm_candidates(self) -> None:
+        """Iterating the calls decodes each once and keeps nothing, so no cache a paint reads is touched;
+        the handler checks the few candidates' rows on the event loop."""
+        self.post_message(self.AlarmCandidates(alarm_candidates(self.analysis)))
+
+    @dataclass
+    class AlarmCandidates(Message):
+        indexes: list[int]
+
+    def on_review_screen_alarm_candidates(self, message: AlarmCandidates) -> None:
+        self._alarm_candidates = message.indexes
+        self._jump_to_next_alarm()
+
+    def _jump_to_next_alarm(self) -> None:
+        plan = self.query_one(PlanView)
+        candidates = self._alarm_candidates or []
+        start = bisect_right(candidates, plan.cursor)
+        for index in candidates[start:] + candidates[:start]:
+            if index != plan.cursor and is_alarm_row(
+                self.analysis.row(index), self.analysis.has_outlier(index)
+            ):
+                plan.move_cursor(index)
+                return
+        self.notify("No other row is flagged red.", title="Alarms")
 
     def action_verify(self) -> None:
         record = self.item.executions.get(self.revision)

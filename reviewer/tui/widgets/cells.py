@@ -8,6 +8,9 @@ from rich.text import Text
 
 from reviewer.plan.sanitize import clip, safe_text, steady_width
 
+CURSOR_GLYPH = "▶"
+"""Marks the cursor's row in every table, so it shows where colour does not (16 colours, NO_COLOR)."""
+
 
 def fit(value: str, cells: int, *, right: bool = False) -> str:
     """`value` made safe and exactly `cells` cells wide (wide characters counted)."""

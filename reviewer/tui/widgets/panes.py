@@ -9,7 +9,7 @@ from __future__ import annotations
 import msgspec
 from rich.text import Text
 
-from reviewer.plan.proposal import Call, dumps
+from reviewer.plan.proposal import Call, Proposal, dumps
 from reviewer.plan.sanitize import clip, safe_text
 from reviewer.reading.analysis import Analysis, Extremes, NumericField, PlanRow, Ratios, Verdict
 
@@ -42,6 +42,34 @@ VERDICT_STYLE = {
 }
 
 
+KEPT_LABELS = {"all": "kept: written", "some": "maybe kept"}
+"""The dry-run column of a write the dry run kept: every write it sent, or some (which ones, the
+proposal does not say)."""
+KEPT_MEANING = {
+    "all": "the API ignored the dry-run flag and kept this write: it has already happened, and "
+    "approving sends it again",
+    "some": "the API kept some of the dry run's writes and the proposal does not say which: this one "
+    "may already have happened, and approving sends it again",
+}
+
+
+def kept_writes(proposal: Proposal) -> str | None:
+    """ "all" when the dry run kept every write it sent, "some" when it kept some, None when it kept
+    none (or did not count them)."""
+    dry_run = proposal.dry_run
+    if not dry_run.writes_kept:
+        return None
+    if dry_run.write_requests is not None and dry_run.writes_kept < dry_run.write_requests:
+        return "some"
+    return "all"
+
+
+def row_kept(row: PlanRow, kept: str | None) -> bool:
+    """Whether `row` is one of the writes a dry run that kept writes may have kept: a write the
+    server accepted."""
+    return kept is not None and row.effect != "read" and row.verdict is Verdict.VALIDATED
+
+
 def untrusted(value: object, *, multiline: bool = False, limit: int = DETAIL_LIMIT) -> str:
     """Any proposal value as display-safe text: JSON for structures, clipped, sanitized."""
     if value is msgspec.UNSET:
@@ -56,6 +84,8 @@ def untrusted(value: object, *, multiline: bool = False, limit: int = DETAIL_LIM
 
 
 LABEL_CELLS = 12
+ARGS_ON_ONE_LINE = 200
+"""Arguments up to this long are shown as one line of JSON, right under the call's name."""
 
 
 def _line(text: Text, label: str, value: str | Text, style: str = "") -> None:
@@ -157,19 +187,27 @@ def extremes_text(extremes: Extremes) -> Text:
     return text or Text("no numeric arguments, no deletes", "muted")
 
 
-def detail_text(row: PlanRow, call: Call) -> Text:
-    """Everything about one call: its verdict explained, flags spelled out, the full request and answer."""
+def detail_text(row: PlanRow, call: Call, kept: str | None = None) -> Text:
+    """Everything about one call: its arguments first (at 80x24 the pane shows a few lines), its
+    verdict explained, flags spelled out, the full request and answer. `kept` is `kept_writes` of
+    the proposal."""
     text = Text()
     text.append(f"#{row.seq} ", "bold")
     text.append(untrusted(row.tool, limit=200), "bold")
-    text.append(f"  {row.effect}", "danger" if row.destructive else "")
+    text.append(f"  {row.effect}\n", "danger" if row.destructive else "")
+    short_args = untrusted(call.args or {})
+    multiline = len(short_args) > ARGS_ON_ONE_LINE
+    _line(text, "args", untrusted(call.args or {}, multiline=True) if multiline else short_args)
     if row.method or row.path:
-        text.append("  " + untrusted(f"{row.method or ''} {row.path or ''}".strip(), limit=400))
-    text.append("\n")
-    text.append(str(row.verdict), VERDICT_STYLE[row.verdict])
-    if row.http_status is not None:
-        text.append(f" ({row.http_status})", VERDICT_STYLE[row.verdict])
-    text.append(f": {VERDICT_MEANING[row.verdict]}\n")
+        _line(text, "call", untrusted(f"{row.method or ''} {row.path or ''}".strip(), limit=400))
+    if row_kept(row, kept) and kept is not None:
+        text.append(KEPT_LABELS[kept], "danger")
+        text.append(f": {KEPT_MEANING[kept]}\n")
+    else:
+        text.append(str(row.verdict), VERDICT_STYLE[row.verdict])
+        if row.http_status is not None:
+            text.append(f" ({row.http_status})", VERDICT_STYLE[row.verdict])
+        text.append(f": {VERDICT_MEANING[row.verdict]}\n")
     if row.message:
         _line(text, "answer", untrusted(row.message, limit=1_000))
     if row.destructive:
@@ -195,7 +233,6 @@ def detail_text(row: PlanRow, call: Call) -> Text:
             "escapes\n",
             "danger",
         )
-    _line(text, "args", untrusted(call.args or {}, multiline=True))
     if call.request is not None:
         if call.request.query:
             _line(text, "query", untrusted(call.request.query))

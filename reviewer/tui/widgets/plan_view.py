@@ -12,7 +12,7 @@ enough that every text colour keeps its contrast on them (tests/tui/test_contras
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar, Protocol
 
 from rich.style import Style
@@ -26,13 +26,13 @@ from textual.strip import Strip
 
 from reviewer.plan.sanitize import safe_text
 from reviewer.reading.analysis import PlanRow, Verdict
-from reviewer.tui.widgets.cells import fit
+from reviewer.tui.widgets.cells import CURSOR_GLYPH, fit
+from reviewer.tui.widgets.panes import KEPT_LABELS, row_kept
 
 RowMark = Callable[[int], str | None]
 """Given a row index, a mark such as "added" or "changed" (drift), or None."""
 
 MARK_GLYPHS = {"added": "+", "changed": "~", "removed": "-", "outcome": "·"}
-CURSOR_GLYPH = "▶"
 
 
 class RowSource(Protocol):
@@ -55,10 +55,12 @@ class Column:
     right: bool = False
 
 
+SEQ_COLUMN = Column("#", 5, right=True)
+TOOL_COLUMN = Column("tool", 14)
 COLUMNS: tuple[Column, ...] = (
     Column("", 2),
-    Column("#", 5, right=True),
-    Column("tool", 14),
+    SEQ_COLUMN,
+    TOOL_COLUMN,
     Column("effect", 6),
     Column("call", 20, shown_from=72),
     Column("args", 0, shown_from=96),
@@ -98,6 +100,24 @@ def row_flags(row: PlanRow, outlier: bool = False) -> list[tuple[str, str]]:
     elif row.written_before is not None:
         flags.append((f"←#{row.written_before}", "plan-view--noise"))
     return flags
+
+
+def seq_cells(rows: RowSource) -> int:
+    """Cells the largest seq needs (seqs increase, so the last row holds it; a drift's removed rows
+    stand among the others), at least the default `#` width."""
+    if not len(rows):
+        return SEQ_COLUMN.width
+    return max(SEQ_COLUMN.width, len(str(rows.row(len(rows) - 1).seq)), len(str(rows.row(0).seq)))
+
+
+ALARM_VERDICTS = frozenset({Verdict.REAL_REFUSAL, Verdict.FAKE_REFUSAL, Verdict.ERROR})
+
+
+def is_alarm_row(row: PlanRow, outlier: bool = False) -> bool:
+    """A row the reviewer must look at: its verdict or one of its flags is drawn red."""
+    return row.verdict in ALARM_VERDICTS or any(
+        component == "plan-view--refusal" for _, component in row_flags(row, outlier)
+    )
 
 
 class PlanView(ScrollView, can_focus=True):
@@ -165,6 +185,7 @@ class PlanView(ScrollView, can_focus=True):
         rows: RowSource,
         *,
         row_mark: RowMark | None = None,
+        kept: str | None = None,
         name: str | None = None,
         id: str | None = None,
         classes: str | None = None,
@@ -172,7 +193,10 @@ class PlanView(ScrollView, can_focus=True):
         super().__init__(name=name, id=id, classes=classes)
         self.rows = rows
         self.row_mark = row_mark
+        self.kept = kept
+        """`kept_writes` of the proposal: the writes its dry run kept read `kept`, not `validated`."""
         self.virtual_size = Size(0, len(rows) + 1)
+        self.seq_cells = seq_cells(rows)
 
     @property
     def row_count(self) -> int:
@@ -187,7 +211,10 @@ class PlanView(ScrollView, can_focus=True):
             self.post_message(self.RowHighlighted(self, self.cursor))
 
     def on_resize(self) -> None:
+        """A banner above or a pane below that appears later (the alarms, once computed) takes lines:
+        the cursor's row stays in sight."""
         self.virtual_size = Size(self.scrollable_content_region.width, self.row_count + 1)
+        self.keep_cursor_visible()
 
     def action_cursor(self, step: int) -> None:
         self.move_cursor(self.cursor + step)
@@ -204,13 +231,16 @@ class PlanView(ScrollView, can_focus=True):
         self.cursor = min(max(index, 0), self.row_count - 1)
 
     def watch_cursor(self, old: int, new: int) -> None:
-        top = round(self.scroll_y)
-        if new < top:
-            self.scroll_to(y=new, animate=False, immediate=True)
-        elif new >= top + self.visible_rows:
-            self.scroll_to(y=new - self.visible_rows + 1, animate=False, immediate=True)
+        self.keep_cursor_visible()
         self.refresh()
         self.post_message(self.RowHighlighted(self, new))
+
+    def keep_cursor_visible(self) -> None:
+        top = round(self.scroll_y)
+        if self.cursor < top:
+            self.scroll_to(y=self.cursor, animate=False, immediate=True)
+        elif self.cursor >= top + self.visible_rows:
+            self.scroll_to(y=self.cursor - self.visible_rows + 1, animate=False, immediate=True)
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
@@ -236,7 +266,18 @@ class PlanView(ScrollView, can_focus=True):
         return Strip(text.render(self.app.console)).crop_extend(0, width, None).apply_style(style)
 
     def _layout(self, width: int) -> list[tuple[Column, int]]:
-        shown = [column for column in COLUMNS if width >= column.shown_from]
+        """Each shown column with its width; `#` is as wide as the largest seq (a cut seq names
+        another call), and the tool column gives up the cells it takes beyond the default."""
+        extra = max(self.seq_cells - SEQ_COLUMN.width, 0)
+        shown = [
+            replace(column, width=self.seq_cells)
+            if column is SEQ_COLUMN
+            else replace(column, width=column.width - extra)
+            if column is TOOL_COLUMN
+            else column
+            for column in COLUMNS
+            if width >= column.shown_from
+        ]
         fixed = sum(column.width + 1 for column in shown if column.width)
         flexible = max(width - fixed - 1, 8)
         return [(column, column.width or flexible) for column in shown]
@@ -274,6 +315,8 @@ class PlanView(ScrollView, can_focus=True):
             return " ".join(part for part in (row.method, row.path) if part), None
         if header == "args":
             return row.args_summary, None
+        if self.kept is not None and row_kept(row, self.kept):
+            return KEPT_LABELS[self.kept], "plan-view--refusal"
         return str(row.verdict), VERDICT_CLASS[row.verdict]
 
     def _append_flags(self, text: Text, flags: list[tuple[str, str]], cells: int) -> None:

@@ -41,6 +41,8 @@ class FakeProposal:
     state: str = "pending"
     decided_by: str | None = None
     history: list[TrailEvent] = field(default_factory=list)
+    approvals: list[str] = field(default_factory=list)
+    approvals_required: int = 1
 
     def digest(self, revision: int) -> str:
         return plan_sha256(parse_proposal(self.plans[revision - 1]))
@@ -89,6 +91,8 @@ class FakeQueue:
             plan_sha256=entry.digest(entry.latest),
             state=entry.state,
             decided_by=entry.decided_by,  # type: ignore[arg-type]
+            approvals=entry.approvals,
+            approvals_required=entry.approvals_required,
         )
 
     def _list(self, request: httpx.Request) -> httpx.Response:

@@ -163,7 +163,7 @@ def test_a_revoked_token_stops_polling_and_says_to_log_in(queue: Queue) -> None:
             )
             assert revoked.returncode == 0
             await until(pilot, lambda: "run `reviewer login --queue" in status(app), "the 401")
-            assert "expired or revoked" in status(app)
+            assert "revoked, or not one of this queue" in status(app)
 
     run(scenario)
 

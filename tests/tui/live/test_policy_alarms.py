@@ -9,7 +9,7 @@ import pytest
 
 from reviewer.plan.proposal import parse_proposal
 from tests.queue_harness import body, proposal, start_service, unique_id
-from tests.tui.live.conftest import Queue, open_proposal, run, shown_text, until
+from tests.tui.live.helpers import Queue, open_proposal, run, shown_text, until
 
 POLICY = """\
 [default]

@@ -2,31 +2,51 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import httpx
 
 from reviewer.queue.config import Secret
+from reviewer.signing.sshsig import PublicKey, Signer
 from reviewer.tui.app import ReviewerApp
 from reviewer.tui.model.queue_source import QueueSource
-from tests.tui.live.fake_queue import FakeQueue, replanned
+from tests.tui.live.fake_queue import AT, FakeQueue, replanned
 from tests.tui.live.helpers import decide_from_keyboard, open_proposal, status, until
 
 SIZE = (100, 30)
 
 
-def live_app(transport: httpx.AsyncBaseTransport) -> ReviewerApp:
-    """Fixed clock (status figures never move), long poll and retry delays (nothing changes mid-picture)."""
+SIGNING_KEY = PublicKey.from_openssh(
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKOo3CXFww9m2YH8gmFdMmr4oUoQCk01thLGf9Skcp61 alice@laptop"
+)
+
+
+class FixedKeySigner:
+    """Stands for the reviewer's key file in a picture: a fixed key, so the fingerprint never varies
+    (the real signing is tested against ssh-keygen in tests/signing)."""
+
+    public_key = SIGNING_KEY
+
+    def sign_blob(self, data: bytes) -> bytes:
+        raise AssertionError("a snapshot signs nothing")
+
+
+def live_app(transport: httpx.AsyncBaseTransport, signer: Signer | None = None) -> ReviewerApp:
+    """Fixed clocks (status figures and ages never move), long poll and retry delays (nothing changes
+    mid-picture)."""
     return ReviewerApp(
         QueueSource(
             "http://queue.test",
             Secret("snapshot-token"),
             transport=transport,
             clock=lambda: 1000.0,
+            now=lambda: AT + timedelta(minutes=12),
             poll_interval=60,
             retry_base=30,
             max_backoff=30,
             jitter=0,
+            signer=signer,
         )
     )
 
@@ -45,11 +65,13 @@ def loaded(count: int, *keys_after: str, open_id: str | None = None):  # type: i
 
 
 def test_connected(snap_compare) -> None:
-    """The live queue, served by MockTransport from fixed answers: three rows, newest first; "•" marks the
-    two pending proposals nobody opened; the one alice proposed shows "you" (reversed) as proposer; the
-    refund shows state "approved" in green. The detail under the table gives the queue's state, proposer
-    and trail. The chrome reads "alice (reviewer) │ 3 proposals │ 2 pending │ 2 new"; the status line
-    "signed in as alice (reviewer) · queue answered 0 s ago" (fixed clock)."""
+    """The live queue, served by MockTransport from fixed answers: three rows, newest first; ▶ on the
+    cursor's row, underlined; "•" marks the two pending proposals nobody opened; the one alice
+    proposed shows "you" (reversed) as proposer; env "staging" on each; the pending ones waited
+    "12m" (fixed clock); the refund shows state "approved" in green. The detail under the table
+    gives the queue's state, proposer and trail. The chrome reads "alice (reviewer) │ 3 proposals │
+    2 pending │ 2 new"; the status line "signed in as alice (reviewer) · queue answered 0 s ago"
+    (fixed clock)."""
     fake = FakeQueue()
     fake.add("deskline-merge-0042", title="Merge t1 and t2, delete t3")
     fake.add("refund-0007", title="Refund order 7", calls=1, state="approved", decided_by="bob")
@@ -106,3 +128,45 @@ def test_stale(snap_compare) -> None:
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_approve_dialog_with_a_quorum_and_a_signing_key(snap_compare) -> None:
+    """`a` on a proposal whose policy needs 2 approvals and has bob's: the dialog says "1 of 2
+    approvals (bob) so far; yours makes 2", that this is the queue's count and an executor checking
+    signatures may need more, and "signed with ssh-ed25519 SHA256:… from its key file"; y / n."""
+    fake = FakeQueue()
+    fake.add("k8s-prune-0007", title="Prune preview namespaces", approvals=["bob"], approvals_required=2)
+    app = live_app(fake.transport(), signer=FixedKeySigner())
+
+    async def run_before(pilot: Any) -> None:
+        await loaded(1)(pilot)
+        await open_proposal(pilot, pilot.app, "k8s-prune-0007")
+        await until(
+            pilot, lambda: "computing" not in str(pilot.app.screen.query_one("#ratios").render()), "panes"
+        )
+        await pilot.press("a")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_r_polls_at_once_while_the_queue_is_down() -> None:
+    """With a 30 s back-off, r sends the next poll now instead of waiting it out."""
+    import asyncio
+
+    requests: list[str] = []
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        requests.append(request.url.path)
+        raise httpx.ConnectError("connection refused", request=request)
+
+    async def scenario() -> None:
+        app = live_app(httpx.MockTransport(refuse))
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: "unreachable" in status(pilot.app), "the status")
+            assert "(r: now)" in status(app)
+            sent = len(requests)
+            await pilot.press("r")
+            await until(pilot, lambda: len(requests) > sent, "the poll r asked for")
+
+    asyncio.run(scenario())
