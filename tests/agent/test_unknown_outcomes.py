@@ -21,7 +21,7 @@ from reviewer.agent import Approval, QueueAgent, RunStopped, execute_approved, l
 from reviewer.plan.proposal import parse_proposal
 from reviewer.queue.client import InvalidRequest, QueueClient
 from reviewer.queue.messages import ExecutionReport
-from tests.agent.conftest import Queue
+from tests.agent.fixtures import Queue
 from tests.agent.loopback import LoopbackServer, loopback_servers
 from tests.builders import proposal_document
 
