@@ -4,7 +4,6 @@ before each test) and a real `reviewer serve` process, with the `Queue` it yield
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ import pytest
 
 from reviewer.sample_api.server import RunningSampleApi, sample_api_in_thread
 from tests.queue_harness import wait_until_serving
+from tests.service.ports import free_port
 
 
 @pytest.fixture(scope="session")
@@ -43,12 +43,6 @@ class Queue:
     reviewer_token: str
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _reviewer(*args: str) -> list[str]:
     return [sys.executable, "-m", "reviewer", *args]
 
@@ -57,7 +51,7 @@ def _reviewer(*args: str) -> list[str]:
 def queue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Queue]:
     directory = tmp_path_factory.mktemp("queue")
     db = directory / "queue.sqlite3"
-    port = _free_port()
+    port = free_port()
     log = (directory / "serve.log").open("wb")
     process = subprocess.Popen(
         _reviewer("serve", "--db", str(db), "--port", str(port)), stdout=log, stderr=log

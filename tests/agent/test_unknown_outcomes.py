@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
@@ -24,6 +23,7 @@ from reviewer.queue.messages import ExecutionReport
 from tests.agent.fixtures import Queue
 from tests.agent.loopback import LoopbackServer, loopback_servers
 from tests.builders import proposal_document
+from tests.service.ports import free_port
 
 
 def drop_connection(server: LoopbackServer, handler: BaseHTTPRequestHandler) -> None:
@@ -93,9 +93,7 @@ def test_a_write_sent_and_never_answered_is_unknown(api: LoopbackServer, answer:
 
 
 def test_a_write_that_could_not_connect_is_an_error_not_unknown() -> None:
-    with socket.socket() as probe:  # a port nobody listens on once the probe closes
-        probe.bind(("127.0.0.1", 0))
-        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    url = f"http://127.0.0.1:{free_port()}"  # a port nobody listens on
     execution = _run(url, local_approval(_plan(url)))
     [call] = execution.executed
     assert call.answer.status == "error" and "not sent" in (call.answer.message or "")

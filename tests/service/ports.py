@@ -1,11 +1,42 @@
-"""A free loopback port for a server a test starts."""
+"""Loopback ports for the servers tests start, unique across the whole run.
+
+Asking the kernel for port 0 and closing the probe is a race: another process (a second pytest
+worker, or any outgoing connection) can be given the same port before the server binds it. Ports
+here come from below the kernel's ephemeral range, where it never hands ports out by itself, from a
+slice of that range each pytest-xdist worker has to itself, and never twice in one process.
+"""
 
 from __future__ import annotations
 
+import itertools
+import os
 import socket
+
+FIRST_PORT = 10_000
+"""Below Linux's default ephemeral range (32768-60999), so no bind(0) or connect takes these."""
+SLICE = 1_400
+"""Ports a worker may hand out: 16 workers fit below the ephemeral range."""
+
+
+def _worker_index() -> int:
+    """0 without pytest-xdist, 1 + N for its worker gwN."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(worker.removeprefix("gw")) + 1 if worker.startswith("gw") else 0
+
+
+_candidates = itertools.cycle(
+    range(FIRST_PORT + _worker_index() * SLICE, FIRST_PORT + (_worker_index() + 1) * SLICE)
+)
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A loopback port nobody listens on now that no other test process of this run is given."""
+    for _ in range(SLICE):
+        port = next(_candidates)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free loopback port in this worker's slice of {SLICE}")

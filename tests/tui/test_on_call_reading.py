@@ -305,14 +305,12 @@ def test_the_help_wraps_a_long_meaning_under_itself() -> None:
 
 def test_login_checks_the_queue_answers_before_asking_for_the_token(tmp_path: Path) -> None:
     import os
-    import socket
     import subprocess
 
     from tests.queue_harness import reviewer_command
+    from tests.service.ports import free_port
 
-    with socket.socket() as probe:  # a loopback port nobody listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # a loopback port nobody listens on
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path)}
     login = subprocess.run(
         reviewer_command("login", "--queue", f"http://127.0.0.1:{port}"),
