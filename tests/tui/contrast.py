@@ -3,6 +3,10 @@
 WCAG 2 contrast between each character's foreground and background, after reverse and dim, with
 colours resolved the way the terminal will show them: truecolor as is, 256 and 16 colours through
 the app's own filter (the nearest palette entry), palette entries in a dark xterm palette.
+
+The app's 256- and 16-colour filters only map each segment's colours: one truecolor app's screen,
+passed through them here, is the screen the app shows in those modes, so one app is measured in all
+three (`tests/tui/test_contrast.py` checks the two ways agree).
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.terminal_theme import TerminalTheme
 from textual.app import App
+
+from reviewer.tui.palette import COLOR_SYSTEMS, terminal_filters
 
 XTERM_DARK = TerminalTheme(
     (0, 0, 0),
@@ -78,20 +84,26 @@ def colours_of(style: Style) -> tuple[tuple[int, int, int], tuple[int, int, int]
     return foreground, background
 
 
-def screen_segments(app: App[object]) -> list[list[Segment]]:
-    """The screen (with the screens under a dialog) as rows of styled segments, filters applied."""
+def screen_segments(app: App[object], shown_in: str | None = None) -> list[list[Segment]]:
+    """The screen (with the screens under a dialog) as rows of styled segments, the app's filters
+    applied, then, if `shown_in` names a colour system ("256", "standard"), that terminal's."""
     width, height = app.size
     console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True,
                       color_system="truecolor", legacy_windows=False, safe_box=False)  # fmt: skip
     update = app.screen._compositor.render_update(full=True, screen_stack=app._background_screens)
     segments = [segment for segment in console.render(update) if not segment.control]
-    return list(Segment.split_lines(segments))
+    lines = list(Segment.split_lines(segments))
+    for terminal in terminal_filters(COLOR_SYSTEMS[shown_in]) if shown_in else ():
+        lines = [terminal.apply(line, app.screen.background_colors[1]) for line in lines]
+    return lines
 
 
-def low_contrast(app: App[object], minimum: float = WCAG_TEXT) -> list[LowContrast]:
-    """Every run of text whose contrast is below `minimum`."""
+def low_contrast(
+    app: App[object], minimum: float = WCAG_TEXT, shown_in: str | None = None
+) -> list[LowContrast]:
+    """Every run of text whose contrast is below `minimum` (in the terminal `shown_in` names)."""
     found: list[LowContrast] = []
-    for row, line in enumerate(screen_segments(app)):
+    for row, line in enumerate(screen_segments(app, shown_in)):
         for text, style, _ in line:
             letters = "".join(character for character in text if character not in NOT_TEXT)
             if not letters or style is None:

@@ -29,7 +29,9 @@ SCREENS = {
     "approve confirmation": (MERGE, ("enter", "a")),
     "help": (MERGE, ("question_mark",)),
 }
-MODES = ("truecolor", "256", "standard", "nocolor")
+APPS = {"colour": ("truecolor", "256", "standard"), "no colour": ("nocolor",)}
+"""One app per palette: the colour one is read in three terminals (its 256- and 16-colour filters
+only map colours), the NO_COLOR one, whose styles differ, in its own."""
 
 
 def make_app(folder, mode: str, monkeypatch: pytest.MonkeyPatch) -> ReviewerApp:  # type: ignore[no-untyped-def]
@@ -38,17 +40,42 @@ def make_app(folder, mode: str, monkeypatch: pytest.MonkeyPatch) -> ReviewerApp:
     return ReviewerApp(folder, color_system=None if mode in ("truecolor", "nocolor") else mode)
 
 
-@pytest.mark.parametrize("mode", MODES)
+def shown_in(mode: str) -> str | None:
+    return mode if mode in ("256", "standard") else None
+
+
+@pytest.mark.parametrize("palette", list(APPS))
 @pytest.mark.parametrize("screen", list(SCREENS))
-async def test_every_character_is_readable(screen: str, mode: str, sample_folder, monkeypatch) -> None:
+async def test_every_character_is_readable(screen: str, palette: str, sample_folder, monkeypatch) -> None:
     files, keys = SCREENS[screen]
-    app = make_app(sample_folder(*files) if files else SAMPLES, mode, monkeypatch)
+    modes = APPS[palette]
+    app = make_app(sample_folder(*files) if files else SAMPLES, modes[0], monkeypatch)
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_until_loaded(pilot)
         for key in keys:
             await pilot.press(key)
             await wait_until_loaded(pilot)
-        assert low_contrast(app) == []
+        found = {mode: low_contrast(app, shown_in=shown_in(mode)) for mode in modes}
+        assert found == {mode: [] for mode in modes}
+
+
+@pytest.mark.parametrize("mode", ["256", "standard"])
+async def test_a_truecolor_screen_filtered_here_is_the_screen_the_app_shows_in_fewer_colours(
+    mode: str, sample_folder, monkeypatch
+) -> None:
+    """What lets one app stand for three terminals above: the review screen of a 256- or 16-colour
+    app, segment for segment, is the truecolor app's screen passed through that terminal's filter."""
+    screens = []
+    for system in ("truecolor", mode):
+        app = make_app(sample_folder(*MERGE), system, monkeypatch)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await wait_until_loaded(pilot)
+            await pilot.press("enter")
+            await wait_until_loaded(pilot)
+            screens.append(screen_segments(app, shown_in=mode if system == "truecolor" else None))
+    filtered, shown = screens
+    assert any(style and style.color for line in shown for _, style, _ in line)
+    assert filtered == shown
 
 
 @pytest.mark.parametrize("word", ["real refusal", "del ", "1 real refusal"])
@@ -79,19 +106,21 @@ async def test_the_cursor_row_keeps_its_verdict_readable(sample_folder) -> None:
         assert [problem for problem in low_contrast(app) if "chain" in problem.text] == []
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("palette", list(APPS))
 @pytest.mark.parametrize("presses", [0, 1, 6], ids=["clean row", "alarm row", "re-planned row"])
-async def test_the_queue_cursor_shows_in_every_mode(presses: int, mode: str, monkeypatch) -> None:
+async def test_the_queue_cursor_shows_in_every_mode(presses: int, palette: str, monkeypatch) -> None:
     """The queue's cursor row, whatever the colours: it alone holds ▶, and its text is underlined or
     reversed (the background that tints it falls to black in 16 colours and goes with NO_COLOR)."""
-    app = make_app(SAMPLES, mode, monkeypatch)
+    modes = APPS[palette]
+    app = make_app(SAMPLES, modes[0], monkeypatch)
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_until_loaded(pilot)
         await pilot.press(*["down"] * presses)
         await wait_until_loaded(pilot)
-        rows = screen_segments(app)
-        marked = [index for index, line in enumerate(rows) if any("▶" in text for text, _, _ in line)]
-        assert marked == [3 + presses], "▶ on the cursor's row only (the table's rows start on line 3)"
-        words = [(text, style) for text, style, _ in rows[marked[0]] if style and text.strip("│ ")]
-        assert words and all(style.underline or style.reverse for _, style in words), words
-        assert low_contrast(app) == []
+        for mode in modes:
+            rows = screen_segments(app, shown_in=shown_in(mode))
+            marked = [index for index, line in enumerate(rows) if any("▶" in text for text, _, _ in line)]
+            assert marked == [3 + presses], f"{mode}: ▶ on the cursor's row only (rows start on line 3)"
+            words = [(text, style) for text, style, _ in rows[marked[0]] if style and text.strip("│ ")]
+            assert words and all(style.underline or style.reverse for _, style in words), (mode, words)
+            assert low_contrast(app, shown_in=shown_in(mode)) == [], mode

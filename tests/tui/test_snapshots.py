@@ -15,14 +15,14 @@ SERVER = "deskline-merge.server.json"
 
 
 def open_first(*extra_keys: str):  # type: ignore[no-untyped-def]
-    """A run_before that waits for the files to load, opens the first proposal and presses keys."""
+    """A run_before that waits for the files to load, opens the first proposal and presses keys,
+    each once what the one before started has finished (the drift view fills in a worker: `end`
+    pressed before its rows are there moves nothing)."""
 
     async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
         await wait_until_loaded(pilot)
-        await pilot.press("enter")
-        await wait_until_loaded(pilot)
-        if extra_keys:
-            await pilot.press(*extra_keys)
+        for key in ("enter", *extra_keys):
+            await pilot.press(key)
             await wait_until_loaded(pilot)
 
     return run_before
