@@ -13,3 +13,14 @@ os.environ.pop("NO_COLOR", None)
 def anyio_backend() -> str:
     """Async tests (marked `anyio`) run on asyncio, which Textual and the app use."""
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def toasts_stay_for_snapshots(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A picture is taken once the keys have been answered, however long that took: a toast that
+    goes after Textual's 5 s must not be in one picture and gone from the next because the machine
+    was slower (a loaded machine took longer than that to open a plan and press d)."""
+    if "snap_compare" in request.fixturenames:
+        from textual.app import App
+
+        monkeypatch.setattr(App, "NOTIFICATION_TIMEOUT", 3600)

@@ -64,6 +64,11 @@ class Service:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
+        self.launch()
+        self.wait_until_serving()
+
+    def launch(self) -> None:
+        """Start the process and return at once (`wait_until_serving` waits for it)."""
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             reviewer_command("serve", "--db", str(self.db), "--port", str(self.port), *self.serve_args),
@@ -71,6 +76,9 @@ class Service:
             stderr=log,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
+
+    def wait_until_serving(self) -> None:
+        assert self.process is not None
         wait_until_serving(self.url, self.process, self.log)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 10) -> int:
@@ -89,17 +97,39 @@ class Service:
 
     def token(self, name: str, role: str) -> str:
         """A token minted the way an operator does it: `reviewer token create`, stdout alone."""
-        result = subprocess.run(
-            reviewer_command("token", "create", "--db", str(self.db), "--name", name, "--role", role),
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return result.stdout.strip()
+        return self.tokens({name: role})[name]
+
+    def tokens(self, roles: dict[str, str]) -> dict[str, str]:
+        """A token for each name, with its role, minted by as many `reviewer token create` run at
+        once (each is a Python start-up: one after the other they cost a second each)."""
+        minting = {
+            name: subprocess.Popen(
+                reviewer_command("token", "create", "--db", str(self.db), "--name", name, "--role", role),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for name, role in roles.items()
+        }
+        tokens = {}
+        for name, process in minting.items():
+            out, err = process.communicate(timeout=STARTUP_TIMEOUT)
+            if process.returncode != 0:
+                raise RuntimeError(f"reviewer token create --name {name} exited {process.returncode}: {err}")
+            tokens[name] = out.strip()
+        return tokens
 
     def client(self, token: str | None = None, **kwargs: Any) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=30, **kwargs)
+
+
+def start_together(*services: Service) -> None:
+    """Start every service at once, as replicas behind a load balancer come up, and wait for all."""
+    for service in services:
+        service.launch()
+    for service in services:
+        service.wait_until_serving()
 
 
 def start_service(tmp: Path, *serve_args: str) -> Service:
@@ -124,10 +154,7 @@ class Actors:
 
 
 def make_actors(service: Service) -> Actors:
-    tokens = {
-        name: service.token(name, role)
-        for name, role in (("alice", "reviewer"), ("bob", "reviewer"), ("agent", "agent"), ("other", "agent"))
-    }
+    tokens = service.tokens({"alice": "reviewer", "bob": "reviewer", "agent": "agent", "other": "agent"})
     return Actors(
         alice=service.client(tokens["alice"]),
         bob=service.client(tokens["bob"]),

@@ -55,7 +55,12 @@ def test_acknowledged_writes_survive_sigkill(tmp_path: Path) -> None:
             writers = [threading.Thread(target=write, args=(index, stop)) for index in range(3)]
             for thread in writers:
                 thread.start()
-            time.sleep(randomness.uniform(0.3, 2.0))
+            # Killed after a random number of acknowledged writes, the writers still writing: the
+            # moment is a count of writes, not a time, so a fast and a loaded machine test alike.
+            target = len(acknowledged_submissions) + randomness.randint(5, 40)
+            deadline = time.monotonic() + 60
+            while len(acknowledged_submissions) < target and time.monotonic() < deadline:
+                time.sleep(0.005)
             service.kill()
             stop.set()
             for thread in writers:

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.queue_harness import Service, body, claim, decide, proposal, submit, unique_id
+from tests.queue_harness import Service, body, claim, decide, proposal, start_together, submit, unique_id
 from tests.service.postgres import Cluster
 
 RACES = 30
@@ -38,12 +38,8 @@ def replicas(postgres_cluster: Cluster, tmp_path: Path) -> Iterator[Replicas]:
     url = postgres_cluster.fresh_database()
     first = Service(db=url, log_path=tmp_path / "first.log")
     second = Service(db=url, log_path=tmp_path / "second.log")
-    first.start()
-    second.start()
-    tokens = {
-        name: first.token(name, role)
-        for name, role in (("alice", "reviewer"), ("bob", "reviewer"), ("agent", "agent"))
-    }
+    start_together(first, second)
+    tokens = first.tokens({"alice": "reviewer", "bob": "reviewer", "agent": "agent"})
     yield Replicas(first, second, tokens)
     for replica in (first, second):
         if replica.process is not None:
