@@ -16,8 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-import cel
-
 MAX_EXPRESSION_CHARS: Final = 2000
 MAX_WALKS: Final = 8
 NAMES: Final = frozenset({"environment", "target", "plan", "alarms"})
@@ -92,6 +90,8 @@ def compile_expression(source: str) -> Expression:
         raise ExpressionError(
             f"the expression is {len(source):,} characters; at most {MAX_EXPRESSION_CHARS:,}"
         )
+    import cel  # here, not at the top: its package imports a command line of its own (~0.1 s)
+
     try:
         program = cel.compile(source)
     except Exception as error:
@@ -165,6 +165,8 @@ def _check_walks(source: str) -> tuple[set[str], set[str]]:
 
 def context(values: Mapping[str, Any]) -> Any:
     """The activation's values as CEL holds them, converted once for every rule."""
+    import cel
+
     return cel.Context(dict(values))
 
 

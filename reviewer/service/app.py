@@ -38,14 +38,16 @@ from reviewer.service.notifications.targets import Sender
 from reviewer.service.request_log import RequestLog
 from reviewer.service.responses import error_json, error_response
 from reviewer.service.routes import decisions, identity, proposals, runs
-from reviewer.service.store import DEFAULT_CLAIM_LEASE, Clock, Notifying, QueueStore
+from reviewer.service.store import (
+    DEFAULT_APPROVAL_TTL,
+    DEFAULT_CLAIM_LEASE,
+    DEFAULT_PENDING_TTL,
+    Clock,
+    Notifying,
+    QueueStore,
+)
 
 ROUTERS: Final = (identity.router, proposals.router, decisions.router, runs.router)
-
-DEFAULT_PENDING_TTL: Final = 24 * 3600.0
-"""A proposal nobody decided within a day is stale: the agent re-plans against today's state."""
-DEFAULT_APPROVAL_TTL: Final = 3600.0
-"""An approval is for running now, not next week: an hour to start the real run."""
 
 LIMITS: Final = (
     f"Limits: a body up to {MAX_BODY_BYTES:,} bytes (413 beyond), strings up to {MAX_STRING_CHARS:,} "

@@ -208,9 +208,8 @@ def _store(args: argparse.Namespace, *, create: bool = False, policy: Policy | N
     """The store `--db` names; token commands never create one (a mistyped path is an error)."""
     import time
 
-    from reviewer.service.app import DEFAULT_APPROVAL_TTL, DEFAULT_PENDING_TTL
     from reviewer.service.databases import open_store
-    from reviewer.service.store import DEFAULT_CLAIM_LEASE
+    from reviewer.service.store import DEFAULT_APPROVAL_TTL, DEFAULT_CLAIM_LEASE, DEFAULT_PENDING_TTL
 
     pending_ttl = getattr(args, "pending_ttl", None)
     approval_ttl = getattr(args, "approval_ttl", None)

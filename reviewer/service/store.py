@@ -67,6 +67,11 @@ SCHEMA_VERSION: Final = 4
 """The version of the tables a database holds: 2 added claims, 3 reviewers' SSH keys and signed
 decisions in the trail, 4 the notifications' outbox. A store refuses another version (SQLite brings
 2 and 3 up to 4, PostgreSQL 3 up to 4)."""
+DEFAULT_PENDING_TTL: Final = 24 * 3600.0
+"""A proposal nobody decided within a day is stale: the agent re-plans against today's state."""
+DEFAULT_APPROVAL_TTL: Final = 3600.0
+"""An approval is for running now, not next week: an hour to start the real run."""
+
 DEFAULT_CLAIM_LEASE: Final = 3600.0
 """How long a claimed run may take before reviewers see its outcome as unknown (it stays claimed)."""
 

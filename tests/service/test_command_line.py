@@ -195,3 +195,23 @@ def test_https_with_a_certificate_and_key(tmp_path: Path) -> None:
         "serve", "--db", str(tmp_path / "q.sqlite3"), "--port", str(free_port()), "--tls-cert", str(cert)
     )
     assert missing.returncode == 1 and "--tls-cert and --tls-key go together" in one_line(missing)
+
+
+def test_token_and_key_commands_import_neither_the_web_stack_nor_the_rule_language(tmp_path: Path) -> None:
+    """An operator's `reviewer token create` (and every test that mints one) pays for the store
+    alone: FastAPI, uvicorn and the CEL package load only for `serve` and for policies that hold
+    expressions."""
+    db = tmp_path / "q.sqlite3"
+    probe = (
+        "import sys, time\n"
+        "from reviewer.service.databases import open_store\n"
+        f"open_store({str(db)!r}, clock=time.time, pending_ttl=1, approval_ttl=1, create=True).close()\n"
+        "from reviewer.__main__ import main\n"
+        f"main(['token', 'create', '--db', {str(db)!r}, '--name', 'ops', '--role', 'reviewer'])\n"
+        f"main(['keys', 'list', '--db', {str(db)!r}])\n"
+        "print(' '.join(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    done = subprocess.run([*reviewer_command()[:1], "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.startswith("rvw_"), "the token was minted"
+    loaded = set(done.stderr.split())
+    assert not {"fastapi", "starlette", "uvicorn", "cel", "reviewer.service.app"} & loaded
