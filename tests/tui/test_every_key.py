@@ -53,6 +53,18 @@ async def back_to_the_queue(pilot) -> None:  # type: ignore[no-untyped-def]
         await wait_until_loaded(pilot)
 
 
+async def back_to(pilot, screen: Screen[object], route: tuple[str, ...]) -> Screen[object]:  # type: ignore[no-untyped-def]
+    """The screen under test again: the ones a key opened over it closed, or, if the key left it,
+    reached afresh from the queue."""
+    if screen not in pilot.app.screen_stack:
+        await back_to_the_queue(pilot)
+        return await reach(pilot, route)
+    while pilot.app.screen is not screen:
+        await pilot.app.pop_screen()
+        await wait_until_loaded(pilot)
+    return screen
+
+
 @pytest.mark.parametrize("route", list(ROUTES))
 async def test_every_bound_key_on_every_screen_leaves_the_app_running(route: str, sample_folder) -> None:
     """Each key is pressed on the screen (reached afresh when the last key left it); the app must
@@ -68,8 +80,7 @@ async def test_every_bound_key_on_every_screen_leaves_the_app_running(route: str
             assert app.is_running, f"{key} on the {route} screen stopped the app"
             assert app._exception is None, f"{key} on the {route} screen: {app._exception!r}"
             if app.screen is not screen:
-                await back_to_the_queue(pilot)
-                screen = await reach(pilot, ROUTES[route])
+                screen = await back_to(pilot, screen, ROUTES[route])
 
 
 async def test_b_and_t_in_the_drift_view_replace_the_plan_instead_of_crashing(sample_folder) -> None:
