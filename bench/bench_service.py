@@ -1,7 +1,7 @@
 """Queue service throughput and latency: idle polls (304) and submissions on SQLite and on
 PostgreSQL, next to a bare FastAPI app, in one run.
 
-Run: `python bench/bench_service.py [--seconds 4] [--rounds 3] [--concurrency 16] [--postgres URL]`.
+Run: `python bench/bench_service.py [--seconds 2] [--rounds 7] [--concurrency 16] [--postgres URL]`.
 It starts the real `reviewer serve` (on an SQLite file, and on PostgreSQL: the URL given, or a
 throwaway cluster started like the tests' one) and a bare FastAPI app on the same uvicorn, each
 pinned to CPU 0 when the machine has more than one. This process, pinned to the other CPUs, drives
@@ -9,8 +9,9 @@ them on 127.0.0.1 only over keep-alive connections with requests written out in 
 client library would spend more CPU per request than the servers do and measure itself), the
 three servers one after the other, round after round. Each figure is counted from outside the
 server: its CPU seconds read from /proc before and after. It prints the median of the rounds, the
-ratio to the bare app (each round's ratio, then their median) and the load average; it asserts
-nothing.
+ratio to the bare app (each round's ratio, then their median) and the load average: many short
+rounds, so a burst of other work on a shared machine spoils a round rather than a figure. It
+asserts nothing.
 """
 
 from __future__ import annotations
@@ -270,8 +271,8 @@ def ratio_to_bare(ours: list[Figures], bare: list[Figures]) -> tuple[float, floa
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=4.0, help="length of one figure (default 4)")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds over the three servers (default 3)")
+    parser.add_argument("--seconds", type=float, default=2.0, help="length of one figure (default 2)")
+    parser.add_argument("--rounds", type=int, default=7, help="rounds over the three servers (default 7)")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--no-submissions", action="store_true", help="measure idle polls only")
     parser.add_argument(
