@@ -3,10 +3,11 @@
 The routes live on `APIRouter`s in `reviewer.service.routes`, one module per thing served, and take
 the caller and the store as dependencies (`reviewer.service.deps`); bodies are read and parsed by
 `reviewer.service.bodies`, so every refusal is a JSON `ErrorBody` naming the problem. This module
-wires them together: the store, the access log, the error handlers, and an OpenAPI document that
-says what the service does (required headers, the proposal's limits, the bodies the routes read
-themselves). Quick reads (the token, the list's version, a decision state) run on the event loop;
-writes, which wait for fsync, and large reads run in the thread pool.
+wires them together: the store, the access log and the idle poll's short way in front of FastAPI
+(`QueueApp`), the error handlers, and an OpenAPI document that says what the service does
+(required headers, the proposal's limits, the bodies the routes read themselves). Quick reads
+(the token, the list's version, a decision state) run on the event loop; writes, which wait for
+fsync, and large reads run in the thread pool.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Receive, Scope, Send
 
 from reviewer.plan.proposal import MAX_BODY_BYTES, MAX_CALLS, MAX_DEPTH, MAX_STRING_CHARS, Proposal
 from reviewer.queue.messages import ClaimRequest, DecisionRequest, ErrorBody, ExecutionReport
@@ -98,7 +100,8 @@ def create_app(
             deliverer.stop()
         queue.close()
 
-    app = FastAPI(
+    app = QueueApp(
+        queue,
         title="reviewer queue",
         version="1",
         description=(
@@ -108,8 +111,6 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.store = queue
-    app.add_middleware(IdlePoll, store=queue)
-    app.add_middleware(RequestLog)  # added last, so outermost: the short way is logged too
     for router in ROUTERS:
         app.include_router(router)
 
@@ -159,6 +160,23 @@ def create_app(
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+class QueueApp(FastAPI):
+    """FastAPI behind the access log and the idle poll's short way: an unchanged poll meets neither
+    FastAPI's own middleware (errors, telemetry, body limit) nor its router, and is logged like
+    every other request."""
+
+    def __init__(self, store: QueueStore, **settings: Any) -> None:
+        super().__init__(**settings)
+        self.front = RequestLog(IdlePoll(self.routed, store))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.front(scope, receive, send)
+
+    async def routed(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The ordinary way: FastAPI's middleware, router and dependencies."""
+        await super().__call__(scope, receive, send)
 
 
 def allowed_methods(path: str) -> list[str]:

@@ -1,11 +1,13 @@
 """The idle poll's short way: a reviewer's `GET /v1/proposals` whose ETag still matches is answered
-304 before FastAPI routes it.
+304 before FastAPI sees it.
 
 A reviewer's app polls every couple of seconds and almost every answer is "nothing new". That answer
-needs the token's one look-up, the list version's one look-up and a comparison; resolving the route's
-dependencies and parameters cost more than all three. Anything else (another query, another caller,
-an ETag that no longer matches, a store that fails) goes the ordinary way, which gives the full
-answer or the documented error, so the two ways cannot disagree on anything but speed.
+needs one statement (the token's row and the list's version, `QueueStore.caller_and_list_version`)
+and a comparison; FastAPI's middleware, routing and dependencies cost more than both. The token is
+read on every poll, never remembered, so a revoked token is refused at its very next poll, by every
+replica. Anything else (another query, another caller, an ETag that no longer matches, a store that
+fails) goes the ordinary way, which gives the full answer or the documented error, so the two ways
+cannot disagree on anything but speed.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from reviewer.service.deps import identity_for
+from reviewer.service.auth import hash_token
+from reviewer.service.deps import usable_token
 from reviewer.service.routes.proposals import DEFAULT_LIMIT, etag_matches, list_etag
 from reviewer.service.store import QueueStore
 
@@ -22,6 +25,8 @@ LIST_PATH = "/v1/proposals"
 
 class IdlePoll:
     """ASGI middleware: the 304 of an unchanged listing, for the query-less poll the app sends."""
+
+    __slots__ = ("app", "store")
 
     def __init__(self, app: Callable[..., Awaitable[None]], store: QueueStore) -> None:
         self.app = app
@@ -60,12 +65,14 @@ class IdlePoll:
         scheme, _, token = authorization.partition(" ")
         if scheme.lower() != "bearer":
             return None
+        token = token.strip()
+        if not usable_token(token):
+            return None
         try:
-            identity = identity_for(self.store, token.strip())
-            if identity is None or identity.role != "reviewer":
-                return None
-            version = self.store.list_version()
+            identity, version = self.store.caller_and_list_version(hash_token(token))
         except Exception:  # the ordinary way meets the same failure and answers it as documented
+            return None
+        if identity is None or identity.role != "reviewer":
             return None
         etag = list_etag(version.last_seq, version.next_deadline, None, None, DEFAULT_LIMIT)
         if not etag_matches(if_none_match, etag):

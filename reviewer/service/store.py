@@ -274,9 +274,7 @@ class QueueStore(ABC):
                 "WHERE token_sha256 = :token_sha256 AND revoked_at IS NULL",
                 token_sha256=token_sha256,
             )
-        if row is None or not hashes_match(row["token_sha256"], token_sha256):
-            return None
-        return Identity(row["id"], row["name"], row["role"])
+        return _identity_of(row, token_sha256)
 
     def _require_active(self, db: Transaction, identity: Identity) -> None:
         """Read the caller's token again inside the write: a revocation meanwhile refuses the write."""
@@ -660,16 +658,34 @@ class QueueStore(ABC):
         assert row is not None
         return int(row["seq"])
 
+    LIST_VERSION: Final = (
+        "(SELECT coalesce(max(seq), 0) FROM trail) AS last_seq, "
+        "(SELECT min(deadline) FROM proposals WHERE deadline > :now) AS next_deadline"
+    )
+    """Two index lookups: enough for an ETag that changes on every write and expiry."""
+
     def list_version(self) -> ListVersion:
-        """Two index lookups in one statement: enough for an ETag that changes on every write and expiry."""
         with self.single() as db:
-            version = db.one(
-                "SELECT (SELECT coalesce(max(seq), 0) FROM trail) AS last_seq, "
-                "(SELECT min(deadline) FROM proposals WHERE deadline > :now) AS next_deadline",
-                now=self.clock(),
-            )
+            version = db.one("SELECT " + self.LIST_VERSION, now=self.clock())
         assert version is not None
         return ListVersion(int(version["last_seq"]), version["next_deadline"])
+
+    def caller_and_list_version(self, token_sha256: str) -> tuple[Identity | None, ListVersion]:
+        """`resolve_token` and `list_version` in one statement, for the idle poll: the token is read
+        from the database on every poll (a revocation refuses the very next one), at the cost of
+        one statement rather than two."""
+        with self.single() as db:
+            row = db.one(
+                "SELECT tokens.id, tokens.name, tokens.role, tokens.token_sha256, "
+                + self.LIST_VERSION
+                + " FROM (SELECT 1 AS always) AS one_row LEFT JOIN tokens "
+                "ON tokens.token_sha256 = :token_sha256 AND tokens.revoked_at IS NULL",
+                token_sha256=token_sha256,
+                now=self.clock(),
+            )
+        assert row is not None
+        identity = None if row["id"] is None else _identity_of(row, token_sha256)
+        return identity, ListVersion(int(row["last_seq"]), row["next_deadline"])
 
     LIST_BATCH: Final = 500
 
@@ -1354,3 +1370,10 @@ def _fingerprint(proposal_id: str, request: DecisionRequest | ClaimRequest | Exe
     """
     material: dict[str, Any] = {"proposal_id": proposal_id, **vars(request)}
     return hashlib.sha256(msgspec.json.encode(material, order="sorted")).hexdigest()
+
+
+def _identity_of(row: Row | None, token_sha256: str) -> Identity | None:
+    """The identity of an active token's row, compared in constant time with the hash presented."""
+    if row is None or not hashes_match(row["token_sha256"], token_sha256):
+        return None
+    return Identity(row["id"], row["name"], row["role"])

@@ -7,6 +7,7 @@ over HTTP, as a load balancer would spread a team's requests.
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -17,7 +18,17 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.queue_harness import Service, body, claim, decide, proposal, start_together, submit, unique_id
+from tests.queue_harness import (
+    Service,
+    body,
+    claim,
+    decide,
+    proposal,
+    reviewer_command,
+    start_together,
+    submit,
+    unique_id,
+)
 from tests.service.postgres import Cluster
 
 RACES = 30
@@ -161,3 +172,18 @@ def test_idempotency_keys_and_claims_hold_across_replicas(replicas: Replicas) ->
         assert (replayed.status_code, replayed.json()) == (201, stored.json())
         history = alice_second.get(f"/v1/proposals/{proposal_id}").json()["history"]
         assert [event["event"] for event in history] == ["submitted", "approved", "claimed", "executed"]
+
+
+def test_a_revoked_token_is_refused_at_its_very_next_idle_poll_on_every_replica(replicas: Replicas) -> None:
+    """An unchanged poll is a 304 on either replica, and neither remembers a token's verdict: the
+    first poll after `reviewer token revoke` returns is refused, on both."""
+    token = replicas.first.token("poller", "reviewer")
+    with replicas.first.client(token) as on_first, replicas.second.client(token) as on_second:
+        unchanged = {"If-None-Match": on_first.get("/v1/proposals").headers["etag"]}
+        for client in (on_first, on_second, on_first, on_second):
+            assert client.get("/v1/proposals", headers=unchanged).status_code == 304
+        revoke = reviewer_command("token", "revoke", "poller", "--db", str(replicas.first.db))
+        subprocess.run(revoke, check=True, capture_output=True)
+        for client in (on_second, on_first):
+            refused = client.get("/v1/proposals", headers=unchanged)
+            assert (refused.status_code, refused.json()["error"]) == (401, "unauthorized")

@@ -321,6 +321,26 @@ def test_the_list_pages_newest_first_filters_by_state_across_batches_and_version
     }
 
 
+def test_the_idle_polls_one_statement_answers_as_the_two_look_ups_and_sees_a_revocation_at_once(
+    store: QueueStore, clock: Clock
+) -> None:
+    """`caller_and_list_version` is `resolve_token` and `list_version` in one statement: the same
+    identity (none for an unknown or revoked token, however the version moves) and the same version."""
+    token = mint_token()
+    store.create_token("poller", "reviewer", hash_token(token))
+    agent = identity(store, "agent", "agent")
+    store.submit(agent, submission("p1"))
+    caller, version = store.caller_and_list_version(hash_token(token))
+    assert caller == store.resolve_token(hash_token(token)) and caller is not None
+    assert (caller.name, caller.role) == ("poller", "reviewer")
+    assert version == store.list_version() and version.next_deadline == START + 600
+    assert store.caller_and_list_version(hash_token(mint_token())) == (None, version)
+    clock.now += 600
+    assert store.caller_and_list_version(hash_token(token))[1] == store.list_version() != version
+    assert store.revoke_token("poller")
+    assert store.caller_and_list_version(hash_token(token)) == (None, store.list_version())
+
+
 def test_the_history_tables_are_append_only(store: QueueStore) -> None:
     agent = identity(store, "agent", "agent")
     store.submit(agent, submission("p"))

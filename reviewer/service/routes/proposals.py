@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 from typing import Annotated, Final
 
 from fastapi import APIRouter, Header, Query, Request, Response
@@ -23,7 +24,9 @@ ProposalId = Annotated[str, PathParam(pattern=PROPOSAL_ID_PATTERN)]
 router = APIRouter(tags=["proposals"])
 
 
+@lru_cache(maxsize=256)
 def list_etag(last_seq: int, next_deadline: float | None, *query: object) -> str:
+    """The list's ETag for a version and a query; remembered, as every idle poll asks for the same."""
     material = f"{last_seq}|{next_deadline!r}|" + "|".join(repr(part) for part in query)
     return '"' + hashlib.sha256(material.encode()).hexdigest()[:32] + '"'
 
