@@ -15,15 +15,15 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.filter import LineFilter
+from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.worker import get_current_worker
 
-from reviewer.plan.proposal import Proposal
 from reviewer.plan.sanitize import safe_text
 from reviewer.queue.terminal_alerts import TerminalAlerts
 from reviewer.tui.alerts import RESTORE_TITLE, SAVE_TITLE, PendingWatch, alert_bytes, desktop_protocol
 from reviewer.tui.failures import ReportsWorkerFailures
-from reviewer.tui.loader import CompletionJob, Foreground, complete, listed_once
+from reviewer.tui.loader import CompletionJob, Foreground, Listing, complete, first_frame_files
 from reviewer.tui.messages import (
     DriftComputed,
     ExecutionLoaded,
@@ -45,11 +45,9 @@ from reviewer.tui.model.sources import (
     Decider,
     DecisionOutcome,
     DemoDecider,
-    ExecutionRecord,
     QueueItem,
     SourceError,
-    completion_order,
-    scan_folder,
+    proposal_files,
     shown,
 )
 from reviewer.tui.palette import COLOR_SYSTEMS, THEME, rich_theme, terminal_filters
@@ -177,10 +175,10 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
 
     async def on_mount(self) -> None:
         if self.folder is not None:
-            # The scan is cheap (about 5 ms for the samples): it runs while the first screen is
-            # composed, and the rows listed meanwhile wait on the screen, which adds them with its
-            # columns. The checks, which hold the interpreter lock for long, start after a paint.
-            self.load_proposals(self.folder)
+            # The first files are scanned here, so the first frame shows their rows; the rest are
+            # listed from a thread. The checks, which hold the interpreter lock for long, start
+            # after a paint (`on_scan_done`).
+            self.start_listing(self.folder)
         await self.push_screen(self.queue_screen)
         if self.queue is not None:
             self.set_interval(1.0, self.refresh_status)
@@ -189,31 +187,38 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
                 self.fetch_first(self.open_first)
             self.watch_queue()
 
-    @work(thread=True, group="load", exit_on_error=False)
-    def load_proposals(self, folder: Path) -> None:
-        """List every file as soon as its cheap scan is done (name order, about 0.1 s for the largest
-        file allowed), then check, hash and analyse them smallest first, off the event loop."""
-        from reviewer.reading.analysis import Analysis
-
-        scanned: list[tuple[Path, Analysis]] = []
-        listed_from: dict[tuple[str, int], str] = {}
+    def start_listing(self, folder: Path) -> None:
+        """List the folder's leading files at once (about 10 ms of scanning at most), before the
+        queue screen is composed: rows listed before it has its columns wait on it, which adds them
+        with its columns. A large file, and every file after it, is listed from the loader's thread."""
+        listing = Listing()
         try:
-            for path, loaded in scan_folder(folder):
-                if isinstance(loaded, Proposal):
-                    loaded = listed_once(loaded, path, listed_from)
-                if isinstance(loaded, BrokenFile):
-                    self.post_message(FileBroken(loaded))
-                elif isinstance(loaded, ExecutionRecord):
-                    self.post_message(ExecutionLoaded(loaded))
-                else:
-                    analysis = Analysis(loaded)
-                    self.post_message(ProposalListed(analysis, path.name))
-                    scanned.append((path, analysis))
+            paths = proposal_files(folder)
         except SourceError as error:
-            self.post_message(FileBroken(BrokenFile(str(folder), str(error))))
-        jobs = [CompletionJob(analysis, path.name) for path, analysis in completion_order(scanned)]
-        self.post_message(ScanDone(jobs))
-        import reviewer.tui.screens.review  # noqa: F401  # here, not on the first enter (about 20 ms)
+            self.list_broken(BrokenFile(str(folder), str(error)))
+            paths = []
+        first, rest = first_frame_files(paths)
+        for message in listing.messages(first):
+            self.take_listed(message)
+        self.load_proposals(listing, rest)
+
+    def take_listed(self, message: Message) -> None:
+        """A message of the listing, handled here and now rather than posted."""
+        if isinstance(message, ProposalListed):
+            self.on_proposal_listed(message)
+        elif isinstance(message, ExecutionLoaded):
+            self.on_execution_loaded(message)
+        elif isinstance(message, FileBroken):
+            self.on_file_broken(message)
+
+    @work(thread=True, group="load", exit_on_error=False)
+    def load_proposals(self, listing: Listing, paths: list[Path]) -> None:
+        """List the files the first frame did not (each as soon as its cheap scan is done: about
+        0.1 s for the largest file allowed), then have every listed file checked, hashed and
+        analysed, smallest first, off the event loop."""
+        for message in listing.messages(paths):
+            self.post_message(message)
+        self.post_message(listing.done())
 
     def list_item(self, item: QueueItem) -> None:
         """The queue's row for `item`. A worker's message can arrive while the app shuts down, its
@@ -249,6 +254,10 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
 
     @work(thread=True, group="complete", exit_on_error=False)
     def run_completions(self) -> None:
+        # Here, once the first rows are painted, rather than on the first enter (about 20 ms) or in
+        # the scan, where it would hold the interpreter while the first frame is drawn.
+        import reviewer.tui.screens.review  # noqa: F401
+
         worker = get_current_worker()
         while not worker.is_cancelled:
             with self._jobs_lock:

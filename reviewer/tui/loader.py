@@ -1,11 +1,13 @@
-"""The loader's work after a revision is listed: its checks and digest, then its whole-plan figures.
+"""The loader's work: listing a folder's files from their scans, then, for each revision listed, its
+checks and digest, then its whole-plan figures.
 
-Runs in the loader's thread, one revision at a time, and yields the messages that finish it in the
-order a reviewer can use them.
+The first files are listed before the first frame; the rest, and the completions, run in the
+loader's threads and yield their messages in the order a reviewer can use them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,12 +17,25 @@ from typing import TYPE_CHECKING, Final
 from textual.message import Message
 
 from reviewer.plan.proposal import Pause, Proposal, ProposalError, check_calls, plan_sha256
-from reviewer.tui.messages import ProposalAnalysed, ProposalRefused, ProposalVerified
-from reviewer.tui.model.sources import BrokenFile
+from reviewer.tui.messages import (
+    ExecutionLoaded,
+    FileBroken,
+    ProposalAnalysed,
+    ProposalListed,
+    ProposalRefused,
+    ProposalVerified,
+    ScanDone,
+)
+from reviewer.tui.model.sources import BrokenFile, ExecutionRecord, completion_order, scan_files
 
 if TYPE_CHECKING:
     from reviewer.reading.analysis import Analysis
 
+
+FIRST_FRAME_BYTES: Final = 4_000_000
+"""Bytes of files scanned before the first frame (about 10 ms): the bundled samples, and any folder
+of ordinary plans, are on screen in the first frame; the files after those are listed from the
+loader's thread, so a large file never delays the first paint."""
 
 LONGEST_YIELD: Final = 0.25
 """Seconds the completion waits for the screen at most, at one pause: it is never starved."""
@@ -84,6 +99,48 @@ def complete(job: CompletionJob, pause: Pause) -> Iterator[Message]:
         yield ProposalRefused(*key, BrokenFile(job.source, problem))
         return
     yield ProposalAnalysed(*key)
+
+
+def first_frame_files(paths: list[Path]) -> tuple[list[Path], list[Path]]:
+    """The leading files, in the order given, whose bytes together fit `FIRST_FRAME_BYTES`, and the
+    rest."""
+    total = 0
+    for index, path in enumerate(paths):
+        with contextlib.suppress(OSError):  # its scan says what is wrong with it
+            total += path.stat().st_size
+        if total > FIRST_FRAME_BYTES:
+            return paths[:index], paths[index:]
+    return paths, []
+
+
+class Listing:
+    """The messages that list a folder's files, in name order, from their scans; what is listed is
+    remembered, so a second file of the same revision is refused and the checks can follow
+    (`done`). Fed in two parts: the files before the first frame, then the rest from a thread."""
+
+    def __init__(self) -> None:
+        self._listed_from: dict[tuple[str, int], str] = {}
+        self._scanned: list[tuple[Path, Analysis]] = []
+
+    def messages(self, paths: list[Path]) -> Iterator[Message]:
+        from reviewer.reading.analysis import Analysis
+
+        for path, loaded in scan_files(paths):
+            if isinstance(loaded, Proposal):
+                loaded = listed_once(loaded, path, self._listed_from)
+            if isinstance(loaded, BrokenFile):
+                yield FileBroken(loaded)
+            elif isinstance(loaded, ExecutionRecord):
+                yield ExecutionLoaded(loaded)
+            else:
+                analysis = Analysis(loaded)
+                self._scanned.append((path, analysis))
+                yield ProposalListed(analysis, path.name)
+
+    def done(self) -> ScanDone:
+        """Every file listed: the checks to run, smallest file first."""
+        ordered = completion_order(self._scanned)
+        return ScanDone([CompletionJob(analysis, path.name) for path, analysis in ordered])
 
 
 def listed_once(

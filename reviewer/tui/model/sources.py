@@ -429,7 +429,12 @@ def scan_folder(folder: Path) -> Iterator[tuple[Path, Proposal | ExecutionRecord
     runs), or with the reason it could not be. A scan reads the bytes once and costs about 0.1 s for
     the largest file allowed, so a large file holds the listing of the next ones back by that much;
     the expensive checks come after, smallest first (`completion_order`)."""
-    for path in proposal_files(folder):
+    return scan_files(proposal_files(folder))
+
+
+def scan_files(paths: list[Path]) -> Iterator[tuple[Path, Proposal | ExecutionRecord | BrokenFile]]:
+    """`scan_folder` over files already listed, in the order given."""
+    for path in paths:
         try:
             if path.name.endswith(EXECUTION_SUFFIX):
                 yield path, read_execution_file(path)
