@@ -8,7 +8,7 @@ import contextlib
 import threading
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import events, work
 from textual.app import App
@@ -17,15 +17,25 @@ from textual.css.query import NoMatches
 from textual.filter import LineFilter
 from textual.message import Message
 from textual.notifications import SeverityLevel
+from textual.screen import Screen
 from textual.worker import get_current_worker
 
 from reviewer.plan.sanitize import safe_text
 from reviewer.queue.terminal_alerts import TerminalAlerts
 from reviewer.tui.alerts import RESTORE_TITLE, SAVE_TITLE, PendingWatch, alert_bytes, desktop_protocol
 from reviewer.tui.failures import ReportsWorkerFailures
-from reviewer.tui.loader import CompletionJob, Foreground, Listing, complete, first_frame_files
+from reviewer.tui.loader import (
+    CompletionJob,
+    DriftJob,
+    Foreground,
+    Listing,
+    complete,
+    first_frame_files,
+    prepare_drift,
+)
 from reviewer.tui.messages import (
     DriftComputed,
+    DriftPrepared,
     ExecutionLoaded,
     FileBroken,
     OpenLatest,
@@ -120,7 +130,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         self._wake = asyncio.Event()
         self.items: dict[str, QueueItem] = {}
         self.queue_screen = self.create_queue_screen()
-        self._jobs: deque[CompletionJob] = deque()
+        self._jobs: deque[CompletionJob | DriftJob] = deque()
         self._jobs_lock = threading.Lock()
         self._completing = False
         self.open_first = open_first
@@ -128,6 +138,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         self.pending_watch = PendingWatch()
         self._title_saved = False
         self.foreground = Foreground()
+        self._rows_painted = threading.Event()
 
     async def on_event(self, event: events.Event) -> None:
         """A key gives the screen the interpreter until its answer is painted: the completion thread
@@ -141,6 +152,19 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
     def _release_after_paint(self) -> None:
         """One more frame: a key that pushes a screen paints it in the frame after the key's own."""
         self.call_after_refresh(self.foreground.release)
+
+    def push_screen(self, screen: Screen[Any] | str, *args: Any, **kwargs: Any) -> Any:
+        """A pushed screen keeps the interpreter until its first frame is painted: the key that
+        pushed it may have been answered (and its claim released) before the screen was composed."""
+        if isinstance(screen, Screen) and screen is not self.queue_screen:  # no completion runs yet
+            self.hold_foreground_until_painted(screen)
+        return super().push_screen(screen, *args, **kwargs)
+
+    def hold_foreground_until_painted(self, screen: Screen[Any]) -> None:
+        """Claim the interpreter now; release it once `screen` is painted (a callback posted to a
+        screen runs after that screen's next refresh, whenever it starts)."""
+        self.foreground.claim()
+        screen.call_after_refresh(self._release_after_paint)
 
     def create_queue_screen(self) -> QueueScreen:
         """The first screen; live, with the queue's own columns."""
@@ -215,10 +239,18 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
     def load_proposals(self, listing: Listing, paths: list[Path]) -> None:
         """List the files the first frame did not (each as soon as its cheap scan is done: about
         0.1 s for the largest file allowed), then have every listed file checked, hashed and
-        analysed, smallest first, off the event loop."""
+        analysed, smallest first, off the event loop.
+
+        The review screens are imported here rather than on the first enter (about 30 ms, much more
+        while the checks run): before a large file is listed, so it opens at once; with nothing left
+        to scan, once the rows are painted (`enqueue_completions`), so the first frame is not slowed."""
+        if paths:
+            import reviewer.tui.screens.review
         for message in listing.messages(paths):
             self.post_message(message)
         self.post_message(listing.done())
+        self._rows_painted.wait(timeout=1.0)
+        import reviewer.tui.screens.review  # noqa: F401
 
     def list_item(self, item: QueueItem) -> None:
         """The queue's row for `item`. A worker's message can arrive while the app shuts down, its
@@ -236,10 +268,16 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         self.call_after_refresh(self.enqueue_completions, message.jobs)
 
     def enqueue_completions(self, jobs: list[CompletionJob]) -> None:
+        """The re-plans' drifts first (what `d` shows, about 0.1 s for 100,000 calls), then the checks."""
+        self._rows_painted.set()
+        for item in self.items.values():
+            base = item.drift_base(item.latest_revision)
+            if base is not None and item.known_drift(base, item.latest_revision) is None:
+                self.enqueue_completion(DriftJob(item, base, item.latest_revision))
         for job in jobs:
             self.enqueue_completion(job)
 
-    def enqueue_completion(self, job: CompletionJob) -> None:
+    def enqueue_completion(self, job: CompletionJob | DriftJob) -> None:
         """Finish a listed revision in the one completion thread (started when there is work), so
         two large plans are never checked at once and the order given is the order done."""
         with self._jobs_lock:
@@ -254,10 +292,6 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
 
     @work(thread=True, group="complete", exit_on_error=False)
     def run_completions(self) -> None:
-        # Here, once the first rows are painted, rather than on the first enter (about 20 ms) or in
-        # the scan, where it would hold the interpreter while the first frame is drawn.
-        import reviewer.tui.screens.review  # noqa: F401
-
         worker = get_current_worker()
         while not worker.is_cancelled:
             with self._jobs_lock:
@@ -265,7 +299,11 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
                     self._completing = False
                     return
                 job = self._jobs.popleft()
-            for message in complete(job, self.foreground.wait):
+            if isinstance(job, DriftJob):
+                messages = prepare_drift(job)
+            else:
+                messages = complete(job, self.foreground.wait)
+            for message in messages:
                 self.post_message(message)
 
     def show_failure(self, words: str) -> None:
@@ -348,6 +386,9 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         """The queue marks a re-plan that drifted; comparing two large revisions stays off the event
         loop. The worker only computes: the handler keeps the result."""
         self.post_message(DriftComputed(item.proposal_id, base, target, item.compare(base, target)))
+
+    def on_drift_prepared(self, message: DriftPrepared) -> None:
+        self.items[message.proposal_id].keep_prepared_drift(message.base, message.target, message.drift)
 
     def on_drift_computed(self, message: DriftComputed) -> None:
         item = self.items[message.proposal_id]

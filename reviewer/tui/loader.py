@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -18,6 +19,7 @@ from textual.message import Message
 
 from reviewer.plan.proposal import Pause, Proposal, ProposalError, check_calls, plan_sha256
 from reviewer.tui.messages import (
+    DriftPrepared,
     ExecutionLoaded,
     FileBroken,
     ProposalAnalysed,
@@ -26,7 +28,7 @@ from reviewer.tui.messages import (
     ProposalVerified,
     ScanDone,
 )
-from reviewer.tui.model.sources import BrokenFile, ExecutionRecord, completion_order, scan_files
+from reviewer.tui.model.sources import BrokenFile, ExecutionRecord, QueueItem, completion_order, scan_files
 
 if TYPE_CHECKING:
     from reviewer.reading.analysis import Analysis
@@ -40,27 +42,45 @@ loader's thread, so a large file never delays the first paint."""
 LONGEST_YIELD: Final = 0.25
 """Seconds the completion waits for the screen at most, at one pause: it is never starved."""
 
+LONGEST_CLAIM: Final = 2.0
+"""Seconds after the last claim when claims still held are ignored (a screen closed before it was
+painted never releases its claim): the completion then runs at full speed again."""
+
 
 class Foreground:
-    """The screen's claim on the interpreter. Python runs one thread at a time, so a completion
+    """The screen's claims on the interpreter. Python runs one thread at a time, so a completion
     checking 100,000 calls would take half of every frame a key asks for; while the screen holds a
-    claim (from a key until its answer is painted) the completion waits at its next pause, which
-    comes every few milliseconds of its work."""
+    claim (from a key until its answer is painted, from a screen's push until its first frame, while
+    a view's own worker computes what it shows) the completion waits at its next pause, which comes
+    every few milliseconds of its work. Claims count: the completion goes on once every one is
+    released. Claimed and released on the event loop only."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._claims = 0
+        self._claimed_at = -LONGEST_CLAIM
         self._free = threading.Event()
         self._free.set()
 
     def claim(self) -> None:
+        self._claimed_at = self._clock()
+        self._claims += 1
         self._free.clear()
 
     def release(self) -> None:
-        self._free.set()
+        self._claims = max(0, self._claims - 1)
+        if not self._claims:
+            self._free.set()
+
+    @property
+    def claimed(self) -> bool:
+        return self._claims > 0
 
     def wait(self) -> None:
         """The completion's pause: return at once, or when the screen is done (at most
-        `LONGEST_YIELD`)."""
-        self._free.wait(LONGEST_YIELD)
+        `LONGEST_YIELD`, and not at all for claims older than `LONGEST_CLAIM`)."""
+        if self._clock() - self._claimed_at < LONGEST_CLAIM:
+            self._free.wait(LONGEST_YIELD)
 
 
 def compute_figures(analysis: Analysis, pause: Pause) -> None:
@@ -77,6 +97,20 @@ class CompletionJob:
 
     analysis: Analysis
     source: str
+
+
+@dataclass
+class DriftJob:
+    """A re-plan to compare with its base before any check runs: the drift view is what a reviewer
+    opens next, and 100,000 calls compare in about 0.1 s where their checks take seconds."""
+
+    item: QueueItem
+    base: int
+    target: int
+
+
+def prepare_drift(job: DriftJob) -> Iterator[Message]:
+    yield DriftPrepared(job.item.proposal_id, job.base, job.target, job.item.compare(job.base, job.target))
 
 
 def complete(job: CompletionJob, pause: Pause) -> Iterator[Message]:

@@ -278,3 +278,74 @@ def test_the_demos_start_imports_nothing_its_first_row_does_not_need() -> None:
     }
     assert not unwanted & loaded, sorted(unwanted & loaded)
     assert "reviewer.tui.screens.review" not in loaded
+
+
+def test_the_checks_wait_while_any_claim_is_held_and_never_for_a_stale_one() -> None:
+    """Claims count: a key, a pushed screen and a drift view each hold one, and the checks go on only
+    once all are released; a claim never released (a screen closed unpainted) stops counting after
+    `LONGEST_CLAIM`, so the checks cannot be slowed for good."""
+    now = [100.0]
+    foreground = loader_module.Foreground(clock=lambda: now[0])
+    foreground.claim()
+    foreground.claim()
+    foreground.release()
+    assert foreground.claimed
+    waited = threading.Event()
+    waiter = threading.Thread(target=lambda: (foreground.wait(), waited.set()))
+    waiter.start()
+    assert not waited.wait(0.05)  # still claimed: the pause is waiting (for at most LONGEST_YIELD)
+    foreground.release()
+    assert waited.wait(30) and not foreground.claimed
+    waiter.join()
+    foreground.claim()  # never released
+    now[0] += loader_module.LONGEST_CLAIM
+    started = threading.Event()
+    returned = threading.Event()
+
+    def pause() -> None:
+        started.set()
+        foreground.wait()
+        returned.set()
+
+    threading.Thread(target=pause).start()
+    assert started.wait(30) and returned.wait(30)
+    assert foreground.claimed  # ignored, not forgotten: a later release still balances it
+
+
+async def test_a_pushed_screen_holds_the_checks_until_it_is_painted(sample_folder) -> None:
+    """The key that opens a plan is answered before its screen is composed: the screen's own claim
+    keeps the completion waiting until the screen's first frame."""
+    app = ReviewerApp(sample_folder(REFUNDS))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until_loaded(pilot)
+        assert not app.foreground.claimed
+        screen = app.create_review_screen(app.items["billing-refunds-bulk-2000"])
+        app.push_screen(screen)
+        assert app.foreground.claimed
+        await until(pilot, lambda: not app.foreground.claimed, "the claim to be released")
+        assert app.screen is screen and screen.query_one(PlanView).render_line(1).text.strip()
+
+
+async def test_a_replans_drift_is_shown_before_its_checks_and_not_marked_until_they_pass(
+    sample_folder, monkeypatch, gate
+) -> None:
+    """`d` on a re-plan whose checks still run shows the differences at once (compared from the
+    scans, first in the completion); the queue's Δ and the re-plan notice wait for the checks."""
+    hold_before(monkeypatch, "check_calls", gate, lambda *args: True)
+    app = ReviewerApp(sample_folder("deskline-triage.rev1.json", "deskline-triage.rev2.json"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, gate.waiting.is_set, "the checks to start")
+        (item,) = app.items.values()
+        assert not item.verified and item.latest_drift() is None
+        assert item.known_drift(1, 2) is not None  # prepared before the checks
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ReviewScreen), "the review to open")
+        await pilot.press("d")
+        await until(pilot, lambda: app.screen.query(PlanView), "the drift view's rows")
+        plan = app.screen.query_one(PlanView)
+        assert "~ changed" in str(plan.border_title)
+        assert "comparing" not in str(app.screen.query_one("#drift-summary").render())
+        assert not item.verified and item.latest_drift() is None
+        gate.opened.set()
+        await wait_until_loaded(pilot)
+        assert item.latest_drift() is not None

@@ -14,13 +14,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from reviewer.plan.sanitize import clip, safe_text, steady_width
 from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.model.sources import BrokenFile, QueueItem, shown
 from reviewer.tui.widgets.cells import CURSOR_GLYPH, cell
-from reviewer.tui.widgets.chrome import Chrome
+from reviewer.tui.widgets.chrome import Chrome, KeysFooter
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ class QueueScreen(ReportsWorkerFailures, Screen[None]):
         yield Static(id="queue-detail")
         yield Static(id="broken")
         yield Static(id="status")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.layout_columns(self.app.size.width)

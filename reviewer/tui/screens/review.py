@@ -13,7 +13,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from reviewer.plan.hosts import read_host
 from reviewer.plan.proposal import Proposal
@@ -25,7 +25,7 @@ from reviewer.tui.screens.dialogs import ConfirmScreen, RejectScreen, TypedConfi
 from reviewer.tui.screens.drift import DriftScreen
 from reviewer.tui.screens.queue import STATE_STYLES
 from reviewer.tui.screens.verification import VerificationScreen
-from reviewer.tui.widgets.chrome import Chrome
+from reviewer.tui.widgets.chrome import Chrome, KeysFooter
 from reviewer.tui.widgets.panes import (
     detail_text,
     extremes_text,
@@ -162,7 +162,7 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
                 extremes.border_title = "Extremes"
                 yield Static(id="extremes")
         yield Static(id="decision")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.announce_drift()

@@ -12,7 +12,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from reviewer.plan.proposal import Proposal
 from reviewer.plan.sanitize import clip, safe_text
@@ -20,7 +20,7 @@ from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.model.sources import ExecutionRecord
 from reviewer.tui.screens.drift import field_changes_text
 from reviewer.tui.widgets.cells import cell
-from reviewer.tui.widgets.chrome import Chrome
+from reviewer.tui.widgets.chrome import Chrome, KeysFooter
 from reviewer.tui.widgets.panes import untrusted
 
 if TYPE_CHECKING:  # compared in a worker when the screen opens, so the import waits until then
@@ -96,7 +96,7 @@ class VerificationScreen(ReportsWorkerFailures, Screen[None]):
         with VerticalScroll(id="detail-pane") as detail:
             detail.border_title = "Selected call"
             yield Static(id="detail")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one(Chrome).show(
