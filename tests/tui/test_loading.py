@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.screen import Screen
 
 import reviewer.tui.loader as loader_module
 from reviewer.plan.proposal import MAX_CALL_VALUES
@@ -349,3 +350,26 @@ async def test_a_replans_drift_is_shown_before_its_checks_and_not_marked_until_t
         gate.opened.set()
         await wait_until_loaded(pilot)
         assert item.latest_drift() is not None
+
+
+async def test_a_screen_is_styled_once_as_it_first_shows(sample_folder, monkeypatch) -> None:
+    """Textual restyled a whole screen as it first resumed, right after styling it at mount, and the
+    review screen a third time when its height's class came with the first resize: the queue and
+    review screens are each styled once."""
+    restyled: list[Screen[Any]] = []
+    original = Screen.update_node_styles
+
+    def update_node_styles(self: Screen[Any], animate: bool = True) -> None:
+        restyled.append(self)
+        original(self, animate)
+
+    monkeypatch.setattr(Screen, "update_node_styles", update_node_styles)
+    app = ReviewerApp(sample_folder(REFUNDS))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until_loaded(pilot)
+        assert app.queue_screen not in restyled
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ReviewScreen), "the review to open")
+        await wait_until_loaded(pilot)
+        assert app.screen not in restyled
+        assert app.screen.has_class("-tall")

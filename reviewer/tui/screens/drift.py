@@ -19,6 +19,7 @@ from reviewer.plan.sanitize import clip, safe_text
 from reviewer.reading.analysis import Analysis, PlanRow
 from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.model.sources import QueueItem
+from reviewer.tui.screens.styled_once import StyledOnce
 from reviewer.tui.widgets.chrome import Chrome, KeysFooter
 from reviewer.tui.widgets.panes import detail_text, untrusted
 from reviewer.tui.widgets.plan_view import PlanView
@@ -90,7 +91,7 @@ def field_changes_text(title: str, changes: tuple[FieldChange, ...], style: str)
     return text
 
 
-class DriftScreen(ReportsWorkerFailures, Screen[None]):
+class DriftScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
     """Drift of one revision against another; `b` and `t` pick which two."""
 
     BINDINGS: ClassVar[list[BindingType]] = [

@@ -19,6 +19,7 @@ from reviewer.plan.sanitize import clip, safe_text
 from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.model.sources import ExecutionRecord
 from reviewer.tui.screens.drift import field_changes_text
+from reviewer.tui.screens.styled_once import StyledOnce
 from reviewer.tui.widgets.cells import cell
 from reviewer.tui.widgets.chrome import Chrome, KeysFooter
 from reviewer.tui.widgets.panes import untrusted
@@ -62,7 +63,7 @@ def audit_text(check: CallCheck, has_audit: bool) -> Text:
     return Text(f"line {check.audit_index + 1} agrees", "ok")
 
 
-class VerificationScreen(ReportsWorkerFailures, Screen[None]):
+class VerificationScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
     """What really ran, call by call: the naive count beside the count once placeholders resolve."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "app.pop_screen", "Back")]
