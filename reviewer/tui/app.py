@@ -79,6 +79,11 @@ if TYPE_CHECKING:  # imported where used: the first paint should not wait for th
     from reviewer.tui.screens.review import ReviewScreen
 
 
+def import_review_screens() -> None:
+    """Ahead of the first enter, in the loader's thread (see `ReviewerApp.load_proposals`)."""
+    import reviewer.tui.screens.review  # noqa: F401
+
+
 class ReviewerApp(ReportsWorkerFailures, App[None]):
     """The review app, fed by a source: `reviewer demo` a folder of files and a decider that sends
     nothing; `reviewer review` the queue (`QueueSource`), polled, deciding through it.
@@ -245,12 +250,13 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         while the checks run): before a large file is listed, so it opens at once; with nothing left
         to scan, once the rows are painted (`enqueue_completions`), so the first frame is not slowed."""
         if paths:
-            import reviewer.tui.screens.review
+            import_review_screens()
         for message in listing.messages(paths):
             self.post_message(message)
         self.post_message(listing.done())
-        self._rows_painted.wait(timeout=1.0)
-        import reviewer.tui.screens.review  # noqa: F401
+        if not paths:
+            self._rows_painted.wait(timeout=1.0)
+            import_review_screens()
 
     def list_item(self, item: QueueItem) -> None:
         """The queue's row for `item`. A worker's message can arrive while the app shuts down, its

@@ -110,7 +110,11 @@ class DriftJob:
 
 
 def prepare_drift(job: DriftJob) -> Iterator[Message]:
-    yield DriftPrepared(job.item.proposal_id, job.base, job.target, job.item.compare(job.base, job.target))
+    try:
+        drift = job.item.compare(job.base, job.target)
+    except Exception:  # the drift view compares again, and says what failed; the checks go on
+        return
+    yield DriftPrepared(job.item.proposal_id, job.base, job.target, drift)
 
 
 def complete(job: CompletionJob, pause: Pause) -> Iterator[Message]:
