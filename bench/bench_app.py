@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from bench_load import PYTHON, Terminal, in_root, median_ms, terminal  # noqa: E402
+from bench_load import PYTHON, Terminal, in_root, load_average, median_ms, terminal  # noqa: E402
 
 
 def peak_mb() -> float:
@@ -149,6 +149,8 @@ LISTED = "late deli"
 """The large plan's title in the queue: it is listed."""
 PLAN_ROW = "create_refund"
 """A plan row: the review screen shows the calls."""
+BOTH_LISTED = " 2/2 "
+"""The queue's revision column once both revisions are listed: enter opens the newer."""
 DRIFT_ROWS = "~ changed · - removed"
 """The drift view's plan of differences, mounted once the comparison is shown."""
 
@@ -168,7 +170,7 @@ def drift_while_completing(term: Terminal, folder: Path) -> float:
     """Seconds from `d`, pressed 0.5 s after opening the newer revision, to the differences shown."""
     term.clear()
     term.type(in_root(PYTHON, "-m", "reviewer", "demo", str(folder)), "Enter")
-    term.wait_for("2 of 2")
+    term.wait_for(BOTH_LISTED)
     term.type("Enter")
     term.wait_for(PLAN_ROW)
     time.sleep(0.5)
@@ -189,6 +191,7 @@ def bench_in_terminal(single: Path, revised: Path, runs: int) -> None:
             opened.append(open_while_checking(term, single))
             drift.append(drift_while_completing(term, revised))
     print(f"in tmux at 100x30, from outside the process, median of {runs}, the checks still running")
+    print(f"  ({load_average()} at the end)")
     print(f"  bare Textual app, start to its text  {median_ms(bare)}")
     for label, times, goal in (
         ("enter as soon as listed: first rows", opened, "goal <= 100 ms"),

@@ -128,6 +128,12 @@ def median_ms(times: list[float]) -> str:
     return f"{statistics.median(times) * 1000:7.0f} ms"
 
 
+def load_average() -> str:
+    """The machine's 1-minute load average, printed beside each figure: on a shared machine it says
+    how far a time is from a quiet one's."""
+    return f"load average {os.getloadavg()[0]:.1f}"
+
+
 # --- start to the first readable row, against a bare Textual app ------------------------------------
 
 
@@ -156,6 +162,7 @@ def bench_first_row(term: Terminal, runs: int) -> tuple[float, float]:
         bare.append(term.run_until(bare_command, "hello from a bare app"))
         demo.append(term.run_until(demo_command, FIRST_TITLE))
     print(f"start to the first readable row, in tmux at 100x30, alternating, median of {runs}")
+    print(f"  ({load_average()} at the end)")
     print(f"  bare Textual app, its text           {median_ms(bare)}")
     ratio = statistics.median(demo) / statistics.median(bare)
     print(f"  reviewer demo, first proposal title  {median_ms(demo)}   ratio {ratio:.2f} (goal <= 1.3)")

@@ -23,7 +23,6 @@ from typing import Any, Final
 
 import msgspec
 
-from reviewer.plan.hosts import read_host
 from reviewer.plan.placeholders import MARK, PLACEHOLDER, PLACEHOLDER_BYTES
 from reviewer.plan.proposal import Call, CallList, Outcome, Proposal, dumps
 from reviewer.plan.sanitize import clip, json_has_hidden, lookalike_identifier, safe_text, unnormalized
@@ -587,6 +586,8 @@ class Analysis:
                     f"dry run kept {_count(ratios.writes_kept, 'write')}: the API ignored the dry-run flag",
                 )
             )
+        from reviewer.plan.hosts import read_host  # httpx reads the host: not before the first row
+
         base_url = self.proposal.target.base_url
         host = read_host(base_url) if base_url else None
         if host is not None and host.alarms:

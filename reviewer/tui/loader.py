@@ -1,13 +1,16 @@
-"""The loader's work after a revision is listed: its checks and digest, then its whole-plan figures.
+"""The loader's work: listing a folder's files from their scans, then, for each revision listed, its
+checks and digest, then its whole-plan figures.
 
-Runs in the loader's thread, one revision at a time, and yields the messages that finish it in the
-order a reviewer can use them.
+The first files are listed before the first frame; the rest, and the completions, run in the
+loader's threads and yield their messages in the order a reviewer can use them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -15,37 +18,69 @@ from typing import TYPE_CHECKING, Final
 from textual.message import Message
 
 from reviewer.plan.proposal import Pause, Proposal, ProposalError, check_calls, plan_sha256
-from reviewer.tui.messages import ProposalAnalysed, ProposalRefused, ProposalVerified
-from reviewer.tui.model.sources import BrokenFile
+from reviewer.tui.messages import (
+    DriftPrepared,
+    ExecutionLoaded,
+    FileBroken,
+    ProposalAnalysed,
+    ProposalListed,
+    ProposalRefused,
+    ProposalVerified,
+    ScanDone,
+)
+from reviewer.tui.model.sources import BrokenFile, ExecutionRecord, QueueItem, completion_order, scan_files
 
 if TYPE_CHECKING:
     from reviewer.reading.analysis import Analysis
 
 
+FIRST_FRAME_BYTES: Final = 4_000_000
+"""Bytes of files scanned before the first frame (about 10 ms): the bundled samples, and any folder
+of ordinary plans, are on screen in the first frame; the files after those are listed from the
+loader's thread, so a large file never delays the first paint."""
+
 LONGEST_YIELD: Final = 0.25
 """Seconds the completion waits for the screen at most, at one pause: it is never starved."""
 
+LONGEST_CLAIM: Final = 2.0
+"""Seconds after the last claim when claims still held are ignored (a screen closed before it was
+painted never releases its claim): the completion then runs at full speed again."""
+
 
 class Foreground:
-    """The screen's claim on the interpreter. Python runs one thread at a time, so a completion
+    """The screen's claims on the interpreter. Python runs one thread at a time, so a completion
     checking 100,000 calls would take half of every frame a key asks for; while the screen holds a
-    claim (from a key until its answer is painted) the completion waits at its next pause, which
-    comes every few milliseconds of its work."""
+    claim (from a key until its answer is painted, from a screen's push until its first frame, while
+    a view's own worker computes what it shows) the completion waits at its next pause, which comes
+    every few milliseconds of its work. Claims count: the completion goes on once every one is
+    released. Claimed and released on the event loop only."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._claims = 0
+        self._claimed_at = -LONGEST_CLAIM
         self._free = threading.Event()
         self._free.set()
 
     def claim(self) -> None:
+        self._claimed_at = self._clock()
+        self._claims += 1
         self._free.clear()
 
     def release(self) -> None:
-        self._free.set()
+        self._claims = max(0, self._claims - 1)
+        if not self._claims:
+            self._free.set()
+
+    @property
+    def claimed(self) -> bool:
+        return self._claims > 0
 
     def wait(self) -> None:
         """The completion's pause: return at once, or when the screen is done (at most
-        `LONGEST_YIELD`)."""
-        self._free.wait(LONGEST_YIELD)
+        `LONGEST_YIELD`, and not at all for claims older than `LONGEST_CLAIM`)."""
+        if self._clock() - self._claimed_at < LONGEST_CLAIM:
+            self._free.wait(LONGEST_YIELD)
 
 
 def compute_figures(analysis: Analysis, pause: Pause) -> None:
@@ -62,6 +97,24 @@ class CompletionJob:
 
     analysis: Analysis
     source: str
+
+
+@dataclass
+class DriftJob:
+    """A re-plan to compare with its base before any check runs: the drift view is what a reviewer
+    opens next, and 100,000 calls compare in about 0.1 s where their checks take seconds."""
+
+    item: QueueItem
+    base: int
+    target: int
+
+
+def prepare_drift(job: DriftJob) -> Iterator[Message]:
+    try:
+        drift = job.item.compare(job.base, job.target)
+    except Exception:  # the drift view compares again, and says what failed; the checks go on
+        return
+    yield DriftPrepared(job.item.proposal_id, job.base, job.target, drift)
 
 
 def complete(job: CompletionJob, pause: Pause) -> Iterator[Message]:
@@ -84,6 +137,48 @@ def complete(job: CompletionJob, pause: Pause) -> Iterator[Message]:
         yield ProposalRefused(*key, BrokenFile(job.source, problem))
         return
     yield ProposalAnalysed(*key)
+
+
+def first_frame_files(paths: list[Path]) -> tuple[list[Path], list[Path]]:
+    """The leading files, in the order given, whose bytes together fit `FIRST_FRAME_BYTES`, and the
+    rest."""
+    total = 0
+    for index, path in enumerate(paths):
+        with contextlib.suppress(OSError):  # its scan says what is wrong with it
+            total += path.stat().st_size
+        if total > FIRST_FRAME_BYTES:
+            return paths[:index], paths[index:]
+    return paths, []
+
+
+class Listing:
+    """The messages that list a folder's files, in name order, from their scans; what is listed is
+    remembered, so a second file of the same revision is refused and the checks can follow
+    (`done`). Fed in two parts: the files before the first frame, then the rest from a thread."""
+
+    def __init__(self) -> None:
+        self._listed_from: dict[tuple[str, int], str] = {}
+        self._scanned: list[tuple[Path, Analysis]] = []
+
+    def messages(self, paths: list[Path]) -> Iterator[Message]:
+        from reviewer.reading.analysis import Analysis
+
+        for path, loaded in scan_files(paths):
+            if isinstance(loaded, Proposal):
+                loaded = listed_once(loaded, path, self._listed_from)
+            if isinstance(loaded, BrokenFile):
+                yield FileBroken(loaded)
+            elif isinstance(loaded, ExecutionRecord):
+                yield ExecutionLoaded(loaded)
+            else:
+                analysis = Analysis(loaded)
+                self._scanned.append((path, analysis))
+                yield ProposalListed(analysis, path.name)
+
+    def done(self) -> ScanDone:
+        """Every file listed: the checks to run, smallest file first."""
+        ordered = completion_order(self._scanned)
+        return ScanDone([CompletionJob(analysis, path.name) for path, analysis in ordered])
 
 
 def listed_once(

@@ -65,6 +65,16 @@ class ScanDone(Message):
 
 
 @dataclass
+class DriftPrepared(Message):
+    """A re-plan compared with its base from the scans, before the checks: for the drift view."""
+
+    proposal_id: str
+    base: int
+    target: int
+    drift: Drift
+
+
+@dataclass
 class DriftComputed(Message):
     """A re-plan compared with its base in the drift worker, for the handler to keep and show."""
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.screen import Screen
 
 import reviewer.tui.loader as loader_module
 from reviewer.plan.proposal import MAX_CALL_VALUES
@@ -246,14 +247,18 @@ def test_an_adversarial_file_is_shown_or_refused_within_three_times_its_size(
 
 
 def test_the_demos_start_imports_nothing_its_first_row_does_not_need() -> None:
-    """Start-up is measured to the first row (bench_load.py): the command line and the app module
-    must not pull in pydantic, the HTTP client, the service, the queue's settings, signing, the
-    analysis or the review screens."""
+    """Start-up is measured to the first row (bench_load.py): the command line, the app module and
+    the scan that lists the samples before the first frame must not pull in pydantic, the HTTP
+    client (the host reading needs it, with the figures), the service, the queue's settings,
+    signing, the drift or the review screens."""
     probe = (
         "import sys\n"
         "from reviewer.__main__ import build_parser\n"
         "build_parser()\n"
         "import reviewer.tui.app\n"
+        "from reviewer.tui.loader import Listing\n"
+        "from reviewer.tui.model.sources import BUNDLED_SAMPLES, proposal_files\n"
+        "assert list(Listing().messages(proposal_files(BUNDLED_SAMPLES)))\n"
         "print(' '.join(sorted(sys.modules)))\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
@@ -269,8 +274,102 @@ def test_the_demos_start_imports_nothing_its_first_row_does_not_need() -> None:
         "reviewer.queue.config",
         "reviewer.queue.messages",
         "reviewer.signing.sshsig",
-        "reviewer.reading.analysis",
+        "reviewer.plan.hosts",
         "reviewer.reading.drift",
     }
     assert not unwanted & loaded, sorted(unwanted & loaded)
     assert "reviewer.tui.screens.review" not in loaded
+
+
+def test_the_checks_wait_while_any_claim_is_held_and_never_for_a_stale_one() -> None:
+    """Claims count: a key, a pushed screen and a drift view each hold one, and the checks go on only
+    once all are released; a claim never released (a screen closed unpainted) stops counting after
+    `LONGEST_CLAIM`, so the checks cannot be slowed for good."""
+    now = [100.0]
+    foreground = loader_module.Foreground(clock=lambda: now[0])
+    foreground.claim()
+    foreground.claim()
+    foreground.release()
+    assert foreground.claimed
+    waited = threading.Event()
+    waiter = threading.Thread(target=lambda: (foreground.wait(), waited.set()))
+    waiter.start()
+    assert not waited.wait(0.05)  # still claimed: the pause is waiting (for at most LONGEST_YIELD)
+    foreground.release()
+    assert waited.wait(30) and not foreground.claimed
+    waiter.join()
+    foreground.claim()  # never released
+    now[0] += loader_module.LONGEST_CLAIM
+    started = threading.Event()
+    returned = threading.Event()
+
+    def pause() -> None:
+        started.set()
+        foreground.wait()
+        returned.set()
+
+    threading.Thread(target=pause).start()
+    assert started.wait(30) and returned.wait(30)
+    assert foreground.claimed  # ignored, not forgotten: a later release still balances it
+
+
+async def test_a_pushed_screen_holds_the_checks_until_it_is_painted(sample_folder) -> None:
+    """The key that opens a plan is answered before its screen is composed: the screen's own claim
+    keeps the completion waiting until the screen's first frame."""
+    app = ReviewerApp(sample_folder(REFUNDS))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until_loaded(pilot)
+        assert not app.foreground.claimed
+        screen = app.create_review_screen(app.items["billing-refunds-bulk-2000"])
+        app.push_screen(screen)
+        assert app.foreground.claimed
+        await until(pilot, lambda: not app.foreground.claimed, "the claim to be released")
+        assert app.screen is screen and screen.query_one(PlanView).render_line(1).text.strip()
+
+
+async def test_a_replans_drift_is_shown_before_its_checks_and_not_marked_until_they_pass(
+    sample_folder, monkeypatch, gate
+) -> None:
+    """`d` on a re-plan whose checks still run shows the differences at once (compared from the
+    scans, first in the completion); the queue's Δ and the re-plan notice wait for the checks."""
+    hold_before(monkeypatch, "check_calls", gate, lambda *args: True)
+    app = ReviewerApp(sample_folder("deskline-triage.rev1.json", "deskline-triage.rev2.json"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, gate.waiting.is_set, "the checks to start")
+        (item,) = app.items.values()
+        assert not item.verified and item.latest_drift() is None
+        assert item.known_drift(1, 2) is not None  # prepared before the checks
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ReviewScreen), "the review to open")
+        await pilot.press("d")
+        await until(pilot, lambda: app.screen.query(PlanView), "the drift view's rows")
+        plan = app.screen.query_one(PlanView)
+        assert "~ changed" in str(plan.border_title)
+        assert "comparing" not in str(app.screen.query_one("#drift-summary").render())
+        assert not item.verified and item.latest_drift() is None
+        gate.opened.set()
+        await wait_until_loaded(pilot)
+        assert item.latest_drift() is not None
+
+
+async def test_a_screen_is_styled_once_as_it_first_shows(sample_folder, monkeypatch) -> None:
+    """Textual restyled a whole screen as it first resumed, right after styling it at mount, and the
+    review screen a third time when its height's class came with the first resize: the queue and
+    review screens are each styled once."""
+    restyled: list[Screen[Any]] = []
+    original = Screen.update_node_styles
+
+    def update_node_styles(self: Screen[Any], animate: bool = True) -> None:
+        restyled.append(self)
+        original(self, animate)
+
+    monkeypatch.setattr(Screen, "update_node_styles", update_node_styles)
+    app = ReviewerApp(sample_folder(REFUNDS))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until_loaded(pilot)
+        assert app.queue_screen not in restyled
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ReviewScreen), "the review to open")
+        await wait_until_loaded(pilot)
+        assert app.screen not in restyled
+        assert app.screen.has_class("-tall")

@@ -144,6 +144,9 @@ class QueueItem:
     """(base, revision) pairs whose drift the reviewer has seen: the queue's Δ mark is cleared."""
     _analyses: dict[int, Analysis] = field(default_factory=dict, repr=False)
     _drifts: dict[tuple[int, int], Drift] = field(default_factory=dict, repr=False)
+    _prepared_drifts: dict[tuple[int, int], Drift] = field(default_factory=dict, repr=False)
+    """Drifts computed from the scans before the checks, for the drift view only: the queue's mark
+    and the re-plan notice wait for the checked comparison (`keep_drift`)."""
 
     @property
     def latest_revision(self) -> int:
@@ -310,12 +313,21 @@ class QueueItem:
         """The drift of `new` against `old`, from the cache or computed (about 0.1 s for 100,000
         calls: a worker calls it). It stores nothing, so a worker's thread never changes the item a
         screen is reading: the handler that receives the result keeps it (`keep_drift`)."""
-        cached = self._drifts.get((old, new))
+        cached = self.known_drift(old, new)
         if cached is not None:
             return cached
         from reviewer.reading.drift import diff_revisions
 
         return diff_revisions(self.revisions[old], self.revisions[new])
+
+    def known_drift(self, old: int, new: int) -> Drift | None:
+        """The drift of `new` against `old` if a worker has computed it already."""
+        checked = self._drifts.get((old, new))
+        return checked if checked is not None else self._prepared_drifts.get((old, new))
+
+    def keep_prepared_drift(self, old: int, new: int, drift: Drift) -> None:
+        """A comparison made ahead of the checks, so `d` shows it at once (see `_prepared_drifts`)."""
+        self._prepared_drifts[old, new] = drift
 
     def keep_drift(self, old: int, new: int, drift: Drift) -> None:
         """A comparison a worker made, kept by the event loop for the queue's mark and the screens."""
@@ -429,7 +441,12 @@ def scan_folder(folder: Path) -> Iterator[tuple[Path, Proposal | ExecutionRecord
     runs), or with the reason it could not be. A scan reads the bytes once and costs about 0.1 s for
     the largest file allowed, so a large file holds the listing of the next ones back by that much;
     the expensive checks come after, smallest first (`completion_order`)."""
-    for path in proposal_files(folder):
+    return scan_files(proposal_files(folder))
+
+
+def scan_files(paths: list[Path]) -> Iterator[tuple[Path, Proposal | ExecutionRecord | BrokenFile]]:
+    """`scan_folder` over files already listed, in the order given."""
+    for path in paths:
         try:
             if path.name.endswith(EXECUTION_SUFFIX):
                 yield path, read_execution_file(path)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -13,19 +13,21 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from reviewer.plan.sanitize import clip, safe_text
 from reviewer.reading.analysis import Analysis, PlanRow
 from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.model.sources import QueueItem
-from reviewer.tui.widgets.chrome import Chrome
+from reviewer.tui.screens.styled_once import StyledOnce
+from reviewer.tui.widgets.chrome import Chrome, KeysFooter
 from reviewer.tui.widgets.panes import detail_text, untrusted
 from reviewer.tui.widgets.plan_view import PlanView
 
 if TYPE_CHECKING:  # the comparison itself runs in the app's worker; only its types are named here
     from reviewer.plan.matching import FieldChange
     from reviewer.reading.drift import ChangedCall, Drift
+    from reviewer.tui.loader import Foreground
 
 
 class DriftRows:
@@ -58,6 +60,13 @@ class DriftRows:
         side, position = self.locate(index)
         return (self.old if side == "old" else self.new).has_outlier(position)
 
+    def first_marked(self) -> int:
+        """The first row with a mark (0 when none), from the drift's own indexes: no row is read."""
+        drift = self.drift
+        changed = (pair.new_index for pair in (*drift.changed, *drift.outcome_changed))
+        merged = [new + bisect_right(drift.removed_positions, new) for new in (*drift.added, *changed)]
+        return min((*merged, *self._removed_at[:1]), default=0)
+
     def mark(self, index: int) -> str | None:
         side, position = self.locate(index)
         if side == "old":
@@ -82,7 +91,7 @@ def field_changes_text(title: str, changes: tuple[FieldChange, ...], style: str)
     return text
 
 
-class DriftScreen(ReportsWorkerFailures, Screen[None]):
+class DriftScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
     """Drift of one revision against another; `b` and `t` pick which two."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -101,7 +110,7 @@ class DriftScreen(ReportsWorkerFailures, Screen[None]):
         with Horizontal(id="panes"), VerticalScroll(id="detail-pane") as detail:
             detail.border_title = "Selected call"
             yield Static(id="detail")
-        yield Footer()
+        yield KeysFooter()
 
     @dataclass
     class Compared(Message):
@@ -112,22 +121,44 @@ class DriftScreen(ReportsWorkerFailures, Screen[None]):
         drift: Drift | None
         problem: str = ""
 
-    def on_mount(self) -> None:
-        self.show_drift()
+    async def on_mount(self) -> None:
+        """A drift computed already (ahead of the checks, or before) is shown in the first frame."""
+        known = self.item.known_drift(self.base, self.target)
+        if known is None:
+            self.show_drift()
+            return
+        self.show_chrome()
+        await self.show_rows(known)
 
     def show_failure(self, words: str) -> None:
         """A failed worker of this screen, in words where the reviewer is looking (the app calls it)."""
         self.query_one("#drift-summary", Static).update(Text(safe_text(clip(" " + words, 300)), "danger"))
 
-    def show_drift(self) -> None:
-        """Compare the chosen pair in a worker (a heavy rewrite of a large plan takes about a second)."""
+    def show_chrome(self) -> None:
         self.query_one(Chrome).show(
             self.mode,
             (self.item.proposal_id, "bold"),
             f"drift rev {self.base} → rev {self.target}",
         )
+
+    def show_drift(self) -> None:
+        """Compare the chosen pair in a worker (a heavy rewrite of a large plan takes about a second)."""
+        self.show_chrome()
         self.query_one("#drift-summary", Static).update(Text(" comparing…", "muted"))
+        self._hold_foreground()
         self.compare(self.base, self.target)
+
+    def _hold_foreground(self) -> None:
+        """The reviewer asked for this comparison: the plans' completion waits while it runs."""
+        foreground: Foreground | None = getattr(self.app, "foreground", None)
+        if foreground is not None:
+            foreground.claim()
+
+    def _release_foreground_after_paint(self) -> None:
+        """The comparison is shown (or failed): the completion goes on once it is painted."""
+        foreground: Foreground | None = getattr(self.app, "foreground", None)
+        if foreground is not None:
+            self.call_after_refresh(self.call_after_refresh, foreground.release)
 
     @work(thread=True, group="drift-view", exclusive=True, exit_on_error=False)
     def compare(self, base: int, target: int) -> None:
@@ -137,6 +168,12 @@ class DriftScreen(ReportsWorkerFailures, Screen[None]):
             self.post_message(self.Compared(base, target, None, f"{type(error).__name__}: {error}"))
 
     async def on_drift_screen_compared(self, message: Compared) -> None:
+        try:
+            await self.show_compared(message)
+        finally:
+            self._release_foreground_after_paint()
+
+    async def show_compared(self, message: Compared) -> None:
         if (message.base, message.target) != (self.base, self.target):
             return  # the reviewer picked another pair meanwhile
         if message.drift is None:
@@ -162,8 +199,7 @@ class DriftScreen(ReportsWorkerFailures, Screen[None]):
         )
         await self.mount(plan, after="#drift-summary")
         plan.focus()
-        first_change = next((i for i in range(min(len(self.rows), 10_000)) if self.rows.mark(i)), 0)
-        plan.move_cursor(first_change)
+        plan.move_cursor(self.rows.first_marked())
 
     @on(PlanView.RowHighlighted)
     def show_detail(self, message: PlanView.RowHighlighted) -> None:

@@ -14,13 +14,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from reviewer.plan.sanitize import clip, safe_text, steady_width
 from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.model.sources import BrokenFile, QueueItem, shown
+from reviewer.tui.screens.styled_once import StyledOnce
 from reviewer.tui.widgets.cells import CURSOR_GLYPH, cell
-from reviewer.tui.widgets.chrome import Chrome
+from reviewer.tui.widgets.chrome import Chrome, KeysFooter
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ STATE_STYLES = {
 The state is a word, never only a colour."""
 
 
-class QueueScreen(ReportsWorkerFailures, Screen[None]):
+class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
     """The first screen: one row per proposal, newest revision, newest submission first; enter opens
     its review. Live, it shows the queue's own record too: who proposed it, its state, how long a
     pending one has waited, new proposals marked until opened, yours marked "you".
@@ -124,7 +125,7 @@ class QueueScreen(ReportsWorkerFailures, Screen[None]):
         yield Static(id="queue-detail")
         yield Static(id="broken")
         yield Static(id="status")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.layout_columns(self.app.size.width)
@@ -144,7 +145,8 @@ class QueueScreen(ReportsWorkerFailures, Screen[None]):
         """A failed worker of this screen, in words where the reviewer is looking (the app calls it)."""
         self.query_one("#status", Static).update(Text(safe_text(clip(" " + words, 300)), "danger"))
 
-    def on_screen_resume(self) -> None:
+    @on(events.ScreenResume)
+    def refresh_rows(self) -> None:
         """Back from a review: the proposals opened meanwhile lose their "new" mark (live), and a
         drift viewed loses its Δ."""
         for item in list(self.items.values()):

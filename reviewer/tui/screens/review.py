@@ -13,7 +13,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from reviewer.plan.hosts import read_host
 from reviewer.plan.proposal import Proposal
@@ -24,8 +24,9 @@ from reviewer.tui.model.sources import QueueItem, local_refusal, shown
 from reviewer.tui.screens.dialogs import ConfirmScreen, RejectScreen, TypedConfirmScreen
 from reviewer.tui.screens.drift import DriftScreen
 from reviewer.tui.screens.queue import STATE_STYLES
+from reviewer.tui.screens.styled_once import StyledOnce
 from reviewer.tui.screens.verification import VerificationScreen
-from reviewer.tui.widgets.chrome import Chrome
+from reviewer.tui.widgets.chrome import Chrome, KeysFooter
 from reviewer.tui.widgets.panes import (
     detail_text,
     extremes_text,
@@ -97,7 +98,7 @@ def replan_notice(revision: int) -> str:
     return f"the agent re-planned: revision {revision} is waiting"
 
 
-class ReviewScreen(ReportsWorkerFailures, Screen[None]):
+class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
     """Everything needed to decide one revision, with the decision keys in the footer."""
 
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
@@ -134,6 +135,12 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
         """Live (`mode` "live"), `who` is the signed-in reviewer the chrome names first, and `notice`
         a banner to show once (why this revision was opened in place of another)."""
         super().__init__()
+        # The height's class before the first styling: Textual's resize sets it too, and adding it
+        # after mount restyled the whole screen a second time.
+        height = self.app.size.height
+        self.add_class(
+            *[name for least, name in self.VERTICAL_BREAKPOINTS if height >= least][-1:], update=False
+        )
         self.live = mode == "live"
         self.who = who or mode
         self.notice = notice
@@ -162,7 +169,7 @@ class ReviewScreen(ReportsWorkerFailures, Screen[None]):
                 extremes.border_title = "Extremes"
                 yield Static(id="extremes")
         yield Static(id="decision")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.announce_drift()

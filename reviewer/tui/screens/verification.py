@@ -12,15 +12,16 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from reviewer.plan.proposal import Proposal
 from reviewer.plan.sanitize import clip, safe_text
 from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.model.sources import ExecutionRecord
 from reviewer.tui.screens.drift import field_changes_text
+from reviewer.tui.screens.styled_once import StyledOnce
 from reviewer.tui.widgets.cells import cell
-from reviewer.tui.widgets.chrome import Chrome
+from reviewer.tui.widgets.chrome import Chrome, KeysFooter
 from reviewer.tui.widgets.panes import untrusted
 
 if TYPE_CHECKING:  # compared in a worker when the screen opens, so the import waits until then
@@ -62,7 +63,7 @@ def audit_text(check: CallCheck, has_audit: bool) -> Text:
     return Text(f"line {check.audit_index + 1} agrees", "ok")
 
 
-class VerificationScreen(ReportsWorkerFailures, Screen[None]):
+class VerificationScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
     """What really ran, call by call: the naive count beside the count once placeholders resolve."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "app.pop_screen", "Back")]
@@ -96,7 +97,7 @@ class VerificationScreen(ReportsWorkerFailures, Screen[None]):
         with VerticalScroll(id="detail-pane") as detail:
             detail.border_title = "Selected call"
             yield Static(id="detail")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one(Chrome).show(

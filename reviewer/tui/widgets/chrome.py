@@ -1,13 +1,16 @@
-"""Chrome: the one-line bar at the top of every screen, saying what is on screen and whose it is.
+"""Chrome: the one-line bar at the top of every screen, saying what is on screen and whose it is,
+and the footer of keys at the bottom.
 
-It shows the queue's (or, in the demo, the file's) record of the proposal: id, revision, digest,
-proposer. The strings are sanitized and appended as plain text, never as markup.
+The bar shows the queue's (or, in the demo, the file's) record of the proposal: id, revision,
+digest, proposer. The strings are sanitized and appended as plain text, never as markup.
 """
 
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import Static
+from textual.app import ComposeResult
+from textual.widgets import Footer, Static
+from textual.widgets._footer import FooterKey
 
 from reviewer.plan.sanitize import clip, safe_text, steady_width
 
@@ -35,3 +38,16 @@ class Chrome(Static):
             text.append(" │ ", "muted")
             text.append(steady_width(safe_text(clip(value, 80))), style)
         self.update(text)
+
+
+class KeysFooter(Footer):
+    """Textual's footer, each key mounted in its final style. A `FooterKey` is born compact and then
+    bound to the footer's `compact` (False here), so Textual restyled every key twice as it mounted,
+    and again at each change of bindings: about a third of the time to open a review screen. Given
+    the footer's value before it mounts, a key is styled once; it looks the same."""
+
+    def compose(self) -> ComposeResult:
+        for widget in super().compose():
+            if isinstance(widget, FooterKey):
+                widget.set_reactive(FooterKey.compact, self.compact)
+            yield widget
