@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import threading
 from collections import deque
 from pathlib import Path
@@ -379,11 +380,16 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         self._refresh_open(item, message.revision)
 
     def open_reviews(self, item: QueueItem) -> list[ReviewScreen]:
-        """The review screens of `item` in the stack (none before one was ever opened)."""
-        from reviewer.tui.screens.review import ReviewScreen
+        """The review screens of `item` in the stack (none before one was ever opened).
 
+        Asked of every file the loader finishes, while its thread may still be importing the review
+        screens (`import_review_screens`): importing them here would hold the first frames on that
+        import's lock. Until their module has defined the class, no review screen can be open."""
+        review_screen = getattr(sys.modules.get("reviewer.tui.screens.review"), "ReviewScreen", None)
+        if review_screen is None:
+            return []
         stack = self.screen_stack
-        return [screen for screen in stack if isinstance(screen, ReviewScreen) and screen.item is item]
+        return [screen for screen in stack if isinstance(screen, review_screen) and screen.item is item]
 
     def _refresh_open(self, item: QueueItem, revision: int) -> None:
         """Open review screens of this revision show what the background work has just finished."""
