@@ -12,8 +12,7 @@ cannot disagree on anything but speed.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reviewer.service.auth import hash_token
 from reviewer.service.deps import usable_token
@@ -28,15 +27,15 @@ class IdlePoll:
 
     __slots__ = ("app", "store")
 
-    def __init__(self, app: Callable[..., Awaitable[None]], store: QueueStore) -> None:
+    def __init__(self, app: ASGIApp, store: QueueStore) -> None:
         self.app = app
         self.store = store
 
     async def __call__(
         self,
-        scope: MutableMapping[str, Any],
-        receive: Callable[[], Awaitable[Any]],
-        send: Callable[[Any], Awaitable[None]],
+        scope: Scope,
+        receive: Receive,
+        send: Send,
     ) -> None:
         if (
             scope["type"] == "http"
@@ -52,7 +51,7 @@ class IdlePoll:
                 return
         await self.app(scope, receive, send)
 
-    def unchanged(self, scope: MutableMapping[str, Any]) -> str | None:
+    def unchanged(self, scope: Scope) -> str | None:
         """The listing's ETag when a reviewer's token sent it in If-None-Match; else None."""
         authorization = if_none_match = None
         for name, value in scope["headers"]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from reviewer.service.auth import redact_tokens
 
@@ -22,14 +22,14 @@ class RequestLog:
     never reaches the log either.
     """
 
-    def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(
         self,
-        scope: MutableMapping[str, Any],
-        receive: Callable[[], Awaitable[Any]],
-        send: Callable[[Any], Awaitable[None]],
+        scope: Scope,
+        receive: Receive,
+        send: Send,
     ) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
@@ -37,7 +37,7 @@ class RequestLog:
         started = time.perf_counter()
         status = 500
 
-        async def send_and_note(message: MutableMapping[str, Any]) -> None:
+        async def send_and_note(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
