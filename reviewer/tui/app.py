@@ -697,8 +697,8 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
 
         display = key_words
         focus = [
-            Binding("tab", "focus_next", "next pane (scrolls the selected call's detail)"),
-            Binding("shift+tab", "focus_previous", "previous pane"),
+            Binding("tab", "focus_next", "Next pane (scrolls the selected call's detail)"),
+            Binding("shift+tab", "focus_previous", "Previous pane"),
         ]
         return [
             ("Queue", help_rows([*QueueScreen.BINDINGS, *focus[1:]], display)),
