@@ -13,9 +13,8 @@ import os
 import socket
 
 FIRST_PORT = 10_000
+LAST_PORT = 32_767
 """Below Linux's default ephemeral range (32768-60999), so no bind(0) or connect takes these."""
-SLICE = 1_400
-"""Ports a worker may hand out: 16 workers fit below the ephemeral range."""
 
 
 def _worker_index() -> int:
@@ -24,6 +23,8 @@ def _worker_index() -> int:
     return int(worker.removeprefix("gw")) + 1 if worker.startswith("gw") else 0
 
 
+SLICE = (LAST_PORT + 1 - FIRST_PORT) // (int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")) + 1)
+"""Ports a process may hand out: the range shared evenly by this process and its sibling workers."""
 _candidates = itertools.cycle(
     range(FIRST_PORT + _worker_index() * SLICE, FIRST_PORT + (_worker_index() + 1) * SLICE)
 )
