@@ -111,13 +111,13 @@ class Service:
             )
             for name, role in roles.items()
         }
-        tokens = {}
+        finished = {name: process.communicate(timeout=STARTUP_TIMEOUT) for name, process in minting.items()}
         for name, process in minting.items():
-            out, err = process.communicate(timeout=STARTUP_TIMEOUT)
             if process.returncode != 0:
-                raise RuntimeError(f"reviewer token create --name {name} exited {process.returncode}: {err}")
-            tokens[name] = out.strip()
-        return tokens
+                raise RuntimeError(
+                    f"reviewer token create --name {name} exited {process.returncode}: {finished[name][1]}"
+                )
+        return {name: out.strip() for name, (out, _) in finished.items()}
 
     def client(self, token: str | None = None, **kwargs: Any) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
