@@ -3,6 +3,7 @@ requests keep being answered: raw sockets against the real service."""
 
 from __future__ import annotations
 
+import contextlib
 import resource
 import select
 import socket
@@ -95,8 +96,13 @@ def test_stalled_headers_and_bodies_are_closed_while_real_requests_are_answered(
     try:
         for _ in range(10):
             assert actors.alice.get("/v1/whoami").status_code == 200
-        for connection in silent + half_headers + [trickler]:
+        for connection in silent + half_headers:
             assert b"408 Request Timeout" in answer_until_closed(connection)
+        # The trickler may have sent a byte just before the server's close: closing with that byte
+        # unread, the kernel resets the connection, and the reset can drop the 408 before it is
+        # read (TCP, not the service; it failed twice in whole-suite runs). Closed either way.
+        with contextlib.suppress(ConnectionResetError):
+            assert b"408 Request Timeout" in answer_until_closed(trickler)
         for connection in half_bodies:
             assert b"408 Request Timeout" in answer_until_closed(connection)
         assert actors.alice.get("/v1/whoami").json() == {"name": "alice", "role": "reviewer"}
