@@ -337,8 +337,9 @@ async def test_a_replans_drift_is_shown_before_its_checks_and_not_marked_until_t
     async with app.run_test(size=(100, 30)) as pilot:
         await until(pilot, gate.waiting.is_set, "the checks to start")
         (item,) = app.items.values()
+        # prepared by the completion thread before the checks; its message may still be on its way
+        await until(pilot, lambda: item.known_drift(1, 2) is not None, "the drift prepared before the checks")
         assert not item.verified and item.latest_drift() is None
-        assert item.known_drift(1, 2) is not None  # prepared before the checks
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, ReviewScreen), "the review to open")
         await pilot.press("d")
