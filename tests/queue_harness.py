@@ -26,6 +26,10 @@ from tests.service.ports import free_port
 PYTHON = sys.executable
 STARTUP_TIMEOUT = 90.0
 """A bound, not a wait: on a loaded machine a service took 20 s to import and start."""
+KEEPALIVE_EXPIRY = 0.5
+"""Seconds a test's client keeps an idle connection for reuse: under the service's keep-alive (5 s,
+or its header deadline when shorter, never under 1 s), so no request goes down a connection the
+service is closing at that moment (that race reset a reviewer's GET sent 5 s after the last)."""
 
 
 def reviewer_command(*args: str) -> list[str]:
@@ -121,6 +125,7 @@ class Service:
 
     def client(self, token: str | None = None, **kwargs: Any) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        kwargs.setdefault("limits", httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY))
         return httpx.Client(base_url=self.url, headers=headers, timeout=30, **kwargs)
 
 

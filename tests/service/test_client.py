@@ -197,3 +197,15 @@ def test_the_token_is_only_in_the_authorization_header() -> None:
     assert token not in shown
     assert requests[0].headers["authorization"] == f"Bearer {token}"
     assert token not in str(requests[0].url)
+
+
+def test_an_idle_connection_is_dropped_by_the_client_before_the_service_closes_it() -> None:
+    """A request sent down a connection the service is closing at that moment is reset: the client's
+    pool lets go of an idle connection sooner than the service's keep-alive ends it."""
+    from reviewer.queue.client import KEEPALIVE_EXPIRY
+    from reviewer.service.server import Listening
+
+    keep_alive = Listening("127.0.0.1", 8000).uvicorn_config(app=None).timeout_keep_alive
+    assert keep_alive > KEEPALIVE_EXPIRY
+    client = QueueClient("http://127.0.0.1:8000", "rvw_token")
+    assert client._http._transport._pool._keepalive_expiry == KEEPALIVE_EXPIRY  # type: ignore[attr-defined]
