@@ -39,7 +39,7 @@ ClaimId = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
 class Message(BaseModel):
     """Base of every API message: unknown fields are refused, not silently dropped."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Whoami(Message):
