@@ -467,8 +467,8 @@ def plans(draw: st.DrawFn, min_size: int = 0) -> list[dict[str, Any]]:
     return rows
 
 
-FAST = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-"""120 examples for each of the 8 forms and alignments: about a thousand plans per property in a run."""
+FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+"""60 examples for each of the 8 forms and alignments: about 500 plans per property in a run."""
 
 each_alignment = pytest.mark.parametrize("myers_limit", [MAX_EDITS_FOR_MYERS, 0], ids=["myers", "anchored"])
 """Each property holds whether Myers aligns the revisions or, allowed no edit, leaves every revision
