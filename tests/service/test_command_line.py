@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from reviewer.service.databases import open_store
 from tests.queue_harness import STARTUP_TIMEOUT, Service, reviewer_command
 from tests.service.ports import free_port
 from tests.service.postgres import Cluster
@@ -87,20 +88,16 @@ def test_token_commands_refuse_a_postgresql_database_without_a_queue(postgres_cl
 
 def test_token_names_are_checked_and_listed_safely(tmp_path: Path, postgres_cluster: Cluster) -> None:
     for db in (str(tmp_path / "q.sqlite3"), postgres_cluster.fresh_database()):
-        service = Service(db=db, log_path=tmp_path / "service.log")
-        service.start()
-        try:
-            bad = run("token", "create", "--name", "eve\x1b[2J", "--role", "reviewer", "--db", db)
-            assert bad.returncode == 1
-            assert "\x1b" not in bad.stderr and "1 to 64 letters" in one_line(bad)
-            assert run("token", "create", "--name", "Eve", "--role", "reviewer", "--db", db).returncode == 0
-            twin = run("token", "create", "--name", "eve", "--role", "agent", "--db", db)
-            assert twin.returncode == 1 and "keeps its role for life" in one_line(twin)
-            listed = run("token", "list", "--db", db)
-            assert listed.stdout.splitlines()[0].split("\t")[:2] == ["Eve", "reviewer"]
-            assert run("token", "revoke", "EVE", "--db", db).returncode == 0
-        finally:
-            service.stop()
+        open_store(db, clock=time.time, pending_ttl=60, approval_ttl=60, create=True).close()  # as serve does
+        bad = run("token", "create", "--name", "eve\x1b[2J", "--role", "reviewer", "--db", db)
+        assert bad.returncode == 1
+        assert "\x1b" not in bad.stderr and "1 to 64 letters" in one_line(bad)
+        assert run("token", "create", "--name", "Eve", "--role", "reviewer", "--db", db).returncode == 0
+        twin = run("token", "create", "--name", "eve", "--role", "agent", "--db", db)
+        assert twin.returncode == 1 and "keeps its role for life" in one_line(twin)
+        listed = run("token", "list", "--db", db)
+        assert listed.stdout.splitlines()[0].split("\t")[:2] == ["Eve", "reviewer"]
+        assert run("token", "revoke", "EVE", "--db", db).returncode == 0
 
 
 def test_serve_says_it_created_a_new_database(tmp_path: Path) -> None:
