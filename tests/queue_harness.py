@@ -55,6 +55,22 @@ def wait_until_serving(url: str, process: subprocess.Popen[bytes], log: Callable
     raise RuntimeError(f"the service did not start within {STARTUP_TIMEOUT} s:\n{log()}")
 
 
+def mint_tokens(db: Path | str, roles: dict[str, str]) -> dict[str, str]:
+    """A token for each name, with its role, minted as `reviewer token create` mints it, through the
+    store of the queue's database, but in this process: a Python start-up each cost the suite 136 of
+    them, 90 CPU-seconds. The command itself is tested in `tests/service/test_command_line.py`."""
+    store = open_store(
+        db, clock=time.time, pending_ttl=DEFAULT_PENDING_TTL, approval_ttl=DEFAULT_APPROVAL_TTL, create=False
+    )
+    try:
+        minted = {name: mint_token() for name in roles}
+        for name, role in roles.items():
+            store.create_token(name, role, hash_token(minted[name]))
+    finally:
+        store.close()
+    return minted
+
+
 @dataclass
 class Service:
     """One `reviewer serve` process and its database (a file or a PostgreSQL URL); can be killed and
@@ -106,23 +122,7 @@ class Service:
         return self.tokens({name: role})[name]
 
     def tokens(self, roles: dict[str, str]) -> dict[str, str]:
-        """A token for each name, with its role, minted as `reviewer token create` mints it, through
-        the store of the service's database, but in this process: one Python start-up each cost the
-        suite 136 of them, 90 CPU-seconds. The command itself is tested in `test_command_line.py`."""
-        store = open_store(
-            self.db,
-            clock=time.time,
-            pending_ttl=DEFAULT_PENDING_TTL,
-            approval_ttl=DEFAULT_APPROVAL_TTL,
-            create=False,
-        )
-        try:
-            minted = {name: mint_token() for name in roles}
-            for name, role in roles.items():
-                store.create_token(name, role, hash_token(minted[name]))
-        finally:
-            store.close()
-        return minted
+        return mint_tokens(self.db, roles)
 
     def client(self, token: str | None = None, **kwargs: Any) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}

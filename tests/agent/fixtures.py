@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from reviewer.sample_api.server import RunningSampleApi, sample_api_in_thread
-from tests.queue_harness import wait_until_serving
+from tests.queue_harness import mint_tokens, wait_until_serving
 from tests.service.ports import free_port
 
 
@@ -63,17 +63,9 @@ def queue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Queue]:
         process.kill()
         raise
     # Tokens after the first start: `serve` creates the database, token commands refuse a missing one.
-    tokens = {
-        role: subprocess.run(
-            _reviewer("token", "create", "--db", str(db), "--name", f"test-{role}", "--role", role),
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-        for role in ("agent", "reviewer")
-    }
+    tokens = mint_tokens(db, {"test-agent": "agent", "test-reviewer": "reviewer"})
     try:
-        yield Queue(url, db, tokens["agent"], tokens["reviewer"])
+        yield Queue(url, db, tokens["test-agent"], tokens["test-reviewer"])
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(10)
