@@ -35,10 +35,11 @@ def toasts_stay_for_snapshots(request: pytest.FixtureRequest, monkeypatch: pytes
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto` (the suite's default): half again as many workers as cores. A worker waits on the
-    subprocesses it starts and on Textual's frames about a third of the time: on 2 cores, two
-    workers kept 1.24 cores busy (438 s), three kept 1.82 busy (381 s)."""
-    return max(2, (os.cpu_count() or 1) * 3 // 2)
+    """`-n auto` (the suite's default): two workers a core. A worker waits on the subprocesses it
+    starts and on Textual's frames a good part of the time: on 2 cores, two workers kept 1.24 cores
+    busy (438 s), three 1.82 (381 s); with other work on the machine (load 4 to 5), three took
+    451 s and four 388 s."""
+    return max(2, (os.cpu_count() or 1) * 2)
 
 
 LONGEST_FIRST = (
