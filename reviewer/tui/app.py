@@ -119,8 +119,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         screen opens as soon as it is fetched (`reviewer review ID`, the line a notification gives),
         and `alerts` says how a newly pending proposal is told (bell, window title, desktop)."""
         super().__init__()
-        self.register_theme(THEME)
-        self.theme = THEME.name
+        self.use_theme_before_styling()
         self.console.push_theme(rich_theme(self.no_color))
         self.color_system = color_system
         self._terminal_filters: list[LineFilter] | None = None
@@ -145,6 +144,17 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         self._title_saved = False
         self.foreground = Foreground()
         self._rows_painted = threading.Event()
+
+    def use_theme_before_styling(self) -> None:
+        """The app's theme, in place before the stylesheet is first read: setting `theme` would
+        have Textual parse every stylesheet again after the first frame's styles (about a tenth of
+        the start-up's own work). What its watcher would change that is not yet read: the
+        stylesheet's variables and the app's theme class (the theme is dark, as the default is, so
+        the dark-mode classes and the ANSI colours' filter stay as they are)."""
+        self.register_theme(THEME)
+        self.set_reactive(App.theme, THEME.name)
+        self.set_class(True, f"-theme-{THEME.name}", update=False)
+        self.stylesheet.set_variables(self.get_css_variables())
 
     async def on_event(self, event: events.Event) -> None:
         """A key gives the screen the interpreter until its answer is painted: the completion thread
