@@ -21,7 +21,7 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.worker import get_current_worker
 
-from reviewer.plan.sanitize import safe_text
+from reviewer.plan.sanitize import prepare_hidden_patterns, safe_text
 from reviewer.queue.terminal_alerts import TerminalAlerts
 from reviewer.tui.alerts import RESTORE_TITLE, SAVE_TITLE, PendingWatch, alert_bytes, desktop_protocol
 from reviewer.tui.failures import ReportsWorkerFailures
@@ -80,9 +80,12 @@ if TYPE_CHECKING:  # imported where used: the first paint should not wait for th
     from reviewer.tui.screens.review import ReviewScreen
 
 
-def import_review_screens() -> None:
-    """Ahead of the first enter, in the loader's thread (see `ReviewerApp.load_proposals`)."""
+def prepare_review_screens() -> None:
+    """Ahead of the first enter, in the loader's thread (see `ReviewerApp.load_proposals`): the
+    review screens' module, and the hidden-character patterns their first rows are read with."""
     import reviewer.tui.screens.review  # noqa: F401
+
+    prepare_hidden_patterns()
 
 
 class ReviewerApp(ReportsWorkerFailures, App[None]):
@@ -257,17 +260,18 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         0.1 s for the largest file allowed), then have every listed file checked, hashed and
         analysed, smallest first, off the event loop.
 
-        The review screens are imported here rather than on the first enter (about 30 ms, much more
-        while the checks run): before a large file is listed, so it opens at once; with nothing left
-        to scan, once the rows are painted (`enqueue_completions`), so the first frame is not slowed."""
+        The review screens are imported, and the hidden-character patterns their rows are read with
+        built, here rather than on the first enter (about 50 ms, much more while the checks run):
+        before a large file is listed, so it opens at once; with nothing left to scan, once the rows
+        are painted (`enqueue_completions`), so the first frame is not slowed."""
         if paths:
-            import_review_screens()
+            prepare_review_screens()
         for message in listing.messages(paths):
             self.post_message(message)
         self.post_message(listing.done())
         if not paths:
             self._rows_painted.wait(timeout=1.0)
-            import_review_screens()
+            prepare_review_screens()
 
     def list_item(self, item: QueueItem) -> None:
         """The queue's row for `item`. A worker's message can arrive while the app shuts down, its
@@ -393,7 +397,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         """The review screens of `item` in the stack (none before one was ever opened).
 
         Asked of every file the loader finishes, while its thread may still be importing the review
-        screens (`import_review_screens`): importing them here would hold the first frames on that
+        screens (`prepare_review_screens`): importing them here would hold the first frames on that
         import's lock. Until their module has defined the class, no review screen can be open."""
         review_screen = getattr(sys.modules.get("reviewer.tui.screens.review"), "ReviewScreen", None)
         if review_screen is None:
