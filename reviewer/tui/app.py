@@ -216,13 +216,17 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
                 self._terminal_filters = list(terminal_filters(COLOR_SYSTEMS.get(system)))
         return [*super().get_line_filters(), *self._terminal_filters]
 
-    async def on_mount(self) -> None:
+    def get_default_screen(self) -> Screen[Any]:
+        """The queue screen is the app's first screen, in place of the blank one Textual would make
+        and then cover: no screen is composed, styled and painted before it (a fifth of the start's
+        own work). The demo's first files are scanned here, before it is composed, so its first frame
+        shows their rows; the rest are listed from a thread. The checks, which hold the interpreter
+        lock for long, start after a paint (`on_scan_done`)."""
         if self.folder is not None:
-            # The first files are scanned here, so the first frame shows their rows; the rest are
-            # listed from a thread. The checks, which hold the interpreter lock for long, start
-            # after a paint (`on_scan_done`).
             self.start_listing(self.folder)
-        await self.push_screen(self.queue_screen)
+        return self.queue_screen
+
+    def on_mount(self) -> None:
         if self.queue is not None:
             self.set_interval(1.0, self.refresh_status)
             self.call_after_refresh(self.refresh_status)
