@@ -62,14 +62,6 @@ from reviewer.tui.model.sources import (
     shown,
 )
 from reviewer.tui.palette import COLOR_SYSTEMS, THEME, rich_theme, terminal_filters
-from reviewer.tui.screens.dialogs import (
-    ConfirmScreen,
-    HelpScreen,
-    HelpSection,
-    RejectScreen,
-    help_rows,
-    key_words,
-)
 from reviewer.tui.screens.queue import QueueScreen
 from reviewer.tui.status import Link, status_text
 
@@ -77,6 +69,7 @@ if TYPE_CHECKING:  # imported where used: the first paint should not wait for th
     from reviewer.queue.messages import ProposalRecord
     from reviewer.reading.analysis import Analysis
     from reviewer.tui.model.queue_source import QueueSource
+    from reviewer.tui.screens.dialogs import HelpSection
     from reviewer.tui.screens.review import ReviewScreen
 
 
@@ -708,6 +701,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
 
     def help_sections(self) -> list[HelpSection]:
         """The keys of every screen, read from their bindings, so the help cannot fall behind them."""
+        from reviewer.tui.screens.dialogs import ConfirmScreen, RejectScreen, help_rows, key_words
         from reviewer.tui.screens.drift import DriftScreen
         from reviewer.tui.screens.review import ReviewScreen
         from reviewer.tui.screens.verification import VerificationScreen
@@ -733,5 +727,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         self.notify("Press q to quit the app", title="Do you want to quit?")
 
     def action_help(self) -> None:
+        from reviewer.tui.screens.dialogs import HelpScreen
+
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(self.help_sections()))
