@@ -281,6 +281,7 @@ def test_the_demos_start_imports_nothing_its_first_row_does_not_need() -> None:
         "reviewer.tui.screens.dialogs",
         "getpass",
         "hashlib",
+        "json",
         *(module for module in COMMAND_MODULES if module != "reviewer.tui.commands"),
     }
     assert not unwanted & loaded, sorted(unwanted & loaded)
