@@ -150,8 +150,8 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
     def refresh_rows(self) -> None:
         """Back from a review: the proposals opened meanwhile lose their "new" mark (live), and a
         drift viewed loses its Δ. The first resume, as the screen first shows, has nothing to
-        refresh: every row was written as it was listed (rewriting each cell again cost a tenth of
-        the first frame)."""
+        refresh: every row was written as it was listed (rewriting each cell again cost about a
+        twentieth of the first frame)."""
         if not self._shown:
             self._shown = True
             return
