@@ -66,8 +66,8 @@ from reviewer.tui.screens.queue import QueueScreen
 from reviewer.tui.status import Link, status_text
 
 if TYPE_CHECKING:  # imported where used: the first paint should not wait for the review screens
+    from reviewer.plan.proposal import Proposal
     from reviewer.queue.messages import ProposalRecord
-    from reviewer.reading.analysis import Analysis
     from reviewer.tui.model.queue_source import QueueSource
     from reviewer.tui.screens.dialogs import HelpSection
     from reviewer.tui.screens.review import ReviewScreen
@@ -283,11 +283,17 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
     def on_scan_done(self, message: ScanDone) -> None:
         """Every file is listed (its messages came first): the checks start once a frame has shown
         the rows, since they hold the interpreter lock for long stretches."""
-        self.call_after_refresh(self.enqueue_completions, message.jobs)
+        self.call_after_refresh(self.enqueue_completions, message.listed)
 
-    def enqueue_completions(self, jobs: list[CompletionJob]) -> None:
-        """The re-plans' drifts first (what `d` shows, about 0.1 s for 100,000 calls), then the checks."""
+    def enqueue_completions(self, listed: list[tuple[Proposal, str]]) -> None:
+        """The re-plans' drifts first (what `d` shows, about 0.1 s for 100,000 calls), then the checks.
+        Each revision's analysis is made here, on the event loop, before any completion runs: the
+        completion computes its figures on the one the screens read."""
         self._rows_painted.set()
+        jobs = [
+            CompletionJob(self.items[proposal.proposal_id].analysis(proposal.revision), source)
+            for proposal, source in listed
+        ]
         for item in self.items.values():
             self.enqueue_drift(item)
         for job in jobs:
@@ -336,15 +342,14 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
             screen.show_failure(words)
 
     def on_proposal_listed(self, message: ProposalListed) -> None:
-        self.list_revision(message.analysis, message.origin, message.digest)
+        self.list_revision(message.proposal, message.origin, message.digest)
 
-    def list_revision(self, analysis: Analysis, origin: str, digest: str | None) -> None:
+    def list_revision(self, proposal: Proposal, origin: str, digest: str | None) -> None:
         """A revision scanned from a file, or fetched from the queue (with the queue's digest)."""
-        proposal = analysis.proposal
         item = self.items.get(proposal.proposal_id)
         if item is None:
             item = self.items[proposal.proposal_id] = self.create_item(proposal.proposal_id)
-        item.add(analysis, origin, digest)
+        item.add(proposal, origin, digest)
         self.list_item(item)
 
     def on_proposal_verified(self, message: ProposalVerified) -> None:
@@ -612,7 +617,6 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
     def on_proposal_fetched(self, message: ProposalFetched) -> None:
         """The queue's record first, then each revision fetched (listed at once, checked in the
         completion thread), then the open screens refresh."""
-        from reviewer.reading.analysis import Analysis
         from reviewer.tui.model.queue_source import FROM_QUEUE
 
         fetched = message.fetched
@@ -622,8 +626,8 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         proposal_id = fetched.record.proposal_id
         listed = []
         for proposal, digest in fetched.revisions:
-            analysis = Analysis(proposal)
-            self.list_revision(analysis, FROM_QUEUE, digest)
+            self.list_revision(proposal, FROM_QUEUE, digest)
+            analysis = self.items[proposal_id].analysis(proposal.revision)
             listed.append(CompletionJob(analysis, f"{proposal_id} revision {proposal.revision}"))
         if listed:
             self.enqueue_drift(self.items[proposal_id])

@@ -251,8 +251,9 @@ def test_the_demos_start_imports_nothing_its_first_row_does_not_need() -> None:
     """Start-up is measured to the first row (bench_load.py): the command line, the app module and
     the scan that lists the samples before the first frame must not pull in pydantic, the HTTP
     client (the host reading needs it, with the figures), the service, the queue's settings,
-    signing, the drift, the review screens or the dialogs, the digest's hashing (OpenSSL), the
-    prompt for a token, or the modules of the other commands."""
+    signing, the drift, the analysis (made when a revision is first read), the review screens or
+    the dialogs, the digest's hashing (OpenSSL), the prompt for a token, or the modules of the other
+    commands."""
     probe = (
         "import sys\n"
         "from reviewer.__main__ import build_parser\n"
@@ -278,6 +279,7 @@ def test_the_demos_start_imports_nothing_its_first_row_does_not_need() -> None:
         "reviewer.signing.sshsig",
         "reviewer.plan.hosts",
         "reviewer.reading.drift",
+        "reviewer.reading.analysis",
         "reviewer.tui.screens.dialogs",
         "getpass",
         "hashlib",
