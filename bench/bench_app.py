@@ -4,8 +4,9 @@ pressed as soon as the proposal is listed; `d` to the drift view's differences, 
 opening the newer of two revisions. Each next to a bare Textual app's start to its text, in the same
 run; then, in one process, scrolling keys and peak memory.
 
-    python bench/bench_app.py            # with a DataTable peer for the large plan
-    python bench/bench_app.py --quick    # one run each, no DataTable peer
+    python bench/bench_app.py                   # with a DataTable peer for the large plan
+    python bench/bench_app.py --quick           # one run each, no DataTable peer
+    python bench/bench_app.py --only terminal   # only the figures from outside, 7 runs each
 
 Start-up and loading (against a bare Textual app and against `jq | less`) are in `bench_load.py`.
 
@@ -207,6 +208,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=100_000)
     parser.add_argument("--folder", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", choices=("terminal",))
     options = parser.parse_args()
     children = {
         "large": lambda: child_large(options.folder, SCROLL_KEYS),
@@ -219,6 +221,9 @@ def main() -> None:
     single, revised = write_large_plans(options.calls)
     size = (single / "large.json").stat().st_size / 1e6
     print(f"a plan of {options.calls:,} calls, {size:.0f} MB of JSON, and a re-plan of it")
+    if options.only == "terminal":
+        bench_in_terminal(single, revised, 7)
+        return
     bench_in_terminal(single, revised, 1 if options.quick else 5)
     print(f"\nin one process: a plan of {options.calls:,} calls (keys timed to the first row painted)")
     subprocess.run([sys.executable, __file__, "--child", "large", "--folder", str(single)], check=True)

@@ -1,7 +1,8 @@
 """The command line: `reviewer demo`, `review`, `serve`, `token`, `mcp-gate`, `run`, and the rest.
 
-Each part registers its own sub-commands, so importing this module stays cheap: Textual, FastAPI
-and uvicorn are imported only by the command that needs them.
+Each part registers its own sub-commands, and only the part of the command being run is imported:
+`reviewer demo` starts without reading the service's, the queue's or the gate's command modules, and
+`reviewer --help` lists every command from the table below without importing any of them.
 """
 
 from __future__ import annotations
@@ -11,34 +12,76 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-# Modules that add sub-commands through `register(subparsers)`, in the order help lists them.
-_COMMAND_MODULES = (
-    "reviewer.tui.commands",
-    "reviewer.service.commands",
-    "reviewer.queue.commands",
-    "reviewer.policy.commands",
-    "reviewer.sample_api.commands",
-    "reviewer.adapters.commands",
-    "reviewer.run.commands",
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("demo", "reviewer.tui.commands", "review sample proposals offline; decisions are not sent"),
+    ("review", "reviewer.tui.commands", "review the queue's proposals live (the default command)"),
+    (
+        "login",
+        "reviewer.tui.commands",
+        "store the queue's URL and your reviewer token (asked without echo)",
+    ),
+    ("serve", "reviewer.service.commands", "run the queue service"),
+    ("notify", "reviewer.service.commands", "the queue's notifications"),
+    ("token", "reviewer.service.commands", "mint, list and revoke the queue's tokens"),
+    ("keys", "reviewer.service.commands", "register and remove reviewers' SSH signing keys"),
+    ("approve", "reviewer.queue.commands", "approve one revision of a proposal, by its digest"),
+    ("reject", "reviewer.queue.commands", "reject one revision of a proposal, with a reason"),
+    ("policy", "reviewer.policy.commands", "test a queue policy file"),
+    (
+        "sample-api",
+        "reviewer.sample_api.commands",
+        "serve the sample ticket API of the reference scenario on loopback",
+    ),
+    (
+        "walkthrough",
+        "reviewer.sample_api.commands",
+        "run the reference scenario in every dry-run mode and for real, and print what each proved",
+    ),
+    (
+        "mcp-gate",
+        "reviewer.adapters.commands",
+        "gate an MCP server's write tools behind the review queue (needs reviewer[mcp])",
+    ),
+    (
+        "run",
+        "reviewer.run.commands",
+        "gate an agent in any language: COMMAND's writes become a plan a reviewer approves",
+    ),
 )
+"""Every sub-command: its name, the module whose `register(subparsers)` adds it, and its help line, in
+the order help lists them. A module's commands are next to each other; a test checks that each
+module registers exactly these names with these help lines."""
+
+COMMAND_MODULES = tuple(dict.fromkeys(module for _, module, _ in COMMANDS))
+"""The modules that add sub-commands, in the order help lists them."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser that runs `command`: its module registers its sub-commands in full, every other
+    command is listed by its name and help line only. Without a known command (`reviewer --help`, a
+    mistyped name) every command is listed that way, and none of their modules is imported."""
     parser = argparse.ArgumentParser(
         prog="reviewer",
         description="Review an AI agent's dry-run plans before they write to a real API.",
     )
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
-    for name in _COMMAND_MODULES:
-        importlib.import_module(name).register(subparsers)
+    chosen = next((module for name, module, _ in COMMANDS if name == command), None)
+    registered = False
+    for name, module, help_line in COMMANDS:
+        if module != chosen:
+            subparsers.add_parser(name, help=help_line)
+        elif not registered:  # all of the module's commands, in their places (they are adjacent)
+            importlib.import_module(module).register(subparsers)
+            registered = True
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
     arguments = list(sys.argv[1:] if argv is None else argv)
     if not arguments:
         arguments = ["review"]
+    command = next((argument for argument in arguments if not argument.startswith("-")), None)
+    parser = build_parser(command)
     options = parser.parse_args(arguments)
     handler = getattr(options, "func", None)
     if handler is None:

@@ -9,7 +9,6 @@ pydantic remains the schema of the queue API's own messages and of the configura
 from __future__ import annotations
 
 import codecs
-import hashlib
 import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Annotated, Any, Final, Literal, overload
@@ -600,6 +599,8 @@ def _canonical_float(value: Any) -> msgspec.Raw:
 def plan_sha256(proposal: Proposal, pause: Pause = _no_pause) -> str:
     """SHA-256 (hex) of `canonical_plan`, hashed as it is written: the digest shown to the reviewer
     and named by an approval. `pause` is called between its pieces (a few thousand calls each)."""
+    import hashlib  # here, not at import: OpenSSL's loading is not on the path to the first frame
+
     digest = hashlib.sha256()
     try:
         for piece in _canonical_pieces(proposal):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import json
 import re
 from array import array
 from collections import Counter
@@ -387,6 +386,8 @@ class Analysis:
         try:
             encoded = dumps(parts)
         except UnicodeEncodeError:  # a lone surrogate, only possible in a proposal built in Python
+            import json  # only here: not imported on the way to the app's first frame
+
             text = json.dumps(msgspec.to_builtins(parts), ensure_ascii=False)
             encoded = text.encode("utf-8", "surrogatepass")
         if MARK.encode() not in encoded:

@@ -21,7 +21,7 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.worker import get_current_worker
 
-from reviewer.plan.sanitize import safe_text
+from reviewer.plan.sanitize import prepare_hidden_patterns, safe_text
 from reviewer.queue.terminal_alerts import TerminalAlerts
 from reviewer.tui.alerts import RESTORE_TITLE, SAVE_TITLE, PendingWatch, alert_bytes, desktop_protocol
 from reviewer.tui.failures import ReportsWorkerFailures
@@ -62,27 +62,23 @@ from reviewer.tui.model.sources import (
     shown,
 )
 from reviewer.tui.palette import COLOR_SYSTEMS, THEME, rich_theme, terminal_filters
-from reviewer.tui.screens.dialogs import (
-    ConfirmScreen,
-    HelpScreen,
-    HelpSection,
-    RejectScreen,
-    help_rows,
-    key_words,
-)
 from reviewer.tui.screens.queue import QueueScreen
 from reviewer.tui.status import Link, status_text
 
 if TYPE_CHECKING:  # imported where used: the first paint should not wait for the review screens
+    from reviewer.plan.proposal import Proposal
     from reviewer.queue.messages import ProposalRecord
-    from reviewer.reading.analysis import Analysis
     from reviewer.tui.model.queue_source import QueueSource
+    from reviewer.tui.screens.dialogs import HelpSection
     from reviewer.tui.screens.review import ReviewScreen
 
 
-def import_review_screens() -> None:
-    """Ahead of the first enter, in the loader's thread (see `ReviewerApp.load_proposals`)."""
+def prepare_review_screens() -> None:
+    """Ahead of the first enter, in the loader's thread (see `ReviewerApp.load_proposals`): the
+    review screens' module, and the hidden-character patterns their first rows are read with."""
     import reviewer.tui.screens.review  # noqa: F401
+
+    prepare_hidden_patterns()
 
 
 class ReviewerApp(ReportsWorkerFailures, App[None]):
@@ -119,8 +115,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         screen opens as soon as it is fetched (`reviewer review ID`, the line a notification gives),
         and `alerts` says how a newly pending proposal is told (bell, window title, desktop)."""
         super().__init__()
-        self.register_theme(THEME)
-        self.theme = THEME.name
+        self.use_theme_before_styling()
         self.console.push_theme(rich_theme(self.no_color))
         self.color_system = color_system
         self._terminal_filters: list[LineFilter] | None = None
@@ -145,6 +140,17 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         self._title_saved = False
         self.foreground = Foreground()
         self._rows_painted = threading.Event()
+
+    def use_theme_before_styling(self) -> None:
+        """The app's theme, in place before the stylesheet is first read: setting `theme` would
+        have Textual parse every stylesheet again after the first frame's styles (about a twentieth
+        of what the start costs over a bare Textual app's). What its watcher would change that is
+        not yet read: the stylesheet's variables and the app's theme class (the theme is dark, as
+        the default is, so the dark-mode classes and the ANSI colours' filter stay as they are)."""
+        self.register_theme(THEME)
+        self.set_reactive(App.theme, THEME.name)
+        self.set_class(True, f"-theme-{THEME.name}", update=False)
+        self.stylesheet.set_variables(self.get_css_variables())
 
     async def on_event(self, event: events.Event) -> None:
         """A key gives the screen the interpreter until its answer is painted: the completion thread
@@ -203,13 +209,17 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
                 self._terminal_filters = list(terminal_filters(COLOR_SYSTEMS.get(system)))
         return [*super().get_line_filters(), *self._terminal_filters]
 
-    async def on_mount(self) -> None:
+    def get_default_screen(self) -> Screen[Any]:
+        """The queue screen is the app's first screen, in place of the blank one Textual would make
+        and then cover: no screen is composed, styled and painted before it (about a seventh of what
+        the start costs over a bare Textual app's). The demo's first files are scanned here, before
+        it is composed, so its first frame shows their rows; the rest are listed from a thread. The
+        checks, which hold the interpreter lock for long, start after a paint (`on_scan_done`)."""
         if self.folder is not None:
-            # The first files are scanned here, so the first frame shows their rows; the rest are
-            # listed from a thread. The checks, which hold the interpreter lock for long, start
-            # after a paint (`on_scan_done`).
             self.start_listing(self.folder)
-        await self.push_screen(self.queue_screen)
+        return self.queue_screen
+
+    def on_mount(self) -> None:
         if self.queue is not None:
             self.set_interval(1.0, self.refresh_status)
             self.call_after_refresh(self.refresh_status)
@@ -247,17 +257,18 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         0.1 s for the largest file allowed), then have every listed file checked, hashed and
         analysed, smallest first, off the event loop.
 
-        The review screens are imported here rather than on the first enter (about 30 ms, much more
-        while the checks run): before a large file is listed, so it opens at once; with nothing left
-        to scan, once the rows are painted (`enqueue_completions`), so the first frame is not slowed."""
+        The review screens are imported, and the hidden-character patterns their rows are read with
+        built, here rather than on the first enter (about 50 ms, much more while the checks run):
+        before a large file is listed, so it opens at once; with nothing left to scan, once the rows
+        are painted (`enqueue_completions`), so the first frame is not slowed."""
         if paths:
-            import_review_screens()
+            prepare_review_screens()
         for message in listing.messages(paths):
             self.post_message(message)
         self.post_message(listing.done())
         if not paths:
             self._rows_painted.wait(timeout=1.0)
-            import_review_screens()
+            prepare_review_screens()
 
     def list_item(self, item: QueueItem) -> None:
         """The queue's row for `item`. A worker's message can arrive while the app shuts down, its
@@ -272,11 +283,17 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
     def on_scan_done(self, message: ScanDone) -> None:
         """Every file is listed (its messages came first): the checks start once a frame has shown
         the rows, since they hold the interpreter lock for long stretches."""
-        self.call_after_refresh(self.enqueue_completions, message.jobs)
+        self.call_after_refresh(self.enqueue_completions, message.listed)
 
-    def enqueue_completions(self, jobs: list[CompletionJob]) -> None:
-        """The re-plans' drifts first (what `d` shows, about 0.1 s for 100,000 calls), then the checks."""
+    def enqueue_completions(self, listed: list[tuple[Proposal, str]]) -> None:
+        """The re-plans' drifts first (what `d` shows, about 0.1 s for 100,000 calls), then the checks.
+        Each revision's analysis is made here, on the event loop, before any completion runs: the
+        completion computes its figures on the one the screens read."""
         self._rows_painted.set()
+        jobs = [
+            CompletionJob(self.items[proposal.proposal_id].analysis(proposal.revision), source)
+            for proposal, source in listed
+        ]
         for item in self.items.values():
             self.enqueue_drift(item)
         for job in jobs:
@@ -325,15 +342,14 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
             screen.show_failure(words)
 
     def on_proposal_listed(self, message: ProposalListed) -> None:
-        self.list_revision(message.analysis, message.origin, message.digest)
+        self.list_revision(message.proposal, message.origin, message.digest)
 
-    def list_revision(self, analysis: Analysis, origin: str, digest: str | None) -> None:
+    def list_revision(self, proposal: Proposal, origin: str, digest: str | None) -> None:
         """A revision scanned from a file, or fetched from the queue (with the queue's digest)."""
-        proposal = analysis.proposal
         item = self.items.get(proposal.proposal_id)
         if item is None:
             item = self.items[proposal.proposal_id] = self.create_item(proposal.proposal_id)
-        item.add(analysis, origin, digest)
+        item.add(proposal, origin, digest)
         self.list_item(item)
 
     def on_proposal_verified(self, message: ProposalVerified) -> None:
@@ -383,7 +399,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         """The review screens of `item` in the stack (none before one was ever opened).
 
         Asked of every file the loader finishes, while its thread may still be importing the review
-        screens (`import_review_screens`): importing them here would hold the first frames on that
+        screens (`prepare_review_screens`): importing them here would hold the first frames on that
         import's lock. Until their module has defined the class, no review screen can be open."""
         review_screen = getattr(sys.modules.get("reviewer.tui.screens.review"), "ReviewScreen", None)
         if review_screen is None:
@@ -601,7 +617,6 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
     def on_proposal_fetched(self, message: ProposalFetched) -> None:
         """The queue's record first, then each revision fetched (listed at once, checked in the
         completion thread), then the open screens refresh."""
-        from reviewer.reading.analysis import Analysis
         from reviewer.tui.model.queue_source import FROM_QUEUE
 
         fetched = message.fetched
@@ -611,8 +626,8 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         proposal_id = fetched.record.proposal_id
         listed = []
         for proposal, digest in fetched.revisions:
-            analysis = Analysis(proposal)
-            self.list_revision(analysis, FROM_QUEUE, digest)
+            self.list_revision(proposal, FROM_QUEUE, digest)
+            analysis = self.items[proposal_id].analysis(proposal.revision)
             listed.append(CompletionJob(analysis, f"{proposal_id} revision {proposal.revision}"))
         if listed:
             self.enqueue_drift(self.items[proposal_id])
@@ -690,6 +705,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
 
     def help_sections(self) -> list[HelpSection]:
         """The keys of every screen, read from their bindings, so the help cannot fall behind them."""
+        from reviewer.tui.screens.dialogs import ConfirmScreen, RejectScreen, help_rows, key_words
         from reviewer.tui.screens.drift import DriftScreen
         from reviewer.tui.screens.review import ReviewScreen
         from reviewer.tui.screens.verification import VerificationScreen
@@ -715,5 +731,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         self.notify("Press q to quit the app", title="Do you want to quit?")
 
     def action_help(self) -> None:
+        from reviewer.tui.screens.dialogs import HelpScreen
+
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(self.help_sections()))

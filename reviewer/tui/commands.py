@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import getpass
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -106,6 +105,8 @@ def run_review(options: argparse.Namespace) -> int:
 
 def run_login(options: argparse.Namespace) -> int:
     """Check the token before storing it: a typo found now is not a 401 found mid-incident."""
+    import getpass
+
     from reviewer.queue.client import QueueError, QueueUnreachable, Unauthorized
     from reviewer.queue.config import (
         ConfigError,

@@ -158,11 +158,9 @@ class Listing:
 
     def __init__(self) -> None:
         self._listed_from: dict[tuple[str, int], str] = {}
-        self._scanned: list[tuple[Path, Analysis]] = []
+        self._scanned: list[tuple[Path, Proposal]] = []
 
     def messages(self, paths: list[Path]) -> Iterator[Message]:
-        from reviewer.reading.analysis import Analysis
-
         for path, loaded in scan_files(paths):
             if isinstance(loaded, Proposal):
                 loaded = listed_once(loaded, path, self._listed_from)
@@ -171,14 +169,13 @@ class Listing:
             elif isinstance(loaded, ExecutionRecord):
                 yield ExecutionLoaded(loaded)
             else:
-                analysis = Analysis(loaded)
-                self._scanned.append((path, analysis))
-                yield ProposalListed(analysis, path.name)
+                self._scanned.append((path, loaded))
+                yield ProposalListed(loaded, path.name)
 
     def done(self) -> ScanDone:
-        """Every file listed: the checks to run, smallest file first."""
+        """Every file listed: the revisions to check, smallest file first."""
         ordered = completion_order(self._scanned)
-        return ScanDone([CompletionJob(analysis, path.name) for path, analysis in ordered])
+        return ScanDone([(proposal, path.name) for path, proposal in ordered])
 
 
 def listed_once(

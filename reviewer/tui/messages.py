@@ -14,18 +14,18 @@ from textual.message import Message
 from reviewer.tui.model.sources import BrokenFile, ExecutionRecord
 
 if TYPE_CHECKING:
+    from reviewer.plan.proposal import Proposal
     from reviewer.queue.messages import Whoami
-    from reviewer.reading.analysis import Analysis
     from reviewer.reading.drift import Drift
-    from reviewer.tui.loader import CompletionJob
     from reviewer.tui.model.queue_source import Fetched
 
 
 @dataclass
 class ProposalListed(Message):
-    """A revision scanned (header, call count, cost bound): listed, and readable row by row."""
+    """A revision scanned (header, call count, cost bound): listed, and readable row by row. Its
+    analysis is made when first read (`QueueItem.analysis`): not on the way to the first frame."""
 
-    analysis: Analysis
+    proposal: Proposal
     origin: str
     digest: str | None = None
     """The queue's digest, live; the demo knows it only once computed (`ProposalVerified`)."""
@@ -59,9 +59,10 @@ class ProposalRefused(Message):
 
 @dataclass
 class ScanDone(Message):
-    """The loader has listed every file; what remains to finish, smallest file first."""
+    """The loader has listed every file; what remains to finish, smallest file first: each revision
+    listed, with the file it came from."""
 
-    jobs: list[CompletionJob]
+    listed: list[tuple[Proposal, str]]
 
 
 @dataclass

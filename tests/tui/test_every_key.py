@@ -48,7 +48,7 @@ async def reach(pilot, route: tuple[str, ...]) -> Screen[object]:  # type: ignor
 
 
 async def back_to_the_queue(pilot) -> None:  # type: ignore[no-untyped-def]
-    while len(pilot.app.screen_stack) > 2:
+    while len(pilot.app.screen_stack) > 1:
         await pilot.press("escape")
         await wait_until_loaded(pilot)
 

@@ -16,6 +16,7 @@ import pytest
 from textual.screen import Screen
 
 import reviewer.tui.loader as loader_module
+from reviewer.__main__ import COMMAND_MODULES
 from reviewer.plan.proposal import MAX_CALL_VALUES
 from reviewer.tui.app import ReviewerApp
 from reviewer.tui.model.sources import DecisionOutcome, QueueItem
@@ -250,11 +251,13 @@ def test_the_demos_start_imports_nothing_its_first_row_does_not_need() -> None:
     """Start-up is measured to the first row (bench_load.py): the command line, the app module and
     the scan that lists the samples before the first frame must not pull in pydantic, the HTTP
     client (the host reading needs it, with the figures), the service, the queue's settings,
-    signing, the drift or the review screens."""
+    signing, the drift, the analysis (made when a revision is first read), the review screens or
+    the dialogs, the digest's hashing (OpenSSL), the prompt for a token, or the modules of the other
+    commands."""
     probe = (
         "import sys\n"
         "from reviewer.__main__ import build_parser\n"
-        "build_parser()\n"
+        "build_parser('demo').parse_args(['demo'])\n"
         "import reviewer.tui.app\n"
         "from reviewer.tui.loader import Listing\n"
         "from reviewer.tui.model.sources import BUNDLED_SAMPLES, proposal_files\n"
@@ -276,6 +279,12 @@ def test_the_demos_start_imports_nothing_its_first_row_does_not_need() -> None:
         "reviewer.signing.sshsig",
         "reviewer.plan.hosts",
         "reviewer.reading.drift",
+        "reviewer.reading.analysis",
+        "reviewer.tui.screens.dialogs",
+        "getpass",
+        "hashlib",
+        "json",
+        *(module for module in COMMAND_MODULES if module != "reviewer.tui.commands"),
     }
     assert not unwanted & loaded, sorted(unwanted & loaded)
     assert "reviewer.tui.screens.review" not in loaded

@@ -78,7 +78,7 @@ def test_the_host_column_names_the_host_and_a_port_other_than_the_schemes() -> N
 def item_submitted(proposal_id: str, minutes_ago: int | None) -> QueueItem:
     document = proposal_document([{"tool": "t", "effect": "update"}], proposal_id=proposal_id)
     item = QueueItem(proposal_id, "pending")
-    item.add(Analysis(parse_proposal(json.dumps(document), proposal_id)), "test")
+    item.add(parse_proposal(json.dumps(document), proposal_id), "test")
     if minutes_ago is not None:
         at = datetime(2026, 12, 1, 9, 0, tzinfo=UTC) - timedelta(minutes=minutes_ago)
         item.history = [

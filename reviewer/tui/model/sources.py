@@ -343,12 +343,12 @@ class QueueItem:
             return None
         return base, drift
 
-    def add(self, analysis: Analysis, origin: str, digest: str | None = None) -> None:
-        """A revision as listed from its scan (`digest` is the queue's record live, absent in the demo),
-        with the analysis the loader completes in the background."""
-        proposal = analysis.proposal
+    def add(self, proposal: Proposal, origin: str, digest: str | None = None) -> None:
+        """A revision as listed from its scan (`digest` is the queue's record live, absent in the demo);
+        its analysis, which the loader completes in the background, is made when first asked for
+        (`analysis`), so listing does not import the analysis."""
         self.revisions[proposal.revision] = proposal
-        self._analyses[proposal.revision] = analysis
+        self._analyses.pop(proposal.revision, None)  # a revision listed again is read afresh
         if digest is not None:
             self.digests[proposal.revision] = digest
         self.origins[proposal.revision] = origin

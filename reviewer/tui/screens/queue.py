@@ -118,6 +118,7 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         self.broken: list[BrokenFile] = []
         self._columns: list[QueueColumn] = []
         self._cursor_id: str | None = None
+        self._shown = False
 
     def compose(self) -> ComposeResult:
         yield Chrome(id="chrome")
@@ -148,7 +149,12 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
     @on(events.ScreenResume)
     def refresh_rows(self) -> None:
         """Back from a review: the proposals opened meanwhile lose their "new" mark (live), and a
-        drift viewed loses its Δ."""
+        drift viewed loses its Δ. The first resume, as the screen first shows, has nothing to
+        refresh: every row was written as it was listed (rewriting each cell again cost about a
+        twentieth of the first frame)."""
+        if not self._shown:
+            self._shown = True
+            return
         for item in list(self.items.values()):
             self.show_item(item)
 

@@ -7,10 +7,14 @@ digest, proposer. The strings are sanitized and appended as plain text, never as
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.widgets import Footer, Static
-from textual.widgets._footer import FooterKey
+from textual import events
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Static
 
 from reviewer.plan.sanitize import clip, safe_text, steady_width
 
@@ -40,14 +44,120 @@ class Chrome(Static):
         self.update(text)
 
 
-class KeysFooter(Footer):
-    """Textual's footer, each key mounted in its final style. A `FooterKey` is born compact and then
-    bound to the footer's `compact` (False here), so Textual restyled every key twice as it mounted,
-    and again at each change of bindings: about a third of the time to open a review screen. Given
-    the footer's value before it mounts, a key is styled once; it looks the same."""
+class KeysFooter(Widget):
+    """The line of keys at the bottom: each binding the screen shows, as Textual's `Footer` draws it
+    (` key ` bold in the key colour, then `description `; dim when disabled, lit under the mouse; a
+    click presses the key), drawn by one widget.
 
-    def compose(self) -> ComposeResult:
-        for widget in super().compose():
-            if isinstance(widget, FooterKey):
-                widget.set_reactive(FooterKey.compact, self.compact)
-            yield widget
+    Textual's footer is a container of one widget per key, composed again at every publication of
+    the screen's bindings: styling, laying out and painting them was a tenth of the queue screen's
+    first frame and a fifth of a review screen's. The picture is the same."""
+
+    ALLOW_SELECT = False
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "keys-footer--item",
+        "keys-footer--hover",
+        "keys-footer--disabled",
+        "keys-footer--key",
+        "keys-footer--description",
+    }
+    DEFAULT_CSS = """
+    KeysFooter {
+        dock: bottom;
+        height: 1;
+        text-wrap: nowrap;
+        color: $footer-foreground;
+        background: $footer-background;
+        .keys-footer--item {
+            background: $footer-item-background;
+        }
+        .keys-footer--hover {
+            color: $footer-key-foreground;
+            background: $block-hover-background;
+        }
+        .keys-footer--disabled {
+            text-style: dim;
+        }
+        .keys-footer--key {
+            color: $footer-key-foreground;
+            background: $footer-key-background;
+            text-style: bold;
+        }
+        .keys-footer--description {
+            color: $footer-description-foreground;
+            background: $footer-description-background;
+        }
+    }
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._hovered: int | None = None
+        self._spans: list[tuple[int, int, str, bool]] = []
+        """Each key drawn: its first cell, the cell after it, the key pressed, whether enabled."""
+
+    def on_mount(self) -> None:
+        self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
+
+    def on_unmount(self) -> None:
+        self.screen.bindings_updated_signal.unsubscribe(self)
+
+    def _bindings_changed(self, screen: Screen[object]) -> None:
+        self.refresh()
+
+    def shown_bindings(self) -> list[tuple[Binding, bool]]:
+        """What `Footer` shows: the screen's active bindings that are shown, the first of each action."""
+        shown: dict[str, tuple[Binding, bool]] = {}
+        for _, binding, enabled, _ in self.screen.active_bindings.values():
+            if binding.show:
+                shown.setdefault(binding.action, (binding, enabled))
+        return list(shown.values())
+
+    def render(self) -> Text:
+        item = self.get_component_rich_style("keys-footer--item")
+        key_style = self.get_component_rich_style("keys-footer--key")
+        description_style = self.get_component_rich_style("keys-footer--description")
+        line = Text(no_wrap=True, overflow="crop", end="")
+        spans: list[tuple[int, int, str, bool]] = []
+        for index, (binding, enabled) in enumerate(self.shown_bindings()):
+            base, key, description = item, key_style, description_style
+            if index == self._hovered:  # the key's parts over the lit background, as a FooterKey's
+                base = self.get_component_rich_style("keys-footer--hover")
+                key = base + self.get_component_rich_style("keys-footer--key", partial=True)
+                description = base + self.get_component_rich_style("keys-footer--description", partial=True)
+            if not enabled:
+                base += self.get_component_rich_style("keys-footer--disabled", partial=True)
+            label = Text.assemble(
+                (f" {self.app.get_key_display(binding)} ", key),
+                (f"{binding.description} ", description),
+            )
+            label.stylize_before(base)
+            start = line.cell_len
+            line.append_text(label)
+            spans.append((start, line.cell_len, binding.key, enabled))
+        self._spans = spans
+        return line
+
+    def _key_at(self, x: int) -> int | None:
+        return next((index for index, (start, end, _, _) in enumerate(self._spans) if start <= x < end), None)
+
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        hovered = self._key_at(event.x)
+        if hovered != self._hovered:
+            self._hovered = hovered
+            self.refresh()
+
+    def on_leave(self, event: events.Leave) -> None:
+        if self._hovered is not None:
+            self._hovered = None
+            self.refresh()
+
+    def on_mouse_down(self, event: events.MouseDown) -> None:
+        index = self._key_at(event.x)
+        if index is None:
+            return
+        _, _, key, enabled = self._spans[index]
+        if enabled:
+            self.app.simulate_key(key)
+        else:
+            self.app.bell()
