@@ -56,9 +56,10 @@ def wait_until_serving(url: str, process: subprocess.Popen[bytes], log: Callable
 
 
 def mint_tokens(db: Path | str, roles: dict[str, str]) -> dict[str, str]:
-    """A token for each name, with its role, minted as `reviewer token create` mints it, through the
-    store of the queue's database, but in this process: a Python start-up each cost the suite 136 of
-    them, 90 CPU-seconds. The command itself is tested in `tests/service/test_command_line.py`."""
+    """A token for each name, with its role, minted as `reviewer token create` mints it (through the
+    store of the queue's database) but in this process: run as commands, the suite's 136 tokens
+    cost 90 CPU-seconds of Python start-ups. The command itself is tested in
+    `tests/service/test_command_line.py`."""
     store = open_store(
         db, clock=time.time, pending_ttl=DEFAULT_PENDING_TTL, approval_ttl=DEFAULT_APPROVAL_TTL, create=False
     )

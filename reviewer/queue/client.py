@@ -39,8 +39,8 @@ DEFAULT_TIMEOUT: Final = 10.0
 DEFAULT_RETRIES: Final = 3
 KEEPALIVE_EXPIRY: Final = 2.0
 """Seconds an idle connection is kept for the next request: under the service's keep-alive (5 s), so
-a poll is not sent down a connection the service is closing at that moment (a retry would cover it,
-a reset and a retry later)."""
+a poll is not sent down a connection the service is closing at that moment (the retry would cover
+it, but only after a reset and a delay)."""
 _PARSE_IN_THREAD_BYTES: Final = 1024 * 1024
 _PROPOSAL_ID: Final = re.compile(PROPOSAL_ID_PATTERN)
 _DOT_SEGMENTS: Final = frozenset({".", ".."})
