@@ -99,4 +99,5 @@ class Listening:
             ssl_certfile=self.tls_cert,
             ssl_keyfile=self.tls_key,
             timeout_keep_alive=int(min(self.header_timeout, 5)) or 1,
+            ws="none",  # no route speaks WebSocket: uvicorn would import an implementation for nothing
         )

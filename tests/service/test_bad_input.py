@@ -265,3 +265,18 @@ def test_after_a_body_that_is_not_utf8_the_service_still_accepts_proposals(actor
     raw = body(proposal(unique_id())).replace(b'"t1"', b'"t\xc3"', 1)
     assert actors.agent.post("/v1/proposals", content=raw).status_code == 400
     submit(actors.agent, unique_id())
+
+
+@pytest.mark.usefixtures("unchanged")
+def test_a_websocket_upgrade_is_answered_as_plain_http(actors: Actors) -> None:
+    """No route speaks WebSocket, so the service loads no WebSocket protocol: an upgrade request is an
+    ordinary request, answered and authorized as one, and the connection is not switched."""
+    upgrade = {
+        "Connection": "Upgrade",
+        "Upgrade": "websocket",
+        "Sec-WebSocket-Version": "13",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+    }
+    assert actors.alice.get("/v1/proposals", headers=upgrade).status_code == 200
+    anonymous = httpx.get(actors.alice.base_url.join("/v1/proposals"), headers=upgrade)
+    assert anonymous.status_code == 401
