@@ -39,14 +39,24 @@ def reviewer_command(*args: str) -> list[str]:
     return [PYTHON, "-m", "reviewer", *args]
 
 
+class PortTaken(RuntimeError):
+    """The service could not bind its port: another process took it after the probe."""
+
+
 def wait_until_serving(url: str, process: subprocess.Popen[bytes], log: Callable[[], str]) -> None:
-    """Return once the service answers HTTP at all (a 401 from `/v1/whoami`: nothing it must compute
-    first, unlike the OpenAPI document, which took longer than a probe's timeout on a loaded machine).
-    """
+    """Return once this process says it listens and the service answers HTTP at all (a 401 from
+    `/v1/whoami`: nothing it must compute first, unlike the OpenAPI document, which took longer than a
+    probe's timeout on a loaded machine). Without the first, an answer from another run's service on
+    the same port would pass for this one's. `log` is this process's output so far."""
     deadline = time.monotonic() + STARTUP_TIMEOUT
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"the service exited with {process.returncode}:\n{log()}")
+            output = log()
+            error = PortTaken if "Address already in use" in output else RuntimeError
+            raise error(f"the service exited with {process.returncode}:\n{output}")
+        if "listening on" not in log():
+            time.sleep(0.05)
+            continue
         try:
             httpx.get(f"{url}/v1/whoami", timeout=STARTUP_TIMEOUT)
             return
@@ -82,17 +92,33 @@ class Service:
     serve_args: tuple[str, ...] = ()
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
+    served: bool = False
+    """Whether it has served once: its port is then known to clients and never changes."""
+    _log_offset: int = 0
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        self.launch()
-        self.wait_until_serving()
+        """Start it and wait until it serves; a first start whose port another process took after the
+        probe starts again on another port."""
+        for attempt in range(3):
+            self.launch()
+            try:
+                self.wait_until_serving()
+                return
+            except PortTaken:
+                if self.served or attempt == 2:
+                    raise
+                self.port = free_port()
+            except RuntimeError:
+                self.kill()
+                raise
 
     def launch(self) -> None:
         """Start the process and return at once (`wait_until_serving` waits for it)."""
+        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             reviewer_command("serve", "--db", str(self.db), "--port", str(self.port), *self.serve_args),
@@ -103,7 +129,8 @@ class Service:
 
     def wait_until_serving(self) -> None:
         assert self.process is not None
-        wait_until_serving(self.url, self.process, self.log)
+        wait_until_serving(self.url, self.process, self.log_since_launch)
+        self.served = True
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 10) -> int:
         assert self.process is not None
@@ -118,6 +145,12 @@ class Service:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def log_since_launch(self) -> str:
+        """What the running process has written (a restart appends to the same log)."""
+        with self.log_path.open("rb") as log:
+            log.seek(self._log_offset)
+            return log.read().decode(errors="replace")
 
     def token(self, name: str, role: str) -> str:
         return self.tokens({name: role})[name]

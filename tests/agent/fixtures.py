@@ -3,9 +3,6 @@ before each test) and a real `reviewer serve` process, with the `Queue` it yield
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from reviewer.sample_api.server import RunningSampleApi, sample_api_in_thread
-from tests.queue_harness import mint_tokens, wait_until_serving
-from tests.service.ports import free_port
+from tests.queue_harness import Service
 
 
 @pytest.fixture(scope="session")
@@ -43,30 +39,15 @@ class Queue:
     reviewer_token: str
 
 
-def _reviewer(*args: str) -> list[str]:
-    return [sys.executable, "-m", "reviewer", *args]
-
-
 @pytest.fixture(scope="session")
 def queue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Queue]:
     directory = tmp_path_factory.mktemp("queue")
     db = directory / "queue.sqlite3"
-    port = free_port()
-    log = (directory / "serve.log").open("wb")
-    process = subprocess.Popen(
-        _reviewer("serve", "--db", str(db), "--port", str(port)), stdout=log, stderr=log
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_serving(url, process, lambda: (directory / "serve.log").read_text(errors="replace"))
-    except RuntimeError:
-        process.kill()
-        raise
+    service = Service(db=db, log_path=directory / "serve.log")
+    service.start()
     # Tokens after the first start: `serve` creates the database, token commands refuse a missing one.
-    tokens = mint_tokens(db, {"test-agent": "agent", "test-reviewer": "reviewer"})
+    tokens = service.tokens({"test-agent": "agent", "test-reviewer": "reviewer"})
     try:
-        yield Queue(url, db, tokens["test-agent"], tokens["test-reviewer"])
+        yield Queue(service.url, db, tokens["test-agent"], tokens["test-reviewer"])
     finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(10)
-        log.close()
+        service.stop()

@@ -3,13 +3,16 @@
 Asking the kernel for port 0 and closing the probe is a race: another process (a second pytest
 worker, or any outgoing connection) can be given the same port before the server binds it. Ports
 here come from below the kernel's ephemeral range, where it never hands ports out by itself, from a
-slice of that range each pytest-xdist worker has to itself, and never twice in one process.
+slice of that range each pytest-xdist worker has to itself, and never twice in one process. Each
+process walks its slice from a random place, so two runs on one machine (two CI jobs, or a suite
+beside a suite) do not try the same ports in the same order.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import random
 import socket
 
 FIRST_PORT = 10_000
@@ -25,9 +28,9 @@ def _worker_index() -> int:
 
 SLICE = (LAST_PORT + 1 - FIRST_PORT) // (int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")) + 1)
 """Ports a process may hand out: the range shared evenly by this process and its sibling workers."""
-_candidates = itertools.cycle(
-    range(FIRST_PORT + _worker_index() * SLICE, FIRST_PORT + (_worker_index() + 1) * SLICE)
-)
+_slice = range(FIRST_PORT + _worker_index() * SLICE, FIRST_PORT + (_worker_index() + 1) * SLICE)
+_start = random.randrange(SLICE)
+_candidates = itertools.cycle([*_slice[_start:], *_slice[:_start]])
 
 
 def free_port() -> int:
