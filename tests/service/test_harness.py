@@ -25,7 +25,7 @@ class Impostor(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
 
