@@ -67,6 +67,12 @@ left alone with a long file at the end (by the number of tests, xdist's default,
 and the 20 s crash test, a test or two each, went last)."""
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection made (the test modules, their items and strategies) lives to the end as well:
+    no collection walks it again, nor the five pytest makes at the end of a worker's session."""
+    gc.freeze()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     missing = [path for path in LONGEST_FIRST if not (config.rootpath / path).is_file()]
     if missing:
