@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from types import ModuleType
 from typing import Any
-
-import pytest
-
-pytest.importorskip("langgraph")
 
 from reviewer.agent import Gate
 from reviewer.sample_api.server import RunningSampleApi
-from tests.adapters.examples import load_example
+from tests.adapters.examples import example_fixture
 from tests.agent.fixtures import Queue
 from tests.agent.helpers import received, reviewer_decides
 
-example = load_example("langgraph_agent")
+example = example_fixture("langgraph_agent", "langgraph")
 
 
 def real_writes(sample_api: RunningSampleApi) -> list[tuple[str, str]]:
@@ -27,7 +24,7 @@ def gate(queue: Queue, sample_api: RunningSampleApi) -> Gate:
 
 
 def test_the_graph_pauses_until_the_queue_approves_then_runs_once(
-    queue: Queue, sample_api: RunningSampleApi
+    queue: Queue, sample_api: RunningSampleApi, example: ModuleType
 ) -> None:
     """A resume that claims approval while the plan is pending changes nothing: the node asks the queue
     and pauses again. After the reviewer approves, the next resume runs the two calls once; resuming a
@@ -55,7 +52,7 @@ def test_the_graph_pauses_until_the_queue_approves_then_runs_once(
 
 
 def test_a_rejection_ends_the_graph_with_the_reviewers_reason(
-    queue: Queue, sample_api: RunningSampleApi
+    queue: Queue, sample_api: RunningSampleApi, example: ModuleType
 ) -> None:
     async def scenario() -> dict[str, Any]:
         async with gate(queue, sample_api) as agent_gate:

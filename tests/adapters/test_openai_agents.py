@@ -4,34 +4,39 @@ from __future__ import annotations
 
 import asyncio
 import json
+from types import ModuleType
 from typing import Any
 
 import pytest
-
-pytest.importorskip("agents")
-
-from agents import Agent, FunctionTool, RunConfig, Runner, UserError, function_tool
 
 from reviewer.agent import Gate, NoActiveRun, PlanStop, ProposalRejected, local_approval
 from reviewer.agent.execution import execute_approved
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
-from tests.adapters.examples import load_example
+from tests.adapters.examples import example_fixture
 from tests.agent.fixtures import Queue
 from tests.agent.helpers import received, reviewer_decides_next
 
-example = load_example("openai_agents_agent")
+example = example_fixture("openai_agents_agent", "agents")
 AGENT_NAME = "deskline-openai-agents"
+
+
+@pytest.fixture(scope="module")
+def agents(example: ModuleType) -> ModuleType:
+    """The SDK itself, imported with the example."""
+    import agents
+
+    return agents
 
 
 def real_writes(sample_api: RunningSampleApi) -> list[tuple[str, str]]:
     return [(entry["method"], entry["path"]) for entry in received(sample_api) if not entry["query"]]
 
 
-def test_function_tool_accepts_a_write_tool_unchanged() -> None:
+def test_function_tool_accepts_a_write_tool_unchanged(agents: ModuleType) -> None:
     """The SDK reads the declared parameters (no `**arguments`), their types and the docstring."""
-    tool = function_tool(tools.update_ticket)
-    assert isinstance(tool, FunctionTool)
+    tool = agents.function_tool(tools.update_ticket)
+    assert isinstance(tool, agents.FunctionTool)
     assert tool.name == "update_ticket"
     assert tool.description == "Change a ticket's status or title, or merge it into another ticket."
     schema = tool.params_json_schema
@@ -40,7 +45,9 @@ def test_function_tool_accepts_a_write_tool_unchanged() -> None:
     assert "dryRun" not in json.dumps(schema)
 
 
-def run_example(queue: Queue, sample_api: RunningSampleApi, decision: str, reason: str = "ok") -> Any:
+def run_example(
+    example: ModuleType, queue: Queue, sample_api: RunningSampleApi, decision: str, reason: str = "ok"
+) -> Any:
     async def both() -> Any:
         return await asyncio.gather(
             example.main(sample_api.base_url, queue.url, poll_interval=0.05),
@@ -52,12 +59,12 @@ def run_example(queue: Queue, sample_api: RunningSampleApi, decision: str, reaso
 
 
 def test_the_example_agent_runs_the_approved_plan_once(
-    queue: Queue, sample_api: RunningSampleApi, monkeypatch: pytest.MonkeyPatch
+    example: ModuleType, queue: Queue, sample_api: RunningSampleApi, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The scripted model's three calls (two of them parallel) reach the reviewer as a plan of a create
     and two updates chained on its id; after approval the API gets exactly those writes, once."""
     monkeypatch.setenv("REVIEWER_AGENT_TOKEN", queue.agent_token)
-    result, seen = run_example(queue, sample_api, "approve")
+    result, seen = run_example(example, queue, sample_api, "approve")
     assert not isinstance(result, BaseException), result
     assert [(call.tool, call.effect, call.args.get("mergedInto")) for call in seen.calls] == [
         ("create_ticket", "create", None),
@@ -75,15 +82,17 @@ def test_the_example_agent_runs_the_approved_plan_once(
 
 
 def test_a_rejection_reaches_the_agent_with_the_reviewers_reason(
-    queue: Queue, sample_api: RunningSampleApi, monkeypatch: pytest.MonkeyPatch
+    example: ModuleType, queue: Queue, sample_api: RunningSampleApi, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("REVIEWER_AGENT_TOKEN", queue.agent_token)
-    result, _ = run_example(queue, sample_api, "reject", "merge into t5 instead")
+    result, _ = run_example(example, queue, sample_api, "reject", "merge into t5 instead")
     assert isinstance(result, ProposalRejected) and result.reason == "merge into t5 instead"
     assert real_writes(sample_api) == []
 
 
-def test_the_model_reads_what_the_dry_run_proved(sample_api: RunningSampleApi) -> None:
+def test_the_model_reads_what_the_dry_run_proved(
+    agents: ModuleType, example: ModuleType, sample_api: RunningSampleApi
+) -> None:
     """The tool output the model gets in a dry run says that the 422 of a chained update is chain noise."""
     agent = example.build_agent()
 
@@ -92,7 +101,9 @@ def test_the_model_reads_what_the_dry_run_proved(sample_api: RunningSampleApi) -
             outputs: list[str] = []
 
             async def task() -> None:
-                run = await Runner.run(agent, example.TASK, run_config=RunConfig(tracing_disabled=True))
+                run = await agents.Runner.run(
+                    agent, example.TASK, run_config=agents.RunConfig(tracing_disabled=True)
+                )
                 outputs.append(run.final_output)
 
             await gate.dry_run(task)
@@ -104,7 +115,7 @@ def test_the_model_reads_what_the_dry_run_proved(sample_api: RunningSampleApi) -
 
 
 def test_a_stop_of_the_real_run_ends_the_agent_run_instead_of_reaching_the_model(
-    sample_api: RunningSampleApi,
+    agents: ModuleType, example: ModuleType, sample_api: RunningSampleApi
 ) -> None:
     """Re-sampled (task=), a model that calls a tool the plan does not hold is stopped before sending,
     and the stop ends `Runner.run`: the SDK's default would have handed it to the model as text."""
@@ -126,7 +137,9 @@ def test_a_stop_of_the_real_run_ends_the_agent_run_instead_of_reaching_the_model
 
         async with httpx.AsyncClient(base_url=sample_api.base_url) as api:
             return await execute_approved(
-                lambda: Runner.run(agent, example.TASK, run_config=RunConfig(tracing_disabled=True)),
+                lambda: agents.Runner.run(
+                    agent, example.TASK, run_config=agents.RunConfig(tracing_disabled=True)
+                ),
                 approval,
                 client=api,
             )
@@ -138,11 +151,11 @@ def test_a_stop_of_the_real_run_ends_the_agent_run_instead_of_reaching_the_model
     assert real_writes(sample_api) == []
 
 
-def test_a_write_tool_outside_any_run_ends_the_agent_run() -> None:
+def test_a_write_tool_outside_any_run_ends_the_agent_run(agents: ModuleType, example: ModuleType) -> None:
     """The SDK wraps what a tool raises in its UserError; the gate's own error is its cause."""
-    agent = Agent(
+    agent = agents.Agent(
         name="loose", model=example.ScriptedModel(), tools=example.function_tools(tools.create_ticket)
     )
-    with pytest.raises(UserError) as raised:
-        asyncio.run(Runner.run(agent, "go", run_config=RunConfig(tracing_disabled=True)))
+    with pytest.raises(agents.UserError) as raised:
+        asyncio.run(agents.Runner.run(agent, "go", run_config=agents.RunConfig(tracing_disabled=True)))
     assert isinstance(raised.value.__cause__, NoActiveRun)
