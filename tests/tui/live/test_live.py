@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import time
 
 import httpx
 import msgspec
@@ -27,17 +26,22 @@ def plan(proposal_id: str, revision: int = 1, **kwargs):  # type: ignore[no-unty
 
 
 def test_a_submission_appears_within_one_poll_and_is_approved_from_the_keyboard(queue: Queue) -> None:
+    """Counted in polls, not seconds (a loaded machine stretches seconds): the poll in flight when the
+    agent submits may have listed the queue before it, so the row is there by the next poll at the
+    latest."""
+
     async def scenario() -> None:
         app = queue.app(poll_interval=0.5)
         async with app.run_test(size=(100, 30)) as pilot, queue.agent() as agent, queue.reviewer() as alice:
             await until(pilot, lambda: "signed in as alice (reviewer)" in status(app), "the first poll")
             await until(pilot, lambda: "queue answered" in status(app), "the first answer")
+            assert app.queue is not None
             proposal_id = unique_id("live")
-            submitted_at = time.monotonic()
+            polls_at_submission = app.queue.polls
             await agent.submit(plan(proposal_id))
-            waited = await until(pilot, lambda: proposal_id in app.queue_screen.items, "the new row")
-            assert waited < 0.5 + 0.5, f"the row took {waited:.2f} s with a 0.5 s poll"
-            assert time.monotonic() - submitted_at < 1.5
+            await until(pilot, lambda: proposal_id in app.queue_screen.items, "the new row")
+            polls = app.queue.polls - polls_at_submission
+            assert polls <= 1, f"the row was listed {polls} polls after the submission"
             item = app.items[proposal_id]
             assert item.is_new and item.state == "pending" and item.proposed_by == "agent"
 
