@@ -148,13 +148,13 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         self.foreground = Foreground()
         self._rows_painted = threading.Event()
 
-    def run(self, **options: Any) -> None:
-        """Textual's `run`, with the interpreter handed between threads every `SWITCH_INTERVAL`
-        (the previous interval returns after)."""
+    def run(self, **options: Any) -> Any:
+        """Textual's `run` (what the app exits with, returned), with the interpreter handed between
+        threads every `SWITCH_INTERVAL`; the previous interval returns after."""
         previous = sys.getswitchinterval()
         sys.setswitchinterval(SWITCH_INTERVAL)
         try:
-            super().run(**options)
+            return super().run(**options)
         finally:
             sys.setswitchinterval(previous)
 
