@@ -26,6 +26,7 @@ from reviewer.queue.terminal_alerts import TerminalAlerts
 from reviewer.tui.alerts import RESTORE_TITLE, SAVE_TITLE, PendingWatch, alert_bytes, desktop_protocol
 from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.loader import (
+    LONGEST_CLAIM,
     CompletionJob,
     DriftJob,
     Foreground,
@@ -237,6 +238,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         return self.queue_screen
 
     def on_mount(self) -> None:
+        self.set_interval(LONGEST_CLAIM, self.foreground.expire)
         if self.queue is not None:
             self.set_interval(1.0, self.refresh_status)
             self.call_after_refresh(self.refresh_status)
@@ -496,6 +498,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
     # --- live review: polling the queue ---
 
     async def on_unmount(self) -> None:
+        self.foreground.close()
         if self._title_saved and self._driver is not None:
             self._driver.write(RESTORE_TITLE)  # the window's title before the pending count
         if self.queue is not None:
