@@ -9,7 +9,7 @@ import sys
 import threading
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from textual import events, work
 from textual.app import App
@@ -26,6 +26,7 @@ from reviewer.queue.terminal_alerts import TerminalAlerts
 from reviewer.tui.alerts import RESTORE_TITLE, SAVE_TITLE, PendingWatch, alert_bytes, desktop_protocol
 from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.loader import (
+    LONGEST_CLAIM,
     CompletionJob,
     DriftJob,
     Foreground,
@@ -71,6 +72,13 @@ if TYPE_CHECKING:  # imported where used: the first paint should not wait for th
     from reviewer.tui.model.queue_source import QueueSource
     from reviewer.tui.screens.dialogs import HelpSection
     from reviewer.tui.screens.review import ReviewScreen
+
+
+SWITCH_INTERVAL: Final = 0.001
+"""Seconds a thread keeps the interpreter while another waits for it, while the app runs (Python's
+default is 0.005). The terminal's writer thread waited that long for each frame the event loop had
+just drawn, and the event loop as long behind the loader's thread: a fifth of opening a large plan
+while its checks run."""
 
 
 def prepare_review_screens() -> None:
@@ -140,6 +148,16 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         self._title_saved = False
         self.foreground = Foreground()
         self._rows_painted = threading.Event()
+
+    def run(self, **options: Any) -> Any:
+        """Textual's `run` (what the app exits with, returned), with the interpreter handed between
+        threads every `SWITCH_INTERVAL`; the previous interval returns after."""
+        previous = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL)
+        try:
+            return super().run(**options)
+        finally:
+            sys.setswitchinterval(previous)
 
     def use_theme_before_styling(self) -> None:
         """The app's theme, in place before the stylesheet is first read: setting `theme` would
@@ -220,6 +238,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         return self.queue_screen
 
     def on_mount(self) -> None:
+        self.set_interval(LONGEST_CLAIM, self.foreground.expire)
         if self.queue is not None:
             self.set_interval(1.0, self.refresh_status)
             self.call_after_refresh(self.refresh_status)
@@ -479,6 +498,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
     # --- live review: polling the queue ---
 
     async def on_unmount(self) -> None:
+        self.foreground.close()
         if self._title_saved and self._driver is not None:
             self._driver.write(RESTORE_TITLE)  # the window's title before the pending count
         if self.queue is not None:

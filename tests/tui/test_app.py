@@ -222,3 +222,24 @@ def test_demo_without_a_folder_opens_the_samples_that_ship_in_the_package() -> N
 
     bundled = sorted(path.name for path in BUNDLED_SAMPLES.glob("*.json"))
     assert bundled == sorted(path.name for path in SAMPLES.glob("*.json")) and len(bundled) >= 10
+
+
+def test_the_app_hands_the_interpreter_between_threads_quickly_while_it_runs(sample_folder) -> None:
+    """While the app runs, a thread waiting for the interpreter (the terminal's writer with a frame,
+    the event loop behind the loader) gets it within `SWITCH_INTERVAL`; Python's own returns after,
+    and `run` returns what the app exited with (a snapshot test's picture)."""
+    import sys
+
+    from reviewer.tui.app import SWITCH_INTERVAL
+
+    before = sys.getswitchinterval()
+    seen: list[float] = []
+
+    async def look(pilot) -> None:  # type: ignore[no-untyped-def]
+        seen.append(sys.getswitchinterval())
+        pilot.app.exit("what the app exits with")
+
+    app = ReviewerApp(sample_folder("billing-refunds.outlier.json"))
+    assert app.run(headless=True, size=(100, 30), auto_pilot=look) == "what the app exits with"
+    assert seen == [SWITCH_INTERVAL] and before > SWITCH_INTERVAL
+    assert sys.getswitchinterval() == before

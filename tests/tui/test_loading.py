@@ -4,6 +4,7 @@ or refused within a memory bound the OS measures."""
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
@@ -321,6 +322,46 @@ def test_the_checks_wait_while_any_claim_is_held_and_never_for_a_stale_one() -> 
     threading.Thread(target=pause).start()
     assert started.wait(30) and returned.wait(30)
     assert foreground.claimed  # ignored, not forgotten: a later release still balances it
+    foreground.close()  # the collector it stopped runs again, as when the app closes
+
+
+def test_the_collector_waits_while_a_claim_is_held_and_never_for_long() -> None:
+    """The garbage collector is stopped from the first claim to the last release; claims held for
+    `LONGEST_CLAIM` (keys pressed without end, a screen closed unpainted) no longer stop it, nor
+    do any once the app closes; a collector someone else stopped stays stopped."""
+    was_enabled = gc.isenabled()
+    gc.enable()
+    now = [100.0]
+    foreground = loader_module.Foreground(clock=lambda: now[0])
+    try:
+        foreground.claim()
+        foreground.claim()
+        foreground.release()
+        assert not gc.isenabled()
+        foreground.release()
+        assert gc.isenabled()
+        foreground.claim()  # held without end
+        now[0] += loader_module.LONGEST_CLAIM / 2
+        foreground.claim()  # a later claim does not make the pause longer
+        foreground.expire()
+        assert not gc.isenabled()
+        now[0] += loader_module.LONGEST_CLAIM / 2
+        foreground.expire()
+        assert gc.isenabled()
+        foreground.release()
+        foreground.release()
+        assert gc.isenabled() and not foreground.claimed
+        foreground.claim()
+        foreground.close()
+        assert gc.isenabled()
+        foreground.release()
+        gc.disable()  # someone else's pause is theirs to end
+        foreground.claim()
+        foreground.release()
+        assert not gc.isenabled()
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 async def test_a_pushed_screen_holds_the_checks_until_it_is_painted(sample_folder) -> None:
@@ -332,9 +373,10 @@ async def test_a_pushed_screen_holds_the_checks_until_it_is_painted(sample_folde
         assert not app.foreground.claimed
         screen = app.create_review_screen(app.items["billing-refunds-bulk-2000"])
         app.push_screen(screen)
-        assert app.foreground.claimed
+        assert app.foreground.claimed and not gc.isenabled()
         await until(pilot, lambda: not app.foreground.claimed, "the claim to be released")
         assert app.screen is screen and screen.query_one(PlanView).render_line(1).text.strip()
+        assert gc.isenabled()
 
 
 async def test_a_replans_drift_is_shown_before_its_checks_and_not_marked_until_they_pass(
