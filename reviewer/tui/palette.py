@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from rich.color import ColorSystem
 from rich.segment import Segment
 from rich.style import Style
+from rich.text import Text
 from rich.theme import Theme as RichTheme
 from textual.color import Color
 from textual.filter import LineFilter
@@ -92,6 +93,13 @@ NO_COLOR_STYLES = {
 }
 """Without colour: danger reversed, warnings bold, and nothing dimmed (dim is the first thing a tired
 reader or a washed-out terminal loses)."""
+
+
+def role_text(words: str, role: str) -> Text:
+    """`words` in the style of `role`, as a span. Textual reads a `Text`'s own style (the second
+    argument of `Text(words, style)`) as one of its styles, where a role's name means nothing, and
+    drew those words unstyled; a span's style it looks up in the roles."""
+    return Text.assemble((words, role))
 
 
 def rich_theme(no_color: bool) -> RichTheme:

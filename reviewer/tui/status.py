@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from reviewer.tui.model.sources import shown
+from reviewer.tui.palette import role_text
 
 if TYPE_CHECKING:  # the demo imports this module too: it should not wait for the API's models
     from reviewer.queue.messages import Whoami
@@ -28,9 +29,9 @@ class Link:
 def status_text(link: Link, now: float, queue_url: str) -> Text:
     """The line above the footer. `now` comes from the app's clock, so a snapshot shows fixed figures."""
     if link.stopped:
-        return Text(link.stopped, "danger")
+        return role_text(link.stopped, "danger")
     if link.retry_at is not None:
-        text = Text(
+        text = role_text(
             f"{link.problem}, retrying in {max(0, math.ceil(link.retry_at - now))} s (r: now)", "warn.strong"
         )
         text.append(f" · {queue_url}", "muted")

@@ -6,10 +6,12 @@ import argparse
 from pathlib import Path
 
 import pytest
+from textual.widgets import Static
 
 from reviewer.reading.analysis import Analysis
 from reviewer.tui.app import ReviewerApp
 from reviewer.tui.commands import run_demo
+from reviewer.tui.palette import DANGER, MUTED, role_text
 from reviewer.tui.screens.dialogs import ConfirmScreen, RejectScreen
 from reviewer.tui.screens.review import ReviewScreen
 from reviewer.tui.widgets.plan_view import PlanView
@@ -243,3 +245,22 @@ def test_the_app_hands_the_interpreter_between_threads_quickly_while_it_runs(sam
     assert app.run(headless=True, size=(100, 30), auto_pilot=look) == "what the app exits with"
     assert seen == [SWITCH_INTERVAL] and before > SWITCH_INTERVAL
     assert sys.getswitchinterval() == before
+
+
+@pytest.mark.parametrize(("role", "colour", "bold"), [("danger", DANGER, True), ("muted", MUTED, False)])
+async def test_words_in_a_role_are_drawn_in_its_colours(
+    sample_folder, role: str, colour: str, bold: bool
+) -> None:
+    """Textual reads a `Text`'s own style as one of its own styles, where a role's name means nothing
+    (such words were drawn plain); `role_text` puts the role on a span, drawn in the role's colours."""
+    app = ReviewerApp(sample_folder("deskline-merge.server.json"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until_loaded(pilot)
+        words = Static(role_text("queue unreachable", role))
+        await app.screen.mount(words)
+        await pilot.pause()
+        (segment,) = [segment for segment in words.render_line(0) if segment.text.strip()]
+        assert segment.text.strip() == "queue unreachable"
+        assert segment.style is not None and segment.style.color is not None
+        assert segment.style.color.triplet is not None and segment.style.color.triplet.hex == colour
+        assert bool(segment.style.bold) is bold

@@ -129,8 +129,8 @@ def test_review_at_80x24(snap_compare, sample_folder) -> None:
 def test_broken_file_listed(snap_compare, sample_folder) -> None:
     """A folder with one good proposal and two broken files: the good one is listed; the one whose
     second call has a wrong type is listed from its header and then marked broken (a red "!" and
-    "broken" in its row); under the table the broken ones are named with the reason (the field for
-    the wrong type, "not valid JSON")."""
+    "broken" in its row); under the table, below a red "2 file(s) could not be read", the broken ones
+    are named with the reason (the field for the wrong type, "not valid JSON")."""
     folder: Path = sample_folder(SERVER)
     (folder / "truncated.json").write_text('{"format": "reviewer.proposal/v1", "calls": [')
     wrong_type = (folder / SERVER).read_text().replace('"seq": 2', '"seq": "2"')

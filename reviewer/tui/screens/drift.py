@@ -19,6 +19,7 @@ from reviewer.plan.sanitize import clip, safe_text
 from reviewer.reading.analysis import Analysis, PlanRow
 from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.model.sources import QueueItem
+from reviewer.tui.palette import role_text
 from reviewer.tui.screens.styled_once import StyledOnce
 from reviewer.tui.widgets.chrome import Chrome, KeysFooter
 from reviewer.tui.widgets.panes import detail_text, untrusted
@@ -132,7 +133,9 @@ class DriftScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
 
     def show_failure(self, words: str) -> None:
         """A failed worker of this screen, in words where the reviewer is looking (the app calls it)."""
-        self.query_one("#drift-summary", Static).update(Text(safe_text(clip(" " + words, 300)), "danger"))
+        self.query_one("#drift-summary", Static).update(
+            role_text(safe_text(clip(" " + words, 300)), "danger")
+        )
 
     def show_chrome(self) -> None:
         self.query_one(Chrome).show(
@@ -144,7 +147,7 @@ class DriftScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
     def show_drift(self) -> None:
         """Compare the chosen pair in a worker (a heavy rewrite of a large plan takes about a second)."""
         self.show_chrome()
-        self.query_one("#drift-summary", Static).update(Text(" comparing…", "muted"))
+        self.query_one("#drift-summary", Static).update(role_text(" comparing…", "muted"))
         self._hold_foreground()
         self.compare(self.base, self.target)
 
@@ -178,7 +181,7 @@ class DriftScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
             return  # the reviewer picked another pair meanwhile
         if message.drift is None:
             problem = safe_text(clip(f" the revisions could not be compared ({message.problem})", 300))
-            self.query_one("#drift-summary", Static).update(Text(problem, "danger"))
+            self.query_one("#drift-summary", Static).update(role_text(problem, "danger"))
             return
         self.item.keep_drift(message.base, message.target, message.drift)
         await self.show_rows(message.drift)

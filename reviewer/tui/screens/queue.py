@@ -19,6 +19,7 @@ from textual.widgets import DataTable, Static
 from reviewer.plan.sanitize import clip, safe_text, steady_width
 from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.model.sources import BrokenFile, QueueItem, shown
+from reviewer.tui.palette import role_text
 from reviewer.tui.screens.styled_once import StyledOnce
 from reviewer.tui.widgets.cells import CURSOR_GLYPH, cell
 from reviewer.tui.widgets.chrome import Chrome, KeysFooter
@@ -144,7 +145,7 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
 
     def show_failure(self, words: str) -> None:
         """A failed worker of this screen, in words where the reviewer is looking (the app calls it)."""
-        self.query_one("#status", Static).update(Text(safe_text(clip(" " + words, 300)), "danger"))
+        self.query_one("#status", Static).update(role_text(safe_text(clip(" " + words, 300)), "danger"))
 
     @on(events.ScreenResume)
     def refresh_rows(self) -> None:
@@ -241,7 +242,7 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
     def _describe_broken(self) -> None:
         if not self.broken:
             return
-        text = Text(f"{len(self.broken)} file(s) could not be read:\n", "danger")
+        text = role_text(f"{len(self.broken)} file(s) could not be read:\n", "danger")
         for entry in self.broken[-5:]:
             text.append(safe_text(clip(entry.name, 60)), "bold")
             text.append(f"  {safe_text(clip(entry.problem, 200))}\n")

@@ -21,6 +21,7 @@ from reviewer.plan.sanitize import clip, safe_text
 from reviewer.reading.analysis import Analysis
 from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.model.sources import QueueItem, local_refusal, shown
+from reviewer.tui.palette import role_text
 from reviewer.tui.screens.dialogs import ConfirmScreen, RejectScreen, TypedConfirmScreen
 from reviewer.tui.screens.drift import DriftScreen
 from reviewer.tui.screens.queue import STATE_STYLES
@@ -209,7 +210,7 @@ class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
             self.query_one("#extremes", Static).update(extremes_text(figures.extremes))
             return
         pending = self.item.still_computing(self.revision)
-        waiting = Text("still computing: " + ", ".join(pending) if pending else "not computed", "muted")
+        waiting = role_text("still computing: " + ", ".join(pending) if pending else "not computed", "muted")
         self.query_one("#ratios", Static).update(waiting)
         self.query_one("#extremes", Static).update(waiting)
 

@@ -18,6 +18,7 @@ from reviewer.plan.proposal import Proposal
 from reviewer.plan.sanitize import clip, safe_text
 from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.model.sources import ExecutionRecord
+from reviewer.tui.palette import role_text
 from reviewer.tui.screens.drift import field_changes_text
 from reviewer.tui.screens.styled_once import StyledOnce
 from reviewer.tui.widgets.cells import cell
@@ -82,7 +83,7 @@ class VerificationScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Chrome(id="chrome")
-        yield Static(Text(" comparing the real run with the plan…", "muted"), id="verification-summary")
+        yield Static(role_text(" comparing the real run with the plan…", "muted"), id="verification-summary")
         table: DataTable[Text] = DataTable(id="verification", cursor_type="row", zebra_stripes=True)
         for label, width in (
             ("real", 4),

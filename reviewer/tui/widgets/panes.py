@@ -12,6 +12,7 @@ from rich.text import Text
 from reviewer.plan.proposal import Call, Proposal, dumps
 from reviewer.plan.sanitize import clip, safe_text
 from reviewer.reading.analysis import Analysis, Extremes, NumericField, PlanRow, Ratios, Verdict
+from reviewer.tui.palette import role_text
 
 DETAIL_LIMIT = 4_000
 """Characters of one value the detail pane shows; the rest is counted, not dropped silently."""
@@ -184,7 +185,7 @@ def extremes_text(extremes: Extremes) -> Text:
         text.append("\n")
     for field in rest:
         _numeric_line(text, field)
-    return text or Text("no numeric arguments, no deletes", "muted")
+    return text or role_text("no numeric arguments, no deletes", "muted")
 
 
 def detail_text(row: PlanRow, call: Call, kept: str | None = None) -> Text:
