@@ -238,7 +238,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         return self.queue_screen
 
     def on_mount(self) -> None:
-        self.set_interval(LONGEST_CLAIM, self.foreground.expire)
+        self.set_interval(LONGEST_CLAIM / 4, self.foreground.expire)
         if self.queue is not None:
             self.set_interval(1.0, self.refresh_status)
             self.call_after_refresh(self.refresh_status)
@@ -309,10 +309,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         Each revision's analysis is made here, on the event loop, before any completion runs: the
         completion computes its figures on the one the screens read."""
         self._rows_painted.set()
-        jobs = [
-            CompletionJob(self.items[proposal.proposal_id].analysis(proposal.revision), source)
-            for proposal, source in listed
-        ]
+        jobs = [self.completion_job(proposal, source) for proposal, source in listed]
         for item in self.items.values():
             self.enqueue_drift(item)
         for job in jobs:
@@ -359,6 +356,10 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         screen = self.screen
         if isinstance(screen, ReportsWorkerFailures):
             screen.show_failure(words)
+
+    def completion_job(self, proposal: Proposal, source: str) -> CompletionJob:
+        """What the completion thread finishes for a listed revision: the analysis the screens read."""
+        return CompletionJob(self.items[proposal.proposal_id].analysis(proposal.revision), source)
 
     def on_proposal_listed(self, message: ProposalListed) -> None:
         self.list_revision(message.proposal, message.origin, message.digest)
@@ -647,8 +648,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         listed = []
         for proposal, digest in fetched.revisions:
             self.list_revision(proposal, FROM_QUEUE, digest)
-            analysis = self.items[proposal_id].analysis(proposal.revision)
-            listed.append(CompletionJob(analysis, f"{proposal_id} revision {proposal.revision}"))
+            listed.append(self.completion_job(proposal, f"{proposal_id} revision {proposal.revision}"))
         if listed:
             self.enqueue_drift(self.items[proposal_id])
         for job in listed:

@@ -58,9 +58,9 @@ class Foreground:
 
     The cyclic garbage collector waits too, from the first claim until the last is released: its
     collections, run in whichever thread allocates, took a tenth of the main thread's time while a
-    large plan opened (more with the plan's objects traversed). A pause never lasts beyond
-    `LONGEST_CLAIM` (`expire`, which the app calls that often), and a collector already stopped by
-    someone else is left as it is."""
+    large plan opened (more with the plan's objects traversed). A pause ends once it is
+    `LONGEST_CLAIM` old (`expire`, which the app calls four times as often), and a collector
+    already stopped by someone else is left as it is."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
