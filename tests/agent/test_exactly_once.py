@@ -44,6 +44,7 @@ from reviewer.service.auth import hash_token, mint_token
 from tests.agent.fixtures import Queue
 from tests.agent.helpers import received
 from tests.builders import proposal_document
+from tests.queue_harness import unique_id
 
 ToolCall = Callable[[], Awaitable[Any]]
 _ids = iter(range(1, 1_000_000))
@@ -445,16 +446,27 @@ def test_a_placeholder_into_an_array_result_is_resolved_by_the_replay(sample_api
     assert real_writes(sample_api) == [("PATCH", "/v1/tickets/t1")]  # the reset empties the API's log
 
 
-def test_the_queue_refuses_a_placeholder_that_names_no_earlier_call(queue: Queue) -> None:
-    """A plan whose call 1 depends on call 2 could only stop half-run once approved: refused (422)
-    with the placeholder named, before any reviewer sees it."""
-    document = proposal_document(
+@pytest.mark.parametrize(
+    "calls",
+    [
         [
             {"tool": "close", "effect": "update", "args": {"id": "<id from call 2>"}},
             {"tool": "open", "effect": "create", "args": {"title": "x"}},
         ],
-        proposal_id="forward-ref-1",
-    )
+        [
+            {"seq": 1, "tool": "open", "effect": "create", "args": {"title": "x"}},
+            {"seq": 3, "tool": "close", "effect": "update", "args": {"id": "<id from call 2>"}},
+        ],
+    ],
+    ids=["a-later-call", "an-earlier-seq-the-plan-lacks"],
+)
+def test_the_queue_refuses_a_placeholder_that_names_no_earlier_call(
+    queue: Queue, calls: list[dict[str, Any]]
+) -> None:
+    """A plan whose call depends on call 2 could only stop half-run once approved, whether call 2
+    comes later or the plan has none (seqs 1 and 3): refused (422) with the placeholder named, before
+    any reviewer sees it."""
+    document = proposal_document(calls, proposal_id=unique_id("missing-ref"))
     response = httpx.post(
         f"{queue.url}/v1/proposals",
         json=document,

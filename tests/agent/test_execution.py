@@ -20,8 +20,9 @@ from reviewer.agent import (
     execute_approved,
     local_approval,
     placeholder,
+    sdk_tool,
 )
-from reviewer.agent.execution import same_base_url
+from reviewer.agent.execution import off_target, same_base_url
 from reviewer.plan.proposal import Proposal
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
@@ -126,6 +127,45 @@ def test_a_placeholder_from_a_call_that_produced_nothing_stops_the_dependent_cal
     assert sample_api.store.tickets["t1"]["status"] == "open"
 
 
+def test_a_tool_whose_declared_effect_changed_since_the_plan_is_stopped_unsent() -> None:
+    """Approved: an SDK tool `archive` that updates. Run: a tool of the same name and arguments that
+    now declares a delete. An SDK call has no request to compare, so the effect is what tells them
+    apart: stopped before the SDK is called."""
+    written: list[str] = []
+
+    @sdk_tool(effect="update")
+    def archive(id: str) -> dict[str, str]:
+        written.append(f"update {id}")
+        return {"id": id}
+
+    async def record() -> Approval:
+        async with dry_run("record") as recording:
+            await archive(id="t1")
+        proposal = recording.to_proposal(
+            proposal_id="archive",
+            title="archive",
+            agent=tools.AGENT,
+            target=tools.target("https://payments.example"),
+        )
+        return local_approval(proposal)
+
+    approval = asyncio.run(record())
+    assert [call.effect for call in approval.proposal.calls] == ["update"]
+
+    @sdk_tool(effect="delete", name="archive")
+    def archive_now_deleting(id: str) -> dict[str, str]:
+        written.append(f"delete {id}")
+        return {"id": id}
+
+    async def task() -> None:
+        await archive_now_deleting(id="t1")
+
+    execution = asyncio.run(execute_approved(task, approval, client=None))
+    assert execution.stop is not None and execution.stop.position == 1
+    assert "the plan's call 1 has effect update, this one delete" in execution.stop.reason
+    assert written == []
+
+
 def test_a_plan_changed_after_approval_cannot_run_under_it(sample_api: RunningSampleApi) -> None:
     proposal = asyncio.run(dry_proposal(sample_api, "server"))
     approval = local_approval(proposal)
@@ -189,3 +229,34 @@ def test_the_approved_target_matches_however_its_url_is_spelled(sample_api: Runn
     assert same_base_url("https://staging.example:443", httpx.URL("https://staging.example/"))
     assert not same_base_url("https://staging.example", httpx.URL("http://staging.example"))
     assert not same_base_url("https://staging.example/v2", httpx.URL("https://staging.example"))
+
+
+APPROVED = "https://api.example/v1"
+
+
+@pytest.mark.parametrize(
+    ("path", "url", "refused_for"),
+    [
+        ("/v1", "https://api.example/v1", None),
+        ("/v1/tickets", "https://api.example/v1/tickets?x=1", None),
+        ("/v1/tickets", "https://API.example:443/v1/tickets", None),
+        ("/v10/tickets", "https://api.example/v10/tickets", "outside the approved /v1"),
+        ("/v1x", "https://api.example/v1x", "outside the approved /v1"),
+        ("/v1/tickets", "https://api.example:8443/v1/tickets", "not to https://api.example/v1"),
+        ("/v1/tickets", "http://api.example/v1/tickets", "not to https://api.example/v1"),
+        ("/v1/tickets", "http://api.example:443/v1/tickets", "not to https://api.example/v1"),
+        ("/v1/tickets", "https://api.example:80/v1/tickets", "not to https://api.example/v1"),
+        ("/v1/tickets", "https://api.example.evil/v1/tickets", "not to https://api.example/v1"),
+        ("//evil.example/v1", "https://evil.example/v1", "not relative to the base URL"),
+    ],
+)
+def test_off_target_keeps_a_request_under_the_approved_scheme_host_port_and_path(
+    path: str, url: str, refused_for: str | None
+) -> None:
+    """`/v10` is not under `/v1` (a sibling, not a child); another port or scheme is another API
+    (443 is https's own); checked on its own, not only behind `check_target`."""
+    reason = off_target(path, httpx.URL(url), APPROVED)
+    if refused_for is None:
+        assert reason is None
+    else:
+        assert reason is not None and refused_for in reason

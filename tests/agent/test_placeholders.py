@@ -97,10 +97,11 @@ def rename(id: str, title: str) -> HttpRequest:
     return HttpRequest("PATCH", f"/v1/tickets/{id}", body={"title": title})
 
 
-@pytest.mark.parametrize("seq", [1, 2, 7])
-def test_the_dry_run_refuses_a_placeholder_naming_this_or_a_later_call(seq: int) -> None:
-    """Call 1 naming call 1, 2 or 7: no real run could resolve it, so it is refused before it is
-    recorded, and the plan keeps no gap where it would have been."""
+@pytest.mark.parametrize("seq", [0, 1, 2, 7])
+def test_the_dry_run_refuses_a_placeholder_naming_no_earlier_call(seq: int) -> None:
+    """Call 1 naming call 1, 2 or 7 (this or a later call), or call 0 (earlier, but no call of the
+    plan): no real run could resolve it, so it is refused before it is recorded, and the plan keeps
+    no gap where it would have been."""
 
     async def scenario() -> Any:
         async with dry_run("record") as recording:

@@ -122,6 +122,24 @@ def test_approval_by_policy_is_left_to_a_human_where_it_would_need_a_signature_t
     assert evaluate(policy, proposal, signing=True).outcome == "approve"
 
 
+def test_a_matching_rule_that_asks_less_than_its_environment_keeps_the_environment_s_quorum() -> None:
+    """The strictest requirement wins field by field: production asks 2 approvals, a rule that
+    matches its deletes asks only for signatures, and a production delete still needs 2 (and now
+    signed ones), not the rule's default of 1."""
+    policy = parse_policy(
+        POLICY.replace(
+            "approvals = 1\n\n[environments.staging]", "approvals = 2\n\n[environments.staging]"
+        ).replace(
+            "when = 'environment == \"production\" && plan.counts.delete > 0'\napprovals = 2",
+            "when = 'environment == \"production\" && plan.counts.delete > 0'\nsignatures = true",
+        )
+    )
+    verdict = evaluate(policy, plan("https://api.prod.example/v1", "production"))
+    assert verdict.environment == "production" and verdict.outcome == "human"
+    assert [match.rule for match in verdict.matched] == ["deletes in production"]
+    assert verdict.requirement.approvals == 2 and verdict.requirement.signatures
+
+
 def test_an_environment_alarm_keeps_a_human_in_the_loop() -> None:
     verdict = evaluate(parse_policy(POLICY), plan(None, "ѕtaging", effect="create"))  # Cyrillic ѕ
     assert verdict.environment == "staging" and verdict.outcome == "human"
@@ -169,7 +187,8 @@ def test_an_expression_that_would_run_forever_or_build_huge_values_is_refused_at
         compile_expression(expression)
 
 
-def test_a_walk_inside_a_call_is_allowed_its_cost_is_the_plan_s_size() -> None:
+def test_a_walk_inside_a_call_s_arguments_is_allowed_and_marks_the_rule_as_reading_them() -> None:
+    """Walking one call's own arguments is not a walk over the plan inside another: allowed at load."""
     assert compile_expression('plan.calls.exists(c, c.args.exists(k, k == "force"))').reads_args
 
 

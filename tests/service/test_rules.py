@@ -235,6 +235,28 @@ class TestIdempotency:
         assert other.status_code == 422
         assert other.json()["error"] == "idempotency_key_reused"
 
+    def test_a_key_reused_on_another_proposal_with_the_same_plan_is_422_for_decisions_and_claims(
+        self, actors: Actors
+    ) -> None:
+        """Two proposals with the same plan share its digest, so the request bodies are equal: the
+        key is bound to its proposal too, or B would be answered A's decision (or claim) and stay
+        undecided (or unclaimed)."""
+        first, second = unique_id(), unique_id()
+        digest = submit(actors.agent, first)["plan_sha256"]
+        assert submit(actors.agent, second)["plan_sha256"] == digest
+        key = unique_id("decide")
+        assert decide(actors.alice, first, 1, digest, key=key).status_code == 201
+        reused = decide(actors.alice, second, 1, digest, key=key)
+        assert (reused.status_code, reused.json().get("error")) == (422, "idempotency_key_reused")
+        assert actors.alice.get(f"/v1/proposals/{second}/decision").json()["state"] == "pending"
+
+        assert decide(actors.alice, second, 1, digest).status_code == 201
+        key = unique_id("claim")
+        assert claim(actors.agent, first, 1, digest, key=key).status_code == 201
+        reused = claim(actors.agent, second, 1, digest, key=key)
+        assert (reused.status_code, reused.json().get("error")) == (422, "idempotency_key_reused")
+        assert actors.alice.get(f"/v1/proposals/{second}/decision").json()["state"] == "approved"
+
     def test_an_execution_report_again_under_its_key_gets_the_first_answer_and_stores_nothing(
         self, actors: Actors
     ) -> None:

@@ -151,6 +151,70 @@ def test_a_refused_request_writes_no_event(queue: Queue, receiver: Receiver) -> 
     assert [arrival.event for arrival in receiver.wait_for(2)] == ["proposal.waiting", "proposal.decided"]
 
 
+INJECTED = "injected: the outbox cannot be written"
+FAILING_TARGET = "pager"
+
+
+def fail_outbox_inserts(store: QueueStore, failing: bool) -> None:
+    """A fault in the database itself: every outbox row for FAILING_TARGET is refused by a trigger, as
+    a full disk or a lost connection would refuse it, after the rows before it in the transaction."""
+    sqlite = isinstance(store, SQLiteStore)
+    if failing and sqlite:
+        statements = [
+            "CREATE TRIGGER injected_failure BEFORE INSERT ON outbox "
+            f"WHEN NEW.target = '{FAILING_TARGET}' BEGIN SELECT RAISE(ABORT, '{INJECTED}'); END"
+        ]
+    elif failing:
+        statements = [
+            "CREATE OR REPLACE FUNCTION injected_failure() RETURNS trigger LANGUAGE plpgsql "
+            f"AS $body$ BEGIN RAISE EXCEPTION '{INJECTED}'; END $body$",
+            "CREATE TRIGGER injected_failure BEFORE INSERT ON outbox FOR EACH ROW "
+            f"WHEN (NEW.target = '{FAILING_TARGET}') EXECUTE FUNCTION injected_failure()",
+        ]
+    else:
+        statements = ["DROP TRIGGER injected_failure" + ("" if sqlite else " ON outbox")]
+    with store.write() as db:
+        for statement in statements:
+            db.run(statement)
+
+
+def test_a_failing_outbox_insert_leaves_neither_the_change_nor_its_event(database: str, clock: Clock) -> None:
+    """Two targets, the second's outbox row refused: the submission, then the decision, fails whole
+    (no trail event, no state change, not even the first target's row), and succeeds once the fault is
+    gone, with one event per target. An event written after the change committed would leave a
+    proposal nobody is told of."""
+    store = open_store(database, clock=clock, pending_ttl=3600, approval_ttl=600, create=True)
+    store.notifying = Notifying(targets=("chat", FAILING_TARGET))
+    agent, alice = identity(store, "agent", "agent"), identity(store, "alice", "reviewer")
+    accepted = submission(body(proposal("outbox-fault")))
+    decision = DecisionRequest(revision=1, plan_sha256=accepted.plan_sha256, decision="approve")
+    try:
+        fail_outbox_inserts(store, failing=True)
+        with pytest.raises(Exception, match=INJECTED):
+            store.submit(agent, accepted)
+        assert store.list_version().last_seq == 0 and store.list_deliveries() == []
+        fail_outbox_inserts(store, failing=False)
+        store.submit(agent, accepted)
+        written = store.list_version().last_seq
+
+        fail_outbox_inserts(store, failing=True)
+        with pytest.raises(Exception, match=INJECTED):
+            store.decide(alice, "outbox-fault", decision, "decide-once")
+        assert store.decision_state(alice, "outbox-fault").state == "pending"
+        assert store.list_version().last_seq == written
+        fail_outbox_inserts(store, failing=False)
+        assert store.decide(alice, "outbox-fault", decision, "decide-once")[1].state == "approved"
+        events_by_target = sorted((row.event, row.target) for row in store.list_deliveries())
+        assert events_by_target == [
+            ("proposal.decided", "chat"),
+            ("proposal.decided", FAILING_TARGET),
+            ("proposal.waiting", "chat"),
+            ("proposal.waiting", FAILING_TARGET),
+        ]
+    finally:
+        store.close()
+
+
 def test_a_receiver_down_for_10_s_then_up_gets_every_event_once_under_one_delivery_id(
     queue: Queue, receiver: Receiver, clock: Clock
 ) -> None:
