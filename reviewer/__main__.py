@@ -47,6 +47,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "reviewer.run.commands",
         "gate an agent in any language: COMMAND's writes become a plan a reviewer approves",
     ),
+    (
+        "verify",
+        "reviewer.audit.commands",
+        "hold a run's report against the API's own audit log, call by call",
+    ),
 )
 """Every sub-command: its name, the module whose `register(subparsers)` adds it, and its help line, in
 the order help lists them. A module's commands are next to each other; a test checks that each

@@ -24,7 +24,8 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from datetime import UTC, datetime
+from typing import Any, Final, NoReturn
 
 import httpx
 
@@ -47,7 +48,30 @@ from reviewer.plan.dry_run_params import without_dry_run_params
 from reviewer.plan.matching import MISSING, FieldChange, match_call, plain
 from reviewer.plan.placeholders import ABSENT, field_of, from_results, placeholders_in, references_in, resolve
 from reviewer.plan.proposal import Call, Proposal, plan_sha256
-from reviewer.queue.messages import RunEnding
+from reviewer.queue.messages import RunEnding, SentRequestId
+
+DEFAULT_REQUEST_ID_HEADER: Final = "X-Request-Id"
+"""The header each real write carries its own request id in; `Audit-ID` for Kubernetes (its audit
+events then carry it as `auditID`), `Idempotency-Key` for an API that takes one (Stripe logs it)."""
+
+API_REQUEST_ID_HEADERS: Final = (
+    "request-id",
+    "x-request-id",
+    "x-amzn-requestid",
+    "x-amz-request-id",
+    "audit-id",
+    "x-correlation-id",
+)
+"""Where APIs put their own id of a request in the answer (Stripe, proxies, AWS, Kubernetes), in order."""
+
+
+def api_request_id(headers: httpx.Headers) -> str | None:
+    """The API's own id of the request it answered, from the first header of `API_REQUEST_ID_HEADERS`."""
+    for name in API_REQUEST_ID_HEADERS:
+        value: str | None = headers.get(name)
+        if value:
+            return value[:500]
+    return None
 
 
 @dataclass(frozen=True)
@@ -230,6 +254,8 @@ class Execution:
     audit_available: bool = False
     report_key: str = field(default_factory=lambda: f"execution-{uuid.uuid4()}")
     """The Idempotency-Key every report of this run carries: a retried report is stored once."""
+    request_id_header: str = DEFAULT_REQUEST_ID_HEADER
+    """The header each real HTTP write carries a fresh request id in (`DEFAULT_REQUEST_ID_HEADER`)."""
     _lock: asyncio.Lock = field(init=False, repr=False, default_factory=asyncio.Lock)
     _closed: bool = field(init=False, repr=False, default=False)
     _run_audit: RunAudit = field(init=False, repr=False)
@@ -434,6 +460,8 @@ class Execution:
             self.stop = OffTarget(position, planned.tool, reason, planned, {"url": str(built.url)})
             raise self.stop
         record = self._in_flight(planned, arguments, dropped, request)
+        record.request_id = built.headers[self.request_id_header] = str(uuid.uuid4())
+        record.sent_at = datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
         try:
             # Never a redirect, whatever the runner's client says: its Location is the API's word, and
             # following it would re-send this approved write, body and credential, wherever it points.
@@ -442,6 +470,7 @@ class Execution:
             record.answer = failed_answer(error)
         else:
             record.answer = answer_from_response(response)
+            record.api_request_id = api_request_id(response.headers)
             if response.is_redirect:
                 self._stop_after_redirect(position, planned, record.answer)
         if record.answer.result is not None:
@@ -521,6 +550,20 @@ class Execution:
     def executed_calls(self) -> list[Call]:
         """The real calls as proposal calls (seq = the plan call each one matched), for the queue."""
         return [call.to_call() for call in self.executed]
+
+    def request_ids(self) -> list[SentRequestId]:
+        """Each HTTP write's own request id and the API's, by seq, for the report."""
+        found: list[SentRequestId] = []
+        for call in self.executed:
+            if call.request_id is None:
+                continue
+            entry = SentRequestId(seq=call.seq, header=self.request_id_header, request_id=call.request_id)
+            if call.api_request_id is not None:
+                entry["api_request_id"] = call.api_request_id
+            if call.sent_at is not None:
+                entry["sent_at"] = call.sent_at
+            found.append(entry)
+        return found
 
     def summary(self) -> str:
         """How the run ended and which calls ran, in one paragraph a log or an exception can carry."""
@@ -608,11 +651,14 @@ async def execute_approved(
     audit: HttpAuditLog | None = None,
     tools: Iterable[WriteTool | GatedTool] = (),
     allow_any_target: bool = False,
+    request_id_header: str = DEFAULT_REQUEST_ID_HEADER,
 ) -> Execution:
     """Run the approved plan for real without a queue: `task` again (re-sampling), or a replay when
     `task` is None. A stop is recorded in the result, not raised; anything else the task raised is
     raised again. `QueueAgent.execute` claims, reports and raises on any failure."""
-    execution = Execution(approval, client, audit, allow_any_target=allow_any_target)
+    execution = Execution(
+        approval, client, audit, allow_any_target=allow_any_target, request_id_header=request_id_header
+    )
     error = await execution.run(task if task is not None else lambda: execution.replay(tools))
     if error is not None:
         raise error

@@ -21,7 +21,7 @@ from reviewer.agent.errors import (
     ReportNotStored,
     RunStopped,
 )
-from reviewer.agent.execution import Approval, Execution
+from reviewer.agent.execution import DEFAULT_REQUEST_ID_HEADER, Approval, Execution
 from reviewer.agent.ledger import AlreadyRun, Ledger, LedgerError
 from reviewer.agent.tools import GatedTool, WriteTool
 from reviewer.plan.proposal import MAX_STRING_CHARS, Proposal, plan_sha256
@@ -122,6 +122,7 @@ class QueueAgent:
         tools: Iterable[WriteTool | GatedTool] = (),
         audit: HttpAuditLog | None = None,
         allow_any_target: bool = False,
+        request_id_header: str = DEFAULT_REQUEST_ID_HEADER,
     ) -> Execution:
         """Claim the approval, run it for real, report the run whatever ends it, and raise unless it
         made every approved call successfully.
@@ -140,7 +141,9 @@ class QueueAgent:
                 "QueueAgent.execute(approval, client=..., task=None) takes the approval first; "
                 "pass the agent's task as task= to re-sample instead of replaying the approved calls"
             )
-        execution = Execution(approval, client, audit, allow_any_target=allow_any_target)
+        execution = Execution(
+            approval, client, audit, allow_any_target=allow_any_target, request_id_header=request_id_header
+        )
         if self.allowed_signers is not None:  # checked again now: the approval may be a stale object
             state = await self.client.decision_state(approval.proposal_id)
             self._require_revision(state, approval.revision, approval.plan_sha256)
@@ -209,6 +212,7 @@ class QueueAgent:
             unknown_outcomes=[call.seq for call in execution.outcome_unknown],
             audit_log=list(execution.audit_lines) if execution.audit_available else None,
             note=note[:MAX_STRING_CHARS] if note else None,
+            request_ids=execution.request_ids() or None,
         )
         return await self.client.report_execution(
             execution.approval.proposal_id, report, idempotency_key=execution.report_key

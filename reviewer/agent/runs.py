@@ -62,6 +62,12 @@ class RecordedCall:
     answer: CallAnswer
     sent: HttpRequest | None = None
     dropped_args: tuple[str, ...] = ()
+    request_id: str | None = None
+    """A real HTTP write's own request id, sent under the run's request-id header (DESIGN 16)."""
+    api_request_id: str | None = None
+    """The API's own id for that request, from its answer's headers, when it gave one."""
+    sent_at: str | None = None
+    """When the write left, UTC: where an audit log without ids is searched for it."""
 
     @classmethod
     def of(

@@ -7,9 +7,10 @@ answered as the agent's own JSON bytes, so a 100,000-call plan never passes thro
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypedDict
 
 from reviewer.plan.proposal import MAX_SAFE_INTEGER, MAX_STRING_CHARS
 from reviewer.signing.sshsig import MAX_SIGNATURE_CHARS, MAX_STATEMENT_BYTES
@@ -225,6 +226,19 @@ class Claim(Message):
     lease_expires_at: datetime
 
 
+class SentRequestId(TypedDict):
+    """The request id a real write was sent with (under `header`), and the API's own id from its answer.
+
+    What ties a call of the report to its line in the API's audit log (`reviewer verify`).
+    """
+
+    seq: RevisionNumber
+    header: Annotated[str, Field(min_length=1, max_length=100)]
+    request_id: Annotated[str, Field(min_length=1, max_length=200)]
+    api_request_id: NotRequired[Annotated[str, Field(max_length=500)] | None]
+    sent_at: NotRequired[Annotated[str, Field(max_length=40)] | None]
+
+
 class ExecutionReport(Message):
     """What the real run did: its calls and, where the API has one, the matching audit-log lines.
 
@@ -243,6 +257,8 @@ class ExecutionReport(Message):
     unknown_outcomes: list[RevisionNumber] = Field(default_factory=list)
     audit_log: list[dict[str, Any]] | None = None
     note: str | None = Field(default=None, max_length=MAX_STRING_CHARS)
+    request_ids: list[SentRequestId] | None = None
+    """Each real HTTP write's own request id and the API's (DESIGN 16); absent from older runners."""
 
 
 class StoredExecution(Message):
@@ -262,6 +278,7 @@ class StoredExecution(Message):
     """Seqs of the calls sent and never answered: they may have been performed."""
     audit_log: list[dict[str, Any]] | None = None
     note: str | None = None
+    request_ids: list[SentRequestId] | None = None
 
 
 class ExecutionHistory(Message):

@@ -1088,6 +1088,7 @@ class QueueStore(ABC):
                     unknown_outcomes=report.unknown_outcomes,
                     audit_log=msgspec.UNSET if bytes(report.audit_log) == b"null" else report.audit_log,
                     note=report.note,
+                    request_ids=msgspec.UNSET if bytes(report.request_ids) == b"null" else report.request_ids,
                 )
             )
         return msgspec.json.encode(_ExecutionHistoryWire(proposal_id=proposal_id, executions=executions))
@@ -1340,6 +1341,7 @@ class _StoredReport(msgspec.Struct):
     unknown_outcomes: list[int] = []
     audit_log: msgspec.Raw = _NULL
     note: str | None = None
+    request_ids: msgspec.Raw = _NULL
 
 
 class _StoredExecutionWire(msgspec.Struct, omit_defaults=True):
@@ -1355,6 +1357,7 @@ class _StoredExecutionWire(msgspec.Struct, omit_defaults=True):
     unknown_outcomes: list[int] = []
     audit_log: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
     note: str | None = None
+    request_ids: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
 
 
 class _ExecutionHistoryWire(msgspec.Struct):

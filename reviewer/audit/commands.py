@@ -1,0 +1,193 @@
+"""`reviewer verify PROPOSAL_ID --audit KIND:LOCATION`: a run's report against the API's own audit log.
+
+One line per call (matched, differs, missing), the writes in the run's window no approved call made,
+then `audit: N of M calls matched; K writes in the audit log no approved call made`. Exit 0 only when
+every call matched, no such write was found, and the log could vouch for the run (it was read, it has
+entries in the run's window, and none of its lines was unreadable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # every command registers through this module: keep `reviewer --help` light
+    from reviewer.queue.messages import DecisionState, StoredExecution
+    from reviewer.reading.audit_matching import AuditMatch, CallInLog, SentCall, Window
+    from reviewer.reading.audit_rows import AuditRow
+
+EXIT_VERIFIED, EXIT_NOT_VERIFIED, EXIT_USAGE = 0, 1, 2
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "verify",
+        help="hold a run's report against the API's own audit log, call by call",
+        description=(
+            "Match each call of PROPOSAL_ID's last real run with the API's audit log (by request id, "
+            "else by method, path, query and time), and list the writes in the run's window no "
+            "approved call made. Kinds: sample, access-log, k8s, cloudtrail, stripe, jsonl, and any "
+            "a package adds."
+        ),
+    )
+    parser.add_argument("proposal_id", metavar="PROPOSAL_ID")
+    parser.add_argument(
+        "--audit", required=True, metavar="KIND:LOCATION", help="LOCATION: a file, a glob, a URL, or -"
+    )
+    parser.add_argument(
+        "--audit-field",
+        action="append",
+        default=[],
+        metavar="NAME=FIELD",
+        help="where the log keeps a row's field (time, method, uri, path, query, status, request_id, "
+        "actor, user_agent, dry_run); dotted for nested fields",
+    )
+    parser.add_argument(
+        "--audit-header",
+        action="append",
+        default=[],
+        metavar="'NAME: env:VAR'",
+        help="a header for a URL LOCATION, its secret from env:VAR or file:PATH (after an optional prefix)",
+    )
+    parser.add_argument("--queue", metavar="URL", help="the queue's URL (default: from the config)")
+    parser.add_argument(
+        "--slack",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="how far the log's clock may be from the queue's (default 5)",
+    )
+    parser.set_defaults(func=run_verify)
+
+
+class VerifyFailed(Exception):
+    """Why nothing could be verified, in one line, and the exit code it means."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_NOT_VERIFIED) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def run_verify(options: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(_verify(options))
+    except VerifyFailed as error:
+        print(f"reviewer verify: {error}", file=sys.stderr)
+        return error.exit_code
+
+
+async def _verify(options: argparse.Namespace) -> int:
+    from reviewer.audit.inputs import AuditSourceUnreadable, credential_header
+    from reviewer.audit.json_lines import BadFieldMapping
+    from reviewer.audit.registry import BadAuditSource, audit_source
+    from reviewer.reading.audit_matching import match_audit
+
+    try:
+        mapping = dict(_field_pair(text) for text in options.audit_field)
+        headers = dict(credential_header(spec) for spec in options.audit_header)
+        source = audit_source(options.audit, mapping, headers)
+    except (BadAuditSource, BadFieldMapping, AuditSourceUnreadable) as error:
+        raise VerifyFailed(str(error), EXIT_USAGE) from None
+    calls, window = await _run_of(options)
+    try:
+        # Read after the queue answered: the log then holds everything up to the report.
+        result = await asyncio.to_thread(match_audit, calls, source.rows(), window)
+    except AuditSourceUnreadable as error:
+        print(f"audit: {source.name} could not be read: {error}; nothing is verified")
+        return EXIT_NOT_VERIFIED
+    _print(result, source.name, window)
+    return EXIT_VERIFIED if result.verified else EXIT_NOT_VERIFIED
+
+
+def _field_pair(text: str) -> tuple[str, str]:
+    name, equals, field = text.partition("=")
+    if not equals or not name or not field:
+        raise VerifyFailed(f"--audit-field {text[:80]!r}: write NAME=FIELD, e.g. time=ts", EXIT_USAGE)
+    return name.strip(), field.strip()
+
+
+async def _run_of(options: argparse.Namespace) -> tuple[list[SentCall], Window]:
+    """The last real run of the proposal, as calls to find, and its window (claim to report)."""
+    import httpx
+
+    from reviewer.queue import client as queue
+    from reviewer.queue.config import ConfigError, load_settings
+    from reviewer.reading.audit_matching import Window, sent_calls
+
+    try:
+        settings = load_settings(options.queue)
+    except ConfigError as error:
+        raise VerifyFailed(str(error), EXIT_USAGE) from None
+    try:
+        async with queue.QueueClient(settings.queue_url, settings.token.reveal()) as client:
+            executions = await client.get_executions(options.proposal_id)
+            if not executions:
+                raise VerifyFailed(f"{options.proposal_id} has no real run reported; nothing to verify")
+            execution = executions[-1]
+            state = await client.decision_state(options.proposal_id)
+            proposal = await client.get_revision(options.proposal_id, execution.revision)
+    except queue.QueueError as error:
+        raise VerifyFailed(str(error)) from None
+    except ValueError as error:  # a proposal id outside the format, refused before any request
+        raise VerifyFailed(str(error), EXIT_USAGE) from None
+    base_url = proposal.target.base_url
+    base_path = httpx.URL(base_url).path if base_url else ""
+    calls = sent_calls(execution.calls, execution.request_ids or [], base_path)
+    start = _claimed_at(state, execution, calls)
+    return calls, Window(start, execution.at.astimezone(UTC), timedelta(seconds=options.slack))
+
+
+def _claimed_at(state: DecisionState, execution: StoredExecution, calls: Sequence[SentCall]) -> datetime:
+    """The run's claim, as the queue holds it; else the first call's send time; else the report's time."""
+    if state.claimed_at is not None and state.revision == execution.revision:
+        return state.claimed_at.astimezone(UTC)
+    sent = [call.sent_at for call in calls if call.sent_at is not None]
+    return min(sent) if sent else execution.at.astimezone(UTC)
+
+
+def _print(result: AuditMatch, source_name: str, window: Window) -> None:
+    from reviewer.plan.sanitize import safe_text
+
+    for call in result.calls:
+        print(safe_text(_call_line(call)))
+    for row in result.unplanned:
+        print(safe_text(f"unplanned: {_row_text(row)}"))
+    notes = []
+    if result.rows_in_window == 0:
+        notes.append(
+            f"{source_name} has no entries between {window.start.isoformat()} and "
+            f"{window.end.isoformat()} ({result.rows_read} read): it cannot vouch for the run"
+        )
+    if result.malformed_count:
+        first = ", ".join(f"{line.where} ({line.problem})" for line in result.malformed[:3])
+        notes.append(f"{result.malformed_count} lines could not be read, first {first}")
+    if result.dry_runs_in_window:
+        notes.append(f"{result.dry_runs_in_window} dry-run requests in the window, not counted as writes")
+    for note in notes:
+        print(safe_text(f"note: {note}"))
+    if not result.complete:
+        print("audit: incomplete, the log cannot vouch for this run")
+    print(result.summary)
+
+
+def _call_line(result: CallInLog) -> str:
+    call = result.call
+    head = f"call {call.seq} {call.tool} {call.method} {call.path}"
+    if result.row is None:
+        return f"{head}: missing (no entry with its request id, nor its method, path and query)"
+    where = f"{result.row.where}, by {result.matched_by}"
+    if result.verdict == "differs":
+        return f"{head}: differs ({'; '.join(result.differences)}) at {where}"
+    return f"{head}: matched at {where}"
+
+
+def _row_text(row: AuditRow) -> str:
+    what = " ".join(part for part in (row.method, row.path, row.action or "") if part)
+    when = row.time.isoformat() if row.time else "no time"
+    actor = row.actor or "an unnamed actor"
+    status = f" {row.status}" if row.status is not None else ""
+    return f"{what}{status} at {when} by {actor}, user agent {row.user_agent or 'none'} ({row.where})"

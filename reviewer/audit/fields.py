@@ -1,0 +1,124 @@
+"""Reading fields out of one decoded log entry: dotted names, times, statuses, a URI's path and query.
+
+Shared by every reader, so a time or a status means the same thing in each of them. A value of the
+wrong kind raises `BadField`, which the reader turns into a `MalformedLine` naming the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+
+from reviewer.audit.inputs import AuditInput
+from reviewer.reading.audit_rows import MalformedLine
+
+
+class BadField(ValueError):
+    """A field of an entry holds what its reader cannot read (the message names the field)."""
+
+
+def dig(entry: Mapping[str, Any], dotted: str) -> Any:
+    """`entry["a"]["b"]` for `a.b`, None where any step is missing."""
+    value: Any = entry
+    for part in dotted.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    return value
+
+
+def text_field(entry: Mapping[str, Any], dotted: str) -> str | None:
+    """A string field (a number is written as text); empty, `-` or absent is None."""
+    value = dig(entry, dotted)
+    if value is None or value in ("", "-"):
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    raise BadField(f"{dotted} is {type(value).__name__}, not text")
+
+
+def time_field(entry: Mapping[str, Any], dotted: str) -> datetime | None:
+    """An ISO 8601 time (`2026-12-02T01:02:03+00:00`, `...Z`) or Unix seconds, as an aware UTC time."""
+    value = dig(entry, dotted)
+    if value is None or value == "":
+        return None
+    try:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return datetime.fromtimestamp(value, UTC)
+        if isinstance(value, str):
+            parsed = datetime.fromisoformat(value)
+            return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    except (ValueError, OverflowError, OSError):
+        pass
+    raise BadField(f"{dotted} {str(value)[:40]!r} is not a time")
+
+
+def status_field(entry: Mapping[str, Any], dotted: str) -> int | None:
+    """An HTTP status, as a number or as digits."""
+    value = dig(entry, dotted)
+    if value is None or value in ("", "-"):
+        return None
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
+        return value
+    raise BadField(f"{dotted} {str(value)[:40]!r} is not an HTTP status")
+
+
+def split_uri(uri: str) -> tuple[str, str]:
+    """A request URI as its path and its raw query."""
+    path, _, query = uri.partition("?")
+    return path, query
+
+
+_decode = msgspec.json.Decoder().decode
+
+Entry = tuple[str, Mapping[str, Any]]
+"""One decoded entry and where it is (`file:line`, `file[index]`)."""
+
+
+def json_entries(source: AuditInput) -> Iterator[Entry | MalformedLine]:
+    """Each line of `source` as a JSON object, or a `MalformedLine` saying why it is not one."""
+    for where, line in source.lines():
+        if line.strip():
+            yield _entry_of(where, line)
+
+
+def document_entries(source: AuditInput, list_keys: tuple[str, ...]) -> Iterator[Entry | MalformedLine]:
+    """The entries of each JSON document of `source`: the list under the first of `list_keys` it holds
+    (or the document itself when it is a list); a file of JSON lines is read line by line instead."""
+    for name, body in source.documents():
+        try:
+            document = _decode(body)
+        except msgspec.DecodeError:
+            for number, line in enumerate(body.splitlines(), start=1):
+                if line.strip():
+                    yield _entry_of(f"{name}:{number}", line)
+            continue
+        entries = document
+        if isinstance(document, dict):
+            entries = next((document[key] for key in list_keys if isinstance(document.get(key), list)), None)
+        if not isinstance(entries, list):
+            yield MalformedLine(name, f"holds no list under {' or '.join(list_keys)}")
+            continue
+        for index, entry in enumerate(entries):
+            yield _checked_object(f"{name}[{index}]", entry)
+
+
+def _entry_of(where: str, line: bytes) -> Entry | MalformedLine:
+    try:
+        entry = _decode(line)
+    except msgspec.DecodeError as error:
+        return MalformedLine(where, f"not JSON ({error})")
+    return _checked_object(where, entry)
+
+
+def _checked_object(where: str, entry: Any) -> Entry | MalformedLine:
+    if isinstance(entry, dict):
+        return where, entry
+    return MalformedLine(where, f"a JSON {type(entry).__name__}, not an object")

@@ -1,0 +1,80 @@
+"""Audit sources by kind: `KIND:LOCATION` names a reader and where its log is; more kinds by entry point.
+
+A package adds a kind by declaring, in the entry point group `reviewer.audit_sources`, a callable
+`(AuditInput, field_mapping) -> Iterable[AuditRow | MalformedLine]` under the kind's name, as
+Harlequin's adapters plug in. The built-in kinds cannot be replaced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Final
+
+from reviewer.audit.cloudtrail import read_cloudtrail
+from reviewer.audit.inputs import AuditInput, AuditSourceUnreadable
+from reviewer.audit.json_lines import BadFieldMapping, read_access_log, read_jsonl, read_sample
+from reviewer.audit.k8s import read_k8s
+from reviewer.audit.stripe import read_stripe
+from reviewer.reading.audit_rows import AuditRow, MalformedLine
+
+Reader = Callable[[AuditInput, Mapping[str, str]], Iterable[AuditRow | MalformedLine]]
+
+ENTRY_POINT_GROUP: Final = "reviewer.audit_sources"
+BUILT_IN: Final[Mapping[str, Reader]] = {
+    "sample": read_sample,
+    "access-log": read_access_log,
+    "k8s": read_k8s,
+    "cloudtrail": read_cloudtrail,
+    "stripe": read_stripe,
+    "jsonl": read_jsonl,
+}
+
+
+class BadAuditSource(ValueError):
+    """`--audit` names no kind this installation knows, or no location."""
+
+
+def readers() -> dict[str, Reader]:
+    """Every kind: the built-in ones, then those packages declare (a built-in name is not taken over)."""
+    found: dict[str, Reader] = {}
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        if point.name not in BUILT_IN:
+            found[point.name] = point.load()
+    return {**found, **BUILT_IN}
+
+
+@dataclass(frozen=True)
+class AuditSource:
+    """One audit log to read: its kind's reader, its location, the field mapping and the credential."""
+
+    kind: str
+    reader: Reader = field(repr=False)
+    input: AuditInput
+    mapping: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """`KIND:LOCATION` as given (a URL without its query, which may hold a token)."""
+        return f"{self.kind}:{self.input.location.split('?', 1)[0]}"
+
+    def rows(self) -> Iterator[AuditRow | MalformedLine]:
+        """The log's rows, streamed; `AuditSourceUnreadable` when it cannot be read at all."""
+        try:
+            yield from self.reader(self.input, self.mapping)
+        except BadFieldMapping as error:
+            raise AuditSourceUnreadable(str(error)) from None
+
+
+def audit_source(
+    spec: str, mapping: Mapping[str, str] | None = None, headers: Mapping[str, str] | None = None
+) -> AuditSource:
+    """`KIND:LOCATION` (LOCATION a file, a glob, a URL or `-`) as a source to read."""
+    kind, colon, location = spec.partition(":")
+    known = readers()
+    if not colon or not location:
+        raise BadAuditSource(f"--audit {spec[:80]!r}: write KIND:LOCATION, KIND one of {', '.join(known)}")
+    if kind not in known:
+        raise BadAuditSource(f"--audit {kind[:40]!r}: no such kind; the kinds are {', '.join(known)}")
+    return AuditSource(kind, known[kind], AuditInput(location, dict(headers or {})), dict(mapping or {}))

@@ -1,0 +1,227 @@
+"""A real run's calls against the API's own audit log: matched, differs or missing, and the writes nobody
+approved (DESIGN 16).
+
+A call is found in the log by its request id first (the id the executor sent, or the API's own id from
+its answer); where the log keeps no id, by method, path, query and the run's time window, the entry
+nearest the call's send time. Never by body equality alone: two creates with the same body are two
+writes. A write in the run's window that no call accounts for is reported with its actor. The log is
+streamed: only the window's writes and the entries carrying one of the run's ids are kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+from urllib.parse import unquote
+
+from reviewer.reading.audit_rows import AuditRow, MalformedLine, QueryPairs, query_pairs
+
+Verdict = Literal["matched", "differs", "missing"]
+MALFORMED_KEPT = 20
+"""Malformed lines named one by one; past this they are counted."""
+
+
+@dataclass(frozen=True, slots=True)
+class SentCall:
+    """One call of a run's report as it reached the API: what the log must show."""
+
+    seq: int
+    tool: str
+    method: str
+    path: str
+    """The whole request path (the approved base URL's path and the call's), percent-decoded."""
+    query: QueryPairs
+    http_status: int | None
+    request_ids: tuple[str, ...]
+    sent_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """From the run's claim to its report, widened by `slack` for clocks that disagree."""
+
+    start: datetime
+    end: datetime
+    slack: timedelta = timedelta(seconds=5)
+
+    def holds(self, time: datetime | None) -> bool:
+        """An entry without a time is held to be in it: it cannot be placed, so it is not ignored."""
+        return time is None or self.start - self.slack <= time <= self.end + self.slack
+
+
+@dataclass(frozen=True, slots=True)
+class CallInLog:
+    """One call and the log entry that records it, or none."""
+
+    call: SentCall
+    verdict: Verdict
+    row: AuditRow | None = None
+    matched_by: Literal["request id", "method, path, query and time"] | None = None
+    differences: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class AuditMatch:
+    """The run held against the log, and how much of the log was read to say so."""
+
+    calls: tuple[CallInLog, ...]
+    unplanned: tuple[AuditRow, ...]
+    rows_read: int
+    rows_in_window: int
+    dry_runs_in_window: int
+    malformed: tuple[MalformedLine, ...] = ()
+    malformed_count: int = 0
+
+    @property
+    def matched(self) -> int:
+        return sum(1 for call in self.calls if call.verdict == "matched")
+
+    @property
+    def complete(self) -> bool:
+        """Whether the log could vouch for the run: it had entries in the window and none unreadable."""
+        return self.rows_in_window > 0 and self.malformed_count == 0
+
+    @property
+    def verified(self) -> bool:
+        """Every call matched, no write nobody approved, and a log that could say so."""
+        return self.complete and self.matched == len(self.calls) and not self.unplanned
+
+    @property
+    def summary(self) -> str:
+        return (
+            f"audit: {self.matched} of {len(self.calls)} calls matched; "
+            f"{len(self.unplanned)} writes in the audit log no approved call made"
+        )
+
+
+def sent_calls(
+    calls: Sequence[Mapping[str, Any]], request_ids: Sequence[Mapping[str, Any]], base_path: str = ""
+) -> list[SentCall]:
+    """The report's HTTP calls (`calls` as the queue stores them) with their request ids, by seq."""
+    ids_by_seq = {entry.get("seq"): entry for entry in request_ids}
+    found: list[SentCall] = []
+    for call in calls:
+        request, outcome, seq = call.get("request"), call.get("outcome") or {}, call.get("seq")
+        if not isinstance(request, Mapping) or not isinstance(seq, int):
+            continue
+        ids = ids_by_seq.get(seq, {})
+        sent_at = ids.get("sent_at")
+        query = request.get("query") or {}
+        found.append(
+            SentCall(
+                seq=seq,
+                tool=str(call.get("tool", "")),
+                method=str(request.get("method", "")).upper(),
+                path=unquote(base_path.rstrip("/") + str(request.get("path", ""))),
+                query=tuple(sorted((str(name), _query_text(value)) for name, value in query.items())),
+                http_status=outcome.get("http_status") if isinstance(outcome, Mapping) else None,
+                request_ids=tuple(str(ids[key]) for key in ("request_id", "api_request_id") if ids.get(key)),
+                sent_at=datetime.fromisoformat(sent_at) if isinstance(sent_at, str) else None,
+            )
+        )
+    return found
+
+
+def _query_text(value: Any) -> str:
+    """A query value as it reads on the wire (httpx writes booleans in lower case)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return "" if value is None else str(value)
+
+
+def match_audit(
+    calls: Sequence[SentCall], entries: Iterable[AuditRow | MalformedLine], window: Window
+) -> AuditMatch:
+    """Each call against the log's `entries` (streamed once), and the window's writes no call made."""
+    run_ids = {request_id for call in calls for request_id in call.request_ids}
+    writes: list[AuditRow] = []
+    malformed: list[MalformedLine] = []
+    malformed_count = rows_read = rows_in_window = dry_runs = 0
+    for entry in entries:
+        if isinstance(entry, MalformedLine):
+            malformed_count += 1
+            if len(malformed) < MALFORMED_KEPT:
+                malformed.append(entry)
+            continue
+        rows_read += 1
+        carries_run_id = not run_ids.isdisjoint(entry.request_ids)
+        if not window.holds(entry.time) and not carries_run_id:
+            continue
+        rows_in_window += 1
+        if entry.is_dry_run:
+            dry_runs += 1
+        elif entry.counts_as_write:
+            writes.append(entry)
+    claimed: set[int] = set()
+    results = [_by_request_id(call, writes, claimed) for call in calls]
+    results = [
+        _by_request_line(result.call, writes, claimed) if result.verdict == "missing" else result
+        for result in results
+    ]
+    unplanned = tuple(
+        row for index, row in enumerate(writes) if index not in claimed and window.holds(row.time)
+    )
+    return AuditMatch(
+        calls=tuple(results),
+        unplanned=unplanned,
+        rows_read=rows_read,
+        rows_in_window=rows_in_window,
+        dry_runs_in_window=dry_runs,
+        malformed=tuple(malformed),
+        malformed_count=malformed_count,
+    )
+
+
+def _by_request_id(call: SentCall, writes: Sequence[AuditRow], claimed: set[int]) -> CallInLog:
+    """The first write carrying one of the call's ids; every write carrying one is the call's (a request
+    can leave several entries: Stripe's events, a proxy and the API both logging it)."""
+    found: AuditRow | None = None
+    for index, row in enumerate(writes):
+        if index not in claimed and any(request_id in row.request_ids for request_id in call.request_ids):
+            claimed.add(index)
+            found = found or row
+    if found is None:
+        return CallInLog(call, "missing")
+    return _judged(call, found, "request id")
+
+
+def _by_request_line(call: SentCall, writes: Sequence[AuditRow], claimed: set[int]) -> CallInLog:
+    """Among the writes that carry no id at all, one of the same method, path and query: the nearest in
+    time to when the call was sent (the first, without times)."""
+    candidates = [
+        index
+        for index, row in enumerate(writes)
+        if index not in claimed
+        and not row.request_ids
+        and row.method == call.method
+        and unquote(row.path) == call.path
+        and query_pairs(row.query) == call.query
+    ]
+    if not candidates:
+        return CallInLog(call, "missing")
+    sent_at = call.sent_at
+    if sent_at is not None:
+        candidates.sort(key=lambda index: _distance(writes[index].time, sent_at))
+    claimed.add(candidates[0])
+    return _judged(call, writes[candidates[0]], "method, path, query and time")
+
+
+def _distance(time: datetime | None, sent_at: datetime) -> float:
+    return abs((time - sent_at).total_seconds()) if time is not None else float("inf")
+
+
+def _judged(
+    call: SentCall, row: AuditRow, matched_by: Literal["request id", "method, path, query and time"]
+) -> CallInLog:
+    """Matched, or differs where the log and the run disagree (status, method, path)."""
+    differences: list[str] = []
+    if row.status is not None and call.http_status is not None and row.status != call.http_status:
+        differences.append(f"status: run {call.http_status}, log {row.status}")
+    if row.has_http_path and row.method and row.method != call.method:
+        differences.append(f"method: run {call.method}, log {row.method}")
+    if row.has_http_path and unquote(row.path) != call.path:
+        differences.append(f"path: run {call.path}, log {unquote(row.path)}")
+    verdict: Verdict = "differs" if differences else "matched"
+    return CallInLog(call, verdict, row, matched_by, tuple(differences))

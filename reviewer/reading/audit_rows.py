@@ -1,0 +1,76 @@
+"""An API's audit log as normalised rows: what every audit source yields and what verification matches.
+
+Each vendor says it its own way (a proxy's access log, Kubernetes audit events, CloudTrail records,
+Stripe events); a reader turns each entry into one `AuditRow`, or into a `MalformedLine` that names
+where it was, so a line that cannot be read is counted and shown, never dropped and never a match.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final
+from urllib.parse import parse_qsl
+
+from reviewer.plan.dry_run_params import names_dry_run
+
+WRITE_METHODS: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+QueryPairs = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRow:
+    """One entry of an audit log, in the same words whatever wrote it.
+
+    `method` is the HTTP method (a Kubernetes verb is mapped to its method; CloudTrail's and Stripe's
+    entries carry their own word in `action` and no method); `path` is the request path, or the
+    resource where the log names no path. `request_ids` are every id the entry carries for the request
+    that made it (the API's own, the client's, an idempotency key).
+    """
+
+    where: str
+    """The file (or URL) and line number of the entry: how a person finds it again."""
+    time: datetime | None
+    method: str
+    path: str
+    query: str = ""
+    status: int | None = None
+    request_ids: tuple[str, ...] = ()
+    actor: str | None = None
+    user_agent: str | None = None
+    is_dry_run: bool = False
+    is_write: bool = True
+    action: str | None = None
+    """The vendor's own word for what happened: a verb, an eventName, an event type."""
+
+    @property
+    def counts_as_write(self) -> bool:
+        """A write the API performed: a dry run never is, whatever its method."""
+        return self.is_write and not self.is_dry_run
+
+    @property
+    def has_http_path(self) -> bool:
+        return self.path.startswith("/")
+
+
+@dataclass(frozen=True, slots=True)
+class MalformedLine:
+    """An entry that could not be read as a row: where it is and what is wrong with it."""
+
+    where: str
+    problem: str
+
+
+def query_pairs(query: str) -> QueryPairs:
+    """A raw query string as sorted pairs, without the dry-run parameter a server dry run adds."""
+    pairs = parse_qsl(query, keep_blank_values=True)
+    return tuple(sorted((name, value) for name, value in pairs if not names_dry_run(name)))
+
+
+def has_dry_run_param(query: str) -> bool:
+    """Whether a query string asks for a dry run (`dryRun=All`, `dry_run=true`; not `dryRun=false`)."""
+    return any(
+        names_dry_run(name) and value.lower() not in ("", "false", "0", "none")
+        for name, value in parse_qsl(query, keep_blank_values=True)
+    )

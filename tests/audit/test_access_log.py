@@ -1,0 +1,141 @@
+"""The access-log reader and the matching: malformed lines named, dry runs never writes, logs without ids
+matched by method, path, query and time (never by body), a log rotated during the run read across files."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from reviewer.audit.registry import audit_source
+from reviewer.reading.audit_matching import SentCall, Window, match_audit
+from reviewer.reading.audit_rows import AuditRow, MalformedLine
+
+START = datetime(2026, 12, 2, 1, 0, tzinfo=UTC)
+WINDOW = Window(START, START + timedelta(minutes=1))
+
+
+def line(second: int, method: str, uri: str, status: int, request_id: str = "") -> str:
+    """One line as DESIGN 16's nginx format writes it (an absent header is an empty string)."""
+    time = (START + timedelta(seconds=second)).isoformat()
+    return json.dumps(
+        {"time": time, "method": method, "uri": uri, "status": status, "request_id": request_id}
+    )
+
+
+def write(path: Path, *lines: str) -> Path:
+    path.write_text("".join(text + "\n" for text in lines), encoding="utf-8")
+    return path
+
+
+def test_a_malformed_line_is_counted_and_named_never_a_match(tmp_path: Path) -> None:
+    log = write(
+        tmp_path / "access.log",
+        line(1, "POST", "/v1/tickets", 201, "id-1"),
+        '{"time": "2026-12-02T01:00:02+00:00", "method": "POST", "uri": "/v1/tickets", "st',
+        line(3, "POST", "/v1/tickets", 201, "id-2")[:-1] + ', "status": "abc"}',
+        "[1, 2]",
+    )
+    rows = list(audit_source(f"access-log:{log}").rows())
+    assert [type(row).__name__ for row in rows] == [
+        "AuditRow",
+        "MalformedLine",
+        "MalformedLine",
+        "MalformedLine",
+    ]
+    assert [row.where for row in rows if isinstance(row, MalformedLine)] == [
+        f"{log}:2",
+        f"{log}:3",
+        f"{log}:4",
+    ]
+    calls = [
+        SentCall(1, "create", "POST", "/v1/tickets", (), 201, ("id-1",)),
+        SentCall(2, "create", "POST", "/v1/tickets", (), 201, ("id-2",)),
+    ]
+    result = match_audit(calls, audit_source(f"access-log:{log}").rows(), WINDOW)
+    assert [one.verdict for one in result.calls] == ["matched", "missing"]
+    assert (result.malformed_count, result.complete, result.verified) == (3, False, False)
+
+
+def test_dry_runs_in_the_window_are_not_writes(tmp_path: Path) -> None:
+    """A dry run inside the run's window (another agent planning) is counted apart, never unplanned."""
+    log = write(
+        tmp_path / "access.log",
+        line(1, "POST", "/v1/tickets?dryRun=All", 201),
+        line(2, "DELETE", "/v1/tickets/t3?dry_run=true", 409),
+        line(3, "POST", "/v1/tickets?dryRun=false", 201),
+        line(4, "GET", "/v1/tickets", 200),
+    )
+    result = match_audit([], audit_source(f"access-log:{log}").rows(), WINDOW)
+    assert result.dry_runs_in_window == 2
+    assert [row.query for row in result.unplanned] == ["dryRun=false"]
+
+
+def test_without_ids_a_call_matches_by_method_path_query_and_nearest_time(tmp_path: Path) -> None:
+    """Two identical creates: each call takes the entry nearest its send time; the query must agree; a
+    write whose path differs is unplanned, and a status that differs is said."""
+    log = write(
+        tmp_path / "access.log",
+        line(10, "POST", "/v1/tickets?notify=true", 201),
+        line(20, "POST", "/v1/tickets?notify=true", 201),
+        line(30, "PATCH", "/v1/tickets/t1", 500),
+        line(40, "POST", "/v1/other", 201),
+    )
+    calls = [
+        SentCall(
+            1, "create", "POST", "/v1/tickets", (("notify", "true"),), 201, (), START + timedelta(seconds=19)
+        ),
+        SentCall(
+            2, "create", "POST", "/v1/tickets", (("notify", "true"),), 201, (), START + timedelta(seconds=9)
+        ),
+        SentCall(3, "update", "PATCH", "/v1/tickets/t1", (), 200, ()),
+        SentCall(4, "create", "POST", "/v1/tickets", (), 201, ()),
+    ]
+    result = match_audit(calls, audit_source(f"access-log:{log}").rows(), WINDOW)
+    assert [one.row.where.rsplit(":", 1)[1] if one.row else None for one in result.calls] == [
+        "2",
+        "1",
+        "3",
+        None,
+    ]
+    assert [one.verdict for one in result.calls] == ["matched", "matched", "differs", "missing"]
+    assert result.calls[2].differences == ("status: run 200, log 500",)
+    assert [row.path for row in result.unplanned] == ["/v1/other"]
+
+
+def test_an_entry_with_another_request_id_is_never_taken_for_the_call(tmp_path: Path) -> None:
+    """Same method, path and time, but the log says another client's id: the call is missing and the
+    entry is unplanned."""
+    log = write(tmp_path / "access.log", line(1, "POST", "/v1/tickets", 201, "someone-else"))
+    call = SentCall(1, "create", "POST", "/v1/tickets", (), 201, ("mine",))
+    result = match_audit([call], audit_source(f"access-log:{log}").rows(), WINDOW)
+    assert [one.verdict for one in result.calls] == ["missing"]
+    assert len(result.unplanned) == 1
+
+
+def test_a_log_rotated_during_the_run_is_read_across_its_files(tmp_path: Path) -> None:
+    older = write(tmp_path / "access.log.1", line(1, "POST", "/v1/tickets", 201, "id-1"))
+    newer = write(tmp_path / "access.log", line(2, "DELETE", "/v1/tickets/t3", 204, "id-2"))
+    os.utime(older, (1, 1))
+    calls = [
+        SentCall(1, "create", "POST", "/v1/tickets", (), 201, ("id-1",)),
+        SentCall(2, "delete", "DELETE", "/v1/tickets/t3", (), 204, ("id-2",)),
+    ]
+    result = match_audit(calls, audit_source(f"access-log:{tmp_path}/access.log*").rows(), WINDOW)
+    assert [one.verdict for one in result.calls] == ["matched", "matched"]
+    assert result.verified
+    assert str(newer) in result.calls[1].row.where  # type: ignore[union-attr]
+
+
+def test_field_names_are_configurable_for_jsonl(tmp_path: Path) -> None:
+    log = write(
+        tmp_path / "app.jsonl",
+        json.dumps(
+            {"ts": START.isoformat(), "verb": "put", "route": {"path": "/v1/x"}, "code": 200, "rid": "r1"}
+        ),
+    )
+    mapping = {"time": "ts", "method": "verb", "path": "route.path", "status": "code", "request_id": "rid"}
+    (row,) = audit_source(f"jsonl:{log}", mapping).rows()
+    assert isinstance(row, AuditRow)
+    assert (row.method, row.path, row.status, row.request_ids) == ("PUT", "/v1/x", 200, ("r1",))
