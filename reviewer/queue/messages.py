@@ -15,7 +15,7 @@ from typing_extensions import TypedDict
 from reviewer.plan.proposal import MAX_SAFE_INTEGER, MAX_STRING_CHARS
 from reviewer.signing.sshsig import MAX_SIGNATURE_CHARS, MAX_STATEMENT_BYTES
 
-Role = Literal["agent", "reviewer"]
+Role = Literal["agent", "reviewer", "metrics"]
 State = Literal["pending", "approved", "claimed", "rejected", "expired", "executed"]
 """The state of a proposal's latest revision, as the decision endpoint reports it.
 

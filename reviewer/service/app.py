@@ -35,11 +35,12 @@ from reviewer.service.databases import open_store
 from reviewer.service.deps import required_idempotency_key
 from reviewer.service.errors import Invalid, ServiceError
 from reviewer.service.idle_poll import IdlePoll
+from reviewer.service.metrics import Metrics
 from reviewer.service.notifications.delivery import Deliverer
 from reviewer.service.notifications.targets import Sender
 from reviewer.service.request_log import RequestLog
 from reviewer.service.responses import error_json, error_response
-from reviewer.service.routes import decisions, identity, proposals, runs
+from reviewer.service.routes import decisions, health, identity, metrics, proposals, runs
 from reviewer.service.store import (
     DEFAULT_APPROVAL_TTL,
     DEFAULT_CLAIM_LEASE,
@@ -49,7 +50,14 @@ from reviewer.service.store import (
     QueueStore,
 )
 
-ROUTERS: Final = (identity.router, proposals.router, decisions.router, runs.router)
+ROUTERS: Final = (
+    identity.router,
+    proposals.router,
+    decisions.router,
+    runs.router,
+    health.router,
+    metrics.router,
+)
 
 LIMITS: Final = (
     f"Limits: a body up to {MAX_BODY_BYTES:,} bytes (413 beyond), strings up to {MAX_STRING_CHARS:,} "
@@ -69,11 +77,14 @@ def create_app(
     store: QueueStore | None = None,
     senders: Sequence[Sender] = (),
     remind_after: float | None = None,
+    api_docs: bool = False,
 ) -> FastAPI:
     """The service on the database `db` names (or on `store`), with an injectable clock and TTLs.
 
     With `senders` (from `--notify`), the store writes each event to its outbox and a `Deliverer`
-    sends them from threads that start and stop with the app.
+    sends them from threads that start and stop with the app. `api_docs` (`serve --api-docs`) serves
+    the Swagger UI at `/docs` and ReDoc at `/redoc`; off by default, since both pages load their
+    scripts from a CDN. `/openapi.json` is always served: it describes the API, holds no data.
     """
     queue: QueueStore = store or open_store(
         db,
@@ -109,6 +120,8 @@ def create_app(
             "by one run, which reports what it did."
         ),
         lifespan=lifespan,
+        docs_url="/docs" if api_docs else None,
+        redoc_url="/redoc" if api_docs else None,
     )
     app.state.store = queue
     for router in ROUTERS:
@@ -169,7 +182,8 @@ class QueueApp(FastAPI):
 
     def __init__(self, store: QueueStore, **settings: Any) -> None:
         super().__init__(**settings)
-        self.front = RequestLog(IdlePoll(self.routed, store))
+        self.state.metrics = Metrics(store, self.router.routes)
+        self.front = RequestLog(IdlePoll(self.routed, store), on_response=self.state.metrics.count_request)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.front(scope, receive, send)

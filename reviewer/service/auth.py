@@ -14,8 +14,9 @@ import secrets
 from dataclasses import dataclass
 from typing import Literal
 
-Role = Literal["agent", "reviewer"]
-ROLES: tuple[Role, ...] = ("agent", "reviewer")
+Role = Literal["agent", "reviewer", "metrics"]
+ROLES: tuple[Role, ...] = ("agent", "reviewer", "metrics")
+"""`metrics`: reads `/metrics` and nothing else (it owns no proposal and may decide nothing)."""
 TOKEN_PREFIX = "rvw_"
 TOKEN_SHAPED = re.compile(re.escape(TOKEN_PREFIX) + r"[A-Za-z0-9_-]+", re.IGNORECASE)
 """The prefix and the base64url text after it: a token in `mint_token`'s format, or a piece of one."""

@@ -124,6 +124,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help="notify again, every SECONDS, while a proposal is still pending (default: never)",
     )
+    _operating_options(serve)
     serve.set_defaults(func=run_serve)
 
     notify = subparsers.add_parser(
@@ -145,7 +146,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         required=True,
         help="who holds it, shown as the author of decisions: 1 to 64 of A-Z a-z 0-9 . _ -",
     )
-    create.add_argument("--role", required=True, choices=("agent", "reviewer"))
+    create.add_argument(
+        "--role",
+        required=True,
+        choices=("agent", "reviewer", "metrics"),
+        help="agent (submits, runs), reviewer (decides), metrics (reads /metrics only)",
+    )
     create.add_argument(
         "--ssh-key",
         type=Path,
@@ -190,6 +196,51 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     _db_option(show)
     show.set_defaults(func=run_keys_list)
+    register_db(subparsers)
+
+
+def _operating_options(serve: argparse.ArgumentParser) -> None:
+    """`serve`'s options for operators: migrations, the log's format, the API's documentation pages."""
+    serve.add_argument(
+        "--no-migrate",
+        action="store_true",
+        help="refuse to start on a database of an older schema instead of migrating it "
+        "(then `reviewer db upgrade` migrates it, after a backup)",
+    )
+    serve.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="text lines, or one JSON object a line with the request's id (default: text)",
+    )
+    serve.add_argument(
+        "--api-docs",
+        action="store_true",
+        help="serve the API's documentation pages at /docs and /redoc (off: both load scripts from a CDN)",
+    )
+
+
+def register_db(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `db upgrade` and `db backup` to the `reviewer` command line."""
+    db = subparsers.add_parser(
+        "db",
+        help="upgrade or back up the queue's database",
+        description="The queue's database: migrate it to this release's schema, or copy it.",
+    )
+    db_commands = db.add_subparsers(title="db commands", metavar="COMMAND", required=True)
+    upgrade = db_commands.add_parser(
+        "upgrade",
+        help="migrate the database to this release's schema (an SQLite file is backed up next to it first)",
+    )
+    _db_option(upgrade)
+    upgrade.set_defaults(func=run_db_upgrade)
+    backup = db_commands.add_parser(
+        "backup",
+        help="copy an SQLite queue to PATH while it serves (PostgreSQL: pg_dump, see docs/operating.md)",
+    )
+    backup.add_argument("path", type=Path, metavar="PATH")
+    _db_option(backup)
+    backup.set_defaults(func=run_db_backup)
 
 
 def _db_option(parser: argparse.ArgumentParser) -> None:
@@ -204,8 +255,11 @@ def _db_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _store(args: argparse.Namespace, *, create: bool = False, policy: Policy | None = None) -> QueueStore:
-    """The store `--db` names; token commands never create one (a mistyped path is an error)."""
+def _store(
+    args: argparse.Namespace, *, create: bool = False, policy: Policy | None = None, migrate: bool = False
+) -> QueueStore:
+    """The store `--db` names; token commands never create one (a mistyped path is an error), and
+    only `serve` and `db upgrade` migrate one (the others refuse an older schema, saying what to do)."""
     import time
 
     from reviewer.service.databases import open_store
@@ -222,6 +276,7 @@ def _store(args: argparse.Namespace, *, create: bool = False, policy: Policy | N
         claim_lease=DEFAULT_CLAIM_LEASE if claim_lease is None else claim_lease,
         policy=policy,
         create=create,
+        migrate=migrate,
     )
 
 
@@ -301,17 +356,18 @@ def _serve(
 
     from reviewer.service.app import create_app
     from reviewer.service.deadlines import DescriptorExhaustionLog
+    from reviewer.service.log_format import configure_logging
     from reviewer.service.server import ListenRefused
 
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(args.log_format)
     log = logging.getLogger("reviewer.service")
-    store = _store(args, create=True, policy=policy)
+    store = _store(args, create=True, policy=policy, migrate=not args.no_migrate)
     store.policy_signing = signing
     if store.created:
         log.info("created a new, empty queue in %s", store.location)
-    app = create_app(None, store=store, senders=notify_senders, remind_after=args.remind_after)
+    app = create_app(
+        None, store=store, senders=notify_senders, remind_after=args.remind_after, api_docs=args.api_docs
+    )
     log.info("queue database: %s", store.location)
     for sender in notify_senders:
         log.info("notifying %s", sender.name)
@@ -545,4 +601,50 @@ def run_notify_list(args: argparse.Namespace) -> int:
             f"{delivery.event_id}\t{delivery.event}\t{delivery.proposal_id}\t{delivery.target}\t"
             f"{delivery.state}\t{delivery.attempts} attempts\t{pending_note}\t{delivery.last_error or ''}"
         )
+    return 0
+
+
+def run_db_upgrade(args: argparse.Namespace) -> int:
+    from reviewer.service.errors import DatabaseUnusable
+    from reviewer.service.log_format import configure_logging
+
+    configure_logging("text")
+    try:
+        store = _store(args, migrate=True)
+        try:
+            version = store.schema_version()
+        finally:
+            store.close()
+    except DatabaseUnusable as error:
+        return _refusal("db upgrade", error.message)
+    if store.upgraded_from is None:
+        print(
+            f"{store.location} holds queue schema version {version}, this release's: nothing to do",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def run_db_backup(args: argparse.Namespace) -> int:
+    from reviewer.service.errors import DatabaseUnusable
+    from reviewer.service.sqlite_store import SQLiteStore
+
+    try:
+        store = _store(args)
+    except DatabaseUnusable as error:
+        return _refusal("db backup", error.message)
+    try:
+        if not isinstance(store, SQLiteStore):
+            return _refusal(
+                "db backup", "a PostgreSQL queue is backed up with pg_dump (see docs/operating.md)"
+            )
+        version = store.schema_version()
+        store.backup(args.path)
+    except FileExistsError:
+        return _refusal("db backup", f"{args.path} exists; name a new file")
+    except OSError as error:
+        return _refusal("db backup", f"cannot write {args.path}: {error.strerror}")
+    finally:
+        store.close()
+    print(f"backed up {store.location} (queue schema version {version}) to {args.path}", file=sys.stderr)
     return 0

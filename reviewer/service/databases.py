@@ -25,8 +25,10 @@ def open_store(
     claim_lease: float = DEFAULT_CLAIM_LEASE,
     policy: Policy | None = None,
     create: bool,
+    migrate: bool = True,
 ) -> QueueStore:
-    """The store `--db` names; `create=False` refuses a database that holds no queue yet.
+    """The store `--db` names; `create=False` refuses a database that holds no queue yet, and
+    `migrate=False` one of an older schema (`reviewer.service.migrations`).
 
     Raises `DatabaseUnusable` (one line for the operator) for a missing, unreachable or foreign database.
     """
@@ -40,7 +42,7 @@ def open_store(
                 "a postgresql:// --db needs psycopg: pip install 'reviewer[postgres]'"
             ) from None
 
-        return PostgresStore(target, settings, create=create)
+        return PostgresStore(target, settings, create=create, migrate=migrate)
     from reviewer.service.sqlite_store import SQLiteStore
 
-    return SQLiteStore(target, settings, create=create)
+    return SQLiteStore(target, settings, create=create, migrate=migrate)

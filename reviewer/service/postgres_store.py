@@ -24,6 +24,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
+from reviewer.service import migrations
 from reviewer.service.errors import DatabaseUnusable
 from reviewer.service.rules import Row
 from reviewer.service.store import SCHEMA_VERSION, QueueStore, StoreSettings
@@ -52,18 +53,18 @@ CREATE TABLE outbox (
 );
 CREATE INDEX outbox_due ON outbox (state, next_attempt_at);
 """
-"""Notifications waiting to be sent, one row per event and target (version 4; a version-3 database
-gains the table when a service starts on it)."""
+"""Notifications waiting to be sent, one row per event and target (version 4: migration 4)."""
 
 SCHEMA = (
     """
 CREATE TABLE tokens (
     id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     name TEXT NOT NULL,
-    role TEXT NOT NULL CHECK (role IN ('agent', 'reviewer')),
+    role TEXT NOT NULL CONSTRAINT tokens_role_check CHECK (role IN ('agent', 'reviewer', 'metrics')),
     token_sha256 TEXT NOT NULL UNIQUE,
     created_at DOUBLE PRECISION NOT NULL,
-    revoked_at DOUBLE PRECISION
+    revoked_at DOUBLE PRECISION,
+    expires_at DOUBLE PRECISION
 );
 CREATE UNIQUE INDEX tokens_active_name ON tokens (lower(name)) WHERE revoked_at IS NULL;
 
@@ -199,6 +200,18 @@ CREATE TABLE reviewer_schema (version INTEGER NOT NULL);
     + OUTBOX_SCHEMA
 )
 
+MIGRATIONS: Final = {
+    4: OUTBOX_SCHEMA,
+    5: """
+ALTER TABLE tokens DROP CONSTRAINT tokens_role_check;
+ALTER TABLE tokens ADD CONSTRAINT tokens_role_check CHECK (role IN ('agent', 'reviewer', 'metrics'));
+ALTER TABLE tokens ADD COLUMN expires_at DOUBLE PRECISION;
+""",
+}
+"""Each numbered step of `reviewer.service.migrations.STEPS` in PostgreSQL's words."""
+OLDEST_VERSION: Final = 3
+"""The first schema a PostgreSQL queue had."""
+
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
 
@@ -238,54 +251,72 @@ class PostgresStore(QueueStore):
     wrong database must not create a queue there).
     """
 
-    def __init__(self, url: str, settings: StoreSettings, *, create: bool = True) -> None:
+    def __init__(
+        self, url: str, settings: StoreSettings, *, create: bool = True, migrate: bool = True
+    ) -> None:
         super().__init__(settings)
         self.url = url
         self._local = threading.local()
         self._connections: list[psycopg.Connection[Row]] = []
         self._lock = threading.Lock()
-        self._migrate(create)
+        self._migrate(create, migrate)
 
     @property
     def location(self) -> str:
         return "postgresql://" + describe(self.url)
 
-    def _migrate(self, create: bool) -> None:
-        """Create the schema on first start (under the write lock, so two replicas starting together
-        create it once); refuse a database of another schema version, changing nothing."""
+    def schema_version(self) -> int:
+        with self.single() as db:
+            row = db.one("SELECT version FROM reviewer_schema")
+        if row is None:
+            raise DatabaseUnusable(f"{self.location} holds no schema version")
+        return int(row["version"])
+
+    def _migrate(self, create: bool, migrate: bool) -> None:
+        """Create the schema on first start, or bring an older one up to date step by step, in one
+        transaction under the write lock: two replicas starting together create or migrate it once
+        (the second finds it done). A newer schema is refused, changing nothing."""
         with self.write() as db:
             present = db.one("SELECT to_regclass('reviewer_schema') IS NOT NULL AS present")
             assert present is not None
             if present["present"]:
                 row = db.one("SELECT version FROM reviewer_schema")
-                version = None if row is None else row["version"]
-                if version == 3:
-                    self._connection().execute(OUTBOX_SCHEMA)
-                    db.run("UPDATE reviewer_schema SET version = :version", version=SCHEMA_VERSION)
-                    return
-                if version != SCHEMA_VERSION:
-                    raise DatabaseUnusable(
-                        f"{self.location} holds queue schema version {version}, and this reviewer reads "
-                        f"version {SCHEMA_VERSION}; run the reviewer release that wrote it, or point --db "
-                        "at another database"
-                    )
-                return
-            if not create:
-                raise DatabaseUnusable(
-                    f"{self.location} holds no queue; check the URL, or start `reviewer serve --db URL` once "
-                    "to create the queue's tables"
+                found = -1 if row is None else int(row["version"])
+                upgrade = migrations.plan_upgrade(
+                    self.location, found, oldest=OLDEST_VERSION, migrate=migrate
                 )
-            taken = db.one("SELECT to_regclass('proposals') IS NOT NULL AS taken")
-            assert taken is not None
-            if taken["taken"]:
-                raise DatabaseUnusable(
-                    f"{self.location} has a table named proposals that is not the queue's; use a database "
-                    "of its own for the queue"
-                )
-            self.created = True
-            connection = self._connection()
-            connection.execute(SCHEMA)  # psycopg sends a parameterless script as one simple query
-            connection.execute("INSERT INTO reviewer_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
+                if upgrade is not None:
+                    self._upgrade(db, upgrade)
+            else:
+                self._create(db, create)
+        if self.upgraded_from is not None:
+            migrations.log_upgraded(migrations.Upgrade(self.location, self.upgraded_from))
+
+    def _upgrade(self, db: _PostgresTransaction, upgrade: migrations.Upgrade) -> None:
+        migrations.log_upgrade(upgrade, None)
+        connection = self._connection()
+        for step in upgrade.steps:
+            connection.execute(MIGRATIONS[step])  # a parameterless script: one simple query
+        db.run("UPDATE reviewer_schema SET version = :version", version=SCHEMA_VERSION)
+        self.upgraded_from = upgrade.found
+
+    def _create(self, db: _PostgresTransaction, create: bool) -> None:
+        if not create:
+            raise DatabaseUnusable(
+                f"{self.location} holds no queue; check the URL, or start `reviewer serve --db URL` once "
+                "to create the queue's tables"
+            )
+        taken = db.one("SELECT to_regclass('proposals') IS NOT NULL AS taken")
+        assert taken is not None
+        if taken["taken"]:
+            raise DatabaseUnusable(
+                f"{self.location} has a table named proposals that is not the queue's; use a database "
+                "of its own for the queue"
+            )
+        self.created = True
+        connection = self._connection()
+        connection.execute(SCHEMA)  # psycopg sends a parameterless script as one simple query
+        connection.execute("INSERT INTO reviewer_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
 
     # connections and transactions
 

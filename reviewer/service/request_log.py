@@ -1,9 +1,13 @@
-"""The access log: one line per request, with the caller's name but never its token."""
+"""The access log: one line per request, with the caller's name but never its token, and the id
+every log line written while the request is served carries (`REQUEST_ID`)."""
 
 from __future__ import annotations
 
 import logging
+import secrets
 import time
+from collections.abc import Callable
+from contextvars import ContextVar
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -12,6 +16,8 @@ from reviewer.service.auth import redact_tokens
 access_log = logging.getLogger("reviewer.service.access")
 LINE = "%s %s %d %s %.1fms"
 """Method, path (token-shaped strings redacted), status, the caller's name, milliseconds taken."""
+REQUEST_ID: ContextVar[str | None] = ContextVar("request_id", default=None)
+"""The request being served, for `--log-format json`: random, so it says nothing about the caller."""
 
 
 class RequestLog:
@@ -22,8 +28,10 @@ class RequestLog:
     never reaches the log either.
     """
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, on_response: Callable[[Scope, int], None] | None = None) -> None:
         self.app = app
+        self.on_response = on_response
+        """Told each request's scope and status once answered: the metrics count it."""
 
     async def __call__(
         self,
@@ -36,6 +44,7 @@ class RequestLog:
             return
         started = time.perf_counter()
         status = 500
+        REQUEST_ID.set(secrets.token_hex(8))
 
         async def send_and_note(message: Message) -> None:
             nonlocal status
@@ -46,6 +55,8 @@ class RequestLog:
         try:
             await self.app(scope, receive, send_and_note)
         finally:
+            if self.on_response is not None:
+                self.on_response(scope, status)
             if access_log.isEnabledFor(logging.INFO):
                 who = scope.get("state", {}).get("who", "-")
                 milliseconds = (time.perf_counter() - started) * 1000

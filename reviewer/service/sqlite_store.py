@@ -13,8 +13,9 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
+from reviewer.service import migrations
 from reviewer.service.errors import DatabaseUnusable
 from reviewer.service.rules import Row
 from reviewer.service.store import SCHEMA_VERSION, QueueStore, StoreSettings
@@ -41,20 +42,44 @@ CREATE TABLE IF NOT EXISTS outbox (
 CREATE INDEX IF NOT EXISTS outbox_due ON outbox(state, next_attempt_at);
 """
 """Notifications waiting to be sent, one row per event and target, written in the transaction that
-makes the event true (version 4; an older file gains the table on open, no row changes)."""
+makes the event true (version 4: migration 4)."""
 
-SCHEMA = (
-    """
-CREATE TABLE IF NOT EXISTS tokens (
+TOKENS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS {table} (
     id INTEGER PRIMARY KEY,
     name TEXT NOT NULL,
-    role TEXT NOT NULL CHECK (role IN ('agent', 'reviewer')),
+    role TEXT NOT NULL CHECK (role IN ('agent', 'reviewer', 'metrics')),
     token_sha256 TEXT NOT NULL UNIQUE,
     created_at REAL NOT NULL,
-    revoked_at REAL
+    revoked_at REAL,
+    expires_at REAL
 );
-CREATE UNIQUE INDEX IF NOT EXISTS tokens_active_name ON tokens(name) WHERE revoked_at IS NULL;
+"""
+"""`{table}` is `tokens`, or the table migration 5 copies the tokens into (SQLite changes a CHECK
+only by building the table again); the index on active names is made after the rename."""
+TOKENS_INDEX = (
+    "CREATE UNIQUE INDEX IF NOT EXISTS tokens_active_name ON tokens(name) WHERE revoked_at IS NULL;\n"
+)
 
+SSH_KEYS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS ssh_keys (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    public_key TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    comment TEXT NOT NULL,
+    added_at REAL NOT NULL,
+    removed_at REAL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS ssh_keys_active ON ssh_keys(fingerprint) WHERE removed_at IS NULL;
+"""
+"""Reviewers' SSH keys: a key is active under one name at a time (one key signing as two reviewers
+would let one person meet a quorum of two)."""
+
+SCHEMA = (
+    TOKENS_SCHEMA.format(table="tokens")
+    + TOKENS_INDEX
+    + """
 CREATE TABLE IF NOT EXISTS proposals (
     proposal_id TEXT PRIMARY KEY,
     owner TEXT NOT NULL,
@@ -154,24 +179,26 @@ CREATE TABLE IF NOT EXISTS trail (
 );
 CREATE INDEX IF NOT EXISTS trail_proposal ON trail(proposal_id, seq);
 
-CREATE TABLE IF NOT EXISTS ssh_keys (
-    id INTEGER PRIMARY KEY,
-    name TEXT NOT NULL,
-    public_key TEXT NOT NULL,
-    fingerprint TEXT NOT NULL,
-    comment TEXT NOT NULL,
-    added_at REAL NOT NULL,
-    removed_at REAL
-);
-CREATE UNIQUE INDEX IF NOT EXISTS ssh_keys_active ON ssh_keys(fingerprint) WHERE removed_at IS NULL;
 """
+    + SSH_KEYS_SCHEMA
     + OUTBOX_SCHEMA
 )
-"""Reviewers' SSH keys: a key is active under one name at a time (one key signing as two reviewers
-would let one person meet a quorum of two)."""
 
 TRAIL_SIGNATURE_COLUMNS = ("statement", "signature", "key_fingerprint")
 """Signed decisions in `trail`; a version-2 file gains them on open (nullable, so no row changes)."""
+
+MIGRATIONS: Final = {
+    3: "".join(f"ALTER TABLE trail ADD COLUMN {column} TEXT;\n" for column in TRAIL_SIGNATURE_COLUMNS)
+    + SSH_KEYS_SCHEMA,
+    4: OUTBOX_SCHEMA,
+    5: TOKENS_SCHEMA.format(table="tokens_v5")
+    + "INSERT INTO tokens_v5 (id, name, role, token_sha256, created_at, revoked_at) "
+    "SELECT id, name, role, token_sha256, created_at, revoked_at FROM tokens;\n"
+    "DROP TABLE tokens;\n"
+    "ALTER TABLE tokens_v5 RENAME TO tokens;\n" + TOKENS_INDEX,
+}
+"""Each numbered step of `reviewer.service.migrations.STEPS` in SQLite's words."""
+OLDEST_VERSION: Final = 2
 
 APPEND_ONLY_TABLES = ("revisions", "decisions", "claims", "executions", "trail")
 
@@ -220,7 +247,9 @@ class SQLiteStore(QueueStore):
     not become a new, empty queue).
     """
 
-    def __init__(self, path: Path | str, settings: StoreSettings, *, create: bool = True) -> None:
+    def __init__(
+        self, path: Path | str, settings: StoreSettings, *, create: bool = True, migrate: bool = True
+    ) -> None:
         super().__init__(settings)
         self.path = Path(path)
         self._local = threading.local()
@@ -234,17 +263,21 @@ class SQLiteStore(QueueStore):
         if not self.path.parent.exists():
             self.path.parent.mkdir(parents=True, mode=0o700)
         _create_private(self.path)
-        self._migrate()
+        self._migrate(migrate)
 
     @property
     def location(self) -> str:
         return str(self.path)
 
-    def _migrate(self) -> None:
-        """Create the schema in a new file; a file of another schema version is refused, never changed."""
+    def schema_version(self) -> int:
+        return int(self._connection().execute("PRAGMA user_version").fetchone()[0])
+
+    def _migrate(self, migrate: bool) -> None:
+        """Create the schema in a new file; bring an older one up to date, after a backup, in one
+        transaction (`reviewer.service.migrations`); refuse a newer one, changing nothing."""
         connection = self._connection()
         try:
-            version = connection.execute("PRAGMA user_version").fetchone()[0]
+            version = self.schema_version()
             tables = {
                 row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
             }
@@ -252,20 +285,40 @@ class SQLiteStore(QueueStore):
             raise DatabaseUnusable(f"{self.path} is not a queue database ({error})") from None
         if tables and "proposals" not in tables:
             raise DatabaseUnusable(f"{self.path} is an SQLite file of something else, not a queue database")
-        if tables and version in (2, 3):
-            present = {row[1] for row in connection.execute("PRAGMA table_info(trail)")}
-            for column in TRAIL_SIGNATURE_COLUMNS:
-                if column not in present:
-                    connection.execute(f"ALTER TABLE trail ADD COLUMN {column} TEXT")
-        elif tables and version != SCHEMA_VERSION:
-            raise DatabaseUnusable(
-                f"{self.path} holds queue schema version {version}, and this reviewer reads version "
-                f"{SCHEMA_VERSION}; run the reviewer release that wrote it, or point --db elsewhere"
+        if not tables:
+            self.created = True
+            connection.executescript(
+                "BEGIN IMMEDIATE;"
+                + SCHEMA
+                + _append_only_triggers()
+                + f"PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
             )
-        self.created = not tables
-        connection.executescript(
-            SCHEMA + _append_only_triggers() + f"PRAGMA user_version = {SCHEMA_VERSION};"
-        )
+            return
+        upgrade = migrations.plan_upgrade(self.location, version, oldest=OLDEST_VERSION, migrate=migrate)
+        if upgrade is not None:
+            self.upgrade(upgrade)
+
+    def upgrade(self, upgrade: migrations.Upgrade) -> None:
+        """Back the file up next to it, then run every step in one transaction."""
+        connection = self._connection()
+        backup = migrations.backup_path(self.path, upgrade.found, self.clock())
+        migrations.backup_sqlite(connection, backup)
+        migrations.log_upgrade(upgrade, backup)
+        script = "".join(MIGRATIONS[step] for step in upgrade.steps) + _append_only_triggers()
+        try:
+            connection.executescript(
+                f"BEGIN IMMEDIATE; {script} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+            )
+        except sqlite3.Error:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
+        migrations.log_upgraded(upgrade)
+        self.upgraded_from = upgrade.found
+
+    def backup(self, destination: Path) -> None:
+        """`reviewer db backup`: a consistent copy of the queue, taken while it serves."""
+        migrations.backup_sqlite(self._connection(), destination)
 
     # connections and transactions
 

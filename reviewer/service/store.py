@@ -63,10 +63,10 @@ from reviewer.service.signed_decisions import (
 )
 from reviewer.signing.sshsig import PublicKey
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 """The version of the tables a database holds: 2 added claims, 3 reviewers' SSH keys and signed
-decisions in the trail, 4 the notifications' outbox. A store refuses another version (SQLite brings
-2 and 3 up to 4, PostgreSQL 3 up to 4)."""
+decisions in the trail, 4 the notifications' outbox, 5 metrics tokens and token expiry. An older
+database is brought up to date by numbered steps (`reviewer.service.migrations`), a newer one refused."""
 DEFAULT_PENDING_TTL: Final = 24 * 3600.0
 """A proposal nobody decided within a day is stale: the agent re-plans against today's state."""
 DEFAULT_APPROVAL_TTL: Final = 3600.0
@@ -225,6 +225,13 @@ class QueueStore(ABC):
     def location(self) -> str:
         """Where the queue lives, for the operator's log: a path, or a URL without its password."""
 
+    upgraded_from: int | None = None
+    """The schema version this store migrated the database from when it opened it, if it did."""
+
+    @abstractmethod
+    def schema_version(self) -> int:
+        """The version of the tables the database holds now (a query: raises when it does not answer)."""
+
     # tokens
 
     def create_token(self, name: str, role: Role, token_sha256: str) -> None:
@@ -378,6 +385,10 @@ class QueueStore(ABC):
         """What deciding this revision takes, and the environment it comes from."""
         verdict = self._verdict(db, proposal_id, revision)
         return verdict.requirement, verdict.environment
+
+    def environment(self, db: Transaction, proposal_id: str, revision: int) -> str | None:
+        """The policy environment of a revision's plan (None for `[default]`), for the metrics."""
+        return self._verdict(db, proposal_id, revision).environment
 
     def _cast(self, db: Transaction, proposal_id: str, revision: int) -> list[CastDecision]:
         """The decisions on this revision that count (`_cast_and_withdrawn`)."""

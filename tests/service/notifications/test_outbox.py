@@ -396,7 +396,7 @@ def test_a_version_3_sqlite_file_gains_the_outbox_and_keeps_its_rows(tmp_path: P
     SQLiteStore(path, StoreSettings(clock=lambda: 2.0, pending_ttl=10, approval_ttl=10)).close()
     with sqlite3.connect(path) as db:
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        assert "outbox" in tables and db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        assert "outbox" in tables and db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
         assert db.execute("SELECT name FROM tokens").fetchall() == [("alice",)]
 
 
@@ -407,6 +407,7 @@ def test_a_version_3_postgresql_database_gains_the_outbox(postgres_cluster: obje
     open_store(url, clock=clock, pending_ttl=10, approval_ttl=10, create=True).close()
     with psycopg.connect(url, autocommit=True) as raw:
         raw.execute("DROP TABLE outbox")
+        raw.execute("ALTER TABLE tokens DROP COLUMN expires_at")  # migration 5's
         raw.execute("UPDATE reviewer_schema SET version = 3")
     store = open_store(url, clock=clock, pending_ttl=10, approval_ttl=10, create=False)
     try:

@@ -1,0 +1,199 @@
+"""`GET /metrics`: the queue's figures in Prometheus's text format (`prometheus_client`).
+
+What every replica shares (proposals pending, decision latency, decisions, runs, the outbox) is
+read from the store when Prometheus scrapes, by a custom collector: any replica answers the same
+figures, so a dashboard may scrape one or all and take the maximum, never a sum. What is a
+replica's own (the HTTP requests it served) is a counter in its process, to be summed across
+replicas. Labels are bounded and hold no secret: policy environments (the operator's names), a
+decision's kind, a run's ending, a notification target's origin and URL digest, a route's template.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+from starlette.routing import BaseRoute, Route
+from starlette.types import Scope
+
+from reviewer.service.store import QueueStore, Transaction
+
+DECISION_BUCKETS: Final = (60.0, 300.0, 900.0, 1800.0, 3600.0, 4 * 3600.0, 24 * 3600.0)
+"""Seconds from a revision's submission to its decision: a minute to a day (the pending TTL)."""
+DEFAULT_ENVIRONMENT: Final = "default"
+"""The label of a plan the policy's `[default]` governs (or with no policy at all)."""
+UNMATCHED: Final = "unmatched"
+"""The route label of a request no route serves (a 404): its path is the caller's, never a label."""
+
+
+class QueueFigures(Collector):
+    """The figures every replica shares, read from the store at each scrape."""
+
+    def __init__(self, store: QueueStore) -> None:
+        self.store = store
+
+    def collect(self) -> Iterator[Metric]:
+        now = self.store.clock()
+        with self.store.read() as db:
+            yield from self.pending(db, now)
+            yield self.decision_latency(db)
+            yield self.decisions(db)
+            yield self.runs(db, now)
+            yield from self.outbox(db)
+
+    def pending(self, db: Transaction, now: float) -> Iterator[Metric]:
+        rows = db.all(
+            "SELECT proposal_id, latest_revision, submitted_at FROM proposals "
+            "WHERE decision IS NULL AND claimed_at IS NULL AND executed_at IS NULL "
+            "AND pending_expires_at > :now",
+            now=now,
+        )
+        counts: dict[str, int] = {}
+        oldest: dict[str, float] = {}
+        for row in rows:
+            environment = self.store.environment(db, row["proposal_id"], row["latest_revision"])
+            label = environment or DEFAULT_ENVIRONMENT
+            counts[label] = counts.get(label, 0) + 1
+            oldest[label] = max(oldest.get(label, 0.0), now - row["submitted_at"])
+        pending = GaugeMetricFamily(
+            "reviewer_proposals_pending",
+            "Proposals waiting for a decision, by the policy environment of their plan.",
+            labels=["environment"],
+        )
+        waiting = GaugeMetricFamily(
+            "reviewer_proposal_oldest_pending_seconds",
+            "How long the longest-waiting pending proposal has waited, by environment.",
+            labels=["environment"],
+        )
+        for label in sorted(counts):
+            pending.add_metric([label], counts[label])
+            waiting.add_metric([label], oldest[label])
+        yield pending
+        yield waiting
+
+    def decision_latency(self, db: Transaction) -> Metric:
+        """Each decision's time since its revision was submitted, bucketed by the database."""
+        latency = "(decisions.decided_at - revisions.submitted_at)"
+        buckets = ", ".join(
+            f"SUM(CASE WHEN {latency} <= {bound!r} THEN 1 ELSE 0 END) AS le_{index}"
+            for index, bound in enumerate(DECISION_BUCKETS)
+        )
+        row = db.one(
+            f"SELECT COUNT(*) AS count, COALESCE(SUM({latency}), 0) AS total, {buckets} "
+            "FROM decisions JOIN revisions ON revisions.proposal_id = decisions.proposal_id "
+            "AND revisions.revision = decisions.revision"
+        )
+        assert row is not None
+        cumulative = [
+            (repr(bound), int(row[f"le_{index}"] or 0)) for index, bound in enumerate(DECISION_BUCKETS)
+        ]
+        return HistogramMetricFamily(
+            "reviewer_decision_latency_seconds",
+            "Time from a revision's submission to its decision (approve or reject).",
+            buckets=[*cumulative, ("+Inf", int(row["count"]))],
+            sum_value=float(row["total"]),
+        )
+
+    def decisions(self, db: Transaction) -> Metric:
+        family = CounterMetricFamily(
+            "reviewer_decisions", "Decisions taken, by kind (approve, reject).", labels=["decision"]
+        )
+        rows = db.all("SELECT decision, COUNT(*) AS count FROM decisions GROUP BY decision")
+        found = {row["decision"]: int(row["count"]) for row in rows}
+        for kind in ("approve", "reject"):
+            family.add_metric([kind], found.get(kind, 0))
+        return family
+
+    def runs(self, db: Transaction, now: float) -> Metric:
+        """Every claimed run by how it ended: a report's ending, `running` within its lease, and
+        `unknown` past it without a report (it may have written; a late report still moves it)."""
+        family = GaugeMetricFamily(
+            "reviewer_runs",
+            "Claimed runs by ending: completed, stopped, failed, cancelled, reported (no ending "
+            "given), running (within its lease) or unknown (its lease ended without a report).",
+            labels=["ending"],
+        )
+        rows = db.all(
+            "SELECT CASE WHEN executions.id IS NOT NULL THEN COALESCE(executions.ended, 'reported') "
+            "WHEN claims.lease_expires_at <= :now THEN 'unknown' ELSE 'running' END AS ending, "
+            "COUNT(*) AS count FROM claims LEFT JOIN executions ON executions.claim_id = claims.claim_id "
+            "GROUP BY ending",
+            now=now,
+        )
+        found = {row["ending"]: int(row["count"]) for row in rows}
+        for ending in ("completed", "stopped", "failed", "cancelled", "reported", "running", "unknown"):
+            family.add_metric([ending], found.get(ending, 0))
+        return family
+
+    def outbox(self, db: Transaction) -> Iterator[Metric]:
+        rows = db.all(
+            "SELECT target, state, COUNT(*) AS count, SUM(attempts) AS attempts FROM outbox "
+            "GROUP BY target, state ORDER BY target, state"
+        )
+        backlog = GaugeMetricFamily(
+            "reviewer_outbox_backlog",
+            "Notifications not yet delivered and still retried, by target (origin and URL digest).",
+            labels=["target"],
+        )
+        deliveries = GaugeMetricFamily(
+            "reviewer_outbox_deliveries",
+            "Notifications in the outbox by target and state (pending, delivered, failed).",
+            labels=["target", "state"],
+        )
+        attempts = CounterMetricFamily(
+            "reviewer_outbox_delivery_attempts",
+            "Delivery attempts made, by target.",
+            labels=["target"],
+        )
+        tried: dict[str, int] = {}
+        for row in rows:
+            deliveries.add_metric([row["target"], row["state"]], int(row["count"]))
+            if row["state"] == "pending":
+                backlog.add_metric([row["target"]], int(row["count"]))
+            tried[row["target"]] = tried.get(row["target"], 0) + int(row["attempts"] or 0)
+        for target, count in tried.items():
+            attempts.add_metric([target], count)
+        yield backlog
+        yield deliveries
+        yield attempts
+
+
+class Metrics:
+    """One app's registry: the shared figures, and the HTTP requests this replica served."""
+
+    def __init__(self, store: QueueStore, routes: Sequence[BaseRoute]) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(QueueFigures(store))
+        self.requests = Counter(
+            "reviewer_http_requests",
+            "HTTP requests this replica answered, by route template, method and status.",
+            ["route", "method", "status"],
+            registry=self.registry,
+        )
+        self.routes = [route for route in routes if isinstance(route, Route)]
+
+    def count_request(self, scope: Scope, status: int) -> None:
+        self.requests.labels(route_label(scope, self.routes), scope["method"], str(status)).inc()
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def route_label(scope: Scope, routes: Sequence[Route]) -> str:
+    """The template of the route that served the request (`/v1/proposals/{proposal_id}`), never
+    the path the caller sent; a request answered before routing is matched against the routes."""
+    route = scope.get("route")
+    if isinstance(route, Route):
+        return route.path
+    for candidate in routes:
+        if candidate.path_regex.match(scope["path"]):
+            return candidate.path
+    return UNMATCHED

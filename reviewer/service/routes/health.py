@@ -1,0 +1,47 @@
+"""`GET /healthz` and `GET /readyz`: the probes a load balancer or Kubernetes asks, without a token.
+
+`/healthz` says the process serves (it touches nothing else, so a database outage never gets a
+replica restarted); `/readyz` says this replica can serve the queue: its database answers and holds
+the schema this release writes. Neither says anything about the queue's contents.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse
+
+from reviewer.service.deps import Store
+from reviewer.service.errors import DatabaseUnusable
+from reviewer.service.store import SCHEMA_VERSION, QueueStore
+
+router = APIRouter(tags=["operations"], include_in_schema=False)
+
+NOT_CACHED = {"Cache-Control": "no-store"}
+
+
+@router.get("/healthz")
+async def healthz() -> Response:
+    return JSONResponse({"status": "serving"}, headers=NOT_CACHED)
+
+
+@router.get("/readyz")
+def readyz(store: Store) -> Response:
+    """A plain `def`: the database's answer may take its connect timeout, off the event loop."""
+    reason = unready_reason(store)
+    if reason is None:
+        return JSONResponse({"status": "ready", "schema_version": SCHEMA_VERSION}, headers=NOT_CACHED)
+    return JSONResponse({"status": "not ready", "reason": reason}, status_code=503, headers=NOT_CACHED)
+
+
+def unready_reason(store: QueueStore) -> str | None:
+    """Why this replica cannot serve the queue now, None when it can."""
+    try:
+        version = store.schema_version()
+    except DatabaseUnusable as error:
+        return error.message
+    except Exception as error:  # the driver's own errors: sqlite3's, psycopg's
+        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+        return f"the queue's database does not answer: {first_line}"
+    if version != SCHEMA_VERSION:
+        return f"the database holds queue schema version {version}, and this release writes {SCHEMA_VERSION}"
+    return None
