@@ -659,6 +659,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         if proposal_id == self.open_first and item is not None and item.revisions:
             self.open_first = None
             self.push_screen(self.create_review_screen(item))
+            self.fetch_opened(proposal_id)  # what opening it from the list fetches: drift, real runs
 
     def tell_terminal(self, record: ProposalRecord) -> None:
         """Ring, retitle the window and raise a desktop notification for a newly pending revision."""

@@ -172,42 +172,79 @@ def test_a_revoked_token_stops_polling_and_says_to_log_in(queue: Queue) -> None:
     run(scenario)
 
 
+async def executed_proposal(queue: Queue, proposal_id: str) -> int:
+    """Submit, approve, claim and report a real run of `proposal_id` whose last call changed at run
+    time; its number of calls."""
+    from reviewer.queue.messages import ExecutionReport
+
+    async with queue.agent() as agent, queue.reviewer() as alice:
+        approved_plan = plan(proposal_id)
+        answer = await agent.submit(approved_plan)
+        await alice.decide(proposal_id, 1, answer.plan_sha256, "approve")
+        real_calls = [msgspec.to_builtins(call) for call in approved_plan.calls]
+        real_calls[-1]["args"] = {**(real_calls[-1].get("args") or {}), "note": "changed at run time"}
+        claim = await agent.claim(proposal_id, 1, answer.plan_sha256)
+        await agent.report_execution(
+            proposal_id,
+            ExecutionReport(
+                revision=1, plan_sha256=answer.plan_sha256, claim_id=claim.claim_id, calls=real_calls
+            ),
+        )
+    return len(real_calls)
+
+
+async def verify_with_v(pilot, app, calls: int) -> None:  # type: ignore[no-untyped-def]
+    """`v` opens the verification: every call the same but the last, changed at run time."""
+    from reviewer.tui.screens.verification import VerificationScreen
+
+    await until(pilot, lambda: 1 in app.screen.item.verified, "the plan's digest checked")
+    await pilot.press("v")
+    await until(pilot, lambda: isinstance(app.screen, VerificationScreen), "the verification")
+    screen = app.screen
+    await until(pilot, lambda: screen.verification is not None, "the comparison")
+    verification = screen.verification
+    assert verification.count("same") == calls - 1
+    assert verification.count("different") == 1
+    assert [change.path for change in verification.checks[-1].fields] == ["args.note"]
+
+
 def test_an_executed_proposal_is_verified_from_the_queues_report(queue: Queue) -> None:
     """The agent reports its real run; the app fetches it when the proposal is opened (not on every
     poll) and `v` lines it up with the plan."""
-    from reviewer.queue.messages import ExecutionReport
-    from reviewer.tui.screens.verification import VerificationScreen
 
     async def scenario() -> None:
         app = queue.app(poll_interval=60)
-        async with app.run_test(size=(100, 30)) as pilot, queue.agent() as agent, queue.reviewer() as alice:
+        async with app.run_test(size=(100, 30)) as pilot:
             proposal_id = unique_id("executed")
-            approved_plan = plan(proposal_id)
-            answer = await agent.submit(approved_plan)
-            await alice.decide(proposal_id, 1, answer.plan_sha256, "approve")
-            real_calls = [msgspec.to_builtins(call) for call in approved_plan.calls]
-            real_calls[-1]["args"] = {**(real_calls[-1].get("args") or {}), "note": "changed at run time"}
-            claim = await agent.claim(proposal_id, 1, answer.plan_sha256)
-            await agent.report_execution(
-                proposal_id,
-                ExecutionReport(
-                    revision=1, plan_sha256=answer.plan_sha256, claim_id=claim.claim_id, calls=real_calls
-                ),
-            )
+            calls = await executed_proposal(queue, proposal_id)
             app.poll_now()
             executed = lambda: getattr(app.items.get(proposal_id), "state", "") == "executed"  # noqa: E731
             await until(pilot, executed, "the executed state")
             assert not app.items[proposal_id].executions, "fetched before anyone opened the proposal"
             await open_proposal(pilot, app, proposal_id)
             await until(pilot, lambda: 1 in app.items[proposal_id].executions, "the report")
-            await pilot.press("v")
-            await until(pilot, lambda: isinstance(app.screen, VerificationScreen), "the verification")
-            screen = app.screen
-            await until(pilot, lambda: screen.verification is not None, "the comparison")
-            verification = screen.verification
-            assert verification.count("same") == len(real_calls) - 1
-            assert verification.count("different") == 1
-            assert [change.path for change in verification.checks[-1].fields] == ["args.note"]
+            await verify_with_v(pilot, app, calls)
+
+    run(scenario)
+
+
+def test_the_deep_link_to_an_executed_proposal_fetches_its_run(queue: Queue) -> None:
+    """`reviewer review ID` on an executed proposal opens its review and fetches the real run's
+    report, as opening it from the list does (it stayed "being fetched" until reopened)."""
+    from reviewer.queue.config import Secret
+    from reviewer.tui.app import ReviewerApp
+    from reviewer.tui.model.queue_source import QueueSource
+    from reviewer.tui.screens.review import ReviewScreen
+
+    async def scenario() -> None:
+        proposal_id = unique_id("deep")
+        calls = await executed_proposal(queue, proposal_id)
+        source = QueueSource(queue.url, Secret(queue.tokens["alice"]), poll_interval=60)
+        app = ReviewerApp(source, open_first=proposal_id)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, ReviewScreen), "the review screen")
+            await until(pilot, lambda: 1 in app.items[proposal_id].executions, "the report, unasked")
+            await verify_with_v(pilot, app, calls)
 
     run(scenario)
 
