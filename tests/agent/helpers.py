@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -33,6 +35,21 @@ def received(sample_api: RunningSampleApi) -> list[dict[str, Any]]:
     """Every write request the sample API received so far, as it received them."""
     with sample_api.store.lock:
         return [dict(entry) for entry in sample_api.store.request_log]
+
+
+async def first_pending(
+    reviewer: QueueClient, wanted: Callable[[ProposalSummary], bool], what: str, timeout: float = 30
+) -> ProposalSummary:
+    """The first pending proposal `wanted` picks, as soon as the queue lists it (polled every 50 ms,
+    for at most `timeout` seconds)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        listing = await reviewer.list_proposals(state="pending")
+        for item in listing.page.proposals if listing.page else []:
+            if wanted(item):
+                return item
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{what} was not pending in the queue within {timeout} s")
 
 
 async def reviewer_decides(

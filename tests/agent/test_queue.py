@@ -26,7 +26,7 @@ from reviewer.reading.verification import compare_execution
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
 from tests.agent.fixtures import Queue
-from tests.agent.helpers import dry_proposal, received
+from tests.agent.helpers import dry_proposal, first_pending, received
 from tests.queue_harness import AnswerLostOnce
 
 
@@ -143,13 +143,9 @@ def test_end_to_end_submit_approve_execute_verify(queue: Queue, sample_api: Runn
 
     async def reviewer_side() -> None:
         async with QueueClient(queue.url, queue.reviewer_token) as reviewer:
-            while True:
-                listing = await reviewer.list_proposals(state="pending")
-                if listing.page and any(
-                    item.proposal_id == proposal.proposal_id for item in listing.page.proposals
-                ):
-                    break
-                await asyncio.sleep(0.05)
+            await first_pending(
+                reviewer, lambda item: item.proposal_id == proposal.proposal_id, "e2e-merge-0001"
+            )
             seen = await reviewer.get_revision(proposal.proposal_id, 1)
             assert plan_sha256(seen) == plan_sha256(proposal)
             await reviewer.decide(

@@ -11,6 +11,7 @@ from reviewer.queue.client import QueueClient
 from reviewer.sample_api import walkthrough
 from reviewer.sample_api.server import RunningSampleApi
 from tests.agent.fixtures import Queue
+from tests.agent.helpers import first_pending
 
 REFERENCE_TABLE = {
     "create": {"server": "ok, id tk-4", "record": "recorded", "real": "ok, id tk-4"},
@@ -69,17 +70,10 @@ def test_the_walkthrough_waits_for_a_reviewer_when_given_a_queue(
 ) -> None:
     async def reviewer_approves() -> None:
         async with QueueClient(queue.url, queue.reviewer_token) as reviewer:
-            while True:
-                listing = await reviewer.list_proposals(state="pending")
-                pending = [
-                    item
-                    for item in (listing.page.proposals if listing.page else [])
-                    if "walkthrough" in item.proposal_id
-                ]
-                if pending:
-                    break
-                await asyncio.sleep(0.05)
-            await reviewer.decide(pending[0].proposal_id, 1, pending[0].plan_sha256, "approve", "walkthrough")
+            pending = await first_pending(
+                reviewer, lambda item: "walkthrough" in item.proposal_id, "the walkthrough's proposal"
+            )
+            await reviewer.decide(pending.proposal_id, 1, pending.plan_sha256, "approve", "walkthrough")
 
     async def both() -> walkthrough.Walkthrough:
         _, result = await asyncio.gather(

@@ -1,4 +1,5 @@
-"""SIGKILL the service while submissions and approvals run: every acknowledged write survives once."""
+"""SIGKILL the service while submissions and approvals run: every acknowledged write survives once,
+and so does its notification event (the service notifies a webhook receiver on loopback)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from reviewer.service import events
 from tests.queue_harness import Service, body, decide, make_actors, proposal, start_service
+from tests.service.notifications.receiver import Receiver
 
 KILLS = 6
 
@@ -20,7 +23,11 @@ KILLS = 6
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_acknowledged_writes_survive_sigkill(tmp_path: Path) -> None:
-    service = start_service(tmp_path)
+    receiver = Receiver().start()
+    secret = tmp_path / "notify-secret"
+    secret.write_text("a-secret-only-the-receiver-knows\n")
+    secret.chmod(0o600)
+    service = start_service(tmp_path, "--notify", receiver.url, "--notify-secret-file", str(secret))
     actors = make_actors(service)
     acknowledged_submissions: list[tuple[str, int, str]] = []
     acknowledged_decisions: list[tuple[str, int, str]] = []
@@ -72,8 +79,10 @@ def test_acknowledged_writes_survive_sigkill(tmp_path: Path) -> None:
         actors.close()
         if service.process is not None:
             service.stop()
+        receiver.stop()
     with sqlite3.connect(service.db) as db:
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    check_events(service.db, acknowledged_submissions, acknowledged_decisions)
 
 
 def check_survivors(
@@ -99,3 +108,16 @@ def check_survivors(
             "GROUP BY proposal_id, revision, event HAVING count(*) > 1)"
         ).fetchone()[0]
         assert duplicated == 0
+
+
+def check_events(
+    db: Path | str, submissions: list[tuple[str, int, str]], decisions: list[tuple[str, int, str]]
+) -> None:
+    """An event in the outbox for every acknowledged submission and decision: written in the write's
+    own transaction, it survives the kill whenever the write does."""
+    with sqlite3.connect(db) as raw:
+        written = {row[0] for row in raw.execute("SELECT event_key FROM outbox")}
+    expected = [events.event_key("proposal.waiting", pid, revision) for pid, revision, _ in submissions]
+    expected += [events.event_key("proposal.decided", pid, revision) for pid, revision, _ in decisions]
+    missing = [key for key in expected if key not in written]
+    assert not missing, f"{len(missing)} acknowledged writes have no event, e.g. {missing[:3]}"

@@ -87,11 +87,17 @@ def test_numbers_reading_would_change_are_refused_not_rounded(
 
 
 def test_numbers_that_survive_reading_are_kept(actors: Actors) -> None:
+    """2^53 and the smallest subnormal are accepted and read back as they were written: the revision
+    is stored byte for byte, and its numbers read as the same values."""
     value = proposal(unique_id())
     raw = json.dumps(value).replace(
         '"status": "closed"', '"status": "closed", "amount": 9007199254740992.0, "tiny": 5e-324', 1
     )
     assert actors.agent.post("/v1/proposals", content=raw.encode()).status_code == 201
+    stored = actors.alice.get(f"/v1/proposals/{value['proposal_id']}/revisions/1")
+    assert stored.status_code == 200 and stored.content == raw.encode()
+    args = stored.json()["calls"][0]["args"]
+    assert (args["amount"], args["tiny"]) == (9007199254740992.0, 5e-324)
 
 
 def test_a_report_with_an_altered_number_is_refused_and_the_claim_still_waits(actors: Actors) -> None:

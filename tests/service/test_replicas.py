@@ -119,12 +119,14 @@ def test_a_replica_killed_during_a_burst_loses_nothing_it_acknowledged(replicas:
     writers = [threading.Thread(target=burst, args=(index,)) for index in range(4)]
     for thread in writers:
         thread.start()
-    while len(acknowledged) < 40:
+    deadline = time.monotonic() + 60
+    while len(acknowledged) < 40 and time.monotonic() < deadline:
         time.sleep(0.01)
     replicas.first.kill()
     stop.set()
     for thread in writers:
         thread.join(30)
+    assert len(acknowledged) >= 40, f"only {len(acknowledged)} writes were acknowledged within 60 s"
     with replicas.client(replicas.second, "alice") as survivor:
         for proposal_id, digest in acknowledged:
             record = survivor.get(f"/v1/proposals/{proposal_id}")

@@ -6,9 +6,13 @@ import sqlite3
 import subprocess
 import time
 from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
+from reviewer.service.app import create_app
 from reviewer.service.auth import hash_token, mint_token
 from reviewer.service.sqlite_store import SQLiteStore
 from reviewer.service.store import StoreSettings
@@ -555,38 +559,76 @@ class TestList:
         assert line in service.log()
 
 
-@pytest.fixture(scope="module")
-def short_ttl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, Actors]]:
-    service = start_service(tmp_path_factory.mktemp("ttl"), "--pending-ttl", "1", "--approval-ttl", "1")
-    actors = make_actors(service)
-    yield service, actors
-    actors.close()
-    service.stop()
+TTL = 1.0
+
+
+class Clocked:
+    """The service's app in this process on an injected clock, with TTLs of one second: time moves
+    when a test moves it, never by waiting. The clients are the same httpx clients the served tests use."""
+
+    def __init__(self, db: Path) -> None:
+        self.now = 1_800_000_000.0
+        app = create_app(db, clock=lambda: self.now, pending_ttl=TTL, approval_ttl=TTL)
+        tokens = {name: mint_token() for name in ("alice", "agent")}
+        app.state.store.create_token("alice", "reviewer", hash_token(tokens["alice"]))
+        app.state.store.create_token("agent", "agent", hash_token(tokens["agent"]))
+        self.alice, self.agent = (
+            TestClient(app, base_url="http://queue", headers={"Authorization": f"Bearer {tokens[name]}"})
+            for name in ("alice", "agent")
+        )
+
+    def close(self) -> None:
+        self.alice.close()
+        self.agent.close()
+
+
+@pytest.fixture
+def clocked(tmp_path: Path) -> Iterator[Clocked]:
+    made = Clocked(tmp_path / "queue.sqlite3")
+    yield made
+    made.close()
 
 
 class TestExpiry:
-    def test_a_pending_proposal_expires_and_cannot_be_decided(
-        self, short_ttl: tuple[Service, Actors]
-    ) -> None:
-        _, actors = short_ttl
+    def test_serve_takes_its_ttls_from_the_command_line(self, tmp_path: Path) -> None:
+        service = start_service(tmp_path, "--pending-ttl", "600", "--approval-ttl", "30")
+        try:
+            actors = make_actors(service)
+            proposal_id = unique_id()
+            answer = submit(actors.agent, proposal_id)
+            pending = actors.agent.get(f"/v1/proposals/{proposal_id}/decision").json()
+            submitted = actors.alice.get(f"/v1/proposals/{proposal_id}").json()["history"][0]["at"]
+            assert seconds(pending["expires_at"]) - seconds(submitted) == pytest.approx(600)
+            approved = decide(actors.alice, proposal_id, 1, answer["plan_sha256"]).json()
+            assert seconds(approved["expires_at"]) - seconds(approved["decided_at"]) == pytest.approx(30)
+            actors.close()
+        finally:
+            service.stop()
+
+    def test_a_pending_proposal_expires_and_cannot_be_decided(self, clocked: Clocked) -> None:
         proposal_id = unique_id()
-        answer = submit(actors.agent, proposal_id)
-        etag = actors.alice.get("/v1/proposals").headers["etag"]
-        time.sleep(1.2)
-        assert actors.agent.get(f"/v1/proposals/{proposal_id}/decision").json()["state"] == "expired"
-        late = decide(actors.alice, proposal_id, 1, answer["plan_sha256"])
+        answer = submit(clocked.agent, proposal_id)
+        etag = clocked.alice.get("/v1/proposals").headers["etag"]
+        clocked.now += TTL - 0.01
+        assert clocked.agent.get(f"/v1/proposals/{proposal_id}/decision").json()["state"] == "pending"
+        clocked.now += 0.01
+        assert clocked.agent.get(f"/v1/proposals/{proposal_id}/decision").json()["state"] == "expired"
+        late = decide(clocked.alice, proposal_id, 1, answer["plan_sha256"])
         assert (late.status_code, late.json()["state"]) == (409, "expired")
-        poll = actors.alice.get("/v1/proposals", headers={"If-None-Match": etag})
+        poll = clocked.alice.get("/v1/proposals", headers={"If-None-Match": etag})
         assert poll.status_code == 200, "an expiry changes the list, so the ETag changes too"
 
-    def test_an_expired_approval_authorizes_nothing(self, short_ttl: tuple[Service, Actors]) -> None:
-        _, actors = short_ttl
+    def test_an_expired_approval_authorizes_nothing(self, clocked: Clocked) -> None:
         proposal_id = unique_id()
-        answer = submit(actors.agent, proposal_id)
-        assert decide(actors.alice, proposal_id, 1, answer["plan_sha256"]).status_code == 201
-        time.sleep(1.2)
-        state = actors.agent.get(f"/v1/proposals/{proposal_id}/decision").json()
+        answer = submit(clocked.agent, proposal_id)
+        assert decide(clocked.alice, proposal_id, 1, answer["plan_sha256"]).status_code == 201
+        clocked.now += TTL
+        state = clocked.agent.get(f"/v1/proposals/{proposal_id}/decision").json()
         assert (state["state"], state["decided_by"]) == ("expired", "alice")
-        response = claim(actors.agent, proposal_id, 1, answer["plan_sha256"])
+        response = claim(clocked.agent, proposal_id, 1, answer["plan_sha256"])
         assert (response.status_code, response.json()["state"]) == (409, "expired")
-        assert submit(actors.agent, proposal_id, 2)["state"] == "pending", "a re-plan asks again"
+        assert submit(clocked.agent, proposal_id, 2)["state"] == "pending", "a re-plan asks again"
+
+
+def seconds(timestamp: str) -> float:
+    return datetime.fromisoformat(timestamp).timestamp()
