@@ -21,6 +21,7 @@ import pytest
 from reviewer.agent import QueueAgent, RunStopped
 from reviewer.audit.registry import audit_source
 from reviewer.queue.client import QueueClient
+from reviewer.queue.messages import StoredExecution
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
 from tests.agent.fixtures import Queue
@@ -65,6 +66,11 @@ def gated_run(queue: Queue, proxy: Proxy, proposal_id: str, during_the_run: Any 
     asyncio.run(scenario())
 
 
+async def executions(queue: Queue, proposal_id: str) -> list[StoredExecution]:
+    async with QueueClient(queue.url, queue.reviewer_token) as reviewer:
+        return await reviewer.get_executions(proposal_id)
+
+
 def verify(queue: Queue, proposal_id: str, source: str) -> subprocess.CompletedProcess[str]:
     environment = {**os.environ, "REVIEWER_TOKEN": queue.reviewer_token}
     return subprocess.run(
@@ -87,6 +93,11 @@ def test_a_gated_run_is_verified_call_by_call_by_request_id(queue: Queue, proxy:
     call_lines = [line for line in lines if line.startswith("call ")]
     assert len(call_lines) == 4
     assert all("matched at" in line and "by request id" in line for line in call_lines), call_lines
+    (report,) = asyncio.run(executions(queue, "nginx-verified-0001"))
+    assert [entry["seq"] for entry in report.request_ids or []] == [1, 2, 3, 4]
+    for entry in report.request_ids or []:
+        assert entry["header"] == "X-Request-Id"
+        assert len(entry.get("api_request_id") or "") == 32, entry  # nginx's own $request_id, answered
     rows = [row for row in audit_source(f"access-log:{proxy.access_log}").rows()]
     assert sum(1 for row in rows if getattr(row, "is_dry_run", False)) == 4
     assert sum(1 for row in rows if getattr(row, "counts_as_write", False)) == 4
