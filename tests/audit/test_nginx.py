@@ -14,7 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from reviewer.audit.alarm import alarm_line, writes_during_dry_run
 from reviewer.audit.registry import audit_source
+from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
 from tests.agent.fixtures import Queue
 from tests.audit.gated import executions, gated_run, verify
@@ -101,3 +103,33 @@ def test_the_sample_apis_own_log_read_from_its_url(queue: Queue, sample_api: Run
         "missing",
     ]
     assert "by method, path, query and time" in call_lines[0]
+
+
+def test_a_write_around_the_gate_during_the_dry_run_raises_the_alarm(proxy: Proxy) -> None:
+    """A process beside the agent writes to the API while the gate dry-runs (the gate's own requests all
+    carry dryRun=All): the log shows one write the gate did not make, with its user agent. A dry run
+    nobody wrote around shows none."""
+
+    async def dry_run(write_around: bool):  # type: ignore[no-untyped-def]
+        async def around(response: httpx.Response) -> None:
+            if write_around and response.request.method == "POST":
+                async with httpx.AsyncClient(base_url=proxy.url, headers={"User-Agent": "child/1"}) as child:
+                    await child.delete("/v1/tickets/t9")  # 404, still a write the API was asked for
+                    (await child.patch("/v1/tickets/t2", json={"status": "closed"})).raise_for_status()
+
+        async with httpx.AsyncClient(base_url=proxy.url, event_hooks={"response": [around]}) as api:
+            recording, _ = await tools.dry_run_reference(api, "server", "dry-alarm", proxy.url)
+        assert recording.started_at is not None and recording.finished_at is not None
+        return writes_during_dry_run(
+            audit_source(f"access-log:{proxy.access_log}"), recording.started_at, recording.finished_at
+        )
+
+    quiet = asyncio.run(dry_run(False))
+    assert alarm_line(quiet) == "dry run: 0 writes during the dry run the gate did not make"
+    assert quiet.dry_runs_in_window == 4
+    noisy = asyncio.run(dry_run(True))
+    assert alarm_line(noisy) == "dry run: 2 writes during the dry run the gate did not make"
+    assert [(row.method, row.path, row.status) for row in noisy.unplanned] == [
+        ("DELETE", "/v1/tickets/t9", 404),
+        ("PATCH", "/v1/tickets/t2", 200),
+    ]
