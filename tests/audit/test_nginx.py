@@ -14,7 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from reviewer.audit.alarm import alarm_line, writes_during_dry_run
+from reviewer.agent import execute_approved, local_approval
+from reviewer.audit.checks import alarm_line, audit_execution, writes_during_dry_run
 from reviewer.audit.registry import audit_source
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
@@ -133,3 +134,17 @@ def test_a_write_around_the_gate_during_the_dry_run_raises_the_alarm(proxy: Prox
         ("DELETE", "/v1/tickets/t9", 404),
         ("PATCH", "/v1/tickets/t2", 200),
     ]
+
+
+def test_a_run_in_process_is_audited_by_its_own_request_ids(proxy: Proxy) -> None:
+    """`audit_execution`: a run without a queue (the walkthrough's kind), held against nginx's log."""
+
+    async def run():  # type: ignore[no-untyped-def]
+        async with httpx.AsyncClient(base_url=proxy.url) as api:
+            _, proposal = await tools.dry_run_reference(api, "server", "in-process", proxy.url)
+            return await execute_approved(None, local_approval(proposal), client=api)
+
+    result = audit_execution(asyncio.run(run()), audit_source(f"access-log:{proxy.access_log}"))
+    assert result.summary == SUMMARY_ALL_MATCHED
+    assert {one.matched_by for one in result.calls} == {"request id"}
+    assert result.verified
