@@ -143,6 +143,9 @@ class Recording:
     _seqs_issued: int = field(init=False, repr=False, default=0)
     _seqs_by_path: dict[str, list[int]] = field(init=False, repr=False, default_factory=dict)
     """The seqs of the recorded calls, by request path: what `_depends_on` looks up without a scan."""
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    """The dry run's window, UTC: an API's audit log shows what else wrote meanwhile (DESIGN 16)."""
     _run_audit: RunAudit = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -226,10 +229,12 @@ class Recording:
         return tuple(sorted(named))
 
     async def _start(self) -> None:
+        self.started_at = datetime.now(UTC)
         await self._run_audit.start()
 
     async def _finish(self) -> None:
         """A run that sent nothing to the API kept nothing; otherwise the API's audit log says."""
+        self.finished_at = datetime.now(UTC)
         await self.backend.aclose()
         if self.write_requests == 0:
             self.writes_kept = 0

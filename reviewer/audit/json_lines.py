@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields, replace
+from datetime import datetime
 from typing import Any
+
+import msgspec
 
 from reviewer.audit.fields import (
     BadField,
@@ -70,32 +73,120 @@ SAMPLE_FIELDS = FieldNames(time="at", uri=None, path="path")
 
 def row_of(where: str, entry: Mapping[str, Any], names: FieldNames) -> AuditRow:
     """One flat entry as a row; `BadField` when a field is missing or of the wrong kind."""
-    method = text_field(entry, names.method)
-    if method is None:
+    uri = text_field(entry, names.uri) if names.uri is not None else None
+    return _row(
+        where,
+        names,
+        method=text_field(entry, names.method),
+        uri=uri,
+        path=text_field(entry, names.path or "path") if names.uri is None else None,
+        query=text_field(entry, names.query) if names.query else None,
+        time=time_field(entry, names.time),
+        status=status_field(entry, names.status),
+        request_id=text_field(entry, names.request_id),
+        actor=text_field(entry, names.actor) if names.actor else None,
+        user_agent=text_field(entry, names.user_agent) if names.user_agent else None,
+        dry_run=names.dry_run is not None and dig(entry, names.dry_run) is True,
+    )
+
+
+def _row(
+    where: str,
+    names: FieldNames,
+    *,
+    method: str | None,
+    uri: str | None,
+    path: str | None,
+    query: str | None,
+    time: datetime | None,
+    status: int | None,
+    request_id: str | None,
+    actor: str | None,
+    user_agent: str | None,
+    dry_run: bool,
+) -> AuditRow:
+    """The row of one entry's values, however they were read; `BadField` for what no row can hold."""
+    if not method:
         raise BadField(f"{names.method} is missing")
-    if names.uri is not None:
-        path, query = split_uri(text_field(entry, names.uri) or "")
-    else:
-        path = text_field(entry, names.path or "path") or ""
-        query = (text_field(entry, names.query) if names.query else None) or ""
+    if uri is not None:
+        path, query = split_uri(uri)
     if not path:
         raise BadField(f"{names.uri or names.path} is missing")
-    request_id = text_field(entry, names.request_id)
+    if status is not None and not 100 <= status <= 599:
+        raise BadField(f"{names.status} {status} is not an HTTP status")
+    query = query or ""
     method = method.upper()
     return AuditRow(
         where=where,
-        time=time_field(entry, names.time),
+        time=time,
         method=method,
         path=path,
         query=query,
-        status=status_field(entry, names.status),
+        status=status,
         request_ids=(request_id,) if request_id else (),
-        actor=text_field(entry, names.actor) if names.actor else None,
-        user_agent=text_field(entry, names.user_agent) if names.user_agent else None,
-        is_dry_run=has_dry_run_param(query)
-        or (names.dry_run is not None and dig(entry, names.dry_run) is True),
+        actor=actor or None,
+        user_agent=user_agent or None,
+        is_dry_run=dry_run or has_dry_run_param(query),
         is_write=method in WRITE_METHODS,
     )
+
+
+def typed_rows(source: AuditInput, names: FieldNames) -> Iterator[AuditRow | MalformedLine]:
+    """JSON lines whose fields have flat names, decoded straight into a struct of those fields (in C):
+    a third of the time of a dict read field by field, which a 1,000,000-line log needs. A field of
+    the wrong type makes the line malformed, in msgspec's words (`Expected int, got str - at $.status`)."""
+    given = (
+        {**vars(names), "path": names.path or "path"} if names.uri is None else {**vars(names), "path": None}
+    )
+    # A row field the log does not have takes a name no JSON key has, so it decodes as None.
+    line_type = msgspec.defstruct(
+        "LogLine",
+        [(attribute, kind, None) for attribute, kind in _FIELD_TYPES.items()],
+        rename={attribute: given[attribute] or f"(not read: {attribute})" for attribute in _FIELD_TYPES},
+    )
+    decode = msgspec.json.Decoder(line_type).decode
+    for where, line in source.lines():
+        if not line.strip():
+            continue
+        try:
+            entry: Any = decode(line)  # a struct made at run time: its fields are _FIELD_TYPES's
+        except msgspec.ValidationError as error:
+            yield MalformedLine(where, str(error))
+            continue
+        except msgspec.DecodeError as error:
+            yield MalformedLine(where, f"not JSON ({error})")
+            continue
+        try:
+            yield _row(
+                where,
+                names,
+                method=entry.method,
+                uri=entry.uri,
+                path=entry.path,
+                query=entry.query,
+                time=entry.time,
+                status=entry.status,
+                request_id=entry.request_id,
+                actor=entry.actor,
+                user_agent=entry.user_agent,
+                dry_run=entry.dry_run is True,
+            )
+        except BadField as error:
+            yield MalformedLine(where, str(error))
+
+
+_FIELD_TYPES: dict[str, Any] = {
+    "time": datetime | None,
+    "method": str | None,
+    "uri": str | None,
+    "path": str | None,
+    "query": str | None,
+    "status": int | None,
+    "request_id": str | None,
+    "actor": str | None,
+    "user_agent": str | None,
+    "dry_run": bool | None,
+}
 
 
 def rows_of(
@@ -114,8 +205,12 @@ def rows_of(
 
 
 def read_access_log(source: AuditInput, mapping: Mapping[str, str]) -> Iterator[AuditRow | MalformedLine]:
-    """A reverse proxy's JSON access log, one request a line (DESIGN 16's nginx format by default)."""
-    return rows_of(json_entries(source), ACCESS_LOG_FIELDS.mapped(mapping))
+    """A reverse proxy's JSON access log, one request a line (DESIGN 16's nginx format by default):
+    typed, since a proxy writes each field with one type; nested names are read as `jsonl:` reads them."""
+    names = ACCESS_LOG_FIELDS.mapped(mapping)
+    if any("." in name for name in vars(names).values() if name is not None):
+        return rows_of(json_entries(source), names)
+    return typed_rows(source, names)
 
 
 def read_jsonl(source: AuditInput, mapping: Mapping[str, str]) -> Iterator[AuditRow | MalformedLine]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 from urllib.parse import unquote
 
@@ -99,16 +99,20 @@ class AuditMatch:
 def sent_calls(
     calls: Sequence[Mapping[str, Any]], request_ids: Sequence[Mapping[str, Any]], base_path: str = ""
 ) -> list[SentCall]:
-    """The report's HTTP calls (`calls` as the queue stores them) with their request ids, by seq."""
+    """The report's HTTP calls (`calls` as the queue stores them) with their request ids, by seq.
+
+    The report is the agent's word, free-form where the queue does not check it: a value of the wrong
+    kind reads as absent, never as a crash of the verification."""
     ids_by_seq = {entry.get("seq"): entry for entry in request_ids}
     found: list[SentCall] = []
     for call in calls:
-        request, outcome, seq = call.get("request"), call.get("outcome") or {}, call.get("seq")
+        request, outcome, seq = call.get("request"), call.get("outcome"), call.get("seq")
         if not isinstance(request, Mapping) or not isinstance(seq, int):
             continue
         ids = ids_by_seq.get(seq, {})
-        sent_at = ids.get("sent_at")
-        query = request.get("query") or {}
+        query = request.get("query")
+        query = query if isinstance(query, Mapping) else {}
+        status = outcome.get("http_status") if isinstance(outcome, Mapping) else None
         found.append(
             SentCall(
                 seq=seq,
@@ -116,12 +120,23 @@ def sent_calls(
                 method=str(request.get("method", "")).upper(),
                 path=unquote(base_path.rstrip("/") + str(request.get("path", ""))),
                 query=tuple(sorted((str(name), _query_text(value)) for name, value in query.items())),
-                http_status=outcome.get("http_status") if isinstance(outcome, Mapping) else None,
+                http_status=status if type(status) is int else None,
                 request_ids=tuple(str(ids[key]) for key in ("request_id", "api_request_id") if ids.get(key)),
-                sent_at=datetime.fromisoformat(sent_at) if isinstance(sent_at, str) else None,
+                sent_at=_utc_time(ids.get("sent_at")),
             )
         )
     return found
+
+
+def _utc_time(text: Any) -> datetime | None:
+    """An ISO 8601 time as an aware UTC time, or None for anything else."""
+    if not isinstance(text, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
 def _query_text(value: Any) -> str:

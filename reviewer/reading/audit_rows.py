@@ -70,6 +70,9 @@ def query_pairs(query: str) -> QueryPairs:
 
 def has_dry_run_param(query: str) -> bool:
     """Whether a query string asks for a dry run (`dryRun=All`, `dry_run=true`; not `dryRun=false`)."""
+    lowered = query.lower()
+    if "dry" not in lowered and "validate" not in lowered:  # most queries: no parse at all
+        return False
     return any(
         names_dry_run(name) and value.lower() not in ("", "false", "0", "none")
         for name, value in parse_qsl(query, keep_blank_values=True)

@@ -48,7 +48,10 @@ http {{
     scgi_temp_path {temp}/scgi;
     server {{
         listen 127.0.0.1:{port};
-        location / {{ proxy_pass {backend}; }}
+        location / {{
+            proxy_pass {backend};
+            add_header Request-Id $request_id always;
+        }}
     }}
 }}
 """

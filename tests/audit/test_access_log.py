@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from reviewer.audit.registry import audit_source
-from reviewer.reading.audit_matching import SentCall, Window, match_audit
+from reviewer.reading.audit_matching import SentCall, Window, match_audit, sent_calls
 from reviewer.reading.audit_rows import AuditRow, MalformedLine
 
 START = datetime(2026, 12, 2, 1, 0, tzinfo=UTC)
@@ -139,3 +139,28 @@ def test_field_names_are_configurable_for_jsonl(tmp_path: Path) -> None:
     (row,) = audit_source(f"jsonl:{log}", mapping).rows()
     assert isinstance(row, AuditRow)
     assert (row.method, row.path, row.status, row.request_ids) == ("PUT", "/v1/x", 200, ("r1",))
+
+
+def test_a_hostile_report_reads_as_absent_values_never_a_crash() -> None:
+    """The report's calls are the agent's free-form JSON: a query that is a list, a status that is text,
+    a send time that is not one, an id entry for no call."""
+    calls = [
+        {
+            "seq": 1,
+            "tool": "t",
+            "request": {"method": "post", "path": "/x", "query": ["a"]},
+            "outcome": {"http_status": "201"},
+        },
+        {"seq": "2", "tool": "t", "request": {"method": "POST", "path": "/y"}},
+        {"seq": 3, "tool": "t", "request": "GET /"},
+    ]
+    request_ids = [{"seq": 1, "request_id": "r1", "sent_at": "yesterday"}, {"seq": 9, "request_id": "r9"}]
+    (call,) = sent_calls(calls, request_ids, "/api/")
+    assert (call.method, call.path, call.query, call.http_status, call.request_ids, call.sent_at) == (
+        "POST",
+        "/api/x",
+        (),
+        None,
+        ("r1",),
+        None,
+    )

@@ -8,24 +8,20 @@ the plan through nginx with a request id per write, and `reviewer verify` reads 
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
-import msgspec
 import pytest
 
-from reviewer.agent import QueueAgent, RunStopped
+from reviewer.agent import execute_approved, local_approval
+from reviewer.audit.checks import alarm_line, audit_execution, writes_during_dry_run
 from reviewer.audit.registry import audit_source
-from reviewer.queue.client import QueueClient
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
 from tests.agent.fixtures import Queue
+from tests.audit.gated import executions, gated_run, verify
 from tests.audit.nginx import Proxy, nginx_in_front_of
-from tests.queue_harness import reviewer_command
 
 SUMMARY_ALL_MATCHED = "audit: 4 of 4 calls matched; 0 writes in the audit log no approved call made"
 
@@ -36,50 +32,10 @@ def proxy(sample_api: RunningSampleApi, tmp_path: Path) -> Iterator[Proxy]:
         yield running
 
 
-def gated_run(queue: Queue, proxy: Proxy, proposal_id: str, during_the_run: Any = None) -> None:
-    """Dry run through nginx, submit, approve, replay through nginx; `during_the_run` is awaited after
-    the run's first write was answered (between its claim and its report)."""
-
-    pending = [during_the_run] if during_the_run is not None else []
-
-    async def first_answer(response: httpx.Response) -> None:
-        if pending and response.request.method != "GET":
-            await pending.pop()()
-
-    async def scenario() -> None:
-        async with httpx.AsyncClient(base_url=proxy.url) as api:
-            _, proposal = await tools.dry_run_reference(api, "server", "nginx", proxy.url)
-        proposal = msgspec.structs.replace(proposal, proposal_id=proposal_id)
-        async with (
-            QueueClient(queue.url, queue.agent_token) as client,
-            QueueClient(queue.url, queue.reviewer_token) as reviewer,
-            httpx.AsyncClient(base_url=proxy.url, event_hooks={"response": [first_answer]}) as api,
-        ):
-            agent = QueueAgent(client, poll_interval=0.05)
-            answer = await agent.submit(proposal)
-            await reviewer.decide(proposal_id, 1, answer.plan_sha256, "approve", "the 409 is expected")
-            approval = await agent.wait_for_decision(proposal_id, 1, timeout=10)
-            with pytest.raises(RunStopped, match="#4 delete_ticket 409"):
-                await agent.execute(approval, client=api)
-
-    asyncio.run(scenario())
-
-
-def verify(queue: Queue, proposal_id: str, source: str) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, "REVIEWER_TOKEN": queue.reviewer_token}
-    return subprocess.run(
-        reviewer_command("verify", proposal_id, "--audit", source, "--queue", queue.url),
-        capture_output=True,
-        text=True,
-        env=environment,
-        timeout=60,
-    )
-
-
 def test_a_gated_run_is_verified_call_by_call_by_request_id(queue: Queue, proxy: Proxy) -> None:
     """Every call is found by the id the executor sent (nginx logs `$http_x_request_id`), the 409 too;
     the dry run's four requests are in the log (with `dryRun=All`) and are not counted as writes."""
-    gated_run(queue, proxy, "nginx-verified-0001")
+    gated_run(queue, proxy.url, "nginx-verified-0001")
     result = verify(queue, "nginx-verified-0001", f"access-log:{proxy.access_log}")
     lines = result.stdout.splitlines()
     assert result.returncode == 0, result.stdout + result.stderr
@@ -87,6 +43,11 @@ def test_a_gated_run_is_verified_call_by_call_by_request_id(queue: Queue, proxy:
     call_lines = [line for line in lines if line.startswith("call ")]
     assert len(call_lines) == 4
     assert all("matched at" in line and "by request id" in line for line in call_lines), call_lines
+    (report,) = asyncio.run(executions(queue, "nginx-verified-0001"))
+    assert [entry["seq"] for entry in report.request_ids or []] == [1, 2, 3, 4]
+    for entry in report.request_ids or []:
+        assert entry["header"] == "X-Request-Id"
+        assert len(entry.get("api_request_id") or "") == 32, entry  # nginx's own $request_id, answered
     rows = [row for row in audit_source(f"access-log:{proxy.access_log}").rows()]
     assert sum(1 for row in rows if getattr(row, "is_dry_run", False)) == 4
     assert sum(1 for row in rows if getattr(row, "counts_as_write", False)) == 4
@@ -100,7 +61,7 @@ def test_a_second_clients_write_during_the_run_is_reported_as_unplanned(queue: Q
         async with httpx.AsyncClient(base_url=proxy.url, headers={"User-Agent": "someone-else/1"}) as other:
             (await other.post("/v1/tickets", json={"title": "made around the gate"})).raise_for_status()
 
-    gated_run(queue, proxy, "nginx-unplanned-0001", second_client)
+    gated_run(queue, proxy.url, "nginx-unplanned-0001", second_client)
     result = verify(queue, "nginx-unplanned-0001", f"access-log:{proxy.access_log}")
     lines = result.stdout.splitlines()
     assert result.returncode == 1, result.stdout + result.stderr
@@ -113,7 +74,7 @@ def test_a_log_without_the_runs_window_cannot_vouch_for_it(
     queue: Queue, proxy: Proxy, tmp_path: Path
 ) -> None:
     """An empty (or rotated-away) log is not a clean bill: the calls are missing and the exit is 1."""
-    gated_run(queue, proxy, "nginx-empty-0001")
+    gated_run(queue, proxy.url, "nginx-empty-0001")
     empty = tmp_path / "empty.log"
     empty.write_text("", encoding="utf-8")
     result = verify(queue, "nginx-empty-0001", f"access-log:{empty}")
@@ -125,3 +86,65 @@ def test_a_log_without_the_runs_window_cannot_vouch_for_it(
     missing = verify(queue, "nginx-empty-0001", f"access-log:{tmp_path / 'no-such.log'}")
     assert missing.returncode == 1
     assert "could not be read" in missing.stdout
+
+
+def test_the_sample_apis_own_log_read_from_its_url(queue: Queue, sample_api: RunningSampleApi) -> None:
+    """`sample:URL`: the sample API keeps no id and no line for a refused write, so the three kept
+    writes match by method, path and time, and the refused delete (409) is missing: not verified."""
+    gated_run(queue, sample_api.base_url, "sample-url-0001")
+    result = verify(queue, "sample-url-0001", f"sample:{sample_api.base_url}/v1/audit")
+    lines = result.stdout.splitlines()
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert lines[-1] == "audit: 3 of 4 calls matched; 0 writes in the audit log no approved call made"
+    call_lines = [line for line in lines if line.startswith("call ")]
+    assert [line.split(": ", 1)[1].split(" ", 1)[0] for line in call_lines] == [
+        "matched",
+        "matched",
+        "matched",
+        "missing",
+    ]
+    assert "by method, path, query and time" in call_lines[0]
+
+
+def test_a_write_around_the_gate_during_the_dry_run_raises_the_alarm(proxy: Proxy) -> None:
+    """A process beside the agent writes to the API while the gate dry-runs (the gate's own requests all
+    carry dryRun=All): the log shows one write the gate did not make, with its user agent. A dry run
+    nobody wrote around shows none."""
+
+    async def dry_run(write_around: bool):  # type: ignore[no-untyped-def]
+        async def around(response: httpx.Response) -> None:
+            if write_around and response.request.method == "POST":
+                async with httpx.AsyncClient(base_url=proxy.url, headers={"User-Agent": "child/1"}) as child:
+                    await child.delete("/v1/tickets/t9")  # 404, still a write the API was asked for
+                    (await child.patch("/v1/tickets/t2", json={"status": "closed"})).raise_for_status()
+
+        async with httpx.AsyncClient(base_url=proxy.url, event_hooks={"response": [around]}) as api:
+            recording, _ = await tools.dry_run_reference(api, "server", "dry-alarm", proxy.url)
+        assert recording.started_at is not None and recording.finished_at is not None
+        return writes_during_dry_run(
+            audit_source(f"access-log:{proxy.access_log}"), recording.started_at, recording.finished_at
+        )
+
+    quiet = asyncio.run(dry_run(False))
+    assert alarm_line(quiet) == "dry run: 0 writes during the dry run the gate did not make"
+    assert quiet.dry_runs_in_window == 4
+    noisy = asyncio.run(dry_run(True))
+    assert alarm_line(noisy) == "dry run: 2 writes during the dry run the gate did not make"
+    assert [(row.method, row.path, row.status) for row in noisy.unplanned] == [
+        ("DELETE", "/v1/tickets/t9", 404),
+        ("PATCH", "/v1/tickets/t2", 200),
+    ]
+
+
+def test_a_run_in_process_is_audited_by_its_own_request_ids(proxy: Proxy) -> None:
+    """`audit_execution`: a run without a queue (the walkthrough's kind), held against nginx's log."""
+
+    async def run():  # type: ignore[no-untyped-def]
+        async with httpx.AsyncClient(base_url=proxy.url) as api:
+            _, proposal = await tools.dry_run_reference(api, "server", "in-process", proxy.url)
+            return await execute_approved(None, local_approval(proposal), client=api)
+
+    result = audit_execution(asyncio.run(run()), audit_source(f"access-log:{proxy.access_log}"))
+    assert result.summary == SUMMARY_ALL_MATCHED
+    assert {one.matched_by for one in result.calls} == {"request id"}
+    assert result.verified

@@ -1,0 +1,71 @@
+"""An agent's own runs held against an audit source, in process (DESIGN 16): a real run call by call
+(`audit_execution`), and the alarm on a plan before anyone approves it, the writes in the API's log
+during the dry run that the gate did not make (`writes_during_dry_run`), such as a child process that
+wrote around the gate.
+
+During a server dry run every request the gate sends asks for a dry run, which no source counts as a
+write; so every write the log holds for the dry run's window was made by someone else, unless the API
+ignored the dry-run parameter, which `writes_kept` already says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+import httpx
+import msgspec
+
+from reviewer.audit.registry import AuditSource
+from reviewer.plan.proposal import Call, Proposal
+from reviewer.reading.audit_matching import AuditMatch, Window, match_audit, sent_calls
+
+
+class _Approved(Protocol):
+    @property
+    def proposal(self) -> Proposal: ...
+
+
+class RealRun(Protocol):
+    """What `audit_execution` reads of a real run (`reviewer.agent.Execution`, which sits above this)."""
+
+    @property
+    def approval(self) -> _Approved: ...
+
+    def executed_calls(self) -> list[Call]: ...
+
+    def request_ids(self) -> Sequence[Mapping[str, Any]]: ...
+
+
+def writes_during_dry_run(
+    source: AuditSource, started_at: datetime, finished_at: datetime, slack: timedelta = timedelta(seconds=2)
+) -> AuditMatch:
+    """The log read for the dry run's window: `unplanned` are the writes the gate did not make; a log
+    with no entry in the window (`complete` false) cannot say there were none."""
+    return match_audit((), source.rows(), Window(started_at, finished_at, slack))
+
+
+def alarm_line(result: AuditMatch) -> str:
+    """`dry run: 1 write during the dry run the gate did not make`, or why the log cannot say."""
+    if not result.complete:
+        return (
+            "dry run: the audit log cannot vouch for the dry run's window (no entries, or unreadable lines)"
+        )
+    return f"dry run: {len(result.unplanned)} writes during the dry run the gate did not make"
+
+
+def audit_execution(
+    execution: RealRun, source: AuditSource, slack: timedelta = timedelta(seconds=5)
+) -> AuditMatch:
+    """A real run just made, against the log: its window runs from its first write to now (the queue's
+    claim and report, which `reviewer verify` uses, are not known in process)."""
+    base_url = execution.approval.proposal.target.base_url
+    calls = sent_calls(
+        [msgspec.to_builtins(call) for call in execution.executed_calls()],
+        list(execution.request_ids()),
+        httpx.URL(base_url).path if base_url else "",
+    )
+    now = datetime.now(UTC)
+    start = min((call.sent_at for call in calls if call.sent_at is not None), default=now)
+    return match_audit(calls, source.rows(), Window(start, now, slack))
