@@ -160,11 +160,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="FILE",
         help="a reviewer's SSH public key (.pub) that signs their decisions; repeatable",
     )
+    create.add_argument(
+        "--expires-in",
+        type=duration,
+        default=None,
+        metavar="DURATION",
+        help="the token stops working after DURATION (90d, 12h, 30m or seconds; default: never)",
+    )
     _db_option(create)
     create.set_defaults(func=run_token_create)
     listing = commands.add_parser("list", help="list token names and roles (never the tokens)")
     _db_option(listing)
     listing.set_defaults(func=run_token_list)
+    _token_rotate_command(commands)
     revoke = commands.add_parser("revoke", help="revoke the active token of NAME")
     revoke.add_argument("name", metavar="NAME")
     _db_option(revoke)
@@ -197,6 +205,42 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _db_option(show)
     show.set_defaults(func=run_keys_list)
     register_db(subparsers)
+
+
+def duration(text: str) -> float:
+    """`90d`, `12h`, `30m`, `45s` or a number of seconds, more than 0."""
+    units = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+    number, unit = (text[:-1], units[text[-1]]) if text[-1:] in units else (text, 1.0)
+    try:
+        seconds = float(number) * unit
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 90d, 12h, 30m or 3600") from None
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: a duration is more than 0")
+    return seconds
+
+
+def _token_rotate_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    rotate = commands.add_parser(
+        "rotate", help="give NAME's token a new secret, printed once; the old one works a grace period more"
+    )
+    rotate.add_argument("name", metavar="NAME")
+    rotate.add_argument(
+        "--grace",
+        type=duration,
+        default=3600.0,
+        metavar="DURATION",
+        help="how long the replaced token keeps working, for clients to switch (default: 1h)",
+    )
+    rotate.add_argument(
+        "--expires-in",
+        type=duration,
+        default=None,
+        metavar="DURATION",
+        help="the new token stops working after DURATION (default: never)",
+    )
+    _db_option(rotate)
+    rotate.set_defaults(func=run_token_rotate)
 
 
 def _operating_options(serve: argparse.ArgumentParser) -> None:
@@ -455,7 +499,8 @@ def run_token_create(args: argparse.Namespace) -> int:
     try:
         store = _store(args)
         try:
-            store.create_token(args.name, args.role, hash_token(token))
+            expires_at = None if args.expires_in is None else store.clock() + args.expires_in
+            store.create_token(args.name, args.role, hash_token(token), expires_at)
             for key, comment in keys:
                 store.add_ssh_key(args.name, key, comment)
         finally:
@@ -539,6 +584,8 @@ def run_keys_list(args: argparse.Namespace) -> int:
 
 
 def run_token_list(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
     from reviewer.plan.sanitize import safe_text
     from reviewer.service.errors import DatabaseUnusable
 
@@ -550,8 +597,15 @@ def run_token_list(args: argparse.Namespace) -> int:
             store.close()
     except DatabaseUnusable as error:
         return _refusal("token list", error.message)
+    now = datetime.now(UTC)
     for token in tokens:
         status = f"revoked {token.revoked_at:%Y-%m-%d %H:%M}" if token.revoked_at else "active"
+        if token.revoked_at is None and token.expires_at is not None:
+            status = (
+                f"{'expired' if token.expires_at <= now else 'expires'} {token.expires_at:%Y-%m-%d %H:%M}"
+            )
+        if token.revoked_at is None and token.previous_valid_until and token.previous_valid_until > now:
+            status += f", rotated: the old token works until {token.previous_valid_until:%Y-%m-%d %H:%M}"
         # Names made before the name rules may hold anything: shown with hidden characters escaped.
         print(f"{safe_text(token.name)}\t{token.role}\tcreated {token.created_at:%Y-%m-%d %H:%M}\t{status}")
     return 0
@@ -647,4 +701,26 @@ def run_db_backup(args: argparse.Namespace) -> int:
     finally:
         store.close()
     print(f"backed up {store.location} (queue schema version {version}) to {args.path}", file=sys.stderr)
+    return 0
+
+
+def run_token_rotate(args: argparse.Namespace) -> int:
+    from reviewer.plan.sanitize import safe_text
+    from reviewer.service.auth import hash_token, mint_token
+    from reviewer.service.errors import DatabaseUnusable
+
+    token = mint_token()
+    try:
+        store = _store(args)
+        try:
+            expires_at = None if args.expires_in is None else store.clock() + args.expires_in
+            rotated = store.rotate_token(args.name, hash_token(token), args.grace, expires_at)
+        finally:
+            store.close()
+    except DatabaseUnusable as error:
+        return _refusal("token rotate", error.message)
+    if not rotated:
+        return _refusal("token rotate", f"no active token named {safe_text(args.name)!r}")
+    print(token)
+    print(f"rotated {safe_text(args.name)}: the old token works {args.grace:g} s more", file=sys.stderr)
     return 0

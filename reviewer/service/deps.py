@@ -44,7 +44,10 @@ async def current_caller(
         raise Unauthorized("send the token as `Authorization: Bearer <token>`")
     identity = identity_for(store, credentials.credentials)
     if identity is None:
-        raise Unauthorized("this token is unknown or revoked; ask the queue's operator for one")
+        reason = store.token_refusal(hash_token(credentials.credentials))
+        raise Unauthorized(
+            f"{reason or 'this token is unknown or revoked'}; ask the queue's operator for one"
+        )
     request.state.who = identity.name
     return identity
 

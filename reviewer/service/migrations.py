@@ -26,7 +26,7 @@ log = logging.getLogger("reviewer.service.migrations")
 STEPS: Final = {
     3: "reviewers' SSH keys and signed decisions in the trail",
     4: "the notifications' outbox",
-    5: "metrics tokens, and an expiry on every token",
+    5: "metrics tokens, token expiry, and rotation (the replaced token valid for a grace period)",
 }
 """What each numbered step adds; the backends hold its SQL under the same number."""
 

@@ -64,7 +64,9 @@ CREATE TABLE tokens (
     token_sha256 TEXT NOT NULL UNIQUE,
     created_at DOUBLE PRECISION NOT NULL,
     revoked_at DOUBLE PRECISION,
-    expires_at DOUBLE PRECISION
+    expires_at DOUBLE PRECISION,
+    previous_sha256 TEXT UNIQUE,
+    previous_expires_at DOUBLE PRECISION
 );
 CREATE UNIQUE INDEX tokens_active_name ON tokens (lower(name)) WHERE revoked_at IS NULL;
 
@@ -206,6 +208,8 @@ MIGRATIONS: Final = {
 ALTER TABLE tokens DROP CONSTRAINT tokens_role_check;
 ALTER TABLE tokens ADD CONSTRAINT tokens_role_check CHECK (role IN ('agent', 'reviewer', 'metrics'));
 ALTER TABLE tokens ADD COLUMN expires_at DOUBLE PRECISION;
+ALTER TABLE tokens ADD COLUMN previous_sha256 TEXT UNIQUE;
+ALTER TABLE tokens ADD COLUMN previous_expires_at DOUBLE PRECISION;
 """,
 }
 """Each numbered step of `reviewer.service.migrations.STEPS` in PostgreSQL's words."""

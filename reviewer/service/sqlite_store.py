@@ -52,7 +52,9 @@ CREATE TABLE IF NOT EXISTS {table} (
     token_sha256 TEXT NOT NULL UNIQUE,
     created_at REAL NOT NULL,
     revoked_at REAL,
-    expires_at REAL
+    expires_at REAL,
+    previous_sha256 TEXT UNIQUE,
+    previous_expires_at REAL
 );
 """
 """`{table}` is `tokens`, or the table migration 5 copies the tokens into (SQLite changes a CHECK

@@ -65,7 +65,7 @@ from reviewer.signing.sshsig import PublicKey
 
 SCHEMA_VERSION: Final = 5
 """The version of the tables a database holds: 2 added claims, 3 reviewers' SSH keys and signed
-decisions in the trail, 4 the notifications' outbox, 5 metrics tokens and token expiry. An older
+decisions in the trail, 4 the notifications' outbox, 5 metrics tokens, token expiry and rotation. An older
 database is brought up to date by numbered steps (`reviewer.service.migrations`), a newer one refused."""
 DEFAULT_PENDING_TTL: Final = 24 * 3600.0
 """A proposal nobody decided within a day is stale: the agent re-plans against today's state."""
@@ -135,6 +135,23 @@ class TokenInfo:
     role: Role
     created_at: datetime
     revoked_at: datetime | None
+    expires_at: datetime | None = None
+    previous_valid_until: datetime | None = None
+    """After a rotation: until when the replaced token is still accepted."""
+
+
+TOKEN_COLUMNS: Final = (
+    "tokens.id, tokens.name, tokens.role, tokens.token_sha256, tokens.previous_sha256, "
+    "tokens.previous_expires_at"
+)
+"""What `_identity_of` reads of a token's row."""
+TOKEN_VALID: Final = (
+    "(tokens.token_sha256 = :token_sha256 OR (tokens.previous_sha256 = :token_sha256 "
+    "AND tokens.previous_expires_at > :now)) AND tokens.revoked_at IS NULL "
+    "AND (tokens.expires_at IS NULL OR tokens.expires_at > :now)"
+)
+"""The row of a token that authenticates at `:now`: its current secret, or the one a rotation
+replaced within its grace period; not revoked, not expired."""
 
 
 @dataclass(frozen=True)
@@ -234,8 +251,9 @@ class QueueStore(ABC):
 
     # tokens
 
-    def create_token(self, name: str, role: Role, token_sha256: str) -> None:
-        """Mint under `name` (see `rules.check_new_token` for the rules a name follows)."""
+    def create_token(self, name: str, role: Role, token_sha256: str, expires_at: float | None = None) -> None:
+        """Mint under `name` (see `rules.check_new_token` for the rules a name follows), valid until
+        `expires_at` (seconds since the epoch) or for ever."""
         rules.check_token_name(name)
         with self.write() as db:
             earlier = db.all(
@@ -243,26 +261,74 @@ class QueueStore(ABC):
             )
             rules.check_new_token(name, role, earlier)
             db.run(
-                "INSERT INTO tokens (name, role, token_sha256, created_at) "
-                "VALUES (:name, :role, :token_sha256, :now)",
+                "INSERT INTO tokens (name, role, token_sha256, created_at, expires_at) "
+                "VALUES (:name, :role, :token_sha256, :now, :expires_at)",
                 name=name,
                 role=role,
                 token_sha256=token_sha256,
                 now=self.clock(),
+                expires_at=expires_at,
             )
 
     def list_tokens(self) -> list[TokenInfo]:
         with self.read() as db:
-            rows = db.all("SELECT name, role, created_at, revoked_at FROM tokens ORDER BY name, created_at")
+            rows = db.all(
+                "SELECT name, role, created_at, revoked_at, expires_at, previous_expires_at FROM tokens "
+                "ORDER BY name, created_at"
+            )
         return [
             TokenInfo(
                 row["name"],
                 row["role"],
                 rules.required_timestamp(row["created_at"]),
                 rules.timestamp(row["revoked_at"]),
+                rules.timestamp(row["expires_at"]),
+                rules.timestamp(row["previous_expires_at"]),
             )
             for row in rows
         ]
+
+    def rotate_token(
+        self, name: str, token_sha256: str, grace: float, expires_at: float | None = None
+    ) -> bool:
+        """Give the active token of `name` a new secret, keeping its identity (its idempotency keys,
+        its claims); the replaced secret is accepted `grace` seconds more. False when `name` has none."""
+        now = self.clock()
+        with self.write() as db:
+            rotated = db.run(
+                "UPDATE tokens SET previous_sha256 = token_sha256, previous_expires_at = :until, "
+                "token_sha256 = :token_sha256, expires_at = :expires_at "
+                "WHERE lower(name) = lower(:name) AND revoked_at IS NULL",
+                until=now + grace,
+                token_sha256=token_sha256,
+                expires_at=expires_at,
+                name=name,
+            )
+        return rotated > 0
+
+    def token_refusal(self, token_sha256: str) -> str | None:
+        """Why a token that does not authenticate is refused, when it is ours and merely out of
+        date (expired, or replaced by a rotation whose grace ended); None for unknown or revoked."""
+        now = self.clock()
+        with self.single() as db:
+            row = db.one(
+                "SELECT token_sha256, expires_at, previous_expires_at FROM tokens "
+                "WHERE (token_sha256 = :token_sha256 OR previous_sha256 = :token_sha256) "
+                "AND revoked_at IS NULL",
+                token_sha256=token_sha256,
+            )
+        if row is None:
+            return None
+        if not hashes_match(row["token_sha256"], token_sha256):
+            ended = rules.required_timestamp(row["previous_expires_at"])
+            return (
+                "this token was replaced by a rotation, and its grace period ended at "
+                f"{ended:%Y-%m-%d %H:%M:%S} UTC"
+            )
+        if row["expires_at"] is not None and row["expires_at"] <= now:
+            when = rules.required_timestamp(row["expires_at"])
+            return f"this token expired at {when:%Y-%m-%d %H:%M:%S} UTC"
+        return None
 
     def revoke_token(self, name: str) -> bool:
         """Revoke the active token of `name` (without regard to case); False when there is none."""
@@ -275,13 +341,12 @@ class QueueStore(ABC):
         return revoked > 0
 
     def resolve_token(self, token_sha256: str) -> Identity | None:
+        now = self.clock()
         with self.single() as db:
             row = db.one(
-                "SELECT id, name, role, token_sha256 FROM tokens "
-                "WHERE token_sha256 = :token_sha256 AND revoked_at IS NULL",
-                token_sha256=token_sha256,
+                f"SELECT {TOKEN_COLUMNS} FROM tokens WHERE {TOKEN_VALID}", token_sha256=token_sha256, now=now
             )
-        return _identity_of(row, token_sha256)
+        return _identity_of(row, token_sha256, now)
 
     def _require_active(self, db: Transaction, identity: Identity) -> None:
         """Read the caller's token again inside the write: a revocation meanwhile refuses the write."""
@@ -686,16 +751,16 @@ class QueueStore(ABC):
         from the database on every poll (a revocation refuses the very next one), at the cost of
         one statement rather than two."""
         with self.single() as db:
+            now = self.clock()
             row = db.one(
-                "SELECT tokens.id, tokens.name, tokens.role, tokens.token_sha256, "
+                f"SELECT {TOKEN_COLUMNS}, "
                 + self.LIST_VERSION
-                + " FROM (SELECT 1 AS always) AS one_row LEFT JOIN tokens "
-                "ON tokens.token_sha256 = :token_sha256 AND tokens.revoked_at IS NULL",
+                + f" FROM (SELECT 1 AS always) AS one_row LEFT JOIN tokens ON {TOKEN_VALID}",
                 token_sha256=token_sha256,
-                now=self.clock(),
+                now=now,
             )
         assert row is not None
-        identity = None if row["id"] is None else _identity_of(row, token_sha256)
+        identity = None if row["id"] is None else _identity_of(row, token_sha256, now)
         return identity, ListVersion(int(row["last_seq"]), row["next_deadline"])
 
     LIST_BATCH: Final = 500
@@ -1386,8 +1451,15 @@ def _fingerprint(proposal_id: str, request: DecisionRequest | ClaimRequest | Exe
     return hashlib.sha256(msgspec.json.encode(material, order="sorted")).hexdigest()
 
 
-def _identity_of(row: Row | None, token_sha256: str) -> Identity | None:
-    """The identity of an active token's row, compared in constant time with the hash presented."""
-    if row is None or not hashes_match(row["token_sha256"], token_sha256):
+def _identity_of(row: Row | None, token_sha256: str, now: float) -> Identity | None:
+    """The identity of an active token's row (`TOKEN_COLUMNS`), compared in constant time with the
+    hash presented: its current secret, or the one a rotation replaced while its grace lasts."""
+    if row is None:
         return None
-    return Identity(row["id"], row["name"], row["role"])
+    current = hashes_match(row["token_sha256"], token_sha256)
+    previous = (
+        row["previous_sha256"] is not None
+        and row["previous_expires_at"] > now
+        and hashes_match(row["previous_sha256"], token_sha256)
+    )
+    return Identity(row["id"], row["name"], row["role"]) if current or previous else None

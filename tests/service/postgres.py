@@ -73,7 +73,8 @@ class Cluster:
             capture_output=True,
         )
 
-    def stop(self) -> None:
+    def stop_server(self) -> None:
+        """Stop PostgreSQL at once, keeping its files: what a database outage looks like to clients."""
         subprocess.run(
             self._as_owner(
                 str(self.bindir / "pg_ctl"), "-D", str(self.root / "data"), "-m", "immediate", "stop"
@@ -81,6 +82,9 @@ class Cluster:
             check=False,
             capture_output=True,
         )
+
+    def stop(self) -> None:
+        self.stop_server()
         shutil.rmtree(self.root, ignore_errors=True)
 
     def url(self, database: str = "postgres") -> str:

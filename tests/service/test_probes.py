@@ -1,0 +1,73 @@
+"""`/healthz` and `/readyz` on a real service, on SQLite and on PostgreSQL: without a token, without
+queue data; a stopped PostgreSQL makes the replica unready (503, with the reason) but not unhealthy."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import httpx
+from fastapi.testclient import TestClient
+
+from reviewer.service.app import create_app
+from reviewer.service.store import SCHEMA_VERSION
+from tests.queue_harness import Service, start_service
+from tests.service.postgres import start_cluster
+
+
+def probe(service: Service, path: str) -> httpx.Response:
+    with service.client() as anonymous:
+        return anonymous.get(path)
+
+
+def test_sqlite_probes_answer_without_a_token_and_say_nothing_of_the_queue(tmp_path: Path) -> None:
+    service = start_service(tmp_path)
+    try:
+        healthy, ready = probe(service, "/healthz"), probe(service, "/readyz")
+        docs = probe(service, "/docs")
+    finally:
+        service.stop()
+    assert (healthy.status_code, healthy.json()) == (200, {"status": "serving"})
+    assert (ready.status_code, ready.json()) == (200, {"status": "ready", "schema_version": SCHEMA_VERSION})
+    assert docs.status_code == 404  # the Swagger UI only with --api-docs
+
+
+def test_readyz_is_503_naming_the_version_when_the_schema_is_not_this_release(tmp_path: Path) -> None:
+    database = tmp_path / "queue.sqlite3"
+    client = TestClient(create_app(database))
+    assert client.get("/readyz").status_code == 200
+    with sqlite3.connect(database) as raw:  # what a newer release's migration would leave
+        raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    raw.close()
+    answer = client.get("/readyz")
+    assert answer.status_code == 503
+    newer, ours = SCHEMA_VERSION + 1, SCHEMA_VERSION
+    assert answer.json()["reason"] == (
+        f"the database holds queue schema version {newer}, and this release writes {ours}"
+    )
+    assert client.get("/healthz").status_code == 200
+
+
+def test_api_docs_only_when_asked(tmp_path: Path) -> None:
+    assert TestClient(create_app(tmp_path / "a.sqlite3", api_docs=True)).get("/docs").status_code == 200
+    assert TestClient(create_app(tmp_path / "b.sqlite3")).get("/redoc").status_code == 404
+
+
+def test_postgresql_stopped_makes_the_replica_unready_but_healthy(tmp_path: Path) -> None:
+    cluster = start_cluster()  # its own: stopping the suite's cluster would fail other tests
+    try:
+        service = Service(db=cluster.fresh_database(), log_path=tmp_path / "service.log")
+        service.start()
+        try:
+            assert probe(service, "/readyz").status_code == 200
+            cluster.stop_server()
+            unready = probe(service, "/readyz")
+            healthy = probe(service, "/healthz")
+        finally:
+            service.stop()
+    finally:
+        cluster.stop()
+    assert unready.status_code == 503
+    assert unready.json()["status"] == "not ready"
+    assert unready.json()["reason"].startswith("the queue's database does not answer: "), unready.json()
+    assert healthy.status_code == 200

@@ -1,0 +1,93 @@
+"""Tokens that expire and rotate, under an injected clock: an expired token is a 401 that says so
+(also on the idle poll's short way); a rotated token's old secret works for its grace period only,
+under the same identity; `token create --expires-in`, `token rotate` and `token list` as commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from reviewer.service.app import create_app
+from reviewer.service.auth import hash_token, mint_token
+from reviewer.service.store import QueueStore
+from tests.service.test_command_line import run
+
+START = 1_800_000_000.0
+
+
+def clocked(tmp_path: Path) -> tuple[list[float], QueueStore, TestClient]:
+    now = [START]
+    app = create_app(tmp_path / "queue.sqlite3", clock=lambda: now[0])
+    return now, app.state.store, TestClient(app)
+
+
+def as_bearer(token: str, **headers: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}", **headers}
+
+
+def test_an_expired_token_is_a_401_that_says_when_it_expired(tmp_path: Path) -> None:
+    now, store, client = clocked(tmp_path)
+    token = mint_token()
+    store.create_token("alice", "reviewer", hash_token(token), expires_at=START + 60)
+    listing = client.get("/v1/proposals", headers=as_bearer(token))
+    assert listing.status_code == 200
+    now[0] = START + 60
+    refused = client.get("/v1/whoami", headers=as_bearer(token))
+    assert refused.status_code == 401
+    assert refused.json()["message"] == (
+        "this token expired at 2027-01-15 08:01:00 UTC; ask the queue's operator for one"
+    )
+    unchanged_poll = client.get(
+        "/v1/proposals", headers=as_bearer(token, **{"If-None-Match": listing.headers["etag"]})
+    )
+    assert unchanged_poll.status_code == 401  # the idle poll's short way reads the expiry too
+    unknown = client.get("/v1/whoami", headers=as_bearer(mint_token()))
+    assert unknown.json()["message"] == "this token is unknown or revoked; ask the queue's operator for one"
+
+
+def test_a_rotated_token_keeps_its_identity_and_the_old_secret_lasts_its_grace(tmp_path: Path) -> None:
+    now, store, client = clocked(tmp_path)
+    old, new = mint_token(), mint_token()
+    store.create_token("deployer", "agent", hash_token(old))
+    assert store.rotate_token("deployer", hash_token(new), grace=300)
+    assert not store.rotate_token("nobody", hash_token(mint_token()), grace=300)
+    now[0] = START + 299
+    for token in (old, new):
+        assert client.get("/v1/whoami", headers=as_bearer(token)).json() == {
+            "name": "deployer",
+            "role": "agent",
+        }
+    now[0] = START + 300
+    assert client.get("/v1/whoami", headers=as_bearer(new)).status_code == 200
+    refused = client.get("/v1/whoami", headers=as_bearer(old))
+    assert refused.status_code == 401
+    assert refused.json()["message"].startswith(
+        "this token was replaced by a rotation, and its grace period ended at 2027-01-15 08:05:00 UTC"
+    )
+    [listed] = store.list_tokens()
+    assert listed.revoked_at is None and listed.previous_valid_until is not None
+
+
+def test_token_commands_create_with_an_expiry_rotate_and_list(tmp_path: Path) -> None:
+    database = tmp_path / "queue.sqlite3"
+    create_app(database).state.store.close()
+    made = run(
+        "token", "create", "--db", str(database), "--name", "ci", "--role", "agent", "--expires-in", "90d"
+    )
+    assert made.returncode == 0, made.stderr
+    listed = run("token", "list", "--db", str(database))
+    assert "\tagent\t" in listed.stdout and "\texpires " in listed.stdout
+    rotated = run("token", "rotate", "ci", "--db", str(database), "--grace", "10m")
+    assert rotated.returncode == 0, rotated.stderr
+    assert rotated.stdout.strip().startswith("rvw_") and rotated.stdout.strip() != made.stdout.strip()
+    assert "the old token works 600 s more" in rotated.stderr
+    listed = run("token", "list", "--db", str(database))
+    assert "rotated: the old token works until" in listed.stdout and "expires" not in listed.stdout
+    assert rotated.stdout.strip() not in listed.stdout + listed.stderr
+    bad = run(
+        "token", "create", "--db", str(database), "--name", "x", "--role", "agent", "--expires-in", "soon"
+    )
+    assert bad.returncode == 2 and "not a duration" in bad.stderr
+    metrics = run("token", "create", "--db", str(database), "--name", "prometheus", "--role", "metrics")
+    assert metrics.returncode == 0, metrics.stderr
