@@ -726,7 +726,13 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
 
     def help_sections(self) -> list[HelpSection]:
         """The keys of every screen, read from their bindings, so the help cannot fall behind them."""
-        from reviewer.tui.screens.dialogs import ConfirmScreen, RejectScreen, help_rows, key_words
+        from reviewer.tui.screens.dialogs import (
+            ConfirmScreen,
+            DecisionDialog,
+            RejectScreen,
+            help_rows,
+            key_words,
+        )
         from reviewer.tui.screens.drift import DriftScreen
         from reviewer.tui.screens.review import ReviewScreen
         from reviewer.tui.screens.verification import VerificationScreen
@@ -743,7 +749,12 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
             ("Drift", help_rows([*DriftScreen.BINDINGS, *focus], display)),
             ("Verification", help_rows([*VerificationScreen.BINDINGS, *focus], display)),
             ("Everywhere", help_rows(self.BINDINGS, display)),
-            ("Confirmation", help_rows([*ConfirmScreen.BINDINGS, *RejectScreen.BINDINGS], display)),
+            (
+                "Confirmation",
+                help_rows(
+                    [*ConfirmScreen.BINDINGS, *RejectScreen.BINDINGS, *DecisionDialog.BINDINGS], display
+                ),
+            ),
         ]
 
     def action_help_quit(self) -> None:

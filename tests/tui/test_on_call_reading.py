@@ -155,7 +155,7 @@ async def test_writes_kept_read_kept_and_approving_them_needs_the_word_typed(sam
         dialog = app.screen
         assert isinstance(dialog, TypedConfirmScreen)
         assert "sends every write of this plan a second time" in plain(
-            dialog.query_one(".dialog-body", Static)
+            dialog.query_one(".dialog-body Static", Static)
         )
         await pilot.press("y", "enter")
         await wait_until_loaded(pilot)
@@ -187,7 +187,7 @@ async def test_the_approve_dialog_says_the_quorum_and_the_signing_in_the_demo(sa
         await pilot.press("enter", "a")
         await wait_until_loaded(pilot)
         assert isinstance(app.screen, ConfirmScreen)
-        body = plain(app.screen.query_one(".dialog-body", Static))
+        body = plain(app.screen.query_one(".dialog-body Static", Static))
         assert "approvals  the demo has no queue" in body and "signature  the demo signs nothing" in body
 
 

@@ -106,8 +106,8 @@ async def test_the_review_names_title_task_base_url_and_environment(sample_folde
         await pilot.press("a")
         await wait_until_loaded(pilot)
         assert isinstance(app.screen, ConfirmScreen)
-        body = str(app.screen.query_one(".dialog-body", Static).render())
-        assert "runs on https://billing.internal.example" in body
+        body = str(app.screen.query_one(".dialog-body Static", Static).render())
+        assert "runs on production · https://billing.internal.example" in body
 
 
 async def test_at_80x24_no_notification_covers_the_approve_dialog(sample_folder) -> None:

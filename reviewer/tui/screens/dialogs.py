@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -13,6 +13,9 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
+
+Answer = TypeVar("Answer")
+"""What a dialog's dismissal carries: a yes or no, or a reason."""
 
 HelpSection = tuple[str, list[tuple[str, str]]]
 """A screen's name and its keys as (keys as shown, what they do), built from the bindings."""
@@ -39,8 +42,42 @@ def help_rows(
     return [(" / ".join(dict.fromkeys(keys)), description) for (_, description), keys in rows.items()]
 
 
-class ConfirmScreen(ModalScreen[bool]):
-    """Asks y/n; the body is built by the caller from sanitized text."""
+class DecisionDialog(ModalScreen[Answer]):
+    """A decision's dialog: the body the caller built from sanitized text scrolls, and what answers
+    it (the keys, a field) stays at the bottom in sight, however small the terminal."""
+
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("pageup", "scroll_body(-1)", "scroll the dialog up", show=False),
+        Binding("pagedown", "scroll_body(1)", "scroll the dialog down", show=False),
+    ]
+
+    def __init__(self, title: str, body: Text, keys: str) -> None:
+        super().__init__()
+        self.title_text = title
+        self.body = body
+        self.keys = keys
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog decision") as dialog:
+            dialog.border_title = self.title_text
+            with VerticalScroll(classes="dialog-body"):
+                yield Static(self.body)
+            with Vertical(classes="dialog-foot"):
+                yield from self.answer_fields()
+                yield Static(Text(self.keys, style="bold"), classes="dialog-keys")
+
+    def answer_fields(self) -> ComposeResult:
+        """The fields the answer is typed into, above the keys (none: a key answers)."""
+        yield from ()
+
+    def action_scroll_body(self, pages: int) -> None:
+        body = self.query_one(".dialog-body", VerticalScroll)
+        body.scroll_relative(y=pages * max(body.size.height - 1, 1), animate=False)
+
+
+class ConfirmScreen(DecisionDialog[bool]):
+    """Asks y/n; up and down scroll the body."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "answer(True)", "yes, send it"),
@@ -48,21 +85,16 @@ class ConfirmScreen(ModalScreen[bool]):
     ]
 
     def __init__(self, title: str, body: Text) -> None:
-        super().__init__()
-        self.title_text = title
-        self.body = body
+        super().__init__(title, body, "y  yes, send it      n  no")
 
-    def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog") as dialog:
-            dialog.border_title = self.title_text
-            yield Static(self.body, classes="dialog-body")
-            yield Static(Text("y  yes, send it      n  no", style="bold"), classes="dialog-keys")
+    def on_mount(self) -> None:
+        self.query_one(".dialog-body", VerticalScroll).focus()
 
     def action_answer(self, answer: bool) -> None:
         self.dismiss(answer)
 
 
-class TypedConfirmScreen(ModalScreen[bool]):
+class TypedConfirmScreen(DecisionDialog[bool]):
     """Asks for a word to be typed instead of `y`: for a decision whose effect a tired reviewer must
     read first (approving writes a dry run already made sends them a second time)."""
 
@@ -72,19 +104,14 @@ class TypedConfirmScreen(ModalScreen[bool]):
     ]
 
     def __init__(self, title: str, body: Text, word: str) -> None:
-        super().__init__()
-        self.title_text = title
-        self.body = body
+        super().__init__(title, body, f"{word} + enter  send it      escape  back")
         self.word = word
 
-    def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog") as dialog:
-            dialog.border_title = self.title_text
-            yield Static(self.body, classes="dialog-body")
-            yield Input(placeholder=f"type {self.word} and press enter", max_length=40)
-            yield Static(
-                Text(f"{self.word} + enter  send it      escape  back", style="bold"), classes="dialog-keys"
-            )
+    def answer_fields(self) -> ComposeResult:
+        yield Input(placeholder=f"type {self.word} and press enter", max_length=40)
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.value.strip() == self.word:
@@ -100,7 +127,7 @@ class TypedConfirmScreen(ModalScreen[bool]):
         self.dismiss(answer)
 
 
-class RejectScreen(ModalScreen[str | None]):
+class RejectScreen(DecisionDialog[str | None]):
     """Asks why: a rejection carries a reason the agent can act on."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -109,17 +136,13 @@ class RejectScreen(ModalScreen[str | None]):
     ]
 
     def __init__(self, body: Text) -> None:
-        super().__init__()
-        self.body = body
+        super().__init__("Reject", body, "enter  send the rejection      escape  back")
 
-    def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog") as dialog:
-            dialog.border_title = "Reject"
-            yield Static(self.body, classes="dialog-body")
-            yield Input(placeholder="reason (required), enter to send", max_length=2000)
-            yield Static(
-                Text("enter  send the rejection      escape  back", style="bold"), classes="dialog-keys"
-            )
+    def answer_fields(self) -> ComposeResult:
+        yield Input(placeholder="reason (required), enter to send", max_length=2000)
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         reason = event.value.strip()

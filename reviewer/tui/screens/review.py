@@ -27,7 +27,7 @@ from reviewer.tui.screens.drift import DriftScreen
 from reviewer.tui.screens.queue import STATE_STYLES
 from reviewer.tui.screens.styled_once import StyledOnce
 from reviewer.tui.screens.verification import VerificationScreen
-from reviewer.tui.widgets.chrome import Chrome, KeysFooter
+from reviewer.tui.widgets.chrome import Chrome, KeysFooter, Part
 from reviewer.tui.widgets.panes import (
     detail_text,
     extremes_text,
@@ -39,11 +39,14 @@ from reviewer.tui.widgets.plan_view import PlanView, is_alarm_row
 
 
 def target_text(proposal: Proposal) -> Text:
-    """Where the plan will run: the base URL (the one target field the executor enforces; without one,
+    """Where the plan will run: the environment the agent names first (a long base URL would push it
+    off a narrow screen), then the base URL (the one target field the executor enforces; without one,
     the runner chose to allow any target, or its tools are not HTTP calls), its host as it will be
-    resolved when that differs from how it is written, then the environment and API the agent names."""
+    resolved when that differs from how it is written, and the API."""
     target = proposal.target
     text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(safe_text(clip(target.environment or "no environment", 40)), "warn.strong")
+    text.append(" · ")
     reading = read_host(target.base_url) if target.base_url else None
     if reading is not None and not reading.plain:
         text.append(safe_text(clip(reading.resolved_url, 200)), "bold")
@@ -53,7 +56,6 @@ def target_text(proposal: Proposal) -> Text:
         text.append(
             safe_text(clip(target.base_url or "no base URL: where it runs is up to the runner", 200)), "bold"
         )
-    text.append(f" · {safe_text(clip(target.environment or 'no environment', 40))}", "warn.strong")
     text.append(f" · {safe_text(clip(target.api, 40))}")
     return text
 
@@ -91,6 +93,12 @@ def alarm_candidates(analysis: Analysis) -> list[int]:
     return found
 
 
+PLAN_ROWS_KEPT = 3
+"""Plan rows every screen size keeps, whatever the alarms: they fold to one line first."""
+
+NARROW_PANES = 70
+"""Under this many columns the panes under the plan take turns (`p`), each the full width."""
+
 KEPT_WORD = "again"
 """What the reviewer types to approve a plan whose dry run kept writes: what approving does."""
 
@@ -102,7 +110,8 @@ def replan_notice(revision: int) -> str:
 class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
     """Everything needed to decide one revision, with the decision keys in the footer."""
 
-    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
+    VERTICAL_BREAKPOINTS = [(0, "-tiny"), (22, "-short"), (30, "-tall")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (NARROW_PANES, "-wide")]
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back"),
         Binding("a", "approve", "Approve"),
@@ -111,7 +120,11 @@ class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         Binding("v", "verify", "Verify"),
         Binding("f", "first_delete", "First delete"),
         Binding("n", "next_alarm", "Next alarm row"),
+        Binding("e", "expand_alarms", "All alarms"),
+        Binding("p", "next_pane", "Side panes"),
     ]
+    PANES = ("detail-pane", "ratios-pane", "extremes-pane")
+    """The panes under the plan; a narrow terminal shows one at a time, `p` the next."""
 
     @dataclass
     class DecisionRequested(Message):
@@ -138,9 +151,11 @@ class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         super().__init__()
         # The height's class before the first styling: Textual's resize sets it too, and adding it
         # after mount restyled the whole screen a second time.
-        height = self.app.size.height
+        width, height = self.app.size
         self.add_class(
-            *[name for least, name in self.VERTICAL_BREAKPOINTS if height >= least][-1:], update=False
+            *[name for least, name in self.VERTICAL_BREAKPOINTS if height >= least][-1:],
+            *[name for least, name in self.HORIZONTAL_BREAKPOINTS if width >= least][-1:],
+            update=False,
         )
         self.live = mode == "live"
         self.who = who or mode
@@ -151,6 +166,9 @@ class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         self.mode = mode
         self.drift_announced = False
         self._alarm_candidates: list[int] | None = None
+        self.alarms = Text()
+        """Every alarm line, as the banner shows it when there is room or `e` unfolds it."""
+        self.alarms_unfolded = False
 
     def compose(self) -> ComposeResult:
         yield Chrome(id="chrome")
@@ -179,6 +197,7 @@ class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         self.query_one("#decision", Static).display = False
         self.query_one(PlanView).focus()
         self.show_progress()
+        self.call_after_refresh(self.fit_alarms)  # once the panes have their height
         if self.live:
             self.call_after_refresh(self.refresh_live)
 
@@ -192,19 +211,18 @@ class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
 
     def _show_progress(self) -> None:
         proposal = self.analysis.proposal
-        self.query_one(Chrome).show(self.mode, *self.chrome_parts(), f"by {proposal.agent.name}")
+        self.query_one(Chrome).show(
+            self.mode, *self.chrome_parts(), self.digest_part(), f"by {proposal.agent.name}"
+        )
         problem = self.item.problems.get(self.revision)
         figures = self.item.figures(self.revision)
-        banner = self.query_one("#alarms", Static)
         if problem is not None:
-            banner.display = True
-            banner.update(Text(f"BROKEN: {safe_text(clip(problem, 300))}; it cannot be approved", "bold"))
+            self.show_alarms(Text(f"BROKEN: {safe_text(clip(problem, 300))}; it cannot be approved", "bold"))
         else:
             latest = self.revision == self.item.latest_revision
             policy = self.item.policy_words() if latest else []
             alarms = [*policy, *(figures.alarms if figures is not None else ())]
-            banner.display = bool(alarms)
-            banner.update(Text(" · ".join(alarms), "bold"))
+            self.show_alarms(Text(" · ".join(alarms), "bold"))
         if figures is not None:
             self.query_one("#ratios", Static).update(ratios_text(figures.ratios))
             self.query_one("#extremes", Static).update(extremes_text(figures.extremes))
@@ -221,6 +239,7 @@ class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         item = self.item
         parts = self.chrome_parts()
         parts.append((item.state_words(), STATE_STYLES.get(item.state_label, "")))
+        parts.append(self.digest_part())
         parts.append(("by you", "bold reverse") if item.mine else f"by {item.proposed_by}")
         if self.revision == item.latest_revision and item.policy_words():
             self._show_progress()
@@ -238,7 +257,6 @@ class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         local = self.item.local_digests.get(self.revision)
         if local is None:
             return
-        banner = self.query_one("#alarms", Static)
         text = Text(
             f"DIGEST MISMATCH: the queue says {self.item.digests.get(self.revision, '')[:12]}…, "
             f"the plan fetched hashes to {local[:12]}…: do not approve",
@@ -247,8 +265,62 @@ class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         figures = self.item.figures(self.revision)
         if figures is not None and figures.alarms:
             text.append(" · " + " · ".join(figures.alarms))
-        banner.update(text)
-        banner.display = True
+        self.show_alarms(text)
+
+    def show_alarms(self, alarms: Text) -> None:
+        """The alarm banner, in full when the plan keeps `PLAN_ROWS_KEPT` rows under it, else folded
+        to one line that says how to unfold it (`e`)."""
+        self.alarms = alarms
+        self.fit_alarms()
+
+    def on_resize(self) -> None:
+        self.fit_alarms()
+
+    def fit_alarms(self) -> None:
+        banner = self.query_one("#alarms", Static)
+        banner.display = bool(self.alarms.plain)
+        if not self.alarms.plain:
+            return
+        width = max(self.size.width - 2, 10)
+        needed = len(self.alarms.wrap(self.app.console, width))
+        if self.alarms_unfolded or needed <= self.alarm_lines_free():
+            banner.update(self.alarms)
+            return
+        hint = Text(" (e: all)", "bold")
+        folded = self.alarms.copy()
+        folded.truncate(width - hint.cell_len, overflow="ellipsis")
+        folded.no_wrap = True
+        banner.update(folded + hint)
+
+    def alarm_lines_free(self) -> int:
+        """Lines the alarm banner may take while the plan keeps `PLAN_ROWS_KEPT` rows: the screen
+        less the chrome, the claim, the panes, the decision line, the footer and the plan's own."""
+        taken = sum(
+            widget.outer_size.height
+            for widget in self.query("#chrome, #claim, #panes, #decision, KeysFooter")
+            if widget.display
+        )
+        return self.size.height - taken - PLAN_ROWS_KEPT - 3  # the plan's border and header
+
+    def action_expand_alarms(self) -> None:
+        self.alarms_unfolded = not self.alarms_unfolded
+        self.fit_alarms()
+
+    def action_next_pane(self) -> None:
+        """On a narrow terminal, the next pane under the plan in the place of the one shown."""
+        panes = self.query_one("#panes")
+        shown = next((name for name in self.PANES if panes.has_class(f"-show-{name}")), self.PANES[0])
+        following = self.PANES[(self.PANES.index(shown) + 1) % len(self.PANES)]
+        panes.remove_class(*(f"-show-{name}" for name in self.PANES))
+        panes.add_class(f"-show-{following}")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """`p` only where the panes take turns; `e` only while there are alarms."""
+        if action == "next_pane":
+            return self.has_class("-narrow")
+        if action == "expand_alarms":
+            return bool(self.alarms.plain)
+        return True
 
     def announce_drift(self) -> None:
         """Say once that the latest revision drifted: on opening if the drift is known by then, else
@@ -262,14 +334,17 @@ class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
             f"rev {self.revision} against rev {base}: {drift.summary}. Press d to see it.", title="Re-planned"
         )
 
-    def chrome_parts(self) -> list[tuple[str, str] | str]:
-        """What an approval names, first, since a narrow terminal cuts the chrome from the right."""
+    def chrome_parts(self) -> list[Part]:
+        """What an approval names, first, since a narrow terminal cuts the chrome from the right; live,
+        the state follows, then the digest (`digest_part`)."""
+        return [(self.item.proposal_id, "bold"), f"rev {self.revision}/{self.item.latest_revision}"]
+
+    def digest_part(self) -> Part:
+        """The digest's first 12 hex digits, 7 on a narrow terminal (the confirmation shows all 64)."""
         digest = self.item.digests.get(self.revision, "")
-        return [
-            (self.item.proposal_id, "bold"),
-            f"rev {self.revision}/{self.item.latest_revision}",
-            f"sha256 {digest[:12]}…" if digest else "sha256 computing…",
-        ]
+        if not digest:
+            return ("sha256 computing…", "", "sha256 …")
+        return (f"sha256 {digest[:12]}…", "", f"{digest[:7]}…")
 
     @on(PlanView.RowHighlighted)
     def show_detail(self, message: PlanView.RowHighlighted) -> None:
@@ -415,6 +490,7 @@ class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         banner.display = True
         banner.set_class(error, "error")
         banner.update(Text(safe_text(clip(message, 500)), "bold"))
+        self.call_after_refresh(self.fit_alarms)  # the banner takes lines the alarms had
 
     def show_failure(self, words: str) -> None:
         """A failed worker of this screen (the side panes' figures), in the decision banner's place."""

@@ -18,9 +18,17 @@ from textual.widgets import Static
 
 from reviewer.plan.sanitize import clip, safe_text, steady_width
 
+NARROW = 80
+"""Under this many columns the chrome drops its name and puts who is signed in last, and a part with a
+short form (the digest's 12 hex digits) takes it: a phone's SSH app keeps the id, revision and state."""
+
+
+Part = tuple[str, str] | str | tuple[str, str, str]
+"""A part of the bar: its text, or (text, style), or (text, style, short text for a narrow terminal)."""
+
 
 class Chrome(Static):
-    """Title bar: `reviewer │ part │ part …`, each part plain text with an optional style."""
+    """Title bar: `reviewer │ mode │ part │ part …`, each part plain text with an optional style."""
 
     DEFAULT_CSS = """
     Chrome {
@@ -31,17 +39,43 @@ class Chrome(Static):
     }
     """
 
-    def show(self, mode: str, *parts: tuple[str, str] | str) -> None:
-        """`mode` (demo, or who is signed in live) comes first, so a narrow terminal never cuts it."""
-        text = Text(no_wrap=True, overflow="ellipsis")
-        text.append(" reviewer", "bold")
-        text.append(" │ ", "muted")
-        text.append(safe_text(clip(mode, 40)), "italic")
-        for part in parts:
-            value, style = (part, "") if isinstance(part, str) else part
-            text.append(" │ ", "muted")
-            text.append(steady_width(safe_text(clip(value, 80))), style)
-        self.update(text)
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._mode = ""
+        self._parts: tuple[Part, ...] = ()
+
+    def show(self, mode: str, *parts: Part) -> None:
+        """`mode` (demo, or who is signed in live) comes first where there is room; the parts in their
+        order, so a narrow terminal cuts the last ones."""
+        self._mode, self._parts = mode, parts
+        self.refresh()
+
+    def on_resize(self) -> None:
+        self.refresh()
+
+    def render(self) -> Text:
+        narrow = self.size.width < NARROW
+        text = Text(no_wrap=True, overflow="ellipsis", end="")
+        mode = (safe_text(clip(self._mode, 40)), "italic")
+        shown: list[tuple[str, str]] = []
+        for part in self._parts:
+            value, style, short = (
+                (part, "", part) if isinstance(part, str) else (*part[:2], part[2 % len(part)])
+            )
+            shown.append((steady_width(safe_text(clip(short if narrow else value, 80))), style))
+        if narrow:
+            shown.append(mode)
+        else:
+            text.append(" reviewer", "bold")
+            shown.insert(0, mode)
+        for index, (value, style) in enumerate(shown):
+            text.append(" │ " if index or not narrow else " ", "muted")
+            text.append(value, style)
+        return text
+
+
+HELP_ACTION = "help"
+"""The app's help key (`?`): the footer's first key when they do not all fit."""
 
 
 class KeysFooter(Widget):
@@ -113,13 +147,24 @@ class KeysFooter(Widget):
                 shown.setdefault(binding.action, (binding, enabled))
         return list(shown.values())
 
+    def ordered_bindings(self) -> list[tuple[Binding, bool]]:
+        """`shown_bindings`, with the help key first when they do not all fit: on a narrow terminal
+        the key that lists every other one stays in sight."""
+        bindings = self.shown_bindings()
+        needed = sum(
+            len(self.app.get_key_display(binding)) + len(binding.description) + 3 for binding, _ in bindings
+        )
+        if needed <= self.size.width:
+            return bindings
+        return sorted(bindings, key=lambda shown: shown[0].action != HELP_ACTION)
+
     def render(self) -> Text:
         item = self.get_component_rich_style("keys-footer--item")
         key_style = self.get_component_rich_style("keys-footer--key")
         description_style = self.get_component_rich_style("keys-footer--description")
         line = Text(no_wrap=True, overflow="crop", end="")
         spans: list[tuple[int, int, str, bool]] = []
-        for index, (binding, enabled) in enumerate(self.shown_bindings()):
+        for index, (binding, enabled) in enumerate(self.ordered_bindings()):
             base, key, description = item, key_style, description_style
             if index == self._hovered:  # the key's parts over the lit background, as a FooterKey's
                 base = self.get_component_rich_style("keys-footer--hover")

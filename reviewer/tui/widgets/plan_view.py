@@ -57,6 +57,7 @@ class Column:
 
 SEQ_COLUMN = Column("#", 5, right=True)
 TOOL_COLUMN = Column("tool", 14)
+FLAGS_COLUMN = Column("flags", 11)
 COLUMNS: tuple[Column, ...] = (
     Column("", 2),
     SEQ_COLUMN,
@@ -65,8 +66,10 @@ COLUMNS: tuple[Column, ...] = (
     Column("call", 20, shown_from=72),
     Column("args", 0, shown_from=96),
     Column("dry run", 13),
-    Column("flags", 11),
+    FLAGS_COLUMN,
 )
+NARROW_VIEW = 60
+"""Narrower than this, the columns squeeze (`PlanView._layout`)."""
 
 VERDICT_CLASS = {
     Verdict.VALIDATED: "plan-view--validated",
@@ -197,6 +200,9 @@ class PlanView(ScrollView, can_focus=True):
         """`kept_writes` of the proposal: the writes its dry run kept read `kept`, not `validated`."""
         self.virtual_size = Size(0, len(rows) + 1)
         self.seq_cells = seq_cells(rows)
+        self.seq_digits = (
+            max(len(str(rows.row(len(rows) - 1).seq)), len(str(rows.row(0).seq))) if len(rows) else 1
+        )
 
     @property
     def row_count(self) -> int:
@@ -267,17 +273,24 @@ class PlanView(ScrollView, can_focus=True):
 
     def _layout(self, width: int) -> list[tuple[Column, int]]:
         """Each shown column with its width; `#` is as wide as the largest seq (a cut seq names
-        another call), and the tool column gives up the cells it takes beyond the default."""
-        extra = max(self.seq_cells - SEQ_COLUMN.width, 0)
-        shown = [
-            replace(column, width=self.seq_cells)
-            if column is SEQ_COLUMN
-            else replace(column, width=column.width - extra)
-            if column is TOOL_COLUMN
-            else column
-            for column in COLUMNS
-            if width >= column.shown_from
-        ]
+        another call), and the tool column gives up the cells it takes beyond the default. Under
+        `NARROW_VIEW` columns (a phone's SSH app) `#` takes only the digits it needs, the flags
+        column keeps the worst flag or two, and the tool's name takes what is left."""
+        if width < NARROW_VIEW:
+            narrow = {SEQ_COLUMN: self.seq_digits, TOOL_COLUMN: 0, FLAGS_COLUMN: 7}
+            shown = [replace(column, width=narrow.get(column, column.width)) for column in COLUMNS]
+            shown = [column for column, kept in zip(shown, COLUMNS, strict=True) if width >= kept.shown_from]
+        else:
+            extra = max(self.seq_cells - SEQ_COLUMN.width, 0)
+            shown = [
+                replace(column, width=self.seq_cells)
+                if column is SEQ_COLUMN
+                else replace(column, width=column.width - extra)
+                if column is TOOL_COLUMN
+                else column
+                for column in COLUMNS
+                if width >= column.shown_from
+            ]
         fixed = sum(column.width + 1 for column in shown if column.width)
         flexible = max(width - fixed - 1, 8)
         return [(column, column.width or flexible) for column in shown]

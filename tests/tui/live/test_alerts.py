@@ -41,8 +41,8 @@ def app_on(fake: FakeQueue, **options: Any) -> ReviewerApp:
 
 def test_review_with_an_id_opens_that_proposal(snap_compare) -> None:
     """`reviewer review refund-0007`: the app opens straight on refund-0007's review screen, not on the
-    list where two newer proposals come first: the chrome reads "refund-0007 │ rev 1/1 │ sha256 … │
-    pending", the claim "Refund order 7", and the plan table holds its one call, update_ticket,
+    list where two newer proposals come first: the chrome reads "refund-0007 │ rev 1/1 │ pending │
+    sha256 …", the claim "Refund order 7", and the plan table holds its one call, update_ticket,
     validated, selected in the detail pane."""
     fake = FakeQueue()
     fake.add("refund-0007", title="Refund order 7", calls=1)
