@@ -36,7 +36,7 @@ from reviewer.service.deps import required_idempotency_key
 from reviewer.service.errors import Invalid, ServiceError
 from reviewer.service.idle_poll import IdlePoll
 from reviewer.service.notifications.delivery import Deliverer
-from reviewer.service.notifications.targets import Sender
+from reviewer.service.notifications.targets import Sender, notifying
 from reviewer.service.request_log import RequestLog
 from reviewer.service.responses import error_json, error_response
 from reviewer.service.routes import decisions, identity, proposals, runs
@@ -45,7 +45,6 @@ from reviewer.service.store import (
     DEFAULT_CLAIM_LEASE,
     DEFAULT_PENDING_TTL,
     Clock,
-    Notifying,
     QueueStore,
 )
 
@@ -86,9 +85,7 @@ def create_app(
 
     deliverer: Deliverer | None = None
     if senders:
-        queue.notifying = Notifying(
-            targets=tuple(sender.name for sender in senders), remind_after=remind_after
-        )
+        queue.notifying = notifying(senders, remind_after=remind_after)
         deliverer = Deliverer(queue, senders, clock=clock)
 
     @asynccontextmanager

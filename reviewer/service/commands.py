@@ -301,6 +301,7 @@ def _serve(
 
     from reviewer.service.app import create_app
     from reviewer.service.deadlines import DescriptorExhaustionLog
+    from reviewer.service.notifications.targets import describe
     from reviewer.service.server import ListenRefused
 
     logging.basicConfig(
@@ -314,7 +315,7 @@ def _serve(
     app = create_app(None, store=store, senders=notify_senders, remind_after=args.remind_after)
     log.info("queue database: %s", store.location)
     for sender in notify_senders:
-        log.info("notifying %s", sender.name)
+        log.info("notifying %s", describe(sender))
     if policy is not None:
         _report_policy(log, args.policy, policy, store, signing)
     if listening.behind_tls_proxy and not listening.tls_cert:

@@ -14,12 +14,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import msgspec
 import pytest
 
-from reviewer.queue.messages import ClaimRequest, DecisionRequest, ExecutionReport
+from reviewer.queue.messages import ClaimRequest, DecisionRequest
 from reviewer.service import events
 from reviewer.service.auth import Identity
-from reviewer.service.bodies import submission
+from reviewer.service.bodies import parse_report, submission
 from reviewer.service.databases import open_store
 from reviewer.service.notifications.delivery import Deliverer, next_attempt, retry_delay
 from reviewer.service.notifications.signature import verify
@@ -71,11 +72,12 @@ class Queue:
         return self.store.claim(self.agent, proposal_id, request, f"claim-{proposal_id}")[1].claim_id
 
     def report(self, proposal_id: str, digest: str, claim_id: str) -> None:
+        """As the service stores a report: parsed by the route's own `parse_report`, whose calls stay
+        the bytes they were sent as."""
         calls = [{"seq": 1, "outcome": {"status": "ok"}}, {"seq": 2, "outcome": {"status": "refused"}}]
-        report = ExecutionReport(
-            revision=1, plan_sha256=digest, claim_id=claim_id, ended="stopped", calls=calls
-        )
-        self.store.record_execution(self.agent, proposal_id, report, report.model_dump_json().encode())
+        report = {"revision": 1, "plan_sha256": digest, "claim_id": claim_id, "ended": "stopped"}
+        raw = body({**report, "calls": calls})
+        self.store.record_execution(self.agent, proposal_id, parse_report(raw), raw)
 
     def close(self) -> None:
         self.sender.close()
@@ -365,3 +367,14 @@ def test_event_documents_carry_agent_text_with_its_hidden_characters_shown() -> 
     }
     document = events.waiting(row, json.dumps({"target": {"api": "x"}}).encode(), START)
     assert "\u202e" not in document["title"] and len(document["title"]) <= events.MAX_TEXT_CHARS
+
+
+def test_a_calls_status_is_read_from_its_bytes_as_from_a_dict() -> None:
+    for call, status in [
+        ({"seq": 1, "outcome": {"status": "ok"}}, "ok"),
+        ({"seq": 1, "status": "failed"}, "failed"),
+        ({"seq": 1, "outcome": "ok"}, None),
+        ({"seq": 1}, None),
+    ]:
+        assert events.call_status(call) == status
+        assert events.call_status(msgspec.Raw(msgspec.json.encode(call))) == status
