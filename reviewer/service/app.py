@@ -68,6 +68,7 @@ def create_app(
     store: QueueStore | None = None,
     senders: Sequence[Sender] = (),
     remind_after: float | None = None,
+    keep_deliveries: float | None = None,
 ) -> FastAPI:
     """The service on the database `db` names (or on `store`), with an injectable clock and TTLs.
 
@@ -85,7 +86,7 @@ def create_app(
 
     deliverer: Deliverer | None = None
     if senders:
-        queue.notifying = notifying(senders, remind_after=remind_after)
+        queue.notifying = notifying(senders, remind_after=remind_after, keep_deliveries=keep_deliveries)
         deliverer = Deliverer(queue, senders, clock=clock)
 
     @asynccontextmanager

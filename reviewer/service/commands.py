@@ -124,6 +124,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help="notify again, every SECONDS, while a proposal is still pending (default: never)",
     )
+    serve.add_argument(
+        "--notify-keep",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long a delivered or failed notification stays listed by `notify list`, then is "
+        "deleted (default: 604800, a week)",
+    )
     serve.set_defaults(func=run_serve)
 
     notify = subparsers.add_parser(
@@ -258,6 +266,8 @@ def run_serve(args: argparse.Namespace) -> int:
 
     if args.remind_after is not None and not args.remind_after > 0:
         return _refusal("serve", f"--remind-after must be more than 0 seconds, not {args.remind_after}")
+    if args.notify_keep is not None and not args.notify_keep > 0:
+        return _refusal("serve", f"--notify-keep must be more than 0 seconds, not {args.notify_keep}")
     try:
         notify_senders = senders(
             args.notify, args.notify_secret_file, attempt_timeout=DEFAULT_ATTEMPT_TIMEOUT
@@ -312,7 +322,13 @@ def _serve(
     store.policy_signing = signing
     if store.created:
         log.info("created a new, empty queue in %s", store.location)
-    app = create_app(None, store=store, senders=notify_senders, remind_after=args.remind_after)
+    app = create_app(
+        None,
+        store=store,
+        senders=notify_senders,
+        remind_after=args.remind_after,
+        keep_deliveries=args.notify_keep,
+    )
     log.info("queue database: %s", store.location)
     for sender in notify_senders:
         log.info("notifying %s", describe(sender))

@@ -188,6 +188,8 @@ def run_unknown(row: Row, now: float) -> dict[str, Any]:
     }
 
 
-def encode(document: dict[str, Any]) -> bytes:
-    """The bytes that are stored, signed and sent: the same on every retry."""
-    return msgspec.json.encode(document)
+def encode(document: dict[str, Any], event_id: str) -> bytes:
+    """The bytes that are stored, signed and sent: the same on every retry. They hold the event's id
+    (sent as `Reviewer-Delivery` too), so the signature covers it: a captured delivery re-sent under
+    another id no longer passes a receiver's check and its de-duplication."""
+    return msgspec.json.encode({"format": document["format"], "id": event_id, **document})

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from reviewer.service.events import EVENT_NAMES
 from reviewer.service.server import is_loopback
-from reviewer.service.store import Delivery, Notifying
+from reviewer.service.store import DEFAULT_KEEP_DELIVERIES, Delivery, Notifying
 
 MAX_SECRET_BYTES: Final = 4096
 WEBHOOK_SCHEMES: Final = ("http", "https")
@@ -103,13 +103,19 @@ def read_secret(path: Path | None) -> bytes:
     return secret
 
 
-def notifying(chosen: Sequence[Sender], *, remind_after: float | None = None) -> Notifying:
+def notifying(
+    chosen: Sequence[Sender],
+    *,
+    remind_after: float | None = None,
+    keep_deliveries: float | None = None,
+) -> Notifying:
     """What the store writes for these senders: a row per event for each, and for a sender given
-    `EVENTS=URL` only those events."""
+    `EVENTS=URL` only those events; finished deliveries kept `keep_deliveries` seconds (a week)."""
     return Notifying(
         targets=tuple(sender.name for sender in chosen),
         only={sender.name: sender.events for sender in chosen if sender.events is not None},
         remind_after=remind_after,
+        keep_deliveries=DEFAULT_KEEP_DELIVERIES if keep_deliveries is None else keep_deliveries,
     )
 
 
