@@ -37,7 +37,7 @@ from reviewer.service.errors import Invalid, ServiceError
 from reviewer.service.idle_poll import IdlePoll
 from reviewer.service.metrics import Metrics
 from reviewer.service.notifications.delivery import Deliverer
-from reviewer.service.notifications.targets import Sender
+from reviewer.service.notifications.targets import Sender, notifying
 from reviewer.service.request_log import RequestLog
 from reviewer.service.responses import error_json, error_response
 from reviewer.service.routes import decisions, health, identity, metrics, proposals, runs
@@ -46,7 +46,6 @@ from reviewer.service.store import (
     DEFAULT_CLAIM_LEASE,
     DEFAULT_PENDING_TTL,
     Clock,
-    Notifying,
     QueueStore,
 )
 
@@ -78,6 +77,7 @@ def create_app(
     senders: Sequence[Sender] = (),
     remind_after: float | None = None,
     api_docs: bool = False,
+    keep_deliveries: float | None = None,
 ) -> FastAPI:
     """The service on the database `db` names (or on `store`), with an injectable clock and TTLs.
 
@@ -97,9 +97,7 @@ def create_app(
 
     deliverer: Deliverer | None = None
     if senders:
-        queue.notifying = Notifying(
-            targets=tuple(sender.name for sender in senders), remind_after=remind_after
-        )
+        queue.notifying = notifying(senders, remind_after=remind_after, keep_deliveries=keep_deliveries)
         deliverer = Deliverer(queue, senders, clock=clock)
 
     @asynccontextmanager

@@ -124,6 +124,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help="notify again, every SECONDS, while a proposal is still pending (default: never)",
     )
+    serve.add_argument(
+        "--notify-keep",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long a delivered or failed notification stays listed by `notify list`, then is "
+        "deleted (default: 604800, a week)",
+    )
     _operating_options(serve)
     serve.set_defaults(func=run_serve)
 
@@ -357,6 +365,8 @@ def run_serve(args: argparse.Namespace) -> int:
 
     if args.remind_after is not None and not args.remind_after > 0:
         return _refusal("serve", f"--remind-after must be more than 0 seconds, not {args.remind_after}")
+    if args.notify_keep is not None and not args.notify_keep > 0:
+        return _refusal("serve", f"--notify-keep must be more than 0 seconds, not {args.notify_keep}")
     try:
         notify_senders = senders(
             args.notify, args.notify_secret_file, attempt_timeout=DEFAULT_ATTEMPT_TIMEOUT
@@ -401,6 +411,7 @@ def _serve(
     from reviewer.service.app import create_app
     from reviewer.service.deadlines import DescriptorExhaustionLog
     from reviewer.service.log_format import configure_logging
+    from reviewer.service.notifications.targets import describe
     from reviewer.service.server import ListenRefused
 
     configure_logging(args.log_format)
@@ -410,11 +421,16 @@ def _serve(
     if store.created:
         log.info("created a new, empty queue in %s", store.location)
     app = create_app(
-        None, store=store, senders=notify_senders, remind_after=args.remind_after, api_docs=args.api_docs
+        None,
+        store=store,
+        senders=notify_senders,
+        remind_after=args.remind_after,
+        keep_deliveries=args.notify_keep,
+        api_docs=args.api_docs,
     )
     log.info("queue database: %s", store.location)
     for sender in notify_senders:
-        log.info("notifying %s", sender.name)
+        log.info("notifying %s", describe(sender))
     if policy is not None:
         _report_policy(log, args.policy, policy, store, signing)
     if listening.behind_tls_proxy and not listening.tls_cert:

@@ -11,6 +11,7 @@ clipped: a receiver may show it as it is.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
 
 import msgspec
@@ -123,11 +124,14 @@ def decided(row: Row, now: float) -> dict[str, Any]:
 
 
 def run_ended(
-    row: Row, claim: Row, ended: str | None, calls: list[dict[str, Any]], reported_by: str, now: float
+    row: Row, claim: Row, ended: str | None, calls: Sequence[object], reported_by: str, now: float
 ) -> dict[str, Any]:
     """`run.ended`: how the claimed run ended, how many calls it sent, and how many the API kept
-    (a call whose outcome is `ok`)."""
-    kept = sum(1 for call in calls if _status(call) == "ok")
+    (a call whose outcome is `ok`).
+
+    `calls` are a report's calls as the service holds them: each the JSON bytes it was sent as
+    (`msgspec.Raw`, from `bodies.parse_report`), or already a dict."""
+    kept = sum(1 for call in calls if call_status(call) == "ok")
     return {
         **_base("run.ended", claim["proposal_id"], claim["revision"], now),
         "title": agent_text(row["title"]),
@@ -140,9 +144,35 @@ def run_ended(
     }
 
 
-def _status(call: dict[str, Any]) -> object:
-    outcome = call.get("outcome")
-    return outcome.get("status") if isinstance(outcome, dict) else call.get("status")
+class _CallStatus(msgspec.Struct):
+    """The two places a call's status may be; msgspec skips the rest of the call unread."""
+
+    outcome: msgspec.Raw = msgspec.Raw(b"null")
+    status: Any = None
+
+
+class _OutcomeStatus(msgspec.Struct):
+    status: Any = None
+
+
+def call_status(call: object) -> object:
+    """A reported call's `outcome.status` (or its `status`), whether it is held as bytes or a dict."""
+    if isinstance(call, Mapping):
+        outcome = call.get("outcome")
+        return outcome.get("status") if isinstance(outcome, Mapping) else call.get("status")
+    if not isinstance(call, msgspec.Raw):
+        return None
+    try:
+        parts = _call_decoder.decode(call)
+        if bytes(parts.outcome).lstrip().startswith(b"{"):
+            return _outcome_decoder.decode(parts.outcome).status
+    except msgspec.DecodeError:  # the route checked it is an object; a call it is not counts as not kept
+        return None
+    return parts.status
+
+
+_call_decoder: Final = msgspec.json.Decoder(_CallStatus)
+_outcome_decoder: Final = msgspec.json.Decoder(_OutcomeStatus)
 
 
 def run_unknown(row: Row, now: float) -> dict[str, Any]:
@@ -158,6 +188,8 @@ def run_unknown(row: Row, now: float) -> dict[str, Any]:
     }
 
 
-def encode(document: dict[str, Any]) -> bytes:
-    """The bytes that are stored, signed and sent: the same on every retry."""
-    return msgspec.json.encode(document)
+def encode(document: dict[str, Any], event_id: str) -> bytes:
+    """The bytes that are stored, signed and sent: the same on every retry. They hold the event's id
+    (sent as `Reviewer-Delivery` too), so the signature covers it: a captured delivery re-sent under
+    another id no longer passes a receiver's check and its de-duplication."""
+    return msgspec.json.encode({"format": document["format"], "id": event_id, **document})

@@ -77,6 +77,11 @@ DEFAULT_CLAIM_LEASE: Final = 3600.0
 
 DEFAULT_GIVE_UP_AFTER: Final = 24 * 3600.0
 """A notification nobody could receive for a day is marked failed (and logged), no longer retried."""
+DEFAULT_KEEP_DELIVERIES: Final = 7 * 24 * 3600.0
+"""How long a delivered or failed notification stays in the outbox (for `notify list`): a week."""
+DEFAULT_BACKLOG: Final = 1000
+"""The most deliveries a target may have waiting; older ones are given up on (a receiver down for
+long does not grow the outbox without end)."""
 
 Clock = Callable[[], float]
 """Seconds since the epoch; injected so tests can move time instead of waiting."""
@@ -92,6 +97,10 @@ class Notifying:
     """Targets that get only some events (a pager: `run.unknown`), by name; the others get all."""
     remind_after: float | None = None
     give_up_after: float = DEFAULT_GIVE_UP_AFTER
+    keep_deliveries: float = DEFAULT_KEEP_DELIVERIES
+    """Seconds a finished delivery is kept; an event that time makes true (a reminder, an unknown
+    outcome) is written only while it is younger than this, so a pruned one is never written again."""
+    backlog: int = DEFAULT_BACKLOG
 
 
 @dataclass(frozen=True)
@@ -1174,8 +1183,8 @@ class QueueStore(ABC):
     def _emit(self, db: Transaction, now: float, key: str, document: dict[str, Any]) -> None:
         """Write the event for each target in the caller's transaction; a key already written (a
         second replica's sweep, a retried request) is kept as it was."""
-        body = events.encode(document)
         event_id = uuid.uuid4().hex
+        body = events.encode(document, event_id)
         self._emitted.pending = True
         for target in self.notifying.targets:
             if target in self.notifying.only and document["event"] not in self.notifying.only[target]:
@@ -1213,6 +1222,7 @@ class QueueStore(ABC):
         now = self.clock()
         written = 0
         remind_after = self.notifying.remind_after
+        kept_since = now - self.notifying.keep_deliveries
         with self.write() as db:
             if remind_after is not None:
                 for row in db.all(
@@ -1225,7 +1235,8 @@ class QueueStore(ABC):
                     key = events.event_key(
                         "proposal.reminder", row["proposal_id"], row["latest_revision"], str(number)
                     )
-                    if number == 0 or self._written(db, key):
+                    due = row["submitted_at"] + number * remind_after
+                    if number == 0 or due < kept_since or self._written(db, key):
                         continue
                     body = db.one(
                         "SELECT body FROM revisions "
@@ -1240,8 +1251,9 @@ class QueueStore(ABC):
                     written += 1
             for row in db.all(
                 "SELECT * FROM proposals WHERE claim_id IS NOT NULL AND executed_at IS NULL "
-                "AND lease_expires_at <= :now",
+                "AND lease_expires_at <= :now AND lease_expires_at >= :kept_since",
                 now=now,
+                kept_since=kept_since,
             ):
                 key = events.event_key(
                     "run.unknown", row["proposal_id"], row["latest_revision"], row["claim_id"]
@@ -1290,6 +1302,29 @@ class QueueStore(ABC):
                 finished_at=None if state == "pending" else now,
                 id=delivery_id,
             )
+
+    def prune_outbox(self) -> tuple[int, int]:
+        """Delete deliveries finished longer ago than `keep_deliveries`, and give up on each target's
+        oldest waiting ones beyond its `backlog`; answers how many of each."""
+        now = self.clock()
+        with self.outbox_write() as db:
+            deleted = db.run(
+                "DELETE FROM outbox WHERE state <> 'pending' AND finished_at < :before",
+                before=now - self.notifying.keep_deliveries,
+            )
+            dropped = 0
+            for target in self.notifying.targets:
+                dropped += db.run(
+                    "UPDATE outbox SET state = 'failed', finished_at = :now, leased_until = NULL, "
+                    "last_error = :error WHERE target = :target AND state = 'pending' AND id <= ("
+                    "SELECT id FROM outbox WHERE target = :target AND state = 'pending' "
+                    "ORDER BY id DESC LIMIT 1 OFFSET :backlog)",
+                    now=now,
+                    error=f"given up: more than {self.notifying.backlog} deliveries were waiting",
+                    target=target,
+                    backlog=self.notifying.backlog,
+                )
+        return deleted, dropped
 
     def list_deliveries(self, limit: int = 100) -> list[Delivery]:
         """The newest deliveries first, for `reviewer notify list`."""

@@ -29,6 +29,8 @@ DEFAULT_POLL_INTERVAL: Final = 0.25
 event committed by this replica wakes it at once, one committed by another waits for this."""
 DEFAULT_SWEEP_INTERVAL: Final = 5.0
 """How often reminders and runs that never reported are looked for."""
+PRUNE_INTERVAL: Final = 60.0
+"""How often finished deliveries past their retention are deleted, and backlogs trimmed."""
 
 log = logging.getLogger("reviewer.service.notifications")
 
@@ -66,6 +68,7 @@ class Deliverer:
         self.poll_interval = poll_interval
         self.sweep_interval = sweep_interval
         self._next_sweep = 0.0
+        self._next_prune = 0.0
         self._stopping = threading.Event()
         self._wakes = {name: threading.Event() for name in self.senders}
         self._threads: list[threading.Thread] = []
@@ -84,6 +87,16 @@ class Deliverer:
         if now >= self._next_sweep:
             self._next_sweep = now + self.sweep_interval
             self.store.sweep_events()
+        self.prune()
+
+    def prune(self) -> None:
+        """Delete what is past its retention and trim each target's backlog, once a `PRUNE_INTERVAL`."""
+        now = self.clock()
+        if now >= self._next_prune:
+            self._next_prune = now + PRUNE_INTERVAL
+            _deleted, dropped = self.store.prune_outbox()
+            if dropped:
+                log.warning("gave up on %d notifications: a target had too many waiting", dropped)
 
     def _deliver_batch(self, target: str) -> int:
         deliveries = self.store.claim_deliveries(target, BATCH, self.lease)
@@ -148,6 +161,7 @@ class Deliverer:
         while not self._stopping.wait(self.sweep_interval):
             try:
                 self.store.sweep_events()
+                self.prune()
             except Exception:
                 log.exception("looking for reminders and unreported runs failed; trying again")
 

@@ -13,13 +13,14 @@ import hashlib
 import os
 import re
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final, Protocol
 from urllib.parse import urlsplit
 
 from reviewer.service.events import EVENT_NAMES
 from reviewer.service.server import is_loopback
-from reviewer.service.store import Delivery
+from reviewer.service.store import DEFAULT_KEEP_DELIVERIES, Delivery, Notifying
 
 MAX_SECRET_BYTES: Final = 4096
 WEBHOOK_SCHEMES: Final = ("http", "https")
@@ -100,6 +101,28 @@ def read_secret(path: Path | None) -> bytes:
     if not secret or len(secret) > MAX_SECRET_BYTES:
         raise NotifyRefused(f"--notify-secret-file {path} holds no secret (or more than 4 KB)")
     return secret
+
+
+def notifying(
+    chosen: Sequence[Sender],
+    *,
+    remind_after: float | None = None,
+    keep_deliveries: float | None = None,
+) -> Notifying:
+    """What the store writes for these senders: a row per event for each, and for a sender given
+    `EVENTS=URL` only those events; finished deliveries kept `keep_deliveries` seconds (a week)."""
+    return Notifying(
+        targets=tuple(sender.name for sender in chosen),
+        only={sender.name: sender.events for sender in chosen if sender.events is not None},
+        remind_after=remind_after,
+        keep_deliveries=DEFAULT_KEEP_DELIVERIES if keep_deliveries is None else keep_deliveries,
+    )
+
+
+def describe(sender: Sender) -> str:
+    """The start-up line's words for a target: its name and the events it gets."""
+    chosen = "every event" if sender.events is None else "only " + ", ".join(sorted(sender.events))
+    return f"{sender.name}: {chosen}"
 
 
 def split_events(value: str) -> tuple[frozenset[str] | None, str]:

@@ -123,6 +123,83 @@ def test_a_hanging_receiver_never_holds_up_the_queue_and_an_unknown_outcome_is_n
         service.stop()
 
 
+def test_a_run_reported_with_notifications_on_is_stored_and_its_end_is_sent(
+    tmp_path: Path, receiver: Receiver, secret_file: Path
+) -> None:
+    db = tmp_path / "queue.sqlite3"
+    service = notifying(db, tmp_path / "service.log", receiver, secret_file)
+    service.start()
+    try:
+        agent = service.client(service.token("agent", "agent"))
+        alice = service.client(service.token("alice", "reviewer"))
+        digest = submit(agent, "reported")["plan_sha256"]
+        assert decide(alice, "reported", 1, digest).status_code == 201
+        calls = [{"seq": 1, "outcome": {"status": "ok"}}, {"seq": 2, "outcome": {"status": "ok"}}]
+        report = claimed_report(agent, "reported", 1, digest, ended="completed", calls=calls)
+        stored = agent.post("/v1/proposals/reported/executions", json=report)
+        assert stored.status_code == 201, stored.text
+        assert agent.get("/v1/proposals/reported/decision").json()["state"] == "executed"
+        (run,) = agent.get("/v1/proposals/reported/executions").json()["executions"]
+        assert run["claim_id"] == report["claim_id"] and len(run["calls"]) == 2
+        ended = receiver.wait_for(3)[-1]
+        assert ended.event == "run.ended"
+        assert (ended.document["ended"], ended.document["calls_sent"], ended.document["calls_kept"]) == (
+            "completed",
+            2,
+            2,
+        )
+        agent.close()
+        alice.close()
+    finally:
+        service.stop()
+
+
+def test_a_target_given_events_gets_only_those_and_the_start_up_line_names_them(
+    tmp_path: Path, receiver: Receiver, secret_file: Path
+) -> None:
+    pager = Receiver().start()
+    db = tmp_path / "queue.sqlite3"
+    service = Service(
+        db=db,
+        log_path=tmp_path / "service.log",
+        serve_args=(
+            *("--notify", receiver.url, "--notify", f"run.unknown={pager.url}"),
+            *("--notify-secret-file", str(secret_file), "--claim-lease", "1"),
+        ),
+    )
+    service.start()
+    try:
+        agent = service.client(service.token("agent", "agent"))
+        alice = service.client(service.token("alice", "reviewer"))
+        digest = submit(agent, "paged")["plan_sha256"]
+        assert decide(alice, "paged", 1, digest).status_code == 201
+        claimed_report(agent, "paged", 1, digest)  # claimed, and never reported
+        # The pager's one delivery comes after whatever was written for it before (one row at a time,
+        # oldest first), so nothing else can still be on its way to it.
+        (paged,) = pager.wait_for(1)
+        assert paged.event == "run.unknown"
+        assert [arrival.event for arrival in receiver.wait_for(3)] == [
+            "proposal.waiting",
+            "proposal.decided",
+            "run.unknown",
+        ]
+        with sqlite3.connect(db) as raw:
+            rows = raw.execute("SELECT target, event FROM outbox").fetchall()
+        pager_target = f"http://127.0.0.1:{pager.port} #"
+        assert [event for target, event in rows if target.startswith(pager_target)] == ["run.unknown"]
+        log = service.log()
+        assert f"notifying http://127.0.0.1:{pager.port} #" in log
+        (pager_line,) = [line for line in log.splitlines() if f"127.0.0.1:{pager.port} #" in line]
+        assert pager_line.endswith("only run.unknown"), pager_line
+        (every_line,) = [line for line in log.splitlines() if f"127.0.0.1:{receiver.port} #" in line]
+        assert every_line.endswith("every event"), every_line
+        agent.close()
+        alice.close()
+    finally:
+        pager.stop()
+        service.stop()
+
+
 def test_two_replicas_on_postgresql_deliver_each_event_once(
     postgres_cluster: Cluster, tmp_path: Path, receiver: Receiver, secret_file: Path
 ) -> None:
