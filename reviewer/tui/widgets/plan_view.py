@@ -70,6 +70,7 @@ COLUMNS: tuple[Column, ...] = (
 
 VERDICT_CLASS = {
     Verdict.VALIDATED: "plan-view--validated",
+    Verdict.UNPROVEN: "plan-view--unvalidated",
     Verdict.REAL_REFUSAL: "plan-view--refusal",
     Verdict.FAKE_REFUSAL: "plan-view--refusal",
     Verdict.ERROR: "plan-view--refusal",
