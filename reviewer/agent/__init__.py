@@ -9,7 +9,7 @@ async with Gate(api="http://127.0.0.1:8480") as gate:     # token from REVIEWER_
 result.raise_for_stop()
 
 The same, step by step:
-async with dry_run("server", client=api, audit=HttpAuditLog()) as recording:
+async with dry_run("record") as recording:                # or "server" with the API's dry_run_query
     await task()
 proposal = recording.to_proposal(proposal_id=..., title=..., agent=..., target=...)
 approval = await queue.submit_and_wait(proposal)          # a reviewer decides
@@ -23,7 +23,7 @@ execution = await queue.execute(approval, client=api, audit=HttpAuditLog())
 from reviewer.agent.audit import AuditUnavailable, HttpAuditLog
 from reviewer.agent.backends import (
     BACKENDS,
-    DEFAULT_DRY_RUN_QUERY,
+    KUBERNETES_DRY_RUN_QUERY,
     Backend,
     FakeBackend,
     RecordBackend,
@@ -36,6 +36,7 @@ from reviewer.agent.backends import (
 from reviewer.agent.errors import (
     AgentError,
     DecisionTimeout,
+    DryRunParameterUnknown,
     LedgerRequired,
     LiveClientRefused,
     LiveClientRequired,
@@ -58,7 +59,7 @@ from reviewer.agent.errors import (
 from reviewer.agent.execution import Approval, Execution, execute_approved, local_approval, real_run
 from reviewer.agent.flag import DRY_RUN, is_dry_run
 from reviewer.agent.gate import AGENT_TOKEN_ENV, Gate, GateResult, MissingAgentToken
-from reviewer.agent.http_values import CallAnswer, HttpRequest
+from reviewer.agent.http_values import CallAnswer, HttpRequest, path_problem, path_with
 from reviewer.agent.ledger import AlreadyRun, Ledger, LedgerEntry, LedgerError
 from reviewer.agent.placeholders import placeholder, placeholders_in, substitute
 from reviewer.agent.queue import QueueAgent
@@ -83,10 +84,10 @@ __all__ = [
     "Backend",
     "Call",
     "CallAnswer",
-    "DEFAULT_DRY_RUN_QUERY",
     "DRY_RUN",
     "DecisionState",
     "DecisionTimeout",
+    "DryRunParameterUnknown",
     "Execution",
     "FakeBackend",
     "Gate",
@@ -94,6 +95,7 @@ __all__ = [
     "GatedTool",
     "HttpAuditLog",
     "HttpRequest",
+    "KUBERNETES_DRY_RUN_QUERY",
     "Ledger",
     "LedgerEntry",
     "LedgerError",
@@ -137,6 +139,8 @@ __all__ = [
     "local_approval",
     "make_backend",
     "names_dry_run",
+    "path_problem",
+    "path_with",
     "placeholder",
     "placeholders_in",
     "real_run",

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import urllib.parse
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import httpx
-import msgspec
+
+from reviewer.agent.errors import AgentError
 
 if TYPE_CHECKING:
     from reviewer.agent.http_values import HttpRequest
 
+RequestKey = tuple[str, str, tuple[tuple[str, tuple[str, ...]], ...] | None]
+"""What identifies a request in an audit line: method, path, and its query when the line records one."""
 
-class AuditUnavailable(Exception):
-    """The API's audit log could not be read; counts that depend on it are left unknown, not guessed."""
+
+class AuditUnavailable(AgentError):
+    """The API's audit log could not be read. A real run's counts that depend on it are left unknown,
+    not guessed; a dry run that was given the log stops, since only the log proves it kept nothing."""
 
 
 @dataclass(frozen=True)
@@ -22,15 +28,16 @@ class HttpAuditLog:
     """An audit log served as JSON at `path`: a list, or an object holding the list under `entries_key`.
 
     Reading it is a read, so it goes straight through the runner's client in every mode. Lines that
-    carry the request's method, path and body (under the names given here) can be attributed to the
-    run that sent them, so a run that shares the API with others counts only its own kept writes.
+    carry the request's method and path (and its query, under the names given here) can be attributed
+    to the run that sent them, so a run that shares the API with others counts only its own kept
+    writes. Never by the body: the line of a create holds what the server added (its `id`).
     """
 
     path: str = "/v1/audit"
     entries_key: str | None = "entries"
     method_field: str = "method"
     path_field: str = "path"
-    body_field: str = "body"
+    query_field: str = "query"
 
     async def read(self, client: httpx.AsyncClient) -> list[dict[str, Any]]:
         try:
@@ -38,10 +45,16 @@ class HttpAuditLog:
             response.raise_for_status()
             body = response.json()
         except (httpx.HTTPError, ValueError) as error:
-            raise AuditUnavailable(f"audit log at {self.path}: {error}") from error
+            raise AuditUnavailable(
+                f"the audit log at {self.path} cannot be read ({type(error).__name__}: {error}); check its "
+                "path, or leave it out and nothing proves what the API kept"
+            ) from error
         entries = body.get(self.entries_key) if self.entries_key and isinstance(body, dict) else body
         if not isinstance(entries, list):
-            raise AuditUnavailable(f"audit log at {self.path}: expected a list of entries")
+            where = f"a list under {self.entries_key!r}" if self.entries_key else "a list"
+            raise AuditUnavailable(
+                f"{self.path} is not an audit log: expected {where} of entries; check its path"
+            )
         return [entry for entry in entries if isinstance(entry, dict)]
 
     def lines_of(
@@ -49,37 +62,53 @@ class HttpAuditLog:
     ) -> list[dict[str, Any]]:
         """The new lines that record one of the `sent` requests (each request claims at most one line).
 
-        When the lines do not carry method, path and body, nothing can be attributed and every new
-        line counts: an over-count is safer than missing a write that was kept.
+        A line is a request's when its method and path are the request's, and so is its query when the
+        line records one (a server dry run's own parameter included, which is how a kept dry-run write
+        is told from another client's real one). When the lines do not carry method and path, nothing
+        can be attributed and every new line counts: an over-count is safer than missing a kept write.
         """
-        if any(self._key(line) is None for line in new_lines):
+        keys = [self.line_key(line) for line in new_lines]
+        if any(key is None for key in keys):
             return list(new_lines)
-        unclaimed = [_request_key(request.method, request.path, request.body) for request in sent]
+        unclaimed = [request_key(request) for request in sent]
         mine: list[dict[str, Any]] = []
-        for line in new_lines:
-            key = self._key(line)
-            if key in unclaimed:
-                unclaimed.remove(key)
+        for line, key in zip(new_lines, keys, strict=True):
+            assert key is not None
+            matches = (index for index, sent_key in enumerate(unclaimed) if same_request(key, sent_key))
+            claimed = next(matches, None)
+            if claimed is not None:
+                del unclaimed[claimed]
                 mine.append(line)
         return mine
 
-    def _key(self, line: dict[str, Any]) -> tuple[str, str, bytes] | None:
+    def line_key(self, line: Mapping[str, Any]) -> RequestKey | None:
+        """What identifies the request an audit line records; None when it names no method and path."""
         method, path = line.get(self.method_field), line.get(self.path_field)
         if not isinstance(method, str) or not isinstance(path, str):
             return None
-        return _request_key(method, path, line.get(self.body_field))
+        bare, question, query_text = path.partition("?")
+        query = line.get(self.query_field)
+        if isinstance(query, Mapping):
+            return method.upper(), bare, canonical_query(query)
+        if question:
+            return method.upper(), bare, canonical_query(_parsed_query(query_text))
+        return method.upper(), bare, None
 
 
 class RunAudit:
     """The audit lines one run's own writes left: the log's length before the run, its new lines after.
 
-    Dry runs and real runs both learn what the API kept this way. Without a log or a client, or when
-    the log cannot be read before or after, what was kept stays unknown (None), never guessed.
+    Dry runs and real runs both learn what the API kept this way. Without a log or a client what was
+    kept stays unknown (None), never guessed. A log that cannot be read leaves it unknown too, unless
+    it is `required` (a dry run's proof that it kept nothing): then `AuditUnavailable` is raised.
     """
 
-    def __init__(self, log: HttpAuditLog | None, client: httpx.AsyncClient | None) -> None:
+    def __init__(
+        self, log: HttpAuditLog | None, client: httpx.AsyncClient | None, *, required: bool = False
+    ) -> None:
         self.log = log
         self.client = client
+        self.required = required
         self._before: int | None = None
 
     async def start(self) -> None:
@@ -90,6 +119,8 @@ class RunAudit:
         try:
             self._before = len(await self.log.read(self.client))
         except AuditUnavailable:
+            if self.required:
+                raise
             return
 
     async def kept(self, sent: Iterable[HttpRequest | None]) -> list[dict[str, Any]] | None:
@@ -99,10 +130,36 @@ class RunAudit:
         try:
             lines = await self.log.read(self.client)
         except AuditUnavailable:
+            if self.required:
+                raise
             return None
         return self.log.lines_of(lines[self._before :], [request for request in sent if request is not None])
 
 
-def _request_key(method: str, path: str, body: Any) -> tuple[str, str, bytes]:
-    canonical_body = msgspec.json.encode(body if body is not None else {}, order="sorted")
-    return method.upper(), path.split("?", 1)[0], canonical_body
+def canonical_query(query: Mapping[str, Any]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """A query as text pairs in a fixed order, whatever types the log or the request gave its values."""
+    pairs = []
+    for name, value in query.items():
+        values = value if isinstance(value, list | tuple) else [value]
+        pairs.append((str(name), tuple(_query_text(item) for item in values)))
+    return tuple(sorted(pairs))
+
+
+def _query_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)
+
+
+def _parsed_query(text: str) -> dict[str, list[str]]:
+    return urllib.parse.parse_qs(text, keep_blank_values=True)
+
+
+def request_key(request: HttpRequest) -> RequestKey:
+    """What identifies a sent request: its method, its path (as sent) and its query."""
+    return request.method.upper(), request.path, canonical_query(request.query or {})
+
+
+def same_request(line: RequestKey, sent: RequestKey) -> bool:
+    """Whether an audit line's key is a sent request's: the query compared only when the line has one."""
+    return line[:2] == sent[:2] and (line[2] is None or line[2] == sent[2])

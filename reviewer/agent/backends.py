@@ -14,12 +14,19 @@ from typing import Any, ClassVar, Final, Protocol
 
 import httpx
 
-from reviewer.agent.errors import LiveClientRefused, LiveClientRequired, UnknownBackend
+from reviewer.agent.errors import (
+    DryRunParameterUnknown,
+    LiveClientRefused,
+    LiveClientRequired,
+    UnknownBackend,
+)
 from reviewer.agent.http_values import CallAnswer, HttpRequest
 from reviewer.plan.proposal import DryRunVia, OutcomeStatus
 
-DEFAULT_DRY_RUN_QUERY: Final[Mapping[str, str]] = {"dryRun": "All"}
-"""The Kubernetes spelling; an API with another parameter passes its own to the server backend."""
+KUBERNETES_DRY_RUN_QUERY: Final[Mapping[str, str]] = {"dryRun": "All"}
+"""The dry-run parameter of a known API, Kubernetes. It is never assumed: most APIs have no dry run,
+drop a query parameter they do not know, and would perform the write. The server backend is given the
+parameter the API documents, or refuses to start."""
 
 
 class Backend(Protocol):
@@ -127,19 +134,26 @@ class ServerBackend:
     via: ClassVar[DryRunVia] = "server"
 
     def __init__(
-        self, client: httpx.AsyncClient | None, dry_run_query: Mapping[str, str] = DEFAULT_DRY_RUN_QUERY
+        self, client: httpx.AsyncClient | None, dry_run_query: Mapping[str, str] | None = None
     ) -> None:
+        if not dry_run_query:
+            raise DryRunParameterUnknown(
+                "dry_run_query={'dryRun': 'All'} (Kubernetes), or the parameter the API documents"
+            )
         if not isinstance(client, httpx.AsyncClient):
             raise LiveClientRequired("the 'server' dry-run backend")
-        if not dry_run_query:
-            raise ValueError(
-                "the 'server' backend needs the API's dry-run query parameter, e.g. {'dryRun': 'All'}"
-            )
         self.client = client
         self.dry_run_query = dict(dry_run_query)
         self.write_requests = 0
 
-    async def answer(self, request: HttpRequest) -> tuple[CallAnswer, HttpRequest]:
+    async def answer(self, request: HttpRequest) -> tuple[CallAnswer, HttpRequest | None]:
+        clash = sorted(set(request.query or {}) & set(self.dry_run_query))
+        if clash:
+            message = (
+                f"the request's query already holds {clash[0]!r}, the dry-run parameter: the dry run would "
+                "replace it and check another request than the one that would run; not sent"
+            )
+            return CallAnswer("error", None, message, None), None
         sent = HttpRequest(
             request.method, request.path, {**(request.query or {}), **self.dry_run_query}, request.body
         )

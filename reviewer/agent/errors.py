@@ -20,6 +20,20 @@ class UnknownBackend(AgentError):
         )
 
 
+class DryRunParameterUnknown(AgentError):
+    """A server dry run was asked for, and nobody named the API's dry-run parameter.
+
+    Never guessed: an API that does not know the parameter usually drops it and performs the write.
+    """
+
+    def __init__(self, how_to_name: str) -> None:
+        super().__init__(
+            "a server dry run needs the API's own dry-run parameter, and none was named, so nothing was "
+            f"sent: give {how_to_name}. An API without a documented dry run is dry-run with "
+            "the 'record' backend (the default): its writes are only recorded"
+        )
+
+
 class LiveClientRefused(AgentError):
     """A fake backend was handed a client that talks to a real API."""
 

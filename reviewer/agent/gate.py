@@ -24,7 +24,14 @@ import httpx
 
 from reviewer.agent.audit import HttpAuditLog
 from reviewer.agent.backends import make_backend
-from reviewer.agent.errors import AgentError, NoApproval, NotApproved, RunStopped, WritesKept
+from reviewer.agent.errors import (
+    AgentError,
+    DryRunParameterUnknown,
+    NoApproval,
+    NotApproved,
+    RunStopped,
+    WritesKept,
+)
 from reviewer.agent.execution import Approval, Execution
 from reviewer.agent.queue import DEFAULT_DECISION_TIMEOUT, DEFAULT_POLL_INTERVAL, QueueAgent
 from reviewer.agent.runs import Recording, dry_run
@@ -100,8 +107,11 @@ class Gate:
 
     `api` is the API's base URL or an httpx client for it (reads and server dry runs go through it; a
     real run only after approval). `queue` is the queue's URL or a `QueueClient`; the agent token comes
-    from `token` or `REVIEWER_AGENT_TOKEN`. `backend` is how writes are dry-run (`server`, `fake`,
-    `transport`, `record`). A dry run that kept writes is refused at submission unless
+    from `token` or `REVIEWER_AGENT_TOKEN`. `backend` is how writes are dry-run: `record` (the default:
+    written down, nothing sent), `fake`, `transport`, or `server`, which sends each write with the API's
+    own dry-run parameter and so needs it named (`dry_run_query={"dryRun": "All"}` for Kubernetes): an
+    API that does not know the parameter drops it and writes for real, which only an `audit` log read
+    before and after shows. A dry run that kept writes is refused at submission unless
     `allow_kept_writes`: the reviewer would be approving writes that already happened. With
     `allowed_signers`, an approval counts only when `signatures_required` people in that file signed it,
     and `ledger` names the local file where this executor records the approvals it ran (each runs once).
@@ -113,7 +123,7 @@ class Gate:
         queue: QueueClient | str = DEFAULT_QUEUE_URL,
         *,
         token: str | None = None,
-        backend: str = "server",
+        backend: str = "record",
         audit: HttpAuditLog | None = None,
         agent: Agent | str = "agent",
         target: Target | None = None,
@@ -125,6 +135,11 @@ class Gate:
         ledger: Path | str | None = None,
         **backend_options: Any,
     ) -> None:
+        if backend == "server" and not backend_options.get("dry_run_query"):
+            raise DryRunParameterUnknown(
+                "Gate(backend='server', dry_run_query={'dryRun': 'All'}) for Kubernetes, or the parameter "
+                "the API documents"
+            )
         self._owned: list[httpx.AsyncClient | QueueClient] = []
         if isinstance(api, str):
             api = httpx.AsyncClient(base_url=api)

@@ -6,11 +6,56 @@ A leaf of the agent library: everything else in it builds on these, and they imp
 from __future__ import annotations
 
 import json
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Final
 
+from reviewer.plan.placeholders import PLACEHOLDER
 from reviewer.plan.proposal import OutcomeStatus, Request
+
+_UNQUOTE_ROUNDS: Final = 4
+"""Layers of percent-encoding looked through: a proxy or framework may decode a path more than once."""
+
+
+def path_problem(path: str) -> str | None:
+    """Why a request path cannot be approved as it stands, or None.
+
+    A `?` or `#` in a path, written or percent-encoded, makes the request that runs another than the
+    one shown: an HTTP client cuts the path at a `#` (`DELETE /v1/tickets/#t4` goes to the collection),
+    a `?` starts a query the dry run's own parameter would then stand beside or replace, and a server
+    may decode `%23`/`%3F` back into them. The query belongs in `HttpRequest.query`.
+    """
+    decoded = path
+    for _ in range(_UNQUOTE_ROUNDS):
+        for mark in "?#":
+            if mark in decoded:
+                return (
+                    f"its path {path[:200]!r} holds {mark!r}"
+                    + ("" if mark in path else " (percent-encoded)")
+                    + ": the request that runs would not be the one approved; a query belongs in the "
+                    "request's query, and a path argument may not hold ? or #"
+                )
+        unquoted = urllib.parse.unquote(decoded)
+        if unquoted == decoded:
+            return None
+        decoded = unquoted
+    return None
+
+
+def path_with(template: str, **arguments: object) -> str:
+    """`template` with each `{name}` replaced by its argument percent-encoded as one path segment, so a
+    model-supplied `a/b` stays one segment (`a%2Fb`) and cannot walk the path. A placeholder
+    (`<id from call 1>`) stays as it is: the run puts the value in when it is known.
+
+        path_with("/v1/tickets/{id}", id=ticket_id)
+    """
+    return template.format_map({name: _segment(value) for name, value in arguments.items()})
+
+
+def _segment(value: object) -> str:
+    text = str(value)
+    return text if PLACEHOLDER.fullmatch(text) else urllib.parse.quote(text, safe="")
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ def dry_run_note(via: str, answer: CallAnswer, depends_on: tuple[int, ...]) -> s
     verdict = interpret(via, outcome, bool(depends_on))
     said = f" ({answer.http_status or answer.status}: {answer.message})" if answer.message else ""
     earlier = ", ".join(f"call {seq}" for seq in depends_on)
-    if verdict is Verdict.VALIDATED:
+    if verdict in (Verdict.VALIDATED, Verdict.UNPROVEN):
         text = (
             "Dry run: the API's own rules accepted this call against the state before the plan. "
             "Values only a real write produces are placeholders such as <id from call 1>: pass them on "

@@ -149,7 +149,8 @@ class Recording:
     _run_audit: RunAudit = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._run_audit = RunAudit(self.audit, self.client)
+        # The log, when given, is the dry run's only proof that it kept nothing: unreadable, it stops the run.
+        self._run_audit = RunAudit(self.audit, self.client, required=True)
 
     @property
     def via(self) -> str:
@@ -274,7 +275,7 @@ class Recording:
 
 @asynccontextmanager
 async def dry_run(
-    backend: str = "server",
+    backend: str = "record",
     *,
     client: object = None,
     audit: HttpAuditLog | None = None,

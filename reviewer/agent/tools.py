@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol, Union, cast, get_args, get_origin, get_type_hints
 
 from reviewer.agent.errors import AgentError, NoActiveRun, ToolDefinitionError
-from reviewer.agent.http_values import CallAnswer, HttpRequest
+from reviewer.agent.http_values import CallAnswer, HttpRequest, path_problem
 from reviewer.plan.dry_run_params import names_dry_run
 from reviewer.plan.proposal import Effect
 
@@ -96,6 +96,9 @@ class WriteTool:
             raise ToolDefinitionError(
                 f"write tool {self.name!r} must return an HttpRequest, not {type(request).__name__}"
             )
+        problem = path_problem(request.path)
+        if problem is not None:
+            raise ToolArgumentError(f"write tool {self.name!r}: {problem}; not recorded, not sent")
         return request
 
     async def __call__(self, *positional: Any, **arguments: Any) -> CallAnswer:

@@ -45,7 +45,11 @@ class Verdict(StrEnum):
     """What a call's dry-run outcome proves, by the table "What a dry run proves" in docs/reviewing.md."""
 
     VALIDATED = "validated"
-    """The server's own dry run accepted the call."""
+    """The server's own dry run accepted the call, and the API's audit log, read before and after,
+    proved the dry run kept nothing."""
+    UNPROVEN = "ok, unproven"
+    """The server accepted the call, but nothing proved the API honoured the dry-run parameter (no audit
+    log was read before and after): an API that does not know the parameter drops it and writes."""
     REAL_REFUSAL = "real refusal"
     """The server refused, and the call does not depend on a placeholder: the real run will meet it too."""
     CHAIN_NOISE = "chain noise"
@@ -120,6 +124,8 @@ class Ratios:
     reads: int
     other: int
     validated: int
+    unproven: int
+    """Server oks that nothing proved were dry: the API may have ignored the dry-run parameter."""
     not_validated: int
     real_refusals: int
     chain_noise: int
@@ -205,6 +211,7 @@ class Extremes:
 
 _VERDICT_COUNTS: Final = {
     Verdict.VALIDATED: "validated",
+    Verdict.UNPROVEN: "unproven",
     Verdict.NOT_VALIDATED: "not_validated",
     Verdict.REAL_REFUSAL: "real_refusals",
     Verdict.CHAIN_NOISE: "chain_noise",
@@ -222,8 +229,12 @@ _EFFECT_COUNTS: Final = {
 }
 
 
-def interpret(via: str, outcome: Outcome | None, chained: bool) -> Verdict:
+def interpret(via: str, outcome: Outcome | None, chained: bool, *, proven: bool = False) -> Verdict:
     """What one outcome proves, given who answered the dry run.
+
+    A server's ok is `VALIDATED` only when the dry run was `proven` to have kept nothing (its audit
+    log read before and after counted no kept write); otherwise it is `UNPROVEN`: an API that does not
+    know the dry-run parameter drops it, answers ok, and performs the write.
 
     In record mode every call is `RECORDED`, whatever it carries: nothing answered it. A server
     refusal is chain noise only when the call is `chained` to an earlier call of the plan, which the
@@ -241,7 +252,7 @@ def interpret(via: str, outcome: Outcome | None, chained: bool) -> Verdict:
         return Verdict.RECORDED
     if via == "server":
         if outcome.status == "ok":
-            return Verdict.VALIDATED
+            return Verdict.VALIDATED if proven else Verdict.UNPROVEN
         return Verdict.CHAIN_NOISE if chained else Verdict.REAL_REFUSAL
     return Verdict.NOT_VALIDATED if outcome.status == "ok" else Verdict.FAKE_REFUSAL
 
@@ -349,7 +360,10 @@ class Analysis:
             path=call.request.path if call.request else None,
             args_summary=_summarize(call.args, resolved),
             verdict=interpret(
-                self.proposal.dry_run.via, outcome, bool(depends_on) or written_before is not None
+                self.proposal.dry_run.via,
+                outcome,
+                bool(depends_on) or written_before is not None,
+                proven=self.proven_dry,
             ),
             http_status=outcome.http_status if outcome else None,
             message=outcome.message if outcome else None,
@@ -419,6 +433,12 @@ class Analysis:
         return None
 
     @cached_property
+    def proven_dry(self) -> bool:
+        """Whether something proved the dry run kept nothing: the API's audit log, read before and
+        after, counted no kept write (a run that sent nothing kept nothing)."""
+        return self.proposal.dry_run.writes_kept == 0
+
+    @cached_property
     def ratios(self) -> Ratios:
         """One pass over the calls; rows are not built (a 100,000-call plan would hold them all)."""
         via = self.proposal.dry_run.via
@@ -434,7 +454,7 @@ class Analysis:
             unresolved += sum(not placeholder.resolvable for placeholder in placeholders)
             resource = resource_of(call)
             chained = depends or resource in resources
-            counts[_VERDICT_COUNTS[interpret(via, call.outcome, chained)]] += 1
+            counts[_VERDICT_COUNTS[interpret(via, call.outcome, chained, proven=self.proven_dry)]] += 1
             if writes(call):
                 resources.add(resource)
         dry_run = self.proposal.dry_run
@@ -446,6 +466,7 @@ class Analysis:
             reads=counts["reads"],
             other=counts["other"],
             validated=counts["validated"],
+            unproven=counts["unproven"],
             not_validated=counts["not_validated"],
             real_refusals=counts["real_refusals"],
             chain_noise=counts["chain_noise"],
@@ -599,6 +620,15 @@ class Analysis:
                     f"{safe_text(clip(host.host, 80)) or '?'}",
                 )
             )
+        if ratios.unproven and ratios.writes_kept is None:
+            alarms.append(
+                (
+                    "unproven_dry_run",
+                    f"the server accepted {_count(ratios.unproven, 'call')}, but nothing proved the API "
+                    "honoured the dry-run parameter (no audit log read before and after): it may have "
+                    "written for real",
+                )
+            )
         if ratios.real_refusals:
             alarms.append(("real_refusals", _count(ratios.real_refusals, "real refusal")))
         if ratios.errors:
@@ -659,6 +689,7 @@ class Analysis:
 ALARM_NAMES: Final = (
     "writes_kept",
     "lookalike_host",
+    "unproven_dry_run",
     "real_refusals",
     "dry_run_errors",
     "deletes",

@@ -56,6 +56,8 @@ class Verification:
     """Real calls that match the plan once placeholders take their real values, and not refused."""
     audit_unmatched: tuple[int, ...] = ()
     """Audit-log lines no real call accounts for: writes the API kept that the run did not report."""
+    audit_read: bool = False
+    """Whether the calls were held against an audit log at all."""
 
     @property
     def summary(self) -> str:
@@ -71,6 +73,11 @@ class Verification:
                 text += f"; {status}: {len(hits)}"
         if self.not_executed:
             text += f"; not executed: {len(self.not_executed)}"
+        if self.audit_read:
+            # A call the audit log does not show is never counted as verified against it.
+            succeeded = [check for check in self.checks if check.status.startswith("same")]
+            with_line = sum(check.audit_index is not None for check in succeeded)
+            text += f"; in the audit log: {with_line} of {len(succeeded)} that succeeded"
         if self.audit_unmatched:
             text += f"; audit lines no call accounts for: {len(self.audit_unmatched)}"
         return text
@@ -143,6 +150,7 @@ def compare_execution(
         naive_identical=naive_identical,
         matching_once_resolved=matching_once_resolved,
         audit_unmatched=audit_unmatched,
+        audit_read=audit is not None,
     )
 
 

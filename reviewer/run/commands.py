@@ -15,9 +15,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="gate an agent in any language: COMMAND's writes become a plan a reviewer approves",
         description=(
             "Run COMMAND once against a loopback gate (REVIEWER_API_URL) that holds the API's credential. "
-            "Reads pass through; writes are recorded as a plan (answered by the API's own dry run, or only "
-            "recorded), submitted to the queue when COMMAND exits 0, and run for real once a reviewer "
-            "approves. COMMAND never gets the credential or REVIEWER_AGENT_TOKEN."
+            "Reads pass through; writes are recorded as a plan (only recorded, or answered by the API's "
+            "own documented dry run), submitted to the queue when COMMAND exits 0, and run for real once a "
+            "reviewer approves. COMMAND never gets the credential or REVIEWER_AGENT_TOKEN."
         ),
     )
     parser.add_argument(
@@ -26,13 +26,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--via",
         choices=("server", "record"),
-        default="server",
-        help="server: writes are sent with the API's dry-run parameter (default); record: only recorded",
+        default="record",
+        help=(
+            "record: writes are only recorded, nothing is sent (default); server: writes are sent with "
+            "the API's own dry-run parameter, which the API must document (--dry-run-param or --openapi)"
+        ),
     )
     parser.add_argument(
         "--dry-run-param",
         metavar="NAME=VALUE",
-        help="the API's dry-run query parameter (default: the OpenAPI document's, else dryRun=All)",
+        help="the API's documented dry-run query parameter, e.g. dryRun=All for Kubernetes "
+        "(default: the one the OpenAPI document declares; never guessed)",
     )
     parser.add_argument(
         "--openapi", metavar="FILE", help="the API's OpenAPI document (JSON): names calls, refuses others"

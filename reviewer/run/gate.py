@@ -12,6 +12,7 @@ stays within the proposal limits, or the dry run is spoiled and the child stoppe
 from __future__ import annotations
 
 import asyncio
+import re
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
@@ -20,10 +21,10 @@ from typing import Any, Final, Protocol
 import httpx
 import msgspec
 
-from reviewer.agent.audit import RunAudit
+from reviewer.agent.audit import AuditUnavailable, RunAudit
 from reviewer.agent.errors import AgentError, PlanStop
 from reviewer.agent.execution import off_target
-from reviewer.agent.http_values import CallAnswer
+from reviewer.agent.http_values import CallAnswer, path_problem
 from reviewer.agent.placeholders import substitute
 from reviewer.agent.runs import Recording
 from reviewer.agent.tools import ToolRunner
@@ -71,6 +72,11 @@ class Mode(Protocol):
         ...
 
 
+_ESCAPE: Final = re.compile(rb"%([0-9A-Fa-f]{2})")
+_KEPT_ESCAPES: Final = frozenset({b"2F", b"23", b"3F", b"25", b"5C"})
+"""Escapes of `/`, `#`, `?`, `%` and `\\`, which mean something else once decoded."""
+
+
 class DryRunAlarm(Exception):
     """A write of the dry run was kept by the API: it ignored the dry-run parameter."""
 
@@ -111,7 +117,13 @@ class DryMode:
             answer = await self.recording.perform(call.write_tool(), dict(call.args), ())
             seq = len(self.recording.calls)
             if self.audit_watch is not None:
-                kept = await self.audit_watch.kept(recorded.sent for recorded in self.recording.calls)
+                try:
+                    kept = await self.audit_watch.kept(recorded.sent for recorded in self.recording.calls)
+                except AuditUnavailable as unreadable:
+                    raise DryRunAlarm(
+                        f"{unreadable}: nothing proves the API did not keep "
+                        f"{call.request.method} {call.request.path[:200]}"
+                    ) from None
                 if kept:
                     raise DryRunAlarm(
                         f"the dry run kept {len(kept)} write(s): the API ignored the dry-run parameter and "
@@ -182,7 +194,7 @@ class HttpGate:
             await _send_json(send, answer)
 
     async def _answer(self, scope: Scope, receive: Receive, send: Send) -> Answer | None:
-        method, path = scope["method"].upper(), scope["path"]
+        method, path = scope["method"].upper(), request_path(scope)
         where = f"{method} {path[:200]}"
         if self.spoiled is not None:
             return refusal(409, f"reviewer run: the dry run was stopped: {self.spoiled}")
@@ -213,6 +225,9 @@ class HttpGate:
         if is_read:
             await self._pass_through(scope, send, mode, method, path, query, raw)
             return None
+        problem = path_problem(path)
+        if problem is not None:
+            return refusal(400, f"reviewer run: {where}: {problem}; not recorded, not sent")
         return await self._write(mode, method, path, query, raw, where)
 
     async def _write(
@@ -274,6 +289,23 @@ class HttpGate:
             await send({"type": "http.response.body", "body": b""})
         finally:
             await response.aclose()
+
+
+def request_path(scope: Scope) -> str:
+    """The path as the child sent it, its escapes of `/ # ? % \\` kept: decoded, `%2F` would turn into a
+    separator and `%23` into a `#` that cuts the URL the gate sends. Other escapes are decoded, so a
+    placeholder (`<id from call 1>`) reads as the plan writes it; httpx encodes them again alike."""
+    raw = scope.get("raw_path")
+    if not isinstance(raw, bytes) or not raw:
+        return str(scope["path"])
+    raw = raw.split(b"?", 1)[0]
+    decoded = _ESCAPE.sub(
+        lambda found: found[0] if found[1].upper() in _KEPT_ESCAPES else bytes.fromhex(found[1].decode()), raw
+    )
+    try:
+        return decoded.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
 
 
 def _dot_segments(path: str) -> str | None:

@@ -59,9 +59,11 @@ class ApiDocument:
     """The operations of an OpenAPI document, matched against the paths requests arrive with (relative to
     the API's base URL, as the document's paths are)."""
 
-    def __init__(self, operations: list[Operation]) -> None:
+    def __init__(self, operations: list[Operation], title: str = "") -> None:
         # A literal segment wins over a template (/tickets/search before /tickets/{id}).
         self.operations = sorted(operations, key=lambda item: (item.template.count("{"), -len(item.template)))
+        self.title = title
+        """The document's `info.title`: what tells a known API (Kubernetes) by name."""
 
     @classmethod
     def load(cls, path: str) -> ApiDocument:
@@ -80,7 +82,9 @@ class ApiDocument:
         ]
         if not operations:
             raise RunRefused(f"--openapi {path}: the document declares no operation")
-        return cls(operations)
+        info = document.get("info")
+        title = info.get("title") if isinstance(info, dict) else None
+        return cls(operations, title if isinstance(title, str) else "")
 
     def match(self, method: str, path: str) -> tuple[Operation, dict[str, str]] | None:
         """The operation a request is, with its path parameters; None when the document has none."""
@@ -92,10 +96,17 @@ class ApiDocument:
         return None
 
     def dry_run_query(self) -> dict[str, str | None] | None:
-        """The one dry-run parameter the document's writes declare (the first write that declares one)."""
+        """The one dry-run parameter the document's writes declare (the first write that declares one).
+
+        Kubernetes' own document declares `dryRun` without the value that asks for a dry run; as a
+        known API it is given `All`.
+        """
         for operation in self.operations:
             if operation.effect != "read" and operation.dry_run_query:
-                return operation.dry_run_query
+                declared = operation.dry_run_query
+                if declared == {"dryRun": None} and self.title.startswith("Kubernetes"):
+                    return {"dryRun": "All"}
+                return declared
         return None
 
 

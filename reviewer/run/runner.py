@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from reviewer.agent.audit import HttpAuditLog, RunAudit
+from reviewer.agent.audit import AuditUnavailable, HttpAuditLog, RunAudit
 from reviewer.agent.errors import NoApproval, ProposalRejected, RunStopped, WritesKept
 from reviewer.agent.execution import Execution
 from reviewer.agent.gate import Gate, new_proposal_id
@@ -43,7 +43,7 @@ class RunSettings:
     agent_token: str
     queue: str
     credentials: Credentials = field(default_factory=Credentials)
-    via: str = "server"
+    via: str = "record"
     dry_run_query: dict[str, str] | None = None
     document: ApiDocument | None = None
     audit: HttpAuditLog | None = None
@@ -62,14 +62,21 @@ def say(text: str) -> None:
 
 def resolve_dry_run_query(settings: RunSettings) -> dict[str, str] | None:
     """The dry-run parameter of a server dry run: `--dry-run-param`, else what the document declares
-    (with its value, or the value `--dry-run-param` would give), else the Kubernetes `dryRun=All`."""
+    (with its value, or the value `--dry-run-param` would give). Never guessed: an API that does not
+    know a parameter drops it and performs the write, so without one a server dry run is refused."""
     if settings.via != "server":
         return None
     if settings.dry_run_query:
         return settings.dry_run_query
     declared = settings.document.dry_run_query() if settings.document is not None else None
     if declared is None:
-        return {"dryRun": "All"}
+        where = "its OpenAPI document declares none" if settings.document is not None else "no --openapi"
+        raise RunRefused(
+            f"--via server needs the API's own dry-run parameter, and none is named ({where}); nothing "
+            "was sent. Name the one the API documents with --dry-run-param NAME=VALUE (Kubernetes: "
+            "--dry-run-param dryRun=All), or give its OpenAPI document with --openapi. An API without a "
+            "dry run is dry-run with --via record (the default): its writes are only recorded"
+        )
     name, value = next(iter(declared.items()))
     if value is None:
         raise RunRefused(
@@ -85,6 +92,11 @@ async def check_before_start(api: httpx.AsyncClient, queue: QueueClient, setting
         await api.get("", timeout=REACHABILITY_TIMEOUT)
     except httpx.HTTPError as error:
         raise RunRefused(f"--api {settings.api} is not reachable ({type(error).__name__}: {error})") from None
+    if settings.audit is not None:
+        try:
+            await settings.audit.read(api)
+        except AuditUnavailable as unreadable:
+            raise RunRefused(f"--audit: {unreadable}") from None
     try:
         whoami = await queue.whoami()
     except QueueError as error:
@@ -100,6 +112,9 @@ async def run(settings: RunSettings) -> int:
     """The command; its exit status. Each ending prints one line that says what happened."""
     try:
         return await _run(settings)
+    except AuditUnavailable as unreadable:
+        say(f"{unreadable}; the dry run was stopped and nothing was submitted")
+        return 1
     except (RunRefused, DryRunSpoiled, ChildFailed) as problem:
         say(f"{problem}; nothing was submitted" if not isinstance(problem, RunRefused) else str(problem))
         return 2 if isinstance(problem, RunRefused) else 1
@@ -166,7 +181,7 @@ async def dry_run(
     """COMMAND once against the gate in dry-run mode; the plan it made, or None when it wrote nothing."""
     recording = gate.recorder()
     await recording._start()
-    watch = RunAudit(settings.audit, gate.api) if settings.via == "server" and settings.audit else None
+    watch = RunAudit(settings.audit, gate.api, required=True) if settings.via == "server" else None
     if watch is not None:
         await watch.start()
     http_gate.mode = DryMode(recording, watch)

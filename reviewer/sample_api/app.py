@@ -83,7 +83,13 @@ class TicketStore:
         }
 
     def write(
-        self, method: str, path: str, ticket_id: str | None, body: dict[str, Any], dry: bool
+        self,
+        method: str,
+        path: str,
+        ticket_id: str | None,
+        body: dict[str, Any],
+        dry: bool,
+        query: dict[str, str] | None = None,
     ) -> tuple[int, dict[str, Any]]:
         """Apply one write (or, dry, check it): every rule runs either way; only a real write persists."""
         if method == "POST":
@@ -100,6 +106,7 @@ class TicketStore:
                     "at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
                     "method": method,
                     "path": path.replace("{id}", result["id"]),
+                    "query": dict(query or {}),
                     "body": body,
                     "status": status,
                     "ticket": result["id"],
@@ -198,7 +205,8 @@ def create_app(
                 store.dry_run_requests += 1
             if body is not None and not isinstance(body, dict):
                 raise Refusal(422, "the body must be a JSON object")
-            status, result = store.write(request.method, route, ticket_id, body or {}, dry)
+            query = dict(request.query_params)
+            status, result = store.write(request.method, route, ticket_id, body or {}, dry, query)
         return JSONResponse(result, status_code=status)
 
     @app.get("/v1/tickets", operation_id="list_tickets")

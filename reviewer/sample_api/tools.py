@@ -6,13 +6,15 @@ from typing import Any, Final, Literal
 
 import httpx
 
-from reviewer.agent import HttpAuditLog, HttpRequest, Recording, dry_run, write_tool
+from reviewer.agent import HttpAuditLog, HttpRequest, Recording, dry_run, path_with, write_tool
 from reviewer.plan.proposal import Agent, Proposal, Target
 
 REFERENCE_TITLE: Final = "Printer on fire"
 REFERENCE_TASK: Final = "Open one ticket, close t1 and t2 into it, delete t3."
 REFERENCE_PLAN_TITLE: Final = "Merge t1 and t2 into a new ticket, delete t3"
 AUDIT: Final = HttpAuditLog("/v1/audit", "entries")
+DRY_RUN_QUERY: Final = {"dryRun": "All"}
+"""The sample API's documented dry-run parameter (its OpenAPI document declares it on every write)."""
 AGENT: Final = Agent(name="deskline-agent", run_id="walkthrough")
 
 
@@ -42,13 +44,13 @@ def update_ticket(
         for name, value in (("status", status), ("mergedInto", mergedInto), ("title", title))
         if value is not None
     }
-    return HttpRequest("PATCH", f"/v1/tickets/{id}", body=body)
+    return HttpRequest("PATCH", path_with("/v1/tickets/{id}", id=id), body=body)
 
 
 @write_tool(effect="delete")
 def delete_ticket(id: str) -> HttpRequest:
     """Delete a ticket; the server refuses while it is open."""
-    return HttpRequest("DELETE", f"/v1/tickets/{id}")
+    return HttpRequest("DELETE", path_with("/v1/tickets/{id}", id=id))
 
 
 async def list_tickets(client: httpx.AsyncClient) -> list[dict[str, Any]]:
@@ -74,6 +76,8 @@ async def dry_run_reference(
     Only the server mode is handed `api`: the fakes must never hold a client that reaches it.
     """
     client = api if mode == "server" else None
+    if mode == "server":
+        options = {"dry_run_query": DRY_RUN_QUERY, **options}
     async with dry_run(mode, client=client, audit=AUDIT, **options) as recording:
         await reference_task()
     proposal = recording.to_proposal(

@@ -6,8 +6,9 @@ import asyncio
 from typing import Any
 
 import httpx
+import pytest
 
-from reviewer.agent import HttpAuditLog, HttpRequest
+from reviewer.agent import AuditUnavailable, HttpAuditLog, HttpRequest
 from reviewer.agent.audit import RunAudit
 
 
@@ -27,10 +28,12 @@ def line(method: str, path: str, body: Any) -> dict[str, Any]:
     return {"method": method, "path": path, "body": body}
 
 
-def kept(pages: list[Any], sent: list[HttpRequest | None]) -> list[dict[str, Any]] | None:
+def kept(
+    pages: list[Any], sent: list[HttpRequest | None], *, required: bool = False
+) -> list[dict[str, Any]] | None:
     async def run() -> list[dict[str, Any]] | None:
         async with audit_api(pages) as client:
-            run_audit = RunAudit(HttpAuditLog(), client)
+            run_audit = RunAudit(HttpAuditLog(), client, required=required)
             await run_audit.start()
             return await run_audit.kept(sent)
 
@@ -61,3 +64,26 @@ def test_without_a_log_or_a_client_nothing_is_known() -> None:
             return await no_log.kept([]), await no_client.kept([])
 
     assert asyncio.run(run()) == (None, None)
+
+
+def test_a_kept_create_is_attributed_though_its_line_holds_what_the_server_added() -> None:
+    """The line of a create carries the id the server minted: a body comparison missed it."""
+    sent = [HttpRequest("POST", "/v1/tickets", {"dryRun": "All"}, {"title": "Printer on fire"})]
+    created = {"method": "POST", "path": "/v1/tickets", "body": {"title": "Printer on fire", "id": "tk-4"}}
+    assert kept([[], [created]], sent) == [created]
+
+
+def test_a_line_that_records_the_query_is_attributed_by_it_too() -> None:
+    """Another client's real write to the same path, at the same time, is not the dry run's."""
+    sent = [HttpRequest("POST", "/v1/tickets", {"dryRun": "All"}, {"title": "a"})]
+    theirs = {"method": "POST", "path": "/v1/tickets", "query": {}}
+    mine = {"method": "POST", "path": "/v1/tickets?dryRun=All"}
+    assert kept([[], [theirs, mine]], sent) == [mine]
+
+
+def test_a_dry_runs_log_that_cannot_be_read_stops_it() -> None:
+    sent: list[HttpRequest | None] = [HttpRequest("DELETE", "/v1/tickets/t3")]
+    with pytest.raises(AuditUnavailable, match="cannot be read"):
+        kept([404], sent, required=True)
+    with pytest.raises(AuditUnavailable, match="is not an audit log"):
+        kept([[], {"oops": 1}], sent, required=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import httpx
 import pytest
@@ -16,6 +17,10 @@ from tests.agent.helpers import received
 
 REAL_TITLES = ("real 1", "real 2", "real 3")
 DRY_TITLES = ("dry 1", "dry 2", "dry 3")
+
+
+SERVER: dict[str, Any] = {"dry_run_query": tools.DRY_RUN_QUERY}
+"""The sample API's documented dry-run parameter, for a server dry run."""
 
 
 async def create_each(titles: tuple[str, ...], seen: list[bool]) -> None:
@@ -46,7 +51,10 @@ def test_a_run_puts_the_previous_value_back_even_when_nested_or_failing(sample_a
     async def scenario() -> list[bool]:
         seen = [is_dry_run()]
         approval = await approved_plan_for(("x",), sample_api.base_url)
-        async with httpx.AsyncClient(base_url=sample_api.base_url) as api, dry_run("server", client=api):
+        async with (
+            httpx.AsyncClient(base_url=sample_api.base_url) as api,
+            dry_run("server", client=api, **SERVER),
+        ):
             seen.append(is_dry_run())
             with pytest.raises(RuntimeError):
                 async with real_run(approval, client=api):
@@ -69,7 +77,9 @@ def test_a_dry_run_and_a_real_run_at_once_each_keep_their_own_flag(sample_api: R
         async with httpx.AsyncClient(base_url=sample_api.base_url) as api:
 
             async def dry_task() -> None:
-                async with dry_run("server", client=api, audit=tools.AUDIT) as recording:
+                async with dry_run(
+                    "server", client=api, audit=tools.AUDIT, dry_run_query=tools.DRY_RUN_QUERY
+                ) as recording:
                     await create_each(DRY_TITLES, dry_seen)
                 assert recording.writes_kept == 0
 
@@ -155,7 +165,7 @@ def test_a_module_level_flag_would_have_leaked_a_real_write_into_the_dry_run(
         async with httpx.AsyncClient(base_url=sample_api.base_url) as api:
 
             async def dry_block(real_started: asyncio.Event) -> None:
-                async with dry_run("server", client=api):
+                async with dry_run("server", client=api, **SERVER):
                     await real_started.wait()
                     await tools.create_ticket(title="meant to be dry (ContextVar)")
 

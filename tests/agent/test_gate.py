@@ -31,6 +31,10 @@ def real_writes(sample_api: RunningSampleApi) -> list[tuple[str, str]]:
     return [(entry["method"], entry["path"]) for entry in received(sample_api) if not entry["query"]]
 
 
+SERVER_DRY_RUN: dict[str, Any] = {"backend": "server", "dry_run_query": tools.DRY_RUN_QUERY}
+"""The sample API documents its dry-run parameter, so its writes can be dry-run by the server."""
+
+
 async def gated_run(
     queue: Queue,
     sample_api: RunningSampleApi,
@@ -50,7 +54,7 @@ async def gated_run(
         agent="deskline-agent",
         poll_interval=0.05,
         decision_timeout=20,
-        **options,
+        **(options or SERVER_DRY_RUN),
     ) as gate:
         result, seen = await asyncio.gather(
             gate.run(task, title=tools.REFERENCE_PLAN_TITLE, proposal_id=proposal_id),
@@ -96,6 +100,17 @@ def test_an_approved_run_makes_exactly_the_approved_calls_once(
     assert asyncio.run(state()) == "executed"
 
 
+def test_the_default_dry_run_records_and_sends_nothing_before_approval(
+    queue: Queue, sample_api: RunningSampleApi
+) -> None:
+    """No dry-run parameter is assumed: a gate told nothing records the writes, and the API receives
+    them only once, after approval."""
+    result, seen = asyncio.run(gated_run(queue, sample_api, "approve", backend="record"))
+    assert seen.dry_run.via == "record" and seen.dry_run.write_requests == 0
+    assert {call.outcome.status for call in seen.calls if call.outcome} == {"recorded"}
+    assert len(real_writes(sample_api)) == 4 == len(sample_api.store.request_log)
+
+
 def test_a_plan_that_succeeds_whole_is_ok(queue: Queue, sample_api: RunningSampleApi) -> None:
     async def close_two() -> None:
         await tools.update_ticket(id="t1", status="closed")
@@ -131,6 +146,7 @@ def test_a_dry_run_that_kept_writes_is_not_submitted(queue: Queue, sample_api: R
             token=queue.agent_token,
             audit=tools.AUDIT,
             allow_kept_writes=allow,
+            **SERVER_DRY_RUN,
         ) as gate:
             recording = await gate.dry_run(tools.reference_task)
             proposal = gate.propose(recording, title="kept", proposal_id=proposal_id)
@@ -174,7 +190,7 @@ def test_the_model_is_told_what_each_dry_run_answer_proves(sample_api: RunningSa
 
     async def answers() -> list[CallAnswer]:
         async with httpx.AsyncClient(base_url=sample_api.base_url) as api:
-            gate = Gate(api=api, queue=QueueClient("http://127.0.0.1:1", "unused"))
+            gate = Gate(api=api, queue=QueueClient("http://127.0.0.1:1", "unused"), **SERVER_DRY_RUN)
             seen: list[CallAnswer] = []
 
             async def task() -> None:

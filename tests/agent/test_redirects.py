@@ -90,6 +90,9 @@ def test_a_redirect_is_the_calls_answer_and_nothing_reaches_its_target(
     assert f"#1 create_ticket {status}" in execution.summary()
 
 
+WRITE = HttpRequest("POST", "/v1/tickets", None, {"a": 1})
+
+
 def test_a_dry_run_request_is_not_redirected_either(servers: list[LoopbackServer]) -> None:
     """The server backend sends the dry run itself: a 307 there must not carry the body elsewhere."""
     api, other = servers
@@ -97,7 +100,9 @@ def test_a_dry_run_request_is_not_redirected_either(servers: list[LoopbackServer
 
     async def dry() -> Any:
         async with httpx.AsyncClient(base_url=api.url, follow_redirects=True) as client:
-            answer, _ = await ServerBackend(client).answer(HttpRequest("POST", "/v1/tickets", None, {"a": 1}))
+            answer, _ = await ServerBackend(client, {"dryRun": "All"}).answer(
+                HttpRequest("POST", "/v1/tickets", None, {"a": 1})
+            )
             return answer
 
     answer = asyncio.run(dry())

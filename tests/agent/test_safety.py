@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import httpx
 import pytest
 
 from reviewer.agent import (
+    DryRunParameterUnknown,
+    Gate,
     HttpRequest,
     LiveClientRefused,
     LiveClientRequired,
@@ -23,6 +26,9 @@ from reviewer.agent import (
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
 from tests.agent.helpers import dry_proposal, real_execution, received
+
+SERVER: dict[str, Any] = {"dry_run_query": tools.DRY_RUN_QUERY}
+"""The sample API's documented dry-run parameter, for a server dry run."""
 
 
 @pytest.mark.parametrize("name", ["sever", "real", "none", "", "SERVER", None, 0])
@@ -45,7 +51,7 @@ def test_a_dry_run_argument_the_model_adds_is_dropped_in_a_dry_run(sample_api: R
     async def model_driven() -> list:
         async with (
             httpx.AsyncClient(base_url=sample_api.base_url) as api,
-            dry_run("server", client=api) as recording,
+            dry_run("server", client=api, **SERVER) as recording,
         ):
             await tools.update_ticket(**{"id": "t1", "status": "closed", "dryRun": False, "dry_run": "no"})
         return recording.calls
@@ -109,7 +115,10 @@ def test_a_tool_cannot_declare_the_dry_run_flag_as_its_own_argument() -> None:
 
 def test_a_required_argument_the_model_left_out_is_an_error_not_a_call(sample_api: RunningSampleApi) -> None:
     async def attempt() -> None:
-        async with httpx.AsyncClient(base_url=sample_api.base_url) as api, dry_run("server", client=api):
+        async with (
+            httpx.AsyncClient(base_url=sample_api.base_url) as api,
+            dry_run("server", client=api, **SERVER),
+        ):
             await tools.update_ticket(status="closed")
 
     with pytest.raises(ToolArgumentError, match="update_ticket"):
@@ -152,7 +161,7 @@ def test_a_fake_backend_accepts_a_client_that_cannot_leave_the_process() -> None
 
 def test_a_server_dry_run_or_a_real_run_without_a_live_client_says_what_to_pass() -> None:
     with pytest.raises(LiveClientRequired, match="pass client=httpx.AsyncClient"):
-        make_backend("server")
+        make_backend("server", **SERVER)
     mock = httpx.AsyncClient(transport=httpx.MockTransport(lambda request: httpx.Response(500)))
     proposal = asyncio.run(dry_proposal_without_api())
 
@@ -162,6 +171,25 @@ def test_a_server_dry_run_or_a_real_run_without_a_live_client_says_what_to_pass(
 
     with pytest.raises(LiveClientRequired, match="a real run"):
         asyncio.run(attempt())
+
+
+def test_a_server_dry_run_without_the_apis_dry_run_parameter_is_refused_before_any_request(
+    sample_api: RunningSampleApi,
+) -> None:
+    """Never guessed: an API that does not know the parameter drops it and performs the write."""
+
+    async def attempt() -> None:
+        async with (
+            httpx.AsyncClient(base_url=sample_api.base_url) as api,
+            dry_run("server", client=api),
+        ):
+            await tools.reference_task()
+
+    with pytest.raises(DryRunParameterUnknown, match=r"dry_run_query=\{'dryRun': 'All'\} \(Kubernetes\)"):
+        asyncio.run(attempt())
+    with pytest.raises(DryRunParameterUnknown, match="the 'record' backend"):
+        Gate(api=sample_api.base_url, queue="http://127.0.0.1:1", token="unused", backend="server")
+    assert received(sample_api) == []
 
 
 async def dry_proposal_without_api():  # type: ignore[no-untyped-def]

@@ -34,13 +34,16 @@ def sample(name: str) -> Analysis:
 
 
 def plan(calls: list[dict[str, Any]], via: str = "server", **changes: Any) -> Analysis:
-    """A small proposal around `calls`, checked by the real parser."""
+    """A small proposal around `calls`, checked by the real parser; its dry run proven to have kept
+    nothing (an audit log read before and after) unless `dry_run` says otherwise."""
+    changes.setdefault("dry_run", {"via": via, "writes_kept": 0})
     return Analysis(parse_proposal(json.dumps(proposal_document(calls, via=via, **changes)), "test"))
 
 
 def unchecked_plan(calls: list[dict[str, Any]], via: str = "server", **changes: Any) -> Analysis:
     """A proposal as the terminal app paints it before its calls are checked (`scan_proposal`): the
     check refuses a placeholder naming no earlier call, but the rows must read it right meanwhile."""
+    changes.setdefault("dry_run", {"via": via, "writes_kept": 0})
     return Analysis(scan_proposal(json.dumps(proposal_document(calls, via=via, **changes)), "test"))
 
 
@@ -337,6 +340,31 @@ def test_drifting_revisions_renumber_placeholders_to_the_same_create() -> None:
 def test_verdict_by_who_answered(via: str, outcome: dict[str, Any] | None, expected: Verdict) -> None:
     fields: dict[str, Any] = {} if outcome is None else {"outcome": outcome}
     assert plan([call(1, args={"id": "t1"}, **fields)], via=via).row(0).verdict is expected
+
+
+@pytest.mark.parametrize("writes_kept", [None, 2])
+def test_a_server_ok_nothing_proved_dry_is_unproven_and_says_so(writes_kept: int | None) -> None:
+    """No audit log read before and after (or one that found kept writes): the server's ok says only
+    that it accepted the call; an API that drops an unknown parameter answers ok and writes."""
+    dry_run = {"via": "server", "write_requests": 2, "writes_kept": writes_kept}
+    analysis = plan(
+        [call(1, outcome=OK), call(2, "delete_ticket", "delete", outcome=refused(409))], dry_run=dry_run
+    )
+    assert [analysis.row(index).verdict for index in range(2)] == [Verdict.UNPROVEN, Verdict.REAL_REFUSAL]
+    assert (analysis.ratios.validated, analysis.ratios.unproven) == (0, 1)
+    unproven_alarm = "the server accepted 1 call, but nothing proved the API honoured the dry-run parameter"
+    if writes_kept is None:
+        assert "unproven_dry_run" in analysis.alarm_names
+        assert any(alarm.startswith(unproven_alarm) for alarm in analysis.alarms)
+    else:  # the kept writes' own alarm says more
+        assert analysis.alarm_names[0] == "writes_kept" and "unproven_dry_run" not in analysis.alarm_names
+
+
+def test_a_server_ok_is_validated_once_the_audit_log_proved_nothing_kept() -> None:
+    dry_run = {"via": "server", "write_requests": 1, "writes_kept": 0}
+    analysis = plan([call(1, outcome=OK)], dry_run=dry_run)
+    assert analysis.row(0).verdict is Verdict.VALIDATED and analysis.ratios.validated == 1
+    assert "unproven_dry_run" not in analysis.alarm_names
 
 
 def test_fake_refusal_of_a_call_with_a_placeholder_is_still_a_fake_refusal() -> None:
@@ -745,7 +773,7 @@ OUTCOMES = [None, OK, refused(), {"status": "error"}, {"status": "recorded"}]
 
 
 @st.composite
-def random_plans(draw: st.DrawFn) -> tuple[str, list[dict[str, Any]]]:
+def random_plans(draw: st.DrawFn) -> tuple[str, list[dict[str, Any]], int | None]:
     seqs = sorted(draw(st.sets(st.integers(1, 40), min_size=1, max_size=12)))
     calls = []
     for seq in seqs:
@@ -761,10 +789,10 @@ def random_plans(draw: st.DrawFn) -> tuple[str, list[dict[str, Any]]]:
         if draw(st.booleans()):
             fields["request"] = {"method": "POST", "path": f"/v1/x/<id from call {draw(st.integers(0, 45))}>"}
         calls.append(call(seq, draw(st.sampled_from(["a", "b"])), draw(st.sampled_from(EFFECTS)), **fields))
-    return draw(st.sampled_from(VIAS)), calls
+    return draw(st.sampled_from(VIAS)), calls, draw(st.sampled_from([None, 0, 1]))
 
 
-def expected_verdict(via: str, call: dict[str, Any], chained: bool) -> Verdict:
+def expected_verdict(via: str, call: dict[str, Any], chained: bool, writes_kept: int | None) -> Verdict:
     """Section 2's table, written out again independently of the implementation."""
     outcome = call.get("outcome")
     if via == "record":
@@ -778,16 +806,18 @@ def expected_verdict(via: str, call: dict[str, Any], chained: bool) -> Verdict:
         return Verdict.RECORDED
     if via == "server":
         if status == "ok":
-            return Verdict.VALIDATED
+            return Verdict.VALIDATED if writes_kept == 0 else Verdict.UNPROVEN
         return Verdict.CHAIN_NOISE if chained else Verdict.REAL_REFUSAL
     return Verdict.NOT_VALIDATED if status == "ok" else Verdict.FAKE_REFUSAL
 
 
 @settings(max_examples=200, deadline=None)
 @given(random_plans())
-def test_rows_and_ratios_agree_with_the_rules(generated: tuple[str, list[dict[str, Any]]]) -> None:
-    via, calls = generated
-    analysis = unchecked_plan(calls, via=via)
+def test_rows_and_ratios_agree_with_the_rules(
+    generated: tuple[str, list[dict[str, Any]], int | None],
+) -> None:
+    via, calls, writes_kept = generated
+    analysis = unchecked_plan(calls, via=via, dry_run={"via": via, "writes_kept": writes_kept})
     ratios = analysis.ratios
     seqs = {call["seq"] for call in calls}
     rows = [analysis.row(index) for index in range(len(analysis))]
@@ -803,13 +833,14 @@ def test_rows_and_ratios_agree_with_the_rules(generated: tuple[str, list[dict[st
         earlier = {seq for seq in named if seq < row.seq and seq in seqs}
         assert row.depends_on == tuple(sorted(earlier))
         assert {p.call_seq for p in row.unresolved} == named - earlier
-        assert row.verdict is expected_verdict(via, source, bool(earlier) or written_earlier)
+        assert row.verdict is expected_verdict(via, source, bool(earlier) or written_earlier, writes_kept)
         assert row.destructive is (source["effect"] == "delete")
 
     effect_counts = (ratios.creates, ratios.updates, ratios.deletes, ratios.reads, ratios.other)
     assert sum(effect_counts) == ratios.calls == len(calls)
     verdict_counts = {
         Verdict.VALIDATED: ratios.validated,
+        Verdict.UNPROVEN: ratios.unproven,
         Verdict.NOT_VALIDATED: ratios.not_validated,
         Verdict.REAL_REFUSAL: ratios.real_refusals,
         Verdict.CHAIN_NOISE: ratios.chain_noise,

@@ -41,10 +41,22 @@ def drift(counter: str) -> None:
     send("PATCH", "/v1/tickets/t1", {"status": "closed"})
 
 
+def tickets() -> None:
+    """Open a ticket, close t1, delete t2: what any ticket API's agent does, under plain REST paths."""
+    answers = [
+        send("POST", "/tickets", {"title": "Printer on fire", "status": "open"}),
+        send("PATCH", "/tickets/t1", {"status": "closed"}),
+        send("DELETE", "/tickets/t2"),
+    ]
+    sys.exit(0 if all(status < 500 for status, _ in answers) else 4)
+
+
 def main() -> None:
     mode, *rest = sys.argv[1:]
     if mode == "drift":
         drift(rest[0])
+    elif mode == "tickets":
+        tickets()
     elif mode == "not-json":
         send("POST", "/v1/tickets", raw=b"title=Printer on fire")
     elif mode == "big-body":

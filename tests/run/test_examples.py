@@ -38,6 +38,10 @@ def test_node_agent_is_gated_server_dry_run_then_the_approved_plan_runs(
     run = start_run(
         queue,
         sample_api,
+        "--via",
+        "server",
+        "--dry-run-param",
+        "dryRun=All",
         "--audit",
         "/v1/audit",
         "--title",
@@ -94,8 +98,6 @@ def test_curl_agent_is_recorded_under_the_operations_the_openapi_document_names(
     run = start_run(
         queue,
         sample_api,
-        "--via",
-        "record",
         "--openapi",
         str(document),
         "--title",
@@ -113,7 +115,7 @@ def test_curl_agent_is_recorded_under_the_operations_the_openapi_document_names(
     assert [call["effect"] for call in calls] == ["create", "update", "update", "delete"]
     assert calls[1]["args"] == {"ticket_id": "t1", "status": "closed", "mergedInto": "<id from call 1>"}
     assert {call["outcome"]["status"] for call in calls} == {"recorded"}
-    assert sample_api.requests() == [], "a recording dry run sends no write"
+    assert sample_api.requests() == [], "a recording dry run (the default) sends no write"
 
     reviewer_decides(queue, proposal_id, "reject", reason="t3 is still open; close it first")
     status, stderr = run.finish()

@@ -30,7 +30,7 @@ async def gate(api_server: RunningSampleApi) -> AsyncIterator[tuple[httpx.AsyncC
     async with httpx.AsyncClient(
         base_url=api_server.base_url, headers={"Authorization": f"Bearer {SECRET}"}, follow_redirects=False
     ) as api:
-        recording = Recording(ServerBackend(api), client=api)
+        recording = Recording(ServerBackend(api, {"dryRun": "All"}), client=api)
         http_gate = HttpGate(api, api_server.base_url, mode=DryMode(recording))
         async with serving(http_gate) as url, httpx.AsyncClient(base_url=url) as child:
             yield child, http_gate, recording
@@ -73,6 +73,33 @@ async def test_a_path_that_leaves_the_api_is_refused_and_not_sent(
     answer = await child.send(child.build_request("POST", httpx.URL(child.base_url, raw_path=path.encode())))
     assert answer.status_code in (400, 404)
     assert recording.calls == [] and api_server.store.request_log == []
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "path", ["/v1/tickets/%23t4", "/v1/tickets/t1%3Fforce=true", "/v1/tickets/t1%253Fforce=true"]
+)
+async def test_a_write_whose_path_holds_a_query_or_a_fragment_is_refused_and_not_sent(
+    gate: tuple[httpx.AsyncClient, HttpGate, Recording], api_server: RunningSampleApi, path: str
+) -> None:
+    """Decoded, `%23` cut the URL (DELETE /v1/tickets/ went to the collection) and `%3F` put a query the
+    dry run's own parameter replaced: the request approved would not be the one that runs."""
+    child, _, recording = gate
+    request = child.build_request("DELETE", httpx.URL(child.base_url, raw_path=path.encode()))
+    answer = await child.send(request)
+    assert answer.status_code == 400 and "may not hold ? or #" in answer.json()["detail"]
+    assert recording.calls == [] and api_server.store.request_log == []
+
+
+@pytest.mark.anyio
+async def test_an_encoded_slash_is_recorded_and_sent_as_the_child_sent_it(
+    gate: tuple[httpx.AsyncClient, HttpGate, Recording], api_server: RunningSampleApi
+) -> None:
+    child, _, recording = gate
+    raw_path = b"/v1/tickets/t1%2Fx"
+    await child.send(child.build_request("PATCH", httpx.URL(child.base_url, raw_path=raw_path), json={}))
+    assert [call.request.path for call in recording.calls if call.request] == ["/v1/tickets/t1%2Fx"]
+    assert [call.sent.path for call in recording.calls if call.sent] == ["/v1/tickets/t1%2Fx"]
 
 
 @pytest.mark.anyio

@@ -116,7 +116,15 @@ def test_an_operation_the_openapi_document_lacks_is_refused_with_a_message(
     document = tmp_path / "api.json"
     document.write_text(httpx.get(f"{sample_api.url}/openapi.json").text)
     run = start_run(
-        queue, sample_api, "--openapi", str(document), "--title", "undeclared", command=agent("undeclared")
+        queue,
+        sample_api,
+        "--via",
+        "server",
+        "--openapi",
+        str(document),
+        "--title",
+        "undeclared",
+        command=agent("undeclared"),
     )
     proposal_id, revision = run.wait_for_plan()
     reviewer_decides(queue, proposal_id, "reject", reason="test")
@@ -135,7 +143,19 @@ def test_an_operation_the_openapi_document_lacks_is_refused_with_a_message(
 def test_a_dry_run_the_api_kept_stops_with_the_alarm(queue: Queue, tmp_path: Path) -> None:
     with sample_api_in_thread(ignore_dry_run=True, write_token=API_TOKEN) as ignoring:
         api = SampleApi(ignoring.base_url, None)  # type: ignore[arg-type]
-        run = start_run(queue, api, "--audit", "/v1/audit", "--title", "kept", command=agent("fail"))
+        run = start_run(
+            queue,
+            api,
+            "--via",
+            "server",
+            "--dry-run-param",
+            "dryRun=All",
+            "--audit",
+            "/v1/audit",
+            "--title",
+            "kept",
+            command=agent("fail"),
+        )
         status, stderr = run.finish()
         assert status == 1
         assert "the dry run kept 1 write(s)" in stderr and "nothing was submitted" in stderr
@@ -170,3 +190,29 @@ def test_plain_http_off_loopback_is_refused_before_command_starts(queue: Queue, 
     assert result.returncode == 2
     assert "plain http off loopback" in result.stderr
     assert not marker.exists()
+
+
+def test_a_server_dry_run_without_the_apis_parameter_is_refused_before_command_starts(
+    queue: Queue, sample_api: SampleApi, tmp_path: Path
+) -> None:
+    """Never guessed: most APIs drop a parameter they do not know and perform the write."""
+    marker = tmp_path / "started"
+    run = start_run(queue, sample_api, "--via", "server", command=agent("touch", str(marker)))
+    status, stderr = run.finish()
+    assert status == 2
+    assert "--via server needs the API's own dry-run parameter" in stderr
+    assert "--dry-run-param dryRun=All" in stderr and "--via record (the default)" in stderr
+    assert not marker.exists() and sample_api.requests() == []
+
+
+def test_an_audit_log_that_cannot_be_read_is_refused_before_command_starts(
+    queue: Queue, sample_api: SampleApi, tmp_path: Path
+) -> None:
+    """A mistyped --audit, or a path that is not an audit log, is never skipped silently."""
+    marker = tmp_path / "started"
+    for path, said in (("/v1/audti", "cannot be read"), ("/v1/stats", "is not an audit log")):
+        run = start_run(queue, sample_api, "--audit", path, command=agent("touch", str(marker)))
+        status, stderr = run.finish()
+        assert status == 2, stderr
+        assert "--audit: " in stderr and said in stderr
+    assert not marker.exists() and sample_api.requests() == []

@@ -19,6 +19,8 @@ DETAIL_LIMIT = 4_000
 
 VERDICT_MEANING = {
     Verdict.VALIDATED: "the server's rules accepted this call against the state before the run",
+    Verdict.UNPROVEN: "the server accepted this call, but nothing proved the API honoured the dry-run "
+    "parameter (no audit log read before and after): it may have written for real",
     Verdict.REAL_REFUSAL: "the server refused it, and nothing in the plan explains it: the real run "
     "will be refused too",
     Verdict.CHAIN_NOISE: "refused only because an earlier call of this plan (one it takes a value "
@@ -33,6 +35,7 @@ VERDICT_MEANING = {
 }
 VERDICT_STYLE = {
     Verdict.VALIDATED: "ok",
+    Verdict.UNPROVEN: "warn",
     Verdict.REAL_REFUSAL: "danger",
     Verdict.FAKE_REFUSAL: "danger",
     Verdict.ERROR: "danger",
@@ -68,7 +71,7 @@ def kept_writes(proposal: Proposal) -> str | None:
 def row_kept(row: PlanRow, kept: str | None) -> bool:
     """Whether `row` is one of the writes a dry run that kept writes may have kept: a write the
     server accepted."""
-    return kept is not None and row.effect != "read" and row.verdict is Verdict.VALIDATED
+    return kept is not None and row.effect != "read" and row.verdict in (Verdict.VALIDATED, Verdict.UNPROVEN)
 
 
 def untrusted(value: object, *, multiline: bool = False, limit: int = DETAIL_LIMIT) -> str:
@@ -114,7 +117,7 @@ def ratios_text(ratios: Ratios) -> Text:
         "danger" if ratios.deletes else "",
     )
     _line(text, "validated", f"{ratios.validated:,}", "ok" if ratios.validated else "")
-    unvalidated = ratios.not_validated + ratios.recorded + ratios.no_outcome
+    unvalidated = ratios.unproven + ratios.not_validated + ratios.recorded + ratios.no_outcome
     _line(text, "unvalidated", f"{unvalidated:,}", "warn" if unvalidated else "")
     _line(text, "refused", f"{ratios.real_refusals:,} real", "danger" if ratios.real_refusals else "")
     if ratios.fake_refusals:

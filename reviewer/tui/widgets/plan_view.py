@@ -73,6 +73,7 @@ NARROW_VIEW = 60
 
 VERDICT_CLASS = {
     Verdict.VALIDATED: "plan-view--validated",
+    Verdict.UNPROVEN: "plan-view--unvalidated",
     Verdict.REAL_REFUSAL: "plan-view--refusal",
     Verdict.FAKE_REFUSAL: "plan-view--refusal",
     Verdict.ERROR: "plan-view--refusal",

@@ -1,0 +1,145 @@
+"""`reviewer run` against json-server, a REST API nobody here wrote and which has no dry run (like most):
+the default dry run keeps nothing, a server dry run is refused until the parameter is named, and one
+the API ignores is caught by its access log, or submitted only as unproven."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from reviewer.plan.proposal import parse_proposal
+from reviewer.reading.analysis import Analysis, Verdict
+from tests.run.conftest import ROOT, Queue, SampleApi, proposal, reviewer_decides, start_run
+from tests.service.ports import free_port
+
+NODE = shutil.which("node")
+JSON_SERVER = ROOT / ".test-apis" / "node_modules" / "json-server" / "lib" / "cli" / "bin.js"
+ACCESS_LOG = Path(__file__).with_name("json_server_log.js")
+AGENTS = str(Path(__file__).with_name("agents.py"))
+TICKETS = {
+    "tickets": [
+        {"id": "t1", "title": "Printer jammed", "status": "open"},
+        {"id": "t2", "title": "Printer out of toner", "status": "open"},
+    ]
+}
+
+pytestmark = pytest.mark.skipif(
+    NODE is None or not JSON_SERVER.exists(),
+    reason="json-server is not installed: npm install --prefix .test-apis json-server@0.17.4 (.ci/run does)",
+)
+
+
+@pytest.fixture
+def json_server(tmp_path: Path) -> Iterator[tuple[SampleApi, Path]]:
+    """json-server on a loopback port over a fresh data file, its access log at /_log."""
+    data = tmp_path / "db.json"
+    data.write_text(json.dumps(TICKETS, indent=2))
+    port = free_port()
+    log = (tmp_path / "json-server.log").open("wb")
+    process = subprocess.Popen(
+        [str(NODE), str(JSON_SERVER), str(data), "--port", str(port), "--middlewares", str(ACCESS_LOG)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=tmp_path,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(400):
+            if process.poll() is not None:
+                raise RuntimeError((tmp_path / "json-server.log").read_text(errors="replace"))
+            try:
+                httpx.get(f"{url}/_log", timeout=1).raise_for_status()
+                break
+            except httpx.TransportError:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(0.05)
+        else:
+            raise RuntimeError("json-server did not start")
+        yield SampleApi(url, process), data  # type: ignore[arg-type]
+    finally:
+        process.terminate()
+        process.wait(10)
+        log.close()
+
+
+def writes_received(api: SampleApi) -> list[tuple[str, str]]:
+    entries = httpx.get(f"{api.url}/_log", timeout=10).json()["entries"]
+    return [(entry["method"], entry["path"]) for entry in entries]
+
+
+def run_tickets_agent(queue: Queue, api: SampleApi, *options: str) -> tuple[int, str, str | None]:
+    """`reviewer run` with the tickets agent; its status, its stderr, and the plan it submitted (rejected
+    at once, so nothing runs for real)."""
+    run = start_run(queue, api, *options, command=[sys.executable, AGENTS, "tickets"])
+    proposal_id: str | None = None
+    with contextlib.suppress(AssertionError):
+        proposal_id, _ = run.wait_for_plan()
+        reviewer_decides(queue, proposal_id, "reject", reason="test")
+    status, stderr = run.finish()
+    return status, stderr, proposal_id
+
+
+def test_the_default_dry_run_keeps_nothing(queue: Queue, json_server: tuple[SampleApi, Path]) -> None:
+    api, data = json_server
+    before = data.read_bytes()
+    status, stderr, proposal_id = run_tickets_agent(queue, api, "--title", "json-server record")
+    assert proposal_id is not None, stderr
+    plan = proposal(queue, proposal_id)
+    assert plan["dry_run"]["via"] == "record"
+    assert [(call["request"]["method"], call["request"]["path"]) for call in plan["calls"]] == [
+        ("POST", "/tickets"),
+        ("PATCH", "/tickets/t1"),
+        ("DELETE", "/tickets/t2"),
+    ]
+    assert data.read_bytes() == before, "the dry run changed the API's data"
+    assert writes_received(api) == []
+    assert status == 1 and "rejected by alice" in stderr
+
+
+def test_a_server_dry_run_with_no_declared_parameter_is_refused_and_writes_nothing(
+    queue: Queue, json_server: tuple[SampleApi, Path]
+) -> None:
+    api, data = json_server
+    before = data.read_bytes()
+    status, stderr, proposal_id = run_tickets_agent(queue, api, "--via", "server")
+    assert (status, proposal_id) == (2, None)
+    assert "--via server needs the API's own dry-run parameter" in stderr
+    assert data.read_bytes() == before and writes_received(api) == []
+
+
+def test_a_parameter_the_api_ignores_is_caught_by_its_access_log(
+    queue: Queue, json_server: tuple[SampleApi, Path]
+) -> None:
+    """json-server drops dryRun=All and performs the write: its access log, read after the write,
+    stops the dry run at once, and nothing is submitted."""
+    api, data = json_server
+    options = ("--via", "server", "--dry-run-param", "dryRun=All", "--audit", "/_log")
+    status, stderr, proposal_id = run_tickets_agent(queue, api, *options, "--title", "json-server kept")
+    assert (status, proposal_id) == (1, None)
+    assert "the dry run kept 1 write(s)" in stderr and "nothing was submitted" in stderr
+    assert writes_received(api) == [("POST", "/tickets")], "the first kept write stopped the run"
+    assert len(json.loads(data.read_text())["tickets"]) == 3
+
+
+def test_a_parameter_the_api_ignores_is_submitted_only_as_unproven_without_a_log(
+    queue: Queue, json_server: tuple[SampleApi, Path]
+) -> None:
+    """Without a log nothing can catch the kept writes; the plan says the server's oks prove nothing."""
+    api, _ = json_server
+    options = ("--via", "server", "--dry-run-param", "dryRun=All", "--title", "json-server unproven")
+    status, stderr, proposal_id = run_tickets_agent(queue, api, *options)
+    assert proposal_id is not None, stderr
+    document = proposal(queue, proposal_id)
+    assert document["dry_run"]["writes_kept"] is None
+    analysis = Analysis(parse_proposal(json.dumps(document), "json-server"))
+    assert {analysis.row(index).verdict for index in range(len(analysis))} == {Verdict.UNPROVEN}
+    assert analysis.ratios.validated == 0 and "unproven_dry_run" in analysis.alarm_names
+    assert len(writes_received(api)) == 3, "json-server wrote for real: only a log would have shown it"
