@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 MAX_EXPRESSION_CHARS: Final = 2000
+DEFAULT_DEADLINE: Final = 5.0
+"""Seconds evaluating a policy on one plan may take in the queue (`serve --policy-deadline`)."""
 MAX_WALKS: Final = 8
 NAMES: Final = frozenset({"environment", "target", "plan", "alarms"})
 """The names a rule's expression reads (the activation's top level)."""
@@ -68,6 +70,10 @@ class Expression:
     call_fields: frozenset[str] = frozenset()
     """The fields of a call the expression may read (every identifier that is one), so the
     activation converts only those to CEL: converting the calls is most of a walk's cost."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Compiled again where it is unpickled (a worker process): the binding's program does not pickle."""
+        return (compile_expression, (self.source,))
 
     def evaluate(self, activation: Any) -> bool:
         """True or False on `activation` (a `cel.Context`); EvaluationError for anything else."""

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from reviewer.policy.expressions import DEFAULT_DEADLINE
 from reviewer.service.server import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT
 
 if TYPE_CHECKING:
@@ -100,6 +101,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="NAME",
         help="the name the queue signs its approvals as, for the executors' allowed-signers files "
         "(default: queue-policy)",
+    )
+    serve.add_argument(
+        "--policy-deadline",
+        type=float,
+        default=DEFAULT_DEADLINE,
+        metavar="SECONDS",
+        help="how long evaluating the policy on one plan may take; past it the plan needs at least "
+        "what every rule not yet decided asks (default: %(default)g)",
     )
     serve.add_argument(
         "--notify",
@@ -408,6 +417,7 @@ def _serve(
 
     import uvicorn
 
+    from reviewer.policy.bounded import PolicyEvaluator
     from reviewer.service.app import create_app
     from reviewer.service.deadlines import DescriptorExhaustionLog
     from reviewer.service.log_format import configure_logging
@@ -418,6 +428,8 @@ def _serve(
     log = logging.getLogger("reviewer.service")
     store = _store(args, create=True, policy=policy, migrate=not args.no_migrate)
     store.policy_signing = signing
+    if policy is not None and not policy.trivial:
+        store.policy_evaluator = PolicyEvaluator(policy, args.policy_deadline, signing=signing is not None)
     if store.created:
         log.info("created a new, empty queue in %s", store.location)
     app = create_app(

@@ -27,6 +27,7 @@ from typing import Any, Final, Protocol
 import msgspec
 
 from reviewer.plan.proposal import Proposal, scan_proposal
+from reviewer.policy.bounded import PolicyEvaluator
 from reviewer.policy.file import Policy
 from reviewer.policy.quorum import Requirement
 from reviewer.policy.verdict import Verdict, evaluate
@@ -212,6 +213,9 @@ class QueueStore(ABC):
         self.policy = settings.policy or Policy()
         self.policy_signing: PolicySigning | None = None
         """The queue's own key, to sign what the policy approves where signatures are required."""
+        self.policy_evaluator: PolicyEvaluator | None = None
+        """Set by `serve`: evaluates in worker processes under a deadline, so the event loop serves
+        meanwhile; without it (tests, one-off commands) the policy is evaluated in this thread."""
         self._verdicts: dict[tuple[str, int], Verdict] = {}
         """Each revision's verdict under this policy, evaluated once: a revision never changes."""
         self.created = False
@@ -443,17 +447,23 @@ class QueueStore(ABC):
         if self.policy.trivial:
             verdict = Verdict(None, self.policy.default.requirement, "human")
         else:
-            if proposal is None:
-                row = db.one(
-                    "SELECT body FROM revisions WHERE proposal_id = :proposal_id AND revision = :revision",
-                    proposal_id=proposal_id,
-                    revision=revision,
-                )
-                assert row is not None
-                proposal = scan_proposal(bytes(row["body"]), "stored proposal")
-            verdict = evaluate(self.policy, proposal, signing=self.policy_signing is not None)
+            row = db.one(
+                "SELECT body FROM revisions WHERE proposal_id = :proposal_id AND revision = :revision",
+                proposal_id=proposal_id,
+                revision=revision,
+            )
+            assert row is not None
+            verdict = self._evaluate_policy(bytes(row["body"]), proposal)
         self._verdicts[key] = verdict
         return verdict
+
+    def _evaluate_policy(self, body: bytes | bytearray, proposal: Proposal | None) -> Verdict:
+        """The policy's verdict on the proposal whose JSON is `body` (parsed as `proposal`, if given)."""
+        if self.policy_evaluator is not None:
+            return self.policy_evaluator.verdict(bytes(body), proposal)
+        if proposal is None:
+            proposal = scan_proposal(bytes(body), "stored proposal")
+        return evaluate(self.policy, proposal, signing=self.policy_signing is not None)
 
     def _rule(self, db: Transaction, proposal_id: str, revision: int) -> tuple[Requirement, str | None]:
         """What deciding this revision takes, and the environment it comes from."""
@@ -540,7 +550,7 @@ class QueueStore(ABC):
         """
         verdict = None
         if submission.proposal is not None and not self.policy.trivial:
-            verdict = evaluate(self.policy, submission.proposal, signing=self.policy_signing is not None)
+            verdict = self._evaluate_policy(submission.body, submission.proposal)
         now = self.clock()
         with self.write() as db:
             self._require_active(db, identity)

@@ -1,0 +1,270 @@
+"""A policy's verdict computed where the queue keeps serving: in a child process, under a deadline.
+
+The CEL binding holds the interpreter lock for as long as an expression runs, so an evaluation in a
+thread of the service stops its event loop for as long as the plan makes it last. Here each
+evaluation runs in a worker process (a small pool, started on first use and kept), which reports
+every rule's outcome as it is decided. Past the deadline the worker is killed and replaced, and the
+plan fails closed: every rule not yet decided fails (`EvaluationError`, so the verdict names it and
+why), and the requirement is made at least what each of those rules asks when it matches; an
+undecided `reject` rule asks the strictest quorum any table or rule of the policy asks, signed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any, Final
+
+import msgspec
+
+from reviewer.plan.proposal import Proposal, scan_proposal
+from reviewer.policy.expressions import DEFAULT_DEADLINE, EvaluationError, Expression
+from reviewer.policy.file import Policy, PolicyRule
+from reviewer.policy.quorum import Requirement
+from reviewer.policy.verdict import Verdict, evaluate
+
+DEFAULT_WORKERS: Final = 2
+WORKER_START_LIMIT: Final = 60.0
+"""Seconds a worker may take to start and compile the policy (not counted in a plan's deadline)."""
+
+
+@dataclass(frozen=True)
+class RuleOutcome:
+    """What one rule gave on the plan, and what it cost; `holds` is None when it raised."""
+
+    holds: bool | None
+    error: str | None
+    seconds: float
+
+
+@dataclass(frozen=True)
+class BoundedVerdict:
+    verdict: Verdict
+    outcomes: Mapping[int, RuleOutcome]
+    """Each decided rule's outcome, by its index in the policy's rules."""
+    seconds: float
+    finished: bool
+    """False when the deadline passed (or the worker died) before every rule was decided."""
+
+
+class PolicyEvaluator:
+    """Evaluates `policy` on proposals in worker processes, each evaluation within `deadline` seconds."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        deadline: float = DEFAULT_DEADLINE,
+        *,
+        signing: bool = False,
+        workers: int = DEFAULT_WORKERS,
+    ) -> None:
+        self.policy = policy
+        self.deadline = deadline
+        self.signing = signing
+        self._idle: list[_Worker] = []
+        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(workers)
+
+    def verdict(self, body: bytes, proposal: Proposal | None = None) -> Verdict:
+        """The verdict on the proposal whose JSON is `body` (`proposal`, when the caller parsed it,
+        spares a parse on the fail-closed path)."""
+        return self.evaluate(body, proposal).verdict
+
+    def evaluate(self, body: bytes, proposal: Proposal | None = None) -> BoundedVerdict:
+        with self._slots:
+            outcomes: dict[int, RuleOutcome] = {}
+            why = f"not decided within the {self.deadline:g} s deadline"
+            start = time.monotonic()
+            worker = None
+            try:
+                worker = self._take()
+                start = time.monotonic()
+                worker.connection.send_bytes(body)
+                while True:
+                    remaining = self.deadline - (time.monotonic() - start)
+                    if remaining <= 0 or not worker.connection.poll(remaining):
+                        break
+                    message = worker.connection.recv()
+                    if message[0] == "rule":
+                        _kind, index, holds, error, seconds = message
+                        outcomes[index] = RuleOutcome(holds, error, seconds)
+                        continue
+                    self._give_back(worker)
+                    return BoundedVerdict(message[1], outcomes, time.monotonic() - start, True)
+            except (EOFError, OSError) as error:
+                why = f"not decided: the evaluation stopped ({type(error).__name__})"
+            if worker is not None:
+                worker.stop()
+            self._give_back(_Worker.start(self.policy, self.signing))
+        if proposal is None:
+            proposal = scan_proposal(body, "stored proposal")
+        verdict = fail_closed(self.policy, proposal, outcomes, why, signing=self.signing)
+        return BoundedVerdict(verdict, outcomes, time.monotonic() - start, False)
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.stop()
+
+    def _take(self) -> _Worker:
+        """An idle worker that has loaded the policy (its start is not the plan's time)."""
+        worker = None
+        while worker is None:
+            with self._lock:
+                worker = self._idle.pop() if self._idle else _Worker.start(self.policy, self.signing)
+            if not worker.alive():
+                worker.stop()
+                worker = None
+        if not worker.connection.poll(WORKER_START_LIMIT) or worker.connection.recv() != "ready":
+            worker.stop()
+            raise OSError("the evaluating process did not start")
+        return worker
+
+    def _give_back(self, worker: _Worker) -> None:
+        with self._lock:
+            self._idle.append(worker)
+
+
+def fail_closed(
+    policy: Policy, proposal: Proposal, outcomes: Mapping[int, RuleOutcome], why: str, *, signing: bool
+) -> Verdict:
+    """The verdict when only the rules in `outcomes` were decided: each of the others fails with
+    `why`, and asks at least what it asks when it matches (a reject rule: the strictest quorum)."""
+    decided = dataclasses.replace(
+        policy,
+        rules=tuple(
+            dataclasses.replace(
+                rule, when=_Known(**{**vars(rule.when), "outcome": outcomes.get(index), "why": why})
+            )
+            for index, rule in enumerate(policy.rules)
+        ),
+    )
+    # Every rule now answers from `outcomes`, so the calls are left out: none is walked again.
+    verdict = evaluate(decided, msgspec.structs.replace(proposal, calls=[]), signing=signing)
+    requirement = verdict.requirement
+    for index, rule in enumerate(policy.rules):
+        if index in outcomes or rule.approve:
+            continue
+        asks = strictest(policy) if rule.reject is not None else rule.requirement()
+        requirement = requirement.stricter(asks)
+    return dataclasses.replace(verdict, requirement=requirement)
+
+
+def strictest(policy: Policy) -> Requirement:
+    """The largest quorum any table or rule of the policy asks, signed: what an undecided reject
+    rule asks (it may have rejected; no reviewer list is added, which could leave no one to decide)."""
+    asked = [environment.requirement for environment in (policy.default, *policy.environments.values())]
+    asked += [rule.requirement() for rule in policy.rules if rule.reject is None and not rule.approve]
+    return Requirement(max(requirement.approvals for requirement in asked), True)
+
+
+@dataclass(frozen=True)
+class _Known(Expression):
+    """A rule's expression standing for its outcome already known, or for the deadline it missed."""
+
+    outcome: RuleOutcome | None = None
+    why: str = ""
+
+    def evaluate(self, activation: Any) -> bool:
+        if self.outcome is None:
+            raise EvaluationError(self.why)
+        if self.outcome.holds is None:
+            raise EvaluationError(self.outcome.error or "the rule failed")
+        return self.outcome.holds
+
+
+@dataclass(frozen=True)
+class _Reported(Expression):
+    """A rule's expression that tells the parent its outcome as soon as it is decided."""
+
+    report: Callable[[bool | None, str | None, float], None] | None = None
+
+    def evaluate(self, activation: Any) -> bool:
+        assert self.report is not None
+        start = time.monotonic()
+        try:
+            holds = super().evaluate(activation)
+        except EvaluationError as error:
+            self.report(None, str(error), time.monotonic() - start)
+            raise
+        self.report(holds, None, time.monotonic() - start)
+        return holds
+
+
+@dataclass
+class _Worker:
+    process: subprocess.Popen[bytes]
+    connection: Connection
+
+    @classmethod
+    def start(cls, policy: Policy, signing: bool) -> _Worker:
+        # A fresh interpreter, not a fork (the service has threads whose locks a fork would copy) nor
+        # multiprocessing's spawn (which imports the parent's main script again).
+        ours, theirs = socket.socketpair()
+        with theirs:
+            process = subprocess.Popen(
+                [sys.executable, "-c", f"import {__name__} as m; m._serve_evaluations({theirs.fileno()})"],
+                pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL,
+            )
+        connection = Connection(ours.detach())
+        connection.send((policy, signing))
+        return cls(process, connection)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self) -> None:
+        self.connection.close()
+        if self.alive():
+            self.process.kill()
+        self.process.wait()
+
+
+def _serve_evaluations(descriptor: int) -> None:
+    """The worker: the policy, then for each proposal's JSON each rule's outcome and the verdict,
+    until the parent closes the socket."""
+    _die_with_parent()
+    connection = Connection(descriptor)
+    policy, signing = connection.recv()
+    while True:
+        connection.send("ready")
+        try:
+            body = connection.recv_bytes()
+        except (EOFError, OSError):
+            return
+        proposal = scan_proposal(body, "stored proposal")
+        connection.send(("verdict", evaluate(_reporting(policy, connection), proposal, signing=signing)))
+
+
+def _reporting(policy: Policy, connection: Connection) -> Policy:
+    def reporter(index: int) -> Callable[[bool | None, str | None, float], None]:
+        return lambda holds, error, seconds: connection.send(("rule", index, holds, error, seconds))
+
+    rules: list[PolicyRule] = []
+    for index, rule in enumerate(policy.rules):
+        reported = _Reported(**{**vars(rule.when), "report": reporter(index)})
+        rules.append(dataclasses.replace(rule, when=reported))
+    return dataclasses.replace(policy, rules=tuple(rules))
+
+
+def _die_with_parent() -> None:
+    """A worker whose service was killed stops at once, not after the rule it is in: the binding
+    holds the interpreter lock, so no thread of the worker could notice."""
+    if sys.platform == "linux":
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+        if os.getppid() == 1:
+            os._exit(0)

@@ -1,0 +1,170 @@
+"""What a policy may cost the queue: evaluation off the event loop, under a deadline, failing closed.
+
+A rule the deadline cuts short asks at least what it asks when it matches (a reject rule: the
+strictest quorum of the policy, signed), and the decision state says which rule and why; the
+service answers other requests while an evaluation runs. Walks over the calls are linear.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from reviewer.plan.proposal import scan_proposal
+from reviewer.policy.bounded import PolicyEvaluator, RuleOutcome, fail_closed
+from reviewer.policy.file import parse_policy
+from reviewer.policy.quorum import Requirement
+from reviewer.policy.verdict import evaluate, needs
+from tests.queue_harness import Service, body, proposal, unique_id
+
+SLOW = "plan.calls.exists(c, c.args.items.map(i, i).size() < 0)"
+"""Quadratic in the items of one call's list (`map` over anything but the calls builds its list by
+copying it at each step): 20,000 items take minutes, far past any deadline below."""
+
+POLICY = f"""\
+[default]
+approvals = 1
+
+[environments.production]
+base_urls = ["http://127.0.0.1:9/*"]
+approvals = 2
+
+[[rules]]
+name = "updates"
+when = "plan.counts.update >= 0"
+approvals = 2
+
+[[rules]]
+name = "slow"
+when = '{SLOW}'
+approvals = 3
+reviewers = ["alice", "bob", "carol"]
+
+[[rules]]
+name = "slow reject"
+when = '{SLOW}'
+reject = "never"
+
+[[rules]]
+name = "slow approve"
+when = '{SLOW}'
+approve = true
+"""
+
+
+def slow_plan(items: int = 20_000) -> dict[str, Any]:
+    document = proposal(unique_id("cost"), calls=2)
+    document["calls"][0]["args"]["items"] = list(range(items))
+    return document
+
+
+def children(pid: int) -> list[int]:
+    """The processes `pid` started, from every one of its threads."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(child) for child in (task / "children").read_text().split()]
+    return found
+
+
+def wait_for(condition: Callable[[], object], *, limit: float) -> None:
+    done = threading.Event()
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {limit} s"
+        done.wait(0.01)
+
+
+def test_rules_the_deadline_cut_short_ask_what_they_ask_and_a_reject_asks_the_strictest_quorum() -> None:
+    policy = parse_policy(POLICY)
+    plan = scan_proposal(body(slow_plan(10)))
+    decided = {0: RuleOutcome(True, None, 0.01)}
+    verdict = fail_closed(policy, plan, decided, "not decided within the 5 s deadline", signing=True)
+    # `slow` asks 3 by alice, bob, carol; `slow reject` the strictest quorum of the file (3), signed
+    assert verdict.requirement == Requirement(3, True, (("alice", "bob", "carol"),))
+    assert verdict.outcome == "human"
+    errors = {match.rule: match.error for match in verdict.matched}
+    assert errors == {
+        "updates": None,
+        "slow": "not decided within the 5 s deadline",
+        "slow reject": "not decided within the 5 s deadline",
+        "slow approve": "not decided within the 5 s deadline",
+    }
+    failed = "rule `slow` failed, rule `slow reject` failed, rule `slow approve` failed"
+    assert needs(verdict) == f"needs 3 approvals, signed, by alice, bob, carol: rule `updates`; {failed}"
+
+
+def test_an_evaluation_that_finishes_gives_the_verdict_evaluated_in_process() -> None:
+    policy = parse_policy(POLICY.split('[[rules]]\nname = "slow"')[0])
+    document = slow_plan(10)
+    raw = body(document)
+    evaluator = PolicyEvaluator(policy, 60.0)
+    try:
+        bounded = evaluator.evaluate(raw)
+        again = evaluator.evaluate(raw)  # the same worker, kept
+    finally:
+        evaluator.close()
+    assert bounded.finished and again.finished
+    assert bounded.verdict == evaluate(policy, scan_proposal(raw)) == again.verdict
+    assert bounded.outcomes[0].holds is True
+
+
+@pytest.fixture(scope="module")
+def queue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, httpx.Client, httpx.Client]]:
+    folder: Path = tmp_path_factory.mktemp("cost")
+    (folder / "policy.toml").write_text(POLICY)
+    service = Service(
+        db=folder / "queue.sqlite3",
+        log_path=folder / "service.log",
+        serve_args=("--policy", str(folder / "policy.toml"), "--policy-deadline", "2"),
+    )
+    service.start()
+    agent = service.client(service.token("agent", "agent"))
+    alice = service.client(service.token("alice", "reviewer"))
+    yield service, agent, alice
+    agent.close()
+    alice.close()
+    service.stop()
+
+
+def test_a_plan_past_the_deadline_needs_the_strict_requirement_and_the_queue_serves_meanwhile(
+    queue: tuple[Service, httpx.Client, httpx.Client],
+) -> None:
+    service, agent, alice = queue
+    document = slow_plan()
+    answers: list[httpx.Response] = []
+    submitted = threading.Event()
+
+    def submit() -> None:
+        answers.append(agent.post("/v1/proposals", content=body(document), timeout=120))
+        submitted.set()
+
+    thread = threading.Thread(target=submit)
+    thread.start()
+    try:
+        # the evaluation has begun once the service started a worker for it (workers start on first use)
+        assert service.process is not None
+        wait_for(lambda: children(service.process.pid) or submitted.is_set(), limit=60)
+        assert not submitted.is_set(), "the submission was answered without an evaluating process"
+        for _ in range(3):
+            # each request has its own deadline: an event loop the evaluation stopped answers none
+            assert alice.get("/v1/whoami", timeout=30).status_code == 200
+        assert not submitted.is_set(), "the evaluation ended before the queue was asked"
+    finally:
+        thread.join(timeout=120)
+    assert answers and answers[0].status_code == 201, answers
+    assert answers[0].json()["state"] == "pending"
+    state = alice.get(f"/v1/proposals/{document['proposal_id']}/decision").json()
+    policy = state["policy"]
+    assert policy["needs"] == (
+        "needs 3 approvals, signed, by alice, bob, carol: rule `updates`; "
+        "rule `slow` failed, rule `slow reject` failed, rule `slow approve` failed"
+    )
+    errors = {rule["rule"]: rule.get("error") for rule in policy["rules"]}
+    assert errors["slow"] == "not decided within the 2 s deadline"
+    assert errors["updates"] is None
