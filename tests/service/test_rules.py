@@ -592,8 +592,8 @@ def clocked(tmp_path: Path) -> Iterator[Clocked]:
 class TestExpiry:
     def test_serve_takes_its_ttls_from_the_command_line(self, tmp_path: Path) -> None:
         service = start_service(tmp_path, "--pending-ttl", "600", "--approval-ttl", "30")
+        actors = make_actors(service)
         try:
-            actors = make_actors(service)
             proposal_id = unique_id()
             answer = submit(actors.agent, proposal_id)
             pending = actors.agent.get(f"/v1/proposals/{proposal_id}/decision").json()
@@ -601,8 +601,8 @@ class TestExpiry:
             assert seconds(pending["expires_at"]) - seconds(submitted) == pytest.approx(600)
             approved = decide(actors.alice, proposal_id, 1, answer["plan_sha256"]).json()
             assert seconds(approved["expires_at"]) - seconds(approved["decided_at"]) == pytest.approx(30)
-            actors.close()
         finally:
+            actors.close()
             service.stop()
 
     def test_a_pending_proposal_expires_and_cannot_be_decided(self, clocked: Clocked) -> None:
