@@ -3,6 +3,7 @@ built in or added by a package's entry point."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import sys
@@ -68,3 +69,13 @@ def test_a_package_adds_a_kind_by_entry_point_and_cannot_replace_a_built_in(
     (row,) = audit_source(f"plain-paths:{log}").rows()
     assert isinstance(row, AuditRow) and (row.method, row.path) == ("DELETE", "/v1/a")
     assert audit_source(f"k8s:{log}").reader is registry.BUILT_IN["k8s"]
+
+
+def test_a_truncated_gzip_file_is_unreadable_not_a_traceback(tmp_path: Path) -> None:
+    """A rotated log compressed while it was read: what was read is not the whole log, so it is said."""
+    whole = gzip.compress(
+        b'{"time":"2026-12-02T01:00:00+00:00","method":"POST","uri":"/x","status":201}\n' * 2000
+    )
+    (tmp_path / "access.log.1.gz").write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(AuditSourceUnreadable, match="could not be read to its end"):
+        list(audit_source(f"access-log:{tmp_path}/access.log.1.gz").rows())
