@@ -68,7 +68,7 @@ from reviewer.agent.tools import GatedTool, ToolArgumentError, WriteTool, sdk_to
 from reviewer.plan.dry_run_params import names_dry_run
 from reviewer.plan.proposal import Agent, Call, Proposal, Request, Target
 from reviewer.queue.client import QueueClient
-from reviewer.queue.messages import DecisionState, SubmissionAnswer
+from reviewer.queue.messages import DecisionState, SentRequestId, SubmissionAnswer
 from reviewer.reading.verification import Verification
 from reviewer.signing.allowed_signers import AllowedSigners
 
@@ -120,6 +120,7 @@ __all__ = [
     "Request",
     "RunEnded",
     "RunStopped",
+    "SentRequestId",
     "ServerBackend",
     "SubmissionAnswer",
     "Target",

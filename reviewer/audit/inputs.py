@@ -58,14 +58,17 @@ class AuditInput:
     def lines(self) -> Iterator[tuple[str, bytes]]:
         """Each line (without its end) and where it is: `name:line`."""
         for name, stream in self._streams():
-            for number, line in enumerate(stream, start=1):
-                yield f"{name}:{number}", line.rstrip(b"\r\n")
+            with _read_errors(name):
+                for number, line in enumerate(stream, start=1):
+                    yield f"{name}:{number}", line.rstrip(b"\r\n")
 
     def documents(self) -> Iterator[tuple[str, bytes]]:
         """Each file (or the URL's body, or standard input) whole: for formats that are one JSON
         document per file (CloudTrail's `Records`, an events list). Memory is one file's, not the log's."""
         for name, stream in self._streams():
-            yield name, stream.read()
+            with _read_errors(name):
+                body = stream.read()
+            yield name, body
 
     def _streams(self) -> Iterator[tuple[str, ByteStream]]:
         if self.location == "-":
@@ -101,10 +104,17 @@ def _open_file(path: Path) -> Iterator[ByteStream]:
     except OSError as error:
         raise AuditSourceUnreadable(f"{path}: {error.strerror or error}") from None
     with stream:
-        try:
-            yield stream
-        except (OSError, EOFError) as error:  # a truncated gzip file, a read error
-            raise AuditSourceUnreadable(f"{path}: {error}") from None
+        yield stream
+
+
+@contextmanager
+def _read_errors(name: str) -> Iterator[None]:
+    """A failure while reading (a truncated gzip file, a disk error, a connection dropped mid-body) as
+    `AuditSourceUnreadable`: the log could not be read whole, so it cannot vouch for anything."""
+    try:
+        yield
+    except (OSError, EOFError, httpx.HTTPError) as error:
+        raise AuditSourceUnreadable(f"{name}: could not be read to its end ({error})") from None
 
 
 def _rotation_number(path: Path) -> int:

@@ -35,9 +35,10 @@ def read_k8s(source: AuditInput, mapping: Mapping[str, str]) -> Iterator[AuditRo
             yield item
             continue
         where, entry = item
-        events = entry.get("items") if entry.get("kind") == "EventList" else [entry]
+        listed = entry.get("kind") == "EventList"
+        events = entry.get("items") if listed else [entry]
         for index, event in enumerate(events if isinstance(events, list) else []):
-            at = where if events == [entry] else f"{where}[{index}]"
+            at = f"{where}[{index}]" if listed else where
             if not isinstance(event, dict):
                 yield MalformedLine(at, "an EventList item that is not an object")
                 continue
