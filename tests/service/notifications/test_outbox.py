@@ -343,7 +343,10 @@ def test_a_version_3_postgresql_database_gains_the_outbox(postgres_cluster: obje
     open_store(url, clock=clock, pending_ttl=10, approval_ttl=10, create=True).close()
     with psycopg.connect(url, autocommit=True) as raw:
         raw.execute("DROP TABLE outbox")
-        raw.execute("ALTER TABLE tokens DROP COLUMN expires_at")  # migration 5's
+        raw.execute(  # migration 5's
+            "ALTER TABLE tokens DROP COLUMN expires_at, DROP COLUMN previous_sha256, "
+            "DROP COLUMN previous_expires_at"
+        )
         raw.execute("UPDATE reviewer_schema SET version = 3")
     store = open_store(url, clock=clock, pending_ttl=10, approval_ttl=10, create=False)
     try:
