@@ -150,10 +150,7 @@ class TokenInfo:
     """After a rotation: until when the replaced token is still accepted."""
 
 
-TOKEN_COLUMNS: Final = (
-    "tokens.id, tokens.name, tokens.role, tokens.token_sha256, tokens.previous_sha256, "
-    "tokens.previous_expires_at"
-)
+TOKEN_COLUMNS: Final = "tokens.id, tokens.name, tokens.role, tokens.token_sha256, tokens.previous_sha256"
 """What `_identity_of` reads of a token's row."""
 TOKEN_VALID: Final = (
     "(tokens.token_sha256 = :token_sha256 OR (tokens.previous_sha256 = :token_sha256 "
@@ -354,12 +351,13 @@ class QueueStore(ABC):
         return revoked > 0
 
     def resolve_token(self, token_sha256: str) -> Identity | None:
-        now = self.clock()
         with self.single() as db:
             row = db.one(
-                f"SELECT {TOKEN_COLUMNS} FROM tokens WHERE {TOKEN_VALID}", token_sha256=token_sha256, now=now
+                f"SELECT {TOKEN_COLUMNS} FROM tokens WHERE {TOKEN_VALID}",
+                token_sha256=token_sha256,
+                now=self.clock(),
             )
-        return _identity_of(row, token_sha256, now)
+        return _identity_of(row, token_sha256)
 
     def _require_active(self, db: Transaction, identity: Identity) -> None:
         """Read the caller's token again inside the write: a revocation meanwhile refuses the write."""
@@ -770,16 +768,15 @@ class QueueStore(ABC):
         from the database on every poll (a revocation refuses the very next one), at the cost of
         one statement rather than two."""
         with self.single() as db:
-            now = self.clock()
             row = db.one(
                 f"SELECT {TOKEN_COLUMNS}, "
                 + self.LIST_VERSION
                 + f" FROM (SELECT 1 AS always) AS one_row LEFT JOIN tokens ON {TOKEN_VALID}",
                 token_sha256=token_sha256,
-                now=now,
+                now=self.clock(),
             )
         assert row is not None
-        identity = None if row["id"] is None else _identity_of(row, token_sha256, now)
+        identity = None if row["id"] is None else _identity_of(row, token_sha256)
         return identity, ListVersion(int(row["last_seq"]), row["next_deadline"])
 
     LIST_BATCH: Final = 500
@@ -1496,15 +1493,11 @@ def _fingerprint(proposal_id: str, request: DecisionRequest | ClaimRequest | Exe
     return hashlib.sha256(msgspec.json.encode(material, order="sorted")).hexdigest()
 
 
-def _identity_of(row: Row | None, token_sha256: str, now: float) -> Identity | None:
-    """The identity of an active token's row (`TOKEN_COLUMNS`), compared in constant time with the
-    hash presented: its current secret, or the one a rotation replaced while its grace lasts."""
+def _identity_of(row: Row | None, token_sha256: str) -> Identity | None:
+    """The identity of a token's row that `TOKEN_VALID` found, compared in constant time with the
+    hash presented: its current secret, or the one a rotation replaced (within its grace)."""
     if row is None:
         return None
     current = hashes_match(row["token_sha256"], token_sha256)
-    previous = (
-        row["previous_sha256"] is not None
-        and row["previous_expires_at"] > now
-        and hashes_match(row["previous_sha256"], token_sha256)
-    )
+    previous = row["previous_sha256"] is not None and hashes_match(row["previous_sha256"], token_sha256)
     return Identity(row["id"], row["name"], row["role"]) if current or previous else None

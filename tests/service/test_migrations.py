@@ -168,7 +168,10 @@ def version_4_postgresql(cluster: Cluster) -> str:
 
     open_store(url, clock=lambda: 0.0, pending_ttl=1, approval_ttl=1, create=True).close()
     with psycopg.connect(url, autocommit=True) as raw:
-        raw.execute("ALTER TABLE tokens DROP COLUMN expires_at")
+        raw.execute(
+            "ALTER TABLE tokens DROP COLUMN expires_at, DROP COLUMN previous_sha256, "
+            "DROP COLUMN previous_expires_at"
+        )
         raw.execute("ALTER TABLE tokens DROP CONSTRAINT tokens_role_check")
         raw.execute(
             "ALTER TABLE tokens ADD CONSTRAINT tokens_role_check CHECK (role IN ('agent', 'reviewer'))"
