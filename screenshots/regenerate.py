@@ -1,12 +1,14 @@
 """Regenerate the README's pictures from the snapshot tests: `python screenshots/regenerate.py`.
 
 The snapshot tests already drive the app through each screen at a fixed size; this refreshes their
-SVGs and copies the ones the README shows here under plain names.
+SVGs and copies the ones the README shows here under plain names, each run of text placed at its
+first visible cell (`place_runs`).
 """
 
 from __future__ import annotations
 
-import shutil
+import html
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +29,49 @@ PICTURES = {
 }
 
 
+_RUN = re.compile(
+    r'(<text class="[^"]*" x=")([\d.]+)(" y="[\d.]+" textLength=")([\d.]+)("[^>]*>)([^<]*)(</text>)'
+)
+_SPACE = "&#160;"
+
+
+def place_runs(svg: str) -> str:
+    """Each run of text starting at its first visible cell, without the spaces at its edges.
+
+    The terminal's SVG writes a run as it was styled: a cell's text then the space that parts it from
+    the next cell often share a run (`&#160;DELETE /v1/tickets`). Renderers that trim a run's edges
+    (librsvg does) draw its first letter where the space was, against the run before it:
+    `deleteDELETE`. A run moved past its leading spaces, and cut before its trailing ones, reads the
+    same in every renderer."""
+    cell = min(
+        float(match[4]) / len(html.unescape(match[6]))
+        for match in _RUN.finditer(svg)
+        if match[6] and html.unescape(match[6]).isascii()
+    )
+
+    def placed(match: re.Match[str]) -> str:
+        text = match[6]
+        leading = _edge_spaces(text, from_end=False)
+        kept = text[leading * len(_SPACE) :]
+        trailing = _edge_spaces(kept, from_end=True)
+        kept = kept[: len(kept) - trailing * len(_SPACE)]
+        if not kept:
+            return ""
+        x = float(match[2]) + leading * cell
+        length = float(match[4]) - (leading + trailing) * cell
+        return f"{match[1]}{x:g}{match[3]}{length:g}{match[5]}{kept}{match[7]}"
+
+    return _RUN.sub(placed, svg)
+
+
+def _edge_spaces(text: str, *, from_end: bool) -> int:
+    """How many escaped spaces `text` starts (or ends) with."""
+    count = 0
+    while text.endswith(_SPACE * (count + 1)) if from_end else text.startswith(_SPACE * (count + 1)):
+        count += 1
+    return count
+
+
 def main() -> int:
     subprocess.run(
         [
@@ -41,7 +86,7 @@ def main() -> int:
         cwd=HERE.parent,
     )
     for snapshot, picture in PICTURES.items():
-        shutil.copy(SNAPSHOTS / snapshot, HERE / picture)
+        (HERE / picture).write_text(place_runs((SNAPSHOTS / snapshot).read_text()))
         print(f"screenshots/{picture}")
     return 0
 

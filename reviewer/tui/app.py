@@ -482,10 +482,12 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         """The decider's answer on the review screen and as a notification. Live, a decided item takes
         the queue's answer, a 412 opens the new revision, and the queue is polled at once."""
         error = outcome.error
-        for screen in self.open_reviews(item):
-            if screen is self.screen:
-                screen.show_decision(outcome.message, error=error)
-        self.notify(outcome.message, title="Decision", severity="error" if error else "information")
+        shown_on = [screen for screen in self.open_reviews(item) if screen is self.screen]
+        for screen in shown_on:
+            screen.show_decision(outcome.message, error=error)
+        # Over another screen (the reviewer moved on while it was sent) the toast names its proposal.
+        words = outcome.message if shown_on else f"{shown(item.proposal_id, 128)}: {outcome.message}"
+        self.notify(words, title="Decision", severity="error" if error else "information")
         if self.queue is None:
             return
         if outcome.answer:

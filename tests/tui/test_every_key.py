@@ -65,12 +65,19 @@ async def back_to(pilot, screen: Screen[object], route: tuple[str, ...]) -> Scre
     return screen
 
 
+SIZES = {"100x30": (100, 30), "60x30": (60, 30), "50x20": (50, 20)}
+"""A desk's terminal, and a phone's SSH app in landscape and portrait."""
+
+
+@pytest.mark.parametrize("size", list(SIZES))
 @pytest.mark.parametrize("route", list(ROUTES))
-async def test_every_bound_key_on_every_screen_leaves_the_app_running(route: str, sample_folder) -> None:
-    """Each key is pressed on the screen (reached afresh when the last key left it); the app must
-    still run, with no error."""
+async def test_every_bound_key_on_every_screen_leaves_the_app_running(
+    route: str, size: str, sample_folder
+) -> None:
+    """Each key is pressed on the screen (reached afresh when the last key left it), at each size;
+    the app must still run, with no error."""
     app = ReviewerApp(sample_folder(*FILES))
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with app.run_test(size=SIZES[size]) as pilot:
         screen = await reach(pilot, ROUTES[route])
         keys = bound_keys(screen)
         assert keys, "no key is bound on this screen"

@@ -144,3 +144,27 @@ async def test_a_failed_worker_says_what_failed_on_its_screen_and_the_screen_sta
         await pilot.press("escape")
         await wait_until_loaded(pilot)
         assert app.is_running and app.screen.query_one(PlanView)
+
+
+async def test_a_toast_about_one_proposal_is_not_drawn_over_another(sample_folder) -> None:
+    """The re-plan notice of the triage plan ("press d") goes with its screen: back on the queue and
+    into the merge plan, no toast names the triage's drift."""
+    app = ReviewerApp(
+        sample_folder("deskline-triage.rev1.json", "deskline-triage.rev2.json", "deskline-merge.server.json")
+    )
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until_loaded(pilot)
+        triage = next(item for item in app.items.values() if len(item.revisions) == 2)
+        await pilot.press("home")
+        while app.queue_screen.highlighted_item() is not triage:
+            await pilot.press("down")
+        await pilot.press("enter")
+        await wait_until_loaded(pilot)
+        assert any("Press d" in toast.message for toast in app._notifications), "the re-plan notice"
+        await pilot.press("escape")
+        await wait_until_loaded(pilot)
+        other = next(item for item in app.items.values() if item is not triage)
+        app.push_screen(app.create_review_screen(other))
+        await wait_until_loaded(pilot)
+        assert app.screen.item is other
+        assert not any("Press d" in toast.message for toast in app._notifications)

@@ -33,7 +33,9 @@ class QueueColumn:
     """Cells wide; the title's width is what the others leave."""
     gives_way: int = 0
     """Order in which a narrow terminal drops the column (1 first); 0: never dropped. The columns that
-    decide (the marks, the environment, the c/u/d counts) never give way: the title is cut instead."""
+    decide (the marks, the environment, the state) never give way: the title is cut instead."""
+    keeps_title: int = 0
+    """With `gives_way`: the title's cells under which this column gives way (`TITLE_ROOM` if 0)."""
 
 
 QUEUE_COLUMNS = (
@@ -44,7 +46,7 @@ QUEUE_COLUMNS = (
     QueueColumn("agent", "agent", 14, gives_way=1),
     QueueColumn("rev", "rev", 3, gives_way=5),
     QueueColumn("calls", "calls", 5, gives_way=4),
-    QueueColumn("c/u/d", "effects", 10),
+    QueueColumn("c/u/d", "effects", 10, gives_way=7, keeps_title=10),
     QueueColumn("dry run", "via", 9, gives_way=6),
     QueueColumn("state", "state", 8, gives_way=3),
 )
@@ -59,7 +61,7 @@ LIVE_COLUMNS = (
     QueueColumn("proposed by", "proposer", 13, gives_way=3),
     QueueColumn("rev", "rev", 3, gives_way=4),
     QueueColumn("calls", "calls", 5, gives_way=2),
-    QueueColumn("c/u/d", "effects", 10),
+    QueueColumn("c/u/d", "effects", 10, gives_way=7, keeps_title=10),
     QueueColumn("dry run", "via", 9, gives_way=6),
     QueueColumn("state", "state", 8),
     QueueColumn("age", "age", 4, gives_way=5),
@@ -68,7 +70,8 @@ LIVE_COLUMNS = (
 proposal has waited."""
 
 TITLE_ROOM = 16
-"""Cells the title keeps before another column gives way."""
+"""Cells the title keeps before another column gives way. The c/u/d counts give way last, under 10
+(a phone's 50 columns): the line under the table gives the highlighted proposal's counts."""
 
 STATE_STYLES = {
     "pending": "bold",
@@ -335,7 +338,7 @@ def fit_columns(columns: tuple[QueueColumn, ...], width: int) -> list[QueueColum
         fixed = sum(column.width for column in shown if column.key != "title")
         return width - fixed - 2 * len(shown) - 4  # cell padding, border, scrollbar
 
-    while title_width() < TITLE_ROOM and droppable:
+    while droppable and title_width() < (droppable[0].keeps_title or TITLE_ROOM):
         shown.remove(droppable.pop(0))
     title = max(12, title_width())
     return [replace(column, width=title) if column.key == "title" else column for column in shown]

@@ -12,6 +12,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Static
 
@@ -321,6 +322,24 @@ class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         if action == "expand_alarms":
             return bool(self.alarms.plain)
         return True
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """A toast about this proposal, shown only while its screen is the one on top: one raised
+        later (a drift computed after the reviewer moved on) would be drawn over another proposal."""
+        if self.is_current:
+            self.app.notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
+    def on_screen_suspend(self) -> None:
+        """Its toasts go with the screen: another proposal's review, the queue or a dialog takes its place."""
+        self.app.clear_notifications()
 
     def announce_drift(self) -> None:
         """Say once that the latest revision drifted: on opening if the drift is known by then, else

@@ -61,8 +61,17 @@ class FakeQueue:
     proposals: dict[str, FakeProposal] = field(default_factory=dict)
     replan_on_decision: dict[str, bytes] = field(default_factory=dict)
 
-    def add(self, proposal_id: str, *, calls: int = 3, title: str = "Merge tickets", **state: Any) -> None:
-        plan = body(proposal(proposal_id, 1, calls=calls, title=title))
+    def add(
+        self,
+        proposal_id: str,
+        *,
+        calls: int = 3,
+        title: str = "Merge tickets",
+        plan: bytes | None = None,
+        **state: Any,
+    ) -> None:
+        """A proposal of `calls` generated calls, or the proposal file `plan` (its own id)."""
+        plan = plan or body(proposal(proposal_id, 1, calls=calls, title=title))
         self.proposals[proposal_id] = FakeProposal([plan], **state)
 
     def transport(self) -> httpx.MockTransport:
