@@ -88,23 +88,32 @@ def test_apprise_json_target_on_loopback_gets_the_events_from_serve(
         service.stop()
 
 
-def test_a_hostile_title_reaches_slack_as_plain_text(monkeypatch: pytest.MonkeyPatch) -> None:
-    from apprise.plugins import slack
-
+def captured_posts(
+    monkeypatch: pytest.MonkeyPatch, requests: object, function: str, status: int
+) -> list[dict[str, Any]]:
+    """The JSON payloads an Apprise plugin posts through `requests.<function>`, answered `status`
+    and never sent; each call is checked not to follow a redirect."""
     posted: list[dict[str, Any]] = []
 
     class Answer:
-        status_code = 200
+        status_code = status
         content = b"ok"
         text = "ok"
         headers: dict[str, str] = {}
 
-    def capture(method: str, url: str, data: str | bytes | None = None, **kwargs: Any) -> Answer:
+    def capture(*args: Any, data: str | bytes | None = None, **kwargs: Any) -> Answer:
         assert kwargs["allow_redirects"] is False
         posted.append(json.loads(data or "{}"))
         return Answer()
 
-    monkeypatch.setattr(slack.requests, "request", capture)
+    monkeypatch.setattr(requests, function, capture)
+    return posted
+
+
+def test_a_hostile_title_reaches_slack_as_plain_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    from apprise.plugins import slack
+
+    posted = captured_posts(monkeypatch, slack.requests, "request", 200)
     sender = ChatSender("slack://T1JJ3T3L2/A1BRTD4JD/TIiajkdnlazkcOXrIdevi7FQ")
     sender.send(delivery(waiting(HOSTILE_TITLE)))
     (payload,) = posted
@@ -164,20 +173,7 @@ MARKUP = {
 def test_a_hostile_title_reaches_discord_with_no_markup(monkeypatch: pytest.MonkeyPatch) -> None:
     from apprise.plugins import discord
 
-    posted: list[dict[str, Any]] = []
-
-    class Answer:
-        status_code = 204
-        content = b""
-        text = ""
-        headers: dict[str, str] = {}
-
-    def capture(url: str, data: str | None = None, **kwargs: Any) -> Answer:
-        assert kwargs["allow_redirects"] is False
-        posted.append(json.loads(data or "{}"))
-        return Answer()
-
-    monkeypatch.setattr(discord.requests, "post", capture)
+    posted = captured_posts(monkeypatch, discord.requests, "post", 204)
     hostile = "[click](evil.example) <#123> <@456> @everyone **bold** ||spoiler|| `x` https://x"
     ChatSender("discord://123456789012345678/abcdefghijklmnopqrstuvwxyzABCDEF").send(
         delivery(waiting(hostile))
