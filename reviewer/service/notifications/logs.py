@@ -14,24 +14,30 @@ from urllib.parse import unquote, urlsplit
 
 from reviewer.service.notifications.targets import WEBHOOK_SCHEMES, target_name
 
-MIN_PIECE_CHARS: Final = 6
-"""A piece of a URL's secret part this long is hidden wherever it appears (a library may log a
-token alone); shorter ones (`hook`, `v1`) say nothing and would blank ordinary words, and a piece
-with a dot is a host name or address (`json://10.0.0.5/...`), hidden only within the whole URL."""
 _SEPARATORS: Final = re.compile(r"[/?&=#;:@,]+")
 
 
+def token_like(piece: str) -> bool:
+    """A piece of a URL worth hiding wherever it appears (a library may log a token alone): long, or
+    not a word (`T0123ABCD`, `8f2c...`). `reviewer` or `hooks` would blank ordinary words of every
+    line, and a piece with a dot is a host name or address, hidden within its URL only."""
+    if "." in piece or len(piece) < 8:
+        return False
+    return len(piece) >= 20 or any(character.isdigit() for character in piece)
+
+
 def secret_parts(url: str) -> list[str]:
-    """What of a `--notify` URL no log may show: for a webhook all but its scheme and host, for an
-    Apprise URL all but its scheme (its host is often a token: `pagerduty://KEY@API_KEY`)."""
+    """What of a `--notify` URL no log may show beyond the URL itself: its token-like pieces and, for
+    an Apprise URL, all but its scheme (its host is often a token: `pagerduty://KEY@API_KEY`)."""
     parts = urlsplit(url)
-    kept = f"{parts.scheme}://" + (parts.netloc if parts.scheme.lower() in WEBHOOK_SCHEMES else "")
+    apprise = parts.scheme.lower() not in WEBHOOK_SCHEMES
+    kept = f"{parts.scheme}://" + ("" if apprise else parts.netloc)
     rest = url[len(kept) :] if url.startswith(kept) else url
-    pieces = {
-        piece for piece in _SEPARATORS.split(rest) if len(piece) >= MIN_PIECE_CHARS and "." not in piece
-    }
+    pieces = {piece for piece in _SEPARATORS.split(rest) if token_like(piece)}
     pieces |= {unquote(piece) for piece in pieces}
-    return sorted({rest, *pieces} - {"", "/"}, key=len, reverse=True)
+    if apprise:
+        pieces.add(rest)
+    return sorted(pieces - {""}, key=len, reverse=True)
 
 
 def hide(text: str, replacements: list[tuple[str, str]]) -> str:

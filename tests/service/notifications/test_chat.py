@@ -207,3 +207,4 @@ def test_an_apprise_targets_name_and_logs_show_its_scheme_only() -> None:
     url = "pagerduty://integration0key@api0key0secret"
     assert target_name(url).startswith("pagerduty:// #") and "0key" not in target_name(url)
     assert {"integration0key", "api0key0secret"} <= set(secret_parts(url))
+    assert secret_parts("https://hooks.example/reviewer") == [], "an ordinary word is hidden in its URL only"
