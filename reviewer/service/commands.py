@@ -369,7 +369,8 @@ def run_serve(args: argparse.Namespace) -> int:
         except SigningError as error:
             return _refusal("serve", f"--policy-key: {error}")
 
-    from reviewer.service.notifications.targets import NotifyRefused, senders
+    from reviewer.service.notifications.logs import hide_urls_in_logs
+    from reviewer.service.notifications.targets import NotifyRefused, senders, split_events
     from reviewer.service.notifications.webhook import DEFAULT_ATTEMPT_TIMEOUT
 
     if args.remind_after is not None and not args.remind_after > 0:
@@ -377,6 +378,7 @@ def run_serve(args: argparse.Namespace) -> int:
     if args.notify_keep is not None and not args.notify_keep > 0:
         return _refusal("serve", f"--notify-keep must be more than 0 seconds, not {args.notify_keep}")
     try:
+        hide_urls_in_logs(split_events(value)[1] for value in args.notify)
         notify_senders = senders(
             args.notify, args.notify_secret_file, attempt_timeout=DEFAULT_ATTEMPT_TIMEOUT
         )

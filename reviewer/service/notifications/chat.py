@@ -1,13 +1,18 @@
 """Chat and paging services through Apprise (the `notify` extra): the same events as a short text.
 
-Apprise is imported only here. Everything an agent wrote is made inert before Apprise sees it: the
-text goes as plain text (which Apprise escapes for Slack's mrkdwn: `&`, `<`, `>`), and `@` and
-`://` are broken with an invisible word joiner, so `@here` is no mention and `http://x` no link.
+Apprise is imported only here. Everything an agent wrote is made inert before Apprise sees it, for
+every service alike (Slack's mrkdwn, Discord's and Teams' Markdown, Telegram's HTML, email): the
+text goes as plain text (which Apprise escapes where a service reads HTML or mrkdwn), and an
+invisible word joiner follows each character any of them reads as markup (`@` `#` `<` `>` `[` `]`
+`(` `)` `*` `_` `~` `` ` `` `|` `:` `!` `\\`) and each dot inside a word. So `@here` and `<@123>` are
+no mention, `<#42>` no channel, `[click](evil.example)`, `evil.example` and `http://x` no link;
+a reader sees the same characters (emphasis may still show: it is cosmetic).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -20,9 +25,13 @@ PLAIN_HTTP_SCHEMES: Final = frozenset({"json", "xml", "form", "ntfy"})
 """Apprise's URLs that post over plain http to the host they name (each has an `...s://` form)."""
 
 
+_MARKUP: Final = re.compile(r"[@#<>\[\]()*_~`|:!\\]|\.(?=\w)")
+"""What a chat service may read as a mention, a channel, a link or other markup."""
+
+
 def inert(text: str) -> str:
-    """Agent-written text that no chat service turns into a mention or a link."""
-    return text.replace("@", "@" + WORD_JOINER).replace("://", ":" + WORD_JOINER + "//")
+    """Agent-written text that no chat service turns into a mention, a channel, a link or markup."""
+    return _MARKUP.sub(lambda found: found[0] + WORD_JOINER, text)
 
 
 def chat_text(document: dict[str, Any]) -> tuple[str, str]:

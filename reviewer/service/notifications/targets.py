@@ -50,9 +50,12 @@ class Sender(Protocol):
 
 
 def target_name(url: str) -> str:
-    """`scheme://host` and a digest of the whole URL: tells targets apart, shows no secret."""
+    """A webhook's `scheme://host[:port]`, an Apprise URL's `scheme://` alone (its host is often a
+    token), and a digest of the whole URL: tells targets apart, shows no secret."""
     parts = urlsplit(url)
     digest = hashlib.sha256(url.encode()).hexdigest()[:8]
+    if parts.scheme.lower() not in WEBHOOK_SCHEMES:
+        return f"{parts.scheme}:// #{digest}"
     host = parts.hostname or ""
     port = f":{parts.port}" if parts.port else ""
     return f"{parts.scheme}://{host}{port} #{digest}"

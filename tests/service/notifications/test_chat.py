@@ -5,6 +5,7 @@ Apprise's Slack plugin would post."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -87,23 +88,32 @@ def test_apprise_json_target_on_loopback_gets_the_events_from_serve(
         service.stop()
 
 
-def test_a_hostile_title_reaches_slack_as_plain_text(monkeypatch: pytest.MonkeyPatch) -> None:
-    from apprise.plugins import slack
-
+def captured_posts(
+    monkeypatch: pytest.MonkeyPatch, requests: object, function: str, status: int
+) -> list[dict[str, Any]]:
+    """The JSON payloads an Apprise plugin posts through `requests.<function>`, answered `status`
+    and never sent; each call is checked not to follow a redirect."""
     posted: list[dict[str, Any]] = []
 
     class Answer:
-        status_code = 200
+        status_code = status
         content = b"ok"
         text = "ok"
         headers: dict[str, str] = {}
 
-    def capture(method: str, url: str, data: str | bytes | None = None, **kwargs: Any) -> Answer:
+    def capture(*args: Any, data: str | bytes | None = None, **kwargs: Any) -> Answer:
         assert kwargs["allow_redirects"] is False
         posted.append(json.loads(data or "{}"))
         return Answer()
 
-    monkeypatch.setattr(slack.requests, "request", capture)
+    monkeypatch.setattr(requests, function, capture)
+    return posted
+
+
+def test_a_hostile_title_reaches_slack_as_plain_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    from apprise.plugins import slack
+
+    posted = captured_posts(monkeypatch, slack.requests, "request", 200)
     sender = ChatSender("slack://T1JJ3T3L2/A1BRTD4JD/TIiajkdnlazkcOXrIdevi7FQ")
     sender.send(delivery(waiting(HOSTILE_TITLE)))
     (payload,) = posted
@@ -111,8 +121,10 @@ def test_a_hostile_title_reaches_slack_as_plain_text(monkeypatch: pytest.MonkeyP
     assert "<!channel>" not in sent and "<http" not in sent and "@here" not in sent
     assert payload["mrkdwn"] is False
     title, body = payload["attachments"][0]["title"], payload["attachments"][0]["text"]
-    assert (
-        title == "Waiting for review: &lt;!channel&gt; &lt;http:\u2060//x|click&gt; @\u2060here &amp; friends"
+    j = "\u2060"
+    assert title == (
+        f"Waiting for review: &lt;{j}!{j}channel&gt;{j} &lt;{j}http:{j}//x|{j}click&gt;{j} "
+        f"@{j}here &amp; friends"
     )
     assert body.startswith("@\u2060channel-bot proposes 3 calls to deskline production")
     assert body.endswith("Open it: reviewer review deskline-merge-0042")
@@ -144,7 +156,36 @@ def test_every_event_has_a_short_text_with_the_line_that_opens_it() -> None:
         "Run completed: t",
         "Run outcome unknown: t",
     ]
-    assert inert("mail a@b.example via https://x") == "mail a@\u2060b.example via https:\u2060//x"
+    assert inert("mail a@b.example via https://x") == "mail a@\u2060b.\u2060example via https:\u2060//x"
+    assert inert("Merge t1 and t2, then close") == "Merge t1 and t2, then close"
+
+
+MARKUP = {
+    "a markdown link": r"\[[^\]]*\]\(",
+    "a channel or user mention": r"<[#@!&]",
+    "an everyone mention": r"@(everyone|here|channel)",
+    "a URL": r"://",
+    "a domain": r"\w\.\w",
+}
+"""What would make agent text a mention, a channel, or a link a reader may follow."""
+
+
+def test_a_hostile_title_reaches_discord_with_no_markup(monkeypatch: pytest.MonkeyPatch) -> None:
+    from apprise.plugins import discord
+
+    posted = captured_posts(monkeypatch, discord.requests, "post", 204)
+    hostile = "[click](evil.example) <#123> <@456> @everyone **bold** ||spoiler|| `x` https://x"
+    ChatSender("discord://123456789012345678/abcdefghijklmnopqrstuvwxyzABCDEF").send(
+        delivery(waiting(hostile))
+    )
+    (payload,) = posted
+    content = payload["content"]
+    assert content.startswith("Waiting for review: ")
+    assert content.replace("\u2060", "").startswith(f"Waiting for review: {hostile}"), (
+        "the reader sees it all"
+    )
+    for what, pattern in MARKUP.items():
+        assert re.search(pattern, content) is None, f"{what} reached Discord: {content!r}"
 
 
 @pytest.mark.parametrize(
@@ -157,3 +198,13 @@ def test_every_event_has_a_short_text_with_the_line_that_opens_it() -> None:
 def test_an_unusable_apprise_url_is_refused(url: str, says: str) -> None:
     with pytest.raises(NotifyRefused, match=says):
         ChatSender(url)
+
+
+def test_an_apprise_targets_name_and_logs_show_its_scheme_only() -> None:
+    from reviewer.service.notifications.logs import secret_parts
+    from reviewer.service.notifications.targets import target_name
+
+    url = "pagerduty://integration0key@api0key0secret"
+    assert target_name(url).startswith("pagerduty:// #") and "0key" not in target_name(url)
+    assert {"integration0key", "api0key0secret"} <= set(secret_parts(url))
+    assert secret_parts("https://hooks.example/reviewer") == [], "an ordinary word is hidden in its URL only"

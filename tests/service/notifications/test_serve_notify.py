@@ -187,17 +187,46 @@ def test_a_target_given_events_gets_only_those_and_the_start_up_line_names_them(
             rows = raw.execute("SELECT target, event FROM outbox").fetchall()
         pager_target = f"http://127.0.0.1:{pager.port} #"
         assert [event for target, event in rows if target.startswith(pager_target)] == ["run.unknown"]
-        log = service.log()
-        assert f"notifying http://127.0.0.1:{pager.port} #" in log
-        (pager_line,) = [line for line in log.splitlines() if f"127.0.0.1:{pager.port} #" in line]
+        lines = service.log().splitlines()
+        (pager_line,) = [line for line in lines if f"notifying http://127.0.0.1:{pager.port} #" in line]
         assert pager_line.endswith("only run.unknown"), pager_line
-        (every_line,) = [line for line in log.splitlines() if f"127.0.0.1:{receiver.port} #" in line]
+        (every_line,) = [line for line in lines if f"notifying http://127.0.0.1:{receiver.port} #" in line]
         assert every_line.endswith("every event"), every_line
         agent.close()
         alice.close()
     finally:
         pager.stop()
         service.stop()
+
+
+def test_no_log_line_shows_a_notify_urls_secret_parts(
+    tmp_path: Path, receiver: Receiver, secret_file: Path
+) -> None:
+    pytest.importorskip("apprise", reason="the notify extra: pip install 'reviewer[notify]'")
+    webhook = f"{receiver.url}/path-token-0123?key=query-token-4567"
+    chat = f"json://127.0.0.1:{receiver.port}/chat-token-89ab"
+    service = Service(
+        db=tmp_path / "queue.sqlite3",
+        log_path=tmp_path / "service.log",
+        serve_args=("--notify", webhook, "--notify", chat, "--notify-secret-file", str(secret_file)),
+    )
+    service.start()
+    try:
+        agent = service.client(service.token("agent", "agent"))
+        submit(agent, "hidden-url")
+        assert sorted(arrival.path for arrival in receiver.wait_for(2)) == [
+            "/chat-token-89ab",
+            "/hook/path-token-0123?key=query-token-4567",
+        ]
+        agent.close()
+    finally:
+        service.stop()
+    log = service.log()
+    webhook_name = f"http://127.0.0.1:{receiver.port} #"
+    assert f"notifying {webhook_name}" in log and "notifying json:// #" in log
+    assert f"HTTP Request: POST {webhook_name}" in log, "httpx's own line is there, with the name only"
+    for secret in ("path-token-0123", "query-token-4567", "chat-token-89ab", SECRET):
+        assert secret not in log
 
 
 def test_two_replicas_on_postgresql_deliver_each_event_once(

@@ -1,0 +1,221 @@
+"""The production set-up the docs recommend, run as one system: `reviewer serve` with docs/policies.md's
+policy file (its CEL rules), docs/notifications.md's Slack-and-pager line (each service replaced by a
+receiver on loopback: Apprise's `json://` for Slack, a webhook for the pager, its event filter kept)
+and a signed webhook for every event with the secret file made by the page's own command; on SQLite,
+and on PostgreSQL with two replicas. The README's Python agent runs through to `executed`.
+
+It asserts what a team relies on: the run ends executed with its report stored; each target gets
+exactly its events, each once under its delivery id, the webhook's checked by the page's Stripe
+snippet; no token, secret or URL secret in any log line; `reviewer notify list` shows every
+delivery delivered.
+
+Not run here yet: signed approvals with a key in a real ssh-agent, a `reviewer run` agent and an
+`mcp-gate` agent, and the pager's own events (`run.unknown` waits out a lease and the 5 s sweep;
+`tests/service/notifications/test_serve_notify.py` delivers it to a filtered target).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import secrets
+import shlex
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from reviewer.sample_api.server import RunningSampleApi
+from reviewer.service.databases import open_store
+from tests.adapters.test_readme_example import shortest_example
+from tests.agent.helpers import received, reviewer_decides_next
+from tests.queue_harness import Service, reviewer_command, start_together
+from tests.service.notifications.receiver import Arrival, Receiver
+from tests.service.postgres import Cluster
+
+pytest.importorskip("apprise", reason="the notify extra: pip install 'reviewer[notify]'")
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+EVERY_EVENT = ["proposal.waiting", "proposal.decided", "run.ended"]
+"""What one approved run of the README's agent makes happen, in order."""
+
+
+def block(page: str, starting_with: str, language: str = "") -> str:
+    """The first fenced block of `page` (in `language`) whose text starts with `starting_with`."""
+    for found in re.findall(rf"```{language}\n(.*?)```", (DOCS / page).read_text(), re.S):
+        text = textwrap.dedent(found)
+        if text.startswith(starting_with):
+            return text
+    raise AssertionError(f"no {language or 'plain'} block starting with {starting_with!r} in {page}")
+
+
+def documented_serve_arguments(db: str, slack: str, pager: str) -> list[str]:
+    """docs/notifications.md's production `reviewer serve` line, as written, with its database and
+    its two services' URLs pointed at this test's (each `EVENTS=` filter kept as the page has it)."""
+    command = block("notifications.md", "pip install 'reviewer[notify]'").split("\n", 1)[1]
+    words = shlex.split(command.replace("\\\n", " "))
+    assert words[:2] == ["reviewer", "serve"], words
+    replaced = []
+    for word in words[2:]:
+        events, _, url = word.partition("=") if "=" in word.split("://")[0] else ("", "", word)
+        if url.startswith("slack://"):
+            word = slack
+        elif url.startswith("pagerduty://"):
+            word = f"{events}={pager}"
+        elif url.startswith("postgresql://"):
+            word = db
+        replaced.append(word)
+    return replaced
+
+
+@pytest.fixture
+def receivers() -> Iterator[dict[str, Receiver]]:
+    started = {name: Receiver().start() for name in ("webhook", "chat", "pager")}
+    yield started
+    for receiver in started.values():
+        receiver.stop()
+
+
+def run_the_readme_agent(
+    sample_api: RunningSampleApi, agent_queue: str, reviewer_queue: str, tokens: dict[str, str]
+) -> tuple[str, str]:
+    """The README's shortest gated agent, as printed but for its two URLs, approved by alice (through
+    `reviewer_queue`, another replica where there are two); the proposal's id and what it printed."""
+    code = shortest_example().replace("http://127.0.0.1:8480", sample_api.base_url)
+    code = code.replace("http://127.0.0.1:8470", agent_queue)
+    agent = subprocess.Popen(
+        [sys.executable, "-c", code],
+        env={**os.environ, "REVIEWER_AGENT_TOKEN": tokens["my-agent"]},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        decided = asyncio.run(reviewer_decides_next(reviewer_queue, tokens["alice"], "agent", "approve"))
+        output, errors = agent.communicate(timeout=60)
+    finally:
+        agent.kill()
+    assert agent.returncode == 0, errors
+    return decided.proposal_id, output + errors
+
+
+def notify_list(db: str) -> list[list[str]]:
+    listing = subprocess.run(
+        reviewer_command("notify", "list", "--db", db), capture_output=True, text=True, check=True
+    ).stdout
+    return [line.split("\t") for line in listing.splitlines()]
+
+
+def wait_for_delivered(db: str, expected: int, timeout: float = 30) -> None:
+    """Return once `expected` deliveries are delivered (a bounded poll of the outbox, in this process:
+    the command that lists them is run once, after)."""
+    store = open_store(db, clock=time.time, pending_ttl=3600, approval_ttl=3600, create=False)
+    deadline = time.monotonic() + timeout
+    try:
+        while sum(row.state == "delivered" for row in store.list_deliveries()) < expected:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not {expected} delivered: {store.list_deliveries()}")
+            time.sleep(0.05)
+    finally:
+        store.close()
+
+
+def once_each(arrivals: list[Arrival]) -> list[str]:
+    """The events of `arrivals`, in order, after checking that no delivery id arrived twice."""
+    ids = [arrival.delivery for arrival in arrivals]
+    assert len(ids) == len(set(ids)), f"a delivery id arrived twice: {ids}"
+    return sorted(arrival.event for arrival in arrivals)
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_the_documented_production_setup_runs_the_readme_agent_to_executed(
+    store: str,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    sample_api: RunningSampleApi,
+    receivers: dict[str, Receiver],
+) -> None:
+    # The secret file, made by the page's own command; the policy file, the page's own.
+    make_secret = block("notifications.md", "head -c 32 /dev/urandom").splitlines()[0]
+    subprocess.run(["bash", "-c", make_secret], cwd=tmp_path, check=True)
+    secret_file = tmp_path / "notify-secret"
+    policy = tmp_path / "policy.toml"
+    policy.write_text(block("policies.md", "# policy.toml", "toml"))
+    url_secret = secrets.token_hex(12)
+    webhook = f"{receivers['webhook'].url}/{url_secret}"
+    chat = f"json://127.0.0.1:{receivers['chat'].port}/chat-{url_secret}"
+    pager = f"{receivers['pager'].url}?key={url_secret}"
+    if store == "sqlite":
+        db, replicas = str(tmp_path / "queue.sqlite3"), 1
+    else:
+        cluster: Cluster = request.getfixturevalue("postgres_cluster")
+        db, replicas = cluster.fresh_database(), 2
+    arguments = documented_serve_arguments(db, chat, pager)
+    serve_args = (
+        *arguments[arguments.index("--db") + 2 :],  # Service gives --db and --port itself
+        *("--notify", webhook, "--notify-secret-file", str(secret_file), "--policy", str(policy)),
+    )
+    services = [
+        Service(db=db, log_path=tmp_path / f"replica-{number}.log", serve_args=serve_args)
+        for number in range(replicas)
+    ]
+    if store == "sqlite":
+        services[0].start()
+    else:
+        start_together(*services)
+    try:
+        tokens = services[0].tokens({"my-agent": "agent", "alice": "reviewer"})
+        proposal_id, agent_output = run_the_readme_agent(
+            sample_api, services[0].url, services[-1].url, tokens
+        )
+        with httpx.Client(
+            base_url=services[-1].url, headers={"Authorization": f"Bearer {tokens['alice']}"}
+        ) as alice:
+            state = alice.get(f"/v1/proposals/{proposal_id}/decision").json()
+            (run,) = alice.get(f"/v1/proposals/{proposal_id}/executions").json()["executions"]
+        assert state["state"] == "executed" and state["decided_by"] == "alice"
+        assert (run["ended"], len(run["calls"])) == ("completed", 1)
+        assert [entry["query"] for entry in received(sample_api)] == [{"dryRun": "All"}, {}]
+
+        wait_for_delivered(db, 2 * len(EVERY_EVENT))
+        rows = notify_list(db)
+        assert [row[4] for row in rows] == ["delivered"] * 2 * len(EVERY_EVENT), rows
+        assert not any(row[3].startswith(f"http://127.0.0.1:{receivers['pager'].port} ") for row in rows), (
+            "the pager gets only run.unknown and proposal.reminder"
+        )
+    finally:
+        for service in services:
+            service.stop()
+
+    # Each target got exactly its events, once per delivery id; the pager none of these.
+    arrived = receivers["webhook"].accepted()
+    assert once_each(arrived) == sorted(EVERY_EVENT)
+    chat_titles = sorted(
+        json.loads(arrival.body)["title"].split(":")[0] for arrival in receivers["chat"].accepted()
+    )
+    assert chat_titles == ["Approved by alice", "Run completed", "Waiting for review"]
+    assert receivers["pager"].arrivals == []
+
+    # The webhook's deliveries pass the page's Stripe check with the secret the page says to read.
+    namespace: dict[str, Any] = {}
+    exec(compile(block("notifications.md", "import stripe", "python"), "notifications.md", "exec"), namespace)
+    secret = secret_file.read_text().strip()
+    for arrival in arrived:
+        event = namespace["verified_event"](arrival.body, arrival.headers["reviewer-signature"], secret)
+        assert event["id"] == arrival.delivery and event["proposal_id"] == proposal_id
+    ended = next(arrival.document for arrival in arrived if arrival.event == "run.ended")
+    assert (ended["ended"], ended["calls_sent"], ended["calls_kept"]) == ("completed", 1, 1)
+
+    # No secret in any log line.
+    logs = agent_output + "".join(service.log() for service in services)
+    for name, value in {**tokens, "notify secret": secret, "URL secret": url_secret}.items():
+        assert value not in logs, f"{name} is in a log"
+    assert "notifying http://127.0.0.1" in logs and "only proposal.reminder, run.unknown" in logs
