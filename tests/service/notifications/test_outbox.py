@@ -14,12 +14,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import msgspec
 import pytest
 
-from reviewer.queue.messages import ClaimRequest, DecisionRequest, ExecutionReport
+from reviewer.queue.messages import ClaimRequest, DecisionRequest
 from reviewer.service import events
 from reviewer.service.auth import Identity
-from reviewer.service.bodies import submission
+from reviewer.service.bodies import parse_report, submission
 from reviewer.service.databases import open_store
 from reviewer.service.notifications.delivery import Deliverer, next_attempt, retry_delay
 from reviewer.service.notifications.signature import verify
@@ -71,11 +72,12 @@ class Queue:
         return self.store.claim(self.agent, proposal_id, request, f"claim-{proposal_id}")[1].claim_id
 
     def report(self, proposal_id: str, digest: str, claim_id: str) -> None:
+        """As the service stores a report: parsed by the route's own `parse_report`, whose calls stay
+        the bytes they were sent as."""
         calls = [{"seq": 1, "outcome": {"status": "ok"}}, {"seq": 2, "outcome": {"status": "refused"}}]
-        report = ExecutionReport(
-            revision=1, plan_sha256=digest, claim_id=claim_id, ended="stopped", calls=calls
-        )
-        self.store.record_execution(self.agent, proposal_id, report, report.model_dump_json().encode())
+        report = {"revision": 1, "plan_sha256": digest, "claim_id": claim_id, "ended": "stopped"}
+        raw = body({**report, "calls": calls})
+        self.store.record_execution(self.agent, proposal_id, parse_report(raw), raw)
 
     def close(self) -> None:
         self.sender.close()
@@ -105,6 +107,7 @@ def test_each_event_arrives_signed_with_what_it_reports_and_the_line_that_opens_
     assert waiting["open"] == decided["open"] == ended["open"] == "reviewer review deskline-merge-0042"
     assert waiting | {"at": None} == {
         "format": "reviewer.event/v1",
+        "id": arrived[0].delivery,
         "event": "proposal.waiting",
         "at": None,
         "proposal_id": "deskline-merge-0042",
@@ -137,6 +140,9 @@ def test_each_event_arrives_signed_with_what_it_reports_and_the_line_that_opens_
         assert not verify(header, arrival.body, b"another secret", now=START)
         assert not verify(header, arrival.body + b" ", SECRET, now=START)
         assert not verify(header, arrival.body, SECRET, now=START + 3600), "an old signature is a replay"
+        assert arrival.document["id"] == arrival.delivery, "the signed body names the delivery id"
+        resent_under_a_fresh_id = arrival.body.replace(arrival.delivery.encode(), b"f" * 32)
+        assert not verify(header, resent_under_a_fresh_id, SECRET, now=START)
     assert len({arrival.delivery for arrival in arrived}) == 3
     assert [delivery.state for delivery in queue.store.list_deliveries()] == ["delivered"] * 3
 
@@ -149,6 +155,70 @@ def test_a_refused_request_writes_no_event(queue: Queue, receiver: Receiver) -> 
     queue.deliverer.deliver_due()
     queue.deliverer.deliver_due()
     assert [arrival.event for arrival in receiver.wait_for(2)] == ["proposal.waiting", "proposal.decided"]
+
+
+INJECTED = "injected: the outbox cannot be written"
+FAILING_TARGET = "pager"
+
+
+def fail_outbox_inserts(store: QueueStore, failing: bool) -> None:
+    """A fault in the database itself: every outbox row for FAILING_TARGET is refused by a trigger, as
+    a full disk or a lost connection would refuse it, after the rows before it in the transaction."""
+    sqlite = isinstance(store, SQLiteStore)
+    if failing and sqlite:
+        statements = [
+            "CREATE TRIGGER injected_failure BEFORE INSERT ON outbox "
+            f"WHEN NEW.target = '{FAILING_TARGET}' BEGIN SELECT RAISE(ABORT, '{INJECTED}'); END"
+        ]
+    elif failing:
+        statements = [
+            "CREATE OR REPLACE FUNCTION injected_failure() RETURNS trigger LANGUAGE plpgsql "
+            f"AS $body$ BEGIN RAISE EXCEPTION '{INJECTED}'; END $body$",
+            "CREATE TRIGGER injected_failure BEFORE INSERT ON outbox FOR EACH ROW "
+            f"WHEN (NEW.target = '{FAILING_TARGET}') EXECUTE FUNCTION injected_failure()",
+        ]
+    else:
+        statements = ["DROP TRIGGER injected_failure" + ("" if sqlite else " ON outbox")]
+    with store.write() as db:
+        for statement in statements:
+            db.run(statement)
+
+
+def test_a_failing_outbox_insert_leaves_neither_the_change_nor_its_event(database: str, clock: Clock) -> None:
+    """Two targets, the second's outbox row refused: the submission, then the decision, fails whole
+    (no trail event, no state change, not even the first target's row), and succeeds once the fault is
+    gone, with one event per target. An event written after the change committed would leave a
+    proposal nobody is told of."""
+    store = open_store(database, clock=clock, pending_ttl=3600, approval_ttl=600, create=True)
+    store.notifying = Notifying(targets=("chat", FAILING_TARGET))
+    agent, alice = identity(store, "agent", "agent"), identity(store, "alice", "reviewer")
+    accepted = submission(body(proposal("outbox-fault")))
+    decision = DecisionRequest(revision=1, plan_sha256=accepted.plan_sha256, decision="approve")
+    try:
+        fail_outbox_inserts(store, failing=True)
+        with pytest.raises(Exception, match=INJECTED):
+            store.submit(agent, accepted)
+        assert store.list_version().last_seq == 0 and store.list_deliveries() == []
+        fail_outbox_inserts(store, failing=False)
+        store.submit(agent, accepted)
+        written = store.list_version().last_seq
+
+        fail_outbox_inserts(store, failing=True)
+        with pytest.raises(Exception, match=INJECTED):
+            store.decide(alice, "outbox-fault", decision, "decide-once")
+        assert store.decision_state(alice, "outbox-fault").state == "pending"
+        assert store.list_version().last_seq == written
+        fail_outbox_inserts(store, failing=False)
+        assert store.decide(alice, "outbox-fault", decision, "decide-once")[1].state == "approved"
+        events_by_target = sorted((row.event, row.target) for row in store.list_deliveries())
+        assert events_by_target == [
+            ("proposal.decided", "chat"),
+            ("proposal.decided", FAILING_TARGET),
+            ("proposal.waiting", "chat"),
+            ("proposal.waiting", FAILING_TARGET),
+        ]
+    finally:
+        store.close()
 
 
 def test_a_receiver_down_for_10_s_then_up_gets_every_event_once_under_one_delivery_id(
@@ -183,6 +253,58 @@ def test_a_receiver_down_for_10_s_then_up_gets_every_event_once_under_one_delive
     first_ids = {arrival.document["proposal_id"]: arrival.delivery for arrival in receiver.arrivals[:3]}
     assert {arrival.document["proposal_id"]: arrival.delivery for arrival in accepted} == first_ids
     assert {delivery.state for delivery in queue.store.list_deliveries()} == {"delivered"}
+
+
+def test_finished_deliveries_are_deleted_after_their_retention_and_never_written_again(
+    database: str, clock: Clock, receiver: Receiver
+) -> None:
+    queue = Queue(database, clock, receiver, keep_deliveries=600)
+    try:
+        digest = queue.submit("kept")
+        queue.approve("kept", digest)
+        queue.claim("kept", digest)
+        clock.now += 3600  # the claim's lease ran out: run.unknown
+        queue.deliverer.deliver_due()
+        assert [arrival.event for arrival in receiver.wait_for(3)] == [
+            "proposal.waiting",
+            "proposal.decided",
+            "run.unknown",
+        ]
+        receiver.stop()
+        queue.submit("still-waiting")
+        queue.deliverer.deliver_due()  # refused: pending, retried
+        clock.now += 601
+        queue.deliverer.deliver_due()
+        (left,) = queue.store.list_deliveries()
+        assert (left.proposal_id, left.state) == ("still-waiting", "pending"), "pending rows are kept"
+        clock.now += 3600
+        queue.deliverer.deliver_due()
+        assert [delivery.proposal_id for delivery in queue.store.list_deliveries()] == ["still-waiting"], (
+            "the unknown outcome, pruned, is not written again"
+        )
+    finally:
+        queue.close()
+
+
+def test_a_targets_backlog_is_bounded_by_giving_up_on_its_oldest(
+    database: str, clock: Clock, receiver: Receiver
+) -> None:
+    queue = Queue(database, clock, receiver, backlog=2)
+    try:
+        receiver.stop()
+        for number in range(4):
+            queue.submit(f"backlog-{number}")
+        queue.deliverer.deliver_due()
+        states = {delivery.proposal_id: delivery for delivery in queue.store.list_deliveries()}
+        assert {name: delivery.state for name, delivery in states.items()} == {
+            "backlog-0": "failed",
+            "backlog-1": "failed",
+            "backlog-2": "pending",
+            "backlog-3": "pending",
+        }
+        assert states["backlog-0"].last_error == "given up: more than 2 deliveries were waiting"
+    finally:
+        queue.close()
 
 
 def test_a_receiver_that_never_answers_2xx_is_given_up_at_the_deadline_and_listed_failed(
@@ -369,3 +491,14 @@ def test_event_documents_carry_agent_text_with_its_hidden_characters_shown() -> 
     }
     document = events.waiting(row, json.dumps({"target": {"api": "x"}}).encode(), START)
     assert "\u202e" not in document["title"] and len(document["title"]) <= events.MAX_TEXT_CHARS
+
+
+def test_a_calls_status_is_read_from_its_bytes_as_from_a_dict() -> None:
+    for call, status in [
+        ({"seq": 1, "outcome": {"status": "ok"}}, "ok"),
+        ({"seq": 1, "status": "failed"}, "failed"),
+        ({"seq": 1, "outcome": "ok"}, None),
+        ({"seq": 1}, None),
+    ]:
+        assert events.call_status(call) == status
+        assert events.call_status(msgspec.Raw(msgspec.json.encode(call))) == status
