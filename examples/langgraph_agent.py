@@ -20,7 +20,7 @@ from langgraph.types import Command
 
 from reviewer.adapters.langgraph import gated_graph
 from reviewer.agent import Gate
-from reviewer.sample_api.tools import AUDIT, create_ticket, update_ticket
+from reviewer.sample_api.tools import AUDIT, DRY_RUN_QUERY, create_ticket, update_ticket
 
 
 async def task() -> None:
@@ -44,7 +44,11 @@ async def resume(graph: Any, thread: str, said: Any = "check again") -> dict[str
 
 
 async def main(api_url: str, queue_url: str) -> None:
-    async with Gate(api=api_url, queue=queue_url, audit=AUDIT, agent="deskline-langgraph") as gate:
+    # The sample API documents its dry-run parameter; an API without one keeps the default, "record".
+    server_dry_run = {"backend": "server", "dry_run_query": DRY_RUN_QUERY}
+    async with Gate(
+        api=api_url, queue=queue_url, audit=AUDIT, agent="deskline-langgraph", **server_dry_run
+    ) as gate:
         graph = build(gate)
         state = await start(graph, "demo")
         print(f"submitted {state['proposal_id']}: approve it in `reviewer`, then press enter")

@@ -16,11 +16,16 @@ from typing import Any
 
 from reviewer.adapters.mcp import gated_server
 from reviewer.agent import Gate
-from reviewer.sample_api.tools import AUDIT, create_ticket, delete_ticket, update_ticket
+from reviewer.sample_api.tools import AUDIT, DRY_RUN_QUERY, create_ticket, delete_ticket, update_ticket
 
 
 def build(api_url: str, queue_url: str, **gate_options: Any) -> Any:
-    gate = Gate(api=api_url, queue=queue_url, audit=AUDIT, agent="deskline-mcp", **gate_options)
+    # The sample API documents its dry-run parameter, so its own rules answer the dry run; an API
+    # without one keeps the default, backend="record".
+    server_dry_run = {"backend": "server", "dry_run_query": DRY_RUN_QUERY}
+    gate = Gate(
+        api=api_url, queue=queue_url, audit=AUDIT, agent="deskline-mcp", **(server_dry_run | gate_options)
+    )
     return gated_server(gate, create_ticket, update_ticket, delete_ticket, title="Ticket changes")
 
 

@@ -24,7 +24,7 @@ from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessa
 
 from reviewer.adapters.openai_agents import function_tools
 from reviewer.agent import Gate, GateResult
-from reviewer.sample_api.tools import AUDIT, create_ticket, update_ticket
+from reviewer.sample_api.tools import AUDIT, DRY_RUN_QUERY, create_ticket, update_ticket
 
 TASK = "Open a ticket 'Printer on fire' and close t1 and t2 into it."
 
@@ -93,7 +93,13 @@ async def main(api_url: str, queue_url: str, *, poll_interval: float = 2.0) -> G
         await Runner.run(agent, TASK, run_config=RunConfig(tracing_disabled=True))
 
     async with Gate(
-        api=api_url, queue=queue_url, audit=AUDIT, agent="deskline-openai-agents", poll_interval=poll_interval
+        api=api_url,
+        queue=queue_url,
+        audit=AUDIT,
+        agent="deskline-openai-agents",
+        poll_interval=poll_interval,
+        backend="server",  # the sample API documents its dry-run parameter; the default is "record"
+        dry_run_query=DRY_RUN_QUERY,
     ) as gate:
         result = await gate.run(task, title="Close t1 and t2 into a new ticket", description=TASK)
     result.raise_for_stop()  # a rejection, or a run that did not make every approved call, raises here

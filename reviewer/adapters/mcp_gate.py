@@ -49,9 +49,10 @@ from mcp.shared.exceptions import MCPError
 from reviewer.agent.errors import AgentError
 from reviewer.agent.gate import AGENT_TOKEN_ENV, Gate, MissingAgentToken
 from reviewer.agent.session import PlanSession
+from reviewer.agent.shaped import shaped_answer
 from reviewer.agent.tools import WRITE_EFFECTS, WriteTool
 from reviewer.plan.dry_run_params import names_dry_run
-from reviewer.plan.placeholders import Reference, placeholder
+from reviewer.plan.placeholders import Reference
 from reviewer.plan.proposal import Effect, Proposal, Target, canonical_json
 from reviewer.queue.client import QueueClient, QueueError
 
@@ -249,36 +250,6 @@ def produced_fields(tool: types.Tool) -> tuple[str, ...]:
     if isinstance(properties, Mapping) and properties:
         return tuple(properties)
     return (UNSTRUCTURED_FIELD,)
-
-
-def placeholder_value(schema: Any, path: str, seq: int) -> Any:
-    """A value valid against `schema` standing for field `path` of call `seq`, not yet produced: the
-    placeholder where a string may stand, an object or a one-item array of placeholders for their
-    fields and items (`<entities.0.name from call 1>`), else the type's neutral value."""
-    if not isinstance(schema, Mapping):
-        return placeholder(path, seq)
-    kinds = schema.get("type")
-    kinds = [kinds] if isinstance(kinds, str) else list(kinds or [])
-    if not kinds and isinstance(schema.get("anyOf"), list) and schema["anyOf"]:
-        return placeholder_value(schema["anyOf"][0], path, seq)
-    if not kinds or "string" in kinds:
-        return placeholder(path, seq)
-    if "object" in kinds:
-        return structured_placeholders(schema, seq, path)
-    if "array" in kinds:
-        return [placeholder_value(schema.get("items"), f"{path}.0", seq)]
-    if "null" in kinds:
-        return None
-    return {"integer": 0, "number": 0, "boolean": False}.get(kinds[0], placeholder(path, seq))
-
-
-def structured_placeholders(schema: Mapping[str, Any], seq: int, prefix: str = "") -> dict[str, Any]:
-    """Structured content in the shape of an output schema, each field a placeholder for call `seq`."""
-    properties = schema.get("properties") or {}
-    return {
-        name: placeholder_value(sub, f"{prefix}.{name}" if prefix else name, seq)
-        for name, sub in properties.items()
-    }
 
 
 def text_of(result: types.CallToolResult) -> str:
@@ -493,7 +464,7 @@ class McpGate:
         structured = None
         reference = Reference.parse(str(next(iter(placeholders.values()), "")))
         if tool.output_schema is not None and reference is not None:
-            structured = structured_placeholders(tool.output_schema, reference.seq)
+            structured = shaped_answer(tool.output_schema, kept, reference.seq)
             said["result"] = structured
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=json.dumps(said, ensure_ascii=False))],

@@ -27,10 +27,11 @@ from reviewer.agent.execution import off_target
 from reviewer.agent.http_values import CallAnswer, path_problem
 from reviewer.agent.placeholders import substitute
 from reviewer.agent.runs import Recording
+from reviewer.agent.shaped import shaped_answer
 from reviewer.agent.tools import ToolRunner
 from reviewer.plan.proposal import MAX_BODY_BYTES, MAX_CALLS, locate_limit_violation, value_within_limits
 from reviewer.run.calls import GateCall, UndeclaredOperation, describe
-from reviewer.run.openapi import METHOD_EFFECTS, ApiDocument, shaped_answer
+from reviewer.run.openapi import METHOD_EFFECTS, ApiDocument
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, Final, cast, get_args
 
 from reviewer.plan.dry_run_params import names_dry_run
-from reviewer.plan.placeholders import placeholder
 from reviewer.plan.proposal import Effect
 from reviewer.run.errors import RunRefused
 
@@ -225,26 +224,3 @@ def _json_schema(document: Mapping[str, Any], response: Any) -> Mapping[str, Any
     media = (content or {}).get("application/json") if isinstance(content, Mapping) else None
     schema = _resolve(document, media.get("schema")) if isinstance(media, Mapping) else None
     return schema if isinstance(schema, Mapping) and schema else None
-
-
-def shaped_answer(schema: Mapping[str, Any] | None, document_values: Mapping[str, Any], seq: int) -> Any:
-    """A record-mode answer in the shape of the operation's answer schema: each property the request
-    gave keeps its value, each other string a placeholder for what the real call will answer."""
-    if not isinstance(schema, Mapping) or not isinstance(schema.get("properties"), Mapping):
-        return None
-    shaped: dict[str, Any] = {}
-    for name, property_schema in schema["properties"].items():
-        if name in document_values:
-            shaped[name] = document_values[name]
-            continue
-        kind = property_schema.get("type") if isinstance(property_schema, Mapping) else None
-        kinds = [kind] if isinstance(kind, str) else list(kind or [])
-        if not kinds or "string" in kinds:
-            shaped[name] = placeholder(name, seq)
-        elif "null" in kinds:
-            shaped[name] = None
-        else:
-            shaped[name] = {"integer": 0, "number": 0, "boolean": False, "array": [], "object": {}}.get(
-                kinds[0]
-            )
-    return shaped

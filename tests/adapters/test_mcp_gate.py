@@ -388,3 +388,25 @@ def test_an_answer_that_breaks_the_tools_own_schema_stops_the_run_there(queue: Q
     assert seen["ended"] == "stopped"
     assert [(call["tool"], call["status"]) for call in seen["calls"]] == [("open_ticket", "error")]
     assert [entry["tool"] for entry in upstream_writes(log)] == ["open_ticket"]
+
+
+def test_a_recorded_answer_satisfies_an_output_schema_of_objects_in_an_array(
+    queue: Queue, tmp_path: Path
+) -> None:
+    """The official client validates structured content against the tool's output schema: the
+    recorded answer holds an object (of placeholders) where the schema's array holds objects, the
+    count the request carried, and no value nobody sent (an item's optional size is left out)."""
+    log = tmp_path / "upstream.log"
+
+    async def scenario() -> Any:
+        async with gate(queue, log, "items") as host:
+            await host.list_tools()  # the client validates only against tools it has listed
+            made = await host.call_tool("make_items", {"names": ["bolt"], "count": 2})
+            assert not made.is_error, made.content
+            return made.structured_content
+
+    assert asyncio.run(scenario()) == {
+        "items": [{"id": "<items.0.id from call 1>", "name": "<items.0.name from call 1>"}],
+        "count": 2,
+    }
+    assert upstream_writes(log) == []

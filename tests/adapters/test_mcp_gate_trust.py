@@ -16,10 +16,10 @@ from reviewer.adapters.mcp_gate import (
     TrustConfigError,
     TrustPolicy,
     load_policy,
-    structured_placeholders,
     tools_sha256,
     upstream_name,
 )
+from reviewer.agent.shaped import shaped_answer
 
 
 def tool(name: str, **hints: bool) -> types.Tool:
@@ -109,22 +109,32 @@ def test_the_pin_changes_with_a_schema_or_an_annotation_and_not_with_a_descripti
 
 
 def test_placeholders_follow_the_output_schema_into_objects_and_arrays() -> None:
+    """Objects inside arrays, reached through `$defs` as pydantic writes them; a number nobody sent is
+    left out unless required, and what the request carried is kept."""
     schema = {
+        "$defs": {
+            "Entity": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "size": {"type": "integer"}},
+                "required": ["name", "size"],
+            }
+        },
         "type": "object",
         "properties": {
             "owner": {"type": "object", "properties": {"id": {"type": "string"}}},
-            "entities": {
-                "type": "array",
-                "items": {"type": "object", "properties": {"name": {"type": "string"}}},
-            },
+            "entities": {"type": "array", "items": {"$ref": "#/$defs/Entity"}},
             "count": {"type": "integer"},
+            "mergedInto": {"type": "integer"},
+            "kind": {"enum": ["a", "b"]},
         },
+        "required": ["entities", "count"],
     }
-    assert structured_placeholders(schema, 3) == {
+    assert shaped_answer(schema, {"count": 2}, 3) == {
         "owner": {"id": "<owner.id from call 3>"},
-        "entities": [{"name": "<entities.0.name from call 3>"}],
-        "count": 0,
+        "entities": [{"name": "<entities.0.name from call 3>", "size": 0}],
+        "count": 2,
     }
+    assert shaped_answer({"type": "array"}, {}, 1) is None
 
 
 def test_the_upstream_is_named_by_the_operator_or_by_its_command_line() -> None:

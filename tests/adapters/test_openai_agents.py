@@ -97,7 +97,10 @@ def test_the_model_reads_what_the_dry_run_proved(
     agent = example.build_agent()
 
     async def dry() -> Any:
-        async with Gate(api=sample_api.base_url, queue="http://127.0.0.1:1", token="unused") as gate:
+        server_dry_run: dict[str, Any] = {"backend": "server", "dry_run_query": tools.DRY_RUN_QUERY}
+        async with Gate(
+            api=sample_api.base_url, queue="http://127.0.0.1:1", token="unused", **server_dry_run
+        ) as gate:
             outputs: list[str] = []
 
             async def task() -> None:

@@ -6,7 +6,8 @@ calls reached it and in which order. UPSTREAM_MODE makes it misbehave: `crash` e
 calls itself read-only, `changed` gives `open_ticket` another input schema (a new release between plan
 and run), `dies` exits without answering the first real `close_ticket` (after logging it: it may have
 been performed), `stalls` never answers it, `breaks` publishes an output schema for `open_ticket` that
-its own answers break (an integer id).
+its own answers break (an integer id), `items` adds `make_items`, whose answer is an array of objects
+(its output schema reaches them through `$defs`, as pydantic writes it).
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ import json
 import os
 import sys
 import time
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
+from typing_extensions import TypedDict as ModelDict
 
 MODE = os.environ.get("UPSTREAM_MODE", "")
 LOG = os.environ.get("UPSTREAM_LOG")
@@ -41,6 +43,27 @@ def logged(tool: str, **arguments: str) -> None:
 class Ticket(TypedDict):
     id: str
     status: str
+
+
+class Item(ModelDict):
+    id: str
+    name: str
+    size: NotRequired[int]
+
+
+class Batch(ModelDict):
+    items: list[Item]
+    count: int
+
+
+if MODE == "items":
+
+    @server.tool()
+    def make_items(names: list[str], count: int = 1) -> Batch:
+        """Make `count` items of each name; their ids are minted here."""
+        made: list[Item] = [{"id": f"it-{n}", "name": name, "size": 1} for n, name in enumerate(names)]
+        logged("make_items", names=",".join(names))
+        return {"items": made * count, "count": count}
 
 
 if MODE != "empty":

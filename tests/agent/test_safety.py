@@ -20,6 +20,7 @@ from reviewer.agent import (
     dry_run,
     local_approval,
     make_backend,
+    path_with,
     real_run,
     write_tool,
 )
@@ -198,3 +199,58 @@ async def dry_proposal_without_api():  # type: ignore[no-untyped-def]
     return recording.to_proposal(
         proposal_id="no-api", title="no api", agent=tools.AGENT, target=tools.target("http://x")
     )
+
+
+@write_tool(effect="update")
+def patch_unencoded(id: str) -> HttpRequest:
+    """A tool that puts its argument into the path as it is (no path_with)."""
+    return HttpRequest("PATCH", f"/v1/tickets/{id}", body={"status": "closed"})
+
+
+@pytest.mark.parametrize(
+    ("tool", "ticket"),
+    [
+        (tools.delete_ticket, "#4"),  # path_with encodes it to %23: still a fragment to a server that decodes
+        (tools.delete_ticket, "t1?force=true"),
+        (patch_unencoded, "#4"),  # httpx would cut the path here: DELETE /v1/tickets/, the collection
+        (patch_unencoded, "t1%3Fforce=true"),
+    ],
+)
+def test_a_model_supplied_query_or_fragment_in_a_path_is_refused_and_nothing_is_sent(
+    sample_api: RunningSampleApi, tool: Any, ticket: str
+) -> None:
+    async def attempt() -> Any:
+        async with (
+            httpx.AsyncClient(base_url=sample_api.base_url) as api,
+            dry_run("server", client=api, **SERVER) as recording,
+        ):
+            with pytest.raises(ToolArgumentError, match="may not hold"):
+                await tool(id=ticket)
+        return recording
+
+    recording = asyncio.run(attempt())
+    assert recording.calls == [] and received(sample_api) == []
+
+
+def test_a_path_argument_is_one_segment_and_the_dry_run_parameter_is_added_to_the_query() -> None:
+    """`a/b` cannot walk the path; a write's own query is kept beside the dry-run parameter."""
+    assert path_with("/v1/tickets/{id}", id="a/b c") == "/v1/tickets/a%2Fb%20c"
+    assert path_with("/v1/tickets/{id}", id="<id from call 1>") == "/v1/tickets/<id from call 1>"
+    sent: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200, json={})
+
+    async def dry() -> None:
+        async with httpx.AsyncClient(
+            base_url="http://api.test", transport=httpx.MockTransport(answer)
+        ) as api:
+            backend = make_backend("server", api, dry_run_query={"dryRun": "All"})
+            await backend.answer(HttpRequest("PATCH", "/v1/tickets/a%2Fb", {"force": "true"}, {}))
+            refused, nothing = await backend.answer(HttpRequest("PATCH", "/v1/x", {"dryRun": "no"}, {}))
+            assert refused.status == "error" and "already holds 'dryRun'" in (refused.message or "")
+            assert nothing is None
+
+    asyncio.run(dry())
+    assert [request.url.raw_path for request in sent] == [b"/v1/tickets/a%2Fb?force=true&dryRun=All"]

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
+from reviewer.agent.shaped import shaped_answer
 from reviewer.run.calls import UndeclaredOperation, describe
 from reviewer.run.errors import RunRefused
-from reviewer.run.openapi import ApiDocument, shaped_answer
+from reviewer.run.openapi import ApiDocument
 from reviewer.sample_api.app import create_app
 
 
