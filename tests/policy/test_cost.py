@@ -18,6 +18,7 @@ import pytest
 
 from reviewer.plan.proposal import scan_proposal
 from reviewer.policy.bounded import PolicyEvaluator, RuleOutcome, fail_closed
+from reviewer.policy.expressions import EvaluationError, compile_expression, context
 from reviewer.policy.file import parse_policy
 from reviewer.policy.quorum import Requirement
 from reviewer.policy.verdict import evaluate, needs
@@ -168,3 +169,72 @@ def test_a_plan_past_the_deadline_needs_the_strict_requirement_and_the_queue_ser
     errors = {rule["rule"]: rule.get("error") for rule in policy["rules"]}
     assert errors["slow"] == "not decided within the 2 s deadline"
     assert errors["updates"] is None
+
+
+EQUIVALENT = [
+    "plan.calls.map(c, c.tool).size() > 3",
+    'plan.calls.filter(c, c.effect == "create").size() == 6',
+    'size(plan.calls.filter(c, c.effect == "create")) == 6',
+    "plan.calls.map(c, c.args).exists(a, a.amount > 100)",
+    'plan.calls.map(c, c.args).filter(a, a.currency == "USD").map(a, a.amount).exists(x, x == 80)',
+    'plan.calls.filter(c, c.effect == "delete").all(c, c.seq % 2 == 1)',
+    'plan.calls.map(c, c.effect == "create", c.seq).size() == 6',
+    'plan.calls.map(c, c.effect == "create", c.seq)[1] == 2',
+    "plan.calls.filter(c, c.args.amount > 50 && c.args.amount < 90)[0].seq == 6",
+    '"b" in plan.calls.map(c, c.tool)',
+    "plan.calls.map(c, c.tool) == plan.calls.map(c, c.tool)",
+    'size(plan.calls) == 12 && plan.calls[3].tool == "a" && plan.calls.exists(c, c.path.endsWith("/11"))',
+    'plan.calls.filter(c, c.path.contains(", )")).size() == 0 // ).filter(',
+    "plan.calls.exists_one(c, c.seq == 3) && plan.calls.map(x, 1.5).size() == 12",
+]
+FAILING = [
+    'plan.calls.filter(c, c.args.odd == "5").size() > 0',  # a call without the field
+    "plan.calls.filter(c, c.seq).size() > 0",  # a condition that is not true or false
+    "plan.calls.map(c, c.args.amount / (c.seq - 3)).size() > 0",  # division by zero
+]
+
+
+def small_plan() -> dict[str, Any]:
+    calls = [
+        {
+            "seq": seq,
+            "tool": "abc"[seq % 3],
+            "effect": ("create", "delete")[seq % 2],
+            "path": f"/v1/x/{seq}",
+            "args": {
+                "amount": seq * 10,
+                "currency": "EUR" if seq % 4 else "USD",
+                **({"odd": 5} if seq == 7 else {}),
+            },
+        }
+        for seq in range(12)
+    ]
+    return {
+        "plan": {"calls": calls, "counts": {"create": 6}},
+        "environment": None,
+        "alarms": [],
+        "target": {},
+    }
+
+
+@pytest.mark.parametrize("source", EQUIVALENT + FAILING)
+def test_walks_over_the_calls_answer_as_the_binding_does_and_build_their_lists_once(source: str) -> None:
+    """A `map` or `filter` over the calls is taken out of the rule (the binding builds its list by
+    copying it at every step) and gives what the binding gives on the rule as written, or fails."""
+    import cel
+
+    values = small_plan()
+    try:
+        expected: object = cel.compile(source).execute(cel.Context(values))
+    except Exception:
+        expected = EvaluationError
+    expression = compile_expression(source)
+    walks = source.split("//")[0].count(".map(") + source.split("//")[0].count(".filter(")
+    assert len(expression.walks) == walks, "a map or filter over the calls was left to the binding"
+    assert ".map(" not in expression.program.source.replace(" ", "")
+    assert ".filter(" not in expression.program.source.replace(" ", "")
+    try:
+        answer: object = expression.evaluate(context(values))
+    except EvaluationError:
+        answer = EvaluationError
+    assert answer == expected
