@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 MAX_EXPRESSION_CHARS: Final = 2000
-DEFAULT_DEADLINE: Final = 5.0
+DEFAULT_DEADLINE: Final = 10.0
 """Seconds evaluating a policy on one plan may take in the queue (`serve --policy-deadline`)."""
 MAX_WALKS: Final = 8
 NAMES: Final = frozenset({"environment", "target", "plan", "alarms"})

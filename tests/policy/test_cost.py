@@ -7,6 +7,9 @@ service answers other requests while an evaluation runs. Walks over the calls ar
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,6 +27,7 @@ from reviewer.policy.quorum import Requirement
 from reviewer.policy.verdict import evaluate, needs
 from tests.queue_harness import Service, body, proposal, unique_id
 
+REVIEWER = [sys.executable, "-m", "reviewer"]
 SLOW = "plan.calls.exists(c, c.args.items.map(i, i).size() < 0)"
 """Quadratic in the items of one call's list (`map` over anything but the calls builds its list by
 copying it at each step): 20,000 items take minutes, far past any deadline below."""
@@ -85,16 +89,16 @@ def test_rules_the_deadline_cut_short_ask_what_they_ask_and_a_reject_asks_the_st
     policy = parse_policy(POLICY)
     plan = scan_proposal(body(slow_plan(10)))
     decided = {0: RuleOutcome(True, None, 0.01)}
-    verdict = fail_closed(policy, plan, decided, "not decided within the 5 s deadline", signing=True)
+    verdict = fail_closed(policy, plan, decided, "not decided within the 10 s deadline", signing=True)
     # `slow` asks 3 by alice, bob, carol; `slow reject` the strictest quorum of the file (3), signed
     assert verdict.requirement == Requirement(3, True, (("alice", "bob", "carol"),))
     assert verdict.outcome == "human"
     errors = {match.rule: match.error for match in verdict.matched}
     assert errors == {
         "updates": None,
-        "slow": "not decided within the 5 s deadline",
-        "slow reject": "not decided within the 5 s deadline",
-        "slow approve": "not decided within the 5 s deadline",
+        "slow": "not decided within the 10 s deadline",
+        "slow reject": "not decided within the 10 s deadline",
+        "slow approve": "not decided within the 10 s deadline",
     }
     failed = "rule `slow` failed, rule `slow reject` failed, rule `slow approve` failed"
     assert needs(verdict) == f"needs 3 approvals, signed, by alice, bob, carol: rule `updates`; {failed}"
@@ -238,3 +242,42 @@ def test_walks_over_the_calls_answer_as_the_binding_does_and_build_their_lists_o
     except EvaluationError:
         answer = EvaluationError
     assert answer == expected
+
+
+def test_policy_check_times_each_rule_on_a_made_up_plan_and_warns_of_one_past_the_deadline(
+    tmp_path: Path,
+) -> None:
+    from reviewer.plan.proposal import MAX_CALLS
+    from reviewer.policy.commands import LARGEST_PLAN, made_up_plan
+
+    assert LARGEST_PLAN == MAX_CALLS
+    assert [call.effect for call in scan_proposal(made_up_plan(5)).calls] == [
+        "update",
+        "delete",
+        "read",
+        "other",
+        "create",
+    ]
+    policy = tmp_path / "policy.toml"
+    policy.write_text(POLICY.split('[[rules]]\nname = "slow approve"')[0].replace("c.args.items", "[c.tool]"))
+    checked = subprocess.run(
+        [*REVIEWER, "policy", "check", str(policy), "--calls", "300", "--deadline", "60"],
+        capture_output=True,
+        text=True,
+    )
+    assert checked.returncode == 0, checked.stderr
+    assert "cost on a made-up plan of 300 calls, deadline 60 s: the plan's values " in checked.stdout
+    for rule in ("updates", "slow", "slow reject"):
+        assert re.search(rf"^  rule '{rule}': [0-9.]+ s$", checked.stdout, re.M), checked.stdout
+    assert checked.stderr == ""
+    late = subprocess.run(
+        [*REVIEWER, "policy", "check", str(policy), "--calls", "300", "--deadline", "0.000001"],
+        capture_output=True,
+        text=True,
+    )
+    assert late.returncode == 0, late.stderr
+    for rule in ("updates", "slow", "slow reject"):
+        assert (
+            f"warning: rule '{rule}' did not finish within the 1e-06 s deadline on 300 calls; "
+            "the queue would ask at least what it asks of every such plan"
+        ) in late.stderr
