@@ -19,6 +19,7 @@ the queue, by the deadline of the evaluation (`reviewer.policy.bounded`).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -81,6 +82,9 @@ class Walk:
     receiver: str
     """The variable walked: `_calls` or an earlier walk's name."""
     program: Any
+    counted: bool = False
+    """The rule reads only the result's size (`.filter(...).size()`): the variable is that number,
+    and the values kept are never converted back into CEL."""
 
 
 @dataclass(frozen=True)
@@ -203,7 +207,36 @@ def linear_walks(source: str) -> tuple[str, tuple[Walk, ...]]:
             gaps[index : close + 1] = [gaps[index]]
             continue
         index += 1
+    receivers = {walk.receiver for walk in walks}
+    walks = [
+        dataclasses.replace(walk, counted=True)
+        if walk.name not in receivers and _only_sized(texts, gaps, walk.name)
+        else walk
+        for walk in walks
+    ]
     return "".join(gap + text for gap, text in zip(gaps, texts, strict=True)), tuple(walks)
+
+
+def _only_sized(texts: list[str], gaps: list[str], name: str) -> bool:
+    """Whether the expression reads `name` only as `name.size()` or `size(name)`; if so, each
+    such read is made `name` alone (the walk then gives the size)."""
+    places = [index for index, text in enumerate(texts) if text == name]
+    spans = []
+    for index in places:
+        if texts[index + 1 : index + 5] == [".", "size", "(", ")"]:
+            spans.append((index, index + 5))
+        elif (
+            texts[index - 2 : index] == ["size", "("]
+            and texts[index + 1 : index + 2] == [")"]
+            and (index < 3 or texts[index - 3] != ".")
+        ):
+            spans.append((index - 2, index + 2))
+        else:
+            return False
+    for start, end in reversed(spans):
+        texts[start:end] = [name]
+        gaps[start:end] = [gaps[start]]
+    return True
 
 
 def _closing(texts: list[str], opening: int) -> int:
@@ -306,7 +339,7 @@ class Activation:
         self._kept = []
         walk.program.execute(self.context)  # every step answers false: the walk visits every value
         self._lists[walk.name] = self._kept
-        self.context.add_variable(walk.name, self._kept)
+        self.context.add_variable(walk.name, len(self._kept) if walk.counted else self._kept)
 
     def _pick(self, keep: object) -> bool:
         """A filter's step: keep the value walked (the one this is the `_position`-th call for:

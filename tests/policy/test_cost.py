@@ -281,3 +281,15 @@ def test_policy_check_times_each_rule_on_a_made_up_plan_and_warns_of_one_past_th
             f"warning: rule '{rule}' did not finish within the 1e-06 s deadline on 300 calls; "
             "the queue would ask at least what it asks of every such plan"
         ) in late.stderr
+
+
+def test_a_walk_read_only_for_its_size_gives_the_size_and_converts_nothing_back() -> None:
+    counted = compile_expression(
+        'size(plan.calls.filter(c, c.effect == "delete")) > 10 || plan.calls.map(c, c).size() > 1'
+    )
+    assert [walk.counted for walk in counted.walks] == [True, True]
+    assert counted.program.source == "_walk0 > 10 || _walk1 > 1"
+    listed = compile_expression(
+        'plan.calls.filter(c, c.effect == "delete").size() > 10 && "t" in plan.calls.map(c, c.tool)'
+    )
+    assert [walk.counted for walk in listed.walks] == [True, False]
