@@ -54,6 +54,11 @@ class BoundedVerdict:
     seconds: float
     finished: bool
     """False when the deadline passed (or the worker died) before every rule was decided."""
+    running: int | None = None
+    """The rule being evaluated when the deadline passed (None: the plan's values were still
+    being made, or every rule was decided)."""
+    values_seconds: float | None = None
+    """How long the plan's values took to make, before the first rule (None: not made in time)."""
 
 
 class PolicyEvaluator:
@@ -82,6 +87,7 @@ class PolicyEvaluator:
     def evaluate(self, body: bytes, proposal: Proposal | None = None) -> BoundedVerdict:
         with self._slots:
             outcomes: dict[int, RuleOutcome] = {}
+            running = values_seconds = None
             why = f"not decided within the {self.deadline:g} s deadline"
             start = time.monotonic()
             worker = None
@@ -94,12 +100,19 @@ class PolicyEvaluator:
                     if remaining <= 0 or not worker.connection.poll(remaining):
                         break
                     message = worker.connection.recv()
+                    if message[0] == "start":
+                        running = message[1]
+                        if values_seconds is None:
+                            values_seconds = time.monotonic() - start
+                        continue
                     if message[0] == "rule":
                         _kind, index, holds, error, seconds = message
                         outcomes[index] = RuleOutcome(holds, error, seconds)
+                        running = None
                         continue
                     self._give_back(worker)
-                    return BoundedVerdict(message[1], outcomes, time.monotonic() - start, True)
+                    spent = time.monotonic() - start
+                    return BoundedVerdict(message[1], outcomes, spent, True, None, values_seconds)
             except (EOFError, OSError) as error:
                 why = f"not decided: the evaluation stopped ({type(error).__name__})"
             if worker is not None:
@@ -108,7 +121,7 @@ class PolicyEvaluator:
         if proposal is None:
             proposal = scan_proposal(body, "stored proposal")
         verdict = fail_closed(self.policy, proposal, outcomes, why, signing=self.signing)
-        return BoundedVerdict(verdict, outcomes, time.monotonic() - start, False)
+        return BoundedVerdict(verdict, outcomes, time.monotonic() - start, False, running, values_seconds)
 
     def close(self) -> None:
         with self._lock:
@@ -133,6 +146,31 @@ class PolicyEvaluator:
     def _give_back(self, worker: _Worker) -> None:
         with self._lock:
             self._idle.append(worker)
+
+
+def rule_costs(
+    policy: Policy, body: bytes, deadline: float = DEFAULT_DEADLINE
+) -> tuple[list[float | None], float | None]:
+    """Each rule's seconds on the proposal `body` (None: it did not finish within `deadline`), and
+    the seconds the plan's values took before any rule (None when they alone outlive it). A rule
+    that does not finish is left out and the rules after it are evaluated again without it."""
+    costs: list[float | None] = [None] * len(policy.rules)
+    values: float | None = None
+    left = list(range(len(policy.rules)))
+    while left:
+        part = dataclasses.replace(policy, rules=tuple(policy.rules[index] for index in left))
+        evaluator = PolicyEvaluator(part, deadline, workers=1)
+        try:
+            result = evaluator.evaluate(body)
+        finally:
+            evaluator.close()
+        values = result.values_seconds if values is None else values
+        for position, outcome in result.outcomes.items():
+            costs[left[position]] = outcome.seconds
+        if result.finished or result.running is None:
+            break  # done, or the plan's values alone outlive the deadline
+        left = left[result.running + 1 :]
+    return costs, values
 
 
 def fail_closed(
@@ -188,9 +226,11 @@ class _Reported(Expression):
     """A rule's expression that tells the parent its outcome as soon as it is decided."""
 
     report: Callable[[bool | None, str | None, float], None] | None = None
+    starting: Callable[[], None] | None = None
 
     def evaluate(self, activation: Any) -> bool:
-        assert self.report is not None
+        assert self.report is not None and self.starting is not None
+        self.starting()
         start = time.monotonic()
         try:
             holds = super().evaluate(activation)
@@ -251,9 +291,12 @@ def _reporting(policy: Policy, connection: Connection) -> Policy:
     def reporter(index: int) -> Callable[[bool | None, str | None, float], None]:
         return lambda holds, error, seconds: connection.send(("rule", index, holds, error, seconds))
 
+    def starter(index: int) -> Callable[[], None]:
+        return lambda: connection.send(("start", index))
+
     rules: list[PolicyRule] = []
     for index, rule in enumerate(policy.rules):
-        reported = _Reported(**{**vars(rule.when), "report": reporter(index)})
+        reported = _Reported(**{**vars(rule.when), "report": reporter(index), "starting": starter(index)})
         rules.append(dataclasses.replace(rule, when=reported))
     return dataclasses.replace(policy, rules=tuple(rules))
 

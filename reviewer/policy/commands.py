@@ -1,8 +1,10 @@
 """`reviewer policy check FILE` and `reviewer policy explain FILE PROPOSAL...`: a policy tested like code.
 
-`check` compiles every rule and prints what it loaded, or every mistake on its own line (exit 2);
-`explain` prints, for each proposal file, the environment whose rule applies and why, the rules that
-match and what they ask, so a team can hold its policy to the bundled samples in CI.
+`check` compiles every rule and prints what it loaded, or every mistake on its own line (exit 2),
+then what each rule costs on the largest plan the queue accepts (made up here), warning of a rule
+that cannot finish within the queue's deadline; `explain` prints, for each proposal file, the
+environment whose rule applies and why, the rules that match and what they ask, so a team can hold
+its policy to the bundled samples in CI.
 """
 
 from __future__ import annotations
@@ -10,6 +12,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from reviewer.policy.expressions import DEFAULT_DEADLINE
+
+if TYPE_CHECKING:
+    from reviewer.policy.file import Policy
+
+LARGEST_PLAN: Final = 200_000
+"""The calls of the largest plan the queue accepts (`reviewer.plan.proposal.MAX_CALLS`)."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -20,6 +31,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     commands = policy.add_subparsers(title="policy commands", metavar="COMMAND", required=True)
     check = commands.add_parser("check", help="compile every rule; report each mistake with its line")
     check.add_argument("file", type=Path, metavar="FILE")
+    check.add_argument(
+        "--deadline",
+        type=float,
+        default=DEFAULT_DEADLINE,
+        metavar="SECONDS",
+        help="the queue's --policy-deadline, to time each rule against (default: %(default)g)",
+    )
+    check.add_argument(
+        "--calls",
+        type=int,
+        default=LARGEST_PLAN,
+        metavar="N",
+        help="time each rule on a made-up plan of N calls (default: %(default)s, the largest the queue "
+        "accepts; 0: do not time the rules)",
+    )
     check.set_defaults(func=run_check)
     explain = commands.add_parser("explain", help="which rules match these proposals and what they ask")
     explain.add_argument("file", type=Path, metavar="FILE")
@@ -40,7 +66,57 @@ def run_check(args: argparse.Namespace) -> int:
         print(line)
     if not policy.has_default:
         print(f"{args.file}: no [default]: a plan of no listed environment needs 1 approval from anyone")
+    if policy.rules and args.calls > 0:
+        _print_costs(args.file, policy, args.calls, args.deadline)
     return 0
+
+
+def _print_costs(file: Path, policy: Policy, calls: int, deadline: float) -> None:
+    """Each rule's time on a made-up plan of `calls` calls, in a worker as the queue evaluates."""
+    from reviewer.policy.bounded import rule_costs
+
+    costs, values = rule_costs(policy, made_up_plan(calls), deadline)
+    made = "did not finish" if values is None else f"{values:.2f} s"
+    print(f"cost on a made-up plan of {calls:,} calls, deadline {deadline:g} s: the plan's values {made}")
+    for rule, seconds in zip(policy.rules, costs, strict=True):
+        if seconds is not None:
+            print(f"  rule {rule.name!r}: {seconds:.2f} s")
+            continue
+        print(
+            f"reviewer policy check: {file}: warning: rule {rule.name!r} did not finish within the "
+            f"{deadline:g} s deadline on {calls:,} calls; the queue would ask at least what it asks "
+            "of every such plan",
+            file=sys.stderr,
+        )
+
+
+def made_up_plan(calls: int) -> bytes:
+    """A proposal of `calls` calls of every effect, with a request and a few arguments each: the
+    shape rules read (`plan.calls`, `c.args`, `c.path`), at the size the queue may be sent."""
+    import msgspec
+
+    effects = ("create", "update", "delete", "read", "other")
+    document = {
+        "format": "reviewer.proposal/v1",
+        "proposal_id": "made-up-largest-plan",
+        "revision": 1,
+        "title": "the largest plan the queue accepts",
+        "agent": {"name": "policy-check"},
+        "created_at": "2026-01-01T00:00:00Z",
+        "target": {"api": "made-up", "base_url": "https://api.example/v1"},
+        "dry_run": {"via": "server", "write_requests": calls, "writes_kept": 0},
+        "calls": [
+            {
+                "seq": seq,
+                "tool": f"tool_{seq % 7}",
+                "effect": effects[seq % len(effects)],
+                "args": {"id": f"id-{seq}", "amount_cents": seq % 9000, "currency": "EUR", "note": "made up"},
+                "request": {"method": "POST", "path": f"/v1/things/{seq}"},
+            }
+            for seq in range(1, calls + 1)
+        ],
+    }
+    return msgspec.json.encode(document)
 
 
 def run_explain(args: argparse.Namespace) -> int:

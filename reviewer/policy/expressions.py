@@ -4,20 +4,29 @@ CEL has no loops and no I/O; what it can do over a plan is walk it with macros (
 `exists_one`, `map`, `filter`). The cost bound is checked at load, on the expression's text:
 no walk may name `plan` inside another walk (over 200,000 calls that is 4·10¹⁰ steps, or as many
 copies of the plan), and an expression holds at most `MAX_WALKS` walks in at most
-`MAX_EXPRESSION_CHARS` characters. What is left costs at most a few passes over the calls, each step
-bounded by the expression's length. Names and functions a rule uses are checked at load too, so a
+`MAX_EXPRESSION_CHARS` characters. Names and functions a rule uses are checked at load too, so a
 typo stops `serve` instead of failing closed on every plan.
+
+The binding expands `map` and `filter` as CEL's specification writes them, a fold whose step is
+`result + [value]`: each step copies the list built so far, so a walk that keeps many calls is
+quadratic (40,000 calls kept took minutes). Every `map` and `filter` over the calls is therefore
+taken out of the rule at load (`linear_walks`) and run as an `exists` whose step hands each kept
+value to Python, which builds the list once; what is left of the rule reads the result. A walk
+over the calls is then linear, each step bounded by the expression's length; a `map` or `filter`
+over anything else (a call's own list) is still the binding's, bounded by that list's size and, in
+the queue, by the deadline of the evaluation (`reviewer.policy.bounded`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 MAX_EXPRESSION_CHARS: Final = 2000
-DEFAULT_DEADLINE: Final = 5.0
+DEFAULT_DEADLINE: Final = 10.0
 """Seconds evaluating a policy on one plan may take in the queue (`serve --policy-deadline`)."""
 MAX_WALKS: Final = 8
 NAMES: Final = frozenset({"environment", "target", "plan", "alarms"})
@@ -42,9 +51,11 @@ FUNCTIONS: Final = frozenset(
 )
 """Functions a rule may call: CEL's standard ones on strings, numbers and lists."""
 
-_TOKEN: Final = re.compile(
+_STRING: Final = (
     r"""(?P<string>[rRbB]{0,2}('''.*?'''|\"\"\".*?\"\"\"|'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"))"""
-    r"|(?P<comment>//[^\n]*)"
+)
+_TOKEN: Final = re.compile(
+    _STRING + r"|(?P<comment>//[^\n]*)"
     r"|(?P<macro>\.\s*(?P<macro_name>[A-Za-z_][A-Za-z0-9_]*)\s*\()"
     r"|(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
     r"|(?P<open>[(\[{])|(?P<close>[)\]}])",
@@ -61,6 +72,22 @@ class EvaluationError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class Walk:
+    """A `map` or `filter` over the calls (or over an earlier such walk's result), taken out of the
+    rule and run as an `exists` whose step hands each kept value to Python: the binding builds a
+    `map`'s or `filter`'s list by copying it at every step (quadratic), this builds it once."""
+
+    name: str
+    """The variable the rule reads the walk's result from (`_walk0`, ...)."""
+    receiver: str
+    """The variable walked: `_calls` or an earlier walk's name."""
+    program: Any
+    counted: bool = False
+    """The rule reads only the result's size (`.filter(...).size()`): the variable is that number,
+    and the values kept are never converted back into CEL."""
+
+
+@dataclass(frozen=True)
 class Expression:
     source: str
     program: Any
@@ -70,15 +97,18 @@ class Expression:
     call_fields: frozenset[str] = frozenset()
     """The fields of a call the expression may read (every identifier that is one), so the
     activation converts only those to CEL: converting the calls is most of a walk's cost."""
+    walks: tuple[Walk, ...] = ()
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Compiled again where it is unpickled (a worker process): the binding's program does not pickle."""
         return (compile_expression, (self.source,))
 
     def evaluate(self, activation: Any) -> bool:
-        """True or False on `activation` (a `cel.Context`); EvaluationError for anything else."""
+        """True or False on `activation` (an `Activation`); EvaluationError for anything else."""
         try:
-            result = self.program.execute(activation)
+            for walk in self.walks:
+                activation.walk(walk)
+            result = self.program.execute(activation.context)
         except Exception as error:  # the binding raises KeyError, TypeError, RuntimeError, ValueError
             raise EvaluationError(_first_line(error)) from None
         if not isinstance(result, bool):
@@ -109,14 +139,129 @@ def compile_expression(source: str) -> Expression:
     functions = {name for name in program.functions() if name.isidentifier()} - FUNCTIONS
     if functions:
         raise ExpressionError(f"unknown function {sorted(functions)[0]!r}")
+    if any(name.startswith("_") for name in bound):
+        raise ExpressionError("a name a walk binds may not start with _ (such names are the queue's own)")
+    rewritten, walks = linear_walks(source)
     return Expression(
         source,
-        program,
+        cel.compile(rewritten),
         reads_calls="calls" in names,
         reads_args="args" in names,
         reads_alarms="alarms" in names,
         call_fields=frozenset(names & CALL_FIELDS),
+        walks=walks,
     )
+
+
+_PIECE: Final = re.compile(
+    _STRING
+    + r"|(?P<comment>//[^\n]*)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<punct>[.,()\[\]{}])|(?P<other>\S)",
+    re.S,
+)
+_OPENING: Final = "([{"
+_CLOSING: Final = ")]}"
+
+
+def linear_walks(source: str) -> tuple[str, tuple[Walk, ...]]:
+    """`source` with each `map` and `filter` over the calls (`plan.calls.map(c, ...)`, and a walk
+    chained on one: `plan.calls.map(c, c.args).filter(a, ...)`) replaced by a variable that a `Walk`
+    fills first, and every other `plan.calls` read from the top-level `_calls` (the binding copies
+    a list it selects out of a map, every time). The rest of the expression is left as written."""
+    import cel
+
+    texts: list[str] = []
+    gaps: list[str] = []
+    end = 0
+    for match in _PIECE.finditer(source):
+        gaps.append(source[end : match.start()])
+        texts.append(" " if match.lastgroup == "comment" else match.group())
+        end = match.end()
+    walks: list[Walk] = []
+    index = 0
+    while index < len(texts):
+        if texts[index : index + 3] == ["plan", ".", "calls"] and (index == 0 or texts[index - 1] != "."):
+            texts[index : index + 3] = ["_calls"]
+            gaps[index : index + 3] = [gaps[index]]
+        receiver = texts[index]
+        kind = texts[index + 2] if texts[index + 1 : index + 2] == ["."] else None
+        if (
+            (receiver == "_calls" or receiver in {walk.name for walk in walks})
+            and kind in ("map", "filter")
+            and texts[index + 3 : index + 4] == ["("]
+        ):
+            close = _closing(texts, index + 3)
+            arguments = _arguments(texts[index + 4 : close], gaps[index + 4 : close])
+            if kind == "filter" and len(arguments) == 2:
+                step = f"_pick({arguments[1]})"
+            elif kind == "map" and len(arguments) == 2:
+                step = f"_keep([{arguments[1]}])"
+            elif kind == "map" and len(arguments) == 3:
+                step = f"_keep(({arguments[1]}) ? [{arguments[2]}] : [])"
+            else:
+                index += 1
+                continue
+            name = f"_walk{len(walks)}"
+            program = cel.compile(f"{receiver}.exists({arguments[0]}, {step})")
+            walks.append(Walk(name, receiver, program))
+            texts[index : close + 1] = [name]
+            gaps[index : close + 1] = [gaps[index]]
+            continue
+        index += 1
+    receivers = {walk.receiver for walk in walks}
+    walks = [
+        dataclasses.replace(walk, counted=True)
+        if walk.name not in receivers and _only_sized(texts, gaps, walk.name)
+        else walk
+        for walk in walks
+    ]
+    return "".join(gap + text for gap, text in zip(gaps, texts, strict=True)), tuple(walks)
+
+
+def _only_sized(texts: list[str], gaps: list[str], name: str) -> bool:
+    """Whether the expression reads `name` only as `name.size()` or `size(name)`; if so, each
+    such read is made `name` alone (the walk then gives the size)."""
+    places = [index for index, text in enumerate(texts) if text == name]
+    spans = []
+    for index in places:
+        if texts[index + 1 : index + 5] == [".", "size", "(", ")"]:
+            spans.append((index, index + 5))
+        elif (
+            texts[index - 2 : index] == ["size", "("]
+            and texts[index + 1 : index + 2] == [")"]
+            and (index < 3 or texts[index - 3] != ".")
+        ):
+            spans.append((index - 2, index + 2))
+        else:
+            return False
+    for start, end in reversed(spans):
+        texts[start:end] = [name]
+        gaps[start:end] = [gaps[start]]
+    return True
+
+
+def _closing(texts: list[str], opening: int) -> int:
+    depth = 0
+    for index in range(opening, len(texts)):
+        if texts[index] in _OPENING:
+            depth += 1
+        elif texts[index] in _CLOSING:
+            depth -= 1
+            if depth == 0:
+                return index
+    raise ExpressionError("unbalanced brackets")
+
+
+def _arguments(texts: list[str], gaps: list[str]) -> list[str]:
+    """A macro's arguments as written, split at its own commas."""
+    arguments = [""]
+    depth = 0
+    for text, gap in zip(texts, gaps, strict=True):
+        if text == "," and depth == 0:
+            arguments.append("")
+            continue
+        depth += (text in _OPENING) - (text in _CLOSING)
+        arguments[-1] += gap + text
+    return [argument.strip() for argument in arguments]
 
 
 def _check_walks(source: str) -> tuple[set[str], set[str]]:
@@ -169,11 +314,52 @@ def _check_walks(source: str) -> tuple[set[str], set[str]]:
     return bound, names
 
 
-def context(values: Mapping[str, Any]) -> Any:
-    """The activation's values as CEL holds them, converted once for every rule."""
-    import cel
+class Activation:
+    """The values every rule reads, converted to CEL once, and the walks' results as rules fill them.
 
-    return cel.Context(dict(values))
+    The calls are the top-level `_calls` (rules read them as `plan.calls`, rewritten at load), so
+    walking them does not copy them out of `plan` first."""
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        import cel
+
+        plan = dict(values["plan"])
+        calls = plan.pop("calls", [])
+        self._lists: dict[str, list[Any]] = {"_calls": calls}
+        self._walked: list[Any] = []
+        self._position = 0
+        self._kept: list[Any] = []
+        functions = {"_pick": self._pick, "_keep": self._keep}
+        self.context = cel.Context({**values, "plan": plan, "_calls": calls}, functions)
+
+    def walk(self, walk: Walk) -> None:
+        """Run `walk` and give the rules its result under its name."""
+        self._walked = self._lists[walk.receiver]
+        self._position = 0
+        self._kept = []
+        walk.program.execute(self.context)  # every step answers false: the walk visits every value
+        self._lists[walk.name] = self._kept
+        self.context.add_variable(walk.name, len(self._kept) if walk.counted else self._kept)
+
+    def _pick(self, keep: object) -> bool:
+        """A filter's step: keep the value walked (the one this is the `_position`-th call for:
+        a value whose condition raised makes the walk raise, so none is skipped unnoticed)."""
+        if not isinstance(keep, bool):
+            raise TypeError(f"a filter's condition gave {type(keep).__name__}, not true or false")
+        if keep:
+            self._kept.append(self._walked[self._position])
+        self._position += 1
+        return False
+
+    def _keep(self, values: list[Any]) -> bool:
+        """A map's step: the value it made (none where a three-argument map's condition is false)."""
+        self._kept.extend(values)
+        return False
+
+
+def context(values: Mapping[str, Any]) -> Activation:
+    """The activation's values as CEL holds them, converted once for every rule."""
+    return Activation(values)
 
 
 def _parse_message(error: Exception) -> str:
@@ -186,6 +372,7 @@ def _parse_message(error: Exception) -> str:
 
 def _first_line(error: Exception) -> str:
     text = str(error).strip() or type(error).__name__
+    text = text.rsplit("Python function call failed: ", 1)[-1]  # a walk's own step said why
     if isinstance(error, KeyError):
         text = f"no field {text}"
     return _clip(text.splitlines()[0])

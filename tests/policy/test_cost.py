@@ -7,6 +7,9 @@ service answers other requests while an evaluation runs. Walks over the calls ar
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,11 +21,13 @@ import pytest
 
 from reviewer.plan.proposal import scan_proposal
 from reviewer.policy.bounded import PolicyEvaluator, RuleOutcome, fail_closed
+from reviewer.policy.expressions import EvaluationError, compile_expression, context
 from reviewer.policy.file import parse_policy
 from reviewer.policy.quorum import Requirement
 from reviewer.policy.verdict import evaluate, needs
 from tests.queue_harness import Service, body, proposal, unique_id
 
+REVIEWER = [sys.executable, "-m", "reviewer"]
 SLOW = "plan.calls.exists(c, c.args.items.map(i, i).size() < 0)"
 """Quadratic in the items of one call's list (`map` over anything but the calls builds its list by
 copying it at each step): 20,000 items take minutes, far past any deadline below."""
@@ -84,16 +89,16 @@ def test_rules_the_deadline_cut_short_ask_what_they_ask_and_a_reject_asks_the_st
     policy = parse_policy(POLICY)
     plan = scan_proposal(body(slow_plan(10)))
     decided = {0: RuleOutcome(True, None, 0.01)}
-    verdict = fail_closed(policy, plan, decided, "not decided within the 5 s deadline", signing=True)
+    verdict = fail_closed(policy, plan, decided, "not decided within the 10 s deadline", signing=True)
     # `slow` asks 3 by alice, bob, carol; `slow reject` the strictest quorum of the file (3), signed
     assert verdict.requirement == Requirement(3, True, (("alice", "bob", "carol"),))
     assert verdict.outcome == "human"
     errors = {match.rule: match.error for match in verdict.matched}
     assert errors == {
         "updates": None,
-        "slow": "not decided within the 5 s deadline",
-        "slow reject": "not decided within the 5 s deadline",
-        "slow approve": "not decided within the 5 s deadline",
+        "slow": "not decided within the 10 s deadline",
+        "slow reject": "not decided within the 10 s deadline",
+        "slow approve": "not decided within the 10 s deadline",
     }
     failed = "rule `slow` failed, rule `slow reject` failed, rule `slow approve` failed"
     assert needs(verdict) == f"needs 3 approvals, signed, by alice, bob, carol: rule `updates`; {failed}"
@@ -168,3 +173,123 @@ def test_a_plan_past_the_deadline_needs_the_strict_requirement_and_the_queue_ser
     errors = {rule["rule"]: rule.get("error") for rule in policy["rules"]}
     assert errors["slow"] == "not decided within the 2 s deadline"
     assert errors["updates"] is None
+
+
+EQUIVALENT = [
+    "plan.calls.map(c, c.tool).size() > 3",
+    'plan.calls.filter(c, c.effect == "create").size() == 6',
+    'size(plan.calls.filter(c, c.effect == "create")) == 6',
+    "plan.calls.map(c, c.args).exists(a, a.amount > 100)",
+    'plan.calls.map(c, c.args).filter(a, a.currency == "USD").map(a, a.amount).exists(x, x == 80)',
+    'plan.calls.filter(c, c.effect == "delete").all(c, c.seq % 2 == 1)',
+    'plan.calls.map(c, c.effect == "create", c.seq).size() == 6',
+    'plan.calls.map(c, c.effect == "create", c.seq)[1] == 2',
+    "plan.calls.filter(c, c.args.amount > 50 && c.args.amount < 90)[0].seq == 6",
+    '"b" in plan.calls.map(c, c.tool)',
+    "plan.calls.map(c, c.tool) == plan.calls.map(c, c.tool)",
+    'size(plan.calls) == 12 && plan.calls[3].tool == "a" && plan.calls.exists(c, c.path.endsWith("/11"))',
+    'plan.calls.filter(c, c.path.contains(", )")).size() == 0 // ).filter(',
+    "plan.calls.exists_one(c, c.seq == 3) && plan.calls.map(x, 1.5).size() == 12",
+]
+FAILING = [
+    'plan.calls.filter(c, c.args.odd == "5").size() > 0',  # a call without the field
+    "plan.calls.filter(c, c.seq).size() > 0",  # a condition that is not true or false
+    "plan.calls.map(c, c.args.amount / (c.seq - 3)).size() > 0",  # division by zero
+]
+
+
+def small_plan() -> dict[str, Any]:
+    calls = [
+        {
+            "seq": seq,
+            "tool": "abc"[seq % 3],
+            "effect": ("create", "delete")[seq % 2],
+            "path": f"/v1/x/{seq}",
+            "args": {
+                "amount": seq * 10,
+                "currency": "EUR" if seq % 4 else "USD",
+                **({"odd": 5} if seq == 7 else {}),
+            },
+        }
+        for seq in range(12)
+    ]
+    return {
+        "plan": {"calls": calls, "counts": {"create": 6}},
+        "environment": None,
+        "alarms": [],
+        "target": {},
+    }
+
+
+@pytest.mark.parametrize("source", EQUIVALENT + FAILING)
+def test_walks_over_the_calls_answer_as_the_binding_does_and_build_their_lists_once(source: str) -> None:
+    """A `map` or `filter` over the calls is taken out of the rule (the binding builds its list by
+    copying it at every step) and gives what the binding gives on the rule as written, or fails."""
+    import cel
+
+    values = small_plan()
+    try:
+        expected: object = cel.compile(source).execute(cel.Context(values))
+    except Exception:
+        expected = EvaluationError
+    expression = compile_expression(source)
+    walks = source.split("//")[0].count(".map(") + source.split("//")[0].count(".filter(")
+    assert len(expression.walks) == walks, "a map or filter over the calls was left to the binding"
+    assert ".map(" not in expression.program.source.replace(" ", "")
+    assert ".filter(" not in expression.program.source.replace(" ", "")
+    try:
+        answer: object = expression.evaluate(context(values))
+    except EvaluationError:
+        answer = EvaluationError
+    assert answer == expected
+
+
+def test_policy_check_times_each_rule_on_a_made_up_plan_and_warns_of_one_past_the_deadline(
+    tmp_path: Path,
+) -> None:
+    from reviewer.plan.proposal import MAX_CALLS
+    from reviewer.policy.commands import LARGEST_PLAN, made_up_plan
+
+    assert LARGEST_PLAN == MAX_CALLS
+    assert [call.effect for call in scan_proposal(made_up_plan(5)).calls] == [
+        "update",
+        "delete",
+        "read",
+        "other",
+        "create",
+    ]
+    policy = tmp_path / "policy.toml"
+    policy.write_text(POLICY.split('[[rules]]\nname = "slow approve"')[0].replace("c.args.items", "[c.tool]"))
+    checked = subprocess.run(
+        [*REVIEWER, "policy", "check", str(policy), "--calls", "300", "--deadline", "60"],
+        capture_output=True,
+        text=True,
+    )
+    assert checked.returncode == 0, checked.stderr
+    assert "cost on a made-up plan of 300 calls, deadline 60 s: the plan's values " in checked.stdout
+    for rule in ("updates", "slow", "slow reject"):
+        assert re.search(rf"^  rule '{rule}': [0-9.]+ s$", checked.stdout, re.M), checked.stdout
+    assert checked.stderr == ""
+    late = subprocess.run(
+        [*REVIEWER, "policy", "check", str(policy), "--calls", "300", "--deadline", "0.000001"],
+        capture_output=True,
+        text=True,
+    )
+    assert late.returncode == 0, late.stderr
+    for rule in ("updates", "slow", "slow reject"):
+        assert (
+            f"warning: rule '{rule}' did not finish within the 1e-06 s deadline on 300 calls; "
+            "the queue would ask at least what it asks of every such plan"
+        ) in late.stderr
+
+
+def test_a_walk_read_only_for_its_size_gives_the_size_and_converts_nothing_back() -> None:
+    counted = compile_expression(
+        'size(plan.calls.filter(c, c.effect == "delete")) > 10 || plan.calls.map(c, c).size() > 1'
+    )
+    assert [walk.counted for walk in counted.walks] == [True, True]
+    assert counted.program.source == "_walk0 > 10 || _walk1 > 1"
+    listed = compile_expression(
+        'plan.calls.filter(c, c.effect == "delete").size() > 10 && "t" in plan.calls.map(c, c.tool)'
+    )
+    assert [walk.counted for walk in listed.walks] == [True, False]
