@@ -2,7 +2,8 @@
 policy file (its CEL rules), docs/notifications.md's Slack-and-pager line (each service replaced by a
 receiver on loopback: Apprise's `json://` for Slack, a webhook for the pager, its event filter kept)
 and a signed webhook for every event with the secret file made by the page's own command; on SQLite,
-and on PostgreSQL with two replicas. The README's Python agent runs through to `executed`.
+and on PostgreSQL with two replicas. The README's Python agent runs through to `executed`, and a plan
+whose dry run kept writes is rejected by the policy's CEL rule.
 
 It asserts what a team relies on: the run ends executed with its report stored; each target gets
 exactly its events, each once under its delivery id, the webhook's checked by the page's Stripe
@@ -37,15 +38,15 @@ from reviewer.sample_api.server import RunningSampleApi
 from reviewer.service.databases import open_store
 from tests.adapters.test_readme_example import shortest_example
 from tests.agent.helpers import received, reviewer_decides_next
-from tests.queue_harness import Service, reviewer_command, start_together
+from tests.queue_harness import Service, proposal, reviewer_command, start_together, unique_id
 from tests.service.notifications.receiver import Arrival, Receiver
 from tests.service.postgres import Cluster
 
 pytest.importorskip("apprise", reason="the notify extra: pip install 'reviewer[notify]'")
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-EVERY_EVENT = ["proposal.waiting", "proposal.decided", "run.ended"]
-"""What one approved run of the README's agent makes happen, in order."""
+EVENTS = ["proposal.waiting", "proposal.decided", "run.ended", "proposal.decided"]
+"""What happens: the README's agent's approved run, then a plan the policy rejects."""
 
 
 def block(page: str, starting_with: str, language: str = "") -> str:
@@ -105,6 +106,18 @@ def run_the_readme_agent(
         agent.kill()
     assert agent.returncode == 0, errors
     return decided.proposal_id, output + errors
+
+
+def submit_a_plan_whose_dry_run_kept_writes(queue: str, token: str) -> None:
+    """A plan whose dry run the API did not honour, as an agent without the Python gate (which
+    refuses to send one) submits it: the policy's `kept writes` rule rejects it at once."""
+    document = proposal(unique_id("kept"))
+    document["dry_run"] = {"via": "server", "write_requests": 2, "writes_kept": 1}
+    with httpx.Client(base_url=queue, headers={"Authorization": f"Bearer {token}"}) as agent:
+        answer = agent.post("/v1/proposals", json=document)
+        assert answer.status_code == 201 and answer.json()["state"] == "rejected", answer.text
+        state = agent.get(f"/v1/proposals/{document['proposal_id']}/decision").json()
+    assert state["decided_by"] == "policy:kept writes", state
 
 
 def notify_list(db: str) -> list[list[str]]:
@@ -184,10 +197,11 @@ def test_the_documented_production_setup_runs_the_readme_agent_to_executed(
         assert state["state"] == "executed" and state["decided_by"] == "alice"
         assert (run["ended"], len(run["calls"])) == ("completed", 1)
         assert [entry["query"] for entry in received(sample_api)] == [{"dryRun": "All"}, {}]
+        submit_a_plan_whose_dry_run_kept_writes(services[-1].url, tokens["my-agent"])
 
-        wait_for_delivered(db, 2 * len(EVERY_EVENT))
+        wait_for_delivered(db, 2 * len(EVENTS))
         rows = notify_list(db)
-        assert [row[4] for row in rows] == ["delivered"] * 2 * len(EVERY_EVENT), rows
+        assert [row[4] for row in rows] == ["delivered"] * 2 * len(EVENTS), rows
         assert not any(row[3].startswith(f"http://127.0.0.1:{receivers['pager'].port} ") for row in rows), (
             "the pager gets only run.unknown and proposal.reminder"
         )
@@ -197,11 +211,11 @@ def test_the_documented_production_setup_runs_the_readme_agent_to_executed(
 
     # Each target got exactly its events, once per delivery id; the pager none of these.
     arrived = receivers["webhook"].accepted()
-    assert once_each(arrived) == sorted(EVERY_EVENT)
+    assert once_each(arrived) == sorted(EVENTS)
     chat_titles = sorted(
         json.loads(arrival.body)["title"].split(":")[0] for arrival in receivers["chat"].accepted()
     )
-    assert chat_titles == ["Approved by alice", "Run completed", "Waiting for review"]
+    assert chat_titles == ["Approved by alice", "Rejected by policy", "Run completed", "Waiting for review"]
     assert receivers["pager"].arrivals == []
 
     # The webhook's deliveries pass the page's Stripe check with the secret the page says to read.
@@ -210,7 +224,13 @@ def test_the_documented_production_setup_runs_the_readme_agent_to_executed(
     secret = secret_file.read_text().strip()
     for arrival in arrived:
         event = namespace["verified_event"](arrival.body, arrival.headers["reviewer-signature"], secret)
-        assert event["id"] == arrival.delivery and event["proposal_id"] == proposal_id
+        assert event["id"] == arrival.delivery
+    assert sorted(
+        arrival.document["decided_by"] for arrival in arrived if arrival.event == "proposal.decided"
+    ) == [
+        "alice",
+        "policy:kept writes",
+    ]
     ended = next(arrival.document for arrival in arrived if arrival.event == "run.ended")
     assert (ended["ended"], ended["calls_sent"], ended["calls_kept"]) == ("completed", 1, 1)
 

@@ -48,10 +48,10 @@ def hide(text: str, replacements: list[tuple[str, str]]) -> str:
 
 def hide_urls_in_logs(urls: Iterable[str]) -> None:
     """From now on, every log record of this process shows none of `urls`' secret parts."""
-    replacements: list[tuple[str, str]] = []
-    for url in urls:
-        replacements.append((url, target_name(url)))
-        replacements.extend((part, "***") for part in secret_parts(url))
+    chosen = list(urls)
+    # Whole URLs first: a token one URL shares with another must not break the other's match.
+    replacements = [(url, target_name(url)) for url in chosen]
+    replacements += [(part, "***") for url in chosen for part in secret_parts(url)]
     if not replacements:
         return
     previous = logging.getLogRecordFactory()
