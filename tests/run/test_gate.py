@@ -70,9 +70,28 @@ async def test_a_path_that_leaves_the_api_is_refused_and_not_sent(
     gate: tuple[httpx.AsyncClient, HttpGate, Recording], api_server: RunningSampleApi, path: str
 ) -> None:
     child, _, recording = gate
-    answer = await child.send(child.build_request("POST", httpx.URL(child.base_url, raw_path=path.encode())))
+    under_secret = child.base_url.raw_path.rstrip(b"/") + path.encode()
+    answer = await child.send(child.build_request("POST", httpx.URL(child.base_url, raw_path=under_secret)))
     assert answer.status_code in (400, 404)
     assert recording.calls == [] and api_server.store.request_log == []
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("guess", ["none", "wrong", "longer", "shorter", "upper"])
+async def test_a_request_without_the_runs_secret_gets_403_and_reaches_nothing(
+    gate: tuple[httpx.AsyncClient, HttpGate, Recording], api_server: RunningSampleApi, guess: str
+) -> None:
+    child, http_gate, recording = gate
+    real = child.base_url.raw_path.rstrip(b"/").decode()
+    path = {"none": "", "wrong": "/wrong", "longer": real + "x", "shorter": real[:-1], "upper": real.upper()}[
+        guess
+    ]
+    for method in ("GET", "POST"):
+        url = httpx.URL(child.base_url, raw_path=f"{path}/v1/tickets".encode())
+        answer = await child.send(child.build_request(method, url, json={"title": "x"}))
+        assert answer.status_code == 403, path
+    assert recording.calls == [] and api_server.store.request_log == [] and http_gate.late_requests == []
+    assert (await child.get("/v1/tickets")).status_code == 200
 
 
 @pytest.mark.anyio

@@ -86,3 +86,26 @@ def test_the_child_gets_the_gate_and_none_of_the_secrets() -> None:
         "REVIEWER_API_URL": "http://127.0.0.1:5",
         "REVIEWER_PROPOSAL_ID": "p-1",
     }
+
+
+def test_a_copy_of_a_prefixed_secret_under_another_name_is_withheld() -> None:
+    """`Bearer env:API_TOKEN`: the header is `Bearer s3cret`, but what must not reach the child is the
+    secret itself, wherever it is, and a copy of the agent token too."""
+    environ = {
+        "PATH": "/bin",
+        "API_TOKEN": "s3cret-value",
+        "ALSO_THE_TOKEN": "s3cret-value",
+        "IN_A_URL": "https://user:s3cret-value@api.example",
+        "REVIEWER_AGENT_TOKEN": "agent-token-value",
+        "AGENT_COPY": "agent-token-value",
+        "SSH_AUTH_SOCK": "/tmp/ssh-x/agent.1",
+    }
+    credentials = read_credentials(["Authorization: Bearer env:API_TOKEN"], environ)
+    environment = child_environment(
+        environ,
+        api_url="http://127.0.0.1:5/secret",
+        proposal_id="p-1",
+        withheld=credentials.from_env,
+        secrets=credentials.secrets,
+    )
+    assert sorted(environment) == ["PATH", "REVIEWER_API_URL", "REVIEWER_PROPOSAL_ID"]
