@@ -3,9 +3,12 @@ match, and whether a human decides, the policy rejects, or the policy approves.
 
 One activation is built per proposal in one pass over its calls (counts always; the calls themselves
 only when a rule reads them, their arguments only when a rule reads those), converted to CEL once,
-and every compiled rule runs against it. A rule that raises fails closed: the plan needs a human,
-and the verdict says which rule and why. The strictest answer wins: any reject rejects, a human is
-needed unless every matching rule approves and the environment allows approval by policy.
+and every compiled rule runs against it. A rule that raises fails closed, never asking less than it
+asks when it matches (an agent can make a rule throw: a string where a number was, a missing field):
+a rule asking approvals, signatures or reviewers asks them all; a reject rule rejects; an approve rule
+leaves the plan to a human. The verdict says which rule failed and why. The strictest answer wins:
+any reject rejects, a human is needed unless every matching rule approves and the environment allows
+approval by policy.
 """
 
 from __future__ import annotations
@@ -27,9 +30,13 @@ ENVIRONMENT_ALARMS = ("environment_mismatch", "environment_lookalike", "environm
 """Alarms of where a plan runs, beside the analysis's (`reviewer.reading.analysis.ALARM_NAMES`)."""
 
 
+FAILED_ERROR_LENGTH = 160
+"""How much of a failed rule's error the one-line summary quotes (`policy explain` shows it whole)."""
+
+
 @dataclass(frozen=True)
 class RuleMatch:
-    """A rule whose `when` held, what it asks, or the error it raised (then it asks for a human)."""
+    """A rule whose `when` held, what it asks, or the error it raised (then it asks as if it held)."""
 
     rule: str
     asks: str
@@ -75,12 +82,19 @@ def needs(verdict: Verdict) -> str:
         for match in verdict.matched
         if match.error is None and not match.asks.startswith("approves")
     ]
-    failing = [match.rule for match in verdict.matched if match.error is not None]
+    failing = [match for match in verdict.matched if match.error is not None]
     if asking:
         text += ": " + ", ".join(f"rule `{name}`" for name in asking)
     if failing:
-        text += "; " + ", ".join(f"rule `{name}` failed" for name in failing)
+        text += "; " + ", ".join(
+            f"rule `{match.rule}` failed ({_clipped(match.error)}), so it asks as if it held"
+            for match in failing
+        )
     return text
+
+
+def _clipped(error: str | None) -> str:
+    return (error or "")[:FAILED_ERROR_LENGTH]
 
 
 def resolve_environment(
@@ -232,15 +246,18 @@ def evaluate(
     approving: list[PolicyRule] = []
     human = False
     for rule in policy.rules:
+        failure: str | None = None
         try:
             holds = rule.when.evaluate(values)
         except EvaluationError as error:
-            matched.append(RuleMatch(rule.name, "needs a human (the rule failed)", str(error)))
-            human = True
-            continue
+            holds, failure = True, str(error) or type(error).__name__
         if not holds:
             continue
-        matched.append(RuleMatch(rule.name, rule.asks()))
+        if failure is not None and rule.approve:
+            matched.append(RuleMatch(rule.name, "needs a human (an approving rule that failed)", failure))
+            human = True
+            continue
+        matched.append(RuleMatch(rule.name, rule.asks(), failure))
         if rule.reject is not None:
             rejecting = rejecting or rule
         elif rule.approve:
@@ -254,7 +271,13 @@ def evaluate(
         allow_policy_approval=environment.allow_policy_approval,
     )
     if rejecting is not None:
-        return Verdict(name, requirement, "reject", f"policy:{rejecting.name}", rejecting.reject, **common)  # type: ignore[arg-type]
+        reason = rejecting.reject
+        failed = next(
+            (match.error for match in matched if match.rule == rejecting.name and match.error), None
+        )
+        if failed is not None:
+            reason = f"{reason} (the rule failed to evaluate, {failed[:FAILED_ERROR_LENGTH]}, so it rejects)"
+        return Verdict(name, requirement, "reject", f"policy:{rejecting.name}", reason, **common)  # type: ignore[arg-type]
     can_sign = signing or not requirement.signatures
     if approving and not human and not environment_alarms and environment.allow_policy_approval and can_sign:
         return Verdict(name, requirement, "approve", f"policy:{approving[0].name}", **common)  # type: ignore[arg-type]
