@@ -12,11 +12,9 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Final, Literal
 
-from reviewer.policy.names import skeleton
+from reviewer.policy.names import folded
 
 MAX_APPROVALS: Final = 20
-_DIGIT_LETTERS: Final = str.maketrans("0123456789", "olzeasgtbg")
-"""The letter each digit passes for in a name (`a1ice`, `b0b`)."""
 _SEPARATORS: Final = str.maketrans("", "", "._-")
 
 
@@ -24,7 +22,7 @@ def person(name: str) -> str:
     """Who a token name stands for: names that differ only by case, `.`, `_` or `-`, a digit for the
     letter it passes for, or a look-alike character (`agent1.`, `Agent_l`, `b0b`) are one person,
     who may approve once and is never both an agent and a reviewer."""
-    return skeleton(name.translate(_DIGIT_LETTERS)).translate(_SEPARATORS)
+    return folded(name).translate(_SEPARATORS)
 
 
 @dataclass(frozen=True)

@@ -19,14 +19,20 @@ from typing import Any, Literal
 
 import msgspec
 
+from reviewer.plan.hosts import destination
 from reviewer.plan.proposal import CallList, Effect, Proposal
 from reviewer.policy.expressions import EvaluationError, context
 from reviewer.policy.file import Environment, Policy, PolicyRule
-from reviewer.policy.names import skeleton
+from reviewer.policy.names import folded
 from reviewer.policy.quorum import Requirement
 from reviewer.reading.analysis import Analysis
 
-ENVIRONMENT_ALARMS = ("environment_mismatch", "environment_lookalike", "environment_unowned")
+ENVIRONMENT_ALARMS = (
+    "environment_mismatch",
+    "environment_lookalike",
+    "environment_unowned",
+    "environment_other_port",
+)
 """Alarms of where a plan runs, beside the analysis's (`reviewer.reading.analysis.ALARM_NAMES`)."""
 
 
@@ -107,11 +113,13 @@ def resolve_environment(
     """
     alarms: list[tuple[str, str]] = []
     owner = policy.owning(base_url)
+    if owner is None and base_url is not None:
+        alarms.extend(_owned_host_elsewhere(policy, base_url))
     named = policy.named(written)
     if written is not None and named is not None and written.strip().casefold() != named.name.casefold():
         alarms.append(("environment_lookalike", f"environment {written!r} passes for {named.name!r}"))
     if owner is not None:
-        if written is not None and skeleton(written) != skeleton(owner.name):
+        if written is not None and folded(written) != folded(owner.name):
             alarms.append(
                 (
                     "environment_mismatch",
@@ -130,6 +138,28 @@ def resolve_environment(
             )
         return named, alarms
     return policy.default, alarms
+
+
+def _owned_host_elsewhere(policy: Policy, base_url: str) -> list[tuple[str, str]]:
+    """An alarm for a base URL whose host an environment owns, reached on a scheme or port it does
+    not own (`http://api.prod.example:8443` beside `https://api.prod.example/*`)."""
+    try:
+        reached = destination(base_url)
+    except ValueError:
+        return []
+    door = (reached.scheme, reached.port)
+    return [
+        (
+            "environment_other_port",
+            f"its host {reached.host} is {environment.name}'s, but {reached.scheme} on port {reached.port} "
+            f"is not in {environment.name}'s base URLs",
+        )
+        for environment in policy.environments.values()
+        if any(
+            pattern.owns_host(reached.host) and (pattern.scheme, pattern.port) != door
+            for pattern in environment.base_urls
+        )
+    ][:1]
 
 
 class _RequestHead(msgspec.Struct):

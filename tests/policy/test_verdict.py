@@ -75,11 +75,33 @@ def test_look_alike_and_missing_names_with_a_production_base_url_get_production(
     assert verdict.environment == "production" and verdict.requirement.approvals == 2
 
 
-@pytest.mark.parametrize("written", ["prоduction", "produ\u200bction", "ｐｒｏｄｕｃｔｉｏｎ"])
+@pytest.mark.parametrize(
+    "written",
+    [
+        "prоduction",
+        "produ\u200bction",
+        "ｐｒｏｄｕｃｔｉｏｎ",
+        "PRODUCTİON",
+        "prŏduction",
+        "pr0duction",
+        "pr0ducti0n",
+    ],
+)
 def test_a_look_alike_name_without_a_base_url_gets_production_and_is_flagged(written: str) -> None:
     verdict = evaluate(parse_policy(POLICY), plan(None, written))
     assert verdict.environment == "production" and verdict.requirement.approvals == 2
     assert [name for name, _ in verdict.alarms] == ["environment_lookalike"]
+
+
+@pytest.mark.parametrize(
+    "base_url",
+    ["http://api.prod.example/v1", "https://api.prod.example:8443/v1", "https://API.prod.example.:444/v1"],
+)
+def test_a_production_host_on_another_scheme_or_port_is_an_alarm(base_url: str) -> None:
+    verdict = evaluate(parse_policy(POLICY), plan(base_url, None, effect="create"))
+    assert verdict.environment is None
+    assert [name for name, _ in verdict.alarms] == ["environment_other_port"]
+    assert "api.prod.example is production's" in verdict.alarms[0][1]
 
 
 def test_a_plan_that_matches_nothing_gets_the_default() -> None:
