@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from reviewer.run.sandbox import namespace_prefix
-from tests.run.conftest import API_TOKEN, ROOT, Queue, SampleApi
+from tests.run.conftest import API_TOKEN, ROOT, Queue, SampleApi, run_arguments
 
 HOSTILE = str(Path(__file__).with_name("hostile.py"))
 NOBODY = 65534
@@ -115,26 +115,14 @@ def run_as_nobody(
         "REVIEWER_AGENT_TOKEN": queue.agent_token,
         "PYTHONDONTWRITEBYTECODE": "1",
     }
-    arguments = [
-        *AS_NOBODY,
-        "timeout",
-        "120",
-        python,
-        "-m",
-        "reviewer",
-        "run",
-        "--api",
-        api.url,
-        "--queue",
-        queue.url,
-        "--api-header",
-        "Authorization: Bearer env:API_TOKEN",
+    arguments = [*AS_NOBODY, "timeout", "120", python, "-m", "reviewer"] + run_arguments(
+        queue,
+        api,
         "--api-header",
         f"X-Extra: file:{operator.credential_file}",
         *options,
-        "--",
-        *command,
-    ]
+        command=command,
+    )
     return subprocess.run(
         arguments, capture_output=True, text=True, env=environment, cwd=operator.home, timeout=180
     )

@@ -73,6 +73,15 @@ def identity(store: QueueStore, name: str, role: str) -> Identity:
     return found
 
 
+def quorum_of_two(database: str, clock: Clock) -> QueueStore:
+    """A fresh store whose policy asks two approvals of every plan."""
+    from reviewer.policy.file import Environment, Policy
+    from reviewer.policy.quorum import Requirement
+
+    policy = Policy(default=Environment("default", Requirement(approvals=2)))
+    return open_store(database, clock=clock, pending_ttl=600, approval_ttl=60, policy=policy, create=True)
+
+
 def submission(proposal_id: str, revision: int = 1, digest: str | None = None) -> Submission:
     plan_sha256 = digest or f"{revision:064x}"
     return Submission(proposal_id, revision, plan_sha256, "title", "agent-x", 2, b'{"plan": true}')
@@ -381,19 +390,10 @@ def test_a_quorum_of_two_and_reviewers_keys_on_either_database(
     belongs to one reviewer at a time."""
     import subprocess
 
-    from reviewer.policy.file import Environment, Policy
-    from reviewer.policy.quorum import Requirement
     from reviewer.service.errors import AlreadyApproved
     from reviewer.signing.sshsig import PublicKey
 
-    store = open_store(
-        database,
-        clock=clock,
-        pending_ttl=600,
-        approval_ttl=60,
-        policy=Policy(default=Environment("default", Requirement(approvals=2))),
-        create=True,
-    )
+    store = quorum_of_two(database, clock)
     try:
         agent = identity(store, "agent", "agent")
         alice = identity(store, "alice", "reviewer")
@@ -487,17 +487,8 @@ def test_revoking_a_token_withdraws_its_pending_approvals_on_either_database(
 ) -> None:
     """As removing a key does: bob approved, then his token was revoked, so carol's approval alone does
     not complete a quorum of two, and the history says why."""
-    from reviewer.policy.file import Environment, Policy
-    from reviewer.policy.quorum import Requirement
 
-    store = open_store(
-        database,
-        clock=clock,
-        pending_ttl=600,
-        approval_ttl=60,
-        policy=Policy(default=Environment("default", Requirement(approvals=2))),
-        create=True,
-    )
+    store = quorum_of_two(database, clock)
     try:
         agent = identity(store, "agent", "agent")
         bob, carol = identity(store, "bob", "reviewer"), identity(store, "carol", "reviewer")
