@@ -109,3 +109,22 @@ def test_a_copy_of_a_prefixed_secret_under_another_name_is_withheld() -> None:
         secrets=credentials.secrets,
     )
     assert sorted(environment) == ["PATH", "REVIEWER_API_URL", "REVIEWER_PROPOSAL_ID"]
+
+
+def test_without_a_sandbox_run_refuses_unless_told_and_root_runs_command_as_nobody(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No bubblewrap here (hidden from PATH): an ordinary user is refused, told what --no-sandbox
+    costs; root falls back to running COMMAND as nobody; --no-sandbox runs it unsandboxed."""
+    from reviewer.run import sandbox
+
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None if name == "bwrap" else f"/usr/bin/{name}")
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
+    with pytest.raises(RunRefused, match="bubblewrap .* is not installed.*/proc/PID/environ.*--no-sandbox"):
+        sandbox.choose_sandbox({})
+    assert sandbox.choose_sandbox({}, allow_none=True) == sandbox.Sandbox("none")
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 0)
+    as_nobody = sandbox.choose_sandbox({})
+    assert as_nobody.kind == "another user"
+    assert as_nobody.wrap(["node", "agent.mjs"])[:2] == ["setpriv", "--reuid=65534"]
+    assert as_nobody.wrap(["node", "agent.mjs"])[-2:] == ["node", "agent.mjs"]
