@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 
 
@@ -96,7 +97,7 @@ def _run(options: argparse.Namespace) -> int:
     from reviewer.run.options import check_api_url, parse_dry_run_param, read_credentials
     from reviewer.run.runner import RunSettings, run
     from reviewer.run.sandbox import NO_SANDBOX_COST, choose_sandbox
-    from reviewer.run.sealed import make_undumpable, start_again_without, unsealed_environment
+    from reviewer.run.sealed import make_undumpable, scrub_initial_environment
 
     command = list(options.command)
     if command and command[0] == "--":
@@ -106,7 +107,7 @@ def _run(options: argparse.Namespace) -> int:
             raise RunRefused(
                 "name the agent's command after --, e.g. reviewer run --api URL -- node agent.mjs"
             )
-        environ = unsealed_environment()
+        environ = dict(os.environ)
         token = environ.get(AGENT_TOKEN_ENV)
         if not token:
             raise RunRefused(
@@ -118,8 +119,8 @@ def _run(options: argparse.Namespace) -> int:
                 raise RunRefused(f"{name} must be a positive number of seconds")
         credentials = read_credentials(options.api_header, environ)
         # No secret stays in this process's initial environment, and no process of this user may read it.
-        start_again_without(withheld_variables(environ, credentials.from_env, credentials.secrets), environ)
         make_undumpable()
+        scrub_initial_environment(withheld_variables(environ, credentials.from_env, credentials.secrets))
         sandbox = choose_sandbox(environ, credentials.from_files, allow_none=options.no_sandbox)
         if sandbox.kind == "none":
             print(f"reviewer run: --no-sandbox: {NO_SANDBOX_COST}", file=sys.stderr)

@@ -2,28 +2,26 @@
 
 - It is made non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`): its `/proc/PID/environ`, `mem` and the
   rest belong to root then, and no process of the same user may trace it.
-- Its initial environment holds no secret. `/proc/PID/environ` shows the environment a process was
-  started with, whatever it does to `os.environ` later; so when the secrets are in it, `reviewer run`
-  starts itself again (`execve`, the same process id) with an environment without them, and hands
-  them to its new self through a pipe, read once and closed.
+- Its initial environment holds no secret. `/proc/PID/environ` shows the memory the kernel put the
+  process's environment in when it started, whatever it does to `os.environ` later (unsetting a
+  variable only drops a pointer to it). So the secrets' entries are overwritten there with zeros, in
+  place, and taken out of `os.environ`, so nothing this process starts inherits them; the values
+  live on only in the mapping `reviewer run` hands to the gate.
 """
 
 from __future__ import annotations
 
 import ctypes
-import json
 import os
-import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Final
 
 from reviewer.run.errors import RunRefused
 
-SEALED_FD_ENV: Final = "REVIEWER_RUN_SEALED_FD"
-"""The pipe the secrets wait in, in the environment of the process started again."""
 _PR_SET_DUMPABLE: Final = 4
-_PIPE_CAPACITY: Final = 60_000
-"""Under Linux's 64 KiB pipe buffer: written whole before the exec, without a reader."""
+_ENV_START_FIELD: Final = 50
+"""`/proc/self/stat`'s fields 50 and 51 (counted from 1): where the initial environment lies."""
 
 
 def make_undumpable() -> None:
@@ -33,40 +31,24 @@ def make_undumpable() -> None:
         raise RunRefused(f"cannot make the gate non-dumpable: {os.strerror(ctypes.get_errno())}")
 
 
-def unsealed_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment `reviewer run` was given: its own, plus the secrets its earlier self moved into
-    the pipe (read and closed here, once)."""
-    environment = dict(os.environ if environ is None else environ)
-    if environ is None:
-        os.environ.pop(SEALED_FD_ENV, None)
-    descriptor = environment.pop(SEALED_FD_ENV, None)
-    if descriptor is None:
-        return environment
-    try:
-        with os.fdopen(int(descriptor), "rb") as pipe:
-            secrets = json.loads(pipe.read())
-    except (OSError, ValueError) as error:
-        raise RunRefused(f"cannot read the secrets back from {SEALED_FD_ENV}: {error}") from None
-    return {**environment, **secrets}
+def _initial_environment_span() -> tuple[int, int]:
+    stat = Path("/proc/self/stat").read_text()
+    # Fields after the command name (in parentheses, which may hold spaces) start at field 3.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    start = int(fields[_ENV_START_FIELD - 3])
+    return start, int(fields[_ENV_START_FIELD - 2])
 
 
-def start_again_without(names: Iterable[str], environment: Mapping[str, str]) -> None:
-    """When this process's initial environment holds any of `names`, replace the process by the same
-    command with an environment without them (their values wait in a pipe); else return."""
-    present = sorted(name for name in set(names) if name in os.environ)
-    if not present:
-        return
-    payload = json.dumps({name: environment[name] for name in present if name in environment}).encode()
-    if len(payload) > _PIPE_CAPACITY:
-        raise RunRefused(f"the secrets in the environment ({', '.join(present)}) are too long to hand on")
-    read_end, write_end = os.pipe()
-    try:
-        os.write(write_end, payload)
-    finally:
-        os.close(write_end)
-    os.set_inheritable(read_end, True)
-    clean = {name: value for name, value in os.environ.items() if name not in present}
-    clean[SEALED_FD_ENV] = str(read_end)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execve(sys.executable, sys.orig_argv, clean)
+def scrub_initial_environment(names: Iterable[str]) -> None:
+    """Overwrite each `NAME=value` entry of `names` in this process's initial environment with zeros,
+    and take them out of `os.environ`: neither `/proc/PID/environ` nor a process started from here
+    shows them again."""
+    hidden = {name.encode("utf-8", "surrogateescape") for name in names}
+    for name in hidden:
+        os.environ.pop(name.decode("utf-8", "surrogateescape"), None)
+    start, end = _initial_environment_span()
+    offset = 0
+    for entry in ctypes.string_at(start, end - start).split(b"\0"):
+        if entry.partition(b"=")[0] in hidden:
+            ctypes.memset(start + offset, 0, len(entry))
+        offset += len(entry) + 1

@@ -170,7 +170,7 @@ def test_without_the_sandbox_the_same_child_takes_the_credential_from_an_ancesto
 ) -> None:
     """What --no-sandbox costs, shown: the `timeout` wrapper's environment hands over the credential
     and the config folder the reviewer's login. The gate's own process shows nothing: it is not
-    dumpable, and it started itself again without the secrets in its environment."""
+    dumpable, and the secrets' entries in its initial environment were overwritten."""
     found = hostile_report(queue, sample_api, operator, "--no-sandbox")
     assert API_TOKEN in found["accepted"]["api"]
     assert operator.reviewer_token in found["accepted"]["queue"]
@@ -187,8 +187,8 @@ def test_without_the_sandbox_the_same_child_takes_the_credential_from_an_ancesto
 def test_the_gates_initial_environment_holds_no_secret(
     queue: Queue, sample_api: SampleApi, tmp_path: Path
 ) -> None:
-    """Read as root (who may read a non-dumpable process): /proc/PID/environ is the environment the
-    gate was started with again, without the credential or the agent token; its files are root's."""
+    """Read as root (who may read a non-dumpable process): /proc/PID/environ, the memory the gate's
+    environment was started in, no longer holds the credential or the agent token."""
     go = tmp_path / "go"
     os.mkfifo(go)
     process = subprocess.Popen(
