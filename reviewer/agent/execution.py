@@ -45,6 +45,7 @@ from reviewer.agent.http_values import CallAnswer, HttpRequest
 from reviewer.agent.runs import RecordedCall, running
 from reviewer.agent.tools import GatedTool, WriteTool, call_maybe_async, plain_result, spec_of
 from reviewer.plan.dry_run_params import without_dry_run_params
+from reviewer.plan.hosts import destination
 from reviewer.plan.matching import MISSING, FieldChange, match_call, plain
 from reviewer.plan.placeholders import ABSENT, field_of, from_results, placeholders_in, references_in, resolve
 from reviewer.plan.proposal import Call, Proposal, plan_sha256
@@ -111,12 +112,11 @@ def local_approval(proposal: Proposal, approved_by: str = "walkthrough (no queue
     return Approval(proposal, plan_sha256(proposal), approved_by)
 
 
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
 def _url_key(url: httpx.URL) -> tuple[str, str, int | None, str, bytes]:
-    """What makes two base URLs the same API: scheme, host and port (default or not), path, query."""
-    return (url.scheme, url.host, url.port or _DEFAULT_PORTS.get(url.scheme), url.path.rstrip("/"), url.query)
+    """What makes two base URLs the same API: where they reach (`reviewer.plan.hosts.destination`,
+    the one answer the policy and the review screen give too), path, query."""
+    reached = destination(str(url))
+    return (reached.scheme, reached.host, reached.port, url.path.rstrip("/"), url.query)
 
 
 def same_base_url(approved: str, given: httpx.URL | str) -> bool:

@@ -1,5 +1,9 @@
 """A base URL's host as it will be resolved, and what in it should stop a reviewer: look-alikes.
 
+`wire_host` and `destination` are the one answer to "which host does this URL reach": the policy
+(which environment owns a plan), the review screen (its alarms) and the executor (is a request still
+under the approved base URL) all ask them, so none of them can name a host the others do not.
+
 `target.base_url` is the one target field the executor enforces, so the reviewer must read the host
 the request will really go to, not the one the text seems to name. The host is shown as the
 executor's HTTP client (httpx) encodes it: IDNA, so `аpi.example.com` with a Cyrillic `а` reads
@@ -18,15 +22,55 @@ import re
 import socket
 from dataclasses import dataclass
 from typing import Final
+from urllib.parse import urlsplit
 
 import httpx
 import idna
 
 from reviewer.plan.sanitize import lookalike_identifier
 
+DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 _NUMERIC_LABEL: Final = re.compile(r"(0x[0-9a-f]*|[0-9]+)", re.IGNORECASE)
 _NAME: Final = re.compile(r"[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:.]+")
 """What a DNS name or an IP literal is made of; anything else in a host is a trick or a mistake."""
+
+
+def wire_host(host: str) -> str:
+    """The host as the executor's HTTP client puts it on the wire: lower case, each non-ASCII label in
+    IDNA 2008 after UTS 46 mapping (`straße` is `xn--strae-oqa`, not IDNA 2003's `strasse`; fullwidth
+    `ＡＰＩ` is `api`), `xn--` labels as written, and without the trailing dot DNS ignores
+    (`api.example.`). ValueError when the host has no such form."""
+    bare = host.strip()
+    bare = bare[:-1] if bare.endswith(".") else bare
+    if bare.isascii():
+        return bare.lower()
+    try:
+        return idna.encode(bare, uts46=True).decode("ascii")
+    except idna.IDNAError as error:
+        raise ValueError(f"the host {host!r} has no IDNA form: {error}") from None
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where a URL's requests go: its scheme, its `wire_host`, and its port (the scheme's default
+    when none is written)."""
+
+    scheme: str
+    host: str
+    port: int
+
+
+def destination(url: str) -> Destination:
+    """Where requests to `url` go, read as the executor's client (httpx) reads it: the host after any
+    `user@`; a host httpx refuses to encode (a fullwidth name) is read by the standard parser and
+    mapped by UTS 46, so its owner is still found. ValueError for a URL that does not parse."""
+    try:
+        parsed = httpx.URL(url.strip())
+        scheme, host, port = parsed.scheme, parsed.raw_host.decode("ascii"), parsed.port
+    except (httpx.InvalidURL, UnicodeError):
+        parts = urlsplit(url.strip())
+        scheme, host, port = parts.scheme, parts.hostname or "", parts.port
+    return Destination(scheme, wire_host(host), port or DEFAULT_PORTS.get(scheme, 0))
 
 
 @dataclass(frozen=True)
@@ -51,11 +95,14 @@ def read_host(base_url: str) -> HostReading:
     """The host of `base_url` as the executor's client will resolve it, with every alarm it deserves."""
     try:
         url = httpx.URL(base_url)
-        host = url.raw_host.decode("ascii")
-    except (httpx.InvalidURL, UnicodeError) as error:
-        return HostReading(
-            base_url, "", None, (f"the base URL does not parse ({error}); the executor refuses it",)
-        )
+        host = wire_host(url.raw_host.decode("ascii"))
+    except (httpx.InvalidURL, UnicodeError, ValueError) as error:
+        refused = f"the base URL does not parse ({error}); the executor refuses it"
+        try:
+            mapped = destination(base_url).host
+        except ValueError:
+            return HostReading(base_url, "", None, (refused,))
+        return HostReading(base_url, mapped, _unicode_host(mapped), (refused,))
     alarms: list[str] = []
     if not host:
         alarms.append("the base URL names no host")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from reviewer.policy.expressions import Expression, ExpressionError, compile_expression
-from reviewer.policy.names import BaseUrlPattern, skeleton
+from reviewer.policy.names import BaseUrlPattern, folded
 from reviewer.policy.quorum import MAX_APPROVALS, Requirement
 
 MAX_RULES: Final = 200
@@ -83,7 +83,8 @@ class PolicyRule:
 class Policy:
     default: Environment = Environment("default")
     environments: Mapping[str, Environment] = field(default_factory=dict)
-    """Keyed by the skeleton of each name (`reviewer.policy.names.skeleton`)."""
+    """Keyed by each name as read at a glance (`reviewer.policy.names.folded`: its confusable skeleton,
+    accents dropped, digits read as letters)."""
     rules: tuple[PolicyRule, ...] = ()
     sha256: str = hashlib.sha256(b"").hexdigest()
     """The digest of the file's text: a proposal evaluated under another digest is evaluated again."""
@@ -117,10 +118,10 @@ class Policy:
         return not self.environments and not self.rules
 
     def named(self, environment: str | None) -> Environment | None:
-        """The environment whose name `environment` is or passes for (same skeleton), or None."""
+        """The environment whose name `environment` is or passes for (same `folded` form), or None."""
         if environment is None:
             return None
-        return self.environments.get(skeleton(environment))
+        return self.environments.get(folded(environment))
 
     def requirement_for(self, environment: str | None) -> Requirement:
         """The requirement of the environment named `environment` (or passing for it), else `[default]`."""
@@ -202,7 +203,7 @@ def parse_policy(text: str, source: str = "policy") -> Policy:
         reader.fail(("environments",), "environments must be tables: [environments.NAME]")
         declared = {}
     for name, table in declared.items():
-        key = skeleton(name)
+        key = folded(name)
         if not key:
             reader.fail(("environments", name), "an environment needs a name")
             continue

@@ -18,7 +18,10 @@ from importlib import resources
 from typing import Final
 from urllib.parse import urlsplit
 
-_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+from reviewer.plan.hosts import DEFAULT_PORTS, destination, wire_host
+
+_DIGIT_LETTERS: Final = str.maketrans("0123456789", "olzeasgtbg")
+"""The letter each digit passes for in a name (`pr0duction`, `a1ice`)."""
 
 
 @cache
@@ -103,6 +106,13 @@ def _fold_and_map(text: str) -> str:
     return unicodedata.normalize("NFD", mapped)
 
 
+def folded(name: str) -> str:
+    """A name as one reads it at a glance: its `skeleton` after digits became the letters they pass
+    for and accents were dropped, so `PRODUCTİON`, `prŏduction` and `pr0duction` are `production`."""
+    decomposed = unicodedata.normalize("NFKD", name.translate(_DIGIT_LETTERS).casefold())
+    return skeleton("".join(character for character in decomposed if not unicodedata.combining(character)))
+
+
 @dataclass(frozen=True)
 class BaseUrlPattern:
     """`https://api.prod.example/*`: a scheme, a host (`*.prod.example` for any subdomain), an
@@ -119,7 +129,7 @@ class BaseUrlPattern:
     def parse(cls, text: str) -> BaseUrlPattern:
         """The pattern in `text`; ValueError saying what is wrong."""
         parts = urlsplit(text)
-        if parts.scheme not in _DEFAULT_PORTS:
+        if parts.scheme not in DEFAULT_PORTS:
             raise ValueError(f"{text!r}: a base URL pattern starts with https:// or http://")
         if parts.username is not None or parts.password is not None or parts.query or parts.fragment:
             raise ValueError(f"{text!r}: a base URL pattern has no user, query or fragment")
@@ -134,39 +144,29 @@ class BaseUrlPattern:
         if "*" in path:
             raise ValueError(f"{text!r}: a path pattern ends in /* or has no *")
         try:
-            port = parts.port or _DEFAULT_PORTS[parts.scheme]
+            port = parts.port or DEFAULT_PORTS[parts.scheme]
+            encoded = "*." + wire_host(host[2:]) if wildcard else wire_host(host)
         except ValueError as error:
             raise ValueError(f"{text!r}: {error}") from None
-        return cls(text, parts.scheme, _ascii_host(host), port, path.rstrip("/"), prefix)
+        return cls(text, parts.scheme, encoded, port, path.rstrip("/"), prefix)
+
+    def owns_host(self, host: str) -> bool:
+        """Whether `host` (a `wire_host`) is this pattern's host, on whatever scheme or port."""
+        if self.host.startswith("*."):
+            return host.endswith(self.host[1:]) and host != self.host[2:]
+        return host == self.host
 
     def matches(self, base_url: str) -> bool:
-        """Whether a plan's base URL is under this pattern, read as the executor will reach it: the
-        host after any `user@`, in its ASCII (IDNA) form, the port the scheme implies."""
+        """Whether a plan's base URL is under this pattern, read as the executor will reach it
+        (`reviewer.plan.hosts.destination`): the host after any `user@`, as it goes on the wire, the
+        port the scheme implies."""
         try:
-            parts = urlsplit(base_url.strip())
-            port = parts.port or _DEFAULT_PORTS.get(parts.scheme, 0)
-            host = _ascii_host(parts.hostname or "")
+            reached = destination(base_url)
+            path = urlsplit(base_url.strip()).path.rstrip("/")
         except ValueError:
             return False
-        if parts.scheme != self.scheme or port != self.port:
+        if reached.scheme != self.scheme or reached.port != self.port or not self.owns_host(reached.host):
             return False
-        if self.host.startswith("*."):
-            if not host.endswith(self.host[1:]) or host == self.host[2:]:
-                return False
-        elif host != self.host:
-            return False
-        path = parts.path.rstrip("/")
         if self.prefix:
             return path == self.path or path.startswith(self.path + "/")
         return path == self.path
-
-
-def _ascii_host(host: str) -> str:
-    """The host as DNS reads it: lower case, non-ASCII labels in punycode (ValueError if it cannot be)."""
-    host = host.rstrip(".").lower()
-    if host.isascii():
-        return host
-    try:
-        return host.encode("idna").decode("ascii")
-    except UnicodeError as error:
-        raise ValueError(f"host {host!r} has no ASCII form: {error}") from None

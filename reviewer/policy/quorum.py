@@ -12,7 +12,17 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Final, Literal
 
+from reviewer.policy.names import folded
+
 MAX_APPROVALS: Final = 20
+_SEPARATORS: Final = str.maketrans("", "", "._-")
+
+
+def person(name: str) -> str:
+    """Who a token name stands for: names that differ only by case, `.`, `_` or `-`, a digit for the
+    letter it passes for, or a look-alike character (`agent1.`, `Agent_l`, `b0b`) are one person,
+    who may approve once and is never both an agent and a reviewer."""
+    return folded(name).translate(_SEPARATORS)
 
 
 @dataclass(frozen=True)
@@ -81,13 +91,16 @@ def describe_approvals(approvals: Iterable[str], required: int) -> str:
 def tally(votes: Iterable[Vote], required: int) -> Tally:
     """Pending until `required` distinct reviewers approved; the first rejection rejects.
 
-    A reviewer counted twice would let one person meet a quorum of two, so repeats count once.
+    A reviewer counted twice would let one person meet a quorum of two, so repeats count once, and
+    so do names that are one `person`.
     """
     approvals: list[str] = []
+    people: set[str] = set()
     for vote in votes:
         if vote.decision == "reject":
             return Tally("rejected", required, tuple(approvals), vote.reviewer, vote.reason)
-        if vote.reviewer not in approvals:
+        if person(vote.reviewer) not in people:
+            people.add(person(vote.reviewer))
             approvals.append(vote.reviewer)
         if len(approvals) >= required:
             return Tally("approved", required, tuple(approvals))
@@ -102,6 +115,6 @@ def refuse_vote(requirement: Requirement, votes: Iterable[Vote], reviewer: str) 
     caller's 409; this only answers what the policy adds: a list of who may decide, one vote each."""
     if not requirement.may_decide(reviewer):
         return "not_listed"
-    if any(vote.reviewer == reviewer for vote in votes):
+    if any(person(vote.reviewer) == person(reviewer) for vote in votes):
         return "already_approved"
     return None

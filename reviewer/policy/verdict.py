@@ -3,9 +3,12 @@ match, and whether a human decides, the policy rejects, or the policy approves.
 
 One activation is built per proposal in one pass over its calls (counts always; the calls themselves
 only when a rule reads them, their arguments only when a rule reads those), converted to CEL once,
-and every compiled rule runs against it. A rule that raises fails closed: the plan needs a human,
-and the verdict says which rule and why. The strictest answer wins: any reject rejects, a human is
-needed unless every matching rule approves and the environment allows approval by policy.
+and every compiled rule runs against it. A rule that raises fails closed, never asking less than it
+asks when it matches (an agent can make a rule throw: a string where a number was, a missing field):
+a rule asking approvals, signatures or reviewers asks them all; a reject rule rejects; an approve rule
+leaves the plan to a human. The verdict says which rule failed and why. The strictest answer wins:
+any reject rejects, a human is needed unless every matching rule approves and the environment allows
+approval by policy.
 """
 
 from __future__ import annotations
@@ -16,20 +19,30 @@ from typing import Any, Literal
 
 import msgspec
 
+from reviewer.plan.hosts import destination
 from reviewer.plan.proposal import CallList, Effect, Proposal
 from reviewer.policy.expressions import EvaluationError, context
 from reviewer.policy.file import Environment, Policy, PolicyRule
-from reviewer.policy.names import skeleton
+from reviewer.policy.names import folded
 from reviewer.policy.quorum import Requirement
 from reviewer.reading.analysis import Analysis
 
-ENVIRONMENT_ALARMS = ("environment_mismatch", "environment_lookalike", "environment_unowned")
+ENVIRONMENT_ALARMS = (
+    "environment_mismatch",
+    "environment_lookalike",
+    "environment_unowned",
+    "environment_other_port",
+)
 """Alarms of where a plan runs, beside the analysis's (`reviewer.reading.analysis.ALARM_NAMES`)."""
+
+
+FAILED_ERROR_LENGTH = 160
+"""How much of a failed rule's error the one-line summary quotes (`policy explain` shows it whole)."""
 
 
 @dataclass(frozen=True)
 class RuleMatch:
-    """A rule whose `when` held, what it asks, or the error it raised (then it asks for a human)."""
+    """A rule whose `when` held, what it asks, or the error it raised (then it asks as if it held)."""
 
     rule: str
     asks: str
@@ -75,12 +88,19 @@ def needs(verdict: Verdict) -> str:
         for match in verdict.matched
         if match.error is None and not match.asks.startswith("approves")
     ]
-    failing = [match.rule for match in verdict.matched if match.error is not None]
+    failing = [match for match in verdict.matched if match.error is not None]
     if asking:
         text += ": " + ", ".join(f"rule `{name}`" for name in asking)
     if failing:
-        text += "; " + ", ".join(f"rule `{name}` failed" for name in failing)
+        text += "; " + ", ".join(
+            f"rule `{match.rule}` failed ({_clipped(match.error)}), so it asks as if it held"
+            for match in failing
+        )
     return text
+
+
+def _clipped(error: str | None) -> str:
+    return (error or "")[:FAILED_ERROR_LENGTH]
 
 
 def resolve_environment(
@@ -93,11 +113,13 @@ def resolve_environment(
     """
     alarms: list[tuple[str, str]] = []
     owner = policy.owning(base_url)
+    if owner is None and base_url is not None:
+        alarms.extend(_owned_host_elsewhere(policy, base_url))
     named = policy.named(written)
     if written is not None and named is not None and written.strip().casefold() != named.name.casefold():
         alarms.append(("environment_lookalike", f"environment {written!r} passes for {named.name!r}"))
     if owner is not None:
-        if written is not None and skeleton(written) != skeleton(owner.name):
+        if written is not None and folded(written) != folded(owner.name):
             alarms.append(
                 (
                     "environment_mismatch",
@@ -116,6 +138,28 @@ def resolve_environment(
             )
         return named, alarms
     return policy.default, alarms
+
+
+def _owned_host_elsewhere(policy: Policy, base_url: str) -> list[tuple[str, str]]:
+    """An alarm for a base URL whose host an environment owns, reached on a scheme or port it does
+    not own (`http://api.prod.example:8443` beside `https://api.prod.example/*`)."""
+    try:
+        reached = destination(base_url)
+    except ValueError:
+        return []
+    door = (reached.scheme, reached.port)
+    return [
+        (
+            "environment_other_port",
+            f"its host {reached.host} is {environment.name}'s, but {reached.scheme} on port {reached.port} "
+            f"is not in {environment.name}'s base URLs",
+        )
+        for environment in policy.environments.values()
+        if any(
+            pattern.owns_host(reached.host) and (pattern.scheme, pattern.port) != door
+            for pattern in environment.base_urls
+        )
+    ][:1]
 
 
 class _RequestHead(msgspec.Struct):
@@ -232,15 +276,18 @@ def evaluate(
     approving: list[PolicyRule] = []
     human = False
     for rule in policy.rules:
+        failure: str | None = None
         try:
             holds = rule.when.evaluate(values)
         except EvaluationError as error:
-            matched.append(RuleMatch(rule.name, "needs a human (the rule failed)", str(error)))
-            human = True
-            continue
+            holds, failure = True, str(error) or type(error).__name__
         if not holds:
             continue
-        matched.append(RuleMatch(rule.name, rule.asks()))
+        if failure is not None and rule.approve:
+            matched.append(RuleMatch(rule.name, "needs a human (an approving rule that failed)", failure))
+            human = True
+            continue
+        matched.append(RuleMatch(rule.name, rule.asks(), failure))
         if rule.reject is not None:
             rejecting = rejecting or rule
         elif rule.approve:
@@ -254,7 +301,13 @@ def evaluate(
         allow_policy_approval=environment.allow_policy_approval,
     )
     if rejecting is not None:
-        return Verdict(name, requirement, "reject", f"policy:{rejecting.name}", rejecting.reject, **common)  # type: ignore[arg-type]
+        reason = rejecting.reject
+        failed = next(
+            (match.error for match in matched if match.rule == rejecting.name and match.error), None
+        )
+        if failed is not None:
+            reason = f"{reason} (the rule failed to evaluate, {failed[:FAILED_ERROR_LENGTH]}, so it rejects)"
+        return Verdict(name, requirement, "reject", f"policy:{rejecting.name}", reason, **common)  # type: ignore[arg-type]
     can_sign = signing or not requirement.signatures
     if approving and not human and not environment_alarms and environment.allow_policy_approval and can_sign:
         return Verdict(name, requirement, "approve", f"policy:{approving[0].name}", **common)  # type: ignore[arg-type]

@@ -1,12 +1,14 @@
 """COMMAND as a child process that holds nothing: a loopback URL, the proposal id, and an environment
-without the API's credential or any queue token. It runs in a session of its own, so a timeout or a
-stopped dry run ends it and every process it started."""
+without the API's credential, any queue token or the agent socket, in the sandbox `reviewer.run.sandbox`
+chose. It runs in a session of its own, so a timeout or a stopped dry run ends it and every process it
+started."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -14,12 +16,25 @@ from typing import Final
 
 from reviewer.agent.gate import AGENT_TOKEN_ENV
 from reviewer.run.errors import RunRefused
+from reviewer.run.sandbox import Sandbox
 
 API_URL_ENV: Final = "REVIEWER_API_URL"
 PROPOSAL_ID_ENV: Final = "REVIEWER_PROPOSAL_ID"
-WITHHELD_ENV: Final = frozenset({AGENT_TOKEN_ENV, "REVIEWER_TOKEN"})
-"""The queue tokens: the agent's (it could submit and run plans) and a reviewer's (it could approve them)."""
+WITHHELD_ENV: Final = frozenset({AGENT_TOKEN_ENV, "REVIEWER_TOKEN", "SSH_AUTH_SOCK"})
+"""The queue tokens: the agent's (it could submit and run plans) and a reviewer's (it could approve
+them); and the agent socket (its keys could sign a reviewer's approval)."""
 STOP_GRACE_SECONDS: Final = 5.0
+
+
+def withheld_variables(
+    environ: Mapping[str, str], withheld: Iterable[str] = (), secrets: Iterable[str] = ()
+) -> set[str]:
+    """The variables the child must not get: the queue tokens, the agent socket, the variables the
+    credential was read from, and any variable that holds one of their values or a secret, under
+    whatever name and with whatever around it (`Bearer ...`)."""
+    named = set(WITHHELD_ENV | set(withheld)) & environ.keys()
+    values = [value for value in (*secrets, *(environ[name] for name in named)) if value]
+    return named | {name for name, value in environ.items() if any(secret in value for secret in values)}
 
 
 def child_environment(
@@ -30,15 +45,9 @@ def child_environment(
     withheld: Iterable[str] = (),
     secrets: Iterable[str] = (),
 ) -> dict[str, str]:
-    """The child's environment: the parent's, without the queue tokens, the variables the credential was
-    read from, or any variable that holds the credential under another name."""
-    hidden = WITHHELD_ENV | set(withheld)
-    secret_values = [secret for secret in secrets if secret]
-    environment = {
-        name: value
-        for name, value in environ.items()
-        if name not in hidden and not any(secret in value for secret in secret_values)
-    }
+    """The child's environment: the parent's without `withheld_variables`, with the gate's URL."""
+    hidden = withheld_variables(environ, withheld, secrets)
+    environment = {name: value for name, value in environ.items() if name not in hidden}
     environment[API_URL_ENV] = api_url
     environment[PROPOSAL_ID_ENV] = proposal_id
     return environment
@@ -67,12 +76,20 @@ class ChildExit:
 
 
 async def run_child(
-    command: Sequence[str], environment: Mapping[str, str], *, timeout: float, stop: asyncio.Event
+    command: Sequence[str],
+    environment: Mapping[str, str],
+    *,
+    timeout: float,
+    stop: asyncio.Event,
+    sandbox: Sandbox,
 ) -> ChildExit:
-    """Run COMMAND to its end, or until `timeout` seconds pass or `stop` is set, then end its session."""
+    """Run COMMAND in `sandbox` to its end, or until `timeout` seconds pass or `stop` is set, then end
+    its session."""
+    if sandbox.prefix and shutil.which(command[0]) is None:
+        raise RunRefused(f"cannot start {command[0]!r}: no such program")
     try:
         process = await asyncio.create_subprocess_exec(
-            *command, env=dict(environment), start_new_session=True
+            *sandbox.wrap(command), env=dict(environment), start_new_session=True
         )
     except OSError as error:
         raise RunRefused(f"cannot start {command[0]!r}: {error.strerror or error}") from None

@@ -82,6 +82,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help="how often to ask the queue (default 2)",
     )
+    parser.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="run COMMAND as your user, unsandboxed, where no sandbox can be made: it can then read the "
+        "environment of every process it descends from, the reviewer's configuration and the agent socket",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS...")
     parser.set_defaults(func=_run)
 
@@ -89,10 +95,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _run(options: argparse.Namespace) -> int:
     from reviewer.agent.audit import HttpAuditLog
     from reviewer.agent.gate import AGENT_TOKEN_ENV, DEFAULT_QUEUE_URL
+    from reviewer.run.child import withheld_variables
     from reviewer.run.errors import RunRefused
     from reviewer.run.openapi import ApiDocument
     from reviewer.run.options import check_api_url, parse_dry_run_param, read_credentials
     from reviewer.run.runner import RunSettings, run
+    from reviewer.run.sandbox import NO_SANDBOX_COST, choose_sandbox
+    from reviewer.run.sealed import make_undumpable, scrub_initial_environment
 
     command = list(options.command)
     if command and command[0] == "--":
@@ -102,7 +111,8 @@ def _run(options: argparse.Namespace) -> int:
             raise RunRefused(
                 "name the agent's command after --, e.g. reviewer run --api URL -- node agent.mjs"
             )
-        token = os.environ.get(AGENT_TOKEN_ENV)
+        environ = dict(os.environ)
+        token = environ.get(AGENT_TOKEN_ENV)
         if not token:
             raise RunRefused(
                 f"no agent token: set {AGENT_TOKEN_ENV} (mint one on the queue's host with "
@@ -111,12 +121,21 @@ def _run(options: argparse.Namespace) -> int:
         for name, value in (("--timeout", options.timeout), ("--decision-timeout", options.decision_timeout)):
             if not value > 0:
                 raise RunRefused(f"{name} must be a positive number of seconds")
+        credentials = read_credentials(options.api_header, environ)
+        # No secret stays in this process's initial environment, and no process of this user may read it.
+        make_undumpable()
+        scrub_initial_environment(withheld_variables(environ, credentials.from_env, credentials.secrets))
+        sandbox = choose_sandbox(environ, credentials.from_files, allow_none=options.no_sandbox)
+        if sandbox.kind == "none":
+            print(f"reviewer run: --no-sandbox: {NO_SANDBOX_COST}", file=sys.stderr)
         settings = RunSettings(
             api=check_api_url(options.api),
             command=command,
             agent_token=token,
             queue=options.queue or DEFAULT_QUEUE_URL,
-            credentials=read_credentials(options.api_header, os.environ),
+            credentials=credentials,
+            sandbox=sandbox,
+            environ=environ,
             via=options.via,
             dry_run_query=parse_dry_run_param(options.dry_run_param) if options.dry_run_param else None,
             document=ApiDocument.load(options.openapi) if options.openapi else None,

@@ -49,16 +49,18 @@ class Credentials:
     headers: dict[str, str] = field(default_factory=dict, repr=False)
     from_env: frozenset[str] = frozenset()
     """Environment variables the secrets were read from: the child's environment never holds them."""
-
-    @property
-    def secrets(self) -> tuple[str, ...]:
-        return tuple(self.headers.values())
+    from_files: frozenset[str] = frozenset()
+    """Files the secrets were read from: the sandbox hides them from the child."""
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+    """The secrets themselves, without a prefix: a variable holding one is withheld whatever its name."""
 
 
 def read_credentials(specs: list[str], environ: Mapping[str, str]) -> Credentials:
     """Each `NAME: [PREFIX ]env:VAR` or `NAME: [PREFIX ]file:PATH` as a header and its secret."""
     headers: dict[str, str] = {}
     from_env: set[str] = set()
+    from_files: set[str] = set()
+    secrets: list[str] = []
     for spec in specs:
         name, colon, rest = spec.partition(":")
         name = name.strip()
@@ -78,6 +80,7 @@ def read_credentials(specs: list[str], environ: Mapping[str, str]) -> Credential
                 raise RunRefused(f"--api-header {name}: cannot read {source[5:]}: {error}") from None
             if not secret:
                 raise RunRefused(f"--api-header {name}: {source[5:]} is empty")
+            from_files.add(source[5:])
         else:
             raise RunRefused(
                 f"--api-header {name}: a value on the command line is visible to every user of the "
@@ -87,7 +90,8 @@ def read_credentials(specs: list[str], environ: Mapping[str, str]) -> Credential
         if any(character in value for character in "\r\n\0"):
             raise RunRefused(f"--api-header {name}: the value holds a line break")
         headers[name] = value
-    return Credentials(headers, frozenset(from_env))
+        secrets.append(secret)
+    return Credentials(headers, frozenset(from_env), frozenset(from_files), tuple(secrets))
 
 
 def parse_dry_run_param(text: str) -> dict[str, str]:

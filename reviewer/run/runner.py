@@ -29,6 +29,7 @@ from reviewer.run.errors import ChildFailed, DryRunSpoiled, RunRefused
 from reviewer.run.gate import DryMode, HttpGate, RealMode
 from reviewer.run.openapi import ApiDocument
 from reviewer.run.options import Credentials
+from reviewer.run.sandbox import Sandbox
 from reviewer.run.serving import serving
 
 REACHABILITY_TIMEOUT = 10.0
@@ -43,6 +44,7 @@ class RunSettings:
     agent_token: str
     queue: str
     credentials: Credentials = field(default_factory=Credentials)
+    sandbox: Sandbox = field(default_factory=lambda: Sandbox("none"))
     via: str = "record"
     dry_run_query: dict[str, str] | None = None
     document: ApiDocument | None = None
@@ -163,7 +165,13 @@ async def _run(settings: RunSettings) -> int:
             )
 
             def child() -> Awaitable[ChildExit]:
-                return run_child(settings.command, environment, timeout=settings.timeout, stop=http_gate.stop)
+                return run_child(
+                    settings.command,
+                    environment,
+                    timeout=settings.timeout,
+                    stop=http_gate.stop,
+                    sandbox=settings.sandbox,
+                )
 
             proposal = await dry_run(gate, http_gate, child, settings, title, proposal_id)
             if proposal is None:

@@ -61,22 +61,29 @@ class CastDecision:
 
 @dataclass(frozen=True)
 class KeyRemoval:
-    """A reviewer's key taken off the queue (`reviewer keys remove NAME FINGERPRINT`), and when."""
+    """A reviewer's key taken off the queue (`reviewer keys remove NAME FINGERPRINT`), or, with no
+    fingerprint, the reviewer's token revoked (`reviewer token revoke NAME`), and when."""
 
     reviewer: str
-    fingerprint: str
+    fingerprint: str | None
     at: datetime
 
 
 @dataclass(frozen=True)
 class Withdrawal:
-    """An approval that no longer counts: the key that signed it was removed before a quorum was met."""
+    """An approval that no longer counts: the key that signed it was removed, or the token that cast
+    it revoked, before a quorum was met."""
 
     approval: CastDecision
     removal: KeyRemoval
 
     @property
     def reason(self) -> str:
+        if self.removal.fingerprint is None:
+            return (
+                f"{self.approval.reviewer}'s token was revoked; the approval it cast no longer counts "
+                "toward the quorum"
+            )
         return (
             f"{self.approval.reviewer}'s key {self.removal.fingerprint} was removed; the approval it "
             "signed no longer counts toward the quorum"
@@ -99,7 +106,7 @@ def without_removed_keys(
                 removal
                 for removal in removals
                 if item.decision == "approve"
-                and item.key_fingerprint == removal.fingerprint
+                and (removal.fingerprint is None or item.key_fingerprint == removal.fingerprint)
                 and item.reviewer.casefold() == removal.reviewer.casefold()
                 and removal.at >= item.at
                 and (decided_at is None or removal.at < decided_at)

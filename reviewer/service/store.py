@@ -29,7 +29,7 @@ import msgspec
 from reviewer.plan.proposal import Proposal, scan_proposal
 from reviewer.policy.bounded import PolicyEvaluator
 from reviewer.policy.file import Policy
-from reviewer.policy.quorum import Requirement
+from reviewer.policy.quorum import Requirement, person
 from reviewer.policy.verdict import Verdict, evaluate
 from reviewer.queue.messages import (
     Claim,
@@ -266,9 +266,11 @@ class QueueStore(ABC):
         `expires_at` (seconds since the epoch) or for ever."""
         rules.check_token_name(name)
         with self.write() as db:
-            earlier = db.all(
-                "SELECT name, role, revoked_at FROM tokens WHERE lower(name) = lower(:name)", name=name
-            )
+            earlier = [
+                row
+                for row in db.all("SELECT name, role, revoked_at FROM tokens")
+                if person(row["name"]) == person(name)
+            ]
             rules.check_new_token(name, role, earlier)
             db.run(
                 "INSERT INTO tokens (name, role, token_sha256, created_at, expires_at) "
@@ -501,8 +503,7 @@ class QueueStore(ABC):
             )
             for row in rows
         ]
-        fingerprints = {item.key_fingerprint for item in cast if item.key_fingerprint}
-        if not fingerprints:
+        if not any(item.decision == "approve" for item in cast):
             return cast, []
         removed = db.all(
             "SELECT name, fingerprint, removed_at FROM ssh_keys "
@@ -511,7 +512,15 @@ class QueueStore(ABC):
             proposal_id=proposal_id,
             revision=revision,
         )
-        if not removed:
+        # A revoked token withdraws its approvals as a removed key does (fingerprint None: any approval).
+        revoked = db.all(
+            "SELECT name, NULL AS fingerprint, revoked_at AS removed_at FROM tokens "
+            "WHERE revoked_at IS NOT NULL AND lower(name) IN (SELECT lower(actor) FROM trail "
+            "WHERE proposal_id = :proposal_id AND revision = :revision AND event = 'approved')",
+            proposal_id=proposal_id,
+            revision=revision,
+        )
+        if not removed and not revoked:
             return cast, []
         decided = db.one(
             "SELECT decided_at FROM decisions WHERE proposal_id = :proposal_id AND revision = :revision",
@@ -520,7 +529,7 @@ class QueueStore(ABC):
         )
         removals = [
             KeyRemoval(row["name"], row["fingerprint"], rules.required_timestamp(row["removed_at"]))
-            for row in removed
+            for row in [*removed, *revoked]
         ]
         decided_at = None if decided is None else rules.required_timestamp(decided["decided_at"])
         return without_removed_keys(cast, removals, decided_at)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
-from reviewer.plan.hosts import read_host
+from reviewer.agent.execution import off_target, same_base_url
+from reviewer.plan.hosts import destination, read_host
+from reviewer.policy.file import parse_policy
 
 
 def test_a_cyrillic_letter_is_shown_as_the_name_that_will_be_resolved() -> None:
@@ -56,3 +59,36 @@ def test_a_name_in_one_script_is_shown_encoded_without_an_alarm() -> None:
         "b\u00fccher.example",
         (),
     )
+
+
+@pytest.mark.parametrize(
+    ("written", "reached"),
+    [
+        ("https://straße.example/v1", "xn--strae-oqa.example"),  # IDNA 2008, not 2003's strasse
+        ("https://XN--STRAE-OQA.example/v1", "xn--strae-oqa.example"),
+        ("https://ＡＰＩ.example/v1", "api.example"),
+        ("https://api.example./v1", "api.example"),
+    ],
+)
+@pytest.mark.parametrize("pattern_host", ["reached", "written"])
+def test_the_policy_the_screen_and_the_executor_name_the_same_host(
+    written: str, reached: str, pattern_host: str
+) -> None:
+    """One function says where a base URL goes: the environment that owns that host owns the plan,
+    the screen shows that host, and the executor holds requests to it."""
+    owned = reached if pattern_host == "reached" else httpx.URL(written.replace("ＡＰＩ", "api")).host
+    policy = parse_policy(f'[environments.production]\nbase_urls = ["https://{owned}/*"]\napprovals = 2\n')
+    assert destination(written).host == reached
+    assert (policy.owning(written) or policy.default).name == "production"
+    reading = read_host(written)
+    assert reading.host == reached
+    request = httpx.URL(f"https://{reached}/v1/tickets")
+    refused = off_target("/v1/tickets", request, written)
+    if "ＡＰＩ" in written:
+        # httpx cannot encode a fullwidth name: the executor refuses the plan, and the screen says so.
+        assert refused is not None and "does not parse" in refused
+        assert any("the executor refuses it" in alarm for alarm in reading.alarms)
+    else:
+        assert refused is None
+        assert same_base_url(written, f"https://{reached}/v1")
+    assert not policy.owning(f"https://{reached}.evil.example/v1")

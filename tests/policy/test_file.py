@@ -108,6 +108,14 @@ def test_the_same_reviewer_twice_does_not_count_twice() -> None:
     assert result.state == "pending" and result.approvals == ("alice",)
 
 
+@pytest.mark.parametrize("again", ["alice.", "ALICE", "a1ice", "al-ice", "alice_"])
+def test_names_that_differ_by_separators_case_or_a_digit_for_a_letter_are_one_reviewer(again: str) -> None:
+    result = tally([approve("alice"), approve(again)], 2)
+    assert result.state == "pending" and result.approvals == ("alice",)
+    assert refuse_vote(Rule(approvals=2), [approve("alice")], again) == "already_approved"
+    assert tally([approve("alice"), approve("alice2")], 2).state == "approved"
+
+
 def test_a_rejection_after_one_approval_rejects() -> None:
     result = tally([approve("alice"), Vote("bob", "reject", "not on a Friday")], 2)
     assert result.state == "rejected" and result.rejected_by == "bob" and result.reason == "not on a Friday"

@@ -75,11 +75,33 @@ def test_look_alike_and_missing_names_with_a_production_base_url_get_production(
     assert verdict.environment == "production" and verdict.requirement.approvals == 2
 
 
-@pytest.mark.parametrize("written", ["prоduction", "produ\u200bction", "ｐｒｏｄｕｃｔｉｏｎ"])
+@pytest.mark.parametrize(
+    "written",
+    [
+        "prоduction",
+        "produ\u200bction",
+        "ｐｒｏｄｕｃｔｉｏｎ",
+        "PRODUCTİON",
+        "prŏduction",
+        "pr0duction",
+        "pr0ducti0n",
+    ],
+)
 def test_a_look_alike_name_without_a_base_url_gets_production_and_is_flagged(written: str) -> None:
     verdict = evaluate(parse_policy(POLICY), plan(None, written))
     assert verdict.environment == "production" and verdict.requirement.approvals == 2
     assert [name for name, _ in verdict.alarms] == ["environment_lookalike"]
+
+
+@pytest.mark.parametrize(
+    "base_url",
+    ["http://api.prod.example/v1", "https://api.prod.example:8443/v1", "https://API.prod.example.:444/v1"],
+)
+def test_a_production_host_on_another_scheme_or_port_is_an_alarm(base_url: str) -> None:
+    verdict = evaluate(parse_policy(POLICY), plan(base_url, None, effect="create"))
+    assert verdict.environment is None
+    assert [name for name, _ in verdict.alarms] == ["environment_other_port"]
+    assert "api.prod.example is production's" in verdict.alarms[0][1]
 
 
 def test_a_plan_that_matches_nothing_gets_the_default() -> None:
@@ -257,3 +279,96 @@ def test_deletes_in_production_on_the_samples_by_policy_explain(tmp_path: Path) 
     assert "rejected by policy:kept writes" in lines["crm-dedupe.writes-kept.json"]
     two = sorted(name for name, line in lines.items() if "2 approvals" in line)
     assert two == ["k8s-shop-scale-down.server.json"]
+
+
+REFUNDS = """\
+[default]
+approvals = 1
+
+[[rules]]
+name = "big refunds"
+when = 'plan.calls.exists(c, c.tool == "refund" && %s)'
+approvals = 3
+signatures = true
+reviewers = ["alice", "bob", "carol"]
+"""
+
+
+def refunds(*amounts: Any) -> Any:
+    calls = [
+        {"tool": "refund", "effect": "create", "args": {"amount_cents": amount}, "outcome": {"status": "ok"}}
+        for amount in amounts
+    ]
+    return parse_proposal(msgspec.json.encode(proposal_document(calls)))
+
+
+@pytest.mark.parametrize(
+    ("condition", "amounts"),
+    [
+        ("c.args.amount_cents > 100000", ("5", 500000)),  # a string where a number was
+        ("c.args.amount_cents > 100000", (None, 500000)),
+        ("c.args.missing > 100000", (500000,)),  # a field no call has
+        ("100 / (c.args.amount_cents - 5) > 0", (5, 500000)),  # division by zero
+    ],
+)
+def test_a_rule_made_to_throw_asks_everything_it_asks_when_it_matches(
+    condition: str, amounts: tuple[Any, ...]
+) -> None:
+    policy = parse_policy(REFUNDS % condition)
+    matching = evaluate(parse_policy(REFUNDS % "c.args.amount_cents == 500000"), refunds(500000))
+    verdict = evaluate(policy, refunds(*amounts))
+    assert verdict.outcome == "human"
+    assert verdict.requirement == matching.requirement
+    assert (verdict.requirement.approvals, verdict.requirement.signatures) == (3, True)
+    assert verdict.requirement.reviewers == (("alice", "bob", "carol"),)
+    assert verdict.matched[0].error and "rule `big refunds` failed (" in needs(verdict)
+    assert "so it asks as if it held" in needs(verdict)
+
+
+def test_a_reject_rule_made_to_throw_rejects_and_an_approve_rule_leaves_it_to_a_human() -> None:
+    rules = """\
+[environments.staging]
+base_urls = ["https://api.staging.example/*"]
+allow_policy_approval = true
+
+[[rules]]
+name = "no huge refunds"
+when = 'plan.calls.exists(c, c.args.amount_cents > 1000000)'
+reject = "refunds over 10,000 need the finance desk"
+
+[[rules]]
+name = "small refunds"
+when = 'plan.calls.all(c, c.args.amount_cents < 100)'
+approve = true
+"""
+    document = proposal_document(
+        [{"tool": "refund", "effect": "create", "args": {"amount_cents": "5"}, "outcome": {"status": "ok"}}],
+        target={"api": "refunds", "base_url": "https://api.staging.example/v1"},
+    )
+    proposal = parse_proposal(msgspec.json.encode(document))
+    verdict = evaluate(parse_policy("[default]\napprovals = 1\n" + rules), proposal, signing=True)
+    assert verdict.outcome == "reject" and verdict.decided_by == "policy:no huge refunds"
+    assert "failed to evaluate" in (verdict.reason or "")
+    approving_only = rules.split("[[rules]]")[0] + "[[rules]]" + rules.split("[[rules]]")[2]
+    verdict = evaluate(parse_policy("[default]\napprovals = 1\n" + approving_only), proposal, signing=True)
+    assert verdict.outcome == "human" and verdict.matched[0].error
+
+
+def test_policy_explain_says_which_rule_failed_and_asks_all_of_it(tmp_path: Path) -> None:
+    policy, proposal = tmp_path / "policy.toml", tmp_path / "refunds.json"
+    policy.write_text(REFUNDS % "c.args.amount_cents > 100000")
+    calls = [
+        {"tool": "refund", "effect": "create", "args": {"amount_cents": amount}, "outcome": {"status": "ok"}}
+        for amount in ("5", 500000)
+    ]
+    proposal.write_bytes(msgspec.json.encode(proposal_document(calls)))
+    result = subprocess.run(
+        [sys.executable, "-m", "reviewer", "policy", "explain", str(policy), str(proposal)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    first, rule = result.stdout.splitlines()[:2]
+    assert "needs 3 approvals, signed, by alice, bob, carol" in first
+    assert "rule `big refunds` failed" in first
+    assert rule.startswith("  rule 'big refunds': needs 3 approvals and signatures") and "(failed: " in rule

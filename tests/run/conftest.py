@@ -129,6 +129,22 @@ class RunProcess:
         return self.process.returncode, "".join(self.lines) + rest
 
 
+def run_arguments(queue: Queue, api: SampleApi, *options: str, command: list[str]) -> list[str]:
+    """`reviewer run`'s arguments against `api` and `queue`, the credential from `env:API_TOKEN`."""
+    return [
+        "run",
+        "--api",
+        api.url,
+        "--queue",
+        queue.url,
+        "--api-header",
+        "Authorization: Bearer env:API_TOKEN",
+        *options,
+        "--",
+        *command,
+    ]
+
+
 def start_run(
     queue: Queue, api: SampleApi, *options: str, command: list[str], cwd: Path = ROOT
 ) -> RunProcess:
@@ -139,20 +155,7 @@ def start_run(
         "REVIEWER_AGENT_TOKEN": queue.agent_token,
         "PYTHONUNBUFFERED": "1",
     }
-    arguments = [
-        "run",
-        "--api",
-        api.url,
-        "--queue",
-        queue.url,
-        "--api-header",
-        "Authorization: Bearer env:API_TOKEN",
-        "--poll-interval",
-        "0.1",
-        *options,
-        "--",
-        *command,
-    ]
+    arguments = run_arguments(queue, api, "--poll-interval", "0.1", *options, command=command)
     process = subprocess.Popen(
         [sys.executable, "-m", "reviewer", *arguments],
         stdout=subprocess.PIPE,

@@ -70,7 +70,8 @@ async def test_a_path_that_leaves_the_api_is_refused_and_not_sent(
     gate: tuple[httpx.AsyncClient, HttpGate, Recording], api_server: RunningSampleApi, path: str
 ) -> None:
     child, _, recording = gate
-    answer = await child.send(child.build_request("POST", httpx.URL(child.base_url, raw_path=path.encode())))
+    under_secret = child.base_url.raw_path.rstrip(b"/") + path.encode()
+    answer = await child.send(child.build_request("POST", httpx.URL(child.base_url, raw_path=under_secret)))
     assert answer.status_code in (400, 404)
     assert recording.calls == [] and api_server.store.request_log == []
 
@@ -85,7 +86,9 @@ async def test_a_write_whose_path_holds_a_query_or_a_fragment_is_refused_and_not
     """Decoded, `%23` cut the URL (DELETE /v1/tickets/ went to the collection) and `%3F` put a query the
     dry run's own parameter replaced: the request approved would not be the one that runs."""
     child, _, recording = gate
-    request = child.build_request("DELETE", httpx.URL(child.base_url, raw_path=path.encode()))
+    request = child.build_request(
+        "DELETE", httpx.URL(child.base_url, raw_path=child.base_url.raw_path.rstrip(b"/") + path.encode())
+    )
     answer = await child.send(request)
     assert answer.status_code == 400 and "may not hold ? or #" in answer.json()["detail"]
     assert recording.calls == [] and api_server.store.request_log == []
@@ -97,9 +100,33 @@ async def test_an_encoded_slash_is_recorded_and_sent_as_the_child_sent_it(
 ) -> None:
     child, _, recording = gate
     raw_path = b"/v1/tickets/t1%2Fx"
-    await child.send(child.build_request("PATCH", httpx.URL(child.base_url, raw_path=raw_path), json={}))
+    await child.send(
+        child.build_request(
+            "PATCH",
+            httpx.URL(child.base_url, raw_path=child.base_url.raw_path.rstrip(b"/") + raw_path),
+            json={},
+        )
+    )
     assert [call.request.path for call in recording.calls if call.request] == ["/v1/tickets/t1%2Fx"]
     assert [call.sent.path for call in recording.calls if call.sent] == ["/v1/tickets/t1%2Fx"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("guess", ["none", "wrong", "longer", "shorter", "upper"])
+async def test_a_request_without_the_runs_secret_gets_403_and_reaches_nothing(
+    gate: tuple[httpx.AsyncClient, HttpGate, Recording], api_server: RunningSampleApi, guess: str
+) -> None:
+    child, http_gate, recording = gate
+    real = child.base_url.raw_path.rstrip(b"/").decode()
+    path = {"none": "", "wrong": "/wrong", "longer": real + "x", "shorter": real[:-1], "upper": real.upper()}[
+        guess
+    ]
+    for method in ("GET", "POST"):
+        url = httpx.URL(child.base_url, raw_path=f"{path}/v1/tickets".encode())
+        answer = await child.send(child.build_request(method, url, json={"title": "x"}))
+        assert answer.status_code == 403, path
+    assert recording.calls == [] and api_server.store.request_log == [] and http_gate.late_requests == []
+    assert (await child.get("/v1/tickets")).status_code == 200
 
 
 @pytest.mark.anyio

@@ -86,3 +86,45 @@ def test_the_child_gets_the_gate_and_none_of_the_secrets() -> None:
         "REVIEWER_API_URL": "http://127.0.0.1:5",
         "REVIEWER_PROPOSAL_ID": "p-1",
     }
+
+
+def test_a_copy_of_a_prefixed_secret_under_another_name_is_withheld() -> None:
+    """`Bearer env:API_TOKEN`: the header is `Bearer s3cret`, but what must not reach the child is the
+    secret itself, wherever it is, and a copy of the agent token too."""
+    environ = {
+        "PATH": "/bin",
+        "API_TOKEN": "s3cret-value",
+        "ALSO_THE_TOKEN": "s3cret-value",
+        "IN_A_URL": "https://user:s3cret-value@api.example",
+        "REVIEWER_AGENT_TOKEN": "agent-token-value",
+        "AGENT_COPY": "agent-token-value",
+        "SSH_AUTH_SOCK": "/tmp/ssh-x/agent.1",
+    }
+    credentials = read_credentials(["Authorization: Bearer env:API_TOKEN"], environ)
+    environment = child_environment(
+        environ,
+        api_url="http://127.0.0.1:5/secret",
+        proposal_id="p-1",
+        withheld=credentials.from_env,
+        secrets=credentials.secrets,
+    )
+    assert sorted(environment) == ["PATH", "REVIEWER_API_URL", "REVIEWER_PROPOSAL_ID"]
+
+
+def test_without_a_sandbox_run_refuses_unless_told_and_root_runs_command_as_nobody(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No bubblewrap here (hidden from PATH): an ordinary user is refused, told what --no-sandbox
+    costs; root falls back to running COMMAND as nobody; --no-sandbox runs it unsandboxed."""
+    from reviewer.run import sandbox
+
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None if name == "bwrap" else f"/usr/bin/{name}")
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
+    with pytest.raises(RunRefused, match="bubblewrap .* is not installed.*/proc/PID/environ.*--no-sandbox"):
+        sandbox.choose_sandbox({})
+    assert sandbox.choose_sandbox({}, allow_none=True) == sandbox.Sandbox("none")
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 0)
+    as_nobody = sandbox.choose_sandbox({})
+    assert as_nobody.kind == "another user"
+    assert as_nobody.wrap(["node", "agent.mjs"])[:2] == ["setpriv", "--reuid=65534"]
+    assert as_nobody.wrap(["node", "agent.mjs"])[-2:] == ["node", "agent.mjs"]

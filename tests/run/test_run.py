@@ -97,7 +97,15 @@ def test_a_write_after_the_dry_run_is_refused_and_nothing_runs(
     go, answered = tmp_path / "go", tmp_path / "answered"
     os.mkfifo(go)
     os.mkfifo(answered)
-    run = start_run(queue, sample_api, "--title", "late write", command=agent("late", str(go), str(answered)))
+    # Unsandboxed: in the sandbox a process COMMAND leaves behind ends with it (its PID namespace ends).
+    run = start_run(
+        queue,
+        sample_api,
+        "--no-sandbox",
+        "--title",
+        "late write",
+        command=agent("late", str(go), str(answered)),
+    )
     proposal_id, _ = run.wait_for_plan()
     go.write_text("now")
     assert answered.read_text() == "409"

@@ -73,6 +73,15 @@ def identity(store: QueueStore, name: str, role: str) -> Identity:
     return found
 
 
+def quorum_of_two(database: str, clock: Clock) -> QueueStore:
+    """A fresh store whose policy asks two approvals of every plan."""
+    from reviewer.policy.file import Environment, Policy
+    from reviewer.policy.quorum import Requirement
+
+    policy = Policy(default=Environment("default", Requirement(approvals=2)))
+    return open_store(database, clock=clock, pending_ttl=600, approval_ttl=60, policy=policy, create=True)
+
+
 def submission(proposal_id: str, revision: int = 1, digest: str | None = None) -> Submission:
     plan_sha256 = digest or f"{revision:064x}"
     return Submission(proposal_id, revision, plan_sha256, "title", "agent-x", 2, b'{"plan": true}')
@@ -384,19 +393,10 @@ def test_a_quorum_of_two_and_reviewers_keys_on_either_database(
     belongs to one reviewer at a time."""
     import subprocess
 
-    from reviewer.policy.file import Environment, Policy
-    from reviewer.policy.quorum import Requirement
     from reviewer.service.errors import AlreadyApproved
     from reviewer.signing.sshsig import PublicKey
 
-    store = open_store(
-        database,
-        clock=clock,
-        pending_ttl=600,
-        approval_ttl=60,
-        policy=Policy(default=Environment("default", Requirement(approvals=2))),
-        create=True,
-    )
+    store = quorum_of_two(database, clock)
     try:
         agent = identity(store, "agent", "agent")
         alice = identity(store, "alice", "reviewer")
@@ -483,3 +483,40 @@ def test_removing_a_key_withdraws_the_pending_approvals_it_signed_on_either_data
         assert (final.state, sorted(final.approvals)) == ("approved", ["bob", "carol"])
     finally:
         store.close()
+
+
+def test_revoking_a_token_withdraws_its_pending_approvals_on_either_database(
+    database: str, clock: Clock
+) -> None:
+    """As removing a key does: bob approved, then his token was revoked, so carol's approval alone does
+    not complete a quorum of two, and the history says why."""
+
+    store = quorum_of_two(database, clock)
+    try:
+        agent = identity(store, "agent", "agent")
+        bob, carol = identity(store, "bob", "reviewer"), identity(store, "carol", "reviewer")
+        store.submit(agent, submission("p"))
+        assert store.decide(bob, "p", decision(1), "b1")[1].approvals == ["bob"]
+        clock.now += 5
+        assert store.revoke_token("bob")
+        assert store.decision_state(carol, "p").approvals == []
+        clock.now += 5
+        after_carol = store.decide(carol, "p", decision(1), "c1")[1]
+        assert (after_carol.state, after_carol.approvals) == ("pending", ["carol"])
+        history = store.get_record(carol, "p").history
+        assert [event.event for event in history] == ["submitted", "approved", "withdrawn", "approved"]
+        assert "token was revoked" in (history[2].reason or "") and history[2].actor == "bob"
+        new_bob = identity(store, "bob", "reviewer")
+        final = store.decide(new_bob, "p", decision(1), "b2")[1]
+        assert (final.state, sorted(final.approvals)) == ("approved", ["bob", "carol"])
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("other", ["agent1.", "Agent_1", "agent-l", "AGENT1"])
+def test_a_name_that_folds_to_an_agents_is_the_agent_and_never_a_reviewer(
+    store: QueueStore, other: str
+) -> None:
+    identity(store, "agent1", "agent")
+    with pytest.raises(Conflict):
+        identity(store, other, "reviewer")
