@@ -62,6 +62,7 @@ class RecordedCall:
     answer: CallAnswer
     sent: HttpRequest | None = None
     dropped_args: tuple[str, ...] = ()
+    destructive: bool = False
 
     @classmethod
     def of(
@@ -85,6 +86,7 @@ class RecordedCall:
             answer=answer,
             sent=sent,
             dropped_args=dropped,
+            destructive=tool.destructive,
         )
 
     def to_call(self) -> Call:
@@ -100,6 +102,7 @@ class RecordedCall:
                 message=self.answer.message,
                 result=self.answer.result,
             ),
+            destructive=self.destructive,
         )
 
 

@@ -238,3 +238,15 @@ def test_deletes_in_production_on_the_samples_by_policy_explain(tmp_path: Path) 
     assert "rejected by policy:kept writes" in lines["crm-dedupe.writes-kept.json"]
     two = sorted(name for name, line in lines.items() if "2 approvals" in line)
     assert two == ["k8s-shop-scale-down.server.json"]
+
+
+def test_a_rule_on_destructive_counts_a_call_marked_destructive_whatever_its_effect() -> None:
+    """An MCP tool hinted destructive (memory's delete_entities) is gated as an update: a rule on
+    deletes alone misses it, one on `plan.counts.destructive` does not."""
+    rules = POLICY.replace("plan.counts.delete > 0", "plan.counts.destructive > 0")
+    marked = plan("https://api.prod.example", None, effect="update")
+    call = msgspec.structs.replace(marked.calls[0], destructive=True)
+    destructive_update = msgspec.structs.replace(marked, calls=[call])
+    assert needs(evaluate(parse_policy(rules), destructive_update)).startswith("needs 2 approvals")
+    assert needs(evaluate(parse_policy(POLICY), destructive_update)).startswith("needs 1 approval")
+    assert needs(evaluate(parse_policy(rules), marked)).startswith("needs 1 approval")
