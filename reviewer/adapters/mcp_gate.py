@@ -173,6 +173,12 @@ class TrustPolicy:
             return READ_ONLY_CAUTION
         return ""
 
+    def destructive(self, tool: types.Tool) -> bool:
+        """Whether its calls are marked destructive: the operator's `--effect TOOL=delete`, or the
+        upstream's `destructiveHint`, which can only raise it (an update the operator named may still
+        be marked destructive by its hint), never lower it."""
+        return self.effects.get(tool.name) == "delete" or self._destructive(tool)
+
     @staticmethod
     def _destructive(tool: types.Tool) -> bool:
         return tool.annotations is not None and tool.annotations.destructive_hint is True
@@ -492,6 +498,7 @@ class McpGate:
             produces=produced_fields(tool),
             description=tool.description or "",
             caution=self.policy.caution_of(tool),
+            destructive=self.policy.destructive(tool),
             write=write,
         )
 

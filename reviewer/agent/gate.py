@@ -34,7 +34,7 @@ from reviewer.agent.errors import (
 )
 from reviewer.agent.execution import Approval, Execution
 from reviewer.agent.queue import DEFAULT_DECISION_TIMEOUT, DEFAULT_POLL_INTERVAL, QueueAgent
-from reviewer.agent.runs import Recording, dry_run
+from reviewer.agent.runs import Recording, running
 from reviewer.agent.tools import GatedTool, WriteTool
 from reviewer.plan.proposal import Agent, Proposal, Target
 from reviewer.queue.client import QueueClient
@@ -187,18 +187,21 @@ class Gate:
 
     async def dry_run(self, task: Task) -> Recording:
         """Run `task` with its write tools dry, through the gate's backend, and return the record."""
-        client = self.api if self.backend == "server" else None
-        options = self.backend_options
-        async with dry_run(self.backend, client=client, audit=self.audit, **options) as recording:
+        recording = self.recorder()
+        async with running(recording, dry=True):
             await task()
         return recording
 
     def recorder(self) -> Recording:
         """A dry run for calls that arrive one by one (an MCP request, a graph step), outside any run
-        scope: the caller hands each call to `Recording.perform` and calls `_finish` before proposing."""
-        client = self.api if self.backend == "server" else None
-        backend = make_backend(self.backend, client, **self.backend_options)
-        return Recording(backend, client=client, audit=self.audit)
+        scope: the caller hands each call to `Recording.perform` and calls `_finish` before proposing.
+
+        Only a server dry run's backend holds the API client; the record reads the gate's audit log
+        through it whatever the backend, so a log that cannot be read stops the dry run at its start
+        (`AuditUnavailable`) instead of leaving the real run's verification silently without it."""
+        backend_client = self.api if self.backend == "server" else None
+        backend = make_backend(self.backend, backend_client, **self.backend_options)
+        return Recording(backend, client=self.api if self.audit is not None else None, audit=self.audit)
 
     def propose(
         self,

@@ -68,6 +68,7 @@ class RecordedCall:
     """The API's own id for that request, from its answer's headers, when it gave one."""
     sent_at: str | None = None
     """When the write left, UTC: where an audit log without ids is searched for it."""
+    destructive: bool = False
 
     @classmethod
     def of(
@@ -91,6 +92,7 @@ class RecordedCall:
             answer=answer,
             sent=sent,
             dropped_args=dropped,
+            destructive=tool.destructive,
         )
 
     def to_call(self) -> Call:
@@ -106,6 +108,7 @@ class RecordedCall:
                 message=self.answer.message,
                 result=self.answer.result,
             ),
+            destructive=self.destructive,
         )
 
 

@@ -2,9 +2,11 @@
 
 A write that is only recorded has no real answer, yet the agent (and an MCP host's client, which
 validates structured content against the tool's output schema) expects one in the tool's shape. The
-answer holds nothing the gate cannot stand behind: a field the request carried keeps that value, a
-field that can hold text is a placeholder for what the real call produces (`<items.0.id from call 3>`),
-inside objects and arrays alike, and any other field is left out. Only a field the schema requires and
+answer holds nothing the gate cannot stand behind: a field the request carried as a plain value (a
+title, a count) keeps that value; any other field that can hold text is a placeholder for what the real
+call produces, inside objects and arrays alike (`<items.0.id from call 3>`: an array or object the
+request sent under the same name is not the one the call answers, which holds what it created); any
+other field is left out. Only a field the schema requires and
 that can hold neither is given its type's empty value (`0`, `false`), as the schema leaves no choice.
 Local references (`{"$ref": "#/$defs/Item"}`, what pydantic writes for nested models) are followed.
 """
@@ -99,7 +101,7 @@ class _Shaper:
         required_names = set(required) if isinstance(required, list) else set()
         shaped: dict[str, Any] = {}
         for name, field_schema in properties.items() if isinstance(properties, Mapping) else ():
-            if name in carried:
+            if name in carried and not isinstance(carried[name], Mapping | list):
                 shaped[name] = carried[name]
                 continue
             found = self.value(field_schema, f"{path}.{name}" if path else name, depth + 1)

@@ -58,6 +58,9 @@ class WriteTool:
     produces: tuple[str, ...] = ()
     description: str = ""
     signature: inspect.Signature = field(repr=False, default=inspect.Signature())
+    destructive: bool = False
+    """Its calls may destroy or overwrite what they touch (a delete always does): the plan marks them,
+    and the review and a policy's `plan.counts.destructive` count them."""
     caution: str = ""
     """What the reviewer should know of every call of this tool that its effect does not say (an update
     that may overwrite): the message of each call the dry run only records."""

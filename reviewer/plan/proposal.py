@@ -96,6 +96,9 @@ class Call(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=Fa
     args: dict[str, Any] | None = None
     request: Request | None = None
     outcome: Outcome | None = None
+    destructive: bool = False
+    """The call may destroy or overwrite what it touches, whatever its effect (an MCP tool hinted
+    `destructiveHint`, one the operator names): counted with the deletes. Absent when false."""
 
 
 class Proposal(msgspec.Struct, forbid_unknown_fields=True):

@@ -174,6 +174,7 @@ class _CallHead(msgspec.Struct):
     tool: str
     effect: Effect
     request: _RequestHead | None = None
+    destructive: bool = False
 
 
 class _CallWithArgs(_CallHead):
@@ -195,19 +196,20 @@ def _call_heads(proposal: Proposal, with_args: bool) -> Iterator[_CallHead]:
         return
     for call in calls:
         request = None if call.request is None else _RequestHead(call.request.method, call.request.path)
-        yield _CallWithArgs(call.seq, call.tool, call.effect, request, call.args)
+        yield _CallWithArgs(call.seq, call.tool, call.effect, request, call.destructive, call.args)
 
 
 def activation(
     policy: Policy, proposal: Proposal, environment: Environment, alarms: list[str]
 ) -> dict[str, Any]:
     """The values every rule reads, in one pass over the calls."""
-    counts = {"create": 0, "update": 0, "delete": 0, "read": 0, "other": 0}
+    counts = {"create": 0, "update": 0, "delete": 0, "read": 0, "other": 0, "destructive": 0}
     tools: dict[str, int] = {}
     calls: list[dict[str, Any]] = []
     keep_calls, keep_args, fields = policy.reads_calls, policy.reads_args, policy.call_fields
     for call in _call_heads(proposal, keep_args):
         counts[call.effect] += 1
+        counts["destructive"] += call.effect == "delete" or call.destructive
         tools[call.tool] = tools.get(call.tool, 0) + 1
         if keep_calls:
             request = call.request

@@ -141,15 +141,17 @@ class Ratios:
     """Calls that depend on an earlier call through at least one resolvable placeholder."""
     unresolved_placeholders: int
     """Placeholders (distinct within each call) that name no earlier call."""
+    destructive: int = 0
+    """Deletes, and calls marked destructive whatever their effect (an MCP tool hinted so)."""
 
     @property
     def destructive_share(self) -> float:
-        return self.deletes / self.calls if self.calls else 0.0
+        return self.destructive / self.calls if self.calls else 0.0
 
     def destructive_percent(self) -> str:
-        """The share of deletes in words that never round a delete away: 1 in 2,000 is "<1%", not
-        "0%"; 1,999 in 2,000 is ">99%", not "100%"."""
-        return share_percent(self.deletes, self.calls)
+        """The share of destructive calls in words that never round one away: 1 in 2,000 is "<1%",
+        not "0%"; 1,999 in 2,000 is ">99%", not "100%"."""
+        return share_percent(self.destructive, self.calls)
 
 
 def share_percent(part: int, whole: int) -> str:
@@ -367,7 +369,7 @@ class Analysis:
             ),
             http_status=outcome.http_status if outcome else None,
             message=outcome.message if outcome else None,
-            destructive=call.effect == "delete",
+            destructive=call.effect == "delete" or call.destructive,
             placeholders=placeholders,
             depends_on=depends_on,
             unresolved=tuple(p for p in placeholders if not p.resolvable),
@@ -448,6 +450,7 @@ class Analysis:
         depending = unresolved = 0
         for call in self.proposal.calls:
             counts[_EFFECT_COUNTS[call.effect]] += 1
+            counts["destructive"] += call.effect == "delete" or call.destructive
             placeholders = self.placeholders(call)
             depends = any(placeholder.resolvable for placeholder in placeholders)
             depending += depends
@@ -477,6 +480,7 @@ class Analysis:
             write_requests=dry_run.write_requests,
             writes_kept=dry_run.writes_kept,
             resources=len(resources),
+            destructive=counts["destructive"],
             depends_on_placeholders=depending,
             unresolved_placeholders=unresolved,
         )
@@ -502,7 +506,7 @@ class Analysis:
                     held[0].append(value)
                     held[1].append(call.seq)
             touched[resource_of(call)] += 1
-            if first_destructive is None and call.effect == "delete":
+            if first_destructive is None and (call.effect == "delete" or call.destructive):
                 first_destructive = index
             payload = len(dumps(call.args)) + (len(dumps(call.request)) if call.request else 0)
             if largest is None or payload > largest[1]:

@@ -133,6 +133,7 @@ def test_writes_reach_the_upstream_only_after_approval_once_in_order(queue: Queu
                 ("delete_ticket", "delete"),
             ]
             assert seen.dry_run.via == "record" and seen.calls[0].args == {"title": "Printer on fire"}
+            assert [call.destructive for call in seen.calls] == [False, False, False, True]
 
             executed = answer(await host.call_tool("reviewer_plan_status", {"proposal_id": proposal_id}))
             again = answer(await host.call_tool("reviewer_plan_status", {"proposal_id": proposal_id}))

@@ -143,3 +143,10 @@ def test_the_upstream_is_named_by_the_operator_or_by_its_command_line() -> None:
         == "npx -y @mcp/server '/srv/a b'"
     )
     assert upstream_name(["npx"], "docs-files") == "docs-files"
+
+
+def test_a_destructive_hint_marks_calls_destructive_and_can_only_raise_the_operators_word() -> None:
+    policy = TrustPolicy(effects={"move_file": "delete", "write_file": "update"})
+    assert policy.destructive(WRITE_FILE), "the hint raises an update the operator named"
+    assert policy.destructive(tool("move_file", destructive_hint=False)), "a hint cannot lower a delete"
+    assert not policy.destructive(PLAIN) and not policy.destructive(CREATE)

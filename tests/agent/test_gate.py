@@ -11,9 +11,11 @@ import httpx
 import pytest
 
 from reviewer.agent import (
+    AuditUnavailable,
     CallAnswer,
     Gate,
     GateResult,
+    HttpAuditLog,
     MissingAgentToken,
     ProposalRejected,
     WritesKept,
@@ -279,3 +281,28 @@ def test_a_vendor_sdk_dry_run_callable_answers_the_dry_run() -> None:
     assert accepted.status == "ok" and accepted["id"] == "<id from call 1>"
     assert refused.status == "refused" and refused.message == "ValueError: amount must be positive"
     assert written == []
+
+
+def test_an_audit_log_that_cannot_be_read_stops_the_dry_run_before_the_task(
+    sample_api: RunningSampleApi,
+) -> None:
+    """Asked for, the log is never skipped silently: whichever the dry run, it is read at the start."""
+    started: list[str] = []
+
+    async def task() -> None:
+        started.append("task")
+
+    async def attempt(backend: dict[str, Any]) -> None:
+        async with Gate(
+            api=sample_api.base_url,
+            queue="http://127.0.0.1:1",
+            token="unused",
+            audit=HttpAuditLog("/v1/audti"),
+            **backend,
+        ) as gate:
+            await gate.dry_run(task)
+
+    for backend in ({}, SERVER_DRY_RUN):
+        with pytest.raises(AuditUnavailable, match="/v1/audti cannot be read"):
+            asyncio.run(attempt(backend))
+    assert started == [] and sample_api.store.request_log == []

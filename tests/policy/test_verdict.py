@@ -372,3 +372,15 @@ def test_policy_explain_says_which_rule_failed_and_asks_all_of_it(tmp_path: Path
     assert "needs 3 approvals, signed, by alice, bob, carol" in first
     assert "rule `big refunds` failed" in first
     assert rule.startswith("  rule 'big refunds': needs 3 approvals and signatures") and "(failed: " in rule
+
+
+def test_a_rule_on_destructive_counts_a_call_marked_destructive_whatever_its_effect() -> None:
+    """An MCP tool hinted destructive (memory's delete_entities) is gated as an update: a rule on
+    deletes alone misses it, one on `plan.counts.destructive` does not."""
+    rules = POLICY.replace("plan.counts.delete > 0", "plan.counts.destructive > 0")
+    marked = plan("https://api.prod.example", None, effect="update")
+    call = msgspec.structs.replace(marked.calls[0], destructive=True)
+    destructive_update = msgspec.structs.replace(marked, calls=[call])
+    assert needs(evaluate(parse_policy(rules), destructive_update)).startswith("needs 2 approvals")
+    assert needs(evaluate(parse_policy(POLICY), destructive_update)).startswith("needs 1 approval")
+    assert needs(evaluate(parse_policy(rules), marked)).startswith("needs 1 approval")

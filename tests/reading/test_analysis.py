@@ -360,6 +360,14 @@ def test_a_server_ok_nothing_proved_dry_is_unproven_and_says_so(writes_kept: int
         assert analysis.alarm_names[0] == "writes_kept" and "unproven_dry_run" not in analysis.alarm_names
 
 
+def test_a_call_marked_destructive_counts_with_the_deletes_whatever_its_effect() -> None:
+    analysis = plan([call(1, outcome=OK, destructive=True), call(2, "open_ticket", "create", outcome=OK)])
+    assert analysis.row(0).destructive and not analysis.row(1).destructive
+    assert (analysis.ratios.deletes, analysis.ratios.destructive) == (0, 1)
+    assert analysis.ratios.destructive_percent() == "50%"
+    assert analysis.extremes.first_destructive == analysis.row(0)
+
+
 def test_a_server_ok_is_validated_once_the_audit_log_proved_nothing_kept() -> None:
     dry_run = {"via": "server", "write_requests": 1, "writes_kept": 0}
     analysis = plan([call(1, outcome=OK)], dry_run=dry_run)

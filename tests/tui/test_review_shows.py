@@ -37,7 +37,12 @@ def bulk_plan(folder: Path, creates: int, updates: int, deletes: int) -> None:
         for seq, effect in enumerate(effects, start=1)
     ]  # fmt: skip
     target = {"api": "deskline", "base_url": "https://deskline.example", "environment": "prod"}
-    document = proposal_document(calls, proposal_id="bulk", title="bulk", target=target)
+    proven = {
+        "via": "server",
+        "write_requests": len(calls),
+        "writes_kept": 0,
+    }  # its audit log showed none kept
+    document = proposal_document(calls, proposal_id="bulk", title="bulk", target=target, dry_run=proven)
     (folder / "bulk.json").write_text(json.dumps(document))
 
 

@@ -63,7 +63,8 @@ def test_review_record_dry_run(snap_compare, sample_folder) -> None:
 
 def test_writes_kept_alarm(snap_compare, sample_folder) -> None:
     """A dry run whose API ignored the flag: the red banner under the chrome and the reversed
-    "DRY RUN KEPT 3 WRITES" block at the top of the side effects, impossible to miss."""
+    "DRY RUN KEPT 3 WRITES" block at the top of the side effects, impossible to miss; none of its
+    server oks counts as validated (0 validated, 3 unvalidated)."""
     app = ReviewerApp(sample_folder("crm-dedupe.writes-kept.json"))
     assert snap_compare(app, terminal_size=(100, 30), run_before=open_first())
 
@@ -157,9 +158,9 @@ def test_drift_changed_field(snap_compare, sample_folder) -> None:
 
 def test_verification_view(snap_compare, sample_folder) -> None:
     """v on the executed server plan: the summary "naive: 1 of 4 identical; placeholders resolved:
-    3 of 4 match; refused: 1"; the create "same", both updates "same once placeholders resolve"
-    (green), the delete "refused 409" (red), each with its audit line agreeing; the detail of the
-    first row below."""
+    3 of 4 match; refused: 1; in the audit log: 3 of 3 that succeeded" (on two lines); the create
+    "same", both updates "same once placeholders resolve" (green), the delete "refused 409" (red),
+    each with its audit line agreeing; the detail of the first row below."""
     folder = sample_folder(SERVER, "deskline-merge.server.execution.json")
     assert snap_compare(ReviewerApp(folder), terminal_size=(100, 30), run_before=open_first("v"))
 

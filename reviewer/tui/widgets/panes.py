@@ -114,7 +114,7 @@ def ratios_text(ratios: Ratios) -> Text:
         text,
         "destructive",
         ratios.destructive_percent(),
-        "danger" if ratios.deletes else "",
+        "danger" if ratios.destructive else "",
     )
     _line(text, "validated", f"{ratios.validated:,}", "ok" if ratios.validated else "")
     unvalidated = ratios.unproven + ratios.not_validated + ratios.recorded + ratios.no_outcome
