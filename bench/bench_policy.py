@@ -9,7 +9,8 @@ Three parts, in one run, each line with the load average:
 - each kind of rule alone at each of `--sizes`, in a worker as the queue runs it: the plan's
   values (made once for every rule) and the rule's own time, per call, to show the growth;
 - a real `reviewer serve --policy` with the 20 rules: `/v1/whoami` asked again and again while the
-  largest plan is submitted and evaluated, against the same on the idle queue (p50, p99, max).
+  largest plan is submitted and evaluated, against the same on the idle queue (p50, p99, max), and
+  the same on a queue without a policy (what the submission itself costs the others).
 It prints figures and asserts nothing.
 """
 
@@ -133,13 +134,14 @@ def growth(sizes: list[int]) -> None:
     print(f"   ({load()})")
 
 
-def waits_while_evaluating(calls: int, asks: int) -> None:
+def waits_while_evaluating(calls: int, asks: int, with_policy: bool) -> None:
     from tests.queue_harness import start_service
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder)
         (path / "policy.toml").write_text(policy_text(twenty_rules()))
-        service = start_service(path, "--policy", str(path / "policy.toml"), "--policy-deadline", "600")
+        policy = ("--policy", str(path / "policy.toml"), "--policy-deadline", "600") if with_policy else ()
+        service = start_service(path, *policy)
         try:
             agent = service.client(service.token("agent", "agent"))
             reviewer = service.client(service.token("alice", "reviewer"))
@@ -162,9 +164,8 @@ def waits_while_evaluating(calls: int, asks: int) -> None:
             spent = time.perf_counter() - start
         finally:
             service.stop()
-    print(
-        f"3. /v1/whoami while {calls:,} calls are submitted and evaluated ({spent:.1f} s, {answer}), {load()}"
-    )
+    what = "submitted and evaluated by the 20 rules" if with_policy else "submitted, no policy"
+    print(f"3. /v1/whoami while {calls:,} calls are {what} ({spent:.1f} s, {answer}), {load()}")
     for label, waits in (("idle queue", idle), ("during the submission", busy)):
         waits.sort()
         p99 = waits[min(len(waits) - 1, int(len(waits) * 0.99))]
@@ -195,7 +196,8 @@ def main() -> None:
     if args.only in (None, "growth"):
         growth(sizes)
     if args.only in (None, "waits"):
-        waits_while_evaluating(max(sizes), args.asks)
+        waits_while_evaluating(max(sizes), args.asks, with_policy=False)
+        waits_while_evaluating(max(sizes), args.asks, with_policy=True)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Final
@@ -78,6 +79,10 @@ class PolicyEvaluator:
         self._idle: list[_Worker] = []
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(workers)
+        self._starter = ThreadPoolExecutor(1, thread_name_prefix="policy-workers")
+        """Starts every worker from one thread that lives as long as this evaluator: a worker is
+        killed when the thread that started it ends (`_die_with_parent`), and the threads that ask
+        for verdicts come and go."""
 
     def verdict(self, body: bytes, proposal: Proposal | None = None) -> Verdict:
         """The verdict on the proposal whose JSON is `body` (`proposal`, when the caller parsed it,
@@ -117,7 +122,7 @@ class PolicyEvaluator:
                 why = f"not decided: the evaluation stopped ({type(error).__name__})"
             if worker is not None:
                 worker.stop()
-            self._give_back(_Worker.start(self.policy, self.signing))
+            self._give_back(self._start())
         if proposal is None:
             proposal = scan_proposal(body, "stored proposal")
         verdict = fail_closed(self.policy, proposal, outcomes, why, signing=self.signing)
@@ -128,13 +133,17 @@ class PolicyEvaluator:
             idle, self._idle = self._idle, []
         for worker in idle:
             worker.stop()
+        self._starter.shutdown()
+
+    def _start(self) -> _Worker:
+        return self._starter.submit(_Worker.start, self.policy, self.signing).result()
 
     def _take(self) -> _Worker:
         """An idle worker that has loaded the policy (its start is not the plan's time)."""
         worker = None
         while worker is None:
             with self._lock:
-                worker = self._idle.pop() if self._idle else _Worker.start(self.policy, self.signing)
+                worker = self._idle.pop() if self._idle else self._start()
             if not worker.alive():
                 worker.stop()
                 worker = None
@@ -303,7 +312,8 @@ def _reporting(policy: Policy, connection: Connection) -> Policy:
 
 def _die_with_parent() -> None:
     """A worker whose service was killed stops at once, not after the rule it is in: the binding
-    holds the interpreter lock, so no thread of the worker could notice."""
+    holds the interpreter lock, so no thread of the worker could notice. (Linux sends the signal
+    when the thread that started the worker ends, hence `PolicyEvaluator._starter`.)"""
     if sys.platform == "linux":
         import ctypes
 

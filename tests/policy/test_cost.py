@@ -293,3 +293,20 @@ def test_a_walk_read_only_for_its_size_gives_the_size_and_converts_nothing_back(
         'plan.calls.filter(c, c.effect == "delete").size() > 10 && "t" in plan.calls.map(c, c.tool)'
     )
     assert [walk.counted for walk in listed.walks] == [True, False]
+
+
+def test_a_worker_outlives_the_thread_that_first_asked_for_a_verdict() -> None:
+    """The service asks from threads of a pool that end when idle; Linux kills a worker when the
+    thread that started it ends, so workers are started by the evaluator's own thread."""
+    evaluator = PolicyEvaluator(parse_policy(POLICY.split('[[rules]]\nname = "slow"')[0]), 60.0, workers=1)
+    try:
+        asker = threading.Thread(target=evaluator.evaluate, args=(body(slow_plan(10)),))
+        asker.start()
+        asker.join()
+        (worker,) = evaluator._idle
+        with pytest.raises(subprocess.TimeoutExpired):
+            worker.process.wait(timeout=1)  # alive a second after the thread that asked ended
+        assert evaluator.evaluate(body(slow_plan(10))).finished
+        assert evaluator._idle == [worker]
+    finally:
+        evaluator.close()
