@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -73,10 +74,19 @@ def plan_upgrade(location: str, found: int, *, oldest: int, migrate: bool) -> Up
     return Upgrade(location, found)
 
 
-def backup_path(database: Path, version: int, now: float) -> Path:
-    """Next to the database: `queue.sqlite3.v4-20261202T015500Z.backup`."""
+def backup_before_upgrade(source: sqlite3.Connection, database: Path, version: int, now: float) -> Path:
+    """A backup next to the database, `queue.sqlite3.v4-20261202T015500Z.backup` (`-2` and on after
+    the stamp when another process starting at the same second took that name); its path."""
     stamp = datetime.fromtimestamp(now, UTC).strftime("%Y%m%dT%H%M%SZ")
-    return database.with_name(f"{database.name}.v{version}-{stamp}.backup")
+    for number in range(1, 100):
+        suffix = "" if number == 1 else f"-{number}"
+        destination = database.with_name(f"{database.name}.v{version}-{stamp}{suffix}.backup")
+        try:
+            backup_sqlite(source, destination)
+        except FileExistsError:
+            continue
+        return destination
+    raise DatabaseUnusable(f"cannot name a backup of {database}: too many backups of this second")
 
 
 def backup_sqlite(source: sqlite3.Connection, destination: Path) -> None:
@@ -89,6 +99,18 @@ def backup_sqlite(source: sqlite3.Connection, destination: Path) -> None:
         source.backup(target)
     finally:
         target.close()
+
+
+def sqlite_statements(script: str) -> Iterator[str]:
+    """A script's statements one by one (a trigger's body holds `;` too), to run inside a
+    transaction: `executescript` would commit it first."""
+    statement = ""
+    for piece in script.split(";"):
+        statement += piece + ";"
+        if sqlite3.complete_statement(statement):
+            if statement.strip(" \n;"):
+                yield statement
+            statement = ""
 
 
 def log_upgrade(upgrade: Upgrade, backup: Path | None) -> None:

@@ -301,17 +301,24 @@ class SQLiteStore(QueueStore):
             self.upgrade(upgrade)
 
     def upgrade(self, upgrade: migrations.Upgrade) -> None:
-        """Back the file up next to it, then run every step in one transaction."""
+        """Back the file up next to it, then run every step in one transaction; the version is read
+        again under the write lock, so of two processes starting together one migrates, and the
+        other drops its backup."""
         connection = self._connection()
-        backup = migrations.backup_path(self.path, upgrade.found, self.clock())
-        migrations.backup_sqlite(connection, backup)
-        migrations.log_upgrade(upgrade, backup)
+        backup = migrations.backup_before_upgrade(connection, self.path, upgrade.found, self.clock())
         script = "".join(MIGRATIONS[step] for step in upgrade.steps) + _append_only_triggers()
+        connection.execute("BEGIN IMMEDIATE")
         try:
-            connection.executescript(
-                f"BEGIN IMMEDIATE; {script} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
-            )
-        except sqlite3.Error:
+            if self.schema_version() != upgrade.found:
+                connection.execute("ROLLBACK")
+                backup.unlink()  # another process migrated meanwhile, after a backup of its own
+                return
+            migrations.log_upgrade(upgrade, backup)
+            for statement in migrations.sqlite_statements(script):
+                connection.execute(statement)
+            connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            connection.execute("COMMIT")
+        except BaseException:
             if connection.in_transaction:
                 connection.execute("ROLLBACK")
             raise

@@ -48,7 +48,7 @@ from reviewer.queue.messages import (
 )
 from reviewer.service import events, rules
 from reviewer.service.auth import Identity, Role, hashes_match
-from reviewer.service.errors import Conflict, NotFound
+from reviewer.service.errors import Conflict, NotFound, Unauthorized
 from reviewer.service.rules import Row
 from reviewer.service.signed_decisions import (
     CastDecision,
@@ -337,10 +337,7 @@ class QueueStore(ABC):
                 "this token was replaced by a rotation, and its grace period ended at "
                 f"{ended:%Y-%m-%d %H:%M:%S} UTC"
             )
-        if row["expires_at"] is not None and row["expires_at"] <= now:
-            when = rules.required_timestamp(row["expires_at"])
-            return f"this token expired at {when:%Y-%m-%d %H:%M:%S} UTC"
-        return None
+        return _expiry(row, now)
 
     def revoke_token(self, name: str) -> bool:
         """Revoke the active token of `name` (without regard to case); False when there is none."""
@@ -362,10 +359,16 @@ class QueueStore(ABC):
         return _identity_of(row, token_sha256)
 
     def _require_active(self, db: Transaction, identity: Identity) -> None:
-        """Read the caller's token again inside the write: a revocation meanwhile refuses the write."""
-        rules.require_active_token(
-            db.one("SELECT revoked_at FROM tokens WHERE id = :token_id", token_id=identity.token_id)
+        """Read the caller's token again inside the write: a revocation or its expiry meanwhile
+        refuses the write."""
+        row = db.one(
+            "SELECT revoked_at, expires_at FROM tokens WHERE id = :token_id", token_id=identity.token_id
         )
+        rules.require_active_token(row)
+        assert row is not None
+        expired = _expiry(row, self.clock())
+        if expired is not None:
+            raise Unauthorized(f"{expired}; ask the queue's operator for one")
 
     # reviewers' SSH keys
 
@@ -1055,9 +1058,7 @@ class QueueStore(ABC):
         under an Idempotency-Key already answered goes through, to get its first answer again.
         """
         with self.read() as db:
-            rules.require_active_token(
-                db.one("SELECT revoked_at FROM tokens WHERE id = :token_id", token_id=identity.token_id)
-            )
+            self._require_active(db, identity)
             self._visible(db, identity, proposal_id)
             if idempotency_key is not None and self._idempotent(db, identity, idempotency_key) is not None:
                 return
@@ -1500,6 +1501,13 @@ def _fingerprint(proposal_id: str, request: DecisionRequest | ClaimRequest | Exe
     """
     material: dict[str, Any] = {"proposal_id": proposal_id, **vars(request)}
     return hashlib.sha256(msgspec.json.encode(material, order="sorted")).hexdigest()
+
+
+def _expiry(row: Row, now: float) -> str | None:
+    """What a 401 says of a token row's expiry at `now`, None while it is valid."""
+    if row["expires_at"] is None or row["expires_at"] > now:
+        return None
+    return f"this token expired at {rules.required_timestamp(row['expires_at']):%Y-%m-%d %H:%M:%S} UTC"
 
 
 def _identity_of(row: Row | None, token_sha256: str) -> Identity | None:

@@ -1,5 +1,5 @@
-"""`GET /metrics` after a scripted day on two replicas sharing one database, read with
-`prometheus_client`'s own parser: its figures are what the queue holds, the same from either replica."""
+"""`GET /metrics` after a scripted day on two replicas sharing one database (SQLite, PostgreSQL), read
+with `prometheus_client`'s own parser: its figures are what the queue holds, the same from either replica."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from reviewer.service.auth import hash_token, mint_token
 from reviewer.service.databases import open_store
 from reviewer.service.store import Notifying, QueueStore
 from tests.queue_harness import body, claim, claimed_report, decide, proposal
+from tests.service.postgres import Cluster
 
 POLICY = """
 [default]
@@ -36,9 +37,9 @@ ROLES = {"agent": "agent", "alice": "reviewer", "bob": "reviewer", "prometheus":
 
 @dataclass
 class Replicas:
-    """Two services on one SQLite file, each with its own store, under one injectable clock."""
+    """Two services on one database, each with its own store, under one injectable clock."""
 
-    db: Path
+    db: Path | str
     now: list[float] = field(default_factory=lambda: [START])
     tokens: dict[str, str] = field(default_factory=dict)
     clients: list[dict[str, TestClient]] = field(default_factory=list)
@@ -72,9 +73,14 @@ class Replicas:
         return {family.name: family for family in text_string_to_metric_families(answer.text)}
 
 
-@pytest.fixture
-def replicas(tmp_path: Path) -> Iterator[Replicas]:
-    running = Replicas(tmp_path / "queue.sqlite3")
+@pytest.fixture(params=["sqlite", "postgresql"])
+def replicas(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Replicas]:
+    """The replicas on an SQLite file, or on a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        running = Replicas(tmp_path / "queue.sqlite3")
+    else:
+        cluster: Cluster = request.getfixturevalue("postgres_cluster")
+        running = Replicas(cluster.fresh_database())
     store = open_store(running.db, clock=time_zero, pending_ttl=1, approval_ttl=1, create=True)
     running.tokens = {name: mint_token() for name in ROLES}
     for name, role in ROLES.items():

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from reviewer.service.store import SCHEMA_VERSION
-from tests.queue_harness import PYTHON, Service, start_together
+from tests.queue_harness import PYTHON, Service, reviewer_command, start_together
 from tests.service.ports import free_port
 from tests.service.postgres import Cluster
 from tests.service.test_command_line import run
@@ -137,6 +137,18 @@ def test_db_upgrade_backs_up_and_migrates_once(tmp_path: Path) -> None:
     again = run("db", "upgrade", "--db", str(database))
     assert again.returncode == 0 and "nothing to do" in again.stderr
     assert backups_of(database) == [backup]
+
+
+def test_two_upgrades_started_together_migrate_once_and_keep_one_backup(tmp_path: Path) -> None:
+    database = previous_release_database(tmp_path / "queue.sqlite3")
+    before = dump(database)
+    command = reviewer_command("db", "upgrade", "--db", str(database))
+    both = [subprocess.Popen(command, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [process.communicate(timeout=60)[1] for process in both]
+    assert [process.returncode for process in both] == [0, 0], outputs
+    assert sum("migrated" in output for output in outputs) == 1, outputs
+    [backup] = backups_of(database)
+    assert dump(backup) == before and user_version(database) == SCHEMA_VERSION
 
 
 def test_a_token_command_on_an_old_schema_says_to_upgrade(tmp_path: Path) -> None:

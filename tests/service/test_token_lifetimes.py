@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 
 from reviewer.service.app import create_app
 from reviewer.service.auth import hash_token, mint_token
+from reviewer.service.errors import Unauthorized
 from reviewer.service.store import QueueStore
 from tests.service.test_command_line import run
+from tests.service.test_store_contract import submission
 
 START = 1_800_000_000.0
 
@@ -44,6 +47,18 @@ def test_an_expired_token_is_a_401_that_says_when_it_expired(tmp_path: Path) -> 
     assert unchanged_poll.status_code == 401  # the idle poll's short way reads the expiry too
     unknown = client.get("/v1/whoami", headers=as_bearer(mint_token()))
     assert unknown.json()["message"] == "this token is unknown or revoked; ask the queue's operator for one"
+
+
+def test_a_token_that_expires_while_its_request_arrives_cannot_write(tmp_path: Path) -> None:
+    now, store, _ = clocked(tmp_path)
+    token = mint_token()
+    store.create_token("agent", "agent", hash_token(token), expires_at=START + 60)
+    identity = store.resolve_token(hash_token(token))  # authenticated as the request arrived
+    assert identity is not None
+    store.submit(identity, submission("in-flight"))
+    now[0] = START + 60  # ... and expired before its report was read
+    with pytest.raises(Unauthorized, match="this token expired at 2027-01-15 08:01:00 UTC"):
+        store.check_report_allowed(identity, "in-flight", None)
 
 
 def test_a_rotated_token_keeps_its_identity_and_the_old_secret_lasts_its_grace(tmp_path: Path) -> None:
