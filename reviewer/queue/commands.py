@@ -1,4 +1,5 @@
-"""`reviewer approve` and `reviewer reject`: decide from the command line, as the app does.
+"""`reviewer approve` and `reviewer reject`: decide from the command line, as the app does; `reviewer
+list` and `reviewer show`: read what waits, and the digest an approval names.
 
 The same credential (the reviewer's token from `reviewer login` or `REVIEWER_TOKEN`) and the same
 signing (`reviewer.queue.deciding`), for the reviewer who read the plan elsewhere, or scripts a second
@@ -45,6 +46,32 @@ def register(subparsers: Any) -> None:
     _common_options(reject)
     reject.set_defaults(func=run_decision, decision="reject", digest=None)
 
+    listing = subparsers.add_parser(
+        "list",
+        help="what waits for a decision, newest first, with environment and alarms",
+        description="List the queue's pending proposals, newest submission first: environment, "
+        "counts and alarms of each. Under your reviewer token, as the app is.",
+    )
+    _reading_options(listing)
+    listing.set_defaults(func=run_reading, reading="list")
+
+    show = subparsers.add_parser(
+        "show",
+        help="one plan's summary, alarms, full digest and the line that approves it",
+        description="Show revision N (the latest by default) of proposal ID: its claim, counts and "
+        "alarms, the queue's full plan digest (once the fetched plan hashes to it) and the exact "
+        "`reviewer approve` line to run after reading it.",
+    )
+    show.add_argument("proposal_id", metavar="ID")
+    show.add_argument("--revision", type=int, metavar="N", help="a revision other than the latest")
+    _reading_options(show)
+    show.set_defaults(func=run_reading, reading="show")
+
+
+def _reading_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--queue", metavar="URL", help="the queue's URL (default: from the config)")
+    parser.add_argument("--json", action="store_true", help="print JSON, for scripts")
+
 
 def _common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--queue", metavar="URL", help="the queue's URL (default: from the config)")
@@ -63,6 +90,52 @@ def run_decision(options: argparse.Namespace) -> int:
     except DecisionFailed as error:
         print(f"{command}: {error}", file=sys.stderr)
         return error.exit_code
+
+
+def run_reading(options: argparse.Namespace) -> int:
+    """`reviewer list` and `reviewer show`: the queue read under the reviewer's token."""
+    command = f"reviewer {options.reading}"
+    try:
+        return asyncio.run(_read(options))
+    except DecisionFailed as error:
+        print(f"{command}: {error}", file=sys.stderr)
+        return error.exit_code
+
+
+async def _read(options: argparse.Namespace) -> int:
+    import json
+    import shutil
+
+    from reviewer.queue import client as queue
+    from reviewer.queue.config import ConfigError, load_settings
+    from reviewer.queue.overview import list_lines, one_summary, pending_summaries, show_lines
+
+    try:
+        settings = load_settings(options.queue)
+    except ConfigError as error:
+        raise DecisionFailed(str(error), 2) from None
+    width = min(shutil.get_terminal_size((80, 24)).columns, 100)
+    try:
+        async with queue.QueueClient(settings.queue_url, settings.token.reveal()) as client:
+            if options.reading == "list":
+                summaries = await pending_summaries(client)
+                if options.json:
+                    print(json.dumps([summary.as_json(options.queue) for summary in summaries], indent=2))
+                else:
+                    print("\n".join(list_lines(summaries, width)))
+                return 0
+            summary = await one_summary(client, options.proposal_id, options.revision)
+    except LookupError as error:
+        raise DecisionFailed(str(error)) from None
+    except queue.QueueError as error:
+        raise DecisionFailed(str(error)) from None
+    except ValueError as error:  # a proposal id outside the format, refused before any request
+        raise DecisionFailed(str(error), 2) from None
+    if options.json:
+        print(json.dumps(summary.as_json(options.queue), indent=2))
+    else:
+        print("\n".join(show_lines(summary, width, options.queue)))
+    return 0
 
 
 class DecisionFailed(Exception):
