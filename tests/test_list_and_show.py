@@ -75,7 +75,7 @@ def test_show_prints_the_digest_and_the_approve_line_the_queue_accepts(queue: tu
     assert json.loads(after.stdout)["approve_command"] == command
 
 
-def test_list_names_what_waits_newest_first_with_environment_and_alarms(
+def test_list_names_what_waits_newest_first_with_its_alarms(
     queue: tuple[Service, Actors],
 ) -> None:
     older, newer = unique_id("older"), unique_id("newer")
