@@ -194,28 +194,9 @@ def tls_queue(tmp_path: Path) -> Iterator[tuple[str, Path, str]]:
     """`reviewer serve` over HTTPS with a self-signed certificate (its own CA, as a private CA's
     certificate is to a machine that does not trust it): the URL, the CA file, a reviewer's token."""
     cert, key, db = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "q.sqlite3"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    openssl = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1"
+    names = ["-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)]
+    subprocess.run([*openssl.split(), *names], check=True, capture_output=True)
     port = free_port()
     process = subprocess.Popen(
         reviewer_command(
