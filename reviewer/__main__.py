@@ -27,6 +27,16 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("db", "reviewer.service.commands", "upgrade or back up the queue's database"),
     ("approve", "reviewer.queue.commands", "approve one revision of a proposal, by its digest"),
     ("reject", "reviewer.queue.commands", "reject one revision of a proposal, with a reason"),
+    (
+        "list",
+        "reviewer.queue.commands",
+        "what waits for a decision, newest first, with environment and alarms",
+    ),
+    (
+        "show",
+        "reviewer.queue.commands",
+        "one plan's summary, alarms, full digest and the line that approves it",
+    ),
     ("policy", "reviewer.policy.commands", "test a queue policy file"),
     (
         "sample-api",

@@ -11,6 +11,7 @@ each on its own. Every step is the library's own: the gate adds no rule, it only
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import uuid
@@ -41,6 +42,9 @@ from reviewer.queue.client import QueueClient
 from reviewer.queue.messages import DecisionState, SubmissionAnswer
 from reviewer.reading.verification import Verification, compare_execution
 from reviewer.signing.allowed_signers import AllowedSigners
+
+log = logging.getLogger(__name__)
+"""Says what a run waits for: the line that opens the plan once it is submitted, then the decision."""
 
 AGENT_TOKEN_ENV: Final = "REVIEWER_AGENT_TOKEN"
 """Where the gate finds the agent's queue token when none is passed: never a command-line argument,
@@ -299,12 +303,16 @@ class Gate:
         proposal = self.propose(recording, title=title, task=description, proposal_id=proposal_id)
         submission = await self.submit(proposal)
         result = GateResult(recording, proposal, submission)
+        named = f"{submission.proposal_id} revision {submission.revision}"
+        log.info("waiting for a reviewer: reviewer review %s (%s)", submission.proposal_id, named)
         try:
             result.approval = await self.wait(submission)
+            log.info("%s approved by %s", named, result.approval.approved_by)
             result.execution = await self.execute(
                 result.approval, tools=recording.tools.values(), task=None if replay else task
             )
         except NoApproval as refusal:
+            log.info("%s not approved: %s", named, refusal)
             result.refusal = refusal
             return result
         except RunStopped as stopped:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import ssl
 import uuid
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
@@ -32,6 +33,7 @@ from reviewer.queue.messages import (
     SubmissionAnswer,
     Whoami,
 )
+from reviewer.queue.trust import trusted_certificates
 
 Answer = TypeVar("Answer", bound=BaseModel)
 
@@ -52,6 +54,33 @@ class QueueError(Exception):
 
 class QueueUnreachable(QueueError):
     """No HTTP answer at all (refused, timed out, cut off): the queue may be down or the URL wrong."""
+
+
+class UntrustedCertificate(QueueUnreachable):
+    """The queue answered over TLS with a certificate this machine does not trust: a private CA's,
+    or a self-signed one. Retrying cannot help; trusting the CA does."""
+
+
+def _is_untrusted(error: BaseException) -> bool:
+    while error is not None:
+        if isinstance(error, ssl.SSLCertVerificationError):
+            return True
+        error = error.__cause__ or error.__context__  # type: ignore[assignment]
+    return False
+
+
+def unreachable(base_url: str, error: httpx.TransportError) -> QueueUnreachable:
+    """Why the queue did not answer, in words that say what to do."""
+    if _is_untrusted(error):
+        return UntrustedCertificate(
+            f"the queue at {base_url} answered with a TLS certificate this machine does not trust "
+            "(a private CA's, or self-signed): pass --ca-file FILE, or set SSL_CERT_FILE (or "
+            "REQUESTS_CA_BUNDLE) to the CA that signed it"
+        )
+    return QueueUnreachable(
+        f"the queue at {base_url} did not answer ({type(error).__name__}); "
+        "check that `reviewer serve` runs there and the URL is right"
+    )
 
 
 class QueueRefused(QueueError):
@@ -203,6 +232,7 @@ class QueueClient:
             timeout=timeout,
             follow_redirects=False,
             limits=httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY),
+            verify=trusted_certificates(),
         )
 
     def __repr__(self) -> str:
@@ -230,13 +260,10 @@ class QueueClient:
             try:
                 response = await self._http.request(method, path, **kwargs)
             except httpx.TransportError as error:
-                if attempt + 1 < attempts:
+                if attempt + 1 < attempts and not _is_untrusted(error):
                     await asyncio.sleep(self.retry_delay * 2**attempt)
                     continue
-                raise QueueUnreachable(
-                    f"the queue at {self.base_url} did not answer ({type(error).__name__}); "
-                    "check that `reviewer serve` runs there and the URL is right"
-                ) from error
+                raise unreachable(self.base_url, error) from error
             if response.status_code in expect:
                 return response
             raise refusal(response)

@@ -1,4 +1,5 @@
-"""`reviewer approve` and `reviewer reject`: decide from the command line, as the app does.
+"""`reviewer approve` and `reviewer reject`: decide from the command line, as the app does; `reviewer
+list` and `reviewer show`: read what waits, and the digest an approval names.
 
 The same credential (the reviewer's token from `reviewer login` or `REVIEWER_TOKEN`) and the same
 signing (`reviewer.queue.deciding`), for the reviewer who read the plan elsewhere, or scripts a second
@@ -45,9 +46,43 @@ def register(subparsers: Any) -> None:
     _common_options(reject)
     reject.set_defaults(func=run_decision, decision="reject", digest=None)
 
+    listing = subparsers.add_parser(
+        "list",
+        help="what waits for a decision, newest first, with environment and alarms",
+        description="List the queue's pending proposals, newest submission first: environment, "
+        "counts and alarms of each. Under your reviewer token, as the app is.",
+    )
+    _reading_options(listing)
+    listing.set_defaults(func=run_reading, reading="list")
+
+    show = subparsers.add_parser(
+        "show",
+        help="one plan's summary, alarms, full digest and the line that approves it",
+        description="Show revision N (the latest by default) of proposal ID: its claim, counts and "
+        "alarms, the queue's full plan digest (once the fetched plan hashes to it) and the exact "
+        "`reviewer approve` line to run after reading it.",
+    )
+    show.add_argument("proposal_id", metavar="ID")
+    show.add_argument("--revision", type=int, metavar="N", help="a revision other than the latest")
+    _reading_options(show)
+    show.set_defaults(func=run_reading, reading="show")
+
+
+def _reading_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--queue", metavar="URL", help="the queue's URL (default: from the config)")
+    _ca_option(parser)
+    parser.add_argument("--json", action="store_true", help="print JSON, for scripts")
+
+
+def _ca_option(parser: argparse.ArgumentParser) -> None:
+    from reviewer.queue.trust import CA_FILE_HELP
+
+    parser.add_argument("--ca-file", type=Path, metavar="FILE", help=CA_FILE_HELP)
+
 
 def _common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--queue", metavar="URL", help="the queue's URL (default: from the config)")
+    _ca_option(parser)
     parser.add_argument(
         "--key",
         type=Path,
@@ -65,6 +100,54 @@ def run_decision(options: argparse.Namespace) -> int:
         return error.exit_code
 
 
+def run_reading(options: argparse.Namespace) -> int:
+    """`reviewer list` and `reviewer show`: the queue read under the reviewer's token."""
+    command = f"reviewer {options.reading}"
+    try:
+        return asyncio.run(_read(options))
+    except DecisionFailed as error:
+        print(f"{command}: {error}", file=sys.stderr)
+        return error.exit_code
+
+
+async def _read(options: argparse.Namespace) -> int:
+    import json
+    import shutil
+
+    from reviewer.queue import client as queue
+    from reviewer.queue.config import ConfigError, load_settings
+    from reviewer.queue.overview import list_lines, one_summary, pending_summaries, show_lines
+    from reviewer.queue.trust import use_ca_file
+
+    try:
+        use_ca_file(options.ca_file)
+        settings = load_settings(options.queue)
+    except ConfigError as error:
+        raise DecisionFailed(str(error), 2) from None
+    width = min(shutil.get_terminal_size((80, 24)).columns, 100)
+    try:
+        async with queue.QueueClient(settings.queue_url, settings.token.reveal()) as client:
+            if options.reading == "list":
+                summaries = await pending_summaries(client)
+                if options.json:
+                    print(json.dumps([summary.as_json(options.queue) for summary in summaries], indent=2))
+                else:
+                    print("\n".join(list_lines(summaries, width)))
+                return 0
+            summary = await one_summary(client, options.proposal_id, options.revision)
+    except LookupError as error:
+        raise DecisionFailed(str(error)) from None
+    except queue.QueueError as error:
+        raise DecisionFailed(str(error)) from None
+    except ValueError as error:  # a proposal id outside the format, refused before any request
+        raise DecisionFailed(str(error), 2) from None
+    if options.json:
+        print(json.dumps(summary.as_json(options.queue), indent=2))
+    else:
+        print("\n".join(show_lines(summary, width, options.queue)))
+    return 0
+
+
 class DecisionFailed(Exception):
     """Why nothing was decided (or what the queue refused), in one line."""
 
@@ -76,7 +159,8 @@ class DecisionFailed(Exception):
 async def _decide(options: argparse.Namespace) -> int:
     from reviewer.queue import client as queue
     from reviewer.queue.config import ConfigError, configured_signing_key, load_settings
-    from reviewer.queue.deciding import send_decision
+    from reviewer.queue.deciding import not_pending_words, send_decision, stale_words
+    from reviewer.queue.trust import use_ca_file
     from reviewer.signing.sshsig import SigningError, signer_for
 
     decision: Decision = options.decision
@@ -88,6 +172,7 @@ async def _decide(options: argparse.Namespace) -> int:
             "--digest must be the plan's whole SHA-256, 64 hex digits, as the app shows it", 2
         )
     try:
+        use_ca_file(options.ca_file)
         settings = load_settings(options.queue)
         key_path = configured_signing_key(options.key)
         signer = signer_for(key_path) if key_path is not None else None
@@ -97,25 +182,35 @@ async def _decide(options: argparse.Namespace) -> int:
         async with queue.QueueClient(settings.queue_url, settings.token.reveal()) as client:
             if digest is None:
                 digest = await _digest_of(client, options.proposal_id, options.revision)
-            state = await send_decision(
-                client, options.proposal_id, options.revision, digest, decision, options.reason, signer
-            )
+            try:
+                state = await send_decision(
+                    client, options.proposal_id, options.revision, digest, decision, options.reason, signer
+                )
+            except queue.AlreadyDecided as error:
+                ran_by = await _who_ran(client, options.proposal_id) if error.state == "executed" else None
+                raise DecisionFailed(f"not sent: {not_pending_words(error, ran_by)}") from None
     except SigningError as error:
         raise DecisionFailed(f"{error}; nothing was sent") from None
     except queue.StaleRevision as error:
-        raise DecisionFailed(
-            f"revision {options.revision} is not the latest: revision {error.latest_revision} "
-            f"(sha256 {error.latest_plan_sha256}) is waiting; review it first"
-        ) from None
-    except queue.AlreadyDecided as error:
-        by = f" by {error.body.decided_by}" if error.body.decided_by else ""
-        raise DecisionFailed(f"not sent: {error.body.message} (the proposal is {error.state}{by})") from None
+        raise DecisionFailed(stale_words(error, options.proposal_id, options.revision, digest)) from None
     except queue.QueueError as error:
         raise DecisionFailed(str(error)) from None
     except ValueError as error:  # a proposal id outside the format, refused before any request
         raise DecisionFailed(str(error), 2) from None
     print(describe(state, signed=signer is not None))
     return 0
+
+
+async def _who_ran(client: Any, proposal_id: str) -> str | None:
+    """The agent whose run executed the proposal, from its trail (None if the trail cannot be read)."""
+    from reviewer.queue.client import QueueError
+
+    try:
+        record = await client.get_proposal(proposal_id)
+    except QueueError:
+        return None
+    runs = [event.actor for event in record.history if event.event == "executed"]
+    return runs[-1] if runs else None
 
 
 async def _digest_of(client: Any, proposal_id: str, revision: int) -> str:

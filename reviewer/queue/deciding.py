@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime
 
-from reviewer.queue.client import QueueClient
+from reviewer.plan.sanitize import clip, safe_text
+from reviewer.queue.client import AlreadyDecided, QueueClient, StaleRevision
 from reviewer.queue.messages import Decision, DecisionState
 from reviewer.signing.signed_approvals import SignedStatement
 from reviewer.signing.sshsig import DecisionStatement, Signer, sign_statement
@@ -55,3 +56,30 @@ async def send_decision(
         statement=signed.statement,
         signature=signed.signature,
     )
+
+
+def stale_words(error: StaleRevision, proposal_id: str, revision: int, digest: str | None) -> str:
+    """A 412 in words: the revision named is no longer the latest, or it is and the digest named is
+    not its digest (a mistyped or truncated digest is not a re-plan)."""
+    latest, latest_digest = error.latest_revision, error.latest_plan_sha256 or ""
+    if latest == revision:
+        return (
+            f"the digest {safe_text(clip(digest or '', 64))} does not match revision {revision}'s "
+            f"(sha256 {latest_digest}); nothing was sent: check the plan with `reviewer show "
+            f"{safe_text(proposal_id)}`"
+        )
+    return (
+        f"revision {revision} is not the latest: revision {latest} (sha256 {latest_digest}) is waiting; "
+        "review it first"
+    )
+
+
+def not_pending_words(error: AlreadyDecided, ran_by: str | None = None) -> str:
+    """A 409 in words: the state, and who: the agent whose run executed it (`ran_by`, from the trail),
+    or the reviewers who decided it."""
+    if error.state == "executed":
+        run = f" by a run of {safe_text(ran_by)}" if ran_by else ""
+        approved = f", approved by {safe_text(error.decided_by)}" if error.decided_by else ""
+        return f"already executed{run}{approved}"
+    by = f" by {safe_text(error.decided_by)}" if error.decided_by else ""
+    return f"the proposal is already {error.state}{by}"

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from reviewer.queue.trust import CA_FILE_HELP
 from reviewer.tui.model.sources import BUNDLED_SAMPLES
 
 if TYPE_CHECKING:  # the queue's settings load only for the commands that use them, not the demo
@@ -44,6 +45,7 @@ def register(subparsers: Any) -> None:
         help="open this proposal's review screen at once (the line a notification gives)",
     )
     review.add_argument("--queue", metavar="URL", help="the queue's URL (default: from the config)")
+    review.add_argument("--ca-file", type=Path, metavar="FILE", help=CA_FILE_HELP)
     review.add_argument(
         "--poll",
         type=float,
@@ -60,6 +62,7 @@ def register(subparsers: Any) -> None:
         "config.toml and the token in a file only you can read (0600, in a 0700 folder).",
     )
     login.add_argument("--queue", metavar="URL", required=True, help="the queue's URL")
+    login.add_argument("--ca-file", type=Path, metavar="FILE", help=CA_FILE_HELP)
     login.set_defaults(func=run_login)
 
 
@@ -79,9 +82,11 @@ def run_demo(options: argparse.Namespace) -> int:
 
 def run_review(options: argparse.Namespace) -> int:
     from reviewer.queue.config import ConfigError, configured_alerts, configured_signing_key, load_settings
+    from reviewer.queue.trust import use_ca_file
     from reviewer.signing.sshsig import SigningError, signer_for
 
     try:
+        use_ca_file(options.ca_file)
         settings = load_settings(options.queue)
         alerts = configured_alerts()
         key_path = configured_signing_key()
@@ -105,20 +110,20 @@ def run_review(options: argparse.Namespace) -> int:
 
 def run_login(options: argparse.Namespace) -> int:
     """Check the token before storing it: a typo found now is not a 401 found mid-incident."""
-    import getpass
-
     from reviewer.queue.client import QueueError, QueueUnreachable, Unauthorized
     from reviewer.queue.config import (
+        TOKEN_ENV,
         ConfigError,
-        Secret,
         config_file,
         normalize_queue_url,
         token_file,
         write_configured_queue,
         write_token_file,
     )
+    from reviewer.queue.trust import use_ca_file
 
     try:
+        use_ca_file(options.ca_file)
         queue_url = normalize_queue_url(options.queue)
     except ConfigError as error:
         print(f"reviewer login: {error}", file=sys.stderr)
@@ -128,9 +133,16 @@ def run_login(options: argparse.Namespace) -> int:
         print(f"reviewer login: {unanswered}", file=sys.stderr)
         return 1
     try:
-        token = Secret(getpass.getpass(f"reviewer token for {queue_url} (not shown): "))
-    except (ConfigError, EOFError) as error:
-        print(f"reviewer login: {error or 'no token given'}", file=sys.stderr)
+        token = _token_to_check(queue_url)
+    except ConfigError as error:
+        print(f"reviewer login: {error}", file=sys.stderr)
+        return 2
+    except EOFError:
+        print(
+            "reviewer login: no token was given (the input ended before a line was read); run it in a "
+            f"terminal and paste the token, or set {TOKEN_ENV}",
+            file=sys.stderr,
+        )
         return 2
     try:
         identity = asyncio.run(_whoami(queue_url, token))
@@ -141,11 +153,8 @@ def run_login(options: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    except QueueUnreachable:
-        print(
-            f"reviewer login: {queue_url} did not answer; check the URL and that the queue runs",
-            file=sys.stderr,
-        )
+    except QueueUnreachable as error:
+        print(f"reviewer login: {error}", file=sys.stderr)
         return 1
     except QueueError as error:
         print(f"reviewer login: the queue refused: {error}", file=sys.stderr)
@@ -169,14 +178,36 @@ def run_login(options: argparse.Namespace) -> int:
     return 0
 
 
+def _token_to_check(queue_url: str) -> Secret:
+    """`REVIEWER_TOKEN` when it is set (a script, or a token already in the environment), else the
+    token pasted without echo."""
+    import getpass
+    import os
+
+    from reviewer.queue.config import TOKEN_ENV, Secret
+
+    given = os.environ.get(TOKEN_ENV)
+    if given:
+        print(f"using the token in {TOKEN_ENV}", file=sys.stderr)
+        return Secret(given)
+    return Secret(getpass.getpass(f"reviewer token for {queue_url} (not shown): "))
+
+
 async def _queue_answers(queue_url: str) -> str | None:
     """None when a queue answers at `queue_url` (a request without a token gets its 401), else why
     not: said before the token is asked for, so a mistyped URL costs no paste."""
     import httpx
 
+    from reviewer.queue.client import unreachable
+    from reviewer.queue.trust import trusted_certificates
+
     try:
-        async with httpx.AsyncClient(timeout=10, follow_redirects=False) as client:
+        async with httpx.AsyncClient(
+            timeout=10, follow_redirects=False, verify=trusted_certificates()
+        ) as client:
             answer = await client.get(f"{queue_url}/v1/whoami")
+    except httpx.TransportError as error:
+        return str(unreachable(queue_url, error))
     except httpx.HTTPError:
         return f"{queue_url} did not answer; check the URL and that the queue runs"
     if answer.status_code != 401:

@@ -32,7 +32,7 @@ from reviewer.queue.client import (
     Unauthorized,
 )
 from reviewer.queue.config import Secret
-from reviewer.queue.deciding import sign_decision
+from reviewer.queue.deciding import not_pending_words, sign_decision
 from reviewer.queue.messages import Decision, ProposalRecord, ProposalSummary, Whoami
 from reviewer.signing.signed_approvals import SignedStatement
 from reviewer.signing.sshsig import Signer, SigningError
@@ -112,6 +112,10 @@ class QueueDecider:
             latest = error.latest_revision
             message = f"the agent re-planned: revision {latest} is waiting"
             return DecisionOutcome(False, message, "pending", error=True, reopen_revision=latest)
+        if isinstance(error, AlreadyDecided) and error.state == "executed":
+            runs = [event.actor for event in item.history if event.event == "executed"]
+            words = not_pending_words(error, runs[-1] if runs else None)
+            return DecisionOutcome(False, words, error.state, True)
         if isinstance(error, AlreadyDecided):
             if error.decided_by:
                 return DecisionOutcome(

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from bisect import bisect_right
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 from rich.text import Text
@@ -72,6 +74,16 @@ def claim_text(proposal: Proposal) -> Text:
     text.append("runs on ", "muted")
     text.append_text(target_text(proposal))
     return text
+
+
+def missing_agent() -> str | None:
+    """Why no ssh-agent can be reached (`SSH_AUTH_SOCK` unset, or naming no socket), or None."""
+    socket = os.environ.get("SSH_AUTH_SOCK", "")
+    if not socket:
+        return "no agent runs here (SSH_AUTH_SOCK is not set)"
+    if not Path(socket).exists():
+        return "SSH_AUTH_SOCK names no socket (the agent has stopped)"
+    return None
 
 
 def host_alarms(proposal: Proposal) -> list[str]:
@@ -446,6 +458,13 @@ class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         from reviewer.signing.sshsig import AgentSigner
 
         key = signer.public_key
+        if isinstance(signer, AgentSigner) and (missing := missing_agent()):
+            text.append(
+                f"cannot be signed: the key {key.key_type} {key.fingerprint} is to sign through ssh-agent, "
+                f"but {missing}; y sends nothing. Start one and ssh-add the key, or connect with ssh -A\n",
+                "danger",
+            )
+            return
         through = "through ssh-agent" if isinstance(signer, AgentSigner) else "from its key file"
         text.append(f"signed with {key.key_type} {key.fingerprint}, {through}\n")
 

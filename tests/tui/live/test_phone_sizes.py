@@ -16,7 +16,7 @@ PHONE_SIZES = [pytest.param((50, 20), id="50x20"), pytest.param((60, 30), id="60
 KUBERNETES = "k8s-shop-scale-down-1019"
 
 
-def phone_app():  # type: ignore[no-untyped-def]
+def phone_app(**options: Any):  # type: ignore[no-untyped-def]
     """The Kubernetes sample waiting with bob's approval of 2 needed, newest of three; a fixed key."""
     fake = FakeQueue()
     fake.add("deskline-merge-0042", title="Merge t1 and t2, delete t3")
@@ -28,7 +28,7 @@ def phone_app():  # type: ignore[no-untyped-def]
         approvals=["bob"],
         approvals_required=2,
     )
-    return live_app(fake.transport(), signer=FixedKeySigner())
+    return live_app(fake.transport(), signer=FixedKeySigner(), **options)
 
 
 def reviewed(*keys: str):  # type: ignore[no-untyped-def]
@@ -85,3 +85,16 @@ def test_reject_dialog_at_phone_size(snap_compare, size: tuple[int, int]) -> Non
     """`x`: the reason field (focused) and "enter  send the rejection  escape  back" at the dialog's
     foot; the body above them scrolls."""
     assert snap_compare(phone_app(), terminal_size=size, run_before=reviewed("x"))
+
+
+def test_kubernetes_review_at_50x20_in_16_colours(snap_compare) -> None:
+    """In a 16-colour terminal: the folded alarm line still reads "(e: all)", the cursor row marked ▶,
+    "validated" bright green on black, the environment bright yellow before the base URL."""
+    app = phone_app(color_system="standard")
+    assert snap_compare(app, terminal_size=(50, 20), run_before=reviewed())
+
+
+def test_approve_dialog_at_50x20_without_colour(snap_compare, monkeypatch: pytest.MonkeyPatch) -> None:
+    """NO_COLOR: the dialog's alarms reversed, and "y  yes, send it      n  no" on its last line."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert snap_compare(phone_app(), terminal_size=(50, 20), run_before=reviewed("a", "pagedown"))

@@ -32,9 +32,11 @@ class FixedKeySigner:
         raise AssertionError("a snapshot signs nothing")
 
 
-def live_app(transport: httpx.AsyncBaseTransport, signer: Signer | None = None) -> ReviewerApp:
+def live_app(
+    transport: httpx.AsyncBaseTransport, signer: Signer | None = None, **options: Any
+) -> ReviewerApp:
     """Fixed clocks (status figures and ages never move), long poll and retry delays (nothing changes
-    mid-picture)."""
+    mid-picture); `options` go to the app (a colour system)."""
     return ReviewerApp(
         QueueSource(
             "http://queue.test",
@@ -47,7 +49,8 @@ def live_app(transport: httpx.AsyncBaseTransport, signer: Signer | None = None) 
             max_backoff=30,
             jitter=0,
             signer=signer,
-        )
+        ),
+        **options,
     )
 
 

@@ -1,0 +1,244 @@
+"""What waits and what one plan asks: `reviewer list` and `reviewer show`, without the app.
+
+A reviewer on a phone's SSH session, or a script, reads the queue here: each pending proposal with its
+environment and alarms, and one revision's summary with the full digest and the exact `reviewer
+approve` line. The digest shown is the queue's, and only once the fetched plan hashes to it.
+Every string from a proposal is sanitized for the terminal; `--json` escapes it as JSON does.
+"""
+
+from __future__ import annotations
+
+import shlex
+import textwrap
+from dataclasses import asdict, dataclass, field
+
+from reviewer.plan.proposal import Proposal, plan_sha256
+from reviewer.plan.sanitize import clip, safe_text
+from reviewer.policy.quorum import describe_approvals
+from reviewer.queue.client import QueueClient
+from reviewer.queue.messages import ProposalSummary
+from reviewer.reading.analysis import Analysis
+
+
+@dataclass(frozen=True)
+class PlanSummary:
+    """One revision as the list and `show` tell it; strings as the proposal has them (raw)."""
+
+    proposal_id: str
+    revision: int
+    latest_revision: int
+    title: str
+    task: str | None
+    environment: str | None
+    base_url: str | None
+    api: str
+    proposed_by: str
+    submitted_at: str
+    state: str
+    calls: int
+    creates: int
+    updates: int
+    deletes: int
+    other: int
+    alarms: list[str]
+    plan_sha256: str
+    """The queue's digest of this revision: the one `reviewer approve` must name."""
+    digest_matches: bool
+    """Whether the plan fetched hashes to it: when not, nothing here offers to approve it."""
+    approvals: list[str] = field(default_factory=list)
+    approvals_required: int = 1
+
+    def approve_argv(self, queue_url: str | None = None) -> list[str]:
+        """The command that approves exactly this revision (empty when the digest does not match)."""
+        if not self.digest_matches:
+            return []
+        queue = ["--queue", queue_url] if queue_url else []
+        return [
+            "reviewer",
+            "approve",
+            self.proposal_id,
+            "--revision",
+            str(self.revision),
+            *queue,
+            "--digest",
+            self.plan_sha256,
+        ]
+
+    def as_json(self, queue_url: str | None = None) -> dict[str, object]:
+        return {**asdict(self), "approve_command": self.approve_argv(queue_url)}
+
+
+@dataclass(frozen=True)
+class QueueFacts:
+    """What the queue records of a revision, beside its plan."""
+
+    plan_sha256: str
+    proposed_by: str
+    submitted_at: str
+    latest_revision: int
+    state: str
+    approvals: list[str] = field(default_factory=list)
+    approvals_required: int = 1
+
+
+def summarize(proposal: Proposal, facts: QueueFacts) -> PlanSummary:
+    analysis = Analysis(proposal)
+    ratios = analysis.ratios
+    return PlanSummary(
+        proposal_id=proposal.proposal_id,
+        revision=proposal.revision,
+        latest_revision=facts.latest_revision,
+        title=proposal.title,
+        task=proposal.task,
+        environment=proposal.target.environment,
+        base_url=proposal.target.base_url,
+        api=proposal.target.api,
+        proposed_by=facts.proposed_by,
+        submitted_at=facts.submitted_at,
+        state=facts.state,
+        calls=ratios.calls,
+        creates=ratios.creates,
+        updates=ratios.updates,
+        deletes=ratios.deletes,
+        other=ratios.reads + ratios.other,
+        alarms=list(analysis.alarms),
+        plan_sha256=facts.plan_sha256,
+        digest_matches=plan_sha256(proposal) == facts.plan_sha256,
+        approvals=facts.approvals,
+        approvals_required=facts.approvals_required,
+    )
+
+
+async def pending_summaries(client: QueueClient) -> list[PlanSummary]:
+    """Every pending proposal's latest revision, newest submission first."""
+    waiting: list[ProposalSummary] = []
+    cursor = None
+    while True:
+        listing = await client.list_proposals(state="pending", cursor=cursor)
+        assert listing.page is not None  # no etag was sent, so the answer is a page
+        waiting.extend(listing.page.proposals)
+        cursor = listing.page.next_cursor
+        if cursor is None:
+            break
+    waiting.sort(key=lambda summary: summary.submitted_at, reverse=True)
+    summaries = []
+    for summary in waiting:
+        proposal = await client.get_revision(summary.proposal_id, summary.revision)
+        facts = QueueFacts(
+            summary.plan_sha256,
+            summary.proposed_by,
+            summary.submitted_at.isoformat(),
+            summary.revision,
+            summary.state,
+        )
+        summaries.append(summarize(proposal, facts))
+    return summaries
+
+
+async def one_summary(client: QueueClient, proposal_id: str, revision: int | None) -> PlanSummary:
+    """One revision (the latest by default), with the queue's state and quorum."""
+    record = await client.get_proposal(proposal_id)
+    infos = {info.revision: info for info in record.revisions}
+    number = revision if revision is not None else record.latest.revision
+    info = infos.get(number)
+    if info is None:
+        raise LookupError(f"{proposal_id} has no revision {number} (latest: {record.latest.revision})")
+    proposal = await client.get_revision(proposal_id, number)
+    latest = record.latest
+    facts = QueueFacts(
+        info.plan_sha256,
+        info.submitted_by,
+        info.submitted_at.isoformat(),
+        latest.revision,
+        latest.state if number == latest.revision else "superseded",
+        list(latest.approvals),
+        latest.approvals_required,
+    )
+    return summarize(proposal, facts)
+
+
+def _shown(value: str, limit: int = 300) -> str:
+    return safe_text(clip(value, limit))
+
+
+def _wrapped(text: str, width: int, indent: str = "") -> list[str]:
+    wrapped = textwrap.wrap(
+        text, width, initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False
+    )
+    return wrapped or [indent]
+
+
+def counts(summary: PlanSummary) -> str:
+    parts = [
+        f"{summary.calls:,} calls",
+        f"{summary.creates:,} create",
+        f"{summary.updates:,} update",
+        f"{summary.deletes:,} delete",
+    ]
+    if summary.other:
+        parts.append(f"{summary.other:,} other")
+    return ", ".join(parts)
+
+
+def list_lines(summaries: list[PlanSummary], width: int) -> list[str]:
+    """The list for a terminal `width` wide: a few short lines a proposal, its alarms marked `!`."""
+    if not summaries:
+        return ["nothing waits: no proposal is pending"]
+    lines: list[str] = []
+    for summary in summaries:
+        lines.append(f"{_shown(summary.proposal_id, 128)}  rev {summary.revision}")
+        lines.extend(_wrapped(_shown(summary.title), width, "  "))
+        where = (
+            f"{_shown(summary.environment or 'no environment', 40)} · by {_shown(summary.proposed_by, 64)}"
+        )
+        lines.extend(_wrapped(f"{where} · {summary.submitted_at[:16].replace('T', ' ')}", width, "  "))
+        lines.extend(_wrapped(counts(summary), width, "  "))
+        for alarm in summary.alarms:
+            lines.extend(_wrapped(f"! {_shown(alarm)}", width, "  "))
+        lines.append("")
+    lines.append("reviewer show ID: its digest, approve line")
+    return lines
+
+
+def show_lines(summary: PlanSummary, width: int, queue_url: str | None = None) -> list[str]:
+    """One revision for a terminal `width` wide, ending with the line that approves it."""
+    lines = [
+        f"{_shown(summary.proposal_id, 128)} revision {summary.revision} of {summary.latest_revision}: "
+        f"{summary.state}"
+    ]
+    lines.extend(_wrapped(_shown(summary.title), width))
+    if summary.task:
+        lines.extend(_wrapped(f"task: {_shown(summary.task, 600)}", width))
+    lines.extend(
+        _wrapped(
+            f"runs on {_shown(summary.environment or 'no environment', 40)} · "
+            f"{_shown(summary.base_url or 'no base URL', 200)} · {_shown(summary.api, 40)}",
+            width,
+        )
+    )
+    lines.extend(
+        _wrapped(f"proposed by {_shown(summary.proposed_by, 64)}, {summary.submitted_at[:19]}", width)
+    )
+    lines.extend(_wrapped(counts(summary), width))
+    for alarm in summary.alarms:
+        lines.extend(_wrapped(f"! {_shown(alarm)}", width))
+    if summary.state == "pending":
+        approvals = describe_approvals(map(_shown, summary.approvals), summary.approvals_required)
+        lines.extend(_wrapped(f"approvals: {approvals} so far", width))
+    lines.append("plan sha256 (the queue's):")
+    lines.append(summary.plan_sha256)
+    if not summary.digest_matches:
+        lines.extend(
+            _wrapped(
+                "DIGEST MISMATCH: the plan fetched does not hash to the queue's digest; do not approve it",
+                width,
+            )
+        )
+        return lines
+    if summary.state == "pending" and summary.revision == summary.latest_revision:
+        lines.append("to approve it after reading the plan:")
+        argv = [shlex.quote(word) for word in summary.approve_argv(queue_url)]
+        lines.append(" ".join(argv[:3]) + " \\")
+        lines.append("  " + " ".join(argv[3:-2]) + " \\")
+        lines.append("  " + " ".join(argv[-2:]))
+    return lines

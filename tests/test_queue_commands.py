@@ -1,0 +1,221 @@
+"""`reviewer list`, `show`, `approve` and `login` against a real queue on a loopback port: what waits,
+a digest `reviewer approve` accepts, and messages that say what happened."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import ssl
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.queue_harness import (
+    STARTUP_TIMEOUT,
+    Actors,
+    Service,
+    claimed_report,
+    decide,
+    make_actors,
+    mint_tokens,
+    reviewer_command,
+    start_service,
+    submit,
+    unique_id,
+)
+from tests.service.ports import free_port
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_proposals"
+
+
+@pytest.fixture(scope="module")
+def queue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, Actors]]:
+    service = start_service(tmp_path_factory.mktemp("queue"))
+    actors = make_actors(service)
+    yield service, actors
+    actors.close()
+    service.stop()
+
+
+def run(
+    queue: tuple[Service, Actors], *args: str, columns: int = 50, stdin: str = "", **environ: str
+) -> subprocess.CompletedProcess[str]:
+    """A command as alice, in a terminal `columns` wide, with no config file and no SSH agent."""
+    service, actors = queue
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("SSH_AUTH_SOCK", "REVIEWER_SIGNING_KEY", "XDG_CONFIG_HOME")
+    }
+    env.update(
+        REVIEWER_QUEUE=service.url,
+        REVIEWER_TOKEN=actors.tokens["alice"],
+        XDG_CONFIG_HOME=str(Path(service.db).parent / "no-config"),
+        COLUMNS=str(columns),
+    )
+    env.update(environ)
+    return subprocess.run(
+        reviewer_command(*args), capture_output=True, text=True, env=env, timeout=60, input=stdin
+    )
+
+
+def submit_sample(actors: Actors, name: str, proposal_id: str) -> dict[str, str]:
+    """A bundled sample under a fresh id (the queue keeps every id it saw)."""
+    document = json.loads((SAMPLES / name).read_text())
+    document["proposal_id"] = proposal_id
+    response = actors.agent.post("/v1/proposals", content=json.dumps(document).encode())
+    assert response.status_code == 201, response.text
+    answer: dict[str, str] = response.json()
+    return answer
+
+
+def test_show_prints_the_digest_and_the_approve_line_the_queue_accepts(queue: tuple[Service, Actors]) -> None:
+    """The printed line, run as printed, approves the revision: the digest is the queue's whole one."""
+    proposal_id = unique_id("k8s-show")
+    answer = submit_sample(queue[1], "k8s-shop-scale-down.server.json", proposal_id)
+    shown = run(queue, "show", proposal_id)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert answer["plan_sha256"] in lines
+    assert "runs on production · https://k8s-prod-eu1" in " ".join(line.strip() for line in lines)
+    assert any("3 deletes: persistent_volume_claim" in line for line in lines)
+    assert all(len(line) <= 50 for line in lines if answer["plan_sha256"] not in line), shown.stdout
+    start = next(index for index, line in enumerate(lines) if line.startswith("reviewer approve"))
+    command = " ".join(line.rstrip("\\").strip() for line in lines[start : start + 3]).split()
+    assert command[:2] == ["reviewer", "approve"] and command[-1] == answer["plan_sha256"]
+    approved = run(queue, *command[1:])
+    assert approved.returncode == 0, approved.stderr
+    assert "approved by alice" in approved.stdout
+    after = run(queue, "show", proposal_id, "--json")
+    assert json.loads(after.stdout)["state"] == "approved"
+    assert json.loads(after.stdout)["approve_command"] == command
+
+
+def test_list_names_what_waits_newest_first_with_its_alarms(
+    queue: tuple[Service, Actors],
+) -> None:
+    older, newer = unique_id("older"), unique_id("newer")
+    submit_sample(queue[1], "deskline-merge.server.json", older)
+    submit_sample(queue[1], "k8s-shop-scale-down.server.json", newer)
+    listed = run(queue, "list")
+    assert listed.returncode == 0, listed.stderr
+    text = listed.stdout
+    assert text.index(newer) < text.index(older)
+    assert all(len(line) <= 50 for line in text.splitlines()), text
+    block = text[text.index(newer) : text.index(older)]
+    assert "production" in block and "! 1 real refusal" in block and "3 deletes" in block
+    scripted = json.loads(run(queue, "list", "--json").stdout)
+    ids = [entry["proposal_id"] for entry in scripted]
+    assert ids.index(newer) < ids.index(older)
+    entry = scripted[ids.index(newer)]
+    assert entry["environment"] == "production" and entry["deletes"] == 3
+    assert re.fullmatch("[0-9a-f]{64}", entry["plan_sha256"]) and entry["digest_matches"] is True
+
+
+def test_show_of_an_unknown_proposal_says_so(queue: tuple[Service, Actors]) -> None:
+    result = run(queue, "show", unique_id("missing"))
+    assert result.returncode == 1 and "reviewer show:" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_wrong_digest_is_said_not_to_match_not_to_be_stale(queue: tuple[Service, Actors]) -> None:
+    proposal_id = unique_id("digest")
+    answer = submit(queue[1].agent, proposal_id)
+    wrong = "0" * 64
+    result = run(queue, "approve", proposal_id, "--revision", "1", "--digest", wrong)
+    assert result.returncode == 1
+    assert f"the digest {wrong} does not match revision 1's (sha256 {answer['plan_sha256']})" in result.stderr
+    assert "not the latest" not in result.stderr
+
+
+def test_approving_an_executed_proposal_names_the_agent_that_ran_it(queue: tuple[Service, Actors]) -> None:
+    service, actors = queue
+    proposal_id = unique_id("ran")
+    digest = submit(actors.agent, proposal_id)["plan_sha256"]
+    assert decide(actors.bob, proposal_id, 1, digest).status_code == 201
+    report = claimed_report(actors.agent, proposal_id, 1, digest)
+    response = actors.agent.post(f"/v1/proposals/{proposal_id}/executions", json=report)
+    assert response.status_code in (200, 201), response.text
+    result = run(queue, "approve", proposal_id, "--revision", "1", "--digest", digest)
+    assert result.returncode == 1
+    assert "already executed by a run of agent, approved by bob" in result.stderr, result.stderr
+
+
+def test_an_untrusted_certificate_is_said_so_and_a_ca_file_trusts_it(tmp_path: Path) -> None:
+    """A queue behind TLS with a private CA: without the CA, "does not trust" (not "did not answer");
+    with `--ca-file`, `SSL_CERT_FILE` or `REQUESTS_CA_BUNDLE`, the request reaches the queue."""
+    with tls_queue(tmp_path) as (url, ca_file, token):
+        base = {"REVIEWER_QUEUE": url, "REVIEWER_TOKEN": token}
+        untrusted = run_plain(["list"], base)
+        assert "does not trust" in untrusted.stderr and "--ca-file" in untrusted.stderr
+        assert "did not answer" not in untrusted.stderr
+        for args, extra in (
+            (["list", "--ca-file", str(ca_file)], {}),
+            (["list"], {"SSL_CERT_FILE": str(ca_file)}),
+            (["list"], {"REQUESTS_CA_BUNDLE": str(ca_file)}),
+        ):
+            trusted = run_plain(args, {**base, **extra})
+            assert trusted.returncode == 0, trusted.stderr
+            assert "nothing waits" in trusted.stdout
+
+
+def run_plain(args: list[str], environ: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "REVIEWER_CA_FILE", "XDG_CONFIG_HOME")
+    }
+    env.update(environ, XDG_CONFIG_HOME="/nonexistent-config")
+    return subprocess.run(reviewer_command(*args), capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_login_with_no_input_says_what_is_wrong(queue: tuple[Service, Actors]) -> None:
+    service, _ = queue
+    result = run(queue, "login", "--queue", service.url, REVIEWER_TOKEN="")
+    assert result.returncode == 2
+    assert "no token was given (the input ended" in result.stderr
+
+
+def test_login_takes_the_token_from_reviewer_token(queue: tuple[Service, Actors], tmp_path: Path) -> None:
+    service, actors = queue
+    result = run(queue, "login", "--queue", service.url, XDG_CONFIG_HOME=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "using the token in REVIEWER_TOKEN" in result.stderr and "as alice (reviewer)" in result.stdout
+    assert actors.tokens["alice"] not in result.stdout + result.stderr
+
+
+@contextmanager
+def tls_queue(tmp_path: Path) -> Iterator[tuple[str, Path, str]]:
+    """`reviewer serve` over HTTPS with a self-signed certificate (its own CA, as a private CA's
+    certificate is to a machine that does not trust it): the URL, the CA file, a reviewer's token."""
+    cert, key, db = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "q.sqlite3"
+    openssl = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1"
+    names = ["-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)]
+    subprocess.run([*openssl.split(), *names], check=True, capture_output=True)
+    port = free_port()
+    process = subprocess.Popen(
+        reviewer_command(
+            "serve", "--db", str(db), "--port", str(port), "--tls-cert", str(cert), "--tls-key", str(key)
+        ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"https://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while True:
+            try:
+                httpx.get(f"{url}/v1/whoami", verify=ssl.create_default_context(cafile=cert), timeout=2)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline and process.poll() is None, "the HTTPS queue did not start"
+                time.sleep(0.1)
+        yield url, cert, mint_tokens(db, {"alice": "reviewer"})["alice"]
+    finally:
+        process.terminate()
+        process.wait(10)
