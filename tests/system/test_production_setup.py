@@ -196,7 +196,8 @@ def test_the_documented_production_setup_runs_the_readme_agent_to_executed(
             (run,) = alice.get(f"/v1/proposals/{proposal_id}/executions").json()["executions"]
         assert state["state"] == "executed" and state["decided_by"] == "alice"
         assert (run["ended"], len(run["calls"])) == ("completed", 1)
-        assert [entry["query"] for entry in received(sample_api)] == [{"dryRun": "All"}, {}]
+        # The README's agent records its dry run (the default): only the approved run reaches the API.
+        assert [entry["query"] for entry in received(sample_api)] == [{}]
         submit_a_plan_whose_dry_run_kept_writes(services[-1].url, tokens["my-agent"])
 
         wait_for_delivered(db, 2 * len(EVENTS))
