@@ -32,7 +32,7 @@ from reviewer.queue.client import (
     Unauthorized,
 )
 from reviewer.queue.config import Secret
-from reviewer.queue.deciding import not_pending_words, sign_decision
+from reviewer.queue.deciding import not_pending_words, sign_decision, stale_words
 from reviewer.queue.messages import Decision, ProposalRecord, ProposalSummary, Whoami
 from reviewer.signing.signed_approvals import SignedStatement
 from reviewer.signing.sshsig import Signer, SigningError
@@ -83,6 +83,10 @@ class QueueDecider:
             )
         except SigningError as error:
             return failed(f"not sent: {safe_text(clip(str(error), 200))}")
+        except StaleRevision as error:
+            if error.latest_revision == revision:  # the revision is the latest: its digest is not
+                return failed(stale_words(error, item.proposal_id, revision, plan_sha256))
+            return self.refused(item, error)
         except QueueError as error:
             return self.refused(item, error)
         except Exception as error:  # a bug must not take the app down with it

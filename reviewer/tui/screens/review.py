@@ -290,6 +290,8 @@ class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         self.fit_alarms()
 
     def fit_alarms(self) -> None:
+        if not self.is_attached or not self.query("#alarms"):
+            return  # called after a refresh, and the screen was replaced meanwhile (a re-plan)
         banner = self.query_one("#alarms", Static)
         banner.display = bool(self.alarms.plain)
         if not self.alarms.plain:

@@ -52,3 +52,27 @@ def test_a_running_agent_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path) -> 
     monkeypatch.setenv("SSH_AUTH_SOCK", str(socket))
     words = " ".join(approve_dialog_words().split())
     assert "through ssh-agent" in words and "cannot be signed" not in words
+
+
+def test_a_digest_the_queue_does_not_hold_is_said_not_to_match(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The queue answers 412 naming the same revision: the digest sent is not its digest, which the
+    app says (it said "the agent re-planned" and reopened the same revision)."""
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    fake = FakeQueue()
+    fake.add("deskline-merge-0042", title="Merge t1 and t2, delete t3")
+    app = live_app(fake.transport())
+
+    async def scenario() -> str:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await loaded(1)(pilot)
+            await open_proposal(pilot, app, "deskline-merge-0042")
+            item = app.items["deskline-merge-0042"]
+            await until(pilot, lambda: 1 in item.verified, "the plan checked")
+            item.digests[1] = "0" * 64  # as if the queue's record had been misread
+            await pilot.press("a", "y")
+            banner = app.screen.query_one("#decision", Static)
+            await until(pilot, lambda: bool(banner.display), "the answer")
+            return str(banner.render())
+
+    words = " ".join(asyncio.run(scenario()).split())
+    assert "does not match revision 1's" in words and "re-planned" not in words
