@@ -27,6 +27,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("db", "reviewer.service.commands", "upgrade or back up the queue's database"),
     ("approve", "reviewer.queue.commands", "approve one revision of a proposal, by its digest"),
     ("reject", "reviewer.queue.commands", "reject one revision of a proposal, with a reason"),
+    (
+        "request-changes",
+        "reviewer.queue.commands",
+        "ask the agent to re-plan one revision of a proposal, saying what to change",
+    ),
     ("policy", "reviewer.policy.commands", "test a queue policy file"),
     (
         "sample-api",
