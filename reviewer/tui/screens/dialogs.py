@@ -1,4 +1,5 @@
-"""Dialogs over a screen: the decision confirmation, the rejection reason, and the help."""
+"""Dialogs over a screen: the decision confirmation, the reason of a rejection or of a request for
+changes, and the help."""
 
 from __future__ import annotations
 
@@ -127,19 +128,20 @@ class TypedConfirmScreen(DecisionDialog[bool]):
         self.dismiss(answer)
 
 
-class RejectScreen(DecisionDialog[str | None]):
-    """Asks why: a rejection carries a reason the agent can act on."""
+class ReasonScreen(DecisionDialog[str | None]):
+    """Asks for the words a decision cannot go without; a subclass names the decision and its keys."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "submit", "send the rejection with its reason", show=False),
-        Binding("escape", "cancel", "no, go back"),
-    ]
+    TITLE: ClassVar[str]
+    KEYS: ClassVar[str]
+    PLACEHOLDER: ClassVar[str]
+    MISSING: ClassVar[str]
+    """What the reviewer is told when enter is pressed on an empty field."""
 
     def __init__(self, body: Text) -> None:
-        super().__init__("Reject", body, "enter  send the rejection      escape  back")
+        super().__init__(self.TITLE, body, self.KEYS)
 
     def answer_fields(self) -> ComposeResult:
-        yield Input(placeholder="reason (required), enter to send", max_length=2000)
+        yield Input(placeholder=self.PLACEHOLDER, max_length=2000)
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()
@@ -149,7 +151,7 @@ class RejectScreen(DecisionDialog[str | None]):
         if reason:
             self.dismiss(reason)
         else:
-            self.notify("A rejection needs a reason.", severity="warning")
+            self.notify(self.MISSING, severity="warning")
 
     async def action_submit(self) -> None:
         """Enter in the reason field submits it (the Input's own event); here for the help's sake."""
@@ -157,6 +159,33 @@ class RejectScreen(DecisionDialog[str | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class RejectScreen(ReasonScreen):
+    """Asks why: a rejection carries a reason the agent can act on."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "submit", "send the rejection with its reason", show=False),
+        Binding("escape", "cancel", "no, go back"),
+    ]
+    TITLE = "Reject"
+    KEYS = "enter  send the rejection      escape  back"
+    PLACEHOLDER = "reason (required), enter to send"
+    MISSING = "A rejection needs a reason."
+
+
+class RequestChangesScreen(ReasonScreen):
+    """Asks what to change: the agent re-plans from these words, and its next revision is shown
+    against this one."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "submit", "ask for the changes the field says", show=False),
+        Binding("escape", "cancel", "no, go back"),
+    ]
+    TITLE = "Request changes"
+    KEYS = "enter  ask for these changes      escape  back"
+    PLACEHOLDER = "what to change (required), enter to send"
+    MISSING = "Say what to change: the agent re-plans from it."
 
 
 class HelpScreen(ModalScreen[None]):

@@ -85,3 +85,10 @@ def test_reject_dialog_at_phone_size(snap_compare, size: tuple[int, int]) -> Non
     """`x`: the reason field (focused) and "enter  send the rejection  escape  back" at the dialog's
     foot; the body above them scrolls."""
     assert snap_compare(phone_app(), terminal_size=size, run_before=reviewed("x"))
+
+
+@pytest.mark.parametrize("size", PHONE_SIZES)
+def test_request_changes_dialog_at_phone_size(snap_compare, size: tuple[int, int]) -> None:
+    """`c`: the same dialog as `x`, titled "Request changes": the field "what to change (required)"
+    (focused) and "enter  ask for these changes  escape  back" at its foot, the body above scrolling."""
+    assert snap_compare(phone_app(), terminal_size=size, run_before=reviewed("c"))
