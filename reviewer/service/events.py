@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 import msgspec
 
@@ -28,15 +28,7 @@ EventName = Literal[
     "run.ended",
     "run.unknown",
 ]
-EVENT_NAMES: Final[tuple[EventName, ...]] = (
-    "proposal.waiting",
-    "proposal.reminder",
-    "proposal.decided",
-    "proposal.changes_requested",
-    "proposal.expired",
-    "run.ended",
-    "run.unknown",
-)
+EVENT_NAMES: Final[tuple[EventName, ...]] = get_args(EventName)
 FORMAT: Final = "reviewer.event/v1"
 MAX_TEXT_CHARS: Final = 300
 """An agent's title in a page or a chat line: enough to recognise the plan, never a 10 MB string."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import uuid
 from pathlib import Path
 
 import httpx
@@ -26,6 +25,7 @@ from reviewer.service.app import create_app
 from reviewer.service.auth import hash_token, mint_token
 from tests.agent.fixtures import Queue
 from tests.agent.helpers import received
+from tests.agent.test_gate import gated_run
 
 KEEP_T3 = "keep t3 open"
 
@@ -68,28 +68,24 @@ async def reviewer_asks_then_approves(queue: Queue, proposal_id: str, attempts: 
     raise AssertionError(f"{proposal_id} did not reach revision 2 in time")
 
 
-async def gated(queue: Queue, sample_api: RunningSampleApi, task: object, **run: object) -> GateResult:
-    proposal_id = f"replan-{uuid.uuid4().hex[:8]}"
-    async with Gate(
-        api=sample_api.base_url,
-        queue=queue.url,
-        token=queue.agent_token,
-        agent="deskline-agent",
-        poll_interval=0.05,
-        decision_timeout=20,
-    ) as gate:
-        result, _ = await asyncio.gather(
-            gate.run(task, title=tools.REFERENCE_PLAN_TITLE, proposal_id=proposal_id, **run),  # type: ignore[arg-type]
-            reviewer_asks_then_approves(queue, proposal_id),
-        )
-    return result
-
-
 def test_the_reviewer_asks_to_keep_t3_open_and_revision_2_runs_without_the_delete(
     queue: Queue, sample_api: RunningSampleApi
 ) -> None:
     seen: list[Feedback | None] = []
-    result = asyncio.run(gated(queue, sample_api, planner(seen), max_revisions=2))
+    result, decided = asyncio.run(
+        gated_run(
+            queue,
+            sample_api,
+            "approve",
+            task=planner(seen),
+            reviewer=lambda proposal_id: reviewer_asks_then_approves(queue, proposal_id),
+            max_revisions=2,
+        )
+    )
+    assert decided == [
+        "create_ticket,update_ticket,update_ticket,delete_ticket",
+        "create_ticket,update_ticket,update_ticket",
+    ], "the reviewer saw the delete in revision 1 and not in revision 2"
 
     assert seen == [None, Feedback(KEEP_T3, "test-reviewer", 1)], "the replay of revision 2 plans nothing"
     assert result.feedback == (Feedback(KEEP_T3, "test-reviewer", 1),)
@@ -114,31 +110,9 @@ def test_with_one_revision_allowed_changes_requested_ends_the_run_with_the_reaso
     queue: Queue, sample_api: RunningSampleApi
 ) -> None:
     seen: list[Feedback | None] = []
-    proposal_id = f"once-{uuid.uuid4().hex[:8]}"
-
-    async def one_revision() -> GateResult:
-        async with Gate(
-            api=sample_api.base_url,
-            queue=queue.url,
-            token=queue.agent_token,
-            poll_interval=0.05,
-            decision_timeout=20,
-        ) as gate:
-            run = asyncio.create_task(gate.run(planner(seen), title="once", proposal_id=proposal_id))
-            async with QueueClient(queue.url, queue.reviewer_token) as reviewer:
-                for _ in range(800):
-                    if run.done():
-                        break
-                    try:
-                        latest = (await reviewer.get_proposal(proposal_id)).latest
-                    except NotFound:
-                        await asyncio.sleep(0.025)
-                        continue
-                    await reviewer.decide(proposal_id, 1, latest.plan_sha256, "request_changes", KEEP_T3)
-                    break
-            return await run
-
-    result = asyncio.run(one_revision())
+    result, _ = asyncio.run(
+        gated_run(queue, sample_api, "request_changes", KEEP_T3, task=planner(seen), backend="record")
+    )
     assert seen == [None]
     assert isinstance(result.refusal, ChangesRequested)
     assert result.rejection_reason == KEEP_T3

@@ -73,6 +73,15 @@ def identity(store: QueueStore, name: str, role: str) -> Identity:
     return found
 
 
+def quorum_of_two(database: str, clock: Clock) -> QueueStore:
+    """A fresh store whose policy asks two approvals of every plan."""
+    from reviewer.policy.file import Environment, Policy
+    from reviewer.policy.quorum import Requirement
+
+    policy = Policy(default=Environment("default", Requirement(approvals=2)))
+    return open_store(database, clock=clock, pending_ttl=600, approval_ttl=60, policy=policy, create=True)
+
+
 def submission(proposal_id: str, revision: int = 1, digest: str | None = None) -> Submission:
     plan_sha256 = digest or f"{revision:064x}"
     return Submission(proposal_id, revision, plan_sha256, "title", "agent-x", 2, b'{"plan": true}')
@@ -384,19 +393,10 @@ def test_a_quorum_of_two_and_reviewers_keys_on_either_database(
     belongs to one reviewer at a time."""
     import subprocess
 
-    from reviewer.policy.file import Environment, Policy
-    from reviewer.policy.quorum import Requirement
     from reviewer.service.errors import AlreadyApproved
     from reviewer.signing.sshsig import PublicKey
 
-    store = open_store(
-        database,
-        clock=clock,
-        pending_ttl=600,
-        approval_ttl=60,
-        policy=Policy(default=Environment("default", Requirement(approvals=2))),
-        create=True,
-    )
+    store = quorum_of_two(database, clock)
     try:
         agent = identity(store, "agent", "agent")
         alice = identity(store, "alice", "reviewer")
@@ -490,17 +490,7 @@ def test_a_quorum_counts_per_revision_and_one_request_for_changes_closes_the_rev
 ) -> None:
     """Two approvals needed: alice's approval of revision 1 does not count for revision 2 after bob
     asked for changes, and an approval of the closed revision is refused."""
-    from reviewer.policy.file import Environment, Policy
-    from reviewer.policy.quorum import Requirement
-
-    store = open_store(
-        database,
-        clock=clock,
-        pending_ttl=600,
-        approval_ttl=60,
-        policy=Policy(default=Environment("default", Requirement(approvals=2))),
-        create=True,
-    )
+    store = quorum_of_two(database, clock)
     try:
         agent = identity(store, "agent", "agent")
         alice = identity(store, "alice", "reviewer")

@@ -4,7 +4,8 @@ changes, and the help."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import ClassVar, TypeVar
+from dataclasses import dataclass
+from typing import ClassVar, Final, TypeVar
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -128,20 +129,35 @@ class TypedConfirmScreen(DecisionDialog[bool]):
         self.dismiss(answer)
 
 
-class ReasonScreen(DecisionDialog[str | None]):
-    """Asks for the words a decision cannot go without; a subclass names the decision and its keys."""
+@dataclass(frozen=True)
+class ReasonWords:
+    """What a reason dialog says: its title, the keys at its foot, the empty field's hint, what an
+    empty enter is told, and what enter does in the help."""
 
-    TITLE: ClassVar[str]
-    KEYS: ClassVar[str]
-    PLACEHOLDER: ClassVar[str]
-    MISSING: ClassVar[str]
-    """What the reviewer is told when enter is pressed on an empty field."""
+    title: str
+    keys: str
+    placeholder: str
+    missing: str
+    send: str
+
+
+def reason_bindings(words: ReasonWords) -> list[BindingType]:
+    return [
+        Binding("enter", "submit", words.send, show=False),
+        Binding("escape", "cancel", "no, go back"),
+    ]
+
+
+class ReasonScreen(DecisionDialog[str | None]):
+    """Asks for the words a decision cannot go without; a subclass gives its `WORDS`."""
+
+    WORDS: ClassVar[ReasonWords]
 
     def __init__(self, body: Text) -> None:
-        super().__init__(self.TITLE, body, self.KEYS)
+        super().__init__(self.WORDS.title, body, self.WORDS.keys)
 
     def answer_fields(self) -> ComposeResult:
-        yield Input(placeholder=self.PLACEHOLDER, max_length=2000)
+        yield Input(placeholder=self.WORDS.placeholder, max_length=2000)
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()
@@ -151,7 +167,7 @@ class ReasonScreen(DecisionDialog[str | None]):
         if reason:
             self.dismiss(reason)
         else:
-            self.notify(self.MISSING, severity="warning")
+            self.notify(self.WORDS.missing, severity="warning")
 
     async def action_submit(self) -> None:
         """Enter in the reason field submits it (the Input's own event); here for the help's sake."""
@@ -161,31 +177,35 @@ class ReasonScreen(DecisionDialog[str | None]):
         self.dismiss(None)
 
 
+REJECT_WORDS: Final = ReasonWords(
+    "Reject",
+    "enter  send the rejection      escape  back",
+    "reason (required), enter to send",
+    "A rejection needs a reason.",
+    "send the rejection with its reason",
+)
+CHANGES_WORDS: Final = ReasonWords(
+    "Request changes",
+    "enter  ask for these changes      escape  back",
+    "what to change (required), enter to send",
+    "Say what to change: the agent re-plans from it.",
+    "ask for the changes the field says",
+)
+
+
 class RejectScreen(ReasonScreen):
     """Asks why: a rejection carries a reason the agent can act on."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "submit", "send the rejection with its reason", show=False),
-        Binding("escape", "cancel", "no, go back"),
-    ]
-    TITLE = "Reject"
-    KEYS = "enter  send the rejection      escape  back"
-    PLACEHOLDER = "reason (required), enter to send"
-    MISSING = "A rejection needs a reason."
+    BINDINGS: ClassVar[list[BindingType]] = reason_bindings(REJECT_WORDS)
+    WORDS = REJECT_WORDS
 
 
 class RequestChangesScreen(ReasonScreen):
     """Asks what to change: the agent re-plans from these words, and its next revision is shown
     against this one."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "submit", "ask for the changes the field says", show=False),
-        Binding("escape", "cancel", "no, go back"),
-    ]
-    TITLE = "Request changes"
-    KEYS = "enter  ask for these changes      escape  back"
-    PLACEHOLDER = "what to change (required), enter to send"
-    MISSING = "Say what to change: the agent re-plans from it."
+    BINDINGS: ClassVar[list[BindingType]] = reason_bindings(CHANGES_WORDS)
+    WORDS = CHANGES_WORDS
 
 
 class HelpScreen(ModalScreen[None]):

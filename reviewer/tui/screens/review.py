@@ -516,7 +516,7 @@ class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
                 self.post_message(self.DecisionRequested(self.item, self.revision, decision, reason, digest))
 
         self.app.clear_notifications()
-        self.app.push_screen(dialog(self._decision_body(dialog.TITLE)), confirmed)
+        self.app.push_screen(dialog(self._decision_body(dialog.WORDS.title)), confirmed)
 
     def show_decision(self, message: str, *, error: bool = False) -> None:
         """The queue's answer (or the demo's "not sent"), in words, under the panes."""
