@@ -197,6 +197,21 @@ class QueueItem:
         (never in the demo, whose trail is empty)."""
         return any(event.event == "executed" and event.revision == revision for event in self.history)
 
+    def changes_asked(self, revision: int) -> str | None:
+        """ "changes requested by NAME: REASON" when a reviewer asked to change `revision` (the queue's
+        trail says so), for the drift of the revision that answered it; None otherwise."""
+        asked = next(
+            (
+                event
+                for event in self.history
+                if event.event == "changes_requested" and event.revision == revision
+            ),
+            None,
+        )
+        if asked is None:
+            return None
+        return f"changes requested by {shown(asked.actor)}: {shown(asked.reason or '', 200)}"
+
     def submitted_at(self, revision: int) -> datetime | None:
         """When the queue received `revision` (its trail; None in the demo, whose trail is empty)."""
         return next(

@@ -348,3 +348,26 @@ def test_c_asks_for_changes_with_a_required_reason_and_the_list_says_changes(que
             assert item.state_words() == "changes requested by alice: keep t3 open"
 
     run(scenario)
+
+
+def test_the_drift_of_the_next_revision_shows_the_changes_asked_for_beside_it(queue: Queue) -> None:
+    """Revision 2 answers a request for changes on revision 1: `d` shows what changed (one call fewer)
+    with "rev 1: changes requested by alice: keep t3 open" under the summary."""
+
+    async def scenario() -> None:
+        app = queue.app(poll_interval=0.5)
+        async with app.run_test(size=(100, 30)) as pilot, queue.agent() as agent, queue.reviewer() as alice:
+            await until(pilot, lambda: "queue answered" in status(app), "the first answer")
+            proposal_id = unique_id("drift")
+            first = await agent.submit(plan(proposal_id, calls=3))
+            await until(pilot, lambda: proposal_id in app.queue_screen.items, "the new row")
+            await open_proposal(pilot, app, proposal_id)
+            await alice.decide(proposal_id, 1, first.plan_sha256, "request_changes", "keep t3 open")
+            await agent.submit(plan(proposal_id, 2, calls=2))
+            item = app.items[proposal_id]
+            await until(pilot, lambda: item.state == "pending" and max(item.revisions) == 2, "revision 2")
+            await pilot.press("d")
+            await until(pilot, lambda: "removed" in shown_text(app, "#drift-summary"), "the drift")
+            assert "rev 1: changes requested by alice: keep t3 open" in shown_text(app, "#drift-summary")
+
+    run(scenario)
