@@ -28,6 +28,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("approve", "reviewer.queue.commands", "approve one revision of a proposal, by its digest"),
     ("reject", "reviewer.queue.commands", "reject one revision of a proposal, with a reason"),
     (
+        "request-changes",
+        "reviewer.queue.commands",
+        "ask the agent to re-plan one revision of a proposal, saying what to change",
+    ),
+    (
         "list",
         "reviewer.queue.commands",
         "what waits for a decision, newest first, with environment and alarms",

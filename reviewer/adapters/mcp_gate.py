@@ -104,6 +104,7 @@ GATE_TOOLS: Final = (
         name=STATUS_TOOL,
         description=(
             "The state of a submitted plan: pending, approved, rejected (with the reviewer's reason), "
+            "changes_requested (with what to change: re-plan and submit again, as the next revision), "
             "expired, or executed. The first time it is approved, this call runs the plan's calls once, "
             "in order, and answers executed with each call's result. Asking again runs nothing more."
         ),

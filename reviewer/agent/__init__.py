@@ -35,6 +35,7 @@ from reviewer.agent.backends import (
 )
 from reviewer.agent.errors import (
     AgentError,
+    ChangesRequested,
     DecisionTimeout,
     DryRunParameterUnknown,
     LedgerRequired,
@@ -46,6 +47,7 @@ from reviewer.agent.errors import (
     NoTarget,
     OffTarget,
     PlanStop,
+    ProposalExpired,
     ProposalRejected,
     ReportNotStored,
     RunEnded,
@@ -57,6 +59,7 @@ from reviewer.agent.errors import (
     WritesKept,
 )
 from reviewer.agent.execution import Approval, Execution, execute_approved, local_approval, real_run
+from reviewer.agent.feedback import Feedback
 from reviewer.agent.flag import DRY_RUN, is_dry_run
 from reviewer.agent.gate import AGENT_TOKEN_ENV, Gate, GateResult, MissingAgentToken
 from reviewer.agent.http_values import CallAnswer, HttpRequest, path_problem, path_with
@@ -84,12 +87,14 @@ __all__ = [
     "Backend",
     "Call",
     "CallAnswer",
+    "ChangesRequested",
     "DRY_RUN",
     "DecisionState",
     "DecisionTimeout",
     "DryRunParameterUnknown",
     "Execution",
     "FakeBackend",
+    "Feedback",
     "Gate",
     "GateResult",
     "GatedTool",
@@ -110,6 +115,7 @@ __all__ = [
     "OffTarget",
     "PlanStop",
     "Proposal",
+    "ProposalExpired",
     "ProposalRejected",
     "QueueAgent",
     "QueueClient",

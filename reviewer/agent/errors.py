@@ -151,6 +151,41 @@ class ProposalRejected(NoApproval):
         )
 
 
+class ChangesRequested(NoApproval):
+    """A reviewer asked for changes: this revision must not run; re-plan with `reason` and submit the
+    next revision of the same proposal (`Gate.run(..., max_revisions=N)` does it)."""
+
+    def __init__(self, proposal_id: str, revision: int, decided_by: str | None, reason: str | None) -> None:
+        self.decided_by = decided_by
+        self.reason = reason
+        super().__init__(
+            proposal_id,
+            revision,
+            f"{decided_by or 'a reviewer'} asked for changes to proposal {proposal_id} revision {revision}: "
+            f"{reason or '(no reason given)'}. Nothing may run; re-plan with this feedback and submit "
+            f"revision {revision + 1} of the same proposal.",
+        )
+
+
+class ProposalExpired(NoApproval):
+    """The revision expired: pending past the queue's `--pending-ttl` with no decision, or approved and
+    not claimed before its approval lapsed. Nothing ran; it authorizes nothing now."""
+
+    def __init__(self, proposal_id: str, revision: int, approved_by: str | None) -> None:
+        self.approved_by = approved_by
+        how = (
+            f"its approval by {approved_by} lapsed before a run claimed it"
+            if approved_by
+            else "no reviewer decided it before the queue's pending time ran out"
+        )
+        super().__init__(
+            proposal_id,
+            revision,
+            f"proposal {proposal_id} revision {revision} expired: {how}. Nothing ran; submit the plan "
+            "again for a new decision.",
+        )
+
+
 class LiveClientRequired(AgentError):
     """A run that must talk to the real API (a server dry run, a real run) was given no live client."""
 

@@ -27,6 +27,7 @@ from reviewer.agent.audit import HttpAuditLog
 from reviewer.agent.backends import make_backend
 from reviewer.agent.errors import (
     AgentError,
+    ChangesRequested,
     DryRunParameterUnknown,
     NoApproval,
     NotApproved,
@@ -34,6 +35,7 @@ from reviewer.agent.errors import (
     WritesKept,
 )
 from reviewer.agent.execution import Approval, Execution
+from reviewer.agent.feedback import Feedback, with_feedback
 from reviewer.agent.queue import DEFAULT_DECISION_TIMEOUT, DEFAULT_POLL_INTERVAL, QueueAgent
 from reviewer.agent.runs import Recording, running
 from reviewer.agent.tools import GatedTool, WriteTool
@@ -53,6 +55,8 @@ which other users of the machine can read."""
 DEFAULT_QUEUE_URL: Final = "http://127.0.0.1:8470"
 
 Task = Callable[[], Awaitable[Any]]
+ReplanningTask = Callable[..., Awaitable[Any]]
+"""A task `Gate.run` calls with no argument, or with `feedback=` when it takes that keyword."""
 
 
 class MissingAgentToken(AgentError):
@@ -85,6 +89,8 @@ class GateResult:
     execution: Execution | None = None
     stopped: RunStopped | None = None
     verification: Verification | None = None
+    feedback: tuple[Feedback, ...] = ()
+    """The changes reviewers asked for on the earlier revisions, oldest first (`max_revisions`)."""
 
     @property
     def ok(self) -> bool:
@@ -92,7 +98,8 @@ class GateResult:
 
     @property
     def rejection_reason(self) -> str | None:
-        """The reviewer's reason, when the plan was rejected."""
+        """The reviewer's reason, when the plan was rejected (or changes were asked for on the last
+        revision `max_revisions` allowed)."""
         return getattr(self.refusal, "reason", None)
 
     def raise_for_stop(self) -> None:
@@ -285,12 +292,13 @@ class Gate:
 
     async def run(
         self,
-        task: Task,
+        task: ReplanningTask,
         *,
         title: str,
         description: str | None = None,
         proposal_id: str | None = None,
         replay: bool = True,
+        max_revisions: int = 1,
     ) -> GateResult:
         """Dry-run `task`, submit the plan, wait for a reviewer, then run the approved plan once.
 
@@ -298,18 +306,47 @@ class Gate:
         `replay=False` runs `task` again, each call checked against the plan before it is sent. A
         rejection, an expiry or no decision in time ends the run with nothing written: the result says
         why (`refusal`, `rejection_reason`), and `raise_for_stop()` raises it.
+
+        A reviewer may ask for changes instead: up to `max_revisions` plans are made (1, the default,
+        makes one). A task that takes a keyword argument `feedback` gets `None` for the first plan and
+        the reviewer's `Feedback` for each re-plan, which is submitted as the next revision of the same
+        proposal; the queue shows the reviewer what changed since the revision they asked to change.
         """
-        recording = await self.dry_run(task)
-        proposal = self.propose(recording, title=title, task=description, proposal_id=proposal_id)
-        submission = await self.submit(proposal)
-        result = GateResult(recording, proposal, submission)
-        named = f"{submission.proposal_id} revision {submission.revision}"
-        log.info("waiting for a reviewer: reviewer review %s (%s)", submission.proposal_id, named)
+        if max_revisions < 1:
+            raise ValueError(f"max_revisions must be 1 or more, not {max_revisions}")
+        proposal_id = proposal_id or new_proposal_id(title)
+        asked: list[Feedback] = []
+        revision = 1
+        while True:
+            planned = with_feedback(task, asked[-1] if asked else None)
+            recording = await self.dry_run(planned)
+            proposal = self.propose(
+                recording, title=title, task=description, proposal_id=proposal_id, revision=revision
+            )
+            submission = await self.submit(proposal)
+            result = GateResult(recording, proposal, submission, feedback=tuple(asked))
+            named = f"{submission.proposal_id} revision {submission.revision}"
+            log.info("waiting for a reviewer: reviewer review %s (%s)", submission.proposal_id, named)
+            try:
+                approval = await self.wait(submission)
+            except ChangesRequested as changes:
+                log.info("%s: %s", named, changes)
+                if len(asked) + 1 >= max_revisions:
+                    result.refusal = changes
+                    return result
+                asked.append(Feedback.from_request(changes))
+                revision = submission.revision + 1
+                continue
+            except NoApproval as refusal:
+                log.info("%s not approved: %s", named, refusal)
+                result.refusal = refusal
+                return result
+            break
+        log.info("%s approved by %s", named, approval.approved_by)
+        result.approval = approval
         try:
-            result.approval = await self.wait(submission)
-            log.info("%s approved by %s", named, result.approval.approved_by)
             result.execution = await self.execute(
-                result.approval, tools=recording.tools.values(), task=None if replay else task
+                approval, tools=recording.tools.values(), task=None if replay else planned
             )
         except NoApproval as refusal:
             log.info("%s not approved: %s", named, refusal)

@@ -14,9 +14,11 @@ import msgspec
 
 from reviewer.agent.audit import HttpAuditLog
 from reviewer.agent.errors import (
+    ChangesRequested,
     DecisionTimeout,
     LedgerRequired,
     NotApproved,
+    ProposalExpired,
     ProposalRejected,
     ReportNotStored,
     RunStopped,
@@ -91,6 +93,10 @@ class QueueAgent:
                 return await self._approval(state)
             if state.state == "rejected":
                 raise ProposalRejected(proposal_id, revision, state.decided_by, state.reason)
+            if state.state == "changes_requested":
+                raise ChangesRequested(proposal_id, revision, state.decided_by, state.reason)
+            if state.state == "expired":
+                raise ProposalExpired(proposal_id, revision, state.decided_by)
             if state.state != "pending":
                 raise NotApproved(proposal_id, revision, _why_not(state))
             remaining = deadline - time.monotonic()
@@ -265,6 +271,7 @@ def _why_not(state: DecisionState) -> str:
     return {
         "pending": "no reviewer has approved it yet",
         "rejected": f"{state.decided_by or 'a reviewer'} rejected it",
+        "changes_requested": f"{state.decided_by or 'a reviewer'} asked for changes: {state.reason or ''}",
         "expired": "it expired before it ran; submit it again for a new decision",
         "claimed": f"a run by {state.claimed_by or 'another runner'} holds its approval (one run each)",
         "executed": "its approval was already used by an execution (an approval authorizes one run)",

@@ -41,7 +41,7 @@ class PlanInProgress(AgentError):
         super().__init__(
             f"plan {proposal_id} is submitted and not ended yet; this call was not recorded. A new plan "
             f"starts after this one ends: ask reviewer_plan_status for {proposal_id} until it is "
-            "executed, rejected or expired, then call the tool again."
+            "executed, rejected, changes_requested or expired, then call the tool again."
         )
 
 
@@ -74,6 +74,8 @@ class PlanSession:
         self._recording: Recording | None = None
         self._tools: dict[str, WriteTool] = {}
         self._submitted: SubmissionAnswer | None = None
+        self._next_revision: tuple[str, int] | None = None
+        """The proposal a reviewer asked to change, and the revision the next plan is submitted as."""
         self._answers: dict[str, dict[str, Any]] = {}
         self._lock = asyncio.Lock()
 
@@ -98,9 +100,15 @@ class PlanSession:
             if recording is None or not recording.calls:
                 raise EmptyPlan()
             await recording._finish()
-            proposal = self.gate.propose(recording, title=title or self.default_title or "Agent plan")
+            proposal_id, revision = self._next_revision or (None, 1)
+            proposal = self.gate.propose(
+                recording,
+                title=title or self.default_title or "Agent plan",
+                proposal_id=proposal_id,
+                revision=revision,
+            )
             answer = await self.gate.submit(proposal)
-            self._submitted = answer
+            self._submitted, self._next_revision = answer, None
             self._recording = None
             return {
                 "proposal_id": answer.proposal_id,
@@ -135,8 +143,15 @@ class PlanSession:
                     "note": "this gate holds no plan under this id (another gate submitted it, or this one "
                     "restarted), so it runs nothing; the approval stays unused until it expires",
                 }
-            if ours and state.state in ("rejected", "expired"):
+            if ours and state.state in ("rejected", "changes_requested", "expired"):
                 self._submitted = None  # the plan ended: a new one may start
+            if ours and state.state == "changes_requested":
+                self._next_revision = (proposal_id, state.revision + 1)
+                return {
+                    **_state_answer(state),
+                    "note": "a reviewer asked for changes (reason): re-plan with them, call the tools "
+                    f"again and submit; the new plan is revision {state.revision + 1} of this proposal",
+                }
             return _state_answer(state)
 
     async def _run(self, proposal_id: str, state: DecisionState) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""`reviewer approve` and `reviewer reject`: decide from the command line, as the app does; `reviewer
-list` and `reviewer show`: read what waits, and the digest an approval names.
+"""`reviewer approve`, `reviewer reject` and `reviewer request-changes`: decide from the command line, as
+the app does; `reviewer list` and `reviewer show`: read what waits, and the digest an approval names.
 
 The same credential (the reviewer's token from `reviewer login` or `REVIEWER_TOKEN`) and the same
 signing (`reviewer.queue.deciding`), for the reviewer who read the plan elsewhere, or scripts a second
@@ -35,16 +35,22 @@ def register(subparsers: Any) -> None:
     _common_options(approve)
     approve.set_defaults(func=run_decision, decision="approve", reason="")
 
-    reject = subparsers.add_parser(
+    _with_reason(
+        subparsers,
         "reject",
         help="reject one revision of a proposal, with a reason",
         description="Reject revision N of proposal ID. Signed like an approval when a key is configured.",
+        reason_help="why, for the agent and the trail",
     )
-    reject.add_argument("proposal_id", metavar="ID")
-    reject.add_argument("--revision", type=int, required=True, metavar="N")
-    reject.add_argument("--reason", required=True, metavar="TEXT", help="why, for the agent and the trail")
-    _common_options(reject)
-    reject.set_defaults(func=run_decision, decision="reject", digest=None)
+    _with_reason(
+        subparsers,
+        "request-changes",
+        help="ask the agent to re-plan one revision of a proposal, saying what to change",
+        description="Close revision N of proposal ID and ask its agent to re-plan: the reason is what to "
+        "change, and the agent's next revision is reviewed against this one. Signed like an approval "
+        "when a key is configured.",
+        reason_help="what to change, for the agent's re-plan and the trail",
+    )
 
     listing = subparsers.add_parser(
         "list",
@@ -66,6 +72,16 @@ def register(subparsers: Any) -> None:
     show.add_argument("--revision", type=int, metavar="N", help="a revision other than the latest")
     _reading_options(show)
     show.set_defaults(func=run_reading, reading="show")
+
+
+def _with_reason(subparsers: Any, name: str, *, help: str, description: str, reason_help: str) -> None:
+    """`reject` and `request-changes`: a decision that approves nothing, so it takes the queue's digest."""
+    parser = subparsers.add_parser(name, help=help, description=description)
+    parser.add_argument("proposal_id", metavar="ID")
+    parser.add_argument("--revision", type=int, required=True, metavar="N")
+    parser.add_argument("--reason", required=True, metavar="TEXT", help=reason_help)
+    _common_options(parser)
+    parser.set_defaults(func=run_decision, decision=name.replace("-", "_"), digest=None)
 
 
 def _reading_options(parser: argparse.ArgumentParser) -> None:
@@ -92,7 +108,7 @@ def _common_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run_decision(options: argparse.Namespace) -> int:
-    command = f"reviewer {options.decision}"
+    command = f"reviewer {options.decision.replace('_', '-')}"
     try:
         return asyncio.run(_decide(options))
     except DecisionFailed as error:
@@ -166,6 +182,8 @@ async def _decide(options: argparse.Namespace) -> int:
     decision: Decision = options.decision
     if options.revision < 1:
         raise DecisionFailed("--revision must be 1 or more", 2)
+    if decision != "approve" and not options.reason.strip():
+        raise DecisionFailed("--reason must say why (or what to change); nothing was sent", 2)
     digest = options.digest.strip().lower() if options.digest else None
     if digest is not None and not _DIGEST.match(digest):
         raise DecisionFailed(
@@ -235,6 +253,8 @@ def describe(state: DecisionState, signed: bool) -> str:
     if state.state == "rejected":
         reason = safe_text(state.reason or "")
         return f"{head}: rejected by {by} ({how})" + (f": {reason}" if reason else "")
+    if state.state == "changes_requested":
+        return f"{head}: changes requested by {by} ({how}): {safe_text(state.reason or '')}"
     if state.state == "pending" and state.approvals:
         so_far = describe_approvals(map(safe_text, state.approvals), state.approvals_required)
         return f"{head}: pending, {so_far} ({how})"

@@ -9,23 +9,31 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal, NotRequired
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from typing_extensions import TypedDict
 
 from reviewer.plan.proposal import MAX_SAFE_INTEGER, MAX_STRING_CHARS
 from reviewer.signing.sshsig import MAX_SIGNATURE_CHARS, MAX_STATEMENT_BYTES
 
 Role = Literal["agent", "reviewer", "metrics"]
-State = Literal["pending", "approved", "claimed", "rejected", "expired", "executed"]
+State = Literal["pending", "approved", "claimed", "rejected", "changes_requested", "expired", "executed"]
 """The state of a proposal's latest revision, as the decision endpoint reports it.
+
+`changes_requested`: a reviewer asked for changes (`reason` says which); the revision is closed and
+the proposal waits for its agent's next revision;
 
 `claimed`: a run holds the approval (it can no longer expire or be superseded under the run);
 `executed`: that run's report is stored, whether it went well or not.
 """
-RevisionState = Literal["pending", "approved", "claimed", "rejected", "expired", "executed", "superseded"]
+RevisionState = Literal[
+    "pending", "approved", "claimed", "rejected", "changes_requested", "expired", "executed", "superseded"
+]
 """A stored revision's state: `superseded` once a newer revision exists (it then authorizes nothing)."""
-Decision = Literal["approve", "reject"]
-TrailEventKind = Literal["submitted", "approved", "rejected", "claimed", "executed", "withdrawn"]
+Decision = Literal["approve", "reject", "request_changes"]
+"""`request_changes` closes the revision like a rejection, and asks its agent for the next one."""
+TrailEventKind = Literal[
+    "submitted", "approved", "rejected", "changes_requested", "claimed", "executed", "withdrawn"
+]
 """`withdrawn`: an approval that stopped counting when the key that signed it was removed; its `seq`
 is the withdrawn approval's, and `reason` says which key."""
 RunEnding = Literal["completed", "stopped", "failed", "cancelled"]
@@ -201,6 +209,13 @@ class DecisionRequest(Message):
     reason: str = Field(default="", max_length=MAX_STRING_CHARS)
     statement: str | None = Field(default=None, max_length=MAX_STATEMENT_BYTES)
     signature: str | None = Field(default=None, max_length=MAX_SIGNATURE_CHARS)
+
+    @model_validator(mode="after")
+    def _changes_need_a_reason(self) -> DecisionRequest:
+        """Asking for changes without saying which leaves the agent nothing to re-plan from."""
+        if self.decision == "request_changes" and not self.reason.strip():
+            raise ValueError("reason: required when the decision is request_changes; say what to change")
+        return self
 
 
 class ClaimRequest(Message):

@@ -12,21 +12,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 import msgspec
 
 from reviewer.plan.sanitize import clip, safe_text
 from reviewer.service.rules import Row, required_timestamp
 
-EventName = Literal["proposal.waiting", "proposal.reminder", "proposal.decided", "run.ended", "run.unknown"]
-EVENT_NAMES: Final[tuple[EventName, ...]] = (
+EventName = Literal[
     "proposal.waiting",
     "proposal.reminder",
     "proposal.decided",
+    "proposal.changes_requested",
+    "proposal.expired",
     "run.ended",
     "run.unknown",
-)
+]
+EVENT_NAMES: Final[tuple[EventName, ...]] = get_args(EventName)
 FORMAT: Final = "reviewer.event/v1"
 MAX_TEXT_CHARS: Final = 300
 """An agent's title in a page or a chat line: enough to recognise the plan, never a 10 MB string."""
@@ -111,10 +113,11 @@ def waiting(row: Row, body: bytes, now: float, event: EventName = "proposal.wait
     }
 
 
-def decided(row: Row, now: float) -> dict[str, Any]:
-    """`proposal.decided`: approved (a quorum met) or rejected, by whom and why."""
+def decided(row: Row, now: float, event: EventName = "proposal.decided") -> dict[str, Any]:
+    """`proposal.decided`: approved (a quorum met) or rejected, by whom and why; or
+    `proposal.changes_requested`: by whom, and what to change (`reason`)."""
     return {
-        **_base("proposal.decided", row["proposal_id"], row["latest_revision"], now),
+        **_base(event, row["proposal_id"], row["latest_revision"], now),
         "title": agent_text(row["title"]),
         "decision": row["decision"],
         "decided_by": row["decided_by"],
@@ -184,6 +187,21 @@ def run_unknown(row: Row, now: float) -> dict[str, Any]:
         "claimed_by": row["claimed_by"],
         "claimed_at": required_timestamp(row["claimed_at"]).isoformat(),
         "lease_expired_at": required_timestamp(row["lease_expires_at"]).isoformat(),
+        "plan_sha256": row["plan_sha256"],
+    }
+
+
+def expired(row: Row, now: float) -> dict[str, Any]:
+    """`proposal.expired`: a pending revision no reviewer decided in time (`was: pending`), or an
+    approval no run claimed before it lapsed (`was: approved`); either authorizes nothing now."""
+    approved = row["decision"] == "approve"
+    lapsed_at = row["approval_expires_at"] if approved else row["pending_expires_at"]
+    return {
+        **_base("proposal.expired", row["proposal_id"], row["latest_revision"], now),
+        "title": agent_text(row["title"]),
+        "was": "approved" if approved else "pending",
+        "decided_by": row["decided_by"] if approved else None,
+        "expired_at": required_timestamp(lapsed_at).isoformat(),
         "plan_sha256": row["plan_sha256"],
     }
 

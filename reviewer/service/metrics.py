@@ -104,11 +104,13 @@ class QueueFigures(Collector):
 
     def decisions(self, db: Transaction) -> Metric:
         family = CounterMetricFamily(
-            "reviewer_decisions", "Decisions taken, by kind (approve, reject).", labels=["decision"]
+            "reviewer_decisions",
+            "Decisions taken, by kind (approve, reject, request_changes).",
+            labels=["decision"],
         )
         rows = db.all("SELECT decision, COUNT(*) AS count FROM decisions GROUP BY decision")
         found = {row["decision"]: int(row["count"]) for row in rows}
-        for kind in ("approve", "reject"):
+        for kind in ("approve", "reject", "request_changes"):
             family.add_metric([kind], found.get(kind, 0))
         return family
 

@@ -28,6 +28,7 @@ STEPS: Final = {
     3: "reviewers' SSH keys and signed decisions in the trail",
     4: "the notifications' outbox",
     5: "metrics tokens, token expiry, and rotation (the replaced token valid for a grace period)",
+    6: "the decision request_changes, and its trail event changes_requested",
 }
 """What each numbered step adds; the backends hold its SQL under the same number."""
 

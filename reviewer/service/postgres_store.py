@@ -27,7 +27,13 @@ from psycopg.rows import dict_row
 from reviewer.service import migrations
 from reviewer.service.errors import DatabaseUnusable
 from reviewer.service.rules import Row
-from reviewer.service.store import SCHEMA_VERSION, QueueStore, StoreSettings
+from reviewer.service.store import (
+    DECISION_CHECK,
+    SCHEMA_VERSION,
+    TRAIL_EVENT_CHECK,
+    QueueStore,
+    StoreSettings,
+)
 
 WRITE_LOCK: Final = 0x72657669  # "revi": the advisory lock every write transaction holds
 CONNECT_TIMEOUT: Final = 5
@@ -114,7 +120,9 @@ CREATE TABLE decisions (
     proposal_id TEXT NOT NULL REFERENCES proposals (proposal_id),
     revision BIGINT NOT NULL,
     plan_sha256 TEXT NOT NULL,
-    decision TEXT NOT NULL CHECK (decision IN ('approve', 'reject')),
+    decision TEXT NOT NULL CONSTRAINT decisions_decision_check CHECK ("""
+    + DECISION_CHECK
+    + """),
     reason TEXT NOT NULL,
     decided_by TEXT NOT NULL,
     decided_at DOUBLE PRECISION NOT NULL,
@@ -158,7 +166,9 @@ CREATE TABLE trail (
     seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     at DOUBLE PRECISION NOT NULL,
     actor TEXT NOT NULL,
-    event TEXT NOT NULL CHECK (event IN ('submitted', 'approved', 'rejected', 'claimed', 'executed')),
+    event TEXT NOT NULL CONSTRAINT trail_event_check CHECK ("""
+    + TRAIL_EVENT_CHECK
+    + """),
     proposal_id TEXT NOT NULL,
     revision BIGINT NOT NULL,
     plan_sha256 TEXT NOT NULL,
@@ -210,6 +220,12 @@ ALTER TABLE tokens ADD CONSTRAINT tokens_role_check CHECK (role IN ('agent', 're
 ALTER TABLE tokens ADD COLUMN expires_at DOUBLE PRECISION;
 ALTER TABLE tokens ADD COLUMN previous_sha256 TEXT UNIQUE;
 ALTER TABLE tokens ADD COLUMN previous_expires_at DOUBLE PRECISION;
+""",
+    6: f"""
+ALTER TABLE decisions DROP CONSTRAINT decisions_decision_check;
+ALTER TABLE decisions ADD CONSTRAINT decisions_decision_check CHECK ({DECISION_CHECK});
+ALTER TABLE trail DROP CONSTRAINT trail_event_check;
+ALTER TABLE trail ADD CONSTRAINT trail_event_check CHECK ({TRAIL_EVENT_CHECK});
 """,
 }
 """Each numbered step of `reviewer.service.migrations.STEPS` in PostgreSQL's words."""

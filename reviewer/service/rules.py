@@ -128,6 +128,8 @@ def derive_state(
         return "claimed"
     if decision == "reject":
         return "rejected"
+    if decision == "request_changes":
+        return "changes_requested"
     if decision == "approve":
         return "approved" if approval_expires_at is not None and now < approval_expires_at else "expired"
     return "pending" if now < pending_expires_at else "expired"
@@ -269,6 +271,8 @@ def check_claim(row: Row, revision: int, plan_sha256: str, now: float) -> None:
         why = {
             "pending": "no reviewer has approved it yet",
             "rejected": f"{row['decided_by']} rejected it",
+            "changes_requested": f"{row['decided_by']} asked for changes ({safe_text(row['reason'] or '')}); "
+            "submit the next revision for review",
             "expired": "its approval expired before a run claimed it; submit it again for a new decision",
             "executed": "its approval was already used by a run; an approval authorizes one",
         }[state]

@@ -18,7 +18,13 @@ from typing import Any, Final
 from reviewer.service import migrations
 from reviewer.service.errors import DatabaseUnusable
 from reviewer.service.rules import Row
-from reviewer.service.store import SCHEMA_VERSION, QueueStore, StoreSettings
+from reviewer.service.store import (
+    DECISION_CHECK,
+    SCHEMA_VERSION,
+    TRAIL_EVENT_CHECK,
+    QueueStore,
+    StoreSettings,
+)
 
 OUTBOX_SCHEMA = """
 CREATE TABLE IF NOT EXISTS outbox (
@@ -77,6 +83,58 @@ CREATE UNIQUE INDEX IF NOT EXISTS ssh_keys_active ON ssh_keys(fingerprint) WHERE
 """
 """Reviewers' SSH keys: a key is active under one name at a time (one key signing as two reviewers
 would let one person meet a quorum of two)."""
+DECISIONS_COLUMNS: Final = (
+    "id, proposal_id, revision, plan_sha256, decision, reason, decided_by, decided_at, expires_at"
+)
+DECISIONS_SCHEMA: Final = f"""
+CREATE TABLE IF NOT EXISTS {{table}} (
+    id INTEGER PRIMARY KEY,
+    proposal_id TEXT NOT NULL REFERENCES proposals(proposal_id),
+    revision INTEGER NOT NULL,
+    plan_sha256 TEXT NOT NULL,
+    decision TEXT NOT NULL CHECK ({DECISION_CHECK}),
+    reason TEXT NOT NULL,
+    decided_by TEXT NOT NULL,
+    decided_at REAL NOT NULL,
+    expires_at REAL,
+    UNIQUE (proposal_id, revision)
+);
+"""
+TRAIL_COLUMNS: Final = (
+    "seq, at, actor, event, proposal_id, revision, plan_sha256, reason, statement, signature, key_fingerprint"
+)
+TRAIL_SCHEMA: Final = f"""
+CREATE TABLE IF NOT EXISTS {{table}} (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    actor TEXT NOT NULL,
+    event TEXT NOT NULL CHECK ({TRAIL_EVENT_CHECK}),
+    proposal_id TEXT NOT NULL,
+    revision INTEGER NOT NULL,
+    plan_sha256 TEXT NOT NULL,
+    reason TEXT,
+    statement TEXT,
+    signature TEXT,
+    key_fingerprint TEXT
+);
+"""
+TRAIL_INDEX: Final = "CREATE INDEX IF NOT EXISTS trail_proposal ON trail(proposal_id, seq);\n"
+"""`{table}` is the table's name, or the one migration 6 copies its rows into (a new decision, and
+its trail event, in the CHECK); the copy keeps every row and id, and the rename gives it the name
+`claims` and `executions` reference."""
+
+
+def _rebuilt(table: str, schema: str, columns: str) -> str:
+    """SQLite changes a CHECK only by building the table again: a copy under a new name with every
+    row, the old table dropped (its append-only triggers go with it; `upgrade` creates them again),
+    the copy renamed. `upgrade` turns foreign keys off around it and checks them before committing."""
+    return (
+        schema.format(table=f"{table}_v6")
+        + f"INSERT INTO {table}_v6 ({columns}) SELECT {columns} FROM {table};\n"
+        f"DROP TABLE {table};\n"
+        f"ALTER TABLE {table}_v6 RENAME TO {table};\n"
+    )
+
 
 SCHEMA = (
     TOKENS_SCHEMA.format(table="tokens")
@@ -121,19 +179,9 @@ CREATE TABLE IF NOT EXISTS revisions (
     PRIMARY KEY (proposal_id, revision)
 );
 
-CREATE TABLE IF NOT EXISTS decisions (
-    id INTEGER PRIMARY KEY,
-    proposal_id TEXT NOT NULL REFERENCES proposals(proposal_id),
-    revision INTEGER NOT NULL,
-    plan_sha256 TEXT NOT NULL,
-    decision TEXT NOT NULL CHECK (decision IN ('approve', 'reject')),
-    reason TEXT NOT NULL,
-    decided_by TEXT NOT NULL,
-    decided_at REAL NOT NULL,
-    expires_at REAL,
-    UNIQUE (proposal_id, revision)
-);
-
+"""
+    + DECISIONS_SCHEMA.format(table="decisions")
+    + """
 CREATE TABLE IF NOT EXISTS claims (
     claim_id TEXT PRIMARY KEY,
     decision_id INTEGER NOT NULL UNIQUE REFERENCES decisions(id),
@@ -166,21 +214,10 @@ CREATE TABLE IF NOT EXISTS idempotency (
     PRIMARY KEY (token_id, key)
 );
 
-CREATE TABLE IF NOT EXISTS trail (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    at REAL NOT NULL,
-    actor TEXT NOT NULL,
-    event TEXT NOT NULL CHECK (event IN ('submitted', 'approved', 'rejected', 'claimed', 'executed')),
-    proposal_id TEXT NOT NULL,
-    revision INTEGER NOT NULL,
-    plan_sha256 TEXT NOT NULL,
-    reason TEXT,
-    statement TEXT,
-    signature TEXT,
-    key_fingerprint TEXT
-);
-CREATE INDEX IF NOT EXISTS trail_proposal ON trail(proposal_id, seq);
-
+"""
+    + TRAIL_SCHEMA.format(table="trail")
+    + TRAIL_INDEX
+    + """
 """
     + SSH_KEYS_SCHEMA
     + OUTBOX_SCHEMA
@@ -198,6 +235,9 @@ MIGRATIONS: Final = {
     "SELECT id, name, role, token_sha256, created_at, revoked_at FROM tokens;\n"
     "DROP TABLE tokens;\n"
     "ALTER TABLE tokens_v5 RENAME TO tokens;\n" + TOKENS_INDEX,
+    6: _rebuilt("decisions", DECISIONS_SCHEMA, DECISIONS_COLUMNS)
+    + _rebuilt("trail", TRAIL_SCHEMA, TRAIL_COLUMNS)
+    + TRAIL_INDEX,
 }
 """Each numbered step of `reviewer.service.migrations.STEPS` in SQLite's words."""
 OLDEST_VERSION: Final = 2
@@ -307,8 +347,11 @@ class SQLiteStore(QueueStore):
         connection = self._connection()
         backup = migrations.backup_before_upgrade(connection, self.path, upgrade.found, self.clock())
         script = "".join(MIGRATIONS[step] for step in upgrade.steps) + _append_only_triggers()
-        connection.execute("BEGIN IMMEDIATE")
+        # A step that rebuilds a table others reference drops it first: foreign keys stay off for
+        # the transaction (SQLite ignores the pragma inside one) and are checked before the commit.
+        connection.execute("PRAGMA foreign_keys = OFF")
         try:
+            connection.execute("BEGIN IMMEDIATE")
             if self.schema_version() != upgrade.found:
                 connection.execute("ROLLBACK")
                 backup.unlink()  # another process migrated meanwhile, after a backup of its own
@@ -317,11 +360,19 @@ class SQLiteStore(QueueStore):
             for statement in migrations.sqlite_statements(script):
                 connection.execute(statement)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            broken = connection.execute("PRAGMA foreign_key_check").fetchall()
+            if broken:
+                raise DatabaseUnusable(
+                    f"migrating {self.path} would leave {len(broken)} rows referencing rows that do not "
+                    f"exist (first: table {broken[0][0]}); nothing was changed"
+                )
             connection.execute("COMMIT")
         except BaseException:
             if connection.in_transaction:
                 connection.execute("ROLLBACK")
             raise
+        finally:
+            connection.execute("PRAGMA foreign_keys = ON")
         migrations.log_upgraded(upgrade)
         self.upgraded_from = upgrade.found
 

@@ -64,10 +64,22 @@ from reviewer.service.signed_decisions import (
 )
 from reviewer.signing.sshsig import PublicKey
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 """The version of the tables a database holds: 2 added claims, 3 reviewers' SSH keys and signed
 decisions in the trail, 4 the notifications' outbox, 5 metrics tokens, token expiry and rotation. An older
 database is brought up to date by numbered steps (`reviewer.service.migrations`), a newer one refused."""
+TRAIL_EVENTS: Final[dict[Decision, str]] = {
+    "approve": "approved",
+    "reject": "rejected",
+    "request_changes": "changes_requested",
+}
+"""The trail's word for each decision."""
+DECISION_CHECK: Final = "decision IN ('approve', 'reject', 'request_changes')"
+TRAIL_EVENT_CHECK: Final = (
+    "event IN ('submitted', 'approved', 'rejected', 'changes_requested', 'claimed', 'executed')"
+)
+"""The CHECK constraints on `decisions.decision` and `trail.event`, the same in both backends' schemas."""
+
 DEFAULT_PENDING_TTL: Final = 24 * 3600.0
 """A proposal nobody decided within a day is stale: the agent re-plans against today's state."""
 DEFAULT_APPROVAL_TTL: Final = 3600.0
@@ -924,18 +936,24 @@ class QueueStore(ABC):
                 self._signing_keys(db, identity.name),
                 environment,
             )
-            event = "approved" if request.decision == "approve" else "rejected"
             self._append_trail(
                 db,
                 now,
                 identity.name,
-                event,
+                TRAIL_EVENTS[request.decision],
                 proposal_id,
                 request.revision,
                 request.plan_sha256,
                 request.reason or None,
                 signed,
             )
+            if request.decision == "request_changes":
+                # Not a vote: one reviewer's request closes the revision, as one rejection does; the
+                # approvals so far stay with this revision and count for none after it.
+                self._record_decision(db, proposal_id, request, identity.name, now)
+                answer = with_votes(self._answer(db, proposal_id, now), rule, cast)
+                self._remember(db, identity, idempotency_key, fingerprint, answer, now)
+                return False, answer
             cast.append(
                 CastDecision(
                     identity.name,
@@ -986,11 +1004,14 @@ class QueueStore(ABC):
             proposal_id=proposal_id,
         )
         if self.notifying.targets:
+            event: events.EventName = (
+                "proposal.changes_requested" if request.decision == "request_changes" else "proposal.decided"
+            )
             self._emit(
                 db,
                 now,
-                events.event_key("proposal.decided", proposal_id, request.revision),
-                events.decided(self._proposal_row(db, proposal_id), now),
+                events.event_key(event, proposal_id, request.revision),
+                events.decided(self._proposal_row(db, proposal_id), now, event),
             )
 
     def claim(
@@ -1232,8 +1253,9 @@ class QueueStore(ABC):
         return db.one("SELECT 1 AS written FROM outbox WHERE event_key = :key LIMIT 1", key=key) is not None
 
     def sweep_events(self) -> int:
-        """Write the events that time alone makes true: reminders of pending proposals, and claims
-        whose lease ran out without a report. Answers how many were written; any replica may sweep."""
+        """Write the events that time alone makes true: reminders of pending proposals, claims whose
+        lease ran out without a report, and pending proposals and unclaimed approvals that expired.
+        Answers how many were written; any replica may sweep."""
         if not self.notifying.targets:
             return 0
         now = self.clock()
@@ -1277,6 +1299,18 @@ class QueueStore(ABC):
                 )
                 if not self._written(db, key):
                     self._emit(db, now, key, events.run_unknown(row, now))
+                    written += 1
+            for row in db.all(
+                "SELECT * FROM proposals WHERE claim_id IS NULL AND executed_at IS NULL AND "
+                "((decision IS NULL AND pending_expires_at <= :now AND pending_expires_at >= :kept_since) "
+                "OR (decision = 'approve' AND approval_expires_at <= :now "
+                "AND approval_expires_at >= :kept_since))",
+                now=now,
+                kept_since=kept_since,
+            ):
+                key = events.event_key("proposal.expired", row["proposal_id"], row["latest_revision"])
+                if not self._written(db, key):
+                    self._emit(db, now, key, events.expired(row, now))
                     written += 1
         self._announce_events()
         return written

@@ -114,7 +114,7 @@ def check_signed_approvals(
         if not allowed.allows(reviewer, key, NAMESPACE, moment):
             refuse(f"the key {key.fingerprint} is not allowed to sign for {reviewer}")
             continue
-        if decision == "reject":
+        if decision != "approve":  # a rejection, or changes asked for: either one approves nothing
             rejected_by.append(reviewer)
             checks.append(SignatureCheck(reviewer, decision, True))
             continue

@@ -43,7 +43,7 @@ NAMESPACE: Final = "reviewer-decision@v1"
 STATEMENT_FORMAT: Final = "reviewer.decision/v1"
 REVIEWER_NAME_PATTERN: Final = r"^[A-Za-z0-9._-]{1,64}$"
 
-DecisionKind = Literal["approve", "reject"]
+DecisionKind = Literal["approve", "reject", "request_changes"]
 
 _SSHSIG_MAGIC: Final = b"SSHSIG"
 _SSHSIG_VERSION: Final = 1
@@ -205,8 +205,8 @@ def _check_statement_fields(statement: DecisionStatement) -> None:
         raise bad("revision", "must be an integer from 1")
     if not isinstance(statement.plan_sha256, str) or not _SHA256_HEX.match(statement.plan_sha256):
         raise bad("plan_sha256", "must be 64 lowercase hex digits")
-    if statement.decision not in ("approve", "reject"):
-        raise bad("decision", "must be 'approve' or 'reject'")
+    if statement.decision not in ("approve", "reject", "request_changes"):
+        raise bad("decision", "must be 'approve', 'reject' or 'request_changes'")
     if not isinstance(statement.reviewer, str) or not _REVIEWER_NAME.match(statement.reviewer):
         raise bad("reviewer", "must be a token name, 1 to 64 of [A-Za-z0-9._-]")
     if not isinstance(statement.signed_at, str) or not _SIGNED_AT.match(statement.signed_at):

@@ -732,6 +732,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
             ConfirmScreen,
             DecisionDialog,
             RejectScreen,
+            RequestChangesScreen,
             help_rows,
             key_words,
         )
@@ -754,7 +755,13 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
             (
                 "Confirmation",
                 help_rows(
-                    [*ConfirmScreen.BINDINGS, *RejectScreen.BINDINGS, *DecisionDialog.BINDINGS], display
+                    [
+                        *ConfirmScreen.BINDINGS,
+                        *RejectScreen.BINDINGS,
+                        *RequestChangesScreen.BINDINGS,
+                        *DecisionDialog.BINDINGS,
+                    ],
+                    display,
                 ),
             ),
         ]

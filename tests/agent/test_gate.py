@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 import httpx
@@ -21,7 +22,6 @@ from reviewer.agent import (
     WritesKept,
     sdk_tool,
 )
-from reviewer.plan.proposal import Proposal
 from reviewer.queue.client import NotFound, QueueClient
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
@@ -40,13 +40,15 @@ SERVER_DRY_RUN: dict[str, Any] = {"backend": "server", "dry_run_query": tools.DR
 async def gated_run(
     queue: Queue,
     sample_api: RunningSampleApi,
-    decision: Literal["approve", "reject"],
+    decision: Literal["approve", "reject", "request_changes"],
     reason: str = "looks right",
     task: Any = tools.reference_task,
+    reviewer: Callable[[str], Awaitable[Any]] | None = None,
+    max_revisions: int = 1,
     **options: Any,
-) -> tuple[GateResult, Proposal]:
+) -> tuple[GateResult, Any]:
     """The agent runs the task through a gate while a reviewer decides it; the result and the proposal
-    as the reviewer saw it."""
+    as the reviewer saw it (or what `reviewer`, given the proposal id, returns instead)."""
     proposal_id = f"gate-{uuid.uuid4().hex[:8]}"
     async with Gate(
         api=sample_api.base_url,
@@ -59,8 +61,12 @@ async def gated_run(
         **(options or SERVER_DRY_RUN),
     ) as gate:
         result, seen = await asyncio.gather(
-            gate.run(task, title=tools.REFERENCE_PLAN_TITLE, proposal_id=proposal_id),
-            reviewer_decides(queue.url, queue.reviewer_token, proposal_id, decision, reason),
+            gate.run(
+                task, title=tools.REFERENCE_PLAN_TITLE, proposal_id=proposal_id, max_revisions=max_revisions
+            ),
+            reviewer(proposal_id)
+            if reviewer
+            else reviewer_decides(queue.url, queue.reviewer_token, proposal_id, decision, reason),
         )
     return result, seen
 

@@ -45,3 +45,38 @@ def test_only_the_session_that_submitted_a_plan_runs_it_and_only_once(
         ("POST", "/v1/tickets"),
         ("PATCH", "/v1/tickets/t1"),
     ]
+
+
+def test_changes_requested_ends_the_plan_and_the_next_one_is_revision_2_of_the_same_proposal(
+    queue: Queue, sample_api: RunningSampleApi
+) -> None:
+    """What `mcp-gate`'s status answers: the state and the reviewer's reason, so the host's model can
+    re-plan; the plan it submits next is the next revision of the same proposal."""
+
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        async with Gate(api=sample_api.base_url, queue=queue.url, token=queue.agent_token) as gate:
+            session = PlanSession(gate)
+            await session.call(tools.update_ticket.spec, {"id": "t1", "status": "closed"})
+            await session.call(tools.delete_ticket.spec, {"id": "t3"})
+            first = await session.submit("Close t1, delete t3")
+            await reviewer_decides(
+                queue.url, queue.reviewer_token, first["proposal_id"], "request_changes", "keep t3 open"
+            )
+            asked = await session.status(first["proposal_id"])
+            await session.call(tools.update_ticket.spec, {"id": "t1", "status": "closed"})
+            second = await session.submit("Close t1")
+            return first, asked, second
+
+    first, asked, second = asyncio.run(scenario())
+    assert (asked["state"], asked["decided_by"], asked["reason"]) == (
+        "changes_requested",
+        "test-reviewer",
+        "keep t3 open",
+    )
+    assert "revision 2 of this proposal" in asked["note"]
+    assert (second["proposal_id"], second["revision"], second["state"]) == (
+        first["proposal_id"],
+        2,
+        "pending",
+    )
+    assert received(sample_api) == []

@@ -160,6 +160,7 @@ def test_the_figures_are_what_the_queue_holds_after_a_day_from_either_replica(re
     assert samples(figures["reviewer_decisions"]) == {
         ("reviewer_decisions_total", (("decision", "approve"),)): 2,
         ("reviewer_decisions_total", (("decision", "reject"),)): 1,
+        ("reviewer_decisions_total", (("decision", "request_changes"),)): 0,
     }
     runs = {labels[0][1]: value for (_, labels), value in samples(figures["reviewer_runs"]).items()}
     assert runs == {

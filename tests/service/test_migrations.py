@@ -173,7 +173,8 @@ def test_db_backup_copies_a_live_queue_and_refuses_to_overwrite(tmp_path: Path) 
 
 
 def version_4_postgresql(cluster: Cluster) -> str:
-    """A PostgreSQL queue as the release before migration 5 left it (no metrics role, no expiry)."""
+    """A PostgreSQL queue as the release before migration 5 left it (no metrics role, no expiry, no
+    request_changes)."""
     url = cluster.fresh_database()
     assert run("db", "upgrade", "--db", url).returncode == 1  # holds no queue: refused, nothing made
     from reviewer.service.databases import open_store
@@ -188,6 +189,16 @@ def version_4_postgresql(cluster: Cluster) -> str:
         raw.execute(
             "ALTER TABLE tokens ADD CONSTRAINT tokens_role_check CHECK (role IN ('agent', 'reviewer'))"
         )
+        for table, constraint, before in (
+            ("decisions", "decisions_decision_check", "decision IN ('approve', 'reject')"),
+            (
+                "trail",
+                "trail_event_check",
+                "event IN ('submitted', 'approved', 'rejected', 'claimed', 'executed')",
+            ),
+        ):  # as PostgreSQL named a column's CHECK before migration 6 named it
+            raw.execute(f"ALTER TABLE {table} DROP CONSTRAINT {constraint}")
+            raw.execute(f"ALTER TABLE {table} ADD CONSTRAINT {constraint} CHECK ({before})")
         raw.execute(
             "INSERT INTO tokens (name, role, token_sha256, created_at) VALUES ('alice', 'reviewer', 'x', 1)"
         )
@@ -207,11 +218,15 @@ def test_two_postgresql_replicas_starting_on_an_old_schema_migrate_it_once(
     finally:
         for replica in replicas:
             replica.stop()
-    migrated = [log for log in logs if "from queue schema version 4 to 5" in log]
+    migrated = [log for log in logs if f"from queue schema version 4 to {SCHEMA_VERSION}" in log]
     assert len(migrated) == 1, logs
     with psycopg.connect(url, autocommit=True) as raw:
         assert raw.execute("SELECT version FROM reviewer_schema").fetchone() == (SCHEMA_VERSION,)
         assert raw.execute("SELECT name FROM tokens").fetchall() == [("alice",)]
+        raw.execute(
+            "INSERT INTO trail (at, actor, event, proposal_id, revision, plan_sha256) "
+            "VALUES (1, 'alice', 'changes_requested', 'p', 1, 'a')"
+        )  # migration 6 let the trail say it
     minted = run("token", "create", "--db", url, "--name", "prometheus", "--role", "metrics")
     assert minted.returncode == 0, minted.stderr
 
@@ -225,3 +240,91 @@ def test_a_postgresql_database_newer_than_the_release_is_refused_naming_both(
     refused = run("serve", "--db", url, "--port", str(free_port()))
     assert refused.returncode == 1
     assert f"holds queue schema version 9, newer than version {SCHEMA_VERSION}" in refused.stderr
+
+
+SCHEMA_5_CHECKS = {
+    "decision IN ('approve', 'reject', 'request_changes')": "decision IN ('approve', 'reject')",
+    "event IN ('submitted', 'approved', 'rejected', 'changes_requested', 'claimed', 'executed')": (
+        "event IN ('submitted', 'approved', 'rejected', 'claimed', 'executed')"
+    ),
+}
+"""What migration 6 changed: the CHECKs of `decisions.decision` and `trail.event` before it."""
+
+
+def version_5_sqlite(path: Path) -> Path:
+    """An SQLite queue as schema 5 left it, holding a decided, claimed and reported proposal."""
+    from reviewer.service.sqlite_store import SCHEMA, _append_only_triggers
+
+    schema = SCHEMA
+    for now, before in SCHEMA_5_CHECKS.items():
+        assert now in schema
+        schema = schema.replace(now, before)
+    with sqlite3.connect(path) as db:
+        db.executescript(schema + _append_only_triggers() + "PRAGMA user_version = 5;")
+        db.executescript(
+            """
+INSERT INTO proposals (proposal_id, owner, latest_revision, latest_seq, plan_sha256, title, agent_name,
+    call_count, submitted_at, pending_expires_at, decision, decided_by, decided_at, reason, decision_id,
+    approval_expires_at, claim_id, claimed_by, claimed_at, lease_expires_at, executed_at)
+    VALUES ('ran', 'agent', 1, 4, 'a', 't', 'agent', 1, 1, 9, 'approve', 'alice', 2, NULL, 7, 99,
+    'c1', 'agent', 3, 50, 4);
+INSERT INTO revisions VALUES ('ran', 1, 'a', 't', 1, 'agent', 1, x'7b7d');
+INSERT INTO decisions VALUES (7, 'ran', 1, 'a', 'approve', '', 'alice', 2, 99);
+INSERT INTO claims VALUES ('c1', 7, 'ran', 1, 'a', 'agent', 3, 50);
+INSERT INTO executions VALUES (1, 7, 'c1', 'ran', 1, 'agent', 4, 'completed', x'7b7d');
+INSERT INTO trail (seq, at, actor, event, proposal_id, revision, plan_sha256) VALUES
+    (1, 1, 'agent', 'submitted', 'ran', 1, 'a'), (2, 2, 'alice', 'approved', 'ran', 1, 'a'),
+    (3, 3, 'agent', 'claimed', 'ran', 1, 'a'), (4, 4, 'agent', 'executed', 'ran', 1, 'a');
+"""
+        )
+    db.close()
+    return path
+
+
+def test_migration_6_rebuilds_decisions_and_trail_keeping_rows_ids_and_the_append_only_triggers(
+    tmp_path: Path,
+) -> None:
+    """SQLite cannot alter a CHECK: the two tables are built again in the step's transaction. Every row
+    and id is kept (the claim and the execution still reference decision 7), the trail goes on
+    numbering after its last `seq`, and it is still append-only."""
+    from reviewer.service.sqlite_store import SQLiteStore
+    from reviewer.service.store import StoreSettings
+
+    database = version_5_sqlite(tmp_path / "queue.sqlite3")
+    tables = ("decisions", "trail", "claims", "executions", "proposals")
+    before = {table: dump_table(database, table) for table in tables}
+    SQLiteStore(database, StoreSettings(clock=lambda: 10.0, pending_ttl=10, approval_ttl=10)).close()
+    assert user_version(database) == SCHEMA_VERSION == 6
+    assert {table: dump_table(database, table) for table in tables} == before
+    with sqlite3.connect(database) as db:
+        db.execute("PRAGMA foreign_keys = ON")
+        assert db.execute("PRAGMA foreign_key_check").fetchall() == []
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        db.execute(
+            "INSERT INTO decisions (proposal_id, revision, plan_sha256, decision, reason, decided_by, "
+            "decided_at) VALUES ('ran', 2, 'b', 'request_changes', 'keep t3 open', 'alice', 5)"
+        )
+        seq = db.execute(
+            "INSERT INTO trail (at, actor, event, proposal_id, revision, plan_sha256) "
+            "VALUES (5, 'alice', 'changes_requested', 'ran', 2, 'b') RETURNING seq"
+        ).fetchone()
+        assert seq == (5,)
+        for statement in ("UPDATE trail SET actor = 'mallory'", "DELETE FROM decisions"):
+            with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+                db.execute(statement)
+        with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
+            db.execute(
+                "INSERT INTO trail (at, actor, event, proposal_id, revision, plan_sha256) "
+                "VALUES (6, 'alice', 'shrugged', 'ran', 2, 'b')"
+            )
+    db.close()
+    [backup] = backups_of(database)
+    assert user_version(backup) == 5 and dump_table(backup, "trail") == before["trail"]
+
+
+def dump_table(path: Path, table: str) -> list[tuple[object, ...]]:
+    db = sqlite3.connect(path)
+    try:
+        return list(db.execute(f"SELECT * FROM {table} ORDER BY 1"))
+    finally:
+        db.close()

@@ -128,15 +128,15 @@ def test_another_schema_version_is_refused_with_what_to_do(database: str, clock:
     open_store(database, clock=clock, pending_ttl=600, approval_ttl=60, create=True).close()
     if database.startswith("postgresql://"):
         with psycopg.connect(database, autocommit=True) as raw:
-            raw.execute("UPDATE reviewer_schema SET version = 7")
+            raw.execute("UPDATE reviewer_schema SET version = 8")
     else:
         import sqlite3
 
         with sqlite3.connect(database) as raw:
-            raw.execute("PRAGMA user_version = 7")
+            raw.execute("PRAGMA user_version = 8")
     with pytest.raises(
         DatabaseUnusable,
-        match="schema version 7, newer than version 5 that this release writes; run a release",
+        match="schema version 8, newer than version 6 that this release writes; run a release",
     ):
         open_store(database, clock=clock, pending_ttl=600, approval_ttl=60, create=True)
 
@@ -520,3 +520,36 @@ def test_a_name_that_folds_to_an_agents_is_the_agent_and_never_a_reviewer(
     identity(store, "agent1", "agent")
     with pytest.raises(Conflict):
         identity(store, other, "reviewer")
+
+
+def test_a_quorum_counts_per_revision_and_one_request_for_changes_closes_the_revision(
+    database: str, clock: Clock
+) -> None:
+    """Two approvals needed: alice's approval of revision 1 does not count for revision 2 after bob
+    asked for changes, and an approval of the closed revision is refused."""
+    store = quorum_of_two(database, clock)
+    try:
+        agent = identity(store, "agent", "agent")
+        alice = identity(store, "alice", "reviewer")
+        bob = identity(store, "bob", "reviewer")
+        carol = identity(store, "carol", "reviewer")
+        store.submit(agent, submission("p"))
+        assert store.decide(alice, "p", decision(1), "a1")[1].approvals == ["alice"]
+        asked = DecisionRequest(
+            revision=1, plan_sha256=f"{1:064x}", decision="request_changes", reason="keep t3 open"
+        )
+        closed = store.decide(bob, "p", asked, "b1")[1]
+        assert (closed.state, closed.decided_by, closed.reason) == (
+            "changes_requested",
+            "bob",
+            "keep t3 open",
+        )
+        with pytest.raises(NotPending, match="changes_requested by bob"):
+            store.decide(carol, "p", decision(1), "c1")
+        store.submit(agent, submission("p", 2))
+        second = store.decide(carol, "p", decision(2), "c2")[1]
+        assert (second.state, second.approvals) == ("pending", ["carol"])
+        third = store.decide(alice, "p", decision(2), "a2")[1]
+        assert (third.state, third.approvals) == ("approved", ["carol", "alice"])
+    finally:
+        store.close()

@@ -141,3 +141,28 @@ def test_a_key_file_others_can_read_is_one_line_and_no_decision_is_sent(
         f"run `chmod 600 {alice.private}`; nothing was sent"
     ]
     assert state_of(queue, proposal_id)["state"] == "pending"
+
+
+def test_request_changes_says_what_to_change_and_the_next_revision_waits(
+    queue: tuple[Service, Actors],
+) -> None:
+    proposal_id = unique_id("cli")
+    submit(queue[1].agent, proposal_id)
+    blank = run(queue, "request-changes", proposal_id, "--revision", "1", "--reason", " ")
+    assert blank.returncode == 2
+    assert blank.stderr.strip() == (
+        "reviewer request-changes: --reason must say why (or what to change); nothing was sent"
+    )
+    assert state_of(queue, proposal_id)["state"] == "pending"
+    result = run(queue, "request-changes", proposal_id, "--revision", "1", "--reason", "keep t3 open")
+    assert result.returncode == 0, result.stderr
+    assert "revision 1" in result.stdout
+    assert "changes requested by alice (unsigned): keep t3 open" in result.stdout
+    state = state_of(queue, proposal_id)
+    assert (state["state"], state["decided_by"], state["reason"]) == (
+        "changes_requested",
+        "alice",
+        "keep t3 open",
+    )
+    submit(queue[1].agent, proposal_id, 2, calls=1)
+    assert state_of(queue, proposal_id)["state"] == "pending"

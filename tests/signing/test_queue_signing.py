@@ -527,3 +527,40 @@ def test_a_runner_that_requires_signatures_refuses_a_forged_approval_and_runs_a_
         forgetful = asyncio.run(run(signed["proposal_id"], tmp_path / "another-executor.jsonl"))
         assert not isinstance(forgetful, NotApproved), forgetful
         assert len(api_server.store.request_log) == 2, "the queue alone could not stop a second run"
+
+
+def test_a_request_for_changes_is_signed_like_a_rejection_and_approves_nothing(team: Team) -> None:
+    """Under a policy that requires signatures, `request_changes` needs one too (and one naming that
+    decision); an executor's allowed-signers check counts a signed request for changes as a refusal,
+    never as a signer, even beside a quorum of signed approvals."""
+    answer = team.submit()
+    unsigned = team.decide("carol", answer, "request_changes", sign=False)
+    assert unsigned.status_code == 422 and "requires signed decisions" in unsigned.text
+    mislabelled = team.decide("carol", answer, "request_changes", statement_changes={"decision": "approve"})
+    assert mislabelled.status_code == 422 and "statement.decision" in mislabelled.text
+    assert team.decide("alice", answer).status_code == 201
+    assert team.decide("bob", answer).status_code == 201
+    approvals = team.state(answer["proposal_id"])["signatures"]
+
+    changes_answer = team.submit()
+    asked = team.decide("carol", changes_answer, "request_changes")
+    assert asked.status_code == 201, asked.text
+    assert team.state(changes_answer["proposal_id"])["state"] == "changes_requested"
+    statement = DecisionStatement(
+        proposal_id=answer["proposal_id"],
+        revision=answer["revision"],
+        plan_sha256=answer["plan_sha256"],
+        decision="request_changes",
+        reviewer="carol",
+        signed_at="2026-11-30T09:00:00Z",
+    )
+    changes = SignedStatement(statement.to_bytes().decode(), sign_statement(statement, team.signers["carol"]))
+    verdict = check_signed_approvals(
+        AllowedSigners.parse(team.allowed_signers()),
+        2,
+        answer["proposal_id"],
+        answer["revision"],
+        answer["plan_sha256"],
+        [*(SignedStatement(item["statement"], item["signature"]) for item in approvals), changes],
+    )
+    assert not verdict.authorized, verdict.explain()

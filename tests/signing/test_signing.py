@@ -69,7 +69,7 @@ names = st.from_regex(r"[A-Za-z0-9._-]{1,64}", fullmatch=True)
     proposal_id=st.from_regex(r"[A-Za-z0-9._-]{1,128}", fullmatch=True),
     revision=st.integers(1, 2**53 - 1),
     plan_sha256=st.from_regex(r"[0-9a-f]{64}", fullmatch=True),
-    decision=st.sampled_from(["approve", "reject"]),
+    decision=st.sampled_from(["approve", "reject", "request_changes"]),
     reviewer=names,
 )
 def test_a_statement_reads_back_as_itself(

@@ -68,7 +68,7 @@ class QueueDecider:
         refused = local_refusal(item, revision, decision)
         if refused:
             return DecisionOutcome(False, refused, error=True)
-        verb: Decision = "approve" if decision == "approve" else "reject"
+        verb: Decision = DECISIONS.get(decision, "reject")
         try:
             signed = await self._sign(item.proposal_id, revision, plan_sha256, verb)
             answer = await self.client.decide(
@@ -96,7 +96,7 @@ class QueueDecider:
             so_far = describe_approvals(map(shown, answer.approvals), answer.approvals_required)
             message = f"your approval counts: {so_far}{how}; revision {answer.revision} waits for more"
         else:
-            words = "approved" if answer.state == "approved" else "rejected"
+            words = STATE_WORDS.get(answer.state, answer.state)
             message = f"{words} by {shown(answer.decided_by)}{how}: revision {answer.revision}"
         return DecisionOutcome(True, message, state=answer.state, answer=answer)
 
@@ -172,6 +172,14 @@ class Backoff:
     def reset(self) -> None:
         self.failures = 0
 
+
+DECISIONS: dict[str, Decision] = {
+    "approve": "approve",
+    "reject": "reject",
+    "request_changes": "request_changes",
+}
+"""The screens' decision words as the queue's; anything else is sent as the safe one, a rejection."""
+STATE_WORDS = {"approved": "approved", "rejected": "rejected", "changes_requested": "changes requested"}
 
 MAX_LIST_PAGES = 10
 """Pages of summaries read per changed poll (50 each): the newest 500 proposals are listed."""

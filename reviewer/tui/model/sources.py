@@ -197,6 +197,21 @@ class QueueItem:
         (never in the demo, whose trail is empty)."""
         return any(event.event == "executed" and event.revision == revision for event in self.history)
 
+    def changes_asked(self, revision: int) -> str | None:
+        """ "changes requested by NAME: REASON" when a reviewer asked to change `revision` (the queue's
+        trail says so), for the drift of the revision that answered it; None otherwise."""
+        asked = next(
+            (
+                event
+                for event in self.history
+                if event.event == "changes_requested" and event.revision == revision
+            ),
+            None,
+        )
+        if asked is None:
+            return None
+        return f"changes requested by {shown(asked.actor)}: {shown(asked.reason or '', 200)}"
+
     def submitted_at(self, revision: int) -> datetime | None:
         """When the queue received `revision` (its trail; None in the demo, whose trail is empty)."""
         return next(
@@ -240,7 +255,11 @@ class QueueItem:
 
     @property
     def state_label(self) -> str:
-        """The state column's word: the queue's state, or `unknown` for a claimed run past its lease."""
+        """The state column's word: the queue's state, `unknown` for a claimed run past its lease, or
+        `changes` when a reviewer asked for changes (the column is eight cells; the line under the
+        table says who asked and what)."""
+        if self.state == "changes_requested":
+            return "changes"
         return "unknown" if self.state == "claimed" and self.outcome_unknown else self.state
 
     def state_words(self) -> str:
@@ -260,6 +279,8 @@ class QueueItem:
             return f"executed by {shown(reporter)}{approver}" if reporter else f"executed{approver}"
         if self.decided_by and self.state in ("approved", "rejected"):
             return f"{self.state} by {shown(self.decided_by)}"
+        if self.state == "changes_requested":
+            return f"changes requested by {shown(self.decided_by)}: {shown(self.reason or '', 200)}"
         if self.state == "pending" and self.approvals_required > 1:
             from reviewer.policy.quorum import describe_approvals
 
@@ -354,7 +375,7 @@ class QueueItem:
         self.origins[proposal.revision] = origin
 
 
-DECIDED_STATES = frozenset({"approved", "rejected", "claimed", "executed", "expired"})
+DECIDED_STATES = frozenset({"approved", "rejected", "changes_requested", "claimed", "executed", "expired"})
 
 
 def no_longer_pending(item: QueueItem, revision: int) -> str | None:

@@ -1,9 +1,11 @@
-"""Dialogs over a screen: the decision confirmation, the rejection reason, and the help."""
+"""Dialogs over a screen: the decision confirmation, the reason of a rejection or of a request for
+changes, and the help."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import ClassVar, TypeVar
+from dataclasses import dataclass
+from typing import ClassVar, Final, TypeVar
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -127,19 +129,35 @@ class TypedConfirmScreen(DecisionDialog[bool]):
         self.dismiss(answer)
 
 
-class RejectScreen(DecisionDialog[str | None]):
-    """Asks why: a rejection carries a reason the agent can act on."""
+@dataclass(frozen=True)
+class ReasonWords:
+    """What a reason dialog says: its title, the keys at its foot, the empty field's hint, what an
+    empty enter is told, and what enter does in the help."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "submit", "send the rejection with its reason", show=False),
+    title: str
+    keys: str
+    placeholder: str
+    missing: str
+    send: str
+
+
+def reason_bindings(words: ReasonWords) -> list[BindingType]:
+    return [
+        Binding("enter", "submit", words.send, show=False),
         Binding("escape", "cancel", "no, go back"),
     ]
 
+
+class ReasonScreen(DecisionDialog[str | None]):
+    """Asks for the words a decision cannot go without; a subclass gives its `WORDS`."""
+
+    WORDS: ClassVar[ReasonWords]
+
     def __init__(self, body: Text) -> None:
-        super().__init__("Reject", body, "enter  send the rejection      escape  back")
+        super().__init__(self.WORDS.title, body, self.WORDS.keys)
 
     def answer_fields(self) -> ComposeResult:
-        yield Input(placeholder="reason (required), enter to send", max_length=2000)
+        yield Input(placeholder=self.WORDS.placeholder, max_length=2000)
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()
@@ -149,7 +167,7 @@ class RejectScreen(DecisionDialog[str | None]):
         if reason:
             self.dismiss(reason)
         else:
-            self.notify("A rejection needs a reason.", severity="warning")
+            self.notify(self.WORDS.missing, severity="warning")
 
     async def action_submit(self) -> None:
         """Enter in the reason field submits it (the Input's own event); here for the help's sake."""
@@ -157,6 +175,37 @@ class RejectScreen(DecisionDialog[str | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+REJECT_WORDS: Final = ReasonWords(
+    "Reject",
+    "enter  send the rejection      escape  back",
+    "reason (required), enter to send",
+    "A rejection needs a reason.",
+    "send the rejection with its reason",
+)
+CHANGES_WORDS: Final = ReasonWords(
+    "Request changes",
+    "enter  ask for these changes      escape  back",
+    "what to change (required), enter to send",
+    "Say what to change: the agent re-plans from it.",
+    "ask for the changes the field says",
+)
+
+
+class RejectScreen(ReasonScreen):
+    """Asks why: a rejection carries a reason the agent can act on."""
+
+    BINDINGS: ClassVar[list[BindingType]] = reason_bindings(REJECT_WORDS)
+    WORDS = REJECT_WORDS
+
+
+class RequestChangesScreen(ReasonScreen):
+    """Asks what to change: the agent re-plans from these words, and its next revision is shown
+    against this one."""
+
+    BINDINGS: ClassVar[list[BindingType]] = reason_bindings(CHANGES_WORDS)
+    WORDS = CHANGES_WORDS
 
 
 class HelpScreen(ModalScreen[None]):

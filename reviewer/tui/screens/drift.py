@@ -194,6 +194,10 @@ class DriftScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         for change in drift.target_changed:
             summary.append(f"   target {untrusted(change.path, limit=60)}: ", "danger")
             summary.append(f"{untrusted(change.old, limit=80)} → {untrusted(change.new, limit=80)}")
+        asked = self.item.changes_asked(self.base)
+        if asked is not None:  # the reviewer's words beside what the agent changed in answer
+            summary.append(f"\n rev {self.base}: ", "bold")
+            summary.append(asked, "warn.strong")
         self.query_one("#drift-summary", Static).update(summary)
         await self.query(PlanView).remove()
         plan = PlanView(self.rows, row_mark=self.rows.mark, id="plan")

@@ -79,6 +79,7 @@ STATE_STYLES = {
     "claimed": "bold",
     "unknown": "danger",
     "rejected": "danger",
+    "changes": "warn.strong",
     "expired": "muted",
     "executed": "info",
 }

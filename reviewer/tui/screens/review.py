@@ -25,7 +25,13 @@ from reviewer.reading.analysis import Analysis
 from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.model.sources import QueueItem, local_refusal, shown
 from reviewer.tui.palette import role_text
-from reviewer.tui.screens.dialogs import ConfirmScreen, RejectScreen, TypedConfirmScreen
+from reviewer.tui.screens.dialogs import (
+    ConfirmScreen,
+    ReasonScreen,
+    RejectScreen,
+    RequestChangesScreen,
+    TypedConfirmScreen,
+)
 from reviewer.tui.screens.drift import DriftScreen
 from reviewer.tui.screens.queue import STATE_STYLES
 from reviewer.tui.screens.styled_once import StyledOnce
@@ -129,6 +135,7 @@ class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         Binding("escape", "app.pop_screen", "Back"),
         Binding("a", "approve", "Approve"),
         Binding("x", "reject", "Reject"),
+        Binding("c", "request_changes", "Request changes"),
         Binding("d", "drift", "Drift"),
         Binding("v", "verify", "Verify"),
         Binding("f", "first_delete", "First delete"),
@@ -510,19 +517,27 @@ class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
             self.app.push_screen(ConfirmScreen("Approve", body), confirmed)
 
     def action_reject(self) -> None:
-        refused = local_refusal(self.item, self.revision, "reject")
+        self._decide_with_reason("reject", RejectScreen, "Not rejected")
+
+    def action_request_changes(self) -> None:
+        """Close this revision and ask the agent for the next: the reason is what to change."""
+        self._decide_with_reason("request_changes", RequestChangesScreen, "Changes not requested")
+
+    def _decide_with_reason(self, decision: str, dialog: type[ReasonScreen], refused_title: str) -> None:
+        """A decision that approves nothing: asked for its reason, sent through the same path."""
+        refused = local_refusal(self.item, self.revision, decision)
         if refused:
             self.show_decision(refused, error=True)
-            self.notify(refused, title="Not rejected", severity="warning")
+            self.notify(refused, title=refused_title, severity="warning")
             return
 
         def confirmed(reason: str | None) -> None:
             if reason:
                 digest = self.item.digests.get(self.revision, "")
-                self.post_message(self.DecisionRequested(self.item, self.revision, "reject", reason, digest))
+                self.post_message(self.DecisionRequested(self.item, self.revision, decision, reason, digest))
 
         self.app.clear_notifications()
-        self.app.push_screen(RejectScreen(self._decision_body("Reject")), confirmed)
+        self.app.push_screen(dialog(self._decision_body(dialog.WORDS.title)), confirmed)
 
     def show_decision(self, message: str, *, error: bool = False) -> None:
         """The queue's answer (or the demo's "not sent"), in words, under the panes."""

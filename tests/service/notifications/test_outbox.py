@@ -279,7 +279,7 @@ def test_finished_deliveries_are_deleted_after_their_retention_and_never_written
         assert (left.proposal_id, left.state) == ("still-waiting", "pending"), "pending rows are kept"
         clock.now += 3600
         queue.deliverer.deliver_due()
-        assert [delivery.proposal_id for delivery in queue.store.list_deliveries()] == ["still-waiting"], (
+        assert {delivery.proposal_id for delivery in queue.store.list_deliveries()} == {"still-waiting"}, (
             "the unknown outcome, pruned, is not written again"
         )
     finally:
@@ -359,6 +359,36 @@ def test_reminders_repeat_while_pending_and_an_unreported_claim_is_notified_once
         assert len(receiver.accepted()) == 5, "no reminder once decided, one unknown per claim"
     finally:
         queue.close()
+
+
+def test_a_pending_proposal_and_an_unclaimed_approval_that_expire_are_each_notified_once(
+    queue: Queue, receiver: Receiver, clock: Clock
+) -> None:
+    """`proposal.expired` when the clock passes the pending time (3600 s here) or the approval's (600
+    s), never before, once however often the sweep runs; an approval a run claimed does not expire."""
+    queue.submit("forgotten")
+    approved = queue.submit("approved-idle")
+    queue.approve("approved-idle", approved)
+    claimed = queue.submit("claimed-in-time")
+    queue.approve("claimed-in-time", claimed)
+    queue.report("claimed-in-time", claimed, queue.claim("claimed-in-time", claimed))
+    clock.now += 599.9
+    queue.deliverer.deliver_due()
+    assert "proposal.expired" not in [arrival.event for arrival in receiver.wait_for(6)]
+    clock.now += 0.1
+    for _ in range(3):
+        queue.deliverer.deliver_due()
+    clock.now += 3000
+    for _ in range(3):
+        queue.deliverer.deliver_due()
+    arrived = receiver.wait_for(8)
+    expired = [arrival.document for arrival in arrived if arrival.event == "proposal.expired"]
+    assert [(event["proposal_id"], event["was"], event["decided_by"]) for event in expired] == [
+        ("approved-idle", "approved", "alice"),
+        ("forgotten", "pending", None),
+    ]
+    assert expired[1]["expired_at"] == "2027-01-15T09:00:00+00:00"
+    assert len(receiver.accepted()) == 8, "each expiry once, none for the claimed approval"
 
 
 def test_a_hanging_receiver_costs_one_bounded_attempt_and_a_10_mb_answer_is_never_read(
@@ -454,7 +484,7 @@ def test_a_version_3_sqlite_file_gains_the_outbox_and_keeps_its_rows(tmp_path: P
     SQLiteStore(path, StoreSettings(clock=lambda: 2.0, pending_ttl=10, approval_ttl=10)).close()
     with sqlite3.connect(path) as db:
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        assert "outbox" in tables and db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+        assert "outbox" in tables and db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert db.execute("SELECT name FROM tokens").fetchall() == [("alice",)]
 
 

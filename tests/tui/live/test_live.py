@@ -314,3 +314,60 @@ def test_a_claim_past_its_lease_without_a_report_is_an_unknown_outcome(tmp_path_
         run(scenario)
     finally:
         service.stop()
+
+
+def test_c_asks_for_changes_with_a_required_reason_and_the_list_says_changes(queue: Queue) -> None:
+    """`c` opens the request-changes dialog (enter on an empty field sends nothing); the reason typed is
+    sent through the same deciding path as `x`, and the queue list's state column says `changes`."""
+    from reviewer.tui.screens.dialogs import RequestChangesScreen
+
+    async def scenario() -> None:
+        app = queue.app(poll_interval=0.5)
+        async with app.run_test(size=(100, 30)) as pilot, queue.agent() as agent, queue.reviewer() as alice:
+            await until(pilot, lambda: "queue answered" in status(app), "the first answer")
+            proposal_id = unique_id("changes")
+            await agent.submit(plan(proposal_id))
+            await until(pilot, lambda: proposal_id in app.queue_screen.items, "the new row")
+            await open_proposal(pilot, app, proposal_id)
+            await pilot.press("c", "enter")
+            await pilot.pause()
+            assert isinstance(app.screen, RequestChangesScreen), "an empty reason was accepted"
+            assert (await alice.decision_state(proposal_id)).state == "pending"
+            await pilot.press(*"keep t3 open", "enter")
+            await until(pilot, lambda: "changes requested" in shown_text(app, "#decision"), "the answer")
+            assert "changes requested by alice: revision 1" in shown_text(app, "#decision")
+            state = await alice.decision_state(proposal_id)
+            assert (state.state, state.decided_by, state.reason) == (
+                "changes_requested",
+                "alice",
+                "keep t3 open",
+            )
+            item = app.items[proposal_id]
+            await until(pilot, lambda: item.state == "changes_requested", "the next poll")
+            assert item.state_label == "changes"
+            assert item.state_words() == "changes requested by alice: keep t3 open"
+
+    run(scenario)
+
+
+def test_the_drift_of_the_next_revision_shows_the_changes_asked_for_beside_it(queue: Queue) -> None:
+    """Revision 2 answers a request for changes on revision 1: `d` shows what changed (one call fewer)
+    with "rev 1: changes requested by alice: keep t3 open" under the summary."""
+
+    async def scenario() -> None:
+        app = queue.app(poll_interval=0.5)
+        async with app.run_test(size=(100, 30)) as pilot, queue.agent() as agent, queue.reviewer() as alice:
+            await until(pilot, lambda: "queue answered" in status(app), "the first answer")
+            proposal_id = unique_id("drift")
+            first = await agent.submit(plan(proposal_id, calls=3))
+            await until(pilot, lambda: proposal_id in app.queue_screen.items, "the new row")
+            await open_proposal(pilot, app, proposal_id)
+            await alice.decide(proposal_id, 1, first.plan_sha256, "request_changes", "keep t3 open")
+            await agent.submit(plan(proposal_id, 2, calls=2))
+            item = app.items[proposal_id]
+            await until(pilot, lambda: item.state == "pending" and max(item.revisions) == 2, "revision 2")
+            await pilot.press("d")
+            await until(pilot, lambda: "removed" in shown_text(app, "#drift-summary"), "the drift")
+            assert "rev 1: changes requested by alice: keep t3 open" in shown_text(app, "#drift-summary")
+
+    run(scenario)

@@ -98,3 +98,10 @@ def test_approve_dialog_at_50x20_without_colour(snap_compare, monkeypatch: pytes
     """NO_COLOR: the dialog's alarms reversed, and "y  yes, send it      n  no" on its last line."""
     monkeypatch.setenv("NO_COLOR", "1")
     assert snap_compare(phone_app(), terminal_size=(50, 20), run_before=reviewed("a", "pagedown"))
+
+
+@pytest.mark.parametrize("size", PHONE_SIZES)
+def test_request_changes_dialog_at_phone_size(snap_compare, size: tuple[int, int]) -> None:
+    """`c`: the same dialog as `x`, titled "Request changes": the field "what to change (required)"
+    (focused) and "enter  ask for these changes  escape  back" at its foot, the body above scrolling."""
+    assert snap_compare(phone_app(), terminal_size=size, run_before=reviewed("c"))
