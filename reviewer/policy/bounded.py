@@ -30,7 +30,6 @@ import msgspec
 from reviewer.plan.proposal import Proposal, scan_proposal
 from reviewer.policy.expressions import DEFAULT_DEADLINE, EvaluationError, Expression
 from reviewer.policy.file import Policy, PolicyRule
-from reviewer.policy.quorum import Requirement
 from reviewer.policy.verdict import Verdict, evaluate
 
 DEFAULT_WORKERS: Final = 2
@@ -186,7 +185,8 @@ def fail_closed(
     policy: Policy, proposal: Proposal, outcomes: Mapping[int, RuleOutcome], why: str, *, signing: bool
 ) -> Verdict:
     """The verdict when only the rules in `outcomes` were decided: each of the others fails with
-    `why`, and asks at least what it asks when it matches (a reject rule: the strictest quorum)."""
+    `why`, and the verdict treats it as every rule that fails to evaluate: it asks at least what it
+    asks when it matches, and a reject rule rejects (`reviewer.policy.verdict`)."""
     decided = dataclasses.replace(
         policy,
         rules=tuple(
@@ -197,22 +197,7 @@ def fail_closed(
         ),
     )
     # Every rule now answers from `outcomes`, so the calls are left out: none is walked again.
-    verdict = evaluate(decided, msgspec.structs.replace(proposal, calls=[]), signing=signing)
-    requirement = verdict.requirement
-    for index, rule in enumerate(policy.rules):
-        if index in outcomes or rule.approve:
-            continue
-        asks = strictest(policy) if rule.reject is not None else rule.requirement()
-        requirement = requirement.stricter(asks)
-    return dataclasses.replace(verdict, requirement=requirement)
-
-
-def strictest(policy: Policy) -> Requirement:
-    """The largest quorum any table or rule of the policy asks, signed: what an undecided reject
-    rule asks (it may have rejected; no reviewer list is added, which could leave no one to decide)."""
-    asked = [environment.requirement for environment in (policy.default, *policy.environments.values())]
-    asked += [rule.requirement() for rule in policy.rules if rule.reject is None and not rule.approve]
-    return Requirement(max(requirement.approvals for requirement in asked), True)
+    return evaluate(decided, msgspec.structs.replace(proposal, calls=[]), signing=signing)
 
 
 @dataclass(frozen=True)
