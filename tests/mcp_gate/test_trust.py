@@ -11,7 +11,8 @@ pytest.importorskip("mcp")
 
 import mcp_types as types
 
-from reviewer.adapters.mcp_gate import (
+from reviewer.agent.shaped import shaped_answer
+from reviewer.mcp_gate.server import (
     DESTRUCTIVE_CAUTION,
     TrustConfigError,
     TrustPolicy,
@@ -19,7 +20,6 @@ from reviewer.adapters.mcp_gate import (
     tools_sha256,
     upstream_name,
 )
-from reviewer.agent.shaped import shaped_answer
 
 
 def tool(name: str, **hints: bool) -> types.Tool:
