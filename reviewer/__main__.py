@@ -55,7 +55,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "mcp-gate",
-        "reviewer.adapters.commands",
+        "reviewer.mcp_gate.command",
         "gate an MCP server's write tools behind the review queue (needs reviewer[mcp])",
     ),
     (

@@ -43,7 +43,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 
 LONGEST_FIRST = (
-    "tests/adapters/test_mcp_gate.py",
+    "tests/mcp_gate/test_server.py",
     "tests/service/test_fuzz.py",
     "tests/reading/test_drift.py",
     "tests/tui/test_every_key.py",

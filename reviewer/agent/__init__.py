@@ -18,6 +18,9 @@ execution = await queue.execute(approval, client=api, audit=HttpAuditLog())
 
 `__all__` also names the types these signatures take and return (`QueueClient`, `AllowedSigners`,
 `Proposal`, `Target`, ...), so a caller imports everything from here.
+
+The modules below this package are its inside (an import-linter contract): only `reviewer run`, the
+framework adapters and `mcp-gate`, built on the same machinery, import them, and change with them.
 """
 
 from reviewer.agent.audit import AuditUnavailable, HttpAuditLog

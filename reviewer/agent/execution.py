@@ -536,10 +536,12 @@ class Execution:
         if error is not None:
             self.failure = f"{type(error).__name__}: {error}"
 
-    async def _start(self) -> None:
+    async def start(self) -> None:
+        """Begin the real run: the API's audit log asked where it stands before the first call."""
         await self._run_audit.start()
 
-    async def _finish(self) -> None:
+    async def finish(self) -> None:
+        """End the real run: the lines the API's audit log kept for its calls, when it can say."""
         lines = await self._run_audit.kept(call.sent for call in self.executed)
         if lines is not None:
             self.audit_lines = lines

@@ -24,11 +24,11 @@ from reviewer.plan.proposal import FORMAT_V1, Agent, Call, DryRun, Effect, Outco
 
 
 class Run(ToolRunner, Protocol):
-    """A runner with a beginning and an end: `_start` before the first call, `_finish` after the last."""
+    """A runner with a beginning and an end: `start` before the first call, `finish` after the last."""
 
-    async def _start(self) -> None: ...
+    async def start(self) -> None: ...
 
-    async def _finish(self) -> None: ...
+    async def finish(self) -> None: ...
 
 
 @asynccontextmanager
@@ -37,12 +37,12 @@ async def running(run: Run, *, dry: bool) -> AsyncIterator[None]:
 
     It finishes even when the block raises, so what ran before the error is still counted.
     """
-    await run._start()
+    await run.start()
     try:
         with run_scope(run, dry=dry):
             yield
     finally:
-        await run._finish()
+        await run.finish()
 
 
 @dataclass
@@ -232,12 +232,15 @@ class Recording:
             named |= {earlier for earlier in self._seqs_by_path.get(planned.path, ()) if earlier < seq}
         return tuple(sorted(named))
 
-    async def _start(self) -> None:
+    async def start(self) -> None:
+        """Begin the dry run: its start time, and the API's audit log asked where it stands now.
+        `dry_run()` calls it; a caller that holds a recording across requests calls it itself."""
         self.started_at = datetime.now(UTC)
         await self._run_audit.start()
 
-    async def _finish(self) -> None:
-        """A run that sent nothing to the API kept nothing; otherwise the API's audit log says."""
+    async def finish(self) -> None:
+        """End the dry run (`dry_run()` calls it at exit). A run that sent nothing to the API kept
+        nothing; otherwise the API's audit log says."""
         self.finished_at = datetime.now(UTC)
         await self.backend.aclose()
         if self.write_requests == 0:

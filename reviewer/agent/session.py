@@ -86,7 +86,7 @@ class PlanSession:
                 raise PlanInProgress(self._submitted.proposal_id)
             if self._recording is None:
                 self._recording = self.gate.recorder()
-                await self._recording._start()
+                await self._recording.start()
             self._tools[tool.name] = tool
             recording = self._recording
         return await recording.perform(tool, dict(arguments), ())
@@ -99,7 +99,7 @@ class PlanSession:
             recording = self._recording
             if recording is None or not recording.calls:
                 raise EmptyPlan()
-            await recording._finish()
+            await recording.finish()
             proposal_id, revision = self._next_revision or (None, 1)
             proposal = self.gate.propose(
                 recording,

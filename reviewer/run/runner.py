@@ -188,7 +188,7 @@ async def dry_run(
 ) -> Proposal | None:
     """COMMAND once against the gate in dry-run mode; the plan it made, or None when it wrote nothing."""
     recording = gate.recorder()
-    await recording._start()
+    await recording.start()
     watch = RunAudit(settings.audit, gate.api, required=True) if settings.via == "server" else None
     if watch is not None:
         await watch.start()
@@ -197,7 +197,7 @@ async def dry_run(
         ended = await child()
     finally:
         http_gate.mode = None
-    await recording._finish()
+    await recording.finish()
     if http_gate.spoiled is not None:
         raise DryRunSpoiled(f"the dry run was stopped: {http_gate.spoiled}")
     if not ended.ok:

@@ -37,7 +37,8 @@ from reviewer.service.errors import Invalid, ServiceError
 from reviewer.service.idle_poll import IdlePoll
 from reviewer.service.metrics import Metrics
 from reviewer.service.notifications.delivery import Deliverer
-from reviewer.service.notifications.targets import Sender, notifying
+from reviewer.service.notifications.sender import Sender
+from reviewer.service.notifications.targets import notifying
 from reviewer.service.request_log import RequestLog
 from reviewer.service.responses import error_json, error_response
 from reviewer.service.routes import decisions, health, identity, metrics, proposals, runs

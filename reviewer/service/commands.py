@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reviewer.policy.expressions import DEFAULT_DEADLINE
-from reviewer.service.server import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT
+from reviewer.service.timeouts import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT
 
 if TYPE_CHECKING:
     from reviewer.policy.file import Policy
-    from reviewer.service.notifications.targets import Sender
+    from reviewer.service.notifications.sender import Sender
     from reviewer.service.server import Listening
     from reviewer.service.signed_decisions import PolicySigning
     from reviewer.service.store import QueueStore
@@ -370,7 +370,8 @@ def run_serve(args: argparse.Namespace) -> int:
             return _refusal("serve", f"--policy-key: {error}")
 
     from reviewer.service.notifications.logs import hide_urls_in_logs
-    from reviewer.service.notifications.targets import NotifyRefused, senders, split_events
+    from reviewer.service.notifications.sender import NotifyRefused
+    from reviewer.service.notifications.targets import senders, split_events
     from reviewer.service.notifications.webhook import DEFAULT_ATTEMPT_TIMEOUT
 
     if args.remind_after is not None and not args.remind_after > 0:

@@ -10,12 +10,9 @@ from __future__ import annotations
 import ipaddress
 import socket
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
-DEFAULT_HEADER_TIMEOUT: Final = 10.0
-"""A request's headers are a few hundred bytes: ten seconds is generous on any link."""
-DEFAULT_BODY_TIMEOUT: Final = 120.0
-"""A body of the 64 MB limit at about 0.5 MB/s; a slower upload is refused, not waited for."""
+from reviewer.service.timeouts import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT
 
 
 class ListenRefused(Exception):

@@ -9,7 +9,7 @@ import sys
 import threading
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import events, work
 from textual.app import App
@@ -26,10 +26,8 @@ from reviewer.queue.terminal_alerts import TerminalAlerts
 from reviewer.tui.alerts import RESTORE_TITLE, SAVE_TITLE, PendingWatch, alert_bytes, desktop_protocol
 from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.loader import (
-    LONGEST_CLAIM,
     CompletionJob,
     DriftJob,
-    Foreground,
     Listing,
     complete,
     first_frame_files,
@@ -63,6 +61,7 @@ from reviewer.tui.model.sources import (
     shown,
 )
 from reviewer.tui.palette import COLOR_SYSTEMS, THEME, rich_theme, terminal_filters
+from reviewer.tui.runtime import LONGEST_CLAIM, Foreground, interpreter_handed_over_often
 from reviewer.tui.screens.queue import QueueScreen
 from reviewer.tui.status import Link, status_text
 
@@ -72,13 +71,6 @@ if TYPE_CHECKING:  # imported where used: the first paint should not wait for th
     from reviewer.tui.model.queue_source import QueueSource
     from reviewer.tui.screens.dialogs import HelpSection
     from reviewer.tui.screens.review import ReviewScreen
-
-
-SWITCH_INTERVAL: Final = 0.001
-"""Seconds a thread keeps the interpreter while another waits for it, while the app runs (Python's
-default is 0.005). The terminal's writer thread waited that long for each frame the event loop had
-just drawn, and the event loop as long behind the loader's thread: a fifth of opening a large plan
-while its checks run."""
 
 
 def prepare_review_screens() -> None:
@@ -152,12 +144,8 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
     def run(self, **options: Any) -> Any:
         """Textual's `run` (what the app exits with, returned), with the interpreter handed between
         threads every `SWITCH_INTERVAL`; the previous interval returns after."""
-        previous = sys.getswitchinterval()
-        sys.setswitchinterval(SWITCH_INTERVAL)
-        try:
+        with interpreter_handed_over_often():
             return super().run(**options)
-        finally:
-            sys.setswitchinterval(previous)
 
     def use_theme_before_styling(self) -> None:
         """The app's theme, in place before the stylesheet is first read: setting `theme` would

@@ -70,3 +70,11 @@ def test_every_type_a_public_signature_names_is_exported() -> None:
         if id(kind) not in exported
     }
     assert missing == set()
+
+
+def test_a_runs_beginning_and_end_are_public_members() -> None:
+    """`reviewer run` and the plan session begin and end a recording themselves: the methods they
+    call are on the public surface, documented, not reached for under a private name."""
+    members = _public_callables()
+    for name in ("Recording.start", "Recording.finish", "Execution.start", "Execution.finish"):
+        assert members[name].__doc__, name

@@ -232,7 +232,7 @@ def test_the_app_hands_the_interpreter_between_threads_quickly_while_it_runs(sam
     and `run` returns what the app exited with (a snapshot test's picture)."""
     import sys
 
-    from reviewer.tui.app import SWITCH_INTERVAL
+    from reviewer.tui.runtime import SWITCH_INTERVAL
 
     before = sys.getswitchinterval()
     seen: list[float] = []

@@ -16,7 +16,7 @@ import re
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from reviewer.service.notifications.targets import DeliveryFailed, NotifyRefused, target_name
+from reviewer.service.notifications.sender import DeliveryFailed, NotifyRefused, target_name
 from reviewer.service.server import is_loopback
 from reviewer.service.store import Delivery
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import Final
 
-from reviewer.service.notifications.targets import DeliveryFailed, Sender
+from reviewer.service.notifications.sender import DeliveryFailed, Sender
 from reviewer.service.store import Clock, Delivery, QueueStore
 
 FIRST_RETRY: Final = 2.0

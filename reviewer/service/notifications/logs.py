@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any, Final
 from urllib.parse import unquote, urlsplit
 
-from reviewer.service.notifications.targets import WEBHOOK_SCHEMES, target_name
+from reviewer.service.notifications.sender import WEBHOOK_SCHEMES, target_name
 
 _SEPARATORS: Final = re.compile(r"[/?&=#;:@,]+")
 

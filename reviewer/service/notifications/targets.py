@@ -9,56 +9,22 @@ the outbox by its name, which never holds the URL's path or query (a chat servic
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import stat
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final, Protocol
+from typing import Final
 from urllib.parse import urlsplit
 
 from reviewer.service.events import EVENT_NAMES
+from reviewer.service.notifications.sender import WEBHOOK_SCHEMES, NotifyRefused, Sender, target_name
 from reviewer.service.server import is_loopback
-from reviewer.service.store import DEFAULT_KEEP_DELIVERIES, Delivery, Notifying
+from reviewer.service.store import DEFAULT_KEEP_DELIVERIES, Notifying
 
 MAX_SECRET_BYTES: Final = 4096
-WEBHOOK_SCHEMES: Final = ("http", "https")
 _EVENTS_PREFIX: Final = re.compile(r"((?:proposal|run)\.[a-z]+(?:,(?:proposal|run)\.[a-z]+)*)=(.+)", re.S)
 """`run.unknown,proposal.reminder=URL`: a target that gets only those events (a pager, say)."""
-
-
-class NotifyRefused(Exception):
-    """A `--notify` URL or the secret file that `serve` cannot use; the message is one line."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class DeliveryFailed(Exception):
-    """One attempt that did not reach the receiver, or that it did not accept; retried later."""
-
-
-class Sender(Protocol):
-    name: str
-    events: frozenset[str] | None
-    """The events this target gets; None for all."""
-
-    def send(self, delivery: Delivery) -> None:
-        """Deliver once, within a bounded time; raise `DeliveryFailed` when it did not arrive."""
-
-
-def target_name(url: str) -> str:
-    """A webhook's `scheme://host[:port]`, an Apprise URL's `scheme://` alone (its host is often a
-    token), and a digest of the whole URL: tells targets apart, shows no secret."""
-    parts = urlsplit(url)
-    digest = hashlib.sha256(url.encode()).hexdigest()[:8]
-    if parts.scheme.lower() not in WEBHOOK_SCHEMES:
-        return f"{parts.scheme}:// #{digest}"
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{host}{port} #{digest}"
 
 
 def check_webhook_url(url: str) -> str:

@@ -8,8 +8,8 @@ from typing import Final
 
 import httpx
 
+from reviewer.service.notifications.sender import DeliveryFailed, target_name
 from reviewer.service.notifications.signature import signature_header
-from reviewer.service.notifications.targets import DeliveryFailed, target_name
 from reviewer.service.store import Clock, Delivery
 
 DEFAULT_ATTEMPT_TIMEOUT: Final = 5.0

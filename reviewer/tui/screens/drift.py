@@ -28,7 +28,7 @@ from reviewer.tui.widgets.plan_view import PlanView
 if TYPE_CHECKING:  # the comparison itself runs in the app's worker; only its types are named here
     from reviewer.plan.matching import FieldChange
     from reviewer.reading.drift import ChangedCall, Drift
-    from reviewer.tui.loader import Foreground
+    from reviewer.tui.runtime import Foreground
 
 
 class DriftRows:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from reviewer.service.notifications.chat import ChatSender, chat_text, inert
-from reviewer.service.notifications.targets import NotifyRefused
+from reviewer.service.notifications.sender import NotifyRefused
 from reviewer.service.store import Delivery
 from tests.queue_harness import Service, decide, submit
 from tests.service.notifications.receiver import Receiver
@@ -202,7 +202,7 @@ def test_an_unusable_apprise_url_is_refused(url: str, says: str) -> None:
 
 def test_an_apprise_targets_name_and_logs_show_its_scheme_only() -> None:
     from reviewer.service.notifications.logs import secret_parts
-    from reviewer.service.notifications.targets import target_name
+    from reviewer.service.notifications.sender import target_name
 
     url = "pagerduty://integration0key@api0key0secret"
     assert target_name(url).startswith("pagerduty:// #") and "0key" not in target_name(url)

@@ -23,8 +23,9 @@ from reviewer.service.auth import Identity
 from reviewer.service.bodies import parse_report, submission
 from reviewer.service.databases import open_store
 from reviewer.service.notifications.delivery import Deliverer, next_attempt, retry_delay
+from reviewer.service.notifications.sender import NotifyRefused
 from reviewer.service.notifications.signature import verify
-from reviewer.service.notifications.targets import NotifyRefused, split_events
+from reviewer.service.notifications.targets import split_events
 from reviewer.service.notifications.webhook import WebhookSender
 from reviewer.service.sqlite_store import OUTBOX_SCHEMA, SCHEMA, SQLiteStore
 from reviewer.service.store import SCHEMA_VERSION, Notifying, QueueStore, StoreSettings

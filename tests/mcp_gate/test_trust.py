@@ -1,5 +1,5 @@
 """What `mcp-gate` lets through and how it names effects: the operator's flags and file, never the
-upstream's annotations alone; and the pin of the upstream's tool definitions."""
+upstream's annotations alone."""
 
 from __future__ import annotations
 
@@ -11,15 +11,8 @@ pytest.importorskip("mcp")
 
 import mcp_types as types
 
-from reviewer.adapters.mcp_gate import (
-    DESTRUCTIVE_CAUTION,
-    TrustConfigError,
-    TrustPolicy,
-    load_policy,
-    tools_sha256,
-    upstream_name,
-)
 from reviewer.agent.shaped import shaped_answer
+from reviewer.mcp_gate.trust import DESTRUCTIVE_CAUTION, TrustConfigError, TrustPolicy, load_policy
 
 
 def tool(name: str, **hints: bool) -> types.Tool:
@@ -98,16 +91,6 @@ def test_a_bad_config_is_one_clear_error(
         load_policy(config, reads, effects, False)
 
 
-def test_the_pin_changes_with_a_schema_or_an_annotation_and_not_with_a_description() -> None:
-    base = tools_sha256([PLAIN, WRITE_FILE])
-    assert tools_sha256([WRITE_FILE, PLAIN]) == base
-    described = PLAIN.model_copy(update={"description": "new words"})
-    assert tools_sha256([described, WRITE_FILE]) == base
-    widened = PLAIN.model_copy(update={"input_schema": {"type": "object", "properties": {"p": {}}}})
-    assert tools_sha256([widened, WRITE_FILE]) != base
-    assert tools_sha256([PLAIN, tool("write_file", destructive_hint=False)]) != base
-
-
 def test_placeholders_follow_the_output_schema_into_objects_and_arrays() -> None:
     """Objects inside arrays, reached through `$defs` as pydantic writes them; a number nobody sent is
     left out unless required, and what the request carried is kept."""
@@ -135,14 +118,6 @@ def test_placeholders_follow_the_output_schema_into_objects_and_arrays() -> None
         "count": 2,
     }
     assert shaped_answer({"type": "array"}, {}, 1) is None
-
-
-def test_the_upstream_is_named_by_the_operator_or_by_its_command_line() -> None:
-    assert (
-        upstream_name(["/usr/bin/npx", "-y", "@mcp/server", "/srv/a b"], None)
-        == "npx -y @mcp/server '/srv/a b'"
-    )
-    assert upstream_name(["npx"], "docs-files") == "docs-files"
 
 
 def test_a_destructive_hint_marks_calls_destructive_and_can_only_raise_the_operators_word() -> None:

@@ -73,8 +73,8 @@ def _run(options: argparse.Namespace) -> int:
         return 2
     options.command = command
     try:
-        from reviewer.adapters.mcp_gate import run
         from reviewer.agent.gate import DEFAULT_QUEUE_URL
+        from reviewer.mcp_gate.server import run
     except ModuleNotFoundError as missing:
         print(
             f"reviewer mcp-gate needs the MCP SDK ({missing.name}): pip install 'reviewer[mcp]'",

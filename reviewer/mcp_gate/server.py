@@ -1,0 +1,315 @@
+"""The gated MCP server the host talks to: the upstream's tools listed unchanged plus
+`reviewer_submit_plan` and `reviewer_plan_status`, reads passed through, writes recorded into a plan,
+the approved plan run once on the upstream; resources and prompts pass through as they are."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Mapping
+from typing import Any, Final
+
+import anyio
+import mcp_types as types
+import msgspec
+from mcp import Client, StdioServerParameters
+from mcp.server import Server
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+
+from reviewer.agent.errors import AgentError
+from reviewer.agent.gate import AGENT_TOKEN_ENV, Gate, MissingAgentToken
+from reviewer.agent.session import PlanSession
+from reviewer.agent.shaped import shaped_answer
+from reviewer.agent.tools import WriteTool
+from reviewer.mcp_gate.trust import TrustConfigError, TrustPolicy, load_policy
+from reviewer.mcp_gate.upstream import (
+    STATUS_TOOL,
+    SUBMIT_TOOL,
+    Upstream,
+    UpstreamChanged,
+    UpstreamFailed,
+    UpstreamToolError,
+    produced_fields,
+    result_value,
+    running_upstream,
+    text_of,
+    tools_sha256,
+    upstream_name,
+)
+from reviewer.plan.dry_run_params import names_dry_run
+from reviewer.plan.placeholders import Reference
+from reviewer.plan.proposal import Proposal, Target
+from reviewer.queue.client import QueueClient, QueueError
+
+GATE_TOOLS: Final = (
+    types.Tool(
+        name=SUBMIT_TOOL,
+        description=(
+            "Submit the write calls recorded so far as one plan for a human reviewer. Answers at once with "
+            "proposal_id, revision, plan_sha256 and state; nothing is written until a reviewer approves. "
+            f"Then ask {STATUS_TOOL}."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "title": {"type": "string", "description": "what the plan does, for the reviewer"}
+            },
+        },
+    ),
+    types.Tool(
+        name=STATUS_TOOL,
+        description=(
+            "The state of a submitted plan: pending, approved, rejected (with the reviewer's reason), "
+            "changes_requested (with what to change: re-plan and submit again, as the next revision), "
+            "expired, or executed. The first time it is approved, this call runs the plan's calls once, "
+            "in order, and answers executed with each call's result. Asking again runs nothing more."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {"proposal_id": {"type": "string"}},
+            "required": ["proposal_id"],
+        },
+    ),
+)
+
+
+def tool_error(message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
+
+
+def json_result(answer: Mapping[str, Any]) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json.dumps(answer, ensure_ascii=False))],
+        structured_content=dict(answer),
+    )
+
+
+class McpGate:
+    """The gate's tool handlers: list, pass reads through, record writes, submit, status."""
+
+    def __init__(self, upstream: Upstream, gate: Gate, policy: TrustPolicy, *, title: str | None) -> None:
+        self.upstream = upstream
+        self.gate = gate
+        self.policy = policy
+        self.session = PlanSession(gate, title=title, replay_tools=self.replay_tools)
+        self.failures: list[str] = []
+        """Why real calls on the upstream failed in the run under way: a run that ends on one is an
+        MCP error naming the upstream, after its report is stored."""
+
+    @property
+    def name(self) -> str:
+        return self.gate.target.api
+
+    async def list_tools(self) -> types.ListToolsResult:
+        await self._ready()
+        return types.ListToolsResult(tools=[*self.upstream.tools.values(), *GATE_TOOLS])
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        try:
+            if name == SUBMIT_TOOL:
+                title = arguments.get("title")
+                await self._ready()
+                # The plan pins the definitions its calls were recorded against (listed at start).
+                self.gate.target = msgspec.structs.replace(
+                    self.gate.target, tools_sha256=tools_sha256(self.upstream.tools.values())
+                )
+                return json_result(await self.session.submit(title if isinstance(title, str) else None))
+            if name == STATUS_TOOL:
+                proposal_id = arguments.get("proposal_id")
+                if not isinstance(proposal_id, str) or not proposal_id:
+                    return tool_error(f"{STATUS_TOOL} needs the proposal_id that {SUBMIT_TOOL} answered")
+                return await self._status(proposal_id)
+            await self._ready()
+            tool = self.upstream.tools.get(name)
+            if tool is None:
+                return tool_error(f"no tool named {name!r}: the upstream server does not list it")
+            if self.policy.passes(tool):
+                return await self.upstream.call(name, arguments)
+            return await self._record(tool, arguments)
+        except (AgentError, QueueError) as refused:
+            return tool_error(str(refused))
+        except (UpstreamFailed, UpstreamChanged) as failed:
+            raise MCPError(types.INTERNAL_ERROR, f"{self.name}: {failed}") from None
+
+    async def _status(self, proposal_id: str) -> types.CallToolResult:
+        self.failures.clear()
+        answer = await self.session.status(proposal_id)
+        if self.failures:
+            raise MCPError(
+                types.INTERNAL_ERROR,
+                f"{self.name}: {self.failures[0]}. {answer.get('summary', '')}".strip(),
+            )
+        return json_result(answer)
+
+    async def _ready(self) -> None:
+        try:
+            await self.upstream.connected()
+        except UpstreamFailed as failed:
+            raise MCPError(types.INTERNAL_ERROR, f"{self.name}: {failed}") from None
+
+    async def replay_tools(self, proposal: Proposal) -> list[WriteTool]:
+        """The write tools that run an approved plan on this upstream, once its tools are listed again
+        and found to be the ones the plan was recorded against."""
+        if proposal.target.api != self.name:
+            raise UpstreamChanged(
+                f"plan {proposal.proposal_id} was recorded against {proposal.target.api}, not this "
+                "upstream server; nothing was run"
+            )
+        tools = await self.upstream.current_tools()
+        if proposal.target.tools_sha256 != tools_sha256(tools.values()):
+            raise UpstreamChanged(
+                f"the upstream server's tool definitions changed since plan {proposal.proposal_id} was "
+                "recorded (names, schemas or annotations); nothing was run and the approval is unused. "
+                "Record the plan again against the server as it is now"
+            )
+        return [self._spec(tools[name]) for name in dict.fromkeys(call.tool for call in proposal.calls)]
+
+    async def _record(self, tool: types.Tool, arguments: dict[str, Any]) -> types.CallToolResult:
+        kept = {key: value for key, value in arguments.items() if not names_dry_run(key)}
+        answer = await self.session.call(self._spec(tool), kept)
+        placeholders = answer.result if isinstance(answer.result, Mapping) else {}
+        said: dict[str, Any] = {
+            "recorded": True,
+            "tool": tool.name,
+            "arguments": kept,
+            "result": placeholders,
+            "note": f"{answer.note} Pass placeholders on unchanged; call {SUBMIT_TOOL} when done.",
+        }
+        structured = None
+        reference = Reference.parse(str(next(iter(placeholders.values()), "")))
+        if tool.output_schema is not None and reference is not None:
+            structured = shaped_answer(tool.output_schema, kept, reference.seq)
+            said["result"] = structured
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=json.dumps(said, ensure_ascii=False))],
+            structured_content=structured,
+        )
+
+    def _spec(self, tool: types.Tool) -> WriteTool:
+        """The write tool standing for an upstream tool: recorded in the dry run, called on the upstream
+        (once, by the approved run) for real."""
+        upstream, name, failures = self.upstream, tool.name, self.failures
+
+        async def write(**arguments: Any) -> Any:
+            try:
+                result = await upstream.call(name, arguments)
+            except UpstreamFailed as failed:
+                failures.append(str(failed))
+                raise
+            if result.is_error:
+                raise UpstreamToolError(text_of(result) or "the upstream answered isError")
+            return result_value(result)
+
+        return WriteTool(
+            name=name,
+            effect=self.policy.effect_of(tool),
+            produces=produced_fields(tool),
+            description=tool.description or "",
+            caution=self.policy.caution_of(tool),
+            destructive=self.policy.destructive(tool),
+            write=write,
+        )
+
+
+def passthrough_handlers(upstream: Upstream, capabilities: types.ServerCapabilities) -> dict[str, Any]:
+    """Handlers that serve the upstream's resources, resource templates and prompts unchanged, for the
+    capabilities it declares (a server without prompts keeps answering "method not found")."""
+
+    async def client() -> Client:
+        try:
+            return await upstream.connected()
+        except UpstreamFailed as failed:
+            raise MCPError(types.INTERNAL_ERROR, str(failed)) from None
+
+    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        return await (await client()).list_resources(cursor=getattr(params, "cursor", None))
+
+    async def list_resource_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+        return await (await client()).list_resource_templates(cursor=getattr(params, "cursor", None))
+
+    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        return await (await client()).read_resource(params.uri)
+
+    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+        return await (await client()).list_prompts(cursor=getattr(params, "cursor", None))
+
+    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        return await (await client()).get_prompt(params.name, params.arguments)
+
+    handlers: dict[str, Any] = {}
+    if capabilities.resources is not None:
+        handlers.update(
+            on_list_resources=list_resources,
+            on_list_resource_templates=list_resource_templates,
+            on_read_resource=read_resource,
+        )
+    if capabilities.prompts is not None:
+        handlers.update(on_list_prompts=list_prompts, on_get_prompt=get_prompt)
+    return handlers
+
+
+async def serve(options: argparse.Namespace, token: str) -> None:
+    """Start the upstream, then answer the host on stdin/stdout until it closes them."""
+    environment = {key: value for key, value in os.environ.items() if key != AGENT_TOKEN_ENV}
+    upstream = Upstream(
+        StdioServerParameters(command=options.command[0], args=options.command[1:], env=environment),
+        timeout=options.upstream_timeout,
+    )
+    name = upstream_name(options.command, options.name)
+    queue = QueueClient(options.queue, token)
+    try:
+        async with running_upstream(upstream):
+            with anyio.move_on_after(upstream.timeout):
+                await upstream.ready.wait()
+            capabilities = None
+            if upstream.client is not None and upstream.failure is None:
+                capabilities = upstream.client.server_capabilities
+            gate = Gate(
+                api=None,
+                queue=queue,
+                backend="record",
+                agent=f"mcp-gate:{name}"[:128],
+                target=Target(
+                    api=f"mcp:{name}",
+                    base_url=options.base_url,
+                    environment=options.environment,
+                ),
+            )
+            handlers = McpGate(upstream, gate, options.policy, title=options.title)
+
+            async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+                return await handlers.list_tools()
+
+            async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+                return await handlers.call_tool(params.name, dict(params.arguments or {}))
+
+            server: Server[Any] = Server(
+                "reviewer-mcp-gate",
+                on_list_tools=on_list_tools,
+                on_call_tool=on_call_tool,
+                **(passthrough_handlers(upstream, capabilities) if capabilities is not None else {}),
+            )
+            async with stdio_server() as (read_stream, write_stream):
+                await server.run(read_stream, write_stream, server.create_initialization_options())
+    finally:
+        await queue.aclose()
+
+
+def run(options: argparse.Namespace) -> int:
+    """The `mcp-gate` command; stdout belongs to the MCP protocol, so every message goes to stderr."""
+    token = os.environ.get(AGENT_TOKEN_ENV)
+    if not token:
+        print(f"reviewer mcp-gate: {MissingAgentToken()}", file=sys.stderr)
+        return 2
+    try:
+        options.policy = load_policy(
+            options.tools, options.read or [], options.effect or [], options.trust_read_only_hints
+        )
+    except TrustConfigError as error:
+        print(f"reviewer mcp-gate: {error}", file=sys.stderr)
+        return 2
+    anyio.run(serve, options, token)
+    return 0
