@@ -195,6 +195,27 @@ async def test_hostile_keys_in_a_real_run_reach_the_verification_view_escaped(sa
         assert "\x1b" not in str(app.screen.query_one("#detail").render())
 
 
+@pytest.mark.parametrize("with_audit", [True, False])
+async def test_the_verification_view_says_when_no_audit_log_was_read(sample_folder, with_audit: bool) -> None:
+    """A run reported without the API's audit lines: `v` says none was read and how to read one."""
+    import json
+
+    folder: Path = sample_folder("deskline-merge.server.json", "deskline-merge.server.execution.json")
+    record_path = folder / "deskline-merge.server.execution.json"
+    record = json.loads(record_path.read_text())
+    if not with_audit:
+        record.pop("audit_log")
+    record_path.write_text(json.dumps(record))
+    app = ReviewerApp(folder)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await open_review(pilot)
+        await pilot.press("v")
+        await wait_until_loaded(pilot)
+        summary = str(app.screen.query_one("#verification-summary", Static).render())
+        said = "no audit log was read with this run: `reviewer verify deskline-merge-0042-server --audit"
+        assert (said in " ".join(summary.split())) is not with_audit, summary
+
+
 async def test_a_replan_that_changes_a_decimal_amount_is_marked_and_shown(sample_folder) -> None:
     """Floats in a parsed plan compare like any other value: the queue marks the drift, `d` shows it."""
     import json
