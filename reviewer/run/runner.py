@@ -8,6 +8,7 @@ only wires the gate and the child to it and says, in one line each, what happene
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -24,6 +25,7 @@ from reviewer.agent.gate import Gate, new_proposal_id
 from reviewer.agent.tools import ACTIVE_RUN
 from reviewer.audit.checks import alarm_line
 from reviewer.audit.commands import row_text
+from reviewer.audit.inputs import AuditSourceUnreadable
 from reviewer.audit.registry import AuditSource
 from reviewer.plan.proposal import Agent, Proposal, ProposalError, Target, dumps, scan_proposal
 from reviewer.plan.sanitize import safe_text
@@ -105,6 +107,11 @@ async def check_before_start(api: httpx.AsyncClient, queue: QueueClient, setting
             await settings.audit.read(api)
         except AuditUnavailable as unreadable:
             raise RunRefused(f"--audit: {unreadable}") from None
+    elif settings.audit is not None:
+        try:  # its first row only: a missing file or a refused URL is said now, not after the dry run
+            await asyncio.to_thread(next, iter(settings.audit.rows()), None)
+        except AuditSourceUnreadable as unreadable:
+            raise RunRefused(f"--audit: {settings.audit.name} cannot be read: {unreadable}") from None
     try:
         whoami = await queue.whoami()
     except QueueError as error:
