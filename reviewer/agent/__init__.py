@@ -71,10 +71,12 @@ from reviewer.agent.placeholders import placeholder, placeholders_in, substitute
 from reviewer.agent.queue import QueueAgent
 from reviewer.agent.runs import RecordedCall, Recording, dry_run
 from reviewer.agent.tools import GatedTool, ToolArgumentError, WriteTool, sdk_tool, write_tool
+from reviewer.audit.registry import AuditSource, audit_source
 from reviewer.plan.dry_run_params import names_dry_run
 from reviewer.plan.proposal import Agent, Call, Proposal, Request, Target
 from reviewer.queue.client import QueueClient
 from reviewer.queue.messages import DecisionState, SentRequestId, SubmissionAnswer
+from reviewer.reading.audit_matching import AuditMatch
 from reviewer.reading.verification import Verification
 from reviewer.signing.allowed_signers import AllowedSigners
 
@@ -85,6 +87,8 @@ __all__ = [
     "AllowedSigners",
     "AlreadyRun",
     "Approval",
+    "AuditMatch",
+    "AuditSource",
     "AuditUnavailable",
     "BACKENDS",
     "Backend",
@@ -142,6 +146,7 @@ __all__ = [
     "Verification",
     "WriteTool",
     "WritesKept",
+    "audit_source",
     "dry_run",
     "execute_approved",
     "is_dry_run",

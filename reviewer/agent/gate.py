@@ -11,6 +11,7 @@ each on its own. Every step is the library's own: the gate adds no rule, it only
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import re
@@ -22,6 +23,7 @@ from types import TracebackType
 from typing import Any, Final
 
 import httpx
+import msgspec
 
 from reviewer.agent.audit import HttpAuditLog
 from reviewer.agent.backends import make_backend
@@ -34,14 +36,18 @@ from reviewer.agent.errors import (
     RunStopped,
     WritesKept,
 )
-from reviewer.agent.execution import Approval, Execution
+from reviewer.agent.execution import DEFAULT_REQUEST_ID_HEADER, Approval, Execution
 from reviewer.agent.feedback import Feedback, with_feedback
 from reviewer.agent.queue import DEFAULT_DECISION_TIMEOUT, DEFAULT_POLL_INTERVAL, QueueAgent
 from reviewer.agent.runs import Recording, running
 from reviewer.agent.tools import GatedTool, WriteTool
+from reviewer.audit.checks import alarm_line, audit_execution, writes_during_dry_run
+from reviewer.audit.inputs import AuditSourceUnreadable
+from reviewer.audit.registry import AuditSource, audit_source
 from reviewer.plan.proposal import Agent, Proposal, Target
 from reviewer.queue.client import QueueClient
 from reviewer.queue.messages import DecisionState, SubmissionAnswer
+from reviewer.reading.audit_matching import AuditMatch
 from reviewer.reading.verification import Verification, compare_execution
 from reviewer.signing.allowed_signers import AllowedSigners
 
@@ -91,6 +97,10 @@ class GateResult:
     verification: Verification | None = None
     feedback: tuple[Feedback, ...] = ()
     """The changes reviewers asked for on the earlier revisions, oldest first (`max_revisions`)."""
+    dry_run_audit: AuditMatch | None = None
+    """The audit source read for the dry run's window: `unplanned` are writes the gate did not make."""
+    audit: AuditMatch | None = None
+    """The real run against the audit source, call by call by request id (`summary` is DESIGN 16's line)."""
 
     @property
     def ok(self) -> bool:
@@ -126,6 +136,11 @@ class Gate:
     `allow_kept_writes`: the reviewer would be approving writes that already happened. With
     `allowed_signers`, an approval counts only when `signatures_required` people in that file signed it,
     and `ledger` names the local file where this executor records the approvals it ran (each runs once).
+
+    `audit` may also be an audit source, `"access-log:/var/log/nginx/api.json"` or any `KIND:LOCATION`
+    (`reviewer.audit.registry.audit_source`): the dry run's window is then read for writes the gate did
+    not make (the plan's `dry_run.writes_around`, an alarm on the review screen), and the real run is
+    matched call by call by the request id each write carries in `request_id_header`.
     """
 
     def __init__(
@@ -135,7 +150,8 @@ class Gate:
         *,
         token: str | None = None,
         backend: str = "record",
-        audit: HttpAuditLog | None = None,
+        audit: HttpAuditLog | AuditSource | str | None = None,
+        request_id_header: str = DEFAULT_REQUEST_ID_HEADER,
         agent: Agent | str = "agent",
         target: Target | None = None,
         allow_kept_writes: bool = False,
@@ -171,7 +187,11 @@ class Gate:
         )
         self.backend = backend
         self.backend_options = backend_options
-        self.audit = audit
+        self.audit = audit if isinstance(audit, HttpAuditLog) else None
+        self.audit_source = audit_source(audit) if isinstance(audit, str) else None
+        if isinstance(audit, AuditSource):
+            self.audit_source = audit
+        self.request_id_header = request_id_header
         self.agent = Agent(name=agent) if isinstance(agent, str) else agent
         self.target = target or Target(
             api=api.base_url.host if api is not None else "sdk",
@@ -222,9 +242,11 @@ class Gate:
         task: str | None = None,
         proposal_id: str | None = None,
         revision: int = 1,
+        dry_run_audit: AuditMatch | None = None,
     ) -> Proposal:
-        """The record as a proposal for this gate's target."""
-        return recording.to_proposal(
+        """The record as a proposal for this gate's target; with the audit source's reading of the dry
+        run's window (`audit_dry_run`), the writes the gate did not make are on it."""
+        proposal = recording.to_proposal(
             proposal_id=proposal_id or new_proposal_id(title),
             title=title,
             task=task,
@@ -232,6 +254,38 @@ class Gate:
             target=self.target,
             revision=revision,
         )
+        if dry_run_audit is None or not (dry_run_audit.complete or dry_run_audit.unplanned):
+            return proposal  # an empty or unreadable window proves nothing either way
+        around = msgspec.structs.replace(proposal.dry_run, writes_around=len(dry_run_audit.unplanned))
+        return msgspec.structs.replace(proposal, dry_run=around)
+
+    async def audit_dry_run(self, recording: Recording) -> AuditMatch | None:
+        """The audit source read for the dry run's window, or None without a source (or its times); a
+        source that cannot be read is logged and gives None: the plan then carries no claim."""
+        if self.audit_source is None or recording.started_at is None or recording.finished_at is None:
+            return None
+        try:
+            result = await asyncio.to_thread(
+                writes_during_dry_run, self.audit_source, recording.started_at, recording.finished_at
+            )
+        except AuditSourceUnreadable as error:
+            log.warning("%s could not be read for the dry run: %s", self.audit_source.name, error)
+            return None
+        log.info("%s: %s", self.audit_source.name, alarm_line(result))
+        return result
+
+    async def audit_run(self, execution: Execution) -> AuditMatch | None:
+        """The real run against the audit source, by request id; None without a source or when it
+        cannot be read (logged)."""
+        if self.audit_source is None:
+            return None
+        try:
+            result = await asyncio.to_thread(audit_execution, execution, self.audit_source)
+        except AuditSourceUnreadable as error:
+            log.warning("%s could not be read after the run: %s", self.audit_source.name, error)
+            return None
+        log.info("%s: %s", self.audit_source.name, result.summary)
+        return result
 
     async def submit(self, proposal: Proposal) -> SubmissionAnswer:
         """Submit the proposal; a dry run that kept writes is refused here (`WritesKept`), nothing sent."""
@@ -280,6 +334,7 @@ class Gate:
             tools=tools,
             audit=self.audit,
             allow_any_target=allow_any_target,
+            request_id_header=self.request_id_header,
         )
 
     @staticmethod
@@ -320,11 +375,19 @@ class Gate:
         while True:
             planned = with_feedback(task, asked[-1] if asked else None)
             recording = await self.dry_run(planned)
+            dry_run_audit = await self.audit_dry_run(recording)
             proposal = self.propose(
-                recording, title=title, task=description, proposal_id=proposal_id, revision=revision
+                recording,
+                title=title,
+                task=description,
+                proposal_id=proposal_id,
+                revision=revision,
+                dry_run_audit=dry_run_audit,
             )
             submission = await self.submit(proposal)
-            result = GateResult(recording, proposal, submission, feedback=tuple(asked))
+            result = GateResult(
+                recording, proposal, submission, feedback=tuple(asked), dry_run_audit=dry_run_audit
+            )
             named = f"{submission.proposal_id} revision {submission.revision}"
             log.info("waiting for a reviewer: reviewer review %s (%s)", submission.proposal_id, named)
             try:
@@ -357,4 +420,5 @@ class Gate:
             result.execution = stopped.execution
         if result.execution is not None:
             result.verification = self.verify(result.execution)
+            result.audit = await self.audit_run(result.execution)
         return result

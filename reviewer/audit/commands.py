@@ -155,7 +155,7 @@ def _print(result: AuditMatch, source_name: str, window: Window) -> None:
     for call in result.calls:
         print(safe_text(_call_line(call)))
     for row in result.unplanned:
-        print(safe_text(f"unplanned: {_row_text(row)}"))
+        print(safe_text(f"unplanned: {row_text(row)}"))
     notes = []
     if result.rows_in_window == 0:
         notes.append(
@@ -185,7 +185,8 @@ def _call_line(result: CallInLog) -> str:
     return f"{head}: matched at {where}"
 
 
-def _row_text(row: AuditRow) -> str:
+def row_text(row: AuditRow) -> str:
+    """One audit row as a reader names it: what, status, when, by whom, with what, where in the log."""
     what = " ".join(part for part in (row.method, row.path, row.action or "") if part)
     when = row.time.isoformat() if row.time else "no time"
     actor = row.actor or "an unnamed actor"

@@ -69,10 +69,14 @@ class Target(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     against. Part of the target, so the digest covers it; a run refuses a server whose tools differ."""
 
 
-class DryRun(msgspec.Struct, forbid_unknown_fields=True):
+class DryRun(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     via: DryRunVia
     write_requests: Annotated[int, msgspec.Meta(ge=0, le=MAX_SAFE_INTEGER)] | None = None
     writes_kept: Annotated[int, msgspec.Meta(ge=0, le=MAX_SAFE_INTEGER)] | None = None
+    writes_around: Annotated[int, msgspec.Meta(ge=0, le=MAX_SAFE_INTEGER)] | None = None
+    """Writes the API's audit log holds for the dry run's window that the gate did not make (a child
+    process, another client with the same credential). Outside the digest, like the rest of `dry_run`;
+    absent when no audit source was read, so a proposal without it reads as before."""
 
 
 class Request(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):

@@ -244,6 +244,7 @@ def activation(
                 "via": dry_run.via,
                 "write_requests": dry_run.write_requests or 0,
                 "writes_kept": dry_run.writes_kept or 0,
+                "writes_around": dry_run.writes_around or 0,
             },
         },
         "alarms": alarms,

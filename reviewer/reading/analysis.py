@@ -135,6 +135,8 @@ class Ratios:
     no_outcome: int
     write_requests: int | None
     writes_kept: int | None
+    writes_around: int | None
+    """Writes the API's audit log shows during the dry run that the gate did not make."""
     resources: int
     """Distinct resources touched by calls that are not reads."""
     depends_on_placeholders: int
@@ -479,6 +481,7 @@ class Analysis:
             no_outcome=counts["no_outcome"],
             write_requests=dry_run.write_requests,
             writes_kept=dry_run.writes_kept,
+            writes_around=dry_run.writes_around,
             resources=len(resources),
             destructive=counts["destructive"],
             depends_on_placeholders=depending,
@@ -612,6 +615,14 @@ class Analysis:
                     f"dry run kept {_count(ratios.writes_kept, 'write')}: the API ignored the dry-run flag",
                 )
             )
+        if ratios.writes_around:
+            alarms.append(
+                (
+                    "writes_around",
+                    f"{_count(ratios.writes_around, 'write')} in the API's audit log during the dry run "
+                    "that the gate did not make: something wrote around it",
+                )
+            )
         from reviewer.plan.hosts import read_host  # httpx reads the host: not before the first row
 
         base_url = self.proposal.target.base_url
@@ -692,6 +703,7 @@ class Analysis:
 
 ALARM_NAMES: Final = (
     "writes_kept",
+    "writes_around",
     "lookalike_host",
     "unproven_dry_run",
     "real_refusals",

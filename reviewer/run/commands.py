@@ -6,6 +6,11 @@ import argparse
 import asyncio
 import os
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from reviewer.agent.audit import HttpAuditLog
+    from reviewer.audit.registry import AuditSource
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -49,7 +54,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="a header the gate adds to every request to the API, e.g. 'Authorization: Bearer env:API_TOKEN'",
     )
     parser.add_argument(
-        "--audit", metavar="PATH", help="the API's audit log (JSON list under 'entries'), e.g. /v1/audit"
+        "--audit",
+        metavar="KIND:LOCATION",
+        help="the API's audit log: access-log:FILE, k8s:FILE, cloudtrail:, stripe:, jsonl:, sample:URL "
+        "(docs/audit-logs.md); writes in it during the dry run that the gate did not make are an alarm "
+        "on the plan, and the real run is matched call by call. A bare PATH or URL is the sample API's "
+        "log read through the API (e.g. /v1/audit), as before",
+    )
+    parser.add_argument(
+        "--request-id-header",
+        metavar="NAME",
+        help="the header each real write carries its request id in (default X-Request-Id; Audit-ID for "
+        "Kubernetes, Idempotency-Key for Stripe)",
     )
     parser.add_argument("--title", help="the plan's title (default: the command line)")
     parser.add_argument("--environment", metavar="NAME", help="the target environment the plan names")
@@ -93,7 +109,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _run(options: argparse.Namespace) -> int:
-    from reviewer.agent.audit import HttpAuditLog
+    from reviewer.agent.execution import DEFAULT_REQUEST_ID_HEADER
     from reviewer.agent.gate import AGENT_TOKEN_ENV, DEFAULT_QUEUE_URL
     from reviewer.run.child import withheld_variables
     from reviewer.run.errors import RunRefused
@@ -139,7 +155,8 @@ def _run(options: argparse.Namespace) -> int:
             via=options.via,
             dry_run_query=parse_dry_run_param(options.dry_run_param) if options.dry_run_param else None,
             document=ApiDocument.load(options.openapi) if options.openapi else None,
-            audit=HttpAuditLog(options.audit) if options.audit else None,
+            audit=_audit_option(options.audit),
+            request_id_header=options.request_id_header or DEFAULT_REQUEST_ID_HEADER,
             title=options.title,
             environment=options.environment,
             rerun=options.rerun,
@@ -151,3 +168,20 @@ def _run(options: argparse.Namespace) -> int:
         print(f"reviewer run: {refused}", file=sys.stderr)
         return 2
     return asyncio.run(run(settings))
+
+
+def _audit_option(value: str | None) -> HttpAuditLog | AuditSource | None:
+    """`--audit KIND:LOCATION` as a source; a bare path or URL (no known kind before its colon) is the
+    sample API's own log read through the API, as `--audit` meant before it took sources."""
+    from reviewer.agent.audit import HttpAuditLog
+    from reviewer.audit.registry import BadAuditSource, audit_source, readers
+    from reviewer.run.errors import RunRefused
+
+    if not value:
+        return None
+    if value.partition(":")[0] not in readers():
+        return HttpAuditLog(value)
+    try:
+        return audit_source(value)
+    except BadAuditSource as error:
+        raise RunRefused(str(error)) from None

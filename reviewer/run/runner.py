@@ -8,6 +8,7 @@ only wires the gate and the child to it and says, in one line each, what happene
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -19,10 +20,15 @@ import httpx
 
 from reviewer.agent.audit import AuditUnavailable, HttpAuditLog, RunAudit
 from reviewer.agent.errors import NoApproval, ProposalRejected, RunStopped, WritesKept
-from reviewer.agent.execution import Execution
+from reviewer.agent.execution import DEFAULT_REQUEST_ID_HEADER, Execution
 from reviewer.agent.gate import Gate, new_proposal_id
 from reviewer.agent.tools import ACTIVE_RUN
+from reviewer.audit.checks import alarm_line
+from reviewer.audit.commands import row_text
+from reviewer.audit.inputs import AuditSourceUnreadable
+from reviewer.audit.registry import AuditSource
 from reviewer.plan.proposal import Agent, Proposal, ProposalError, Target, dumps, scan_proposal
+from reviewer.plan.sanitize import safe_text
 from reviewer.queue.client import QueueClient, QueueError
 from reviewer.run.child import ChildExit, child_environment, run_child
 from reviewer.run.errors import ChildFailed, DryRunSpoiled, RunRefused
@@ -48,7 +54,9 @@ class RunSettings:
     via: str = "record"
     dry_run_query: dict[str, str] | None = None
     document: ApiDocument | None = None
-    audit: HttpAuditLog | None = None
+    audit: HttpAuditLog | AuditSource | None = None
+    """The sample API's own log read through the API (a bare `--audit PATH`), or a `KIND:LOCATION` source."""
+    request_id_header: str = DEFAULT_REQUEST_ID_HEADER
     title: str | None = None
     environment: str | None = None
     rerun: bool = False
@@ -94,11 +102,16 @@ async def check_before_start(api: httpx.AsyncClient, queue: QueueClient, setting
         await api.get("", timeout=REACHABILITY_TIMEOUT)
     except httpx.HTTPError as error:
         raise RunRefused(f"--api {settings.api} is not reachable ({type(error).__name__}: {error})") from None
-    if settings.audit is not None:
+    if isinstance(settings.audit, HttpAuditLog):
         try:
             await settings.audit.read(api)
         except AuditUnavailable as unreadable:
             raise RunRefused(f"--audit: {unreadable}") from None
+    elif settings.audit is not None:
+        try:  # its first row only: a missing file or a refused URL is said now, not after the dry run
+            await asyncio.to_thread(next, iter(settings.audit.rows()), None)
+        except AuditSourceUnreadable as unreadable:
+            raise RunRefused(f"--audit: {settings.audit.name} cannot be read: {unreadable}") from None
     try:
         whoami = await queue.whoami()
     except QueueError as error:
@@ -147,6 +160,7 @@ async def _run(settings: RunSettings) -> int:
             queue=queue,
             backend=settings.via,
             audit=settings.audit,
+            request_id_header=settings.request_id_header,
             agent=Agent(name=f"run:{command_name}"[:128]),
             target=Target(api=api.base_url.host, base_url=settings.api, environment=settings.environment),
             poll_interval=settings.poll_interval,
@@ -189,7 +203,7 @@ async def dry_run(
     """COMMAND once against the gate in dry-run mode; the plan it made, or None when it wrote nothing."""
     recording = gate.recorder()
     await recording.start()
-    watch = RunAudit(settings.audit, gate.api, required=True) if settings.via == "server" else None
+    watch = RunAudit(gate.audit, gate.api, required=True) if settings.via == "server" else None
     if watch is not None:
         await watch.start()
     http_gate.mode = DryMode(recording, watch)
@@ -205,7 +219,12 @@ async def dry_run(
     if not recording.calls:
         say("COMMAND made no write: there is no plan to review, nothing was submitted")
         return None
-    proposal = gate.propose(recording, title=title, proposal_id=proposal_id)
+    dry_run_audit = await gate.audit_dry_run(recording)
+    if dry_run_audit is not None:
+        say(alarm_line(dry_run_audit) + ("; the plan carries the alarm" if dry_run_audit.unplanned else ""))
+        for row in dry_run_audit.unplanned:
+            say(safe_text(f"unplanned during the dry run: {row_text(row)}"))
+    proposal = gate.propose(recording, title=title, proposal_id=proposal_id, dry_run_audit=dry_run_audit)
     try:
         scan_proposal(dumps(proposal), "the plan")
     except ProposalError as error:
@@ -258,7 +277,25 @@ async def decide_and_run(
     except NoApproval as refused:
         say(f"not run: {refused}")
         return 1
-    return report(gate, execution, approval.approved_by)
+    status = report(gate, execution, approval.approved_by)
+    await report_audit(gate, execution)
+    return status
+
+
+async def report_audit(gate: Gate, execution: Execution) -> None:
+    """With an audit source, DESIGN 16's summary line after the real run, and each write it shows that
+    no approved call made (the exit status stays the run's own: `reviewer verify` is the check)."""
+    if gate.audit_source is None:
+        return
+    result = await gate.audit_run(execution)
+    if result is None:
+        say(f"audit: {gate.audit_source.name} could not be read; the run is not verified against it")
+        return
+    for row in result.unplanned:
+        say(safe_text(f"unplanned: {row_text(row)}"))
+    if not result.complete:
+        say(f"audit: incomplete, {gate.audit_source.name} cannot vouch for this run")
+    say(result.summary)
 
 
 def report(gate: Gate, execution: Execution, approved_by: str) -> int:

@@ -123,6 +123,24 @@ def test_kept_writes_reject_before_any_human() -> None:
     assert verdict.reason == "the API ignored the dry-run flag; fix the tool before asking a human"
 
 
+def test_a_write_around_the_dry_run_is_a_count_and_an_alarm_a_rule_reads() -> None:
+    """A plan whose dry run had a write around the gate (`writes_around`, from the audit source)
+    matches a rule on the count and one on the alarm's name; a plan without it matches neither."""
+    policy = parse_policy(
+        '[[rules]]\nname = "around"\nwhen = "plan.dry_run.writes_around > 0 && \'writes_around\' in alarms"\n'
+        'reject = "something wrote around the gate during the dry run"\n'
+    )
+    proposal = plan("https://api.staging.example", "staging", effect="update")
+    around = msgspec.structs.replace(
+        proposal, dry_run=msgspec.structs.replace(proposal.dry_run, writes_around=2)
+    )
+    verdict = evaluate(policy, around)
+    assert verdict.decided_by == "policy:around"
+    assert [match.error for match in verdict.matched] == [None]
+    assert verdict.reason == "something wrote around the gate during the dry run"
+    assert evaluate(policy, proposal).decided_by != "policy:around"
+
+
 def test_approval_by_policy_only_where_the_environment_allows_it() -> None:
     policy = parse_policy(POLICY)
     staging = evaluate(policy, plan("https://api.staging.example/v1", "staging", effect="create"))

@@ -41,6 +41,24 @@ def drift(counter: str) -> None:
     send("PATCH", "/v1/tickets/t1", {"status": "closed"})
 
 
+def around(counter: str, when: str, api_url: str, token: str) -> None:
+    """Two writes through the gate; in the run `when` names (`dry` is the first, `real` the second),
+    one more straight to the API with a credential of its own, around the gate."""
+    runs = int(Path(counter).read_text()) if Path(counter).exists() else 0
+    Path(counter).write_text(str(runs + 1))
+    send("POST", "/v1/tickets", {"title": "Printer on fire"})
+    if ["dry", "real"][min(runs, 1)] == when:
+        request = urllib.request.Request(
+            api_url + "/v1/tickets/t2",
+            method="PATCH",
+            data=json.dumps({"status": "closed"}).encode(),
+            headers={"content-type": "application/json", "authorization": f"Bearer {token}"},
+        )
+        with urllib.request.urlopen(request) as response:
+            print("around the gate: PATCH /v1/tickets/t2", response.status, flush=True)
+    send("PATCH", "/v1/tickets/t1", {"status": "closed"})
+
+
 def tickets() -> None:
     """Open a ticket, close t1, delete t2: what any ticket API's agent does, under plain REST paths."""
     answers = [
@@ -55,6 +73,8 @@ def main() -> None:
     mode, *rest = sys.argv[1:]
     if mode == "drift":
         drift(rest[0])
+    elif mode == "around":
+        around(*rest)
     elif mode == "tickets":
         tickets()
     elif mode == "not-json":

@@ -218,7 +218,11 @@ def test_an_audit_log_that_cannot_be_read_is_refused_before_command_starts(
 ) -> None:
     """A mistyped --audit, or a path that is not an audit log, is never skipped silently."""
     marker = tmp_path / "started"
-    for path, said in (("/v1/audti", "cannot be read"), ("/v1/stats", "is not an audit log")):
+    for path, said in (
+        ("/v1/audti", "cannot be read"),
+        ("/v1/stats", "is not an audit log"),
+        (f"access-log:{tmp_path / 'no-such.log'}", "no-such.log cannot be read"),
+    ):
         run = start_run(queue, sample_api, "--audit", path, command=agent("touch", str(marker)))
         status, stderr = run.finish()
         assert status == 2, stderr

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.widgets import Static
@@ -173,26 +176,48 @@ async def test_a_replan_that_adds_an_argument_shows_it_as_added(sample_folder) -
         assert app.is_running
 
 
-async def test_hostile_keys_in_a_real_run_reach_the_verification_view_escaped(sample_folder) -> None:
-    import json
-
-    from textual.widgets import DataTable
-
+def merge_run(sample_folder, edit: Callable[[dict[str, Any]], object]) -> Path:  # type: ignore[no-untyped-def]
+    """The executed merge plan and its run's report, the report changed by `edit`."""
     folder: Path = sample_folder("deskline-merge.server.json", "deskline-merge.server.execution.json")
     record_path = folder / "deskline-merge.server.execution.json"
     record = json.loads(record_path.read_text())
-    record["calls"][0]["args"]["\x1b[2J\u202eX"] = "surprise"
+    edit(record)
     record_path.write_text(json.dumps(record))
+    return folder
+
+
+async def open_verification(pilot) -> None:  # type: ignore[no-untyped-def]
+    await open_review(pilot)
+    await pilot.press("v")
+    await wait_until_loaded(pilot)
+
+
+async def test_hostile_keys_in_a_real_run_reach_the_verification_view_escaped(sample_folder) -> None:
+    from textual.widgets import DataTable
+
+    folder = merge_run(
+        sample_folder, lambda record: record["calls"][0]["args"].update({"\x1b[2J\u202eX": "surprise"})
+    )
     app = ReviewerApp(folder)
     async with app.run_test(size=(100, 30)) as pilot:
-        await open_review(pilot)
-        await pilot.press("v")
-        await wait_until_loaded(pilot)
+        await open_verification(pilot)
         table = app.screen.query_one(DataTable)
         cells = " ".join(str(table.get_cell_at((row, 4))) for row in range(table.row_count))
         assert "different: args.\\x1b[2J\\u202eX" in cells
         assert "\x1b" not in cells and "\u202e" not in cells
         assert "\x1b" not in str(app.screen.query_one("#detail").render())
+
+
+@pytest.mark.parametrize("with_audit", [True, False])
+async def test_the_verification_view_says_when_no_audit_log_was_read(sample_folder, with_audit: bool) -> None:
+    """A run reported without the API's audit lines: `v` says none was read and how to read one."""
+    folder = merge_run(sample_folder, lambda record: None if with_audit else record.pop("audit_log"))
+    app = ReviewerApp(folder)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await open_verification(pilot)
+        summary = str(app.screen.query_one("#verification-summary", Static).render())
+        said = "no audit log was read with this run: `reviewer verify deskline-merge-0042-server --audit"
+        assert (said in " ".join(summary.split())) is not with_audit, summary
 
 
 async def test_a_replan_that_changes_a_decimal_amount_is_marked_and_shown(sample_folder) -> None:

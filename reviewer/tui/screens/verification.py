@@ -128,6 +128,13 @@ class VerificationScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         summary = Text(f" {verification.summary}", "bold")
         if self.record.plan_sha256 != self.plan_sha256:
             summary.append("\n the run names another plan digest than this revision's", "danger")
+        if self.record.audit_log is None:
+            summary.append(
+                "\n no audit log was read with this run: `reviewer verify "
+                f"{safe_text(clip(self.plan.proposal_id, 128))} --audit KIND:LOCATION` holds it against "
+                "the API's own log and lists the writes nobody approved",
+                "warn",
+            )
         self.query_one("#verification-summary", Static).update(summary)
         table = self.query_one("#verification", DataTable)
         has_audit = self.record.audit_log is not None
