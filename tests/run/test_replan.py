@@ -12,7 +12,7 @@ import pytest
 
 from reviewer.agent.feedback import Feedback
 from reviewer.run.replan import FEEDBACK_ENV, FEEDBACK_LIMIT, feedback_text, with_feedback_env
-from tests.run.conftest import Queue, SampleApi, proposal, reviewer_decides, start_run
+from tests.run.conftest import Queue, RunProcess, SampleApi, proposal, reviewer_decides, start_run
 
 NODE = shutil.which("node")
 REPLAN_AGENT = str(Path(__file__).with_name("replan_agent.mjs"))
@@ -34,20 +34,10 @@ def feedback_seen(log: Path) -> list[str]:
     return [json.loads(line) for line in log.read_text().splitlines()]
 
 
-@needs_node
-def test_a_request_for_changes_makes_the_agent_plan_again_and_the_next_revision_runs(
-    queue: Queue, sample_api: SampleApi, tmp_path: Path
-) -> None:
-    log = tmp_path / "feedback.jsonl"
-    run = start_run(
-        queue,
-        sample_api,
-        "--max-revisions",
-        "2",
-        "--title",
-        "close t1, clear out t3",
-        command=[str(NODE), REPLAN_AGENT, str(log)],
-    )
+def agent_asked_to_keep_t3(queue: Queue, api: SampleApi, log: Path, *options: str) -> tuple[RunProcess, str]:
+    """`reviewer run` of the Node agent, its first plan (close t1, close and delete t3) submitted as
+    revision 1, and a reviewer's request through the queue to change it: "keep t3 open"."""
+    run = start_run(queue, api, *options, command=[str(NODE), REPLAN_AGENT, str(log)])
     proposal_id, revision = run.wait_for_plan()
     assert revision == 1
     assert tools(queue, proposal_id, 1) == [
@@ -56,11 +46,17 @@ def test_a_request_for_changes_makes_the_agent_plan_again_and_the_next_revision_
         "DELETE /v1/tickets/t3",
     ]
     reviewer_decides(queue, proposal_id, "request_changes", reason="keep t3 open")
+    return run, proposal_id
 
-    replanned_id, revision = run.wait_for_plan()
-    assert (replanned_id, revision) == (proposal_id, 2), (
-        "the re-plan is the next revision of the same proposal"
-    )
+
+@needs_node
+def test_a_request_for_changes_makes_the_agent_plan_again_and_the_next_revision_runs(
+    queue: Queue, sample_api: SampleApi, tmp_path: Path
+) -> None:
+    log = tmp_path / "feedback.jsonl"
+    run, proposal_id = agent_asked_to_keep_t3(queue, sample_api, log, "--max-revisions", "2")
+
+    assert run.wait_for_plan() == (proposal_id, 2), "the re-plan is the next revision of the proposal"
     assert tools(queue, proposal_id, 2) == ["PATCH /v1/tickets/t1"]
     assert sample_api.audit() == [], "nothing may be written before a reviewer approves"
     reviewer_decides(queue, proposal_id)
@@ -78,11 +74,7 @@ def test_by_default_a_request_for_changes_ends_the_run_saying_so(
     queue: Queue, sample_api: SampleApi, tmp_path: Path
 ) -> None:
     log = tmp_path / "feedback.jsonl"
-    run = start_run(
-        queue, sample_api, "--title", "one plan only", command=[str(NODE), REPLAN_AGENT, str(log)]
-    )
-    proposal_id, _ = run.wait_for_plan()
-    reviewer_decides(queue, proposal_id, "request_changes", reason="keep t3 open")
+    run, _ = agent_asked_to_keep_t3(queue, sample_api, log)
 
     status, stderr = run.finish()
     assert status == 1
