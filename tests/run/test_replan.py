@@ -104,3 +104,14 @@ def test_the_first_plan_never_gets_feedback_from_the_parent_environment() -> Non
         with_feedback_env(inherited, asked)[FEEDBACK_ENV]
         == "alice asked for changes to revision 1: keep t3 open"
     )
+
+
+def test_max_revisions_below_one_is_refused_before_command_starts(
+    queue: Queue, sample_api: SampleApi, tmp_path: Path
+) -> None:
+    marker = tmp_path / "started"
+    run = start_run(queue, sample_api, "--max-revisions", "0", command=["touch", str(marker)])
+    status, stderr = run.finish()
+    assert status == 2
+    assert "reviewer run: --max-revisions must be 1 or more, not 0" in stderr
+    assert not marker.exists()
