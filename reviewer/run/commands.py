@@ -99,6 +99,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="how often to ask the queue (default 2)",
     )
     parser.add_argument(
+        "--max-revisions",
+        type=int,
+        default=1,
+        metavar="N",
+        help="plans COMMAND may make: when a reviewer asks for changes, run it again (dry run) with "
+        "REVIEWER_FEEDBACK holding their words and submit the next revision, up to N in all (default 1: "
+        "a request for changes ends the run)",
+    )
+    parser.add_argument(
         "--no-sandbox",
         action="store_true",
         help="run COMMAND as your user, unsandboxed, where no sandbox can be made: it can then read the "
@@ -137,6 +146,8 @@ def _run(options: argparse.Namespace) -> int:
         for name, value in (("--timeout", options.timeout), ("--decision-timeout", options.decision_timeout)):
             if not value > 0:
                 raise RunRefused(f"{name} must be a positive number of seconds")
+        if options.max_revisions < 1:
+            raise RunRefused(f"--max-revisions must be 1 or more, not {options.max_revisions}")
         credentials = read_credentials(options.api_header, environ)
         # No secret stays in this process's initial environment, and no process of this user may read it.
         make_undumpable()
@@ -163,6 +174,7 @@ def _run(options: argparse.Namespace) -> int:
             timeout=options.timeout,
             decision_timeout=options.decision_timeout,
             poll_interval=max(options.poll_interval, 0.05),
+            max_revisions=options.max_revisions,
         )
     except RunRefused as refused:
         print(f"reviewer run: {refused}", file=sys.stderr)

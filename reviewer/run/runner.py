@@ -19,8 +19,9 @@ from typing import Any
 import httpx
 
 from reviewer.agent.audit import AuditUnavailable, HttpAuditLog, RunAudit
-from reviewer.agent.errors import NoApproval, ProposalRejected, RunStopped, WritesKept
+from reviewer.agent.errors import ChangesRequested, NoApproval, ProposalRejected, RunStopped, WritesKept
 from reviewer.agent.execution import DEFAULT_REQUEST_ID_HEADER, Execution
+from reviewer.agent.feedback import Feedback
 from reviewer.agent.gate import Gate, new_proposal_id
 from reviewer.agent.tools import ACTIVE_RUN
 from reviewer.audit.checks import alarm_line
@@ -35,6 +36,7 @@ from reviewer.run.errors import ChildFailed, DryRunSpoiled, RunRefused
 from reviewer.run.gate import DryMode, HttpGate, RealMode
 from reviewer.run.openapi import ApiDocument
 from reviewer.run.options import Credentials
+from reviewer.run.replan import FEEDBACK_ENV, with_feedback_env
 from reviewer.run.sandbox import Sandbox
 from reviewer.run.serving import serving
 
@@ -63,6 +65,8 @@ class RunSettings:
     timeout: float = 900.0
     decision_timeout: float = 15 * 60.0
     poll_interval: float = 2.0
+    max_revisions: int = 1
+    """Plans COMMAND may make when reviewers ask for changes (`--max-revisions`); 1 ends the run."""
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
@@ -178,27 +182,71 @@ async def _run(settings: RunSettings) -> int:
                 secrets=settings.credentials.secrets,
             )
 
-            def child() -> Awaitable[ChildExit]:
+            def child(feedback: Feedback | None = None) -> Awaitable[ChildExit]:
                 return run_child(
                     settings.command,
-                    environment,
+                    with_feedback_env(environment, feedback),
                     timeout=settings.timeout,
                     stop=http_gate.stop,
                     sandbox=settings.sandbox,
                 )
 
-            proposal = await dry_run(gate, http_gate, child, settings, title, proposal_id)
-            if proposal is None:
-                return 0
-            return await decide_and_run(gate, http_gate, proposal, child, settings)
+            return await plan_until_decided(gate, http_gate, child, settings, title, proposal_id)
 
 
 Child = Callable[[], Awaitable[ChildExit]]
 """COMMAND started once more against the gate, to its end."""
+ReplanningChild = Callable[[Feedback | None], Awaitable[ChildExit]]
+"""COMMAND started against the gate with the reviewer's feedback, if any, to its end."""
+
+
+async def plan_until_decided(
+    gate: Gate,
+    http_gate: HttpGate,
+    child: ReplanningChild,
+    settings: RunSettings,
+    title: str,
+    proposal_id: str,
+) -> int:
+    """Dry-run, submit and wait; when a reviewer asks for changes and `--max-revisions` allows another
+    plan, dry-run COMMAND again with their words and submit it as the next revision. The run (real
+    run, `--rerun`'s COMMAND included) is of the approved revision, with that revision's feedback."""
+    feedback: Feedback | None = None
+    revision = 1
+    while True:
+
+        def planned(feedback: Feedback | None = feedback) -> Awaitable[ChildExit]:
+            return child(feedback)
+
+        http_gate.writes_seen = http_gate.write_bytes = 0  # each plan has the whole budget
+        proposal = await dry_run(gate, http_gate, planned, settings, title, proposal_id, revision)
+        if proposal is None:
+            return 0
+        try:
+            return await decide_and_run(gate, http_gate, proposal, planned, settings)
+        except ChangesRequested as changes:
+            asked = Feedback.from_request(changes)
+            if revision >= settings.max_revisions:
+                say(
+                    f"{safe_text(str(asked))}; nothing ran (--max-revisions {settings.max_revisions}: "
+                    "COMMAND does not plan again)"
+                )
+                return 1
+            feedback, revision = asked, changes.revision + 1
+            say(
+                f"{safe_text(str(asked))}; COMMAND plans again with {FEEDBACK_ENV} "
+                f"(revision {revision}, plan {revision} of at most {settings.max_revisions})"
+            )
 
 
 async def dry_run(
-    gate: Gate, http_gate: HttpGate, child: Child, settings: RunSettings, title: str, proposal_id: str
+    gate: Gate,
+    http_gate: HttpGate,
+    child: Child,
+    settings: RunSettings,
+    title: str,
+    proposal_id: str,
+    revision: int = 1,
 ) -> Proposal | None:
     """COMMAND once against the gate in dry-run mode; the plan it made, or None when it wrote nothing."""
     recording = gate.recorder()
@@ -224,7 +272,9 @@ async def dry_run(
         say(alarm_line(dry_run_audit) + ("; the plan carries the alarm" if dry_run_audit.unplanned else ""))
         for row in dry_run_audit.unplanned:
             say(safe_text(f"unplanned during the dry run: {row_text(row)}"))
-    proposal = gate.propose(recording, title=title, proposal_id=proposal_id, dry_run_audit=dry_run_audit)
+    proposal = gate.propose(
+        recording, title=title, proposal_id=proposal_id, revision=revision, dry_run_audit=dry_run_audit
+    )
     try:
         scan_proposal(dumps(proposal), "the plan")
     except ProposalError as error:
@@ -249,6 +299,8 @@ async def decide_and_run(
         because = f": {rejected.reason}" if rejected.reason else " (no reason given)"
         say(f"rejected by {rejected.decided_by or 'a reviewer'}{because}; nothing ran")
         return 1
+    except ChangesRequested:
+        raise  # `plan_until_decided` plans again or ends the run
     except NoApproval as refused:
         say(f"not approved: {refused}")
         return 1
