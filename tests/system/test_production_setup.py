@@ -2,16 +2,17 @@
 policy file (its CEL rules), docs/notifications.md's Slack-and-pager line (each service replaced by a
 receiver on loopback: Apprise's `json://` for Slack, a webhook for the pager, its event filter kept)
 and a signed webhook for every event with the secret file made by the page's own command; on SQLite,
-and on PostgreSQL with two replicas. The README's Python agent runs through to `executed`, and a plan
-whose dry run kept writes is rejected by the policy's CEL rule.
+and on PostgreSQL with two replicas. The README's Python agent and a `reviewer run` agent (a Python
+child in its sandbox, its run verified against the API's audit log) run through to `executed`, and a
+plan whose dry run kept writes is rejected by the policy's CEL rule.
 
 It asserts what a team relies on: the run ends executed with its report stored; each target gets
 exactly its events, each once under its delivery id, the webhook's checked by the page's Stripe
 snippet; no token, secret or URL secret in any log line; `reviewer notify list` shows every
 delivery delivered.
 
-Not run here yet: signed approvals with a key in a real ssh-agent, a `reviewer run` agent and an
-`mcp-gate` agent, and the pager's own events (`run.unknown` waits out a lease and the 5 s sweep;
+Not run here yet: signed approvals with a key in a real ssh-agent, an `mcp-gate` agent, and the
+pager's own events (`run.unknown` waits out a lease and the 5 s sweep;
 `tests/service/notifications/test_serve_notify.py` delivers it to a filtered target).
 """
 
@@ -38,15 +39,31 @@ from reviewer.sample_api.server import RunningSampleApi
 from reviewer.service.databases import open_store
 from tests.adapters.test_readme_example import shortest_example
 from tests.agent.helpers import received, reviewer_decides_next
-from tests.queue_harness import Service, proposal, reviewer_command, start_together, unique_id
+from tests.queue_harness import Service, decide, proposal, reviewer_command, start_together, unique_id
+from tests.run.conftest import RunProcess
 from tests.service.notifications.receiver import Arrival, Receiver
 from tests.service.postgres import Cluster
 
 pytest.importorskip("apprise", reason="the notify extra: pip install 'reviewer[notify]'")
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-EVENTS = ["proposal.waiting", "proposal.decided", "run.ended", "proposal.decided"]
-"""What happens: the README's agent's approved run, then a plan the policy rejects."""
+APPROVED_RUN = ["proposal.waiting", "proposal.decided", "run.ended"]
+EVENTS = [*APPROVED_RUN, *APPROVED_RUN, "proposal.decided"]
+"""What happens: the README's agent's approved run, a `reviewer run` agent's, then a plan the policy
+rejects."""
+RUN_CHILD = textwrap.dedent(
+    """\
+    import json, os, urllib.request
+    request = urllib.request.Request(
+        os.environ["REVIEWER_API_URL"] + "/v1/tickets",
+        data=json.dumps({"title": "Printer on fire"}).encode(),
+        headers={"content-type": "application/json"},
+    )
+    with urllib.request.urlopen(request) as answer:
+        print("created", answer.status)
+    """
+)
+"""`reviewer run`'s child: a plain Python agent that opens one ticket through the gate, in its sandbox."""
 
 
 def block(page: str, starting_with: str, language: str = "") -> str:
@@ -106,6 +123,51 @@ def run_the_readme_agent(
         agent.kill()
     assert agent.returncode == 0, errors
     return decided.proposal_id, output + errors
+
+
+def run_a_reviewer_run_agent(
+    sample_api: RunningSampleApi, agent_queue: str, reviewer_queue: str, tokens: dict[str, str]
+) -> tuple[str, str]:
+    """`reviewer run` (its child sandboxed, its dry run recorded) submitting through `agent_queue`,
+    approved by alice through `reviewer_queue`; the proposal's id and everything it printed, after
+    checking it exited 0 with its run verified against the API's audit log."""
+    arguments = ("--api", sample_api.base_url, "--queue", agent_queue, "--audit", "/v1/audit")
+    run = RunProcess(
+        subprocess.Popen(
+            reviewer_command(
+                "run",
+                *arguments,
+                "--title",
+                "open one ticket",
+                "--poll-interval",
+                "0.1",
+                "--",
+                sys.executable,
+                "-c",
+                RUN_CHILD,
+            ),
+            env={**os.environ, "REVIEWER_AGENT_TOKEN": tokens["my-agent"]},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    )
+    try:
+        proposal_id, revision = run.wait_for_plan()
+        with httpx.Client(
+            base_url=reviewer_queue, headers={"Authorization": f"Bearer {tokens['alice']}"}
+        ) as alice:
+            state = alice.get(f"/v1/proposals/{proposal_id}/decision").json()
+            answer = decide(alice, proposal_id, revision, state["plan_sha256"], reason="looks right")
+        assert answer.status_code in (200, 201), answer.text
+        status, output = run.finish()
+    finally:
+        run.process.kill()
+    assert status == 0, output
+    assert (
+        "verified against the audit log" in output and "in the audit log: 1 of 1 that succeeded" in output
+    ), output
+    return proposal_id, output
 
 
 def submit_a_plan_whose_dry_run_kept_writes(queue: str, token: str) -> None:
@@ -186,18 +248,19 @@ def test_the_documented_production_setup_runs_the_readme_agent_to_executed(
         start_together(*services)
     try:
         tokens = services[0].tokens({"my-agent": "agent", "alice": "reviewer"})
-        proposal_id, agent_output = run_the_readme_agent(
-            sample_api, services[0].url, services[-1].url, tokens
-        )
+        readme_id, readme_output = run_the_readme_agent(sample_api, services[0].url, services[-1].url, tokens)
+        run_id, run_output = run_a_reviewer_run_agent(sample_api, services[0].url, services[-1].url, tokens)
+        agent_output = readme_output + run_output
         with httpx.Client(
             base_url=services[-1].url, headers={"Authorization": f"Bearer {tokens['alice']}"}
         ) as alice:
-            state = alice.get(f"/v1/proposals/{proposal_id}/decision").json()
-            (run,) = alice.get(f"/v1/proposals/{proposal_id}/executions").json()["executions"]
-        assert state["state"] == "executed" and state["decided_by"] == "alice"
-        assert (run["ended"], len(run["calls"])) == ("completed", 1)
-        # The README's agent records its dry run (the default): only the approved run reaches the API.
-        assert [entry["query"] for entry in received(sample_api)] == [{}]
+            for proposal_id in (readme_id, run_id):
+                state = alice.get(f"/v1/proposals/{proposal_id}/decision").json()
+                (run,) = alice.get(f"/v1/proposals/{proposal_id}/executions").json()["executions"]
+                assert state["state"] == "executed" and state["decided_by"] == "alice", state
+                assert (run["ended"], len(run["calls"])) == ("completed", 1), run
+        # Both agents record their dry run: only the two approved runs reach the API.
+        assert [entry["query"] for entry in received(sample_api)] == [{}, {}]
         submit_a_plan_whose_dry_run_kept_writes(services[-1].url, tokens["my-agent"])
 
         wait_for_delivered(db, 2 * len(EVENTS))
@@ -216,7 +279,9 @@ def test_the_documented_production_setup_runs_the_readme_agent_to_executed(
     chat_titles = sorted(
         json.loads(arrival.body)["title"].split(":")[0] for arrival in receivers["chat"].accepted()
     )
-    assert chat_titles == ["Approved by alice", "Rejected by policy", "Run completed", "Waiting for review"]
+    assert chat_titles == sorted(
+        ["Approved by alice", "Run completed", "Waiting for review"] * 2 + ["Rejected by policy"]
+    )
     assert receivers["pager"].arrivals == []
 
     # The webhook's deliveries pass the page's Stripe check with the secret the page says to read.
@@ -228,12 +293,11 @@ def test_the_documented_production_setup_runs_the_readme_agent_to_executed(
         assert event["id"] == arrival.delivery
     assert sorted(
         arrival.document["decided_by"] for arrival in arrived if arrival.event == "proposal.decided"
-    ) == [
-        "alice",
-        "policy:kept writes",
-    ]
-    ended = next(arrival.document for arrival in arrived if arrival.event == "run.ended")
-    assert (ended["ended"], ended["calls_sent"], ended["calls_kept"]) == ("completed", 1, 1)
+    ) == ["alice", "alice", "policy:kept writes"]
+    ended = [arrival.document for arrival in arrived if arrival.event == "run.ended"]
+    assert sorted(document["proposal_id"] for document in ended) == sorted([readme_id, run_id])
+    for document in ended:
+        assert (document["ended"], document["calls_sent"], document["calls_kept"]) == ("completed", 1, 1)
 
     # No secret in any log line.
     logs = agent_output + "".join(service.log() for service in services)
