@@ -3,17 +3,17 @@ policy file (its CEL rules), docs/notifications.md's Slack-and-pager line (each 
 receiver on loopback: Apprise's `json://` for Slack, a webhook for the pager, its event filter kept)
 and a signed webhook for every event with the secret file made by the page's own command; on SQLite,
 and on PostgreSQL with two replicas. The README's Python agent and a `reviewer run` agent (a Python
-child in its sandbox, its run verified against the API's audit log) run through to `executed`, and a
-plan whose dry run kept writes is rejected by the policy's CEL rule.
+child in its sandbox, its run verified against the API's audit log, approved with `reviewer approve`
+signing with a registered key held only in a real ssh-agent) run through to `executed`, and a plan
+whose dry run kept writes is rejected by the policy's CEL rule.
 
 It asserts what a team relies on: the run ends executed with its report stored; each target gets
 exactly its events, each once under its delivery id, the webhook's checked by the page's Stripe
 snippet; no token, secret or URL secret in any log line; `reviewer notify list` shows every
 delivery delivered.
 
-Not run here yet: signed approvals with a key in a real ssh-agent, an `mcp-gate` agent, and the
-pager's own events (`run.unknown` waits out a lease and the 5 s sweep;
-`tests/service/notifications/test_serve_notify.py` delivers it to a filtered target).
+Not run here yet: an `mcp-gate` agent, and the pager's own events (`run.unknown` waits out a lease
+and the 5 s sweep; `tests/service/notifications/test_serve_notify.py` delivers it to a filtered target).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +40,11 @@ from reviewer.sample_api.server import RunningSampleApi
 from reviewer.service.databases import open_store
 from tests.adapters.test_readme_example import shortest_example
 from tests.agent.helpers import received, reviewer_decides_next
-from tests.queue_harness import Service, decide, proposal, reviewer_command, start_together, unique_id
+from tests.queue_harness import Service, proposal, reviewer_command, start_together, unique_id
 from tests.run.conftest import RunProcess
 from tests.service.notifications.receiver import Arrival, Receiver
 from tests.service.postgres import Cluster
+from tests.signing.ssh import Agent, SshKey, make_key
 
 pytest.importorskip("apprise", reason="the notify extra: pip install 'reviewer[notify]'")
 
@@ -94,6 +96,14 @@ def documented_serve_arguments(db: str, slack: str, pager: str) -> list[str]:
     return replaced
 
 
+@dataclass(frozen=True)
+class Signer:
+    """Alice's signing key, its private half only in her running ssh-agent's keeping."""
+
+    key: SshKey
+    agent: Agent
+
+
 @pytest.fixture
 def receivers() -> Iterator[dict[str, Receiver]]:
     started = {name: Receiver().start() for name in ("webhook", "chat", "pager")}
@@ -125,12 +135,59 @@ def run_the_readme_agent(
     return decided.proposal_id, output + errors
 
 
+def decision_of(queue: str, token: str, proposal_id: str) -> dict[str, Any]:
+    with httpx.Client(base_url=queue, headers={"Authorization": f"Bearer {token}"}) as reviewer:
+        state: dict[str, Any] = reviewer.get(f"/v1/proposals/{proposal_id}/decision").json()
+    return state
+
+
+def alice_approves_signed(queue: str, token: str, proposal_id: str, revision: int, signer: Signer) -> str:
+    """`reviewer approve` as alice runs it, her key only in her ssh-agent (`--key` names the `.pub`);
+    what it printed, after checking the queue took the approval as signed."""
+    digest = decision_of(queue, token, proposal_id)["plan_sha256"]
+    environment = {
+        k: v for k, v in os.environ.items() if k not in ("REVIEWER_SIGNING_KEY", "XDG_CONFIG_HOME")
+    }
+    approve = subprocess.run(
+        reviewer_command(
+            "approve",
+            proposal_id,
+            "--revision",
+            str(revision),
+            "--digest",
+            digest,
+            "--queue",
+            queue,
+            "--key",
+            str(signer.key.public_file),
+        ),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            **environment,
+            "REVIEWER_TOKEN": token,
+            "SSH_AUTH_SOCK": signer.agent.socket,
+            "XDG_CONFIG_HOME": str(signer.key.private.parent / "no-config"),
+        },
+    )
+    assert approve.returncode == 0 and approve.stdout.rstrip().endswith("(signed)"), approve
+    state = decision_of(queue, token, proposal_id)
+    assert [signature["reviewer"] for signature in state["signatures"]] == ["alice"], state
+    return approve.stdout + approve.stderr
+
+
 def run_a_reviewer_run_agent(
-    sample_api: RunningSampleApi, agent_queue: str, reviewer_queue: str, tokens: dict[str, str]
+    sample_api: RunningSampleApi,
+    agent_queue: str,
+    reviewer_queue: str,
+    tokens: dict[str, str],
+    signer: Signer,
 ) -> tuple[str, str]:
     """`reviewer run` (its child sandboxed, its dry run recorded) submitting through `agent_queue`,
-    approved by alice through `reviewer_queue`; the proposal's id and everything it printed, after
-    checking it exited 0 with its run verified against the API's audit log."""
+    approved by alice through `reviewer_queue` with her signature; the proposal's id and everything
+    it and the approval printed, after checking it exited 0 with its run verified against the API's
+    audit log."""
     arguments = ("--api", sample_api.base_url, "--queue", agent_queue, "--audit", "/v1/audit")
     run = RunProcess(
         subprocess.Popen(
@@ -154,16 +211,12 @@ def run_a_reviewer_run_agent(
     )
     try:
         proposal_id, revision = run.wait_for_plan()
-        with httpx.Client(
-            base_url=reviewer_queue, headers={"Authorization": f"Bearer {tokens['alice']}"}
-        ) as alice:
-            state = alice.get(f"/v1/proposals/{proposal_id}/decision").json()
-            answer = decide(alice, proposal_id, revision, state["plan_sha256"], reason="looks right")
-        assert answer.status_code in (200, 201), answer.text
+        approved = alice_approves_signed(reviewer_queue, tokens["alice"], proposal_id, revision, signer)
         status, output = run.finish()
     finally:
         run.process.kill()
     assert status == 0, output
+    output += approved
     assert (
         "verified against the audit log" in output and "in the audit log: 1 of 1 that succeeded" in output
     ), output
@@ -217,6 +270,7 @@ def test_the_documented_production_setup_runs_the_readme_agent_to_executed(
     tmp_path: Path,
     sample_api: RunningSampleApi,
     receivers: dict[str, Receiver],
+    agent: Agent,
 ) -> None:
     # The secret file, made by the page's own command; the policy file, the page's own.
     make_secret = block("notifications.md", "head -c 32 /dev/urandom").splitlines()[0]
@@ -248,8 +302,18 @@ def test_the_documented_production_setup_runs_the_readme_agent_to_executed(
         start_together(*services)
     try:
         tokens = services[0].tokens({"my-agent": "agent", "alice": "reviewer"})
+        signer = Signer(make_key(tmp_path, "alice"), agent)
+        signer.agent.add(signer.key)
+        signer.key.private.unlink()  # only the agent holds it now
+        subprocess.run(
+            reviewer_command("keys", "add", "alice", str(signer.key.public_file), "--db", db),
+            check=True,
+            capture_output=True,
+        )
         readme_id, readme_output = run_the_readme_agent(sample_api, services[0].url, services[-1].url, tokens)
-        run_id, run_output = run_a_reviewer_run_agent(sample_api, services[0].url, services[-1].url, tokens)
+        run_id, run_output = run_a_reviewer_run_agent(
+            sample_api, services[0].url, services[-1].url, tokens, signer
+        )
         agent_output = readme_output + run_output
         with httpx.Client(
             base_url=services[-1].url, headers={"Authorization": f"Bearer {tokens['alice']}"}
