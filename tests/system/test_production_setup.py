@@ -4,16 +4,17 @@ receiver on loopback: Apprise's `json://` for Slack, a webhook for the pager, it
 and a signed webhook for every event with the secret file made by the page's own command; on SQLite,
 and on PostgreSQL with two replicas. The README's Python agent and a `reviewer run` agent (a Python
 child in its sandbox, its run verified against the API's audit log, approved with `reviewer approve`
-signing with a registered key held only in a real ssh-agent) run through to `executed`, and a plan
-whose dry run kept writes is rejected by the policy's CEL rule.
+signing with a registered key held only in a real ssh-agent) and an `mcp-gate` agent (an MCP host over
+stdio, in front of tests/mcp_gate's upstream server) run through to `executed`, and a plan whose dry
+run kept writes is rejected by the policy's CEL rule.
 
 It asserts what a team relies on: the run ends executed with its report stored; each target gets
 exactly its events, each once under its delivery id, the webhook's checked by the page's Stripe
 snippet; no token, secret or URL secret in any log line; `reviewer notify list` shows every
 delivery delivered.
 
-Not run here yet: an `mcp-gate` agent, and the pager's own events (`run.unknown` waits out a lease
-and the 5 s sweep; `tests/service/notifications/test_serve_notify.py` delivers it to a filtered target).
+Not run here yet: the pager's own events (`run.unknown` waits out a lease and the 5 s sweep;
+`tests/service/notifications/test_serve_notify.py` delivers it to a filtered target).
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ import pytest
 from reviewer.sample_api.server import RunningSampleApi
 from reviewer.service.databases import open_store
 from tests.adapters.test_readme_example import shortest_example
-from tests.agent.helpers import received, reviewer_decides_next
+from tests.agent.fixtures import Queue
+from tests.agent.helpers import received, reviewer_decides, reviewer_decides_next
+from tests.mcp_gate.test_server import answer, gate, upstream_writes
 from tests.queue_harness import Service, proposal, reviewer_command, start_together, unique_id
 from tests.run.conftest import RunProcess
 from tests.service.notifications.receiver import Arrival, Receiver
@@ -50,9 +53,9 @@ pytest.importorskip("apprise", reason="the notify extra: pip install 'reviewer[n
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 APPROVED_RUN = ["proposal.waiting", "proposal.decided", "run.ended"]
-EVENTS = [*APPROVED_RUN, *APPROVED_RUN, "proposal.decided"]
-"""What happens: the README's agent's approved run, a `reviewer run` agent's, then a plan the policy
-rejects."""
+EVENTS = [*APPROVED_RUN * 3, "proposal.decided"]
+"""What happens: the approved runs of the README's agent, a `reviewer run` agent and an `mcp-gate`
+agent, then a plan the policy rejects."""
 RUN_CHILD = textwrap.dedent(
     """\
     import json, os, urllib.request
@@ -223,6 +226,26 @@ def run_a_reviewer_run_agent(
     return proposal_id, output
 
 
+def run_an_mcp_gate_agent(agent_queue: str, reviewer_queue: str, tokens: dict[str, str], log: Path) -> str:
+    """An MCP host driving `reviewer mcp-gate` over stdio in front of the test upstream server (as
+    tests/mcp_gate drives it): one ticket opened, the plan submitted through `agent_queue`, approved by
+    alice through `reviewer_queue`, run by the gate; the proposal's id, after checking its run."""
+    queue = Queue(agent_queue, Path(), tokens["my-agent"], tokens["alice"])
+
+    async def scenario() -> tuple[str, dict[str, Any]]:
+        async with gate(queue, log) as host:
+            await host.call_tool("open_ticket", {"title": "Printer on fire"})
+            submitted = answer(await host.call_tool("reviewer_submit_plan", {"title": "open one ticket"}))
+            await reviewer_decides(reviewer_queue, tokens["alice"], submitted["proposal_id"], "approve")
+            status = {"proposal_id": submitted["proposal_id"]}
+            return submitted["proposal_id"], answer(await host.call_tool("reviewer_plan_status", status))
+
+    proposal_id, executed = asyncio.run(scenario())
+    assert (executed["state"], executed.get("ended")) == ("executed", "completed"), executed
+    assert upstream_writes(log) == [{"tool": "open_ticket", "title": "Printer on fire", "id": "tk-3"}]
+    return proposal_id
+
+
 def submit_a_plan_whose_dry_run_kept_writes(queue: str, token: str) -> None:
     """A plan whose dry run the API did not honour, as an agent without the Python gate (which
     refuses to send one) submits it: the policy's `kept writes` rule rejects it at once."""
@@ -264,7 +287,7 @@ def once_each(arrivals: list[Arrival]) -> list[str]:
 
 
 @pytest.mark.parametrize("store", ["sqlite", "postgresql"])
-def test_the_documented_production_setup_runs_the_readme_agent_to_executed(
+def test_the_documented_production_setup_runs_each_kind_of_agent_to_executed(
     store: str,
     request: pytest.FixtureRequest,
     tmp_path: Path,
@@ -314,11 +337,12 @@ def test_the_documented_production_setup_runs_the_readme_agent_to_executed(
         run_id, run_output = run_a_reviewer_run_agent(
             sample_api, services[0].url, services[-1].url, tokens, signer
         )
+        mcp_id = run_an_mcp_gate_agent(services[0].url, services[-1].url, tokens, tmp_path / "upstream.log")
         agent_output = readme_output + run_output
         with httpx.Client(
             base_url=services[-1].url, headers={"Authorization": f"Bearer {tokens['alice']}"}
         ) as alice:
-            for proposal_id in (readme_id, run_id):
+            for proposal_id in (readme_id, run_id, mcp_id):
                 state = alice.get(f"/v1/proposals/{proposal_id}/decision").json()
                 (run,) = alice.get(f"/v1/proposals/{proposal_id}/executions").json()["executions"]
                 assert state["state"] == "executed" and state["decided_by"] == "alice", state
@@ -344,7 +368,7 @@ def test_the_documented_production_setup_runs_the_readme_agent_to_executed(
         json.loads(arrival.body)["title"].split(":")[0] for arrival in receivers["chat"].accepted()
     )
     assert chat_titles == sorted(
-        ["Approved by alice", "Run completed", "Waiting for review"] * 2 + ["Rejected by policy"]
+        ["Approved by alice", "Run completed", "Waiting for review"] * 3 + ["Rejected by policy"]
     )
     assert receivers["pager"].arrivals == []
 
@@ -357,9 +381,9 @@ def test_the_documented_production_setup_runs_the_readme_agent_to_executed(
         assert event["id"] == arrival.delivery
     assert sorted(
         arrival.document["decided_by"] for arrival in arrived if arrival.event == "proposal.decided"
-    ) == ["alice", "alice", "policy:kept writes"]
+    ) == ["alice"] * 3 + ["policy:kept writes"]
     ended = [arrival.document for arrival in arrived if arrival.event == "run.ended"]
-    assert sorted(document["proposal_id"] for document in ended) == sorted([readme_id, run_id])
+    assert sorted(document["proposal_id"] for document in ended) == sorted([readme_id, run_id, mcp_id])
     for document in ended:
         assert (document["ended"], document["calls_sent"], document["calls_kept"]) == ("completed", 1, 1)
 
