@@ -2,16 +2,18 @@
 policy file (its CEL rules), docs/notifications.md's Slack-and-pager line (each service replaced by a
 receiver on loopback: Apprise's `json://` for Slack, a webhook for the pager, its event filter kept)
 and a signed webhook for every event with the secret file made by the page's own command; on SQLite,
-and on PostgreSQL with two replicas. The README's Python agent runs through to `executed`, and a plan
-whose dry run kept writes is rejected by the policy's CEL rule.
+and on PostgreSQL with two replicas. The README's Python agent and a `reviewer run` agent (a Python
+child in its sandbox, its run verified against the API's audit log, approved with `reviewer approve`
+signing with a registered key held only in a real ssh-agent) and an `mcp-gate` agent (an MCP host over
+stdio, in front of tests/mcp_gate's upstream server) run through to `executed`, and a plan whose dry
+run kept writes is rejected by the policy's CEL rule.
 
 It asserts what a team relies on: the run ends executed with its report stored; each target gets
 exactly its events, each once under its delivery id, the webhook's checked by the page's Stripe
 snippet; no token, secret or URL secret in any log line; `reviewer notify list` shows every
 delivery delivered.
 
-Not run here yet: signed approvals with a key in a real ssh-agent, a `reviewer run` agent and an
-`mcp-gate` agent, and the pager's own events (`run.unknown` waits out a lease and the 5 s sweep;
+Not run here yet: the pager's own events (`run.unknown` waits out a lease and the 5 s sweep;
 `tests/service/notifications/test_serve_notify.py` delivers it to a filtered target).
 """
 
@@ -28,6 +30,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,16 +40,35 @@ import pytest
 from reviewer.sample_api.server import RunningSampleApi
 from reviewer.service.databases import open_store
 from tests.adapters.test_readme_example import shortest_example
-from tests.agent.helpers import received, reviewer_decides_next
+from tests.agent.fixtures import Queue
+from tests.agent.helpers import received, reviewer_decides, reviewer_decides_next
+from tests.mcp_gate.test_server import answer, gate, upstream_writes
 from tests.queue_harness import Service, proposal, reviewer_command, start_together, unique_id
+from tests.run.conftest import RunProcess
 from tests.service.notifications.receiver import Arrival, Receiver
 from tests.service.postgres import Cluster
+from tests.signing.ssh import Agent, SshKey, make_key
 
 pytest.importorskip("apprise", reason="the notify extra: pip install 'reviewer[notify]'")
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-EVENTS = ["proposal.waiting", "proposal.decided", "run.ended", "proposal.decided"]
-"""What happens: the README's agent's approved run, then a plan the policy rejects."""
+APPROVED_RUN = ["proposal.waiting", "proposal.decided", "run.ended"]
+EVENTS = [*APPROVED_RUN * 3, "proposal.decided"]
+"""What happens: the approved runs of the README's agent, a `reviewer run` agent and an `mcp-gate`
+agent, then a plan the policy rejects."""
+RUN_CHILD = textwrap.dedent(
+    """\
+    import json, os, urllib.request
+    request = urllib.request.Request(
+        os.environ["REVIEWER_API_URL"] + "/v1/tickets",
+        data=json.dumps({"title": "Printer on fire"}).encode(),
+        headers={"content-type": "application/json"},
+    )
+    with urllib.request.urlopen(request) as answer:
+        print("created", answer.status)
+    """
+)
+"""`reviewer run`'s child: a plain Python agent that opens one ticket through the gate, in its sandbox."""
 
 
 def block(page: str, starting_with: str, language: str = "") -> str:
@@ -75,6 +97,14 @@ def documented_serve_arguments(db: str, slack: str, pager: str) -> list[str]:
             word = db
         replaced.append(word)
     return replaced
+
+
+@dataclass(frozen=True)
+class Signer:
+    """Alice's signing key, its private half only in her running ssh-agent's keeping."""
+
+    key: SshKey
+    agent: Agent
 
 
 @pytest.fixture
@@ -106,6 +136,114 @@ def run_the_readme_agent(
         agent.kill()
     assert agent.returncode == 0, errors
     return decided.proposal_id, output + errors
+
+
+def decision_of(queue: str, token: str, proposal_id: str) -> dict[str, Any]:
+    with httpx.Client(base_url=queue, headers={"Authorization": f"Bearer {token}"}) as reviewer:
+        state: dict[str, Any] = reviewer.get(f"/v1/proposals/{proposal_id}/decision").json()
+    return state
+
+
+def alice_approves_signed(queue: str, token: str, proposal_id: str, revision: int, signer: Signer) -> str:
+    """`reviewer approve` as alice runs it, her key only in her ssh-agent (`--key` names the `.pub`);
+    what it printed, after checking the queue took the approval as signed."""
+    digest = decision_of(queue, token, proposal_id)["plan_sha256"]
+    environment = {
+        k: v for k, v in os.environ.items() if k not in ("REVIEWER_SIGNING_KEY", "XDG_CONFIG_HOME")
+    }
+    approve = subprocess.run(
+        reviewer_command(
+            "approve",
+            proposal_id,
+            "--revision",
+            str(revision),
+            "--digest",
+            digest,
+            "--queue",
+            queue,
+            "--key",
+            str(signer.key.public_file),
+        ),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            **environment,
+            "REVIEWER_TOKEN": token,
+            "SSH_AUTH_SOCK": signer.agent.socket,
+            "XDG_CONFIG_HOME": str(signer.key.private.parent / "no-config"),
+        },
+    )
+    assert approve.returncode == 0 and approve.stdout.rstrip().endswith("(signed)"), approve
+    state = decision_of(queue, token, proposal_id)
+    assert [signature["reviewer"] for signature in state["signatures"]] == ["alice"], state
+    return approve.stdout + approve.stderr
+
+
+def run_a_reviewer_run_agent(
+    sample_api: RunningSampleApi,
+    agent_queue: str,
+    reviewer_queue: str,
+    tokens: dict[str, str],
+    signer: Signer,
+) -> tuple[str, str]:
+    """`reviewer run` (its child sandboxed, its dry run recorded) submitting through `agent_queue`,
+    approved by alice through `reviewer_queue` with her signature; the proposal's id and everything
+    it and the approval printed, after checking it exited 0 with its run verified against the API's
+    audit log."""
+    arguments = ("--api", sample_api.base_url, "--queue", agent_queue, "--audit", "/v1/audit")
+    run = RunProcess(
+        subprocess.Popen(
+            reviewer_command(
+                "run",
+                *arguments,
+                "--title",
+                "open one ticket",
+                "--poll-interval",
+                "0.1",
+                "--",
+                sys.executable,
+                "-c",
+                RUN_CHILD,
+            ),
+            env={**os.environ, "REVIEWER_AGENT_TOKEN": tokens["my-agent"]},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    )
+    try:
+        proposal_id, revision = run.wait_for_plan()
+        approved = alice_approves_signed(reviewer_queue, tokens["alice"], proposal_id, revision, signer)
+        status, output = run.finish()
+    finally:
+        run.process.kill()
+    assert status == 0, output
+    output += approved
+    assert (
+        "verified against the audit log" in output and "in the audit log: 1 of 1 that succeeded" in output
+    ), output
+    return proposal_id, output
+
+
+def run_an_mcp_gate_agent(agent_queue: str, reviewer_queue: str, tokens: dict[str, str], log: Path) -> str:
+    """An MCP host driving `reviewer mcp-gate` over stdio in front of the test upstream server (as
+    tests/mcp_gate drives it): one ticket opened, the plan submitted through `agent_queue`, approved by
+    alice through `reviewer_queue`, run by the gate; the proposal's id, after checking its run."""
+    queue = Queue(agent_queue, Path(), tokens["my-agent"], tokens["alice"])
+
+    async def scenario() -> tuple[str, dict[str, Any]]:
+        async with gate(queue, log) as host:
+            await host.call_tool("open_ticket", {"title": "Printer on fire"})
+            submitted = answer(await host.call_tool("reviewer_submit_plan", {"title": "open one ticket"}))
+            await reviewer_decides(reviewer_queue, tokens["alice"], submitted["proposal_id"], "approve")
+            status = {"proposal_id": submitted["proposal_id"]}
+            return submitted["proposal_id"], answer(await host.call_tool("reviewer_plan_status", status))
+
+    proposal_id, executed = asyncio.run(scenario())
+    assert (executed["state"], executed.get("ended")) == ("executed", "completed"), executed
+    assert upstream_writes(log) == [{"tool": "open_ticket", "title": "Printer on fire", "id": "tk-3"}]
+    return proposal_id
 
 
 def submit_a_plan_whose_dry_run_kept_writes(queue: str, token: str) -> None:
@@ -149,12 +287,13 @@ def once_each(arrivals: list[Arrival]) -> list[str]:
 
 
 @pytest.mark.parametrize("store", ["sqlite", "postgresql"])
-def test_the_documented_production_setup_runs_the_readme_agent_to_executed(
+def test_the_documented_production_setup_runs_each_kind_of_agent_to_executed(
     store: str,
     request: pytest.FixtureRequest,
     tmp_path: Path,
     sample_api: RunningSampleApi,
     receivers: dict[str, Receiver],
+    agent: Agent,
 ) -> None:
     # The secret file, made by the page's own command; the policy file, the page's own.
     make_secret = block("notifications.md", "head -c 32 /dev/urandom").splitlines()[0]
@@ -186,18 +325,30 @@ def test_the_documented_production_setup_runs_the_readme_agent_to_executed(
         start_together(*services)
     try:
         tokens = services[0].tokens({"my-agent": "agent", "alice": "reviewer"})
-        proposal_id, agent_output = run_the_readme_agent(
-            sample_api, services[0].url, services[-1].url, tokens
+        signer = Signer(make_key(tmp_path, "alice"), agent)
+        signer.agent.add(signer.key)
+        signer.key.private.unlink()  # only the agent holds it now
+        subprocess.run(
+            reviewer_command("keys", "add", "alice", str(signer.key.public_file), "--db", db),
+            check=True,
+            capture_output=True,
         )
+        readme_id, readme_output = run_the_readme_agent(sample_api, services[0].url, services[-1].url, tokens)
+        run_id, run_output = run_a_reviewer_run_agent(
+            sample_api, services[0].url, services[-1].url, tokens, signer
+        )
+        mcp_id = run_an_mcp_gate_agent(services[0].url, services[-1].url, tokens, tmp_path / "upstream.log")
+        agent_output = readme_output + run_output
         with httpx.Client(
             base_url=services[-1].url, headers={"Authorization": f"Bearer {tokens['alice']}"}
         ) as alice:
-            state = alice.get(f"/v1/proposals/{proposal_id}/decision").json()
-            (run,) = alice.get(f"/v1/proposals/{proposal_id}/executions").json()["executions"]
-        assert state["state"] == "executed" and state["decided_by"] == "alice"
-        assert (run["ended"], len(run["calls"])) == ("completed", 1)
-        # The README's agent records its dry run (the default): only the approved run reaches the API.
-        assert [entry["query"] for entry in received(sample_api)] == [{}]
+            for proposal_id in (readme_id, run_id, mcp_id):
+                state = alice.get(f"/v1/proposals/{proposal_id}/decision").json()
+                (run,) = alice.get(f"/v1/proposals/{proposal_id}/executions").json()["executions"]
+                assert state["state"] == "executed" and state["decided_by"] == "alice", state
+                assert (run["ended"], len(run["calls"])) == ("completed", 1), run
+        # Both agents record their dry run: only the two approved runs reach the API.
+        assert [entry["query"] for entry in received(sample_api)] == [{}, {}]
         submit_a_plan_whose_dry_run_kept_writes(services[-1].url, tokens["my-agent"])
 
         wait_for_delivered(db, 2 * len(EVENTS))
@@ -216,7 +367,9 @@ def test_the_documented_production_setup_runs_the_readme_agent_to_executed(
     chat_titles = sorted(
         json.loads(arrival.body)["title"].split(":")[0] for arrival in receivers["chat"].accepted()
     )
-    assert chat_titles == ["Approved by alice", "Rejected by policy", "Run completed", "Waiting for review"]
+    assert chat_titles == sorted(
+        ["Approved by alice", "Run completed", "Waiting for review"] * 3 + ["Rejected by policy"]
+    )
     assert receivers["pager"].arrivals == []
 
     # The webhook's deliveries pass the page's Stripe check with the secret the page says to read.
@@ -228,12 +381,11 @@ def test_the_documented_production_setup_runs_the_readme_agent_to_executed(
         assert event["id"] == arrival.delivery
     assert sorted(
         arrival.document["decided_by"] for arrival in arrived if arrival.event == "proposal.decided"
-    ) == [
-        "alice",
-        "policy:kept writes",
-    ]
-    ended = next(arrival.document for arrival in arrived if arrival.event == "run.ended")
-    assert (ended["ended"], ended["calls_sent"], ended["calls_kept"]) == ("completed", 1, 1)
+    ) == ["alice"] * 3 + ["policy:kept writes"]
+    ended = [arrival.document for arrival in arrived if arrival.event == "run.ended"]
+    assert sorted(document["proposal_id"] for document in ended) == sorted([readme_id, run_id, mcp_id])
+    for document in ended:
+        assert (document["ended"], document["calls_sent"], document["calls_kept"]) == ("completed", 1, 1)
 
     # No secret in any log line.
     logs = agent_output + "".join(service.log() for service in services)
