@@ -22,7 +22,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ),
     ("serve", "reviewer.service.commands", "run the queue service"),
     ("notify", "reviewer.service.commands", "the queue's notifications"),
-    ("token", "reviewer.service.commands", "mint, list and revoke the queue's tokens"),
+    ("token", "reviewer.service.commands", "mint, list, rotate and revoke the queue's tokens"),
     ("keys", "reviewer.service.commands", "register and remove reviewers' SSH signing keys"),
     ("db", "reviewer.service.commands", "upgrade or back up the queue's database"),
     ("approve", "reviewer.queue.commands", "approve one revision of a proposal, by its digest"),
