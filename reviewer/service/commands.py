@@ -154,7 +154,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     deliveries.set_defaults(func=run_notify_list)
 
     token = subparsers.add_parser(
-        "token", help="mint, list, rotate and revoke the queue's tokens", description="Manage the queue's tokens."
+        "token",
+        help="mint, list, rotate and revoke the queue's tokens",
+        description="Manage the queue's tokens.",
     )
     commands = token.add_subparsers(title="token commands", metavar="COMMAND", required=True)
     create = commands.add_parser("create", help="mint a token and print it, once")
