@@ -11,6 +11,7 @@ from reviewer.sample_api.server import RunningSampleApi
 from tests.adapters.examples import example_fixture
 from tests.agent.fixtures import Queue
 from tests.agent.helpers import received, reviewer_decides
+from tests.agent.test_request_changes import KEEP_T3
 
 example = example_fixture("langgraph_agent", "langgraph")
 
@@ -45,9 +46,14 @@ def test_the_graph_pauses_until_the_queue_approves_then_runs_once(
     assert [(call.tool, call.effect) for call in seen.calls] == [
         ("create_ticket", "create"),
         ("update_ticket", "update"),
+        ("update_ticket", "update"),
     ]
     assert done["state"] == "executed" and "completed" in done["summary"]
-    assert real_writes(sample_api) == [("POST", "/v1/tickets"), ("PATCH", "/v1/tickets/t1")]
+    assert real_writes(sample_api) == [
+        ("POST", "/v1/tickets"),
+        ("PATCH", "/v1/tickets/t1"),
+        ("PATCH", "/v1/tickets/t3"),
+    ]
     assert sample_api.store.tickets["t1"]["mergedInto"] == "tk-4"
 
 
@@ -67,3 +73,34 @@ def test_a_rejection_ends_the_graph_with_the_reviewers_reason(
     assert done["state"] == "rejected" and done["reason"] == "t1 is a different printer"
     assert not done.get("__interrupt__")
     assert real_writes(sample_api) == []
+
+
+def test_changes_requested_go_back_to_the_task_and_revision_2_runs_keeping_t3_open(
+    queue: Queue, sample_api: RunningSampleApi, example: ModuleType
+) -> None:
+    """ "keep t3 open" on revision 1 sends the graph back to the plan node: the task gets the reason, the
+    plan without the close of t3 pauses as revision 2 of the same proposal, and once approved it runs."""
+
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any], Any, dict[str, Any]]:
+        async with gate(queue, sample_api) as agent_gate:
+            graph = example.build(agent_gate)
+            paused = await example.start(graph, "t-changes")
+            await reviewer_decides(
+                queue.url, queue.reviewer_token, paused["proposal_id"], "request_changes", KEEP_T3
+            )
+            replanned = await example.resume(graph, "t-changes")
+            seen = await reviewer_decides(queue.url, queue.reviewer_token, paused["proposal_id"], "approve")
+            done = await example.resume(graph, "t-changes")
+            return paused, replanned, seen, done
+
+    paused, replanned, seen, done = asyncio.run(scenario())
+    assert replanned.get("__interrupt__"), "revision 2 waits for the reviewer"
+    assert replanned["proposal_id"] == paused["proposal_id"] and replanned["revision"] == 2
+    assert seen.revision == 2
+    assert [(call.tool, call.args.get("id")) for call in seen.calls] == [
+        ("create_ticket", None),
+        ("update_ticket", "t1"),
+    ]
+    assert done["state"] == "executed" and "completed" in done["summary"]
+    assert real_writes(sample_api) == [("POST", "/v1/tickets"), ("PATCH", "/v1/tickets/t1")]
+    assert sample_api.store.tickets["t3"]["status"] == "open"
