@@ -90,12 +90,13 @@ class GatedNodes:
             interrupt(
                 {"proposal_id": decision.proposal_id, "state": "pending", "ask": "resume to check again"}
             )
-        answer: GateState = {"state": decision.state, "revision": decision.revision}
-        if decision.reason:
-            answer["reason"] = decision.reason
-        if decision.decided_by:
-            answer["decided_by"] = decision.decided_by
-        return answer
+        # always both keys, so an earlier revision's reason never stays in the state beside this one
+        return {
+            "state": decision.state,
+            "revision": decision.revision,
+            "reason": decision.reason or "",
+            "decided_by": decision.decided_by or "",
+        }
 
     async def execute(self, state: GateState) -> GateState:
         """Claim the approval and replay the approved calls once; the summary says how it ended."""
@@ -113,7 +114,7 @@ class GatedNodes:
         """The reviewer's request for changes the graph came back to the plan node with, if any."""
         if state.get("state") != "changes_requested":
             return None
-        return Feedback(state.get("reason", ""), state.get("decided_by", "a reviewer"), state["revision"])
+        return Feedback(state.get("reason", ""), state.get("decided_by") or "a reviewer", state["revision"])
 
     def after_approval(self, state: GateState) -> str:
         """Approved: execute; changes requested and a revision left: plan again; otherwise the end."""

@@ -89,7 +89,9 @@ def test_changes_requested_go_back_to_the_task_and_revision_2_runs_keeping_t3_op
                 queue.url, queue.reviewer_token, paused["proposal_id"], "request_changes", KEEP_T3
             )
             replanned = await example.resume(graph, "t-changes")
-            seen = await reviewer_decides(queue.url, queue.reviewer_token, paused["proposal_id"], "approve")
+            seen = await reviewer_decides(
+                queue.url, queue.reviewer_token, paused["proposal_id"], "approve", reason=""
+            )
             done = await example.resume(graph, "t-changes")
             return paused, replanned, seen, done
 
@@ -102,5 +104,29 @@ def test_changes_requested_go_back_to_the_task_and_revision_2_runs_keeping_t3_op
         ("update_ticket", "t1"),
     ]
     assert done["state"] == "executed" and "completed" in done["summary"]
+    assert done["reason"] == "", "revision 1's reason does not stay beside revision 2's approval"
     assert real_writes(sample_api) == [("POST", "/v1/tickets"), ("PATCH", "/v1/tickets/t1")]
     assert sample_api.store.tickets["t3"]["status"] == "open"
+
+
+def test_with_one_revision_allowed_changes_requested_end_the_graph_with_the_reason(
+    queue: Queue, sample_api: RunningSampleApi, example: ModuleType
+) -> None:
+    """`max_revisions=1` (the default): a request for changes ends the graph like a rejection, no re-plan."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from reviewer.adapters.langgraph import gated_graph
+
+    async def scenario() -> dict[str, Any]:
+        async with gate(queue, sample_api) as agent_gate:
+            graph = gated_graph(agent_gate, example.task, title="close t3", checkpointer=InMemorySaver())
+            paused = await example.start(graph, "t-once")
+            await reviewer_decides(
+                queue.url, queue.reviewer_token, paused["proposal_id"], "request_changes", KEEP_T3
+            )
+            return await example.resume(graph, "t-once")
+
+    done = asyncio.run(scenario())
+    assert not done.get("__interrupt__")
+    assert done["state"] == "changes_requested" and done["reason"] == KEEP_T3 and done["revision"] == 1
+    assert real_writes(sample_api) == []
