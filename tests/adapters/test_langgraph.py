@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 from reviewer.agent import Gate
+from reviewer.queue.messages import Decision
 from reviewer.sample_api.server import RunningSampleApi
 from tests.adapters.examples import example_fixture
 from tests.agent.fixtures import Queue
@@ -22,6 +24,23 @@ def real_writes(sample_api: RunningSampleApi) -> list[tuple[str, str]]:
 
 def gate(queue: Queue, sample_api: RunningSampleApi) -> Gate:
     return Gate(api=sample_api.base_url, queue=queue.url, token=queue.agent_token, agent="deskline-langgraph")
+
+
+async def decided_once(
+    queue: Queue,
+    sample_api: RunningSampleApi,
+    example: ModuleType,
+    build: Callable[[Gate], Any],
+    decision: Decision,
+    reason: str,
+    resumed_with: Any = "check again",
+) -> dict[str, Any]:
+    """A graph `build` makes, started; the reviewer decides its plan; the graph resumed once."""
+    async with gate(queue, sample_api) as agent_gate:
+        graph = build(agent_gate)
+        paused = await example.start(graph, decision)
+        await reviewer_decides(queue.url, queue.reviewer_token, paused["proposal_id"], decision, reason)
+        return dict(await example.resume(graph, decision, resumed_with))
 
 
 def test_the_graph_pauses_until_the_queue_approves_then_runs_once(
@@ -60,17 +79,11 @@ def test_the_graph_pauses_until_the_queue_approves_then_runs_once(
 def test_a_rejection_ends_the_graph_with_the_reviewers_reason(
     queue: Queue, sample_api: RunningSampleApi, example: ModuleType
 ) -> None:
-    async def scenario() -> dict[str, Any]:
-        async with gate(queue, sample_api) as agent_gate:
-            graph = example.build(agent_gate)
-            paused = await example.start(graph, "t-reject")
-            await reviewer_decides(
-                queue.url, queue.reviewer_token, paused["proposal_id"], "reject", "t1 is a different printer"
-            )
-            return await example.resume(graph, "t-reject", "approved, trust me")
-
-    done = asyncio.run(scenario())
-    assert done["state"] == "rejected" and done["reason"] == "t1 is a different printer"
+    reason = "t1 is a different printer"
+    done = asyncio.run(
+        decided_once(queue, sample_api, example, example.build, "reject", reason, "approved, trust me")
+    )
+    assert done["state"] == "rejected" and done["reason"] == reason
     assert not done.get("__interrupt__")
     assert real_writes(sample_api) == []
 
@@ -78,8 +91,8 @@ def test_a_rejection_ends_the_graph_with_the_reviewers_reason(
 def test_changes_requested_go_back_to_the_task_and_revision_2_runs_keeping_t3_open(
     queue: Queue, sample_api: RunningSampleApi, example: ModuleType
 ) -> None:
-    """ "keep t3 open" on revision 1 sends the graph back to the plan node: the task gets the reason, the
-    plan without the close of t3 pauses as revision 2 of the same proposal, and once approved it runs."""
+    """Asking "keep t3 open" on revision 1 sends the graph back to the plan node: the task gets the reason,
+    the plan without the close of t3 pauses as revision 2 of the same proposal; approved, it runs."""
 
     async def scenario() -> tuple[dict[str, Any], dict[str, Any], Any, dict[str, Any]]:
         async with gate(queue, sample_api) as agent_gate:
@@ -117,16 +130,10 @@ def test_with_one_revision_allowed_changes_requested_end_the_graph_with_the_reas
 
     from reviewer.adapters.langgraph import gated_graph
 
-    async def scenario() -> dict[str, Any]:
-        async with gate(queue, sample_api) as agent_gate:
-            graph = gated_graph(agent_gate, example.task, title="close t3", checkpointer=InMemorySaver())
-            paused = await example.start(graph, "t-once")
-            await reviewer_decides(
-                queue.url, queue.reviewer_token, paused["proposal_id"], "request_changes", KEEP_T3
-            )
-            return await example.resume(graph, "t-once")
+    def build_once(agent_gate: Gate) -> Any:
+        return gated_graph(agent_gate, example.task, title="close t3", checkpointer=InMemorySaver())
 
-    done = asyncio.run(scenario())
+    done = asyncio.run(decided_once(queue, sample_api, example, build_once, "request_changes", KEEP_T3))
     assert not done.get("__interrupt__")
     assert done["state"] == "changes_requested" and done["reason"] == KEEP_T3 and done["revision"] == 1
     assert real_writes(sample_api) == []
