@@ -6,7 +6,8 @@ Run `reviewer sample-api` and `reviewer serve`, mint an agent token, then:
 
 The graph dry-runs the task, submits the plan and pauses on `interrupt()`. Approve it in `reviewer`, then
 press enter here: the graph resumes, asks the queue (never the resume value) and runs the approved calls
-once. The "model" is a scripted task: no API key needed.
+once. The "model" is a scripted task: no API key needed. Ask for changes instead (key `c`) with "keep t3
+open": the graph goes back to the task with your words, and its new plan comes to you as revision 2.
 """
 
 from __future__ import annotations
@@ -19,18 +20,27 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from reviewer.adapters.langgraph import gated_graph
-from reviewer.agent import Gate
+from reviewer.agent import Feedback, Gate
 from reviewer.sample_api.tools import AUDIT, DRY_RUN_QUERY, create_ticket, update_ticket
 
 
-async def task() -> None:
-    """What the model decided to do: open a ticket and merge t1 into it."""
+async def task(feedback: Feedback | None = None) -> None:
+    """What the model decided to do: open a ticket, merge t1 into it and close t3. A model would get
+    `str(feedback)` as a message; this script only reads whether the reviewer asked to keep t3 open."""
     ticket = await create_ticket(title="Printer on fire")
     await update_ticket(id="t1", status="closed", mergedInto=ticket["id"])
+    if feedback is None or "keep t3 open" not in feedback.reason:
+        await update_ticket(id="t3", status="closed")
 
 
 def build(gate: Gate) -> Any:
-    return gated_graph(gate, task, title="Merge t1 into a new ticket", checkpointer=InMemorySaver())
+    return gated_graph(
+        gate,
+        task,
+        title="Merge t1 into a new ticket, close t3",
+        checkpointer=InMemorySaver(),
+        max_revisions=3,
+    )
 
 
 async def start(graph: Any, thread: str) -> dict[str, Any]:

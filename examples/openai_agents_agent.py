@@ -5,8 +5,10 @@ Run `reviewer sample-api` and `reviewer serve`, mint an agent token, then:
     REVIEWER_AGENT_TOKEN=... python examples/openai_agents_agent.py
 
 and approve the proposal in `reviewer` (the terminal app). The model here is scripted (no API key, no
-network): it opens a ticket, then closes t1 and t2 into it with two parallel tool calls, reading the new
-ticket's id from the first tool's answer, exactly as a real model would.
+network): it opens a ticket, then closes t1 and t2 into it and closes t3 with parallel tool calls, reading
+the new ticket's id from the first tool's answer, exactly as a real model would. Ask for changes in
+`reviewer` (key `c`) with "keep t3 open": the model reads your reason and plans again without closing t3,
+and that plan comes back to you as revision 2 of the same proposal.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import asyncio
 import itertools
 import json
 import os
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -22,15 +25,19 @@ from agents import Agent, ModelResponse, RunConfig, Runner, Usage
 from agents.models.interface import Model
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
-from reviewer.adapters.openai_agents import function_tools
-from reviewer.agent import Gate, GateResult
+from reviewer.adapters.openai_agents import REPLAN_ASK, function_tools, replan_input
+from reviewer.agent import Feedback, Gate, GateResult
 from reviewer.sample_api.tools import AUDIT, DRY_RUN_QUERY, create_ticket, update_ticket
 
-TASK = "Open a ticket 'Printer on fire' and close t1 and t2 into it."
+__all__ = ["REPLAN_ASK", "TASK", "ScriptedModel", "build_agent", "main"]
+
+TASK = "Open a ticket 'Printer on fire', close t1 and t2 into it, and close t3."
+KEEP_OPEN = re.compile(r"keep (t\d+) open")
 
 
 class ScriptedModel(Model):
-    """Stands in for an LLM: the same three turns every time, the ticket id read from the tool's answer."""
+    """Stands in for an LLM: the same three turns every time, the ticket id read from the tool's answer,
+    and t3 left open when a user message says to keep it open."""
 
     def __init__(self) -> None:
         self._ids = itertools.count(1)
@@ -45,9 +52,15 @@ class ScriptedModel(Model):
             return self._respond(self._call("create_ticket", title="Printer on fire"))
         if len(answers) == 1:
             ticket = json.loads(answers[0]["output"])["result"]["id"]
+            t3 = (
+                []
+                if "t3" in self._kept_open(input)
+                else [self._call("update_ticket", id="t3", status="closed")]
+            )
             return self._respond(
                 self._call("update_ticket", id="t1", status="closed", mergedInto=ticket),
                 self._call("update_ticket", id="t2", status="closed", mergedInto=ticket),
+                *t3,
             )
         notes = " / ".join(json.loads(answer["output"]).get("note", "") for answer in answers[1:])
         message = ResponseOutputMessage(
@@ -61,6 +74,16 @@ class ScriptedModel(Model):
 
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         raise NotImplementedError("the scripted model does not stream")
+
+    @staticmethod
+    def _kept_open(input: Any) -> set[str]:
+        """The tickets the user's messages ask to keep open (a reviewer's reason arrives as one)."""
+        said = [
+            str(item.get("content", ""))
+            for item in input
+            if isinstance(item, dict) and item.get("role") == "user"
+        ]
+        return {ticket for text in said for ticket in KEEP_OPEN.findall(text)}
 
     def _call(self, name: str, **arguments: Any) -> ResponseFunctionToolCall:
         number = next(self._ids)
@@ -86,11 +109,14 @@ def build_agent() -> Agent[Any]:
     )
 
 
-async def main(api_url: str, queue_url: str, *, poll_interval: float = 2.0) -> GateResult:
+async def main(
+    api_url: str, queue_url: str, *, poll_interval: float = 2.0, max_revisions: int = 3
+) -> GateResult:
     agent = build_agent()
 
-    async def task() -> None:
-        await Runner.run(agent, TASK, run_config=RunConfig(tracing_disabled=True))
+    async def task(feedback: Feedback | None = None) -> None:
+        # a reviewer's request for changes reaches the model as a message after the task
+        await Runner.run(agent, replan_input(TASK, feedback), run_config=RunConfig(tracing_disabled=True))
 
     async with Gate(
         api=api_url,
@@ -101,8 +127,13 @@ async def main(api_url: str, queue_url: str, *, poll_interval: float = 2.0) -> G
         backend="server",  # the sample API documents its dry-run parameter; the default is "record"
         dry_run_query=DRY_RUN_QUERY,
     ) as gate:
-        result = await gate.run(task, title="Close t1 and t2 into a new ticket", description=TASK)
-    result.raise_for_stop()  # a rejection, or a run that did not make every approved call, raises here
+        result = await gate.run(
+            task,
+            title="Close t1 and t2 into a new ticket, close t3",
+            description=TASK,
+            max_revisions=max_revisions,  # re-plan on a request for changes, up to this many plans
+        )
+    result.raise_for_stop()  # a rejection, changes asked too often, or an incomplete run raises here
     return result
 
 

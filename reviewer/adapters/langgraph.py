@@ -8,6 +8,10 @@ The approval node never trusts the value a graph is resumed with: anyone who can
 write "approved" there. It asks the queue each time it runs, pauses again while the plan is pending, and
 ends the graph with the reviewer's reason when it is rejected. Only the queue's approval, claimed by the
 execute node, lets the approved calls run, once.
+
+With `max_revisions=N` (more than 1), a request for changes goes back to the plan node: a task that takes
+a keyword argument `feedback` gets the reviewer's `Feedback` (put `str(feedback)` in front of your model
+as a message), and the new plan is submitted as the next revision of the same proposal.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
 from reviewer.agent.errors import NoApproval, RunStopped
+from reviewer.agent.feedback import Feedback, with_feedback
 from reviewer.agent.gate import Gate
 from reviewer.agent.tools import GatedTool, WriteTool
 
@@ -31,6 +36,7 @@ class GateState(TypedDict, total=False):
     plan_sha256: str
     state: str
     reason: str
+    decided_by: str
     summary: str
 
 
@@ -44,16 +50,28 @@ class GatedNodes:
         *,
         title: str,
         tools: Iterable[WriteTool | GatedTool] = (),
+        max_revisions: int = 1,
     ) -> None:
+        if max_revisions < 1:
+            raise ValueError(f"max_revisions must be 1 or more, not {max_revisions}")
         self.gate = gate
         self.task = task
         self.title = title
         self.tools = tuple(tools)
+        self.max_revisions = max_revisions
 
     async def plan(self, state: GateState) -> GateState:
-        """Dry-run the task and submit the plan; answers at once (the approval node waits)."""
-        recording = await self.gate.dry_run(self.task)
-        submission = await self.gate.submit(self.gate.propose(recording, title=self.title))
+        """Dry-run the task and submit the plan; answers at once (the approval node waits). After a
+        request for changes, the task gets the reviewer's words and the plan is the next revision."""
+        feedback = self.feedback(state)
+        recording = await self.gate.dry_run(with_feedback(self.task, feedback))
+        proposal = self.gate.propose(
+            recording,
+            title=self.title,
+            proposal_id=state["proposal_id"] if feedback else None,
+            revision=feedback.revision + 1 if feedback else 1,
+        )
+        submission = await self.gate.submit(proposal)
         return {
             "proposal_id": submission.proposal_id,
             "revision": submission.revision,
@@ -72,10 +90,13 @@ class GatedNodes:
             interrupt(
                 {"proposal_id": decision.proposal_id, "state": "pending", "ask": "resume to check again"}
             )
-        answer: GateState = {"state": decision.state}
-        if decision.reason:
-            answer["reason"] = decision.reason
-        return answer
+        # always both keys, so an earlier revision's reason never stays in the state beside this one
+        return {
+            "state": decision.state,
+            "revision": decision.revision,
+            "reason": decision.reason or "",
+            "decided_by": decision.decided_by or "",
+        }
 
     async def execute(self, state: GateState) -> GateState:
         """Claim the approval and replay the approved calls once; the summary says how it ended."""
@@ -89,8 +110,19 @@ class GatedNodes:
         return {"state": "executed", "summary": execution.summary()}
 
     @staticmethod
-    def after_approval(state: GateState) -> str:
-        return "execute" if state.get("state") == "approved" else END
+    def feedback(state: GateState) -> Feedback | None:
+        """The reviewer's request for changes the graph came back to the plan node with, if any."""
+        if state.get("state") != "changes_requested":
+            return None
+        return Feedback(state.get("reason", ""), state.get("decided_by") or "a reviewer", state["revision"])
+
+    def after_approval(self, state: GateState) -> str:
+        """Approved: execute; changes requested and a revision left: plan again; otherwise the end."""
+        if state.get("state") == "approved":
+            return "execute"
+        if state.get("state") == "changes_requested" and state["revision"] < self.max_revisions:
+            return "plan"
+        return END
 
 
 def gated_graph(
@@ -100,15 +132,17 @@ def gated_graph(
     title: str,
     tools: Iterable[WriteTool | GatedTool] = (),
     checkpointer: Any = None,
+    max_revisions: int = 1,
 ) -> Any:
-    """plan -> approval -> execute (or the end, when the plan is not approved), compiled."""
-    nodes = GatedNodes(gate, task, title=title, tools=tools)
+    """plan -> approval -> execute (or the end, when the plan is not approved; or plan again, when a
+    reviewer asked for changes and `max_revisions` allows another revision), compiled."""
+    nodes = GatedNodes(gate, task, title=title, tools=tools, max_revisions=max_revisions)
     builder = StateGraph(GateState)
     builder.add_node("plan", nodes.plan)
     builder.add_node("approval", nodes.approval)
     builder.add_node("execute", nodes.execute)
     builder.add_edge(START, "plan")
     builder.add_edge("plan", "approval")
-    builder.add_conditional_edges("approval", nodes.after_approval, ["execute", END])
+    builder.add_conditional_edges("approval", nodes.after_approval, ["execute", "plan", END])
     builder.add_edge("execute", END)
     return builder.compile(checkpointer=checkpointer)

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 from reviewer.agent import Gate
+from reviewer.queue.messages import Decision
 from reviewer.sample_api.server import RunningSampleApi
 from tests.adapters.examples import example_fixture
 from tests.agent.fixtures import Queue
 from tests.agent.helpers import received, reviewer_decides
+from tests.agent.test_request_changes import KEEP_T3
 
 example = example_fixture("langgraph_agent", "langgraph")
 
@@ -21,6 +24,23 @@ def real_writes(sample_api: RunningSampleApi) -> list[tuple[str, str]]:
 
 def gate(queue: Queue, sample_api: RunningSampleApi) -> Gate:
     return Gate(api=sample_api.base_url, queue=queue.url, token=queue.agent_token, agent="deskline-langgraph")
+
+
+async def decided_once(
+    queue: Queue,
+    sample_api: RunningSampleApi,
+    example: ModuleType,
+    build: Callable[[Gate], Any],
+    decision: Decision,
+    reason: str,
+    resumed_with: Any = "check again",
+) -> dict[str, Any]:
+    """A graph `build` makes, started; the reviewer decides its plan; the graph resumed once."""
+    async with gate(queue, sample_api) as agent_gate:
+        graph = build(agent_gate)
+        paused = await example.start(graph, decision)
+        await reviewer_decides(queue.url, queue.reviewer_token, paused["proposal_id"], decision, reason)
+        return dict(await example.resume(graph, decision, resumed_with))
 
 
 def test_the_graph_pauses_until_the_queue_approves_then_runs_once(
@@ -45,25 +65,75 @@ def test_the_graph_pauses_until_the_queue_approves_then_runs_once(
     assert [(call.tool, call.effect) for call in seen.calls] == [
         ("create_ticket", "create"),
         ("update_ticket", "update"),
+        ("update_ticket", "update"),
     ]
     assert done["state"] == "executed" and "completed" in done["summary"]
-    assert real_writes(sample_api) == [("POST", "/v1/tickets"), ("PATCH", "/v1/tickets/t1")]
+    assert real_writes(sample_api) == [
+        ("POST", "/v1/tickets"),
+        ("PATCH", "/v1/tickets/t1"),
+        ("PATCH", "/v1/tickets/t3"),
+    ]
     assert sample_api.store.tickets["t1"]["mergedInto"] == "tk-4"
 
 
 def test_a_rejection_ends_the_graph_with_the_reviewers_reason(
     queue: Queue, sample_api: RunningSampleApi, example: ModuleType
 ) -> None:
-    async def scenario() -> dict[str, Any]:
+    reason = "t1 is a different printer"
+    done = asyncio.run(
+        decided_once(queue, sample_api, example, example.build, "reject", reason, "approved, trust me")
+    )
+    assert done["state"] == "rejected" and done["reason"] == reason
+    assert not done.get("__interrupt__")
+    assert real_writes(sample_api) == []
+
+
+def test_changes_requested_go_back_to_the_task_and_revision_2_runs_keeping_t3_open(
+    queue: Queue, sample_api: RunningSampleApi, example: ModuleType
+) -> None:
+    """Asking "keep t3 open" on revision 1 sends the graph back to the plan node: the task gets the reason,
+    the plan without the close of t3 pauses as revision 2 of the same proposal; approved, it runs."""
+
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any], Any, dict[str, Any]]:
         async with gate(queue, sample_api) as agent_gate:
             graph = example.build(agent_gate)
-            paused = await example.start(graph, "t-reject")
+            paused = await example.start(graph, "t-changes")
             await reviewer_decides(
-                queue.url, queue.reviewer_token, paused["proposal_id"], "reject", "t1 is a different printer"
+                queue.url, queue.reviewer_token, paused["proposal_id"], "request_changes", KEEP_T3
             )
-            return await example.resume(graph, "t-reject", "approved, trust me")
+            replanned = await example.resume(graph, "t-changes")
+            seen = await reviewer_decides(
+                queue.url, queue.reviewer_token, paused["proposal_id"], "approve", reason=""
+            )
+            done = await example.resume(graph, "t-changes")
+            return paused, replanned, seen, done
 
-    done = asyncio.run(scenario())
-    assert done["state"] == "rejected" and done["reason"] == "t1 is a different printer"
+    paused, replanned, seen, done = asyncio.run(scenario())
+    assert replanned.get("__interrupt__"), "revision 2 waits for the reviewer"
+    assert replanned["proposal_id"] == paused["proposal_id"] and replanned["revision"] == 2
+    assert seen.revision == 2
+    assert [(call.tool, call.args.get("id")) for call in seen.calls] == [
+        ("create_ticket", None),
+        ("update_ticket", "t1"),
+    ]
+    assert done["state"] == "executed" and "completed" in done["summary"]
+    assert done["reason"] == "", "revision 1's reason does not stay beside revision 2's approval"
+    assert real_writes(sample_api) == [("POST", "/v1/tickets"), ("PATCH", "/v1/tickets/t1")]
+    assert sample_api.store.tickets["t3"]["status"] == "open"
+
+
+def test_with_one_revision_allowed_changes_requested_end_the_graph_with_the_reason(
+    queue: Queue, sample_api: RunningSampleApi, example: ModuleType
+) -> None:
+    """`max_revisions=1` (the default): a request for changes ends the graph like a rejection, no re-plan."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from reviewer.adapters.langgraph import gated_graph
+
+    def build_once(agent_gate: Gate) -> Any:
+        return gated_graph(agent_gate, example.task, title="close t3", checkpointer=InMemorySaver())
+
+    done = asyncio.run(decided_once(queue, sample_api, example, build_once, "request_changes", KEEP_T3))
     assert not done.get("__interrupt__")
+    assert done["state"] == "changes_requested" and done["reason"] == KEEP_T3 and done["revision"] == 1
     assert real_writes(sample_api) == []

@@ -9,13 +9,15 @@ from typing import Any
 
 import pytest
 
-from reviewer.agent import Gate, NoActiveRun, PlanStop, ProposalRejected, local_approval
+from reviewer.agent import Feedback, Gate, NoActiveRun, PlanStop, ProposalRejected, local_approval
 from reviewer.agent.execution import execute_approved
+from reviewer.queue.client import QueueClient
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
 from tests.adapters.examples import example_fixture
 from tests.agent.fixtures import Queue
-from tests.agent.helpers import received, reviewer_decides_next
+from tests.agent.helpers import first_pending, received, reviewer_decides_next
+from tests.agent.test_request_changes import KEEP_T3, reviewer_asks_then_approves
 
 example = example_fixture("openai_agents_agent", "agents")
 AGENT_NAME = "deskline-openai-agents"
@@ -61,8 +63,8 @@ def run_example(
 def test_the_example_agent_runs_the_approved_plan_once(
     example: ModuleType, queue: Queue, sample_api: RunningSampleApi, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The scripted model's three calls (two of them parallel) reach the reviewer as a plan of a create
-    and two updates chained on its id; after approval the API gets exactly those writes, once."""
+    """The scripted model's four calls (three of them parallel) reach the reviewer as a plan of a create,
+    two updates chained on its id and the close of t3; after approval the API gets those writes, once."""
     monkeypatch.setenv("REVIEWER_AGENT_TOKEN", queue.agent_token)
     result, seen = run_example(example, queue, sample_api, "approve")
     assert not isinstance(result, BaseException), result
@@ -70,12 +72,14 @@ def test_the_example_agent_runs_the_approved_plan_once(
         ("create_ticket", "create", None),
         ("update_ticket", "update", "<id from call 1>"),
         ("update_ticket", "update", "<id from call 1>"),
+        ("update_ticket", "update", None),
     ]
-    assert [call.outcome.http_status for call in seen.calls if call.outcome] == [201, 422, 422]
+    assert [call.outcome.http_status for call in seen.calls if call.outcome][:3] == [201, 422, 422]
     assert real_writes(sample_api) == [
         ("POST", "/v1/tickets"),
         ("PATCH", "/v1/tickets/t1"),
         ("PATCH", "/v1/tickets/t2"),
+        ("PATCH", "/v1/tickets/t3"),
     ]
     assert sample_api.store.tickets["t2"]["mergedInto"] == "tk-4"
     assert result.ok and result.verification.count("same once placeholders resolve") == 2
@@ -88,6 +92,68 @@ def test_a_rejection_reaches_the_agent_with_the_reviewers_reason(
     result, _ = run_example(example, queue, sample_api, "reject", "merge into t5 instead")
     assert isinstance(result, ProposalRejected) and result.reason == "merge into t5 instead"
     assert real_writes(sample_api) == []
+
+
+def test_changes_requested_reach_the_model_which_re_plans_revision_2_keeping_t3_open(
+    agents: ModuleType,
+    example: ModuleType,
+    queue: Queue,
+    sample_api: RunningSampleApi,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Revision 1 closes t3; the reviewer asks "keep t3 open" through the queue; the model gets the
+    reason as a message after the task and plans without that call; revision 2 is approved and runs."""
+    monkeypatch.setenv("REVIEWER_AGENT_TOKEN", queue.agent_token)
+    model_inputs: list[Any] = []
+    scripted = example.ScriptedModel.get_response
+
+    async def recorded(model: Any, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> Any:
+        model_inputs.append(input)
+        return await scripted(model, system_instructions, input, *args, **kwargs)
+
+    monkeypatch.setattr(example.ScriptedModel, "get_response", recorded)
+
+    async def reviewer() -> list[str]:
+        async with QueueClient(queue.url, queue.reviewer_token) as client:
+            first = await first_pending(client, lambda item: item.agent_name == AGENT_NAME, "revision 1")
+        return await reviewer_asks_then_approves(queue, first.proposal_id)
+
+    async def both() -> Any:
+        return await asyncio.gather(
+            example.main(sample_api.base_url, queue.url, poll_interval=0.05), reviewer()
+        )
+
+    result, decided = asyncio.run(both())
+    assert decided == [
+        "create_ticket,update_ticket,update_ticket,update_ticket",
+        "create_ticket,update_ticket,update_ticket",
+    ]
+    plans = [user_messages(turn) for turn in model_inputs if not tool_answers(turn)]
+    assert plans == [
+        [example.TASK],
+        [example.TASK, f"{Feedback(KEEP_T3, 'test-reviewer', 1)}. {example.REPLAN_ASK}"],
+    ], "the first plan is asked with the task alone, the re-plan with the reviewer's reason after it"
+    assert result.ok and result.submission.revision == 2
+    assert result.feedback == (Feedback(KEEP_T3, "test-reviewer", 1),)
+    assert real_writes(sample_api) == [
+        ("POST", "/v1/tickets"),
+        ("PATCH", "/v1/tickets/t1"),
+        ("PATCH", "/v1/tickets/t2"),
+    ]
+    assert sample_api.store.tickets["t1"]["status"] == "closed"
+    assert sample_api.store.tickets["t3"]["status"] == "open"
+
+
+def user_messages(model_input: Any) -> list[str]:
+    if isinstance(model_input, str):
+        return [model_input]
+    return [item["content"] for item in model_input if item.get("role") == "user"]
+
+
+def tool_answers(model_input: Any) -> list[Any]:
+    return [
+        item for item in model_input if isinstance(item, dict) and item.get("type") == "function_call_output"
+    ]
 
 
 def test_the_model_reads_what_the_dry_run_proved(
