@@ -93,13 +93,8 @@ def test_a_hanging_receiver_never_holds_up_the_queue_and_an_unknown_outcome_is_n
 ) -> None:
     hung = Receiver(mode="hang").start()
     db = tmp_path / "queue.sqlite3"
-    service = Service(
-        db=db,
-        log_path=tmp_path / "service.log",
-        serve_args=(
-            *("--notify", hung.url, "--notify", receiver.url),
-            *("--notify-secret-file", str(secret_file), "--claim-lease", "1"),
-        ),
+    service = notifying(
+        db, tmp_path / "service.log", receiver, secret_file, "--notify", hung.url, "--claim-lease", "1"
     )
     service.start()
     try:
@@ -159,13 +154,12 @@ def test_a_target_given_events_gets_only_those_and_the_start_up_line_names_them(
 ) -> None:
     pager = Receiver().start()
     db = tmp_path / "queue.sqlite3"
-    service = Service(
-        db=db,
-        log_path=tmp_path / "service.log",
-        serve_args=(
-            *("--notify", receiver.url, "--notify", f"run.unknown={pager.url}"),
-            *("--notify-secret-file", str(secret_file), "--claim-lease", "1"),
-        ),
+    service = notifying(
+        db,
+        tmp_path / "service.log",
+        receiver,
+        secret_file,
+        *("--notify", f"run.unknown={pager.url}", "--claim-lease", "1"),
     )
     service.start()
     try:
