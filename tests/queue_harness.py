@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -202,6 +202,15 @@ def make_actors(service: Service) -> Actors:
         other_agent=service.client(tokens["other"]),
         tokens=tokens,
     )
+
+
+def served_with_actors(folder: Path) -> Iterator[tuple[Service, Actors]]:
+    """A module's queue: a service in `folder` and its four actors, closed and stopped after."""
+    service = start_service(folder)
+    actors = make_actors(service)
+    yield service, actors
+    actors.close()
+    service.stop()
 
 
 _counter = iter(range(1, 1_000_000))

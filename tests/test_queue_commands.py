@@ -22,10 +22,9 @@ from tests.queue_harness import (
     Service,
     claimed_report,
     decide,
-    make_actors,
     mint_tokens,
     reviewer_command,
-    start_service,
+    served_with_actors,
     submit,
     unique_id,
 )
@@ -36,11 +35,7 @@ SAMPLES = Path(__file__).resolve().parent.parent / "sample_proposals"
 
 @pytest.fixture(scope="module")
 def queue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, Actors]]:
-    service = start_service(tmp_path_factory.mktemp("queue"))
-    actors = make_actors(service)
-    yield service, actors
-    actors.close()
-    service.stop()
+    yield from served_with_actors(tmp_path_factory.mktemp("queue"))
 
 
 def run(

@@ -12,9 +12,8 @@ import pytest
 from tests.queue_harness import (
     Actors,
     Service,
-    make_actors,
     reviewer_command,
-    start_service,
+    served_with_actors,
     submit,
     unique_id,
 )
@@ -23,11 +22,7 @@ from tests.signing.ssh import make_key
 
 @pytest.fixture(scope="module")
 def queue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, Actors]]:
-    service = start_service(tmp_path_factory.mktemp("queue"))
-    actors = make_actors(service)
-    yield service, actors
-    actors.close()
-    service.stop()
+    yield from served_with_actors(tmp_path_factory.mktemp("queue"))
 
 
 def run(
