@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -30,7 +30,7 @@ import msgspec
 from reviewer.plan.proposal import Proposal, scan_proposal
 from reviewer.policy.expressions import DEFAULT_DEADLINE, EvaluationError, Expression
 from reviewer.policy.file import Policy, PolicyRule
-from reviewer.policy.verdict import Verdict, evaluate
+from reviewer.policy.verdict import ChangeRequest, Verdict, evaluate
 
 DEFAULT_WORKERS: Final = 2
 WORKER_START_LIMIT: Final = 60.0
@@ -83,12 +83,16 @@ class PolicyEvaluator:
         killed when the thread that started it ends (`_die_with_parent`), and the threads that ask
         for verdicts come and go."""
 
-    def verdict(self, body: bytes, proposal: Proposal | None = None) -> Verdict:
+    def verdict(
+        self, body: bytes, proposal: Proposal | None = None, changes_requested: Sequence[ChangeRequest] = ()
+    ) -> Verdict:
         """The verdict on the proposal whose JSON is `body` (`proposal`, when the caller parsed it,
-        spares a parse on the fail-closed path)."""
-        return self.evaluate(body, proposal).verdict
+        spares a parse on the fail-closed path), after the changes asked of its earlier revisions."""
+        return self.evaluate(body, proposal, changes_requested).verdict
 
-    def evaluate(self, body: bytes, proposal: Proposal | None = None) -> BoundedVerdict:
+    def evaluate(
+        self, body: bytes, proposal: Proposal | None = None, changes_requested: Sequence[ChangeRequest] = ()
+    ) -> BoundedVerdict:
         with self._slots:
             outcomes: dict[int, RuleOutcome] = {}
             running = values_seconds = None
@@ -99,6 +103,7 @@ class PolicyEvaluator:
                 worker = self._take()
                 start = time.monotonic()
                 worker.connection.send_bytes(body)
+                worker.connection.send(tuple(changes_requested))
                 while True:
                     remaining = self.deadline - (time.monotonic() - start)
                     if remaining <= 0 or not worker.connection.poll(remaining):
@@ -266,8 +271,8 @@ class _Worker:
 
 
 def _serve_evaluations(descriptor: int) -> None:
-    """The worker: the policy, then for each proposal's JSON each rule's outcome and the verdict,
-    until the parent closes the socket."""
+    """The worker: the policy, then for each proposal's JSON (and the changes asked of its earlier
+    revisions) each rule's outcome and the verdict, until the parent closes the socket."""
     _die_with_parent()
     connection = Connection(descriptor)
     policy, signing = connection.recv()
@@ -275,10 +280,12 @@ def _serve_evaluations(descriptor: int) -> None:
         connection.send("ready")
         try:
             body = connection.recv_bytes()
+            asked = connection.recv()
         except (EOFError, OSError):
             return
         proposal = scan_proposal(body, "stored proposal")
-        connection.send(("verdict", evaluate(_reporting(policy, connection), proposal, signing=signing)))
+        verdict = evaluate(_reporting(policy, connection), proposal, signing=signing, changes_requested=asked)
+        connection.send(("verdict", verdict))
 
 
 def _reporting(policy: Policy, connection: Connection) -> Policy:

@@ -13,7 +13,7 @@ approval by policy.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -38,6 +38,16 @@ ENVIRONMENT_ALARMS = (
 
 FAILED_ERROR_LENGTH = 160
 """How much of a failed rule's error the one-line summary quotes (`policy explain` shows it whole)."""
+
+
+@dataclass(frozen=True)
+class ChangeRequest:
+    """A reviewer's request for changes on an earlier revision of the same proposal, as rules read it
+    (`plan.changes_requested`): a plan that answers "keep t3 open" twice is a rule's business."""
+
+    revision: int
+    by: str
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -200,7 +210,11 @@ def _call_heads(proposal: Proposal, with_args: bool) -> Iterator[_CallHead]:
 
 
 def activation(
-    policy: Policy, proposal: Proposal, environment: Environment, alarms: list[str]
+    policy: Policy,
+    proposal: Proposal,
+    environment: Environment,
+    alarms: list[str],
+    changes_requested: Sequence[ChangeRequest] = (),
 ) -> dict[str, Any]:
     """The values every rule reads, in one pass over the calls."""
     counts = {"create": 0, "update": 0, "delete": 0, "read": 0, "other": 0, "destructive": 0}
@@ -237,6 +251,11 @@ def activation(
             "environment": target.environment or "",
         },
         "plan": {
+            "revision": proposal.revision,
+            "changes_requested": [
+                {"revision": asked.revision, "by": asked.by, "reason": asked.reason}
+                for asked in changes_requested
+            ],
             "calls": calls,
             "counts": counts,
             "tools": tools,
@@ -252,11 +271,17 @@ def activation(
 
 
 def evaluate(
-    policy: Policy, proposal: Proposal, analysis: Analysis | None = None, *, signing: bool = False
+    policy: Policy,
+    proposal: Proposal,
+    analysis: Analysis | None = None,
+    *,
+    signing: bool = False,
+    changes_requested: Sequence[ChangeRequest] = (),
 ) -> Verdict:
     """The policy's verdict on `proposal`; `analysis` is computed only when a rule reads `alarms`.
     `signing`: the queue has a key to sign its own approvals with (where signatures are required,
-    an approval by policy without one is left to a human)."""
+    an approval by policy without one is left to a human). `changes_requested`: what reviewers
+    asked of the proposal's earlier revisions, oldest first."""
     environment, environment_alarms = resolve_environment(
         policy, proposal.target.base_url, proposal.target.environment
     )
@@ -273,7 +298,7 @@ def evaluate(
     alarm_names = [alarm for alarm, _sentence in environment_alarms]
     if policy.reads_alarms:
         alarm_names = [*(analysis or Analysis(proposal)).alarm_names, *alarm_names]
-    values = context(activation(policy, proposal, environment, alarm_names))
+    values = context(activation(policy, proposal, environment, alarm_names, changes_requested))
     matched: list[RuleMatch] = []
     rejecting: PolicyRule | None = None
     approving: list[PolicyRule] = []

@@ -30,7 +30,7 @@ from reviewer.plan.proposal import Proposal, scan_proposal
 from reviewer.policy.bounded import PolicyEvaluator
 from reviewer.policy.file import Policy
 from reviewer.policy.quorum import Requirement, person
-from reviewer.policy.verdict import Verdict, evaluate
+from reviewer.policy.verdict import ChangeRequest, Verdict, evaluate
 from reviewer.queue.messages import (
     Claim,
     ClaimRequest,
@@ -47,6 +47,7 @@ from reviewer.queue.messages import (
     TrailEvent,
 )
 from reviewer.service import events, rules
+from reviewer.service.asked_changes import changes_requested_before
 from reviewer.service.auth import Identity, Role, hashes_match
 from reviewer.service.errors import Conflict, NotFound, Unauthorized
 from reviewer.service.rules import Row
@@ -468,17 +469,23 @@ class QueueStore(ABC):
                 revision=revision,
             )
             assert row is not None
-            verdict = self._evaluate_policy(bytes(row["body"]), proposal)
+            asked = changes_requested_before(db, proposal_id, revision)
+            verdict = self._evaluate_policy(bytes(row["body"]), proposal, asked)
         self._verdicts[key] = verdict
         return verdict
 
-    def _evaluate_policy(self, body: bytes | bytearray, proposal: Proposal | None) -> Verdict:
-        """The policy's verdict on the proposal whose JSON is `body` (parsed as `proposal`, if given)."""
+    def _evaluate_policy(
+        self, body: bytes | bytearray, proposal: Proposal | None, asked: tuple[ChangeRequest, ...]
+    ) -> Verdict:
+        """The policy's verdict on the proposal whose JSON is `body` (parsed as `proposal`, if given),
+        after the changes `asked` of its earlier revisions."""
         if self.policy_evaluator is not None:
-            return self.policy_evaluator.verdict(bytes(body), proposal)
+            return self.policy_evaluator.verdict(bytes(body), proposal, asked)
         if proposal is None:
             proposal = scan_proposal(bytes(body), "stored proposal")
-        return evaluate(self.policy, proposal, signing=self.policy_signing is not None)
+        return evaluate(
+            self.policy, proposal, signing=self.policy_signing is not None, changes_requested=asked
+        )
 
     def _rule(self, db: Transaction, proposal_id: str, revision: int) -> tuple[Requirement, str | None]:
         """What deciding this revision takes, and the environment it comes from."""
@@ -571,8 +578,11 @@ class QueueStore(ABC):
         calls); a policy that rejects or approves decides in the same transaction as the revision.
         """
         verdict = None
+        asked: tuple[ChangeRequest, ...] = ()
         if submission.proposal is not None and not self.policy.trivial:
-            verdict = self._evaluate_policy(submission.body, submission.proposal)
+            with self.read() as db:
+                asked = changes_requested_before(db, submission.proposal_id, submission.revision)
+            verdict = self._evaluate_policy(submission.body, submission.proposal, asked)
         now = self.clock()
         with self.write() as db:
             self._require_active(db, identity)
@@ -645,7 +655,8 @@ class QueueStore(ABC):
                 body=submission.body,
             )
             key = (submission.proposal_id, submission.revision)
-            if verdict is not None:
+            # A request for changes recorded since the verdict was evaluated: evaluated again, below.
+            if verdict is not None and changes_requested_before(db, *key) == asked:
                 self._verdicts[key] = verdict
             else:
                 self._verdicts.pop(key, None)

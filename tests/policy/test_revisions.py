@@ -1,0 +1,101 @@
+"""A policy judges a revision with its history, in the real queue: `reviewer serve --policy` (the
+policy evaluated in its worker processes) reads `plan.revision` and the reasons reviewers gave when
+they asked for changes to earlier revisions; and a quorum counts the approvals of one revision only."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.queue_harness import Actors, Service, decide, make_actors, start_service, submit, unique_id
+
+POLICY = """\
+[default]
+approvals = 1
+
+[[rules]]
+name = "fourth try"
+when = "plan.revision > 3"
+approvals = 2
+
+[[rules]]
+name = "asked to leave t2 open"
+when = '''plan.changes_requested.exists(r, r.reason.contains("t2") && r.by == "alice")
+  && plan.calls.exists(c, c.args.id == "t2")'''
+reject = "a reviewer asked to leave t2 open; this revision still closes it"
+"""
+
+
+@pytest.fixture(scope="module")
+def queue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, Actors]]:
+    folder = tmp_path_factory.mktemp("revisions")
+    (folder / "policy.toml").write_text(POLICY)
+    service = start_service(folder, "--policy", str(folder / "policy.toml"))
+    actors = make_actors(service)
+    yield service, actors
+    actors.close()
+    service.stop()
+
+
+def state(actors: Actors, proposal_id: str) -> dict[str, Any]:
+    answer: dict[str, Any] = actors.alice.get(f"/v1/proposals/{proposal_id}/decision").json()
+    return answer
+
+
+def ask_changes(actors: Actors, proposal_id: str, revision: int, digest: str, reason: str) -> None:
+    response = decide(actors.alice, proposal_id, revision, digest, "request_changes", reason=reason)
+    assert response.json()["state"] == "changes_requested", response.text
+
+
+def test_a_rule_reads_an_earlier_reason_and_rejects_the_revision_that_ignores_it(
+    queue: tuple[Service, Actors],
+) -> None:
+    """Revision 1 closes t1 and t2; alice asks "leave t2 open". Revision 2 still closes t2: the rule
+    reading her reason rejects it before any human. Revision 3 closes t1 alone: a human decides."""
+    _service, actors = queue
+    proposal_id = unique_id("leave-t2")
+    first = submit(actors.agent, proposal_id, 1, calls=2)
+    assert first["state"] == "pending", "revision 1 has no history: the rule does not match"
+    ask_changes(actors, proposal_id, 1, first["plan_sha256"], "please leave t2 open")
+
+    second = submit(actors.agent, proposal_id, 2, calls=2)
+    assert second["state"] == "rejected"
+    rejected = state(actors, proposal_id)
+    assert rejected["decided_by"] == "policy:asked to leave t2 open"
+    assert rejected["reason"] == "a reviewer asked to leave t2 open; this revision still closes it"
+
+    third = submit(actors.agent, proposal_id, 3, calls=1)
+    assert third["state"] == "pending"
+    assert state(actors, proposal_id)["policy"]["needs"] == "needs 1 approval"
+
+
+def test_a_fourth_revision_needs_two_approvals_and_the_quorum_counts_that_revision_only(
+    queue: tuple[Service, Actors],
+) -> None:
+    """`plan.revision > 3` asks two approvals of revision 4 (revision 3 needed one). Alice's approval
+    of revision 4 is not carried to revision 5: bob's approval of 5 is 1 of 2, alice's again meets it."""
+    _service, actors = queue
+    proposal_id = unique_id("fourth-try")
+    for revision in (1, 2, 3):
+        answer = submit(actors.agent, proposal_id, revision, calls=revision)
+        assert state(actors, proposal_id)["approvals_required"] == 1, f"revision {revision}"
+        ask_changes(actors, proposal_id, revision, answer["plan_sha256"], f"try {revision + 1}")
+
+    fourth = submit(actors.agent, proposal_id, 4, calls=4)["plan_sha256"]
+    asked = state(actors, proposal_id)
+    assert (asked["approvals_required"], asked["policy"]["needs"]) == (
+        2,
+        "needs 2 approvals: rule `fourth try`",
+    )
+    assert decide(actors.alice, proposal_id, 4, fourth, "approve").json()["state"] == "pending"
+    changes = decide(actors.bob, proposal_id, 4, fourth, "request_changes", reason="one more")
+    assert changes.json()["state"] == "changes_requested"
+
+    fifth = submit(actors.agent, proposal_id, 5, calls=5)["plan_sha256"]
+    assert state(actors, proposal_id)["approvals"] == [], "revision 4's approval counts for revision 4"
+    bob = decide(actors.bob, proposal_id, 5, fifth, "approve").json()
+    assert (bob["state"], bob["approvals"]) == ("pending", ["bob"])
+    alice = decide(actors.alice, proposal_id, 5, fifth, "approve").json()
+    assert (alice["state"], alice["approvals"]) == ("approved", ["bob", "alice"])
