@@ -14,18 +14,21 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SNAPSHOTS = HERE.parent / "tests" / "tui" / "__snapshots__" / "test_snapshots"
+TUI_TESTS = HERE.parent / "tests" / "tui"
+SNAPSHOTS = TUI_TESTS / "__snapshots__" / "test_snapshots"
+LIVE_SNAPSHOTS = TUI_TESTS / "live" / "__snapshots__" / "test_snapshots"
 PICTURES = {
-    "test_queue_screen.svg": "queue.svg",
-    "test_review_server_dry_run.svg": "review-server.svg",
-    "test_review_record_dry_run.svg": "review-record.svg",
-    "test_writes_kept_alarm.svg": "writes-kept.svg",
-    "test_outlier_in_extremes.svg": "outlier.svg",
-    "test_hostile_proposal.svg": "hostile.svg",
-    "test_approve_confirmation.svg": "confirm.svg",
-    "test_drift_view.svg": "drift.svg",
-    "test_help_screen.svg": "help.svg",
-    "test_review_at_80x24.svg": "review-80x24.svg",
+    SNAPSHOTS / "test_queue_screen.svg": "queue.svg",
+    SNAPSHOTS / "test_review_server_dry_run.svg": "review-server.svg",
+    SNAPSHOTS / "test_review_record_dry_run.svg": "review-record.svg",
+    SNAPSHOTS / "test_writes_kept_alarm.svg": "writes-kept.svg",
+    SNAPSHOTS / "test_outlier_in_extremes.svg": "outlier.svg",
+    SNAPSHOTS / "test_hostile_proposal.svg": "hostile.svg",
+    SNAPSHOTS / "test_approve_confirmation.svg": "confirm.svg",
+    SNAPSHOTS / "test_drift_view.svg": "drift.svg",
+    SNAPSHOTS / "test_help_screen.svg": "help.svg",
+    SNAPSHOTS / "test_review_at_80x24.svg": "review-80x24.svg",
+    LIVE_SNAPSHOTS / "test_drift_answering_changes_requested[100x30].svg": "drift-changes-requested.svg",
 }
 
 
@@ -80,13 +83,14 @@ def main() -> int:
             "pytest",
             "-q",
             "--snapshot-update",
-            str(SNAPSHOTS.parents[1] / "test_snapshots.py"),
+            str(TUI_TESTS / "test_snapshots.py"),
+            str(TUI_TESTS / "live" / "test_snapshots.py"),
         ],
         check=True,
         cwd=HERE.parent,
     )
     for snapshot, picture in PICTURES.items():
-        (HERE / picture).write_text(place_runs((SNAPSHOTS / snapshot).read_text()))
+        (HERE / picture).write_text(place_runs(snapshot.read_text()))
         print(f"screenshots/{picture}")
     return 0
 

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
 import httpx
+import pytest
 
 from reviewer.queue.config import Secret
+from reviewer.queue.messages import TrailEvent
 from reviewer.signing.sshsig import PublicKey, Signer
 from reviewer.tui.app import ReviewerApp
 from reviewer.tui.model.queue_source import QueueSource
+from tests.queue_harness import body
+from tests.tui.helpers import SAMPLES
 from tests.tui.live.fake_queue import AT, FakeQueue, replanned
-from tests.tui.live.helpers import decide_from_keyboard, open_proposal, status, until
+from tests.tui.live.helpers import decide_from_keyboard, open_proposal, shown_text, status, until
 
 SIZE = (100, 30)
 
@@ -173,3 +178,50 @@ def test_r_polls_at_once_while_the_queue_is_down() -> None:
             await until(pilot, lambda: len(requests) > sent, "the poll r asked for")
 
     asyncio.run(scenario())
+
+
+def changes_asked_then_replanned() -> FakeQueue:
+    """The merge sample as revision 1, alice's request "keep t3 open" on it in the trail, and the
+    agent's revision 2: the same plan without the delete of t3."""
+    first = json.loads((SAMPLES / "deskline-merge.server.json").read_bytes())
+    second = {
+        **first,
+        "revision": 2,
+        "calls": [call for call in first["calls"] if call["tool"] != "delete_ticket"],
+    }
+    second["dry_run"] = {**first["dry_run"], "write_requests": len(second["calls"])}
+    fake = FakeQueue()
+    fake.add(first["proposal_id"], plan=body(first))
+    entry = fake.proposals[first["proposal_id"]]
+    entry.history.append(
+        TrailEvent(
+            seq=10,
+            at=AT,
+            actor="alice",
+            event="changes_requested",
+            revision=1,
+            plan_sha256=entry.digest(1),
+            reason="keep t3 open",
+        )
+    )
+    entry.plans.append(body(second))
+    return fake
+
+
+@pytest.mark.parametrize("size", [(100, 30), (80, 24)], ids=["100x30", "80x24"])
+def test_drift_answering_changes_requested(snap_compare, size) -> None:
+    """d on revision 2 of the merge, which answers alice's request on revision 1: the summary says "1
+    removed" and under it "rev 1: changes requested by alice: keep t3 open"; the plan's rows are
+    revision 2's three calls, with revision 1's delete_ticket t3 put back in red where it stood,
+    marked removed."""
+    fake = changes_asked_then_replanned()
+    proposal_id = next(iter(fake.proposals))
+
+    async def run_before(pilot: Any) -> None:
+        await loaded(1)(pilot)
+        await open_proposal(pilot, pilot.app, proposal_id)
+        await pilot.press("d")
+        await until(pilot, lambda: "removed" in shown_text(pilot.app, "#drift-summary"), "the drift")
+        await pilot.pause()
+
+    assert snap_compare(live_app(fake.transport()), terminal_size=size, run_before=run_before)
