@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -26,6 +27,8 @@ from reviewer.service.auth import hash_token, mint_token
 from tests.agent.fixtures import Queue
 from tests.agent.helpers import received
 from tests.agent.test_gate import gated_run
+from tests.queue_harness import Service
+from tests.service.notifications.receiver import Receiver, notify_options
 
 KEEP_T3 = "keep t3 open"
 
@@ -68,9 +71,30 @@ async def reviewer_asks_then_approves(queue: Queue, proposal_id: str, attempts: 
     raise AssertionError(f"{proposal_id} did not reach revision 2 in time")
 
 
+@pytest.fixture
+def notified(tmp_path: Path) -> Iterator[tuple[Queue, Receiver]]:
+    """A real queue of its own that notifies a webhook receiver on loopback."""
+    receiver = Receiver().start()
+    service = Service(
+        db=tmp_path / "queue.sqlite3",
+        log_path=tmp_path / "serve.log",
+        serve_args=notify_options(receiver, tmp_path),
+    )
+    service.start()
+    tokens = service.tokens({"test-agent": "agent", "test-reviewer": "reviewer"})
+    try:
+        yield Queue(service.url, service.db, tokens["test-agent"], tokens["test-reviewer"]), receiver
+    finally:
+        service.stop()
+        receiver.stop()
+
+
 def test_the_reviewer_asks_to_keep_t3_open_and_revision_2_runs_without_the_delete(
-    queue: Queue, sample_api: RunningSampleApi
+    notified: tuple[Queue, Receiver], sample_api: RunningSampleApi
 ) -> None:
+    """The Show: "keep t3 open" on revision 1; the task plans again without the delete; revision 2
+    is approved and runs; the API has t1 closed and t3 open; the receiver got the request once."""
+    queue, receiver = notified
     seen: list[Feedback | None] = []
     result, decided = asyncio.run(
         gated_run(
@@ -104,6 +128,16 @@ def test_the_reviewer_asks_to_keep_t3_open_and_revision_2_runs_without_the_delet
         "PATCH",
         "PATCH",
     ]
+    arrived = [(arrival.event, arrival.document["revision"]) for arrival in receiver.wait_for(5)]
+    assert arrived == [
+        ("proposal.waiting", 1),
+        ("proposal.changes_requested", 1),
+        ("proposal.waiting", 2),
+        ("proposal.decided", 2),
+        ("run.ended", 2),
+    ]
+    asked = next(arrival.document for arrival in receiver.accepted() if arrival.event.endswith("requested"))
+    assert (asked["decided_by"], asked["reason"]) == ("test-reviewer", KEEP_T3)
 
 
 def test_with_one_revision_allowed_changes_requested_ends_the_run_with_the_reason_and_writes_nothing(

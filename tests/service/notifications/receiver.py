@@ -7,12 +7,14 @@ import json
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, Literal
 
 from tests.service.ports import free_port
 
 Mode = Literal["ok", "fail", "redirect", "hang", "huge"]
 HUGE_BYTES = 10 * 1024 * 1024
+SECRET = "a-secret-only-the-receiver-knows"
 
 
 @dataclass(frozen=True)
@@ -121,3 +123,11 @@ class Receiver:
             if not self.changed.wait_for(lambda: len(self.accepted()) >= count, timeout):
                 raise AssertionError(f"{len(self.accepted())} of {count} deliveries arrived: {self.arrivals}")
             return self.accepted()
+
+
+def notify_options(receiver: Receiver, folder: Path) -> tuple[str, ...]:
+    """`serve`'s options to notify `receiver`, signing with `SECRET` from a file only its owner reads."""
+    secret = folder / "notify-secret"
+    secret.write_text(SECRET + "\n")
+    secret.chmod(0o600)
+    return ("--notify", receiver.url, "--notify-secret-file", str(secret))
