@@ -28,7 +28,10 @@ DEFAULT_POLL_INTERVAL: Final = 0.25
 """How often each target's thread looks for due rows (an idle look is one indexed statement); an
 event committed by this replica wakes it at once, one committed by another waits for this."""
 DEFAULT_SWEEP_INTERVAL: Final = 5.0
-"""How often reminders and runs that never reported are looked for."""
+"""How often reminders and runs that never reported are looked for; an expiry or a lease that ends
+sooner is looked for when it ends (`Deliverer.next_sweep_at`)."""
+PAST_DEADLINE: Final = 0.05
+"""Seconds the sweep waits past a deadline, so the deadline has passed by the store's clock too."""
 PRUNE_INTERVAL: Final = 60.0
 """How often finished deliveries past their retention are deleted, and backlogs trimmed."""
 
@@ -71,6 +74,7 @@ class Deliverer:
         self._next_prune = 0.0
         self._stopping = threading.Event()
         self._wakes = {name: threading.Event() for name in self.senders}
+        self._sweep_wake = threading.Event()
         self._threads: list[threading.Thread] = []
 
     def deliver_due(self) -> int:
@@ -142,9 +146,11 @@ class Deliverer:
             thread.start()
 
     def wake(self) -> None:
-        """An event was committed here: each target's thread looks now, not at its next poll."""
+        """An event was committed here: each target's thread looks now, not at its next poll, and the
+        sweep asks again when the next deadline passes."""
         for wake in self._wakes.values():
             wake.set()
+        self._sweep_wake.set()
 
     def _run(self, target: str) -> None:
         while not self._stopping.is_set():
@@ -157,13 +163,34 @@ class Deliverer:
                 self._wakes[target].wait(self.poll_interval)
                 self._wakes[target].clear()
 
+    def next_sweep_at(self, last_sweep: float) -> float:
+        """When the sweep looks again: a sweep interval after `last_sweep`, or sooner when a proposal's
+        deadline (its pending time, its approval's, a claim's lease) passes first, so that deadline's
+        `proposal.expired` or `run.unknown` goes out when it happens, not up to an interval later."""
+        next_deadline = self.store.list_version().next_deadline
+        due = last_sweep + self.sweep_interval
+        return due if next_deadline is None else min(due, next_deadline + PAST_DEADLINE)
+
     def _sweep_loop(self) -> None:
-        while not self._stopping.wait(self.sweep_interval):
+        """Sweep when `next_sweep_at` says, asking again whenever an event committed here (a new
+        proposal, a decision) may have brought a deadline sooner than the one waited for; a time
+        once waited for is never put off by asking again (its deadline no longer counts as next)."""
+        last_sweep = self.clock()
+        due = last_sweep + self.sweep_interval
+        while not self._stopping.is_set():
             try:
-                self.store.sweep_events()
-                self.prune()
+                if self.clock() >= due:
+                    last_sweep = self.clock()
+                    self.store.sweep_events()
+                    self.prune()
+                    due = self.next_sweep_at(last_sweep)
+                else:
+                    due = min(due, self.next_sweep_at(last_sweep))
             except Exception:
                 log.exception("looking for reminders and unreported runs failed; trying again")
+                due = self.clock() + self.sweep_interval
+            self._sweep_wake.wait(max(due - self.clock(), 0.0))
+            self._sweep_wake.clear()
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the threads after their current attempt (bounded by the attempt's timeout)."""
