@@ -1,4 +1,4 @@
-"""A policy judges a revision with its history, in the real queue: `reviewer serve --policy` (the
+"""A policy judges a revision with its history, alone and in the real queue: `reviewer serve --policy` (the
 policy evaluated in its worker processes) reads `plan.revision` and the reasons reviewers gave when
 they asked for changes to earlier revisions; and a quorum counts the approvals of one revision only."""
 
@@ -9,7 +9,20 @@ from typing import Any
 
 import pytest
 
-from tests.queue_harness import Actors, Service, decide, make_actors, start_service, submit, unique_id
+from reviewer.plan.proposal import parse_proposal
+from reviewer.policy.file import parse_policy
+from reviewer.policy.verdict import ChangeRequest, Verdict, evaluate
+from tests.queue_harness import (
+    Actors,
+    Service,
+    body,
+    decide,
+    make_actors,
+    proposal,
+    start_service,
+    submit,
+    unique_id,
+)
 
 POLICY = """\
 [default]
@@ -26,6 +39,24 @@ when = '''plan.changes_requested.exists(r, r.reason.contains("t2") && r.by == "a
   && plan.calls.exists(c, c.args.id == "t2")'''
 reject = "a reviewer asked to leave t2 open; this revision still closes it"
 """
+
+
+def verdict(revision: int, calls: int, *asked: ChangeRequest) -> Verdict:
+    """The policy's verdict on a plan closing t1 to t`calls`, evaluated here, without the queue."""
+    plan = parse_proposal(body(proposal("history", revision, calls=calls)))
+    return evaluate(parse_policy(POLICY), plan, changes_requested=asked)
+
+
+def test_rules_read_the_revision_and_the_reasons_asked_of_earlier_revisions() -> None:
+    leave_t2 = ChangeRequest(revision=1, by="alice", reason="leave t2 open")
+    assert verdict(1, 2).outcome == "human"
+    assert verdict(3, 2).requirement.approvals == 1
+    assert verdict(4, 2).requirement.approvals == 2
+    ignored = verdict(2, 2, leave_t2)
+    assert (ignored.outcome, ignored.decided_by) == ("reject", "policy:asked to leave t2 open")
+    assert verdict(2, 1, leave_t2).outcome == "human", "revision 2 left t2 alone"
+    by_bob = ChangeRequest(revision=1, by="bob", reason="leave t2 open")
+    assert verdict(2, 2, by_bob).outcome == "human", "the rule reads who asked"
 
 
 @pytest.fixture(scope="module")

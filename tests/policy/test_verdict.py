@@ -13,7 +13,7 @@ import pytest
 from reviewer.plan.proposal import parse_proposal
 from reviewer.policy.expressions import ExpressionError, compile_expression
 from reviewer.policy.file import PolicyError, parse_policy
-from reviewer.policy.verdict import ChangeRequest, evaluate, needs
+from reviewer.policy.verdict import evaluate, needs
 from tests.builders import proposal_document
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_proposals"
@@ -402,33 +402,3 @@ def test_a_rule_on_destructive_counts_a_call_marked_destructive_whatever_its_eff
     assert needs(evaluate(parse_policy(rules), destructive_update)).startswith("needs 2 approvals")
     assert needs(evaluate(parse_policy(POLICY), destructive_update)).startswith("needs 1 approval")
     assert needs(evaluate(parse_policy(rules), marked)).startswith("needs 1 approval")
-
-
-HISTORY_POLICY = """\
-[default]
-approvals = 1
-
-[[rules]]
-name = "fourth try"
-when = "plan.revision > 3"
-approvals = 2
-
-[[rules]]
-name = "asked to keep t1"
-when = '''plan.changes_requested.exists(r, r.reason.contains("t1") && r.revision == 1)
-  && plan.counts.delete > 0'''
-reject = "a reviewer asked to keep t1; this revision still deletes it"
-"""
-
-
-def test_rules_read_the_revision_and_the_reasons_asked_of_earlier_revisions() -> None:
-    policy = parse_policy(HISTORY_POLICY)
-    keep_t1 = ChangeRequest(revision=1, by="alice", reason="keep t1")
-    assert evaluate(policy, plan(None, None, revision=3)).outcome == "human"
-    assert evaluate(policy, plan(None, None, revision=4)).requirement.approvals == 2
-    asked_again = evaluate(policy, plan(None, None, revision=2), changes_requested=[keep_t1])
-    assert (asked_again.outcome, asked_again.decided_by) == ("reject", "policy:asked to keep t1")
-    elsewhere = ChangeRequest(revision=2, by="alice", reason="keep t1")
-    assert evaluate(policy, plan(None, None, revision=3), changes_requested=[elsewhere]).outcome == "human"
-    kept = evaluate(policy, plan(None, None, effect="update", revision=2), changes_requested=[keep_t1])
-    assert kept.outcome == "human"
