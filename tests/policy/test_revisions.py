@@ -5,13 +5,17 @@ they asked for changes to earlier revisions; and a quorum counts the approvals o
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from reviewer.plan.proposal import parse_proposal
+from reviewer.plan.proposal import parse_proposal, plan_sha256
 from reviewer.policy.file import parse_policy
 from reviewer.policy.verdict import ChangeRequest, Verdict, evaluate
+from reviewer.queue.messages import DecisionRequest
+from reviewer.service.databases import open_store
+from reviewer.service.store import Submission
 from tests.queue_harness import (
     Actors,
     Service,
@@ -23,6 +27,7 @@ from tests.queue_harness import (
     submit,
     unique_id,
 )
+from tests.service.test_store_contract import identity
 
 POLICY = """\
 [default]
@@ -130,3 +135,53 @@ def test_a_fourth_revision_needs_two_approvals_and_the_quorum_counts_that_revisi
     assert (bob["state"], bob["approvals"]) == ("pending", ["bob"])
     alice = decide(actors.alice, proposal_id, 5, fifth, "approve").json()
     assert (alice["state"], alice["approvals"]) == ("approved", ["bob", "alice"])
+
+
+def stored_submission(revision: int, calls: int) -> Submission:
+    document = body(proposal("raced", revision, calls=calls))
+    plan = parse_proposal(document)
+    return Submission("raced", revision, plan_sha256(plan), "title", "agent", calls, document, plan)
+
+
+def test_a_request_recorded_while_the_next_revision_is_evaluated_is_read_before_it_is_stored(
+    tmp_path: Path,
+) -> None:
+    """The store evaluates a submission's policy before its write lock. Alice asks "leave t2 open"
+    of revision 1 in that moment: revision 2, still closing t2, is evaluated again with her words
+    inside the lock, and rejected, not left to a human under a verdict that never read them."""
+    store = open_store(
+        tmp_path / "queue.sqlite3",
+        clock=lambda: 1_800_000_000.0,
+        pending_ttl=600,
+        approval_ttl=60,
+        policy=parse_policy(POLICY),
+        create=True,
+    )
+    try:
+        agent, alice = identity(store, "agent", "agent"), identity(store, "alice", "reviewer")
+        first = stored_submission(1, 2)
+        store.submit(agent, first)
+        evaluations: list[tuple[ChangeRequest, ...]] = []
+
+        class AliceAsksMeanwhile:
+            """Evaluates as `serve`'s worker processes do; alice decides during the first evaluation."""
+
+            def verdict(self, body: bytes, plan: Any, asked: tuple[ChangeRequest, ...]) -> Verdict:
+                evaluations.append(asked)
+                if len(evaluations) == 1:  # before the write lock; the second runs inside it
+                    request = DecisionRequest(
+                        revision=1,
+                        plan_sha256=first.plan_sha256,
+                        decision="request_changes",
+                        reason="leave t2 open",
+                    )
+                    store.decide(alice, "raced", request, "meanwhile")
+                return evaluate(store.policy, plan or parse_proposal(body), changes_requested=asked)
+
+        store.policy_evaluator = AliceAsksMeanwhile()  # type: ignore[assignment]
+        _stored, answer = store.submit(agent, stored_submission(2, 2))
+        assert evaluations == [(), (ChangeRequest(1, "alice", "leave t2 open"),)]
+        assert answer.state == "rejected"
+        assert store.decision_state(alice, "raced").decided_by == "policy:asked to leave t2 open"
+    finally:
+        store.close()
