@@ -325,8 +325,8 @@ def _store(
     only `serve` and `db upgrade` migrate one (the others refuse an older schema, saying what to do)."""
     import time
 
-    from reviewer.service.databases import open_store
     from reviewer.service.store import DEFAULT_APPROVAL_TTL, DEFAULT_CLAIM_LEASE, DEFAULT_PENDING_TTL
+    from reviewer.service.store.opener import open_store
 
     pending_ttl = getattr(args, "pending_ttl", None)
     approval_ttl = getattr(args, "approval_ttl", None)
@@ -714,7 +714,7 @@ def run_db_upgrade(args: argparse.Namespace) -> int:
 
 def run_db_backup(args: argparse.Namespace) -> int:
     from reviewer.service.errors import DatabaseUnusable
-    from reviewer.service.sqlite_store import SQLiteStore
+    from reviewer.service.store.sqlite import SQLiteStore
 
     try:
         store = _store(args)
