@@ -10,7 +10,7 @@ from reviewer.plan.proposal import Proposal, scan_proposal
 from reviewer.policy.quorum import Requirement
 from reviewer.policy.verdict import Verdict, evaluate
 from reviewer.queue.messages import Decision, DecisionRequest, DecisionState, State, TrailEvent
-from reviewer.service import events, rules
+from reviewer.service import rules
 from reviewer.service.auth import Identity
 from reviewer.service.rules import Row
 from reviewer.service.signed_decisions import (
@@ -23,7 +23,7 @@ from reviewer.service.signed_decisions import (
     with_votes,
     without_removed_keys,
 )
-from reviewer.service.store import idempotency, index, outbox, tokens
+from reviewer.service.store import events, idempotency, index, outbox, tokens
 from reviewer.service.store.base import StoreState, Transaction
 
 TRAIL_EVENTS: Final[dict[Decision, str]] = {

@@ -1,5 +1,5 @@
 """The notifications' outbox: each event written once per target in the transaction that makes it
-true (the documents are `reviewer.service.events`'), the events time alone makes true, and the
+true (the documents are `store.events`'), the events time alone makes true, and the
 deliveries' leases, attempts and pruning, as functions of one open transaction."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Final
 
-from reviewer.service import events
 from reviewer.service.rules import Row
+from reviewer.service.store import events
 from reviewer.service.store.base import Notifying, StoreState, Transaction
 
 

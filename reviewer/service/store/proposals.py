@@ -18,11 +18,11 @@ from reviewer.queue.messages import (
     SubmissionAnswer,
     TrailEvent,
 )
-from reviewer.service import events, rules
+from reviewer.service import rules
 from reviewer.service.auth import Identity
 from reviewer.service.errors import NotFound
 from reviewer.service.rules import Row
-from reviewer.service.store import decisions, index, outbox, tokens
+from reviewer.service.store import decisions, events, index, outbox, tokens
 from reviewer.service.store.base import StoreState, Transaction
 
 

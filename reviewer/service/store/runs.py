@@ -10,10 +10,10 @@ from typing import Final
 import msgspec
 
 from reviewer.queue.messages import Claim, ClaimRequest, DecisionState, ExecutionReport
-from reviewer.service import events, rules
+from reviewer.service import rules
 from reviewer.service.auth import Identity
 from reviewer.service.rules import Row
-from reviewer.service.store import decisions, idempotency, index, outbox, tokens
+from reviewer.service.store import decisions, events, idempotency, index, outbox, tokens
 from reviewer.service.store.base import Clock, StoreState, Transaction
 
 
