@@ -271,7 +271,8 @@ class QueueStore(ABC):
                 self, db, identity, proposal_id, request, idempotency_key, fingerprint, now
             )
             if replayed or request.decision == "request_changes":
-                # As before the store was split: these two answers return without announcing.
+                # A replay wrote nothing. A request for changes returns here too, without waking the
+                # delivery loop: its event is sent on the loop's next pass (or the next announcement).
                 return replayed, answer
         self._announce_events()
         return False, answer
