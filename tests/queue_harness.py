@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 
 from reviewer.service.auth import hash_token, mint_token
-from reviewer.service.databases import open_store
 from reviewer.service.store import DEFAULT_APPROVAL_TTL, DEFAULT_PENDING_TTL
+from reviewer.service.store.opener import open_store
 from tests.builders import proposal_document
 from tests.service.ports import free_port
 

@@ -31,7 +31,6 @@ from reviewer.plan.proposal import MAX_BODY_BYTES, MAX_CALLS, MAX_DEPTH, MAX_STR
 from reviewer.queue.messages import ClaimRequest, DecisionRequest, ErrorBody, ExecutionReport
 from reviewer.service.auth import redact_tokens
 from reviewer.service.bodies import validation_message
-from reviewer.service.databases import open_store
 from reviewer.service.deps import required_idempotency_key
 from reviewer.service.errors import Invalid, ServiceError
 from reviewer.service.idle_poll import IdlePoll
@@ -49,6 +48,7 @@ from reviewer.service.store import (
     Clock,
     QueueStore,
 )
+from reviewer.service.store.opener import open_store
 
 ROUTERS: Final = (
     identity.router,

@@ -1,7 +1,7 @@
 """Schema migrations: numbered steps, the versions a release accepts, and the SQLite backup before them.
 
 Each step brings a database from `version - 1` to `version`; a backend keeps its own SQL for each
-(`sqlite_store.MIGRATIONS`, `postgres_store.MIGRATIONS`) and runs every step a database needs in one
+(`store.sqlite.MIGRATIONS`, `store.postgres.MIGRATIONS`) and runs every step a database needs in one
 transaction, so a failed step leaves the database as it was. Before the first step on SQLite the
 file is copied with SQLite's online backup API next to it: that copy is a database the previous
 release serves, the way back. A database newer than this release, or older than the oldest step,

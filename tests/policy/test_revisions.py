@@ -14,8 +14,8 @@ from reviewer.plan.proposal import parse_proposal, plan_sha256
 from reviewer.policy.file import parse_policy
 from reviewer.policy.verdict import ChangeRequest, Verdict, evaluate
 from reviewer.queue.messages import DecisionRequest
-from reviewer.service.databases import open_store
 from reviewer.service.store import Submission
+from reviewer.service.store.opener import open_store
 from tests.queue_harness import (
     Actors,
     Service,

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from reviewer.service.databases import open_store
+from reviewer.service.store.opener import open_store
 from tests.queue_harness import STARTUP_TIMEOUT, Service, reviewer_command
 from tests.service.ports import free_port
 from tests.service.postgres import Cluster
@@ -201,7 +201,7 @@ def test_token_and_key_commands_import_neither_the_web_stack_nor_the_rule_langua
     db = tmp_path / "q.sqlite3"
     probe = (
         "import sys, time\n"
-        "from reviewer.service.databases import open_store\n"
+        "from reviewer.service.store.opener import open_store\n"
         f"open_store({str(db)!r}, clock=time.time, pending_ttl=1, approval_ttl=1, create=True).close()\n"
         "from reviewer.__main__ import main\n"
         f"main(['token', 'create', '--db', {str(db)!r}, '--name', 'ops', '--role', 'reviewer'])\n"

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from reviewer.service import events
+from reviewer.service.store import events
 from tests.queue_harness import Service, body, decide, make_actors, proposal, start_service
 from tests.service.notifications.receiver import Receiver
 

@@ -12,7 +12,7 @@ import pytest
 
 from reviewer.service.app import create_app
 from reviewer.service.auth import hash_token, mint_token
-from reviewer.service.sqlite_store import SQLiteStore
+from reviewer.service.store.sqlite import SQLiteStore
 from tests.queue_harness import body, proposal
 
 

@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-from reviewer.service.databases import open_store
+from reviewer.service.store.opener import open_store
 from tests.queue_harness import body, proposal, start_service
 from tests.service.ports import free_port
 

@@ -15,8 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from reviewer.policy.file import parse_policy
 from reviewer.service.app import create_app
 from reviewer.service.auth import hash_token, mint_token
-from reviewer.service.databases import open_store
 from reviewer.service.store import Notifying, QueueStore
+from reviewer.service.store.opener import open_store
 from tests.queue_harness import body, claim, claimed_report, decide, proposal
 from tests.service.postgres import Cluster
 

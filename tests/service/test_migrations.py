@@ -177,7 +177,7 @@ def version_4_postgresql(cluster: Cluster) -> str:
     request_changes)."""
     url = cluster.fresh_database()
     assert run("db", "upgrade", "--db", url).returncode == 1  # holds no queue: refused, nothing made
-    from reviewer.service.databases import open_store
+    from reviewer.service.store.opener import open_store
 
     open_store(url, clock=lambda: 0.0, pending_ttl=1, approval_ttl=1, create=True).close()
     with psycopg.connect(url, autocommit=True) as raw:
@@ -253,7 +253,7 @@ SCHEMA_5_CHECKS = {
 
 def version_5_sqlite(path: Path) -> Path:
     """An SQLite queue as schema 5 left it, holding a decided, claimed and reported proposal."""
-    from reviewer.service.sqlite_store import SCHEMA, _append_only_triggers
+    from reviewer.service.store.sqlite import SCHEMA, _append_only_triggers
 
     schema = SCHEMA
     for now, before in SCHEMA_5_CHECKS.items():
@@ -287,8 +287,8 @@ def test_migration_6_rebuilds_decisions_and_trail_keeping_rows_ids_and_the_appen
     """SQLite cannot alter a CHECK: the two tables are built again in the step's transaction. Every row
     and id is kept (the claim and the execution still reference decision 7), the trail goes on
     numbering after its last `seq`, and it is still append-only."""
-    from reviewer.service.sqlite_store import SQLiteStore
     from reviewer.service.store import StoreSettings
+    from reviewer.service.store.sqlite import SQLiteStore
 
     database = version_5_sqlite(tmp_path / "queue.sqlite3")
     tables = ("decisions", "trail", "claims", "executions", "proposals")

@@ -14,8 +14,8 @@ from fastapi.testclient import TestClient
 
 from reviewer.service.app import create_app
 from reviewer.service.auth import hash_token, mint_token
-from reviewer.service.sqlite_store import SQLiteStore
 from reviewer.service.store import StoreSettings
+from reviewer.service.store.sqlite import SQLiteStore
 from tests.queue_harness import (
     Actors,
     Service,

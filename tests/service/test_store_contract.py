@@ -16,7 +16,6 @@ import pytest
 
 from reviewer.queue.messages import ClaimRequest, DecisionRequest, ExecutionReport
 from reviewer.service.auth import Identity, hash_token, mint_token
-from reviewer.service.databases import open_store
 from reviewer.service.errors import (
     BadRequest,
     ClaimRefused,
@@ -31,6 +30,7 @@ from reviewer.service.errors import (
     Unauthorized,
 )
 from reviewer.service.store import QueueStore, Submission
+from reviewer.service.store.opener import open_store
 from tests.service.postgres import Cluster
 
 START = 1_800_000_000.0

@@ -6,8 +6,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from reviewer.service.sqlite_store import SCHEMA, TRAIL_SIGNATURE_COLUMNS, SQLiteStore
 from reviewer.service.store import SCHEMA_VERSION, StoreSettings
+from reviewer.service.store.sqlite import SCHEMA, TRAIL_SIGNATURE_COLUMNS, SQLiteStore
 
 VERSION_2_SCHEMA = SCHEMA.replace(
     "    reason TEXT,\n    statement TEXT,\n    signature TEXT,\n    key_fingerprint TEXT\n);",

@@ -38,7 +38,7 @@ import httpx
 import pytest
 
 from reviewer.sample_api.server import RunningSampleApi
-from reviewer.service.databases import open_store
+from reviewer.service.store.opener import open_store
 from tests.adapters.test_readme_example import shortest_example
 from tests.agent.fixtures import Queue
 from tests.agent.helpers import received, reviewer_decides, reviewer_decides_next

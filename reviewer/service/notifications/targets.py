@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit
 
-from reviewer.service.events import EVENT_NAMES
 from reviewer.service.notifications.sender import WEBHOOK_SCHEMES, NotifyRefused, Sender, target_name
 from reviewer.service.server import is_loopback
 from reviewer.service.store import DEFAULT_KEEP_DELIVERIES, Notifying
+from reviewer.service.store.events import EVENT_NAMES
 
 MAX_SECRET_BYTES: Final = 4096
 _EVENTS_PREFIX: Final = re.compile(r"((?:proposal|run)\.[a-z]+(?:,(?:proposal|run)\.[a-z]+)*)=(.+)", re.S)

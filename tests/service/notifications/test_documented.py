@@ -15,10 +15,9 @@ import pytest
 import stripe
 
 from reviewer.queue.config import configured_alerts
-from reviewer.service import events
 from reviewer.service.notifications.targets import read_secret
 from reviewer.service.notifications.webhook import WebhookSender
-from reviewer.service.store import Delivery
+from reviewer.service.store import Delivery, events
 from tests.service.notifications.receiver import Arrival, Receiver
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "notifications.md"

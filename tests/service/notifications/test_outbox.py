@@ -18,17 +18,16 @@ import msgspec
 import pytest
 
 from reviewer.queue.messages import ClaimRequest, DecisionRequest
-from reviewer.service import events
 from reviewer.service.auth import Identity
 from reviewer.service.bodies import parse_report, submission
-from reviewer.service.databases import open_store
 from reviewer.service.notifications.delivery import Deliverer, next_attempt, retry_delay
 from reviewer.service.notifications.sender import NotifyRefused
 from reviewer.service.notifications.signature import verify
 from reviewer.service.notifications.targets import split_events
 from reviewer.service.notifications.webhook import WebhookSender
-from reviewer.service.sqlite_store import OUTBOX_SCHEMA, SCHEMA, SQLiteStore
-from reviewer.service.store import SCHEMA_VERSION, Notifying, QueueStore, StoreSettings
+from reviewer.service.store import SCHEMA_VERSION, Notifying, QueueStore, StoreSettings, events
+from reviewer.service.store.opener import open_store
+from reviewer.service.store.sqlite import OUTBOX_SCHEMA, SCHEMA, SQLiteStore
 from tests.queue_harness import body, proposal
 from tests.service.notifications.receiver import Receiver
 from tests.service.test_store_contract import START, Clock, clock, database, identity

@@ -36,13 +36,13 @@ def open_store(
     target = str(db) if db is not None else str(default_db_path())
     if is_postgres_url(target):
         try:
-            from reviewer.service.postgres_store import PostgresStore
+            from reviewer.service.store.postgres import PostgresStore
         except ImportError:
             raise DatabaseUnusable(
                 "a postgresql:// --db needs psycopg: pip install 'reviewer[postgres]'"
             ) from None
 
         return PostgresStore(target, settings, create=create, migrate=migrate)
-    from reviewer.service.sqlite_store import SQLiteStore
+    from reviewer.service.store.sqlite import SQLiteStore
 
     return SQLiteStore(target, settings, create=create, migrate=migrate)

@@ -1,0 +1,83 @@
+"""`reviewer db upgrade|backup` and `reviewer notify list`: the queue's database and its outbox."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from reviewer.service.commands.support import refusal, store_of
+
+
+def run_notify_list(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from reviewer.service.errors import DatabaseUnusable
+
+    def when(seconds: float | None) -> str:
+        return "-" if seconds is None else f"{datetime.fromtimestamp(seconds, UTC):%Y-%m-%d %H:%M:%S}"
+
+    try:
+        store = store_of(args)
+        try:
+            deliveries = store.list_deliveries(args.limit)
+        finally:
+            store.close()
+    except DatabaseUnusable as error:
+        return refusal("notify list", error.message)
+    for delivery in deliveries:
+        pending_note = (
+            f"next {when(delivery.next_attempt_at)}"
+            if delivery.state == "pending"
+            else when(delivery.finished_at)
+        )
+        print(
+            f"{delivery.event_id}\t{delivery.event}\t{delivery.proposal_id}\t{delivery.target}\t"
+            f"{delivery.state}\t{delivery.attempts} attempts\t{pending_note}\t{delivery.last_error or ''}"
+        )
+    return 0
+
+
+def run_db_upgrade(args: argparse.Namespace) -> int:
+    from reviewer.service.errors import DatabaseUnusable
+    from reviewer.service.log_format import configure_logging
+
+    configure_logging("text")
+    try:
+        store = store_of(args, migrate=True)
+        try:
+            version = store.schema_version()
+        finally:
+            store.close()
+    except DatabaseUnusable as error:
+        return refusal("db upgrade", error.message)
+    if store.upgraded_from is None:
+        print(
+            f"{store.location} holds queue schema version {version}, this release's: nothing to do",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def run_db_backup(args: argparse.Namespace) -> int:
+    from reviewer.service.errors import DatabaseUnusable
+    from reviewer.service.store.sqlite import SQLiteStore
+
+    try:
+        store = store_of(args)
+    except DatabaseUnusable as error:
+        return refusal("db backup", error.message)
+    try:
+        if not isinstance(store, SQLiteStore):
+            return refusal(
+                "db backup", "a PostgreSQL queue is backed up with pg_dump (see docs/operating.md)"
+            )
+        version = store.schema_version()
+        store.backup(args.path)
+    except FileExistsError:
+        return refusal("db backup", f"{args.path} exists; name a new file")
+    except OSError as error:
+        return refusal("db backup", f"cannot write {args.path}: {error.strerror}")
+    finally:
+        store.close()
+    print(f"backed up {store.location} (queue schema version {version}) to {args.path}", file=sys.stderr)
+    return 0

@@ -1,0 +1,186 @@
+"""`reviewer serve`: the queue service on its listener, with its policy, notifications and store."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import socket
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from reviewer.service.commands.support import refusal, store_of
+
+if TYPE_CHECKING:
+    from reviewer.policy.file import Policy
+    from reviewer.service.notifications.sender import Sender
+    from reviewer.service.server import Listening
+    from reviewer.service.signed_decisions import PolicySigning
+    from reviewer.service.store import QueueStore
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from reviewer.policy.file import PolicyError, read_policy
+    from reviewer.service.errors import DatabaseUnusable
+    from reviewer.service.server import Listening, ListenRefused
+
+    try:
+        policy = read_policy(args.policy) if args.policy is not None else None
+    except PolicyError as error:
+        *earlier, last = error.mistakes
+        for mistake in earlier:
+            print(f"reviewer serve: {mistake}", file=sys.stderr)
+        print(f"reviewer serve: {last}; not started", file=sys.stderr)
+        return 2
+    signing = None
+    if args.policy_key is not None:
+        from reviewer.service.signed_decisions import PolicySigning
+        from reviewer.signing.sshsig import KeyFileSigner, SigningError
+
+        try:
+            signing = PolicySigning(KeyFileSigner(args.policy_key), args.policy_principal)
+        except SigningError as error:
+            return refusal("serve", f"--policy-key: {error}")
+
+    from reviewer.service.notifications.logs import hide_urls_in_logs
+    from reviewer.service.notifications.sender import NotifyRefused
+    from reviewer.service.notifications.targets import senders, split_events
+    from reviewer.service.notifications.webhook import DEFAULT_ATTEMPT_TIMEOUT
+
+    if args.remind_after is not None and not args.remind_after > 0:
+        return refusal("serve", f"--remind-after must be more than 0 seconds, not {args.remind_after}")
+    if args.notify_keep is not None and not args.notify_keep > 0:
+        return refusal("serve", f"--notify-keep must be more than 0 seconds, not {args.notify_keep}")
+    try:
+        hide_urls_in_logs(split_events(value)[1] for value in args.notify)
+        notify_senders = senders(
+            args.notify, args.notify_secret_file, attempt_timeout=DEFAULT_ATTEMPT_TIMEOUT
+        )
+    except NotifyRefused as error:
+        return refusal("serve", error.message)
+    listening = Listening(
+        host=args.host,
+        port=args.port,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        behind_tls_proxy=args.behind_tls_proxy,
+        header_timeout=args.header_timeout,
+        body_timeout=args.body_timeout,
+    )
+    try:
+        listening.check()
+        listener = listening.bind()
+    except ListenRefused as error:
+        return refusal("serve", error.message)
+    try:
+        return _serve(args, listening, listener, policy, notify_senders, signing)
+    except (ListenRefused, DatabaseUnusable) as error:
+        return refusal("serve", error.message)
+    finally:
+        listener.close()
+
+
+def _serve(
+    args: argparse.Namespace,
+    listening: Listening,
+    listener: socket.socket,
+    policy: Policy | None,
+    notify_senders: list[Sender],
+    signing: PolicySigning | None = None,
+) -> int:
+    import asyncio
+    import ssl
+
+    import uvicorn
+
+    from reviewer.policy.bounded import PolicyEvaluator
+    from reviewer.service.app import create_app
+    from reviewer.service.deadlines import DescriptorExhaustionLog
+    from reviewer.service.log_format import configure_logging
+    from reviewer.service.notifications.targets import describe
+    from reviewer.service.server import ListenRefused
+
+    configure_logging(args.log_format)
+    log = logging.getLogger("reviewer.service")
+    store = store_of(args, create=True, policy=policy, migrate=not args.no_migrate)
+    store.policy_signing = signing
+    if policy is not None and not policy.trivial:
+        store.policy_evaluator = PolicyEvaluator(policy, args.policy_deadline, signing=signing is not None)
+    if store.created:
+        log.info("created a new, empty queue in %s", store.location)
+    app = create_app(
+        None,
+        store=store,
+        senders=notify_senders,
+        remind_after=args.remind_after,
+        keep_deliveries=args.notify_keep,
+        api_docs=args.api_docs,
+    )
+    log.info("queue database: %s", store.location)
+    for sender in notify_senders:
+        log.info("notifying %s", describe(sender))
+    if policy is not None:
+        _report_policy(log, args.policy, policy, store, signing)
+    if listening.behind_tls_proxy and not listening.tls_cert:
+        log.warning(
+            "serving plain HTTP on %s because --behind-tls-proxy says a TLS-terminating proxy is in front; "
+            "anyone who reaches this port directly sees tokens in clear text",
+            listening.host,
+        )
+    config = listening.uvicorn_config(app)
+    try:
+        config.load()
+    except (OSError, ssl.SSLError) as error:
+        store.close()
+        raise ListenRefused(f"cannot use the TLS certificate or key: {error}") from None
+    log.info("listening on %s://%s:%d", listening.scheme, listening.host, listening.port)
+    server = uvicorn.Server(config)
+
+    async def serve() -> None:
+        asyncio.get_running_loop().set_exception_handler(DescriptorExhaustionLog())
+        await server.serve(sockets=[listener])
+
+    asyncio.run(serve())
+    return 0 if server.started else 1
+
+
+def _report_policy(
+    log: logging.Logger, path: Path, policy: Policy, store: QueueStore, signing: PolicySigning | None
+) -> None:
+    """What `serve` loaded, one line each, and what would make it wrong silently: no `[default]`,
+    a listed reviewer no token is named for, approval by policy where it cannot sign."""
+    from fnmatch import fnmatchcase
+
+    log.info("decision policy: %s (sha256 %s)", path, policy.sha256[:12])
+    for line in policy.describe():
+        log.info("policy: %s", line)
+    if not policy.has_default:
+        log.warning(
+            "policy: %s has no [default]: a plan of no listed environment needs 1 approval from "
+            "any reviewer, "
+            "unsigned; write [default] to say so",
+            path,
+        )
+    reviewers = [
+        token.name.casefold()
+        for token in store.list_tokens()
+        if token.role == "reviewer" and token.revoked_at is None
+    ]
+    for pattern, where in policy.listed_reviewers():
+        if not any(fnmatchcase(name, pattern.casefold()) for name in reviewers):
+            log.warning("policy: %s lists reviewer %r, but no reviewer token has that name", where, pattern)
+    if signing is None and any(rule.approve for rule in policy.rules):
+        signed = [
+            e.name
+            for e in (policy.default, *policy.environments.values())
+            if e.allow_policy_approval and e.requirement.signatures
+        ]
+        if signed:
+            log.warning(
+                "policy: approvals by policy in %s need signatures, and no --policy-key was given: "
+                "a human decides there",
+                ", ".join(signed),
+            )
+    changed = store.reevaluate_pending()
+    if changed:
+        log.info("policy: %d pending proposals evaluated again under this policy", changed)

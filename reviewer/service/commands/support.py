@@ -1,0 +1,41 @@
+"""What the service's commands share: the store `--db` names, and a refusal on one line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from reviewer.policy.file import Policy
+    from reviewer.service.store import QueueStore
+
+
+def store_of(
+    args: argparse.Namespace, *, create: bool = False, policy: Policy | None = None, migrate: bool = False
+) -> QueueStore:
+    """The store `--db` names; token commands never create one (a mistyped path is an error), and
+    only `serve` and `db upgrade` migrate one (the others refuse an older schema, saying what to do)."""
+    import time
+
+    from reviewer.service.store import DEFAULT_APPROVAL_TTL, DEFAULT_CLAIM_LEASE, DEFAULT_PENDING_TTL
+    from reviewer.service.store.opener import open_store
+
+    pending_ttl = getattr(args, "pending_ttl", None)
+    approval_ttl = getattr(args, "approval_ttl", None)
+    claim_lease = getattr(args, "claim_lease", None)
+    return open_store(
+        args.db,
+        clock=time.time,
+        pending_ttl=DEFAULT_PENDING_TTL if pending_ttl is None else pending_ttl,
+        approval_ttl=DEFAULT_APPROVAL_TTL if approval_ttl is None else approval_ttl,
+        claim_lease=DEFAULT_CLAIM_LEASE if claim_lease is None else claim_lease,
+        policy=policy,
+        create=create,
+        migrate=migrate,
+    )
+
+
+def refusal(command: str, message: str) -> int:
+    print(f"reviewer {command}: {message}", file=sys.stderr)
+    return 1

@@ -1,0 +1,178 @@
+"""`reviewer token` and `reviewer keys`: the queue's tokens and reviewers' SSH signing keys."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from reviewer.service.commands.support import refusal, store_of
+
+
+def run_token_create(args: argparse.Namespace) -> int:
+    from reviewer.service.auth import hash_token, mint_token
+    from reviewer.service.errors import DatabaseUnusable, ServiceError
+    from reviewer.signing.sshsig import PublicKey, SigningError
+
+    if args.ssh_key and args.role != "reviewer":
+        print("reviewer token create: --ssh-key is for reviewers: their keys sign decisions", file=sys.stderr)
+        return 2
+    try:
+        keys = [(PublicKey.from_file(path), _key_comment(path)) for path in args.ssh_key]
+    except SigningError as error:
+        print(f"reviewer token create: {error}; no token was made", file=sys.stderr)
+        return 2
+    token = mint_token()
+    try:
+        store = store_of(args)
+        try:
+            expires_at = None if args.expires_in is None else store.clock() + args.expires_in
+            store.create_token(args.name, args.role, hash_token(token), expires_at)
+            for key, comment in keys:
+                store.add_ssh_key(args.name, key, comment)
+        finally:
+            store.close()
+    except (DatabaseUnusable, ServiceError) as error:
+        return refusal("token create", error.message)
+    print(token)
+    for key, _comment in keys:
+        print(f"registered {key.key_type} {key.fingerprint} for {args.name}", file=sys.stderr)
+    return 0
+
+
+def _key_comment(path: Path) -> str:
+    """The comment after the key in a .pub file (often user@host), kept to tell keys apart."""
+    from reviewer.plan.sanitize import safe_text
+
+    parts = path.read_text().split(maxsplit=2)
+    return safe_text(parts[2].strip())[:200] if len(parts) > 2 else ""
+
+
+def run_keys_add(args: argparse.Namespace) -> int:
+    from reviewer.service.errors import Conflict, DatabaseUnusable
+    from reviewer.signing.sshsig import PublicKey, SigningError
+
+    try:
+        key = PublicKey.from_file(args.key_file)
+    except SigningError as error:
+        print(f"reviewer keys add: {error}", file=sys.stderr)
+        return 2
+    try:
+        store = store_of(args)
+        try:
+            store.add_ssh_key(args.name, key, _key_comment(args.key_file))
+        finally:
+            store.close()
+    except (Conflict, DatabaseUnusable) as error:
+        return refusal("keys add", error.message)
+    print(f"registered {key.key_type} {key.fingerprint} for {args.name}", file=sys.stderr)
+    return 0
+
+
+def run_keys_remove(args: argparse.Namespace) -> int:
+    from reviewer.service.errors import DatabaseUnusable
+
+    try:
+        store = store_of(args)
+        try:
+            removed = store.remove_ssh_key(args.name, args.fingerprint)
+        finally:
+            store.close()
+    except DatabaseUnusable as error:
+        return refusal("keys remove", error.message)
+    if not removed:
+        print(
+            f"reviewer keys remove: {args.name!r} has no key {args.fingerprint!r} (see `reviewer keys list`)",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"removed {args.fingerprint} of {args.name}", file=sys.stderr)
+    return 0
+
+
+def run_keys_list(args: argparse.Namespace) -> int:
+    from reviewer.service.errors import DatabaseUnusable
+    from reviewer.signing.sshsig import NAMESPACE
+
+    try:
+        store = store_of(args)
+        try:
+            keys = store.list_ssh_keys(args.name)
+        finally:
+            store.close()
+    except DatabaseUnusable as error:
+        return refusal("keys list", error.message)
+    for key in keys:
+        if args.allowed_signers:
+            print(f'{key.name} namespaces="{NAMESPACE}" {key.public_key}')
+        else:
+            print(f"{key.name}\t{key.fingerprint}\t{key.comment}\tadded {key.added_at:%Y-%m-%d %H:%M}")
+    return 0
+
+
+def run_token_list(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from reviewer.plan.sanitize import safe_text
+    from reviewer.service.errors import DatabaseUnusable
+
+    try:
+        store = store_of(args)
+        try:
+            tokens = store.list_tokens()
+        finally:
+            store.close()
+    except DatabaseUnusable as error:
+        return refusal("token list", error.message)
+    now = datetime.now(UTC)
+    for token in tokens:
+        status = f"revoked {token.revoked_at:%Y-%m-%d %H:%M}" if token.revoked_at else "active"
+        if token.revoked_at is None and token.expires_at is not None:
+            status = (
+                f"{'expired' if token.expires_at <= now else 'expires'} {token.expires_at:%Y-%m-%d %H:%M}"
+            )
+        if token.revoked_at is None and token.previous_valid_until and token.previous_valid_until > now:
+            status += f", rotated: the old token works until {token.previous_valid_until:%Y-%m-%d %H:%M}"
+        # Names made before the name rules may hold anything: shown with hidden characters escaped.
+        print(f"{safe_text(token.name)}\t{token.role}\tcreated {token.created_at:%Y-%m-%d %H:%M}\t{status}")
+    return 0
+
+
+def run_token_revoke(args: argparse.Namespace) -> int:
+    from reviewer.plan.sanitize import safe_text
+    from reviewer.service.errors import DatabaseUnusable
+
+    try:
+        store = store_of(args)
+        try:
+            revoked = store.revoke_token(args.name)
+        finally:
+            store.close()
+    except DatabaseUnusable as error:
+        return refusal("token revoke", error.message)
+    if not revoked:
+        return refusal("token revoke", f"no active token named {safe_text(args.name)!r}")
+    print(f"revoked {safe_text(args.name)}", file=sys.stderr)
+    return 0
+
+
+def run_token_rotate(args: argparse.Namespace) -> int:
+    from reviewer.plan.sanitize import safe_text
+    from reviewer.service.auth import hash_token, mint_token
+    from reviewer.service.errors import DatabaseUnusable
+
+    token = mint_token()
+    try:
+        store = store_of(args)
+        try:
+            expires_at = None if args.expires_in is None else store.clock() + args.expires_in
+            rotated = store.rotate_token(args.name, hash_token(token), args.grace, expires_at)
+        finally:
+            store.close()
+    except DatabaseUnusable as error:
+        return refusal("token rotate", error.message)
+    if not rotated:
+        return refusal("token rotate", f"no active token named {safe_text(args.name)!r}")
+    print(token)
+    print(f"rotated {safe_text(args.name)}: the old token works {args.grace:g} s more", file=sys.stderr)
+    return 0

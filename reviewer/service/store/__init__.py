@@ -1,0 +1,404 @@
+"""The queue's storage: the queue API's operations as transactions, on any SQL database.
+
+`QueueStore` is the face: each operation opens one transaction and calls the module of its
+aggregate (`tokens`, `proposals`, `decisions`, `runs`, `idempotency`, `outbox`), whose plain
+functions of that transaction read the rows they need, ask `reviewer.service.rules` what the rules
+allow, and write that. Each read-then-write runs in one serialized write transaction (the backend's
+`write()`), so a refusal never leaves a partial write and the rules hold across threads, processes
+and replicas alike. The SQL is written once with `:name` parameters in the subset SQLite and
+PostgreSQL share; a backend (`store.sqlite.SQLiteStore`, `store.postgres.PostgresStore`) brings only
+its connections, its transactions and its schema, and `store.opener` opens the one `--db` names.
+
+Revisions, decisions, executions and the trail are append-only (the backends' triggers refuse
+UPDATE and DELETE); `proposals` is the one mutable table, an index of each proposal's latest
+revision and its state, rewritten in the same transaction as the history.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Final
+
+from reviewer.policy.bounded import PolicyEvaluator
+from reviewer.policy.file import Policy
+from reviewer.policy.verdict import ChangeRequest, Verdict
+from reviewer.queue.messages import (
+    Claim,
+    ClaimRequest,
+    DecisionRequest,
+    DecisionState,
+    ExecutionReport,
+    ProposalPage,
+    ProposalRecord,
+    State,
+    SubmissionAnswer,
+)
+from reviewer.service import rules
+from reviewer.service.auth import Identity, Role
+from reviewer.service.signed_decisions import PolicySigning
+from reviewer.service.store import decisions, idempotency, outbox, proposals, runs, tokens
+from reviewer.service.store.base import (
+    DECISION_CHECK,
+    DEFAULT_APPROVAL_TTL,
+    DEFAULT_BACKLOG,
+    DEFAULT_CLAIM_LEASE,
+    DEFAULT_GIVE_UP_AFTER,
+    DEFAULT_KEEP_DELIVERIES,
+    DEFAULT_PENDING_TTL,
+    SCHEMA_VERSION,
+    TRAIL_EVENT_CHECK,
+    Clock,
+    Notifying,
+    StoreSettings,
+    Transaction,
+)
+from reviewer.service.store.decisions import TRAIL_EVENTS
+from reviewer.service.store.outbox import Delivery
+from reviewer.service.store.proposals import ListVersion, Submission
+from reviewer.service.store.tokens import RegisteredKey, TokenInfo
+from reviewer.signing.sshsig import PublicKey
+
+__all__ = [
+    "DECISION_CHECK",
+    "DEFAULT_APPROVAL_TTL",
+    "DEFAULT_BACKLOG",
+    "DEFAULT_CLAIM_LEASE",
+    "DEFAULT_GIVE_UP_AFTER",
+    "DEFAULT_KEEP_DELIVERIES",
+    "DEFAULT_PENDING_TTL",
+    "SCHEMA_VERSION",
+    "TRAIL_EVENTS",
+    "TRAIL_EVENT_CHECK",
+    "Clock",
+    "Delivery",
+    "ListVersion",
+    "Notifying",
+    "QueueStore",
+    "RegisteredKey",
+    "StoreSettings",
+    "Submission",
+    "TokenInfo",
+    "Transaction",
+]
+
+
+class QueueStore(ABC):
+    """The storage the routes need; a backend supplies `write`, `read` and `close`."""
+
+    def __init__(self, settings: StoreSettings) -> None:
+        self.clock = settings.clock
+        self.pending_ttl = settings.pending_ttl
+        self.approval_ttl = settings.approval_ttl
+        self.claim_lease = settings.claim_lease
+        self.policy = settings.policy or Policy()
+        self.policy_signing: PolicySigning | None = None
+        """The queue's own key, to sign what the policy approves where signatures are required."""
+        self.policy_evaluator: PolicyEvaluator | None = None
+        """Set by `serve`: evaluates in worker processes under a deadline, so the event loop serves
+        meanwhile; without it (tests, one-off commands) the policy is evaluated in this thread."""
+        self.verdicts: dict[tuple[str, int], Verdict] = {}
+        """Each revision's verdict under this policy, evaluated once: a revision never changes."""
+        self.created = False
+        """True when this store created the queue's tables (a new database), for `serve` to say so."""
+        self.notifying = Notifying()
+        """Set by `serve --notify`: without targets, no event is written."""
+        self.on_event: Callable[[], None] | None = None
+        """Called after a write that wrote an event committed: the delivery loop wakes at once."""
+        self.emitted = threading.local()
+        """Whether this thread's transaction wrote an event, for `_announce_events` after it committed."""
+
+    @abstractmethod
+    def write(self) -> AbstractContextManager[Transaction]:
+        """A transaction that holds the database's one write lock from before its first read."""
+
+    @abstractmethod
+    def read(self) -> AbstractContextManager[Transaction]:
+        """A read-only transaction on one snapshot, so a record assembled from several tables agrees."""
+
+    @abstractmethod
+    def single(self) -> AbstractContextManager[Transaction]:
+        """One statement outside an explicit transaction (a statement is its own snapshot): the idle
+        poll's two look-ups, where BEGIN and COMMIT would cost more round trips than the query."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    ROW_LOCK: str = ""
+    """Appended to the outbox's claiming SELECT: PostgreSQL's `FOR UPDATE SKIP LOCKED`."""
+
+    def outbox_write(self) -> AbstractContextManager[Transaction]:
+        """A transaction that claims or updates outbox rows: on SQLite the one write lock (`BEGIN
+        IMMEDIATE`); PostgreSQL locks the rows themselves and skips those another replica holds."""
+        return self.write()
+
+    @property
+    @abstractmethod
+    def location(self) -> str:
+        """Where the queue lives, for the operator's log: a path, or a URL without its password."""
+
+    upgraded_from: int | None = None
+    """The schema version this store migrated the database from when it opened it, if it did."""
+
+    @abstractmethod
+    def schema_version(self) -> int:
+        """The version of the tables the database holds now (a query: raises when it does not answer)."""
+
+    # tokens and reviewers' SSH keys
+
+    def create_token(self, name: str, role: Role, token_sha256: str, expires_at: float | None = None) -> None:
+        """Mint under `name` (see `rules.check_new_token` for the rules a name follows), valid until
+        `expires_at` (seconds since the epoch) or for ever."""
+        rules.check_token_name(name)
+        with self.write() as db:
+            tokens.create_token(db, name, role, token_sha256, expires_at, self.clock())
+
+    def list_tokens(self) -> list[TokenInfo]:
+        with self.read() as db:
+            return tokens.list_tokens(db)
+
+    def rotate_token(
+        self, name: str, token_sha256: str, grace: float, expires_at: float | None = None
+    ) -> bool:
+        """Give the active token of `name` a new secret, keeping its identity (its idempotency keys,
+        its claims); the replaced secret is accepted `grace` seconds more. False when `name` has none."""
+        now = self.clock()
+        with self.write() as db:
+            return tokens.rotate_token(db, name, token_sha256, grace, expires_at, now)
+
+    def token_refusal(self, token_sha256: str) -> str | None:
+        """Why a token that does not authenticate is refused, when it is ours and merely out of
+        date (expired, or replaced by a rotation whose grace ended); None for unknown or revoked."""
+        now = self.clock()
+        with self.single() as db:
+            return tokens.token_refusal(db, token_sha256, now)
+
+    def revoke_token(self, name: str) -> bool:
+        """Revoke the active token of `name` (without regard to case); False when there is none."""
+        with self.write() as db:
+            return tokens.revoke_token(db, name, self.clock())
+
+    def resolve_token(self, token_sha256: str) -> Identity | None:
+        with self.single() as db:
+            return tokens.resolve_token(db, token_sha256, self.clock())
+
+    def add_ssh_key(self, name: str, key: PublicKey, comment: str = "") -> None:
+        """Register `key` for the reviewer `name`; refused for an agent's name or a key another holds.
+
+        A key is active under one name at a time: one key that signed as two reviewers would let
+        one person meet a quorum of two.
+        """
+        with self.write() as db:
+            tokens.add_ssh_key(db, name, key, comment, self.clock())
+
+    def remove_ssh_key(self, name: str, fingerprint: str) -> bool:
+        with self.write() as db:
+            return tokens.remove_ssh_key(db, name, fingerprint, self.clock())
+
+    def list_ssh_keys(self, name: str | None = None) -> list[RegisteredKey]:
+        with self.read() as db:
+            return tokens.list_ssh_keys(db, name)
+
+    # proposals
+
+    def submit(self, identity: Identity, submission: Submission) -> tuple[bool, SubmissionAnswer]:
+        """Store a revision; answers (False, its record) when this very plan is already stored.
+
+        The policy's verdict is evaluated before the write lock is taken (it may read 200,000
+        calls); a policy that rejects or approves decides in the same transaction as the revision.
+        """
+        verdict = None
+        asked: tuple[ChangeRequest, ...] = ()
+        if submission.proposal is not None and not self.policy.trivial:
+            with self.read() as db:
+                asked = decisions.changes_requested_before(db, submission.proposal_id, submission.revision)
+            verdict = decisions.evaluate_policy(self, submission.body, submission.proposal, asked)
+        now = self.clock()
+        with self.write() as db:
+            stored, answer = proposals.submit(self, db, identity, submission, verdict, asked, now)
+            if not stored:
+                return False, answer
+        self._announce_events()
+        return True, answer
+
+    def list_version(self) -> ListVersion:
+        with self.single() as db:
+            return proposals.list_version(db, self.clock())
+
+    def caller_and_list_version(self, token_sha256: str) -> tuple[Identity | None, ListVersion]:
+        """`resolve_token` and `list_version` in one statement, for the idle poll: the token is read
+        from the database on every poll (a revocation refuses the very next one), at the cost of
+        one statement rather than two."""
+        with self.single() as db:
+            return proposals.caller_and_list_version(db, token_sha256, self.clock())
+
+    LIST_BATCH: Final = 500
+
+    def list_proposals(self, state: State | None, before_seq: int | None, limit: int) -> ProposalPage:
+        """Newest first; a state filter is applied with `rules.state_of`, batch by batch, so the state
+        is derived in one place rather than in each database's SQL dialect."""
+        now = self.clock()
+        with self.read() as db:
+            chosen = proposals.listed_rows(db, state, before_seq, limit, now, self.LIST_BATCH)
+        return proposals.page(chosen, limit, now)
+
+    def get_record(self, identity: Identity, proposal_id: str) -> ProposalRecord:
+        now = self.clock()
+        with self.read() as db:
+            return proposals.get_record(self, db, identity, proposal_id, now)
+
+    def get_revision_body(self, identity: Identity, proposal_id: str, revision: int) -> bytes:
+        with self.read() as db:
+            return proposals.get_revision_body(db, identity, proposal_id, revision)
+
+    def decision_state(self, identity: Identity, proposal_id: str) -> DecisionState:
+        with self.read() as db:
+            return proposals.decision_state(self, db, identity, proposal_id)
+
+    # decisions and quorum
+
+    def environment(self, db: Transaction, proposal_id: str, revision: int) -> str | None:
+        """The policy environment of a revision's plan (None for `[default]`), for the metrics."""
+        return decisions.environment(self, db, proposal_id, revision)
+
+    def decide(
+        self, identity: Identity, proposal_id: str, request: DecisionRequest, idempotency_key: str
+    ) -> tuple[bool, DecisionState]:
+        """Record a decision; answers (True, the first answer) for a retry of an earlier request."""
+        fingerprint = idempotency.fingerprint(proposal_id, request)
+        now = self.clock()
+        with self.write() as db:
+            replayed, answer = decisions.decide(
+                self, db, identity, proposal_id, request, idempotency_key, fingerprint, now
+            )
+            if replayed or request.decision == "request_changes":
+                # A replay wrote nothing. A request for changes returns here too, without waking the
+                # delivery loop: its event is sent on the loop's next pass (or the next announcement).
+                return replayed, answer
+        self._announce_events()
+        return False, answer
+
+    def reevaluate_pending(self) -> int:
+        """Evaluate every pending proposal under the policy this store was opened with (a restart
+        with a changed policy), and record what that decides: a reject or an approval by policy
+        (its trail event says it was evaluated again), or a quorum the approvals so far now meet.
+        Returns how many proposals it decided."""
+        now = self.clock()
+        with self.read() as db:
+            candidates = decisions.pending_candidates(db, now)
+        decided = 0
+        for proposal_id, revision in candidates:
+            with self.write() as db:
+                if decisions.reevaluate(self, db, proposal_id, revision, now):
+                    decided += 1
+        return decided
+
+    # runs and claims
+
+    def claim(
+        self, identity: Identity, proposal_id: str, request: ClaimRequest, idempotency_key: str
+    ) -> tuple[bool, Claim]:
+        """Take the approval for one run; answers (True, the first answer) for a retry of the same claim.
+
+        Refusals in order: 404 (not this agent's proposal), 412 (not the latest revision and digest),
+        409 (not approved now, naming who holds it when it is claimed): `rules.check_claim`.
+        """
+        fingerprint = idempotency.fingerprint(proposal_id, request)
+        now = self.clock()
+        with self.write() as db:
+            return runs.claim_approval(
+                self, db, identity, proposal_id, request, idempotency_key, fingerprint, now
+            )
+
+    def check_report_allowed(self, identity: Identity, proposal_id: str, idempotency_key: str | None) -> None:
+        """Refuse a report before its body is read: a revoked token (401), a proposal this agent cannot
+        see (404), or no claim of this agent's still waiting for its report (409).
+
+        A report may be 64 MB; an agent without an open claim must not make the service read it.
+        The claim the body names is checked again once it is read (`rules.check_report`). A retry
+        under an Idempotency-Key already answered goes through, to get its first answer again.
+        """
+        with self.read() as db:
+            runs.check_report_allowed(db, identity, proposal_id, idempotency_key, self.clock)
+
+    def record_execution(
+        self,
+        identity: Identity,
+        proposal_id: str,
+        report: ExecutionReport,
+        body: bytes | bytearray,
+        idempotency_key: str | None = None,
+    ) -> tuple[bool, DecisionState]:
+        """Store the real run under its claim; answers (True, the first answer) for a retry under its key.
+
+        The report belongs to the claim, not to whatever the proposal became meanwhile: it is stored
+        after the lease ran out, or after a newer revision arrived, so a run that wrote is never lost.
+        """
+        fingerprint = "" if idempotency_key is None else idempotency.fingerprint(proposal_id, report)
+        now = self.clock()
+        with self.write() as db:
+            replayed, answer = runs.record_execution(
+                self, db, identity, proposal_id, report, body, idempotency_key, fingerprint, now
+            )
+            if replayed:
+                return True, answer
+        self._announce_events()
+        return False, answer
+
+    def list_executions(self, identity: Identity, proposal_id: str) -> bytes:
+        """The JSON of `ExecutionHistory`: the reports stored for a proposal, oldest first, as sent.
+
+        Each report's calls and audit log are spliced in as the bytes the agent sent (msgspec `Raw`),
+        never decoded into objects: a stored 32 MB report costs about its bytes to read, not gigabytes.
+        """
+        with self.read() as db:
+            rows = runs.execution_rows(db, identity, proposal_id)
+        return runs.execution_history(proposal_id, rows)
+
+    # the notifications' outbox
+
+    def _announce_events(self) -> None:
+        """After the transaction that wrote events committed (a refusal rolled back and wrote none)."""
+        if getattr(self.emitted, "pending", False):
+            self.emitted.pending = False
+            if self.on_event is not None:
+                self.on_event()
+
+    def sweep_events(self) -> int:
+        """Write the events that time alone makes true: reminders of pending proposals, claims whose
+        lease ran out without a report, and pending proposals and unclaimed approvals that expired.
+        Answers how many were written; any replica may sweep."""
+        if not self.notifying.targets:
+            return 0
+        now = self.clock()
+        with self.write() as db:
+            written = outbox.sweep(self, db, now)
+        self._announce_events()
+        return written
+
+    def claim_deliveries(self, target: str, limit: int, lease: float) -> list[Delivery]:
+        """Take up to `limit` deliveries that are due, for `lease` seconds: another replica (or this
+        one's next pass) takes a row again only once the lease ran out, as after a crash mid-send."""
+        now = self.clock()
+        with self.outbox_write() as db:
+            return outbox.claim_deliveries(db, target, limit, lease, now, self.ROW_LOCK)
+
+    def finish_delivery(self, delivery_id: int, error: str | None, retry_at: float | None) -> None:
+        """Record an attempt: delivered (`error` None), retried at `retry_at`, or failed for good."""
+        now = self.clock()
+        with self.outbox_write() as db:
+            outbox.finish_delivery(db, delivery_id, error, retry_at, now)
+
+    def prune_outbox(self) -> tuple[int, int]:
+        """Delete deliveries finished longer ago than `keep_deliveries`, and give up on each target's
+        oldest waiting ones beyond its `backlog`; answers how many of each."""
+        now = self.clock()
+        with self.outbox_write() as db:
+            return outbox.prune(db, self.notifying, now)
+
+    def list_deliveries(self, limit: int = 100) -> list[Delivery]:
+        """The newest deliveries first, for `reviewer notify list`."""
+        with self.read() as db:
+            return outbox.list_deliveries(db, limit)

@@ -1,0 +1,95 @@
+"""What every part of the store shares: the schema's version and constraints, how long each state
+lasts, the settings a store is opened with, one open `Transaction`, and the `StoreState` the
+aggregates' functions read (the store itself, which they never import)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+from reviewer.policy.bounded import PolicyEvaluator
+from reviewer.policy.file import Policy
+from reviewer.policy.verdict import Verdict
+from reviewer.service.rules import Row
+from reviewer.service.signed_decisions import PolicySigning
+
+SCHEMA_VERSION: Final = 6
+"""The version of the tables a database holds: 2 added claims, 3 reviewers' SSH keys and signed
+decisions in the trail, 4 the notifications' outbox, 5 metrics tokens, token expiry and rotation. An older
+database is brought up to date by numbered steps (`reviewer.service.migrations`), a newer one refused."""
+DECISION_CHECK: Final = "decision IN ('approve', 'reject', 'request_changes')"
+TRAIL_EVENT_CHECK: Final = (
+    "event IN ('submitted', 'approved', 'rejected', 'changes_requested', 'claimed', 'executed')"
+)
+"""The CHECK constraints on `decisions.decision` and `trail.event`, the same in both backends' schemas."""
+
+DEFAULT_PENDING_TTL: Final = 24 * 3600.0
+"""A proposal nobody decided within a day is stale: the agent re-plans against today's state."""
+DEFAULT_APPROVAL_TTL: Final = 3600.0
+"""An approval is for running now, not next week: an hour to start the real run."""
+
+DEFAULT_CLAIM_LEASE: Final = 3600.0
+"""How long a claimed run may take before reviewers see its outcome as unknown (it stays claimed)."""
+
+DEFAULT_GIVE_UP_AFTER: Final = 24 * 3600.0
+"""A notification nobody could receive for a day is marked failed (and logged), no longer retried."""
+DEFAULT_KEEP_DELIVERIES: Final = 7 * 24 * 3600.0
+"""How long a delivered or failed notification stays in the outbox (for `notify list`): a week."""
+DEFAULT_BACKLOG: Final = 1000
+"""The most deliveries a target may have waiting; older ones are given up on (a receiver down for
+long does not grow the outbox without end)."""
+
+Clock = Callable[[], float]
+"""Seconds since the epoch; injected so tests can move time instead of waiting."""
+
+
+@dataclass(frozen=True)
+class Notifying:
+    """What the store writes to its outbox: one row per event and target, none without targets."""
+
+    targets: tuple[str, ...] = ()
+    """The targets' names (never their URLs, which may carry a chat service's secret)."""
+    only: dict[str, frozenset[str]] = field(default_factory=dict)
+    """Targets that get only some events (a pager: `run.unknown`), by name; the others get all."""
+    remind_after: float | None = None
+    give_up_after: float = DEFAULT_GIVE_UP_AFTER
+    keep_deliveries: float = DEFAULT_KEEP_DELIVERIES
+    """Seconds a finished delivery is kept; an event that time makes true (a reminder, an unknown
+    outcome) is written only while it is younger than this, so a pruned one is never written again."""
+    backlog: int = DEFAULT_BACKLOG
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    """What every backend is opened with: the clock, how long each state lasts, the approval policy."""
+
+    clock: Clock
+    pending_ttl: float
+    approval_ttl: float
+    claim_lease: float = DEFAULT_CLAIM_LEASE
+    policy: Policy | None = None
+
+
+class Transaction(Protocol):
+    """One open transaction: statements with `:name` parameters, rows readable by column name."""
+
+    def one(self, sql: str, **params: Any) -> Row | None: ...
+    def all(self, sql: str, **params: Any) -> list[Row]: ...
+    def run(self, sql: str, **params: Any) -> int: ...
+
+
+class StoreState(Protocol):
+    """What the aggregates' functions read of the store they run in (`QueueStore` is one)."""
+
+    clock: Clock
+    pending_ttl: float
+    approval_ttl: float
+    claim_lease: float
+    policy: Policy
+    policy_signing: PolicySigning | None
+    policy_evaluator: PolicyEvaluator | None
+    verdicts: dict[tuple[str, int], Verdict]
+    notifying: Notifying
+    emitted: threading.local

@@ -1,0 +1,384 @@
+"""Decisions and their quorum: the policy's verdict on each revision (evaluated once), the decisions
+that count and the approvals withdrawn since, a reviewer's decision, the policy's own, and the
+revision's final decision, as functions of one open transaction."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from reviewer.plan.proposal import Proposal, scan_proposal
+from reviewer.policy.quorum import Requirement
+from reviewer.policy.verdict import ChangeRequest, Verdict, evaluate
+from reviewer.queue.messages import Decision, DecisionRequest, DecisionState, State, TrailEvent
+from reviewer.service import rules
+from reviewer.service.auth import Identity
+from reviewer.service.rules import Row
+from reviewer.service.signed_decisions import (
+    CastDecision,
+    KeyRemoval,
+    Withdrawal,
+    admit_decision,
+    outcome,
+    policy_state,
+    with_votes,
+    without_removed_keys,
+)
+from reviewer.service.store import events, idempotency, index, outbox, tokens
+from reviewer.service.store.base import StoreState, Transaction
+
+TRAIL_EVENTS: Final[dict[Decision, str]] = {
+    "approve": "approved",
+    "reject": "rejected",
+    "request_changes": "changes_requested",
+}
+"""The trail's word for each decision."""
+
+
+def verdict_of(
+    store: StoreState, db: Transaction, proposal_id: str, revision: int, proposal: Proposal | None = None
+) -> Verdict:
+    """The policy's verdict on this revision (evaluated once per revision and per policy: a
+    revision never changes, and a restart with another policy evaluates afresh)."""
+    key = (proposal_id, revision)
+    cached = store.verdicts.get(key)
+    if cached is not None:
+        return cached
+    if store.policy.trivial:
+        verdict = Verdict(None, store.policy.default.requirement, "human")
+    else:
+        row = db.one(
+            "SELECT body FROM revisions WHERE proposal_id = :proposal_id AND revision = :revision",
+            proposal_id=proposal_id,
+            revision=revision,
+        )
+        assert row is not None
+        asked = changes_requested_before(db, proposal_id, revision)
+        verdict = evaluate_policy(store, bytes(row["body"]), proposal, asked)
+    store.verdicts[key] = verdict
+    return verdict
+
+
+def evaluate_policy(
+    store: StoreState,
+    body: bytes | bytearray,
+    proposal: Proposal | None,
+    asked: tuple[ChangeRequest, ...],
+) -> Verdict:
+    """The policy's verdict on the proposal whose JSON is `body` (parsed as `proposal`, if given),
+    after the changes `asked` of its earlier revisions."""
+    if store.policy_evaluator is not None:
+        return store.policy_evaluator.verdict(bytes(body), proposal, asked)
+    if proposal is None:
+        proposal = scan_proposal(bytes(body), "stored proposal")
+    return evaluate(store.policy, proposal, signing=store.policy_signing is not None, changes_requested=asked)
+
+
+def changes_requested_before(db: Transaction, proposal_id: str, revision: int) -> tuple[ChangeRequest, ...]:
+    """Every request for changes on revisions of `proposal_id` before `revision`, oldest first.
+
+    A policy judges a revision with its history (`plan.changes_requested`): the third re-plan of a
+    delete that a reviewer asked to keep may want more eyes than the first. The trail is append-only
+    and a request for changes closes its revision, so once revision N exists what was asked before it
+    never changes, and a verdict evaluated with it holds for good.
+    """
+    rows = db.all(
+        "SELECT revision, actor, reason FROM trail WHERE proposal_id = :proposal_id "
+        "AND revision < :revision AND event = 'changes_requested' ORDER BY seq",
+        proposal_id=proposal_id,
+        revision=revision,
+    )
+    return tuple(ChangeRequest(row["revision"], row["actor"], row["reason"] or "") for row in rows)
+
+
+def rule_of(
+    store: StoreState, db: Transaction, proposal_id: str, revision: int
+) -> tuple[Requirement, str | None]:
+    """What deciding this revision takes, and the environment it comes from."""
+    verdict = verdict_of(store, db, proposal_id, revision)
+    return verdict.requirement, verdict.environment
+
+
+def environment(store: StoreState, db: Transaction, proposal_id: str, revision: int) -> str | None:
+    """The policy environment of a revision's plan (None for `[default]`), for the metrics."""
+    return verdict_of(store, db, proposal_id, revision).environment
+
+
+def cast_decisions(db: Transaction, proposal_id: str, revision: int) -> list[CastDecision]:
+    """The decisions on this revision that count (`cast_and_withdrawn`)."""
+    return cast_and_withdrawn(db, proposal_id, revision)[0]
+
+
+def cast_and_withdrawn(
+    db: Transaction, proposal_id: str, revision: int
+) -> tuple[list[CastDecision], list[Withdrawal]]:
+    """The decisions on this revision that count, and the approvals withdrawn since their key was
+    removed (`without_removed_keys`)."""
+    rows = db.all(
+        "SELECT seq, actor, event, reason, at, statement, signature, key_fingerprint FROM trail "
+        "WHERE proposal_id = :proposal_id AND revision = :revision AND event IN ('approved', 'rejected') "
+        "ORDER BY seq",
+        proposal_id=proposal_id,
+        revision=revision,
+    )
+    cast = [
+        CastDecision(
+            reviewer=row["actor"],
+            decision="reject" if row["event"] == "rejected" else "approve",
+            reason=row["reason"],
+            at=rules.required_timestamp(row["at"]),
+            statement=row["statement"],
+            signature=row["signature"],
+            key_fingerprint=row["key_fingerprint"],
+            seq=row["seq"],
+        )
+        for row in rows
+    ]
+    if not any(item.decision == "approve" for item in cast):
+        return cast, []
+    removed = db.all(
+        "SELECT name, fingerprint, removed_at FROM ssh_keys "
+        "WHERE removed_at IS NOT NULL AND fingerprint IN (SELECT key_fingerprint FROM trail "
+        "WHERE proposal_id = :proposal_id AND revision = :revision AND event = 'approved')",
+        proposal_id=proposal_id,
+        revision=revision,
+    )
+    # A revoked token withdraws its approvals as a removed key does (fingerprint None: any approval).
+    revoked = db.all(
+        "SELECT name, NULL AS fingerprint, revoked_at AS removed_at FROM tokens "
+        "WHERE revoked_at IS NOT NULL AND lower(name) IN (SELECT lower(actor) FROM trail "
+        "WHERE proposal_id = :proposal_id AND revision = :revision AND event = 'approved')",
+        proposal_id=proposal_id,
+        revision=revision,
+    )
+    if not removed and not revoked:
+        return cast, []
+    decided = db.one(
+        "SELECT decided_at FROM decisions WHERE proposal_id = :proposal_id AND revision = :revision",
+        proposal_id=proposal_id,
+        revision=revision,
+    )
+    removals = [
+        KeyRemoval(row["name"], row["fingerprint"], rules.required_timestamp(row["removed_at"]))
+        for row in [*removed, *revoked]
+    ]
+    decided_at = None if decided is None else rules.required_timestamp(decided["decided_at"])
+    return without_removed_keys(cast, removals, decided_at)
+
+
+def voted_state(store: StoreState, db: Transaction, row: Row, now: float) -> DecisionState:
+    """The decision state with the quorum so far and the signed decisions of the latest revision."""
+    proposal_id, revision = row["proposal_id"], row["latest_revision"]
+    verdict = verdict_of(store, db, proposal_id, revision)
+    state = with_votes(
+        rules.decision_state(row, now), verdict.requirement, cast_decisions(db, proposal_id, revision)
+    )
+    return state if store.policy.trivial else state.model_copy(update={"policy": policy_state(verdict)})
+
+
+def decide(
+    store: StoreState,
+    db: Transaction,
+    identity: Identity,
+    proposal_id: str,
+    request: DecisionRequest,
+    idempotency_key: str,
+    fingerprint: str,
+    now: float,
+) -> tuple[bool, DecisionState]:
+    """A reviewer's decision (`QueueStore.decide`) in the caller's write transaction."""
+    row, earlier = idempotency.idempotent_write(
+        db, identity, proposal_id, idempotency_key, fingerprint, "decision", DecisionState, store.clock
+    )
+    if earlier is not None:
+        return True, earlier
+    rules.check_decision(row, identity, request.revision, request.plan_sha256, now)
+    rule, environment = rule_of(store, db, proposal_id, request.revision)
+    cast = cast_decisions(db, proposal_id, request.revision)
+    signed = admit_decision(
+        rule,
+        cast,
+        identity.name,
+        proposal_id,
+        request,
+        tokens.signing_keys(db, identity.name),
+        environment,
+    )
+    index.append_trail(
+        db,
+        now,
+        identity.name,
+        TRAIL_EVENTS[request.decision],
+        proposal_id,
+        request.revision,
+        request.plan_sha256,
+        request.reason or None,
+        signed,
+    )
+    if request.decision == "request_changes":
+        # Not a vote: one reviewer's request closes the revision, as one rejection does; the
+        # approvals so far stay with this revision and count for none after it.
+        record_decision(store, db, proposal_id, request, identity.name, now)
+        answer = with_votes(index.answer(db, proposal_id, now), rule, cast)
+        idempotency.remember(db, identity, idempotency_key, fingerprint, answer, now)
+        return False, answer
+    cast.append(
+        CastDecision(
+            identity.name,
+            request.decision,
+            request.reason or None,
+            rules.required_timestamp(now),
+            *((signed.statement, signed.signature, signed.key_fingerprint) if signed else ()),
+        )
+    )
+    result = outcome(rule, cast)
+    if result.state != "pending":
+        decided_by = ", ".join(result.approvals) if result.state == "approved" else identity.name
+        record_decision(store, db, proposal_id, request, decided_by, now)
+    answer = with_votes(index.answer(db, proposal_id, now), rule, cast)
+    idempotency.remember(db, identity, idempotency_key, fingerprint, answer, now)
+    return False, answer
+
+
+def pending_candidates(db: Transaction, now: float) -> list[tuple[str, int]]:
+    """Each pending proposal and its latest revision, for `QueueStore.reevaluate_pending`."""
+    return [
+        (row["proposal_id"], row["latest_revision"])
+        for row in db.all("SELECT * FROM proposals WHERE decision IS NULL")
+        if rules.state_of(row, now) == "pending"
+    ]
+
+
+def reevaluate(store: StoreState, db: Transaction, proposal_id: str, revision: int, now: float) -> bool:
+    """Evaluate one pending revision again under the store's policy; True when that decided it."""
+    row = db.one("SELECT * FROM proposals WHERE proposal_id = :proposal_id", proposal_id=proposal_id)
+    if row is None or row["latest_revision"] != revision or rules.state_of(row, now) != "pending":
+        return False
+    verdict = verdict_of(store, db, proposal_id, revision)
+    if verdict.outcome != "human":
+        again_under = f"evaluated again under policy {store.policy.sha256[:12]}"
+        note = f"{verdict.reason or 'approved'} ({again_under})"
+        again = Verdict(**{**vars(verdict), "reason": note})
+        decide_by_policy(store, db, proposal_id, revision, row["plan_sha256"], again, now)
+        return True
+    result = outcome(verdict.requirement, cast_decisions(db, proposal_id, revision))
+    if result.state != "pending":
+        decided_by = ", ".join(result.approvals) if result.state == "approved" else result.rejected_by or ""
+        decision: Decision = "approve" if result.state == "approved" else "reject"
+        request = DecisionRequest(
+            revision=revision,
+            plan_sha256=row["plan_sha256"],
+            decision=decision,
+            reason=result.reason or "",
+        )
+        record_decision(store, db, proposal_id, request, decided_by, now)
+        return True
+    return False
+
+
+def decide_by_policy(
+    store: StoreState,
+    db: Transaction,
+    proposal_id: str,
+    revision: int,
+    plan_sha256: str,
+    verdict: Verdict,
+    now: float,
+) -> State:
+    """Record the policy's own decision, as `policy:<rule>`, when it rejects or approves."""
+    if verdict.outcome == "human" or verdict.decided_by is None:
+        return "pending"
+    decision: Decision = "reject" if verdict.outcome == "reject" else "approve"
+    signed = None
+    if decision == "approve" and verdict.requirement.signatures:
+        assert store.policy_signing is not None  # evaluate() asks a human otherwise
+        signed = store.policy_signing.sign(proposal_id, revision, plan_sha256, now)
+    request = DecisionRequest(
+        revision=revision, plan_sha256=plan_sha256, decision=decision, reason=verdict.reason or ""
+    )
+    index.append_trail(
+        db,
+        now,
+        verdict.decided_by,
+        "approved" if decision == "approve" else "rejected",
+        proposal_id,
+        revision,
+        plan_sha256,
+        verdict.reason,
+        signed,
+    )
+    record_decision(store, db, proposal_id, request, verdict.decided_by, now)
+    return "approved" if decision == "approve" else "rejected"
+
+
+def record_decision(
+    store: StoreState,
+    db: Transaction,
+    proposal_id: str,
+    request: DecisionRequest,
+    decided_by: str,
+    now: float,
+) -> None:
+    """The revision's final decision (a quorum met, or a rejection), which a claim then uses."""
+    approval_expires_at = now + store.approval_ttl if request.decision == "approve" else None
+    decision = db.one(
+        "INSERT INTO decisions (proposal_id, revision, plan_sha256, decision, reason, decided_by, "
+        "decided_at, expires_at) VALUES (:proposal_id, :revision, :plan_sha256, :decision, :reason, "
+        ":decided_by, :now, :expires_at) RETURNING id",
+        proposal_id=proposal_id,
+        revision=request.revision,
+        plan_sha256=request.plan_sha256,
+        decision=request.decision,
+        reason=request.reason,
+        decided_by=decided_by,
+        now=now,
+        expires_at=approval_expires_at,
+    )
+    assert decision is not None
+    db.run(
+        "UPDATE proposals SET decision = :decision, decided_by = :decided_by, decided_at = :now, "
+        "reason = :reason, decision_id = :decision_id, approval_expires_at = :expires_at, "
+        "deadline = :expires_at WHERE proposal_id = :proposal_id",
+        decision=request.decision,
+        decided_by=decided_by,
+        now=now,
+        reason=request.reason or None,
+        decision_id=decision["id"],
+        expires_at=approval_expires_at,
+        proposal_id=proposal_id,
+    )
+    if store.notifying.targets:
+        event: events.EventName = (
+            "proposal.changes_requested" if request.decision == "request_changes" else "proposal.decided"
+        )
+        outbox.emit(
+            store,
+            db,
+            now,
+            events.event_key(event, proposal_id, request.revision),
+            events.decided(index.proposal_row(db, proposal_id), now, event),
+        )
+
+
+def with_withdrawals(
+    history: list[TrailEvent], withdrawn: list[Withdrawal], revision: int, plan_sha256: str
+) -> list[TrailEvent]:
+    """The trail with a `withdrawn` event where each withdrawn approval stopped counting (when its key
+    was removed); it carries the seq of the approval it withdraws."""
+    events = [
+        TrailEvent(
+            seq=item.approval.seq or 0,
+            at=item.removal.at,
+            actor=item.approval.reviewer,
+            event="withdrawn",
+            revision=revision,
+            plan_sha256=plan_sha256,
+            reason=item.reason,
+        )
+        for item in sorted(withdrawn, key=lambda item: item.removal.at)
+    ]
+    merged: list[TrailEvent] = []
+    for event in history:
+        while events and events[0].at < event.at:
+            merged.append(events.pop(0))
+        merged.append(event)
+    return merged + events

@@ -1,0 +1,60 @@
+"""The two tables every aggregate touches: `proposals`, the index of each proposal's latest revision
+and its state (read whole, and as a caller may see it), and the trail every write appends to."""
+
+from __future__ import annotations
+
+from reviewer.queue.messages import DecisionState
+from reviewer.service import rules
+from reviewer.service.auth import Identity
+from reviewer.service.rules import Row
+from reviewer.service.signed_decisions import VerifiedSignature
+from reviewer.service.store.base import Transaction
+
+
+def visible(db: Transaction, identity: Identity, proposal_id: str) -> Row:
+    row = db.one("SELECT * FROM proposals WHERE proposal_id = :proposal_id", proposal_id=proposal_id)
+    return rules.require_visible(row, identity, proposal_id)
+
+
+def proposal_row(db: Transaction, proposal_id: str) -> Row:
+    row = db.one("SELECT * FROM proposals WHERE proposal_id = :proposal_id", proposal_id=proposal_id)
+    assert row is not None
+    return row
+
+
+def answer(db: Transaction, proposal_id: str, now: float) -> DecisionState:
+    row = db.one("SELECT * FROM proposals WHERE proposal_id = :proposal_id", proposal_id=proposal_id)
+    assert row is not None
+    return rules.decision_state(row, now)
+
+
+def append_trail(
+    db: Transaction,
+    now: float,
+    actor: str,
+    event: str,
+    proposal_id: str,
+    revision: int,
+    plan_sha256: str,
+    reason: str | None = None,
+    signed: VerifiedSignature | None = None,
+) -> int:
+    """Append to the trail; its `seq` is the list's version and cursor, so it must grow in commit
+    order, which the one write lock of `write()` gives on both backends."""
+    row = db.one(
+        "INSERT INTO trail (at, actor, event, proposal_id, revision, plan_sha256, reason, statement, "
+        "signature, key_fingerprint) VALUES (:now, :actor, :event, :proposal_id, :revision, "
+        ":plan_sha256, :reason, :statement, :signature, :key_fingerprint) RETURNING seq",
+        now=now,
+        actor=actor,
+        event=event,
+        proposal_id=proposal_id,
+        revision=revision,
+        plan_sha256=plan_sha256,
+        reason=reason,
+        statement=signed.statement if signed else None,
+        signature=signed.signature if signed else None,
+        key_fingerprint=signed.key_fingerprint if signed else None,
+    )
+    assert row is not None
+    return int(row["seq"])

@@ -1,0 +1,300 @@
+"""Proposals: a revision submitted (and decided by the policy in the same transaction), the list and
+its version, a proposal's record and its revisions' bodies, as functions of one open transaction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from reviewer.plan.proposal import Proposal
+from reviewer.policy.verdict import ChangeRequest, Verdict
+from reviewer.queue.messages import (
+    DecisionState,
+    ProposalPage,
+    ProposalRecord,
+    ProposalSummary,
+    RevisionInfo,
+    State,
+    SubmissionAnswer,
+    TrailEvent,
+)
+from reviewer.service import rules
+from reviewer.service.auth import Identity
+from reviewer.service.errors import NotFound
+from reviewer.service.rules import Row
+from reviewer.service.store import decisions, events, index, outbox, tokens
+from reviewer.service.store.base import StoreState, Transaction
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A validated proposal revision, ready to store: its identity, digest and original bytes."""
+
+    proposal_id: str
+    revision: int
+    plan_sha256: str
+    title: str
+    agent_name: str
+    call_count: int
+    body: bytes | bytearray
+    proposal: Proposal | None = None
+    """The parsed proposal, when the caller has it, for the policy to read without parsing again."""
+
+
+@dataclass(frozen=True)
+class ListVersion:
+    """What the proposal list depends on: the last write and the next deadline to pass."""
+
+    last_seq: int
+    next_deadline: float | None
+
+
+LIST_VERSION: Final = (
+    "(SELECT coalesce(max(seq), 0) FROM trail) AS last_seq, "
+    "(SELECT min(deadline) FROM proposals WHERE deadline > :now) AS next_deadline"
+)
+"""Two index lookups: enough for an ETag that changes on every write and expiry."""
+
+
+def submit(
+    store: StoreState,
+    db: Transaction,
+    identity: Identity,
+    submission: Submission,
+    verdict: Verdict | None,
+    asked: tuple[ChangeRequest, ...],
+    now: float,
+) -> tuple[bool, SubmissionAnswer]:
+    """Store a revision (`QueueStore.submit`) in the caller's write transaction; answers (False, its
+    record) when this very plan is already stored. `verdict` was evaluated before the lock, after the
+    changes `asked` of earlier revisions."""
+    tokens.require_active(db, identity, store.clock)
+    row = db.one(
+        "SELECT * FROM proposals WHERE proposal_id = :proposal_id", proposal_id=submission.proposal_id
+    )
+    stored = db.one(
+        "SELECT plan_sha256 FROM revisions WHERE proposal_id = :proposal_id AND revision = :revision",
+        proposal_id=submission.proposal_id,
+        revision=submission.revision,
+    )
+    earlier = rules.submission_outcome(
+        row,
+        identity,
+        submission.proposal_id,
+        submission.revision,
+        submission.plan_sha256,
+        None if stored is None else stored["plan_sha256"],
+        now,
+    )
+    if earlier is not None:
+        return False, earlier
+    seq = index.append_trail(
+        db,
+        now,
+        identity.name,
+        "submitted",
+        submission.proposal_id,
+        submission.revision,
+        submission.plan_sha256,
+    )
+    pending_expires_at = now + store.pending_ttl
+    # One statement for the first revision and each re-plan: a re-plan keeps the owner and
+    # clears the decision of the revision it supersedes.
+    db.run(
+        "INSERT INTO proposals (proposal_id, owner, latest_revision, latest_seq, plan_sha256, "
+        "title, agent_name, call_count, submitted_at, pending_expires_at, deadline) "
+        "VALUES (:proposal_id, :owner, :revision, :seq, :plan_sha256, :title, :agent_name, "
+        ":call_count, :now, :pending_expires_at, :pending_expires_at) "
+        "ON CONFLICT (proposal_id) DO UPDATE SET latest_revision = excluded.latest_revision, "
+        "latest_seq = excluded.latest_seq, plan_sha256 = excluded.plan_sha256, "
+        "title = excluded.title, agent_name = excluded.agent_name, "
+        "call_count = excluded.call_count, submitted_at = excluded.submitted_at, "
+        "pending_expires_at = excluded.pending_expires_at, decision = NULL, decided_by = NULL, "
+        "decided_at = NULL, reason = NULL, decision_id = NULL, approval_expires_at = NULL, "
+        "claim_id = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL, "
+        "executed_at = NULL, deadline = excluded.deadline",
+        proposal_id=submission.proposal_id,
+        owner=identity.name,
+        revision=submission.revision,
+        seq=seq,
+        plan_sha256=submission.plan_sha256,
+        title=submission.title,
+        agent_name=submission.agent_name,
+        call_count=submission.call_count,
+        now=now,
+        pending_expires_at=pending_expires_at,
+    )
+    db.run(
+        "INSERT INTO revisions (proposal_id, revision, plan_sha256, title, call_count, submitted_by, "
+        "submitted_at, body) VALUES (:proposal_id, :revision, :plan_sha256, :title, :call_count, "
+        ":submitted_by, :now, :body)",
+        proposal_id=submission.proposal_id,
+        revision=submission.revision,
+        plan_sha256=submission.plan_sha256,
+        title=submission.title,
+        call_count=submission.call_count,
+        submitted_by=identity.name,
+        now=now,
+        body=submission.body,
+    )
+    key = (submission.proposal_id, submission.revision)
+    # A request for changes recorded since the verdict was evaluated: evaluated again, below.
+    if verdict is not None and decisions.changes_requested_before(db, *key) == asked:
+        store.verdicts[key] = verdict
+    else:
+        store.verdicts.pop(key, None)
+    verdict = decisions.verdict_of(
+        store, db, submission.proposal_id, submission.revision, submission.proposal
+    )
+    state = decisions.decide_by_policy(
+        store, db, submission.proposal_id, submission.revision, submission.plan_sha256, verdict, now
+    )
+    if state == "pending" and store.notifying.targets:
+        stored_row = index.proposal_row(db, submission.proposal_id)
+        outbox.emit(
+            store,
+            db,
+            now,
+            events.event_key("proposal.waiting", submission.proposal_id, submission.revision),
+            events.waiting(stored_row, bytes(submission.body), now),
+        )
+    return True, SubmissionAnswer(
+        proposal_id=submission.proposal_id,
+        revision=submission.revision,
+        plan_sha256=submission.plan_sha256,
+        state=state,
+    )
+
+
+def list_version(db: Transaction, now: float) -> ListVersion:
+    version = db.one("SELECT " + LIST_VERSION, now=now)
+    assert version is not None
+    return ListVersion(int(version["last_seq"]), version["next_deadline"])
+
+
+def caller_and_list_version(
+    db: Transaction, token_sha256: str, now: float
+) -> tuple[Identity | None, ListVersion]:
+    """`QueueStore.caller_and_list_version` in one statement."""
+    row = db.one(
+        f"SELECT {tokens.TOKEN_COLUMNS}, "
+        + LIST_VERSION
+        + f" FROM (SELECT 1 AS always) AS one_row LEFT JOIN tokens ON {tokens.TOKEN_VALID}",
+        token_sha256=token_sha256,
+        now=now,
+    )
+    assert row is not None
+    identity = None if row["id"] is None else tokens.identity_of(row, token_sha256)
+    return identity, ListVersion(int(row["last_seq"]), row["next_deadline"])
+
+
+def listed_rows(
+    db: Transaction, state: State | None, before_seq: int | None, limit: int, now: float, batch_size: int
+) -> list[Row]:
+    """Up to `limit + 1` rows of the list, newest first (`QueueStore.list_proposals`)."""
+    before = before_seq if before_seq is not None else 2**62
+    chosen: list[Row] = []
+    while len(chosen) <= limit:
+        batch = db.all(
+            "SELECT * FROM proposals WHERE latest_seq < :before ORDER BY latest_seq DESC LIMIT :batch",
+            before=before,
+            batch=batch_size if state is not None else limit + 1,
+        )
+        chosen.extend(row for row in batch if state is None or rules.state_of(row, now) == state)
+        if len(batch) < (batch_size if state is not None else limit + 1) or state is None:
+            break
+        before = batch[-1]["latest_seq"]
+    return chosen
+
+
+def page(chosen: list[Row], limit: int, now: float) -> ProposalPage:
+    """The page of the rows `listed_rows` chose, and the cursor of the next one."""
+    summaries = []
+    for row in chosen[:limit]:
+        decision_state = rules.decision_state(row, now)
+        summaries.append(
+            ProposalSummary(
+                proposal_id=row["proposal_id"],
+                revision=row["latest_revision"],
+                title=row["title"],
+                agent_name=row["agent_name"],
+                proposed_by=row["owner"],
+                plan_sha256=row["plan_sha256"],
+                call_count=row["call_count"],
+                submitted_at=rules.required_timestamp(row["submitted_at"]),
+                state=decision_state.state,
+                decided_by=decision_state.decided_by,
+                expires_at=decision_state.expires_at,
+                claimed_by=decision_state.claimed_by,
+                outcome_unknown=decision_state.outcome_unknown,
+            )
+        )
+    next_cursor = str(chosen[limit - 1]["latest_seq"]) if len(chosen) > limit else None
+    return ProposalPage(proposals=summaries, next_cursor=next_cursor)
+
+
+def get_record(
+    store: StoreState, db: Transaction, identity: Identity, proposal_id: str, now: float
+) -> ProposalRecord:
+    row = index.visible(db, identity, proposal_id)
+    revision_rows = db.all(
+        "SELECT revision, plan_sha256, title, call_count, submitted_by, submitted_at "
+        "FROM revisions WHERE proposal_id = :proposal_id ORDER BY revision",
+        proposal_id=proposal_id,
+    )
+    trail_rows = db.all(
+        "SELECT * FROM trail WHERE proposal_id = :proposal_id ORDER BY seq", proposal_id=proposal_id
+    )
+    latest = decisions.voted_state(store, db, row, now)
+    _counted, withdrawn = decisions.cast_and_withdrawn(db, proposal_id, row["latest_revision"])
+    revisions = [
+        RevisionInfo(
+            revision=revision["revision"],
+            plan_sha256=revision["plan_sha256"],
+            title=revision["title"],
+            call_count=revision["call_count"],
+            submitted_by=revision["submitted_by"],
+            submitted_at=rules.required_timestamp(revision["submitted_at"]),
+            state=latest.state if revision["revision"] == latest.revision else "superseded",
+        )
+        for revision in revision_rows
+    ]
+    history = [
+        TrailEvent(
+            seq=event["seq"],
+            at=rules.required_timestamp(event["at"]),
+            actor=event["actor"],
+            event=event["event"],
+            revision=event["revision"],
+            plan_sha256=event["plan_sha256"],
+            reason=event["reason"],
+            statement=event["statement"],
+            signature=event["signature"],
+        )
+        for event in trail_rows
+    ]
+    history = decisions.with_withdrawals(history, withdrawn, latest.revision, latest.plan_sha256)
+    return ProposalRecord(
+        proposal_id=proposal_id,
+        proposed_by=row["owner"],
+        latest=latest,
+        revisions=revisions,
+        history=history,
+    )
+
+
+def get_revision_body(db: Transaction, identity: Identity, proposal_id: str, revision: int) -> bytes:
+    index.visible(db, identity, proposal_id)
+    row = db.one(
+        "SELECT body FROM revisions WHERE proposal_id = :proposal_id AND revision = :revision",
+        proposal_id=proposal_id,
+        revision=revision,
+    )
+    if row is None:
+        raise NotFound(f"proposal {proposal_id!r} has no revision {revision}")
+    return bytes(row["body"])
+
+
+def decision_state(store: StoreState, db: Transaction, identity: Identity, proposal_id: str) -> DecisionState:
+    row = index.visible(db, identity, proposal_id)
+    return decisions.voted_state(store, db, row, store.clock())
