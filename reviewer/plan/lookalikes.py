@@ -1,8 +1,9 @@
 """Look-alike letters, from one table: a name's confusable skeleton, and whether a name a reviewer
 reads as a word could be another name in disguise.
 
-The one data source is `reviewer.plan.confusables`, generated from Unicode's confusables.txt
-(UTS #39) by `tools/confusables_table.py` and read the first time a non-ASCII name needs it. Every
+The one data source is `reviewer/plan/confusables.txt`, generated from Unicode's confusables.txt
+(UTS #39) by `tools/confusables_table.py` in that file's format, and read the first time a name
+needs it (about 2 ms). Every
 part that asks "does this pass for something else" asks here: the review screen's look-alike mark
 and alarm (`lookalike_identifier`), the base URL's host alarm (`reviewer.plan.hosts`), and the
 policy's environment and reviewer names (`skeleton`, under `reviewer.policy.names.folded`).
@@ -10,17 +11,36 @@ policy's environment and reviewer names (`skeleton`, under `reviewer.policy.name
 
 from __future__ import annotations
 
+import os
 import unicodedata
 from functools import cache
 from typing import Final
 
 
+def read_confusables(text: str) -> tuple[str, dict[str, dict[str, str]]]:
+    """The version and the mappings of a file in confusables.txt's format (`0430 ; 0061 ; MA # ...`),
+    character to prototype, by the kind in the third field."""
+    version = ""
+    tables: dict[str, dict[str, str]] = {}
+    for line in text.lstrip("\ufeff").splitlines():
+        if line.startswith("# Version:"):
+            version = line.split(":", 1)[1].strip()
+        data = line.split("#", 1)[0]
+        if not data.strip():
+            continue
+        source, target, kind = data.split(";")
+        prototype = "".join(chr(int(code, 16)) for code in target.split())
+        tables.setdefault(kind.strip(), {})[chr(int(source, 16))] = prototype
+    return version, tables
+
+
 @cache
 def _tables() -> tuple[dict[str, str], dict[str, str]]:
-    """The look-alike table and its capitals, imported on first use (2,500 entries)."""
-    from reviewer.plan.confusables import CAPITALS, PROTOTYPES
-
-    return PROTOTYPES, CAPITALS
+    """The look-alike table and its capitals (`MA` and `CAPITAL` lines), read on first use (a few
+    milliseconds; `importlib.resources` alone would cost more to import)."""
+    with open(os.path.join(os.path.dirname(__file__), "confusables.txt"), encoding="utf-8") as file:
+        _version, tables = read_confusables(file.read())
+    return tables.get("MA", {}), tables.get("CAPITAL", {})
 
 
 def _invisible(character: str) -> bool:

@@ -13,12 +13,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reviewer.plan.hosts import read_host
-from reviewer.plan.lookalikes import lookalike_identifier, skeleton
+from reviewer.plan.lookalikes import lookalike_identifier, read_confusables, skeleton
 from reviewer.plan.proposal import Call
 from reviewer.policy.file import parse_policy
 from reviewer.policy.verdict import resolve_environment
 from reviewer.reading.analysis import call_lookalike
-from tools.confusables_table import table_module
+from tools.confusables_table import table_text
 
 PASSES_FOR = {
     # Cyrillic small letters, from the everyday ones to those a hand-made list forgets (г, ѵ, ш, ӏ)
@@ -167,25 +167,27 @@ def test_the_table_is_written_from_unicodes_file_for_what_a_folded_name_can_hold
     """Small letters and caseless characters keep their prototype, a small letter whose own one is
     not Latin takes its capital's (т), a capital is kept only where its small letter reads otherwise
     (Ν), and what NFKC or case folding removes (ａ, А) or digits (0) are left out."""
-    source = table_module(EXCERPT)
-    assert source.isascii() and "version 17.0.0" in source
-    namespace: dict[str, object] = {}
-    exec(compile(source, "confusables.py", "exec"), namespace)
-    assert namespace["PROTOTYPES"] == {'"': "''", "m": "rn", "а": "a", "ν": "v", "т": "T"}
-    assert namespace["CAPITALS"] == {"Ν": "N"}
+    version, tables = read_confusables(table_text(EXCERPT))
+    assert version == "17.0.0"
+    assert tables == {
+        "MA": {'"': "''", "m": "rn", "а": "a", "ν": "v", "т": "T"},
+        "CAPITAL": {"Ν": "N"},
+    }
 
 
-def test_the_committed_table_is_ascii_and_names_its_unicode_version() -> None:
-    source = (Path(__file__).resolve().parents[2] / "reviewer" / "plan" / "confusables.py").read_text()
-    assert source.isascii() and "from Unicode's confusables.txt, version " in source
+def test_the_committed_table_keeps_unicodes_notice_and_names_its_version() -> None:
+    text = (Path(__file__).resolve().parents[2] / "reviewer" / "plan" / "confusables.txt").read_text()
+    version, tables = read_confusables(text)
+    assert version and "Unicode" in text.splitlines()[7] and len(tables["MA"]) > 2000
 
 
-def test_starting_the_app_or_the_policy_does_not_load_the_table() -> None:
-    """The table is imported the first time a non-ASCII name is read, not at start-up."""
+def test_starting_the_app_or_the_policy_does_not_read_the_table() -> None:
+    """The table is read the first time a name is, not at start-up."""
     code = (
-        "import sys, reviewer.__main__, reviewer.tui.app, reviewer.policy.file;"
-        "assert 'reviewer.plan.confusables' not in sys.modules;"
-        "from reviewer.plan.lookalikes import skeleton; skeleton('ascii');"
-        "assert 'reviewer.plan.confusables' in sys.modules"
+        "import reviewer.__main__, reviewer.tui.app, reviewer.policy.file;"
+        "from reviewer.plan import lookalikes;"
+        "assert lookalikes._tables.cache_info().currsize == 0;"
+        "lookalikes.skeleton('ascii');"
+        "assert lookalikes._tables.cache_info().currsize == 1"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
