@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 import httpx
 import idna
 
-from reviewer.plan.sanitize import lookalike_identifier
+from reviewer.plan.lookalikes import lookalike_identifier
 
 DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 _NUMERIC_LABEL: Final = re.compile(r"(0x[0-9a-f]*|[0-9]+)", re.IGNORECASE)

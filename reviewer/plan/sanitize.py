@@ -9,8 +9,9 @@ found hidden characters. Nothing is dropped: every character is either kept or w
 
 Two dangers are not invisible characters, so they are flagged rather than escaped: an identifier a
 reviewer reads as a word (a tool name, an argument key, a path) that mixes scripts or is written in
-letters that pass for Latin ones (`dеlete_ticket` with a Cyrillic е), and text that is not in NFC
-(an `é` built from `e` and a combining accent compares unequal to the one typed).
+letters that pass for Latin ones (`dеlete_ticket` with a Cyrillic е: `reviewer.plan.lookalikes`),
+and text that is not in NFC (an `é` built from `e` and a combining accent compares unequal to the
+one typed).
 
 A table cell must keep its width exactly, whatever the text: `steady_width` writes the characters a
 terminal may draw at another width than the one counted (combining marks, the few glyphs far wider
@@ -241,45 +242,7 @@ def json_has_hidden(encoded: bytes) -> bool:
     return False
 
 
-# --- look-alike identifiers and unnormalized text -----------------------------------------------
-
-_PASSES_FOR_LATIN: Final = frozenset(
-    # Cyrillic
-    "аеорсухіјѕԁԛԝһӏүвкмнтАВЕКМНОРСТУХІЈЅԚԜҮ"
-    # Greek
-    "οαινρτυκχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ"
-    # Armenian
-    "օոսհցզգ"
-)
-"""Letters of other scripts drawn like a Latin letter in common terminal fonts (after Unicode's
-confusables.txt, the letters an identifier can be spelled with to pass for Latin)."""
-
-_SCRIPT_FAMILIES: Final = {"HIRAGANA": "CJK", "KATAKANA": "CJK", "HANGUL": "CJK", "CJK": "CJK"}
-"""Scripts one language writes together (Japanese, Korean): mixing these is not a disguise."""
-
-
-def _script(character: str) -> str | None:
-    """The script of a letter, from the first word of its Unicode name; None for anything else
-    (digits, punctuation, marks are common to every script)."""
-    if not unicodedata.category(character).startswith("L"):
-        return None
-    word = unicodedata.name(character, "UNKNOWN").split(" ", 1)[0]
-    return _SCRIPT_FAMILIES.get(word, word)
-
-
-def lookalike_identifier(identifier: str) -> bool:
-    """Whether a name a reviewer reads as a word could be another name in disguise: its letters come
-    from more than one script, or every letter of it passes for a Latin one (`сrеаtе` in Cyrillic),
-    or it holds compatibility forms (fullwidth, mathematical letters), or it is not NFC."""
-    if identifier.isascii():
-        return False
-    if not unicodedata.is_normalized("NFC", identifier) or not unicodedata.is_normalized("NFKC", identifier):
-        return True
-    scripts = {script for script in map(_script, identifier) if script is not None}
-    if len(scripts) > 1:
-        return True
-    letters = [character for character in identifier if unicodedata.category(character).startswith("L")]
-    return bool(letters) and scripts != {"LATIN"} and all(letter in _PASSES_FOR_LATIN for letter in letters)
+# --- unnormalized text ----------------------------------------------------------------------------
 
 
 def unnormalized(text: str) -> bool:

@@ -22,9 +22,10 @@ from typing import Any, Final
 
 import msgspec
 
+from reviewer.plan.lookalikes import lookalike_identifier
 from reviewer.plan.placeholders import MARK, PLACEHOLDER, PLACEHOLDER_BYTES
 from reviewer.plan.proposal import Call, CallList, Outcome, Proposal, dumps
-from reviewer.plan.sanitize import clip, json_has_hidden, lookalike_identifier, safe_text, unnormalized
+from reviewer.plan.sanitize import clip, json_has_hidden, safe_text, unnormalized
 
 SCAN_CHUNK: Final = 4096
 """Calls decoded and scanned at a time by the whole-plan passes."""
