@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from reviewer.agent.audit import HttpAuditLog
+    from reviewer.agent.sandbox_check import SandboxCheck
     from reviewer.audit.registry import AuditSource
 
 
@@ -60,6 +61,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "(docs/audit-logs.md); writes in it during the dry run that the gate did not make are an alarm "
         "on the plan, and the real run is matched call by call. A bare PATH or URL is the sample API's "
         "log read through the API (e.g. /v1/audit), as before",
+    )
+    parser.add_argument(
+        "--sandbox-api",
+        metavar="URL",
+        help="a collection on a sandbox copy of the API (e.g. https://sandbox.api.example/v1/tickets): "
+        "before the server dry run, it is listed, sent a create with the dry-run parameter and listed "
+        "again; a kept create stops the run, an unchanged listing is recorded with the plan and makes "
+        "its oks validated. Sent no credential",
+    )
+    parser.add_argument(
+        "--sandbox-create",
+        metavar="JSON",
+        help='the body of the sandbox check\'s create (default {"title": "reviewer sandbox check"})',
     )
     parser.add_argument(
         "--request-id-header",
@@ -167,6 +181,7 @@ def _run(options: argparse.Namespace) -> int:
             dry_run_query=parse_dry_run_param(options.dry_run_param) if options.dry_run_param else None,
             document=ApiDocument.load(options.openapi) if options.openapi else None,
             audit=_audit_option(options.audit),
+            sandbox_api=_sandbox_option(options),
             request_id_header=options.request_id_header or DEFAULT_REQUEST_ID_HEADER,
             title=options.title,
             environment=options.environment,
@@ -180,6 +195,32 @@ def _run(options: argparse.Namespace) -> int:
         print(f"reviewer run: {refused}", file=sys.stderr)
         return 2
     return asyncio.run(run(settings))
+
+
+def _sandbox_option(options: argparse.Namespace) -> SandboxCheck | None:
+    """`--sandbox-api URL [--sandbox-create JSON]` as the check a server dry run is proven by."""
+    import json
+
+    from reviewer.agent.sandbox_check import DEFAULT_CREATE_BODY, SandboxCheck
+    from reviewer.run.errors import RunRefused
+    from reviewer.run.options import check_api_url
+
+    if options.sandbox_api is None:
+        if options.sandbox_create is not None:
+            raise RunRefused("--sandbox-create is the body of --sandbox-api's check: name the sandbox too")
+        return None
+    if options.via != "server":
+        raise RunRefused(
+            "--sandbox-api proves a server dry run's parameter; --via record sends none, so it has nothing "
+            "to check: add --via server and --dry-run-param, or leave --sandbox-api out"
+        )
+    body = dict(DEFAULT_CREATE_BODY)
+    if options.sandbox_create is not None:
+        try:
+            body = json.loads(options.sandbox_create)
+        except ValueError as error:
+            raise RunRefused(f"--sandbox-create is not JSON: {error}") from None
+    return SandboxCheck(check_api_url(options.sandbox_api, "--sandbox-api"), body)
 
 
 def _audit_option(value: str | None) -> HttpAuditLog | AuditSource | None:

@@ -22,21 +22,24 @@ _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
 _HOP_BY_HOP = frozenset({"host", "connection", "content-length", "transfer-encoding", "te", "upgrade"})
 
 
-def check_api_url(url: str) -> str:
-    """The API's base URL without a trailing slash; refused unless https, or plain http on loopback."""
+def check_api_url(url: str, option: str = "--api") -> str:
+    """The API's base URL (or the sandbox's collection, `option` naming which) without a trailing
+    slash; refused unless https, or plain http on loopback."""
     try:
         parsed = httpx.URL(url)
     except httpx.InvalidURL as error:
-        raise RunRefused(f"--api {url!r} is not a URL: {error}") from None
+        raise RunRefused(f"{option} {url!r} is not a URL: {error}") from None
     if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise RunRefused(f"--api {url!r}: give an http(s) URL with a host, e.g. https://api.example/v1")
+        raise RunRefused(f"{option} {url!r}: give an http(s) URL with a host, e.g. https://api.example/v1")
     if parsed.userinfo:
-        raise RunRefused("--api: a URL holding a user or password puts the credential on the command line")
+        raise RunRefused(
+            f"{option}: a URL holding a user or password puts the credential on the command line"
+        )
     if parsed.query or parsed.fragment:
-        raise RunRefused(f"--api {url!r}: a base URL has no query or fragment")
+        raise RunRefused(f"{option} {url!r}: the URL has no query or fragment")
     if parsed.scheme != "https" and parsed.host not in LOOPBACK_HOSTS:
         raise RunRefused(
-            f"--api {url!r} is plain http off loopback: the credential would cross the network in clear; "
+            f"{option} {url!r} is plain http off loopback: the credential would cross the network in clear; "
             "use https"
         )
     return str(parsed).rstrip("/")

@@ -20,7 +20,7 @@ DETAIL_LIMIT = 4_000
 VERDICT_MEANING = {
     Verdict.VALIDATED: "the server's rules accepted this call against the state before the run",
     Verdict.UNPROVEN: "the server accepted this call, but nothing proved the API honoured the dry-run "
-    "parameter (no audit log read before and after): it may have written for real",
+    "parameter (no audit log read before and after, no sandbox check): it may have written for real",
     Verdict.REAL_REFUSAL: "the server refused it, and nothing in the plan explains it: the real run "
     "will be refused too",
     Verdict.CHAIN_NOISE: "refused only because an earlier call of this plan (one it takes a value "

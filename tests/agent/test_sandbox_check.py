@@ -1,0 +1,132 @@
+"""The sandbox check: a dry-run create sent to a collection on a sandbox copy of the API, the collection
+listed before and after. It proves a server dry run honest, or stops it before anything reaches the API."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+
+from reviewer.agent import Gate, SandboxCheck, SandboxCheckFailed, SandboxKeptWrite, SandboxProof
+from reviewer.reading.analysis import Analysis, Verdict
+from reviewer.sample_api import tools
+from reviewer.sample_api.server import RunningSampleApi, sample_api_in_thread
+from tests.agent.helpers import received
+
+AT = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def ignoring_sandbox() -> Iterator[RunningSampleApi]:
+    """A sandbox of an API that drops the dry-run parameter and writes, as most APIs do."""
+    with sample_api_in_thread(ignore_dry_run=True) as running:
+        yield running
+
+
+@pytest.fixture
+def honest_sandbox() -> Iterator[RunningSampleApi]:
+    with sample_api_in_thread() as running:
+        yield running
+
+
+async def test_an_api_that_honours_the_parameter_is_proven_and_keeps_nothing(
+    honest_sandbox: RunningSampleApi,
+) -> None:
+    collection = f"{honest_sandbox.base_url}/v1/tickets"
+    before = dict(honest_sandbox.store.tickets)
+    proof = await SandboxCheck(collection).prove(tools.DRY_RUN_QUERY, now=AT)
+    assert proof == SandboxProof(url=collection, query={"dryRun": "All"}, checked_at="2026-03-01T09:30:00Z")
+    assert honest_sandbox.store.tickets == before
+    created = [entry for entry in received(honest_sandbox) if entry["method"] == "POST"]
+    assert [entry["query"] for entry in created] == [{"dryRun": "All"}], "one create, sent dry"
+
+
+async def test_an_api_that_ignores_the_parameter_is_caught_by_the_listing(
+    ignoring_sandbox: RunningSampleApi,
+) -> None:
+    collection = f"{ignoring_sandbox.base_url}/v1/tickets"
+    with pytest.raises(SandboxKeptWrite) as kept:
+        await SandboxCheck(collection).prove(tools.DRY_RUN_QUERY)
+    assert f"sent to {collection} with dryRun=All, was kept" in str(kept.value)
+    assert "record backend" in str(kept.value)
+
+
+async def test_a_create_the_sandbox_refuses_proves_nothing(honest_sandbox: RunningSampleApi) -> None:
+    """The sample API refuses a ticket without a title: a refused create keeps nothing whatever the
+    parameter does, so it cannot stand as proof."""
+    check = SandboxCheck(f"{honest_sandbox.base_url}/v1/tickets", body={"priority": "high"})
+    with pytest.raises(SandboxCheckFailed, match="answered 422") as failed:
+        await check.prove(tools.DRY_RUN_QUERY)
+    assert "give a body the collection accepts" in str(failed.value)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://user:secret@sandbox.example/v1/tickets",
+        "https://sandbox.example/v1/tickets?key=1",
+        "ftp://x/y",
+    ],
+)
+def test_a_sandbox_url_that_would_carry_a_credential_or_a_query_is_refused(url: str) -> None:
+    with pytest.raises(ValueError, match="sandbox"):
+        SandboxCheck(url)
+
+
+async def test_a_gate_stops_before_the_task_when_the_sandbox_kept_the_write(
+    sample_api: RunningSampleApi, ignoring_sandbox: RunningSampleApi
+) -> None:
+    started: list[bool] = []
+
+    async def task() -> None:
+        started.append(True)
+        await tools.reference_task()
+
+    sandbox = f"{ignoring_sandbox.base_url}/v1/tickets"
+    async with Gate(
+        api=sample_api.base_url,
+        queue="http://127.0.0.1:9",
+        token="unused",
+        sandbox=sandbox,
+        backend="server",
+        dry_run_query=tools.DRY_RUN_QUERY,
+    ) as gate:
+        with pytest.raises(SandboxKeptWrite):
+            await gate.dry_run(task)
+    assert started == [] and received(sample_api) == [], "nothing reached the API"
+
+
+async def test_a_gate_records_the_proof_and_its_oks_are_validated(
+    sample_api: RunningSampleApi, honest_sandbox: RunningSampleApi
+) -> None:
+    sandbox = f"{honest_sandbox.base_url}/v1/tickets"
+    async with Gate(
+        api=sample_api.base_url,
+        queue="http://127.0.0.1:9",
+        token="unused",
+        sandbox=sandbox,
+        backend="server",
+        dry_run_query=tools.DRY_RUN_QUERY,
+    ) as gate:
+        recording = await gate.dry_run(tools.reference_task)
+        proposal = gate.propose(recording, title="proven")
+    proof = proposal.dry_run.sandbox
+    assert proof is not None and (proof.url, proof.query) == (sandbox, {"dryRun": "All"})
+    assert proposal.dry_run.writes_kept is None, "no audit log was read: the count stays unknown"
+    analysis = Analysis(proposal)
+    verdicts = [analysis.row(index).verdict for index in range(len(analysis))]
+    assert Verdict.VALIDATED in verdicts and Verdict.UNPROVEN not in verdicts
+    assert "unproven_dry_run" not in analysis.alarm_names
+
+
+def test_a_sandbox_check_for_a_dry_run_that_sends_nothing_is_refused() -> None:
+    with pytest.raises(ValueError, match="'record' backend sends none"):
+        Gate(
+            api="http://127.0.0.1:9",
+            queue="http://127.0.0.1:9",
+            token="unused",
+            sandbox="http://127.0.0.1:9/v1/tickets",
+        )
