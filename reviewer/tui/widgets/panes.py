@@ -281,7 +281,8 @@ def detail_text(row: PlanRow, call: Call, kept: str | None = None, dry_run: DryR
 
 
 def summary_counts(analysis: Analysis) -> str:
-    """What is being approved, for the confirmation: counts of each effect and the refusals."""
+    """What is being approved, for the confirmation: counts of each effect, and the calls marked
+    destructive that are not deletes (an update that destroys)."""
     ratios = analysis.ratios
     parts = [
         f"{ratios.calls:,} calls",
@@ -291,4 +292,7 @@ def summary_counts(analysis: Analysis) -> str:
     ]
     if ratios.reads + ratios.other:
         parts.append(f"{ratios.reads + ratios.other:,} other")
+    marked = ratios.destructive - ratios.deletes
+    if marked:
+        parts.append(f"{marked:,} more destructive")
     return ", ".join(parts)
