@@ -61,6 +61,9 @@ class RunSettings:
     agent_token: str
     queue: str
     credentials: Credentials = field(default_factory=Credentials)
+    withheld: Credentials | None = None
+    """Every secret COMMAND must not hold (`every_secret` of the API's and the sandbox check's); the
+    API's credentials when None."""
     sandbox: Sandbox = field(default_factory=lambda: Sandbox("none"))
     via: str = "record"
     dry_run_query: dict[str, str] | None = None
@@ -193,8 +196,8 @@ async def _run(settings: RunSettings) -> int:
                 settings.environ,
                 api_url=gate_url,
                 proposal_id=proposal_id,
-                withheld=settings.credentials.from_env,
-                secrets=settings.credentials.secrets,
+                withheld=(settings.withheld or settings.credentials).from_env,
+                secrets=(settings.withheld or settings.credentials).secrets,
             )
 
             def child(feedback: Feedback | None = None) -> Awaitable[ChildExit]:

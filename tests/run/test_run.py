@@ -231,23 +231,30 @@ def test_an_audit_log_that_cannot_be_read_is_refused_before_command_starts(
     assert not marker.exists() and sample_api.requests() == []
 
 
+SANDBOX_TOKEN = "sandbox-write-secret-51d2"
+
+
 def test_a_sandbox_that_honours_the_parameter_proves_the_server_dry_run(
     queue: Queue, sample_api: SampleApi, tmp_path: Path
 ) -> None:
-    """The sample API honours dryRun=All: the sandbox check's create leaves its sandbox's collection as
-    it was, the plan carries the proof, and the server's oks are validated without an audit log."""
+    """The sample API honours dryRun=All: the sandbox check's create (with the sandbox's own credential,
+    which COMMAND never sees) leaves its sandbox's collection as it was, the plan carries the proof,
+    and the server's oks are validated without an audit log."""
     from reviewer.plan.proposal import parse_proposal
     from reviewer.reading.analysis import Analysis, Verdict
 
-    with sample_api_in_thread() as sandbox:
+    seen = tmp_path / "environment"
+    command = f"env > {seen} && exec {sys.executable} {AGENTS} drift {tmp_path / 'runs'}"
+    with sample_api_in_thread(write_token=SANDBOX_TOKEN) as sandbox:
         collection = f"{sandbox.base_url}/v1/tickets"
         before = dict(sandbox.store.tickets)
         run = start_run(
             queue,
             sample_api,
             *("--via", "server", "--dry-run-param", "dryRun=All", "--sandbox-api", collection),
-            *("--title", "sandbox proven"),
-            command=agent("drift", str(tmp_path / "runs")),
+            *("--sandbox-header", "Authorization: Bearer env:SANDBOX_TOKEN", "--title", "sandbox proven"),
+            command=["sh", "-c", command],
+            environment={"SANDBOX_TOKEN": SANDBOX_TOKEN},
         )
         proposal_id, revision = run.wait_for_plan()
         document = proposal(queue, proposal_id, revision)
@@ -260,6 +267,7 @@ def test_a_sandbox_that_honours_the_parameter_proves_the_server_dry_run(
     assert {analysis.row(index).verdict for index in range(len(analysis))} == {Verdict.VALIDATED}
     assert "unproven_dry_run" not in analysis.alarm_names
     assert sample_api.real_requests() == [], "the dry run wrote nothing for real"
+    assert SANDBOX_TOKEN not in seen.read_text(), "COMMAND never holds the sandbox's credential"
 
 
 def test_a_sandbox_check_without_a_server_dry_run_is_refused(queue: Queue, sample_api: SampleApi) -> None:
