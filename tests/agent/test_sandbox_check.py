@@ -76,6 +76,19 @@ def test_a_sandbox_url_that_would_carry_a_credential_or_a_query_is_refused(url: 
         SandboxCheck(url)
 
 
+def server_dry_run_gate(api: RunningSampleApi, sandbox: str) -> Gate:
+    """A gate that dry-runs the sample API by its dryRun parameter, proven by the sandbox check at
+    `sandbox`; its queue is never reached (these tests do not submit)."""
+    return Gate(
+        api=api.base_url,
+        queue="http://127.0.0.1:9",
+        token="unused",
+        sandbox=sandbox,
+        backend="server",
+        dry_run_query=tools.DRY_RUN_QUERY,
+    )
+
+
 async def test_a_gate_stops_before_the_task_when_the_sandbox_kept_the_write(
     sample_api: RunningSampleApi, ignoring_sandbox: RunningSampleApi
 ) -> None:
@@ -85,15 +98,7 @@ async def test_a_gate_stops_before_the_task_when_the_sandbox_kept_the_write(
         started.append(True)
         await tools.reference_task()
 
-    sandbox = f"{ignoring_sandbox.base_url}/v1/tickets"
-    async with Gate(
-        api=sample_api.base_url,
-        queue="http://127.0.0.1:9",
-        token="unused",
-        sandbox=sandbox,
-        backend="server",
-        dry_run_query=tools.DRY_RUN_QUERY,
-    ) as gate:
+    async with server_dry_run_gate(sample_api, f"{ignoring_sandbox.base_url}/v1/tickets") as gate:
         with pytest.raises(SandboxKeptWrite):
             await gate.dry_run(task)
     assert started == [] and received(sample_api) == [], "nothing reached the API"
@@ -103,14 +108,7 @@ async def test_a_gate_records_the_proof_and_its_oks_are_validated(
     sample_api: RunningSampleApi, honest_sandbox: RunningSampleApi
 ) -> None:
     sandbox = f"{honest_sandbox.base_url}/v1/tickets"
-    async with Gate(
-        api=sample_api.base_url,
-        queue="http://127.0.0.1:9",
-        token="unused",
-        sandbox=sandbox,
-        backend="server",
-        dry_run_query=tools.DRY_RUN_QUERY,
-    ) as gate:
+    async with server_dry_run_gate(sample_api, sandbox) as gate:
         recording = await gate.dry_run(tools.reference_task)
         proposal = gate.propose(recording, title="proven")
     proof = proposal.dry_run.sandbox

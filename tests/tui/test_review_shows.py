@@ -14,7 +14,7 @@ from reviewer.tui.screens.dialogs import ConfirmScreen
 from reviewer.tui.screens.queue import compact
 from reviewer.tui.widgets.plan_view import PlanView
 from tests.builders import proposal_document
-from tests.tui.helpers import wait_until_loaded
+from tests.tui.helpers import open_review, wait_until_loaded
 
 pytestmark = pytest.mark.anyio
 
@@ -206,9 +206,7 @@ async def test_the_review_says_which_proof_a_server_dry_run_carries(
     (tmp_path / "proof.json").write_text(json.dumps(document))
     app = ReviewerApp(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_until_loaded(pilot)
-        await pilot.press("enter")
-        await wait_until_loaded(pilot)
+        await open_review(pilot)
         ratios = str(app.screen.query_one("#ratios", Static).render())
         assert f"proof       {proof}\n" in ratios
         detail = " ".join(str(app.screen.query_one("#detail", Static).render()).split())
