@@ -3,8 +3,12 @@ listed before and after. It proves a server dry run honest, or stops it before a
 
 from __future__ import annotations
 
+import json
+import re
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -52,6 +56,57 @@ async def test_an_api_that_ignores_the_parameter_is_caught_by_the_listing(
         await SandboxCheck(collection).prove(tools.DRY_RUN_QUERY)
     assert f"sent to {collection} with dryRun=All, was kept" in str(kept.value)
     assert "record backend" in str(kept.value)
+
+
+class _KeepingCollection(BaseHTTPRequestHandler):
+    """A collection that keeps every create whatever its query, and shows it in one way only: in its
+    listing (`listed`, its create answering no id) or by its id (a cached or paginated listing)."""
+
+    listed: bool
+    kept: list[str]
+
+    def do_GET(self) -> None:
+        if self.path == "/items":
+            self._answer(200, self.kept if self.listed else [])
+        else:
+            found = self.path.removeprefix("/items/") in self.kept
+            self._answer(200 if found else 404, {})
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.kept.append("x1")
+        self._answer(201, {} if self.listed else {"id": "x1"})
+
+    def _answer(self, status: int, body: object) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("listed", "said"),
+    [(True, "listed 0 item(s) before and 1 after"), (False, "the created 'x1' reads back")],
+    ids=["in the listing", "by its id"],
+)
+async def test_a_kept_create_is_caught_by_the_listing_or_by_reading_it_back(listed: bool, said: str) -> None:
+    handler = type("Collection", (_KeepingCollection,), {"listed": listed, "kept": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        collection = f"http://127.0.0.1:{server.server_address[1]}/items"
+        with pytest.raises(SandboxKeptWrite, match=re.escape(said)):
+            await SandboxCheck(collection).prove(tools.DRY_RUN_QUERY)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
 
 
 async def test_a_create_the_sandbox_refuses_proves_nothing(honest_sandbox: RunningSampleApi) -> None:
