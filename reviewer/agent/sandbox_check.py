@@ -67,8 +67,8 @@ class SandboxCheck:
                 raise SandboxCheckFailed(
                     self.collection,
                     f"the create sent with {parameter} was answered {created.status_code} "
-                    f"({created.text[:200]!r}), and a refused create proves nothing; give a body the "
-                    "collection accepts",
+                    f"({self._without_secrets(created.text[:200])!r}), and a refused create proves "
+                    "nothing; give a body the collection accepts",
                 )
             after = await self._listing(client)
             if after != before:
@@ -81,6 +81,14 @@ class SandboxCheck:
                         self.collection, parameter, f"the created {created_id!r} reads back"
                     )
         return SandboxProof(url=self.collection, query=dict(dry_run_query), checked_at=checked_at)
+
+    def _without_secrets(self, text: str) -> str:
+        """The sandbox's words with any header value it echoed (its credential) blanked out."""
+        for value in self.headers.values():
+            for secret in {value, value.rpartition(" ")[2]}:
+                if len(secret) >= 4:
+                    text = text.replace(secret, "<withheld>")
+        return text
 
     async def _listing(self, client: httpx.AsyncClient) -> Any:
         response = await self._send(client, "GET", self.collection)

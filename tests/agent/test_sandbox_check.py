@@ -7,6 +7,7 @@ import json
 import re
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -96,13 +97,38 @@ class _KeepingCollection(BaseHTTPRequestHandler):
 )
 async def test_a_kept_create_is_caught_by_the_listing_or_by_reading_it_back(listed: bool, said: str) -> None:
     handler = type("Collection", (_KeepingCollection,), {"listed": listed, "kept": []})
+    with serving(handler) as url, pytest.raises(SandboxKeptWrite, match=re.escape(said)):
+        await SandboxCheck(f"{url}/items").prove(tools.DRY_RUN_QUERY)
+
+
+class _EchoingRefusal(_KeepingCollection):
+    """Lists nothing and refuses every create, quoting the credential it was sent."""
+
+    listed = True
+    kept: list[str] = []
+
+    def do_POST(self) -> None:
+        self._answer(401, {"detail": f"not a token: {self.headers.get('Authorization')}"})
+
+
+async def test_a_refusal_that_echoes_the_sandboxs_credential_is_said_without_it() -> None:
+    """The run prints why the check proved nothing, in the sandbox's words: never with the sandbox's
+    credential, which a refusal may quote back."""
+    with serving(_EchoingRefusal) as url:
+        check = SandboxCheck(f"{url}/items", headers={"Authorization": "Bearer s3cret-token-value"})
+        with pytest.raises(SandboxCheckFailed, match="answered 401") as failed:
+            await check.prove(tools.DRY_RUN_QUERY)
+    assert "not a token: <withheld>" in str(failed.value) and "s3cret" not in str(failed.value)
+
+
+@contextmanager
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A small real HTTP server on loopback for the block; its URL."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        collection = f"http://127.0.0.1:{server.server_address[1]}/items"
-        with pytest.raises(SandboxKeptWrite, match=re.escape(said)):
-            await SandboxCheck(collection).prove(tools.DRY_RUN_QUERY)
+        yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
