@@ -55,6 +55,8 @@ from reviewer.agent.errors import (
     ReportNotStored,
     RunEnded,
     RunStopped,
+    SandboxCheckFailed,
+    SandboxKeptWrite,
     TargetMismatch,
     ToolDefinitionError,
     UnknownBackend,
@@ -70,10 +72,11 @@ from reviewer.agent.ledger import AlreadyRun, Ledger, LedgerEntry, LedgerError
 from reviewer.agent.placeholders import placeholder, placeholders_in, substitute
 from reviewer.agent.queue import QueueAgent
 from reviewer.agent.runs import RecordedCall, Recording, dry_run
+from reviewer.agent.sandbox_check import SandboxCheck
 from reviewer.agent.tools import GatedTool, ToolArgumentError, WriteTool, sdk_tool, write_tool
 from reviewer.audit.registry import AuditSource, audit_source
 from reviewer.plan.dry_run_params import names_dry_run
-from reviewer.plan.proposal import Agent, Call, Proposal, Request, Target
+from reviewer.plan.proposal import Agent, Call, Proposal, Request, SandboxProof, Target
 from reviewer.queue.client import QueueClient
 from reviewer.queue.messages import DecisionState, SentRequestId, SubmissionAnswer
 from reviewer.reading.audit_matching import AuditMatch
@@ -133,6 +136,10 @@ __all__ = [
     "Request",
     "RunEnded",
     "RunStopped",
+    "SandboxCheck",
+    "SandboxCheckFailed",
+    "SandboxKeptWrite",
+    "SandboxProof",
     "SentRequestId",
     "ServerBackend",
     "SubmissionAnswer",

@@ -281,3 +281,28 @@ class UnresolvablePlaceholder(AgentError):
             f"{tool} (call {seq}) was not recorded: {placeholder} names no earlier call of this plan. "
             "Use a placeholder an earlier call answered, such as <id from call 1>, or the value itself."
         )
+
+
+class SandboxKeptWrite(AgentError):
+    """The sandbox check's create, sent with the dry-run parameter, was kept: the API ignores the
+    parameter, so a server dry run against it would write for real. The dry run stops before it begins."""
+
+    def __init__(self, url: str, parameter: str, what_changed: str) -> None:
+        self.url = url
+        super().__init__(
+            f"the sandbox check's create, sent to {url} with {parameter}, was kept ({what_changed}): the "
+            "API ignores its dry-run parameter and would write for real. The dry run was stopped before "
+            "it began; nothing was sent to the API. Dry-run it with the record backend instead"
+        )
+
+
+class SandboxCheckFailed(AgentError):
+    """The sandbox check could not prove anything (the sandbox did not answer, refused the create, or
+    listed no JSON): a server dry run is not started on a proof that was never made."""
+
+    def __init__(self, url: str, problem: str) -> None:
+        self.url = url
+        super().__init__(
+            f"the sandbox check against {url} proved nothing: {problem}. The dry run was stopped before it "
+            "began; nothing was sent to the API"
+        )

@@ -18,6 +18,7 @@ import re
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
@@ -40,6 +41,7 @@ from reviewer.agent.execution import DEFAULT_REQUEST_ID_HEADER, Approval, Execut
 from reviewer.agent.feedback import Feedback, with_feedback
 from reviewer.agent.queue import DEFAULT_DECISION_TIMEOUT, DEFAULT_POLL_INTERVAL, QueueAgent
 from reviewer.agent.runs import Recording, running
+from reviewer.agent.sandbox_check import SandboxCheck
 from reviewer.agent.tools import GatedTool, WriteTool
 from reviewer.audit.checks import alarm_line, audit_execution, writes_during_dry_run
 from reviewer.audit.inputs import AuditSourceUnreadable
@@ -132,10 +134,15 @@ class Gate:
     written down, nothing sent), `fake`, `transport`, or `server`, which sends each write with the API's
     own dry-run parameter and so needs it named (`dry_run_query={"dryRun": "All"}` for Kubernetes): an
     API that does not know the parameter drops it and writes for real, which only an `audit` log read
-    before and after shows. A dry run that kept writes is refused at submission unless
-    `allow_kept_writes`: the reviewer would be approving writes that already happened. With
-    `allowed_signers`, an approval counts only when `signatures_required` people in that file signed it,
-    and `ledger` names the local file where this executor records the approvals it ran (each runs once).
+    before and after shows, or a `sandbox` check: a collection on a sandbox copy of the API
+    (`sandbox="https://sandbox.api.example/v1/tickets"`, or a `SandboxCheck` with the sandbox's own
+    headers) is listed, sent a create with the parameter and listed again before each dry run; a kept
+    create stops the dry run before it begins (`SandboxKeptWrite`), an unchanged listing is recorded
+    with the plan and makes the server's oks validated. A dry run that kept writes is refused at
+    submission unless `allow_kept_writes`: the reviewer would be approving writes that already happened.
+    With `allowed_signers`, an approval counts only when `signatures_required` people in that file
+    signed it, and `ledger` names the local file where this executor records the approvals it ran (each
+    runs once).
 
     `audit` may also be an audit source, `"access-log:/var/log/nginx/api.json"` or any `KIND:LOCATION`
     (`reviewer.audit.registry.audit_source`): the dry run's window is then read for writes the gate did
@@ -151,6 +158,7 @@ class Gate:
         token: str | None = None,
         backend: str = "record",
         audit: HttpAuditLog | AuditSource | str | None = None,
+        sandbox: SandboxCheck | str | None = None,
         request_id_header: str = DEFAULT_REQUEST_ID_HEADER,
         agent: Agent | str = "agent",
         target: Target | None = None,
@@ -167,6 +175,11 @@ class Gate:
                 "Gate(backend='server', dry_run_query={'dryRun': 'All'}) for Kubernetes, or the parameter "
                 "the API documents"
             )
+        if sandbox is not None and backend != "server":
+            raise ValueError(
+                f"a sandbox check proves a server dry run's parameter; the {backend!r} backend sends none"
+            )
+        self.sandbox = SandboxCheck(sandbox) if isinstance(sandbox, str) else sandbox
         self._owned: list[httpx.AsyncClient | QueueClient] = []
         if isinstance(api, str):
             api = httpx.AsyncClient(base_url=api)
@@ -232,7 +245,14 @@ class Gate:
         (`AuditUnavailable`) instead of leaving the real run's verification silently without it."""
         backend_client = self.api if self.backend == "server" else None
         backend = make_backend(self.backend, backend_client, **self.backend_options)
-        return Recording(backend, client=self.api if self.audit is not None else None, audit=self.audit)
+        query = self.backend_options.get("dry_run_query")
+        check = partial(self.sandbox.prove, query) if self.sandbox is not None and query else None
+        return Recording(
+            backend,
+            client=self.api if self.audit is not None else None,
+            audit=self.audit,
+            sandbox_check=check,
+        )
 
     def propose(
         self,

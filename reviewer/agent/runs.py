@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -20,7 +20,17 @@ from reviewer.agent.notes import dry_run_note
 from reviewer.agent.placeholders import placeholder, substitute
 from reviewer.agent.tools import ToolRunner, WriteTool, call_maybe_async, plain_result
 from reviewer.plan.placeholders import references_in, unresolvable_in
-from reviewer.plan.proposal import FORMAT_V1, Agent, Call, DryRun, Effect, Outcome, Proposal, Target
+from reviewer.plan.proposal import (
+    FORMAT_V1,
+    Agent,
+    Call,
+    DryRun,
+    Effect,
+    Outcome,
+    Proposal,
+    SandboxProof,
+    Target,
+)
 
 
 class Run(ToolRunner, Protocol):
@@ -150,6 +160,11 @@ class Recording:
     finished_at: datetime | None = None
     """The dry run's window, UTC: an API's audit log shows what else wrote meanwhile (DESIGN 16)."""
     _run_audit: RunAudit = field(init=False, repr=False)
+    sandbox_check: Callable[[], Awaitable[SandboxProof]] | None = None
+    """Proves, before the dry run begins, that the API honours the dry-run parameter (a sandbox
+    check); it raises when it cannot, and the dry run never starts."""
+    sandbox_proof: SandboxProof | None = None
+    """What the sandbox check proved, recorded with the plan."""
 
     def __post_init__(self) -> None:
         # The log, when given, is the dry run's only proof that it kept nothing: unreadable, it stops the run.
@@ -234,7 +249,10 @@ class Recording:
 
     async def start(self) -> None:
         """Begin the dry run: its start time, and the API's audit log asked where it stands now.
-        `dry_run()` calls it; a caller that holds a recording across requests calls it itself."""
+        `dry_run()` calls it; a caller that holds a recording across requests calls it itself.
+        With a sandbox check, the check runs first: a dry run it cannot prove never begins."""
+        if self.sandbox_check is not None:
+            self.sandbox_proof = await self.sandbox_check()
         self.started_at = datetime.now(UTC)
         await self._run_audit.start()
 
@@ -273,7 +291,10 @@ class Recording:
             created_at=created_at or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             target=target,
             dry_run=DryRun(
-                via=self.backend.via, write_requests=self.write_requests, writes_kept=self.writes_kept
+                via=self.backend.via,
+                write_requests=self.write_requests,
+                writes_kept=self.writes_kept,
+                sandbox=self.sandbox_proof,
             ),
             calls=[call.to_call() for call in sorted(self.calls, key=attrgetter("seq"))],
         )

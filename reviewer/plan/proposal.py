@@ -69,6 +69,19 @@ class Target(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     against. Part of the target, so the digest covers it; a run refuses a server whose tools differ."""
 
 
+class SandboxProof(msgspec.Struct, forbid_unknown_fields=True):
+    """The check a server dry run was proven by before it began: a create sent with the dry-run
+    parameter to a collection on a sandbox copy of the API, the collection listed before and after
+    and found unchanged (and the created item not readable), so the API honoured the parameter."""
+
+    url: str
+    """The sandbox collection checked, as the check sent it (never with a user, password or query)."""
+    query: dict[str, str]
+    """The dry-run parameter the check proved; it proves only the calls whose query carries it."""
+    checked_at: str
+    """When the check ran, UTC (RFC 3339)."""
+
+
 class DryRun(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     via: DryRunVia
     write_requests: Annotated[int, msgspec.Meta(ge=0, le=MAX_SAFE_INTEGER)] | None = None
@@ -77,6 +90,8 @@ class DryRun(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     """Writes the API's audit log holds for the dry run's window that the gate did not make (a child
     process, another client with the same credential). Outside the digest, like the rest of `dry_run`;
     absent when no audit source was read, so a proposal without it reads as before."""
+    sandbox: SandboxProof | None = None
+    """The sandbox check that proved a server dry run kept nothing; absent when none ran."""
 
 
 class Request(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):

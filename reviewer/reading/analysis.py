@@ -238,8 +238,9 @@ def interpret(via: str, outcome: Outcome | None, chained: bool, *, proven: bool 
     """What one outcome proves, given who answered the dry run.
 
     A server's ok is `VALIDATED` only when the dry run was `proven` to have kept nothing (its audit
-    log read before and after counted no kept write); otherwise it is `UNPROVEN`: an API that does not
-    know the dry-run parameter drops it, answers ok, and performs the write.
+    log read before and after counted no kept write, or a sandbox check proved its parameter);
+    otherwise it is `UNPROVEN`: an API that does not know the dry-run parameter drops it, answers ok,
+    and performs the write.
 
     In record mode every call is `RECORDED`, whatever it carries: nothing answered it. A server
     refusal is chain noise only when the call is `chained` to an earlier call of the plan, which the
@@ -368,7 +369,7 @@ class Analysis:
                 self.proposal.dry_run.via,
                 outcome,
                 bool(depends_on) or written_before is not None,
-                proven=self.proven_dry,
+                proven=self.proven_dry(call),
             ),
             http_status=outcome.http_status if outcome else None,
             message=outcome.message if outcome else None,
@@ -437,11 +438,18 @@ class Analysis:
             return calls[position]
         return None
 
-    @cached_property
-    def proven_dry(self) -> bool:
-        """Whether something proved the dry run kept nothing: the API's audit log, read before and
-        after, counted no kept write (a run that sent nothing kept nothing)."""
-        return self.proposal.dry_run.writes_kept == 0
+    def proven_dry(self, call: Call) -> bool:
+        """Whether something proved `call`'s dry run kept nothing: the API's audit log, read before and
+        after, counted no kept write (a run that sent nothing kept nothing); or, where nothing was
+        counted, a sandbox check proved the dry-run parameter the call's query carries."""
+        dry_run = self.proposal.dry_run
+        if dry_run.writes_kept is not None:
+            return dry_run.writes_kept == 0
+        proof = dry_run.sandbox
+        if proof is None or call.request is None:
+            return False
+        query = call.request.query or {}
+        return all(query.get(name) == value for name, value in proof.query.items())
 
     @cached_property
     def ratios(self) -> Ratios:
@@ -460,7 +468,7 @@ class Analysis:
             unresolved += sum(not placeholder.resolvable for placeholder in placeholders)
             resource = resource_of(call)
             chained = depends or resource in resources
-            counts[_VERDICT_COUNTS[interpret(via, call.outcome, chained, proven=self.proven_dry)]] += 1
+            counts[_VERDICT_COUNTS[interpret(via, call.outcome, chained, proven=self.proven_dry(call))]] += 1
             if writes(call):
                 resources.add(resource)
         dry_run = self.proposal.dry_run
@@ -641,8 +649,8 @@ class Analysis:
                 (
                     "unproven_dry_run",
                     f"the server accepted {_count(ratios.unproven, 'call')}, but nothing proved the API "
-                    "honoured the dry-run parameter (no audit log read before and after): it may have "
-                    "written for real",
+                    "honoured the dry-run parameter (no audit log read before and after, no sandbox "
+                    "check): it may have written for real",
                 )
             )
         if ratios.real_refusals:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from reviewer.agent.audit import HttpAuditLog
+    from reviewer.agent.sandbox_check import SandboxCheck
     from reviewer.audit.registry import AuditSource
 
 
@@ -54,12 +55,33 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="a header the gate adds to every request to the API, e.g. 'Authorization: Bearer env:API_TOKEN'",
     )
     parser.add_argument(
+        "--sandbox-header",
+        action="append",
+        default=[],
+        metavar="'NAME: [PREFIX ]env:VAR|file:PATH'",
+        help="a header the sandbox check sends to --sandbox-api (the sandbox's own credential; the API's "
+        "never goes there), withheld from COMMAND like --api-header",
+    )
+    parser.add_argument(
         "--audit",
         metavar="KIND:LOCATION",
         help="the API's audit log: access-log:FILE, k8s:FILE, cloudtrail:, stripe:, jsonl:, sample:URL "
         "(docs/audit-logs.md); writes in it during the dry run that the gate did not make are an alarm "
         "on the plan, and the real run is matched call by call. A bare PATH or URL is the sample API's "
         "log read through the API (e.g. /v1/audit), as before",
+    )
+    parser.add_argument(
+        "--sandbox-api",
+        metavar="URL",
+        help="a collection on a sandbox copy of the API (e.g. https://sandbox.api.example/v1/tickets): "
+        "before the server dry run, it is listed, sent a create with the dry-run parameter and listed "
+        "again; a kept create stops the run, an unchanged listing is recorded with the plan and makes "
+        "its oks validated. Sent only --sandbox-header, never the API's credential",
+    )
+    parser.add_argument(
+        "--sandbox-create",
+        metavar="JSON",
+        help='the body of the sandbox check\'s create (default {"title": "reviewer sandbox check"})',
     )
     parser.add_argument(
         "--request-id-header",
@@ -123,7 +145,7 @@ def _run(options: argparse.Namespace) -> int:
     from reviewer.run.child import withheld_variables
     from reviewer.run.errors import RunRefused
     from reviewer.run.openapi import ApiDocument
-    from reviewer.run.options import check_api_url, parse_dry_run_param, read_credentials
+    from reviewer.run.options import check_api_url, every_secret, parse_dry_run_param, read_credentials
     from reviewer.run.runner import RunSettings, run
     from reviewer.run.sandbox import NO_SANDBOX_COST, choose_sandbox
     from reviewer.run.sealed import make_undumpable, scrub_initial_environment
@@ -149,10 +171,12 @@ def _run(options: argparse.Namespace) -> int:
         if options.max_revisions < 1:
             raise RunRefused(f"--max-revisions must be 1 or more, not {options.max_revisions}")
         credentials = read_credentials(options.api_header, environ)
+        sandbox_credentials = read_credentials(options.sandbox_header, environ, "--sandbox-header")
+        withheld = every_secret(credentials, sandbox_credentials)
         # No secret stays in this process's initial environment, and no process of this user may read it.
         make_undumpable()
-        scrub_initial_environment(withheld_variables(environ, credentials.from_env, credentials.secrets))
-        sandbox = choose_sandbox(environ, credentials.from_files, allow_none=options.no_sandbox)
+        scrub_initial_environment(withheld_variables(environ, withheld.from_env, withheld.secrets))
+        sandbox = choose_sandbox(environ, withheld.from_files, allow_none=options.no_sandbox)
         if sandbox.kind == "none":
             print(f"reviewer run: --no-sandbox: {NO_SANDBOX_COST}", file=sys.stderr)
         settings = RunSettings(
@@ -161,12 +185,14 @@ def _run(options: argparse.Namespace) -> int:
             agent_token=token,
             queue=options.queue or DEFAULT_QUEUE_URL,
             credentials=credentials,
+            withheld=withheld,
             sandbox=sandbox,
             environ=environ,
             via=options.via,
             dry_run_query=parse_dry_run_param(options.dry_run_param) if options.dry_run_param else None,
             document=ApiDocument.load(options.openapi) if options.openapi else None,
             audit=_audit_option(options.audit),
+            sandbox_api=_sandbox_option(options, sandbox_credentials.headers),
             request_id_header=options.request_id_header or DEFAULT_REQUEST_ID_HEADER,
             title=options.title,
             environment=options.environment,
@@ -180,6 +206,35 @@ def _run(options: argparse.Namespace) -> int:
         print(f"reviewer run: {refused}", file=sys.stderr)
         return 2
     return asyncio.run(run(settings))
+
+
+def _sandbox_option(options: argparse.Namespace, headers: dict[str, str]) -> SandboxCheck | None:
+    """`--sandbox-api URL [--sandbox-create JSON] [--sandbox-header ...]` as the check a server dry run
+    is proven by, sending the sandbox's own `headers`."""
+    import json
+
+    from reviewer.agent.sandbox_check import DEFAULT_CREATE_BODY, SandboxCheck
+    from reviewer.run.errors import RunRefused
+    from reviewer.run.options import check_api_url
+
+    if options.sandbox_api is None:
+        if options.sandbox_create is not None or headers:
+            raise RunRefused(
+                "--sandbox-create and --sandbox-header go with --sandbox-api: name the sandbox too"
+            )
+        return None
+    if options.via != "server":
+        raise RunRefused(
+            "--sandbox-api proves a server dry run's parameter; --via record sends none, so it has nothing "
+            "to check: add --via server and --dry-run-param, or leave --sandbox-api out"
+        )
+    body = dict(DEFAULT_CREATE_BODY)
+    if options.sandbox_create is not None:
+        try:
+            body = json.loads(options.sandbox_create)
+        except ValueError as error:
+            raise RunRefused(f"--sandbox-create is not JSON: {error}") from None
+    return SandboxCheck(check_api_url(options.sandbox_api, "--sandbox-api"), body, headers)
 
 
 def _audit_option(value: str | None) -> HttpAuditLog | AuditSource | None:

@@ -22,21 +22,24 @@ _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
 _HOP_BY_HOP = frozenset({"host", "connection", "content-length", "transfer-encoding", "te", "upgrade"})
 
 
-def check_api_url(url: str) -> str:
-    """The API's base URL without a trailing slash; refused unless https, or plain http on loopback."""
+def check_api_url(url: str, option: str = "--api") -> str:
+    """The API's base URL (or the sandbox's collection, `option` naming which) without a trailing
+    slash; refused unless https, or plain http on loopback."""
     try:
         parsed = httpx.URL(url)
     except httpx.InvalidURL as error:
-        raise RunRefused(f"--api {url!r} is not a URL: {error}") from None
+        raise RunRefused(f"{option} {url!r} is not a URL: {error}") from None
     if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise RunRefused(f"--api {url!r}: give an http(s) URL with a host, e.g. https://api.example/v1")
+        raise RunRefused(f"{option} {url!r}: give an http(s) URL with a host, e.g. https://api.example/v1")
     if parsed.userinfo:
-        raise RunRefused("--api: a URL holding a user or password puts the credential on the command line")
+        raise RunRefused(
+            f"{option}: a URL holding a user or password puts the credential on the command line"
+        )
     if parsed.query or parsed.fragment:
-        raise RunRefused(f"--api {url!r}: a base URL has no query or fragment")
+        raise RunRefused(f"{option} {url!r}: the URL has no query or fragment")
     if parsed.scheme != "https" and parsed.host not in LOOPBACK_HOSTS:
         raise RunRefused(
-            f"--api {url!r} is plain http off loopback: the credential would cross the network in clear; "
+            f"{option} {url!r} is plain http off loopback: the credential would cross the network in clear; "
             "use https"
         )
     return str(parsed).rstrip("/")
@@ -55,8 +58,22 @@ class Credentials:
     """The secrets themselves, without a prefix: a variable holding one is withheld whatever its name."""
 
 
-def read_credentials(specs: list[str], environ: Mapping[str, str]) -> Credentials:
-    """Each `NAME: [PREFIX ]env:VAR` or `NAME: [PREFIX ]file:PATH` as a header and its secret."""
+def every_secret(*credentials: Credentials) -> Credentials:
+    """The secrets of several credentials (the API's, the sandbox check's) as one, without their
+    headers: what the child must never hold, and nothing a request could be sent with."""
+    return Credentials(
+        {},
+        frozenset().union(*(each.from_env for each in credentials)),
+        frozenset().union(*(each.from_files for each in credentials)),
+        tuple(secret for each in credentials for secret in each.secrets),
+    )
+
+
+def read_credentials(
+    specs: list[str], environ: Mapping[str, str], option: str = "--api-header"
+) -> Credentials:
+    """Each `NAME: [PREFIX ]env:VAR` or `NAME: [PREFIX ]file:PATH` as a header and its secret (`option`
+    names the flag they came from, in what is refused)."""
     headers: dict[str, str] = {}
     from_env: set[str] = set()
     from_files: set[str] = set()
@@ -65,30 +82,30 @@ def read_credentials(specs: list[str], environ: Mapping[str, str]) -> Credential
         name, colon, rest = spec.partition(":")
         name = name.strip()
         if not colon or not _HEADER_NAME.match(name) or name.lower() in _HOP_BY_HOP:
-            raise RunRefused(f"--api-header {name[:40]!r}...: write NAME: env:VAR or NAME: file:PATH")
+            raise RunRefused(f"{option} {name[:40]!r}...: write NAME: env:VAR or NAME: file:PATH")
         prefix, _, source = rest.strip().rpartition(" ")
         if source.startswith("env:") and source[4:]:
             variable = source[4:]
             secret = environ.get(variable)
             if not secret:
-                raise RunRefused(f"--api-header {name}: the environment variable {variable} is not set")
+                raise RunRefused(f"{option} {name}: the environment variable {variable} is not set")
             from_env.add(variable)
         elif source.startswith("file:") and source[5:]:
             try:
                 secret = Path(source[5:]).read_text(encoding="utf-8").strip()
             except (OSError, UnicodeDecodeError) as error:
-                raise RunRefused(f"--api-header {name}: cannot read {source[5:]}: {error}") from None
+                raise RunRefused(f"{option} {name}: cannot read {source[5:]}: {error}") from None
             if not secret:
-                raise RunRefused(f"--api-header {name}: {source[5:]} is empty")
+                raise RunRefused(f"{option} {name}: {source[5:]} is empty")
             from_files.add(source[5:])
         else:
             raise RunRefused(
-                f"--api-header {name}: a value on the command line is visible to every user of the "
+                f"{option} {name}: a value on the command line is visible to every user of the "
                 "machine; give env:VAR or file:PATH (after an optional prefix such as Bearer)"
             )
         value = f"{prefix.strip()} {secret}" if prefix.strip() else secret
         if any(character in value for character in "\r\n\0"):
-            raise RunRefused(f"--api-header {name}: the value holds a line break")
+            raise RunRefused(f"{option} {name}: the value holds a line break")
         headers[name] = value
         secrets.append(secret)
     return Credentials(headers, frozenset(from_env), frozenset(from_files), tuple(secrets))

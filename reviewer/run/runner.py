@@ -19,10 +19,19 @@ from typing import Any
 import httpx
 
 from reviewer.agent.audit import AuditUnavailable, HttpAuditLog, RunAudit
-from reviewer.agent.errors import ChangesRequested, NoApproval, ProposalRejected, RunStopped, WritesKept
+from reviewer.agent.errors import (
+    ChangesRequested,
+    NoApproval,
+    ProposalRejected,
+    RunStopped,
+    SandboxCheckFailed,
+    SandboxKeptWrite,
+    WritesKept,
+)
 from reviewer.agent.execution import DEFAULT_REQUEST_ID_HEADER, Execution
 from reviewer.agent.feedback import Feedback
 from reviewer.agent.gate import Gate, new_proposal_id
+from reviewer.agent.sandbox_check import SandboxCheck
 from reviewer.agent.tools import ACTIVE_RUN
 from reviewer.audit.checks import alarm_line
 from reviewer.audit.commands import row_text
@@ -52,12 +61,17 @@ class RunSettings:
     agent_token: str
     queue: str
     credentials: Credentials = field(default_factory=Credentials)
+    withheld: Credentials | None = None
+    """Every secret COMMAND must not hold (`every_secret` of the API's and the sandbox check's); the
+    API's credentials when None."""
     sandbox: Sandbox = field(default_factory=lambda: Sandbox("none"))
     via: str = "record"
     dry_run_query: dict[str, str] | None = None
     document: ApiDocument | None = None
     audit: HttpAuditLog | AuditSource | None = None
     """The sample API's own log read through the API (a bare `--audit PATH`), or a `KIND:LOCATION` source."""
+    sandbox_api: SandboxCheck | None = None
+    """`--sandbox-api`: the check run against a sandbox copy of the API before each server dry run."""
     request_id_header: str = DEFAULT_REQUEST_ID_HEADER
     title: str | None = None
     environment: str | None = None
@@ -134,6 +148,9 @@ async def run(settings: RunSettings) -> int:
     except AuditUnavailable as unreadable:
         say(f"{unreadable}; the dry run was stopped and nothing was submitted")
         return 1
+    except (SandboxKeptWrite, SandboxCheckFailed) as unproven:
+        say(f"{unproven}; COMMAND did not start and nothing was submitted")
+        return 1
     except (RunRefused, DryRunSpoiled, ChildFailed) as problem:
         say(f"{problem}; nothing was submitted" if not isinstance(problem, RunRefused) else str(problem))
         return 2 if isinstance(problem, RunRefused) else 1
@@ -164,6 +181,7 @@ async def _run(settings: RunSettings) -> int:
             queue=queue,
             backend=settings.via,
             audit=settings.audit,
+            sandbox=settings.sandbox_api,
             request_id_header=settings.request_id_header,
             agent=Agent(name=f"run:{command_name}"[:128]),
             target=Target(api=api.base_url.host, base_url=settings.api, environment=settings.environment),
@@ -178,8 +196,8 @@ async def _run(settings: RunSettings) -> int:
                 settings.environ,
                 api_url=gate_url,
                 proposal_id=proposal_id,
-                withheld=settings.credentials.from_env,
-                secrets=settings.credentials.secrets,
+                withheld=(settings.withheld or settings.credentials).from_env,
+                secrets=(settings.withheld or settings.credentials).secrets,
             )
 
             def child(feedback: Feedback | None = None) -> Awaitable[ChildExit]:

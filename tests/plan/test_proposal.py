@@ -174,6 +174,23 @@ def test_digest_changes_with_what_would_execute(change: Any) -> None:
     assert plan_sha256(parse(changed)) != plan_sha256(parse(MINIMAL))
 
 
+@pytest.mark.parametrize("astral_key", [False, True], ids=["msgspec", "rfc8785 reference"])
+def test_the_destructive_flag_is_part_of_the_digest(astral_key: bool) -> None:
+    """What a reviewer approves is what runs: `destructive` raises what a policy asks and what the screen
+    counts, so clearing it after approval must change the digest the approval names. Written as false it
+    digests as absent, so the plans made before the flag existed keep their digests."""
+    plan = copy.deepcopy(MINIMAL)
+    if astral_key:  # the slower reference path, which a key outside the Basic Multilingual Plane takes
+        plan["calls"][0]["args"]["\U0001f600"] = 1
+    marked = copy.deepcopy(plan)
+    marked["calls"][0]["destructive"] = True
+    written_false = copy.deepcopy(plan)
+    written_false["calls"][0]["destructive"] = False
+    assert b'"destructive":true' in canonical_plan(parse(marked))
+    assert plan_sha256(parse(marked)) != plan_sha256(parse(plan))
+    assert plan_sha256(parse(written_false)) == plan_sha256(parse(plan))
+
+
 # --- limits and errors ----------------------------------------------------------------------------
 
 

@@ -375,6 +375,41 @@ def test_a_server_ok_is_validated_once_the_audit_log_proved_nothing_kept() -> No
     assert "unproven_dry_run" not in analysis.alarm_names
 
 
+SANDBOX_PROOF = {
+    "url": "https://sandbox.example/v1/tickets",
+    "query": {"dryRun": "All"},
+    "checked_at": "2026-03-01T09:30:00Z",
+}
+
+
+def dry_request(query: dict[str, str]) -> dict[str, Any]:
+    return {"method": "PATCH", "path": "/v1/tickets/t1", "query": query}
+
+
+@pytest.mark.parametrize(
+    ("query", "writes_kept", "expected"),
+    [
+        ({"dryRun": "All"}, None, Verdict.VALIDATED),
+        ({"dryRun": "All", "force": "true"}, None, Verdict.VALIDATED),
+        ({"dryRun": "None"}, None, Verdict.UNPROVEN),
+        ({}, None, Verdict.UNPROVEN),
+        ({"dryRun": "All"}, 1, Verdict.UNPROVEN),
+    ],
+)
+def test_a_sandbox_check_proves_only_the_calls_carrying_its_parameter(
+    query: dict[str, str], writes_kept: int | None, expected: Verdict
+) -> None:
+    """A sandbox check proves the parameter it sent: a call sent without it (or with another value) is
+    not proven by it, and an audit log that counted kept writes outweighs it."""
+    dry_run = {"via": "server", "write_requests": 1, "writes_kept": writes_kept, "sandbox": SANDBOX_PROOF}
+    analysis = plan([call(1, outcome=OK, request=dry_request(query))], dry_run=dry_run)
+    assert analysis.row(0).verdict is expected
+    assert analysis.ratios.validated == (expected is Verdict.VALIDATED)
+    assert ("unproven_dry_run" in analysis.alarm_names) == (
+        expected is Verdict.UNPROVEN and writes_kept is None
+    )
+
+
 def test_fake_refusal_of_a_call_with_a_placeholder_is_still_a_fake_refusal() -> None:
     analysis = plan(
         [

@@ -146,11 +146,18 @@ def run_arguments(queue: Queue, api: SampleApi, *options: str, command: list[str
 
 
 def start_run(
-    queue: Queue, api: SampleApi, *options: str, command: list[str], cwd: Path = ROOT
+    queue: Queue,
+    api: SampleApi,
+    *options: str,
+    command: list[str],
+    cwd: Path = ROOT,
+    environment: dict[str, str] | None = None,
 ) -> RunProcess:
-    """`reviewer run` as a user starts it, the API's credential and the agent token in its environment."""
+    """`reviewer run` as a user starts it, the API's credential and the agent token in its environment
+    (with `environment`'s variables too)."""
     environment = {
         **os.environ,
+        **(environment or {}),
         "API_TOKEN": API_TOKEN,
         "REVIEWER_AGENT_TOKEN": queue.agent_token,
         "PYTHONUNBUFFERED": "1",

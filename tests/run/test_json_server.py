@@ -37,24 +37,25 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.fixture
-def json_server(tmp_path: Path) -> Iterator[tuple[SampleApi, Path]]:
-    """json-server on a loopback port over a fresh data file, its access log at /_log."""
-    data = tmp_path / "db.json"
+@contextlib.contextmanager
+def serving_json_server(directory: Path) -> Iterator[tuple[SampleApi, Path]]:
+    """json-server on a loopback port over a fresh data file in `directory`, its access log at /_log."""
+    directory.mkdir(exist_ok=True)
+    data = directory / "db.json"
     data.write_text(json.dumps(TICKETS, indent=2))
     port = free_port()
-    log = (tmp_path / "json-server.log").open("wb")
+    log = (directory / "json-server.log").open("wb")
     process = subprocess.Popen(
         [str(NODE), str(JSON_SERVER), str(data), "--port", str(port), "--middlewares", str(ACCESS_LOG)],
         stdout=log,
         stderr=subprocess.STDOUT,
-        cwd=tmp_path,
+        cwd=directory,
     )
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(400):
             if process.poll() is not None:
-                raise RuntimeError((tmp_path / "json-server.log").read_text(errors="replace"))
+                raise RuntimeError((directory / "json-server.log").read_text(errors="replace"))
             try:
                 httpx.get(f"{url}/_log", timeout=1).raise_for_status()
                 break
@@ -68,6 +69,19 @@ def json_server(tmp_path: Path) -> Iterator[tuple[SampleApi, Path]]:
         process.terminate()
         process.wait(10)
         log.close()
+
+
+@pytest.fixture
+def json_server(tmp_path: Path) -> Iterator[tuple[SampleApi, Path]]:
+    with serving_json_server(tmp_path / "api") as served:
+        yield served
+
+
+@pytest.fixture
+def json_server_sandbox(tmp_path: Path) -> Iterator[tuple[SampleApi, Path]]:
+    """A second json-server, the operator's sandbox copy of the first."""
+    with serving_json_server(tmp_path / "sandbox") as served:
+        yield served
 
 
 def writes_received(api: SampleApi) -> list[tuple[str, str]]:
@@ -143,3 +157,21 @@ def test_a_parameter_the_api_ignores_is_submitted_only_as_unproven_without_a_log
     assert {analysis.row(index).verdict for index in range(len(analysis))} == {Verdict.UNPROVEN}
     assert analysis.ratios.validated == 0 and "unproven_dry_run" in analysis.alarm_names
     assert len(writes_received(api)) == 3, "json-server wrote for real: only a log would have shown it"
+
+
+def test_a_sandbox_that_kept_the_checks_create_stops_the_run_before_command_starts(
+    queue: Queue, json_server: tuple[SampleApi, Path], json_server_sandbox: tuple[SampleApi, Path]
+) -> None:
+    """The built-in sandbox check: json-server keeps the create sent with dryRun=All, so the run stops
+    before COMMAND starts. Only the sandbox's data changed; the API received nothing."""
+    api, data = json_server
+    sandbox, sandbox_data = json_server_sandbox
+    before, sandbox_before = data.read_bytes(), sandbox_data.read_bytes()
+    options = ("--via", "server", "--dry-run-param", "dryRun=All", "--sandbox-api", f"{sandbox.url}/tickets")
+    status, stderr, proposal_id = run_tickets_agent(queue, api, *options, "--title", "json-server sandbox")
+    assert (status, proposal_id) == (1, None)
+    assert f"sent to {sandbox.url}/tickets with dryRun=All, was kept" in stderr
+    assert "COMMAND did not start and nothing was submitted" in stderr
+    assert data.read_bytes() == before and writes_received(api) == [], "the API received nothing"
+    assert writes_received(sandbox) == [("POST", "/tickets")], "one create, to the sandbox only"
+    assert sandbox_data.read_bytes() != sandbox_before

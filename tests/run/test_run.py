@@ -4,6 +4,7 @@ operation the API does not have; and an API it must refuse before COMMAND starts
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -228,3 +229,49 @@ def test_an_audit_log_that_cannot_be_read_is_refused_before_command_starts(
         assert status == 2, stderr
         assert "--audit: " in stderr and said in stderr
     assert not marker.exists() and sample_api.requests() == []
+
+
+SANDBOX_TOKEN = "sandbox-write-secret-51d2"
+
+
+def test_a_sandbox_that_honours_the_parameter_proves_the_server_dry_run(
+    queue: Queue, sample_api: SampleApi, tmp_path: Path
+) -> None:
+    """The sample API honours dryRun=All: the sandbox check's create (with the sandbox's own credential,
+    which COMMAND never sees) leaves its sandbox's collection as it was, the plan carries the proof,
+    and the server's oks are validated without an audit log."""
+    from reviewer.plan.proposal import parse_proposal
+    from reviewer.reading.analysis import Analysis, Verdict
+
+    seen = tmp_path / "environment"
+    command = f"env > {seen} && exec {sys.executable} {AGENTS} drift {tmp_path / 'runs'}"
+    with sample_api_in_thread(write_token=SANDBOX_TOKEN) as sandbox:
+        collection = f"{sandbox.base_url}/v1/tickets"
+        before = dict(sandbox.store.tickets)
+        run = start_run(
+            queue,
+            sample_api,
+            *("--via", "server", "--dry-run-param", "dryRun=All", "--sandbox-api", collection),
+            *("--sandbox-header", "Authorization: Bearer env:SANDBOX_TOKEN", "--title", "sandbox proven"),
+            command=["sh", "-c", command],
+            environment={"SANDBOX_TOKEN": SANDBOX_TOKEN},
+        )
+        proposal_id, revision = run.wait_for_plan()
+        document = proposal(queue, proposal_id, revision)
+        reviewer_decides(queue, proposal_id, "reject", reason="test")
+        run.finish()
+        assert sandbox.store.tickets == before and sandbox.store.writes_kept == 0
+    proof = document["dry_run"]["sandbox"]
+    assert (proof["url"], proof["query"]) == (collection, {"dryRun": "All"})
+    analysis = Analysis(parse_proposal(json.dumps(document), "sandbox proven"))
+    assert {analysis.row(index).verdict for index in range(len(analysis))} == {Verdict.VALIDATED}
+    assert "unproven_dry_run" not in analysis.alarm_names
+    assert sample_api.real_requests() == [], "the dry run wrote nothing for real"
+    assert SANDBOX_TOKEN not in seen.read_text(), "COMMAND never holds the sandbox's credential"
+
+
+def test_a_sandbox_check_without_a_server_dry_run_is_refused(queue: Queue, sample_api: SampleApi) -> None:
+    run = start_run(queue, sample_api, "--sandbox-api", f"{sample_api.url}/v1/tickets", command=agent("fail"))
+    status, stderr = run.finish()
+    assert status == 2 and "--sandbox-api proves a server dry run's parameter" in stderr
+    assert sample_api.requests() == []

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from reviewer.tui.screens.review import ReviewScreen
+
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_proposals"
 
 
@@ -13,3 +15,13 @@ async def wait_until_loaded(pilot) -> None:  # type: ignore[no-untyped-def]
     await pilot.pause()
     await pilot.app.workers.wait_for_complete()
     await pilot.pause()
+
+
+async def open_review(pilot) -> ReviewScreen:  # type: ignore[no-untyped-def]
+    """Once the queue is loaded, open the proposal under the cursor and wait for its review."""
+    await wait_until_loaded(pilot)
+    await pilot.press("enter")
+    await wait_until_loaded(pilot)
+    screen = pilot.app.screen
+    assert isinstance(screen, ReviewScreen)
+    return screen

@@ -16,20 +16,10 @@ from reviewer.tui.app import ReviewerApp
 from reviewer.tui.commands import run_demo
 from reviewer.tui.palette import DANGER, MUTED, role_text
 from reviewer.tui.screens.dialogs import ConfirmScreen, RejectScreen
-from reviewer.tui.screens.review import ReviewScreen
 from reviewer.tui.widgets.plan_view import PlanView
-from tests.tui.helpers import SAMPLES, wait_until_loaded
+from tests.tui.helpers import SAMPLES, open_review, wait_until_loaded
 
 pytestmark = pytest.mark.anyio
-
-
-async def open_review(pilot) -> ReviewScreen:  # type: ignore[no-untyped-def]
-    await wait_until_loaded(pilot)
-    await pilot.press("enter")
-    await wait_until_loaded(pilot)
-    screen = pilot.app.screen
-    assert isinstance(screen, ReviewScreen)
-    return screen
 
 
 def painted_lines(view: PlanView) -> list[str]:

@@ -87,6 +87,25 @@ def item_submitted(proposal_id: str, minutes_ago: int | None) -> QueueItem:
     return item
 
 
+@pytest.mark.parametrize("destructive", [False, True])
+def test_the_queue_marks_a_plan_that_destroys_with_an_update_marked_destructive(destructive: bool) -> None:
+    """A proven server dry run of one update raises no alarm; marked destructive (an MCP tool hinted
+    `destructiveHint`), the update is counted with the deletes, and the queue's row says so."""
+    from reviewer.tui.screens.queue import queue_row
+    from reviewer.tui.widgets.panes import summary_counts
+
+    update = {"tool": "delete_entities", "effect": "update", "outcome": {"status": "ok"}}
+    calls = [{**update, "destructive": True} if destructive else update]
+    document = proposal_document(calls, proposal_id="p", dry_run={"via": "server", "writes_kept": 0})
+    item = QueueItem("p", "pending")
+    item.add(parse_proposal(json.dumps(document), "p"), "test")
+    item.analysed.add(1)
+    figures = item.figures()
+    assert figures is not None and figures.alarms == ()
+    assert ("!" in queue_row(item)[0].plain) is destructive
+    assert ("1 more destructive" in summary_counts(figures)) is destructive
+
+
 def test_rows_are_newest_submission_first_whenever_they_arrive() -> None:
     """A proposal submitted after the first poll, listed last, still comes first."""
     first_poll = [item_submitted("b", 10), item_submitted("c", 20)]

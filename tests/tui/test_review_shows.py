@@ -14,7 +14,7 @@ from reviewer.tui.screens.dialogs import ConfirmScreen
 from reviewer.tui.screens.queue import compact
 from reviewer.tui.widgets.plan_view import PlanView
 from tests.builders import proposal_document
-from tests.tui.helpers import wait_until_loaded
+from tests.tui.helpers import open_review, wait_until_loaded
 
 pytestmark = pytest.mark.anyio
 
@@ -173,3 +173,44 @@ async def test_a_toast_about_one_proposal_is_not_drawn_over_another(sample_folde
         await wait_until_loaded(pilot)
         assert app.screen.item is other
         assert not any("Press d" in toast.message for toast in app._notifications)
+
+
+SANDBOX_URL = "https://sandbox.deskline.example/v1/tickets"
+
+
+@pytest.mark.parametrize(
+    ("dry_run", "proof", "proven_by"),
+    [
+        ({"writes_kept": 0}, "audit", "audit log, read before and after"),
+        (
+            {
+                "sandbox": {
+                    "url": SANDBOX_URL,
+                    "query": {"dryRun": "All"},
+                    "checked_at": "2026-03-01T09:30:00Z",
+                }
+            },
+            "sandbox",
+            f"sandbox check at 2026-03-01T09:30:00Z: a create sent to {SANDBOX_URL} with dryRun=All",
+        ),
+        ({}, "none", None),
+    ],
+    ids=["audit", "sandbox", "none"],
+)
+async def test_the_review_says_which_proof_a_server_dry_run_carries(
+    tmp_path: Path, dry_run: dict[str, object], proof: str, proven_by: str | None
+) -> None:
+    call = {"tool": "update_ticket", "effect": "update", "args": {"id": "t1"}, "outcome": {"status": "ok"},
+            "request": {"method": "PATCH", "path": "/v1/tickets/t1", "query": {"dryRun": "All"}}}  # fmt: skip
+    document = proposal_document([call], proposal_id="proof", dry_run={"via": "server", **dry_run})
+    (tmp_path / "proof.json").write_text(json.dumps(document))
+    app = ReviewerApp(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_review(pilot)
+        ratios = str(app.screen.query_one("#ratios", Static).render())
+        assert f"proof       {proof}\n" in ratios
+        detail = " ".join(str(app.screen.query_one("#detail", Static).render()).split())
+        if proven_by is None:
+            assert "ok, unproven" in detail and "proven by" not in detail
+        else:
+            assert "validated" in detail and "proven by" in detail and proven_by in detail

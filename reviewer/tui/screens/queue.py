@@ -365,14 +365,15 @@ def age_words(age: timedelta) -> str:
     return f"{seconds}s"
 
 
-def marks(item: QueueItem, alarms: tuple[str, ...], deletes: int = 0) -> Text:
+def marks(item: QueueItem, alarms: tuple[str, ...], destructive: int = 0) -> Text:
     """Δ when the latest revision drifted from the one seen (until that drift was viewed), ! when the
-    proposal raises alarms or deletes anything."""
+    proposal raises alarms or may destroy anything: a delete, or a call marked `destructive` (an MCP
+    tool's `delete_entities` is an update that destroys), as `plan.counts.destructive` counts them."""
     text = Text()
     drifted = item.latest_drift()
     if drifted and (drifted[0], item.latest_revision) not in item.drifts_viewed:
         text.append("Δ", "warn.strong")
-    if alarms or deletes:
+    if alarms or destructive:
         text.append("!", "danger")
     return text
 
@@ -401,7 +402,7 @@ def queue_row(item: QueueItem) -> tuple[Text, ...]:
         mark, effects = Text("…", "muted"), Text("…", "muted")
     else:
         ratios = figures.ratios
-        mark = marks(item, figures.alarms, ratios.deletes)
+        mark = marks(item, figures.alarms, ratios.destructive)
         effects = Text(
             f"{compact(ratios.creates)}/{compact(ratios.updates)}/{compact(ratios.deletes)}",
             "danger" if ratios.deletes else "",

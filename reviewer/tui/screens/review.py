@@ -41,6 +41,7 @@ from reviewer.tui.widgets.panes import (
     detail_text,
     extremes_text,
     kept_writes,
+    proof_word,
     ratios_text,
     summary_counts,
 )
@@ -244,7 +245,8 @@ class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
             alarms = [*policy, *(figures.alarms if figures is not None else ())]
             self.show_alarms(Text(" · ".join(alarms), "bold"))
         if figures is not None:
-            self.query_one("#ratios", Static).update(ratios_text(figures.ratios))
+            proof = proof_word(figures.proposal.dry_run)
+            self.query_one("#ratios", Static).update(ratios_text(figures.ratios, proof))
             self.query_one("#extremes", Static).update(extremes_text(figures.extremes))
             return
         pending = self.item.still_computing(self.revision)
@@ -392,7 +394,8 @@ class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
             return
         row = self.analysis.row(message.index)
         call = self.analysis.proposal.calls[message.index]
-        text = detail_text(row, call, kept_writes(self.analysis.proposal))
+        proposal = self.analysis.proposal
+        text = detail_text(row, call, kept_writes(proposal), proposal.dry_run)
         if self.analysis.has_outlier(message.index):
             text.append("a value far outside the rest: the Extremes pane says how far\n", "danger")
         self.query_one("#detail", Static).update(text)

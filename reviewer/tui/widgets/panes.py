@@ -9,7 +9,7 @@ from __future__ import annotations
 import msgspec
 from rich.text import Text
 
-from reviewer.plan.proposal import Call, Proposal, dumps
+from reviewer.plan.proposal import Call, DryRun, Proposal, dumps
 from reviewer.plan.sanitize import clip, safe_text
 from reviewer.reading.analysis import Analysis, Extremes, NumericField, PlanRow, Ratios, Verdict
 from reviewer.tui.palette import role_text
@@ -20,7 +20,7 @@ DETAIL_LIMIT = 4_000
 VERDICT_MEANING = {
     Verdict.VALIDATED: "the server's rules accepted this call against the state before the run",
     Verdict.UNPROVEN: "the server accepted this call, but nothing proved the API honoured the dry-run "
-    "parameter (no audit log read before and after): it may have written for real",
+    "parameter (no audit log read before and after, no sandbox check): it may have written for real",
     Verdict.REAL_REFUSAL: "the server refused it, and nothing in the plan explains it: the real run "
     "will be refused too",
     Verdict.CHAIN_NOISE: "refused only because an earlier call of this plan (one it takes a value "
@@ -98,8 +98,36 @@ def _line(text: Text, label: str, value: str | Text, style: str = "") -> None:
     text.append("\n")
 
 
-def ratios_text(ratios: Ratios) -> Text:
-    """Side-effect ratios and what the dry run did and did not prove, alarms first."""
+def proof_word(dry_run: DryRun) -> tuple[str, str] | None:
+    """What a server dry run carries as proof that it kept nothing, in a word that fits the pane at
+    80x24, and its style: the audit log (red when it found kept writes), a sandbox check, or none.
+    None for other dry runs."""
+    if dry_run.via != "server":
+        return None
+    if dry_run.writes_kept is not None:
+        return "audit", "ok" if dry_run.writes_kept == 0 else "danger"
+    if dry_run.sandbox is not None:
+        return "sandbox", "ok"
+    return "none", "warn"
+
+
+def proven_by(dry_run: DryRun) -> str | None:
+    """What proved a validated call kept nothing, in full, for the detail pane."""
+    if dry_run.writes_kept == 0:
+        return "the API's audit log, read before and after the dry run, shows no write kept"
+    proof = dry_run.sandbox
+    if dry_run.writes_kept is None and proof is not None:
+        parameter = "&".join(f"{name}={value}" for name, value in proof.query.items())
+        return (
+            f"a sandbox check at {proof.checked_at}: a create sent to {proof.url} with {parameter} "
+            "was not kept"
+        )
+    return None
+
+
+def ratios_text(ratios: Ratios, proof: tuple[str, str] | None = None) -> Text:
+    """Side-effect ratios and what the dry run did and did not prove, alarms first; `proof` is
+    `proof_word` of a server dry run."""
     text = Text()
     if ratios.writes_kept:
         text.append(f"DRY RUN KEPT {ratios.writes_kept:,} WRITES\n", "danger.banner")
@@ -117,6 +145,8 @@ def ratios_text(ratios: Ratios) -> Text:
         "danger" if ratios.destructive else "",
     )
     _line(text, "validated", f"{ratios.validated:,}", "ok" if ratios.validated else "")
+    if proof is not None:
+        _line(text, "proof", *proof)
     unvalidated = ratios.unproven + ratios.not_validated + ratios.recorded + ratios.no_outcome
     _line(text, "unvalidated", f"{unvalidated:,}", "warn" if unvalidated else "")
     _line(text, "refused", f"{ratios.real_refusals:,} real", "danger" if ratios.real_refusals else "")
@@ -191,10 +221,10 @@ def extremes_text(extremes: Extremes) -> Text:
     return text or role_text("no numeric arguments, no deletes", "muted")
 
 
-def detail_text(row: PlanRow, call: Call, kept: str | None = None) -> Text:
+def detail_text(row: PlanRow, call: Call, kept: str | None = None, dry_run: DryRun | None = None) -> Text:
     """Everything about one call: its arguments first (at 80x24 the pane shows a few lines), its
-    verdict explained, flags spelled out, the full request and answer. `kept` is `kept_writes` of
-    the proposal."""
+    verdict explained (with what proved it, given the proposal's `dry_run`), flags spelled out, the
+    full request and answer. `kept` is `kept_writes` of the proposal."""
     text = Text()
     text.append(f"#{row.seq} ", "bold")
     text.append(untrusted(row.tool, limit=200), "bold")
@@ -212,6 +242,9 @@ def detail_text(row: PlanRow, call: Call, kept: str | None = None) -> Text:
         if row.http_status is not None:
             text.append(f" ({row.http_status})", VERDICT_STYLE[row.verdict])
         text.append(f": {VERDICT_MEANING[row.verdict]}\n")
+        proof = proven_by(dry_run) if dry_run is not None and row.verdict is Verdict.VALIDATED else None
+        if proof is not None:
+            _line(text, "proven by", untrusted(proof, limit=600), "ok")
     if row.message:
         _line(text, "answer", untrusted(row.message, limit=1_000))
     if row.destructive:
@@ -248,7 +281,8 @@ def detail_text(row: PlanRow, call: Call, kept: str | None = None) -> Text:
 
 
 def summary_counts(analysis: Analysis) -> str:
-    """What is being approved, for the confirmation: counts of each effect and the refusals."""
+    """What is being approved, for the confirmation: counts of each effect, and the calls marked
+    destructive that are not deletes (an update that destroys)."""
     ratios = analysis.ratios
     parts = [
         f"{ratios.calls:,} calls",
@@ -258,4 +292,7 @@ def summary_counts(analysis: Analysis) -> str:
     ]
     if ratios.reads + ratios.other:
         parts.append(f"{ratios.reads + ratios.other:,} other")
+    marked = ratios.destructive - ratios.deletes
+    if marked:
+        parts.append(f"{marked:,} more destructive")
     return ", ".join(parts)
