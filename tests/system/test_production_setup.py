@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import secrets
 import shlex
 import subprocess
@@ -48,10 +47,10 @@ from tests.run.conftest import RunProcess
 from tests.service.notifications.receiver import Arrival, Receiver
 from tests.service.postgres import Cluster
 from tests.signing.ssh import Agent, SshKey, make_key
+from tests.system.documented import documented_block, fenced, page_function
 
 pytest.importorskip("apprise", reason="the notify extra: pip install 'reviewer[notify]'")
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
 APPROVED_RUN = ["proposal.waiting", "proposal.decided", "run.ended"]
 EVENTS = [*APPROVED_RUN * 3, "proposal.decided"]
 """What happens: the approved runs of the README's agent, a `reviewer run` agent and an `mcp-gate`
@@ -71,20 +70,11 @@ RUN_CHILD = textwrap.dedent(
 """`reviewer run`'s child: a plain Python agent that opens one ticket through the gate, in its sandbox."""
 
 
-def block(page: str, starting_with: str, language: str = "") -> str:
-    """The first fenced block of `page` (in `language`) whose text starts with `starting_with`."""
-    for found in re.findall(rf"```{language}\n(.*?)```", (DOCS / page).read_text(), re.S):
-        text = textwrap.dedent(found)
-        if text.startswith(starting_with):
-            return text
-    raise AssertionError(f"no {language or 'plain'} block starting with {starting_with!r} in {page}")
-
-
 def documented_serve_arguments(db: str, slack: str, pager: str) -> list[str]:
     """docs/notifications.md's production `reviewer serve` line, as written, with its database and
     its two services' URLs pointed at this test's (each `EVENTS=` filter kept as the page has it)."""
-    command = block("notifications.md", "pip install 'reviewer[notify]'").split("\n", 1)[1]
-    words = shlex.split(command.replace("\\\n", " "))
+    (command,) = documented_block("notifications.md", "pip install 'reviewer[notify]'")
+    words = shlex.split(command.text)
     assert words[:2] == ["reviewer", "serve"], words
     replaced = []
     for word in words[2:]:
@@ -296,11 +286,11 @@ def test_the_documented_production_setup_runs_each_kind_of_agent_to_executed(
     agent: Agent,
 ) -> None:
     # The secret file, made by the page's own command; the policy file, the page's own.
-    make_secret = block("notifications.md", "head -c 32 /dev/urandom").splitlines()[0]
+    make_secret = fenced("notifications.md", "head -c 32 /dev/urandom").splitlines()[0]
     subprocess.run(["bash", "-c", make_secret], cwd=tmp_path, check=True)
     secret_file = tmp_path / "notify-secret"
     policy = tmp_path / "policy.toml"
-    policy.write_text(block("policies.md", "# policy.toml", "toml"))
+    policy.write_text(fenced("policies.md", "# policy.toml", "toml"))
     url_secret = secrets.token_hex(12)
     webhook = f"{receivers['webhook'].url}/{url_secret}"
     chat = f"json://127.0.0.1:{receivers['chat'].port}/chat-{url_secret}"
@@ -373,11 +363,10 @@ def test_the_documented_production_setup_runs_each_kind_of_agent_to_executed(
     assert receivers["pager"].arrivals == []
 
     # The webhook's deliveries pass the page's Stripe check with the secret the page says to read.
-    namespace: dict[str, Any] = {}
-    exec(compile(block("notifications.md", "import stripe", "python"), "notifications.md", "exec"), namespace)
+    verified_event = page_function("notifications.md", "import stripe", "verified_event")
     secret = secret_file.read_text().strip()
     for arrival in arrived:
-        event = namespace["verified_event"](arrival.body, arrival.headers["reviewer-signature"], secret)
+        event = verified_event(arrival.body, arrival.headers["reviewer-signature"], secret)
         assert event["id"] == arrival.delivery
     assert sorted(
         arrival.document["decided_by"] for arrival in arrived if arrival.event == "proposal.decided"
