@@ -6,6 +6,7 @@ this test made."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shutil
@@ -17,12 +18,16 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp import Client, StdioServerParameters
 
 from reviewer.sample_api.server import RunningSampleApi
 from reviewer.signing.sshsig import NAMESPACE, PublicKey
 from tests.agent.fixtures import Queue
+from tests.agent.helpers import reviewer_decides
 from tests.audit.gated import gated_run
 from tests.audit.nginx import NGINX
+from tests.mcp_gate.test_official import answer
+from tests.mcp_gate.test_official import server as official_server
 from tests.queue_harness import body, decide, mint_tokens, proposal, submit
 from tests.run.conftest import WAITS, RunProcess
 from tests.service.notifications.receiver import Receiver
@@ -48,22 +53,15 @@ def shell(tmp_path: Path) -> Iterator[Shell]:
     started.close()
 
 
-def wait_for_line(log: Path, pattern: re.Pattern[str], timeout: float = 60) -> str:
-    """The first line of `log` that matches, once a background command has written it."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = pattern.search(log.read_text(errors="replace")) if log.exists() else None
-        if found:
-            return found.group(0)
-        time.sleep(0.05)
-    raise AssertionError(f"no {pattern.pattern!r} within {timeout} s:\n{log.read_text(errors='replace')}")
-
-
 def serve(shell: Shell, command: str, port: int, started: re.Pattern[str] = STARTED) -> str:
-    """Start a documented `reviewer serve` (or `sample-api`) line on `port` and wait until it
-    listens; its URL."""
+    """Start a documented `reviewer serve` (or `sample-api`) line on `port` and wait until its output
+    says it listens (failing at once if it exits); its URL."""
     log = shell.start(f"{command.rstrip(' &')} --port {port} &")
-    wait_for_line(log, started)
+    process = shell.background[-1]
+    deadline = time.monotonic() + 60
+    while not started.search(log.read_text(errors="replace")):
+        assert process.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
+        time.sleep(0.05)
     return f"http://127.0.0.1:{port}"
 
 
@@ -443,3 +441,87 @@ def test_audit_logs_nginx_set_up_verifies_a_gated_run_call_by_call(
     assert [line.split(": ")[0] for line in calls] == [line.split(": ")[0] for line in shown[:4]]
     assert all(line.endswith(", by request id") for line in calls), calls
     assert lines[-1] == "audit: 4 of 4 calls matched; 0 writes in the audit log no approved call made"
+
+
+def test_decisions_a_request_for_changes_closes_the_revision_and_the_next_one_counts_its_own_quorum(
+    shell: Shell,
+) -> None:
+    """docs/decisions.md: under two approvals, alice approves revision 1 and bob asks for changes,
+    which closes it (`proposal.changes_requested` sent); revision 2 starts with no approval, so bob's
+    approval alone leaves it pending (alice's vote stayed with revision 1)."""
+    (shell.folder / "policy.toml").write_text("[default]\napprovals = 2\n")
+    (shell.folder / "secret").write_text("a shared secret")
+    (shell.folder / "secret").chmod(0o600)
+    receiver = Receiver().start()
+    try:
+        notified = f"--notify {receiver.url} --notify-secret-file secret"
+        url = serve(shell, f"reviewer serve --db queue.sqlite3 --policy policy.toml {notified}", free_port())
+        roles = {"agent": "agent", "alice": "reviewer", "bob": "reviewer"}
+        agent, alice, bob = (
+            client(url, token) for token in mint_tokens(shell.folder / "queue.sqlite3", roles).values()
+        )
+        first = submit(agent, "merge-0001")
+        assert decide(alice, "merge-0001", 1, first["plan_sha256"]).json()["state"] == "pending"
+        changes = decide(bob, "merge-0001", 1, first["plan_sha256"], "request_changes", reason="keep t3 open")
+        assert changes.json()["state"] == "changes_requested", changes.text
+        assert decide(alice, "merge-0001", 1, first["plan_sha256"]).status_code == 409, "closed"
+        second = submit(agent, "merge-0001", revision=2)
+        state = decide(bob, "merge-0001", 2, second["plan_sha256"]).json()
+        assert (state["state"], state["approvals"], state["approvals_required"]) == ("pending", ["bob"], 2)
+        for each in (agent, alice, bob):
+            each.close()
+        arrived = receiver.wait_for(3)
+    finally:
+        receiver.stop()
+    changed = [arrival.document for arrival in arrived if arrival.event == "proposal.changes_requested"]
+    assert [(document["decided_by"], document["reason"]) for document in changed] == [("bob", "keep t3 open")]
+
+
+@pytest.mark.skipif(
+    shutil.which("npx") is None and shutil.which("node") is None, reason="node is not installed"
+)
+def test_mcp_gate_host_configuration_gates_the_filesystem_server_until_a_reviewer_approves(
+    shell: Shell, served_queue: tuple[str, dict[str, str]]
+) -> None:
+    """docs/mcp-gate.md: the host's JSON as the page writes it (the queue, `--name`, `--environment`,
+    the page's `--tools` file, the official filesystem server), driven by an MCP host: the file's read
+    passes, the write is recorded and waits, and runs once alice approves."""
+    url, tokens = served_queue
+    root = shell.folder / "docs"
+    root.mkdir()
+    (root / "notes.txt").write_text("old notes\n")
+    tools = shell.folder / "mcp-tools.toml"
+    tools.write_text(fenced("mcp-gate.md", "# mcp-tools.toml", "toml"))
+    (host_entry,) = json.loads(fenced("mcp-gate.md", "{", "json"))["mcpServers"].values()
+    arguments = " ".join(host_entry["args"])
+    for placeholder, value in {
+        "https://queue.example.internal": url,
+        "/etc/reviewer/mcp-tools.toml": str(tools),
+        "npx -y @modelcontextprotocol/server-filesystem": official_server("mcp-server-filesystem"),
+        "/srv/docs": str(root),
+    }.items():
+        assert placeholder in arguments, placeholder
+        arguments = arguments.replace(placeholder, value)
+    assert host_entry["env"] == {"REVIEWER_AGENT_TOKEN": "<an agent token>"}
+    parameters = StdioServerParameters(
+        command=host_entry["command"],
+        args=arguments.split(),
+        env={"REVIEWER_AGENT_TOKEN": tokens["my-agent"], "PATH": shell.env["PATH"]},
+    )
+
+    async def scenario() -> tuple[Any, dict[str, Any]]:
+        async with Client(parameters, read_timeout_seconds=60) as host:
+            read = await host.call_tool("read_text_file", {"path": str(root / "notes.txt")})
+            assert read.structured_content == {"content": "old notes\n"}, "a read the file names passes"
+            await host.call_tool("write_file", {"path": str(root / "notes.txt"), "content": "new notes\n"})
+            submitted = answer(await host.call_tool("reviewer_submit_plan", {"title": "rewrite the notes"}))
+            assert (root / "notes.txt").read_text() == "old notes\n", "nothing written before approval"
+            seen = await reviewer_decides(url, tokens["alice"], submitted["proposal_id"], "approve")
+            status = {"proposal_id": submitted["proposal_id"]}
+            return seen, answer(await host.call_tool("reviewer_plan_status", status))
+
+    seen, executed = asyncio.run(scenario())
+    assert (seen.target.api, seen.target.environment) == ("mcp:docs-files", "production")
+    assert [(call.tool, call.effect) for call in seen.calls] == [("write_file", "update")]
+    assert (executed["state"], executed["ended"]) == ("executed", "completed"), executed
+    assert (root / "notes.txt").read_text() == "new notes\n"
