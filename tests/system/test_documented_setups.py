@@ -23,7 +23,7 @@ from mcp import Client, StdioServerParameters
 from reviewer.sample_api.server import RunningSampleApi
 from reviewer.signing.sshsig import NAMESPACE, PublicKey
 from tests.agent.fixtures import Queue
-from tests.agent.helpers import reviewer_decides
+from tests.agent.helpers import received, reviewer_decides, reviewer_decides_next
 from tests.audit.gated import gated_run
 from tests.audit.nginx import NGINX
 from tests.mcp_gate.test_official import answer
@@ -525,3 +525,39 @@ def test_mcp_gate_host_configuration_gates_the_filesystem_server_until_a_reviewe
     assert [(call.tool, call.effect) for call in seen.calls] == [("write_file", "update")]
     assert (executed["state"], executed["ended"]) == ("executed", "completed"), executed
     assert (root / "notes.txt").read_text() == "new notes\n"
+
+
+def test_agents_page_s_server_dry_run_with_the_api_s_audit_log_runs_the_approved_write_once(
+    served_queue: tuple[str, dict[str, str]], sample_api: RunningSampleApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/agents.md: the page's write tool and its server-dry-run Gate (the documented dry-run
+    parameter, the API's audit log), as the page writes them, with API and QUEUE this test's: the dry
+    run reaches the API asking for a dry run and keeps nothing, alice approves, the write runs once,
+    and the audit log matches it."""
+    url, tokens = served_queue
+    monkeypatch.setenv("REVIEWER_AGENT_TOKEN", tokens["my-agent"])
+    page: dict[str, Any] = {"API": sample_api.base_url, "QUEUE": url}
+    exec(fenced("agents.md", "from reviewer.agent import HttpRequest", "python"), page)
+
+    async def task() -> None:
+        await page["close_ticket"](id="t1")
+
+    async def scenario() -> Any:
+        exec(fenced("agents.md", "from reviewer.agent import KUBERNETES_DRY_RUN_QUERY", "python"), page)
+        async with page["gate"] as gate:
+            decided = asyncio.create_task(reviewer_decides_next(url, tokens["alice"], "agent"))
+            result = await gate.run(task, title="Close t1")
+            await decided
+        return result
+
+    result = asyncio.run(scenario())
+    result.raise_for_stop()
+    dry_run = result.proposal.dry_run
+    assert (dry_run.via, dry_run.write_requests, dry_run.writes_kept) == ("server", 1, 0)
+    assert [(entry["method"], entry["path"], entry["query"]) for entry in received(sample_api)] == [
+        ("PATCH", "/v1/tickets/t1", {"dryRun": "All"}),
+        ("PATCH", "/v1/tickets/t1", {}),
+    ]
+    verification = result.verification
+    assert verification is not None and verification.audit_read, verification
+    assert [(check.status, check.audit_index) for check in verification.checks] == [("same", 0)]
