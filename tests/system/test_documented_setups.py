@@ -10,6 +10,7 @@ import asyncio
 import json
 import re
 import shutil
+import ssl
 import subprocess
 import time
 from collections.abc import Iterator
@@ -33,6 +34,7 @@ from tests.run.conftest import WAITS, RunProcess
 from tests.service.notifications.receiver import Receiver
 from tests.service.ports import free_port
 from tests.service.postgres import Cluster
+from tests.service.tls import self_signed
 from tests.signing.ssh import make_key
 from tests.system.documented import ROOT, Shell, as_run, documented_block, fenced, page_function
 from tests.system.test_production_setup import wait_for_delivered
@@ -119,36 +121,6 @@ def test_operating_s_sqlite_queue_and_its_tokens_work_as_the_page_says(shell: Sh
     assert state["state"] == "pending" and 3500 < waits <= 3600, expires
 
 
-def self_signed(folder: Path) -> tuple[Path, Path]:
-    """The page's `queue.pem` and `queue-key.pem`, a certificate for 127.0.0.1 made by openssl."""
-    cert, key = folder / "queue.pem", folder / "queue-key.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
-
-
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed (the TLS certificate)")
 def test_operating_s_postgresql_queue_serves_tls_and_restores_from_its_dump(
     shell: Shell, postgres_cluster: Cluster
@@ -156,7 +128,8 @@ def test_operating_s_postgresql_queue_serves_tls_and_restores_from_its_dump(
     """docs/operating.md: `createdb`, `serve` on PostgreSQL over TLS on every address, a token; then
     the backup block: `pg_dump`, `createdb`, `pg_restore`, and the restored queue holds the token."""
     shell.env.update(PGHOST="127.0.0.1", PGPORT=str(postgres_cluster.port), PGUSER="postgres")
-    cert, _ = self_signed(shell.folder)
+    cert = shell.folder / "queue.pem"
+    self_signed(cert, shell.folder / "queue-key.pem")
     at_the_cluster = {
         "postgresql://reviewer@db.internal:5432/reviewer_queue": postgres_cluster.url("reviewer_queue")
     }
@@ -167,7 +140,7 @@ def test_operating_s_postgresql_queue_serves_tls_and_restores_from_its_dump(
     port = free_port()
     serve(shell, as_run(served, at_the_cluster), port)
     token = shell.run(as_run(create_token, at_the_cluster)).stdout.strip()
-    with client(f"https://127.0.0.1:{port}", token, verify=str(cert)) as alice:
+    with client(f"https://127.0.0.1:{port}", token, verify=ssl.create_default_context(cafile=cert)) as alice:
         assert alice.get("/v1/whoami").json()["name"] == "alice"
 
     for command in documented_block("operating.md", "pg_dump --format=custom"):
@@ -263,6 +236,9 @@ def test_reviewing_from_the_command_line_after_login_approves_with_the_line_show
         assert alice.get("/v1/proposals/merge-0001/decision").json()["state"] == "approved"
 
 
+@pytest.mark.skipif(
+    shutil.which("jq") is None, reason="jq is not installed (the page's check by hand; .ci/run installs it)"
+)
 def test_signing_and_policies_set_up_signs_each_decision_and_ssh_keygen_verifies_it(shell: Shell) -> None:
     """docs/signing-and-policies.md: keys registered by the page's commands, the page's policy, a
     production plan's revision 2 approved signed by alice (one of two approvals) and rejected signed
