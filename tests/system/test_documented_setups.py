@@ -44,13 +44,16 @@ POLICY_FILE = fenced("policies.md", "# policy.toml", "toml")
 """policies.md's whole file, the policy `serve --policy policy.toml` reads in these set-ups."""
 
 
+def shell_in(folder: Path) -> Shell:
+    """A shell in `folder`, the user's data and config folders in it too."""
+    return Shell(
+        folder, env={"XDG_DATA_HOME": str(folder / "data"), "XDG_CONFIG_HOME": str(folder / "config")}
+    )
+
+
 @pytest.fixture
 def shell(tmp_path: Path) -> Iterator[Shell]:
-    """A shell in a folder of its own, the user's data and config folders in it too."""
-    started = Shell(
-        tmp_path,
-        env={"XDG_DATA_HOME": str(tmp_path / "data"), "XDG_CONFIG_HOME": str(tmp_path / "config")},
-    )
+    started = shell_in(tmp_path)
     yield started
     started.close()
 
@@ -192,18 +195,20 @@ def test_policies_page_s_file_decides_as_the_page_says_and_explains_its_samples(
     assert (decided[2]["approvals_required"], decided[2]["signatures_required"]) == (2, True)
 
     check, explain = documented_block("policies.md", "reviewer policy check policy.toml")
-    for name in ("sample_proposals",):
-        (shell.folder / name).symlink_to(ROOT / name)
+    (shell.folder / "sample_proposals").symlink_to(ROOT / "sample_proposals")
     shell.run(as_run(check, {}))
     explained = shell.run(as_run(explain, {})).stdout
     assert fenced("policies.md", "k8s-shop-scale-down") in explained
 
 
-@pytest.fixture
-def served_queue(shell: Shell) -> Iterator[tuple[str, dict[str, str]]]:
-    """A queue in the shell's folder (`queue.sqlite3`), with a reviewer alice and an agent."""
-    url = serve(shell, "reviewer serve --db queue.sqlite3", free_port())
-    yield url, mint_tokens(shell.folder / "queue.sqlite3", {"alice": "reviewer", "my-agent": "agent"})
+@pytest.fixture(scope="module")
+def served_queue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+    """A queue the module's tests share (`queue.sqlite3` in a folder of its own), with a reviewer
+    alice and an agent; each test uses its own proposal ids."""
+    queue_shell = shell_in(tmp_path_factory.mktemp("queue"))
+    url = serve(queue_shell, "reviewer serve --db queue.sqlite3", free_port())
+    yield url, mint_tokens(queue_shell.folder / "queue.sqlite3", {"alice": "reviewer", "my-agent": "agent"})
+    queue_shell.close()
 
 
 def test_reviewing_from_the_command_line_after_login_approves_with_the_line_show_prints(
@@ -213,14 +218,14 @@ def test_reviewing_from_the_command_line_after_login_approves_with_the_line_show
     then `list`, `show ID` and `show ID --json`, whose approve_command approves the plan."""
     url, tokens = served_queue
     with client(url, tokens["my-agent"]) as agent:
-        submit(agent, "merge-0001")
+        submit(agent, "review-0001")
     (login,) = documented_block("reviewing.md", "reviewer login --queue")
     shell.run(f"REVIEWER_TOKEN={tokens['alice']} " + as_run(login, {"https://queue.example:8470": url}))
     listed, shown, as_json = (
-        shell.run(as_run(command, {"ID": "merge-0001"} if "ID" in command.text else {})).stdout
+        shell.run(as_run(command, {"ID": "review-0001"} if "ID" in command.text else {})).stdout
         for command in documented_block("reviewing.md", "reviewer list")
     )
-    assert "merge-0001" in listed
+    assert "review-0001" in listed
     document = json.loads(as_json)
     assert document["plan_sha256"] in shown
     approve = subprocess.run(
@@ -233,7 +238,7 @@ def test_reviewing_from_the_command_line_after_login_approves_with_the_line_show
     )
     assert approve.returncode == 0, approve.stderr
     with client(url, tokens["alice"]) as alice:
-        assert alice.get("/v1/proposals/merge-0001/decision").json()["state"] == "approved"
+        assert alice.get("/v1/proposals/review-0001/decision").json()["state"] == "approved"
 
 
 @pytest.mark.skipif(
