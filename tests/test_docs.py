@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import ast
 import os
 import re
 import subprocess
@@ -10,6 +12,9 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+
+from reviewer.__main__ import build_parser
+from tests.system.documented import NOT_RUN, Command, all_commands
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -101,3 +106,83 @@ def test_the_link_check_finds_links_and_anchors() -> None:
     assert "docs/reviewing.md#what-a-dry-run-proves" in relative_links(README)
     assert "gate-your-agent" in anchors(README)
     assert "reviewer-mcp-gate-gate-an-mcp-server-you-do-not-change" in anchors(ROOT / "docs" / "mcp-gate.md")
+
+
+def blocks_run_by_tests() -> set[tuple[str, str]]:
+    """Every `documented_block(page, first_words)` call in the suite's source: the blocks a test runs."""
+    claimed: set[tuple[str, str]] = set()
+    for source in (ROOT / "tests").rglob("test_*.py"):
+        text = source.read_text(encoding="utf-8")
+        if "documented_block" not in text:
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", None) == "documented_block"
+                and all(isinstance(argument, ast.Constant) for argument in node.args)
+            ):
+                page, first_words = (argument.value for argument in node.args)  # type: ignore[attr-defined]
+                claimed.add((page, first_words))
+    return claimed
+
+
+def test_every_command_a_docs_page_shows_is_run_by_a_test_or_listed_as_not_runnable() -> None:
+    """A command a page gains fails here until a test runs its block (tests/system/documented.py says
+    how) or it joins NOT_RUN with the reason it cannot run."""
+    claimed = blocks_run_by_tests()
+    neither = [
+        f"{command.where}: {command.text}"
+        for command in all_commands()
+        if not command.synopsis
+        and command.text not in NOT_RUN
+        and not any(page == command.page and command.block.startswith(words) for page, words in claimed)
+    ]
+    assert neither == []
+
+
+def test_the_command_check_sees_the_pages_commands_and_not_their_output() -> None:
+    """The check above would pass on pages whose commands it failed to see."""
+    found = {(command.page, command.text) for command in all_commands()}
+    assert ("operating.md", "reviewer token revoke --db queue.sqlite3 alice") in found
+    assert (
+        "signing-and-policies.md",
+        "jq -j '.signatures[0].signature' state.json > statement.json.sig",
+    ) in found
+    assert not any(text.startswith(("reviewer run:", "reviewer serve:", "deskline")) for _, text in found)
+    assert ("operating.md", "reviewer token create --db queue.sqlite3 --name my-agent --role agent") in found
+    assert len(blocks_run_by_tests()) >= 10
+
+
+def test_every_command_listed_as_not_runnable_is_still_on_a_page() -> None:
+    shown = {command.text for command in all_commands()}
+    assert sorted(set(NOT_RUN) - shown) == []
+
+
+def subcommand_parser(words: list[str]) -> argparse.ArgumentParser:
+    """The parser of `reviewer WORD ...` as the command line builds it."""
+    parser = build_parser(words[1])
+    for word in words[1:]:
+        actions = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+        if not actions or word not in actions[0].choices:
+            break
+        parser = actions[0].choices[word]
+    return parser
+
+
+@pytest.mark.parametrize(
+    "synopsis", [command for command in all_commands() if command.synopsis], ids=lambda command: command.where
+)
+def test_each_synopsis_names_only_options_its_command_takes(synopsis: Command) -> None:
+    """A synopsis cannot run as written (`[--via record|server]`): each option it names is one the
+    command's parser takes, and takes a value where the synopsis gives one."""
+    words = synopsis.text.split()
+    assert words[0] == "reviewer", synopsis.text
+    parser = subcommand_parser(words)
+    shown = re.findall(r"(--[a-z][a-z-]*)(\s+[^\s\[\]|-])?", synopsis.text.split(" -- ")[0])
+    assert shown, synopsis.text
+    for option, value in shown:
+        action = parser._option_string_actions.get(option)
+        assert action is not None, f"{synopsis.where}: `{' '.join(words[:2])}` takes no {option}"
+        assert (action.nargs != 0) == bool(value), (
+            f"{synopsis.where}: {option} {'takes' if value else 'needs'} a value"
+        )

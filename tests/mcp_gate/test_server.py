@@ -7,13 +7,14 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, TextIO, get_args
 
 import pytest
 
 pytest.importorskip("mcp")
 
 from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 from reviewer.plan.proposal import OutcomeStatus
 from reviewer.queue.client import QueueClient
@@ -48,8 +49,10 @@ def gate(
     mode: str = "",
     trust: tuple[str, ...] = TICKET_TRUST,
     upstream_timeout: float = BOUND,
+    errlog: TextIO | None = None,
 ) -> Client:
-    """The host's view: the gate started as a host starts any stdio MCP server."""
+    """The host's view: the gate started as a host starts any stdio MCP server (its stderr to
+    `errlog`, else the test's)."""
     parameters = StdioServerParameters(
         command=sys.executable,
         args=[
@@ -72,7 +75,9 @@ def gate(
         env={"REVIEWER_AGENT_TOKEN": queue.agent_token, "UPSTREAM_LOG": str(log), "UPSTREAM_MODE": mode},
         cwd=str(ROOT),
     )
-    return Client(parameters, read_timeout_seconds=BOUND)
+    return Client(
+        parameters if errlog is None else stdio_client(parameters, errlog), read_timeout_seconds=BOUND
+    )
 
 
 def upstream_writes(log: Path) -> list[dict[str, Any]]:

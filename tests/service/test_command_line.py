@@ -17,6 +17,7 @@ from reviewer.service.store.opener import open_store
 from tests.queue_harness import STARTUP_TIMEOUT, Service, reviewer_command
 from tests.service.ports import free_port
 from tests.service.postgres import Cluster
+from tests.service.tls import self_signed
 
 
 def run(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
@@ -130,28 +131,7 @@ def test_plain_http_off_loopback_is_refused_unless_a_proxy_is_declared(tmp_path:
 
 def test_https_with_a_certificate_and_key(tmp_path: Path) -> None:
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    self_signed(cert, key)
     port = free_port()
     process = subprocess.Popen(
         reviewer_command(

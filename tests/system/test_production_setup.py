@@ -8,10 +8,13 @@ signing with a registered key held only in a real ssh-agent) and an `mcp-gate` a
 stdio, in front of tests/mcp_gate's upstream server) run through to `executed`, and a plan whose dry
 run kept writes is rejected by the policy's CEL rule.
 
-It asserts what a team relies on: the run ends executed with its report stored; each target gets
-exactly its events, each once under its delivery id, the webhook's checked by the page's Stripe
-snippet; no token, secret or URL secret in any log line; `reviewer notify list` shows every
-delivery delivered.
+It asserts what a team relies on: the run ends executed with its report stored, and alice's app
+(`reviewer review`, driven by Textual's pilot) shows after `v` every call of each run matching its
+plan, the `reviewer run` call matched to the API's audit line; each target gets exactly its events,
+each once under its delivery id, the webhook's checked by the page's Stripe snippet; no token, secret
+or URL secret in any line any process it started wrote (the replicas' logs, the agents', the
+`mcp-gate`'s stderr, `reviewer approve`, `keys add`, `notify list`); `reviewer notify list` shows
+every delivery delivered.
 
 Not run here yet: the pager's own events (`run.unknown` waits out a lease and the 5 s sweep;
 `tests/service/notifications/test_serve_notify.py` delivers it to a filtered target).
@@ -22,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import secrets
 import shlex
 import subprocess
@@ -37,8 +39,12 @@ from typing import Any
 import httpx
 import pytest
 
+from reviewer.queue.config import Secret
+from reviewer.reading.verification import Verification
 from reviewer.sample_api.server import RunningSampleApi
 from reviewer.service.store.opener import open_store
+from reviewer.tui.app import ReviewerApp
+from reviewer.tui.model.queue_source import QueueSource
 from tests.adapters.test_readme_example import shortest_example
 from tests.agent.fixtures import Queue
 from tests.agent.helpers import received, reviewer_decides, reviewer_decides_next
@@ -48,10 +54,11 @@ from tests.run.conftest import RunProcess
 from tests.service.notifications.receiver import Arrival, Receiver
 from tests.service.postgres import Cluster
 from tests.signing.ssh import Agent, SshKey, make_key
+from tests.system.documented import documented_block, fenced, page_function
+from tests.tui.live.helpers import open_proposal, until
 
 pytest.importorskip("apprise", reason="the notify extra: pip install 'reviewer[notify]'")
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
 APPROVED_RUN = ["proposal.waiting", "proposal.decided", "run.ended"]
 EVENTS = [*APPROVED_RUN * 3, "proposal.decided"]
 """What happens: the approved runs of the README's agent, a `reviewer run` agent and an `mcp-gate`
@@ -71,20 +78,11 @@ RUN_CHILD = textwrap.dedent(
 """`reviewer run`'s child: a plain Python agent that opens one ticket through the gate, in its sandbox."""
 
 
-def block(page: str, starting_with: str, language: str = "") -> str:
-    """The first fenced block of `page` (in `language`) whose text starts with `starting_with`."""
-    for found in re.findall(rf"```{language}\n(.*?)```", (DOCS / page).read_text(), re.S):
-        text = textwrap.dedent(found)
-        if text.startswith(starting_with):
-            return text
-    raise AssertionError(f"no {language or 'plain'} block starting with {starting_with!r} in {page}")
-
-
 def documented_serve_arguments(db: str, slack: str, pager: str) -> list[str]:
     """docs/notifications.md's production `reviewer serve` line, as written, with its database and
     its two services' URLs pointed at this test's (each `EVENTS=` filter kept as the page has it)."""
-    command = block("notifications.md", "pip install 'reviewer[notify]'").split("\n", 1)[1]
-    words = shlex.split(command.replace("\\\n", " "))
+    (command,) = documented_block("notifications.md", "pip install 'reviewer[notify]'")
+    words = shlex.split(command.text)
     assert words[:2] == ["reviewer", "serve"], words
     replaced = []
     for word in words[2:]:
@@ -226,24 +224,56 @@ def run_a_reviewer_run_agent(
     return proposal_id, output
 
 
-def run_an_mcp_gate_agent(agent_queue: str, reviewer_queue: str, tokens: dict[str, str], log: Path) -> str:
+def run_an_mcp_gate_agent(
+    agent_queue: str, reviewer_queue: str, tokens: dict[str, str], folder: Path
+) -> tuple[str, str]:
     """An MCP host driving `reviewer mcp-gate` over stdio in front of the test upstream server (as
     tests/mcp_gate drives it): one ticket opened, the plan submitted through `agent_queue`, approved by
-    alice through `reviewer_queue`, run by the gate; the proposal's id, after checking its run."""
+    alice through `reviewer_queue`, run by the gate; the proposal's id and what the gate wrote on
+    stderr, after checking its run."""
     queue = Queue(agent_queue, Path(), tokens["my-agent"], tokens["alice"])
+    log, stderr = folder / "upstream.log", folder / "mcp-gate.stderr"
 
     async def scenario() -> tuple[str, dict[str, Any]]:
-        async with gate(queue, log) as host:
-            await host.call_tool("open_ticket", {"title": "Printer on fire"})
-            submitted = answer(await host.call_tool("reviewer_submit_plan", {"title": "open one ticket"}))
-            await reviewer_decides(reviewer_queue, tokens["alice"], submitted["proposal_id"], "approve")
-            status = {"proposal_id": submitted["proposal_id"]}
-            return submitted["proposal_id"], answer(await host.call_tool("reviewer_plan_status", status))
+        with stderr.open("w") as errlog:
+            async with gate(queue, log, errlog=errlog) as host:
+                await host.call_tool("open_ticket", {"title": "Printer on fire"})
+                submitted = answer(await host.call_tool("reviewer_submit_plan", {"title": "open one ticket"}))
+                await reviewer_decides(reviewer_queue, tokens["alice"], submitted["proposal_id"], "approve")
+                status = {"proposal_id": submitted["proposal_id"]}
+                return submitted["proposal_id"], answer(await host.call_tool("reviewer_plan_status", status))
 
     proposal_id, executed = asyncio.run(scenario())
     assert (executed["state"], executed.get("ended")) == ("executed", "completed"), executed
     assert upstream_writes(log) == [{"tool": "open_ticket", "title": "Printer on fire", "id": "tk-3"}]
-    return proposal_id
+    return proposal_id, stderr.read_text()
+
+
+def verified_with_v(queue: str, token: str, proposal_ids: list[str]) -> dict[str, Verification]:
+    """What the reviewer's app shows after `v` on each executed proposal: the app on `queue` as
+    `reviewer review` runs it, each proposal opened from the list, its real run fetched, `v` pressed,
+    then back to the list."""
+    from reviewer.tui.screens.verification import VerificationScreen
+
+    async def scenario() -> dict[str, Verification]:
+        app = ReviewerApp(QueueSource(queue, Secret(token), poll_interval=60))
+        shown: dict[str, Verification] = {}
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, lambda: set(proposal_ids) <= set(app.items), "the executed proposals listed")
+            for proposal_id in proposal_ids:
+                await open_proposal(pilot, app, proposal_id)
+                await until(pilot, lambda: 1 in app.items[proposal_id].executions, "its real run")  # noqa: B023
+                await until(pilot, lambda: 1 in app.items[proposal_id].verified, "its digest checked")  # noqa: B023
+                await pilot.press("v")
+                await until(pilot, lambda: isinstance(app.screen, VerificationScreen), "the verification")
+                screen = app.screen
+                await until(pilot, lambda: screen.verification is not None, "the comparison")  # noqa: B023
+                shown[proposal_id] = screen.verification
+                await pilot.press("escape", "escape")
+                await until(pilot, lambda: app.screen is app.queue_screen, "the list again")
+        return shown
+
+    return asyncio.run(scenario())
 
 
 def submit_a_plan_whose_dry_run_kept_writes(queue: str, token: str) -> None:
@@ -296,11 +326,11 @@ def test_the_documented_production_setup_runs_each_kind_of_agent_to_executed(
     agent: Agent,
 ) -> None:
     # The secret file, made by the page's own command; the policy file, the page's own.
-    make_secret = block("notifications.md", "head -c 32 /dev/urandom").splitlines()[0]
+    make_secret = fenced("notifications.md", "head -c 32 /dev/urandom").splitlines()[0]
     subprocess.run(["bash", "-c", make_secret], cwd=tmp_path, check=True)
     secret_file = tmp_path / "notify-secret"
     policy = tmp_path / "policy.toml"
-    policy.write_text(block("policies.md", "# policy.toml", "toml"))
+    policy.write_text(fenced("policies.md", "# policy.toml", "toml"))
     url_secret = secrets.token_hex(12)
     webhook = f"{receivers['webhook'].url}/{url_secret}"
     chat = f"json://127.0.0.1:{receivers['chat'].port}/chat-{url_secret}"
@@ -328,17 +358,18 @@ def test_the_documented_production_setup_runs_each_kind_of_agent_to_executed(
         signer = Signer(make_key(tmp_path, "alice"), agent)
         signer.agent.add(signer.key)
         signer.key.private.unlink()  # only the agent holds it now
-        subprocess.run(
+        keys_added = subprocess.run(
             reviewer_command("keys", "add", "alice", str(signer.key.public_file), "--db", db),
             check=True,
             capture_output=True,
+            text=True,
         )
         readme_id, readme_output = run_the_readme_agent(sample_api, services[0].url, services[-1].url, tokens)
         run_id, run_output = run_a_reviewer_run_agent(
             sample_api, services[0].url, services[-1].url, tokens, signer
         )
-        mcp_id = run_an_mcp_gate_agent(services[0].url, services[-1].url, tokens, tmp_path / "upstream.log")
-        agent_output = readme_output + run_output
+        mcp_id, mcp_gate_stderr = run_an_mcp_gate_agent(services[0].url, services[-1].url, tokens, tmp_path)
+        outputs = [readme_output, run_output, mcp_gate_stderr, keys_added.stdout, keys_added.stderr]
         with httpx.Client(
             base_url=services[-1].url, headers={"Authorization": f"Bearer {tokens['alice']}"}
         ) as alice:
@@ -347,12 +378,24 @@ def test_the_documented_production_setup_runs_each_kind_of_agent_to_executed(
                 (run,) = alice.get(f"/v1/proposals/{proposal_id}/executions").json()["executions"]
                 assert state["state"] == "executed" and state["decided_by"] == "alice", state
                 assert (run["ended"], len(run["calls"])) == ("completed", 1), run
+        # Each run, verified as alice verifies it: `v` in the app.
+        shown = verified_with_v(services[-1].url, tokens["alice"], [readme_id, run_id, mcp_id])
+        for proposal_id, verification in shown.items():
+            assert [check.status for check in verification.checks] == ["same"], (proposal_id, verification)
+            assert (verification.planned, verification.not_executed, verification.audit_unmatched) == (
+                1,
+                (),
+                (),
+            )
+        # `reviewer run --audit` stored the API's audit lines with its report: `v` holds the call to one.
+        assert shown[run_id].audit_read and [check.audit_index for check in shown[run_id].checks] == [0]
         # Both agents record their dry run: only the two approved runs reach the API.
         assert [entry["query"] for entry in received(sample_api)] == [{}, {}]
         submit_a_plan_whose_dry_run_kept_writes(services[-1].url, tokens["my-agent"])
 
         wait_for_delivered(db, 2 * len(EVENTS))
         rows = notify_list(db)
+        outputs += ["\t".join(row) for row in rows]
         assert [row[4] for row in rows] == ["delivered"] * 2 * len(EVENTS), rows
         assert not any(row[3].startswith(f"http://127.0.0.1:{receivers['pager'].port} ") for row in rows), (
             "the pager gets only run.unknown and proposal.reminder"
@@ -373,11 +416,10 @@ def test_the_documented_production_setup_runs_each_kind_of_agent_to_executed(
     assert receivers["pager"].arrivals == []
 
     # The webhook's deliveries pass the page's Stripe check with the secret the page says to read.
-    namespace: dict[str, Any] = {}
-    exec(compile(block("notifications.md", "import stripe", "python"), "notifications.md", "exec"), namespace)
+    verified_event = page_function("notifications.md", "import stripe", "verified_event")
     secret = secret_file.read_text().strip()
     for arrival in arrived:
-        event = namespace["verified_event"](arrival.body, arrival.headers["reviewer-signature"], secret)
+        event = verified_event(arrival.body, arrival.headers["reviewer-signature"], secret)
         assert event["id"] == arrival.delivery
     assert sorted(
         arrival.document["decided_by"] for arrival in arrived if arrival.event == "proposal.decided"
@@ -388,7 +430,7 @@ def test_the_documented_production_setup_runs_each_kind_of_agent_to_executed(
         assert (document["ended"], document["calls_sent"], document["calls_kept"]) == ("completed", 1, 1)
 
     # No secret in any log line.
-    logs = agent_output + "".join(service.log() for service in services)
+    logs = "\n".join(outputs) + "".join(service.log() for service in services)
     for name, value in {**tokens, "notify secret": secret, "URL secret": url_secret}.items():
         assert value not in logs, f"{name} is in a log"
     assert "notifying http://127.0.0.1" in logs and "only proposal.reminder, run.unknown" in logs
