@@ -25,6 +25,7 @@ from reviewer.policy.expressions import EvaluationError, compile_expression, con
 from reviewer.policy.file import parse_policy
 from reviewer.policy.quorum import Requirement
 from reviewer.policy.verdict import evaluate, needs
+from tests.builders import proposal_document
 from tests.queue_harness import Service, body, proposal, unique_id
 
 REVIEWER = [sys.executable, "-m", "reviewer"]
@@ -200,11 +201,23 @@ EQUIVALENT = [
     'size(plan.calls) == 12 && plan.calls[3].tool == "a" && plan.calls.exists(c, c.path.endsWith("/11"))',
     'plan.calls.filter(c, c.path.contains(", )")).size() == 0 // ).filter(',
     "plan.calls.exists_one(c, c.seq == 3) && plan.calls.map(x, 1.5).size() == 12",
+    # walked once for each distinct value of the fields they read, weighed by how many calls hold it
+    'plan.calls.all(c, c.effect != "update") && plan.calls.exists(c, c.tool == "c")',
+    'plan.calls.exists_one(c, c.tool == "a" && c.effect == "create")',
+    'plan.calls.exists_one(c, c.path == "/v1/x/4") && !plan.calls.exists(c, has(c.method))',
+    'plan.calls.map(c, c.tool == "b", c.effect).size() == 4',
+    'plan.calls.exists(c, c.tool == "a" || c.tool / 2 == 1)',  # true before the error, as walked
+    'plan.calls.all(c, c.tool != "a" && c.tool / 2 == 1)',  # false before the error, as walked
 ]
 FAILING = [
     'plan.calls.filter(c, c.args.odd == "5").size() > 0',  # a call without the field
     "plan.calls.filter(c, c.seq).size() > 0",  # a condition that is not true or false
     "plan.calls.map(c, c.args.amount / (c.seq - 3)).size() > 0",  # division by zero
+    'plan.calls.exists(c, c.tool == "b" || c.tool / 2 == 1)',  # the error first, as walked
+    "plan.calls.filter(c, c.tool).size() > 0",
+    "plan.calls.exists_one(c, c.effect)",
+    "plan.calls.all(c, c.path)",
+    "plan.calls.map(c, c.tool + 1).size() > 0",
 ]
 
 
@@ -244,14 +257,15 @@ def test_walks_over_the_calls_answer_as_the_binding_does_and_build_their_lists_o
         expected = EvaluationError
     expression = compile_expression(source)
     walks = source.split("//")[0].count(".map(") + source.split("//")[0].count(".filter(")
-    assert len(expression.walks) == walks, "a map or filter over the calls was left to the binding"
+    taken = [walk for walk in expression.walks if walk.kind in ("map", "filter")]
+    assert len(taken) == walks, "a map or filter over the calls was left to the binding"
     assert ".map(" not in expression.program.source.replace(" ", "")
     assert ".filter(" not in expression.program.source.replace(" ", "")
     try:
         answer: object = expression.evaluate(context(values))
     except EvaluationError:
         answer = EvaluationError
-    assert answer == expected
+    assert answer == expected, expected
 
 
 def test_policy_check_times_each_rule_on_a_made_up_plan_and_warns_of_one_past_the_deadline(
@@ -320,3 +334,64 @@ def test_a_worker_outlives_the_thread_that_first_asked_for_a_verdict() -> None:
         assert evaluator._idle == [worker]
     finally:
         evaluator.close()
+
+
+GROUPED = [
+    'plan.calls.exists(c, c.method == "DELETE" && c.path.startsWith("/v1/tickets/"))',
+    'plan.calls.all(c, c.tool != "merge_tickets" || c.effect == "update")',
+    'plan.calls.filter(c, c.effect == "delete" && c.method == "DELETE").size() == 3',
+    'plan.calls.exists_one(c, c.path == "/v1/tickets/5")',
+    'plan.calls.exists_one(c, c.method == "")',  # false: three calls hold the one value
+    'plan.calls.map(c, c.tool == "close_ticket", c.path).size() == 4',
+    "plan.calls.map(c, c.effect).size() == 12 && plan.counts.destructive == 5",
+    'plan.calls.exists(c, c.method == "POST" || c.path / 2 == 1)',
+    "plan.calls.all(c, c.path.size() > 0)",  # false: a call without a request reads ""
+]
+
+
+def varied_plan() -> bytes:
+    """Twelve calls of three tools and four effects, some without a request, one destructive update."""
+    calls: list[dict[str, Any]] = []
+    for seq in range(1, 13):
+        tool, effect, method = (
+            ("close_ticket", "delete", "DELETE"),
+            ("merge_tickets", "update", "PATCH"),
+            ("read_ticket", "read", "GET"),
+        )[seq % 3]
+        call: dict[str, Any] = {"tool": tool, "effect": effect}
+        if seq % 4:
+            call["request"] = {"method": method, "path": f"/v1/tickets/{seq}"}
+        if seq == 2:
+            call["destructive"] = True
+        calls.append(call)
+    return body(proposal_document(calls, proposal_id=unique_id("varied")))
+
+
+@pytest.mark.parametrize("source", GROUPED)
+def test_walks_by_groups_in_the_queue_answer_as_the_binding_over_every_call(source: str) -> None:
+    """The queue walks these once for each distinct value of the fields they read (counted in its
+    one pass over the calls), weighed by how many calls hold it; the binding, on the rule as written
+    over every call as a CEL value, gives the same answer or also fails."""
+    import cel
+
+    from reviewer.policy.verdict import activation
+
+    policy = parse_policy(f"[[rules]]\nname = 'r'\nwhen = '{source}'\napprovals = 2\n")
+    assert policy.rules[0].when.walks and all(walk.fields is not None for walk in policy.rules[0].when.walks)
+    assert not policy.reads_call_list, "the calls were converted to CEL values"
+    plan = scan_proposal(varied_plan())
+    every_call = parse_policy(
+        "[[rules]]\nname = 'r'\nwhen = 'plan.calls[0].seq + plan.calls[0].tool.size() + "
+        "plan.calls[0].effect.size() + plan.calls[0].method.size() + plan.calls[0].path.size() > 0'\n"
+        "approvals = 2\n"
+    )
+    values = activation(every_call, plan, every_call.default, [])
+    values.pop("_groups")
+    try:
+        expected: object = cel.compile(source).execute(cel.Context(values))
+    except Exception:
+        expected = EvaluationError
+    verdict = evaluate(policy, plan)
+    (match,) = verdict.matched or (None,)
+    answer = EvaluationError if match is not None and match.error else match is not None
+    assert answer == expected, expected
