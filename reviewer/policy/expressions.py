@@ -131,6 +131,8 @@ class Expression:
             for walk in self.walks:
                 activation.walk(walk)
             result = self.program.execute(activation.context)
+        except MemoryError:
+            raise  # not the rule's answer: the evaluation as a whole failed (`reviewer.policy.bounded`)
         except Exception as error:  # the binding raises KeyError, TypeError, RuntimeError, ValueError
             raise EvaluationError(_first_line(error)) from None
         if not isinstance(result, bool):

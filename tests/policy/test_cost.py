@@ -395,3 +395,73 @@ def test_walks_by_groups_in_the_queue_answer_as_the_binding_over_every_call(sour
     (match,) = verdict.matched or (None,)
     answer = EvaluationError if match is not None and match.error else match is not None
     assert answer == expected, expected
+
+
+HUGE = (
+    "plan.calls.exists(c, [c.args.items + c.args.items].exists(a, [a + a].exists(b, [b + b].exists(d, "
+    "[d + d].exists(e, [e + e].exists(f, [f + f].exists(g, (g + g).size() < 0)))))))"
+)
+"""256 copies of one call's list, doubled walk by walk: 20,000 items (130 kB of JSON) make over
+400 MB, past a worker's bound of 40 times the plan plus 256 MB."""
+
+
+def test_a_rule_that_builds_past_the_memory_bound_fails_closed_and_says_so() -> None:
+    policy = parse_policy(f"[[rules]]\nname = 'huge'\nwhen = '{HUGE}'\napprovals = 3\n")
+    document = proposal(unique_id("huge"), calls=1)
+    document["calls"][0]["args"]["items"] = list(range(20_000))
+    evaluator = PolicyEvaluator(policy, 120.0, workers=1)
+    try:
+        result = evaluator.evaluate(body(document))
+        assert not result.finished, "the rule built its lists unbounded"
+        assert result.verdict.requirement.approvals == 3
+        assert re.fullmatch(
+            r"needs 3 approvals; rule `huge` failed \(not decided: the evaluation passed its memory limit "
+            r"\(2\d\d MB for a plan of 0\.1 MB\)\), so it asks as if it held",
+            needs(result.verdict),
+        ), needs(result.verdict)
+        document["calls"][0]["args"]["items"] = [1]
+        assert evaluator.evaluate(body(document)).finished, "no worker after the one that ran out"
+    finally:
+        evaluator.close()
+
+
+def test_closing_the_evaluator_stops_its_workers_evaluating_or_idle_and_starts_no_more() -> None:
+    import os
+
+    evaluator = PolicyEvaluator(parse_policy(POLICY), 120.0, workers=1)
+    results: list[Any] = []
+    evaluating = threading.Thread(target=lambda: results.append(evaluator.evaluate(body(slow_plan()))))
+    try:
+        evaluating.start()
+        wait_for(lambda: evaluator._started, limit=60)
+        workers = list(evaluator._started.values())
+    finally:
+        evaluator.close()
+        evaluating.join(timeout=60)
+    assert not evaluating.is_alive(), "the evaluation went on after close"
+    assert all(worker.process.returncode is not None for worker in workers)
+    assert not set(children(os.getpid())) & {worker.process.pid for worker in workers}
+    assert evaluator._started == {}, "a worker was started after close"
+    assert not results[0].finished
+    assert "not decided: the queue stopped" in needs(results[0].verdict)
+
+
+def test_the_service_stops_its_evaluating_processes_when_it_stops(tmp_path: Path) -> None:
+    (tmp_path / "policy.toml").write_text(POLICY.split('[[rules]]\nname = "slow"')[0])
+    service = Service(
+        db=tmp_path / "queue.sqlite3",
+        log_path=tmp_path / "service.log",
+        serve_args=("--policy", str(tmp_path / "policy.toml")),
+    )
+    service.start()
+    try:
+        with service.client(service.token("agent", "agent")) as agent:
+            answer = agent.post("/v1/proposals", content=body(proposal(unique_id("stop"))))
+        assert answer.status_code == 201, answer.text
+        assert service.process is not None
+        workers = children(service.process.pid)
+        assert workers, "the policy was evaluated without a worker"
+    finally:
+        service.stop()
+    left = [pid for pid in workers if Path(f"/proc/{pid}").exists()]
+    assert left == [], f"processes {left} outlived the service"
