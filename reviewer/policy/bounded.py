@@ -325,19 +325,19 @@ def _serve_evaluations(descriptor: int) -> None:
     _die_with_parent()
     connection = Connection(descriptor)
     policy, signing = connection.recv()
-    while True:
-        connection.send("ready")
-        try:
+    try:
+        while True:
+            connection.send("ready")
             body = connection.recv_bytes()
-        except (EOFError, OSError):
-            return
-        connection.send(("memory", _limit_memory(len(body))))
-        try:
-            proposal = scan_proposal(body, "stored proposal")
-            verdict = evaluate(_reporting(policy, connection), proposal, signing=signing)
-        except MemoryError:
-            os._exit(_OUT_OF_MEMORY)
-        connection.send(("verdict", verdict))
+            connection.send(("memory", _limit_memory(len(body))))
+            try:
+                proposal = scan_proposal(body, "stored proposal")
+                verdict = evaluate(_reporting(policy, connection), proposal, signing=signing)
+            except MemoryError:
+                os._exit(_OUT_OF_MEMORY)
+            connection.send(("verdict", verdict))
+    except (EOFError, OSError):
+        return  # the parent closed the socket: it stopped this worker, or stops
 
 
 def _limit_memory(plan_bytes: int) -> int:

@@ -12,9 +12,10 @@ The binding expands `map` and `filter` as CEL's specification writes them, a fol
 quadratic (40,000 calls kept took minutes). Every `map` and `filter` over the calls is therefore
 taken out of the rule at load (`linear_walks`) and run as an `exists` whose step hands each kept
 value to Python, which builds the list once; what is left of the rule reads the result. A walk
-over the calls is then linear, each step bounded by the expression's length; a `map` or `filter`
-over anything else (a call's own list) is still the binding's, bounded by that list's size and, in
-the queue, by the deadline of the evaluation (`reviewer.policy.bounded`).
+over the calls is then linear, each step bounded by the expression's length. A `map` or `filter`
+over anything else (a call's own list, a list the rule writes) is rewritten in place the same way
+(`linear_lists`), since it may sit inside another walk's step; in the queue every evaluation is
+bounded besides by a deadline and a memory bound (`reviewer.policy.bounded`).
 
 Most walks read a call's tool, effect, method or path and nothing else of it, and plans repeat
 those (100,000 refunds: one tool, one effect). Such a walk, `exists`, `all` and `exists_one`
@@ -25,8 +26,9 @@ the calls that makes the activation, and its answer is weighed by how many calls
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -166,6 +168,7 @@ def compile_expression(source: str) -> Expression:
     if any(name.startswith("_") for name in bound):
         raise ExpressionError("a name a walk binds may not start with _ (such names are the queue's own)")
     rewritten, walks = linear_walks(source)
+    rewritten = linear_lists(rewritten)
     return Expression(
         source,
         cel.compile(rewritten),
@@ -194,13 +197,7 @@ def linear_walks(source: str) -> tuple[str, tuple[Walk, ...]]:
     `exists_one` over the calls that reads only `GROUPED_FIELDS` of them, replaced by a variable
     that a `Walk` fills first; every other `plan.calls` is read from the top-level `_calls` (the
     binding copies a list it selects out of a map, every time). The rest is left as written."""
-    texts: list[str] = []
-    gaps: list[str] = []
-    end = 0
-    for match in _PIECE.finditer(source):
-        gaps.append(source[end : match.start()])
-        texts.append(" " if match.lastgroup == "comment" else match.group())
-        end = match.end()
+    texts, gaps = _split(source)
     found: list[tuple[str, str, str, list[str]]] = []
     """Each walk taken out: its variable, receiver, kind and arguments as written."""
     index = 0
@@ -237,7 +234,103 @@ def linear_walks(source: str) -> tuple[str, tuple[Walk, ...]]:
         )
         for name, receiver, kind, arguments in found
     ]
-    return "".join(gap + text for gap, text in zip(gaps, texts, strict=True)), tuple(walks)
+    return _joined(texts, gaps), tuple(walks)
+
+
+def linear_lists(source: str) -> str:
+    """`source` with every `map` and `filter` left in it (over a call's own list, over a list a
+    rule writes) made an `exists` whose step hands each kept value to Python, which builds the
+    list once: `R.map(x, e)` is `_take(K, _mark(K), R.exists(x, _put(K, [e])))`, K numbering the
+    place. The binding evaluates a function's arguments in order, so `_mark` opens the place's
+    list before its walk and `_take` gives it back after; a walk inside another's step opens and
+    closes its own list within each of the outer's steps (`Activation._mark`)."""
+    texts, gaps = _split(source)
+    index = 0
+    while index < len(texts):
+        if not (
+            texts[index] == "."
+            and texts[index + 1 : index + 2] in (["map"], ["filter"])
+            and texts[index + 2 : index + 3] == ["("]
+        ):
+            index += 1
+            continue
+        kind = texts[index + 1]
+        close = _closing(texts, index + 2)
+        arguments = _arguments(texts[index + 3 : close], gaps[index + 3 : close])
+        begin = _receiver_start(texts, index)
+        if begin is None or not (len(arguments) == 2 or (kind == "map" and len(arguments) == 3)):
+            index += 1
+            continue
+        receiver = linear_lists(_joined(texts[begin:index], gaps[begin:index]))
+        variable, *steps = [arguments[0], *(linear_lists(step) for step in arguments[1:])]
+        if kind == "filter":
+            kept = f"({steps[0]}) ? [{variable}] : []"
+        elif len(steps) == 1:
+            kept = f"[{steps[0]}]"
+        else:
+            kept = f"({steps[0]}) ? [{steps[1]}] : []"
+        site = next(_SITES)
+        texts[begin : close + 1] = [
+            f"_take({site}, _mark({site}), {receiver.strip()}.exists({variable}, _put({site}, {kept})))"
+        ]
+        gaps[begin : close + 1] = [gaps[begin]]
+        index = begin + 1
+    return _joined(texts, gaps)
+
+
+_SITES: Final = itertools.count()
+
+
+def _receiver_start(texts: list[str], dot: int) -> int | None:
+    """Where the receiver of the member call at `dot` begins: the chain of names, calls, indexes
+    and brackets it is written as (member calls bind tighter than any operator); None for none."""
+    at = dot - 1
+    while at >= 0:
+        text = texts[at]
+        if text in _CLOSING:
+            at = _opening(texts, at)
+            if text == ")" and at > 0 and _atom(texts[at - 1]):
+                at -= 1  # a function's name: f(x), or x.f(y) with x before the dot
+        elif not _atom(text):
+            return None
+        if at > 1 and texts[at - 1] == ".":
+            at -= 2
+            continue
+        return at
+    return None
+
+
+def _atom(text: str) -> bool:
+    """A name, a string, or a place already made linear (one piece)."""
+    return text[:1].isalpha() or text[:1] in "_'\"" or text[:1].isdigit()
+
+
+def _opening(texts: list[str], closing: int) -> int:
+    depth = 0
+    for index in range(closing, -1, -1):
+        if texts[index] in _CLOSING:
+            depth += 1
+        elif texts[index] in _OPENING:
+            depth -= 1
+            if depth == 0:
+                return index
+    raise ExpressionError("unbalanced brackets")
+
+
+def _joined(texts: list[str], gaps: list[str]) -> str:
+    return "".join(gap + text for gap, text in zip(gaps, texts, strict=True))
+
+
+def _split(source: str) -> tuple[list[str], list[str]]:
+    """The expression's pieces (comments made a space) and the text before each."""
+    texts: list[str] = []
+    gaps: list[str] = []
+    end = 0
+    for match in _PIECE.finditer(source):
+        gaps.append(source[end : match.start()])
+        texts.append(" " if match.lastgroup == "comment" else match.group())
+        end = match.end()
+    return texts, gaps
 
 
 def _walk(name: str, receiver: str, kind: str, arguments: list[str], *, counted: bool) -> Walk:
@@ -245,8 +338,8 @@ def _walk(name: str, receiver: str, kind: str, arguments: list[str], *, counted:
     (`Walk.fields`), else over the values walked, each step handing Python what it keeps."""
     import cel
 
-    variable, *steps = arguments
     fields = _grouped_fields(arguments) if receiver == "_calls" else None
+    variable, *steps = [arguments[0], *(linear_lists(step) for step in arguments[1:])]
     if fields is not None and (counted or kind not in ("map", "filter")):
         if kind in ("exists", "all"):
             step = f"_group.{kind}({variable}, {steps[0]})"
@@ -414,7 +507,15 @@ class Activation:
         self._walked: list[Any] = []
         self._position = 0
         self._kept: list[Any] = []
-        functions = {"_pick": self._pick, "_keep": self._keep}
+        self._places: list[tuple[int, list[Any]]] = []
+        """The lists `linear_lists` places are building, innermost last, each with its place."""
+        functions: dict[str, Callable[..., Any]] = {
+            "_pick": self._pick,
+            "_keep": self._keep,
+            "_mark": self._mark,
+            "_put": self._put,
+            "_take": self._take,
+        }
         self.context = cel.Context({**values, "plan": plan}, functions)
 
     def convert_calls(self) -> None:
@@ -482,6 +583,32 @@ class Activation:
                 groups[key] = groups.get(key, 0) + 1
             self._groups[fields] = groups
         return groups
+
+    def _mark(self, place: int) -> int:
+        """A place's walk begins: its list, empty. A list the same place left open (its walk
+        raised, and an `||` took the error) is dropped, with any opened after it."""
+        self._drop(place)
+        self._places.append((place, []))
+        return place
+
+    def _put(self, place: int, values: list[Any]) -> bool:
+        for opened, kept in reversed(self._places):
+            if opened == place:
+                kept.extend(values)
+                return False
+        raise RuntimeError("a list built outside its walk")
+
+    def _take(self, place: int, _mark: int, _walked: bool) -> list[Any]:
+        """A place's walk ended: its list (and any left open inside it, dropped)."""
+        return self._drop(place)
+
+    def _drop(self, place: int) -> list[Any]:
+        for at in range(len(self._places) - 1, -1, -1):
+            if self._places[at][0] == place:
+                kept = self._places[at][1]
+                del self._places[at:]
+                return kept
+        return []
 
     def _pick(self, keep: object) -> bool:
         """A filter's step: keep the value walked (the one this is the `_position`-th call for:
