@@ -104,6 +104,9 @@ class Walk:
     each. A short-circuiting `exists` or `all` stops at the same value as over the calls (every
     call before the first one that decides has a value that does not decide), so it gives the same
     answer or the same error; the others visit every value, as over the calls."""
+    projection: str | None = None
+    """Set for a `map` whose step is one field of the value walked (`plan.calls.map(c, c.args)`):
+    the result is read out of the values as Python holds them, never through CEL and back."""
 
 
 @dataclass(frozen=True)
@@ -173,7 +176,9 @@ def compile_expression(source: str) -> Expression:
         source,
         cel.compile(rewritten),
         reads_call_list="_calls" in _pieces(rewritten)
-        or any(walk.receiver == "_calls" and walk.fields is None for walk in walks),
+        or any(
+            walk.receiver == "_calls" and walk.fields is None and walk.projection is None for walk in walks
+        ),
         reads_calls="calls" in names,
         reads_args="args" in names,
         reads_alarms="alarms" in names,
@@ -352,6 +357,9 @@ def _walk(name: str, receiver: str, kind: str, arguments: list[str], *, counted:
                 kept = f"({steps[0]}) ? [{steps[1]}].size() : 0"
             step = f"_group.exists({variable}, _keep([{kept}]))"
         return Walk(name, receiver, cel.compile(step), counted, kind, fields)
+    projected = _pieces(steps[0]) if kind == "map" and len(steps) == 1 else []
+    if len(projected) == 3 and projected[:2] == [variable, "."] and projected[2].isidentifier():
+        return Walk(name, receiver, None, counted, kind, projection=projected[2])
     if kind == "filter":
         step = f"_pick({steps[0]})"
     elif len(steps) == 1:
@@ -530,6 +538,14 @@ class Activation:
         self._kept = []
         if walk.fields is not None:
             result = self._walk_groups(walk, walk.fields)
+        elif walk.projection is not None:
+            field = walk.projection
+            try:
+                kept = [value[field] for value in self._lists[walk.receiver]]
+            except (KeyError, TypeError, IndexError):
+                raise KeyError(field) from None  # as the binding says of a value without it
+            self._lists[walk.name] = kept
+            result = len(kept) if walk.counted else kept
         else:
             if walk.receiver == "_calls":
                 self.convert_calls()

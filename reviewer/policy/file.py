@@ -97,8 +97,13 @@ class Policy:
 
     @property
     def reads_call_list(self) -> bool:
-        """Whether a rule reads the calls as CEL values (not only by groups, `Walk.fields`)."""
-        return any(rule.when.reads_calls and rule.when.reads_call_list for rule in self.rules)
+        """Whether a rule reads the calls one by one (as CEL values, or a walk's field of each),
+        not only by groups (`Walk.fields`)."""
+        return any(
+            rule.when.reads_calls
+            and (rule.when.reads_call_list or any(walk.fields is None for walk in rule.when.walks))
+            for rule in self.rules
+        )
 
     @property
     def grouped_fields(self) -> tuple[str, ...]:
