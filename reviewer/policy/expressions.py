@@ -268,12 +268,7 @@ def linear_lists(source: str) -> str:
             continue
         receiver = linear_lists(_joined(texts[begin:index], gaps[begin:index]))
         variable, *steps = [arguments[0], *(linear_lists(step) for step in arguments[1:])]
-        if kind == "filter":
-            kept = f"({steps[0]}) ? [{variable}] : []"
-        elif len(steps) == 1:
-            kept = f"[{steps[0]}]"
-        else:
-            kept = f"({steps[0]}) ? [{steps[1]}] : []"
+        kept = f"({steps[0]}) ? [{variable}] : []" if kind == "filter" else _mapped(steps)
         site = next(_SITES)
         texts[begin : close + 1] = [
             f"_take({site}, _mark({site}), {receiver.strip()}.exists({variable}, _put({site}, {kept})))"
@@ -311,15 +306,7 @@ def _atom(text: str) -> bool:
 
 
 def _opening(texts: list[str], closing: int) -> int:
-    depth = 0
-    for index in range(closing, -1, -1):
-        if texts[index] in _CLOSING:
-            depth += 1
-        elif texts[index] in _OPENING:
-            depth -= 1
-            if depth == 0:
-                return index
-    raise ExpressionError("unbalanced brackets")
+    return _matching(texts, range(closing, -1, -1), _CLOSING, _OPENING)
 
 
 def _joined(texts: list[str], gaps: list[str]) -> str:
@@ -360,13 +347,14 @@ def _walk(name: str, receiver: str, kind: str, arguments: list[str], *, counted:
     projected = _pieces(steps[0]) if kind == "map" and len(steps) == 1 else []
     if len(projected) == 3 and projected[:2] == [variable, "."] and projected[2].isidentifier():
         return Walk(name, receiver, None, counted, kind, projection=projected[2])
-    if kind == "filter":
-        step = f"_pick({steps[0]})"
-    elif len(steps) == 1:
-        step = f"_keep([{steps[0]}])"
-    else:
-        step = f"_keep(({steps[0]}) ? [{steps[1]}] : [])"
+    step = f"_pick({steps[0]})" if kind == "filter" else f"_keep({_mapped(steps)})"
     return Walk(name, receiver, cel.compile(f"{receiver}.exists({variable}, {step})"), counted, kind)
+
+
+def _mapped(steps: list[str]) -> str:
+    """The values a `map`'s step makes of one value, as a list: its one, or none where a
+    three-argument map's condition is false."""
+    return f"[{steps[0]}]" if len(steps) == 1 else f"({steps[0]}) ? [{steps[1]}] : []"
 
 
 def _grouped_fields(arguments: list[str]) -> tuple[str, ...] | None:
@@ -418,11 +406,16 @@ def _only_sized(texts: list[str], gaps: list[str], name: str) -> bool:
 
 
 def _closing(texts: list[str], opening: int) -> int:
+    return _matching(texts, range(opening, len(texts)), _OPENING, _CLOSING)
+
+
+def _matching(texts: list[str], places: range, deeper: str, shallower: str) -> int:
+    """The place, walking `places` from a bracket, of the bracket that closes it."""
     depth = 0
-    for index in range(opening, len(texts)):
-        if texts[index] in _OPENING:
+    for index in places:
+        if texts[index] in deeper:
             depth += 1
-        elif texts[index] in _CLOSING:
+        elif texts[index] in shallower:
             depth -= 1
             if depth == 0:
                 return index
