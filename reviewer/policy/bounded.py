@@ -340,12 +340,15 @@ def _serve_evaluations(descriptor: int) -> None:
         return  # the parent closed the socket: it stopped this worker, or stops
 
 
-def _limit_memory(plan_bytes: int) -> int:
+def _limit_memory(plan_bytes: int) -> int | None:
     """Bound this worker's address space for one plan: what it holds now (the plan's JSON
     included), `MEMORY_PER_PLAN_BYTE` times the plan, and `MEMORY_HEADROOM`; the bound's bytes
-    beyond what it held. Past it an allocation fails: the binding aborts, Python raises."""
+    beyond what it held (None where there is no /proc to read it from: not Linux, no bound).
+    Past it an allocation fails: the binding aborts, Python raises."""
     import resource
 
+    if sys.platform != "linux":
+        return None
     held = _address_space()
     allowed = MEMORY_PER_PLAN_BYTE * plan_bytes + MEMORY_HEADROOM
     resource.setrlimit(resource.RLIMIT_AS, (held + allowed, resource.getrlimit(resource.RLIMIT_AS)[1]))
