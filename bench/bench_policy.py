@@ -126,7 +126,8 @@ def growth(sizes: list[int]) -> None:
             values = result.values_seconds or 0.0
             rule = result.outcomes[0].seconds
             figures.append(
-                f"{size:>7,}: values {values:6.2f} s, rule {rule:6.2f} s = {rule / size * 1e6:5.1f} µs/call"
+                f"{size:>7,}: values {values:6.2f} s, rule {rule * 1000:9.2f} ms = "
+                f"{rule / size * 1e6:7.3f} µs/call"
             )
         print(f"   {kind}:")
         for line in figures:

@@ -7,10 +7,15 @@ every rule's outcome as it is decided. Past the deadline the worker is killed an
 plan fails closed: every rule not yet decided fails (`EvaluationError`, so the verdict names it and
 why), and the requirement is made at least what each of those rules asks when it matches; an
 undecided `reject` rule asks the strictest quorum any table or rule of the policy asks, signed.
+
+A worker's memory is bounded too: for each plan it may grow by `MEMORY_PER_PLAN_BYTE` times the
+plan's JSON plus `MEMORY_HEADROOM` (its address space, `RLIMIT_AS`); a rule that builds past that
+ends the worker, and the plan fails closed as past the deadline, the reason saying so.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
@@ -33,6 +38,16 @@ from reviewer.policy.file import Policy, PolicyRule
 from reviewer.policy.verdict import ChangeRequest, Verdict, evaluate
 
 DEFAULT_WORKERS: Final = 2
+MEMORY_PER_PLAN_BYTE: Final = 40
+"""How much a worker's memory may grow for each byte of the plan's JSON: the calls decoded, their
+arguments as Python and as CEL values (a `map` of every call's arguments, the costliest rule
+measured, took 24 times the JSON)."""
+MEMORY_HEADROOM: Final = 256 * 1024 * 1024
+"""And beside that, for any plan: the binding's and the interpreter's own allocations."""
+_OUT_OF_MEMORY: Final = 3
+"""The exit status of a worker that ran out of memory in Python (the binding aborts: SIGABRT)."""
+WORKER_EXIT_GRACE: Final = 5.0
+"""Seconds a worker whose socket closed may take to exit, for its exit status to say why."""
 WORKER_START_LIMIT: Final = 60.0
 """Seconds a worker may take to start and compile the policy (not counted in a plan's deadline)."""
 
@@ -76,6 +91,9 @@ class PolicyEvaluator:
         self.deadline = deadline
         self.signing = signing
         self._idle: list[_Worker] = []
+        self._started: dict[int, _Worker] = {}
+        """Every worker not yet stopped, idle or evaluating, by process id: `close` stops them all."""
+        self._closed = False
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(workers)
         self._starter = ThreadPoolExecutor(1, thread_name_prefix="policy-workers")
@@ -96,6 +114,8 @@ class PolicyEvaluator:
         with self._slots:
             outcomes: dict[int, RuleOutcome] = {}
             running = values_seconds = None
+            memory: int | None = None
+            ended = False
             why = f"not decided within the {self.deadline:g} s deadline"
             start = time.monotonic()
             worker = None
@@ -109,6 +129,9 @@ class PolicyEvaluator:
                     if remaining <= 0 or not worker.connection.poll(remaining):
                         break
                     message = worker.connection.recv()
+                    if message[0] == "memory":
+                        memory = message[1]
+                        continue
                     if message[0] == "start":
                         running = message[1]
                         if values_seconds is None:
@@ -124,41 +147,67 @@ class PolicyEvaluator:
                     return BoundedVerdict(message[1], outcomes, spent, True, None, values_seconds)
             except (EOFError, OSError) as error:
                 why = f"not decided: the evaluation stopped ({type(error).__name__})"
+                ended = True
             if worker is not None:
-                worker.stop()
-            self._give_back(self._start())
+                self._stop(worker, grace=WORKER_EXIT_GRACE if ended else 0.0)
+                if memory is not None and worker.process.returncode in (-signal.SIGABRT, _OUT_OF_MEMORY):
+                    why = (
+                        f"not decided: the evaluation passed its memory limit ({memory / 1e6:,.0f} MB "
+                        f"for a plan of {len(body) / 1e6:,.1f} MB)"
+                    )
+            if self._closed:
+                why = "not decided: the queue stopped"
+            else:
+                with contextlib.suppress(OSError):  # closed meanwhile
+                    self._give_back(self._start())
         if proposal is None:
             proposal = scan_proposal(body, "stored proposal")
         verdict = fail_closed(self.policy, proposal, outcomes, why, signing=self.signing)
         return BoundedVerdict(verdict, outcomes, time.monotonic() - start, False, running, values_seconds)
 
     def close(self) -> None:
+        """Stop every worker, those evaluating too (their plans fail closed), and start no more."""
         with self._lock:
-            idle, self._idle = self._idle, []
-        for worker in idle:
-            worker.stop()
+            self._closed = True
+            workers, self._idle = list(self._started.values()), []
+        for worker in workers:
+            self._stop(worker)
         self._starter.shutdown()
 
     def _start(self) -> _Worker:
-        return self._starter.submit(_Worker.start, self.policy, self.signing).result()
+        with self._lock:
+            if self._closed:
+                raise OSError("the queue is stopping")
+            worker = self._starter.submit(_Worker.start, self.policy, self.signing).result()
+            self._started[worker.process.pid] = worker
+        return worker
+
+    def _stop(self, worker: _Worker, grace: float = 0.0) -> None:
+        worker.stop(grace)
+        with self._lock:
+            self._started.pop(worker.process.pid, None)
 
     def _take(self) -> _Worker:
         """An idle worker that has loaded the policy (its start is not the plan's time)."""
         worker = None
         while worker is None:
             with self._lock:
-                worker = self._idle.pop() if self._idle else self._start()
+                worker = self._idle.pop() if self._idle else None
+            worker = worker or self._start()
             if not worker.alive():
-                worker.stop()
+                self._stop(worker)
                 worker = None
         if not worker.connection.poll(WORKER_START_LIMIT) or worker.connection.recv() != "ready":
-            worker.stop()
+            self._stop(worker)
             raise OSError("the evaluating process did not start")
         return worker
 
     def _give_back(self, worker: _Worker) -> None:
         with self._lock:
-            self._idle.append(worker)
+            if not self._closed:
+                self._idle.append(worker)
+                return
+        self._stop(worker)
 
 
 def rule_costs(
@@ -255,6 +304,7 @@ class _Worker:
                 [sys.executable, "-c", f"import {__name__} as m; m._serve_evaluations({theirs.fileno()})"],
                 pass_fds=[theirs.fileno()],
                 stdin=subprocess.DEVNULL,
+                env={**os.environ, "RUST_BACKTRACE": "0"},  # a rule out of memory: one line, not a trace
             )
         connection = Connection(ours.detach())
         connection.send((policy, signing))
@@ -263,9 +313,13 @@ class _Worker:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def stop(self) -> None:
+    def stop(self, grace: float = 0.0) -> None:
+        """Kill the worker unless it exits within `grace` seconds (one that ended on its own
+        closes its socket before its exit status can be read)."""
         self.connection.close()
-        if self.alive():
+        try:
+            self.process.wait(grace)
+        except subprocess.TimeoutExpired:
             self.process.kill()
         self.process.wait()
 
@@ -276,16 +330,43 @@ def _serve_evaluations(descriptor: int) -> None:
     _die_with_parent()
     connection = Connection(descriptor)
     policy, signing = connection.recv()
-    while True:
-        connection.send("ready")
-        try:
+    try:
+        while True:
+            connection.send("ready")
             body = connection.recv_bytes()
             asked = connection.recv()
-        except (EOFError, OSError):
-            return
-        proposal = scan_proposal(body, "stored proposal")
-        verdict = evaluate(_reporting(policy, connection), proposal, signing=signing, changes_requested=asked)
-        connection.send(("verdict", verdict))
+            connection.send(("memory", _limit_memory(len(body))))
+            try:
+                proposal = scan_proposal(body, "stored proposal")
+                verdict = evaluate(
+                    _reporting(policy, connection), proposal, signing=signing, changes_requested=asked
+                )
+            except MemoryError:
+                os._exit(_OUT_OF_MEMORY)
+            connection.send(("verdict", verdict))
+    except (EOFError, OSError):
+        return  # the parent closed the socket: it stopped this worker, or stops
+
+
+def _limit_memory(plan_bytes: int) -> int | None:
+    """Bound this worker's address space for one plan: what it holds now (the plan's JSON
+    included), `MEMORY_PER_PLAN_BYTE` times the plan, and `MEMORY_HEADROOM`; the bound's bytes
+    beyond what it held (None where there is no /proc to read it from: not Linux, no bound).
+    Past it an allocation fails: the binding aborts, Python raises."""
+    import resource
+
+    if sys.platform != "linux":
+        return None
+    held = _address_space()
+    allowed = MEMORY_PER_PLAN_BYTE * plan_bytes + MEMORY_HEADROOM
+    resource.setrlimit(resource.RLIMIT_AS, (held + allowed, resource.getrlimit(resource.RLIMIT_AS)[1]))
+    return allowed
+
+
+def _address_space() -> int:
+    """This process's virtual memory, in bytes."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def _reporting(policy: Policy, connection: Connection) -> Policy:

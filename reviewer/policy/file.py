@@ -96,6 +96,22 @@ class Policy:
         return any(rule.when.reads_calls for rule in self.rules)
 
     @property
+    def reads_call_list(self) -> bool:
+        """Whether a rule reads the calls one by one (as CEL values, or a walk's field of each),
+        not only by groups (`Walk.fields`)."""
+        return any(
+            rule.when.reads_calls
+            and (rule.when.reads_call_list or any(walk.fields is None for walk in rule.when.walks))
+            for rule in self.rules
+        )
+
+    @property
+    def grouped_fields(self) -> tuple[str, ...]:
+        """The fields of a call the rules' walks by groups read, together."""
+        fields = {field for rule in self.rules for walk in rule.when.walks for field in walk.fields or ()}
+        return tuple(sorted(fields))
+
+    @property
     def reads_args(self) -> bool:
         return any(rule.when.reads_args for rule in self.rules)
 

@@ -2,7 +2,8 @@
 match, and whether a human decides, the policy rejects, or the policy approves.
 
 One activation is built per proposal in one pass over its calls (counts always; the calls themselves
-only when a rule reads them, their arguments only when a rule reads those), converted to CEL once,
+only when a rule reads more of them than a walk by groups does, their arguments only when a rule
+reads those; the distinct values such walks read, counted), converted to CEL once,
 and every compiled rule runs against it. A rule that raises fails closed, never asking less than it
 asks when it matches (an agent can make a rule throw: a string where a number was, a missing field):
 a rule asking approvals, signatures or reviewers asks them all; a reject rule rejects; an approve rule
@@ -13,8 +14,10 @@ approval by policy.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, Literal
 
 import msgspec
@@ -172,7 +175,7 @@ def _owned_host_elsewhere(policy: Policy, base_url: str) -> list[tuple[str, str]
     ][:1]
 
 
-class _RequestHead(msgspec.Struct):
+class _RequestHead(msgspec.Struct, frozen=True):
     method: str = ""
     path: str = ""
 
@@ -195,18 +198,24 @@ _heads = msgspec.json.Decoder(_CallHead)
 _heads_with_args = msgspec.json.Decoder(_CallWithArgs)
 
 
-def _call_heads(proposal: Proposal, with_args: bool) -> Iterator[_CallHead]:
+def _call_heads(proposal: Proposal, with_args: bool) -> Iterable[_CallHead]:
     """The calls as rules read them: from their JSON when the proposal kept it (a stored or
     submitted plan), skipping what no rule reads; else from the calls themselves."""
     calls = proposal.calls
     if isinstance(calls, CallList):
         decoder = _heads_with_args if with_args else _heads
-        for raw in calls.raw(slice(None)):
-            yield decoder.decode(raw)
-        return
-    for call in calls:
-        request = None if call.request is None else _RequestHead(call.request.method, call.request.path)
-        yield _CallWithArgs(call.seq, call.tool, call.effect, request, call.destructive, call.args)
+        return map(decoder.decode, calls.raw(slice(None)))
+    return (
+        _CallWithArgs(
+            call.seq,
+            call.tool,
+            call.effect,
+            None if call.request is None else _RequestHead(call.request.method, call.request.path),
+            call.destructive,
+            call.args,
+        )
+        for call in calls
+    )
 
 
 def activation(
@@ -216,31 +225,36 @@ def activation(
     alarms: list[str],
     changes_requested: Sequence[ChangeRequest] = (),
 ) -> dict[str, Any]:
-    """The values every rule reads, in one pass over the calls."""
-    counts = {"create": 0, "update": 0, "delete": 0, "read": 0, "other": 0, "destructive": 0}
-    tools: dict[str, int] = {}
+    """The values every rule reads, in one pass over the calls: the calls themselves only when a
+    rule reads them as CEL values, else how many calls hold each distinct value of the fields the
+    walks by groups read (`reviewer.policy.expressions.Walk.fields`)."""
     calls: list[dict[str, Any]] = []
-    keep_calls, keep_args, fields = policy.reads_calls, policy.reads_args, policy.call_fields
-    for call in _call_heads(proposal, keep_args):
-        counts[call.effect] += 1
-        counts["destructive"] += call.effect == "delete" or call.destructive
-        tools[call.tool] = tools.get(call.tool, 0) + 1
-        if keep_calls:
-            request = call.request
-            entry: dict[str, Any] = {}
-            if "seq" in fields:
-                entry["seq"] = call.seq
-            if "tool" in fields:
-                entry["tool"] = call.tool
-            if "effect" in fields:
-                entry["effect"] = call.effect
-            if "method" in fields:
-                entry["method"] = request.method if request is not None else ""
-            if "path" in fields:
-                entry["path"] = request.path if request is not None else ""
+    keep_calls, keep_args, fields = policy.reads_call_list, policy.reads_args, policy.call_fields
+    grouped = policy.grouped_fields
+    read_request = "method" in grouped or "path" in grouped
+    kind = attrgetter("tool", "effect", "destructive", *(("request",) if read_request else ()))
+    heads = _call_heads(proposal, keep_calls and keep_args)
+    if keep_calls:
+        heads = list(heads)
+        for call in heads:
+            entry = {field: _field(call, field) for field in fields if field != "args"}
             if keep_args:
                 entry["args"] = getattr(call, "args", None) or {}
             calls.append(entry)
+    # How many calls hold each tool, effect, destructive flag (and request, when a walk by groups
+    # reads it), in the order each first occurs: the counts, the tools and the groups come from these.
+    kinds = Counter(map(kind, heads))
+    counts = {"create": 0, "update": 0, "delete": 0, "read": 0, "other": 0, "destructive": 0}
+    tools: dict[str, int] = {}
+    groups: dict[tuple[str, ...], int] = {}
+    for (tool, effect, destructive, *request), held in kinds.items():
+        counts[effect] += held
+        counts["destructive"] += held if effect == "delete" or destructive else 0
+        tools[tool] = tools.get(tool, 0) + held
+        if grouped:
+            head = _CallHead(0, tool, effect, request[0] if request else None)
+            group = tuple(_field(head, field) for field in grouped)
+            groups[group] = groups.get(group, 0) + held
     target = proposal.target
     dry_run = proposal.dry_run
     return {
@@ -267,7 +281,15 @@ def activation(
             },
         },
         "alarms": alarms,
+        "_groups": (grouped, groups),
     }
+
+
+def _field(call: _CallHead, field: str) -> Any:
+    """A call's field as rules read it (`method` and `path` are its request's, "" without one)."""
+    if field in ("method", "path"):
+        return "" if call.request is None else getattr(call.request, field)
+    return getattr(call, field)
 
 
 def evaluate(

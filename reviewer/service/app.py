@@ -108,6 +108,8 @@ def create_app(
         yield
         if deliverer is not None:
             deliverer.stop()
+        if queue.policy_evaluator is not None:
+            queue.policy_evaluator.close()  # its processes end with the queue, not after it
         queue.close()
 
     app = QueueApp(

@@ -25,12 +25,13 @@ from reviewer.policy.expressions import EvaluationError, compile_expression, con
 from reviewer.policy.file import parse_policy
 from reviewer.policy.quorum import Requirement
 from reviewer.policy.verdict import evaluate, needs
+from tests.builders import proposal_document
 from tests.queue_harness import Service, body, proposal, unique_id
 
 REVIEWER = [sys.executable, "-m", "reviewer"]
-SLOW = "plan.calls.exists(c, c.args.items.map(i, i).size() < 0)"
-"""Quadratic in the items of one call's list (`map` over anything but the calls builds its list by
-copying it at each step): 20,000 items take minutes, far past any deadline below."""
+SLOW = "plan.calls.exists(c, c.args.items.exists(i, c.args.items.exists(j, j == -1)))"
+"""Quadratic in the items of one call's list, as written (every item against every item): 20,000
+items are 400 million steps, minutes, far past any deadline below."""
 
 POLICY = f"""\
 [default]
@@ -200,11 +201,23 @@ EQUIVALENT = [
     'size(plan.calls) == 12 && plan.calls[3].tool == "a" && plan.calls.exists(c, c.path.endsWith("/11"))',
     'plan.calls.filter(c, c.path.contains(", )")).size() == 0 // ).filter(',
     "plan.calls.exists_one(c, c.seq == 3) && plan.calls.map(x, 1.5).size() == 12",
+    # walked once for each distinct value of the fields they read, weighed by how many calls hold it
+    'plan.calls.all(c, c.effect != "update") && plan.calls.exists(c, c.tool == "c")',
+    'plan.calls.exists_one(c, c.tool == "a" && c.effect == "create")',
+    'plan.calls.exists_one(c, c.path == "/v1/x/4") && !plan.calls.exists(c, has(c.method))',
+    'plan.calls.map(c, c.tool == "b", c.effect).size() == 4',
+    'plan.calls.exists(c, c.tool == "a" || c.tool / 2 == 1)',  # true before the error, as walked
+    'plan.calls.all(c, c.tool != "a" && c.tool / 2 == 1)',  # false before the error, as walked
 ]
 FAILING = [
     'plan.calls.filter(c, c.args.odd == "5").size() > 0',  # a call without the field
     "plan.calls.filter(c, c.seq).size() > 0",  # a condition that is not true or false
     "plan.calls.map(c, c.args.amount / (c.seq - 3)).size() > 0",  # division by zero
+    'plan.calls.exists(c, c.tool == "b" || c.tool / 2 == 1)',  # the error first, as walked
+    "plan.calls.filter(c, c.tool).size() > 0",
+    "plan.calls.exists_one(c, c.effect)",
+    "plan.calls.all(c, c.path)",
+    "plan.calls.map(c, c.tool + 1).size() > 0",
 ]
 
 
@@ -244,14 +257,15 @@ def test_walks_over_the_calls_answer_as_the_binding_does_and_build_their_lists_o
         expected = EvaluationError
     expression = compile_expression(source)
     walks = source.split("//")[0].count(".map(") + source.split("//")[0].count(".filter(")
-    assert len(expression.walks) == walks, "a map or filter over the calls was left to the binding"
+    taken = [walk for walk in expression.walks if walk.kind in ("map", "filter")]
+    assert len(taken) == walks, "a map or filter over the calls was left to the binding"
     assert ".map(" not in expression.program.source.replace(" ", "")
     assert ".filter(" not in expression.program.source.replace(" ", "")
     try:
         answer: object = expression.evaluate(context(values))
     except EvaluationError:
         answer = EvaluationError
-    assert answer == expected
+    assert answer == expected, expected
 
 
 def test_policy_check_times_each_rule_on_a_made_up_plan_and_warns_of_one_past_the_deadline(
@@ -320,3 +334,206 @@ def test_a_worker_outlives_the_thread_that_first_asked_for_a_verdict() -> None:
         assert evaluator._idle == [worker]
     finally:
         evaluator.close()
+
+
+GROUPED = [
+    'plan.calls.exists(c, c.method == "DELETE" && c.path.startsWith("/v1/tickets/"))',
+    'plan.calls.all(c, c.tool != "merge_tickets" || c.effect == "update")',
+    'plan.calls.filter(c, c.effect == "delete" && c.method == "DELETE").size() == 3',
+    'plan.calls.exists_one(c, c.path == "/v1/tickets/5")',
+    'plan.calls.exists_one(c, c.method == "")',  # false: three calls hold the one value
+    'plan.calls.map(c, c.tool == "close_ticket", c.path).size() == 4',
+    "plan.calls.map(c, c.effect).size() == 12 && plan.counts.destructive == 5",
+    'plan.calls.exists(c, c.method == "POST" || c.path / 2 == 1)',
+    "plan.calls.all(c, c.path.size() > 0)",  # false: a call without a request reads ""
+]
+PROJECTED = [
+    "plan.calls.map(c, c.args).exists(a, a.ticket == 7)",
+    "plan.calls.map(c, c.args).filter(a, a.ticket > 6).size() == 6",
+    "plan.calls.map(c, c.args).map(a, a.ticket).exists(t, t == 13)",
+    "plan.calls.map(c, c.args).map(a, a.missing).size() > 0",  # no such field: fails
+]
+
+
+def varied_plan() -> bytes:
+    """Twelve calls of three tools and four effects, some without a request, one destructive update."""
+    calls: list[dict[str, Any]] = []
+    for seq in range(1, 13):
+        tool, effect, method = (
+            ("close_ticket", "delete", "DELETE"),
+            ("merge_tickets", "update", "PATCH"),
+            ("read_ticket", "read", "GET"),
+        )[seq % 3]
+        call: dict[str, Any] = {"tool": tool, "effect": effect, "args": {"ticket": seq}}
+        if seq % 4:
+            call["request"] = {"method": method, "path": f"/v1/tickets/{seq}"}
+        if seq == 2:
+            call["destructive"] = True
+        calls.append(call)
+    return body(proposal_document(calls, proposal_id=unique_id("varied")))
+
+
+@pytest.mark.parametrize("source", GROUPED + PROJECTED)
+def test_walks_in_the_queue_answer_as_the_binding_over_every_call(source: str) -> None:
+    """The queue walks the first once for each distinct value of the fields they read (counted in
+    its one pass over the calls), weighed by how many calls hold it, and reads a `map` of one field
+    of each call out of the calls as Python holds them; the binding, on the rule as written over
+    every call as a CEL value, gives the same answer or also fails."""
+    import cel
+
+    from reviewer.policy.verdict import activation
+
+    policy = parse_policy(f"[[rules]]\nname = 'r'\nwhen = '{source}'\napprovals = 2\n")
+    walks = policy.rules[0].when.walks
+    if source in GROUPED:
+        assert walks and all(walk.fields is not None for walk in walks)
+        assert not policy.reads_call_list, "the calls were read one by one"
+    else:
+        assert walks[0].projection == "args" and not policy.rules[0].when.reads_call_list
+    plan = scan_proposal(varied_plan())
+    every_call = parse_policy(
+        "[[rules]]\nname = 'r'\nwhen = 'plan.calls[0].seq + plan.calls[0].tool.size() + "
+        "plan.calls[0].effect.size() + plan.calls[0].method.size() + plan.calls[0].path.size() + "
+        "plan.calls[0].args.size() > 0'\n"
+        "approvals = 2\n"
+    )
+    values = activation(every_call, plan, every_call.default, [])
+    values.pop("_groups")
+    try:
+        expected: object = cel.compile(source).execute(cel.Context(values))
+    except Exception:
+        expected = EvaluationError
+    verdict = evaluate(policy, plan)
+    (match,) = verdict.matched or (None,)
+    answer = EvaluationError if match is not None and match.error else match is not None
+    assert answer == expected, expected
+
+
+HUGE = (
+    "plan.calls.exists(c, [c.args.items + c.args.items].exists(a, [a + a].exists(b, [b + b].exists(d, "
+    "[d + d].exists(e, [e + e].exists(f, [f + f].exists(g, (g + g).size() < 0)))))))"
+)
+"""256 copies of one call's list, doubled walk by walk: 20,000 items (130 kB of JSON) make over
+400 MB, past a worker's bound of 40 times the plan plus 256 MB."""
+
+
+def test_a_rule_that_builds_past_the_memory_bound_fails_closed_and_says_so() -> None:
+    policy = parse_policy(f"[[rules]]\nname = 'huge'\nwhen = '{HUGE}'\napprovals = 3\n")
+    document = proposal(unique_id("huge"), calls=1)
+    document["calls"][0]["args"]["items"] = list(range(20_000))
+    evaluator = PolicyEvaluator(policy, 120.0, workers=1)
+    try:
+        result = evaluator.evaluate(body(document))
+        assert not result.finished, "the rule built its lists unbounded"
+        assert result.verdict.requirement.approvals == 3
+        assert re.fullmatch(
+            r"needs 3 approvals; rule `huge` failed \(not decided: the evaluation passed its memory limit "
+            r"\(2\d\d MB for a plan of 0\.1 MB\)\), so it asks as if it held",
+            needs(result.verdict),
+        ), needs(result.verdict)
+        document["calls"][0]["args"]["items"] = [1]
+        assert evaluator.evaluate(body(document)).finished, "no worker after the one that ran out"
+    finally:
+        evaluator.close()
+
+
+def test_closing_the_evaluator_stops_its_workers_evaluating_or_idle_and_starts_no_more() -> None:
+    import os
+
+    evaluator = PolicyEvaluator(parse_policy(POLICY), 120.0, workers=1)
+    results: list[Any] = []
+    evaluating = threading.Thread(target=lambda: results.append(evaluator.evaluate(body(slow_plan()))))
+    try:
+        evaluating.start()
+        wait_for(lambda: evaluator._started, limit=60)
+        workers = list(evaluator._started.values())
+    finally:
+        evaluator.close()
+        evaluating.join(timeout=60)
+    assert not evaluating.is_alive(), "the evaluation went on after close"
+    assert all(worker.process.returncode is not None for worker in workers)
+    assert not set(children(os.getpid())) & {worker.process.pid for worker in workers}
+    assert evaluator._started == {}, "a worker was started after close"
+    assert not results[0].finished
+    assert "not decided: the queue stopped" in needs(results[0].verdict)
+
+
+def test_the_service_stops_its_evaluating_processes_when_it_stops(tmp_path: Path) -> None:
+    (tmp_path / "policy.toml").write_text(POLICY.split('[[rules]]\nname = "slow"')[0])
+    service = Service(
+        db=tmp_path / "queue.sqlite3",
+        log_path=tmp_path / "service.log",
+        serve_args=("--policy", str(tmp_path / "policy.toml")),
+    )
+    service.start()
+    try:
+        with service.client(service.token("agent", "agent")) as agent:
+            answer = agent.post("/v1/proposals", content=body(proposal(unique_id("stop"))))
+        assert answer.status_code == 201, answer.text
+        assert service.process is not None
+        workers = children(service.process.pid)
+        assert workers, "the policy was evaluated without a worker"
+    finally:
+        service.stop()
+    left = [pid for pid in workers if Path(f"/proc/{pid}").exists()]
+    assert left == [], f"processes {left} outlived the service"
+
+
+NESTED = [
+    "plan.calls.exists(c, c.args.items.map(i, i * 2).exists(x, x == 38))",
+    "plan.calls.map(c, c.args).exists(a, a.items.filter(i, i % 3 == 0).size() == 7)",
+    "plan.calls.all(c, c.args.items.map(i, i > 5, [i, i]).map(p, p[0]).size() == 14)",
+    "plan.calls.exists(c, c.args.items.map(i, [1, 0].map(d, 1 / d).size() > 0 || i > 9) == [])",
+    # each inner walk raises, and `|| true` takes the error: its list is left open, then dropped
+    "plan.calls.exists(c, c.args.items.map(i, [1, 0].map(d, 1 / d).size() > 0 || true).all(x, x))",
+    '{"a": 1}.map(k, k) == ["a"] && [[3, 1], [2]].map(l, l.filter(x, x > 1)) == [[3], [2]]',
+    "plan.calls.exists(c, c.args.items.filter(i, i).size() > 0)",  # a condition not true or false
+]
+
+
+@pytest.mark.parametrize("source", NESTED)
+def test_maps_and_filters_over_any_list_answer_as_the_binding_and_take_one_step_a_value(
+    source: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `map` or `filter` over a call's own list (or any list a rule writes) is made an `exists`
+    that hands each kept value to Python: no `map` or `filter` is left to the binding (which copies
+    the list at every step), and the steps grow as the items do (20, 40, 60: equal differences)."""
+    import cel
+
+    from reviewer.policy.expressions import Activation
+
+    steps: list[int] = []
+    """How many lists were open at each step: as many as the places nested, never more (a list left
+    open by a walk that raised would otherwise be searched past at every later step)."""
+    put = Activation._put
+    monkeypatch.setattr(
+        Activation, "_put", lambda self, *args: steps.append(len(self._places)) or put(self, *args)
+    )
+    expression = compile_expression(source)
+    programs = [
+        expression.program.source,
+        *(walk.program.source for walk in expression.walks if walk.program),
+    ]
+    assert not [text for text in programs if re.search(r"\.\s*(map|filter)\s*\(", text)], programs
+
+    def answers(items: int) -> tuple[object, object, int]:
+        values = small_plan()
+        values["plan"]["calls"] = [{"seq": 1, "args": {"items": list(range(items))}}]
+        try:
+            expected: object = cel.compile(source).execute(cel.Context(values))
+        except Exception:
+            expected = EvaluationError
+        steps.clear()
+        try:
+            answer: object = expression.evaluate(context(values))
+        except EvaluationError:
+            answer = EvaluationError
+        return answer, expected, len(steps)
+
+    taken = []
+    for items in (20, 40, 60):
+        answer, expected, count = answers(items)
+        assert answer == expected
+        assert max(steps, default=0) <= 2, "lists left open pile up"
+        taken.append(count)
+    assert taken[2] - taken[1] == taken[1] - taken[0], f"steps not linear in the items: {taken}"
