@@ -49,7 +49,8 @@ from reviewer.plan.hosts import destination
 from reviewer.plan.matching import MISSING, FieldChange, match_call, plain
 from reviewer.plan.placeholders import ABSENT, field_of, from_results, placeholders_in, references_in, resolve
 from reviewer.plan.proposal import Call, Proposal, plan_sha256
-from reviewer.queue.messages import RunEnding, SentRequestId
+from reviewer.queue.messages import AuditVerification, RunEnding, SentRequestId
+from reviewer.reading.audit_matching import AuditMatch
 
 DEFAULT_REQUEST_ID_HEADER: Final = "X-Request-Id"
 """The header each real write carries its own request id in; `Audit-ID` for Kubernetes (its audit
@@ -256,6 +257,11 @@ class Execution:
     """The Idempotency-Key every report of this run carries: a retried report is stored once."""
     request_id_header: str = DEFAULT_REQUEST_ID_HEADER
     """The header each real HTTP write carries a fresh request id in (`DEFAULT_REQUEST_ID_HEADER`)."""
+    audit_match: AuditMatch | None = None
+    """The run against the audit source its runner was given, read after the last call (DESIGN 16)."""
+    audit_verification: AuditVerification | None = None
+    """That verification as the report carries it: the source's name, each call's verdict, the writes
+    nobody approved; or why the source could not be read."""
     _lock: asyncio.Lock = field(init=False, repr=False, default_factory=asyncio.Lock)
     _closed: bool = field(init=False, repr=False, default=False)
     _run_audit: RunAudit = field(init=False, repr=False)

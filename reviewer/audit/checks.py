@@ -17,8 +17,11 @@ from typing import Any, Protocol
 import httpx
 import msgspec
 
+from reviewer.audit.inputs import AuditSourceUnreadable
 from reviewer.audit.registry import AuditSource
+from reviewer.audit.reported import reported_audit, unreadable_audit
 from reviewer.plan.proposal import Call, Proposal
+from reviewer.queue.messages import AuditVerification
 from reviewer.reading.audit_matching import AuditMatch, Window, match_audit, sent_calls
 
 
@@ -69,3 +72,13 @@ def audit_execution(
     now = datetime.now(UTC)
     start = min((call.sent_at for call in calls if call.sent_at is not None), default=now)
     return match_audit(calls, source.rows(), Window(start, now, slack))
+
+
+def verify_run(execution: RealRun, source: AuditSource) -> tuple[AuditMatch | None, AuditVerification]:
+    """`audit_execution`, and what the run's report says of it; a source that cannot be read is no
+    match (None), and the report says why."""
+    try:
+        result = audit_execution(execution, source)
+    except AuditSourceUnreadable as error:
+        return None, unreadable_audit(source.name, str(error))
+    return result, reported_audit(result, source.name)
