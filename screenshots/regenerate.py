@@ -26,6 +26,7 @@ PICTURES = {
     "test_drift_view.svg": "drift.svg",
     "test_help_screen.svg": "help.svg",
     "test_review_at_80x24.svg": "review-80x24.svg",
+    "test_verification_against_an_audit_source.svg": "verification-audit.svg",
 }
 
 
