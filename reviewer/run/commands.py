@@ -6,7 +6,10 @@ import argparse
 import asyncio
 import os
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
+
+from reviewer.audit.options import add_source_options
 
 if TYPE_CHECKING:
     from reviewer.agent.audit import HttpAuditLog
@@ -61,6 +64,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "on the plan, and the real run is matched call by call. A bare PATH or URL is the sample API's "
         "log read through the API (e.g. /v1/audit), as before",
     )
+    add_source_options(parser)
     parser.add_argument(
         "--request-id-header",
         metavar="NAME",
@@ -148,7 +152,10 @@ def _run(options: argparse.Namespace) -> int:
                 raise RunRefused(f"{name} must be a positive number of seconds")
         if options.max_revisions < 1:
             raise RunRefused(f"--max-revisions must be 1 or more, not {options.max_revisions}")
-        credentials = read_credentials(options.api_header, environ)
+        audit_credentials = read_credentials(options.audit_header, environ, "--audit-header")
+        audit = _audit_option(options.audit, options.audit_field, audit_credentials.headers)
+        # COMMAND gets neither the API's credential nor the audit log's.
+        credentials = read_credentials(options.api_header, environ).withholding(audit_credentials)
         # No secret stays in this process's initial environment, and no process of this user may read it.
         make_undumpable()
         scrub_initial_environment(withheld_variables(environ, credentials.from_env, credentials.secrets))
@@ -166,7 +173,7 @@ def _run(options: argparse.Namespace) -> int:
             via=options.via,
             dry_run_query=parse_dry_run_param(options.dry_run_param) if options.dry_run_param else None,
             document=ApiDocument.load(options.openapi) if options.openapi else None,
-            audit=_audit_option(options.audit),
+            audit=audit,
             request_id_header=options.request_id_header or DEFAULT_REQUEST_ID_HEADER,
             title=options.title,
             environment=options.environment,
@@ -182,18 +189,29 @@ def _run(options: argparse.Namespace) -> int:
     return asyncio.run(run(settings))
 
 
-def _audit_option(value: str | None) -> HttpAuditLog | AuditSource | None:
-    """`--audit KIND:LOCATION` as a source; a bare path or URL (no known kind before its colon) is the
-    sample API's own log read through the API, as `--audit` meant before it took sources."""
+def _audit_option(
+    value: str | None, fields: list[str], headers: Mapping[str, str]
+) -> HttpAuditLog | AuditSource | None:
+    """`--audit KIND:LOCATION` as a source, read by `--audit-field` and `--audit-header`; a bare path or
+    URL (no known kind before its colon) is the sample API's own log read through the API, as
+    `--audit` meant before it took sources."""
     from reviewer.agent.audit import HttpAuditLog
+    from reviewer.audit.options import BadAuditOption, field_mapping
     from reviewer.audit.registry import BadAuditSource, audit_source, readers
     from reviewer.run.errors import RunRefused
 
     if not value:
+        if fields or headers:
+            raise RunRefused("--audit-field and --audit-header read an --audit KIND:LOCATION; name one")
         return None
     if value.partition(":")[0] not in readers():
+        if fields or headers:
+            raise RunRefused(
+                f"--audit {value[:80]!r} is the sample API's log read through the API, which takes no "
+                "--audit-field or --audit-header; name a KIND:LOCATION"
+            )
         return HttpAuditLog(value)
     try:
-        return audit_source(value)
-    except BadAuditSource as error:
+        return audit_source(value, field_mapping(fields), headers)
+    except (BadAuditSource, BadAuditOption) as error:
         raise RunRefused(str(error)) from None

@@ -54,9 +54,21 @@ class Credentials:
     secrets: tuple[str, ...] = field(default=(), repr=False)
     """The secrets themselves, without a prefix: a variable holding one is withheld whatever its name."""
 
+    def withholding(self, other: Credentials) -> Credentials:
+        """These headers, withholding `other`'s secrets from the child too (the audit log's credential)."""
+        return Credentials(
+            self.headers,
+            self.from_env | other.from_env,
+            self.from_files | other.from_files,
+            self.secrets + other.secrets,
+        )
 
-def read_credentials(specs: list[str], environ: Mapping[str, str]) -> Credentials:
-    """Each `NAME: [PREFIX ]env:VAR` or `NAME: [PREFIX ]file:PATH` as a header and its secret."""
+
+def read_credentials(
+    specs: list[str], environ: Mapping[str, str], option: str = "--api-header"
+) -> Credentials:
+    """Each `NAME: [PREFIX ]env:VAR` or `NAME: [PREFIX ]file:PATH` as a header and its secret; errors
+    name `option` (`--audit-header` reads the audit log's credential the same way)."""
     headers: dict[str, str] = {}
     from_env: set[str] = set()
     from_files: set[str] = set()
@@ -65,30 +77,30 @@ def read_credentials(specs: list[str], environ: Mapping[str, str]) -> Credential
         name, colon, rest = spec.partition(":")
         name = name.strip()
         if not colon or not _HEADER_NAME.match(name) or name.lower() in _HOP_BY_HOP:
-            raise RunRefused(f"--api-header {name[:40]!r}...: write NAME: env:VAR or NAME: file:PATH")
+            raise RunRefused(f"{option} {name[:40]!r}...: write NAME: env:VAR or NAME: file:PATH")
         prefix, _, source = rest.strip().rpartition(" ")
         if source.startswith("env:") and source[4:]:
             variable = source[4:]
             secret = environ.get(variable)
             if not secret:
-                raise RunRefused(f"--api-header {name}: the environment variable {variable} is not set")
+                raise RunRefused(f"{option} {name}: the environment variable {variable} is not set")
             from_env.add(variable)
         elif source.startswith("file:") and source[5:]:
             try:
                 secret = Path(source[5:]).read_text(encoding="utf-8").strip()
             except (OSError, UnicodeDecodeError) as error:
-                raise RunRefused(f"--api-header {name}: cannot read {source[5:]}: {error}") from None
+                raise RunRefused(f"{option} {name}: cannot read {source[5:]}: {error}") from None
             if not secret:
-                raise RunRefused(f"--api-header {name}: {source[5:]} is empty")
+                raise RunRefused(f"{option} {name}: {source[5:]} is empty")
             from_files.add(source[5:])
         else:
             raise RunRefused(
-                f"--api-header {name}: a value on the command line is visible to every user of the "
+                f"{option} {name}: a value on the command line is visible to every user of the "
                 "machine; give env:VAR or file:PATH (after an optional prefix such as Bearer)"
             )
         value = f"{prefix.strip()} {secret}" if prefix.strip() else secret
         if any(character in value for character in "\r\n\0"):
-            raise RunRefused(f"--api-header {name}: the value holds a line break")
+            raise RunRefused(f"{option} {name}: the value holds a line break")
         headers[name] = value
         secrets.append(secret)
     return Credentials(headers, frozenset(from_env), frozenset(from_files), tuple(secrets))
