@@ -22,7 +22,7 @@ from reviewer.audit.registry import AuditSource
 from reviewer.audit.reported import reported_audit, unreadable_audit
 from reviewer.plan.proposal import Call, Proposal
 from reviewer.queue.messages import AuditVerification
-from reviewer.reading.audit_matching import AuditMatch, Window, match_audit, sent_calls
+from reviewer.reading.audit_matching import AuditMatch, Window, match_audit, sent_calls, tool_calls
 
 
 class _Approved(Protocol):
@@ -39,6 +39,8 @@ class RealRun(Protocol):
     def executed_calls(self) -> list[Call]: ...
 
     def request_ids(self) -> Sequence[Mapping[str, Any]]: ...
+
+    def tool_spans(self) -> Sequence[Mapping[str, Any]]: ...
 
 
 def writes_during_dry_run(
@@ -69,6 +71,7 @@ def audit_execution(
         list(execution.request_ids()),
         httpx.URL(base_url).path if base_url else "",
     )
+    calls += tool_calls(execution.tool_spans())
     now = datetime.now(UTC)
     start = min((call.sent_at for call in calls if call.sent_at is not None), default=now)
     return match_audit(calls, source.rows(), Window(start, now, slack))

@@ -11,7 +11,7 @@ import glob
 import gzip
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -178,3 +178,10 @@ def credential_header(spec: str, environ: Mapping[str, str] | None = None) -> tu
     if not secret or any(character in secret for character in "\r\n\0"):
         raise AuditSourceUnreadable(f"--audit-header {name}: {source} is empty or holds a line break")
     return name, f"{prefix.strip()} {secret}" if prefix.strip() else secret
+
+
+def credential_variables(specs: Iterable[str]) -> set[str]:
+    """The environment variables `credential_header` reads for these specs (`NAME: [PREFIX ]env:VAR`):
+    what a process the reader starts must not be given."""
+    sources = (spec.partition(":")[2].strip().rpartition(" ")[2] for spec in specs)
+    return {source[4:] for source in sources if source.startswith("env:") and source[4:]}

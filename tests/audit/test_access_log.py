@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from reviewer.audit.registry import audit_source
-from reviewer.reading.audit_matching import SentCall, Window, match_audit, sent_calls
+from reviewer.reading.audit_matching import SentCall, Window, match_audit, sent_calls, tool_calls
 from reviewer.reading.audit_rows import AuditRow, MalformedLine
 
 START = datetime(2026, 12, 2, 1, 0, tzinfo=UTC)
@@ -164,3 +164,38 @@ def test_a_hostile_report_reads_as_absent_values_never_a_crash() -> None:
         ("r1",),
         None,
     )
+
+
+def test_a_tool_write_that_is_no_http_request_is_found_by_the_time_it_ran(tmp_path: Path) -> None:
+    """An MCP server's or SDK's write carries no request the log can name: the write logged nearest the
+    time it ran (to the log's whole second) is its own, one per call; a second write in the same
+    second and one a few seconds off are unplanned, and an HTTP call keeps the entry its request id
+    names even inside the tool's span."""
+    log = write(
+        tmp_path / "access.log",
+        line(10, "POST", "/v1/tickets", 201),  # the tool's, logged in the second it ran
+        line(10, "DELETE", "/v1/tickets/t1", 204, "http-1"),  # the HTTP call's, by its id
+        line(10, "PUT", "/v1/tickets/t5", 200),  # a second write in that second: not taken as the tool's
+        line(14, "PATCH", "/v1/tickets/t2", 200),  # nobody's
+    )
+    span = {
+        "seq": 2,
+        "tool": "open_ticket",
+        "sent_at": (START + timedelta(seconds=10.4)).isoformat(),
+        "answered_at": (START + timedelta(seconds=10.6)).isoformat(),
+    }
+    calls = [
+        SentCall(1, "delete", "DELETE", "/v1/tickets/t1", (), 204, ("http-1",)),
+        *tool_calls([span, {"seq": 3, "tool": "close_ticket"}]),
+    ]
+    result = match_audit(calls, audit_source(f"access-log:{log}").rows(), WINDOW)
+    assert [(one.verdict, one.matched_by) for one in result.calls] == [
+        ("matched", "request id"),
+        ("matched", "time of the tool call"),
+        ("missing", None),  # sent at no known time: nothing can be its own
+    ]
+    assert result.calls[1].row is not None and result.calls[1].row.method == "POST"
+    assert [(row.method, row.path) for row in result.unplanned] == [
+        ("PUT", "/v1/tickets/t5"),
+        ("PATCH", "/v1/tickets/t2"),
+    ]
