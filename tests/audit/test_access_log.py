@@ -3,6 +3,7 @@ matched by method, path, query and time (never by body), a log rotated during th
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from datetime import UTC, datetime, timedelta
@@ -126,6 +127,36 @@ def test_a_log_rotated_during_the_run_is_read_across_its_files(tmp_path: Path) -
     assert [one.verdict for one in result.calls] == ["matched", "matched"]
     assert result.verified
     assert str(newer) in result.calls[1].row.where  # type: ignore[union-attr]
+
+
+def test_a_log_rotated_twice_in_the_run_is_read_across_its_files_the_compressed_one_too(
+    tmp_path: Path,
+) -> None:
+    """logrotate with `delaycompress`, twice during the run: `access.log.2.gz` (compressed), `.1`, then
+    the new file. Each call is found in its own file, and a write in the compressed one no call made
+    is named there."""
+    compressed = tmp_path / "access.log.2.gz"
+    compressed.write_bytes(
+        gzip.compress(
+            (line(1, "POST", "/v1/tickets", 201, "id-1") + "\n" + line(2, "PUT", "/v1/x", 200)).encode()
+        )
+    )
+    rotated = write(tmp_path / "access.log.1", line(3, "PATCH", "/v1/tickets/t1", 200, "id-2"))
+    write(tmp_path / "access.log", line(4, "DELETE", "/v1/tickets/t3", 204, "id-3"))
+    for old in (compressed, rotated):
+        os.utime(old, (1, 1))
+    calls = [
+        SentCall(1, "create", "POST", "/v1/tickets", (), 201, ("id-1",)),
+        SentCall(2, "update", "PATCH", "/v1/tickets/t1", (), 200, ("id-2",)),
+        SentCall(3, "delete", "DELETE", "/v1/tickets/t3", (), 204, ("id-3",)),
+    ]
+    result = match_audit(calls, audit_source(f"access-log:{tmp_path}/access.log*").rows(), WINDOW)
+    assert [one.row.where for one in result.calls if one.row is not None] == [
+        f"{compressed}:1",
+        f"{rotated}:1",
+        f"{tmp_path}/access.log:1",
+    ]
+    assert [row.where for row in result.unplanned] == [f"{compressed}:2"]
 
 
 def test_field_names_are_configurable_for_jsonl(tmp_path: Path) -> None:
