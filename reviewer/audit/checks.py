@@ -79,9 +79,12 @@ def audit_execution(
 
 def verify_run(execution: RealRun, source: AuditSource) -> tuple[AuditMatch | None, AuditVerification]:
     """`audit_execution`, and what the run's report says of it; a source that cannot be read is no
-    match (None), and the report says why."""
+    match (None), and the report says why. So is a reader that fails in its own way (a kind a package
+    added): the run's report goes to the queue whatever the log did."""
     try:
         result = audit_execution(execution, source)
     except AuditSourceUnreadable as error:
         return None, unreadable_audit(source.name, str(error))
+    except Exception as error:
+        return None, unreadable_audit(source.name, f"its reader failed: {type(error).__name__}: {error}")
     return result, reported_audit(result, source.name)

@@ -4,11 +4,16 @@ the log made visible and within the queue's limits."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any
 
 from pydantic import TypeAdapter
 
-from reviewer.audit.registry import audit_source
+from reviewer.audit.checks import verify_run
+from reviewer.audit.inputs import AuditInput
+from reviewer.audit.registry import AuditSource, audit_source
 from reviewer.audit.reported import TEXT_LIMIT, reported_audit, unreadable_audit
 from reviewer.queue.messages import MAX_UNPLANNED_LISTED, AuditVerification
 from reviewer.reading.audit_matching import AuditMatch, CallInLog, SentCall
@@ -93,3 +98,36 @@ def test_a_url_sources_name_leaves_its_credentials_out() -> None:
         source = audit_source(spec)
         assert source.name == "jsonl:https://logs.example/api"
         assert "s3cr3t" not in str(reported_audit(match(()), source.name))
+
+
+class _Run:
+    """A real run that sent nothing, as `verify_run` reads it."""
+
+    approval = SimpleNamespace(
+        proposal=SimpleNamespace(target=SimpleNamespace(base_url="http://127.0.0.1:1"))
+    )
+
+    def executed_calls(self) -> list[Any]:
+        return []
+
+    def request_ids(self) -> list[dict[str, Any]]:
+        return []
+
+    def tool_spans(self) -> list[dict[str, Any]]:
+        return []
+
+
+def broken_reader(source: AuditInput, mapping: Mapping[str, str]) -> Iterator[AuditRow | MalformedLine]:
+    raise RuntimeError("a package's reader with a bug")
+    yield  # a generator, as readers are
+
+
+def test_a_reader_that_fails_in_its_own_way_leaves_the_report_saying_so() -> None:
+    """A kind a package added may raise anything: the run's report still goes, saying the log was not read."""
+    source = AuditSource("plugged", broken_reader, AuditInput("/var/log/x.log"))
+    result, reported = verify_run(_Run(), source)
+    assert result is None and not reported["complete"]
+    assert (
+        reported.get("problem")
+        == "could not be read: its reader failed: RuntimeError: a package's reader with a bug"
+    )
