@@ -28,6 +28,7 @@ PICTURES = {
     SNAPSHOTS / "test_drift_view.svg": "drift.svg",
     SNAPSHOTS / "test_help_screen.svg": "help.svg",
     SNAPSHOTS / "test_review_at_80x24.svg": "review-80x24.svg",
+    SNAPSHOTS / "test_verification_against_an_audit_source.svg": "verification-audit.svg",
     LIVE_SNAPSHOTS / "test_drift_answering_changes_requested[100x30].svg": "drift-changes-requested.svg",
 }
 

@@ -78,7 +78,7 @@ from reviewer.audit.registry import AuditSource, audit_source
 from reviewer.plan.dry_run_params import names_dry_run
 from reviewer.plan.proposal import Agent, Call, Proposal, Request, SandboxProof, Target
 from reviewer.queue.client import QueueClient
-from reviewer.queue.messages import DecisionState, SentRequestId, SubmissionAnswer
+from reviewer.queue.messages import AuditVerification, DecisionState, SentRequestId, SubmissionAnswer
 from reviewer.reading.audit_matching import AuditMatch
 from reviewer.reading.verification import Verification
 from reviewer.signing.allowed_signers import AllowedSigners
@@ -93,6 +93,7 @@ __all__ = [
     "AuditMatch",
     "AuditSource",
     "AuditUnavailable",
+    "AuditVerification",
     "BACKENDS",
     "Backend",
     "Call",

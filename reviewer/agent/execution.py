@@ -49,7 +49,8 @@ from reviewer.plan.hosts import destination
 from reviewer.plan.matching import MISSING, FieldChange, match_call, plain
 from reviewer.plan.placeholders import ABSENT, field_of, from_results, placeholders_in, references_in, resolve
 from reviewer.plan.proposal import Call, Proposal, plan_sha256
-from reviewer.queue.messages import RunEnding, SentRequestId
+from reviewer.queue.messages import AuditVerification, RunEnding, SentRequestId
+from reviewer.reading.audit_matching import AuditMatch
 
 DEFAULT_REQUEST_ID_HEADER: Final = "X-Request-Id"
 """The header each real write carries its own request id in; `Audit-ID` for Kubernetes (its audit
@@ -231,6 +232,11 @@ def failed_answer(error: BaseException) -> CallAnswer:
     )
 
 
+def utc_now_text() -> str:
+    """Now, UTC, as the report writes a time: `2026-12-02T01:00:03.123456Z`."""
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
 @dataclass
 class Execution:
     """A real run in progress, then done: what ran, where it stopped, how it ended, what the audit kept."""
@@ -256,6 +262,11 @@ class Execution:
     """The Idempotency-Key every report of this run carries: a retried report is stored once."""
     request_id_header: str = DEFAULT_REQUEST_ID_HEADER
     """The header each real HTTP write carries a fresh request id in (`DEFAULT_REQUEST_ID_HEADER`)."""
+    audit_match: AuditMatch | None = None
+    """The run against the audit source its runner was given, read after the last call (DESIGN 16)."""
+    audit_verification: AuditVerification | None = None
+    """That verification as the report carries it: the source's name, each call's verdict, the writes
+    nobody approved; or why the source could not be read."""
     _lock: asyncio.Lock = field(init=False, repr=False, default_factory=asyncio.Lock)
     _closed: bool = field(init=False, repr=False, default=False)
     _run_audit: RunAudit = field(init=False, repr=False)
@@ -461,7 +472,7 @@ class Execution:
             raise self.stop
         record = self._in_flight(planned, arguments, dropped, request)
         record.request_id = built.headers[self.request_id_header] = str(uuid.uuid4())
-        record.sent_at = datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+        record.sent_at = utc_now_text()
         try:
             # Never a redirect, whatever the runner's client says: its Location is the API's word, and
             # following it would re-send this approved write, body and credential, wherever it points.
@@ -489,6 +500,7 @@ class Execution:
     ) -> CallAnswer:
         """The real write of an SDK tool: its answer is ok, what it raises is the error, in its words."""
         record = self._in_flight(planned, arguments, dropped, None)
+        record.sent_at = utc_now_text()
         try:
             result = plain(plain_result(await call_maybe_async(write, arguments)))
         except Exception as error:  # the SDK's failure is this call's answer
@@ -502,6 +514,7 @@ class Execution:
             record.answer = CallAnswer("ok", None, None, result)
             if result is not None:
                 self.real_results[planned.seq] = result
+        record.answered_at = utc_now_text()
         return record.answer
 
     def _in_flight(
@@ -566,6 +579,15 @@ class Execution:
                 entry["sent_at"] = call.sent_at
             found.append(entry)
         return found
+
+    def tool_spans(self) -> list[dict[str, Any]]:
+        """Each tool write that is not an HTTP request (an SDK's, an MCP server's), by seq, with when it
+        was sent and answered: the only thing that ties an audit log's writes to it."""
+        return [
+            {"seq": call.seq, "tool": call.tool, "sent_at": call.sent_at, "answered_at": call.answered_at}
+            for call in self.executed
+            if call.request is None and call.sent_at is not None
+        ]
 
     def summary(self) -> str:
         """How the run ended and which calls ran, in one paragraph a log or an exception can carry."""

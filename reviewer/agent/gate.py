@@ -43,7 +43,7 @@ from reviewer.agent.queue import DEFAULT_DECISION_TIMEOUT, DEFAULT_POLL_INTERVAL
 from reviewer.agent.runs import Recording, running
 from reviewer.agent.sandbox_check import SandboxCheck
 from reviewer.agent.tools import GatedTool, WriteTool
-from reviewer.audit.checks import alarm_line, audit_execution, writes_during_dry_run
+from reviewer.audit.checks import alarm_line, writes_during_dry_run
 from reviewer.audit.inputs import AuditSourceUnreadable
 from reviewer.audit.registry import AuditSource, audit_source
 from reviewer.plan.proposal import Agent, Proposal, Target
@@ -294,15 +294,16 @@ class Gate:
         log.info("%s: %s", self.audit_source.name, alarm_line(result))
         return result
 
-    async def audit_run(self, execution: Execution) -> AuditMatch | None:
-        """The real run against the audit source, by request id; None without a source or when it
-        cannot be read (logged)."""
+    def audit_run(self, execution: Execution) -> AuditMatch | None:
+        """The real run against the audit source, by request id, as `execute` read it before the run's
+        report (which carries it); None without a source or when it could not be read (logged)."""
         if self.audit_source is None:
             return None
-        try:
-            result = await asyncio.to_thread(audit_execution, execution, self.audit_source)
-        except AuditSourceUnreadable as error:
-            log.warning("%s could not be read after the run: %s", self.audit_source.name, error)
+        result = execution.audit_match
+        if result is None:
+            reported = execution.audit_verification
+            problem = (reported.get("problem") if reported is not None else None) or "it was not read"
+            log.warning("%s after the run: %s", self.audit_source.name, problem)
             return None
         log.info("%s: %s", self.audit_source.name, result.summary)
         return result
@@ -355,6 +356,7 @@ class Gate:
             audit=self.audit,
             allow_any_target=allow_any_target,
             request_id_header=self.request_id_header,
+            audit_source=self.audit_source,
         )
 
     @staticmethod
@@ -440,5 +442,5 @@ class Gate:
             result.execution = stopped.execution
         if result.execution is not None:
             result.verification = self.verify(result.execution)
-            result.audit = await self.audit_run(result.execution)
+            result.audit = self.audit_run(result.execution)
         return result

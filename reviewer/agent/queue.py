@@ -7,7 +7,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import httpx
 import msgspec
@@ -26,6 +26,8 @@ from reviewer.agent.errors import (
 from reviewer.agent.execution import DEFAULT_REQUEST_ID_HEADER, Approval, Execution
 from reviewer.agent.ledger import AlreadyRun, Ledger, LedgerError
 from reviewer.agent.tools import GatedTool, WriteTool
+from reviewer.audit.checks import verify_run
+from reviewer.audit.registry import AuditSource
 from reviewer.plan.proposal import MAX_STRING_CHARS, Proposal, plan_sha256
 from reviewer.queue.client import ClaimRefused, NotFound, QueueClient, QueueError, StaleRevision
 from reviewer.queue.messages import DecisionState, ExecutionReport, SubmissionAnswer
@@ -34,6 +36,16 @@ from reviewer.signing.signed_approvals import SignedStatement, check_signed_appr
 
 DEFAULT_POLL_INTERVAL = 2.0
 DEFAULT_DECISION_TIMEOUT = 15 * 60.0
+
+
+_INTERRUPTIONS: Final = (asyncio.CancelledError, KeyboardInterrupt, SystemExit)
+
+
+async def _audit_after_run(execution: Execution, source: AuditSource) -> None:
+    """The run against its audit source (read off the event loop), kept on the execution for its report."""
+    execution.audit_match, execution.audit_verification = await asyncio.to_thread(
+        verify_run, execution, source
+    )
 
 
 class QueueAgent:
@@ -129,6 +141,7 @@ class QueueAgent:
         audit: HttpAuditLog | None = None,
         allow_any_target: bool = False,
         request_id_header: str = DEFAULT_REQUEST_ID_HEADER,
+        audit_source: AuditSource | None = None,
     ) -> Execution:
         """Claim the approval, run it for real, report the run whatever ends it, and raise unless it
         made every approved call successfully.
@@ -139,7 +152,9 @@ class QueueAgent:
         run of the approval; another runner's claim is refused (`NotApproved`). The report is sent
         after a success, a stop, an exception from the task or framework, and a cancellation alike
         (shielded from a second cancellation), and the queue stores it under the claim whatever
-        happened meanwhile. Then `RunStopped` (its `execution` says which calls ran and how each
+        happened meanwhile. With an `audit_source`, the run is held against it before the report, which
+        carries the verification (the source's name, each call's verdict, the writes nobody approved).
+        Then `RunStopped` (its `execution` says which calls ran and how each
         ended) is raised for anything but a complete, successful run; a cancellation is raised as is.
         """
         if not isinstance(approval, Approval):
@@ -160,13 +175,18 @@ class QueueAgent:
         if self.ledger is not None:
             await self._record_in_ledger(self.ledger, execution)
         error = await execution.run(task if task is not None else partial(execution.replay, tools))
+        if audit_source is not None and not isinstance(error, _INTERRUPTIONS):
+            try:  # a cancellation while the log is read still lets the report go, below
+                await asyncio.shield(_audit_after_run(execution, audit_source))
+            except asyncio.CancelledError as cancelled:
+                error = cancelled
         try:
             await asyncio.shield(self.report(execution))
         except QueueError as lost:
             if error is None:
                 raise ReportNotStored(execution, lost) from lost
             error.add_note(f"the report of this run could not be stored: {lost}")
-        if isinstance(error, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
+        if isinstance(error, _INTERRUPTIONS):
             raise error
         if error is not None:
             raise RunStopped(execution, execution.summary()) from error
@@ -219,6 +239,7 @@ class QueueAgent:
             audit_log=list(execution.audit_lines) if execution.audit_available else None,
             note=note[:MAX_STRING_CHARS] if note else None,
             request_ids=execution.request_ids() or None,
+            audit=execution.audit_verification,
         )
         return await self.client.report_execution(
             execution.approval.proposal_id, report, idempotency_key=execution.report_key

@@ -78,6 +78,9 @@ class RecordedCall:
     """The API's own id for that request, from its answer's headers, when it gave one."""
     sent_at: str | None = None
     """When the write left, UTC: where an audit log without ids is searched for it."""
+    answered_at: str | None = None
+    """When a tool's write (not an HTTP request) answered, UTC: the log's writes from `sent_at` to here
+    are the tool's, since nothing ties them to it but their time."""
     destructive: bool = False
 
     @classmethod

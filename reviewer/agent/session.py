@@ -106,6 +106,7 @@ class PlanSession:
                 title=title or self.default_title or "Agent plan",
                 proposal_id=proposal_id,
                 revision=revision,
+                dry_run_audit=await self.gate.audit_dry_run(recording),
             )
             answer = await self.gate.submit(proposal)
             self._submitted, self._next_revision = answer, None

@@ -17,9 +17,12 @@ from typing import Any, Protocol
 import httpx
 import msgspec
 
+from reviewer.audit.inputs import AuditSourceUnreadable
 from reviewer.audit.registry import AuditSource
+from reviewer.audit.reported import reported_audit, unreadable_audit
 from reviewer.plan.proposal import Call, Proposal
-from reviewer.reading.audit_matching import AuditMatch, Window, match_audit, sent_calls
+from reviewer.queue.messages import AuditVerification
+from reviewer.reading.audit_matching import AuditMatch, Window, match_audit, sent_calls, tool_calls
 
 
 class _Approved(Protocol):
@@ -36,6 +39,8 @@ class RealRun(Protocol):
     def executed_calls(self) -> list[Call]: ...
 
     def request_ids(self) -> Sequence[Mapping[str, Any]]: ...
+
+    def tool_spans(self) -> Sequence[Mapping[str, Any]]: ...
 
 
 def writes_during_dry_run(
@@ -66,6 +71,20 @@ def audit_execution(
         list(execution.request_ids()),
         httpx.URL(base_url).path if base_url else "",
     )
+    calls += tool_calls(execution.tool_spans())
     now = datetime.now(UTC)
     start = min((call.sent_at for call in calls if call.sent_at is not None), default=now)
     return match_audit(calls, source.rows(), Window(start, now, slack))
+
+
+def verify_run(execution: RealRun, source: AuditSource) -> tuple[AuditMatch | None, AuditVerification]:
+    """`audit_execution`, and what the run's report says of it; a source that cannot be read is no
+    match (None), and the report says why. So is a reader that fails in its own way (a kind a package
+    added): the run's report goes to the queue whatever the log did."""
+    try:
+        result = audit_execution(execution, source)
+    except AuditSourceUnreadable as error:
+        return None, unreadable_audit(source.name, str(error))
+    except Exception as error:
+        return None, unreadable_audit(source.name, f"its reader failed: {type(error).__name__}: {error}")
+    return result, reported_audit(result, source.name)

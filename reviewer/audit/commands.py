@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from reviewer.audit.options import add_source_options
+
 if TYPE_CHECKING:  # every command registers through this module: keep `reviewer --help` light
     from reviewer.queue.messages import DecisionState, StoredExecution
     from reviewer.reading.audit_matching import AuditMatch, CallInLog, SentCall, Window
@@ -38,21 +40,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--audit", required=True, metavar="KIND:LOCATION", help="LOCATION: a file, a glob, a URL, or -"
     )
-    parser.add_argument(
-        "--audit-field",
-        action="append",
-        default=[],
-        metavar="NAME=FIELD",
-        help="where the log keeps a row's field (time, method, uri, path, query, status, request_id, "
-        "actor, user_agent, dry_run); dotted for nested fields",
-    )
-    parser.add_argument(
-        "--audit-header",
-        action="append",
-        default=[],
-        metavar="'NAME: env:VAR'",
-        help="a header for a URL LOCATION, its secret from env:VAR or file:PATH (after an optional prefix)",
-    )
+    add_source_options(parser)
     parser.add_argument("--queue", metavar="URL", help="the queue's URL (default: from the config)")
     parser.add_argument(
         "--slack",
@@ -83,14 +71,14 @@ def run_verify(options: argparse.Namespace) -> int:
 async def _verify(options: argparse.Namespace) -> int:
     from reviewer.audit.inputs import AuditSourceUnreadable, credential_header
     from reviewer.audit.json_lines import BadFieldMapping
+    from reviewer.audit.options import BadAuditOption, field_mapping
     from reviewer.audit.registry import BadAuditSource, audit_source
     from reviewer.reading.audit_matching import match_audit
 
     try:
-        mapping = dict(_field_pair(text) for text in options.audit_field)
         headers = dict(credential_header(spec) for spec in options.audit_header)
-        source = audit_source(options.audit, mapping, headers)
-    except (BadAuditSource, BadFieldMapping, AuditSourceUnreadable) as error:
+        source = audit_source(options.audit, field_mapping(options.audit_field), headers)
+    except (BadAuditSource, BadAuditOption, BadFieldMapping, AuditSourceUnreadable) as error:
         raise VerifyFailed(str(error), EXIT_USAGE) from None
     calls, window = await _run_of(options)
     try:
@@ -101,13 +89,6 @@ async def _verify(options: argparse.Namespace) -> int:
         return EXIT_NOT_VERIFIED
     _print(result, source.name, window)
     return EXIT_VERIFIED if result.verified else EXIT_NOT_VERIFIED
-
-
-def _field_pair(text: str) -> tuple[str, str]:
-    name, equals, field = text.partition("=")
-    if not equals or not name or not field:
-        raise VerifyFailed(f"--audit-field {text[:80]!r}: write NAME=FIELD, e.g. time=ts", EXIT_USAGE)
-    return name.strip(), field.strip()
 
 
 async def _run_of(options: argparse.Namespace) -> tuple[list[SentCall], Window]:

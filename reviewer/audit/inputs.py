@@ -11,11 +11,12 @@ import glob
 import gzip
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -46,6 +47,15 @@ class AuditInput:
     def is_url(self) -> bool:
         return self.location.startswith(("http://", "https://"))
 
+    @property
+    def shown(self) -> str:
+        """The location as it may be shown and reported: a URL without its query or user info, either
+        of which may hold a credential."""
+        if not self.is_url:
+            return self.location
+        parts = urlsplit(self.location)
+        return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2], query="", fragment=""))
+
     def files(self) -> list[Path]:
         """The files a glob names, oldest first (rotated logs: `access.log.2`, `.1`, then `access.log`)."""
         if not glob.has_magic(self.location):
@@ -75,7 +85,7 @@ class AuditInput:
             yield "stdin", sys.stdin.buffer
         elif self.is_url:
             with self._url_stream() as stream:
-                yield self.location.split("?", 1)[0], stream
+                yield self.shown, stream
         else:
             for path in self.files():
                 with _open_file(path) as stream:
@@ -89,12 +99,10 @@ class AuditInput:
                 client.stream("GET", self.location, headers=dict(self.headers)) as response,
             ):
                 if response.status_code != 200:
-                    raise AuditSourceUnreadable(
-                        f"{self.location.split('?', 1)[0]}: answered {response.status_code}, not 200"
-                    )
+                    raise AuditSourceUnreadable(f"{self.shown}: answered {response.status_code}, not 200")
                 yield _IterStream(response.iter_bytes())
         except httpx.HTTPError as error:
-            raise AuditSourceUnreadable(f"{self.location.split('?', 1)[0]}: {error}") from None
+            raise AuditSourceUnreadable(f"{self.shown}: {error}") from None
 
 
 @contextmanager
@@ -170,3 +178,10 @@ def credential_header(spec: str, environ: Mapping[str, str] | None = None) -> tu
     if not secret or any(character in secret for character in "\r\n\0"):
         raise AuditSourceUnreadable(f"--audit-header {name}: {source} is empty or holds a line break")
     return name, f"{prefix.strip()} {secret}" if prefix.strip() else secret
+
+
+def credential_variables(specs: Iterable[str]) -> set[str]:
+    """The environment variables `credential_header` reads for these specs (`NAME: [PREFIX ]env:VAR`):
+    what a process the reader starts must not be given."""
+    sources = (spec.partition(":")[2].strip().rpartition(" ")[2] for spec in specs)
+    return {source[4:] for source in sources if source.startswith("env:") and source[4:]}

@@ -56,8 +56,8 @@ class AuditSource:
 
     @property
     def name(self) -> str:
-        """`KIND:LOCATION` as given (a URL without its query, which may hold a token)."""
-        return f"{self.kind}:{self.input.location.split('?', 1)[0]}"
+        """`KIND:LOCATION` as given, without a URL's query or user info, which may hold a credential."""
+        return f"{self.kind}:{self.input.shown}"
 
     def rows(self) -> Iterator[AuditRow | MalformedLine]:
         """The log's rows, streamed; `AuditSourceUnreadable` when it cannot be read at all."""

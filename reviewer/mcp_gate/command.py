@@ -7,6 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from reviewer.audit.options import add_source_options
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `mcp-gate [--queue URL] [--title TEXT] -- COMMAND ARGS...` to the `reviewer` command line."""
@@ -53,6 +55,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="let tools the upstream hints readOnlyHint (and not destructiveHint) pass un-gated",
     )
+    gate.add_argument(
+        "--audit",
+        metavar="KIND:LOCATION",
+        help="the audit log of the API the upstream writes to (access-log:FILE, k8s:FILE, jsonl:URL, ...; "
+        "docs/audit-logs.md): writes in it while the plan was recorded are an alarm on the plan, and "
+        "the real run's report says which writes it shows and which no approved call made",
+    )
+    add_source_options(gate)
     gate.add_argument(
         "--upstream-timeout",
         type=float,

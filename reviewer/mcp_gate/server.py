@@ -24,6 +24,9 @@ from reviewer.agent.gate import AGENT_TOKEN_ENV, Gate, MissingAgentToken
 from reviewer.agent.session import PlanSession
 from reviewer.agent.shaped import shaped_answer
 from reviewer.agent.tools import WriteTool
+from reviewer.audit.inputs import AuditSourceUnreadable, credential_header, credential_variables
+from reviewer.audit.options import field_mapping
+from reviewer.audit.registry import AuditSource, audit_source
 from reviewer.mcp_gate.trust import TrustConfigError, TrustPolicy, load_policy
 from reviewer.mcp_gate.upstream import (
     STATUS_TOOL,
@@ -253,7 +256,9 @@ def passthrough_handlers(upstream: Upstream, capabilities: types.ServerCapabilit
 
 async def serve(options: argparse.Namespace, token: str) -> None:
     """Start the upstream, then answer the host on stdin/stdout until it closes them."""
-    environment = {key: value for key, value in os.environ.items() if key != AGENT_TOKEN_ENV}
+    # The upstream gets neither the agent token nor the audit log's credential.
+    withheld = {AGENT_TOKEN_ENV, *options.audit_variables}
+    environment = {key: value for key, value in os.environ.items() if key not in withheld}
     upstream = Upstream(
         StdioServerParameters(command=options.command[0], args=options.command[1:], env=environment),
         timeout=options.upstream_timeout,
@@ -272,6 +277,7 @@ async def serve(options: argparse.Namespace, token: str) -> None:
                 queue=queue,
                 backend="record",
                 agent=f"mcp-gate:{name}"[:128],
+                audit=options.audit_source,
                 target=Target(
                     api=f"mcp:{name}",
                     base_url=options.base_url,
@@ -298,6 +304,20 @@ async def serve(options: argparse.Namespace, token: str) -> None:
         await queue.aclose()
 
 
+def audit_option(options: argparse.Namespace) -> tuple[AuditSource | None, set[str]]:
+    """`--audit KIND:LOCATION` read by `--audit-field` and `--audit-header`, and the variables its
+    credential comes from (withheld from the upstream); a source whose first row cannot be read is
+    refused now, not found out after a plan was recorded."""
+    if not options.audit:
+        if options.audit_field or options.audit_header:
+            raise ValueError("--audit-field and --audit-header read an --audit KIND:LOCATION; name one")
+        return None, set()
+    headers = dict(credential_header(spec) for spec in options.audit_header)
+    source = audit_source(options.audit, field_mapping(options.audit_field), headers)
+    next(iter(source.rows()), None)
+    return source, credential_variables(options.audit_header)
+
+
 def run(options: argparse.Namespace) -> int:
     """The `mcp-gate` command; stdout belongs to the MCP protocol, so every message goes to stderr."""
     token = os.environ.get(AGENT_TOKEN_ENV)
@@ -308,7 +328,8 @@ def run(options: argparse.Namespace) -> int:
         options.policy = load_policy(
             options.tools, options.read or [], options.effect or [], options.trust_read_only_hints
         )
-    except TrustConfigError as error:
+        options.audit_source, options.audit_variables = audit_option(options)
+    except (TrustConfigError, ValueError, AuditSourceUnreadable) as error:
         print(f"reviewer mcp-gate: {error}", file=sys.stderr)
         return 2
     anyio.run(serve, options, token)

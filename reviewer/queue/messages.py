@@ -254,6 +254,54 @@ class SentRequestId(TypedDict):
     sent_at: NotRequired[Annotated[str, Field(max_length=40)] | None]
 
 
+AuditText = Annotated[str, Field(max_length=500)]
+
+
+class AuditedCall(TypedDict):
+    """One call of the run as the audit source showed it: `matched`, `differs` (how) or `missing`."""
+
+    seq: RevisionNumber
+    verdict: Literal["matched", "differs", "missing"]
+    where: NotRequired[AuditText | None]
+    """The log's file (or URL) and line that records it."""
+    matched_by: NotRequired[AuditText | None]
+    differences: NotRequired[Annotated[list[AuditText], Field(max_length=10)]]
+
+
+class UnplannedWrite(TypedDict):
+    """A write in the run's window that no approved call made, as the log tells it (hostile text)."""
+
+    method: Annotated[str, Field(max_length=20)]
+    path: AuditText
+    """The request path with its query, or the resource where the log names no path."""
+    action: NotRequired[AuditText | None]
+    status: NotRequired[Annotated[int, Field(ge=0, le=999)] | None]
+    request_id: NotRequired[AuditText | None]
+    actor: NotRequired[AuditText | None]
+    time: NotRequired[Annotated[str, Field(max_length=40)] | None]
+    where: NotRequired[AuditText | None]
+
+
+MAX_UNPLANNED_LISTED = 100
+"""Unplanned writes a report lists one by one; past this they are counted (`unplanned_count`)."""
+
+
+class AuditVerification(TypedDict):
+    """The real run held against an audit source by the runner that made it (DESIGN 16).
+
+    `source` is `KIND:LOCATION` without credentials (a URL's query left out). `complete` false means
+    the log could not vouch for the run (`problem` says why): unread, no entry in the window, or
+    unreadable lines.
+    """
+
+    source: AuditText
+    complete: bool
+    calls: Annotated[list[AuditedCall], Field(max_length=100_000)]
+    unplanned: Annotated[list[UnplannedWrite], Field(max_length=MAX_UNPLANNED_LISTED)]
+    unplanned_count: Annotated[int, Field(ge=0, le=MAX_SAFE_INTEGER)]
+    problem: NotRequired[AuditText | None]
+
+
 class ExecutionReport(Message):
     """What the real run did: its calls and, where the API has one, the matching audit-log lines.
 
@@ -274,6 +322,8 @@ class ExecutionReport(Message):
     note: str | None = Field(default=None, max_length=MAX_STRING_CHARS)
     request_ids: list[SentRequestId] | None = None
     """Each real HTTP write's own request id and the API's (DESIGN 16); absent from older runners."""
+    audit: AuditVerification | None = None
+    """The run against the audit source its runner was given (`--audit`), read after the last call."""
 
 
 class StoredExecution(Message):
@@ -294,6 +344,7 @@ class StoredExecution(Message):
     audit_log: list[dict[str, Any]] | None = None
     note: str | None = None
     request_ids: list[SentRequestId] | None = None
+    audit: AuditVerification | None = None
 
 
 class ExecutionHistory(Message):

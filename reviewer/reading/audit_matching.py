@@ -19,6 +19,10 @@ from urllib.parse import unquote
 from reviewer.reading.audit_rows import AuditRow, MalformedLine, QueryPairs, query_pairs
 
 Verdict = Literal["matched", "differs", "missing"]
+MatchedBy = Literal["request id", "method, path, query and time", "time of the tool call"]
+TOOL_CALL_SLACK = timedelta(seconds=1)
+"""How far a tool call's writes may be logged outside its span: a log's times are often whole seconds
+(nginx's `$time_iso8601`)."""
 MALFORMED_KEPT = 20
 """Malformed lines named one by one; past this they are counted."""
 
@@ -36,6 +40,13 @@ class SentCall:
     http_status: int | None
     request_ids: tuple[str, ...]
     sent_at: datetime | None = None
+    answered_at: datetime | None = None
+    """For a tool's write that is not an HTTP request (no method): when its answer came. The log's
+    writes between `sent_at` and then are the tool's (`TOOL_CALL_SLACK` either side)."""
+
+    @property
+    def is_http(self) -> bool:
+        return bool(self.method)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +69,7 @@ class CallInLog:
     call: SentCall
     verdict: Verdict
     row: AuditRow | None = None
-    matched_by: Literal["request id", "method, path, query and time"] | None = None
+    matched_by: MatchedBy | None = None
     differences: tuple[str, ...] = ()
 
 
@@ -128,6 +139,26 @@ def sent_calls(
     return found
 
 
+def tool_calls(spans: Sequence[Mapping[str, Any]]) -> list[SentCall]:
+    """The run's tool writes that are not HTTP requests (`seq`, `tool`, `sent_at`, `answered_at`), as
+    calls found in the log by their time alone."""
+    return [
+        SentCall(
+            seq=span["seq"],
+            tool=str(span.get("tool", "")),
+            method="",
+            path="",
+            query=(),
+            http_status=None,
+            request_ids=(),
+            sent_at=_utc_time(span.get("sent_at")),
+            answered_at=_utc_time(span.get("answered_at")),
+        )
+        for span in spans
+        if isinstance(span.get("seq"), int)
+    ]
+
+
 def _utc_time(text: Any) -> datetime | None:
     """An ISO 8601 time as an aware UTC time, or None for anything else."""
     if not isinstance(text, str):
@@ -173,6 +204,10 @@ def match_audit(
     results = [_by_request_id(call, writes, claimed) for call in calls]
     results = [
         _by_request_line(result.call, writes, claimed) if result.verdict == "missing" else result
+        for result in results
+    ]
+    results = [  # last: what HTTP calls account for is theirs, whatever the time says
+        _by_call_time(result.call, writes, claimed) if not result.call.is_http else result
         for result in results
     ]
     unplanned = tuple(
@@ -223,13 +258,34 @@ def _by_request_line(call: SentCall, writes: Sequence[AuditRow], claimed: set[in
     return _judged(call, writes[candidates[0]], "method, path, query and time")
 
 
+def _by_call_time(call: SentCall, writes: Sequence[AuditRow], claimed: set[int]) -> CallInLog:
+    """A tool's write that is not an HTTP request (an MCP server's, an SDK's): the unclaimed write
+    logged nearest the time it ran (the earliest among equals), within `TOOL_CALL_SLACK`. One each, in
+    call order, so calls a log's whole second cannot tell apart still take one write apiece; a tool
+    that wrote twice leaves its second write unplanned, which says too much rather than hiding another
+    client's write. Only time ties them: request ids are the stronger check."""
+    if call.sent_at is None:
+        return CallInLog(call, "missing")
+    sent, answered = call.sent_at, call.answered_at or call.sent_at
+    found = [
+        (max(sent - row.time, row.time - answered, timedelta(0)), row.time, index)
+        for index, row in enumerate(writes)
+        if index not in claimed
+        and row.time is not None
+        and sent - TOOL_CALL_SLACK <= row.time <= answered + TOOL_CALL_SLACK
+    ]
+    if not found:
+        return CallInLog(call, "missing")
+    *_, index = min(found)
+    claimed.add(index)
+    return CallInLog(call, "matched", writes[index], "time of the tool call")
+
+
 def _distance(time: datetime | None, sent_at: datetime) -> float:
     return abs((time - sent_at).total_seconds()) if time is not None else float("inf")
 
 
-def _judged(
-    call: SentCall, row: AuditRow, matched_by: Literal["request id", "method, path, query and time"]
-) -> CallInLog:
+def _judged(call: SentCall, row: AuditRow, matched_by: MatchedBy) -> CallInLog:
     """Matched, or differs where the log and the run disagree (status, method, path)."""
     differences: list[str] = []
     if row.status is not None and call.http_status is not None and row.status != call.http_status:

@@ -6,7 +6,10 @@ import argparse
 import asyncio
 import os
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
+
+from reviewer.audit.options import add_source_options
 
 if TYPE_CHECKING:
     from reviewer.agent.audit import HttpAuditLog
@@ -70,6 +73,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "on the plan, and the real run is matched call by call. A bare PATH or URL is the sample API's "
         "log read through the API (e.g. /v1/audit), as before",
     )
+    add_source_options(parser)
     parser.add_argument(
         "--sandbox-api",
         metavar="URL",
@@ -172,7 +176,10 @@ def _run(options: argparse.Namespace) -> int:
             raise RunRefused(f"--max-revisions must be 1 or more, not {options.max_revisions}")
         credentials = read_credentials(options.api_header, environ)
         sandbox_credentials = read_credentials(options.sandbox_header, environ, "--sandbox-header")
-        withheld = every_secret(credentials, sandbox_credentials)
+        audit_credentials = read_credentials(options.audit_header, environ, "--audit-header")
+        audit = _audit_option(options.audit, options.audit_field, audit_credentials.headers)
+        # COMMAND gets none of the API's, the sandbox's or the audit log's credentials.
+        withheld = every_secret(credentials, sandbox_credentials, audit_credentials)
         # No secret stays in this process's initial environment, and no process of this user may read it.
         make_undumpable()
         scrub_initial_environment(withheld_variables(environ, withheld.from_env, withheld.secrets))
@@ -191,7 +198,7 @@ def _run(options: argparse.Namespace) -> int:
             via=options.via,
             dry_run_query=parse_dry_run_param(options.dry_run_param) if options.dry_run_param else None,
             document=ApiDocument.load(options.openapi) if options.openapi else None,
-            audit=_audit_option(options.audit),
+            audit=audit,
             sandbox_api=_sandbox_option(options, sandbox_credentials.headers),
             request_id_header=options.request_id_header or DEFAULT_REQUEST_ID_HEADER,
             title=options.title,
@@ -237,18 +244,29 @@ def _sandbox_option(options: argparse.Namespace, headers: dict[str, str]) -> San
     return SandboxCheck(check_api_url(options.sandbox_api, "--sandbox-api"), body, headers)
 
 
-def _audit_option(value: str | None) -> HttpAuditLog | AuditSource | None:
-    """`--audit KIND:LOCATION` as a source; a bare path or URL (no known kind before its colon) is the
-    sample API's own log read through the API, as `--audit` meant before it took sources."""
+def _audit_option(
+    value: str | None, fields: list[str], headers: Mapping[str, str]
+) -> HttpAuditLog | AuditSource | None:
+    """`--audit KIND:LOCATION` as a source, read by `--audit-field` and `--audit-header`; a bare path or
+    URL (no known kind before its colon) is the sample API's own log read through the API, as
+    `--audit` meant before it took sources."""
     from reviewer.agent.audit import HttpAuditLog
+    from reviewer.audit.options import BadAuditOption, field_mapping
     from reviewer.audit.registry import BadAuditSource, audit_source, readers
     from reviewer.run.errors import RunRefused
 
     if not value:
+        if fields or headers:
+            raise RunRefused("--audit-field and --audit-header read an --audit KIND:LOCATION; name one")
         return None
     if value.partition(":")[0] not in readers():
+        if fields or headers:
+            raise RunRefused(
+                f"--audit {value[:80]!r} is the sample API's log read through the API, which takes no "
+                "--audit-field or --audit-header; name a KIND:LOCATION"
+            )
         return HttpAuditLog(value)
     try:
-        return audit_source(value)
-    except BadAuditSource as error:
+        return audit_source(value, field_mapping(fields), headers)
+    except (BadAuditSource, BadAuditOption) as error:
         raise RunRefused(str(error)) from None

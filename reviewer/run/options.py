@@ -59,8 +59,8 @@ class Credentials:
 
 
 def every_secret(*credentials: Credentials) -> Credentials:
-    """The secrets of several credentials (the API's, the sandbox check's) as one, without their
-    headers: what the child must never hold, and nothing a request could be sent with."""
+    """The secrets of several credentials (the API's, the sandbox check's, the audit log's) as one,
+    without their headers: what the child must never hold, and nothing a request could be sent with."""
     return Credentials(
         {},
         frozenset().union(*(each.from_env for each in credentials)),
@@ -73,7 +73,8 @@ def read_credentials(
     specs: list[str], environ: Mapping[str, str], option: str = "--api-header"
 ) -> Credentials:
     """Each `NAME: [PREFIX ]env:VAR` or `NAME: [PREFIX ]file:PATH` as a header and its secret (`option`
-    names the flag they came from, in what is refused)."""
+    names the flag they came from, in what is refused: `--sandbox-header` and `--audit-header` are read
+    the same way)."""
     headers: dict[str, str] = {}
     from_env: set[str] = set()
     from_files: set[str] = set()

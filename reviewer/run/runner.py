@@ -357,7 +357,7 @@ async def report_audit(gate: Gate, execution: Execution) -> None:
     no approved call made (the exit status stays the run's own: `reviewer verify` is the check)."""
     if gate.audit_source is None:
         return
-    result = await gate.audit_run(execution)
+    result = gate.audit_run(execution)
     if result is None:
         say(f"audit: {gate.audit_source.name} could not be read; the run is not verified against it")
         return

@@ -248,14 +248,27 @@ def test_two_runners_holding_one_approval_write_the_plan_once(
     proposal = asyncio.run(plan_of(sample_api.base_url, close("t1"), close("t2"), prefix="two-runners"))
     approval = asyncio.run(approved(queue, proposal))
 
-    async def runner() -> Any:
-        async with (
-            QueueClient(queue.url, queue.agent_token) as client,
-            httpx.AsyncClient(base_url=sample_api.base_url) as api,
-        ):
-            return await QueueAgent(client).execute(approval, client=api)
-
     async def both() -> list[Any]:
+        refused = asyncio.Event()
+
+        async def after_the_refusal(request: httpx.Request) -> None:
+            # The runner holding the claim writes only once the other was refused: on a slow machine it
+            # could otherwise finish first, and the other would meet a used approval, not a held one.
+            await asyncio.wait_for(refused.wait(), 30)
+
+        async def runner() -> Any:
+            async with (
+                QueueClient(queue.url, queue.agent_token) as client,
+                httpx.AsyncClient(
+                    base_url=sample_api.base_url, event_hooks={"request": [after_the_refusal]}
+                ) as api,
+            ):
+                try:
+                    return await QueueAgent(client).execute(approval, client=api)
+                except NotApproved:
+                    refused.set()
+                    raise
+
         return await asyncio.gather(runner(), runner(), return_exceptions=True)
 
     results = asyncio.run(both())

@@ -3,13 +3,14 @@ matched by method, path, query and time (never by body), a log rotated during th
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from reviewer.audit.registry import audit_source
-from reviewer.reading.audit_matching import SentCall, Window, match_audit, sent_calls
+from reviewer.reading.audit_matching import SentCall, Window, match_audit, sent_calls, tool_calls
 from reviewer.reading.audit_rows import AuditRow, MalformedLine
 
 START = datetime(2026, 12, 2, 1, 0, tzinfo=UTC)
@@ -128,6 +129,36 @@ def test_a_log_rotated_during_the_run_is_read_across_its_files(tmp_path: Path) -
     assert str(newer) in result.calls[1].row.where  # type: ignore[union-attr]
 
 
+def test_a_log_rotated_twice_in_the_run_is_read_across_its_files_the_compressed_one_too(
+    tmp_path: Path,
+) -> None:
+    """logrotate with `delaycompress`, twice during the run: `access.log.2.gz` (compressed), `.1`, then
+    the new file. Each call is found in its own file, and a write in the compressed one no call made
+    is named there."""
+    compressed = tmp_path / "access.log.2.gz"
+    compressed.write_bytes(
+        gzip.compress(
+            (line(1, "POST", "/v1/tickets", 201, "id-1") + "\n" + line(2, "PUT", "/v1/x", 200)).encode()
+        )
+    )
+    rotated = write(tmp_path / "access.log.1", line(3, "PATCH", "/v1/tickets/t1", 200, "id-2"))
+    write(tmp_path / "access.log", line(4, "DELETE", "/v1/tickets/t3", 204, "id-3"))
+    for old in (compressed, rotated):
+        os.utime(old, (1, 1))
+    calls = [
+        SentCall(1, "create", "POST", "/v1/tickets", (), 201, ("id-1",)),
+        SentCall(2, "update", "PATCH", "/v1/tickets/t1", (), 200, ("id-2",)),
+        SentCall(3, "delete", "DELETE", "/v1/tickets/t3", (), 204, ("id-3",)),
+    ]
+    result = match_audit(calls, audit_source(f"access-log:{tmp_path}/access.log*").rows(), WINDOW)
+    assert [one.row.where for one in result.calls if one.row is not None] == [
+        f"{compressed}:1",
+        f"{rotated}:1",
+        f"{tmp_path}/access.log:1",
+    ]
+    assert [row.where for row in result.unplanned] == [f"{compressed}:2"]
+
+
 def test_field_names_are_configurable_for_jsonl(tmp_path: Path) -> None:
     log = write(
         tmp_path / "app.jsonl",
@@ -164,3 +195,38 @@ def test_a_hostile_report_reads_as_absent_values_never_a_crash() -> None:
         ("r1",),
         None,
     )
+
+
+def test_a_tool_write_that_is_no_http_request_is_found_by_the_time_it_ran(tmp_path: Path) -> None:
+    """An MCP server's or SDK's write carries no request the log can name: the write logged nearest the
+    time it ran (to the log's whole second) is its own, one per call; a second write in the same
+    second and one a few seconds off are unplanned, and an HTTP call keeps the entry its request id
+    names even inside the tool's span."""
+    log = write(
+        tmp_path / "access.log",
+        line(10, "POST", "/v1/tickets", 201),  # the tool's, logged in the second it ran
+        line(10, "DELETE", "/v1/tickets/t1", 204, "http-1"),  # the HTTP call's, by its id
+        line(10, "PUT", "/v1/tickets/t5", 200),  # a second write in that second: not taken as the tool's
+        line(14, "PATCH", "/v1/tickets/t2", 200),  # nobody's
+    )
+    span = {
+        "seq": 2,
+        "tool": "open_ticket",
+        "sent_at": (START + timedelta(seconds=10.4)).isoformat(),
+        "answered_at": (START + timedelta(seconds=10.6)).isoformat(),
+    }
+    calls = [
+        SentCall(1, "delete", "DELETE", "/v1/tickets/t1", (), 204, ("http-1",)),
+        *tool_calls([span, {"seq": 3, "tool": "close_ticket"}]),
+    ]
+    result = match_audit(calls, audit_source(f"access-log:{log}").rows(), WINDOW)
+    assert [(one.verdict, one.matched_by) for one in result.calls] == [
+        ("matched", "request id"),
+        ("matched", "time of the tool call"),
+        ("missing", None),  # sent at no known time: nothing can be its own
+    ]
+    assert result.calls[1].row is not None and result.calls[1].row.method == "POST"
+    assert [(row.method, row.path) for row in result.unplanned] == [
+        ("PUT", "/v1/tickets/t5"),
+        ("PATCH", "/v1/tickets/t2"),
+    ]

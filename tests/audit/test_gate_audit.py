@@ -22,6 +22,7 @@ from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
 from tests.agent.fixtures import Queue
 from tests.agent.helpers import reviewer_decides
+from tests.audit.gated import executions
 from tests.audit.nginx import Proxy, nginx_in_front_of
 
 
@@ -107,3 +108,12 @@ def test_a_second_clients_write_during_the_real_run_is_named(queue: Queue, proxy
     ((unplanned),) = result.audit.unplanned
     assert (unplanned.method, unplanned.path, unplanned.status) == ("POST", "/v1/tickets", 201)
     assert not result.audit.verified
+    # The report the queue stored carries the same verification, for the app's `v` to show.
+    (stored,) = asyncio.run(executions(queue, seen.proposal_id))
+    assert stored.audit is not None
+    assert stored.audit["source"] == f"access-log:{proxy.access_log}"
+    assert [call["verdict"] for call in stored.audit["calls"]] == ["matched"] * 4
+    assert stored.audit["unplanned_count"] == 1 and stored.audit["complete"]
+    (written,) = stored.audit["unplanned"]
+    assert (written["method"], written["path"], written.get("status")) == ("POST", "/v1/tickets", 201)
+    assert written.get("time") is not None and "access.log:" in (written.get("where") or "")

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO, get_args
 
@@ -50,9 +53,12 @@ def gate(
     trust: tuple[str, ...] = TICKET_TRUST,
     upstream_timeout: float = BOUND,
     errlog: TextIO | None = None,
+    audit_log: Path | None = None,
 ) -> Client:
     """The host's view: the gate started as a host starts any stdio MCP server (its stderr to
-    `errlog`, else the test's)."""
+    `errlog`, else the test's); with `audit_log`, the upstream writes it as the API's access log and
+    the gate reads it (`--audit access-log:FILE`)."""
+    audit = ("--audit", f"access-log:{audit_log}") if audit_log is not None else ()
     parameters = StdioServerParameters(
         command=sys.executable,
         args=[
@@ -67,12 +73,18 @@ def gate(
             "tickets",
             "--upstream-timeout",
             f"{upstream_timeout:g}",
+            *audit,
             *trust,
             "--",
             sys.executable,
             str(UPSTREAM),
         ],
-        env={"REVIEWER_AGENT_TOKEN": queue.agent_token, "UPSTREAM_LOG": str(log), "UPSTREAM_MODE": mode},
+        env={
+            "REVIEWER_AGENT_TOKEN": queue.agent_token,
+            "UPSTREAM_LOG": str(log),
+            "UPSTREAM_MODE": mode,
+            "UPSTREAM_AUDIT_LOG": str(audit_log or ""),
+        },
         cwd=str(ROOT),
     )
     return Client(
@@ -416,3 +428,76 @@ def test_a_recorded_answer_satisfies_an_output_schema_of_objects_in_an_array(
         "count": 2,
     }
     assert upstream_writes(log) == []
+
+
+def around_the_gate(audit_log: Path, uri: str, seconds_ago: float = 0) -> None:
+    """A write another client made, as the API's access log shows it."""
+    time = (datetime.now(UTC) - timedelta(seconds=seconds_ago)).isoformat()
+    line = {"time": time, "method": "DELETE", "uri": uri, "status": 204, "request_id": ""}
+    with audit_log.open("a", encoding="utf-8") as log:
+        log.write(json.dumps(line) + "\n")
+
+
+def test_an_audit_source_raises_the_alarm_on_the_plan_and_verifies_the_run(
+    queue: Queue, tmp_path: Path
+) -> None:
+    """`mcp-gate --audit access-log:FILE`: a write in the API's log while the plan was being recorded
+    (the gate sends nothing then) is on the plan as `writes_around`; after the real run, the report
+    the queue stores names the source, finds each upstream write in the log by the time its tool call
+    ran, and lists a write nobody approved."""
+    log, audit_log = tmp_path / "upstream.log", tmp_path / "access.log"
+    audit_log.write_text("")
+
+    async def scenario() -> str:
+        async with gate(queue, log, audit_log=audit_log) as host:
+            await host.call_tool("open_ticket", {"title": "Printer on fire"})
+            around_the_gate(audit_log, "/tickets/t9")  # while the plan is recorded
+            await host.call_tool("close_ticket", {"id": "t1"})
+            proposal_id: str = answer(await host.call_tool("reviewer_submit_plan", {}))["proposal_id"]
+            seen = await reviewer_decides(queue.url, queue.reviewer_token, proposal_id, "approve")
+            assert seen.dry_run.writes_around == 1
+            # Logged in the run's window, seconds from any call the run made.
+            around_the_gate(audit_log, "/tickets/t8", seconds_ago=3)
+            executed = answer(await host.call_tool("reviewer_plan_status", {"proposal_id": proposal_id}))
+            assert executed["ended"] == "completed"
+            return proposal_id
+
+    proposal_id = asyncio.run(scenario())
+
+    async def stored() -> Any:
+        async with QueueClient(queue.url, queue.reviewer_token) as reviewer:
+            return (await reviewer.get_executions(proposal_id))[-1]
+
+    report = asyncio.run(stored())
+    assert report.audit is not None and report.audit["source"] == f"access-log:{audit_log}"
+    assert [(call["seq"], call["verdict"], call.get("matched_by")) for call in report.audit["calls"]] == [
+        (1, "matched", "time of the tool call"),
+        (2, "matched", "time of the tool call"),
+    ]
+    unplanned = [(write["method"], write["path"]) for write in report.audit["unplanned"]]
+    assert ("DELETE", "/tickets/t8") in unplanned
+    assert not any(path.startswith(("/open_ticket", "/close_ticket")) for _, path in unplanned)
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (("--audit", "access-log:/nonexistent/access.log"), "/nonexistent/access.log: No such file"),
+        (("--audit-field", "time=ts"), "--audit-field and --audit-header read an --audit KIND:LOCATION"),
+        (("--audit", "nginx:/var/log/x"), "no such kind"),
+    ],
+)
+def test_an_audit_source_that_cannot_be_read_is_refused_before_the_upstream_starts(
+    options: tuple[str, ...], said: str, tmp_path: Path
+) -> None:
+    started = tmp_path / "started"
+    upstream = [sys.executable, "-c", f"open({str(started)!r}, 'w')"]
+    ended = subprocess.run(
+        [sys.executable, "-m", "reviewer", "mcp-gate", *options, "--", *upstream],
+        env={**os.environ, "REVIEWER_AGENT_TOKEN": "agent-token"},
+        capture_output=True,
+        text=True,
+        timeout=BOUND,
+    )
+    assert ended.returncode == 2 and said in ended.stderr, ended.stderr
+    assert not started.exists()

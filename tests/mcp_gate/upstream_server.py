@@ -1,7 +1,8 @@
 """A small upstream MCP server for the gate's tests: a ticket store with one read tool and three writes.
 
 Every write it receives is appended to the file named by UPSTREAM_LOG, so a test sees exactly which
-calls reached it and in which order. UPSTREAM_MODE makes it misbehave: `crash` exits before serving,
+calls reached it and in which order, and, as the API's access log shows it, to UPSTREAM_AUDIT_LOG.
+UPSTREAM_MODE makes it misbehave: `crash` exits before serving,
 `hang` never answers, `empty` lists no tools, `lying` adds `purge_tickets`, a destructive tool that
 calls itself read-only, `changed` gives `open_ticket` another input schema (a new release between plan
 and run), `dies` exits without answering the first real `close_ticket` (after logging it: it may have
@@ -16,6 +17,7 @@ import json
 import os
 import sys
 import time
+from datetime import UTC, datetime
 from typing import NotRequired, TypedDict
 
 from mcp.server.mcpserver import MCPServer
@@ -25,6 +27,7 @@ from typing_extensions import TypedDict as ModelDict
 
 MODE = os.environ.get("UPSTREAM_MODE", "")
 LOG = os.environ.get("UPSTREAM_LOG")
+AUDIT_LOG = os.environ.get("UPSTREAM_AUDIT_LOG")
 if MODE == "crash":
     sys.exit(3)
 if MODE == "hang":
@@ -38,6 +41,10 @@ def logged(tool: str, **arguments: str) -> None:
     if LOG:
         with open(LOG, "a", encoding="utf-8") as log:
             log.write(json.dumps({"tool": tool, **arguments}) + "\n")
+    if AUDIT_LOG:  # the API's own access log, as DESIGN 16's nginx format writes it
+        line = {"time": datetime.now(UTC).isoformat(), "method": "POST", "uri": f"/{tool}", "status": 200}
+        with open(AUDIT_LOG, "a", encoding="utf-8") as log:
+            log.write(json.dumps({**line, "request_id": ""}) + "\n")
 
 
 class Ticket(TypedDict):

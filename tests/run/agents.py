@@ -46,6 +46,8 @@ def around(counter: str, when: str, api_url: str, token: str) -> None:
     one more straight to the API with a credential of its own, around the gate."""
     runs = int(Path(counter).read_text()) if Path(counter).exists() else 0
     Path(counter).write_text(str(runs + 1))
+    # What the child could read of the audit log's credential, for the test to look at.
+    Path(counter).with_name("log-token-seen").write_text(os.environ.get("LOG_TOKEN", ""))
     send("POST", "/v1/tickets", {"title": "Printer on fire"})
     if ["dry", "real"][min(runs, 1)] == when:
         request = urllib.request.Request(

@@ -5,8 +5,12 @@ the summary line after it, the approved calls matched by their request ids."""
 
 from __future__ import annotations
 
+import json
 import sys
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -25,16 +29,20 @@ def proxied(sample_api: SampleApi, tmp_path: Path) -> Iterator[tuple[SampleApi, 
 
 
 def run_around(
-    queue: Queue, proxied: tuple[SampleApi, Proxy], tmp_path: Path, when: str, *options: str
+    queue: Queue,
+    proxied: tuple[SampleApi, Proxy],
+    tmp_path: Path,
+    when: str,
+    *options: str,
+    source: str | None = None,
 ) -> tuple[str, str, str]:
-    """`reviewer run --audit access-log:...` of the `around` agent, approved; its plan's id, the
-    plan's `dry_run` as the queue holds it, and everything `reviewer run` said."""
+    """`reviewer run --audit access-log:...` (or `source`) of the `around` agent, approved; its plan's
+    id, the plan's `dry_run` as the queue holds it, and everything `reviewer run` said."""
     api, proxy = proxied
     command = [sys.executable, AGENTS, "around", str(tmp_path / "runs"), when, proxy.url, API_TOKEN]
     # Unsandboxed: the child reaches nginx itself, as a process around the gate does.
-    run = start_run(
-        queue, api, "--no-sandbox", "--audit", f"access-log:{proxy.access_log}", *options, command=command
-    )
+    audit = source or f"access-log:{proxy.access_log}"
+    run = start_run(queue, api, "--no-sandbox", "--audit", audit, *options, command=command)
     proposal_id, revision = run.wait_for_plan()
     dry_run = proposal(queue, proposal_id, revision)["dry_run"]
     reviewer_decides(queue, proposal_id)
@@ -64,3 +72,93 @@ def test_a_write_around_the_gate_in_the_real_run_is_named_after_it(
     lines = [line.removeprefix("reviewer run: ") for line in stderr.splitlines()]
     assert lines[-1] == "audit: 2 of 2 calls matched; 1 writes in the audit log no approved call made"
     assert any(line.startswith("unplanned: PATCH /v1/tickets/t2 200 at ") for line in lines), stderr
+
+
+RENAMED = {"time": "ts", "method": "verb", "uri": "target", "status": "code", "request_id": "rid"}
+"""A log of another shape: nginx's lines with each field under another name."""
+
+
+@contextmanager
+def log_behind_a_token(access_log: Path, token: str) -> Iterator[str]:
+    """nginx's access log served over HTTP with its fields renamed (`RENAMED`), only to a request that
+    carries `Authorization: Bearer TOKEN`; the URL of the log."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.headers.get("Authorization") != f"Bearer {token}":
+                self.send_response(401)
+                self.end_headers()
+                return
+            lines = [json.loads(line) for line in access_log.read_text().splitlines() if line]
+            body = "".join(
+                json.dumps({RENAMED.get(name, name): value for name, value in line.items()}) + "\n"
+                for line in lines
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/log"
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+
+
+def test_a_log_read_by_a_field_mapping_behind_a_credential_the_child_never_sees(
+    queue: Queue, proxied: tuple[SampleApi, Proxy], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--audit jsonl:URL --audit-field ... --audit-header 'Authorization: Bearer env:LOG_TOKEN'`: the
+    log is read with the credential and by the mapping (the write around the gate is named, the
+    approved calls matched by request id), the report the queue stores names the source without it,
+    and COMMAND's environment does not hold it."""
+    monkeypatch.setenv("LOG_TOKEN", "log-s3cr3t")
+    mapping = [option for name, field in RENAMED.items() for option in ("--audit-field", f"{name}={field}")]
+    with log_behind_a_token(proxied[1].access_log, "log-s3cr3t") as url:
+        proposal_id, _, stderr = run_around(
+            queue,
+            proxied,
+            tmp_path,
+            "real",
+            "--rerun",
+            *mapping,
+            "--audit-header",
+            "Authorization: Bearer env:LOG_TOKEN",
+            source=f"jsonl:{url}",
+        )
+    lines = [line.removeprefix("reviewer run: ") for line in stderr.splitlines()]
+    assert lines[-1] == "audit: 2 of 2 calls matched; 1 writes in the audit log no approved call made"
+    assert (tmp_path / "log-token-seen").read_text() == ""
+    assert "log-s3cr3t" not in stderr
+    response = queue.reviewer.get(f"/v1/proposals/{proposal_id}/executions")
+    assert response.status_code == 200, response.text
+    (report,) = response.json()["executions"]
+    assert report["audit"]["source"] == f"jsonl:{url}"
+    assert [(write["method"], write["path"]) for write in report["audit"]["unplanned"]] == [
+        ("PATCH", "/v1/tickets/t2")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (("--audit-field", "time=ts"), "--audit-field and --audit-header read an --audit KIND:LOCATION"),
+        (("--audit", "/v1/audit", "--audit-field", "time=ts"), "takes no --audit-field or --audit-header"),
+        (("--audit", "jsonl:-", "--audit-field", "time"), "--audit-field 'time': write NAME=FIELD"),
+    ],
+)
+def test_audit_options_without_a_source_to_read_them_are_refused(
+    queue: Queue, sample_api: SampleApi, options: tuple[str, ...], said: str
+) -> None:
+    """`--audit-field` with no `--audit`, with the sample API's bare path, or not NAME=FIELD: refused
+    (exit 2) before COMMAND starts."""
+    run = start_run(queue, sample_api, "--no-sandbox", *options, command=[sys.executable, "-c", "pass"])
+    status, stderr = run.finish()
+    assert status == 2 and said in stderr, stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from reviewer.plan.proposal import parse_proposal
 from reviewer.reading.analysis import Analysis, Verdict
 from tests.run.conftest import ROOT, Queue, SampleApi, proposal, reviewer_decides, start_run
 from tests.service.ports import free_port
+from tests.system.documented import as_run, documented_block
 
 NODE = shutil.which("node")
 JSON_SERVER = ROOT / ".test-apis" / "node_modules" / "json-server" / "lib" / "cli" / "bin.js"
@@ -82,6 +84,10 @@ def json_server_sandbox(tmp_path: Path) -> Iterator[tuple[SampleApi, Path]]:
     """A second json-server, the operator's sandbox copy of the first."""
     with serving_json_server(tmp_path / "sandbox") as served:
         yield served
+
+
+PAGE_CREDENTIAL = "Authorization: Bearer env:API_TOKEN"
+"""The credential docs/any-language.md gives `reviewer run`, as `start_run` gives it too."""
 
 
 def writes_received(api: SampleApi) -> list[tuple[str, str]]:
@@ -162,12 +168,18 @@ def test_a_parameter_the_api_ignores_is_submitted_only_as_unproven_without_a_log
 def test_a_sandbox_that_kept_the_checks_create_stops_the_run_before_command_starts(
     queue: Queue, json_server: tuple[SampleApi, Path], json_server_sandbox: tuple[SampleApi, Path]
 ) -> None:
-    """The built-in sandbox check: json-server keeps the create sent with dryRun=All, so the run stops
-    before COMMAND starts. Only the sandbox's data changed; the API received nothing."""
+    """The built-in sandbox check, with the options docs/any-language.md gives it: json-server keeps the
+    create sent with dryRun=All, so the run stops before COMMAND starts. Only the sandbox's data changed
+    (by the page's create); the API received nothing."""
     api, data = json_server
     sandbox, sandbox_data = json_server_sandbox
     before, sandbox_before = data.read_bytes(), sandbox_data.read_bytes()
-    options = ("--via", "server", "--dry-run-param", "dryRun=All", "--sandbox-api", f"{sandbox.url}/tickets")
+    (documented,) = documented_block("any-language.md", "reviewer run --api https://api.example/v1 --api-h")
+    sandbox_url = {"https://sandbox.api.example/v1/tickets": f"{sandbox.url}/tickets"}
+    words = shlex.split(as_run(documented, sandbox_url))
+    # The page's options after its --api and --api-header, which start_run gives as the page does.
+    assert words[2:6] == ["--api", "https://api.example/v1", "--api-header", PAGE_CREDENTIAL]
+    options = words[6 : words.index("--")]
     status, stderr, proposal_id = run_tickets_agent(queue, api, *options, "--title", "json-server sandbox")
     assert (status, proposal_id) == (1, None)
     assert f"sent to {sandbox.url}/tickets with dryRun=All, was kept" in stderr
@@ -175,3 +187,4 @@ def test_a_sandbox_that_kept_the_checks_create_stops_the_run_before_command_star
     assert data.read_bytes() == before and writes_received(api) == [], "the API received nothing"
     assert writes_received(sandbox) == [("POST", "/tickets")], "one create, to the sandbox only"
     assert sandbox_data.read_bytes() != sandbox_before
+    assert "sandbox check" in sandbox_data.read_text(), "the page's --sandbox-create body was sent"

@@ -280,3 +280,43 @@ def test_a_websocket_upgrade_is_answered_as_plain_http(actors: Actors) -> None:
     assert actors.alice.get("/v1/proposals", headers=upgrade).status_code == 200
     anonymous = httpx.get(actors.alice.base_url.join("/v1/proposals"), headers=upgrade)
     assert anonymous.status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("audit", "said"),
+    [
+        ({"source": "x", "complete": True, "calls": [], "unplanned_count": 0}, "$.audit.unplanned"),
+        (
+            {
+                "source": "x",
+                "complete": True,
+                "calls": [],
+                "unplanned": [{"method": "POST", "path": "/x" * 300}],
+                "unplanned_count": 1,
+            },
+            "$.audit.unplanned[0].path",
+        ),
+        (
+            {
+                "source": "x",
+                "complete": True,
+                "calls": [{"seq": 1, "verdict": "trust me"}],
+                "unplanned": [],
+                "unplanned_count": 0,
+            },
+            "$.audit.calls[0].verdict",
+        ),
+    ],
+)
+def test_an_audit_verification_outside_its_shape_is_422_and_the_claim_still_waits(
+    actors: Actors, audit: dict[str, Any], said: str
+) -> None:
+    """The report's `audit` is the runner's word the app shows: a missing list, a string past its
+    limit or a verdict no reader gives is refused, and the run can report again."""
+    proposal_id = unique_id("bad-audit")
+    digest = submit(actors.agent, proposal_id)["plan_sha256"]
+    assert decide(actors.alice, proposal_id, 1, digest).status_code == 201
+    report = claimed_report(actors.agent, proposal_id, 1, digest, audit=audit)
+    response = actors.agent.post(f"/v1/proposals/{proposal_id}/executions", json=report)
+    assert_refused(response, 422, said)
+    assert actors.agent.get(f"/v1/proposals/{proposal_id}/decision").json()["state"] == "claimed"

@@ -17,7 +17,7 @@ from reviewer.tui.commands import run_demo
 from reviewer.tui.palette import DANGER, MUTED, role_text
 from reviewer.tui.screens.dialogs import ConfirmScreen, RejectScreen
 from reviewer.tui.widgets.plan_view import PlanView
-from tests.tui.helpers import SAMPLES, open_review, wait_until_loaded
+from tests.tui.helpers import SAMPLES, audited_merge_run, open_review, wait_until_loaded
 
 pytestmark = pytest.mark.anyio
 
@@ -208,6 +208,75 @@ async def test_the_verification_view_says_when_no_audit_log_was_read(sample_fold
         summary = str(app.screen.query_one("#verification-summary", Static).render())
         said = "no audit log was read with this run: `reviewer verify deskline-merge-0042-server --audit"
         assert (said in " ".join(summary.split())) is not with_audit, summary
+
+
+async def test_the_verification_view_names_the_audit_source_and_the_writes_nobody_approved(tmp_path) -> None:
+    """The report's verification: the source and its count in the summary, each call's verdict in the
+    audit column, the unplanned writes with their actor escaped; the differing call's detail says how."""
+    from textual.widgets import DataTable
+
+    app = ReviewerApp(audited_merge_run(tmp_path / "proposals"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_verification(pilot)
+        summary = str(app.screen.query_one("#verification-summary", Static).render())
+        assert "verified against access-log:/var/log/nginx/deskline.json: 2 of 4 match" in summary
+        assert "no audit log was read" not in summary
+        table = app.screen.query_one(DataTable)
+        assert [str(table.get_cell_at((row, 5))) for row in range(4)] == [
+            "matched",
+            "matched",
+            "differs",
+            "missing",
+        ]
+        unplanned = str(app.screen.query_one("#unplanned", Static).render())
+        assert "Unplanned writes (2): no approved call made them" in unplanned
+        assert "DELETE /v1/tickets/t7 204 by ci-bot\\x1b[31m\\u202e at 2026-12-02 01:00:03Z" in unplanned
+        assert (
+            "id other-1 (deskline.json:814)" in unplanned and "POST /v1/tickets?notify=all 201" in unplanned
+        )
+        assert "\x1b" not in unplanned and "\u202e" not in unplanned
+        await pilot.press("down", "down")
+        await pilot.pause()
+        detail = str(app.screen.query_one("#detail").render())
+        assert "differs at /var/log/nginx/deskline.json:815, by request id" in detail
+        assert "status: run 200, log 500" in detail
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (
+            {"unplanned": [], "unplanned_count": 0},
+            "Unplanned writes: none found",
+        ),
+        (
+            {
+                "unplanned": [],
+                "unplanned_count": 0,
+                "complete": False,
+                "problem": "no entries in the run's window (0 read)",
+            },
+            "the log cannot vouch for this run: no entries in the run's window (0 read)",
+        ),
+        ({"calls": [{"seq": 1, "verdict": "obeyed"}]}, "the run's audit verification does not read: "),
+    ],
+)
+async def test_the_verification_view_says_none_found_why_not_or_that_the_report_does_not_read(
+    tmp_path, change: dict[str, Any], said: str
+) -> None:
+    """No unplanned write is "none found"; a log that cannot vouch says why (and "none found" is then
+    no clean bill); a verification that is not of the report's shape is said to be so, never shown."""
+    from tests.tui.helpers import AUDITED
+
+    app = ReviewerApp(audited_merge_run(tmp_path / "proposals", {**AUDITED, **change}))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await open_verification(pilot)
+        shown = " ".join(
+            str(app.screen.query_one(which, Static).render())
+            for which in ("#verification-summary", "#unplanned")
+        )
+        assert said in " ".join(shown.split()), shown
+        assert ("verified against" in shown) is ("does not read" not in said)
 
 
 async def test_a_replan_that_changes_a_decimal_amount_is_marked_and_shown(sample_folder) -> None:

@@ -354,3 +354,23 @@ async def test_a_screen_is_styled_once_as_it_first_shows(sample_folder, monkeypa
         await wait_until_loaded(pilot)
         assert app.screen not in restyled
         assert app.screen.has_class("-tall")
+
+
+def test_a_queued_runs_audit_verification_reaches_the_record_the_view_reads() -> None:
+    """The live app reads the queue's stored report: its `audit` is carried to the record `v` shows."""
+    from datetime import UTC, datetime
+
+    from reviewer.queue.messages import StoredExecution
+    from reviewer.tui.model.sources import execution_from_queue
+    from tests.tui.helpers import AUDITED
+
+    report = json.loads((SAMPLES / "deskline-merge.server.execution.json").read_text())
+    stored = StoredExecution(
+        revision=1,
+        plan_sha256=report["plan_sha256"],
+        executed_by="deskline-agent",
+        at=datetime(2026, 12, 2, 1, 0, tzinfo=UTC),
+        calls=report["calls"],
+        audit=AUDITED,
+    )
+    assert execution_from_queue(report["proposal_id"], stored).audit == AUDITED

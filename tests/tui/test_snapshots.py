@@ -9,7 +9,7 @@ import pytest
 
 from reviewer.tui.app import ReviewerApp
 from tests.builders import proposal_document
-from tests.tui.helpers import SAMPLES, wait_until_loaded
+from tests.tui.helpers import SAMPLES, audited_merge_run, wait_until_loaded
 
 SERVER = "deskline-merge.server.json"
 
@@ -160,9 +160,28 @@ def test_verification_view(snap_compare, sample_folder) -> None:
     """v on the executed server plan: the summary "naive: 1 of 4 identical; placeholders resolved:
     3 of 4 match; refused: 1; in the audit log: 3 of 3 that succeeded" (on two lines); the create
     "same", both updates "same once placeholders resolve" (green), the delete "refused 409" (red),
-    each with its audit line agreeing; the detail of the first row below."""
+    each with its audit line agreeing ("line 1 ok"); the detail of the first row below."""
     folder = sample_folder(SERVER, "deskline-merge.server.execution.json")
     assert snap_compare(ReviewerApp(folder), terminal_size=(100, 30), run_before=open_first("v"))
+
+
+def test_verification_against_an_audit_source(snap_compare, tmp_path) -> None:
+    """v on a run its runner held against nginx's access log, at 80x24: under the naive summary,
+    "verified against access-log:/var/log/nginx/deskline.json: 2 of 4 match" (the count red); every
+    column in sight, the audit column "matched" (green) twice, "differs" and "missing" (red); then
+    "Unplanned writes (2): no approved call made them", the DELETE /v1/tickets/t7 204 by
+    "ci-bot\\x1b[31m\\u202e" (escaped, never obeyed) with its time, request id and log line, and the
+    POST with its query; the selected call's pane says where the log records call 1."""
+    app = ReviewerApp(audited_merge_run(tmp_path / "proposals"))
+    assert snap_compare(app, terminal_size=(80, 24), run_before=open_first("v"))
+
+
+def test_verification_against_an_audit_source_at_50x20(snap_compare, tmp_path) -> None:
+    """The same at a phone's 50x20: the summary lines wrap, the table keeps #, call, check and audit
+    with all four rows, the selected call's pane gives way, and the unplanned writes start under
+    the table (the rest scrolls)."""
+    app = ReviewerApp(audited_merge_run(tmp_path / "proposals"))
+    assert snap_compare(app, terminal_size=(50, 20), run_before=open_first("v"))
 
 
 # --- the same states in 16 colours and without colour -------------------------------------------

@@ -211,6 +211,7 @@ def execution_history(proposal_id: str, rows: list[Row]) -> bytes:
                 audit_log=msgspec.UNSET if bytes(report.audit_log) == b"null" else report.audit_log,
                 note=report.note,
                 request_ids=msgspec.UNSET if bytes(report.request_ids) == b"null" else report.request_ids,
+                audit=msgspec.UNSET if bytes(report.audit) == b"null" else report.audit,
             )
         )
     return msgspec.json.encode(_ExecutionHistoryWire(proposal_id=proposal_id, executions=executions))
@@ -232,6 +233,7 @@ class _StoredReport(msgspec.Struct):
     audit_log: msgspec.Raw = _NULL
     note: str | None = None
     request_ids: msgspec.Raw = _NULL
+    audit: msgspec.Raw = _NULL
 
 
 class _StoredExecutionWire(msgspec.Struct, omit_defaults=True):
@@ -248,6 +250,7 @@ class _StoredExecutionWire(msgspec.Struct, omit_defaults=True):
     audit_log: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
     note: str | None = None
     request_ids: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    audit: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
 
 
 class _ExecutionHistoryWire(msgspec.Struct):

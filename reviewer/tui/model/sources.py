@@ -72,6 +72,9 @@ class ExecutionRecord(msgspec.Struct, forbid_unknown_fields=True):
     audit_log: list[dict[str, Any]] | None = None
     executed_by: str | None = None
     note: str | None = None
+    audit: dict[str, Any] | None = None
+    """The run against the audit source its runner read (`reviewer.queue.messages.AuditVerification`),
+    checked against that shape where it is shown."""
 
 
 _execution_decoder = msgspec.json.Decoder(ExecutionRecord)
@@ -92,6 +95,7 @@ def execution_from_queue(proposal_id: str, stored: StoredExecution) -> Execution
         audit_log=stored.audit_log,
         executed_by=stored.executed_by,
         note=stored.note,
+        audit=dict(stored.audit) if stored.audit is not None else None,
     )
 
 

@@ -1,0 +1,133 @@
+"""What a run's report says of its verification against an audit source: the source's name without a
+credential, each call's verdict, and the writes nobody approved with their actor, every string from
+the log made visible and within the queue's limits."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from reviewer.audit.checks import verify_run
+from reviewer.audit.inputs import AuditInput
+from reviewer.audit.registry import AuditSource, audit_source
+from reviewer.audit.reported import TEXT_LIMIT, reported_audit, unreadable_audit
+from reviewer.queue.messages import MAX_UNPLANNED_LISTED, AuditVerification
+from reviewer.reading.audit_matching import AuditMatch, CallInLog, SentCall
+from reviewer.reading.audit_rows import AuditRow, MalformedLine
+
+AT = datetime(2026, 12, 2, 1, 0, tzinfo=UTC)
+CALL = SentCall(1, "create_ticket", "POST", "/v1/tickets", (), 201, ("rid-1",))
+MATCHED = AuditRow("access.log:3", AT, "POST", "/v1/tickets", status=201, request_ids=("rid-1",))
+
+
+def hostile_row(index: int = 0) -> AuditRow:
+    return AuditRow(
+        where=f"access.log:{10 + index}",
+        time=AT,
+        method="DELETE",
+        path="/v1/tickets/t2\x1b[2J" + "x" * 2_000,
+        query="force=1",
+        status=204,
+        request_ids=("other\u202e-id",),
+        actor="mallory\x1b]0;owned\x07",
+    )
+
+
+def match(unplanned: tuple[AuditRow, ...], **counts: int) -> AuditMatch:
+    return AuditMatch(
+        calls=(CallInLog(CALL, "matched", MATCHED, "request id"),),
+        unplanned=unplanned,
+        rows_read=counts.get("rows_read", 5),
+        rows_in_window=counts.get("rows_in_window", 5),
+        dry_runs_in_window=0,
+        malformed_count=counts.get("malformed_count", 0),
+        malformed=(MalformedLine("access.log:7", "not JSON"),) if counts.get("malformed_count") else (),
+    )
+
+
+def test_the_writes_nobody_approved_are_reported_with_their_actor_made_visible_and_clipped() -> None:
+    reported = reported_audit(match((hostile_row(),)), "access-log:/var/log/nginx/api.json")
+    TypeAdapter(AuditVerification).validate_python(reported, strict=True)  # the queue takes it
+    assert reported["source"] == "access-log:/var/log/nginx/api.json"
+    assert reported["calls"] == [
+        {"seq": 1, "verdict": "matched", "where": "access.log:3", "matched_by": "request id"}
+    ]
+    (write,) = reported["unplanned"]
+    assert write["method"] == "DELETE" and write.get("status") == 204
+    assert write.get("actor") == "mallory\\x1b]0;owned\\x07"
+    assert write.get("request_id") == "other\\u202e-id"
+    assert write["path"].startswith("/v1/tickets/t2\\x1b[2J") and len(write["path"]) == TEXT_LIMIT
+    assert write.get("time") == AT.isoformat() and write.get("where") == "access.log:10"
+    assert reported["unplanned_count"] == 1 and reported["complete"]
+    assert "problem" not in reported
+
+
+def test_past_the_listed_writes_the_rest_are_counted() -> None:
+    rows = tuple(hostile_row(index) for index in range(MAX_UNPLANNED_LISTED + 5))
+    reported = reported_audit(match(rows), "k8s:audit.log")
+    assert len(reported["unplanned"]) == MAX_UNPLANNED_LISTED
+    assert reported["unplanned_count"] == MAX_UNPLANNED_LISTED + 5
+
+
+def test_a_log_that_cannot_vouch_says_why() -> None:
+    empty = reported_audit(match((), rows_in_window=0, rows_read=40), "access-log:a.log")
+    assert not empty["complete"] and empty.get("problem") == "no entries in the run's window (40 read)"
+    broken = reported_audit(match((), malformed_count=3), "access-log:a.log")
+    assert broken.get("problem") == "3 lines could not be read, first access.log:7 (not JSON)"
+    unread = unreadable_audit("sample:https://api.example/v1/audit", "answered 401, not 200")
+    assert unread == {
+        "source": "sample:https://api.example/v1/audit",
+        "complete": False,
+        "calls": [],
+        "unplanned": [],
+        "unplanned_count": 0,
+        "problem": "could not be read: answered 401, not 200",
+    }
+
+
+def test_a_url_sources_name_leaves_its_credentials_out() -> None:
+    """A token in the URL's query or user info never reaches the report (which carries the name)."""
+    for spec in (
+        "jsonl:https://logs.example/api?access_token=s3cr3t",
+        "jsonl:https://u:s3cr3t@logs.example/api",
+    ):
+        source = audit_source(spec)
+        assert source.name == "jsonl:https://logs.example/api"
+        assert "s3cr3t" not in str(reported_audit(match(()), source.name))
+
+
+class _Run:
+    """A real run that sent nothing, as `verify_run` reads it."""
+
+    approval = SimpleNamespace(
+        proposal=SimpleNamespace(target=SimpleNamespace(base_url="http://127.0.0.1:1"))
+    )
+
+    def executed_calls(self) -> list[Any]:
+        return []
+
+    def request_ids(self) -> list[dict[str, Any]]:
+        return []
+
+    def tool_spans(self) -> list[dict[str, Any]]:
+        return []
+
+
+def broken_reader(source: AuditInput, mapping: Mapping[str, str]) -> Iterator[AuditRow | MalformedLine]:
+    raise RuntimeError("a package's reader with a bug")
+    yield  # a generator, as readers are
+
+
+def test_a_reader_that_fails_in_its_own_way_leaves_the_report_saying_so() -> None:
+    """A kind a package added may raise anything: the run's report still goes, saying the log was not read."""
+    source = AuditSource("plugged", broken_reader, AuditInput("/var/log/x.log"))
+    result, reported = verify_run(_Run(), source)
+    assert result is None and not reported["complete"]
+    assert (
+        reported.get("problem")
+        == "could not be read: its reader failed: RuntimeError: a package's reader with a bug"
+    )
