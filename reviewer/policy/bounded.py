@@ -52,6 +52,11 @@ WORKER_START_LIMIT: Final = 60.0
 """Seconds a worker may take to start and compile the policy (not counted in a plan's deadline)."""
 
 
+class EvaluatorClosed(Exception):
+    """The evaluator was closed (the queue stops) before the plan was decided: there is no verdict,
+    not even a fail-closed one, for a shutdown is no reason to reject or ask more of a plan."""
+
+
 @dataclass(frozen=True)
 class RuleOutcome:
     """What one rule gave on the plan, and what it cost; `holds` is None when it raised."""
@@ -156,17 +161,17 @@ class PolicyEvaluator:
                         f"for a plan of {len(body) / 1e6:,.1f} MB)"
                     )
             if self._closed:
-                why = "not decided: the queue stopped"
-            else:
-                with contextlib.suppress(OSError):  # closed meanwhile
-                    self._give_back(self._start())
+                raise EvaluatorClosed("the policy evaluator stopped before the plan was decided")
+            with contextlib.suppress(OSError):  # closed meanwhile
+                self._give_back(self._start())
         if proposal is None:
             proposal = scan_proposal(body, "stored proposal")
         verdict = fail_closed(self.policy, proposal, outcomes, why, signing=self.signing)
         return BoundedVerdict(verdict, outcomes, time.monotonic() - start, False, running, values_seconds)
 
     def close(self) -> None:
-        """Stop every worker, those evaluating too (their plans fail closed), and start no more."""
+        """Stop every worker, those evaluating too (their evaluations raise `EvaluatorClosed`: a
+        shutdown decides nothing), and start no more."""
         with self._lock:
             self._closed = True
             workers, self._idle = list(self._started.values()), []

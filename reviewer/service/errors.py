@@ -104,6 +104,13 @@ class IdempotencyMismatch(ServiceError):
     code = "idempotency_key_reused"
 
 
+class Unavailable(ServiceError):
+    """The service is stopping and cannot judge the request now: nothing was written, try later."""
+
+    status = 503
+    code = "unavailable"
+
+
 class DatabaseUnusable(Exception):
     """The queue's database cannot be used as it is: missing, unreachable, or of another schema.
 

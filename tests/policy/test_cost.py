@@ -7,6 +7,7 @@ service answers other requests while an evaluation runs. Walks over the calls ar
 
 from __future__ import annotations
 
+import asyncio
 import re
 import subprocess
 import sys
@@ -20,11 +21,14 @@ import httpx
 import pytest
 
 from reviewer.plan.proposal import scan_proposal
-from reviewer.policy.bounded import PolicyEvaluator, RuleOutcome, fail_closed
+from reviewer.policy.bounded import EvaluatorClosed, PolicyEvaluator, RuleOutcome, fail_closed
 from reviewer.policy.expressions import EvaluationError, compile_expression, context
 from reviewer.policy.file import parse_policy
 from reviewer.policy.quorum import Requirement
 from reviewer.policy.verdict import evaluate, needs
+from reviewer.service.app import create_app
+from reviewer.service.auth import hash_token, mint_token
+from reviewer.service.store.opener import open_store
 from tests.builders import proposal_document
 from tests.queue_harness import Service, body, proposal, unique_id
 
@@ -437,12 +441,30 @@ def test_a_rule_that_builds_past_the_memory_bound_fails_closed_and_says_so() -> 
         evaluator.close()
 
 
+SLOW_REJECT = f"""\
+[[rules]]
+name = "slow reject"
+when = '{SLOW}'
+reject = "never"
+"""
+"""A reject rule that outlives any test: undecided, it would reject the plan."""
+
+
 def test_closing_the_evaluator_stops_its_workers_evaluating_or_idle_and_starts_no_more() -> None:
+    """A shutdown decides nothing: the evaluation it cuts short raises, where failing closed would
+    have rejected the plan (its `reject` rule undecided) for good."""
     import os
 
-    evaluator = PolicyEvaluator(parse_policy(POLICY), 120.0, workers=1)
+    evaluator = PolicyEvaluator(parse_policy(POLICY + SLOW_REJECT), 120.0, workers=1)
     results: list[Any] = []
-    evaluating = threading.Thread(target=lambda: results.append(evaluator.evaluate(body(slow_plan()))))
+
+    def evaluate_slow_plan() -> None:
+        try:
+            results.append(evaluator.evaluate(body(slow_plan())))
+        except EvaluatorClosed as closed:
+            results.append(closed)
+
+    evaluating = threading.Thread(target=evaluate_slow_plan)
     try:
         evaluating.start()
         wait_for(lambda: evaluator._started, limit=60)
@@ -454,8 +476,41 @@ def test_closing_the_evaluator_stops_its_workers_evaluating_or_idle_and_starts_n
     assert all(worker.process.returncode is not None for worker in workers)
     assert not set(children(os.getpid())) & {worker.process.pid for worker in workers}
     assert evaluator._started == {}, "a worker was started after close"
-    assert not results[0].finished
-    assert "not decided: the queue stopped" in needs(results[0].verdict)
+    assert len(results) == 1 and isinstance(results[0], EvaluatorClosed), f"a verdict: {results}"
+    with pytest.raises(EvaluatorClosed):
+        evaluator.evaluate(body(slow_plan(10)))
+
+
+def test_a_submission_the_stopping_queue_cannot_judge_is_answered_503_and_not_stored(tmp_path: Path) -> None:
+    """Not a `policy:` rejection written for good: the agent submits again, to a queue that runs."""
+    policy = parse_policy('[[rules]]\nname = "all"\nwhen = "true"\nreject = "no"\n')
+    store = open_store(
+        tmp_path / "queue.sqlite3",
+        clock=time.time,
+        pending_ttl=600,
+        approval_ttl=60,
+        policy=policy,
+        create=True,
+    )
+    store.policy_evaluator = PolicyEvaluator(policy)
+    store.policy_evaluator.close()
+    token = mint_token()
+    store.create_token("agent", "agent", hash_token(token))
+    app = create_app(None, store=store)
+
+    async def submit_then_read() -> tuple[httpx.Response, httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        headers = {"Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(transport=transport, base_url="http://queue", headers=headers) as client:
+            submitted = await client.post("/v1/proposals", content=body(proposal("stopping")))
+            return submitted, await client.get("/v1/proposals/stopping/decision")
+
+    try:
+        submitted, decision = asyncio.run(submit_then_read())
+    finally:
+        store.close()
+    assert (submitted.status_code, submitted.json()["error"]) == (503, "unavailable"), submitted.text
+    assert decision.status_code == 404, decision.text
 
 
 def test_the_service_stops_its_evaluating_processes_when_it_stops(tmp_path: Path) -> None:

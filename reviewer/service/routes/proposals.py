@@ -42,7 +42,7 @@ def etag_matches(if_none_match: str | None, etag: str) -> bool:
     "/v1/proposals",
     status_code=201,
     response_model=SubmissionAnswer,
-    responses={200: {"model": SubmissionAnswer}, **errors(400, 403, 409, 413, 415)},
+    responses={200: {"model": SubmissionAnswer}, **errors(400, 403, 409, 413, 415, 503)},
     openapi_extra=json_body("Proposal"),
 )
 async def submit(request: Request, identity: Caller, store: Store) -> Response:

@@ -7,11 +7,13 @@ from __future__ import annotations
 from typing import Final
 
 from reviewer.plan.proposal import Proposal, scan_proposal
+from reviewer.policy.bounded import EvaluatorClosed
 from reviewer.policy.quorum import Requirement
 from reviewer.policy.verdict import ChangeRequest, Verdict, evaluate
 from reviewer.queue.messages import Decision, DecisionRequest, DecisionState, State, TrailEvent
 from reviewer.service import rules
 from reviewer.service.auth import Identity
+from reviewer.service.errors import Unavailable
 from reviewer.service.rules import Row
 from reviewer.service.signed_decisions import (
     CastDecision,
@@ -65,9 +67,13 @@ def evaluate_policy(
     asked: tuple[ChangeRequest, ...],
 ) -> Verdict:
     """The policy's verdict on the proposal whose JSON is `body` (parsed as `proposal`, if given),
-    after the changes `asked` of its earlier revisions."""
+    after the changes `asked` of its earlier revisions. The queue stopping meanwhile is a 503, not a
+    verdict: the caller's transaction writes nothing and the agent submits again."""
     if store.policy_evaluator is not None:
-        return store.policy_evaluator.verdict(bytes(body), proposal, asked)
+        try:
+            return store.policy_evaluator.verdict(bytes(body), proposal, asked)
+        except EvaluatorClosed as closed:
+            raise Unavailable("the queue is stopping; submit the plan again") from closed
     if proposal is None:
         proposal = scan_proposal(bytes(body), "stored proposal")
     return evaluate(store.policy, proposal, signing=store.policy_signing is not None, changes_requested=asked)
