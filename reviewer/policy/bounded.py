@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
 import signal
 import socket
@@ -28,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import msgspec
 
@@ -36,6 +37,8 @@ from reviewer.plan.proposal import Proposal, scan_proposal
 from reviewer.policy.expressions import DEFAULT_DEADLINE, EvaluationError, Expression
 from reviewer.policy.file import Policy, PolicyRule
 from reviewer.policy.verdict import ChangeRequest, Verdict, evaluate
+
+log = logging.getLogger(__name__)
 
 DEFAULT_WORKERS: Final = 2
 MEMORY_PER_PLAN_BYTE: Final = 40
@@ -99,6 +102,7 @@ class PolicyEvaluator:
         self._started: dict[int, _Worker] = {}
         """Every worker not yet stopped, idle or evaluating, by process id: `close` stops them all."""
         self._closed = False
+        self._warned_capped = False
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(workers)
         self._starter = ThreadPoolExecutor(1, thread_name_prefix="policy-workers")
@@ -119,7 +123,7 @@ class PolicyEvaluator:
         with self._slots:
             outcomes: dict[int, RuleOutcome] = {}
             running = values_seconds = None
-            memory: int | None = None
+            memory: _MemoryBound | None = None
             ended = False
             why = f"not decided within the {self.deadline:g} s deadline"
             start = time.monotonic()
@@ -136,6 +140,7 @@ class PolicyEvaluator:
                     message = worker.connection.recv()
                     if message[0] == "memory":
                         memory = message[1]
+                        self._warn_if_capped(memory)
                         continue
                     if message[0] == "start":
                         running = message[1]
@@ -156,9 +161,10 @@ class PolicyEvaluator:
             if worker is not None:
                 self._stop(worker, grace=WORKER_EXIT_GRACE if ended else 0.0)
                 if memory is not None and worker.process.returncode in (-signal.SIGABRT, _OUT_OF_MEMORY):
+                    capped = ", capped by the service's hard address-space limit" if memory.capped else ""
                     why = (
-                        f"not decided: the evaluation passed its memory limit ({memory / 1e6:,.0f} MB "
-                        f"for a plan of {len(body) / 1e6:,.1f} MB)"
+                        f"not decided: the evaluation passed its memory limit ({memory.allowed / 1e6:,.0f} MB"
+                        f"{capped} for a plan of {len(body) / 1e6:,.1f} MB)"
                     )
             if self._closed:
                 raise EvaluatorClosed("the policy evaluator stopped before the plan was decided")
@@ -168,6 +174,17 @@ class PolicyEvaluator:
             proposal = scan_proposal(body, "stored proposal")
         verdict = fail_closed(self.policy, proposal, outcomes, why, signing=self.signing)
         return BoundedVerdict(verdict, outcomes, time.monotonic() - start, False, running, values_seconds)
+
+    def _warn_if_capped(self, memory: _MemoryBound | None) -> None:
+        """Say once that the hard address-space limit, not the plan's size, bounds the workers."""
+        if memory is None or not memory.capped or self._warned_capped:
+            return
+        self._warned_capped = True
+        log.warning(
+            "the hard address-space limit (ulimit -v) leaves a policy worker %.0f MB for a plan, "
+            "less than it would allow; a plan that needs more is not decided and fails closed",
+            memory.allowed / 1e6,
+        )
 
     def close(self) -> None:
         """Stop every worker, those evaluating too (their evaluations raise `EvaluatorClosed`: a
@@ -353,19 +370,30 @@ def _serve_evaluations(descriptor: int) -> None:
         return  # the parent closed the socket: it stopped this worker, or stops
 
 
-def _limit_memory(plan_bytes: int) -> int | None:
+class _MemoryBound(NamedTuple):
+    allowed: int
+    """The bound's bytes beyond what the worker held."""
+    capped: bool
+    """True when the hard limit the service was started under (`ulimit -v`) is below what the
+    worker would allow: the bound is that limit, and `allowed` may be 0."""
+
+
+def _limit_memory(plan_bytes: int) -> _MemoryBound | None:
     """Bound this worker's address space for one plan: what it holds now (the plan's JSON
-    included), `MEMORY_PER_PLAN_BYTE` times the plan, and `MEMORY_HEADROOM`; the bound's bytes
-    beyond what it held (None where there is no /proc to read it from: not Linux, no bound).
-    Past it an allocation fails: the binding aborts, Python raises."""
+    included), `MEMORY_PER_PLAN_BYTE` times the plan, and `MEMORY_HEADROOM`, never past the hard
+    limit (None where there is no /proc to read it from: not Linux, no bound). Past it an
+    allocation fails: the binding aborts, Python raises."""
     import resource
 
     if sys.platform != "linux":
         return None
     held = _address_space()
-    allowed = MEMORY_PER_PLAN_BYTE * plan_bytes + MEMORY_HEADROOM
-    resource.setrlimit(resource.RLIMIT_AS, (held + allowed, resource.getrlimit(resource.RLIMIT_AS)[1]))
-    return allowed
+    wanted = held + MEMORY_PER_PLAN_BYTE * plan_bytes + MEMORY_HEADROOM
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    capped = hard != resource.RLIM_INFINITY and wanted > hard
+    bound = hard if capped else wanted
+    resource.setrlimit(resource.RLIMIT_AS, (bound, hard))
+    return _MemoryBound(max(bound - held, 0), capped)
 
 
 def _address_space() -> int:

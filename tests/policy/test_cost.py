@@ -8,6 +8,7 @@ service answers other requests while an evaluation runs. Walks over the calls ar
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import subprocess
 import sys
@@ -439,6 +440,51 @@ def test_a_rule_that_builds_past_the_memory_bound_fails_closed_and_says_so() -> 
         assert evaluator.evaluate(body(document)).finished, "no worker after the one that ran out"
     finally:
         evaluator.close()
+
+
+UNDER_A_HARD_LIMIT = """\
+import json, sys
+from reviewer.policy.bounded import PolicyEvaluator
+from reviewer.policy.file import parse_policy
+from reviewer.policy.verdict import needs
+plan = sys.stdin.buffer.read()
+answers = []
+for source in json.loads(sys.argv[1]):
+    evaluator = PolicyEvaluator(parse_policy(source), 60.0, workers=1)
+    try:
+        result = evaluator.evaluate(plan)
+    finally:
+        evaluator.close()
+    answers.append([result.finished, needs(result.verdict)])
+print(json.dumps(answers))
+"""
+"""Each policy of argv[1] evaluated on the plan read from stdin: whether it finished, and what it needs."""
+
+
+def test_a_worker_under_a_hard_memory_limit_below_its_bound_evaluates_within_that_limit() -> None:
+    """`ulimit -v` below what a worker would allow itself: the bound is the hard limit (setting
+    it past that raised in the worker, and every plan failed closed), and a rule that builds past
+    it says the hard limit capped it."""
+    import resource
+
+    document = proposal(unique_id("capped"), calls=1)
+    document["calls"][0]["args"]["items"] = list(range(20_000))
+    small = '[[rules]]\nname = "small"\nwhen = "plan.counts.update >= 0"\napprovals = 2\n'
+    huge = f"[[rules]]\nname = 'huge'\nwhen = '{HUGE}'\napprovals = 3\n"
+    hard = 200 * 1024 * 1024  # a worker holds about 60 MB: less than its 256 MB of headroom is left
+    run = subprocess.run(
+        [sys.executable, "-c", UNDER_A_HARD_LIMIT, json.dumps([small, huge])],
+        input=body(document),
+        capture_output=True,
+        timeout=120,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (hard, hard)),
+    )
+    assert run.returncode == 0, run.stderr.decode()[-2000:]
+    (small_finished, small_needs), (huge_finished, huge_needs) = json.loads(run.stdout)
+    assert small_finished, small_needs
+    assert not huge_finished
+    assert "capped by the service's hard address-space limit" in huge_needs, huge_needs
+    assert "less than it would allow" in run.stderr.decode(), "the operator was not told"
 
 
 SLOW_REJECT = f"""\
