@@ -219,7 +219,11 @@ class PolicyEvaluator:
             if not worker.alive():
                 self._stop(worker)
                 worker = None
-        if not worker.connection.poll(WORKER_START_LIMIT) or worker.connection.recv() != "ready":
+        try:
+            ready = worker.connection.poll(WORKER_START_LIMIT) and worker.connection.recv() == "ready"
+        except (EOFError, OSError):  # it ended before it was ready
+            ready = False
+        if not ready:
             self._stop(worker)
             raise OSError("the evaluating process did not start")
         return worker
@@ -328,9 +332,13 @@ class _Worker:
                 stdin=subprocess.DEVNULL,
                 env={**os.environ, "RUST_BACKTRACE": "0"},  # a rule out of memory: one line, not a trace
             )
-        connection = Connection(ours.detach())
-        connection.send((policy, signing))
-        return cls(process, connection)
+        worker = cls(process, Connection(ours.detach()))
+        try:
+            worker.connection.send((policy, signing))
+        except OSError:  # it ended already
+            worker.stop()
+            raise
+        return worker
 
     def alive(self) -> bool:
         return self.process.poll() is None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import subprocess
 import sys
@@ -24,7 +25,7 @@ import pytest
 from reviewer.plan.proposal import scan_proposal
 from reviewer.policy.bounded import EvaluatorClosed, PolicyEvaluator, RuleOutcome, fail_closed
 from reviewer.policy.expressions import EvaluationError, compile_expression, context
-from reviewer.policy.file import parse_policy
+from reviewer.policy.file import Policy, parse_policy
 from reviewer.policy.quorum import Requirement
 from reviewer.policy.verdict import evaluate, needs
 from reviewer.service.app import create_app
@@ -442,10 +443,37 @@ def test_a_rule_that_builds_past_the_memory_bound_fails_closed_and_says_so() -> 
         evaluator.close()
 
 
+class _EndsTheWorkerThatLoadsIt(Policy):
+    """A policy that a worker cannot load: unpickling it ends the worker before it is ready."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os._exit, (3,))
+
+
+def test_a_worker_that_ends_before_it_is_ready_is_reaped_and_forgotten() -> None:
+    policy = parse_policy('[[rules]]\nname = "u"\nwhen = "plan.counts.update >= 0"\napprovals = 2\n')
+    ending = _EndsTheWorkerThatLoadsIt(**vars(policy))
+    evaluator = PolicyEvaluator(ending, 60.0, workers=1)
+    started: list[Any] = []
+    start = evaluator._start
+    evaluator._start = lambda: started.append(start()) or started[-1]  # type: ignore[method-assign]
+    try:
+        result = evaluator.evaluate(body(proposal(unique_id("ends"))))
+        assert not result.finished
+        assert result.verdict.requirement.approvals == 2, "the plan did not fail closed"
+        kept = {worker.process.pid for worker in evaluator._idle}
+        assert set(evaluator._started) == kept, "a worker that never started is still counted"
+        ended = [worker for worker in started if worker.process.pid not in kept]
+        assert ended and all(worker.process.returncode == 3 for worker in ended), "not reaped"
+    finally:
+        evaluator.close()
+    assert evaluator._started == {}
+
+
 UNDER_A_HARD_LIMIT = """\
 import json, sys
 from reviewer.policy.bounded import PolicyEvaluator
-from reviewer.policy.file import parse_policy
+from reviewer.policy.file import Policy, parse_policy
 from reviewer.policy.verdict import needs
 plan = sys.stdin.buffer.read()
 answers = []
@@ -499,7 +527,6 @@ reject = "never"
 def test_closing_the_evaluator_stops_its_workers_evaluating_or_idle_and_starts_no_more() -> None:
     """A shutdown decides nothing: the evaluation it cuts short raises, where failing closed would
     have rejected the plan (its `reject` rule undecided) for good."""
-    import os
 
     evaluator = PolicyEvaluator(parse_policy(POLICY + SLOW_REJECT), 120.0, workers=1)
     results: list[Any] = []
