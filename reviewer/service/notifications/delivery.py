@@ -155,13 +155,13 @@ class Deliverer:
     def _run(self, target: str) -> None:
         while not self._stopping.is_set():
             tried = 0
+            self._wakes[target].clear()  # before looking: a wake from here on is looked for again
             try:
                 tried = self._deliver_batch(target)
             except Exception:  # a database hiccup must not end notifications for good
                 log.exception("delivering notifications to %s failed; trying again", target)
             if tried < BATCH:
                 self._wakes[target].wait(self.poll_interval)
-                self._wakes[target].clear()
 
     def next_sweep_at(self, last_sweep: float) -> float:
         """When the sweep looks again: a sweep interval after `last_sweep`, or sooner when a proposal's
@@ -174,10 +174,13 @@ class Deliverer:
     def _sweep_loop(self) -> None:
         """Sweep when `next_sweep_at` says, asking again whenever an event committed here (a new
         proposal, a decision) may have brought a deadline sooner than the one waited for; a time
-        once waited for is never put off by asking again (its deadline no longer counts as next)."""
+        once waited for is never put off by asking again (its deadline no longer counts as next).
+        The wake is cleared before the deadlines are read, never between the read and the wait: a
+        wake after the read ends the wait at once, and the deadline it brought is read again."""
         last_sweep = self.clock()
         due = last_sweep + self.sweep_interval
         while not self._stopping.is_set():
+            self._sweep_wake.clear()
             try:
                 if self.clock() >= due:
                     last_sweep = self.clock()
@@ -190,7 +193,6 @@ class Deliverer:
                 log.exception("looking for reminders and unreported runs failed; trying again")
                 due = self.clock() + self.sweep_interval
             self._sweep_wake.wait(max(due - self.clock(), 0.0))
-            self._sweep_wake.clear()
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the threads after their current attempt (bounded by the attempt's timeout)."""

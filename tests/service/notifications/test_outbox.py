@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -20,13 +21,14 @@ import pytest
 from reviewer.queue.messages import ClaimRequest, DecisionRequest
 from reviewer.service.auth import Identity
 from reviewer.service.bodies import parse_report, submission
-from reviewer.service.notifications.delivery import Deliverer, next_attempt, retry_delay
+from reviewer.service.notifications.delivery import PAST_DEADLINE, Deliverer, next_attempt, retry_delay
 from reviewer.service.notifications.sender import NotifyRefused
 from reviewer.service.notifications.signature import verify
 from reviewer.service.notifications.targets import split_events
 from reviewer.service.notifications.webhook import WebhookSender
 from reviewer.service.store import SCHEMA_VERSION, Notifying, QueueStore, StoreSettings, events
 from reviewer.service.store.opener import open_store
+from reviewer.service.store.proposals import ListVersion
 from reviewer.service.store.sqlite import OUTBOX_SCHEMA, SCHEMA, SQLiteStore
 from tests.queue_harness import body, proposal
 from tests.service.notifications.receiver import Receiver
@@ -532,3 +534,58 @@ def test_a_calls_status_is_read_from_its_bytes_as_from_a_dict() -> None:
     ]:
         assert events.call_status(call) == status
         assert events.call_status(msgspec.Raw(msgspec.json.encode(call))) == status
+
+
+class _WakeLandsAfterTheRead(threading.Event):
+    """The sweep's wake, for a test that drives the loop in its own thread: once `arm`ed (by a read
+    of the deadlines), the next clear or wait first lets `land` commit an event and wake the sweep,
+    as a request on another thread would. A wait never blocks: it records how long it would have
+    waited and whether a wake would have ended it at once, and the second one stops the loop."""
+
+    def __init__(self, land: Callable[[], None], stop: Callable[[], None]) -> None:
+        super().__init__()
+        self.land, self.stop = land, stop
+        self.armed = False
+        self.waits: list[tuple[float | None, bool]] = []
+
+    def _land_if_armed(self) -> None:
+        if self.armed:
+            self.armed = False
+            self.land()
+
+    def clear(self) -> None:
+        self._land_if_armed()
+        super().clear()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self._land_if_armed()
+        self.waits.append((timeout, self.is_set()))
+        if len(self.waits) == 2:
+            self.stop()
+        return self.is_set()
+
+
+def test_a_wake_landing_after_the_sweep_read_its_deadlines_brings_the_earlier_one_forward(
+    queue: Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A proposal submitted just after the sweep read the next deadline (none yet) and before it
+    waits: that wait ends at once, and the next one lasts until the new proposal's pending time
+    (3600 s), not the sweep interval (7200 s). A clear between the read and the wait would lose it."""
+    deliverer = Deliverer(queue.store, [queue.sender], clock=queue.clock, sweep_interval=7200)
+
+    def land() -> None:
+        queue.submit("submitted-meanwhile")
+        deliverer.wake()  # as the store does once the submission committed
+
+    wake = _WakeLandsAfterTheRead(land, deliverer._stopping.set)
+    deliverer._sweep_wake = wake
+    read = queue.store.list_version
+
+    def read_then_arm() -> ListVersion:
+        version = read()
+        wake.armed = not wake.waits
+        return version
+
+    monkeypatch.setattr(queue.store, "list_version", read_then_arm)
+    deliverer._sweep_loop()
+    assert wake.waits == [(7200, True), (pytest.approx(3600 + PAST_DEADLINE), False)]
