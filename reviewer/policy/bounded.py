@@ -5,12 +5,14 @@ thread of the service stops its event loop for as long as the plan makes it last
 evaluation runs in a worker process (a small pool, started on first use and kept), which reports
 every rule's outcome as it is decided. Past the deadline the worker is killed and replaced, and the
 plan fails closed: every rule not yet decided fails (`EvaluationError`, so the verdict names it and
-why), and the requirement is made at least what each of those rules asks when it matches; an
-undecided `reject` rule asks the strictest quorum any table or rule of the policy asks, signed.
+why), as a rule that raises does (`fail_closed`): it asks at least what it asks when it matches, and
+an undecided `reject` rule rejects. A shutdown is no such failure: an evaluation `close` cuts short
+raises `EvaluatorClosed`, and nothing is decided.
 
 A worker's memory is bounded too: for each plan it may grow by `MEMORY_PER_PLAN_BYTE` times the
-plan's JSON plus `MEMORY_HEADROOM` (its address space, `RLIMIT_AS`); a rule that builds past that
-ends the worker, and the plan fails closed as past the deadline, the reason saying so.
+plan's JSON plus `MEMORY_HEADROOM` (its address space, `RLIMIT_AS`, never past the hard limit); a
+rule that builds past that ends the worker, and the plan fails closed as past the deadline, the
+reason saying so.
 """
 
 from __future__ import annotations
