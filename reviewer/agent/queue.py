@@ -11,6 +11,7 @@ from typing import Any, Final
 
 import httpx
 import msgspec
+from pydantic import ValidationError
 
 from reviewer.agent.audit import HttpAuditLog
 from reviewer.agent.errors import (
@@ -30,7 +31,7 @@ from reviewer.audit.checks import verify_run
 from reviewer.audit.registry import AuditSource
 from reviewer.plan.proposal import MAX_STRING_CHARS, Proposal, plan_sha256
 from reviewer.queue.client import ClaimRefused, NotFound, QueueClient, QueueError, StaleRevision
-from reviewer.queue.messages import DecisionState, ExecutionReport, SubmissionAnswer
+from reviewer.queue.messages import AuditVerification, DecisionState, ExecutionReport, SubmissionAnswer
 from reviewer.signing.allowed_signers import AllowedSigners
 from reviewer.signing.signed_approvals import SignedStatement, check_signed_approvals
 
@@ -222,13 +223,23 @@ class QueueAgent:
         Safe to call again when an answer was lost: every report of one execution carries the same
         Idempotency-Key, so the queue stores it once and answers a retry with the first answer.
         """
-        note = None
-        if execution.stop is not None:
-            note = f"stopped before call {execution.stop.position}: {execution.stop.reason}"
-        elif execution.failure is not None:
-            note = f"the run {execution.ended}: {execution.failure}"
-        elif execution.unexecuted:
-            note = f"the run made {len(execution.executed)} of the plan's {len(execution.plan)} calls"
+        note = _run_note(execution)
+        audit = execution.audit_verification
+        try:
+            return await self._send_report(execution, note, audit)
+        except ValidationError as invalid:
+            if audit is None:
+                raise
+            why = (
+                f"the audit verification against {audit.get('source', 'its source')} was left out: "
+                f"it does not fit the report ({invalid.error_count()} errors, first at "
+                f"{'.'.join(map(str, invalid.errors()[0]['loc']))})"
+            )
+            return await self._send_report(execution, f"{note}; {why}" if note else why, None)
+
+    async def _send_report(
+        self, execution: Execution, note: str | None, audit: AuditVerification | None
+    ) -> DecisionState:
         report = ExecutionReport(
             revision=execution.approval.revision,
             plan_sha256=execution.approval.plan_sha256,
@@ -239,7 +250,7 @@ class QueueAgent:
             audit_log=list(execution.audit_lines) if execution.audit_available else None,
             note=note[:MAX_STRING_CHARS] if note else None,
             request_ids=execution.request_ids() or None,
-            audit=execution.audit_verification,
+            audit=audit,
         )
         return await self.client.report_execution(
             execution.approval.proposal_id, report, idempotency_key=execution.report_key
@@ -286,6 +297,17 @@ class QueueAgent:
             raise NotApproved(
                 state.proposal_id, revision, "the queue holds another plan under this revision number"
             )
+
+
+def _run_note(execution: Execution) -> str | None:
+    """How the run ended when it did not make every call: the report's note."""
+    if execution.stop is not None:
+        return f"stopped before call {execution.stop.position}: {execution.stop.reason}"
+    if execution.failure is not None:
+        return f"the run {execution.ended}: {execution.failure}"
+    if execution.unexecuted:
+        return f"the run made {len(execution.executed)} of the plan's {len(execution.plan)} calls"
+    return None
 
 
 def _why_not(state: DecisionState) -> str:
