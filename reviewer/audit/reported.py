@@ -56,6 +56,18 @@ def unreadable_audit(source_name: str, error: str) -> AuditVerification:
     )
 
 
+def late_audit(source_name: str, seconds: float) -> AuditVerification:
+    """A source not read to its end in time after the run: the report went without waiting longer."""
+    return AuditVerification(
+        source=_text(source_name),
+        complete=False,
+        calls=[],
+        unplanned=[],
+        unplanned_count=0,
+        problem=f"not read in time: still reading after {seconds:g} s, the report was sent without it",
+    )
+
+
 def unplanned_write(row: AuditRow) -> UnplannedWrite:
     """One log entry as the report lists it: what, status, request id, actor, time, where."""
     write = UnplannedWrite(

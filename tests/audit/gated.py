@@ -12,7 +12,6 @@ import msgspec
 import pytest
 
 from reviewer.agent import QueueAgent, RunStopped
-from reviewer.audit.registry import AuditSource
 from reviewer.queue.client import QueueClient
 from reviewer.queue.messages import StoredExecution
 from reviewer.sample_api import tools
@@ -25,11 +24,11 @@ def gated_run(
     api_url: str,
     proposal_id: str,
     during_the_run: Any = None,
-    audit_source: AuditSource | None = None,
+    **execute: Any,
 ) -> None:
-    """Dry run through `api_url`, submit, approve, replay through it (held against `audit_source`, if
-    given); `during_the_run` is awaited after the run's first write was answered (between its claim and
-    its report)."""
+    """Dry run through `api_url`, submit, approve, replay through it (`execute` passed on to
+    `QueueAgent.execute`); `during_the_run` is awaited after the run's first write was answered
+    (between its claim and its report)."""
 
     pending = [during_the_run] if during_the_run is not None else []
 
@@ -51,7 +50,7 @@ def gated_run(
             await reviewer.decide(proposal_id, 1, answer.plan_sha256, "approve", "the 409 is expected")
             approval = await agent.wait_for_decision(proposal_id, 1, timeout=10)
             with pytest.raises(RunStopped, match="#4 delete_ticket 409"):
-                await agent.execute(approval, client=api, audit_source=audit_source)
+                await agent.execute(approval, client=api, **execute)
 
     asyncio.run(scenario())
 
