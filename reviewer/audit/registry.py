@@ -63,8 +63,8 @@ class AuditSource:
         """The log's rows, streamed; `AuditSourceUnreadable` when it cannot be read at all."""
         try:
             yield from self.reader(self.input, self.mapping)
-        except BadFieldMapping as error:
-            raise AuditSourceUnreadable(str(error)) from None
+        except (BadFieldMapping, AuditSourceUnreadable) as error:
+            raise AuditSourceUnreadable(self.input.redacted(str(error))) from None
 
 
 def audit_source(
