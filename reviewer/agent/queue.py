@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
@@ -11,6 +13,7 @@ from typing import Any, Final
 
 import httpx
 import msgspec
+from pydantic import ValidationError
 
 from reviewer.agent.audit import HttpAuditLog
 from reviewer.agent.errors import (
@@ -28,24 +31,46 @@ from reviewer.agent.ledger import AlreadyRun, Ledger, LedgerError
 from reviewer.agent.tools import GatedTool, WriteTool
 from reviewer.audit.checks import verify_run
 from reviewer.audit.registry import AuditSource
+from reviewer.audit.reported import late_audit
 from reviewer.plan.proposal import MAX_STRING_CHARS, Proposal, plan_sha256
 from reviewer.queue.client import ClaimRefused, NotFound, QueueClient, QueueError, StaleRevision
-from reviewer.queue.messages import DecisionState, ExecutionReport, SubmissionAnswer
+from reviewer.queue.messages import AuditVerification, DecisionState, ExecutionReport, SubmissionAnswer
+from reviewer.reading.audit_matching import AuditMatch
 from reviewer.signing.allowed_signers import AllowedSigners
 from reviewer.signing.signed_approvals import SignedStatement, check_signed_approvals
 
 DEFAULT_POLL_INTERVAL = 2.0
 DEFAULT_DECISION_TIMEOUT = 15 * 60.0
+DEFAULT_AUDIT_READ_TIMEOUT = 120.0
+"""How long a run's report waits for its audit source to be read (a URL's own timeout is per read)."""
 
 
 _INTERRUPTIONS: Final = (asyncio.CancelledError, KeyboardInterrupt, SystemExit)
 
 
-async def _audit_after_run(execution: Execution, source: AuditSource) -> None:
-    """The run against its audit source (read off the event loop), kept on the execution for its report."""
-    execution.audit_match, execution.audit_verification = await asyncio.to_thread(
-        verify_run, execution, source
-    )
+async def _audit_after_run(execution: Execution, source: AuditSource, timeout: float) -> None:
+    """The run against its audit source, kept on the execution for its report; read in a thread of its
+    own, for at most `timeout` seconds: a log that trickles in or a reader that hangs is left behind
+    (a daemon thread, which holds up neither the report nor the process's exit) and the report says
+    the log was not read in time."""
+    loop = asyncio.get_running_loop()
+    verified: asyncio.Future[tuple[AuditMatch | None, AuditVerification]] = loop.create_future()
+
+    def settle(outcome: tuple[AuditMatch | None, AuditVerification]) -> None:
+        if not verified.done():
+            verified.set_result(outcome)
+
+    def read() -> None:
+        outcome = verify_run(execution, source)
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits for it
+            loop.call_soon_threadsafe(settle, outcome)
+
+    threading.Thread(target=read, name=f"audit {source.name}", daemon=True).start()
+    try:
+        outcome = await asyncio.wait_for(verified, timeout)
+    except TimeoutError:
+        outcome = None, late_audit(source.name, timeout)
+    execution.audit_match, execution.audit_verification = outcome
 
 
 class QueueAgent:
@@ -142,6 +167,7 @@ class QueueAgent:
         allow_any_target: bool = False,
         request_id_header: str = DEFAULT_REQUEST_ID_HEADER,
         audit_source: AuditSource | None = None,
+        audit_read_timeout: float = DEFAULT_AUDIT_READ_TIMEOUT,
     ) -> Execution:
         """Claim the approval, run it for real, report the run whatever ends it, and raise unless it
         made every approved call successfully.
@@ -153,7 +179,8 @@ class QueueAgent:
         after a success, a stop, an exception from the task or framework, and a cancellation alike
         (shielded from a second cancellation), and the queue stores it under the claim whatever
         happened meanwhile. With an `audit_source`, the run is held against it before the report, which
-        carries the verification (the source's name, each call's verdict, the writes nobody approved).
+        carries the verification (the source's name, each call's verdict, the writes nobody approved);
+        a source still being read after `audit_read_timeout` seconds is left, and the report says so.
         Then `RunStopped` (its `execution` says which calls ran and how each
         ended) is raised for anything but a complete, successful run; a cancellation is raised as is.
         """
@@ -177,7 +204,7 @@ class QueueAgent:
         error = await execution.run(task if task is not None else partial(execution.replay, tools))
         if audit_source is not None and not isinstance(error, _INTERRUPTIONS):
             try:  # a cancellation while the log is read still lets the report go, below
-                await asyncio.shield(_audit_after_run(execution, audit_source))
+                await asyncio.shield(_audit_after_run(execution, audit_source, audit_read_timeout))
             except asyncio.CancelledError as cancelled:
                 error = cancelled
         try:
@@ -222,13 +249,23 @@ class QueueAgent:
         Safe to call again when an answer was lost: every report of one execution carries the same
         Idempotency-Key, so the queue stores it once and answers a retry with the first answer.
         """
-        note = None
-        if execution.stop is not None:
-            note = f"stopped before call {execution.stop.position}: {execution.stop.reason}"
-        elif execution.failure is not None:
-            note = f"the run {execution.ended}: {execution.failure}"
-        elif execution.unexecuted:
-            note = f"the run made {len(execution.executed)} of the plan's {len(execution.plan)} calls"
+        note = _run_note(execution)
+        audit = execution.audit_verification
+        try:
+            return await self._send_report(execution, note, audit)
+        except ValidationError as invalid:
+            if audit is None:
+                raise
+            why = (
+                f"the audit verification against {audit.get('source', 'its source')} was left out: "
+                f"it does not fit the report ({invalid.error_count()} errors, first at "
+                f"{'.'.join(map(str, invalid.errors()[0]['loc']))})"
+            )
+            return await self._send_report(execution, f"{note}; {why}" if note else why, None)
+
+    async def _send_report(
+        self, execution: Execution, note: str | None, audit: AuditVerification | None
+    ) -> DecisionState:
         report = ExecutionReport(
             revision=execution.approval.revision,
             plan_sha256=execution.approval.plan_sha256,
@@ -239,7 +276,7 @@ class QueueAgent:
             audit_log=list(execution.audit_lines) if execution.audit_available else None,
             note=note[:MAX_STRING_CHARS] if note else None,
             request_ids=execution.request_ids() or None,
-            audit=execution.audit_verification,
+            audit=audit,
         )
         return await self.client.report_execution(
             execution.approval.proposal_id, report, idempotency_key=execution.report_key
@@ -286,6 +323,17 @@ class QueueAgent:
             raise NotApproved(
                 state.proposal_id, revision, "the queue holds another plan under this revision number"
             )
+
+
+def _run_note(execution: Execution) -> str | None:
+    """How the run ended when it did not make every call: the report's note."""
+    if execution.stop is not None:
+        return f"stopped before call {execution.stop.position}: {execution.stop.reason}"
+    if execution.failure is not None:
+        return f"the run {execution.ended}: {execution.failure}"
+    if execution.unexecuted:
+        return f"the run made {len(execution.executed)} of the plan's {len(execution.plan)} calls"
+    return None
 
 
 def _why_not(state: DecisionState) -> str:

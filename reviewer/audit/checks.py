@@ -80,11 +80,13 @@ def audit_execution(
 def verify_run(execution: RealRun, source: AuditSource) -> tuple[AuditMatch | None, AuditVerification]:
     """`audit_execution`, and what the run's report says of it; a source that cannot be read is no
     match (None), and the report says why. So is a reader that fails in its own way (a kind a package
-    added): the run's report goes to the queue whatever the log did."""
+    added): the run's report goes to the queue whatever the log did. No secret of the location (a
+    URL's query or user info, a header's value) reaches the report, whatever the error quotes."""
     try:
         result = audit_execution(execution, source)
     except AuditSourceUnreadable as error:
-        return None, unreadable_audit(source.name, str(error))
+        return None, unreadable_audit(source.name, source.input.redacted(str(error)))
     except Exception as error:
-        return None, unreadable_audit(source.name, f"its reader failed: {type(error).__name__}: {error}")
+        failed = f"its reader failed: {type(error).__name__}: {error}"
+        return None, unreadable_audit(source.name, source.input.redacted(failed))
     return result, reported_audit(result, source.name)

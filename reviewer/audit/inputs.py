@@ -56,6 +56,27 @@ class AuditInput:
         parts = urlsplit(self.location)
         return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2], query="", fragment=""))
 
+    def redacted(self, text: str) -> str:
+        """`text` (an error's message, say) with every secret of this location left out: the URL as
+        `shown`, and any query, query value, user info or header value it still quotes blanked."""
+        if self.is_url:
+            text = text.replace(self.location, self.shown)
+        for secret in sorted(self._secrets(), key=len, reverse=True):
+            text = text.replace(secret, "[redacted]")
+        return text
+
+    def _secrets(self) -> set[str]:
+        secrets: set[str] = set()
+        for value in self.headers.values():
+            secrets.update((value, value.rpartition(" ")[2]))
+        if self.is_url:
+            parts = urlsplit(self.location)
+            userinfo = parts.netloc.rpartition("@")[0]
+            secrets.update((parts.query, parts.fragment, userinfo, *userinfo.split(":")))
+            for pair in parts.query.split("&"):
+                secrets.update((pair, pair.partition("=")[2]))
+        return {secret for secret in secrets if len(secret) >= 3}
+
     def files(self) -> list[Path]:
         """The files a glob names, oldest first (rotated logs: `access.log.2`, `.1`, then `access.log`)."""
         if not glob.has_magic(self.location):

@@ -63,18 +63,29 @@ class AuditSource:
         """The log's rows, streamed; `AuditSourceUnreadable` when it cannot be read at all."""
         try:
             yield from self.reader(self.input, self.mapping)
-        except BadFieldMapping as error:
-            raise AuditSourceUnreadable(str(error)) from None
+        except (BadFieldMapping, AuditSourceUnreadable) as error:
+            raise AuditSourceUnreadable(self.input.redacted(str(error))) from None
 
 
 def audit_source(
-    spec: str, mapping: Mapping[str, str] | None = None, headers: Mapping[str, str] | None = None
+    spec: str,
+    mapping: Mapping[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
+    *,
+    stdin_is: str | None = None,
 ) -> AuditSource:
-    """`KIND:LOCATION` (LOCATION a file, a glob, a URL or `-`) as a source to read."""
+    """`KIND:LOCATION` (LOCATION a file, a glob, a URL or `-`) as a source to read. `stdin_is` says
+    what a command's standard input already is, and then `-` is refused: a log there would be read
+    from under it."""
     kind, colon, location = spec.partition(":")
     known = readers()
     if not colon or not location:
         raise BadAuditSource(f"--audit {spec[:80]!r}: write KIND:LOCATION, KIND one of {', '.join(known)}")
     if kind not in known:
         raise BadAuditSource(f"--audit {kind[:40]!r}: no such kind; the kinds are {', '.join(known)}")
+    if location == "-" and stdin_is is not None:
+        raise BadAuditSource(
+            f"--audit {kind[:40]}:-: standard input is {stdin_is}, so the log cannot be read from it; "
+            "give it as a file, a glob or a URL"
+        )
     return AuditSource(kind, known[kind], AuditInput(location, dict(headers or {})), dict(mapping or {}))

@@ -46,13 +46,19 @@ def reported_audit(result: AuditMatch, source_name: str) -> AuditVerification:
 
 def unreadable_audit(source_name: str, error: str) -> AuditVerification:
     """A source that could not be read after the run: nothing is verified, and the report says why."""
+    return _unverified(source_name, _text(f"could not be read: {error}"))
+
+
+def late_audit(source_name: str, seconds: float) -> AuditVerification:
+    """A source not read to its end in time after the run: the report went without waiting longer."""
+    return _unverified(
+        source_name, f"not read in time: still reading after {seconds:g} s, the report was sent without it"
+    )
+
+
+def _unverified(source_name: str, problem: str) -> AuditVerification:
     return AuditVerification(
-        source=_text(source_name),
-        complete=False,
-        calls=[],
-        unplanned=[],
-        unplanned_count=0,
-        problem=_text(f"could not be read: {error}"),
+        source=_text(source_name), complete=False, calls=[], unplanned=[], unplanned_count=0, problem=problem
     )
 
 

@@ -313,7 +313,9 @@ def audit_option(options: argparse.Namespace) -> tuple[AuditSource | None, set[s
             raise ValueError("--audit-field and --audit-header read an --audit KIND:LOCATION; name one")
         return None, set()
     headers = dict(credential_header(spec) for spec in options.audit_header)
-    source = audit_source(options.audit, field_mapping(options.audit_field), headers)
+    source = audit_source(
+        options.audit, field_mapping(options.audit_field), headers, stdin_is="the MCP protocol's"
+    )
     next(iter(source.rows()), None)
     return source, credential_variables(options.audit_header)
 

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, NotRequired
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from typing_extensions import TypedDict
 
-from reviewer.plan.proposal import MAX_SAFE_INTEGER, MAX_STRING_CHARS
+from reviewer.plan.proposal import MAX_CALLS, MAX_SAFE_INTEGER, MAX_STRING_CHARS
 from reviewer.signing.sshsig import MAX_SIGNATURE_CHARS, MAX_STATEMENT_BYTES
 
 Role = Literal["agent", "reviewer", "metrics"]
@@ -296,7 +296,8 @@ class AuditVerification(TypedDict):
 
     source: AuditText
     complete: bool
-    calls: Annotated[list[AuditedCall], Field(max_length=100_000)]
+    calls: Annotated[list[AuditedCall], Field(max_length=MAX_CALLS)]
+    """One entry per call the run made: as many as the largest plan holds."""
     unplanned: Annotated[list[UnplannedWrite], Field(max_length=MAX_UNPLANNED_LISTED)]
     unplanned_count: Annotated[int, Field(ge=0, le=MAX_SAFE_INTEGER)]
     problem: NotRequired[AuditText | None]

@@ -202,12 +202,12 @@ def match_audit(
             writes.append(entry)
     claimed: set[int] = set()
     results = [_by_request_id(call, writes, claimed) for call in calls]
-    results = [
-        _by_request_line(result.call, writes, claimed) if result.verdict == "missing" else result
+    results = [  # a tool call has no request line: an empty one would match a row that names none
+        _by_request_line(result.call, writes, claimed) if _missing(result, http=True) else result
         for result in results
     ]
     results = [  # last: what HTTP calls account for is theirs, whatever the time says
-        _by_call_time(result.call, writes, claimed) if not result.call.is_http else result
+        _by_call_time(result.call, writes, claimed) if _missing(result, http=False) else result
         for result in results
     ]
     unplanned = tuple(
@@ -222,6 +222,12 @@ def match_audit(
         malformed=tuple(malformed),
         malformed_count=malformed_count,
     )
+
+
+def _missing(result: CallInLog, *, http: bool) -> bool:
+    """A call of that sort (an HTTP request, or a tool's write that is none) no write was found for yet:
+    each call claims one write at most."""
+    return result.verdict == "missing" and result.call.is_http == http
 
 
 def _by_request_id(call: SentCall, writes: Sequence[AuditRow], claimed: set[int]) -> CallInLog:

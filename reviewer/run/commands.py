@@ -244,6 +244,12 @@ def _sandbox_option(options: argparse.Namespace, headers: dict[str, str]) -> San
     return SandboxCheck(check_api_url(options.sandbox_api, "--sandbox-api"), body, headers)
 
 
+STDIN_OF_A_RUN = (
+    "COMMAND's, and a run reads its log three times (before COMMAND starts, after the dry run, "
+    "after the real run)"
+)
+
+
 def _audit_option(
     value: str | None, fields: list[str], headers: Mapping[str, str]
 ) -> HttpAuditLog | AuditSource | None:
@@ -267,6 +273,6 @@ def _audit_option(
             )
         return HttpAuditLog(value)
     try:
-        return audit_source(value, field_mapping(fields), headers)
+        return audit_source(value, field_mapping(fields), headers, stdin_is=STDIN_OF_A_RUN)
     except (BadAuditSource, BadAuditOption) as error:
         raise RunRefused(str(error)) from None

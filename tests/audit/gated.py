@@ -19,9 +19,16 @@ from tests.agent.fixtures import Queue
 from tests.queue_harness import reviewer_command
 
 
-def gated_run(queue: Queue, api_url: str, proposal_id: str, during_the_run: Any = None) -> None:
-    """Dry run through `api_url`, submit, approve, replay through it; `during_the_run` is awaited after
-    the run's first write was answered (between its claim and its report)."""
+def gated_run(
+    queue: Queue,
+    api_url: str,
+    proposal_id: str,
+    during_the_run: Any = None,
+    **execute: Any,
+) -> None:
+    """Dry run through `api_url`, submit, approve, replay through it (`execute` passed on to
+    `QueueAgent.execute`); `during_the_run` is awaited after the run's first write was answered
+    (between its claim and its report)."""
 
     pending = [during_the_run] if during_the_run is not None else []
 
@@ -43,7 +50,7 @@ def gated_run(queue: Queue, api_url: str, proposal_id: str, during_the_run: Any 
             await reviewer.decide(proposal_id, 1, answer.plan_sha256, "approve", "the 409 is expected")
             approval = await agent.wait_for_decision(proposal_id, 1, timeout=10)
             with pytest.raises(RunStopped, match="#4 delete_ticket 409"):
-                await agent.execute(approval, client=api)
+                await agent.execute(approval, client=api, **execute)
 
     asyncio.run(scenario())
 

@@ -230,3 +230,33 @@ def test_a_tool_write_that_is_no_http_request_is_found_by_the_time_it_ran(tmp_pa
         ("PUT", "/v1/tickets/t5"),
         ("PATCH", "/v1/tickets/t2"),
     ]
+
+
+def test_a_tool_call_claims_one_write_by_time_never_a_second_by_its_empty_request_line() -> None:
+    """A log whose writes name no HTTP request (an SDK's, a vendor's events) has rows without method or
+    path, as a tool call has none: the call is not matched by that empty request line, and takes one
+    write, by time; the other write in that second stays unplanned."""
+    at = START + timedelta(seconds=10)
+    first, second = AuditRow("sdk.log:1", at, "", ""), AuditRow("sdk.log:2", at, "", "")
+    span = {
+        "seq": 1,
+        "tool": "open_ticket",
+        "sent_at": (START + timedelta(seconds=10.4)).isoformat(),
+        "answered_at": (START + timedelta(seconds=10.6)).isoformat(),
+    }
+    result = match_audit(tool_calls([span]), [first, second], WINDOW)
+    (call,) = result.calls
+    assert (call.verdict, call.matched_by, call.row) == ("matched", "time of the tool call", first)
+    assert result.unplanned == (second,)
+
+
+def test_a_tool_call_its_request_id_matched_takes_no_second_write_by_time() -> None:
+    """An SDK that names its request: the write with its id is the call's, and the one logged in the
+    same second is not taken for it as well."""
+    at = START + timedelta(seconds=10)
+    own, other = AuditRow("sdk.log:1", at, "", "", request_ids=("sdk-7",)), AuditRow("sdk.log:2", at, "", "")
+    sent = SentCall(1, "open_ticket", "", "", (), None, ("sdk-7",), at, at + timedelta(seconds=0.5))
+    result = match_audit([sent], [own, other], WINDOW)
+    (call,) = result.calls
+    assert (call.verdict, call.matched_by, call.row) == ("matched", "request id", own)
+    assert result.unplanned == (other,)

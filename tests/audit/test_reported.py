@@ -9,10 +9,11 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from pydantic import TypeAdapter
 
 from reviewer.audit.checks import verify_run
-from reviewer.audit.inputs import AuditInput
+from reviewer.audit.inputs import AuditInput, AuditSourceUnreadable
 from reviewer.audit.registry import AuditSource, audit_source
 from reviewer.audit.reported import TEXT_LIMIT, reported_audit, unreadable_audit
 from reviewer.queue.messages import MAX_UNPLANNED_LISTED, AuditVerification
@@ -131,3 +132,41 @@ def test_a_reader_that_fails_in_its_own_way_leaves_the_report_saying_so() -> Non
         reported.get("problem")
         == "could not be read: its reader failed: RuntimeError: a package's reader with a bug"
     )
+
+
+TOKEN_URL = "https://logs.example/api/audit?access_token=s3cr3t-query&day=today"
+
+
+def quoting_reader(error: type[Exception]) -> Any:
+    """A reader that fails with a message quoting its whole location and its headers, as an httpx
+    error quotes the URL it was sent to."""
+
+    def read(source: AuditInput, mapping: Mapping[str, str]) -> Iterator[AuditRow | MalformedLine]:
+        raise error(f"GET {source.location} failed, headers {dict(source.headers)}")
+        yield
+
+    return read
+
+
+def test_a_readers_error_reaches_the_report_without_the_locations_secrets() -> None:
+    """A token in the URL's query, in its user info or in a header never reaches the report, whatever
+    the reader's error quotes: the source is named by its credential-free name."""
+    for error in (RuntimeError, AuditSourceUnreadable):
+        for url in (TOKEN_URL, "https://reader:s3cr3t-user@logs.example/api/audit"):
+            headers = {"Authorization": "Bearer s3cr3t-header"}
+            source = AuditSource("plugged", quoting_reader(error), AuditInput(url, headers))
+            _, reported = verify_run(_Run(), source)
+            problem = reported.get("problem") or ""
+            assert "s3cr3t" not in problem, problem
+            assert "GET https://logs.example/api/audit failed" in problem
+            assert reported["source"] == "plugged:https://logs.example/api/audit"
+
+
+def test_an_unreadable_source_says_so_without_its_secrets_wherever_it_is_shown() -> None:
+    """`rows()` itself blanks them: `reviewer run` and `mcp-gate` print its error when they refuse."""
+    source = AuditSource(
+        "plugged", quoting_reader(AuditSourceUnreadable), AuditInput(TOKEN_URL, {"X-Key": "s3cr3t-header"})
+    )
+    with pytest.raises(AuditSourceUnreadable) as raised:
+        list(source.rows())
+    assert "s3cr3t" not in str(raised.value) and "https://logs.example/api/audit" in str(raised.value)

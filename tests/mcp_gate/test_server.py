@@ -485,6 +485,7 @@ def test_an_audit_source_raises_the_alarm_on_the_plan_and_verifies_the_run(
         (("--audit", "access-log:/nonexistent/access.log"), "/nonexistent/access.log: No such file"),
         (("--audit-field", "time=ts"), "--audit-field and --audit-header read an --audit KIND:LOCATION"),
         (("--audit", "nginx:/var/log/x"), "no such kind"),
+        (("--audit", "access-log:-"), "--audit access-log:-: standard input is the MCP protocol's"),
     ],
 )
 def test_an_audit_source_that_cannot_be_read_is_refused_before_the_upstream_starts(

@@ -152,6 +152,7 @@ def test_a_log_read_by_a_field_mapping_behind_a_credential_the_child_never_sees(
         (("--audit-field", "time=ts"), "--audit-field and --audit-header read an --audit KIND:LOCATION"),
         (("--audit", "/v1/audit", "--audit-field", "time=ts"), "takes no --audit-field or --audit-header"),
         (("--audit", "jsonl:-", "--audit-field", "time"), "--audit-field 'time': write NAME=FIELD"),
+        (("--audit", "jsonl:-"), "--audit jsonl:-: standard input is COMMAND's"),
     ],
 )
 def test_audit_options_without_a_source_to_read_them_are_refused(

@@ -50,31 +50,64 @@ def source_summary(audited: AuditVerification) -> Text:
     return text
 
 
+BY_TIME = "time of the tool call"
+"""How the runner matched a tool's write that is no HTTP request (`reviewer.reading.audit_matching`)."""
+MATCHED_WORDS = {
+    "request id": ("matched", "ok", "matched", "by request id"),
+    "method, path, query and time": (
+        "matched line",
+        "ok",
+        "matched",
+        "by method, path and query, the nearest in time (the log keeps no request id)",
+    ),
+    BY_TIME: (
+        "near in time",
+        "warn",
+        "near in time",
+        "tied by time alone: another client's write in that second could be taken for it",
+    ),
+}
+"""Each way a call is matched: the audit column's words and role, then the detail's words and how."""
+
+
+def _entry(audited: AuditVerification, seq: int) -> AuditedCall | None:
+    return next((call for call in audited["calls"] if call["seq"] == seq), None)
+
+
 def call_verdict(audited: AuditVerification, seq: int) -> Text:
-    """The audit column of one call: what the source shows of it."""
-    entry = next((call for call in audited["calls"] if call["seq"] == seq), None)
-    if entry is None:
-        return role_text("not HTTP", "muted")  # not an HTTP request: the log cannot tie it
+    """The audit column of one call: what the source shows of it, and how strongly."""
+    entry = _entry(audited, seq)
+    if entry is None:  # its runner did not hold this call against the log (an unread log lists none)
+        return role_text("not checked", "muted")
     if entry["verdict"] == "matched":
-        return role_text("matched", "ok")
+        words, role, _, _ = MATCHED_WORDS.get(entry.get("matched_by") or "", ("matched", "ok", "", ""))
+        return role_text(words, role)
     return role_text(entry["verdict"], "danger")  # differs (the detail says how), missing
 
 
-def call_detail(audited: AuditVerification, seq: int) -> Text:
-    """The selected call as the audit source shows it, for the detail pane."""
-    entry: AuditedCall | None = next((call for call in audited["calls"] if call["seq"] == seq), None)
+def call_detail(audited: AuditVerification, seq: int, *, http: bool) -> Text:
+    """The selected call as the audit source shows it, for the detail pane; `http` says whether the
+    call was an HTTP request (a tool's write that is none is tied to the log by time alone)."""
+    entry = _entry(audited, seq)
     text = Text()
     text.append("audit   ", "bold")
     if entry is None:
-        text.append("not an HTTP request: the audit log cannot tie it to a line\n")
+        text.append("not checked: the run's verification does not list this call\n")
         return text
     if entry["verdict"] == "missing":
-        text.append_text(
-            role_text("no entry with its request id, nor its method, path and query\n", "danger")
+        missing = (
+            "no entry with its request id, nor its method, path and query\n"
+            if http
+            else "no write logged within a second of the time the tool ran\n"
         )
+        text.append_text(role_text(missing, "danger"))
         return text
-    text.append_text(call_verdict(audited, seq))
-    text.append(_shown(f" at {entry.get('where') or 'an unnamed line'}, by {entry.get('matched_by') or '?'}"))
+    matched_by = entry.get("matched_by") or ""
+    _, role, words, how = MATCHED_WORDS.get(matched_by, ("", "ok", "matched", f"by {matched_by or '?'}"))
+    if entry["verdict"] == "differs":
+        role, words = "danger", "differs"
+    text.append_text(role_text(words, role))
+    text.append(_shown(f" at {entry.get('where') or 'an unnamed line'}, {how}"))
     text.append("\n")
     for difference in entry.get("differences") or []:
         text.append_text(role_text(f"  {_shown(difference)}\n", "danger"))

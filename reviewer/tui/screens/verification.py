@@ -267,7 +267,7 @@ class VerificationScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
                     field_changes_text("the audit log says otherwise:", check.audit_fields, "danger")
                 )
             if self.audited is not None:
-                text.append_text(call_detail(self.audited, call.seq))
+                text.append_text(call_detail(self.audited, call.seq, http=call.request is not None))
             if call.outcome is not None:
                 text.append("answer  ", "bold")
                 text.append(f"{call.outcome.http_status or ''} ")

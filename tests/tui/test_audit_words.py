@@ -1,0 +1,81 @@
+"""The audit column's words for each call of a run held against an audit source: how the call was
+matched (request id, request line, time) and whether it was an HTTP request decide them. A tool call
+tied by time alone is a warning, never a plain green "matched": another client's write in that second
+could be taken for it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from reviewer.tui.screens.audit_source import call_detail, call_verdict
+from tests.tui.helpers import AUDITED
+
+
+def audited(*calls: dict[str, Any]) -> Any:
+    return {**AUDITED, "calls": list(calls)}
+
+
+def styles(text: Any) -> set[str]:
+    return {str(span.style) for span in text.spans}
+
+
+@pytest.mark.parametrize(
+    ("entry", "http", "column", "role", "detail"),
+    [
+        (
+            {"verdict": "matched", "where": "api.json:8", "matched_by": "request id"},
+            True,
+            "matched",
+            "ok",
+            "audit   matched at api.json:8, by request id",
+        ),
+        (
+            {"verdict": "matched", "where": "api.json:9", "matched_by": "method, path, query and time"},
+            True,
+            "matched line",
+            "ok",
+            "audit   matched at api.json:9, by method, path and query, the nearest in time "
+            "(the log keeps no request id)",
+        ),
+        (
+            {"verdict": "matched", "where": "api.json:10", "matched_by": "time of the tool call"},
+            False,
+            "near in time",
+            "warn",
+            "audit   near in time at api.json:10, tied by time alone: another client's write in that "
+            "second could be taken for it",
+        ),
+        (
+            {"verdict": "missing"},
+            False,
+            "missing",
+            "danger",
+            "audit   no write logged within a second of the time the tool ran",
+        ),
+        (
+            {"verdict": "missing"},
+            True,
+            "missing",
+            "danger",
+            "audit   no entry with its request id, nor its method, path and query",
+        ),
+    ],
+)
+def test_each_verdict_is_worded_from_how_it_was_matched(
+    entry: dict[str, Any], http: bool, column: str, role: str, detail: str
+) -> None:
+    verification = audited({"seq": 7, **entry})
+    verdict = call_verdict(verification, 7)
+    assert (verdict.plain, styles(verdict)) == (column, {role})
+    shown = call_detail(verification, 7, http=http)
+    assert shown.plain.strip() == detail
+    assert role in styles(shown)
+
+
+def test_a_call_the_verification_does_not_list_is_not_checked_never_called_not_http() -> None:
+    """A log that could not be read lists no call: each reads "not checked", whatever its kind."""
+    verification = audited()
+    assert call_verdict(verification, 1).plain == "not checked"
+    assert "not checked" in call_detail(verification, 1, http=True).plain
