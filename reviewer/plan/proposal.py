@@ -71,8 +71,9 @@ class Target(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
 
 class SandboxProof(msgspec.Struct, forbid_unknown_fields=True):
     """The check a server dry run was proven by before it began: a create sent with the dry-run
-    parameter to a collection on a sandbox copy of the API, the collection listed before and after
-    and found unchanged (and the created item not readable), so the API honoured the parameter."""
+    parameter to a collection on a sandbox copy of the API, the collection listed whole before and
+    after and found unchanged, and the created item's id read back 404/410, so the API honoured the
+    parameter."""
 
     url: str
     """The sandbox collection checked, as the check sent it (never with a user, password or query)."""
