@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import re
+import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from typing import Annotated, Any, Final, Literal, overload
 
@@ -76,11 +77,27 @@ class SandboxProof(msgspec.Struct, forbid_unknown_fields=True):
     parameter."""
 
     url: str
-    """The sandbox collection checked, as the check sent it (never with a user, password or query)."""
-    query: dict[str, str]
-    """The dry-run parameter the check proved; it proves only the calls whose query carries it."""
+    """The sandbox collection checked, as the check sent it: an http(s) URL without a user, password,
+    query or fragment (a proposal whose proof holds one is refused: the URL is shown on screen)."""
+    query: Annotated[dict[str, str], msgspec.Meta(min_length=1)]
+    """The dry-run parameter the check proved; it proves only the calls whose query carries it (an
+    empty one would prove every call, so it is refused)."""
     checked_at: str
     """When the check ran, UTC (RFC 3339)."""
+
+    def __post_init__(self) -> None:
+        parts = urllib.parse.urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("a sandbox proof's url must be an http(s) URL")
+        if "@" in parts.netloc or parts.query or parts.fragment or "?" in self.url or "#" in self.url:
+            raise ValueError("a sandbox proof's url may hold no user, password, query or fragment")
+
+
+def sandbox_proof(dry_run: DryRun) -> SandboxProof | None:
+    """The sandbox check a dry run carries as proof, or None: none ran, or it names no parameter
+    (a proof built in code without the length check; it would prove every call)."""
+    proof = dry_run.sandbox
+    return proof if proof is not None and proof.query else None
 
 
 class DryRun(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):

@@ -24,7 +24,7 @@ import msgspec
 
 from reviewer.plan.lookalikes import lookalike_identifier
 from reviewer.plan.placeholders import MARK, PLACEHOLDER, PLACEHOLDER_BYTES
-from reviewer.plan.proposal import Call, CallList, Outcome, Proposal, dumps
+from reviewer.plan.proposal import Call, CallList, Outcome, Proposal, dumps, sandbox_proof
 from reviewer.plan.sanitize import clip, json_has_hidden, safe_text, unnormalized
 
 SCAN_CHUNK: Final = 4096
@@ -445,7 +445,7 @@ class Analysis:
         dry_run = self.proposal.dry_run
         if dry_run.writes_kept is not None:
             return dry_run.writes_kept == 0
-        proof = dry_run.sandbox
+        proof = sandbox_proof(dry_run)
         if proof is None or call.request is None:
             return False
         query = call.request.query or {}

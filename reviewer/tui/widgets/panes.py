@@ -9,7 +9,7 @@ from __future__ import annotations
 import msgspec
 from rich.text import Text
 
-from reviewer.plan.proposal import Call, DryRun, Proposal, dumps
+from reviewer.plan.proposal import Call, DryRun, Proposal, dumps, sandbox_proof
 from reviewer.plan.sanitize import clip, safe_text
 from reviewer.reading.analysis import Analysis, Extremes, NumericField, PlanRow, Ratios, Verdict
 from reviewer.tui.palette import role_text
@@ -106,7 +106,7 @@ def proof_word(dry_run: DryRun) -> tuple[str, str] | None:
         return None
     if dry_run.writes_kept is not None:
         return "audit", "ok" if dry_run.writes_kept == 0 else "danger"
-    if dry_run.sandbox is not None:
+    if sandbox_proof(dry_run) is not None:
         return "sandbox", "ok"
     return "none", "warn"
 
@@ -115,7 +115,7 @@ def proven_by(dry_run: DryRun) -> str | None:
     """What proved a validated call kept nothing, in full, for the detail pane."""
     if dry_run.writes_kept == 0:
         return "the API's audit log, read before and after the dry run, shows no write kept"
-    proof = dry_run.sandbox
+    proof = sandbox_proof(dry_run)
     if dry_run.writes_kept is None and proof is not None:
         parameter = "&".join(f"{name}={value}" for name, value in proof.query.items())
         return (
