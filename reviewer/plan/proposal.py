@@ -93,6 +93,13 @@ class SandboxProof(msgspec.Struct, forbid_unknown_fields=True):
             raise ValueError("a sandbox proof's url may hold no user, password, query or fragment")
 
 
+def audit_read(dry_run: DryRun) -> bool:
+    """Whether `writes_kept` was counted by the API's audit log. A dry run that sent no write records
+    0 kept without reading the log (it kept nothing), so only a count over writes sent is the log's;
+    a plan that does not say how many it sent (older, hand-written) is taken at its count."""
+    return dry_run.writes_kept is not None and dry_run.write_requests != 0
+
+
 def sandbox_proof(dry_run: DryRun) -> SandboxProof | None:
     """The sandbox check a dry run carries as proof, or None: none ran, or it names no parameter
     (a proof built in code without the length check; it would prove every call)."""
