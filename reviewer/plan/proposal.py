@@ -145,6 +145,12 @@ class Call(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=Fa
     `destructiveHint`, one the operator names): counted with the deletes. Absent when false."""
 
 
+def is_destructive(effect: str, destructive: bool) -> bool:
+    """Whether a call of `effect`, flagged `destructive` or not, may destroy what it touches: every
+    delete, and any call flagged (counted with the deletes)."""
+    return effect == "delete" or destructive
+
+
 class Proposal(msgspec.Struct, forbid_unknown_fields=True):
     format: Literal["reviewer.proposal/v1"]
     proposal_id: Annotated[str, msgspec.Meta(pattern=PROPOSAL_ID_PATTERN)]
