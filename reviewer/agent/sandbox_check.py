@@ -90,12 +90,13 @@ class SandboxCheck:
                 )
             item = f"{self.collection.rstrip('/')}/{urllib.parse.quote(created_id, safe='')}"
             read_back = await self._send(client, "GET", item)
+            said_id = self._quoted(created_id, limit=80)
             if read_back.is_success:
-                raise SandboxKeptWrite(self.collection, parameter, f"the created {created_id!r} reads back")
+                raise SandboxKeptWrite(self.collection, parameter, f"the created {said_id!r} reads back")
             if read_back.status_code not in (404, 410):
                 raise SandboxCheckFailed(
                     self.collection,
-                    f"reading the created {created_id!r} back was answered {read_back.status_code}, "
+                    f"reading the created {said_id!r} back was answered {read_back.status_code}, "
                     "not 404 or 410, which proves nothing",
                 )
             for listing in (before, after):
@@ -158,7 +159,7 @@ class SandboxCheck:
             return await client.request(method, url, **options)
         except httpx.HTTPError as error:
             raise SandboxCheckFailed(
-                self.collection, f"{method} {url} failed ({type(error).__name__})"
+                self.collection, f"{method} {self._quoted(url, limit=300)} failed ({type(error).__name__})"
             ) from None
 
 

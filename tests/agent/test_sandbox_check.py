@@ -172,6 +172,14 @@ async def test_the_id_field_names_where_the_create_answers_its_id() -> None:
         await SandboxCheck(f"{url}/items", id_field="data.id").prove(tools.DRY_RUN_QUERY)
 
 
+async def test_a_created_id_is_said_clipped() -> None:
+    """The id is the sandbox's word, printed by the run: a long one is clipped, not printed whole."""
+    long_id = quiet(created={"id": "k" * 5_000}, read_back=200)
+    with serving(long_id) as url, pytest.raises(SandboxKeptWrite, match="reads back") as kept:
+        await SandboxCheck(f"{url}/items").prove(tools.DRY_RUN_QUERY)
+    assert "k" * 80 in str(kept.value) and "k" * 81 not in str(kept.value)
+
+
 @pytest.mark.parametrize(
     "collection",
     [
