@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import re
+import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from typing import Annotated, Any, Final, Literal, overload
 
@@ -71,15 +72,39 @@ class Target(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
 
 class SandboxProof(msgspec.Struct, forbid_unknown_fields=True):
     """The check a server dry run was proven by before it began: a create sent with the dry-run
-    parameter to a collection on a sandbox copy of the API, the collection listed before and after
-    and found unchanged (and the created item not readable), so the API honoured the parameter."""
+    parameter to a collection on a sandbox copy of the API, the collection listed whole before and
+    after and found unchanged, and the created item's id read back 404/410, so the API honoured the
+    parameter."""
 
     url: str
-    """The sandbox collection checked, as the check sent it (never with a user, password or query)."""
-    query: dict[str, str]
-    """The dry-run parameter the check proved; it proves only the calls whose query carries it."""
+    """The sandbox collection checked, as the check sent it: an http(s) URL without a user, password,
+    query or fragment (a proposal whose proof holds one is refused: the URL is shown on screen)."""
+    query: Annotated[dict[str, str], msgspec.Meta(min_length=1)]
+    """The dry-run parameter the check proved; it proves only the calls whose query carries it (an
+    empty one would prove every call, so it is refused)."""
     checked_at: str
     """When the check ran, UTC (RFC 3339)."""
+
+    def __post_init__(self) -> None:
+        parts = urllib.parse.urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("a sandbox proof's url must be an http(s) URL")
+        if "@" in parts.netloc or parts.query or parts.fragment or "?" in self.url or "#" in self.url:
+            raise ValueError("a sandbox proof's url may hold no user, password, query or fragment")
+
+
+def audit_read(dry_run: DryRun) -> bool:
+    """Whether `writes_kept` was counted by the API's audit log. A dry run that sent no write records
+    0 kept without reading the log (it kept nothing), so only a count over writes sent is the log's;
+    a plan that does not say how many it sent (older, hand-written) is taken at its count."""
+    return dry_run.writes_kept is not None and dry_run.write_requests != 0
+
+
+def sandbox_proof(dry_run: DryRun) -> SandboxProof | None:
+    """The sandbox check a dry run carries as proof, or None: none ran, or it names no parameter
+    (a proof built in code without the length check; it would prove every call)."""
+    proof = dry_run.sandbox
+    return proof if proof is not None and proof.query else None
 
 
 class DryRun(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -118,6 +143,12 @@ class Call(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=Fa
     destructive: bool = False
     """The call may destroy or overwrite what it touches, whatever its effect (an MCP tool hinted
     `destructiveHint`, one the operator names): counted with the deletes. Absent when false."""
+
+
+def is_destructive(effect: str, destructive: bool) -> bool:
+    """Whether a call of `effect`, flagged `destructive` or not, may destroy what it touches: every
+    delete, and any call flagged (counted with the deletes)."""
+    return effect == "delete" or destructive
 
 
 class Proposal(msgspec.Struct, forbid_unknown_fields=True):

@@ -23,7 +23,7 @@ from typing import Any, Literal
 import msgspec
 
 from reviewer.plan.hosts import destination
-from reviewer.plan.proposal import CallList, Effect, Proposal
+from reviewer.plan.proposal import CallList, Effect, Proposal, is_destructive
 from reviewer.policy.expressions import EvaluationError, context
 from reviewer.policy.file import Environment, Policy, PolicyRule
 from reviewer.policy.names import folded
@@ -249,7 +249,7 @@ def activation(
     groups: dict[tuple[str, ...], int] = {}
     for (tool, effect, destructive, *request), held in kinds.items():
         counts[effect] += held
-        counts["destructive"] += held if effect == "delete" or destructive else 0
+        counts["destructive"] += held if is_destructive(effect, destructive) else 0
         tools[tool] = tools.get(tool, 0) + held
         if grouped:
             head = _CallHead(0, tool, effect, request[0] if request else None)

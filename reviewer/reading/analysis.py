@@ -24,7 +24,15 @@ import msgspec
 
 from reviewer.plan.lookalikes import lookalike_identifier
 from reviewer.plan.placeholders import MARK, PLACEHOLDER, PLACEHOLDER_BYTES
-from reviewer.plan.proposal import Call, CallList, Outcome, Proposal, dumps
+from reviewer.plan.proposal import (
+    Call,
+    CallList,
+    Outcome,
+    Proposal,
+    dumps,
+    is_destructive,
+    sandbox_proof,
+)
 from reviewer.plan.sanitize import clip, json_has_hidden, safe_text, unnormalized
 
 SCAN_CHUNK: Final = 4096
@@ -373,7 +381,7 @@ class Analysis:
             ),
             http_status=outcome.http_status if outcome else None,
             message=outcome.message if outcome else None,
-            destructive=call.effect == "delete" or call.destructive,
+            destructive=is_destructive(call.effect, call.destructive),
             placeholders=placeholders,
             depends_on=depends_on,
             unresolved=tuple(p for p in placeholders if not p.resolvable),
@@ -445,7 +453,7 @@ class Analysis:
         dry_run = self.proposal.dry_run
         if dry_run.writes_kept is not None:
             return dry_run.writes_kept == 0
-        proof = dry_run.sandbox
+        proof = sandbox_proof(dry_run)
         if proof is None or call.request is None:
             return False
         query = call.request.query or {}
@@ -461,7 +469,7 @@ class Analysis:
         depending = unresolved = 0
         for call in self.proposal.calls:
             counts[_EFFECT_COUNTS[call.effect]] += 1
-            counts["destructive"] += call.effect == "delete" or call.destructive
+            counts["destructive"] += is_destructive(call.effect, call.destructive)
             placeholders = self.placeholders(call)
             depends = any(placeholder.resolvable for placeholder in placeholders)
             depending += depends
@@ -518,7 +526,7 @@ class Analysis:
                     held[0].append(value)
                     held[1].append(call.seq)
             touched[resource_of(call)] += 1
-            if first_destructive is None and (call.effect == "delete" or call.destructive):
+            if first_destructive is None and is_destructive(call.effect, call.destructive):
                 first_destructive = index
             payload = len(dumps(call.args)) + (len(dumps(call.request)) if call.request else 0)
             if largest is None or payload > largest[1]:

@@ -88,6 +88,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help='the body of the sandbox check\'s create (default {"title": "reviewer sandbox check"})',
     )
     parser.add_argument(
+        "--sandbox-id-field",
+        metavar="PATH",
+        help="where the sandbox's answer to the create names the new item's id, a key or a dotted path "
+        "(e.g. data.id; `id` is looked in too): the check reads it back and needs a 404 or 410",
+    )
+    parser.add_argument(
         "--request-id-header",
         metavar="NAME",
         help="the header each real write carries its request id in (default X-Request-Id; Audit-ID for "
@@ -216,8 +222,8 @@ def _run(options: argparse.Namespace) -> int:
 
 
 def _sandbox_option(options: argparse.Namespace, headers: dict[str, str]) -> SandboxCheck | None:
-    """`--sandbox-api URL [--sandbox-create JSON] [--sandbox-header ...]` as the check a server dry run
-    is proven by, sending the sandbox's own `headers`."""
+    """`--sandbox-api URL [--sandbox-create JSON] [--sandbox-id-field PATH] [--sandbox-header ...]` as
+    the check a server dry run is proven by, sending the sandbox's own `headers`."""
     import json
 
     from reviewer.agent.sandbox_check import DEFAULT_CREATE_BODY, SandboxCheck
@@ -225,9 +231,10 @@ def _sandbox_option(options: argparse.Namespace, headers: dict[str, str]) -> San
     from reviewer.run.options import check_api_url
 
     if options.sandbox_api is None:
-        if options.sandbox_create is not None or headers:
+        if options.sandbox_create is not None or options.sandbox_id_field is not None or headers:
             raise RunRefused(
-                "--sandbox-create and --sandbox-header go with --sandbox-api: name the sandbox too"
+                "--sandbox-create, --sandbox-id-field and --sandbox-header go with --sandbox-api: "
+                "name the sandbox too"
             )
         return None
     if options.via != "server":
@@ -241,7 +248,12 @@ def _sandbox_option(options: argparse.Namespace, headers: dict[str, str]) -> San
             body = json.loads(options.sandbox_create)
         except ValueError as error:
             raise RunRefused(f"--sandbox-create is not JSON: {error}") from None
-    return SandboxCheck(check_api_url(options.sandbox_api, "--sandbox-api"), body, headers)
+    return SandboxCheck(
+        check_api_url(options.sandbox_api, "--sandbox-api"),
+        body,
+        headers,
+        id_field=options.sandbox_id_field or "id",
+    )
 
 
 STDIN_OF_A_RUN = (

@@ -78,11 +78,13 @@ class _KeepingCollection(BaseHTTPRequestHandler):
         self.kept.append("x1")
         self._answer(201, {} if self.listed else {"id": "x1"})
 
-    def _answer(self, status: int, body: object) -> None:
+    def _answer(self, status: int, body: object, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
 
@@ -99,6 +101,100 @@ async def test_a_kept_create_is_caught_by_the_listing_or_by_reading_it_back(list
     handler = type("Collection", (_KeepingCollection,), {"listed": listed, "kept": []})
     with serving(handler) as url, pytest.raises(SandboxKeptWrite, match=re.escape(said)):
         await SandboxCheck(f"{url}/items").prove(tools.DRY_RUN_QUERY)
+
+
+class _QuietCollection(_KeepingCollection):
+    """A collection whose first listing page never changes and whose created item reads back
+    `read_back`: what a paginated or sorted listing shows of a kept create, or of a dropped one."""
+
+    listing: object = []
+    link: str = ""
+    total: str = ""
+    created: object = {"id": "x1"}
+    read_back = 404
+
+    def do_GET(self) -> None:
+        if self.path == "/items":
+            extra = {"Link": self.link} if self.link else {}
+            if self.total:
+                extra["X-Total-Count"] = self.total
+            self._answer(200, self.listing, extra)
+        else:
+            self._answer(self.read_back, {})
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self._answer(201, self.created)
+
+
+def quiet(**attributes: object) -> type[BaseHTTPRequestHandler]:
+    return type("Collection", (_QuietCollection,), attributes)
+
+
+@pytest.mark.parametrize(
+    ("collection", "said"),
+    [
+        (quiet(created={"data": {"id": "x1"}}), "names no id (looked in `id`)"),
+        (quiet(created={}), "names no id"),
+        (quiet(read_back=401), "was answered 401, not 404 or 410"),
+        (quiet(link='<http://x/items?page=2>; rel="next"'), "a Link header with rel=next"),
+        (quiet(listing={"items": [], "next": "/items?page=2"}), "its 'next' field is set"),
+        (quiet(listing={"items": [], "has_more": True}), "its 'has_more' field is set"),
+        (quiet(listing={"items": [], "next_page": 2}), "its 'next_page' field is set"),
+        (quiet(listing={"items": [1], "total": 40}), "its 'total' field counts 40, 1 listed"),
+        (quiet(listing=[1, 2], total="41"), "X-Total-Count 41, 2 listed"),
+    ],
+    ids=[
+        "id in another field",
+        "no id",
+        "read back refused",
+        "link next",
+        "next field",
+        "has_more",
+        "next_page",
+        "total",
+        "x-total-count",
+    ],
+)
+async def test_an_unchanged_first_page_proves_nothing_unless_the_created_id_is_shown_absent(
+    collection: type[BaseHTTPRequestHandler], said: str
+) -> None:
+    """A kept create can be off the listing's first page (paginated, sorted) or name its id in a field
+    the check does not read: the proof holds only on a whole listing and an id that reads back 404/410."""
+    with serving(collection) as url, pytest.raises(SandboxCheckFailed, match=re.escape(said)) as failed:
+        await SandboxCheck(f"{url}/items").prove(tools.DRY_RUN_QUERY)
+    assert "proves nothing" in str(failed.value)
+
+
+async def test_the_id_field_names_where_the_create_answers_its_id() -> None:
+    kept = quiet(created={"data": {"id": "x1"}}, read_back=200)
+    with serving(kept) as url, pytest.raises(SandboxKeptWrite, match="the created 'x1' reads back"):
+        await SandboxCheck(f"{url}/items", id_field="data.id").prove(tools.DRY_RUN_QUERY)
+
+
+async def test_a_created_id_is_said_clipped() -> None:
+    """The id is the sandbox's word, printed by the run: a long one is clipped, not printed whole."""
+    long_id = quiet(created={"id": "k" * 5_000}, read_back=200)
+    with serving(long_id) as url, pytest.raises(SandboxKeptWrite, match="reads back") as kept:
+        await SandboxCheck(f"{url}/items").prove(tools.DRY_RUN_QUERY)
+    assert "k" * 80 in str(kept.value) and "k" * 81 not in str(kept.value)
+
+
+@pytest.mark.parametrize(
+    "collection",
+    [
+        quiet(listing={"items": [1], "next": None, "has_more": False, "total": 1}),
+        quiet(listing=[1], total="1", read_back=410),
+        quiet(created={"data": {"id": 7}}),
+    ],
+    ids=["last page fields", "total equals listed", "id at id_field"],
+)
+async def test_a_whole_unchanged_listing_and_an_absent_id_are_a_proof(
+    collection: type[BaseHTTPRequestHandler],
+) -> None:
+    with serving(collection) as url:
+        proof = await SandboxCheck(f"{url}/items", id_field="data.id").prove(tools.DRY_RUN_QUERY)
+    assert proof.query == {"dryRun": "All"}
 
 
 class _EchoingRefusal(_KeepingCollection):
@@ -119,6 +215,30 @@ async def test_a_refusal_that_echoes_the_sandboxs_credential_is_said_without_it(
         with pytest.raises(SandboxCheckFailed, match="answered 401") as failed:
             await check.prove(tools.DRY_RUN_QUERY)
     assert "not a token: <withheld>" in str(failed.value) and "s3cret" not in str(failed.value)
+
+
+class _PaddedEchoingRefusal(_EchoingRefusal):
+    """Refuses every create quoting the credential after `padding` characters, as JSON (escaped)."""
+
+    padding = 0
+
+    def do_POST(self) -> None:
+        self._answer(401, {"detail": "p" * self.padding + str(self.headers.get("Authorization"))})
+
+
+@pytest.mark.parametrize(
+    "secret", ["s3cret-token-value", 's3cret"token\\value'], ids=["plain", "json-escaped"]
+)
+async def test_a_credential_echoed_across_the_quoted_limit_is_withheld_whole(secret: str) -> None:
+    """The refusal is quoted up to 200 characters: a secret that crosses that cut is blanked before the
+    cut, never left with its head showing; a secret the answer JSON-escaped is blanked too."""
+    start = len('{"detail": "') + len("Bearer ")
+    handler = type("Refusal", (_PaddedEchoingRefusal,), {"padding": 200 - start - 6})
+    with serving(handler) as url:
+        check = SandboxCheck(f"{url}/items", headers={"Authorization": f"Bearer {secret}"})
+        with pytest.raises(SandboxCheckFailed, match="answered 401") as failed:
+            await check.prove(tools.DRY_RUN_QUERY)
+    assert "s3cre" not in str(failed.value) and "<with" in str(failed.value)
 
 
 @contextmanager

@@ -17,6 +17,7 @@ from reviewer.plan.proposal import (
     MAX_STRING_CHARS,
     ProposalError,
     canonical_plan,
+    is_destructive,
     parse_proposal,
     plan_sha256,
 )
@@ -501,3 +502,14 @@ def test_reading_calls_keeps_a_bounded_number_of_bytes_decoded(monkeypatch: pyte
     for index in range(len(calls)):
         assert len(calls[index].args["x"]) == 10_000
     assert len(calls._recent) < len(calls), "every large call was kept decoded"
+
+
+@pytest.mark.parametrize(
+    ("effect", "flagged", "expected"),
+    [("delete", False, True), ("update", True, True), ("create", True, True), ("update", False, False)],
+)
+def test_a_call_is_destructive_when_it_deletes_or_is_flagged(
+    effect: str, flagged: bool, expected: bool
+) -> None:
+    """The one test the analysis, its ratios, its first destructive row and the policy's counts share."""
+    assert is_destructive(effect, flagged) is expected

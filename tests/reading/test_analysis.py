@@ -410,6 +410,39 @@ def test_a_sandbox_check_proves_only_the_calls_carrying_its_parameter(
     )
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("query", {}),
+        ("url", "https://user:pw@sandbox.example/v1/tickets"),
+        ("url", "https://sandbox.example/v1/tickets?token=abc"),
+        ("url", "https://sandbox.example/v1/tickets#x"),
+        ("url", "javascript:alert(1)"),
+    ],
+    ids=["empty query", "user info", "query", "fragment", "not http"],
+)
+def test_a_hand_written_sandbox_proof_that_proves_everything_or_shows_a_secret_is_refused(
+    field: str, value: Any
+) -> None:
+    """An empty `query` would prove every call (all of nothing); a `url` is shown on screen, so one
+    holding a user, password or query is refused like the check itself refuses it."""
+    dry_run = {"via": "server", "write_requests": 1, "sandbox": {**SANDBOX_PROOF, field: value}}
+    with pytest.raises(ProposalError, match="sandbox"):
+        plan([call(1, outcome=OK, request=dry_request({}))], dry_run=dry_run)
+
+
+def test_a_sandbox_proof_built_without_a_query_proves_nothing() -> None:
+    """A proof made in code skips the decoder's length check: it still proves no call."""
+    analysis = plan(
+        [call(1, outcome=OK, request=dry_request({}))],
+        dry_run={"via": "server", "write_requests": 1, "sandbox": SANDBOX_PROOF},
+    )
+    proof = analysis.proposal.dry_run.sandbox
+    assert proof is not None
+    proof.query = {}
+    assert analysis.row(0).verdict is Verdict.UNPROVEN
+
+
 def test_fake_refusal_of_a_call_with_a_placeholder_is_still_a_fake_refusal() -> None:
     analysis = plan(
         [

@@ -4,6 +4,7 @@ operation the API does not have; and an API it must refuse before COMMAND starts
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -11,7 +12,10 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
+from reviewer.run.commands import _sandbox_option, register
+from reviewer.run.errors import RunRefused
 from reviewer.sample_api.server import sample_api_in_thread
 from tests.run.conftest import API_TOKEN, ROOT, Queue, SampleApi, proposal, reviewer_decides, start_run
 
@@ -268,6 +272,21 @@ def test_a_sandbox_that_honours_the_parameter_proves_the_server_dry_run(
     assert "unproven_dry_run" not in analysis.alarm_names
     assert sample_api.real_requests() == [], "the dry run wrote nothing for real"
     assert SANDBOX_TOKEN not in seen.read_text(), "COMMAND never holds the sandbox's credential"
+
+
+def run_options(*arguments: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    return parser.parse_args(["run", "--api", "http://127.0.0.1:9", *arguments, "--", "true"])
+
+
+def test_the_sandbox_id_field_option_names_where_the_check_reads_the_created_id() -> None:
+    sandbox = ("--via", "server", "--dry-run-param", "dryRun=All", "--sandbox-api", "http://127.0.0.1:9/v1/t")
+    check = _sandbox_option(run_options(*sandbox, "--sandbox-id-field", "data.id"), {})
+    assert check is not None and check.id_field == "data.id"
+    assert (_sandbox_option(run_options(*sandbox), {}) or check).id_field == "id"
+    with pytest.raises(RunRefused, match="--sandbox-id-field .* go with --sandbox-api"):
+        _sandbox_option(run_options("--sandbox-id-field", "data.id"), {})
 
 
 def test_a_sandbox_check_without_a_server_dry_run_is_refused(queue: Queue, sample_api: SampleApi) -> None:

@@ -176,6 +176,7 @@ async def test_a_toast_about_one_proposal_is_not_drawn_over_another(sample_folde
 
 
 SANDBOX_URL = "https://sandbox.deskline.example/v1/tickets"
+SANDBOX_PROOF = {"url": SANDBOX_URL, "query": {"dryRun": "All"}, "checked_at": "2026-03-01T09:30:00Z"}
 
 
 @pytest.mark.parametrize(
@@ -183,19 +184,20 @@ SANDBOX_URL = "https://sandbox.deskline.example/v1/tickets"
     [
         ({"writes_kept": 0}, "audit", "audit log, read before and after"),
         (
-            {
-                "sandbox": {
-                    "url": SANDBOX_URL,
-                    "query": {"dryRun": "All"},
-                    "checked_at": "2026-03-01T09:30:00Z",
-                }
-            },
+            {"sandbox": SANDBOX_PROOF},
             "sandbox",
             f"sandbox check at 2026-03-01T09:30:00Z: a create sent to {SANDBOX_URL} with dryRun=All",
         ),
         ({}, "none", None),
+        ({"write_requests": 3, "writes_kept": 0}, "audit", "audit log, read before and after"),
+        ({"write_requests": 0, "writes_kept": 0}, "no writes", "sent no write to the API, so it kept none"),
+        (
+            {"write_requests": 0, "writes_kept": 0, "sandbox": SANDBOX_PROOF},
+            "sandbox",
+            f"a create sent to {SANDBOX_URL} with dryRun=All",
+        ),
     ],
-    ids=["audit", "sandbox", "none"],
+    ids=["audit", "sandbox", "none", "audit over writes sent", "nothing sent", "sandbox, nothing sent"],
 )
 async def test_the_review_says_which_proof_a_server_dry_run_carries(
     tmp_path: Path, dry_run: dict[str, object], proof: str, proven_by: str | None

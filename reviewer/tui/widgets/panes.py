@@ -9,7 +9,7 @@ from __future__ import annotations
 import msgspec
 from rich.text import Text
 
-from reviewer.plan.proposal import Call, DryRun, Proposal, dumps
+from reviewer.plan.proposal import Call, DryRun, Proposal, audit_read, dumps, sandbox_proof
 from reviewer.plan.sanitize import clip, safe_text
 from reviewer.reading.analysis import Analysis, Extremes, NumericField, PlanRow, Ratios, Verdict
 from reviewer.tui.palette import role_text
@@ -100,28 +100,35 @@ def _line(text: Text, label: str, value: str | Text, style: str = "") -> None:
 
 def proof_word(dry_run: DryRun) -> tuple[str, str] | None:
     """What a server dry run carries as proof that it kept nothing, in a word that fits the pane at
-    80x24, and its style: the audit log (red when it found kept writes), a sandbox check, or none.
+    80x24, and its style: the audit log (red when it found kept writes), a sandbox check, no write
+    sent (so none kept), or none.
     None for other dry runs."""
     if dry_run.via != "server":
         return None
-    if dry_run.writes_kept is not None:
+    if audit_read(dry_run):
         return "audit", "ok" if dry_run.writes_kept == 0 else "danger"
-    if dry_run.sandbox is not None:
+    if sandbox_proof(dry_run) is not None:
         return "sandbox", "ok"
+    if dry_run.writes_kept == 0:
+        return "no writes", "ok"
     return "none", "warn"
 
 
 def proven_by(dry_run: DryRun) -> str | None:
     """What proved a validated call kept nothing, in full, for the detail pane."""
-    if dry_run.writes_kept == 0:
+    if audit_read(dry_run):
+        if dry_run.writes_kept != 0:
+            return None
         return "the API's audit log, read before and after the dry run, shows no write kept"
-    proof = dry_run.sandbox
-    if dry_run.writes_kept is None and proof is not None:
+    proof = sandbox_proof(dry_run)
+    if proof is not None:
         parameter = "&".join(f"{name}={value}" for name, value in proof.query.items())
         return (
             f"a sandbox check at {proof.checked_at}: a create sent to {proof.url} with {parameter} "
             "was not kept"
         )
+    if dry_run.writes_kept == 0:
+        return "the dry run sent no write to the API, so it kept none (no audit log was read)"
     return None
 
 
