@@ -118,6 +118,18 @@ async def test_a_rejection_needs_a_reason(sample_folder) -> None:
         assert "rejection of revision 1: not sent (demo)" in str(review.query_one("#decision").render())
 
 
+async def test_a_demo_request_for_changes_is_named_as_one(sample_folder) -> None:
+    app = ReviewerApp(sample_folder("deskline-merge.server.json"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        review = await open_review(pilot)
+        await pilot.press("c", *"split it", "enter")
+        await wait_until_loaded(pilot)
+        assert app.screen is review
+        shown = str(review.query_one("#decision").render())
+        assert "request for changes of revision 1: not sent (demo)" in shown
+        assert "rejection" not in shown
+
+
 async def test_drift_opens_on_a_replanned_proposal_and_says_so_on_a_single_one(sample_folder) -> None:
     app = ReviewerApp(sample_folder("deskline-triage.rev1.json", "deskline-triage.rev2.json"))
     async with app.run_test(size=(100, 30)) as pilot:
