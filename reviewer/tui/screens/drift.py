@@ -101,9 +101,9 @@ class DriftScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back"),
+        Binding("r", "toggle_request", "Whole request"),  # before b and t: in sight at 50 columns
         Binding("b", "cycle_base", "Base revision"),
         Binding("t", "cycle_target", "Target revision"),
-        Binding("r", "toggle_request", "Whole request"),
     ]
 
     def __init__(self, item: QueueItem, base: int, target: int, mode: str) -> None:
