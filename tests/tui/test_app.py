@@ -118,6 +118,18 @@ async def test_a_rejection_needs_a_reason(sample_folder) -> None:
         assert "rejection of revision 1: not sent (demo)" in str(review.query_one("#decision").render())
 
 
+async def test_a_demo_request_for_changes_is_named_as_one(sample_folder) -> None:
+    app = ReviewerApp(sample_folder("deskline-merge.server.json"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        review = await open_review(pilot)
+        await pilot.press("c", *"split it", "enter")
+        await wait_until_loaded(pilot)
+        assert app.screen is review
+        shown = str(review.query_one("#decision").render())
+        assert "request for changes of revision 1: not sent (demo)" in shown
+        assert "rejection" not in shown
+
+
 async def test_drift_opens_on_a_replanned_proposal_and_says_so_on_a_single_one(sample_folder) -> None:
     app = ReviewerApp(sample_folder("deskline-triage.rev1.json", "deskline-triage.rev2.json"))
     async with app.run_test(size=(100, 30)) as pilot:
@@ -193,9 +205,11 @@ async def test_hostile_keys_in_a_real_run_reach_the_verification_view_escaped(sa
         await open_verification(pilot)
         table = app.screen.query_one(DataTable)
         cells = " ".join(str(table.get_cell_at((row, 4))) for row in range(table.row_count))
-        assert "different: args.\\x1b[2J\\u202eX" in cells
+        assert "different: args." in cells and "…" in cells  # cut to its column, whole in the detail
         assert "\x1b" not in cells and "\u202e" not in cells
-        assert "\x1b" not in str(app.screen.query_one("#detail").render())
+        detail = str(app.screen.query_one("#detail").render())
+        assert "different: args.\\x1b[2J\\u202eX" in detail
+        assert "\x1b" not in detail
 
 
 @pytest.mark.parametrize("with_audit", [True, False])
@@ -240,6 +254,37 @@ async def test_the_verification_view_names_the_audit_source_and_the_writes_nobod
         detail = str(app.screen.query_one("#detail").render())
         assert "differs at /var/log/nginx/deskline.json:815, by request id" in detail
         assert "status: run 200, log 500" in detail
+
+
+async def test_at_50x20_the_verification_cuts_paths_at_their_start_and_enter_shows_the_call(tmp_path) -> None:
+    """A phone's 50x20: the call cells keep the path's end (t1, t2, t3 stay apart) and end cut cells
+    with `…`; `▶` marks the cursor's row and follows it; `enter` shows the selected call's detail
+    in the table's place, inside the screen, and `escape` brings the table back."""
+    from textual.widgets import DataTable
+
+    app = ReviewerApp(audited_merge_run(tmp_path / "proposals"))
+    async with app.run_test(size=(50, 20)) as pilot:
+        await open_verification(pilot)
+        screen = app.screen
+        table = screen.query_one(DataTable)
+        rows = [[str(table.get_cell_at((row, column))) for column in range(4)] for row in range(4)]
+        paths = ["POST …tickets", "PATCH …ets/t1", "PATCH …ets/t2", "DELETE …ts/t3"]
+        assert [row[1] for row in rows] == paths
+        assert rows[1][2] == "same once r…"
+        assert [row[0] for row in rows] == ["▶1", " 2", " 3", " 4"]
+        await pilot.press("down", "down")
+        await pilot.pause()
+        assert [str(table.get_cell_at((row, 0))) for row in range(4)] == [" 1", " 2", "▶3", " 4"]
+        detail = screen.query_one("#detail-pane")
+        assert not detail.display or detail.region.bottom > screen.size.height, "nothing to reach"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert detail.display and detail.has_focus and not table.display
+        assert detail.region.y > 0 and detail.region.bottom <= screen.size.height - 1
+        assert "differs at /var/log/nginx/deskline.json:815" in str(screen.query_one("#detail").render())
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is screen and table.display and table.has_focus and table.cursor_row == 2
 
 
 @pytest.mark.parametrize(

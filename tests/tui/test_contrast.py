@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from reviewer.tui.app import ReviewerApp
+from tests.builders import proposal_document
 from tests.tui.contrast import low_contrast, screen_segments, styles_of
-from tests.tui.helpers import SAMPLES, wait_until_loaded
+from tests.tui.helpers import SAMPLES, audited_merge_run, wait_until_loaded
 
 pytestmark = pytest.mark.anyio
 
@@ -124,3 +125,46 @@ async def test_the_queue_cursor_shows_in_every_mode(presses: int, palette: str, 
             words = [(text, style) for text, style, _ in rows[marked[0]] if style and text.strip("│ ")]
             assert words and all(style.underline or style.reverse for _, style in words), (mode, words)
             assert low_contrast(app, shown_in=shown_in(mode)) == [], mode
+
+
+async def test_a_call_that_may_have_been_written_is_never_the_dimmest_text(tmp_path, monkeypatch) -> None:
+    """`ok, unproven` (the server answered ok, nothing proved the API honoured the dry run) is bold in
+    its row without colour, never italic alone nor dim: it is no less bright than the words around it."""
+    import json
+
+    call = {"tool": "update_ticket", "effect": "update", "args": {"id": "t1"}, "outcome": {"status": "ok"},
+            "request": {"method": "PATCH", "path": "/v1/tickets/t1", "query": {"dryRun": "All"}}}  # fmt: skip
+    document = proposal_document([call, call], proposal_id="unproven", dry_run={"via": "server"})
+    (tmp_path / "unproven.json").write_text(json.dumps(document))
+    app = make_app(tmp_path, "nocolor", monkeypatch)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until_loaded(pilot)
+        await pilot.press("enter")
+        await wait_until_loaded(pilot)
+        styles = styles_of(app, "ok, unproven")
+        assert len(styles) >= 3, "both rows and the detail pane"
+        for style in styles:
+            assert style.bold and not style.dim, style
+
+
+@pytest.mark.parametrize("palette", list(APPS))
+async def test_the_verification_cursor_shows_in_every_mode(palette: str, tmp_path, monkeypatch) -> None:
+    """The verification's cursor row, as the queue's: it alone holds ▶, its words underlined or
+    reversed, in 16 colours and without colour too."""
+    modes = APPS[palette]
+    app = make_app(audited_merge_run(tmp_path / "proposals"), modes[0], monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until_loaded(pilot)
+        await pilot.press("enter")
+        await wait_until_loaded(pilot)
+        await pilot.press("v")
+        await wait_until_loaded(pilot)
+        await pilot.press("down")
+        await wait_until_loaded(pilot)
+        for mode in modes:
+            rows = screen_segments(app, shown_in=shown_in(mode))
+            marked = [index for index, line in enumerate(rows) if any("▶" in text for text, _, _ in line)]
+            assert len(marked) == 1, f"{mode}: ▶ on the cursor's row only"
+            assert "PATCH …ickets/t1" in "".join(text for text, _, _ in rows[marked[0]])
+            words = [(text, style) for text, style, _ in rows[marked[0]] if style and text.strip("│ ")]
+            assert words and all(style.underline or style.reverse for _, style in words), (mode, words)

@@ -159,8 +159,9 @@ def test_drift_changed_field(snap_compare, sample_folder) -> None:
 def test_verification_view(snap_compare, sample_folder) -> None:
     """v on the executed server plan: the summary "naive: 1 of 4 identical; placeholders resolved:
     3 of 4 match; refused: 1; in the audit log: 3 of 3 that succeeded" (on two lines); the create
-    "same", both updates "same once placeholders resolve" (green), the delete "refused 409" (red),
-    each with its audit line agreeing ("line 1 ok"); the detail of the first row below."""
+    "same", both updates "same once resolved" (green), the delete "refused 409" (red), each with its
+    audit line agreeing ("line 1 ok"); the calls' paths cut at their start ("PATCH …ickets/t1",
+    "…/t2", "…/t3"); the cursor's row marked `▶1` and underlined; the detail of the first row below."""
     folder = sample_folder(SERVER, "deskline-merge.server.execution.json")
     assert snap_compare(ReviewerApp(folder), terminal_size=(100, 30), run_before=open_first("v"))
 
@@ -176,12 +177,16 @@ def test_verification_against_an_audit_source(snap_compare, tmp_path) -> None:
     assert snap_compare(app, terminal_size=(80, 24), run_before=open_first("v"))
 
 
-def test_verification_against_an_audit_source_at_50x20(snap_compare, tmp_path) -> None:
+@pytest.mark.parametrize("keys", [(), ("down", "down", "enter")], ids=["table", "enter"])
+def test_verification_against_an_audit_source_at_50x20(snap_compare, tmp_path, keys) -> None:
     """The same at a phone's 50x20: the summary lines wrap, the table keeps #, call, check and audit
-    with all four rows, the selected call's pane gives way, and the unplanned writes start under
-    the table (the rest scrolls)."""
+    with all four rows (paths cut at their start, "…ets/t1", "…ets/t2", "…ts/t3"; "same once r…"
+    ending in an ellipsis; `▶1` on the cursor's row), the selected call's pane gives way, and the
+    unplanned writes start under the table (the rest scrolls); the footer offers "⏎ Call detail".
+    After down, down, enter: the third call's detail ("same once resolved", the audit "differs at
+    …:815", "status: run 200, log 500") in the table's place, inside the screen."""
     app = ReviewerApp(audited_merge_run(tmp_path / "proposals"))
-    assert snap_compare(app, terminal_size=(50, 20), run_before=open_first("v"))
+    assert snap_compare(app, terminal_size=(50, 20), run_before=open_first("v", *keys))
 
 
 # --- the same states in 16 colours and without colour -------------------------------------------

@@ -514,11 +514,15 @@ class Decider(Protocol):
     ) -> DecisionOutcome: ...
 
 
+DECISION_NOUNS = {"approve": "approval", "reject": "rejection", "request_changes": "request for changes"}
+"""What each decision is called in a sentence; an unknown word is named as itself, never as another."""
+
+
 class DemoDecider:
     """The demo sends nothing: it says so, so nobody mistakes a demo approval for a real one."""
 
     async def decide(
         self, item: QueueItem, revision: int, plan_sha256: str, decision: str, reason: str
     ) -> DecisionOutcome:
-        verb = "approval" if decision == "approve" else "rejection"
-        return DecisionOutcome(False, f"{verb} of revision {revision}: not sent (demo)")
+        noun = DECISION_NOUNS.get(decision, decision)
+        return DecisionOutcome(False, f"{noun} of revision {revision}: not sent (demo)")

@@ -95,8 +95,13 @@ def field_changes_text(title: str, changes: tuple[FieldChange, ...], style: str)
 class DriftScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
     """Drift of one revision against another; `b` and `t` pick which two."""
 
+    VERTICAL_BREAKPOINTS = [(0, "-tiny"), (22, "-roomy")]
+    """Under 22 lines (50x20) the reviewer's request is folded to one line and the panes keep 7
+    lines, so the plan keeps its rows, the removed ones among them; `r` unfolds the request."""
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back"),
+        Binding("r", "toggle_request", "Whole request"),  # before b and t: in sight at 50 columns
         Binding("b", "cycle_base", "Base revision"),
         Binding("t", "cycle_target", "Target revision"),
     ]
@@ -104,10 +109,18 @@ class DriftScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
     def __init__(self, item: QueueItem, base: int, target: int, mode: str) -> None:
         super().__init__()
         self.item, self.base, self.target, self.mode = item, base, target, mode
+        # The height's class before the first styling, as the review screen does.
+        self.add_class(
+            *[name for least, name in self.VERTICAL_BREAKPOINTS if self.app.size.height >= least][-1:],
+            update=False,
+        )
 
     def compose(self) -> ComposeResult:
         yield Chrome(id="chrome")
         yield Static(id="drift-summary")
+        with Horizontal(id="drift-asked"):  # the request's wrapped lines stay under its first
+            yield Static(id="drift-asked-revision")
+            yield Static(id="drift-asked-reason")
         with Horizontal(id="panes"), VerticalScroll(id="detail-pane") as detail:
             detail.border_title = "Selected call"
             yield Static(id="detail")
@@ -194,19 +207,36 @@ class DriftScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         for change in drift.target_changed:
             summary.append(f"   target {untrusted(change.path, limit=60)}: ", "danger")
             summary.append(f"{untrusted(change.old, limit=80)} → {untrusted(change.new, limit=80)}")
-        asked = self.item.changes_asked(self.base)
-        if asked is not None:  # the reviewer's words beside what the agent changed in answer
-            summary.append(f"\n rev {self.base}: ", "bold")
-            summary.append(asked, "warn.strong")
         self.query_one("#drift-summary", Static).update(summary)
+        self.show_request(self.item.changes_asked(self.base))
         await self.query(PlanView).remove()
         plan = PlanView(self.rows, row_mark=self.rows.mark, id="plan")
         plan.border_title = (
             f"rev {self.target}: {len(self.rows.new):,} calls · + added · ~ changed · - removed"
         )
-        await self.mount(plan, after="#drift-summary")
+        await self.mount(plan, after="#drift-asked")
         plan.focus()
         plan.move_cursor(self.rows.first_marked())
+
+    def show_request(self, asked: str | None) -> None:
+        """The reviewer's words beside what the agent changed in answer, when the base was asked to
+        change (folded to one line with an ellipsis under 22 lines)."""
+        self.query_one("#drift-asked").display = asked is not None
+        self.query_one("#drift-asked-revision", Static).update(role_text(f" rev {self.base}: ", "bold"))
+        self.query_one("#drift-asked-reason", Static).update(role_text(asked or "", "warn.strong"))
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """`r` is offered only where a request is folded: under 22 lines."""
+        if action == "toggle_request":
+            return self.has_class("-tiny") and self.query_one("#drift-asked").display
+        return True
+
+    def on_resize(self) -> None:
+        self.refresh_bindings()  # the height's class changed with the size, and `r` with it
+
+    def action_toggle_request(self) -> None:
+        self.toggle_class("-request-open")
 
     @on(PlanView.RowHighlighted)
     def show_detail(self, message: PlanView.RowHighlighted) -> None:

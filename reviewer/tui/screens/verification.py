@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual import on, work
+from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
@@ -28,7 +29,7 @@ from reviewer.tui.screens.audit_source import (
 )
 from reviewer.tui.screens.drift import field_changes_text
 from reviewer.tui.screens.styled_once import StyledOnce
-from reviewer.tui.widgets.cells import cell
+from reviewer.tui.widgets.cells import CURSOR_GLYPH, cell, cut, fit, fit_end
 from reviewer.tui.widgets.chrome import Chrome, KeysFooter
 from reviewer.tui.widgets.panes import untrusted
 
@@ -44,12 +45,12 @@ STATUS_STYLE = {
     "refused": "danger",
     "unknown": "warn",
 }
-COLUMNS = (("real", 4), ("plan", 4), ("tool", 10), ("call", 16), ("check", 18), ("audit", 12))
-"""Each column and its cells: with the table's padding and scroll bar, 80 columns show all of them."""
-NARROW_COLUMNS = (("#", 2), ("call", 13), ("check", 12), ("audit", 10))
+COLUMNS = (("real", 5), ("plan", 4), ("tool", 9), ("call", 16), ("check", 18), ("audit", 12))
+"""Each column and its cells (the first holds the cursor's `▶` before the real call's number): with
+the table's padding and scroll bar, 80 columns show all of them."""
+NARROW_COLUMNS = (("#", 3), ("call", 13), ("check", 12), ("audit", 10))
 """Under `NARROW_BELOW` columns (50x20), the ones that say what happened."""
 NARROW_BELOW = 70
-COLUMN_CELLS = dict(COLUMNS)
 STATUS_WORDS = {
     "unknown": "outcome unknown (sent, no answer)",
     "not in the plan": "not in the plan (stopped)",
@@ -68,6 +69,12 @@ def status_text(check: CallCheck) -> Text:
     return Text(safe_text(clip(words, 200)), STATUS_STYLE[check.status])
 
 
+def call_cell(method: str, path: str, cells: int) -> Text:
+    """The method whole and the path cut at its start, so calls to t1, t2 and t3 stay apart."""
+    method = fit(method, 7).rstrip()
+    return Text(f"{method} {fit_end(path, max(cells - len(method) - 1, 2))}", no_wrap=True)
+
+
 def audit_text(check: CallCheck, has_audit: bool) -> Text:
     if not has_audit:
         return Text("no audit log", "muted")
@@ -83,9 +90,12 @@ class VerificationScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
 
     VERTICAL_BREAKPOINTS = [(0, "-tiny"), (22, "-short"), (30, "-tall")]
     """Under 30 lines the writes nobody approved keep fewer lines; under 22 (50x20) the selected call's
-    pane gives way to the table, whose rows say what the pane would."""
+    pane gives way to the table, and `enter` shows it in the table's place (again: the table)."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "app.pop_screen", "Back")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back"),
+        Binding("enter", "toggle_detail", "Call detail", priority=True),
+    ]
 
     @dataclass
     class Compared(Message):
@@ -103,6 +113,9 @@ class VerificationScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         self.verification: Verification | None = None
         self.audited: AuditVerification | None = None
         self._narrow_table: bool | None = None
+        self._columns: tuple[tuple[str, int], ...] = ()
+        self._cells: list[dict[str, Text]] = []
+        self._marked = 0
 
     def compose(self) -> ComposeResult:
         yield Chrome(id="chrome")
@@ -171,10 +184,34 @@ class VerificationScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         self.query_one("#unplanned-pane").display = audited is not None
         self._fill_table()
         self.query_one("#verification", DataTable).focus()
+        self.refresh_bindings()
 
     def on_resize(self) -> None:
         if self.verification is not None:
             self._fill_table()
+        if not self.has_class("-tiny"):
+            self.remove_class("-show-detail")
+        self.refresh_bindings()  # `enter` is offered under 22 lines only
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "toggle_detail":
+            return self.has_class("-tiny") and self.verification is not None
+        return True
+
+    def action_toggle_detail(self) -> None:
+        """Under 22 lines, the selected call's detail in the table's place, or the table again."""
+        if not self.has_class("-tiny") or self.verification is None:
+            raise SkipAction()
+        shown = self.toggle_class("-show-detail").has_class("-show-detail")
+        self.query_one("#unplanned-pane").display = not shown and self.audited is not None
+        self.query_one("#detail-pane" if shown else "#verification").focus()
+
+    def action_back(self) -> None:
+        """Back to the table from the call's detail shown in its place; else back to the review."""
+        if self.has_class("-show-detail"):
+            self.action_toggle_detail()
+        else:
+            self.app.pop_screen()
 
     def _fill_table(self) -> None:
         """The table in the columns the screen's width holds (under `NARROW_BELOW`, without plan and
@@ -186,15 +223,39 @@ class VerificationScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         table = self.query_one("#verification", DataTable)
         row = table.cursor_row
         table.clear(columns=True)
-        columns = NARROW_COLUMNS if narrow else COLUMNS
-        for label, width in columns:
-            table.add_column(label, width=width)
-        for cells in self._rows():
-            table.add_row(*(cells[label] for label, _ in columns))
+        self._columns = NARROW_COLUMNS if narrow else COLUMNS
+        for label, width in self._columns:
+            table.add_column(label, width=width, key=label)
+        widths = dict(self._columns)
+        widths[self._columns[0][0]] -= 1  # the cursor's mark
+        self._cells = [
+            {label: cut(cells[label], widths[label]) for label in widths} for cells in self._rows(widths)
+        ]
+        self._marked = row
+        for index in range(len(self._cells)):
+            table.add_row(*self._row_cells(index), key=str(index))
         table.move_cursor(row=row)
 
-    def _rows(self) -> list[dict[str, Text]]:
-        """Each real call, then each plan call not executed, by column."""
+    def _row_cells(self, index: int) -> list[Text]:
+        """The row's cells, the first after `▶` on the cursor's row (a blank elsewhere), so the cursor
+        shows where its background does not (16 colours, NO_COLOR)."""
+        cells = [self._cells[index][label] for label, _ in self._columns]
+        mark = CURSOR_GLYPH if index == self._marked else " "
+        return [Text.assemble((mark, "bold"), cells[0]), *cells[1:]]
+
+    def _move_cursor_mark(self, row: int) -> None:
+        """`▶` follows the cursor: off the row it left, onto the row it reached."""
+        previous, self._marked = self._marked, row
+        table = self.query_one("#verification", DataTable)
+        first = self._columns[0][0]
+        for index in {previous, row}:
+            if 0 <= index < len(self._cells):
+                table.update_cell(str(index), first, self._row_cells(index)[0])
+
+    def _rows(self, widths: dict[str, int]) -> list[dict[str, Text]]:
+        """Each real call, then each plan call not executed, by column (`widths`: the cells of the
+        columns shown)."""
+        call_cells, tool_cells = widths.get("call", 16), widths.get("tool", 9)
         assert self.verification is not None
         audited, has_audit = self.audited, self.record.audit_log is not None
         rows = []
@@ -207,10 +268,10 @@ class VerificationScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
                     "real": Text(str(call.seq)),
                     "#": Text(str(call.seq)),
                     "plan": Text(planned),
-                    "tool": cell(call.tool, COLUMN_CELLS["tool"]),
-                    "call": cell(
-                        f"{request.method} {request.path}" if request else call.tool, COLUMN_CELLS["call"]
-                    ),
+                    "tool": cell(call.tool, tool_cells),
+                    "call": call_cell(request.method, request.path, call_cells)
+                    if request
+                    else cell(call.tool, call_cells),
                     "check": status_text(check),
                     "audit": audit_text(check, has_audit)
                     if audited is None
@@ -224,8 +285,8 @@ class VerificationScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
                     "real": Text("–"),
                     "#": Text("–"),
                     "plan": Text(str(planned_call.seq)),
-                    "tool": cell(planned_call.tool, COLUMN_CELLS["tool"]),
-                    "call": cell(planned_call.tool, COLUMN_CELLS["call"]),
+                    "tool": cell(planned_call.tool, tool_cells),
+                    "call": cell(planned_call.tool, call_cells),
                     "check": role_text("not executed", "warn"),
                     "audit": Text(""),
                 }
@@ -236,6 +297,7 @@ class VerificationScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
     def show_detail(self, event: DataTable.RowHighlighted) -> None:
         if self.verification is None:
             return
+        self._move_cursor_mark(event.cursor_row)
         checks = self.verification.checks
         text = Text()
         if event.cursor_row >= len(checks):

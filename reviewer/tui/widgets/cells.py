@@ -24,3 +24,25 @@ def fit(value: str, cells: int, *, right: bool = False) -> str:
 
 def cell(value: str, cells: int, style: str = "") -> Text:
     return Text(fit(value, cells).rstrip(), style, no_wrap=True)
+
+
+def fit_end(value: str, cells: int) -> str:
+    """`value` made safe and at most `cells` cells wide, cut at its start: `…` then its end, where
+    paths differ (`/v1/tickets/t1`, `…/t2`)."""
+    text = steady_width(safe_text(value[-4_096:]))
+    if cell_len(text) <= cells:
+        return text
+    kept = ""
+    for character in reversed(text):
+        if cell_len(character + kept) > cells - 1:
+            break
+        kept = character + kept
+    return "…" + kept
+
+
+def cut(text: Text, cells: int) -> Text:
+    """A styled `text` at most `cells` wide, ending `…` when it was cut (never cut silently)."""
+    shown = text.copy()
+    shown.no_wrap = True
+    shown.truncate(cells, overflow="ellipsis")
+    return shown

@@ -35,7 +35,7 @@ VERDICT_MEANING = {
 }
 VERDICT_STYLE = {
     Verdict.VALIDATED: "ok",
-    Verdict.UNPROVEN: "warn",
+    Verdict.UNPROVEN: "warn.strong",  # may have been written for real: never the dimmest words
     Verdict.REAL_REFUSAL: "danger",
     Verdict.FAKE_REFUSAL: "danger",
     Verdict.ERROR: "danger",

@@ -73,7 +73,7 @@ NARROW_VIEW = 60
 
 VERDICT_CLASS = {
     Verdict.VALIDATED: "plan-view--validated",
-    Verdict.UNPROVEN: "plan-view--unvalidated",
+    Verdict.UNPROVEN: "plan-view--unproven",
     Verdict.REAL_REFUSAL: "plan-view--refusal",
     Verdict.FAKE_REFUSAL: "plan-view--refusal",
     Verdict.ERROR: "plan-view--refusal",
@@ -143,6 +143,7 @@ class PlanView(ScrollView, can_focus=True):
         "plan-view--refusal",
         "plan-view--noise",
         "plan-view--unvalidated",
+        "plan-view--unproven",
         "plan-view--muted",
         "plan-view--added",
         "plan-view--changed",
@@ -160,6 +161,7 @@ class PlanView(ScrollView, can_focus=True):
         & > .plan-view--refusal { color: $error; text-style: bold; }
         & > .plan-view--noise { color: $warning; }
         & > .plan-view--unvalidated { color: $warning; text-style: italic; }
+        & > .plan-view--unproven { color: $warning; text-style: bold; }
         & > .plan-view--muted { color: $text-muted; }
         & > .plan-view--added { background: $row-added; }
         & > .plan-view--changed { background: $row-changed; }
@@ -167,6 +169,7 @@ class PlanView(ScrollView, can_focus=True):
         & > .plan-view--outcome { background: $row-outcome; }
         &:nocolor > .plan-view--refusal { text-style: bold reverse; }
         &:nocolor > .plan-view--noise { text-style: bold; }
+        &:nocolor > .plan-view--unproven { text-style: bold underline; }
         &:nocolor > .plan-view--cursor { text-style: bold underline; }
     }
     """

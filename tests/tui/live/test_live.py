@@ -368,6 +368,7 @@ def test_the_drift_of_the_next_revision_shows_the_changes_asked_for_beside_it(qu
             await until(pilot, lambda: item.state == "pending" and max(item.revisions) == 2, "revision 2")
             await pilot.press("d")
             await until(pilot, lambda: "removed" in shown_text(app, "#drift-summary"), "the drift")
-            assert "rev 1: changes requested by alice: keep t3 open" in shown_text(app, "#drift-summary")
+            assert "rev 1:" in shown_text(app, "#drift-asked-revision")
+            assert "changes requested by alice: keep t3 open" in shown_text(app, "#drift-asked-reason")
 
     run(scenario)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import timedelta
 from typing import Any
@@ -14,6 +15,7 @@ from reviewer.queue.messages import TrailEvent
 from reviewer.signing.sshsig import PublicKey, Signer
 from reviewer.tui.app import ReviewerApp
 from reviewer.tui.model.queue_source import QueueSource
+from reviewer.tui.widgets.plan_view import PlanView
 from tests.queue_harness import body
 from tests.tui.helpers import SAMPLES
 from tests.tui.live.fake_queue import AT, FakeQueue, replanned
@@ -160,8 +162,6 @@ def test_approve_dialog_with_a_quorum_and_a_signing_key(snap_compare) -> None:
 
 def test_r_polls_at_once_while_the_queue_is_down() -> None:
     """With a 30 s back-off, r sends the next poll now instead of waiting it out."""
-    import asyncio
-
     requests: list[str] = []
 
     def refuse(request: httpx.Request) -> httpx.Response:
@@ -180,8 +180,14 @@ def test_r_polls_at_once_while_the_queue_is_down() -> None:
     asyncio.run(scenario())
 
 
-def changes_asked_then_replanned() -> FakeQueue:
-    """The merge sample as revision 1, alice's request "keep t3 open" on it in the trail, and the
+LONG_REQUEST = (
+    "keep t3 open: the customer replied on it this morning, and the two others are the same "
+    "printer, so merge only t1 and t2 and leave a note on t3 instead"
+)
+
+
+def changes_asked_then_replanned(reason: str = "keep t3 open") -> FakeQueue:
+    """The merge sample as revision 1, alice's request (`reason`) on it in the trail, and the
     agent's revision 2: the same plan without the delete of t3."""
     first = json.loads((SAMPLES / "deskline-merge.server.json").read_bytes())
     second = {
@@ -201,11 +207,26 @@ def changes_asked_then_replanned() -> FakeQueue:
             event="changes_requested",
             revision=1,
             plan_sha256=entry.digest(1),
-            reason="keep t3 open",
+            reason=reason,
         )
     )
     entry.plans.append(body(second))
     return fake
+
+
+def drift_of_revision_2(proposal_id: str, *keys: str):  # type: ignore[no-untyped-def]
+    """Open `proposal_id`, press d, wait for the drift, then press `keys`."""
+
+    async def run_before(pilot: Any) -> None:
+        await loaded(1)(pilot)
+        await open_proposal(pilot, pilot.app, proposal_id)
+        await pilot.press("d")
+        await until(pilot, lambda: "removed" in shown_text(pilot.app, "#drift-summary"), "the drift")
+        for key in keys:
+            await pilot.press(key)
+        await pilot.pause()
+
+    return run_before
 
 
 @pytest.mark.parametrize("size", [(100, 30), (80, 24)], ids=["100x30", "80x24"])
@@ -215,13 +236,37 @@ def test_drift_answering_changes_requested(snap_compare, size) -> None:
     revision 2's three calls, with revision 1's delete_ticket t3 put back in red where it stood,
     marked removed."""
     fake = changes_asked_then_replanned()
-    proposal_id = next(iter(fake.proposals))
-
-    async def run_before(pilot: Any) -> None:
-        await loaded(1)(pilot)
-        await open_proposal(pilot, pilot.app, proposal_id)
-        await pilot.press("d")
-        await until(pilot, lambda: "removed" in shown_text(pilot.app, "#drift-summary"), "the drift")
-        await pilot.pause()
-
+    run_before = drift_of_revision_2(next(iter(fake.proposals)))
     assert snap_compare(live_app(fake.transport()), terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("keys", [(), ("r",)], ids=["folded", "unfolded"])
+def test_drift_answering_a_long_request_at_phone_size(snap_compare, keys) -> None:
+    """The same drift at 50x20 with a request of three lines. Folded: "rev 1: changes requested by
+    alice: keep t3 open: the cu…" on one line with an ellipsis, then the plan with its four rows, the
+    removed `- 4 delete_ticket` in red among them, the selected call's pane under it, "r Whole request"
+    in the footer before b and t. Unfolded (r):
+    the whole request, its wrapped lines starting under "changes", not under "rev"."""
+    fake = changes_asked_then_replanned(LONG_REQUEST)
+    run_before = drift_of_revision_2(next(iter(fake.proposals)), *keys)
+    assert snap_compare(live_app(fake.transport()), terminal_size=(50, 20), run_before=run_before)
+
+
+def test_a_long_request_leaves_the_removed_row_in_sight_at_phone_size() -> None:
+    """At 50x20 the folded request takes one line: every row of the drift, the removed one too, is
+    inside the plan's visible lines, and `r` is offered (at 80x24 it is not: nothing is folded)."""
+    fake = changes_asked_then_replanned(LONG_REQUEST)
+
+    async def scenario() -> None:
+        app = live_app(fake.transport())
+        async with app.run_test(size=(50, 20)) as pilot:
+            await drift_of_revision_2(next(iter(fake.proposals)))(pilot)
+            plan = app.screen.query_one(PlanView)
+            assert plan.rows.mark(len(plan.rows) - 1) == "removed"
+            assert plan.visible_rows >= len(plan.rows) == 4
+            assert "r" in app.screen.active_bindings
+            await pilot.resize_terminal(80, 24)
+            await pilot.pause()
+            assert "r" not in app.screen.active_bindings
+
+    asyncio.run(scenario())
