@@ -160,6 +160,27 @@ async def test_f_jumps_to_the_first_delete_and_n_walks_the_rows_flagged_red(samp
         assert any("shop-preview-pr-1182" in line for line in detail[:6]), "the args come first"
 
 
+async def test_n_stops_on_an_update_marked_destructive(tmp_path: Path) -> None:
+    """An update an MCP tool hinted destructive is drawn red like a delete, so `n` stops on it too."""
+    ok = {"outcome": {"status": "ok"}}
+    calls = [
+        {"tool": "update_entities", "effect": "update", **ok},
+        {"tool": "delete_entities", "effect": "update", "destructive": True, **ok},
+        {"tool": "create_entities", "effect": "create", **ok},
+    ]
+    document = proposal_document(calls, proposal_id="p", dry_run={"via": "server", "writes_kept": 0})
+    (tmp_path / "p.json").write_text(json.dumps(document))
+    app = ReviewerApp(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until_loaded(pilot)
+        await pilot.press("enter")
+        await wait_until_loaded(pilot)
+        view = app.screen.query_one(PlanView)
+        await pilot.press("n")
+        await wait_until_loaded(pilot)
+        assert view.cursor == 1
+
+
 async def test_writes_kept_read_kept_and_approving_them_needs_the_word_typed(sample_folder) -> None:
     app = ReviewerApp(sample_folder(KEPT))
     async with app.run_test(size=(80, 24)) as pilot:

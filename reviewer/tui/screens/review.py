@@ -19,7 +19,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from reviewer.plan.hosts import read_host
-from reviewer.plan.proposal import Proposal
+from reviewer.plan.proposal import Proposal, is_destructive
 from reviewer.plan.sanitize import clip, safe_text
 from reviewer.reading.analysis import Analysis
 from reviewer.tui.failures import ReportsWorkerFailures
@@ -102,13 +102,18 @@ def host_alarms(proposal: Proposal) -> list[str]:
 
 
 def alarm_candidates(analysis: Analysis) -> list[int]:
-    """Indexes of the calls that may be alarm rows, from what a call says of itself: deletes, refused
-    or failed answers (chain noise is told apart from their rows), values far outside the rest."""
+    """Indexes of the calls that may be alarm rows, from what a call says of itself: deletes and calls
+    marked destructive, refused or failed answers (chain noise is told apart from their rows), values
+    far outside the rest."""
     outliers = analysis.extremes.outlier_seqs
     found = []
     for index, call in enumerate(analysis.proposal.calls):
         answered = call.outcome.status if call.outcome is not None else None
-        if call.effect == "delete" or answered in ("refused", "error") or call.seq in outliers:
+        if (
+            is_destructive(call.effect, call.destructive)
+            or answered in ("refused", "error")
+            or call.seq in outliers
+        ):
             found.append(index)
     return found
 
@@ -579,8 +584,8 @@ class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         self.query_one(PlanView).move_cursor(first.index)
 
     def action_next_alarm(self) -> None:
-        """The next row flagged red after the cursor (a delete, a refusal, an error, a value far
-        outside the rest), wrapping round; a large plan is searched in a worker."""
+        """The next row flagged red after the cursor (a delete or a call marked destructive, a refusal,
+        an error, a value far outside the rest), wrapping round; a large plan is searched in a worker."""
         if self.item.figures(self.revision) is None:
             self.notify("The analysis is still being computed: press n again in a moment.", title="Alarms")
             return
