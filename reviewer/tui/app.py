@@ -735,7 +735,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
             Binding("shift+tab", "focus_previous", "Previous pane"),
         ]
         return [
-            ("Queue", help_rows([*QueueScreen.BINDINGS, *focus[1:]], display)),
+            ("Queue", help_rows(QueueScreen.BINDINGS, display)),
             ("Review", help_rows([*PlanView.BINDINGS, *ReviewScreen.BINDINGS, *focus], display)),
             ("Drift", help_rows([*DriftScreen.BINDINGS, *focus], display)),
             ("Verification", help_rows([*VerificationScreen.BINDINGS, *focus], display)),
