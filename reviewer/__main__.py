@@ -56,7 +56,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     (
         "mcp-gate",
         "reviewer.mcp_gate.command",
-        "gate an MCP server's write tools behind the review queue (needs reviewer[mcp])",
+        "gate an MCP server's write tools behind the review queue (needs reviewer-gate[mcp])",
     ),
     (
         "run",

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 import unicodedata
 from pathlib import Path
 
@@ -186,3 +187,45 @@ def test_each_synopsis_names_only_options_its_command_takes(synopsis: Command) -
         assert (action.nargs != 0) == bool(value), (
             f"{synopsis.where}: {option} {'takes' if value else 'needs'} a value"
         )
+
+
+DISTRIBUTION = "reviewer-gate"
+"""The name on the package index: the bare `reviewer` there is someone else's project. The command and
+the import package are still `reviewer`."""
+_INSTALL = re.compile(r"\b(?:pipx|pip3?|uv pip|uv tool)\s+install\s+([^`\n#;&|)]*)")
+_REQUIREMENT = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[([^\]]*)\])?")
+
+
+def installed_distributions(text: str) -> list[tuple[str, set[str]]]:
+    """Each distribution an install command in `text` names from the package index, with its extras
+    (local paths such as `-e .` and options are not names)."""
+    named = []
+    for words in _INSTALL.findall(text):
+        for word in words.split():
+            word = word.strip("'\"")
+            if word.startswith(("-", ".", "/")):
+                continue
+            if requirement := _REQUIREMENT.match(word):
+                extras = {extra.strip() for extra in (requirement.group(2) or "").split(",") if extra.strip()}
+                named.append((requirement.group(1).lower().replace("_", "-"), extras))
+    return named
+
+
+def test_the_install_check_reads_the_commands_as_pip_does() -> None:
+    text = "pip install 'reviewer[postgres]'\n(`pip install reviewer-gate[mcp,notify]`, `pip install -e .`)"
+    assert installed_distributions(text) == [("reviewer", {"postgres"}), ("reviewer-gate", {"mcp", "notify"})]
+
+
+def test_every_install_command_on_a_page_names_the_project_by_its_distribution_name() -> None:
+    """README and every docs page: `pip install 'reviewer[postgres]'` would install another project."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["name"] == DISTRIBUTION
+    extras = set(project["optional-dependencies"])
+    ours = []
+    for page in DOCS:
+        for name, wanted in installed_distributions(page.read_text(encoding="utf-8")):
+            assert name != "reviewer", f"{page.name}: `reviewer` on the package index is not this project"
+            if name == DISTRIBUTION:
+                assert wanted <= extras, f"{page.name}: no such extra {sorted(wanted - extras)}"
+                ours.append(page.name)
+    assert {"operating.md", "notifications.md", "agents.md", "mcp-gate.md"} <= set(ours)

@@ -1,4 +1,4 @@
-"""Python write tools served over MCP, gated (`pip install reviewer[mcp]`).
+"""Python write tools served over MCP, gated (`pip install reviewer-gate[mcp]`).
 
     server = gated_server(gate, create_ticket, update_ticket, read_tools=[list_tickets])
     server.run("stdio")

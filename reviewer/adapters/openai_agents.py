@@ -1,4 +1,4 @@
-"""Write tools as OpenAI Agents SDK function tools (`pip install reviewer[openai-agents]`).
+"""Write tools as OpenAI Agents SDK function tools (`pip install reviewer-gate[openai-agents]`).
 
     agent = Agent(name="deskline", tools=function_tools(create_ticket, update_ticket, delete_ticket))
     result = await gate.run(lambda: Runner.run(agent, "Merge t1 and t2 ..."), title="Merge t1 and t2")

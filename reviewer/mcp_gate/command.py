@@ -14,7 +14,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add `mcp-gate [--queue URL] [--title TEXT] -- COMMAND ARGS...` to the `reviewer` command line."""
     gate = subparsers.add_parser(
         "mcp-gate",
-        help="gate an MCP server's write tools behind the review queue (needs reviewer[mcp])",
+        help="gate an MCP server's write tools behind the review queue (needs reviewer-gate[mcp])",
         description=(
             "A stdio MCP server in front of an unmodified upstream MCP server started from COMMAND. "
             "Only tools the operator names with --read (or, with --trust-read-only-hints, tools the "
@@ -87,7 +87,7 @@ def _run(options: argparse.Namespace) -> int:
         from reviewer.mcp_gate.server import run
     except ModuleNotFoundError as missing:
         print(
-            f"reviewer mcp-gate needs the MCP SDK ({missing.name}): pip install 'reviewer[mcp]'",
+            f"reviewer mcp-gate needs the MCP SDK ({missing.name}): pip install 'reviewer-gate[mcp]'",
             file=sys.stderr,
         )
         return 2

@@ -52,8 +52,8 @@ _COMMENT: Final = re.compile(r"\s+#(\s.*)?$")
 _SYNOPSIS: Final = re.compile(r"\[[^\]]*(\||\.\.\.)[^\]]*\]|\]\.\.\.|[A-Z]+\.\.\.|--[a-z-]+ [A-Z][A-Z_]+\b")
 
 NOT_RUN: Final[Mapping[str, str]] = {
-    "pip install 'reviewer[notify]'": "installs into the environment; .ci/run installs the notify extra",
-    "pip install 'reviewer[postgres]'": "installs into the environment; .ci/run installs psycopg",
+    "pip install 'reviewer-gate[notify]'": "installs into the environment; .ci/run installs the notify extra",
+    "pip install 'reviewer-gate[postgres]'": "installs into the environment; .ci/run installs psycopg",
     "reviewer": "the terminal app, interactive; tests/tui drives it against a served queue",
 }
 """Commands the suite cannot run as written, each with the reason: one small list."""

@@ -137,7 +137,7 @@ def test_operating_s_postgresql_queue_serves_tls_and_restores_from_its_dump(
         "postgresql://reviewer@db.internal:5432/reviewer_queue": postgres_cluster.url("reviewer_queue")
     }
     create_database, served, create_token = documented_block(
-        "operating.md", "pip install 'reviewer[postgres]'"
+        "operating.md", "pip install 'reviewer-gate[postgres]'"
     )
     shell.run(as_run(create_database, {}))
     port = free_port()

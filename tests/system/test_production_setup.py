@@ -57,7 +57,7 @@ from tests.signing.ssh import Agent, SshKey, make_key
 from tests.system.documented import documented_block, fenced, page_function
 from tests.tui.live.helpers import open_proposal, until
 
-pytest.importorskip("apprise", reason="the notify extra: pip install 'reviewer[notify]'")
+pytest.importorskip("apprise", reason="the notify extra: pip install 'reviewer-gate[notify]'")
 
 APPROVED_RUN = ["proposal.waiting", "proposal.decided", "run.ended"]
 EVENTS = [*APPROVED_RUN * 3, "proposal.decided"]
@@ -81,7 +81,7 @@ RUN_CHILD = textwrap.dedent(
 def documented_serve_arguments(db: str, slack: str, pager: str) -> list[str]:
     """docs/notifications.md's production `reviewer serve` line, as written, with its database and
     its two services' URLs pointed at this test's (each `EVENTS=` filter kept as the page has it)."""
-    (command,) = documented_block("notifications.md", "pip install 'reviewer[notify]'")
+    (command,) = documented_block("notifications.md", "pip install 'reviewer-gate[notify]'")
     words = shlex.split(command.text)
     assert words[:2] == ["reviewer", "serve"], words
     replaced = []

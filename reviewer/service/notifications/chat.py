@@ -77,7 +77,7 @@ class ChatSender:
             import apprise
         except ImportError:
             raise NotifyRefused(
-                f"--notify {urlsplit(url).scheme}://... needs Apprise: pip install 'reviewer[notify]'"
+                f"--notify {urlsplit(url).scheme}://... needs Apprise: pip install 'reviewer-gate[notify]'"
             ) from None
         self.name = target_name(url)
         # The operator decides where a notification goes, never a receiver's redirect.

@@ -39,7 +39,7 @@ def open_store(
             from reviewer.service.store.postgres import PostgresStore
         except ImportError:
             raise DatabaseUnusable(
-                "a postgresql:// --db needs psycopg: pip install 'reviewer[postgres]'"
+                "a postgresql:// --db needs psycopg: pip install 'reviewer-gate[postgres]'"
             ) from None
 
         return PostgresStore(target, settings, create=create, migrate=migrate)

@@ -18,7 +18,7 @@ from reviewer.service.store import Delivery
 from tests.queue_harness import Service, decide, submit
 from tests.service.notifications.receiver import Receiver
 
-apprise = pytest.importorskip("apprise", reason="the notify extra: pip install 'reviewer[notify]'")
+apprise = pytest.importorskip("apprise", reason="the notify extra: pip install 'reviewer-gate[notify]'")
 
 HOSTILE_TITLE = "<!channel> <http://x|click> @here & friends"
 

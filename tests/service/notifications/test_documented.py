@@ -96,11 +96,11 @@ def test_the_documented_alerts_table_is_read_by_the_app(tmp_path: Path) -> None:
 
 
 def test_the_documented_apprise_urls_are_accepted() -> None:
-    pytest.importorskip("apprise", reason="the notify extra: pip install 'reviewer[notify]'")
+    pytest.importorskip("apprise", reason="the notify extra: pip install 'reviewer-gate[notify]'")
     from reviewer.service.notifications.chat import ChatSender
     from reviewer.service.notifications.targets import split_events
 
-    command = block("", "pip install 'reviewer[notify]'")
+    command = block("", "pip install 'reviewer-gate[notify]'")
     chosen = [split_events(value) for value in re.findall(r"--notify '([^']+)'", command)]
     for chosen_events, url in chosen:
         ChatSender(url, events=chosen_events)

@@ -196,7 +196,7 @@ def test_a_target_given_events_gets_only_those_and_the_start_up_line_names_them(
 def test_no_log_line_shows_a_notify_urls_secret_parts(
     tmp_path: Path, receiver: Receiver, secret_file: Path
 ) -> None:
-    pytest.importorskip("apprise", reason="the notify extra: pip install 'reviewer[notify]'")
+    pytest.importorskip("apprise", reason="the notify extra: pip install 'reviewer-gate[notify]'")
     webhook = f"{receiver.url}/path-token-0123?key=query-token-4567"
     chat = f"json://127.0.0.1:{receiver.port}/chat-token-89ab"
     service = Service(
