@@ -122,7 +122,7 @@ class GatedNodes:
             return "execute"
         if state.get("state") == "changes_requested" and state["revision"] < self.max_revisions:
             return "plan"
-        return END
+        return str(END)  # a str either way: without the langgraph extra, END's type is unknown
 
 
 def gated_graph(

@@ -254,14 +254,19 @@ class _PostgresTransaction:
     def __init__(self, connection: psycopg.Connection[Row] | psycopg.Cursor[Row]) -> None:
         self.connection = connection  # a cursor executes the same way, and answers with itself
 
+    # Each answer is named with its type: without the postgres extra installed, psycopg is unknown to
+    # the type checker, and the core install is checked too.
     def one(self, sql: str, **params: Any) -> Row | None:
-        return self.connection.execute(_psycopg_sql(sql), params).fetchone()
+        row: Row | None = self.connection.execute(_psycopg_sql(sql), params).fetchone()
+        return row
 
     def all(self, sql: str, **params: Any) -> list[Row]:
-        return self.connection.execute(_psycopg_sql(sql), params).fetchall()
+        rows: list[Row] = self.connection.execute(_psycopg_sql(sql), params).fetchall()
+        return rows
 
     def run(self, sql: str, **params: Any) -> int:
-        return self.connection.execute(_psycopg_sql(sql), params).rowcount
+        count: int = self.connection.execute(_psycopg_sql(sql), params).rowcount
+        return count
 
 
 class PostgresStore(QueueStore):
