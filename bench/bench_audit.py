@@ -1,13 +1,12 @@
 """`reviewer verify`'s reading and matching on a 1,000,000-line access log, next to jq reading the same file.
 
-Run: `.venv/bin/python bench/bench_audit.py [--lines 1000000]`. It writes a JSON access log in DESIGN
-16's nginx format (one request a second, a third of them writes, ids on every line), with a run of 10
-calls whose window is one minute somewhere in it, then in a fresh process each: reads the log with
-`access-log:` and matches the run (`match_audit`), printing the time and the peak resident memory
-(VmHWM), at the full size and at a tenth of it, so memory can be compared across sizes. jq is timed
-selecting the run's ids from the same file (`jq -c 'select(.request_id == ...)'`), or said missing.
-It prints figures and asserts nothing.
-"""
+Run: `.venv/bin/python bench/bench_audit.py [--lines 1000000]`. It writes a JSON access log in the
+nginx format of docs/audit-logs.md (one request a second, a third of them writes, ids on every line), with a
+run of 10 calls whose window is one minute somewhere in it, then in a fresh process each: reads the log with
+`access-log:` and matches the run (`match_audit`), printing the time and the peak resident memory (VmHWM), at
+the full size and at a tenth of it, so memory can be compared across sizes. jq is timed selecting the run's
+ids from the same file (`jq -c 'select(.request_id == ...)'`), or said missing. It prints figures and asserts
+nothing."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A LangGraph approval gate (`pip install reviewer-gate[langgraph]`): plan, approval on `interrupt()`, execute.
+"""A LangGraph approval gate (`pip install reviewer-gate[langgraph]`): plan, approval on `interrupt()`,
+execute.
 
     graph = gated_graph(gate, my_task, title="Close t1 and t2", checkpointer=InMemorySaver())
     state = await graph.ainvoke({}, config)                 # dry run, submit; pauses at the approval

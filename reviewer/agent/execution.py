@@ -263,7 +263,8 @@ class Execution:
     request_id_header: str = DEFAULT_REQUEST_ID_HEADER
     """The header each real HTTP write carries a fresh request id in (`DEFAULT_REQUEST_ID_HEADER`)."""
     audit_match: AuditMatch | None = None
-    """The run against the audit source its runner was given, read after the last call (DESIGN 16)."""
+    """The run against the audit source its runner was given, read after the last call (docs/design.md,
+    "Verifying against audit logs")."""
     audit_verification: AuditVerification | None = None
     """That verification as the report carries it: the source's name, each call's verdict, the writes
     nobody approved; or why the source could not be read."""

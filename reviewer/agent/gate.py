@@ -102,7 +102,8 @@ class GateResult:
     dry_run_audit: AuditMatch | None = None
     """The audit source read for the dry run's window: `unplanned` are writes the gate did not make."""
     audit: AuditMatch | None = None
-    """The real run against the audit source, call by call by request id (`summary` is DESIGN 16's line)."""
+    """The real run against the audit source, call by call by request id (`summary` is the line of
+    docs/design.md, "Verifying against audit logs")."""
 
     @property
     def ok(self) -> bool:

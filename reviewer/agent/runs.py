@@ -73,7 +73,8 @@ class RecordedCall:
     sent: HttpRequest | None = None
     dropped_args: tuple[str, ...] = ()
     request_id: str | None = None
-    """A real HTTP write's own request id, sent under the run's request-id header (DESIGN 16)."""
+    """A real HTTP write's own request id, sent under the run's request-id header (docs/design.md, "Verifying
+    against audit logs")."""
     api_request_id: str | None = None
     """The API's own id for that request, from its answer's headers, when it gave one."""
     sent_at: str | None = None
@@ -161,7 +162,8 @@ class Recording:
     """The seqs of the recorded calls, by request path: what `_depends_on` looks up without a scan."""
     started_at: datetime | None = None
     finished_at: datetime | None = None
-    """The dry run's window, UTC: an API's audit log shows what else wrote meanwhile (DESIGN 16)."""
+    """The dry run's window, UTC: an API's audit log shows what else wrote meanwhile (docs/design.md,
+    "Verifying against audit logs")."""
     _run_audit: RunAudit = field(init=False, repr=False)
     sandbox_check: Callable[[], Awaitable[SandboxProof]] | None = None
     """Proves, before the dry run begins, that the API honours the dry-run parameter (a sandbox

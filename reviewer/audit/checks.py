@@ -1,7 +1,7 @@
-"""An agent's own runs held against an audit source, in process (DESIGN 16): a real run call by call
-(`audit_execution`), and the alarm on a plan before anyone approves it, the writes in the API's log
-during the dry run that the gate did not make (`writes_during_dry_run`), such as a child process that
-wrote around the gate.
+"""An agent's own runs held against an audit source, in process (docs/design.md, "Verifying against audit
+logs"): a real run call by call (`audit_execution`), and the alarm on a plan before anyone approves it, the
+writes in the API's log during the dry run that the gate did not make (`writes_during_dry_run`), such as a
+child process that wrote around the gate.
 
 During a server dry run every request the gate sends asks for a dry run, which no source counts as a
 write; so every write the log holds for the dry run's window was made by someone else, unless the API

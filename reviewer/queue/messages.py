@@ -287,7 +287,8 @@ MAX_UNPLANNED_LISTED = 100
 
 
 class AuditVerification(TypedDict):
-    """The real run held against an audit source by the runner that made it (DESIGN 16).
+    """The real run held against an audit source by the runner that made it (docs/design.md, "Verifying
+    against audit logs").
 
     `source` is `KIND:LOCATION` without credentials (a URL's query left out). `complete` false means
     the log could not vouch for the run (`problem` says why): unread, no entry in the window, or
@@ -322,7 +323,8 @@ class ExecutionReport(Message):
     audit_log: list[dict[str, Any]] | None = None
     note: str | None = Field(default=None, max_length=MAX_STRING_CHARS)
     request_ids: list[SentRequestId] | None = None
-    """Each real HTTP write's own request id and the API's (DESIGN 16); absent from older runners."""
+    """Each real HTTP write's own request id and the API's (docs/design.md, "Verifying against audit logs");
+    absent from older runners."""
     audit: AuditVerification | None = None
     """The run against the audit source its runner was given (`--audit`), read after the last call."""
 

@@ -353,8 +353,9 @@ async def decide_and_run(
 
 
 async def report_audit(gate: Gate, execution: Execution) -> None:
-    """With an audit source, DESIGN 16's summary line after the real run, and each write it shows that
-    no approved call made (the exit status stays the run's own: `reviewer verify` is the check)."""
+    """With an audit source, the summary line after the real run (docs/design.md, "Verifying against audit
+    logs"), and each write it shows that no approved call made (the exit status stays the run's own:
+    `reviewer verify` is the check)."""
     if gate.audit_source is None:
         return
     result = gate.audit_run(execution)

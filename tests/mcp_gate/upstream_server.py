@@ -41,7 +41,7 @@ def logged(tool: str, **arguments: str) -> None:
     if LOG:
         with open(LOG, "a", encoding="utf-8") as log:
             log.write(json.dumps({"tool": tool, **arguments}) + "\n")
-    if AUDIT_LOG:  # the API's own access log, as DESIGN 16's nginx format writes it
+    if AUDIT_LOG:  # the API's own access log, as the nginx format of docs/audit-logs.md writes it
         line = {"time": datetime.now(UTC).isoformat(), "method": "POST", "uri": f"/{tool}", "status": 200}
         with open(AUDIT_LOG, "a", encoding="utf-8") as log:
             log.write(json.dumps({**line, "request_id": ""}) + "\n")

@@ -1,7 +1,7 @@
 """`reviewer run --audit access-log:FILE`: nginx (Debian's package, on loopback) in front of the sample
-API writes DESIGN 16's access log. A child that writes around the gate during the dry run raises the
-alarm on its plan before anyone approves it; a write around the gate during the real run is named in
-the summary line after it, the approved calls matched by their request ids."""
+API writes the access log of docs/audit-logs.md. A child that writes around the gate during the dry run raises
+the alarm on its plan before anyone approves it; a write around the gate during the real run is named in the
+summary line after it, the approved calls matched by their request ids."""
 
 from __future__ import annotations
 

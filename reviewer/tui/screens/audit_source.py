@@ -1,5 +1,6 @@
-"""The verification view's words for a run held against an audit source by its runner (DESIGN 16): which
-source was read, how many calls it shows, each call's verdict, and the writes nobody approved.
+"""The verification view's words for a run held against an audit source by its runner (docs/design.md,
+"Verifying against audit logs"): which source was read, how many calls it shows, each call's verdict, and the
+writes nobody approved.
 
 The verification is the runner's report, and every string in it comes from the API's log, which anyone
 who can reach the API writes into: each is sanitized and clipped again here, whatever the runner did.
