@@ -20,6 +20,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from reviewer.redaction import header_secrets, redact
+
 
 class ByteStream(Protocol):
     """A binary input read line by line, or whole: a file, gzip, standard input, an HTTP body."""
@@ -61,14 +63,10 @@ class AuditInput:
         `shown`, and any query, query value, user info or header value it still quotes blanked."""
         if self.is_url:
             text = text.replace(self.location, self.shown)
-        for secret in sorted(self._secrets(), key=len, reverse=True):
-            text = text.replace(secret, "[redacted]")
-        return text
+        return redact(text, self._secrets())
 
     def _secrets(self) -> set[str]:
-        secrets: set[str] = set()
-        for value in self.headers.values():
-            secrets.update((value, value.rpartition(" ")[2]))
+        secrets = header_secrets(self.headers)
         if self.is_url:
             parts = urlsplit(self.location)
             userinfo = parts.netloc.rpartition("@")[0]

@@ -14,13 +14,14 @@ import secrets
 from dataclasses import dataclass
 from typing import Literal
 
+from reviewer.redaction import redact
+
 Role = Literal["agent", "reviewer", "metrics"]
 ROLES: tuple[Role, ...] = ("agent", "reviewer", "metrics")
 """`metrics`: reads `/metrics` and nothing else (it owns no proposal and may decide nothing)."""
 TOKEN_PREFIX = "rvw_"
 TOKEN_SHAPED = re.compile(re.escape(TOKEN_PREFIX) + r"[A-Za-z0-9_-]+", re.IGNORECASE)
 """The prefix and the base64url text after it: a token in `mint_token`'s format, or a piece of one."""
-REDACTED = TOKEN_PREFIX + "[redacted]"
 
 
 @dataclass(frozen=True)
@@ -54,4 +55,4 @@ def redact_tokens(text: str) -> str:
     through here; a name or an id that merely starts with the prefix is redacted too, which costs
     nothing but a less precise message.
     """
-    return TOKEN_SHAPED.sub(REDACTED, text)
+    return redact(text, patterns=(TOKEN_SHAPED,))

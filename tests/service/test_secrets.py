@@ -104,8 +104,8 @@ def test_a_canary_token_appears_nowhere_and_sigterm_is_a_clean_stop(tmp_path: Pa
 
 def test_redaction_replaces_the_token_and_keeps_the_rest() -> None:
     token = mint_token()
-    assert redact_tokens(f"/v1/proposals/{token}/decision") == "/v1/proposals/rvw_[redacted]/decision"
-    assert redact_tokens(f"'{token}'; `{token.upper()}`") == "'rvw_[redacted]'; `rvw_[redacted]`"
+    assert redact_tokens(f"/v1/proposals/{token}/decision") == "/v1/proposals/[redacted]/decision"
+    assert redact_tokens(f"'{token}'; `{token.upper()}`") == "'[redacted]'; `[redacted]`"
     assert redact_tokens("/v1/proposals/p-1/revisions/2") == "/v1/proposals/p-1/revisions/2"
 
 

@@ -1,17 +1,18 @@
 """No `--notify` URL reaches a log line: a chat service's secret lives in its URL's path or host, a
 webhook's often in its path or query, and libraries (httpx logs every request's URL at INFO, Apprise
 its own) log them as they please. Each record, whichever logger made it, has the URLs replaced by the
-targets' names and their secret parts by `***` before any handler sees it."""
+targets' names and their secret parts redacted before any handler sees it."""
 
 from __future__ import annotations
 
 import logging
 import re
 import traceback
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 from urllib.parse import unquote, urlsplit
 
+from reviewer.redaction import redact
 from reviewer.service.notifications.sender import WEBHOOK_SCHEMES, target_name
 
 _SEPARATORS: Final = re.compile(r"[/?&=#;:@,]+")
@@ -40,19 +41,20 @@ def secret_parts(url: str) -> list[str]:
     return sorted(pieces - {""}, key=len, reverse=True)
 
 
-def hide(text: str, replacements: list[tuple[str, str]]) -> str:
-    for secret, shown in replacements:
-        text = text.replace(secret, shown)
-    return text
+def hide(text: str, names: Mapping[str, str], secrets: list[str]) -> str:
+    """Whole URLs as their targets' names first (a token one URL shares with another must not break the
+    other's match), then the secret parts left anywhere."""
+    for url, name in names.items():
+        text = text.replace(url, name)
+    return redact(text, secrets)
 
 
 def hide_urls_in_logs(urls: Iterable[str]) -> None:
     """From now on, every log record of this process shows none of `urls`' secret parts."""
     chosen = list(urls)
-    # Whole URLs first: a token one URL shares with another must not break the other's match.
-    replacements = [(url, target_name(url)) for url in chosen]
-    replacements += [(part, "***") for url in chosen for part in secret_parts(url)]
-    if not replacements:
+    names = {url: target_name(url) for url in chosen}
+    secrets = [part for url in chosen for part in secret_parts(url)]
+    if not names:
         return
     previous = logging.getLogRecordFactory()
 
@@ -62,12 +64,12 @@ def hide_urls_in_logs(urls: Iterable[str]) -> None:
             message = record.getMessage()
         except Exception:  # a malformed call: the handler reports it, with nothing formatted here
             return record
-        shown = hide(message, replacements)
+        shown = hide(message, names, secrets)
         if shown != message:
             record.msg, record.args = shown, None
         if record.exc_info and record.exc_info[0] is not None:
             formatted = "".join(traceback.format_exception(*record.exc_info)).rstrip("\n")
-            record.exc_text = hide(formatted, replacements)
+            record.exc_text = hide(formatted, names, secrets)
         return record
 
     logging.setLogRecordFactory(hiding)
