@@ -15,7 +15,6 @@ never carries the API's own credential: the sandbox has its own `headers`.
 
 from __future__ import annotations
 
-import json
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,7 +24,9 @@ from typing import Any, Final
 import httpx
 
 from reviewer.agent.errors import SandboxCheckFailed, SandboxKeptWrite
+from reviewer.plan.json_paths import at_path
 from reviewer.plan.proposal import SandboxProof
+from reviewer.redaction import header_secrets, redact
 
 DEFAULT_CREATE_BODY: Final[Mapping[str, Any]] = {"title": "reviewer sandbox check"}
 """What the check creates when it is given nothing: a body many ticket-like collections accept. An API
@@ -114,16 +115,8 @@ class SandboxCheck:
         plain and the JSON-escaped form, longest first (a whole header value before the token in it), and
         only then clipped to `limit` characters: clipping first could cut a secret in two and leave its
         head visible."""
-        secrets = {
-            form
-            for value in self.headers.values()
-            for secret in (value, value.rpartition(" ")[2])
-            if len(secret) >= 4
-            for form in (secret, json.dumps(secret)[1:-1])
-        }
-        for secret in sorted(secrets, key=len, reverse=True):
-            text = text.replace(secret, "<withheld>")
-        return text[:limit]
+        secrets = {secret for secret in header_secrets(self.headers) if len(secret) >= 4}
+        return redact(text, secrets)[:limit]
 
     def _created_id(self, response: httpx.Response) -> str | None:
         """The id the create's answer names, at `id_field` or else at `id`."""
@@ -132,9 +125,7 @@ class SandboxCheck:
         except ValueError:
             return None
         for path in dict.fromkeys((self.id_field, "id")):
-            value: Any = body
-            for key in path.split("."):
-                value = value.get(key) if isinstance(value, dict) else None
+            value = at_path(body, path)
             if not isinstance(value, bool) and isinstance(value, str | int) and value != "":
                 return str(value)
         return None

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from reviewer.plan.json_paths import follow_ref
 from reviewer.plan.placeholders import placeholder
 
 _MAX_DEPTH: Final = 16
@@ -46,20 +47,8 @@ class _Shaper:
         self.seq = seq
 
     def resolve(self, schema: Any, depth: int) -> Any:
-        """`schema` with a local `$ref` followed (a reference it cannot follow stays unresolved)."""
-        while isinstance(schema, Mapping) and isinstance(schema.get("$ref"), str) and depth < _MAX_DEPTH:
-            reference: str = schema["$ref"]
-            if not reference.startswith("#/"):
-                return schema
-            target: Any = self.root
-            for part in reference[2:].split("/"):
-                target = (
-                    target.get(part.replace("~1", "/").replace("~0", "~"))
-                    if isinstance(target, Mapping)
-                    else None
-                )
-            schema, depth = target, depth + 1
-        return schema
+        """`schema` with a local `$ref` followed (`json_paths.follow_ref`)."""
+        return follow_ref(self.root, schema, depth)
 
     def value(self, schema: Any, path: str, depth: int) -> Any:
         schema = self.resolve(schema, depth)

@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 
 from reviewer.audit.inputs import AuditInput
+from reviewer.plan.json_paths import ABSENT, at_path
 from reviewer.reading.audit_rows import MalformedLine
 
 
@@ -21,15 +22,9 @@ class BadField(ValueError):
 
 
 def dig(entry: Mapping[str, Any], dotted: str) -> Any:
-    """`entry["a"]["b"]` for `a.b`, None where any step is missing."""
-    if "." not in dotted:  # the common case, once per field of a million lines: no split, no ABC check
-        return entry.get(dotted)
-    value: Any = entry
-    for part in dotted.split("."):
-        if type(value) is not dict and not isinstance(value, Mapping):
-            return None
-        value = value.get(part)
-    return value
+    """`entry["a"]["b"]` for `a.b` (`json_paths.at_path`), None where any step is missing."""
+    value = at_path(entry, dotted)
+    return None if value is ABSENT else value
 
 
 def text_field(entry: Mapping[str, Any], dotted: str) -> str | None:

@@ -18,6 +18,8 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from reviewer.plan import json_paths
+
 _NAME: Final = r"[A-Za-z_][A-Za-z0-9_-]*"
 _INDEX: Final = r"(?:0|[1-9][0-9]{0,8})"
 PLACEHOLDER: Final[re.Pattern[str]] = re.compile(
@@ -32,12 +34,7 @@ MARK: Final = " from call "
 """Text without this holds no placeholder: the cheap test before a regular expression runs."""
 
 
-class _Absent:
-    def __repr__(self) -> str:
-        return "ABSENT"
-
-
-ABSENT: Final = _Absent()
+ABSENT: Final = json_paths.ABSENT
 """What a placeholder resolves to when the call it names produced no such field (or did not run)."""
 
 
@@ -94,16 +91,8 @@ def references_in(value: Any) -> set[Reference]:
 
 
 def field_of(result: Any, field: str) -> Any:
-    """`field` (a dotted path) of a call's result, or ABSENT. A segment reads a mapping's key, or, when
-    it is an index, a list's item (`entities.0.name`)."""
-    for name in field.split("."):
-        if isinstance(result, Mapping) and name in result:
-            result = result[name]
-        elif isinstance(result, list | tuple) and name.isdigit() and int(name) < len(result):
-            result = result[int(name)]
-        else:
-            return ABSENT
-    return result
+    """`field` (a dotted path) of a call's result, or ABSENT (`json_paths.at_path`)."""
+    return json_paths.at_path(result, field)
 
 
 def unresolvable_in(value: Any, seq: int, earlier: Collection[int]) -> list[Reference]:

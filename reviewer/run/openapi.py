@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Final, cast, get_args
 
 from reviewer.plan.dry_run_params import names_dry_run
+from reviewer.plan.json_paths import follow_ref
 from reviewer.plan.proposal import Effect
 from reviewer.run.errors import RunRefused
 
@@ -31,7 +32,6 @@ METHOD_EFFECTS: Final[Mapping[str, Effect]] = {
 EFFECT_EXTENSION: Final = "x-reviewer-effect"
 """An operation may say its effect itself (a POST that deletes: `x-reviewer-effect: delete`)."""
 _RESPONSE_BODY: Final = "$response.body#/"
-_MAX_REF_DEPTH: Final = 16
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ def _operation(document: Mapping[str, Any], template: str, method: str, spec: Ma
         effect=effect,
         dry_run_query=_dry_run_query(document, spec),
         produces=_linked_fields(document, answers) or _default_produces(effect),
-        response_schema=_json_schema(document, _resolve(document, answers[0]) if answers else None),
+        response_schema=_json_schema(document, follow_ref(document, answers[0]) if answers else None),
         _pattern=_path_pattern(template),
     )
 
@@ -146,23 +146,9 @@ def _path_pattern(template: str) -> re.Pattern[str]:
     return re.compile(pattern)
 
 
-def _resolve(document: Mapping[str, Any], value: Any, depth: int = 0) -> Any:
-    """A local `$ref` (`#/components/...`) followed, as far as a bounded depth."""
-    while isinstance(value, Mapping) and isinstance(value.get("$ref"), str) and depth < _MAX_REF_DEPTH:
-        reference = value["$ref"]
-        if not reference.startswith("#/"):
-            return None
-        target: Any = document
-        for part in reference[2:].split("/"):
-            part = part.replace("~1", "/").replace("~0", "~")
-            target = target.get(part) if isinstance(target, Mapping) else None
-        value, depth = target, depth + 1
-    return value
-
-
 def _dry_run_query(document: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, str | None] | None:
     for parameter in spec.get("parameters") or []:
-        parameter = _resolve(document, parameter)
+        parameter = follow_ref(document, parameter)
         if not isinstance(parameter, Mapping) or parameter.get("in") != "query":
             continue
         name = parameter.get("name")
@@ -174,11 +160,11 @@ def _dry_run_query(document: Mapping[str, Any], spec: Mapping[str, Any]) -> dict
 def _declared_value(document: Mapping[str, Any], parameter: Mapping[str, Any]) -> str | None:
     """The value a dry-run parameter takes, as the document gives it: a single enum value, the example,
     the default (a boolean as `true`)."""
-    schemas = [parameter, _resolve(document, parameter.get("schema"))]
+    schemas = [parameter, follow_ref(document, parameter.get("schema"))]
     for schema in list(schemas):
         if isinstance(schema, Mapping):
             schemas += [
-                _resolve(document, option) for option in schema.get("anyOf") or schema.get("oneOf") or []
+                follow_ref(document, option) for option in schema.get("anyOf") or schema.get("oneOf") or []
             ]
     for schema in schemas:
         if not isinstance(schema, Mapping):
@@ -204,10 +190,10 @@ def _linked_fields(document: Mapping[str, Any], responses: list[Any]) -> tuple[s
     """The answer's fields the document's links pass to later operations (`$response.body#/id`)."""
     found: list[str] = []
     for response in responses:
-        response = _resolve(document, response)
+        response = follow_ref(document, response)
         links = response.get("links") if isinstance(response, Mapping) else None
         for link in (links or {}).values():
-            link = _resolve(document, link)
+            link = follow_ref(document, link)
             if not isinstance(link, Mapping):
                 continue
             values = list((link.get("parameters") or {}).values()) + [link.get("requestBody")]
@@ -222,5 +208,5 @@ def _linked_fields(document: Mapping[str, Any], responses: list[Any]) -> tuple[s
 def _json_schema(document: Mapping[str, Any], response: Any) -> Mapping[str, Any] | None:
     content = response.get("content") if isinstance(response, Mapping) else None
     media = (content or {}).get("application/json") if isinstance(content, Mapping) else None
-    schema = _resolve(document, media.get("schema")) if isinstance(media, Mapping) else None
+    schema = follow_ref(document, media.get("schema")) if isinstance(media, Mapping) else None
     return schema if isinstance(schema, Mapping) and schema else None

@@ -214,7 +214,7 @@ async def test_a_refusal_that_echoes_the_sandboxs_credential_is_said_without_it(
         check = SandboxCheck(f"{url}/items", headers={"Authorization": "Bearer s3cret-token-value"})
         with pytest.raises(SandboxCheckFailed, match="answered 401") as failed:
             await check.prove(tools.DRY_RUN_QUERY)
-    assert "not a token: <withheld>" in str(failed.value) and "s3cret" not in str(failed.value)
+    assert "not a token: [redacted]" in str(failed.value) and "s3cret" not in str(failed.value)
 
 
 class _PaddedEchoingRefusal(_EchoingRefusal):
@@ -238,7 +238,7 @@ async def test_a_credential_echoed_across_the_quoted_limit_is_withheld_whole(sec
         check = SandboxCheck(f"{url}/items", headers={"Authorization": f"Bearer {secret}"})
         with pytest.raises(SandboxCheckFailed, match="answered 401") as failed:
             await check.prove(tools.DRY_RUN_QUERY)
-    assert "s3cre" not in str(failed.value) and "<with" in str(failed.value)
+    assert "s3cre" not in str(failed.value) and "[reda" in str(failed.value)
 
 
 @contextmanager
