@@ -19,7 +19,6 @@ calls). Either way every call passes the same gate before it is sent:
 from __future__ import annotations
 
 import asyncio
-import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -45,7 +44,7 @@ from reviewer.agent.http_values import CallAnswer, HttpRequest
 from reviewer.agent.runs import RecordedCall, running
 from reviewer.agent.tools import GatedTool, WriteTool, call_maybe_async, plain_result, spec_of
 from reviewer.plan.dry_run_params import without_dry_run_params
-from reviewer.plan.hosts import destination
+from reviewer.plan.hosts import destination, dot_segments, fully_unquoted
 from reviewer.plan.matching import MISSING, FieldChange, match_call, plain
 from reviewer.plan.placeholders import ABSENT, field_of, from_results, placeholders_in, references_in, resolve
 from reviewer.plan.proposal import Call, Proposal, plan_sha256
@@ -145,30 +144,14 @@ def off_target(path: str, url: httpx.URL, approved: str) -> str | None:
         return f"the approved base URL {approved!r} does not parse"
     if _url_key(url)[:3] != _url_key(base)[:3]:
         return f"it goes to {url.scheme}://{url.netloc.decode('ascii', 'replace')}, not to {approved}"
-    path = _fully_unquoted(url.raw_path.split(b"?", 1)[0].decode("ascii", "replace"))
-    if "\\" in path or any(_is_dot_segment(segment) for segment in path.split("/")):
-        return f"its path {path[:200]!r} holds dot segments or backslashes"
+    path = url.raw_path.split(b"?", 1)[0].decode("ascii", "replace")
+    if reason := dot_segments(path):
+        return reason
+    path = fully_unquoted(path)
     prefix = base.path.rstrip("/")
     if not (path == prefix or path.startswith(prefix + "/")):
         return f"its path {path!r} is outside the approved {prefix or '/'}"
     return None
-
-
-def _fully_unquoted(path: str) -> str:
-    """`path` percent-decoded until nothing changes (a bounded number of times): a server or proxy
-    that decodes twice must not find a dot segment the check did not see."""
-    for _ in range(4):
-        decoded = urllib.parse.unquote(path)
-        if decoded == path:
-            break
-        path = decoded
-    return path
-
-
-def _is_dot_segment(segment: str) -> bool:
-    """`.` or `..`, also with path parameters (`..;x=1`, `..;`): servlet containers strip the
-    parameters and then resolve the dots."""
-    return segment.split(";", 1)[0] in (".", "..")
 
 
 def check_target(

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
+import urllib.parse
 from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
@@ -48,6 +49,38 @@ def wire_host(host: str) -> str:
         return idna.encode(bare, uts46=True).decode("ascii")
     except idna.IDNAError as error:
         raise ValueError(f"the host {host!r} has no IDNA form: {error}") from None
+
+
+def is_loopback(host: str | None) -> bool:
+    """`localhost` or a loopback address: where plain http keeps a token on this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host or "").is_loopback
+    except ValueError:
+        return False
+
+
+def fully_unquoted(path: str) -> str:
+    """`path` percent-decoded until nothing changes (a bounded number of times): a server or proxy that
+    decodes twice must not find a dot segment the check did not see."""
+    for _ in range(4):
+        decoded = urllib.parse.unquote(path)
+        if decoded == path:
+            break
+        path = decoded
+    return path
+
+
+def dot_segments(path: str) -> str | None:
+    """Why a request path could land outside the approved base URL once a server resolves it, or None:
+    a backslash, or a `.` or `..` segment, also with path parameters (`..;x=1`: servlet containers strip
+    them and then resolve the dots), also percent-encoded (`fully_unquoted`). Refused outright, never
+    normalised: a server or proxy may resolve them after the check."""
+    decoded = fully_unquoted(path)
+    if "\\" in decoded or any(segment.split(";", 1)[0] in (".", "..") for segment in decoded.split("/")):
+        return f"its path {path[:200]!r} holds dot segments or backslashes"
+    return None
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ A token travels only in `Secret`, whose repr and str never show it.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import re
@@ -30,6 +29,7 @@ from urllib.parse import urlsplit
 
 import platformdirs
 
+from reviewer.plan.hosts import is_loopback
 from reviewer.queue.terminal_alerts import DESKTOP_PROTOCOLS, TerminalAlerts
 
 APP_NAME = "reviewer"
@@ -147,21 +147,12 @@ def normalize_queue_url(url: str) -> str:
             "the queue URL must not carry a user, password, query or fragment: "
             "the token file holds the credential"
         )
-    if parts.scheme == "http" and not _is_loopback(parts.hostname):
+    if parts.scheme == "http" and not is_loopback(parts.hostname):
         raise BadQueueUrl(
             f"{value} is plain http to another host: the token would cross the network readable. "
             "Use https://, or an SSH tunnel to a loopback port (http://127.0.0.1:PORT)"
         )
     return value
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def read_config(path: Path | None = None) -> dict[str, object]:

@@ -29,6 +29,7 @@ from reviewer.agent.placeholders import substitute
 from reviewer.agent.runs import Recording
 from reviewer.agent.shaped import shaped_answer
 from reviewer.agent.tools import ToolRunner
+from reviewer.plan.hosts import dot_segments
 from reviewer.plan.proposal import MAX_BODY_BYTES, MAX_CALLS, locate_limit_violation, value_within_limits
 from reviewer.run.calls import GateCall, UndeclaredOperation, describe
 from reviewer.run.openapi import METHOD_EFFECTS, ApiDocument
@@ -220,7 +221,7 @@ class HttpGate:
             return refusal(413, f"reviewer run: {self.spoiled}")
         checked = self.api.build_request(method, path, params=query or None)
         # httpx resolves dot segments as it builds the URL, so they are refused here, as the child sent them.
-        reason = _dot_segments(path) or off_target(path, checked.url, self.api_url)
+        reason = dot_segments(path) or off_target(path, checked.url, self.api_url)
         if reason is not None:
             return refusal(400, f"reviewer run: {where} would leave the API's base URL: {reason}; not sent")
         if is_read:
@@ -307,13 +308,6 @@ def request_path(scope: Scope) -> str:
         return decoded.decode("utf-8")
     except UnicodeDecodeError:
         return raw.decode("latin-1")
-
-
-def _dot_segments(path: str) -> str | None:
-    decoded = urllib.parse.unquote(path)
-    if "\\" in decoded or any(segment in (".", "..") for segment in decoded.split("/")):
-        return f"its path {path[:200]!r} holds dot segments or backslashes"
-    return None
 
 
 def _query(query_string: bytes) -> dict[str, Any]:

@@ -7,11 +7,11 @@ logs that it relies on it). uvicorn is imported only when the server is configur
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 from dataclasses import dataclass
 from typing import Any
 
+from reviewer.plan.hosts import is_loopback
 from reviewer.service.timeouts import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT
 
 
@@ -21,15 +21,6 @@ class ListenRefused(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,20 @@ def test_the_host_column_names_the_host_and_a_port_other_than_the_schemes() -> N
     assert host_of("https://crm.example.com/api") == "crm.example.com"
 
 
+def test_the_host_column_reads_the_host_as_the_review_screen_and_the_executor_do() -> None:
+    """One host rule: a fullwidth name is the host it reaches, a look-alike its IDNA form."""
+    from reviewer.plan.hosts import read_host
+    from reviewer.tui.screens.queue import host_of
+
+    for url in (
+        "https://\uff41\uff50\uff49.example/v1",
+        "https://\u0430pi.example.com",
+        "http://API.Example:80/",
+    ):
+        assert host_of(url) == read_host(url).host
+    assert host_of("https://\uff41\uff50\uff49.example/v1") == "api.example"
+
+
 def item_submitted(proposal_id: str, minutes_ago: int | None) -> QueueItem:
     document = proposal_document([{"tool": "t", "effect": "update"}], proposal_id=proposal_id)
     item = QueueItem(proposal_id, "pending")

@@ -16,8 +16,8 @@ import re
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from reviewer.plan.hosts import is_loopback
 from reviewer.service.notifications.sender import DeliveryFailed, NotifyRefused, target_name
-from reviewer.service.server import is_loopback
 from reviewer.service.store import Delivery
 
 WORD_JOINER: Final = "\u2060"

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit
 
+from reviewer.plan.hosts import is_loopback
 from reviewer.service.notifications.sender import WEBHOOK_SCHEMES, NotifyRefused, Sender, target_name
-from reviewer.service.server import is_loopback
 from reviewer.service.store import DEFAULT_KEEP_DELIVERIES, Notifying
 from reviewer.service.store.events import EVENT_NAMES
 

@@ -6,7 +6,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import ClassVar
-from urllib.parse import urlsplit
 
 from rich.text import Text
 from textual import events, on
@@ -16,6 +15,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from reviewer.plan.hosts import DEFAULT_PORTS, destination
 from reviewer.plan.sanitize import clip, safe_text, steady_width
 from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.model.sources import BrokenFile, QueueItem, shown
@@ -424,14 +424,17 @@ def queue_row(item: QueueItem) -> tuple[Text, ...]:
 
 
 def host_of(base_url: str) -> str:
-    """The host (and a port other than the scheme's) a base URL names; the URL itself if it has none."""
-    parts = urlsplit(base_url)
+    """The host (and a port other than the scheme's) a base URL reaches, as the review screen and the
+    executor read it (`hosts.destination`: fullwidth `ａｐｉ.example` is `api.example`); the URL itself if
+    it names none."""
     try:
-        port = parts.port
+        reached = destination(base_url)
     except ValueError:
-        port = None
-    host = parts.hostname or base_url
-    return f"{host}:{port}" if port else host
+        return base_url
+    if not reached.host:
+        return base_url
+    default = DEFAULT_PORTS.get(reached.scheme)
+    return reached.host if reached.port == default else f"{reached.host}:{reached.port}"
 
 
 def describe_record(item: QueueItem) -> Text:
