@@ -83,9 +83,11 @@ def create_app(
     """The service on the database `db` names (or on `store`), with an injectable clock and TTLs.
 
     With `senders` (from `--notify`), the store writes each event to its outbox and a `Deliverer`
-    sends them from threads that start and stop with the app. `api_docs` (`serve --api-docs`) serves
-    the Swagger UI at `/docs` and ReDoc at `/redoc`; off by default, since both pages load their
-    scripts from a CDN. `/openapi.json` is always served: it describes the API, holds no data.
+    sends them from threads that start and stop with the app (a `store` given is opened with what it
+    writes for them, `notifying`; `remind_after` and `keep_deliveries` are for a store opened here).
+    `api_docs` (`serve --api-docs`) serves the Swagger UI at `/docs` and ReDoc at `/redoc`; off by
+    default, since both pages load their scripts from a CDN. `/openapi.json` is always served: it
+    describes the API, holds no data.
     """
     queue: QueueStore = store or open_store(
         db,
@@ -93,13 +95,12 @@ def create_app(
         pending_ttl=pending_ttl,
         approval_ttl=approval_ttl,
         claim_lease=claim_lease,
+        notifying=notifying(senders, remind_after=remind_after, keep_deliveries=keep_deliveries)
+        if senders
+        else None,
         create=True,
     )
-
-    deliverer: Deliverer | None = None
-    if senders:
-        queue.notifying = notifying(senders, remind_after=remind_after, keep_deliveries=keep_deliveries)
-        deliverer = Deliverer(queue, senders, clock=clock)
+    deliverer = Deliverer(queue, senders, clock=clock) if senders else None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -563,9 +563,9 @@ def test_a_submission_the_stopping_queue_cannot_judge_is_answered_503_and_not_st
         pending_ttl=600,
         approval_ttl=60,
         policy=policy,
+        policy_evaluator=PolicyEvaluator(policy),
         create=True,
     )
-    store.policy_evaluator = PolicyEvaluator(policy)
     store.policy_evaluator.close()
     token = mint_token()
     store.create_token("agent", "agent", hash_token(token))

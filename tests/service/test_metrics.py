@@ -54,9 +54,9 @@ class Replicas:
                 approval_ttl=600,
                 claim_lease=LEASE,
                 policy=parse_policy(POLICY),
+                notifying=Notifying(targets=(TARGET,)),
                 create=True,
             )
-            store.notifying = Notifying(targets=(TARGET,))
             self.stores.append(store)
             app = create_app(None, store=store)
             self.clients.append(

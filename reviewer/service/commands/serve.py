@@ -97,25 +97,28 @@ def _serve(
     from reviewer.service.app import create_app
     from reviewer.service.deadlines import DescriptorExhaustionLog
     from reviewer.service.log_format import configure_logging
-    from reviewer.service.notifications.targets import describe
+    from reviewer.service.notifications.targets import describe, notifying
     from reviewer.service.server import ListenRefused
 
     configure_logging(args.log_format)
     log = logging.getLogger("reviewer.service")
-    store = store_of(args, create=True, policy=policy, migrate=not args.no_migrate)
-    store.policy_signing = signing
+    evaluator = None
     if policy is not None and not policy.trivial:
-        store.policy_evaluator = PolicyEvaluator(policy, args.policy_deadline, signing=signing is not None)
+        evaluator = PolicyEvaluator(policy, args.policy_deadline, signing=signing is not None)
+    store = store_of(
+        args,
+        create=True,
+        policy=policy,
+        policy_signing=signing,
+        policy_evaluator=evaluator,
+        notifying=notifying(notify_senders, remind_after=args.remind_after, keep_deliveries=args.notify_keep)
+        if notify_senders
+        else None,
+        migrate=not args.no_migrate,
+    )
     if store.created:
         log.info("created a new, empty queue in %s", store.location)
-    app = create_app(
-        None,
-        store=store,
-        senders=notify_senders,
-        remind_after=args.remind_after,
-        keep_deliveries=args.notify_keep,
-        api_docs=args.api_docs,
-    )
+    app = create_app(None, store=store, senders=notify_senders, api_docs=args.api_docs)
     log.info("queue database: %s", store.location)
     for sender in notify_senders:
         log.info("notifying %s", describe(sender))

@@ -7,12 +7,21 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from reviewer.policy.bounded import PolicyEvaluator
     from reviewer.policy.file import Policy
-    from reviewer.service.store import QueueStore
+    from reviewer.service.signed_decisions import PolicySigning
+    from reviewer.service.store import Notifying, QueueStore
 
 
 def store_of(
-    args: argparse.Namespace, *, create: bool = False, policy: Policy | None = None, migrate: bool = False
+    args: argparse.Namespace,
+    *,
+    create: bool = False,
+    policy: Policy | None = None,
+    policy_signing: PolicySigning | None = None,
+    policy_evaluator: PolicyEvaluator | None = None,
+    notifying: Notifying | None = None,
+    migrate: bool = False,
 ) -> QueueStore:
     """The store `--db` names; token commands never create one (a mistyped path is an error), and
     only `serve` and `db upgrade` migrate one (the others refuse an older schema, saying what to do)."""
@@ -31,6 +40,9 @@ def store_of(
         approval_ttl=DEFAULT_APPROVAL_TTL if approval_ttl is None else approval_ttl,
         claim_lease=DEFAULT_CLAIM_LEASE if claim_lease is None else claim_lease,
         policy=policy,
+        policy_signing=policy_signing,
+        policy_evaluator=policy_evaluator,
+        notifying=notifying,
         create=create,
         migrate=migrate,
     )

@@ -63,13 +63,21 @@ class Notifying:
 
 @dataclass(frozen=True)
 class StoreSettings:
-    """What every backend is opened with: the clock, how long each state lasts, the approval policy."""
+    """What every backend is opened with: the clock, how long each state lasts, the approval policy
+    and how it is evaluated and signed, what the outbox is written for."""
 
     clock: Clock
     pending_ttl: float
     approval_ttl: float
     claim_lease: float = DEFAULT_CLAIM_LEASE
     policy: Policy | None = None
+    policy_signing: PolicySigning | None = None
+    """The queue's own key, to sign what the policy approves where signatures are required."""
+    policy_evaluator: PolicyEvaluator | None = None
+    """`serve`'s: evaluates in worker processes under a deadline, so the event loop serves meanwhile;
+    without it (tests, one-off commands) the policy is evaluated in the calling thread."""
+    notifying: Notifying = field(default_factory=Notifying)
+    """`serve --notify`'s targets: without targets, no event is written."""
 
 
 class Transaction(Protocol):

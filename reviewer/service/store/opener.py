@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from reviewer.policy.bounded import PolicyEvaluator
 from reviewer.policy.file import Policy
 from reviewer.queue.config import default_db_path
 from reviewer.service.errors import DatabaseUnusable
-from reviewer.service.store import DEFAULT_CLAIM_LEASE, Clock, QueueStore, StoreSettings
+from reviewer.service.signed_decisions import PolicySigning
+from reviewer.service.store import DEFAULT_CLAIM_LEASE, Clock, Notifying, QueueStore, StoreSettings
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
@@ -24,6 +26,9 @@ def open_store(
     approval_ttl: float,
     claim_lease: float = DEFAULT_CLAIM_LEASE,
     policy: Policy | None = None,
+    policy_signing: PolicySigning | None = None,
+    policy_evaluator: PolicyEvaluator | None = None,
+    notifying: Notifying | None = None,
     create: bool,
     migrate: bool = True,
 ) -> QueueStore:
@@ -32,7 +37,16 @@ def open_store(
 
     Raises `DatabaseUnusable` (one line for the operator) for a missing, unreachable or foreign database.
     """
-    settings = StoreSettings(clock, pending_ttl, approval_ttl, claim_lease, policy)
+    settings = StoreSettings(
+        clock,
+        pending_ttl,
+        approval_ttl,
+        claim_lease,
+        policy,
+        policy_signing,
+        policy_evaluator,
+        notifying or Notifying(),
+    )
     target = str(db) if db is not None else str(default_db_path())
     if is_postgres_url(target):
         try:

@@ -51,11 +51,15 @@ class Queue:
 
     def __init__(self, database: str, clock: Clock, receiver: Receiver, **notifying: float) -> None:
         self.clock = clock
-        self.store: QueueStore = open_store(
-            database, clock=clock, pending_ttl=3600, approval_ttl=600, create=True
-        )
         self.sender = WebhookSender(receiver.url, SECRET, timeout=2, clock=clock)
-        self.store.notifying = Notifying(targets=(self.sender.name,), **notifying)  # type: ignore[arg-type]
+        self.store: QueueStore = open_store(
+            database,
+            clock=clock,
+            pending_ttl=3600,
+            approval_ttl=600,
+            notifying=Notifying(targets=(self.sender.name,), **notifying),  # type: ignore[arg-type]
+            create=True,
+        )
         self.deliverer = Deliverer(self.store, [self.sender], clock=clock, sweep_interval=0)
         self.agent = identity(self.store, "agent", "agent")
         self.alice = identity(self.store, "alice", "reviewer")
@@ -191,8 +195,14 @@ def test_a_failing_outbox_insert_leaves_neither_the_change_nor_its_event(databas
     (no trail event, no state change, not even the first target's row), and succeeds once the fault is
     gone, with one event per target. An event written after the change committed would leave a
     proposal nobody is told of."""
-    store = open_store(database, clock=clock, pending_ttl=3600, approval_ttl=600, create=True)
-    store.notifying = Notifying(targets=("chat", FAILING_TARGET))
+    store = open_store(
+        database,
+        clock=clock,
+        pending_ttl=3600,
+        approval_ttl=600,
+        notifying=Notifying(targets=("chat", FAILING_TARGET)),
+        create=True,
+    )
     agent, alice = identity(store, "agent", "agent"), identity(store, "alice", "reviewer")
     accepted = submission(body(proposal("outbox-fault")))
     decision = DecisionRequest(revision=1, plan_sha256=accepted.plan_sha256, decision="approve")
