@@ -24,7 +24,8 @@ from prometheus_client.registry import Collector
 from starlette.routing import BaseRoute, Route
 from starlette.types import Scope
 
-from reviewer.service.store import QueueStore, Transaction
+from reviewer.service.store import QueueStore
+from reviewer.service.store.figures import Figures
 
 DECISION_BUCKETS: Final = (60.0, 300.0, 900.0, 1800.0, 3600.0, 4 * 3600.0, 24 * 3600.0)
 """Seconds from a revision's submission to its decision: a minute to a day (the pending TTL)."""
@@ -35,137 +36,110 @@ UNMATCHED: Final = "unmatched"
 
 
 class QueueFigures(Collector):
-    """The figures every replica shares, read from the store at each scrape."""
+    """The figures every replica shares, read from the store (`QueueStore.figures`) at each scrape."""
 
     def __init__(self, store: QueueStore) -> None:
         self.store = store
 
     def collect(self) -> Iterator[Metric]:
-        now = self.store.clock()
-        with self.store.read() as db:
-            yield from self.pending(db, now)
-            yield self.decision_latency(db)
-            yield self.decisions(db)
-            yield self.runs(db, now)
-            yield from self.outbox(db)
+        figures = self.store.figures(DECISION_BUCKETS)
+        yield from pending(figures)
+        yield decision_latency(figures)
+        yield decisions(figures)
+        yield runs(figures)
+        yield from outbox(figures)
 
-    def pending(self, db: Transaction, now: float) -> Iterator[Metric]:
-        rows = db.all(
-            "SELECT proposal_id, latest_revision, submitted_at FROM proposals "
-            "WHERE decision IS NULL AND claimed_at IS NULL AND executed_at IS NULL "
-            "AND pending_expires_at > :now",
-            now=now,
-        )
-        counts: dict[str, int] = {}
-        oldest: dict[str, float] = {}
-        for row in rows:
-            environment = self.store.environment(db, row["proposal_id"], row["latest_revision"])
-            label = environment or DEFAULT_ENVIRONMENT
-            counts[label] = counts.get(label, 0) + 1
-            oldest[label] = max(oldest.get(label, 0.0), now - row["submitted_at"])
-        pending = GaugeMetricFamily(
-            "reviewer_proposals_pending",
-            "Proposals waiting for a decision, by the policy environment of their plan.",
-            labels=["environment"],
-        )
-        waiting = GaugeMetricFamily(
-            "reviewer_proposal_oldest_pending_seconds",
-            "How long the longest-waiting pending proposal has waited, by environment.",
-            labels=["environment"],
-        )
-        for label in sorted(counts):
-            pending.add_metric([label], counts[label])
-            waiting.add_metric([label], oldest[label])
-        yield pending
-        yield waiting
 
-    def decision_latency(self, db: Transaction) -> Metric:
-        """Each decision's time since its revision was submitted, bucketed by the database."""
-        latency = "(decisions.decided_at - revisions.submitted_at)"
-        buckets = ", ".join(
-            f"SUM(CASE WHEN {latency} <= {bound!r} THEN 1 ELSE 0 END) AS le_{index}"
-            for index, bound in enumerate(DECISION_BUCKETS)
-        )
-        row = db.one(
-            f"SELECT COUNT(*) AS count, COALESCE(SUM({latency}), 0) AS total, {buckets} "
-            "FROM decisions JOIN revisions ON revisions.proposal_id = decisions.proposal_id "
-            "AND revisions.revision = decisions.revision"
-        )
-        assert row is not None
-        cumulative = [
-            (repr(bound), int(row[f"le_{index}"] or 0)) for index, bound in enumerate(DECISION_BUCKETS)
-        ]
-        return HistogramMetricFamily(
-            "reviewer_decision_latency_seconds",
-            "Time from a revision's submission to its decision (approve or reject).",
-            buckets=[*cumulative, ("+Inf", int(row["count"]))],
-            sum_value=float(row["total"]),
-        )
+def pending(figures: Figures) -> Iterator[Metric]:
+    pending = GaugeMetricFamily(
+        "reviewer_proposals_pending",
+        "Proposals waiting for a decision, by the policy environment of their plan.",
+        labels=["environment"],
+    )
+    waiting = GaugeMetricFamily(
+        "reviewer_proposal_oldest_pending_seconds",
+        "How long the longest-waiting pending proposal has waited, by environment.",
+        labels=["environment"],
+    )
+    counts: dict[str, int] = {}
+    oldest: dict[str, float] = {}
+    for group in figures.waiting:
+        label = group.environment or DEFAULT_ENVIRONMENT
+        counts[label] = counts.get(label, 0) + group.count
+        oldest[label] = max(oldest.get(label, 0.0), group.oldest_seconds)
+    for label in sorted(counts):
+        pending.add_metric([label], counts[label])
+        waiting.add_metric([label], oldest[label])
+    yield pending
+    yield waiting
 
-    def decisions(self, db: Transaction) -> Metric:
-        family = CounterMetricFamily(
-            "reviewer_decisions",
-            "Decisions taken, by kind (approve, reject, request_changes).",
-            labels=["decision"],
-        )
-        rows = db.all("SELECT decision, COUNT(*) AS count FROM decisions GROUP BY decision")
-        found = {row["decision"]: int(row["count"]) for row in rows}
-        for kind in ("approve", "reject", "request_changes"):
-            family.add_metric([kind], found.get(kind, 0))
-        return family
 
-    def runs(self, db: Transaction, now: float) -> Metric:
-        """Every claimed run by how it ended: a report's ending, `running` within its lease, and
-        `unknown` past it without a report (it may have written; a late report still moves it)."""
-        family = GaugeMetricFamily(
-            "reviewer_runs",
-            "Claimed runs by ending: completed, stopped, failed, cancelled, reported (no ending "
-            "given), running (within its lease) or unknown (its lease ended without a report).",
-            labels=["ending"],
-        )
-        rows = db.all(
-            "SELECT CASE WHEN executions.id IS NOT NULL THEN COALESCE(executions.ended, 'reported') "
-            "WHEN claims.lease_expires_at <= :now THEN 'unknown' ELSE 'running' END AS ending, "
-            "COUNT(*) AS count FROM claims LEFT JOIN executions ON executions.claim_id = claims.claim_id "
-            "GROUP BY ending",
-            now=now,
-        )
-        found = {row["ending"]: int(row["count"]) for row in rows}
-        for ending in ("completed", "stopped", "failed", "cancelled", "reported", "running", "unknown"):
-            family.add_metric([ending], found.get(ending, 0))
-        return family
+def decision_latency(figures: Figures) -> Metric:
+    """Each decision's time since its revision was submitted, bucketed by the database."""
+    latency = figures.latency
+    return HistogramMetricFamily(
+        "reviewer_decision_latency_seconds",
+        "Time from a revision's submission to its decision (approve or reject).",
+        buckets=[
+            *((repr(bound), count) for bound, count in zip(DECISION_BUCKETS, latency.within, strict=True)),
+            ("+Inf", latency.count),
+        ],
+        sum_value=latency.total,
+    )
 
-    def outbox(self, db: Transaction) -> Iterator[Metric]:
-        rows = db.all(
-            "SELECT target, state, COUNT(*) AS count, SUM(attempts) AS attempts FROM outbox "
-            "GROUP BY target, state ORDER BY target, state"
-        )
-        backlog = GaugeMetricFamily(
-            "reviewer_outbox_backlog",
-            "Notifications not yet delivered and still retried, by target (origin and URL digest).",
-            labels=["target"],
-        )
-        deliveries = GaugeMetricFamily(
-            "reviewer_outbox_deliveries",
-            "Notifications in the outbox by target and state (pending, delivered, failed).",
-            labels=["target", "state"],
-        )
-        attempts = CounterMetricFamily(
-            "reviewer_outbox_delivery_attempts",
-            "Delivery attempts made, by target.",
-            labels=["target"],
-        )
-        tried: dict[str, int] = {}
-        for row in rows:
-            deliveries.add_metric([row["target"], row["state"]], int(row["count"]))
-            if row["state"] == "pending":
-                backlog.add_metric([row["target"]], int(row["count"]))
-            tried[row["target"]] = tried.get(row["target"], 0) + int(row["attempts"] or 0)
-        for target, count in tried.items():
-            attempts.add_metric([target], count)
-        yield backlog
-        yield deliveries
-        yield attempts
+
+def decisions(figures: Figures) -> Metric:
+    family = CounterMetricFamily(
+        "reviewer_decisions",
+        "Decisions taken, by kind (approve, reject, request_changes).",
+        labels=["decision"],
+    )
+    for kind, count in figures.decisions.items():
+        family.add_metric([kind], count)
+    return family
+
+
+def runs(figures: Figures) -> Metric:
+    """Every claimed run by how it ended: a report's ending, `running` within its lease, and
+    `unknown` past it without a report (it may have written; a late report still moves it)."""
+    family = GaugeMetricFamily(
+        "reviewer_runs",
+        "Claimed runs by ending: completed, stopped, failed, cancelled, reported (no ending "
+        "given), running (within its lease) or unknown (its lease ended without a report).",
+        labels=["ending"],
+    )
+    for ending, count in figures.runs.items():
+        family.add_metric([ending], count)
+    return family
+
+
+def outbox(figures: Figures) -> Iterator[Metric]:
+    backlog = GaugeMetricFamily(
+        "reviewer_outbox_backlog",
+        "Notifications not yet delivered and still retried, by target (origin and URL digest).",
+        labels=["target"],
+    )
+    deliveries = GaugeMetricFamily(
+        "reviewer_outbox_deliveries",
+        "Notifications in the outbox by target and state (pending, delivered, failed).",
+        labels=["target", "state"],
+    )
+    attempts = CounterMetricFamily(
+        "reviewer_outbox_delivery_attempts",
+        "Delivery attempts made, by target.",
+        labels=["target"],
+    )
+    tried: dict[str, int] = {}
+    for row in figures.outbox:
+        deliveries.add_metric([row.target, row.state], row.count)
+        if row.state == "pending":
+            backlog.add_metric([row.target], row.count)
+        tried[row.target] = tried.get(row.target, 0) + row.attempts
+    for target, count in tried.items():
+        attempts.add_metric([target], count)
+    yield backlog
+    yield deliveries
+    yield attempts
 
 
 class Metrics:

@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Final
 
-from reviewer.policy.bounded import PolicyEvaluator
 from reviewer.policy.file import Policy
 from reviewer.policy.verdict import ChangeRequest, Verdict
 from reviewer.queue.messages import (
@@ -38,8 +37,7 @@ from reviewer.queue.messages import (
 )
 from reviewer.service import rules
 from reviewer.service.auth import Identity, Role
-from reviewer.service.signed_decisions import PolicySigning
-from reviewer.service.store import decisions, idempotency, outbox, proposals, runs, tokens
+from reviewer.service.store import decisions, figures, idempotency, outbox, proposals, runs, tokens
 from reviewer.service.store.base import (
     DECISION_CHECK,
     DEFAULT_APPROVAL_TTL,
@@ -56,6 +54,7 @@ from reviewer.service.store.base import (
     Transaction,
 )
 from reviewer.service.store.decisions import TRAIL_EVENTS
+from reviewer.service.store.figures import Figures
 from reviewer.service.store.outbox import Delivery
 from reviewer.service.store.proposals import ListVersion, Submission
 from reviewer.service.store.tokens import RegisteredKey, TokenInfo
@@ -94,17 +93,13 @@ class QueueStore(ABC):
         self.approval_ttl = settings.approval_ttl
         self.claim_lease = settings.claim_lease
         self.policy = settings.policy or Policy()
-        self.policy_signing: PolicySigning | None = None
-        """The queue's own key, to sign what the policy approves where signatures are required."""
-        self.policy_evaluator: PolicyEvaluator | None = None
-        """Set by `serve`: evaluates in worker processes under a deadline, so the event loop serves
-        meanwhile; without it (tests, one-off commands) the policy is evaluated in this thread."""
+        self.policy_signing = settings.policy_signing
+        self.policy_evaluator = settings.policy_evaluator
         self.verdicts: dict[tuple[str, int], Verdict] = {}
         """Each revision's verdict under this policy, evaluated once: a revision never changes."""
         self.created = False
         """True when this store created the queue's tables (a new database), for `serve` to say so."""
-        self.notifying = Notifying()
-        """Set by `serve --notify`: without targets, no event is written."""
+        self.notifying = settings.notifying
         self.on_event: Callable[[], None] | None = None
         """Called after a write that wrote an event committed: the delivery loop wakes at once."""
         self.emitted = threading.local()
@@ -259,9 +254,11 @@ class QueueStore(ABC):
 
     # decisions and quorum
 
-    def environment(self, db: Transaction, proposal_id: str, revision: int) -> str | None:
-        """The policy environment of a revision's plan (None for `[default]`), for the metrics."""
-        return decisions.environment(self, db, proposal_id, revision)
+    def figures(self, latency_bounds: Sequence[float]) -> Figures:
+        """What `/metrics` reports of the queue every replica shares, read in one transaction."""
+        now = self.clock()
+        with self.read() as db:
+            return figures.read(self, db, now, latency_bounds)
 
     def decide(
         self, identity: Identity, proposal_id: str, request: DecisionRequest, idempotency_key: str

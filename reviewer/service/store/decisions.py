@@ -105,7 +105,7 @@ def rule_of(
 
 
 def environment(store: StoreState, db: Transaction, proposal_id: str, revision: int) -> str | None:
-    """The policy environment of a revision's plan (None for `[default]`), for the metrics."""
+    """The policy environment of a revision's plan (None for `[default]`), for the metrics' figures."""
     return verdict_of(store, db, proposal_id, revision).environment
 
 
@@ -247,11 +247,7 @@ def decide(
 
 def pending_candidates(db: Transaction, now: float) -> list[tuple[str, int]]:
     """Each pending proposal and its latest revision, for `QueueStore.reevaluate_pending`."""
-    return [
-        (row["proposal_id"], row["latest_revision"])
-        for row in db.all("SELECT * FROM proposals WHERE decision IS NULL")
-        if rules.state_of(row, now) == "pending"
-    ]
+    return [(row["proposal_id"], row["latest_revision"]) for row in index.pending_rows(db, now)]
 
 
 def reevaluate(store: StoreState, db: Transaction, proposal_id: str, revision: int, now: float) -> bool:

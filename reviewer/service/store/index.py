@@ -22,6 +22,16 @@ def proposal_row(db: Transaction, proposal_id: str) -> Row:
     return row
 
 
+def pending_rows(db: Transaction, now: float) -> list[Row]:
+    """The `proposals` rows whose latest revision is pending at `now` by `rules.state_of`, the state
+    every answer gives: for the metrics and the policy's second look."""
+    return [
+        row
+        for row in db.all("SELECT * FROM proposals WHERE decision IS NULL")
+        if rules.state_of(row, now) == "pending"
+    ]
+
+
 def answer(db: Transaction, proposal_id: str, now: float) -> DecisionState:
     row = db.one("SELECT * FROM proposals WHERE proposal_id = :proposal_id", proposal_id=proposal_id)
     assert row is not None
