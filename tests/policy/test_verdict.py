@@ -402,3 +402,38 @@ def test_a_rule_on_destructive_counts_a_call_marked_destructive_whatever_its_eff
     assert needs(evaluate(parse_policy(rules), destructive_update)).startswith("needs 2 approvals")
     assert needs(evaluate(parse_policy(POLICY), destructive_update)).startswith("needs 1 approval")
     assert needs(evaluate(parse_policy(rules), marked)).startswith("needs 1 approval")
+
+
+GUARDED_PRODUCTION = """\
+[default]
+approvals = 1
+
+[environments.production]
+base_urls = ["https://api.prod.example/*"]
+signatures = true
+reviewers = ["alice", "bob*"]
+
+[[rules]]
+name = "deletes"
+when = "plan.counts.delete > 0"
+approvals = 2
+
+[[rules]]
+name = "deletes by the ticket team"
+when = "plan.counts.delete > 0"
+reviewers = ["bob*", "carol"]
+"""
+"""Production asks signatures and names its reviewers; two rules that match a delete ask more approvals
+and name other reviewers, and neither says anything of signatures."""
+
+
+def test_the_strictest_match_keeps_what_the_environment_asks_and_narrows_who_may_decide() -> None:
+    """The strictest match wins (docs/design.md, "Policies that read the plan"): a rule asking only
+    approvals leaves the environment's signatures standing, and two reviewer lists leave only the names
+    in both."""
+    requirement = evaluate(
+        parse_policy(GUARDED_PRODUCTION), plan("https://api.prod.example/v1", None)
+    ).requirement
+    assert (requirement.approvals, requirement.signatures) == (2, True)
+    deciding = ["alice", "bob", "bob.ops", "carol", "mallory"]
+    assert [name for name in deciding if requirement.may_decide(name)] == ["bob", "bob.ops"]
