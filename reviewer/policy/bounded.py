@@ -96,9 +96,13 @@ class PolicyEvaluator:
         *,
         signing: bool = False,
         workers: int = DEFAULT_WORKERS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.policy = policy
         self.deadline = deadline
+        self.clock = clock
+        """Seconds, read from the plan's arrival at a worker on: the deadline bounds the whole
+        evaluation, however many reports the worker sends meanwhile."""
         self.signing = signing
         self._idle: list[_Worker] = []
         self._started: dict[int, _Worker] = {}
@@ -128,15 +132,15 @@ class PolicyEvaluator:
             memory: _MemoryBound | None = None
             ended = False
             why = f"not decided within the {self.deadline:g} s deadline"
-            start = time.monotonic()
+            start = self.clock()
             worker = None
             try:
                 worker = self._take()
-                start = time.monotonic()
+                start = self.clock()
                 worker.connection.send_bytes(body)
                 worker.connection.send(tuple(changes_requested))
                 while True:
-                    remaining = self.deadline - (time.monotonic() - start)
+                    remaining = self.deadline - (self.clock() - start)
                     if remaining <= 0 or not worker.connection.poll(remaining):
                         break
                     message = worker.connection.recv()
@@ -147,7 +151,7 @@ class PolicyEvaluator:
                     if message[0] == "start":
                         running = message[1]
                         if values_seconds is None:
-                            values_seconds = time.monotonic() - start
+                            values_seconds = self.clock() - start
                         continue
                     if message[0] == "rule":
                         _kind, index, holds, error, seconds = message
@@ -155,7 +159,7 @@ class PolicyEvaluator:
                         running = None
                         continue
                     self._give_back(worker)
-                    spent = time.monotonic() - start
+                    spent = self.clock() - start
                     return BoundedVerdict(message[1], outcomes, spent, True, None, values_seconds)
             except (EOFError, OSError) as error:
                 why = f"not decided: the evaluation stopped ({type(error).__name__})"
@@ -175,7 +179,7 @@ class PolicyEvaluator:
         if proposal is None:
             proposal = scan_proposal(body, "stored proposal")
         verdict = fail_closed(self.policy, proposal, outcomes, why, signing=self.signing)
-        return BoundedVerdict(verdict, outcomes, time.monotonic() - start, False, running, values_seconds)
+        return BoundedVerdict(verdict, outcomes, self.clock() - start, False, running, values_seconds)
 
     def _warn_if_capped(self, memory: _MemoryBound | None) -> None:
         """Say once that the hard address-space limit, not the plan's size, bounds the workers."""

@@ -121,6 +121,34 @@ reject = "never"
     assert "not decided within the 10 s deadline" in (verdict.reason or "")
 
 
+def test_the_deadline_bounds_the_whole_evaluation_however_many_reports_the_worker_sends() -> None:
+    """`--policy-deadline` counts from the plan's arrival (docs/design.md, "Policies that read the
+    plan"): a worker reporting each rule as it ends does not start the deadline again. The clock moves
+    0.3 s at each reading the evaluator makes, so a 1 s deadline passes after three of the worker's
+    reports, however fast it sends them; with the clock standing still, the same plan is decided."""
+    rules = "".join(
+        f'[[rules]]\nname = "rule {number}"\nwhen = "true"\napprovals = 2\n' for number in range(8)
+    )
+    policy = parse_policy("[default]\napprovals = 1\n" + rules)
+    step = [0.0]
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += step[0]
+        return now[0]
+
+    evaluator = PolicyEvaluator(policy, 1.0, workers=1, clock=clock)
+    try:
+        standing = evaluator.evaluate(body(proposal("deadline")))
+        step[0] = 0.3
+        moving = evaluator.evaluate(body(proposal("deadline")))
+    finally:
+        evaluator.close()
+    assert standing.finished and len(standing.outcomes) == 8
+    assert not moving.finished and len(moving.outcomes) < 8
+    assert moving.verdict.outcome == "human" and moving.verdict.requirement.approvals == 2
+
+
 def test_an_evaluation_that_finishes_gives_the_verdict_evaluated_in_process() -> None:
     policy = parse_policy(POLICY.split('[[rules]]\nname = "slow"')[0])
     document = slow_plan(10)
