@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import httpx
+import pytest
 from fastapi.testclient import TestClient
 
 from reviewer.service.app import create_app
@@ -32,18 +33,24 @@ def test_sqlite_probes_answer_without_a_token_and_say_nothing_of_the_queue(tmp_p
     assert docs.status_code == 404  # the Swagger UI only with --api-docs
 
 
-def test_readyz_is_503_naming_the_version_when_the_schema_is_not_this_release(tmp_path: Path) -> None:
+@pytest.mark.parametrize("offset", [1, -1], ids=["newer", "older"])
+def test_readyz_is_503_naming_the_version_when_the_schema_is_not_this_release(
+    tmp_path: Path, offset: int
+) -> None:
+    """Ready only on this release's schema (docs/design.md, "Operating the queue"): a newer one is what
+    a newer release's migration leaves, an older one what restoring a backup under a running replica
+    leaves; either way this replica must not serve it."""
     database = tmp_path / "queue.sqlite3"
     client = TestClient(create_app(database))
     assert client.get("/readyz").status_code == 200
-    with sqlite3.connect(database) as raw:  # what a newer release's migration would leave
-        raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with sqlite3.connect(database) as raw:
+        raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + offset}")
     raw.close()
     answer = client.get("/readyz")
     assert answer.status_code == 503
-    newer, ours = SCHEMA_VERSION + 1, SCHEMA_VERSION
+    theirs, ours = SCHEMA_VERSION + offset, SCHEMA_VERSION
     assert answer.json()["reason"] == (
-        f"the database holds queue schema version {newer}, and this release writes {ours}"
+        f"the database holds queue schema version {theirs}, and this release writes {ours}"
     )
     assert client.get("/healthz").status_code == 200
 
