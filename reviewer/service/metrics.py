@@ -50,16 +50,24 @@ class QueueFigures(Collector):
         yield from outbox(figures)
 
 
+def gauge(name: str, documentation: str, *labels: str) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, documentation, labels=list(labels))
+
+
+def counter(name: str, documentation: str, *labels: str) -> CounterMetricFamily:
+    return CounterMetricFamily(name, documentation, labels=list(labels))
+
+
 def pending(figures: Figures) -> Iterator[Metric]:
-    pending = GaugeMetricFamily(
+    pending = gauge(
         "reviewer_proposals_pending",
         "Proposals waiting for a decision, by the policy environment of their plan.",
-        labels=["environment"],
+        "environment",
     )
-    waiting = GaugeMetricFamily(
+    waiting = gauge(
         "reviewer_proposal_oldest_pending_seconds",
         "How long the longest-waiting pending proposal has waited, by environment.",
-        labels=["environment"],
+        "environment",
     )
     counts: dict[str, int] = {}
     oldest: dict[str, float] = {}
@@ -89,10 +97,10 @@ def decision_latency(figures: Figures) -> Metric:
 
 
 def decisions(figures: Figures) -> Metric:
-    family = CounterMetricFamily(
+    family = counter(
         "reviewer_decisions",
         "Decisions taken, by kind (approve, reject, request_changes).",
-        labels=["decision"],
+        "decision",
     )
     for kind, count in figures.decisions.items():
         family.add_metric([kind], count)
@@ -102,11 +110,11 @@ def decisions(figures: Figures) -> Metric:
 def runs(figures: Figures) -> Metric:
     """Every claimed run by how it ended: a report's ending, `running` within its lease, and
     `unknown` past it without a report (it may have written; a late report still moves it)."""
-    family = GaugeMetricFamily(
+    family = gauge(
         "reviewer_runs",
         "Claimed runs by ending: completed, stopped, failed, cancelled, reported (no ending "
         "given), running (within its lease) or unknown (its lease ended without a report).",
-        labels=["ending"],
+        "ending",
     )
     for ending, count in figures.runs.items():
         family.add_metric([ending], count)
@@ -114,20 +122,21 @@ def runs(figures: Figures) -> Metric:
 
 
 def outbox(figures: Figures) -> Iterator[Metric]:
-    backlog = GaugeMetricFamily(
+    backlog = gauge(
         "reviewer_outbox_backlog",
         "Notifications not yet delivered and still retried, by target (origin and URL digest).",
-        labels=["target"],
+        "target",
     )
-    deliveries = GaugeMetricFamily(
+    deliveries = gauge(
         "reviewer_outbox_deliveries",
         "Notifications in the outbox by target and state (pending, delivered, failed).",
-        labels=["target", "state"],
+        "target",
+        "state",
     )
-    attempts = CounterMetricFamily(
+    attempts = counter(
         "reviewer_outbox_delivery_attempts",
         "Delivery attempts made, by target.",
-        labels=["target"],
+        "target",
     )
     tried: dict[str, int] = {}
     for row in figures.outbox:

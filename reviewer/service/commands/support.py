@@ -27,25 +27,29 @@ def store_of(
     only `serve` and `db upgrade` migrate one (the others refuse an older schema, saying what to do)."""
     import time
 
-    from reviewer.service.store import DEFAULT_APPROVAL_TTL, DEFAULT_CLAIM_LEASE, DEFAULT_PENDING_TTL
-    from reviewer.service.store.opener import open_store
+    from reviewer.service.store import (
+        DEFAULT_APPROVAL_TTL,
+        DEFAULT_CLAIM_LEASE,
+        DEFAULT_PENDING_TTL,
+        Notifying,
+        StoreSettings,
+    )
+    from reviewer.service.store.opener import open_with
 
     pending_ttl = getattr(args, "pending_ttl", None)
     approval_ttl = getattr(args, "approval_ttl", None)
     claim_lease = getattr(args, "claim_lease", None)
-    return open_store(
-        args.db,
-        clock=time.time,
-        pending_ttl=DEFAULT_PENDING_TTL if pending_ttl is None else pending_ttl,
-        approval_ttl=DEFAULT_APPROVAL_TTL if approval_ttl is None else approval_ttl,
-        claim_lease=DEFAULT_CLAIM_LEASE if claim_lease is None else claim_lease,
-        policy=policy,
-        policy_signing=policy_signing,
-        policy_evaluator=policy_evaluator,
-        notifying=notifying,
-        create=create,
-        migrate=migrate,
+    settings = StoreSettings(
+        time.time,
+        DEFAULT_PENDING_TTL if pending_ttl is None else pending_ttl,
+        DEFAULT_APPROVAL_TTL if approval_ttl is None else approval_ttl,
+        DEFAULT_CLAIM_LEASE if claim_lease is None else claim_lease,
+        policy,
+        policy_signing,
+        policy_evaluator,
+        notifying or Notifying(),
     )
+    return open_with(args.db, settings, create=create, migrate=migrate)
 
 
 def refusal(command: str, message: str) -> int:

@@ -37,16 +37,27 @@ def open_store(
 
     Raises `DatabaseUnusable` (one line for the operator) for a missing, unreachable or foreign database.
     """
-    settings = StoreSettings(
-        clock,
-        pending_ttl,
-        approval_ttl,
-        claim_lease,
-        policy,
-        policy_signing,
-        policy_evaluator,
-        notifying or Notifying(),
+    return open_with(
+        db,
+        StoreSettings(
+            clock,
+            pending_ttl,
+            approval_ttl,
+            claim_lease,
+            policy,
+            policy_signing,
+            policy_evaluator,
+            notifying or Notifying(),
+        ),
+        create=create,
+        migrate=migrate,
     )
+
+
+def open_with(
+    db: str | Path | None, settings: StoreSettings, *, create: bool, migrate: bool = True
+) -> QueueStore:
+    """`open_store` with its settings made already (`serve` gives every one of them)."""
     target = str(db) if db is not None else str(default_db_path())
     if is_postgres_url(target):
         try:
