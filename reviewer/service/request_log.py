@@ -33,12 +33,7 @@ class RequestLog:
         self.on_response = on_response
         """Told each request's scope and status once answered: the metrics count it."""
 
-    async def __call__(
-        self,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-    ) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
