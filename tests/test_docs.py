@@ -229,3 +229,31 @@ def test_every_install_command_on_a_page_names_the_project_by_its_distribution_n
                 assert wanted <= extras, f"{page.name}: no such extra {sorted(wanted - extras)}"
                 ours.append(page.name)
     assert {"operating.md", "notifications.md", "agents.md", "mcp-gate.md"} <= set(ours)
+
+
+_DESIGN_CITATION = re.compile(r'docs/design\.md, "([^"]+)"')
+_NUMBERED_CITATION = re.compile(r"\bDESIGN" + r" \d+")
+"""A contract cited by a number of a document the project does not hold (written so as not to be one)."""
+
+
+def cited_texts() -> list[Path]:
+    roots = [ROOT / "reviewer", ROOT / "tests", ROOT / "bench", ROOT / "docs", ROOT / "examples"]
+    files = [path for root in roots for path in root.rglob("*") if path.suffix in (".py", ".md", ".toml")]
+    return [*files, ROOT / ".ci" / "run", README]
+
+
+def test_every_citation_of_the_design_page_names_one_of_its_sections() -> None:
+    """The code cites the contracts it relies on by section name; a renamed section leaves no
+    citation pointing nowhere, and nothing cites a numbered document the project does not hold."""
+    page = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    sections = {line.lstrip("#").strip() for line in page.splitlines() if line.startswith(("## ", "### "))}
+    cited: dict[str, str] = {}
+    for path in cited_texts():
+        text = path.read_text(encoding="utf-8", errors="replace")
+        assert not _NUMBERED_CITATION.search(text), f"{path.relative_to(ROOT)} cites a numbered document"
+        joined = re.sub(r"\s*\n\s*(?:#\s*)?", " ", text)
+        for section in _DESIGN_CITATION.findall(joined):
+            cited[section] = str(path.relative_to(ROOT))
+    unknown = {section: where for section, where in cited.items() if section not in sections}
+    assert unknown == {}
+    assert {"Verifying against audit logs", "Decision rules"} <= set(cited)
