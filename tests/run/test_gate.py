@@ -65,7 +65,16 @@ async def test_the_childs_own_authorization_never_replaces_the_gates(
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("path", ["/v1/%2e%2e/admin", "/v1/%2E%2E%5Cadmin", "//evil.example/v1/tickets"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/%2e%2e/admin",
+        "/v1/%2E%2E%5Cadmin",
+        "/v1/..;/admin",
+        "/v1/%252e%252e/admin",
+        "//evil.example/v1/tickets",
+    ],
+)
 async def test_a_path_that_leaves_the_api_is_refused_and_not_sent(
     gate: tuple[httpx.AsyncClient, HttpGate, Recording], api_server: RunningSampleApi, path: str
 ) -> None:
