@@ -9,7 +9,7 @@ A request's `content_type` says how its `body` is written:
   bytes, so the plan's digest covers every byte and the executor sends exactly the bytes approved. A
   reviewer reads them as their length, SHA-256 and a short preview, and a multipart body part by part.
 
-The plan never holds an unreadable body in another form: bytes that are not UTF-8 in a form are bytes.
+A form whose bytes are not UTF-8 is held as its bytes, under its own content type.
 """
 
 from __future__ import annotations
@@ -48,6 +48,12 @@ def body_kind(content_type: str | None) -> BodyKind:
     return "form" if kind == FORM else "bytes"
 
 
+def held_as(content_type: str | None, body: Any) -> BodyKind:
+    """How the plan holds `body`: as its content type says, but a form that was not UTF-8 as bytes."""
+    kind = body_kind(content_type)
+    return "bytes" if kind == "form" and isinstance(body, dict) else kind
+
+
 def record_body(content_type: str | None, raw: bytes) -> tuple[str | None, Any]:
     """The content type and body a plan records for `raw` sent as `content_type`: JSON when it is
     JSON (and named so, or not named at all), a form's fields, or the bytes."""
@@ -77,7 +83,7 @@ def exact_bytes(body: Any) -> bytes:
     """The bytes a `{"base64": [...]}` body holds; `BodyError` when it holds anything else."""
     chunks = body.get("base64") if isinstance(body, dict) and len(body) == 1 else None
     if not isinstance(chunks, list) or not all(isinstance(chunk, str) for chunk in chunks):
-        raise BodyError('a body that is not JSON or a form is {"base64": ["...", ...]}')
+        raise BodyError('a body held as bytes is {"base64": ["...", ...]}')
     try:
         return b"".join(base64.b64decode(chunk, validate=True) for chunk in chunks)
     except binascii.Error as error:
@@ -96,7 +102,7 @@ def form_fields(body: Any) -> list[tuple[str, str]]:
 def wire_bytes(content_type: str | None, body: Any) -> bytes | None:
     """What goes on the wire for a body the plan holds as `content_type` says, or None for JSON (the
     HTTP client writes it); a form is written back in the order it was read."""
-    kind = body_kind(content_type)
+    kind = held_as(content_type, body)
     if kind == "form":
         return urllib.parse.urlencode(form_fields(body)).encode("ascii")
     if kind == "bytes":
@@ -108,14 +114,14 @@ def check_body(content_type: str | None, body: Any) -> None:
     """Refuse (`BodyError`) a body that is not what its content type says the plan holds."""
     if content_type is not None and any(character in content_type for character in "\r\n\0"):
         raise BodyError("the content type holds a line break")
-    if body_kind(content_type) != "json" and body is not None:
+    if held_as(content_type, body) != "json" and body is not None:
         wire_bytes(content_type, body)
 
 
 def fields_as_arguments(content_type: str | None, body: Any) -> Any:
     """What a reviewer and a policy read of a body: JSON as it is, a form's fields as an object (a
     repeated name as the list of its values), bytes as what `body_view` shows."""
-    kind = body_kind(content_type)
+    kind = held_as(content_type, body)
     if kind == "form":
         arguments: dict[str, Any] = {}
         for name, value in form_fields(body):
@@ -134,7 +140,7 @@ def body_view(content_type: str | None, body: Any) -> Any:
     """The body as the review screen shows it: JSON and forms as fields; bytes as content type,
     length, SHA-256 and a preview (text for the screen to sanitize, undecodable bytes as escapes);
     a multipart form part by part, each file by name, length and digest."""
-    kind = body_kind(content_type)
+    kind = held_as(content_type, body)
     if kind == "form":
         return fields_as_arguments(content_type, body)
     if kind == "json":

@@ -30,7 +30,7 @@ from reviewer.agent.placeholders import substitute
 from reviewer.agent.runs import Recording
 from reviewer.agent.shaped import shaped_answer
 from reviewer.agent.tools import ToolRunner
-from reviewer.plan.bodies import OCTETS, body_kind, bytes_body, record_body
+from reviewer.plan.bodies import OCTETS, BodyError, body_kind, bytes_body, record_body
 from reviewer.plan.proposal import MAX_BODY_BYTES, MAX_CALLS, locate_limit_violation, value_within_limits
 from reviewer.run.calls import GateCall, UndeclaredOperation, describe
 from reviewer.run.openapi import METHOD_EFFECTS, ApiDocument
@@ -251,7 +251,11 @@ class HttpGate:
         if self.writes_seen > MAX_CALLS:
             self.spoil(f"the dry run made more writes than a plan may hold ({MAX_CALLS})")
             return refusal(413, f"reviewer run: {self.spoiled}")
-        content_type, body = _recorded_body(content_type, raw)
+        try:
+            content_type, body = _recorded_body(content_type, raw)
+        except BodyError as error:
+            self.spoil(f"the body of {where} is {error}")
+            return refusal(400, f"reviewer run: {self.spoiled}")
         if not value_within_limits(body, 3):
             self.spoil(f"the body of {where} passes a proposal limit at {locate_limit_violation(body)}")
             return refusal(413, f"reviewer run: {self.spoiled}")
@@ -316,8 +320,11 @@ def _recorded_body(content_type: str | None, raw: bytes) -> tuple[str | None, An
     if body_kind(content_type) == "json":
         try:
             return None, msgspec.json.decode(raw)
-        except msgspec.DecodeError:
-            return content_type or OCTETS, bytes_body(raw)
+        except msgspec.DecodeError as error:
+            if content_type is not None:
+                says = f"not JSON ({error}), though its content type says {content_type[:80]!r}"
+                raise BodyError(says) from None
+            return OCTETS, bytes_body(raw)
     return record_body(content_type, raw)
 
 

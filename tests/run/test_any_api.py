@@ -5,6 +5,8 @@ OAuth 2.0 client credentials against a token endpoint that mints short-lived tok
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -18,9 +20,11 @@ import httpx
 import pytest
 
 from reviewer.agent import AwsSigV4Auth, OAuth2ClientCredentials, RequestAuthError
+from reviewer.plan.bodies import body_view, exact_bytes
+from reviewer.plan.proposal import parse_proposal
 from reviewer.run.errors import RunRefused
 from reviewer.run.options import read_api_auth, read_credentials, with_api_auth
-from tests.run.conftest import ROOT, Queue, RunProcess, reviewer_decides
+from tests.run.conftest import ROOT, Queue, RunProcess, proposal, reviewer_decides
 from tests.service.ports import free_port
 
 MOTO = shutil.which("moto_server", path=str(Path(sys.executable).parent))
@@ -289,3 +293,170 @@ def test_a_wrong_client_secret_says_so_without_the_secret() -> None:
     ):
         api.get("/things")
     assert "answered 401" in str(refused.value) and "wrong-secret" not in str(refused.value)
+
+
+# --- bodies that are not JSON ----------------------------------------------------------------------
+
+UPLOAD = b"\x00\x1b[2J\x1b]0;owned\x07\xff\xfe binary \x9b" * 4096
+UPLOADER = textwrap.dedent(
+    """
+    import os, sys, urllib.request, urllib.error
+    def send(method, path, data=None, content_type=None):
+        request = urllib.request.Request(os.environ["REVIEWER_API_URL"] + path, method=method, data=data)
+        if content_type:
+            request.add_header("content-type", content_type)
+        try:
+            with urllib.request.urlopen(request) as answer:
+                print(method, path, answer.status, flush=True)
+        except urllib.error.HTTPError as error:
+            print(method, path, error.code, error.read().decode()[:300], flush=True)
+    if sys.argv[1] == "s3":
+        with open(sys.argv[2], "rb") as upload:
+            send("PUT", "/gated-bucket/upload.bin", upload.read(), "application/octet-stream")
+        send("DELETE", "/gated-bucket/report.bin")
+    elif sys.argv[1] == "iam":
+        form = "Action=CreateUser&Version=2010-05-08&UserName=night-shift&Path=%2Fops%2F"
+        send("POST", "/", form.encode(), "application/x-www-form-urlencoded")
+    elif sys.argv[1] == "huge":
+        send("PUT", "/gated-bucket/huge.bin", b"\\0" * (50 * 1024 * 1024), "application/octet-stream")
+    """
+)
+
+
+def run_child_against(
+    moto: Moto, queue: Queue, tmp_path: Path, auth: str, *arguments: str
+) -> tuple[subprocess.Popen[str], RunProcess]:
+    child = tmp_path / "uploader.py"
+    child.write_text(UPLOADER)
+    environment = {
+        **os.environ,
+        "AWS_ACCESS_KEY_ID": moto.key_id,
+        "AWS_SECRET_ACCESS_KEY": moto.secret,
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "REVIEWER_AGENT_TOKEN": queue.agent_token,
+        "PYTHONUNBUFFERED": "1",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reviewer", "run", "--api", moto.url, "--queue", queue.url]
+        + ["--api-auth", auth, "--poll-interval", "0.1", "--", sys.executable, str(child), *arguments],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment,
+        cwd=ROOT,
+    )
+    return process, RunProcess(process)
+
+
+def test_an_s3_upload_is_approved_as_its_exact_bytes_and_sent_as_them(
+    bucket: Moto, queue: Queue, tmp_path: Path
+) -> None:
+    upload = tmp_path / "upload.bin"
+    upload.write_bytes(UPLOAD)
+    process, run = run_child_against(bucket, queue, tmp_path, "aws-sigv4:s3:us-east-1", "s3", str(upload))
+    proposal_id, revision = run.wait_for_plan()
+    with bucket.s3() as s3:
+        assert s3.head(f"/{BUCKET}/upload.bin").status_code == 404, "the dry run uploaded"
+        assert s3.head(f"/{BUCKET}/report.bin").status_code == 200, "the dry run deleted"
+    plan = parse_proposal(json.dumps(proposal(queue, proposal_id, revision)).encode())
+    put = plan.calls[0]
+    assert put.request is not None and put.request.content_type == "application/octet-stream"
+    assert exact_bytes(put.request.body) == UPLOAD
+    shown = body_view(put.request.content_type, put.request.body)
+    assert shown["length"] == len(UPLOAD) and shown["sha256"] == hashlib.sha256(UPLOAD).hexdigest()
+    reviewer_decides(queue, proposal_id)
+    _, rest = process.communicate(timeout=60)
+    assert process.returncode == 0, "".join(run.lines) + rest
+    with bucket.s3() as s3:
+        assert s3.get(f"/{BUCKET}/upload.bin").content == UPLOAD
+        assert s3.head(f"/{BUCKET}/report.bin").status_code == 404
+
+
+def test_a_form_encoded_iam_call_is_read_field_by_field_and_replayed(
+    moto: Moto, queue: Queue, tmp_path: Path
+) -> None:
+    import boto3
+
+    iam = boto3.client(
+        "iam",
+        endpoint_url=moto.url,
+        region_name="us-east-1",
+        aws_access_key_id=moto.key_id,
+        aws_secret_access_key=moto.secret,
+    )
+    process, run = run_child_against(moto, queue, tmp_path, "aws-sigv4:iam:us-east-1", "iam")
+    proposal_id, revision = run.wait_for_plan()
+    assert "night-shift" not in [user["UserName"] for user in iam.list_users()["Users"]]
+    call = proposal(queue, proposal_id, revision)["calls"][0]
+    assert call["args"] == {
+        "Action": "CreateUser",
+        "Version": "2010-05-08",
+        "UserName": "night-shift",
+        "Path": "/ops/",
+    }
+    assert call["request"]["content_type"] == "application/x-www-form-urlencoded"
+    reviewer_decides(queue, proposal_id)
+    _, rest = process.communicate(timeout=60)
+    assert process.returncode == 0, "".join(run.lines) + rest
+    assert iam.get_user(UserName="night-shift")["User"]["Path"] == "/ops/"
+
+
+def test_a_50_mb_upload_is_refused_unread_and_nothing_is_submitted(
+    moto: Moto, queue: Queue, tmp_path: Path
+) -> None:
+    process, run = run_child_against(moto, queue, tmp_path, "aws-sigv4:s3:us-east-1", "huge")
+    stdout, rest = process.communicate(timeout=120)
+    stderr = "".join(run.lines) + rest
+    assert process.returncode == 1
+    assert "passed the proposal limit" in stderr and "nothing was submitted" in stderr
+    assert "Traceback" not in stderr
+
+
+FORM_AGENT = textwrap.dedent(
+    """
+    import json, os, urllib.parse, urllib.request
+    def send(method, path, data, content_type):
+        request = urllib.request.Request(
+            os.environ["REVIEWER_API_URL"] + path, method=method, data=data,
+            headers={"content-type": content_type},
+        )
+        with urllib.request.urlopen(request) as answer:
+            return json.loads(answer.read() or b"{}")
+    created = send("POST", "/tickets", json.dumps({"title": "Printer on fire"}).encode(), "application/json")
+    form = urllib.parse.urlencode({"mergedInto": created["id"], "status": "closed"})
+    send("PATCH", "/tickets/t2", form.encode(), "application/x-www-form-urlencoded")
+    """
+)
+
+
+def test_a_placeholder_in_a_form_field_is_shown_and_replayed_resolved(queue: Queue, tmp_path: Path) -> None:
+    """json-server, which takes forms as Stripe's API does and mints ids the dry run cannot know."""
+    from tests.run.test_json_server import JSON_SERVER, NODE, serving_json_server
+
+    if NODE is None or not JSON_SERVER.exists():
+        pytest.skip("json-server is not installed (.ci/run installs it)")
+    agent = tmp_path / "agent.py"
+    agent.write_text(FORM_AGENT)
+    with serving_json_server(tmp_path / "api") as (api, data):
+        environment = {**os.environ, "REVIEWER_AGENT_TOKEN": queue.agent_token, "PYTHONUNBUFFERED": "1"}
+        process = subprocess.Popen(
+            [sys.executable, "-m", "reviewer", "run", "--api", api.url, "--queue", queue.url]
+            + ["--poll-interval", "0.1", "--", sys.executable, str(agent)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=environment,
+            cwd=ROOT,
+        )
+        run = RunProcess(process)
+        proposal_id, revision = run.wait_for_plan()
+        patch = proposal(queue, proposal_id, revision)["calls"][1]
+        assert patch["request"]["body"] == [["mergedInto", "<id from call 1>"], ["status", "closed"]]
+        assert patch["args"] == {"mergedInto": "<id from call 1>", "status": "closed"}
+        reviewer_decides(queue, proposal_id)
+        _, rest = process.communicate(timeout=60)
+        assert process.returncode == 0, "".join(run.lines) + rest
+        tickets = {str(ticket["id"]): ticket for ticket in json.loads(data.read_text())["tickets"]}
+    created = [ticket for ticket in tickets.values() if ticket["title"] == "Printer on fire"]
+    assert len(created) == 1
+    assert tickets["t2"]["mergedInto"] == str(created[0]["id"]) and tickets["t2"]["status"] == "closed"
