@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import email.parser
-import email.policy
-import hashlib
 import urllib.parse
 from typing import Any, Final, Literal
+
+# hashlib and email load only where a body of bytes is shown: the proposal format imports this module,
+# and the terminal app's first screen needs neither.
 
 BodyKind = Literal["json", "form", "bytes"]
 
@@ -158,6 +158,8 @@ def body_view(content_type: str | None, body: Any) -> Any:
 
 
 def _digest(raw: bytes) -> dict[str, Any]:
+    import hashlib
+
     return {"length": len(raw), "sha256": hashlib.sha256(raw).hexdigest()}
 
 
@@ -169,6 +171,9 @@ def _preview(raw: bytes) -> str:
 def multipart_parts(content_type: str, raw: bytes) -> list[dict[str, Any]]:
     """Each part of a `multipart/form-data` body by name: a file by its name, length and SHA-256, a
     field by its value (previewed). Unparsable bytes are one entry that says so."""
+    import email.parser
+    import email.policy
+
     head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode("latin-1", "replace")
     message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + raw)
     if not message.is_multipart():
