@@ -50,25 +50,40 @@ class QueueFigures(Collector):
         yield from outbox(figures)
 
 
-def gauge(name: str, documentation: str, *labels: str) -> GaugeMetricFamily:
-    return GaugeMetricFamily(name, documentation, labels=list(labels))
+HELP: Final = {
+    "reviewer_proposals_pending": (
+        "Proposals waiting for a decision, by the policy environment of their plan."
+    ),
+    "reviewer_proposal_oldest_pending_seconds": (
+        "How long the longest-waiting pending proposal has waited, by environment."
+    ),
+    "reviewer_decisions": "Decisions taken, by kind (approve, reject, request_changes).",
+    "reviewer_runs": (
+        "Claimed runs by ending: completed, stopped, failed, cancelled, reported (no ending "
+        "given), running (within its lease) or unknown (its lease ended without a report)."
+    ),
+    "reviewer_outbox_backlog": (
+        "Notifications not yet delivered and still retried, by target (origin and URL digest)."
+    ),
+    "reviewer_outbox_deliveries": (
+        "Notifications in the outbox by target and state (pending, delivered, failed)."
+    ),
+    "reviewer_outbox_delivery_attempts": "Delivery attempts made, by target.",
+}
+"""Each family's help text, as Prometheus shows it."""
 
 
-def counter(name: str, documentation: str, *labels: str) -> CounterMetricFamily:
-    return CounterMetricFamily(name, documentation, labels=list(labels))
+def gauge(name: str, *labels: str) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, HELP[name], labels=list(labels))
+
+
+def counter(name: str, *labels: str) -> CounterMetricFamily:
+    return CounterMetricFamily(name, HELP[name], labels=list(labels))
 
 
 def pending(figures: Figures) -> Iterator[Metric]:
-    pending = gauge(
-        "reviewer_proposals_pending",
-        "Proposals waiting for a decision, by the policy environment of their plan.",
-        "environment",
-    )
-    waiting = gauge(
-        "reviewer_proposal_oldest_pending_seconds",
-        "How long the longest-waiting pending proposal has waited, by environment.",
-        "environment",
-    )
+    pending = gauge("reviewer_proposals_pending", "environment")
+    waiting = gauge("reviewer_proposal_oldest_pending_seconds", "environment")
     counts: dict[str, int] = {}
     oldest: dict[str, float] = {}
     for group in figures.waiting:
@@ -97,11 +112,7 @@ def decision_latency(figures: Figures) -> Metric:
 
 
 def decisions(figures: Figures) -> Metric:
-    family = counter(
-        "reviewer_decisions",
-        "Decisions taken, by kind (approve, reject, request_changes).",
-        "decision",
-    )
+    family = counter("reviewer_decisions", "decision")
     for kind, count in figures.decisions.items():
         family.add_metric([kind], count)
     return family
@@ -110,34 +121,16 @@ def decisions(figures: Figures) -> Metric:
 def runs(figures: Figures) -> Metric:
     """Every claimed run by how it ended: a report's ending, `running` within its lease, and
     `unknown` past it without a report (it may have written; a late report still moves it)."""
-    family = gauge(
-        "reviewer_runs",
-        "Claimed runs by ending: completed, stopped, failed, cancelled, reported (no ending "
-        "given), running (within its lease) or unknown (its lease ended without a report).",
-        "ending",
-    )
+    family = gauge("reviewer_runs", "ending")
     for ending, count in figures.runs.items():
         family.add_metric([ending], count)
     return family
 
 
 def outbox(figures: Figures) -> Iterator[Metric]:
-    backlog = gauge(
-        "reviewer_outbox_backlog",
-        "Notifications not yet delivered and still retried, by target (origin and URL digest).",
-        "target",
-    )
-    deliveries = gauge(
-        "reviewer_outbox_deliveries",
-        "Notifications in the outbox by target and state (pending, delivered, failed).",
-        "target",
-        "state",
-    )
-    attempts = counter(
-        "reviewer_outbox_delivery_attempts",
-        "Delivery attempts made, by target.",
-        "target",
-    )
+    backlog = gauge("reviewer_outbox_backlog", "target")
+    deliveries = gauge("reviewer_outbox_deliveries", "target", "state")
+    attempts = counter("reviewer_outbox_delivery_attempts", "target")
     tried: dict[str, int] = {}
     for row in figures.outbox:
         deliveries.add_metric([row.target, row.state], row.count)
