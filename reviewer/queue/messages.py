@@ -66,6 +66,8 @@ class ProviderSignIn(Message):
     scopes: str
     device_authorization_endpoint: str | None = None
     token_endpoint: str
+    session_seconds: float
+    """The longest session the queue accepts before the client renews it."""
 
 
 class SignInMethods(Message):

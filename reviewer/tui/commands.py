@@ -101,7 +101,7 @@ def run_review(options: argparse.Namespace) -> int:
     from reviewer.tui.model.queue_source import QueueSource
 
     ReviewerApp(
-        QueueSource(settings.queue_url, settings.token, poll_interval=options.poll, signer=signer),
+        QueueSource(settings.queue_url, settings.credential(), poll_interval=options.poll, signer=signer),
         open_first=options.proposal_id,
         alerts=alerts,
     ).run()
@@ -132,6 +132,17 @@ def run_login(options: argparse.Namespace) -> int:
     if unanswered:
         print(f"reviewer login: {unanswered}", file=sys.stderr)
         return 1
+    from reviewer.queue.provider_login import provider_of
+
+    try:
+        provider = provider_of(queue_url)
+    except QueueError as error:
+        print(f"reviewer login: {error}", file=sys.stderr)
+        return 1
+    if provider is not None:
+        from reviewer.queue.provider_login import run_provider_login
+
+        return run_provider_login(queue_url, provider)
     try:
         token = _token_to_check(queue_url)
     except ConfigError as error:

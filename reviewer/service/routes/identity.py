@@ -33,6 +33,7 @@ async def sign_in_methods(request: Request) -> Response:
                 scopes=provider.settings.scopes,
                 device_authorization_endpoint=provider.endpoints.device_authorization_endpoint,
                 token_endpoint=provider.endpoints.token_endpoint,
+                session_seconds=provider.settings.session,
             ),
         )
     )
