@@ -130,8 +130,12 @@ def test_alice_signs_in_with_the_device_grant_lists_and_approves_under_her_name(
     approved = cli(home, "approve", "oidc-alice", "--revision", "1", "--digest", submitted["plan_sha256"])
     assert approved.returncode == 0, approved.stderr
     assert "pending, 1 of 2 approvals (alice@example.com)" in approved.stdout
-    again = cli(home, "approve", "oidc-alice", "--revision", "1", "--digest", submitted["plan_sha256"])
-    assert again.returncode == 1 and "already approved" in again.stderr.lower()
+    again = httpx.post(
+        f"{team.queue.url}/v1/proposals/oidc-alice/decisions",
+        json={"revision": 1, "plan_sha256": submitted["plan_sha256"], "decision": "approve"},
+        headers={"Authorization": f"Bearer {session.id_token}", "Idempotency-Key": "alice-again"},
+    )
+    assert again.status_code == 409, again.text  # one person, one approval
 
     record = team.agent.get("/v1/proposals/oidc-alice").json()
     approval = next(event for event in record["history"] if event["event"] == "approved")
@@ -172,8 +176,8 @@ def test_a_session_renews_at_the_provider_and_follows_what_it_says_of_the_person
         )
         assert approve.status_code == 201, approve.text
         assert approve.json()["approvals"] == ["alice@example.com"]
-        assert len(stored) == 1 and stored[0].id_token != session.id_token
-        assert stored[0].refresh_token  # the provider rotated it
+        assert len(stored) == 1  # renewed first, and stored
+        assert stored[0].refresh_token not in (None, session.refresh_token)  # the provider rotated it
 
         team.provider.set_person("alice", groups=["staff"])
         try:
