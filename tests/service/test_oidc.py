@@ -96,7 +96,9 @@ def login(team: Team, home: Path, person: str) -> tuple[int, str, str, str]:
             break
     else:
         process.wait(30)
-        raise AssertionError(f"no code was printed: {printed} {process.stderr.read() if process.stderr else ''}")
+        raise AssertionError(
+            f"no code was printed: {printed} {process.stderr.read() if process.stderr else ''}"
+        )
     page = sign_in_at_provider(complete.group(1), person)
     out, err = process.communicate(timeout=60)
     return process.returncode, "".join(printed) + out, err, page
@@ -116,8 +118,12 @@ def test_alice_signs_in_with_the_device_grant_lists_and_approves_under_her_name(
     code, out, err, page = login(team, home, "alice")
     assert code == 0, err
     assert page == "Sign-in Success"
-    assert re.search(r"To sign in, open http://127\.0\.0\.1:\d+/device and enter the code [A-Z]{4}-[A-Z]{4}", out)
-    assert f"signed in to {team.queue.url} as alice@example.com (reviewer) through {team.provider.issuer}" in out
+    assert re.search(
+        r"To sign in, open http://127\.0\.0\.1:\d+/device and enter the code [A-Z]{4}-[A-Z]{4}", out
+    )
+    assert (
+        f"signed in to {team.queue.url} as alice@example.com (reviewer) through {team.provider.issuer}" in out
+    )
     stored = home / "reviewer" / "token"
     assert stat.S_IMODE(stored.stat().st_mode) == 0o600
     session = read_credential(stored)
@@ -218,8 +224,15 @@ def _hs256_with_public_key(provider: Provider) -> str:
 
     now = int(time.time())
     header = part(json.dumps({"alg": "HS256", "kid": "test-key-1", "typ": "JWT"}).encode())
-    claims = {"iss": provider.issuer, "aud": CLIENT_ID, "sub": "mallory", "email": "mallory@example.com",
-              "groups": ["reviewers"], "iat": now, "exp": now + 300}
+    claims = {
+        "iss": provider.issuer,
+        "aud": CLIENT_ID,
+        "sub": "mallory",
+        "email": "mallory@example.com",
+        "groups": ["reviewers"],
+        "iat": now,
+        "exp": now + 300,
+    }
     body = part(json.dumps(claims).encode())
     signature = hmac.new(_public_pem(provider), f"{header}.{body}".encode(), hashlib.sha256).digest()
     return f"{header}.{body}.{part(signature)}"
@@ -234,8 +247,15 @@ HOSTILE = {
     ),
     "alg none": (
         lambda provider: jwt.encode(
-            {"iss": provider.issuer, "aud": CLIENT_ID, "sub": "mallory", "email": "mallory@example.com",
-             "groups": ["reviewers"], "iat": 2_000_000_000, "exp": 2_000_000_300},
+            {
+                "iss": provider.issuer,
+                "aud": CLIENT_ID,
+                "sub": "mallory",
+                "email": "mallory@example.com",
+                "groups": ["reviewers"],
+                "iat": 2_000_000_000,
+                "exp": 2_000_000_300,
+            },
             None,
             algorithm="none",
         ),
@@ -293,8 +313,18 @@ def test_a_minted_reviewer_token_gives_way_to_a_break_glass_one_marked_in_the_tr
     assert "made with --break-glass" in refused.json()["message"]
 
     made = cli(
-        team.folder, "token", "create", "--db", str(team.queue.db), "--name", "ops-erin", "--role",
-        "reviewer", "--break-glass", "--expires-in", "1h",
+        team.folder,
+        "token",
+        "create",
+        "--db",
+        str(team.queue.db),
+        "--name",
+        "ops-erin",
+        "--role",
+        "reviewer",
+        "--break-glass",
+        "--expires-in",
+        "1h",
     )
     assert made.returncode == 0, made.stderr
     carol = team.provider.identity_token("carol")
@@ -312,7 +342,9 @@ def test_a_minted_reviewer_token_gives_way_to_a_break_glass_one_marked_in_the_tr
     assert identities == [f"oidc:{team.provider.issuer}#carol", "break-glass:ops-erin"]
     listed = cli(team.folder, "token", "list", "--db", str(team.queue.db))
     assert re.search(r"ops-erin\treviewer\tcreated .*\texpires .*\tbreak-glass", listed.stdout), listed.stdout
-    assert f"carol@example.com\treviewer\t" in listed.stdout and f"{team.provider.issuer}#carol" in listed.stdout
+    assert (
+        f"carol@example.com\treviewer\t" in listed.stdout and f"{team.provider.issuer}#carol" in listed.stdout
+    )
 
 
 def test_a_name_outside_the_policys_reviewers_list_may_not_decide(team: Team) -> None:
