@@ -21,8 +21,12 @@ reviewer's way in while the provider is down, marked in the trail), or the team'
 ROLES: tuple[Role, ...] = ("agent", "reviewer", "metrics")
 """`metrics`: reads `/metrics` and nothing else (it owns no proposal and may decide nothing)."""
 TOKEN_PREFIX = "rvw_"
-TOKEN_SHAPED = re.compile(re.escape(TOKEN_PREFIX) + r"[A-Za-z0-9_-]+", re.IGNORECASE)
-"""The prefix and the base64url text after it: a token in `mint_token`'s format, or a piece of one."""
+TOKEN_SHAPED = re.compile(
+    re.escape(TOKEN_PREFIX) + r"[A-Za-z0-9_-]+|(?-i:eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]*)?)",
+    re.IGNORECASE,
+)
+"""The prefix and the base64url text after it: a token in `mint_token`'s format, or a piece of one;
+or a JWT's header and body (an identity token from the provider, which authenticates for minutes)."""
 REDACTED = TOKEN_PREFIX + "[redacted]"
 
 
@@ -68,4 +72,4 @@ def redact_tokens(text: str) -> str:
     through here; a name or an id that merely starts with the prefix is redacted too, which costs
     nothing but a less precise message.
     """
-    return TOKEN_SHAPED.sub(REDACTED, text)
+    return TOKEN_SHAPED.sub(lambda found: "[redacted]" if found[0].startswith("eyJ") else REDACTED, text)

@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 import httpx
 import jwt
 
+from reviewer.signing.sshsig import REVIEWER_NAME_PATTERN
+
 ALGORITHMS: Final = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 """Public-key signatures only: an HMAC token (`HS256`) would be checked with a secret, and the only
 thing the queue has to use as one is the provider's public key, which anyone can read."""
@@ -31,9 +33,9 @@ KEY_REFRESH_COOLDOWN: Final = 30.0
 """A token naming an unknown key fetches the JWKS again at most this often, so forged key ids cannot
 make the queue hammer the provider."""
 MAX_ID_TOKEN_CHARS: Final = 16384
-PROVIDER_NAME: Final = re.compile(r"[A-Za-z0-9._%+@-]{1,254}")
-"""The names a provider's person may decide under (an email address, usually): plain ASCII, so no
-look-alike letter or control can hide in the author of a decision."""
+PROVIDER_NAME: Final = re.compile(REVIEWER_NAME_PATTERN)
+"""The names a provider's person may decide under (an email address, usually): those a signed
+decision may name, plain ASCII, so no look-alike letter or control hides in the author of a decision."""
 
 
 class ProviderUnusable(Exception):

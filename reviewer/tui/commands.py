@@ -12,7 +12,9 @@ from reviewer.queue.trust import CA_FILE_HELP
 from reviewer.tui.model.sources import BUNDLED_SAMPLES
 
 if TYPE_CHECKING:  # the queue's settings load only for the commands that use them, not the demo
-    from reviewer.queue.config import Secret
+    import httpx
+
+    from reviewer.queue.config import Secret, Settings
 
 
 def register(subparsers: Any) -> None:
@@ -101,11 +103,17 @@ def run_review(options: argparse.Namespace) -> int:
     from reviewer.tui.model.queue_source import QueueSource
 
     ReviewerApp(
-        QueueSource(settings.queue_url, settings.credential(), poll_interval=options.poll, signer=signer),
+        QueueSource(settings.queue_url, _credential(settings), poll_interval=options.poll, signer=signer),
         open_first=options.proposal_id,
         alerts=alerts,
     ).run()
     return 0
+
+
+def _credential(settings: Settings) -> Secret | httpx.Auth:
+    """The token, or the provider's session that renews itself."""
+    credential = settings.credential()
+    return settings.token if isinstance(credential, str) else credential
 
 
 def run_login(options: argparse.Namespace) -> int:

@@ -39,7 +39,10 @@ def require_provider() -> None:
     """Fail under CI (which installs it, `.ci/run`), skip elsewhere, when the provider is missing."""
     if NODE is not None and MODULE.exists():
         return
-    why = "npm's oidc-provider is not installed: npm install --prefix .test-idp oidc-provider@9.13.3 (.ci/run does)"
+    why = (
+        "npm's oidc-provider is not installed: npm install --prefix .test-idp oidc-provider@9.13.3 "
+        "(.ci/run does)"
+    )
     if os.environ.get("CI"):
         pytest.fail(why)
     pytest.skip(why)

@@ -72,7 +72,10 @@ def test_polls_at_the_interval_while_pending_and_slows_down_by_five_seconds_each
     [
         ((400, {"error": "access_denied"}), "the sign-in was declined at the provider"),
         ((400, {"error": "expired_token"}), "the code expired before the sign-in was finished"),
-        ((401, {"error": "invalid_client", "error_description": "no such client"}), "invalid_client: no such"),
+        (
+            (401, {"error": "invalid_client", "error_description": "no such client"}),
+            "invalid_client: no such",
+        ),
     ],
 )
 def test_stops_at_what_ends_the_grant(answer: tuple[int, dict[str, str]], words: str) -> None:

@@ -343,7 +343,7 @@ def test_a_minted_reviewer_token_gives_way_to_a_break_glass_one_marked_in_the_tr
     listed = cli(team.folder, "token", "list", "--db", str(team.queue.db))
     assert re.search(r"ops-erin\treviewer\tcreated .*\texpires .*\tbreak-glass", listed.stdout), listed.stdout
     assert (
-        f"carol@example.com\treviewer\t" in listed.stdout and f"{team.provider.issuer}#carol" in listed.stdout
+        "carol@example.com\treviewer\t" in listed.stdout and f"{team.provider.issuer}#carol" in listed.stdout
     )
 
 
@@ -357,3 +357,52 @@ def test_a_name_outside_the_policys_reviewers_list_may_not_decide(team: Team) ->
     )
     assert decided.status_code == 403, decided.text
     assert "mallory@evil.test" in decided.json()["message"]
+
+
+def test_an_ssh_key_bound_to_the_providers_person_signs_their_approvals(team: Team) -> None:
+    """`reviewer keys add NAME` binds a key to the name the provider gives the person (after their
+    first sign-in): their signed approval verifies with `ssh-keygen -Y verify`, under that name, and
+    a statement signed by another key, or naming another person, is refused."""
+    import asyncio
+
+    from reviewer.queue.deciding import sign_decision
+    from reviewer.signing.sshsig import NAMESPACE, KeyFileSigner
+    from tests.signing.ssh import make_key, ssh_keygen_verify
+
+    folder = team.folder / "keys"
+    folder.mkdir()
+    submitted = submit(team.agent, "oidc-signed")
+    token = team.provider.identity_token("dana")
+    assert httpx.get(f"{team.queue.url}/v1/whoami", headers={"Authorization": f"Bearer {token}"}).is_success
+    dana, stranger = make_key(folder, "dana"), make_key(folder, "stranger")
+    bound = cli(
+        team.folder, "keys", "add", "dana@example.com", str(dana.public_file), "--db", str(team.queue.db)
+    )
+    assert bound.returncode == 0, bound.stderr
+
+    def approve(key: Path, reviewer: str, idempotency_key: str) -> httpx.Response:
+        signed = asyncio.run(
+            sign_decision(KeyFileSigner(key), "oidc-signed", 1, submitted["plan_sha256"], "approve", reviewer)
+        )
+        return httpx.post(
+            f"{team.queue.url}/v1/proposals/oidc-signed/decisions",
+            json={
+                "revision": 1,
+                "plan_sha256": submitted["plan_sha256"],
+                "decision": "approve",
+                "statement": signed.statement,
+                "signature": signed.signature,
+            },
+            headers={"Authorization": f"Bearer {token}", "Idempotency-Key": idempotency_key},
+        )
+
+    assert approve(stranger.private, "dana@example.com", "stranger").status_code in (400, 403, 422)
+    assert approve(dana.private, "carol@example.com", "other-name").status_code in (400, 403, 422)
+    accepted = approve(dana.private, "dana@example.com", "dana")
+    assert accepted.status_code == 201, accepted.text
+    [signed] = accepted.json()["signatures"]
+    allowed = f'dana@example.com namespaces="{NAMESPACE}" {dana.public_file.read_text().strip()}\n'
+    verified = ssh_keygen_verify(
+        allowed, "dana@example.com", signed["signature"], signed["statement"].encode(), folder
+    )
+    assert verified.returncode == 0, verified.stderr
