@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import stat
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,7 @@ from reviewer.queue.config import read_credential
 from reviewer.queue.sign_in import ProviderSession, RenewingAuth, SignInFailed
 from tests.queue_harness import Service, reviewer_command, start_service, submit
 from tests.service.oidc import CLIENT_ID, Provider, running_provider, sign_in_at_provider
+from tests.system.documented import as_run, documented_block
 
 POLICY = """\
 [default]
@@ -40,23 +43,21 @@ class Team:
     folder: Path
 
 
+def documented_serve_options(issuer: str) -> list[str]:
+    """`serve`'s options as docs/operating.md gives them, with this test's provider (and database)."""
+    [command] = documented_block("operating.md", "reviewer serve --db queue.sqlite3 --oidc-issuer")
+    words = shlex.split(as_run(command, {"https://sso.example.com/realms/platform": issuer}))
+    assert words[:4] == ["reviewer", "serve", "--db", "queue.sqlite3"]
+    return words[4:]
+
+
 @pytest.fixture(scope="module")
 def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
     folder = tmp_path_factory.mktemp("oidc")
     with running_provider(folder) as provider:
         policy = folder / "policy.toml"
         policy.write_text(POLICY)
-        queue = start_service(
-            folder,
-            "--policy",
-            str(policy),
-            "--oidc-issuer",
-            provider.issuer,
-            "--oidc-client-id",
-            CLIENT_ID,
-            "--oidc-reviewers",
-            "reviewers",
-        )
+        queue = start_service(folder, "--policy", str(policy), *documented_serve_options(provider.issuer))
         agent = queue.client(queue.tokens({"deploy-agent": "agent"})["deploy-agent"])
         yield Team(provider, queue, agent, folder)
         agent.close()
@@ -406,3 +407,23 @@ def test_an_ssh_key_bound_to_the_providers_person_signs_their_approvals(team: Te
         allowed, "dana@example.com", signed["signature"], signed["statement"].encode(), folder
     )
     assert verified.returncode == 0, verified.stderr
+
+
+def test_revoking_a_persons_sign_in_ends_it_now_and_withdraws_their_pending_approval(team: Team) -> None:
+    """Offboarding on the queue: `token revoke NAME` ends the sign-in at once (the token in hand is
+    refused) and withdraws the approval waiting for a second one; only a sign-in after it decides."""
+    submitted = submit(team.agent, "oidc-revoked")
+    token = team.provider.identity_token("frank")
+    decided = httpx.post(
+        f"{team.queue.url}/v1/proposals/oidc-revoked/decisions",
+        json={"revision": 1, "plan_sha256": submitted["plan_sha256"], "decision": "approve"},
+        headers={"Authorization": f"Bearer {token}", "Idempotency-Key": "frank"},
+    )
+    assert decided.json()["approvals"] == ["frank@example.com"]
+    revoked = cli(team.folder, "token", "revoke", "--db", str(team.queue.db), "frank@example.com")
+    assert revoked.returncode == 0, revoked.stderr
+    refused = httpx.get(f"{team.queue.url}/v1/whoami", headers={"Authorization": f"Bearer {token}"})
+    assert refused.status_code == 401 and "this session was ended on the queue" in refused.json()["message"]
+    assert team.agent.get("/v1/proposals/oidc-revoked/decision").json()["approvals"] == []
+    later = team.provider.identity_token("frank", issued=time.time() + 2)
+    assert httpx.get(f"{team.queue.url}/v1/whoami", headers={"Authorization": f"Bearer {later}"}).is_success
