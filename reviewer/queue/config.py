@@ -150,7 +150,15 @@ class Settings:
         from reviewer.queue.sign_in import RenewingAuth
 
         path = self.session_path
-        return RenewingAuth(self.session, lambda renewed: write_session_file(renewed, path))
+
+        def stored() -> ProviderSession | None:
+            try:
+                credential = read_credential(path)
+            except ConfigError:
+                return None
+            return None if credential is None or isinstance(credential, Secret) else credential
+
+        return RenewingAuth(self.session, lambda renewed: write_session_file(renewed, path), reload=stored)
 
 
 def normalize_queue_url(url: str) -> str:

@@ -204,13 +204,22 @@ class RenewingAuth(httpx.Auth):
         session: ProviderSession,
         store: Callable[[ProviderSession], object],
         clock: Callable[[], float] = time.time,
+        reload: Callable[[], ProviderSession | None] = lambda: None,
     ) -> None:
         self.session = session
         self.store = store
         self.clock = clock
+        self.reload = reload
+        """The session as stored now: another process (the app, a second command) may have renewed
+        it, and a rotated refresh token used twice makes a provider end the whole sign-in."""
         self._renewing = asyncio.Lock()
 
     def _due(self) -> bool:
+        if self.clock() < self.session.ends_at() - RENEW_BEFORE:
+            return False
+        stored = self.reload()
+        if stored is not None and stored.id_token != self.session.id_token:
+            self.session = stored
         return self.clock() >= self.session.ends_at() - RENEW_BEFORE
 
     def _update(self, session: ProviderSession) -> None:

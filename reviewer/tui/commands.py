@@ -59,9 +59,11 @@ def register(subparsers: Any) -> None:
 
     login = subparsers.add_parser(
         "login",
-        help="store the queue's URL and your reviewer token (asked without echo)",
+        help="sign in to the queue: your token (asked without echo), or through the team's identity provider",
         description="Ask for your token without echo, check it with the queue, and store the URL in "
-        "config.toml and the token in a file only you can read (0600, in a 0700 folder).",
+        "config.toml and the token in a file only you can read (0600, in a 0700 folder). On a queue "
+        "whose reviewers sign in through the team's OpenID provider, run the device sign-in instead: "
+        "open the URL it prints, enter the code, and the session (renewed as it ends) is stored there.",
     )
     login.add_argument("--queue", metavar="URL", required=True, help="the queue's URL")
     login.add_argument("--ca-file", type=Path, metavar="FILE", help=CA_FILE_HELP)

@@ -8,10 +8,18 @@ from __future__ import annotations
 import json
 
 import httpx
+import jwt
 import pytest
 
 from reviewer.queue.messages import ProviderSignIn
-from reviewer.queue.sign_in import DeviceCode, SignInFailed, device_sign_in, poll_device_grant
+from reviewer.queue.sign_in import (
+    DeviceCode,
+    ProviderSession,
+    RenewingAuth,
+    SignInFailed,
+    device_sign_in,
+    poll_device_grant,
+)
 
 TOKEN_ENDPOINT = "https://idp.example/token"
 
@@ -110,3 +118,27 @@ def test_the_default_interval_is_five_seconds_and_the_codes_printed_are_made_saf
     assert "\x1b" not in "".join(printed) and "\x07" not in "".join(printed)
     assert printed[0].startswith("To sign in, open https://idp.example/device and enter the code WDJB-MJHT")
     assert "a.b.c" not in repr(session)
+
+
+def _session(issued: float, refresh: str) -> ProviderSession:
+    token = jwt.encode(
+        {"iat": int(issued), "exp": int(issued) + 300, "sub": "alice"}, "k" * 32, algorithm="HS256"
+    )
+    return ProviderSession("https://idp.example", "reviewer-cli", TOKEN_ENDPOINT, token, refresh, 600)
+
+
+def test_a_session_another_process_renewed_is_taken_up_rather_than_renewed_again() -> None:
+    """The app and a command share the token file: the second to find the session ended reads the
+    file again and uses what the first stored, instead of spending the rotated refresh token twice."""
+    ended, renewed_elsewhere = _session(1000, "r1"), _session(2000, "r2")
+    sent: list[httpx.Request] = []
+
+    def queue(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200, json={"name": "alice@example.com", "role": "reviewer"})
+
+    auth = RenewingAuth(ended, lambda session: None, clock=lambda: 2100.0, reload=lambda: renewed_elsewhere)
+    with httpx.Client(transport=httpx.MockTransport(queue), auth=auth) as http:
+        http.get("https://queue.example/v1/whoami")
+    assert [request.url.path for request in sent] == ["/v1/whoami"]  # no renewal at the provider
+    assert sent[0].headers["Authorization"] == f"Bearer {renewed_elsewhere.id_token}"

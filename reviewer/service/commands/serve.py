@@ -139,7 +139,7 @@ def _serve(
     for sender in notify_senders:
         log.info("notifying %s", describe(sender))
     if policy is not None:
-        _report_policy(log, args.policy, policy, store, signing)
+        _report_policy(log, args.policy, policy, store, signing, identity_tokens is not None)
     if listening.behind_tls_proxy and not listening.tls_cert:
         log.warning(
             "serving plain HTTP on %s because --behind-tls-proxy says a TLS-terminating proxy is in front; "
@@ -213,10 +213,16 @@ def _identity_tokens(args: argparse.Namespace) -> IdentityTokens | None:
 
 
 def _report_policy(
-    log: logging.Logger, path: Path, policy: Policy, store: QueueStore, signing: PolicySigning | None
+    log: logging.Logger,
+    path: Path,
+    policy: Policy,
+    store: QueueStore,
+    signing: PolicySigning | None,
+    provider_signs_in: bool = False,
 ) -> None:
     """What `serve` loaded, one line each, and what would make it wrong silently: no `[default]`,
-    a listed reviewer no token is named for, approval by policy where it cannot sign."""
+    a listed reviewer no token is named for (unless reviewers sign in through a provider, whose
+    people the queue knows only once they signed in), approval by policy where it cannot sign."""
     from fnmatch import fnmatchcase
 
     log.info("decision policy: %s (sha256 %s)", path, policy.sha256[:12])
@@ -234,7 +240,7 @@ def _report_policy(
         for token in store.list_tokens()
         if token.role == "reviewer" and token.revoked_at is None
     ]
-    for pattern, where in policy.listed_reviewers():
+    for pattern, where in [] if provider_signs_in else policy.listed_reviewers():
         if not any(fnmatchcase(name, pattern.casefold()) for name in reviewers):
             log.warning("policy: %s lists reviewer %r, but no reviewer token has that name", where, pattern)
     if signing is None and any(rule.approve for rule in policy.rules):
