@@ -133,12 +133,13 @@ class IdentityTokens:
         settings: ProviderSettings,
         endpoints: Endpoints,
         clock: Callable[[], float],
+        key_refresh_cooldown: float = KEY_REFRESH_COOLDOWN,
     ) -> None:
         self.settings = settings
         self.endpoints = endpoints
         self.clock = clock
         self.keys = jwt.PyJWKClient(
-            endpoints.jwks_uri, lifespan=3600, timeout=10, cooldown_duration=KEY_REFRESH_COOLDOWN
+            endpoints.jwks_uri, lifespan=3600, timeout=10, cooldown_duration=key_refresh_cooldown
         )
 
     def check(self, token: str) -> ProviderPerson:
