@@ -117,6 +117,7 @@ def create_app(
 
     app = QueueApp(
         queue,
+        provider_signs_in=identity_tokens is not None,
         title="reviewer queue",
         version="1",
         description=(
@@ -185,10 +186,11 @@ class QueueApp(FastAPI):
     FastAPI's own middleware (errors, telemetry, body limit) nor its router, and is logged like
     every other request."""
 
-    def __init__(self, store: QueueStore, **settings: Any) -> None:
+    def __init__(self, store: QueueStore, provider_signs_in: bool = False, **settings: Any) -> None:
         super().__init__(**settings)
         self.state.metrics = Metrics(store, self.router.routes)
-        self.front = RequestLog(IdlePoll(self.routed, store), on_response=self.state.metrics.count_request)
+        idle_poll = IdlePoll(self.routed, store, provider_signs_in)
+        self.front = RequestLog(idle_poll, on_response=self.state.metrics.count_request)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.front(scope, receive, send)

@@ -70,12 +70,17 @@ def minted_caller(
         raise Unauthorized(
             f"{reason or 'this token is unknown or revoked'}; ask the queue's operator for one"
         )
-    if provider_signs_in and identity.role == "reviewer" and identity.kind == "minted":
+    if minted_reviewer_refused(identity, provider_signs_in):
         raise Unauthorized(
             "reviewers sign in to this queue through the identity provider (`reviewer login --queue "
             "URL`); a minted reviewer token decides here only when made with --break-glass"
         )
     return identity
+
+
+def minted_reviewer_refused(identity: Identity, provider_signs_in: bool) -> bool:
+    """Where reviewers sign in through the provider, the only minted reviewer tokens are break-glass ones."""
+    return provider_signs_in and identity.role == "reviewer" and identity.kind == "minted"
 
 
 def provider_caller(store: QueueStore, provider: IdentityTokens, token: str) -> Identity:

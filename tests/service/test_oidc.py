@@ -312,6 +312,14 @@ def test_a_minted_reviewer_token_gives_way_to_a_break_glass_one_marked_in_the_tr
     refused = httpx.get(f"{team.queue.url}/v1/whoami", headers={"Authorization": f"Bearer {minted}"})
     assert refused.status_code == 401
     assert "made with --break-glass" in refused.json()["message"]
+    carol = team.provider.identity_token("carol")
+    etag = httpx.get(f"{team.queue.url}/v1/proposals", headers={"Authorization": f"Bearer {carol}"}).headers[
+        "etag"
+    ]
+    idle_poll = httpx.get(
+        f"{team.queue.url}/v1/proposals", headers={"Authorization": f"Bearer {minted}", "If-None-Match": etag}
+    )
+    assert idle_poll.status_code == 401  # not a 304 on the idle poll's short way either
 
     made = cli(
         team.folder,
@@ -328,7 +336,6 @@ def test_a_minted_reviewer_token_gives_way_to_a_break_glass_one_marked_in_the_tr
         "1h",
     )
     assert made.returncode == 0, made.stderr
-    carol = team.provider.identity_token("carol")
     for token, key in ((carol, "carol"), (made.stdout.strip(), "erin")):
         decided = httpx.post(
             f"{team.queue.url}/v1/proposals/oidc-break-glass/decisions",
