@@ -165,6 +165,8 @@ class IdentityTokens:
             raise TokenRefused(f"the provider's keys cannot be read now ({error}); try again") from None
         except jwt.PyJWKClientError:
             raise TokenRefused("the identity token names a key the provider does not publish") from None
+        # The key's own `alg`, as published (PyJWK's `algorithm_name` guesses RS256 for an RSA key
+        # without one, which would refuse the PS256 the key also serves).
         declared = key._jwk_data.get("alg")
         if declared is not None and declared != algorithm:
             raise TokenRefused(f"the provider's key is for {declared}, and the token says {algorithm}")

@@ -67,9 +67,9 @@ class KeyRemoval:
     reviewer: str
     fingerprint: str | None
     at: datetime
-    cause: str = "was revoked"
-    """What ended the token, for the trail's words: `was revoked`, `expired`, or the provider's
-    person leaving the reviewers' group."""
+    cause: str = "token was revoked"
+    """What ended the token, for the trail's words: `token was revoked`, `token expired`, or a
+    provider's person's sign-in ended."""
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ class Withdrawal:
     def reason(self) -> str:
         if self.removal.fingerprint is None:
             return (
-                f"{self.approval.reviewer}'s token {self.removal.cause}; the approval it cast no longer "
+                f"{self.approval.reviewer}'s {self.removal.cause}; the approval it cast no longer "
                 "counts toward the quorum"
             )
         return (

@@ -195,7 +195,8 @@ def test_a_session_renews_at_the_provider_and_follows_what_it_says_of_the_person
             state = team.agent.get("/v1/proposals/oidc-renewal/decision").json()
             assert state["state"] == "pending" and state["approvals"] == []
             history = team.agent.get("/v1/proposals/oidc-renewal").json()["history"]
-            assert [event["event"] for event in history][-1] == "withdrawn"
+            assert history[-1]["event"] == "withdrawn" and history[-1]["actor"] == "alice@example.com"
+            assert "alice@example.com's sign-in was ended" in history[-1]["reason"]
 
             team.provider.set_person("alice", groups=["reviewers"], disabled=True)
             later[0] = auth.session.ends_at() + 1
@@ -434,3 +435,24 @@ def test_revoking_a_persons_sign_in_ends_it_now_and_withdraws_their_pending_appr
     assert team.agent.get("/v1/proposals/oidc-revoked/decision").json()["approvals"] == []
     later = team.provider.identity_token("frank", issued=time.time() + 2)
     assert httpx.get(f"{team.queue.url}/v1/whoami", headers={"Authorization": f"Bearer {later}"}).is_success
+
+
+def test_serve_refuses_a_provider_it_cannot_use_in_one_line(tmp_path: Path) -> None:
+    from tests.service.ports import free_port
+
+    nobody = f"http://127.0.0.1:{free_port()}"
+    for options, words in (
+        (["--oidc-issuer", nobody], "signing reviewers in through a provider also needs --oidc-client-id, "),
+        (
+            ["--oidc-issuer", nobody, "--oidc-client-id", CLIENT_ID, "--oidc-reviewers", "reviewers"],
+            f"cannot read the provider's discovery document at {nobody}/.well-known/openid-configuration",
+        ),
+        (
+            ["--oidc-issuer", "http://idp.example", "--oidc-client-id", "x", "--oidc-reviewers", "y"],
+            "must be an https:// URL (http:// only to loopback)",
+        ),
+    ):
+        refused = cli(tmp_path, "serve", "--db", str(tmp_path / "queue.sqlite3"), "--port", "0", *options)
+        assert refused.returncode == 1
+        [line] = refused.stderr.splitlines()
+        assert line.startswith("reviewer serve: ") and words in line, line

@@ -180,14 +180,15 @@ def ended_tokens(db: Transaction, proposal_id: str, revision: int, now: float) -
     for row in rows:
         revoked, expires = row["revoked_at"], row["expires_at"]
         if revoked is not None and (expires is None or revoked <= expires):
-            cause = (
-                "was revoked"
-                if row["kind"] != "provider"
-                else "ended: the provider no longer counts them a reviewer"
-            )
+            cause = "token was revoked"
+            if row["kind"] == "provider":
+                cause = (
+                    "sign-in was ended (revoked on the queue, or out of the reviewers group at the "
+                    "identity provider)"
+                )
             ended.append(KeyRemoval(row["name"], None, rules.required_timestamp(revoked), cause))
         else:
-            ended.append(KeyRemoval(row["name"], None, rules.required_timestamp(expires), "expired"))
+            ended.append(KeyRemoval(row["name"], None, rules.required_timestamp(expires), "token expired"))
     return ended
 
 
