@@ -179,5 +179,6 @@ def test_an_expired_tokens_pending_approval_is_withdrawn_from_the_quorum(tmp_pat
     withdrawn = [event for event in history if event.event == "withdrawn"]
     assert [event.actor for event in withdrawn] == ["bob"]
     assert "bob's token expired; the approval it cast no longer counts" in (withdrawn[0].reason or "")
+    assert not store.rotate_token("bob", hash_token(mint_token()), grace=60)  # it stays withdrawn
     approve("carol")
     assert store.decision_state(identity["agent"], "expiring").state == "approved"

@@ -116,7 +116,10 @@ def rotate_token(
     rotated = db.run(
         "UPDATE tokens SET previous_sha256 = token_sha256, previous_expires_at = :until, "
         "token_sha256 = :token_sha256, expires_at = :expires_at "
-        "WHERE lower(name) = lower(:name) AND revoked_at IS NULL",
+        "WHERE lower(name) = lower(:name) AND revoked_at IS NULL "
+        # An expired token stays expired: a new secret would bring back the approvals its end withdrew.
+        "AND (expires_at IS NULL OR expires_at > :now) AND kind <> 'provider'",
+        now=now,
         until=now + grace,
         token_sha256=token_sha256,
         expires_at=expires_at,
