@@ -58,10 +58,6 @@ class ProviderSession:
         issued = float(claims.get("iat", 0))
         return min(float(claims.get("exp", 0)), issued + self.session_seconds)
 
-    def name(self) -> str:
-        claims = jwt.decode(self.id_token, options={"verify_signature": False})
-        return str(claims.get("email") or claims.get("sub"))
-
     def to_json(self) -> bytes:
         return json.dumps({"format": SESSION_FORMAT, **asdict(self)}, separators=(",", ":")).encode()
 
@@ -70,7 +66,12 @@ class ProviderSession:
         document = json.loads(text)
         if not isinstance(document, dict) or document.pop("format", None) != SESSION_FORMAT:
             raise ValueError("not a sign-in session")
-        return cls(**document)
+        session = cls(**document)
+        try:
+            session.ends_at()
+        except (jwt.InvalidTokenError, TypeError, ValueError):
+            raise ValueError("the stored identity token cannot be read") from None
+        return session
 
     def __repr__(self) -> str:
         return f"ProviderSession(issuer={self.issuer!r}, client_id={self.client_id!r})"

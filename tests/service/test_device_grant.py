@@ -142,3 +142,12 @@ def test_a_session_another_process_renewed_is_taken_up_rather_than_renewed_again
         http.get("https://queue.example/v1/whoami")
     assert [request.url.path for request in sent] == ["/v1/whoami"]  # no renewal at the provider
     assert sent[0].headers["Authorization"] == f"Bearer {renewed_elsewhere.id_token}"
+
+
+def test_a_session_file_whose_identity_token_cannot_be_read_is_refused_in_words(tmp_path) -> None:
+    from reviewer.queue.config import TokenFileUnsafe, read_credential, write_session_file
+
+    path = write_session_file(_session(1000, "r1"), tmp_path / "reviewer" / "token")
+    path.write_text(path.read_text().replace('"id_token":"', '"id_token":"garbage.'))
+    with pytest.raises(TokenFileUnsafe, match="does not hold a sign-in: run `reviewer login` again"):
+        read_credential(path)
