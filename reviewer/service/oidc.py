@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import httpx
 import jwt
 
+from reviewer.plan.hosts import is_loopback
 from reviewer.signing.sshsig import REVIEWER_NAME_PATTERN
 
 ALGORITHMS: Final = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
@@ -90,8 +91,7 @@ class ProviderPerson:
 def check_issuer_url(url: str) -> str:
     """The issuer as given, refused unless it is https (or http to loopback, for a provider on this host)."""
     parts = urlsplit(url)
-    loopback = parts.hostname in ("localhost", "127.0.0.1", "::1")
-    if parts.scheme != "https" and not (parts.scheme == "http" and loopback):
+    if parts.scheme != "https" and not (parts.scheme == "http" and is_loopback(parts.hostname)):
         raise ProviderUnusable(f"the issuer {url!r} must be an https:// URL (http:// only to loopback)")
     if parts.query or parts.fragment or parts.username:
         raise ProviderUnusable(f"the issuer {url!r} must not carry a query, fragment or user")
