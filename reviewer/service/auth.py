@@ -14,9 +14,10 @@ import secrets
 from dataclasses import dataclass
 from typing import Literal
 
-Role = Literal["agent", "reviewer", "metrics"]
-ROLES: tuple[Role, ...] = ("agent", "reviewer", "metrics")
-"""`metrics`: reads `/metrics` and nothing else (it owns no proposal and may decide nothing)."""
+Role = Literal["agent", "reviewer", "metrics", "auditor"]
+ROLES: tuple[Role, ...] = ("agent", "reviewer", "metrics", "auditor")
+"""`metrics`: reads `/metrics` and nothing else (it owns no proposal and may decide nothing);
+`auditor`: reads the trail and its checkpoints, and nothing else."""
 TOKEN_PREFIX = "rvw_"
 TOKEN_SHAPED = re.compile(re.escape(TOKEN_PREFIX) + r"[A-Za-z0-9_-]+", re.IGNORECASE)
 """The prefix and the base64url text after it: a token in `mint_token`'s format, or a piece of one."""

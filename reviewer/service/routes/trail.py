@@ -1,0 +1,96 @@
+"""`GET /v1/trail/checkpoint` and `GET /v1/trail/export`: the trail's Merkle log as anyone holding its
+public key can check it.
+
+The checkpoint is signed on each request with the key `serve --trail-key` loaded (Ed25519 signs in
+microseconds, and the same size and root always sign to the same note), so every replica answers
+the same checkpoint for the same log. Any token may read it: executors remember it. The export
+(reviewers and auditors) streams the entries after `since` as JSON lines behind a header holding
+the checkpoint they end at; it reads in batches, each its own snapshot, which is safe because
+entries are never changed: the export ends at the size its checkpoint was taken at.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from typing import Annotated
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.responses import StreamingResponse
+
+from reviewer.queue.messages import TrailCheckpoint
+from reviewer.service.deps import Caller, Store
+from reviewer.service.errors import Forbidden, NotFound
+from reviewer.service.responses import errors, json_response
+from reviewer.service.store import QueueStore
+from reviewer.service.store.trail import EXPORT_BATCH
+from reviewer.trail import checkpoint as checkpoints
+from reviewer.trail.entries import entry_line, header_line
+
+router = APIRouter(prefix="/v1/trail", tags=["trail"])
+
+EXPORTERS = ("reviewer", "auditor")
+NDJSON = "application/x-ndjson"
+
+
+def _key(request: Request) -> Ed25519PrivateKey:
+    key: Ed25519PrivateKey | None = getattr(request.app.state, "trail_key", None)
+    if key is None:
+        raise NotFound(
+            "this queue signs no checkpoints: its operator starts `reviewer serve --trail-key KEY`"
+        )
+    return key
+
+
+@router.get("/checkpoint", responses=errors(404))
+def checkpoint(
+    request: Request,
+    identity: Caller,
+    store: Store,
+    since: Annotated[int | None, Query(ge=0, le=2**53)] = None,
+) -> Response:
+    """A plain `def`: a proof reads a few dozen stored hashes, off the event loop."""
+    key = _key(request)
+    head = store.trail_head(since)
+    signed = checkpoints.sign(key, head.size, head.root)
+    proof = None if head.consistency is None else [base64.b64encode(h).decode() for h in head.consistency]
+    return json_response(
+        TrailCheckpoint(
+            checkpoint=signed.text,
+            public_key=checkpoints.openssh_public(key.public_key()),
+            size=head.size,
+            since=since,
+            consistency=proof,
+        )
+    )
+
+
+@router.get("/export", responses=errors(403, 404))
+def export(
+    request: Request,
+    identity: Caller,
+    store: Store,
+    since: Annotated[int, Query(ge=0, le=2**53)] = 0,
+) -> Response:
+    """The header line, then one line per entry from `since` to the checkpoint's size."""
+    if identity.role not in EXPORTERS:
+        raise Forbidden(
+            f"only a reviewer or auditor token may export the trail; this token ({identity.name}) is a "
+            f"{identity.role}"
+        )
+    key = _key(request)
+    head = store.trail_head()
+    if since > head.size:
+        raise NotFound(f"the trail holds {head.size} entries; --since {since} is after its end")
+    signed = checkpoints.sign(key, head.size, head.root)
+    first = header_line(since, head.size, signed.text, store.trail_frontier(since))
+    return StreamingResponse(_lines(store, first, since, head.size), media_type=NDJSON)
+
+
+def _lines(store: QueueStore, first: bytes, start: int, end: int) -> Iterator[bytes]:
+    """Run by Starlette in its thread pool, batch by batch."""
+    yield first
+    for batch_start in range(start, end, EXPORT_BATCH):
+        batch = store.trail_entries(batch_start, min(end, batch_start + EXPORT_BATCH))
+        yield b"".join(entry_line(index, hashed, content) for index, hashed, content in batch)
