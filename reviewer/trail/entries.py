@@ -14,11 +14,14 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 import msgspec
-import rfc8785
 
 from reviewer.plan.sanitize import clip, safe_text
 
 LEAF_FORMAT: Final = "reviewer.trail/v1"
+_canonical: Final = msgspec.json.Encoder(order="sorted")
+"""RFC 8785 for what a leaf holds (strings, integers, null, objects): keys sorted, no whitespace,
+strings escaped as the RFC says; a property test holds it to the `rfc8785` package. msgspec does it
+in a few microseconds, where the package takes forty: it runs in every write transaction."""
 EXPORT_FORMAT: Final = "reviewer.trail-export/v1"
 
 
@@ -44,7 +47,7 @@ def leaf(
         if signature is None
         else {"statement": statement, "signature": signature, "key_fingerprint": key_fingerprint}
     )
-    return rfc8785.dumps(
+    return _canonical.encode(
         {
             "format": LEAF_FORMAT,
             "index": index,

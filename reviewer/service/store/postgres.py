@@ -65,18 +65,11 @@ CREATE INDEX outbox_due ON outbox (state, next_attempt_at);
 TRAIL_LOG_SCHEMA = """
 CREATE TABLE trail_log (
     leaf_index BIGINT PRIMARY KEY,
-    seq BIGINT NOT NULL UNIQUE,
-    leaf TEXT NOT NULL
-);
-CREATE TABLE trail_tree (
-    level INTEGER NOT NULL,
-    position BIGINT NOT NULL,
-    hash BYTEA NOT NULL,
-    PRIMARY KEY (level, position)
+    seq BIGINT NOT NULL,
+    leaf TEXT NOT NULL,
+    hashes BYTEA NOT NULL
 );
 CREATE TRIGGER trail_log_append_only BEFORE UPDATE OR DELETE ON trail_log
-    FOR EACH ROW EXECUTE FUNCTION reviewer_append_only();
-CREATE TRIGGER trail_tree_append_only BEFORE UPDATE OR DELETE ON trail_tree
     FOR EACH ROW EXECUTE FUNCTION reviewer_append_only();
 """
 """The trail's Merkle log (`reviewer.service.store.trail`), append-only (version 7: migration 7)."""

@@ -54,18 +54,13 @@ makes the event true (version 4: migration 4)."""
 TRAIL_LOG_SCHEMA = """
 CREATE TABLE IF NOT EXISTS trail_log (
     leaf_index INTEGER PRIMARY KEY,
-    seq INTEGER NOT NULL UNIQUE,
-    leaf TEXT NOT NULL
+    seq INTEGER NOT NULL,
+    leaf TEXT NOT NULL,
+    hashes BLOB NOT NULL
 );
-CREATE TABLE IF NOT EXISTS trail_tree (
-    level INTEGER NOT NULL,
-    position INTEGER NOT NULL,
-    hash BLOB NOT NULL,
-    PRIMARY KEY (level, position)
-) WITHOUT ROWID;
 """
-"""The trail's Merkle log (`reviewer.service.store.trail`): each leaf's bytes, and the hash of every
-perfect subtree (version 7: migration 7)."""
+"""The trail's Merkle log (`reviewer.service.store.trail`): each leaf's bytes, its hash and the
+hashes of the subtrees it completes (version 7: migration 7)."""
 
 TOKENS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS {table} (
@@ -269,7 +264,7 @@ MIGRATIONS: Final = {
 """Each numbered step of `reviewer.service.migrations.STEPS` in SQLite's words."""
 OLDEST_VERSION: Final = 2
 
-APPEND_ONLY_TABLES = ("revisions", "decisions", "claims", "executions", "trail", "trail_log", "trail_tree")
+APPEND_ONLY_TABLES = ("revisions", "decisions", "claims", "executions", "trail", "trail_log")
 
 
 def _append_only_triggers() -> str:

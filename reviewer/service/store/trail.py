@@ -1,12 +1,12 @@
 """The trail's Merkle log in the queue's database: each trail event appended as a leaf in the
-transaction that writes the event, the tree's stored subtree hashes, and the heads, proofs and
-entries the trail routes serve.
+transaction that writes the event, and the heads, proofs and entries the trail routes serve.
 
-`trail_log` holds each leaf's bytes by position; `trail_tree` the hash of every perfect subtree,
-`(level, position)`, written as the subtree completes. Both are append-only. An append runs under
-the store's one write lock (`BEGIN IMMEDIATE`, PostgreSQL's advisory lock), so the replicas of a
-queue append to one log in one order; it reads the leaves' count and the few left neighbours the
-new leaf completes, and writes the leaf and about two hashes.
+One append-only table, `trail_log`: leaf `i`'s row holds its bytes, its leaf hash and the hashes of
+the perfect subtrees leaf `i` completes (as many as `i` ends in 1 bits), so every subtree hash is
+stored once, in the row of its last leaf, and an append writes one row at the end of one index: a
+submission's commit grows by about one page. An append runs under the store's one write lock
+(`BEGIN IMMEDIATE`, PostgreSQL's advisory lock), so a queue's replicas append to one log in one
+order; it reads the log's size and the left neighbours the new leaf completes, in two queries.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, Final
 from reviewer.service.store.base import Transaction
 from reviewer.trail import merkle
 from reviewer.trail.entries import leaf
-from reviewer.trail.merkle import Piece
+from reviewer.trail.merkle import HASH_SIZE, Piece
 
 EXPORT_BATCH: Final = 2000
 """Entries read per query while an export streams."""
@@ -27,6 +27,27 @@ EXPORT_BATCH: Final = 2000
 def size(db: Transaction) -> int:
     row = db.one("SELECT max(leaf_index) AS last FROM trail_log")
     return 0 if row is None or row["last"] is None else int(row["last"]) + 1
+
+
+def _last_leaf(piece: Piece) -> int:
+    """The row a subtree's hash is stored in: its last leaf's."""
+    level, position = piece
+    return ((position + 1) << level) - 1
+
+
+def _rows(db: Transaction, indexes: Iterable[int]) -> dict[int, bytes]:
+    """The stored hashes of these leaves' rows, in one query."""
+    wanted = sorted(set(indexes))
+    if not wanted:
+        return {}
+    params = {f"i{number}": index for number, index in enumerate(wanted)}
+    rows = db.all(
+        "SELECT leaf_index, hashes FROM trail_log WHERE leaf_index IN ("
+        + ", ".join(f":{name}" for name in params)
+        + ")",
+        **params,
+    )
+    return {int(row["leaf_index"]): bytes(row["hashes"]) for row in rows}
 
 
 def append(db: Transaction, trail_row: Mapping[str, Any], report_sha256: str | None = None) -> int:
@@ -47,42 +68,32 @@ def append(db: Transaction, trail_row: Mapping[str, Any], report_sha256: str | N
         key_fingerprint=trail_row["key_fingerprint"],
         report_sha256=report_sha256,
     )
+    hashed = merkle.leaf_hash(content)
+    stored = [hashed]
+    completes = (index ^ (index + 1)).bit_length() - 1  # the 1 bits `index` ends in
+    if completes:
+        # the left sibling at level l ends at leaf index - 2**l, the first hash of level l in its row
+        neighbours = _rows(db, (index - (1 << level) for level in range(completes)))
+        for level in range(completes):
+            left = neighbours[index - (1 << level)][level * HASH_SIZE : (level + 1) * HASH_SIZE]
+            hashed = merkle.node_hash(left, hashed)
+            stored.append(hashed)
     db.run(
-        "INSERT INTO trail_log (leaf_index, seq, leaf) VALUES (:index, :seq, :leaf)",
+        "INSERT INTO trail_log (leaf_index, seq, leaf, hashes) VALUES (:index, :seq, :leaf, :hashes)",
         index=index,
         seq=int(trail_row["seq"]),
         leaf=content.decode(),
+        hashes=b"".join(stored),
     )
-    hashed = merkle.leaf_hash(content)
-    level, position = 0, index
-    _store(db, level, position, hashed)
-    while position & 1:
-        sibling = db.one(
-            "SELECT hash FROM trail_tree WHERE level = :level AND position = :position",
-            level=level,
-            position=position - 1,
-        )
-        assert sibling is not None, "the log lost a subtree it completed"
-        hashed = merkle.node_hash(bytes(sibling["hash"]), hashed)
-        level, position = level + 1, position >> 1
-        _store(db, level, position, hashed)
     return index
-
-
-def _store(db: Transaction, level: int, position: int, hashed: bytes) -> None:
-    db.run(
-        "INSERT INTO trail_tree (level, position, hash) VALUES (:level, :position, :hash)",
-        level=level,
-        position=position,
-        hash=hashed,
-    )
 
 
 def catch_up(db: Transaction) -> int:
     """Log the trail events written before the queue kept a log (a database from an older release),
     in their order; answers how many. Their reports' digests are not known any more: null."""
+    last = db.one("SELECT seq FROM trail_log ORDER BY leaf_index DESC LIMIT 1")
     rows = db.all(
-        "SELECT * FROM trail WHERE seq > coalesce((SELECT max(seq) FROM trail_log), 0) ORDER BY seq"
+        "SELECT * FROM trail WHERE seq > :last ORDER BY seq", last=0 if last is None else int(last["seq"])
     )
     for row in rows:
         append(db, row)
@@ -91,16 +102,15 @@ def catch_up(db: Transaction) -> int:
 
 def hashes(db: Transaction, wanted: Iterable[Piece]) -> dict[Piece, bytes]:
     """The stored hashes of these subtrees, in one query."""
-    wanted = sorted(set(wanted))
-    if not wanted:
-        return {}
-    params: dict[str, int] = {}
-    terms = []
-    for number, (level, position) in enumerate(wanted):
-        params[f"l{number}"], params[f"p{number}"] = level, position
-        terms.append(f"(level = :l{number} AND position = :p{number})")
-    rows = db.all("SELECT level, position, hash FROM trail_tree WHERE " + " OR ".join(terms), **params)
-    return {(int(row["level"]), int(row["position"])): bytes(row["hash"]) for row in rows}
+    wanted = set(wanted)
+    rows = _rows(db, (_last_leaf(piece) for piece in wanted))
+    found = {}
+    for piece in wanted:
+        row = rows.get(_last_leaf(piece))
+        level = piece[0]
+        if row is not None and len(row) >= (level + 1) * HASH_SIZE:
+            found[piece] = row[level * HASH_SIZE : (level + 1) * HASH_SIZE]
+    return found
 
 
 def frontier(db: Transaction, leaves: int) -> list[bytes]:
@@ -109,6 +119,9 @@ def frontier(db: Transaction, leaves: int) -> list[bytes]:
         return []
     pieces = merkle.pieces(0, leaves)
     found = hashes(db, pieces)
+    missing = [piece for piece in pieces if piece not in found]
+    if missing:
+        raise merkle.ProofError(f"the log holds no hash for the subtrees {missing}")
     return [found[piece] for piece in pieces]
 
 
@@ -148,10 +161,9 @@ def inclusion(db: Transaction, index: int, leaves: int) -> list[bytes]:
 def entries(db: Transaction, start: int, end: int) -> list[tuple[int, bytes, bytes]]:
     """Entries `[start, end)`: position, leaf hash, leaf bytes."""
     rows = db.all(
-        "SELECT l.leaf_index, l.leaf, t.hash FROM trail_log l JOIN trail_tree t "
-        "ON t.level = 0 AND t.position = l.leaf_index "
-        "WHERE l.leaf_index >= :start AND l.leaf_index < :end ORDER BY l.leaf_index",
+        "SELECT leaf_index, leaf, hashes FROM trail_log "
+        "WHERE leaf_index >= :start AND leaf_index < :end ORDER BY leaf_index",
         start=start,
         end=end,
     )
-    return [(int(row["leaf_index"]), bytes(row["hash"]), row["leaf"].encode()) for row in rows]
+    return [(int(row["leaf_index"]), bytes(row["hashes"])[:HASH_SIZE], row["leaf"].encode()) for row in rows]
