@@ -12,7 +12,6 @@ throwaway key) and times `reviewer trail verify` on it, as a command. Prints; as
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import os
 import statistics
@@ -127,14 +126,16 @@ def append_ratio(rounds: int, per_round: int, calls: int) -> None:
     print("                        wall, median   queue CPU, mean")
     for with_log, label in ((True, "with the trail's log"), (False, "without it")):
         print(
-            f"  {label:20}  {statistics.median(times[with_log]) * 1000:8.2f} ms  {cpu[with_log] / count * 1000:12.2f} ms"
+            f"  {label:20}  {statistics.median(times[with_log]) * 1000:8.2f} ms  "
+            f"{cpu[with_log] / count * 1000:12.2f} ms"
         )
     ratio = (cpu[True] - cpu[False]) / cpu[False]
     wall = (statistics.median(times[True]) - statistics.median(times[False])) / statistics.median(
         times[False]
     )
     print(
-        f"  appending costs {100 * ratio:+.1f}% of a submission's CPU (goal: at most 10%); wall {100 * wall:+.1f}%"
+        f"  appending costs {100 * ratio:+.1f}% of a submission's CPU (goal: at most 10%); "
+        f"wall {100 * wall:+.1f}%"
     )
 
 
@@ -177,7 +178,8 @@ def verify_time(entries: int) -> None:
         )
         took = time.perf_counter() - began
     print(
-        f"`reviewer trail verify` of {entries:,} entries ({size / 1e6:,.0f} MB): {took:.2f} s (goal: at most 10 s)"
+        f"`reviewer trail verify` of {entries:,} entries ({size / 1e6:,.0f} MB): {took:.2f} s "
+        "(goal: at most 10 s)"
     )
     print(f"  exit {result.returncode}: {(result.stdout or result.stderr).strip()[:160]}")
 
