@@ -5,6 +5,7 @@ replicas starting together on an old schema (one migrates)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import stat
 import subprocess
@@ -199,6 +200,7 @@ def version_4_postgresql(cluster: Cluster) -> str:
         ):  # as PostgreSQL named a column's CHECK before migration 6 named it
             raw.execute(f"ALTER TABLE {table} DROP CONSTRAINT {constraint}")
             raw.execute(f"ALTER TABLE {table} ADD CONSTRAINT {constraint} CHECK ({before})")
+        raw.execute("DROP TABLE trail_log")  # migration 7's
         raw.execute(
             "INSERT INTO tokens (name, role, token_sha256, created_at) VALUES ('alice', 'reviewer', 'x', 1)"
         )
@@ -294,7 +296,7 @@ def test_migration_6_rebuilds_decisions_and_trail_keeping_rows_ids_and_the_appen
     tables = ("decisions", "trail", "claims", "executions", "proposals")
     before = {table: dump_table(database, table) for table in tables}
     SQLiteStore(database, StoreSettings(clock=lambda: 10.0, pending_ttl=10, approval_ttl=10)).close()
-    assert user_version(database) == SCHEMA_VERSION == 6
+    assert user_version(database) == SCHEMA_VERSION
     assert {table: dump_table(database, table) for table in tables} == before
     with sqlite3.connect(database) as db:
         db.execute("PRAGMA foreign_keys = ON")
@@ -328,3 +330,37 @@ def dump_table(path: Path, table: str) -> list[tuple[object, ...]]:
         return list(db.execute(f"SELECT * FROM {table} ORDER BY 1"))
     finally:
         db.close()
+
+
+def test_migration_7_accepts_auditors_and_the_trail_written_before_leads_the_log(tmp_path: Path) -> None:
+    """The events of a database from before the log are logged, in order, once, when the queue
+    first serves it; the log then verifies against its own signed checkpoint."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from reviewer.service.store import StoreSettings
+    from reviewer.service.store.sqlite import SQLiteStore
+    from reviewer.trail import checkpoint
+    from reviewer.trail.entries import entry_line, header_line
+    from reviewer.trail.verify import verify_export
+
+    database = version_5_sqlite(tmp_path / "queue.sqlite3")
+    store = SQLiteStore(database, StoreSettings(clock=lambda: 10.0, pending_ttl=10, approval_ttl=10))
+    try:
+        store.create_token("auditor-1", "auditor", "a" * 64)
+        assert store.log_earlier_events() == 4
+        assert store.log_earlier_events() == 0
+        head = store.trail_head()
+        entries = store.trail_entries(0, head.size)
+        key = Ed25519PrivateKey.generate()
+        signed = checkpoint.sign(key, head.size, head.root)
+        lines = [header_line(0, head.size, signed.text, [])]
+        lines += [entry_line(index, hashed, content) for index, hashed, content in entries]
+    finally:
+        store.close()
+    assert [json.loads(content)["event"] for _, _, content in entries] == [
+        "submitted",
+        "approved",
+        "claimed",
+        "executed",
+    ]
+    assert verify_export(lines, key.public_key()).entries == 4
