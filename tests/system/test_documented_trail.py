@@ -10,8 +10,8 @@ import subprocess
 
 from tests.queue_harness import decide, mint_tokens, submit
 from tests.service.ports import free_port
-from tests.system.documented import Shell, as_run, documented_block
 from tests.system import test_documented_setups as setups
+from tests.system.documented import Shell, as_run, documented_block
 from tests.system.test_documented_setups import client, serve
 
 shell = setups.shell
