@@ -98,7 +98,7 @@ async def check_trail(client: QueueClient, directory: Path | None = None) -> che
     seen = None
     if saved is not None:
         try:
-            seen = checkpoints.parse(saved.checkpoint, str(path))[0]
+            seen = checkpoints.parse(saved.checkpoint, str(path))
         except CheckpointError as error:
             raise TrailRefused(f"{error}; restore or remove it") from None
     try:

@@ -111,39 +111,22 @@ def body(origin: str, size: int, root: bytes) -> str:
     return f"{origin}\n{size}\n{base64.b64encode(root).decode()}\n"
 
 
-def sign(key: Ed25519PrivateKey, size: int, root: bytes, origin: str | None = None) -> Checkpoint:
-    """The signed checkpoint of a log of `size` entries with this `root`."""
-    public = key.public_key()
-    origin = origin or origin_for(public)
-    text = body(origin, size, root)
+def sign_note(key: Ed25519PrivateKey, name: str, text: str) -> str:
+    """A C2SP signed note: `text` (ending in a newline), a blank line, and one signature line."""
     signature = key.sign(text.encode())
-    line = f"{SIGNATURE_PREFIX}{origin} {base64.b64encode(key_id(origin, public) + signature).decode()}\n"
-    return Checkpoint(origin, size, root, f"{text}\n{line}")
+    encoded = base64.b64encode(key_id(name, key.public_key()) + signature).decode()
+    return f"{text}\n{SIGNATURE_PREFIX}{name} {encoded}\n"
 
 
-def parse(text: str, source: str = "the checkpoint") -> tuple[Checkpoint, list[tuple[str, bytes]]]:
-    """A signed checkpoint's fields and its signature lines (name, key id and signature), unverified."""
-    if len(text) > MAX_CHECKPOINT_BYTES:
-        raise CheckpointError(f"{source} is not a checkpoint: it is over {MAX_CHECKPOINT_BYTES} bytes")
-    note, separator, signatures = text.rpartition("\n\n")
-    if not separator or not text.endswith("\n"):
+def _split_note(note: str, source: str) -> tuple[str, list[tuple[str, bytes]]]:
+    """A signed note's text and its signature lines (name, key id and signature), unverified."""
+    if len(note) > MAX_CHECKPOINT_BYTES:
+        raise CheckpointError(f"{source} is over {MAX_CHECKPOINT_BYTES} bytes: not a checkpoint")
+    text, separator, signatures = note.rpartition("\n\n")
+    if not separator or not note.endswith("\n"):
         raise CheckpointError(f"{source} is not a signed note: no blank line before its signatures")
-    lines = note.split("\n")
-    if len(lines) < 3:
-        raise CheckpointError(f"{source} is not a checkpoint: it needs an origin, a size and a root hash")
-    origin, size_text, root_text = lines[:3]
-    if not origin or not origin.isprintable() or any(c.isspace() for c in origin):
-        raise CheckpointError(f"{source} has no usable origin line")
-    if not size_text.isdigit() or (size_text.startswith("0") and size_text != "0") or not size_text.isascii():
-        raise CheckpointError(f"{source}: the size line is not a decimal number")
-    try:
-        root = base64.b64decode(root_text, validate=True)
-    except binascii.Error:
-        root = b""
-    if len(root) != 32:
-        raise CheckpointError(f"{source}: the root line is not a base64 SHA-256 hash")
     found: list[tuple[str, bytes]] = []
-    for line in signatures.rstrip("\n").split("\n"):
+    for line in signatures.removesuffix("\n").split("\n"):
         if not line.startswith(SIGNATURE_PREFIX):
             raise CheckpointError(f"{source}: a line after the blank line is not a signature")
         name, _, encoded = line[len(SIGNATURE_PREFIX) :].rpartition(" ")
@@ -154,20 +137,53 @@ def parse(text: str, source: str = "the checkpoint") -> tuple[Checkpoint, list[t
         if len(signature) < 5:
             raise CheckpointError(f"{source}: a signature is too short")
         found.append((name, signature))
-    return Checkpoint(origin, int(size_text), root, text), found
+    return text + "\n", found
 
 
-def verify(text: str, public: Ed25519PublicKey, source: str = "the checkpoint") -> Checkpoint:
-    """The checkpoint, once a signature by `public` under the checkpoint's origin verifies."""
-    checkpoint, signatures = parse(text, source)
-    wanted = key_id(checkpoint.origin, public)
-    note = text.rpartition("\n\n")[0] + "\n"
-    for name, signature in signatures:
-        if name != checkpoint.origin or signature[:4] != wanted:
+def open_note(note: str, public: Ed25519PublicKey, name: str, source: str = "the note") -> str:
+    """The text of a signed note, once a signature by `public` under `name` verifies. Signatures by
+    other keys are ignored, as the signed-note spec says; a bad one by this key is refused."""
+    text, signatures = _split_note(note, source)
+    wanted = key_id(name, public)
+    for signer, signature in signatures:
+        if signer != name or signature[:4] != wanted:
             continue
         try:
-            public.verify(signature[4:], note.encode())
+            public.verify(signature[4:], text.encode())
         except InvalidSignature:
             raise CheckpointError(f"{source}: its signature by the key given does not verify") from None
-        return checkpoint
-    raise CheckpointError(f"{source} carries no signature by the key given for {checkpoint.origin}")
+        return text
+    raise CheckpointError(f"{source} carries no signature by the key given for {name}")
+
+
+def sign(key: Ed25519PrivateKey, size: int, root: bytes, origin: str | None = None) -> Checkpoint:
+    """The signed checkpoint of a log of `size` entries with this `root`."""
+    origin = origin or origin_for(key.public_key())
+    return Checkpoint(origin, size, root, sign_note(key, origin, body(origin, size, root)))
+
+
+def parse(note: str, source: str = "the checkpoint") -> Checkpoint:
+    """A signed checkpoint's origin, size and root, its signatures unverified."""
+    text, _ = _split_note(note, source)
+    lines = text.split("\n")
+    if len(lines) < 4:
+        raise CheckpointError(f"{source} is not a checkpoint: it needs an origin, a size and a root hash")
+    origin, size_text, root_text = lines[:3]
+    if not origin or not origin.isprintable() or any(c.isspace() for c in origin):
+        raise CheckpointError(f"{source} has no usable origin line")
+    if not size_text.isascii() or not size_text.isdigit() or (size_text.startswith("0") and size_text != "0"):
+        raise CheckpointError(f"{source}: the size line is not a decimal number")
+    try:
+        root = base64.b64decode(root_text, validate=True)
+    except binascii.Error:
+        root = b""
+    if len(root) != 32:
+        raise CheckpointError(f"{source}: the root line is not a base64 SHA-256 hash")
+    return Checkpoint(origin, int(size_text), root, note)
+
+
+def verify(note: str, public: Ed25519PublicKey, source: str = "the checkpoint") -> Checkpoint:
+    """The checkpoint, once a signature by `public` under the checkpoint's origin verifies."""
+    checkpoint = parse(note, source)
+    open_note(note, public, checkpoint.origin, source)
+    return checkpoint
