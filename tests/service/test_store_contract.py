@@ -29,7 +29,7 @@ from reviewer.service.errors import (
     StaleRevision,
     Unauthorized,
 )
-from reviewer.service.store import QueueStore, Submission
+from reviewer.service.store import SCHEMA_VERSION, QueueStore, Submission
 from reviewer.service.store.opener import open_store
 from tests.service.postgres import Cluster
 
@@ -128,15 +128,16 @@ def test_another_schema_version_is_refused_with_what_to_do(database: str, clock:
     open_store(database, clock=clock, pending_ttl=600, approval_ttl=60, create=True).close()
     if database.startswith("postgresql://"):
         with psycopg.connect(database, autocommit=True) as raw:
-            raw.execute("UPDATE reviewer_schema SET version = 8")
+            raw.execute("UPDATE reviewer_schema SET version = %s", (SCHEMA_VERSION + 1,))
     else:
         import sqlite3
 
         with sqlite3.connect(database) as raw:
-            raw.execute("PRAGMA user_version = 8")
+            raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     with pytest.raises(
         DatabaseUnusable,
-        match="schema version 8, newer than version 6 that this release writes; run a release",
+        match=f"schema version {SCHEMA_VERSION + 1}, newer than version {SCHEMA_VERSION} that this release "
+        "writes; run a release",
     ):
         open_store(database, clock=clock, pending_ttl=600, approval_ttl=60, create=True)
 
