@@ -12,6 +12,7 @@ fails against the checkpoint taken before, naming the entry.
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import sqlite3
 import subprocess
@@ -250,3 +251,25 @@ def test_the_trail_proves_its_history_and_shows_a_rollback_a_fork_and_an_edit(
     code, said = verify(queue, monkeypatch, capsys, tmp_path, trail_key, first)
     assert code == 1
     assert "entry 1 (approved: proposal" in said and "changed after it was logged" in said
+
+    for replica in queue.replicas:  # the same database served without the key: no checkpoint now
+        replica.serve_args = ()
+    queue.restart(lambda: None)
+    with pytest.raises(TrailRefused, match="signs none now"):
+        asyncio.run(remember(queue, memory))
+
+
+@pytest.mark.parametrize("queue", ["sqlite"], indirect=True)
+def test_who_may_read_the_trail(queue: Queue) -> None:
+    """Any token reads the checkpoint (executors remember it); reviewers and auditors export; an
+    agent does not; an auditor reads nothing else."""
+    service = queue.replicas[0]
+    with service.client(queue.tokens["agent"]) as agent, service.client(queue.tokens["audit"]) as audit:
+        assert agent.get("/v1/trail/checkpoint").status_code == 200
+        refused = agent.get("/v1/trail/export")
+        assert refused.status_code == 403 and "reviewer or auditor" in refused.json()["message"]
+        exported = audit.get("/v1/trail/export", params={"since": 0})
+        assert exported.status_code == 200 and exported.headers["content-type"] == "application/x-ndjson"
+        assert json.loads(exported.content.splitlines()[0])["size"] == 0
+        assert audit.get("/v1/trail/export", params={"since": 1}).status_code == 404
+        assert audit.get("/v1/proposals").status_code == 403, "an auditor reads the trail and nothing else"
