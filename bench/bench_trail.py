@@ -6,7 +6,8 @@ on SQLite files of their own, one as released and one whose log append is switch
 patches it out of that process before it serves), each sent the same submissions over HTTP in
 alternating rounds; the ratio is the difference of the medians over the median without the log.
 Verifying writes a million-entry export (leaves shaped like the queue's, a checkpoint signed with a
-throwaway key) and times `reviewer trail verify` on it, as a command. Prints; asserts nothing.
+throwaway key) and times `reviewer trail verify` on it, as a command, under GNU time (`/usr/bin/time`,
+for its peak memory and CPU). Prints; asserts nothing.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -141,28 +142,33 @@ def append_ratio(rounds: int, per_round: int, calls: int) -> None:
 
 
 def write_export(path: Path, entries: int, key: Ed25519PrivateKey) -> None:
+    """The entries go to a file of their own as they are made, then behind the header that holds the
+    checkpoint of their root: the bench holds no million lines in memory."""
     tree = CompactTree()
-    lines = []
-    for index in range(entries):
-        content = leaf(
-            index=index,
-            seq=index + 1,
-            at=1_780_000_000.0 + index,
-            actor="alice" if index % 2 else "deploy-agent",
-            event="approved" if index % 2 else "submitted",
-            proposal_id=f"proposal-{index // 2}",
-            revision=1,
-            plan_sha256="5be1" * 16,
-            reason=None,
-        )
-        lines.append(entry_line(index, tree.append(content), content))
+    body = path.with_suffix(".entries")
+    with body.open("wb") as file:
+        for index in range(entries):
+            content = leaf(
+                index=index,
+                seq=index + 1,
+                at=1_780_000_000.0 + index,
+                actor="alice" if index % 2 else "deploy-agent",
+                event="approved" if index % 2 else "submitted",
+                proposal_id=f"proposal-{index // 2}",
+                revision=1,
+                plan_sha256="5be1" * 16,
+                reason=None,
+            )
+            file.write(entry_line(index, tree.append(content), content))
     signed = checkpoint.sign(key, tree.size, tree.root())
-    with path.open("wb") as file:
+    with path.open("wb") as file, body.open("rb") as entries_file:
         file.write(header_line(0, tree.size, signed.text, []))
-        file.writelines(lines)
+        shutil.copyfileobj(entries_file, file, 1 << 20)
+    body.unlink()
 
 
 def verify_time(entries: int) -> None:
+    """`reviewer trail verify` as a command under GNU time, which reports its peak memory and CPU."""
     key = Ed25519PrivateKey.generate()
     with tempfile.TemporaryDirectory() as folder:
         export = Path(folder) / "trail.jsonl"
@@ -170,18 +176,21 @@ def verify_time(entries: int) -> None:
         public.write_text(checkpoint.openssh_public(key.public_key()) + "\n")
         write_export(export, entries, key)
         size = export.stat().st_size
+        measured = Path(folder) / "time"
+        command = [sys.executable, "-m", "reviewer", "trail", "verify", str(export), "--key", str(public)]
         began = time.perf_counter()
         result = subprocess.run(
-            [sys.executable, "-m", "reviewer", "trail", "verify", str(export), "--key", str(public)],
+            ["/usr/bin/time", "-o", str(measured), "-f", "%M %U %S", *command],
             capture_output=True,
             text=True,
             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
         )
         took = time.perf_counter() - began
-        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # the verifier, the first child
+        peak_kb, user, system = measured.read_text().split()[-3:]
     print(
-        f"`reviewer trail verify` of {entries:,} entries ({size / 1e6:,.0f} MB): {took:.2f} s "
-        f"(goal: at most 10 s), peak memory {peak:.0f} MB"
+        f"`reviewer trail verify` of {entries:,} entries ({size / 1e6:,.0f} MB): {took:.2f} s wall, "
+        f"{float(user) + float(system):.2f} s CPU (goal: at most 10 s), "
+        f"peak memory {int(peak_kb) / 1024:.0f} MB"
     )
     print(f"  exit {result.returncode}: {(result.stdout or result.stderr).strip()[:160]}")
 
@@ -194,7 +203,7 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=1_000_000)
     parser.add_argument("--only", choices=("append", "verify"))
     options = parser.parse_args()
-    if options.only != "append":  # first: the peak memory read is of this process's children so far
+    if options.only != "append":
         verify_time(options.entries)
     if options.only != "verify":
         append_ratio(options.rounds, options.per_round, options.calls)
