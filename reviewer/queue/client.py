@@ -395,6 +395,13 @@ class QueueClient:
         params = {} if since is None else {"since": since}
         return await self._get("/v1/trail/checkpoint", TrailCheckpoint, params=params)
 
+    async def trail_proof(self, index: int, size: int | None = None) -> bytes:
+        """Entry `index` and its inclusion proof in the tree of `size` entries (default: the newest),
+        as the two lines `reviewer trail verify` reads."""
+        params = {} if size is None else {"size": size}
+        response = await self._request("GET", f"/v1/trail/entries/{int(index)}/proof", params=params)
+        return response.content
+
     async def trail_export(self, since: int = 0) -> AsyncIterator[bytes]:
         """The trail's export from entry `since`, as the service streams it (JSON lines, in chunks)."""
         request = self._http.build_request("GET", "/v1/trail/export", params={"since": since})

@@ -42,6 +42,17 @@ def register(subparsers: Any) -> None:
     export.add_argument("--output", "-o", type=Path, metavar="FILE", help="write here, not to stdout")
     export.set_defaults(func=run_export)
 
+    prove = commands.add_parser(
+        "prove", help="write one entry with its inclusion proof in the tree a checkpoint signs"
+    )
+    prove.add_argument("index", type=int, metavar="INDEX", help="the entry's position (from 0)")
+    _queue_options(prove)
+    prove.add_argument(
+        "--size", type=int, metavar="N", help="the size of a checkpoint you kept (default: the newest)"
+    )
+    prove.add_argument("--output", "-o", type=Path, metavar="FILE", help="write here, not to stdout")
+    prove.set_defaults(func=run_prove)
+
     verify = commands.add_parser(
         "verify",
         help="check an export offline: every leaf, the tree, and a checkpoint seen before",
@@ -49,7 +60,9 @@ def register(subparsers: Any) -> None:
         "the export's checkpoint signs with KEY, and (with --checkpoint) that tree extends the one "
         "of a checkpoint seen before; otherwise exit 1 naming the first entry or checkpoint that fails.",
     )
-    verify.add_argument("file", type=Path, metavar="FILE", help="an export (`-` reads stdin)")
+    verify.add_argument(
+        "file", type=Path, metavar="FILE", help="an export or an entry's proof (`-` reads stdin)"
+    )
     verify.add_argument("--key", type=Path, required=True, metavar="KEY.pub", help="the queue's trail key")
     verify.add_argument(
         "--checkpoint", type=Path, metavar="CP", help="a checkpoint kept from before (`trail checkpoint`)"
@@ -84,6 +97,35 @@ def run_checkpoint(options: argparse.Namespace) -> int:
 
 def run_export(options: argparse.Namespace) -> int:
     return _run("export", options, _export)
+
+
+def run_prove(options: argparse.Namespace) -> int:
+    return _run("prove", options, _prove)
+
+
+async def _prove(options: argparse.Namespace) -> int:
+    from reviewer.queue.client import QueueError
+
+    if options.index < 0 or (options.size is not None and options.size <= options.index):
+        raise TrailCommandFailed("INDEX is an entry's position, 0 or more, and below --size", 2)
+    async with await _client(options) as client:
+        try:
+            document = await client.trail_proof(options.index, options.size)
+        except QueueError as error:
+            raise TrailCommandFailed(str(error)) from None
+    _write(options.output, document)
+    return 0
+
+
+def _write(output: Path | None, data: bytes) -> None:
+    try:
+        if output is None:
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+        else:
+            output.write_bytes(data)
+    except OSError as error:
+        raise TrailCommandFailed(f"cannot write {output}: {error.strerror}", 2) from None
 
 
 async def _client(options: argparse.Namespace) -> Any:
@@ -155,6 +197,9 @@ def run_verify(options: argparse.Namespace) -> int:
     except TrailInvalid as error:
         print(f"reviewer trail verify: {options.file}: {error}", file=sys.stderr)
         return 1
+    if verified.proof:
+        print(f"verified: entry {verified.since} is in the {verified.checkpoint.describe()}")
+        return 0
     extends = "" if earlier is None else ", which extends the checkpoint seen before"
     print(
         f"verified: {verified.entries} entries from entry {verified.since} make the "

@@ -23,6 +23,7 @@ _canonical: Final = msgspec.json.Encoder(order="sorted")
 strings escaped as the RFC says; a property test holds it to the `rfc8785` package. msgspec does it
 in a few microseconds, where the package takes forty: it runs in every write transaction."""
 EXPORT_FORMAT: Final = "reviewer.trail-export/v1"
+PROOF_FORMAT: Final = "reviewer.trail-proof/v1"
 
 
 def leaf(
@@ -76,6 +77,22 @@ class Header(msgspec.Struct, forbid_unknown_fields=False):
     frontier: list[str]
 
 
+class Kind(msgspec.Struct, forbid_unknown_fields=False):
+    """What a first line says it begins: an export or an entry's proof."""
+
+    format: str
+
+
+class ProofHeader(msgspec.Struct, forbid_unknown_fields=False):
+    """A proof's first line: the checkpoint, and the RFC 9162 inclusion proof of the one entry on the
+    next line in the tree that checkpoint signs."""
+
+    format: str
+    size: int
+    checkpoint: str
+    inclusion: list[str]
+
+
 class Line(msgspec.Struct, forbid_unknown_fields=False):
     """One entry: its position, the leaf hash the log holds for it, and its leaf, byte for byte."""
 
@@ -103,6 +120,20 @@ def header_line(since: int, size: int, checkpoint: str, frontier: list[bytes]) -
                 "size": size,
                 "checkpoint": checkpoint,
                 "frontier": [base64.b64encode(hashed).decode() for hashed in frontier],
+            }
+        )
+        + b"\n"
+    )
+
+
+def proof_line(size: int, checkpoint: str, inclusion: list[bytes]) -> bytes:
+    return (
+        msgspec.json.encode(
+            {
+                "format": PROOF_FORMAT,
+                "size": size,
+                "checkpoint": checkpoint,
+                "inclusion": [base64.b64encode(hashed).decode() for hashed in inclusion],
             }
         )
         + b"\n"

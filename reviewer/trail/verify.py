@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -23,8 +23,16 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from reviewer.trail import checkpoint as checkpoints
 from reviewer.trail.checkpoint import Checkpoint, CheckpointError
-from reviewer.trail.entries import EXPORT_FORMAT, Header, Line, describe
-from reviewer.trail.merkle import LEAF_PREFIX, CompactTree, ProofError
+from reviewer.trail.entries import (
+    EXPORT_FORMAT,
+    PROOF_FORMAT,
+    Header,
+    Kind,
+    Line,
+    ProofHeader,
+    describe,
+)
+from reviewer.trail.merkle import LEAF_PREFIX, CompactTree, ProofError, verify_inclusion
 
 
 class TrailInvalid(Exception):
@@ -39,9 +47,13 @@ class Verified:
     checkpoint: Checkpoint
     since: int
     entries: int
+    proof: bool = False
+    """Whether it was one entry's inclusion proof rather than an export."""
 
 
 _header: Final = msgspec.json.Decoder(Header)
+_kind: Final = msgspec.json.Decoder(Kind)
+_proof: Final = msgspec.json.Decoder(ProofHeader)
 _line: Final = msgspec.json.Decoder(Line)
 
 
@@ -63,11 +75,15 @@ def _signed(text: str, key: Ed25519PublicKey, source: str) -> Checkpoint:
 
 
 def verify_export(lines: Iterable[bytes], key: Ed25519PublicKey, earlier: str | None = None) -> Verified:
-    """Check an export (its lines as bytes) against `key`, and against `earlier`, the text of a
-    checkpoint seen before, if given. Raises `TrailInvalid` at the first failure."""
+    """Check an export (its lines as bytes), or one entry's proof (`reviewer trail prove`), against
+    `key`, and against `earlier`, the text of a checkpoint seen before, if given. Raises
+    `TrailInvalid` at the first failure."""
     iterator = iter(lines)
     first = next(iterator, b"")
     try:
+        kind = _kind.decode(first).format
+        if kind == PROOF_FORMAT:
+            return _verify_proof(_proof.decode(first), iterator, key, earlier)
         header = _header.decode(first)
     except msgspec.DecodeError as error:
         raise TrailInvalid(f"the first line is not a trail export's header ({error})") from None
@@ -133,3 +149,37 @@ def _compare(tree: CompactTree, checkpoint: Checkpoint, which: str) -> None:
             f"the first {tree.size} entries do not make the tree {which} signs ({checkpoint.describe()}): "
             "the log was changed or forked since"
         )
+
+
+def _verify_proof(
+    header: ProofHeader, rest: Iterator[bytes], key: Ed25519PublicKey, earlier: str | None
+) -> Verified:
+    """One entry in the tree its checkpoint signs; with `earlier`, that checkpoint must be the one
+    seen before (prove an entry against a checkpoint you kept: `reviewer trail prove --size N`)."""
+    signed = _signed(header.checkpoint, key, "the proof's checkpoint")
+    if signed.size != header.size:
+        raise TrailInvalid(
+            f"the proof says the log holds {header.size} entries and its checkpoint {signed.size}"
+        )
+    if earlier is not None:
+        seen = _signed(earlier, key, "the checkpoint seen before")
+        if (seen.origin, seen.size, seen.root) != (signed.origin, signed.size, signed.root):
+            raise TrailInvalid(
+                f"the proof is against the {signed.describe()}, not the {seen.describe()} seen before; "
+                f"prove the entry with --size {seen.size}"
+            )
+    raw = next(rest, b"")
+    try:
+        line = _line.decode(raw)
+    except msgspec.DecodeError as error:
+        raise TrailInvalid(f"the proof's entry is not an export line ({error})") from None
+    content = bytes(line.leaf)
+    hashed = hashlib.sha256(LEAF_PREFIX + content).digest()
+    try:
+        proof = [_b64(text, "an inclusion proof's hash") for text in header.inclusion]
+        verify_inclusion(hashed, line.index, signed.size, proof, signed.root)
+    except ProofError as error:
+        raise TrailInvalid(f"entry {line.index} ({describe(content)}): {error}") from None
+    if next(rest, None) is not None:
+        raise TrailInvalid("the proof holds more than one entry")
+    return Verified(signed, line.index, 1, proof=True)

@@ -228,6 +228,12 @@ def test_the_trail_proves_its_history_and_shows_a_rollback_a_fork_and_an_edit(
     code, said = verify(queue, monkeypatch, capsys, tmp_path, trail_key, first)
     assert code == 0, said
     assert asyncio.run(remember(queue, memory)) == 6
+    proof = tmp_path / "entry-3.proof"
+    prove = ("trail", "prove", "3", "--size", "6", "--queue", queue.replicas[0].url, "-o", str(proof))
+    assert cli(monkeypatch, queue.tokens["audit"], *prove) == 0
+    capsys.readouterr()
+    assert main(["trail", "verify", str(proof), "--key", f"{trail_key}.pub", "--checkpoint", str(first)]) == 0
+    assert "verified: entry 3 is in the checkpoint" in capsys.readouterr().out
     older_copy = tmp_path / "older.copy"
     queue.backup(older_copy)
 
@@ -272,4 +278,6 @@ def test_who_may_read_the_trail(queue: Queue) -> None:
         assert exported.status_code == 200 and exported.headers["content-type"] == "application/x-ndjson"
         assert json.loads(exported.content.splitlines()[0])["size"] == 0
         assert audit.get("/v1/trail/export", params={"since": 1}).status_code == 404
+        assert agent.get("/v1/trail/entries/0/proof").status_code == 403
+        assert audit.get("/v1/trail/entries/0/proof").status_code == 404  # an empty log
         assert audit.get("/v1/proposals").status_code == 403, "an auditor reads the trail and nothing else"

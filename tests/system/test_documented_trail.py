@@ -1,7 +1,7 @@
 """docs/trail.md's set-up and checks, run as the page writes them: a key made with ssh-keygen, a
 queue serving with it, an auditor's token; three decisions; then the checkpoint kept, the export
-taken and verified against it, and the same export verified again after an edit of the database,
-where it must fail naming the entry."""
+taken and verified against it, one entry proven and verified, and the export taken again after an
+edit of the database, where it must fail naming the entry."""
 
 from __future__ import annotations
 
@@ -34,11 +34,15 @@ def test_the_trail_page_s_commands_set_it_up_export_and_verify_and_an_edit_fails
 
     shell.env["REVIEWER_TOKEN"] = audit_token
     at_the_queue = {"https://queue.example": url}
-    checkpoint, export, verify = documented_block("trail.md", "reviewer trail checkpoint")
+    checkpoint, export, verify, prove, verify_proof = documented_block(
+        "trail.md", "reviewer trail checkpoint"
+    )
     shell.run(as_run(checkpoint, at_the_queue))
     shell.run(as_run(export, at_the_queue))
     verified = shell.run(as_run(verify, {})).stdout
     assert "verified: 6 entries from entry 0" in verified and "extends the checkpoint seen before" in verified
+    shell.run(as_run(prove, at_the_queue))
+    assert "verified: entry 3 is in the checkpoint" in shell.run(as_run(verify_proof, {})).stdout
 
     with sqlite3.connect(shell.folder / "queue.sqlite3") as db:  # a writer who bypasses the triggers
         db.execute("DROP TRIGGER trail_log_no_update")

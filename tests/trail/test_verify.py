@@ -10,7 +10,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from reviewer.trail import checkpoint, merkle
-from reviewer.trail.entries import entry_line, header_line, leaf
+from reviewer.trail.entries import entry_line, header_line, leaf, proof_line
 from reviewer.trail.verify import TrailInvalid, verify_export
 
 KEY = Ed25519PrivateKey.generate()
@@ -115,3 +115,34 @@ def test_a_checkpoint_by_another_key_or_a_forged_header_is_refused() -> None:
         verify_export([b"not json", *lines[1:]], PUBLIC)
     with pytest.raises(TrailInvalid, match="not a trail export's header"):
         verify_export([], PUBLIC)
+
+
+def proof_document(contents: list[bytes], index: int, size: int) -> list[bytes]:
+    tree = merkle.CompactTree()
+    hashes = [tree.append(content) for content in contents[:size]]
+    stored = {}
+    for level in range(size.bit_length()):
+        for position in range(size >> level):
+            piece = merkle.CompactTree()
+            for hashed in hashes[position << level : (position + 1) << level]:
+                piece.append_hash(hashed)
+            stored[(level, position)] = piece.root()
+    proof = merkle.proof_hashes(merkle.inclusion_ranges(index, size), lambda wanted: stored)
+    return [
+        proof_line(size, signed_at(contents, size), proof),
+        entry_line(index, hashes[index], contents[index]),
+    ]
+
+
+def test_one_entry_s_proof_verifies_against_the_checkpoint_it_names_and_a_changed_one_does_not() -> None:
+    contents = leaves(11)
+    verified = verify_export(proof_document(contents, 6, 9), PUBLIC, signed_at(contents, 9))
+    assert (verified.proof, verified.since, verified.checkpoint.size) == (True, 6, 9)
+    changed = proof_document(contents, 6, 9)
+    changed[1] = changed[1].replace(b'"actor":"alice"', b'"actor":"mallory"')
+    with pytest.raises(
+        TrailInvalid, match=r"entry 6 \(approved: proposal p-6 revision 1 by mallory\): leaf 6 is not"
+    ):
+        verify_export(changed, PUBLIC)
+    with pytest.raises(TrailInvalid, match="prove the entry with --size 11"):
+        verify_export(proof_document(contents, 6, 9), PUBLIC, signed_at(contents, 11))

@@ -16,17 +16,18 @@ from collections.abc import Iterator
 from typing import Annotated
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from reviewer.queue.messages import TrailCheckpoint
+from reviewer.service.auth import Identity
 from reviewer.service.deps import Caller, Store
 from reviewer.service.errors import Forbidden, NotFound
 from reviewer.service.responses import errors, json_response
 from reviewer.service.store import QueueStore
 from reviewer.service.store.trail import EXPORT_BATCH
 from reviewer.trail import checkpoint as checkpoints
-from reviewer.trail.entries import entry_line, header_line
+from reviewer.trail.entries import entry_line, header_line, proof_line
 
 router = APIRouter(prefix="/v1/trail", tags=["trail"])
 
@@ -41,6 +42,14 @@ def _key(request: Request) -> Ed25519PrivateKey:
             "this queue signs no checkpoints: its operator starts `reviewer serve --trail-key KEY`"
         )
     return key
+
+
+def _require_exporter(identity: Identity) -> None:
+    if identity.role not in EXPORTERS:
+        raise Forbidden(
+            f"only a reviewer or auditor token may read the trail's entries; this token ({identity.name}) "
+            f"is a {identity.role}"
+        )
 
 
 @router.get("/checkpoint", responses=errors(404))
@@ -74,11 +83,7 @@ def export(
     since: Annotated[int, Query(ge=0, le=2**53)] = 0,
 ) -> Response:
     """The header line, then one line per entry from `since` to the checkpoint's size."""
-    if identity.role not in EXPORTERS:
-        raise Forbidden(
-            f"only a reviewer or auditor token may export the trail; this token ({identity.name}) is a "
-            f"{identity.role}"
-        )
+    _require_exporter(identity)
     key = _key(request)
     head = store.trail_head()
     if since > head.size:
@@ -86,6 +91,31 @@ def export(
     signed = checkpoints.sign(key, head.size, head.root)
     first = header_line(since, head.size, signed.text, store.trail_frontier(since))
     return StreamingResponse(_lines(store, first, since, head.size), media_type=NDJSON)
+
+
+@router.get("/entries/{index}/proof", responses=errors(403, 404))
+def proof(
+    request: Request,
+    identity: Caller,
+    store: Store,
+    index: Annotated[int, Path(ge=0, le=2**53)],
+    size: Annotated[int | None, Query(ge=1, le=2**53)] = None,
+) -> Response:
+    """Entry `index` and its RFC 9162 inclusion proof in the tree of `size` entries, signed: what
+    proves one decision to someone who holds the key and, ideally, a checkpoint of that size."""
+    _require_exporter(identity)
+    key = _key(request)
+    found = store.trail_proof(index, size)
+    if found is None:
+        raise NotFound(
+            f"the trail has no entry {index}" + ("" if size is None else f" in a log of {size} entries")
+        )
+    signed = checkpoints.sign(key, found.size, found.root)
+    return Response(
+        proof_line(found.size, signed.text, found.inclusion)
+        + entry_line(index, found.leaf_hash, found.content),
+        media_type=NDJSON,
+    )
 
 
 def _lines(store: QueueStore, first: bytes, start: int, end: int) -> Iterator[bytes]:

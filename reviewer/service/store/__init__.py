@@ -370,6 +370,12 @@ class QueueStore(ABC):
         with self.read() as db:
             return trail.head(db, since)
 
+    def trail_proof(self, index: int, size: int | None = None) -> trail.Proof | None:
+        """Entry `index` and its inclusion proof in the tree of `size` entries (default: all the log
+        holds); None when the log holds no such entry or was never that size."""
+        with self.read() as db:
+            return trail.proof(db, index, size)
+
     def trail_frontier(self, leaves: int) -> list[bytes]:
         with self.read() as db:
             return trail.frontier(db, leaves)

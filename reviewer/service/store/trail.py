@@ -148,6 +148,27 @@ def head(db: Transaction, since: int | None = None) -> Head:
     return Head(leaves, root(db, leaves), since, proof)
 
 
+@dataclass(frozen=True)
+class Proof:
+    """One entry, and its inclusion proof in the tree of `size` entries whose root is `root`."""
+
+    index: int
+    leaf_hash: bytes
+    content: bytes
+    size: int
+    root: bytes
+    inclusion: list[bytes]
+
+
+def proof(db: Transaction, index: int, leaves: int | None = None) -> Proof | None:
+    held = size(db)
+    leaves = held if leaves is None else leaves
+    if not 0 <= index < leaves <= held:
+        return None
+    [(_, leaf_hash, content)] = entries(db, index, index + 1)
+    return Proof(index, leaf_hash, content, leaves, root(db, leaves), inclusion(db, index, leaves))
+
+
 def consistency(db: Transaction, first: int, second: int) -> list[bytes]:
     """RFC 9162 PROOF(first, D[second])."""
     return merkle.proof_hashes(merkle.consistency_ranges(first, second), lambda wanted: hashes(db, wanted))
