@@ -11,12 +11,16 @@ left alone: there is nothing to compare.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import tempfile
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -69,7 +73,6 @@ def _read(path: Path) -> Remembered | None:
 
 def _write(path: Path, queue_url: str, remembered: Remembered) -> None:
     """Atomically (a new file renamed over the old), 0600."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     text = json.dumps(
         {
             "format": MEMORY_FORMAT,
@@ -78,22 +81,53 @@ def _write(path: Path, queue_url: str, remembered: Remembered) -> None:
             "public_key": remembered.public_key,
         }
     )
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=".trail-", suffix=".tmp")
+    try:
+        descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=".trail-", suffix=".tmp")
+    except OSError as error:
+        raise TrailRefused(
+            f"cannot keep the trail's checkpoint in {path} ({error.strerror}); nothing was run"
+        ) from None
     try:
         with os.fdopen(descriptor, "w") as file:
             file.write(text)
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, path)
-    except BaseException:
+    except OSError as error:
         Path(temporary).unlink(missing_ok=True)
-        raise
+        raise TrailRefused(
+            f"cannot keep the trail's checkpoint in {path} ({error.strerror}); nothing was run"
+        ) from None
+
+
+@contextlib.asynccontextmanager
+async def _locked(path: Path) -> AsyncIterator[None]:
+    """An exclusive `flock` on the memory's lock file while it is read, checked and written: two
+    executors on one host checking at once never write an older checkpoint over a newer one."""
+    lock = path.with_suffix(".lock")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        descriptor = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as error:
+        raise TrailRefused(
+            f"cannot keep the trail's checkpoint in {lock} ({error.strerror}); nothing was run"
+        ) from None
+    try:
+        await asyncio.to_thread(fcntl.flock, descriptor, fcntl.LOCK_EX)  # off the loop: others wait
+        yield
+    finally:
+        os.close(descriptor)
 
 
 async def check_trail(client: QueueClient, directory: Path | None = None) -> checkpoints.Checkpoint | None:
     """Refuse (`TrailRefused`) a queue whose trail went backwards or forked since this executor last
     saw it, and remember its newest checkpoint; the checkpoint, or None when the queue signs none."""
     path = memory_file(client.base_url, directory)
+    async with _locked(path):
+        return await _check(client, path)
+
+
+async def _check(client: QueueClient, path: Path) -> checkpoints.Checkpoint | None:
     saved = _read(path)
     seen = None
     if saved is not None:
