@@ -21,7 +21,7 @@ from reviewer.trail.entries import leaf
 from reviewer.trail.merkle import HASH_SIZE, Piece
 
 EXPORT_BATCH: Final = 2000
-"""Entries read per query while an export streams."""
+"""Entries read per query while an export streams, or trail rows while earlier events are logged."""
 
 
 def size(db: Transaction) -> int:
@@ -91,13 +91,15 @@ def append(db: Transaction, trail_row: Mapping[str, Any], report_sha256: str | N
 def catch_up(db: Transaction) -> int:
     """Log the trail events written before the queue kept a log (a database from an older release),
     in their order; answers how many. Their reports' digests are not known any more: null."""
-    last = db.one("SELECT seq FROM trail_log ORDER BY leaf_index DESC LIMIT 1")
-    rows = db.all(
-        "SELECT * FROM trail WHERE seq > :last ORDER BY seq", last=0 if last is None else int(last["seq"])
-    )
-    for row in rows:
-        append(db, row)
-    return len(rows)
+    newest = db.one("SELECT seq FROM trail_log ORDER BY leaf_index DESC LIMIT 1")
+    last, logged = 0 if newest is None else int(newest["seq"]), 0
+    while rows := db.all(
+        "SELECT * FROM trail WHERE seq > :last ORDER BY seq LIMIT :batch", last=last, batch=EXPORT_BATCH
+    ):
+        for row in rows:
+            append(db, row)
+        last, logged = int(rows[-1]["seq"]), logged + len(rows)
+    return logged
 
 
 def hashes(db: Transaction, wanted: Iterable[Piece]) -> dict[Piece, bytes]:
