@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -40,6 +41,11 @@ def register(subparsers: Any) -> None:
         help="begin at entry N (the size of a checkpoint you kept)",
     )
     export.add_argument("--output", "-o", type=Path, metavar="FILE", help="write here, not to stdout")
+    export.add_argument(
+        "--ocsf",
+        action="store_true",
+        help="write OCSF API Activity events (class 6003) for a SIEM instead; they carry no proof",
+    )
     export.set_defaults(func=run_export)
 
     prove = commands.add_parser(
@@ -164,7 +170,8 @@ async def _export(options: argparse.Namespace) -> int:
         raise TrailCommandFailed(f"cannot write {options.output}: {error.strerror}", 2) from None
     try:
         async with await _client(options) as client:
-            async for chunk in client.trail_export(options.since):
+            chunks = client.trail_export(options.since)
+            async for chunk in _as_ocsf(chunks) if options.ocsf else chunks:
                 target.write(chunk)
     except QueueError as error:
         raise TrailCommandFailed(str(error)) from None
@@ -173,6 +180,32 @@ async def _export(options: argparse.Namespace) -> int:
         if options.output:
             target.close()
     return 0
+
+
+async def _as_ocsf(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The export's entries, line by line as they stream, as OCSF events (the header gives the origin)."""
+    import json
+
+    from reviewer.trail.checkpoint import CheckpointError, parse
+    from reviewer.trail.ocsf import api_activity
+
+    pending, origin = b"", None
+    async for chunk in chunks:
+        *lines, pending = (pending + chunk).split(b"\n")
+        converted = []
+        for line in lines:
+            document = json.loads(line)
+            if origin is None:
+                try:
+                    origin = parse(document["checkpoint"]).origin
+                except (KeyError, TypeError, CheckpointError) as error:
+                    raise TrailCommandFailed(
+                        f"the queue's export has no readable checkpoint ({error})"
+                    ) from None
+                continue
+            event = api_activity(document["leaf"], document["leaf_hash"], origin)
+            converted.append(json.dumps(event, ensure_ascii=False).encode() + b"\n")
+        yield b"".join(converted)
 
 
 def run_verify(options: argparse.Namespace) -> int:

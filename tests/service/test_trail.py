@@ -234,6 +234,15 @@ def test_the_trail_proves_its_history_and_shows_a_rollback_a_fork_and_an_edit(
     capsys.readouterr()
     assert main(["trail", "verify", str(proof), "--key", f"{trail_key}.pub", "--checkpoint", str(first)]) == 0
     assert "verified: entry 3 is in the checkpoint" in capsys.readouterr().out
+    siem = tmp_path / "trail.ocsf.jsonl"
+    ocsf = ("trail", "export", "--ocsf", "--queue", queue.replicas[0].url, "-o", str(siem))
+    assert cli(monkeypatch, queue.tokens["audit"], *ocsf) == 0
+    events = [json.loads(line) for line in siem.read_text().splitlines()]
+    assert [(e["type_uid"], e["api"]["operation"], e["actor"]["user"]["name"]) for e in events[:2]] == [
+        (600301, "submitted", "agent"),
+        (600303, "approved", "alice"),
+    ]
+    assert len(events) == 6 and {e["class_uid"] for e in events} == {6003}
     older_copy = tmp_path / "older.copy"
     queue.backup(older_copy)
 
