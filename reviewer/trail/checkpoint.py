@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
@@ -63,7 +63,7 @@ def load_private_key(path: Path) -> Ed25519PrivateKey:
             f"{path} is encrypted; a service signs unattended, so give it a key without a passphrase "
             "(ssh-keygen -t ed25519 -N '' -f FILE) and protect the file instead"
         ) from None
-    except (ValueError, binascii.Error):
+    except (ValueError, binascii.Error, UnsupportedAlgorithm):
         raise CheckpointError(
             f"{path} is not an OpenSSH private key (ssh-keygen -t ed25519 makes one)"
         ) from None
@@ -76,7 +76,7 @@ def parse_public_key(text: str, source: str) -> Ed25519PublicKey:
     """An `ssh-ed25519 AAAA... [comment]` line, as a `.pub` file or a queue's answer holds it."""
     try:
         key = serialization.load_ssh_public_key(text.strip().encode())
-    except (ValueError, binascii.Error, UnicodeEncodeError):
+    except (ValueError, binascii.Error, UnicodeEncodeError, UnsupportedAlgorithm):
         raise CheckpointError(
             f"{source} is not an OpenSSH public key (the .pub file ssh-keygen writes)"
         ) from None

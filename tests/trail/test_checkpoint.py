@@ -76,6 +76,10 @@ def test_keys_that_cannot_sign_are_refused_in_one_line(tmp_path: Path) -> None:
         checkpoint.load_public_key(rsa.with_suffix(".pub"))
     with pytest.raises(CheckpointError, match="cannot read"):
         checkpoint.load_private_key(tmp_path / "missing")
+    with pytest.raises(CheckpointError, match="not an OpenSSH public key"):
+        checkpoint.load_public_key(rsa)  # the private half where the .pub belongs
+    with pytest.raises(CheckpointError, match="not an OpenSSH private key"):
+        checkpoint.load_private_key(rsa.with_suffix(".pub"))
 
 
 @pytest.mark.parametrize(

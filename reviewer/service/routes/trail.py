@@ -1,12 +1,13 @@
-"""`GET /v1/trail/checkpoint` and `GET /v1/trail/export`: the trail's Merkle log as anyone holding its
-public key can check it.
+"""`GET /v1/trail/checkpoint`, `GET /v1/trail/export` and `GET /v1/trail/entries/{index}/proof`: the
+trail's Merkle log as anyone holding its public key can check it.
 
 The checkpoint is signed on each request with the key `serve --trail-key` loaded (Ed25519 signs in
 microseconds, and the same size and root always sign to the same note), so every replica answers
 the same checkpoint for the same log. Any token may read it: executors remember it. The export
 (reviewers and auditors) streams the entries after `since` as JSON lines behind a header holding
 the checkpoint they end at; it reads in batches, each its own snapshot, which is safe because
-entries are never changed: the export ends at the size its checkpoint was taken at.
+entries are never changed: the export ends at the size its checkpoint was taken at. An entry's
+proof (reviewers and auditors) is the entry and its inclusion proof in a tree of a size asked for.
 """
 
 from __future__ import annotations
