@@ -1,7 +1,8 @@
 """What one trail event is as a leaf of the log: its JSON (RFC 8785, so the same event makes the same
 bytes on every replica and in every release), and one line of an export.
 
-A leaf names its position, the event, who did it, the proposal, revision and digest it concerns,
+A leaf names its position, the event, who did it (the name, and how they signed in: `token:NAME`,
+`break-glass:NAME`, `oidc:ISSUER#SUBJECT`), the proposal, revision and digest it concerns,
 the reason given, a signed decision's statement and signature, and a report's SHA-256. Every string
 in it came from a token's owner or an agent and is hostile: a verifier shows one only through
 `reviewer.plan.sanitize`.
@@ -41,6 +42,7 @@ def leaf(
     signature: str | None = None,
     key_fingerprint: str | None = None,
     report_sha256: str | None = None,
+    identity: str | None = None,
 ) -> bytes:
     """The bytes leaf `index` of the log holds for the trail event `seq`."""
     signed = (
@@ -56,6 +58,7 @@ def leaf(
             "at": datetime.fromtimestamp(at, UTC).isoformat(),
             "event": event,
             "actor": actor,
+            "identity": identity,
             "proposal_id": proposal_id,
             "revision": revision,
             "plan_sha256": plan_sha256,

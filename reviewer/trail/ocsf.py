@@ -41,7 +41,7 @@ def api_activity(leaf: dict[str, Any], leaf_hash: str, origin: str) -> dict[str,
         "status": "Success",
         "message": f"{leaf.get('actor')} {leaf.get('event')} proposal {leaf.get('proposal_id')} "
         f"revision {leaf.get('revision')}",
-        "actor": {"user": {"name": leaf.get("actor")}},
+        "actor": {"user": {"name": leaf.get("actor"), "uid": leaf.get("identity")}},
         "api": {"operation": leaf.get("event"), "service": {"name": "reviewer queue"}, "version": "v1"},
         "src_endpoint": {"svc_name": "reviewer queue", "uid": origin},
         "resources": [

@@ -126,18 +126,18 @@ def test_a_database_without_a_queue_is_refused_when_not_creating(database: str, 
 
 def test_another_schema_version_is_refused_with_what_to_do(database: str, clock: Clock) -> None:
     open_store(database, clock=clock, pending_ttl=600, approval_ttl=60, create=True).close()
+    newer = SCHEMA_VERSION + 1
     if database.startswith("postgresql://"):
         with psycopg.connect(database, autocommit=True) as raw:
-            raw.execute("UPDATE reviewer_schema SET version = %s", (SCHEMA_VERSION + 1,))
+            raw.execute(f"UPDATE reviewer_schema SET version = {newer}")
     else:
         import sqlite3
 
         with sqlite3.connect(database) as raw:
-            raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+            raw.execute(f"PRAGMA user_version = {newer}")
     with pytest.raises(
         DatabaseUnusable,
-        match=f"schema version {SCHEMA_VERSION + 1}, newer than version {SCHEMA_VERSION} that this release "
-        "writes; run a release",
+        match=f"schema version {newer}, newer than version {SCHEMA_VERSION} that this release writes; run a",
     ):
         open_store(database, clock=clock, pending_ttl=600, approval_ttl=60, create=True)
 

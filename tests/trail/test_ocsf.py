@@ -27,6 +27,7 @@ def test_a_decision_is_an_api_activity_update_naming_who_what_and_the_leaf() -> 
             statement="statement",
             signature="-----BEGIN SSH SIGNATURE-----",
             key_fingerprint="SHA256:abc",
+            identity="oidc:https://id.example#alice-7",
         )
     )
     event = api_activity(content, "bGVhZg==", "reviewer.trail/0123")
@@ -38,7 +39,7 @@ def test_a_decision_is_an_api_activity_update_naming_who_what_and_the_leaf() -> 
         600303,
     )
     assert event["time"] == 1_780_000_000_500
-    assert event["actor"] == {"user": {"name": "alice"}}
+    assert event["actor"] == {"user": {"name": "alice", "uid": "oidc:https://id.example#alice-7"}}
     assert event["resources"][0] == {
         "type": "proposal",
         "uid": "p-1",

@@ -75,7 +75,7 @@ CREATE TABLE IF NOT EXISTS {table} (
     previous_expires_at REAL
 );
 """
-"""`{table}` is `tokens`, or the table migrations 5 and 7 copy the tokens into (SQLite changes a CHECK
+"""`{table}` is `tokens`, or the table migrations 5 and 8 copy the tokens into (SQLite changes a CHECK
 only by building the table again); the index on active names is made after the rename. `{roles}`
 is the roles a release knows."""
 TOKEN_ROLES: Final = ", ".join(f"'{role}'" for role in ROLES)
@@ -241,6 +241,32 @@ CREATE TABLE IF NOT EXISTS idempotency (
     + TRAIL_LOG_SCHEMA
 )
 
+IDENTITY_COLUMNS: Final = (
+    "ALTER TABLE tokens ADD COLUMN kind TEXT NOT NULL DEFAULT 'minted';\n"
+    "ALTER TABLE tokens ADD COLUMN issuer TEXT;\n"
+    "ALTER TABLE tokens ADD COLUMN subject TEXT;\n"
+    "ALTER TABLE tokens ADD COLUMN session_ends_at REAL;\n"
+    "CREATE INDEX IF NOT EXISTS tokens_subject ON tokens(issuer, subject);\n"
+    "ALTER TABLE trail ADD COLUMN identity TEXT;\n"
+)
+"""Version 7: how a reviewer signed in (a minted token, a break-glass token, or the provider's
+person by issuer and subject, with the end of their session), and the deciding identity in the trail.
+Nullable or defaulted columns, so no row changes; a new database gets them the same way."""
+SCHEMA += IDENTITY_COLUMNS
+TOKENS_V7_COLUMNS: Final = TOKENS_COLUMNS + ", kind, issuer, subject, session_ends_at"
+TOKENS_SUBJECT_INDEX: Final = "CREATE INDEX IF NOT EXISTS tokens_subject ON tokens(issuer, subject);\n"
+
+
+def _identity_columns_of(table: str) -> str:
+    """Version 7's token columns added to `table`, the copy migration 8 builds of `tokens` (SQLite
+    changes a CHECK, a new role, only by building the table again)."""
+    return "".join(
+        line.replace("ALTER TABLE tokens ", f"ALTER TABLE {table} ", 1) + "\n"
+        for line in IDENTITY_COLUMNS.splitlines()
+        if line.startswith("ALTER TABLE tokens ")
+    )
+
+
 TRAIL_SIGNATURE_COLUMNS = ("statement", "signature", "key_fingerprint")
 """Signed decisions in `trail`; a version-2 file gains them on open (nullable, so no row changes)."""
 
@@ -256,10 +282,12 @@ MIGRATIONS: Final = {
     6: _rebuilt("decisions", DECISIONS_SCHEMA, DECISIONS_COLUMNS)
     + _rebuilt("trail", TRAIL_SCHEMA, TRAIL_COLUMNS)
     + TRAIL_INDEX,
-    7: TOKENS_SCHEMA.format(table="tokens_v7", roles=TOKEN_ROLES)
-    + f"INSERT INTO tokens_v7 ({TOKENS_COLUMNS}) SELECT {TOKENS_COLUMNS} FROM tokens;\n"
+    7: IDENTITY_COLUMNS,
+    8: TOKENS_SCHEMA.format(table="tokens_v8", roles=TOKEN_ROLES)
+    + _identity_columns_of("tokens_v8")
+    + f"INSERT INTO tokens_v8 ({TOKENS_V7_COLUMNS}) SELECT {TOKENS_V7_COLUMNS} FROM tokens;\n"
     "DROP TABLE tokens;\n"
-    "ALTER TABLE tokens_v7 RENAME TO tokens;\n" + TOKENS_INDEX + TRAIL_LOG_SCHEMA,
+    "ALTER TABLE tokens_v8 RENAME TO tokens;\n" + TOKENS_INDEX + TOKENS_SUBJECT_INDEX + TRAIL_LOG_SCHEMA,
 }
 """Each numbered step of `reviewer.service.migrations.STEPS` in SQLite's words."""
 OLDEST_VERSION: Final = 2

@@ -67,6 +67,7 @@ def append(db: Transaction, trail_row: Mapping[str, Any], report_sha256: str | N
         signature=trail_row["signature"],
         key_fingerprint=trail_row["key_fingerprint"],
         report_sha256=report_sha256,
+        identity=trail_row["identity"],
     )
     hashed = merkle.leaf_hash(content)
     stored = [hashed]
