@@ -587,6 +587,7 @@ def test_every_trail_event_is_a_leaf_of_the_log_and_its_proofs_verify(store: Que
         ("rejected", "alice", "q"),
     ]
     assert events[3]["report_sha256"] == hashlib.sha256(body).hexdigest()
+    assert (events[1]["identity"], events[3]["identity"]) == ("token:alice", "token:agent")
     assert [e["index"] for e in events] == list(range(6))
     roots = []
     tree = merkle.CompactTree()
