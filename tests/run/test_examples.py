@@ -46,6 +46,7 @@ def test_node_agent_is_gated_server_dry_run_then_the_approved_plan_runs(
         "/v1/audit",
         "--title",
         "Merge t1 and t2 into a new ticket, delete t3",
+        writable=tmp_path,
         command=with_env_dump(env_file, str(NODE), NODE_AGENT),
     )
     proposal_id, revision = run.wait_for_plan()
