@@ -344,8 +344,6 @@ def _visible(path: Path, shown: Sequence[Path], home: Iterable[Path]) -> bool:
 
 def _namespaces_refused(prefix: tuple[str, ...]) -> str | None:
     """Why bubblewrap cannot make the sandbox here, or None when a probe ran in it."""
-    if shutil.which("bwrap") is None:
-        return "bubblewrap (bwrap) is not installed"
     try:
         probe = subprocess.run(
             [*prefix, "--", "true"], capture_output=True, timeout=PROBE_TIMEOUT_SECONDS, check=False
@@ -368,17 +366,20 @@ def choose_sandbox(
     """The strongest sandbox this machine allows; refused when there is none and `allow_none` is off."""
     if allow_none:
         return Sandbox("none")
-    reach = check_reach(reach or Reach(Path.cwd()), environ)
-    prefix = namespace_prefix(
-        reach,
-        hidden=hidden_paths(environ, credential_files),
-        home=homes(environ),
-        installation=installation_paths(),
-        sockets=listening_sockets(),
-    )
-    refused = _namespaces_refused(prefix)
-    if refused is None:
-        return Sandbox("namespaces", prefix)
+    reach = reach or Reach(Path.cwd())
+    refused = "bubblewrap (bwrap) is not installed"
+    if shutil.which("bwrap") is not None:
+        reach = check_reach(reach, environ)
+        prefix = namespace_prefix(
+            reach,
+            hidden=hidden_paths(environ, credential_files),
+            home=homes(environ),
+            installation=installation_paths(),
+            sockets=listening_sockets(),
+        )
+        refused = _namespaces_refused(prefix)
+        if refused is None:
+            return Sandbox("namespaces", prefix)
     if os.geteuid() == 0 and shutil.which("setpriv") is not None:
         if reach.writable:
             raise RunRefused(

@@ -151,7 +151,7 @@ def look(spec_text: str) -> None:
         "api": [
             word
             for word in words
-            if status_with(f"{api}/v1/tickets/t3", "PATCH", word, {"status": "closed"}) < 400
+            if 0 < status_with(f"{api}/v1/tickets/t3", "PATCH", word, {"status": "closed"}) < 400
         ],
         "queue": [word for word in words if status_with(f"{queue}/v1/whoami", "GET", word) == 200],
     }
@@ -220,7 +220,7 @@ def intrude(spec_text: str) -> None:
         f"{target} {word}"
         for target in targets
         for word in words[:50]
-        if status_with(f"{target}/v1/tickets", "POST", word, {"title": "second user"}) < 400
+        if 0 < status_with(f"{target}/v1/tickets", "POST", word, {"title": "second user"}) < 400
     ]
     print("holding", flush=True)
     sys.stdin.read()

@@ -90,6 +90,7 @@ class Operator:
         return {
             **shared.environment,
             "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "SHELL": "/bin/sh",  # nobody's own is nologin, which tmux would run panes and run-shell with
             "HOME": str(self.home),
             "XDG_CONFIG_HOME": str(self.home / "config"),
             "XDG_DATA_HOME": str(self.home / "data"),
@@ -99,17 +100,17 @@ class Operator:
         }
 
     def run(
-        self, shared: SharedInstall, command: list[str], **extra: Any
+        self, shared: SharedInstall, command: list[str], **more_environment: str
     ) -> subprocess.CompletedProcess[str]:
+        """`command` as the operator, in its working folder; it must succeed."""
         return subprocess.run(
             [*as_user(OPERATOR), *command],
             capture_output=True,
             text=True,
-            env=self.environment(shared),
+            env={**self.environment(shared), **more_environment},
             cwd=self.work,
             check=True,
             timeout=60,
-            **extra,
         )
 
 
@@ -122,11 +123,13 @@ def make_operator(queue: Queue, shared: SharedInstall) -> Iterator[Operator]:
     (home / "config" / "reviewer" / "token").write_text(reviewer_token)
     (home / "extra-secret").write_text(EXTRA_SECRET)
     (home / ".profile").write_text("# the operator's own\n")
-    for path in [home, tmux_root, *home.rglob("*")]:
+    for path in [home, *home.rglob("*"), tmux_root, *tmux_root.rglob("*")]:
         os.chown(path, OPERATOR, OPERATOR)
     home.chmod(0o700)
     tmux_root.chmod(0o700)
     sockets = (tmux_root / f"tmux-{OPERATOR}" / "default", home / "work" / "tmux.sock")
+    sockets[0].parent.mkdir(mode=0o700)
+    os.chown(sockets[0].parent, OPERATOR, OPERATOR)
     operator = Operator(home, reviewer_token, 0, sockets, (home / ".profile").read_bytes())
     agent_pid = 0
     try:
@@ -134,7 +137,7 @@ def make_operator(queue: Queue, shared: SharedInstall) -> Iterator[Operator]:
             operator.run(
                 shared,
                 ["tmux", "-S", str(path), "new-session", "-d", "sh"],
-                env={**operator.environment(shared), "API_TOKEN": API_TOKEN},
+                API_TOKEN=API_TOKEN,
             )
         started = operator.run(shared, ["ssh-agent", "-s", "-a", str(operator.agent_socket)])
         agent_pid = int(started.stdout.split("SSH_AGENT_PID=")[1].split(";")[0])
@@ -301,7 +304,7 @@ def test_the_run_says_its_mode_and_the_child_found_no_secret_and_its_words_open_
     # Its own processes only (the sandbox's init, the relay, itself); none of its ancestors.
     assert "timeout" not in seen and "-m reviewer" not in seen
     assert attack.child["seen"]["config"] == {}
-    assert attack.child["seen"]["credential_file"] == ""
+    assert attack.child["seen"]["credential_file"] == "<FileNotFoundError>"
     assert _sample_api_process.audit() == []
 
 
@@ -398,7 +401,11 @@ def test_without_the_sandbox_the_same_child_takes_what_the_operator_holds(
     assert operator.reviewer_token in found["accepted"]["queue"]
     assert proof.exists()
     assert AGENT_KEY_COMMENT.encode().hex() in found["seen"]["agent_socket"]
-    gates = [seen for seen in found["seen"]["processes"].values() if " -m reviewer run " in seen["cmdline"]]
+    gates = [
+        seen
+        for seen in found["seen"]["processes"].values()
+        if seen["cmdline"].startswith(f"{shared.python} -P -m reviewer run ")
+    ]
     assert gates and all(seen["environ"] == "<PermissionError>" for seen in gates)
 
 
@@ -467,8 +474,8 @@ def test_as_root_without_namespaces_each_run_has_a_uid_of_its_own_and_leaves_not
 ) -> None:
     """No bubblewrap on PATH: root runs COMMAND as a uid made for the run, says so first, and kills
     every process of that uid when the run ends (a `setsid -f` one included)."""
-    tools = tmp_path / "bin"
-    tools.mkdir()
+    tools = Path(tempfile.mkdtemp(prefix="reviewer-tools-"))  # any uid may run what it links to
+    tools.chmod(0o755)
     for name in ("sh", "setpriv", "setsid", "sleep", "id"):
         found = shutil.which(name)
         assert found is not None
@@ -495,6 +502,7 @@ def test_as_root_without_namespaces_each_run_has_a_uid_of_its_own_and_leaves_not
             for entry in Path("/proc").iterdir()
             if _cmdline(entry) == f"sleep\0{leftover}\0".encode()
         ] == []
+    shutil.rmtree(tools)
     assert uids[0] != uids[1] and min(uids) >= 0x7F000000
 
 
