@@ -3,6 +3,7 @@ reference task against the sample API started for real, with a real queue and a 
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -97,6 +98,11 @@ def test_curl_agent_is_recorded_under_the_operations_the_openapi_document_names(
 ) -> None:
     document = tmp_path / "api.json"
     document.write_text(httpx.get(f"{sample_api.url}/openapi.json").text)
+    # curl as the agent finds it on PATH, noting each command line it was given (what any user reads).
+    shim, arguments = tmp_path / "shim", tmp_path / "curl-arguments"
+    shim.mkdir()
+    (shim / "curl").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {arguments}\nexec {CURL} "$@"\n')
+    (shim / "curl").chmod(0o755)
     run = start_run(
         queue,
         sample_api,
@@ -104,7 +110,9 @@ def test_curl_agent_is_recorded_under_the_operations_the_openapi_document_names(
         str(document),
         "--title",
         "curl agent",
+        writable=tmp_path,
         command=["sh", CURL_AGENT],
+        environment={"PATH": f"{shim}:{os.environ['PATH']}"},
     )
     proposal_id, revision = run.wait_for_plan()
     calls = proposal(queue, proposal_id, revision)["calls"]
@@ -118,6 +126,9 @@ def test_curl_agent_is_recorded_under_the_operations_the_openapi_document_names(
     assert calls[1]["args"] == {"ticket_id": "t1", "status": "closed", "mergedInto": "<id from call 1>"}
     assert {call["outcome"]["status"] for call in calls} == {"recorded"}
     assert sample_api.requests() == [], "a recording dry run (the default) sends no write"
+    command_lines = arguments.read_text().splitlines()
+    assert len(command_lines) == 5 and all(line.startswith("-sS -K - -X ") for line in command_lines)
+    assert not any("127.0.0.1" in line or "/v1/" in line for line in command_lines)
 
     reviewer_decides(queue, proposal_id, "reject", reason="t3 is still open; close it first")
     status, stderr = run.finish()
