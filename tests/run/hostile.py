@@ -155,6 +155,11 @@ def look(spec_text: str) -> None:
         ],
         "queue": [word for word in words if status_with(f"{queue}/v1/whoami", "GET", word) == 200],
     }
+    # The host's loopback services and the network: does anything answer at all (0: no connection)?
+    reached = {
+        "api": status_with(f"{api}/v1/tickets", "GET", "none"),
+        "queue": status_with(queue, "GET", "none"),
+    }
     gate: list[int] = []
     if spec.get("ready"):
         gate.append(through_gate("child call 1"))
@@ -162,7 +167,14 @@ def look(spec_text: str) -> None:
         with open(spec["go"]) as released:
             released.read()
         gate.append(through_gate("child call 2"))
-    report = {"seen": seen, "done": done, "words": words, "accepted": accepted, "gate": gate}
+    report = {
+        "seen": seen,
+        "done": done,
+        "words": words,
+        "accepted": accepted,
+        "reached": reached,
+        "gate": gate,
+    }
     Path(spec["report"]).write_text(json.dumps(report))
 
 

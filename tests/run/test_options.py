@@ -129,3 +129,28 @@ def test_without_a_sandbox_run_refuses_unless_told_and_root_runs_command_as_a_fr
     assert as_another.wrap(["node", "agent.mjs"])[:2] == ["setpriv", f"--reuid={as_another.uid}"]
     assert as_another.wrap(["node", "agent.mjs"])[-2:] == ["node", "agent.mjs"]
     assert sandbox.choose_sandbox({}).uid != as_another.uid, "each run has a uid of its own"
+
+
+def test_the_child_gets_no_variable_that_says_where_a_host_socket_listens(tmp_path: Path) -> None:
+    """tmux's, screen's, D-Bus's and the agents' variables, and any other whose value names a socket."""
+    import socket
+
+    from reviewer.run.child import child_environment
+
+    listening = tmp_path / "editor.sock"
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(listening))
+        environ = {
+            "PATH": "/usr/bin",
+            "TMUX": "/tmp/tmux-1000/default,4242,0",
+            "TMUX_PANE": "%1",
+            "STY": "4243.pts-0.host",
+            "DBUS_SESSION_BUS_ADDRESS": "unix:path=/run/user/1000/bus",
+            "GPG_AGENT_INFO": "/run/user/1000/gnupg/S.gpg-agent:0:1",
+            "XDG_RUNTIME_DIR": "/run/user/1000",
+            "EDITOR_SOCKET": str(listening),
+            "EDITOR_ADDRESS": f"unix:path={listening},guid=1",
+            "NOT_A_SOCKET": str(tmp_path),
+        }
+        environment = child_environment(environ, api_url="http://127.0.0.1:8479", proposal_id="p")
+    assert sorted(environment) == ["NOT_A_SOCKET", "PATH", "REVIEWER_API_URL", "REVIEWER_PROPOSAL_ID"]

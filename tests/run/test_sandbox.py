@@ -26,7 +26,8 @@ from typing import Any
 
 import pytest
 
-from reviewer.run.sandbox import Reach, namespace_prefix
+from reviewer.run.errors import RunRefused
+from reviewer.run.sandbox import Reach, check_reach, namespace_prefix
 from tests.run.conftest import API_TOKEN, Queue, RunProcess, SampleApi, reviewer_decides, run_arguments
 from tests.run.hostile import agent_socket
 from tests.run.other_users import (
@@ -301,6 +302,8 @@ def test_the_run_says_its_mode_and_the_child_found_no_secret_and_its_words_open_
     seen = json.dumps(attack.child["seen"])
     assert [secret for secret in secrets_of(queue, operator) if secret in seen] == []
     assert attack.child["accepted"] == {"api": [], "queue": []} and attack.child["words"]
+    # Not even a refusal: the host's loopback services are out of its network.
+    assert attack.child["reached"] == {"api": 0, "queue": 0}
     # Its own processes only (the sandbox's init, the relay, itself); none of its ancestors.
     assert "timeout" not in seen and "-m reviewer" not in seen
     assert attack.child["seen"]["config"] == {}
@@ -399,7 +402,7 @@ def test_without_the_sandbox_the_same_child_takes_what_the_operator_holds(
     found = json.loads((operator.work / "report.json").read_text())
     assert API_TOKEN in found["accepted"]["api"]
     assert operator.reviewer_token in found["accepted"]["queue"]
-    assert proof.exists()
+    assert proof.exists() and found["reached"]["api"] == 200
     assert AGENT_KEY_COMMENT.encode().hex() in found["seen"]["agent_socket"]
     gates = [
         seen
@@ -530,3 +533,15 @@ def test_the_namespace_prefix_binds_only_what_it_hands_over(tmp_path: Path) -> N
     assert "s3cret" not in ran.stdout
     assert (work / "made").exists() and not (venv / "planted").exists()
     assert (home / ".profile").read_text() == "kept" and not (home / ".profile-2").exists()
+
+
+def test_the_working_directory_or_a_writable_path_may_not_hold_the_home_or_the_root(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "project").mkdir(parents=True)
+    environ = {"HOME": str(home)}
+    assert check_reach(Reach(home / "project"), environ).working_dir == home / "project"
+    for reach in (Reach(home), Reach(home / "project", writable=(tmp_path,)), Reach(Path("/"))):
+        with pytest.raises(RunRefused, match="COMMAND would write your"):
+            check_reach(reach, environ)
+    with pytest.raises(RunRefused, match="--readable .*: no such file or folder"):
+        check_reach(Reach(home / "project", readable=(tmp_path / "absent",)), environ)
