@@ -157,6 +157,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "(repeatable); read-only",
     )
     parser.add_argument(
+        "--share-network",
+        action="store_true",
+        help="keep the machine's network in the sandbox (an agent that calls its model's API): COMMAND "
+        "then reaches the host's loopback services and abstract sockets too, and the gate's URL holds a "
+        "secret; by default its network holds the gate alone",
+    )
+    parser.add_argument(
         "--no-sandbox",
         action="store_true",
         help="run COMMAND as your user, unsandboxed, where no sandbox can be made: it can then read the "
@@ -213,7 +220,13 @@ def _run(options: argparse.Namespace) -> int:
             tuple(Path(path) for path in options.writable),
             tuple(Path(path) for path in options.readable),
         )
-        sandbox = choose_sandbox(environ, withheld.from_files, allow_none=options.no_sandbox, reach=reach)
+        sandbox = choose_sandbox(
+            environ,
+            withheld.from_files,
+            allow_none=options.no_sandbox,
+            reach=reach,
+            share_network=options.share_network,
+        )
         print(f"reviewer run: {sandbox.describe()}", file=sys.stderr, flush=True)
         settings = RunSettings(
             api=check_api_url(options.api),

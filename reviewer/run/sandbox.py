@@ -68,11 +68,14 @@ class Sandbox:
     prefix: tuple[str, ...] = ()
     uid: int | None = None
     """`another user`'s uid, made for this run."""
+    shared_network: bool = False
+    """`--share-network`: COMMAND keeps the machine's network (its model's API), and with it the
+    host's loopback and abstract sockets."""
 
     @property
     def private_network(self) -> bool:
         """COMMAND has a network of its own, where the gate is reached through its Unix socket."""
-        return self.kind == "namespaces"
+        return self.kind == "namespaces" and not self.shared_network
 
     def wrap(self, command: Sequence[str], gate_socket: str | None = None) -> list[str]:
         """The command line that starts COMMAND; in `namespaces`, behind the relay to `gate_socket`."""
@@ -98,9 +101,15 @@ class Sandbox:
     def describe(self) -> str:
         """One line for the start of a run: the mode, and what it keeps from COMMAND."""
         if self.kind == "namespaces":
+            network = (
+                "the machine's network (--share-network: the host's loopback services and abstract "
+                "sockets too; the gate behind a secret)"
+                if self.shared_network
+                else "no network but the gate"
+            )
             return (
                 "sandbox: namespaces (bubblewrap): read-only root, private /tmp, /run and /dev/shm, your "
-                "home hidden, no host socket, no network but the gate; COMMAND writes its working "
+                f"home hidden, no host socket in the file system, {network}; COMMAND writes its working "
                 "directory and --writable paths only"
             )
         if self.kind == "another user":
@@ -270,6 +279,7 @@ def namespace_prefix(
     home: Iterable[Path] = (),
     installation: Iterable[Path] = (),
     sockets: Iterable[Path] = (),
+    share_network: bool = False,
 ) -> tuple[str, ...]:
     """bubblewrap's words up to COMMAND (without the `--`): the namespaces, the read-only root, the
     private folders, the home hidden, then the binds from the shallowest to the deepest (a deeper one
@@ -283,7 +293,7 @@ def namespace_prefix(
         "--unshare-pid",
         "--unshare-ipc",
         "--unshare-uts",
-        "--unshare-net",
+        *([] if share_network else ["--unshare-net"]),
         "--unshare-cgroup-try",
         "--cap-drop",
         "ALL",
@@ -362,12 +372,13 @@ def choose_sandbox(
     *,
     allow_none: bool = False,
     reach: Reach | None = None,
+    share_network: bool = False,
 ) -> Sandbox:
     """The strongest sandbox this machine allows; refused when there is none and `allow_none` is off."""
     if allow_none:
         return Sandbox("none")
     reach = reach or Reach(Path.cwd())
-    refused = "bubblewrap (bwrap) is not installed"
+    refused: str | None = "bubblewrap (bwrap) is not installed"
     if shutil.which("bwrap") is not None:
         reach = check_reach(reach, environ)
         prefix = namespace_prefix(
@@ -376,10 +387,11 @@ def choose_sandbox(
             home=homes(environ),
             installation=installation_paths(),
             sockets=listening_sockets(),
+            share_network=share_network,
         )
         refused = _namespaces_refused(prefix)
         if refused is None:
-            return Sandbox("namespaces", prefix)
+            return Sandbox("namespaces", prefix, shared_network=share_network)
     if os.geteuid() == 0 and shutil.which("setpriv") is not None:
         if reach.writable:
             raise RunRefused(

@@ -28,7 +28,15 @@ import pytest
 
 from reviewer.run.errors import RunRefused
 from reviewer.run.sandbox import Reach, check_reach, namespace_prefix
-from tests.run.conftest import API_TOKEN, Queue, RunProcess, SampleApi, reviewer_decides, run_arguments
+from tests.run.conftest import (
+    API_TOKEN,
+    Queue,
+    RunProcess,
+    SampleApi,
+    reviewer_decides,
+    run_arguments,
+    start_run,
+)
 from tests.run.hostile import agent_socket
 from tests.run.other_users import (
     OPERATOR,
@@ -545,3 +553,27 @@ def test_the_working_directory_or_a_writable_path_may_not_hold_the_home_or_the_r
             check_reach(reach, environ)
     with pytest.raises(RunRefused, match="--readable .*: no such file or folder"):
         check_reach(Reach(home / "project", readable=(tmp_path / "absent",)), environ)
+
+
+def test_with_share_network_the_child_keeps_the_network_and_the_gates_url_holds_a_secret(
+    queue: Queue, sample_api: SampleApi, tmp_path: Path
+) -> None:
+    """What --share-network costs: the host's loopback answers the child (without the credential), and
+    the gate is a loopback port behind the run's secret; the file system stays as in the sandbox."""
+    seen = tmp_path / "seen"
+    script = (
+        'printf "url = \\"%s/v1/tickets\\"\\n" "$REVIEWER_API_URL"'
+        ' | curl -sS -K - -o /dev/null -w "%{http_code} ";'
+        f' curl -sS -o /dev/null -w "%{{http_code}} " {sample_api.url}/v1/tickets;'
+        f' echo "$REVIEWER_API_URL"; ls -A /run'
+    )
+    run = start_run(
+        queue, sample_api, "--share-network", writable=tmp_path, command=["sh", "-c", f"({script}) > {seen}"]
+    )
+    status, stderr = run.finish()
+    assert status == 0 and "COMMAND made no write" in stderr, stderr
+    assert "--share-network: the host's loopback services and abstract sockets too" in stderr
+    through_gate, direct, url, *in_run = seen.read_text().split()
+    assert (through_gate, direct) == ("200", "200")
+    assert len(url.rsplit("/", 1)[1]) >= 40 and url.startswith("http://127.0.0.1:")
+    assert in_run == []
