@@ -139,8 +139,10 @@ def kill_every_process_of(uid: int) -> None:
                 status = (entry / "status").read_text()
             except OSError:
                 continue
-            uids = next((line.split()[1:3] for line in status.splitlines() if line.startswith("Uid:")), [])
-            if str(uid) in uids:
+            fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+            if fields.get("State", "").split()[:1] == ["Z"]:
+                continue  # already dead, waiting for its parent: it holds nothing
+            if str(uid) in fields.get("Uid", "").split()[:2]:
                 found += 1
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(int(entry.name), signal.SIGKILL)

@@ -50,6 +50,7 @@ from tests.run.other_users import (
 EXTRA_SECRET = "file-held-extra-secret-51d0"
 AGENT_KEY_COMMENT = "operator-agent-key-9c1e"
 """The comment of the key the operator's ssh-agent holds: whoever reaches the agent reads it."""
+NAMESPACES = ("user", "pid", "ipc", "uts", "net", "mnt")
 PLANTED = "import os; os.system('touch /tmp/reviewer-planted')"
 
 
@@ -532,12 +533,18 @@ def test_the_namespace_prefix_binds_only_what_it_hands_over(tmp_path: Path) -> N
     )
     script = (
         f"ls -A {home}; cat {secret} {shown}/file; touch {work}/made {venv}/planted {home}/.profile-2 2>&1;"
-        f" echo > {home}/.profile; find /run /dev/shm /var/tmp -mindepth 1 | wc -l"
+        f" echo > {home}/.profile; find /run /dev/shm /var/tmp -mindepth 1 | wc -l;"
+        f" readlink {' '.join(f'/proc/self/ns/{kind}' for kind in NAMESPACES)}"
     )
     ran = subprocess.run([*prefix, "--", "sh", "-c", script], capture_output=True, text=True)
     said = ran.stdout.split("\n")
     assert said[:3] == ["shown", "work", "seen"], ran.stdout + ran.stderr
     assert "Read-only file system" in said[3] and said[4] == "0"
+    outside = [os.readlink(f"/proc/self/ns/{kind}") for kind in NAMESPACES]
+    inside = said[5 : 5 + len(NAMESPACES)]
+    assert [
+        kind for kind, here, there in zip(NAMESPACES, outside, inside, strict=True) if here == there
+    ] == []
     assert "s3cret" not in ran.stdout
     assert (work / "made").exists() and not (venv / "planted").exists()
     assert (home / ".profile").read_text() == "kept" and not (home / ".profile-2").exists()
