@@ -204,11 +204,19 @@ def connects(path: str) -> bool:
         return False
 
 
+def owner(pid: str) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
 def intrude(spec_text: str) -> None:
     spec: dict[str, Any] = json.loads(spec_text)
     operator = int(spec["operator_uid"])
     seen = processes()
-    text = json.dumps(seen)
+    # What the operator's processes show is what it tries (other users' are not this attack's).
+    text = json.dumps({pid: shown for pid, shown in seen.items() if owner(pid) == operator})
     words = sorted({word.decode() for word in TOKEN_LIKE.findall(text.encode())})[:MAX_TRIES]
     urls = sorted(set(URL_LIKE.findall(text)))
     ports = listening_ports(operator)

@@ -376,7 +376,7 @@ def test_a_second_user_gets_nothing_adds_nothing_and_cannot_fill_the_gate(
     seen = json.dumps(found["seen"])
     assert [secret for secret in secrets_of(queue, operator) if secret in seen] == []
     # It found the run's processes but none of their environments, no port and no socket of the operator.
-    assert "reviewer run" in seen and "bwrap" in seen
+    assert "reviewer run" in seen and "bwrap" in seen and found["urls"]
     assert found["operator_ports"] == [] and found["held"] == 0 and found["operator_sockets"] == []
     assert found["accepted"] == []
     # The child's two calls went through while it tried; the plan holds them and nothing else.
