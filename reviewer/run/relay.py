@@ -25,15 +25,23 @@ BUFFER = 64 * 1024
 
 
 def _pump(source: socket.socket, target: socket.socket) -> None:
+    """Copy `source` to `target` until `source` ends, then end `target`'s writing half. When `target`
+    stops taking data (the gate answered early, a 413 for a body over its limit, and closed), the rest
+    of `source` is read and dropped: closing a socket with unread data resets the connection, and the
+    child would lose the answer it is owed."""
+    taking = True
     try:
         while chunk := source.recv(BUFFER):
-            target.sendall(chunk)
+            if taking:
+                try:
+                    target.sendall(chunk)
+                except OSError:
+                    taking = False
     except OSError:
         pass
     finally:
-        for end, how in ((target, socket.SHUT_WR), (source, socket.SHUT_RD)):
-            with contextlib.suppress(OSError):
-                end.shutdown(how)
+        with contextlib.suppress(OSError):
+            target.shutdown(socket.SHUT_WR)
 
 
 def _serve(connection: socket.socket, gate_socket: str) -> None:
