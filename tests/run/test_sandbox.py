@@ -523,18 +523,26 @@ def test_the_namespace_prefix_binds_only_what_it_hands_over(tmp_path: Path) -> N
     folder writable, an installation inside it read-only, a hidden file /dev/null, a socket covered."""
     home, work = tmp_path / "home", tmp_path / "home" / "work"
     venv, shown, secret = work / ".venv", home / "shown", home / "secret"
-    for folder in (venv, shown):
+    config, credential = work / "config", work / "credential"
+    for folder in (venv, shown, config):
         folder.mkdir(parents=True)
     secret.write_text("s3cret")
+    (config / "token").write_text("t0ken")
+    credential.write_text("cr3dential")
     (home / ".profile").write_text("kept")
     (shown / "file").write_text("seen\n")
     prefix = namespace_prefix(
-        Reach(work, readable=(shown,)), hidden=[secret], home=[home], installation=[venv], sockets=[]
+        Reach(work, readable=(shown,)),
+        hidden=[secret, config, credential],
+        home=[home],
+        installation=[venv],
+        sockets=[],
     )
     script = (
         f"ls -A {home}; cat {secret} {shown}/file; touch {work}/made {venv}/planted {home}/.profile-2 2>&1;"
         f" echo > {home}/.profile; find /run /dev/shm /var/tmp -mindepth 1 | wc -l;"
-        f" readlink {' '.join(f'/proc/self/ns/{kind}' for kind in NAMESPACES)}"
+        f" readlink {' '.join(f'/proc/self/ns/{kind}' for kind in NAMESPACES)};"
+        f" ls -A {config}; cat {credential}"
     )
     ran = subprocess.run([*prefix, "--", "sh", "-c", script], capture_output=True, text=True)
     said = ran.stdout.split("\n")
@@ -545,6 +553,8 @@ def test_the_namespace_prefix_binds_only_what_it_hands_over(tmp_path: Path) -> N
     assert [
         kind for kind, here, there in zip(NAMESPACES, outside, inside, strict=True) if here == there
     ] == []
+    # Hidden where the child may look: an empty folder, an empty file.
+    assert said[5 + len(NAMESPACES) :] == [""]
     assert "s3cret" not in ran.stdout
     assert (work / "made").exists() and not (venv / "planted").exists()
     assert (home / ".profile").read_text() == "kept" and not (home / ".profile-2").exists()
