@@ -3,6 +3,7 @@ reference task against the sample API started for real, with a real queue and a 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -19,6 +20,7 @@ from tests.run.conftest import (
     reviewer_decides,
     start_run,
 )
+from tests.system.documented import documented_block
 
 NODE = shutil.which("node")
 CURL = shutil.which("curl")
@@ -135,3 +137,16 @@ def test_curl_agent_is_recorded_under_the_operations_the_openapi_document_names(
     assert status != 0
     assert "rejected by alice: t3 is still open; close it first; nothing ran" in stderr
     assert sample_api.requests() == [] and sample_api.audit() == []
+
+
+@pytest.mark.skipif(CURL is None, reason="curl is not installed")
+def test_the_pages_curl_line_reads_through_the_gate_with_the_url_off_its_command_line(
+    queue: Queue, sample_api: SampleApi, tmp_path: Path
+) -> None:
+    """docs/any-language.md's curl line, as written, as COMMAND: the read reaches the API through the gate."""
+    (line,) = documented_block("any-language.md", "printf 'url = ")
+    answer = tmp_path / "answer"
+    run = start_run(queue, sample_api, writable=tmp_path, command=["sh", "-c", f"({line.text}) > {answer}"])
+    status, stderr = run.finish()
+    assert status == 0 and "COMMAND made no write" in stderr, stderr
+    assert [ticket["id"] for ticket in json.loads(answer.read_text())["tickets"]] == ["t1", "t2", "t3"]
