@@ -79,8 +79,10 @@ class Sandbox:
 
     def wrap(self, command: Sequence[str], gate_socket: str | None = None) -> list[str]:
         """The command line that starts COMMAND; in `namespaces`, behind the relay to `gate_socket`."""
-        if not self.private_network:
+        if self.kind != "namespaces":
             return [*self.prefix, *command]
+        if self.shared_network:
+            return [*self.prefix, "--", *command]
         if gate_socket is None:
             raise ValueError("a sandbox with a network of its own reaches the gate through its socket")
         return [
