@@ -19,7 +19,7 @@ from reviewer.audit.options import add_source_options
 
 if TYPE_CHECKING:  # every command registers through this module: keep `reviewer --help` light
     from reviewer.queue.messages import DecisionState, StoredExecution
-    from reviewer.reading.audit_matching import AuditMatch, CallInLog, SentCall, Window
+    from reviewer.reading.audit_matching import AuditMatch, CallInLog, SentCall, Unplanned, Window
     from reviewer.reading.audit_rows import AuditRow
 
 EXIT_VERIFIED, EXIT_NOT_VERIFIED, EXIT_USAGE = 0, 1, 2
@@ -135,8 +135,8 @@ def _print(result: AuditMatch, source_name: str, window: Window) -> None:
 
     for call in result.calls:
         print(safe_text(_call_line(call)))
-    for row in result.unplanned:
-        print(safe_text(f"unplanned: {row_text(row)}"))
+    for unplanned in result.unplanned:
+        print(safe_text(f"unplanned: {unplanned_text(unplanned)}"))
     notes = []
     if result.rows_in_window == 0:
         notes.append(
@@ -147,7 +147,10 @@ def _print(result: AuditMatch, source_name: str, window: Window) -> None:
         first = ", ".join(f"{line.where} ({line.problem})" for line in result.malformed[:3])
         notes.append(f"{result.malformed_count} lines could not be read, first {first}")
     if result.dry_runs_in_window:
-        notes.append(f"{result.dry_runs_in_window} dry-run requests in the window, not counted as writes")
+        notes.append(
+            f"{result.dry_runs_in_window} dry-run requests in the window (the API's own word, or the "
+            "gate's request ids), not counted as writes"
+        )
     for note in notes:
         print(safe_text(f"note: {note}"))
     if not result.complete:
@@ -168,8 +171,16 @@ def _call_line(result: CallInLog) -> str:
 
 def row_text(row: AuditRow) -> str:
     """One audit row as a reader names it: what, status, when, by whom, with what, where in the log."""
-    what = " ".join(part for part in (row.method, row.path, row.action or "") if part)
+    path = f"{row.path}?{row.query}" if row.query else row.path
+    what = " ".join(part for part in (row.method, path, row.action or "", row.error or "") if part)
     when = row.time.isoformat() if row.time else "no time"
     actor = row.actor or "an unnamed actor"
     status = f" {row.status}" if row.status is not None else ""
     return f"{what}{status} at {when} by {actor}, user agent {row.user_agent or 'none'} ({row.where})"
+
+
+def unplanned_text(unplanned: Unplanned) -> str:
+    """An unplanned write as `row_text` names it, then what makes it stand out (`reuses call 2's
+    request id`)."""
+    notes = "".join(f"; {note}" for note in unplanned.notes)
+    return f"{row_text(unplanned.row)}{notes}"

@@ -145,6 +145,36 @@ class Call(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=Fa
     `destructiveHint`, one the operator names): counted with the deletes. Absent when false."""
 
 
+EFFECT_RANK: Final[dict[str, int]] = {"read": 0, "other": 0, "create": 1, "update": 2, "delete": 3}
+METHOD_FLOOR: Final[dict[str, Effect]] = {"POST": "create", "PUT": "update", "PATCH": "update", "DELETE": "delete"}
+"""The least effect each write method has: a call's `effect` is the agent's word, its method is what
+the API does. A POST may be an update or a delete too (an RPC-style API), never a read."""
+
+
+def effect_floor(method: str | None) -> Effect | None:
+    """The least effect a request of `method` can have, or None for a method that writes nothing."""
+    return METHOD_FLOOR.get(method.upper()) if method else None
+
+
+def raised_effect(effect: Effect, method: str | None) -> Effect:
+    """`effect`, raised to what `method` does at least (`read` for a DELETE is `delete`)."""
+    floor = effect_floor(method)
+    if floor is not None and EFFECT_RANK[effect] < EFFECT_RANK[floor]:
+        return floor
+    return effect
+
+
+def understated_effect(call: Call) -> str | None:
+    """Why a call's effect says less than its method does, or None when it does not."""
+    method = call.request.method if call.request is not None else None
+    if raised_effect(call.effect, method) == call.effect:
+        return None
+    return (
+        f"effect {call.effect!r} understates its method {str(method).upper()[:20]}: a DELETE is a delete, "
+        "a POST at least a create, a PUT or PATCH at least an update; declare the effect the method has"
+    )
+
+
 def is_destructive(effect: str, destructive: bool) -> bool:
     """Whether a call of `effect`, flagged `destructive` or not, may destroy what it touches: every
     delete, and any call flagged (counted with the deletes)."""
@@ -464,6 +494,9 @@ def _check_calls(raws: list[msgspec.Raw], source: str, pause: Pause = _no_pause)
                 f"{at}.seq: {call.seq} does not follow {previous}; seq values must be unique and increasing",
             )
         previous = call.seq
+        understated = understated_effect(call)
+        if understated is not None:
+            raise ProposalError(source, f"{at}.effect: {understated}")
         if not _call_within_limits(call):
             plain = msgspec.to_builtins(call, enc_hook=float)
             raise ProposalError(source, locate_limit_violation(plain, at, depth=3))

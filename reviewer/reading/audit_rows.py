@@ -40,13 +40,25 @@ class AuditRow:
     actor: str | None = None
     user_agent: str | None = None
     is_dry_run: bool = False
+    """The API itself says it was a dry run (CloudTrail's `Client.DryRunOperation`, a Kubernetes
+    `dryRun` the API server honours, a log field that records it). A query parameter's name never says
+    so: an API that does not know it writes (`dry_run_param` notes it)."""
     is_write: bool = True
     action: str | None = None
     """The vendor's own word for what happened: a verb, an eventName, an event type."""
+    error: str | None = None
+    """The error the API answered, where the log names it apart from a status (CloudTrail's
+    `errorCode`)."""
+    dry_run_param: bool = False
+    """The query carries a parameter that reads as a dry run (`dry_run=1`, `validateOnly=true`), which
+    only the API's honouring makes one: said beside a write, never a reason to leave it out."""
+    events_per_request: bool = False
+    """The format logs what a request caused, several entries per request (Stripe's events), each
+    carrying the request's id; other formats log one entry per request."""
 
     @property
     def counts_as_write(self) -> bool:
-        """A write the API performed: a dry run never is, whatever its method."""
+        """A write the API performed: a dry run the API vouches for never is, whatever its method."""
         return self.is_write and not self.is_dry_run
 
     @property

@@ -147,6 +147,9 @@ def _write_line(write: UnplannedWrite) -> Text:
     where = write.get("where")
     if where:  # the file's name and line: the source above names its folder
         text.append(_shown(f" ({where.rpartition('/')[2]})"), "muted")
+    note = write.get("note")
+    if note:
+        text.append_text(role_text(_shown(f": {note}"), "danger"))
     return text
 
 
