@@ -59,7 +59,6 @@ def _segment(value: object) -> str:
     return text if PLACEHOLDER.fullmatch(text) else urllib.parse.quote(text, safe="")
 
 
-
 def new_request_id() -> str:
     """A request id of 128 random bits: no other client can guess the id of a request it has not seen
     (one that has seen it is caught by verification: one id, one log entry)."""

@@ -305,6 +305,7 @@ class Recording:
                 write_requests=self.write_requests,
                 writes_kept=self.writes_kept,
                 sandbox=self.sandbox_proof,
+                request_ids=list(self.dry_run_request_ids) or None,
             ),
             calls=[call.to_call() for call in sorted(self.calls, key=attrgetter("seq"))],
         )

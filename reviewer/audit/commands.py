@@ -18,11 +18,13 @@ from typing import TYPE_CHECKING, Any
 from reviewer.audit.options import add_source_options
 
 if TYPE_CHECKING:  # every command registers through this module: keep `reviewer --help` light
+    from reviewer.audit.registry import AuditSource
     from reviewer.queue.messages import DecisionState, StoredExecution
     from reviewer.reading.audit_matching import AuditMatch, CallInLog, SentCall, Unplanned, Window
     from reviewer.reading.audit_rows import AuditRow
 
 EXIT_VERIFIED, EXIT_NOT_VERIFIED, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED = 130
 
 
 def register(subparsers: Any) -> None:
@@ -61,38 +63,50 @@ class VerifyFailed(Exception):
 
 
 def run_verify(options: argparse.Namespace) -> int:
+    """The queue is asked in an event loop; the log is read after it, in this thread, so Ctrl-C ends a
+    read at once whatever the source holds (a thread's read could not be interrupted)."""
+    from reviewer.audit.inputs import AuditSourceUnreadable
+    from reviewer.reading.audit_matching import match_audit
+
+    source_name = "the audit log"
     try:
-        return asyncio.run(_verify(options))
+        source = _source_of(options)
+        source_name = source.name
+        calls, window, dry_run_ids = asyncio.run(_run_of(options))
+        # Read after the queue answered: the log then holds everything up to the report.
+        result = match_audit(calls, source.rows(), window, dry_run_ids)
     except VerifyFailed as error:
         print(f"reviewer verify: {error}", file=sys.stderr)
         return error.exit_code
-
-
-async def _verify(options: argparse.Namespace) -> int:
-    from reviewer.audit.inputs import AuditSourceUnreadable, credential_header
-    from reviewer.audit.json_lines import BadFieldMapping
-    from reviewer.audit.options import BadAuditOption, field_mapping
-    from reviewer.audit.registry import BadAuditSource, audit_source
-    from reviewer.reading.audit_matching import match_audit
-
-    try:
-        headers = dict(credential_header(spec) for spec in options.audit_header)
-        source = audit_source(options.audit, field_mapping(options.audit_field), headers)
-    except (BadAuditSource, BadAuditOption, BadFieldMapping, AuditSourceUnreadable) as error:
-        raise VerifyFailed(str(error), EXIT_USAGE) from None
-    calls, window = await _run_of(options)
-    try:
-        # Read after the queue answered: the log then holds everything up to the report.
-        result = await asyncio.to_thread(match_audit, calls, source.rows(), window)
     except AuditSourceUnreadable as error:
-        print(f"audit: {source.name} could not be read: {error}; nothing is verified")
+        print(f"audit: {source_name} could not be read: {error}; nothing is verified")
         return EXIT_NOT_VERIFIED
+    except KeyboardInterrupt:
+        print(
+            f"reviewer verify: interrupted while reading {source_name}; nothing is verified", file=sys.stderr
+        )
+        return EXIT_INTERRUPTED
     _print(result, source.name, window)
     return EXIT_VERIFIED if result.verified else EXIT_NOT_VERIFIED
 
 
-async def _run_of(options: argparse.Namespace) -> tuple[list[SentCall], Window]:
-    """The last real run of the proposal, as calls to find, and its window (claim to report)."""
+def _source_of(options: argparse.Namespace) -> AuditSource:
+    """`--audit`, `--audit-field` and `--audit-header` as the source to read; a usage error else."""
+    from reviewer.audit.inputs import AuditSourceUnreadable, credential_header
+    from reviewer.audit.json_lines import BadFieldMapping
+    from reviewer.audit.options import BadAuditOption, field_mapping
+    from reviewer.audit.registry import BadAuditSource, audit_source
+
+    try:
+        headers = dict(credential_header(spec) for spec in options.audit_header)
+        return audit_source(options.audit, field_mapping(options.audit_field), headers)
+    except (BadAuditSource, BadAuditOption, BadFieldMapping, AuditSourceUnreadable) as error:
+        raise VerifyFailed(str(error), EXIT_USAGE) from None
+
+
+async def _run_of(options: argparse.Namespace) -> tuple[list[SentCall], Window, list[str]]:
+    """The last real run of the proposal, as calls to find, its window (claim to report), and the
+    request ids its server dry run was sent with (the plan's)."""
     import httpx
 
     from reviewer.queue import client as queue
@@ -119,7 +133,8 @@ async def _run_of(options: argparse.Namespace) -> tuple[list[SentCall], Window]:
     base_path = httpx.URL(base_url).path if base_url else ""
     calls = sent_calls(execution.calls, execution.request_ids or [], base_path)
     start = _claimed_at(state, execution, calls)
-    return calls, Window(start, execution.at.astimezone(UTC), timedelta(seconds=options.slack))
+    window = Window(start, execution.at.astimezone(UTC), timedelta(seconds=options.slack))
+    return calls, window, proposal.dry_run.request_ids or []
 
 
 def _claimed_at(state: DecisionState, execution: StoredExecution, calls: Sequence[SentCall]) -> datetime:

@@ -114,6 +114,7 @@ def decoded(where: str, data: bytes, decode: Any = _decode) -> Any:
     except RecursionError:
         return MalformedLine(where, f"nested deeper than {MAX_NESTING} levels")
 
+
 Entry = tuple[str, Mapping[str, Any]]
 """One decoded entry and where it is (`file:line`, `file[index]`)."""
 

@@ -157,7 +157,7 @@ def _open_file(path: Path) -> Iterator[ByteStream]:
             f"{path}: is {_file_kind(mode)}, not a regular file; give a log file (or - for standard input)"
         )
     os.set_blocking(descriptor, True)
-    with open(descriptor, "rb") as raw:  # noqa: PTH123 (a descriptor, not a path)
+    with open(descriptor, "rb") as raw:
         if path.suffix == ".gz":
             with gzip.GzipFile(fileobj=raw, mode="rb") as unzipped:
                 yield _chunks_of(unzipped)

@@ -117,6 +117,12 @@ class DryRun(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     absent when no audit source was read, so a proposal without it reads as before."""
     sandbox: SandboxProof | None = None
     """The sandbox check that proved a server dry run kept nothing; absent when none ran."""
+    request_ids: (
+        Annotated[list[Annotated[str, msgspec.Meta(max_length=128)]], msgspec.Meta(max_length=MAX_CALLS)]
+        | None
+    ) = None
+    """The request id each of a server dry run's requests was sent with: in the API's audit log, an
+    entry carrying one is the dry run's own request, never another client's write. Outside the digest."""
 
 
 class Request(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
@@ -146,7 +152,12 @@ class Call(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=Fa
 
 
 EFFECT_RANK: Final[dict[str, int]] = {"read": 0, "other": 0, "create": 1, "update": 2, "delete": 3}
-METHOD_FLOOR: Final[dict[str, Effect]] = {"POST": "create", "PUT": "update", "PATCH": "update", "DELETE": "delete"}
+METHOD_FLOOR: Final[dict[str, Effect]] = {
+    "POST": "create",
+    "PUT": "update",
+    "PATCH": "update",
+    "DELETE": "delete",
+}
 """The least effect each write method has: a call's `effect` is the agent's word, its method is what
 the API does. A POST may be an update or a delete too (an RPC-style API), never a read."""
 

@@ -654,8 +654,7 @@ class Analysis:
             )
         if ratios.unproven and ratios.writes_kept is None:
             read = (
-                "the audit log read for writes around the gate cannot say whether the API kept the "
-                "gate's own"
+                "the audit log read for writes around the gate cannot say whether the API kept the gate's own"
                 if self.proposal.dry_run.writes_around is not None
                 else "no audit log read before and after"
             )

@@ -95,6 +95,11 @@ class Unplanned:
         return tuple(notes)
 
 
+def unplanned_rows(unplanned: Iterable[Unplanned]) -> list[AuditRow]:
+    """The log entries of unplanned writes, without what the matcher noticed about them."""
+    return [one.row for one in unplanned]
+
+
 @dataclass(frozen=True)
 class AuditMatch:
     """The run held against the log, and how much of the log was read to say so."""

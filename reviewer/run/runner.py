@@ -288,7 +288,10 @@ async def dry_run(
     dry_run_audit = await gate.audit_dry_run(recording)
     if dry_run_audit is not None:
         source_name = gate.audit_source.name if gate.audit_source is not None else "the audit log"
-        say(alarm_line(dry_run_audit, source_name) + ("; the plan carries the alarm" if dry_run_audit.unplanned else ""))
+        say(
+            alarm_line(dry_run_audit, source_name)
+            + ("; the plan carries the alarm" if dry_run_audit.unplanned else "")
+        )
         for unplanned in dry_run_audit.unplanned:
             say(safe_text(f"unplanned during the dry run: {unplanned_text(unplanned)}"))
     proposal = gate.propose(

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from reviewer.audit.registry import audit_source
-from reviewer.reading.audit_matching import SentCall, Window, match_audit
+from reviewer.reading.audit_matching import SentCall, Window, match_audit, unplanned_rows
 from reviewer.reading.audit_rows import AuditRow, MalformedLine
 
 START = datetime(2026, 12, 2, 1, 0, tzinfo=UTC)
@@ -66,7 +66,7 @@ def test_kubernetes_events_by_audit_id_dry_runs_and_stages(tmp_path: Path) -> No
     call = SentCall(1, "scale", "PATCH", uri, (), 200, ("a1",))
     result = match_audit([call], audit_source(f"k8s:{log}").rows(), WINDOW)
     assert [(one.verdict, one.matched_by) for one in result.calls] == [("matched", "request id")]
-    assert [row.path for row in result.unplanned] == ["/api/v1/namespaces/shop/pods/web-1"]
+    assert [row.path for row in unplanned_rows(result.unplanned)] == ["/api/v1/namespaces/shop/pods/web-1"]
     assert result.dry_runs_in_window == 1
 
 
@@ -191,4 +191,4 @@ def test_stripe_events_by_request_id_and_idempotency_key(tmp_path: Path) -> None
     assert [(one.verdict, one.row.action if one.row else None) for one in result.calls] == [
         ("matched", "customer.created")
     ]
-    assert [row.action for row in result.unplanned] == ["customer.updated"]
+    assert [row.action for row in unplanned_rows(result.unplanned)] == ["customer.updated"]
