@@ -505,12 +505,12 @@ def _check_calls(raws: list[msgspec.Raw], source: str, pause: Pause = _no_pause)
                 f"{at}.seq: {call.seq} does not follow {previous}; seq values must be unique and increasing",
             )
         previous = call.seq
-        understated = understated_effect(call)
-        if understated is not None:
-            raise ProposalError(source, f"{at}.effect: {understated}")
         if not _call_within_limits(call):
             plain = msgspec.to_builtins(call, enc_hook=float)
             raise ProposalError(source, locate_limit_violation(plain, at, depth=3))
+        understated = understated_effect(call)
+        if understated is not None:
+            raise ProposalError(source, f"{at}.effect: {understated}")
         if _holds_placeholder_mark(raw):
             executed = [call.args, msgspec.to_builtins(call.request, enc_hook=float)]
             unresolvable = unresolvable_in(executed, call.seq, seqs)
