@@ -144,8 +144,7 @@ def test_a_write_dressed_as_a_dry_run_is_in_the_writes_around_alarm(
         "dry run: 0 writes during the dry run the gate did not make (access-log:nginx read, "
     )
     assert alarm_line(quiet).endswith(
-        "it holds 4 of the gate's dry-run requests and does not say whether the API honoured them as "
-        "dry runs"
+        "it holds 4 of the gate's dry-run requests and does not say whether the API honoured them as dry runs"
     )
     assert quiet.gate_dry_runs == 4
     noisy = asyncio.run(dry_run(proxy, True))
