@@ -137,10 +137,7 @@ def document_entries(source: AuditInput, list_keys: tuple[str, ...]) -> Iterator
             continue
         name, body = item
         document = decoded(name, body)
-        if isinstance(document, MalformedLine):
-            if document.problem.startswith("nested"):
-                yield document
-                continue
+        if isinstance(document, MalformedLine):  # JSON lines, or a document that cannot be read whole
             for number, line in enumerate(body.splitlines(), start=1):
                 if len(line) > MAX_LINE_BYTES:
                     yield MalformedLine(f"{name}:{number}", f"longer than {MAX_LINE_BYTES:,} bytes")
