@@ -2,10 +2,11 @@
 nobody writes, one line nested 2,000 deep and one line of 100 MB, next to a small honest log.
 
 Run: `.venv/bin/python bench/bench_hostile_audit.py`. Each source is read with `access-log:` (the
-two hostile lines with `cloudtrail:` too, which reads a file as one document) and matched (`match_audit`) in a fresh process, which prints how the read ended (its clear word), the
-seconds it took, and its peak resident memory (VmHWM, as `bench/peak_memory.py` reads it), one JSON
-object a line. The honest log's peak is the baseline: a reader whose memory follows its input would
-stand out by the size of the input. It prints figures and asserts nothing.
+two hostile lines with `cloudtrail:` too, which reads a file as one document) and matched
+(`match_audit`) in a fresh process, which prints how the read ended (its clear word), the seconds it
+took, and its peak resident memory (VmHWM, as `bench/peak_memory.py` reads it), one JSON object a
+line. The honest log's peak is the baseline: a reader whose memory followed its input would stand
+out by the size of the input. It prints figures and asserts nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.peak_memory import peak_rss_bytes  # noqa: E402
+from bench.peak_memory import peak_rss_bytes
 
 START = datetime(2026, 12, 2, 1, 0, tzinfo=UTC)
 HUGE_LINE_BYTES = 100 * 1024 * 1024

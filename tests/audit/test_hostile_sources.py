@@ -5,6 +5,7 @@ says what happened without a traceback, and Ctrl-C ends a read of an endless sta
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -91,7 +92,7 @@ def test_reviewer_verify_says_what_each_hostile_source_did_without_a_traceback(
 def test_ctrl_c_ends_a_read_of_an_endless_standard_input(queue: Queue, verified_run: str) -> None:
     """`access-log:-` fed from /dev/zero never ends, and is never held: an interrupt once the reader
     has read 10 MB of it ends the command with a sentence (exit 130), not a traceback."""
-    with open("/dev/zero", "rb") as zeros:  # noqa: PTH123
+    with open("/dev/zero", "rb") as zeros:
         process = verify(queue, verified_run, "access-log:-", stdin=zeros)
     try:
         io = Path(f"/proc/{process.pid}/io")
@@ -116,7 +117,5 @@ def _bytes_read(io: Path) -> int:
 
 
 def _wait_a_little(process: subprocess.Popen[str]) -> None:
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=0.02)
-    except subprocess.TimeoutExpired:
-        pass
