@@ -92,16 +92,14 @@ def run_verify(options: argparse.Namespace) -> int:
 
 def _source_of(options: argparse.Namespace) -> AuditSource:
     """`--audit`, `--audit-field` and `--audit-header` as the source to read; a usage error else."""
-    from reviewer.audit.inputs import AuditSourceUnreadable, credential_header
-    from reviewer.audit.json_lines import BadFieldMapping
-    from reviewer.audit.options import BadAuditOption, field_mapping
-    from reviewer.audit.registry import BadAuditSource, audit_source
+    from reviewer.audit.options import BadAuditOption, audit_headers, audit_option
 
     try:
-        headers = dict(credential_header(spec) for spec in options.audit_header)
-        return audit_source(options.audit, field_mapping(options.audit_field), headers)
-    except (BadAuditSource, BadAuditOption, BadFieldMapping, AuditSourceUnreadable) as error:
+        source = audit_option(options.audit, options.audit_field, audit_headers(options.audit_header))
+    except BadAuditOption as error:
         raise VerifyFailed(str(error), EXIT_USAGE) from None
+    assert source is not None  # --audit is required
+    return source
 
 
 async def _run_of(options: argparse.Namespace) -> tuple[list[SentCall], Window, list[str]]:

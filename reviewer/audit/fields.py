@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from itertools import accumulate, repeat
 from operator import sub
 from typing import Any, Final
@@ -16,7 +16,7 @@ from typing import Any, Final
 import msgspec
 
 from reviewer.audit.inputs import MAX_LINE_BYTES, AuditInput
-from reviewer.reading.audit_rows import MalformedLine
+from reviewer.reading.audit_rows import MalformedLine, utc_time
 
 
 class BadField(ValueError):
@@ -52,15 +52,10 @@ def time_field(entry: Mapping[str, Any], dotted: str) -> datetime | None:
     value = dig(entry, dotted)
     if value is None or value == "":
         return None
-    try:
-        if type(value) is str:
-            parsed = datetime.fromisoformat(value)
-            return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return datetime.fromtimestamp(value, UTC)
-    except (ValueError, OverflowError, OSError):
-        pass
-    raise BadField(f"{dotted} {str(value)[:40]!r} is not a time")
+    parsed = utc_time(value)
+    if parsed is None:
+        raise BadField(f"{dotted} {str(value)[:40]!r} is not a time")
+    return parsed
 
 
 def status_field(entry: Mapping[str, Any], dotted: str) -> int | None:

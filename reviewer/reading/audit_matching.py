@@ -12,11 +12,18 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 from urllib.parse import unquote
 
-from reviewer.reading.audit_rows import WRITE_METHODS, AuditRow, MalformedLine, QueryPairs, query_pairs
+from reviewer.reading.audit_rows import (
+    WRITE_METHODS,
+    AuditRow,
+    MalformedLine,
+    QueryPairs,
+    query_pairs,
+    utc_time,
+)
 
 Verdict = Literal["matched", "differs", "missing"]
 MatchedBy = Literal["request id", "method, path, query and time", "time of the tool call"]
@@ -60,6 +67,69 @@ class Window:
     def holds(self, time: datetime | None) -> bool:
         """An entry without a time is held to be in it: it cannot be placed, so it is not ignored."""
         return time is None or self.start - self.slack <= time <= self.end + self.slack
+
+
+@dataclass(frozen=True, slots=True)
+class RequestLine:
+    """What identifies a request wherever it is written down: its method, its percent-decoded path,
+    and its query as sorted text pairs, or None where a log records no query (then the query is not
+    compared). The one test of "this log entry is that request" every matcher uses."""
+
+    method: str
+    path: str
+    query: QueryPairs | None
+
+    @classmethod
+    def of(cls, method: str, path: str, query: Mapping[str, Any] | str | None) -> RequestLine:
+        """A request line from its parts as a log or a request gives them: a path may carry its query
+        (`/v1/x?a=1`); a query is raw text or a mapping (a list value is several pairs)."""
+        bare, question, in_path = path.partition("?")
+        if isinstance(query, Mapping):
+            pairs: QueryPairs | None = tuple(
+                sorted(
+                    (str(name), _query_text(item))
+                    for name, value in query.items()
+                    for item in (value if isinstance(value, list | tuple) else [value])
+                )
+            )
+        elif isinstance(query, str):
+            pairs = query_pairs(query)
+        else:
+            pairs = query_pairs(in_path) if question else None
+        return cls(method.upper(), unquote(bare), pairs)
+
+    def agrees(self, other: RequestLine) -> bool:
+        """Same method and path, and the same query where both record one."""
+        return (
+            self.method == other.method
+            and self.path == other.path
+            and (self.query is None or other.query is None or self.query == other.query)
+        )
+
+
+def claim_lines(lines: Sequence[RequestLine], requests: Sequence[RequestLine]) -> list[int | None]:
+    """For each request in turn, the first line not yet claimed that records it (or None): one line
+    per request, and a line no request claimed is another client's. Lines are grouped by method and
+    path, and each group skips the lines claimed at its front, so a run of 200,000 calls against as
+    many lines is not 200,000 scans of them."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for index, line in enumerate(lines):
+        groups.setdefault((line.method, line.path), []).append(index)
+    front: dict[tuple[str, str], int] = {}
+    claimed: set[int] = set()
+    found: list[int | None] = []
+    for request in requests:
+        key = (request.method, request.path)
+        group = groups.get(key, [])
+        start = front.get(key, 0)
+        while start < len(group) and group[start] in claimed:
+            start += 1
+        front[key] = start
+        index = next((at for at in group[start:] if at not in claimed and lines[at].agrees(request)), None)
+        if index is not None:
+            claimed.add(index)
+        found.append(index)
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,15 +222,19 @@ def sent_calls(
             continue
         ids = ids_by_seq.get(seq, {})
         query = request.get("query")
-        query = query if isinstance(query, Mapping) else {}
+        line = RequestLine.of(
+            str(request.get("method", "")),
+            base_path.rstrip("/") + str(request.get("path", "")),
+            query if isinstance(query, Mapping) else {},
+        )
         status = outcome.get("http_status") if isinstance(outcome, Mapping) else None
         found.append(
             SentCall(
                 seq=seq,
                 tool=str(call.get("tool", "")),
-                method=str(request.get("method", "")).upper(),
-                path=unquote(base_path.rstrip("/") + str(request.get("path", ""))),
-                query=tuple(sorted((str(name), _query_text(value)) for name, value in query.items())),
+                method=line.method,
+                path=line.path,
+                query=line.query or (),
                 http_status=status if type(status) is int else None,
                 request_ids=tuple(str(ids[key]) for key in ("request_id", "api_request_id") if ids.get(key)),
                 sent_at=_utc_time(ids.get("sent_at")),
@@ -190,14 +264,8 @@ def tool_calls(spans: Sequence[Mapping[str, Any]]) -> list[SentCall]:
 
 
 def _utc_time(text: Any) -> datetime | None:
-    """An ISO 8601 time as an aware UTC time, or None for anything else."""
-    if not isinstance(text, str):
-        return None
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    """A time the report wrote as ISO 8601 text, as an aware UTC time; None for anything else."""
+    return utc_time(text) if isinstance(text, str) else None
 
 
 def _query_text(value: Any) -> str:
@@ -312,14 +380,13 @@ def _by_request_id(
 def _by_request_line(call: SentCall, writes: Sequence[AuditRow], claimed: set[int]) -> CallInLog:
     """Among the writes that carry no id at all, one of the same method, path and query: the nearest in
     time to when the call was sent (the first, without times)."""
+    asked = RequestLine(call.method, call.path, call.query)
     candidates = [
         index
         for index, row in enumerate(writes)
         if index not in claimed
         and not row.request_ids
-        and row.method == call.method
-        and unquote(row.path) == call.path
-        and query_pairs(row.query) == call.query
+        and RequestLine.of(row.method, row.path, row.query).agrees(asked)
     ]
     if not candidates:
         return CallInLog(call, "missing")

@@ -8,7 +8,7 @@ where it was, so a line that cannot be read is counted and shown, never dropped 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Final
 from urllib.parse import parse_qsl
 
@@ -75,9 +75,8 @@ class MalformedLine:
 
 
 def query_pairs(query: str) -> QueryPairs:
-    """A raw query string as sorted pairs, without the dry-run parameter a server dry run adds."""
-    pairs = parse_qsl(query, keep_blank_values=True)
-    return tuple(sorted((name, value) for name, value in pairs if not names_dry_run(name)))
+    """A raw query string as sorted pairs (a dry-run parameter included: it is part of the request)."""
+    return tuple(sorted(parse_qsl(query, keep_blank_values=True)))
 
 
 def has_dry_run_param(query: str) -> bool:
@@ -89,3 +88,18 @@ def has_dry_run_param(query: str) -> bool:
         names_dry_run(name) and value.lower() not in ("", "false", "0", "none")
         for name, value in parse_qsl(query, keep_blank_values=True)
     )
+
+
+def utc_time(value: object) -> datetime | None:
+    """A log's time as an aware UTC time: ISO 8601 text (`2026-12-02T01:02:03Z`, with an offset, or
+    without one, read as UTC) or Unix seconds; None for anything else. The one reading of a log time:
+    the readers, the matcher and the screen agree on what a time is."""
+    try:
+        if type(value) is str:
+            parsed = datetime.fromisoformat(value)
+            return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return datetime.fromtimestamp(value, UTC)
+    except (ValueError, OverflowError, OSError):
+        pass
+    return None
