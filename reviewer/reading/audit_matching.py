@@ -125,10 +125,10 @@ def claim_lines(lines: Sequence[RequestLine], requests: Sequence[RequestLine]) -
         while start < len(group) and group[start] in claimed:
             start += 1
         front[key] = start
-        index = next((at for at in group[start:] if at not in claimed and lines[at].agrees(request)), None)
-        if index is not None:
-            claimed.add(index)
-        found.append(index)
+        agreeing = next((at for at in group[start:] if at not in claimed and lines[at].agrees(request)), None)
+        if agreeing is not None:
+            claimed.add(agreeing)
+        found.append(agreeing)
     return found
 
 
