@@ -1,4 +1,4 @@
-"""An agent's own runs held against an audit source, in process (DESIGN 16): a real run call by call
+"""An agent's own runs held against an audit source, in process (docs/audit-logs.md): a real run call by call
 (`audit_execution`), and the alarm on a plan before anyone approves it, the writes in the API's log
 during the dry run that the gate did not make (`writes_during_dry_run`), such as a child process that
 wrote around the gate.

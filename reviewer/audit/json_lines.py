@@ -1,6 +1,6 @@
 """`access-log:`, `jsonl:` and `sample:`: logs whose entries are flat JSON objects, read by field names.
 
-`access-log:` reads JSON lines in the names of DESIGN 16's nginx `log_format` (`time`, `method`,
+`access-log:` reads JSON lines in the names of the nginx `log_format` of docs/audit-logs.md (`time`, `method`,
 `uri`, `status`, `request_id`); `jsonl:` reads any JSON lines by a field mapping; `sample:` reads the
 sample API's `GET /v1/audit` answer. A request whose query merely asks for a dry run (`dry_run=1`) is
 still a write: the log cannot say the API honoured it. It is noted (`dry_run_param`); only a
@@ -208,8 +208,8 @@ def rows_of(
 
 
 def read_access_log(source: AuditInput, mapping: Mapping[str, str]) -> Iterator[AuditRow | MalformedLine]:
-    """A reverse proxy's JSON access log, one request a line (DESIGN 16's nginx format by default):
-    typed, since a proxy writes each field with one type; nested names are read as `jsonl:` reads them."""
+    """A reverse proxy's JSON access log, one request a line (by default the nginx format of
+    docs/audit-logs.md): typed, since a proxy writes each field with one type; nested names are read as `jsonl:` reads them."""
     names = ACCESS_LOG_FIELDS.mapped(mapping)
     if any("." in name for name in vars(names).values() if name is not None):
         return rows_of(json_entries(source), names)

@@ -1,4 +1,5 @@
-"""A real run's verification against an audit source, as its runner reports it to the queue (DESIGN 16).
+"""A real run's verification against an audit source, as its runner reports it to the queue
+(docs/audit-logs.md).
 
 The report names the source it read (`KIND:LOCATION`, never a credential: a URL's query is left out)
 and lists the writes in the run's window no approved call made, each with its actor, so the app's

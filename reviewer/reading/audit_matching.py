@@ -1,5 +1,5 @@
 """A real run's calls against the API's own audit log: matched, differs or missing, and the writes nobody
-approved (DESIGN 16).
+approved (docs/audit-logs.md).
 
 A call is found in the log by its request id first (the id the executor sent, or the API's own id from
 its answer); where the log keeps no id, by method, path, query and the run's time window, the entry

@@ -25,7 +25,7 @@ WINDOW = Window(START, START + timedelta(minutes=1))
 
 
 def line(second: int, method: str, uri: str, status: int, request_id: str = "") -> str:
-    """One line as DESIGN 16's nginx format writes it (an absent header is an empty string)."""
+    """One line as the nginx format of docs/audit-logs.md writes it (an absent header is an empty string)."""
     time = (START + timedelta(seconds=second)).isoformat()
     return json.dumps(
         {"time": time, "method": method, "uri": uri, "status": status, "request_id": request_id}

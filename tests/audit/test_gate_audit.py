@@ -1,5 +1,5 @@
-"""`Gate(audit="access-log:...")`: the gate reads nginx's access log (DESIGN 16's format), nginx being
-Debian's package started here on loopback in front of the sample API. A write around the gate during
+"""`Gate(audit="access-log:...")`: the gate reads nginx's access log (the format of
+docs/audit-logs.md), nginx being Debian's package started here on loopback in front of the sample API. A write around the gate during
 the dry run is an alarm on the plan the reviewer sees; a second client's write during the real run is
 named after it, every approved call being matched by the request id it carried.
 """

@@ -1,5 +1,5 @@
-"""A gated run verified call by call against nginx's access log (DESIGN 16's `log_format`), nginx being
-Debian's package started here on loopback in front of the sample API.
+"""A gated run verified call by call against nginx's access log (the `log_format` of
+docs/audit-logs.md), nginx being Debian's package started here on loopback in front of the sample API.
 
 The agent dry-runs through nginx (its requests carry `dryRun=All`), a reviewer approves, the run replays
 the plan through nginx with a request id per write, and `reviewer verify` reads nginx's log.
