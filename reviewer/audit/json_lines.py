@@ -209,7 +209,8 @@ def rows_of(
 
 def read_access_log(source: AuditInput, mapping: Mapping[str, str]) -> Iterator[AuditRow | MalformedLine]:
     """A reverse proxy's JSON access log, one request a line (by default the nginx format of
-    docs/audit-logs.md): typed, since a proxy writes each field with one type; nested names are read as `jsonl:` reads them."""
+    docs/audit-logs.md): typed, since a proxy writes each field with one type; nested names are read
+    as `jsonl:` reads them."""
     names = ACCESS_LOG_FIELDS.mapped(mapping)
     if any("." in name for name in vars(names).values() if name is not None):
         return rows_of(json_entries(source), names)

@@ -1,7 +1,8 @@
 """`Gate(audit="access-log:...")`: the gate reads nginx's access log (the format of
-docs/audit-logs.md), nginx being Debian's package started here on loopback in front of the sample API. A write around the gate during
-the dry run is an alarm on the plan the reviewer sees; a second client's write during the real run is
-named after it, every approved call being matched by the request id it carried.
+docs/audit-logs.md), nginx being Debian's package started here on loopback in front of the sample
+API. A write around the gate during the dry run is an alarm on the plan the reviewer sees; a second
+client's write during the real run is named after it, every approved call being matched by the
+request id it carried.
 """
 
 from __future__ import annotations
