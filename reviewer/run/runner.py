@@ -376,7 +376,7 @@ def report(gate: Gate, execution: Execution, approved_by: str) -> int:
     """One line for the run, one for its verification; 0 only when every approved call succeeded."""
     verification = gate.verify(execution)
     if execution.audit_available:
-        checked = "against the plan and the API's audit log"
+        checked = "against the audit log"
     elif gate.audit_source is not None:
         checked = f"against the plan ({gate.audit_source.name} is held against the run on the next line)"
     else:
