@@ -183,9 +183,9 @@ def _chunks_of(stream: object) -> ByteStream:
     return lambda: read(CHUNK_BYTES)
 
 
-def bounded_lines(next_chunk: ByteStream) -> Iterator[bytes | None]:
-    """The lines of a chunked input, each with its end; None for a line over `MAX_LINE_BYTES`, whose
-    bytes are skipped as they come, never held."""
+def bounded_lines(next_chunk: ByteStream, limit: int = MAX_LINE_BYTES) -> Iterator[bytes | None]:
+    """The lines of a chunked input, each with its end; None for a line over `limit` bytes (its end
+    included), whose bytes are skipped as they come, never held."""
     pending = bytearray()
     skipping = False
     while chunk := next_chunk():
@@ -194,7 +194,7 @@ def bounded_lines(next_chunk: ByteStream) -> Iterator[bytes | None]:
             if skipping:
                 yield None
                 skipping = False
-            elif len(pending) + end - start + 1 > MAX_LINE_BYTES:
+            elif len(pending) + end - start + 1 > limit:
                 pending.clear()
                 yield None
             else:
@@ -204,7 +204,7 @@ def bounded_lines(next_chunk: ByteStream) -> Iterator[bytes | None]:
             start = end + 1
         if not skipping:
             pending += chunk[start:]
-            if len(pending) > MAX_LINE_BYTES:
+            if len(pending) > limit:
                 pending.clear()
                 skipping = True
     if skipping:
