@@ -64,14 +64,14 @@ class HttpAuditLog:
         is told from another client's real one). When the lines do not carry method and path, nothing
         can be attributed and every new line counts: an over-count is safer than missing a kept write.
         """
-        lines = [self.request_line(line) for line in new_lines]
+        lines = [self._request_line(line) for line in new_lines]
         if any(line is None for line in lines):
             return list(new_lines)
         requests = [RequestLine.of(request.method, request.path, request.query or {}) for request in sent]
         claimed = claim_lines([line for line in lines if line is not None], requests)
         return [new_lines[index] for index in sorted(index for index in claimed if index is not None)]
 
-    def request_line(self, line: Mapping[str, Any]) -> RequestLine | None:
+    def _request_line(self, line: Mapping[str, Any]) -> RequestLine | None:
         """The request an audit line records; None when it names no method and path."""
         method, path = line.get(self.method_field), line.get(self.path_field)
         if not isinstance(method, str) or not isinstance(path, str):
