@@ -116,7 +116,7 @@ async def _run_of(options: argparse.Namespace) -> tuple[list[SentCall], Window, 
     except ConfigError as error:
         raise VerifyFailed(str(error), EXIT_USAGE) from None
     try:
-        async with queue.QueueClient(settings.queue_url, settings.token.reveal()) as client:
+        async with queue.QueueClient(settings.queue_url, settings.credential()) as client:
             executions = await client.get_executions(options.proposal_id)
             if not executions:
                 raise VerifyFailed(f"{options.proposal_id} has no real run reported; nothing to verify")
