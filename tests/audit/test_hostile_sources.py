@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from tests.audit.gated import gated_run
 from tests.queue_harness import reviewer_command
 
 ROOT = Path(__file__).resolve().parents[2]
+STARTUP_SECONDS = 60
 MEMORY_HEADROOM = 48 * 1024 * 1024
 """Over the honest log's peak: the 1 MiB line limit and the 32 MiB one-document limit, plus slack.
 A reader that held its input would be 100 MB over."""
@@ -96,7 +98,10 @@ def test_ctrl_c_ends_a_read_of_an_endless_standard_input(queue: Queue, verified_
         process = verify(queue, verified_run, "access-log:-", stdin=zeros)
     try:
         io = Path(f"/proc/{process.pid}/io")
+        deadline = time.monotonic() + STARTUP_SECONDS  # a guard against hanging, not a measurement
         while process.poll() is None and _bytes_read(io) < 10 * 1024 * 1024:
+            if time.monotonic() > deadline:
+                pytest.fail(f"reviewer verify read no 10 MB of standard input in {STARTUP_SECONDS} s")
             _wait_a_little(process)  # the queue is asked first; then the read starts
         process.send_signal(signal.SIGINT)
         stdout, stderr = process.communicate(timeout=30)
@@ -109,11 +114,12 @@ def test_ctrl_c_ends_a_read_of_an_endless_standard_input(queue: Queue, verified_
 
 
 def _bytes_read(io: Path) -> int:
+    """What the process has read so far (`rchar`); 0 once it is gone."""
     try:
         fields = dict(line.split(": ") for line in io.read_text().splitlines())
-    except OSError:
+    except FileNotFoundError:
         return 0
-    return int(fields.get("rchar", "0"))
+    return int(fields["rchar"])
 
 
 def _wait_a_little(process: subprocess.Popen[str]) -> None:
