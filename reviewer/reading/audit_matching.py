@@ -318,7 +318,11 @@ def match_audit(
             writes.append(entry)
     claimed: set[int] = set()
     reused: dict[int, int] = {}
-    results = [_by_request_id(call, writes, claimed, reused) for call in calls]
+    by_id: dict[str, list[int]] = {}  # each id's writes, in log order: no scan of the log per call
+    for index, row in enumerate(writes):
+        for request_id in row.request_ids:
+            by_id.setdefault(request_id, []).append(index)
+    results = [_by_request_id(call, writes, by_id, claimed, reused) for call in calls]
     results = [  # a tool call has no request line: an empty one would match a row that names none
         _by_request_line(result.call, writes, claimed) if _missing(result, http=True) else result
         for result in results
@@ -351,17 +355,24 @@ def _missing(result: CallInLog, *, http: bool) -> bool:
 
 
 def _by_request_id(
-    call: SentCall, writes: Sequence[AuditRow], claimed: set[int], reused: dict[int, int]
+    call: SentCall,
+    writes: Sequence[AuditRow],
+    by_id: Mapping[str, Sequence[int]],
+    claimed: set[int],
+    reused: dict[int, int],
 ) -> CallInLog:
     """One write carrying one of the call's ids: the first whose method, path and status class agree
     with the call's, else the first (which then differs). Every other write carrying one is a write no
     approved call made that borrowed the call's id (`reused`), except a further event of the same
     request in a format that logs several (Stripe's), when it agrees too."""
-    carrying = [
-        index
-        for index, row in enumerate(writes)
-        if index not in claimed and any(request_id in row.request_ids for request_id in call.request_ids)
-    ]
+    carrying = sorted(
+        {
+            index
+            for request_id in call.request_ids
+            for index in by_id.get(request_id, ())
+            if index not in claimed
+        }
+    )
     if not carrying:
         return CallInLog(call, "missing")
     judged = {index: _judged(call, writes[index], "request id") for index in carrying}
