@@ -320,6 +320,8 @@ class UnplannedWrite(TypedDict):
     actor: NotRequired[AuditText | None]
     time: NotRequired[Annotated[str, Field(max_length=40)] | None]
     where: NotRequired[AuditText | None]
+    note: NotRequired[AuditText | None]
+    """What makes it stand out: `reuses call 2's request id`, a dry-run parameter the API ignored."""
 
 
 MAX_UNPLANNED_LISTED = 100
