@@ -1,4 +1,4 @@
-"""Debian's nginx, started on a loopback port in front of a backend, writing the JSON access log of
+"""Debian's nginx, started on a loopback port in front of a backend, writing the access log of
 docs/audit-logs.md."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ LOG_FORMAT = (
     """log_format reviewer escape=json '{"time":"$time_iso8601","method":"$request_method","""
     """"uri":"$request_uri","status":$status,"request_id":"$http_x_request_id"}';"""
 )
-"""The nginx format as docs/audit-logs.md gives it."""
+"""The nginx format of docs/audit-logs.md, as written there."""
 STARTUP_SECONDS = 15.0
 
 
