@@ -16,9 +16,9 @@ from typing import Final
 
 import httpx
 
+from reviewer.plan.hosts import is_loopback
 from reviewer.run.errors import RunRefused
 
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
 _HOP_BY_HOP = frozenset({"host", "connection", "content-length", "transfer-encoding", "te", "upgrade"})
 
@@ -38,7 +38,7 @@ def check_api_url(url: str, option: str = "--api") -> str:
         )
     if parsed.query or parsed.fragment:
         raise RunRefused(f"{option} {url!r}: the URL has no query or fragment")
-    if parsed.scheme != "https" and parsed.host not in LOOPBACK_HOSTS:
+    if parsed.scheme != "https" and not is_loopback(parsed.host):
         raise RunRefused(
             f"{option} {url!r} is plain http off loopback: the credential would cross the network in clear; "
             "use https"
