@@ -15,7 +15,6 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
-from reviewer.plan.hosts import DEFAULT_PORTS, destination
 from reviewer.plan.sanitize import clip, safe_text, steady_width
 from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.model.sources import BrokenFile, QueueItem, shown
@@ -393,8 +392,8 @@ def compact(count: int) -> str:
 
 def queue_row(item: QueueItem) -> tuple[Text, ...]:
     """The row as soon as the scan listed it, one cell per `QUEUE_COLUMNS` (the mark without the
-    cursor): the counts of effects and the alarm mark follow when the analysis is done (`…` until
-    then), and `broken` replaces the state if the checks refuse it."""
+    cursor): the counts of effects, the alarm mark and the host follow when the analysis is done (`…`
+    until then), and `broken` replaces the state if the checks refuse it."""
     proposal = item.latest
     figures = item.figures()
     revisions = f"{proposal.revision}" + (f"/{len(item.revisions)}" if len(item.revisions) > 1 else "")
@@ -409,11 +408,16 @@ def queue_row(item: QueueItem) -> tuple[Text, ...]:
         )
     broken = item.latest_revision in item.problems
     environment = proposal.target.environment
+    base_url = proposal.target.base_url
+    if not base_url:
+        host = Text("any", "muted")
+    else:
+        host = cell(host_of(base_url), 20) if figures is not None else Text("…", "muted")
     return (
         Text("!", "danger") if broken else mark,
         Text(steady_width(safe_text(clip(proposal.title, 300))), no_wrap=True, overflow="ellipsis"),
         cell(environment, 10, "bold") if environment else Text("none", "muted"),
-        cell(host_of(proposal.target.base_url), 20) if proposal.target.base_url else Text("any", "muted"),
+        host,
         cell(proposal.agent.name, 14),
         Text(revisions),
         Text(compact(len(proposal.calls)), justify="right"),
@@ -427,6 +431,11 @@ def host_of(base_url: str) -> str:
     """The host (and a port other than the scheme's) a base URL reaches, as the review screen and the
     executor read it (`hosts.destination`: fullwidth `ａｐｉ.example` is `api.example`); the URL itself if
     it names none."""
+    from reviewer.plan.hosts import (
+        DEFAULT_PORTS,
+        destination,
+    )  # httpx reads the host: not before the first row
+
     try:
         reached = destination(base_url)
     except ValueError:
