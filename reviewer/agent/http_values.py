@@ -10,13 +10,11 @@ import secrets
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Final
+from typing import Any
 
+from reviewer.plan.hosts import fully_unquoted
 from reviewer.plan.placeholders import PLACEHOLDER
 from reviewer.plan.proposal import OutcomeStatus, Request
-
-_UNQUOTE_ROUNDS: Final = 4
-"""Layers of percent-encoding looked through: a proxy or framework may decode a path more than once."""
 
 
 def path_problem(path: str) -> str | None:
@@ -27,20 +25,15 @@ def path_problem(path: str) -> str | None:
     a `?` starts a query the dry run's own parameter would then stand beside or replace, and a server
     may decode `%23`/`%3F` back into them. The query belongs in `HttpRequest.query`.
     """
-    decoded = path
-    for _ in range(_UNQUOTE_ROUNDS):
-        for mark in "?#":
-            if mark in decoded:
-                return (
-                    f"its path {path[:200]!r} holds {mark!r}"
-                    + ("" if mark in path else " (percent-encoded)")
-                    + ": the request that runs would not be the one approved; a query belongs in the "
-                    "request's query, and a path argument may not hold ? or #"
-                )
-        unquoted = urllib.parse.unquote(decoded)
-        if unquoted == decoded:
-            return None
-        decoded = unquoted
+    decoded = fully_unquoted(path)
+    for mark in "?#":
+        if mark in decoded:
+            return (
+                f"its path {path[:200]!r} holds {mark!r}"
+                + ("" if mark in path else " (percent-encoded)")
+                + ": the request that runs would not be the one approved; a query belongs in the "
+                "request's query, and a path argument may not hold ? or #"
+            )
     return None
 
 
