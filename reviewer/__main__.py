@@ -112,6 +112,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(handler(options) or 0)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader stopped early (`reviewer list | head`): the command did its part
+        from reviewer.queue.pager import quiet_stdout
+
+        quiet_stdout()
+        return 0
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from rich.text import Text
 from reviewer.plan.proposal import Call, DryRun, Proposal, audit_read, dumps, sandbox_proof
 from reviewer.plan.sanitize import clip, safe_text
 from reviewer.reading.analysis import Analysis, Extremes, NumericField, PlanRow, Ratios, Verdict
+from reviewer.reading.plain import number
 from reviewer.tui.palette import role_text
 
 DETAIL_LIMIT = 4_000
@@ -170,13 +171,6 @@ def ratios_text(ratios: Ratios, proof: tuple[str, str] | None = None) -> Text:
     if ratios.unresolved_placeholders:
         _line(text, "unresolved", f"{ratios.unresolved_placeholders:,} name no call", "danger")
     return text
-
-
-def number(value: float) -> str:
-    """6195900 as 6,195,900, not 6.196e+06: a reviewer compares amounts digit by digit."""
-    if value.is_integer() and abs(value) < 1e21:
-        return f"{value:,.0f}"
-    return f"{value:,.6g}"
 
 
 def _numeric_line(text: Text, field: NumericField) -> None:

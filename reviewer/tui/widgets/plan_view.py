@@ -26,6 +26,7 @@ from textual.strip import Strip
 
 from reviewer.plan.sanitize import safe_text
 from reviewer.reading.analysis import PlanRow, Verdict
+from reviewer.reading.plain import flags_of
 from reviewer.tui.widgets.cells import CURSOR_GLYPH, fit
 from reviewer.tui.widgets.panes import KEPT_LABELS, row_kept
 
@@ -85,25 +86,10 @@ VERDICT_CLASS = {
 
 
 def row_flags(row: PlanRow, outlier: bool = False) -> list[tuple[str, str]]:
-    """Short flags with the component class that colours them, the most dangerous first (a narrow
-    column keeps those): destructive, a value far outside the rest, hidden or look-alike text, and
-    what the row depends on."""
-    flags: list[tuple[str, str]] = []
-    if row.destructive:
-        flags.append(("del", "plan-view--refusal"))
-    if outlier:
-        flags.append(("out", "plan-view--refusal"))
-    if row.hidden_characters:
-        flags.append(("hid", "plan-view--refusal"))
-    if row.lookalike:
-        flags.append(("alike", "plan-view--refusal"))
-    if row.unresolved:
-        flags.append(("?#" + ",".join(str(p.call_seq) for p in row.unresolved), "plan-view--refusal"))
-    elif row.depends_on:
-        flags.append(("←#" + ",".join(map(str, row.depends_on)), "plan-view--noise"))
-    elif row.written_before is not None:
-        flags.append((f"←#{row.written_before}", "plan-view--noise"))
-    return flags
+    """`flags_of` with the component class that colours each: red for an alarm, amber for a chain."""
+    return [
+        (flag, "plan-view--refusal" if alarm else "plan-view--noise") for flag, alarm in flags_of(row, outlier)
+    ]
 
 
 def seq_cells(rows: RowSource) -> int:
