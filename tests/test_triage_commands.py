@@ -226,3 +226,22 @@ def test_show_goes_through_the_pager_on_a_terminal(queue: tuple[Service, Actors]
     assert finished.returncode == 0, finished.stderr
     paged = kept.read_text().splitlines()
     assert "  #3 real refusal delete DELETE /v1/tickets/t3 (delete_ticket) [del]  id=t3" in paged
+
+
+def test_review_takes_the_start_of_an_id(queue: tuple[Service, Actors]) -> None:
+    """`reviewer review START` opens the whole id's proposal; an ambiguous start lists the
+    candidates before any screen starts; a queue that cannot answer leaves the id as typed."""
+    import asyncio
+
+    from reviewer.queue.config import Secret
+    from reviewer.tui.commands import _whole_id
+
+    service, actors = queue
+    word = fresh("opened")[:-2]
+    submit(actors.agent, f"{word}-only")
+    token = Secret(actors.tokens["alice"])
+    assert asyncio.run(_whole_id(service.url, token, word[:-1])) == f"{word}-only"
+    submit(actors.agent, f"{word}-again")
+    result = run(queue, "review", word)
+    assert result.returncode == 1 and f"'{word}' begins 2 proposal ids" in result.stderr, result.stderr
+    assert asyncio.run(_whole_id("http://127.0.0.1:9", token, word)) == word
