@@ -301,7 +301,7 @@ class QueueItem:
         asked = any(
             event.event == "changes_requested" and event.revision == revision for event in self.history
         )
-        return ("changes requested, " if asked else "") + f"superseded by rev {latest}", "superseded"
+        return f"superseded by rev {latest}" + (", changes requested" if asked else ""), "superseded"
 
     def policy_words(self) -> list[str]:
         """The policy's alarms for the review screen's alarm line: where the plan runs when its

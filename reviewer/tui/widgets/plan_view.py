@@ -63,9 +63,12 @@ TOOL_FROM = 90
 """The tool column's narrowest view (a 94-column terminal's plan). Narrower, the call column names the
 call by its method and the end of its path (the tool, for a call that is no HTTP request)."""
 ARGS_FROM = 96
-CALL_SHARE = 0.45
+CALL_SHARE = 0.55
 """Of the cells the call and its arguments share on a wide terminal, the call's (paths end late)."""
 CALL_MIN = 20
+WIDE_VIEW = 160
+"""From this wide on, the tool column takes `WIDE_TOOL_CELLS` (tool names whole, `delete_namespace`)."""
+WIDE_TOOL_CELLS = 26
 
 SEQ_COLUMN = Column("#", 5, right=True)
 TOOL_COLUMN = Column("tool", 14, shown_from=TOOL_FROM)
@@ -307,7 +310,8 @@ class PlanView(ScrollView, can_focus=True):
             if column is SEQ_COLUMN:
                 column = replace(column, width=self.seq_digits if narrow else self.seq_cells)
             elif column is TOOL_COLUMN:
-                column = replace(column, width=column.width - extra)
+                cells = WIDE_TOOL_CELLS if width >= WIDE_VIEW else column.width - extra
+                column = replace(column, width=cells)
             elif narrow and column in NARROW_WIDTHS:
                 column = replace(column, width=NARROW_WIDTHS[column])
             shown.append(column)
