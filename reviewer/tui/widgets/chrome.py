@@ -27,8 +27,9 @@ Part = tuple[str, str] | str | tuple[str, str, str]
 """A part of the bar: its text, or (text, style), or (text, style, short text for a narrow terminal)."""
 
 
-NARROW_ID_CELLS = 20
-"""A proposal id's cells on a narrow terminal: its start, which `reviewer show` and `review` accept."""
+NARROW_ID_CELLS = 24
+"""A proposal id's cells on a narrow terminal: a generated id whole, a longer one's start (which
+`reviewer show` and `review` accept)."""
 
 
 def id_part(proposal_id: str) -> Part:
