@@ -123,7 +123,9 @@ def test_a_unique_start_of_an_id_works_in_every_command(queue: tuple[Service, Ac
     digest = answers["approved"]["plan_sha256"]
     approved = run(queue, "approve", start("approved"), "--revision", "1", "--digest", digest)
     assert approved.returncode == 0, approved.stderr
-    assert approved.stdout.startswith(f"{ids['approved']} revision 1") and "approved by alice" in approved.stdout
+    assert (
+        approved.stdout.startswith(f"{ids['approved']} revision 1") and "approved by alice" in approved.stdout
+    )
     rejected = run(queue, "reject", start("rejected"), "--revision", "1", "--reason", "not now")
     assert rejected.returncode == 0 and "rejected by alice" in rejected.stdout, rejected.stderr
     asked = run(queue, "request-changes", start("replanned"), "--revision", "1", "--reason", "keep t2")
@@ -167,7 +169,9 @@ def test_an_id_that_is_also_the_start_of_another_is_itself(queue: tuple[Service,
 
 
 @pytest.mark.parametrize("command", ["show", "list"])
-def test_a_pipe_closed_after_one_line_leaves_no_traceback(queue: tuple[Service, Actors], command: str) -> None:
+def test_a_pipe_closed_after_one_line_leaves_no_traceback(
+    queue: tuple[Service, Actors], command: str
+) -> None:
     """`reviewer show ID | head -1` and `reviewer list | head -1`: the reader takes one line and
     closes the pipe; the command ends quietly, with status 0 and nothing on stderr."""
     service, actors = queue

@@ -8,6 +8,7 @@ user set `LESS` (quit when it fits one screen, keep the text on the screen after
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -45,16 +46,12 @@ def page_lines(lines: Iterable[str], *, paged: bool | None = None) -> None:
     environment.setdefault("LESS", "FRX")
     with subprocess.Popen(command, stdin=subprocess.PIPE, env=environment, text=True) as pager:
         assert pager.stdin is not None
-        try:
+        # A reader who quits the pager before the end closes its input: nothing is wrong.
+        with contextlib.suppress(BrokenPipeError):
             for line in lines:
                 pager.stdin.write(line + "\n")
-        except BrokenPipeError:  # the reader quit the pager before the end: nothing is wrong
-            pass
-        finally:
-            try:
-                pager.stdin.close()
-            except BrokenPipeError:
-                pass
+        with contextlib.suppress(BrokenPipeError):
+            pager.stdin.close()
         pager.wait()
 
 

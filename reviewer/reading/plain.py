@@ -155,8 +155,12 @@ def number(value: float) -> str:
     return f"{value:,.6g}"
 
 
+def _seqs(found: tuple[int, ...]) -> str:
+    return ",".join(map(str, found))
+
+
 def _numeric_lines(field: NumericField) -> list[str]:
-    seqs = lambda found: ",".join(map(str, found))  # noqa: E731
+    seqs = _seqs
     lines = [
         f"{safe_text(clip(field.name, 60))}: n={field.count:,}, median {number(field.median)}, "
         f"min {number(field.minimum)} (#{seqs(field.minimum_seqs)}), "

@@ -420,7 +420,11 @@ def test_a_policy_asks_more_above_a_total() -> None:
     approvals; the 36 refunds move EUR 63,881.17 and need one; a plan without money has no totals."""
     policy = parse_policy(MONEY_POLICY)
     asked = {}
-    for name in ("billing-refunds-2000.server.json", "billing-refunds.outlier.json", "k8s-shop-scale-down.server.json"):
+    for name in (
+        "billing-refunds-2000.server.json",
+        "billing-refunds.outlier.json",
+        "k8s-shop-scale-down.server.json",
+    ):
         verdict = evaluate(policy, parse_proposal((SAMPLES / name).read_bytes()))
         asked[name] = (verdict.requirement.approvals, [match.rule for match in verdict.matched])
     assert asked == {

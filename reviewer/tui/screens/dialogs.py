@@ -245,7 +245,10 @@ def two_columns(rows: Sequence[tuple[str, str]], first: int) -> Table:
 
 
 VERDICT_HELP = (
-    ("validated", "the API's own dry run accepted it, and its audit log or a sandbox check proved it kept nothing"),
+    (
+        "validated",
+        "the API's own dry run accepted it, and its audit log or a sandbox check proved it kept nothing",
+    ),
     (
         "ok, unproven",
         "the API accepted it, but nothing proved it honoured the dry-run parameter: it may have written",

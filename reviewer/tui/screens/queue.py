@@ -89,8 +89,9 @@ STATE_STYLES = {
     "executed": "info",
     "superseded": "muted",
 }
-"""By `QueueItem.state_label` (`superseded`: an earlier revision, `QueueItem.revision_state_words`); `unknown` (a run that may have written and never reported) is the loudest.
-The state is a word, never only a colour."""
+"""By `QueueItem.state_label` (`superseded`: an earlier revision, `QueueItem.revision_state_words`);
+`unknown` (a run that may have written and never reported) is the loudest. The state is a word, never
+only a colour."""
 
 
 class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):

@@ -136,9 +136,7 @@ def proven_by(dry_run: DryRun) -> str | None:
     return None
 
 
-def ratios_text(
-    ratios: Ratios, proof: tuple[str, str] | None = None, totals: tuple[Total, ...] = ()
-) -> Text:
+def ratios_text(ratios: Ratios, proof: tuple[str, str] | None = None, totals: tuple[Total, ...] = ()) -> Text:
     """Side-effect ratios, the money the plan moves (`totals`), and what the dry run did and did not
     prove, alarms first; `proof` is `proof_word` of a server dry run."""
     text = Text()

@@ -122,7 +122,8 @@ VERDICT_CLASS = {
 def row_flags(row: PlanRow, outlier: bool = False) -> list[tuple[str, str]]:
     """`flags_of` with the component class that colours each: red for an alarm, amber for a chain."""
     return [
-        (flag, "plan-view--refusal" if alarm else "plan-view--noise") for flag, alarm in flags_of(row, outlier)
+        (flag, "plan-view--refusal" if alarm else "plan-view--noise")
+        for flag, alarm in flags_of(row, outlier)
     ]
 
 
@@ -310,8 +311,8 @@ class PlanView(ScrollView, can_focus=True):
             if column is SEQ_COLUMN:
                 column = replace(column, width=self.seq_digits if narrow else self.seq_cells)
             elif column is TOOL_COLUMN:
-                cells = WIDE_TOOL_CELLS if width >= WIDE_VIEW else column.width - extra
-                column = replace(column, width=cells)
+                tool_cells = WIDE_TOOL_CELLS if width >= WIDE_VIEW else column.width - extra
+                column = replace(column, width=tool_cells)
             elif narrow and column in NARROW_WIDTHS:
                 column = replace(column, width=NARROW_WIDTHS[column])
             shown.append(column)

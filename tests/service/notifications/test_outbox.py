@@ -7,7 +7,6 @@ loop: a receiver "down for 10 s" is the clock moved by ten seconds, never a wait
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 import time
@@ -113,17 +112,23 @@ def test_a_waiting_page_says_what_the_plan_does_its_alarms_and_its_money(
         while queue.deliverer.deliver_due():
             pass
         arrived = [arrival for arrival in receiver.wait_for(4 if event == "proposal.reminder" else 2)]
-        pages = {arrival.document["proposal_id"]: arrival.document for arrival in arrived if arrival.event == event}
+        pages = {
+            arrival.document["proposal_id"]: arrival.document for arrival in arrived if arrival.event == event
+        }
     finally:
         queue.close()
     kubernetes, refunds = pages["k8s-shop-scale-down-1019"], pages["billing-refunds-bulk-2000"]
     assert kubernetes["counts"] == {"creates": 0, "updates": 6, "deletes": 3, "other": 0, "destructive": 3}
     assert kubernetes["environment"] == "production"
     assert [alarm["name"] for alarm in kubernetes["alarms"]] == ["real_refusals", "deletes", "outliers"]
-    assert kubernetes["alarms"][1]["text"] == "3 deletes: persistent_volume_claim, namespace, persistent_volume"
+    assert (
+        kubernetes["alarms"][1]["text"] == "3 deletes: persistent_volume_claim, namespace, persistent_volume"
+    )
     assert kubernetes["summary"].startswith("6 updates, 3 deletes in production; 1 real refusal; 3 deletes")
     assert refunds["totals"] == [{"currency": "EUR", "amount": "84641.64", "calls": 1800}]
-    assert refunds["summary"] == "1,800 creates, 200 updates in production, moving EUR 84,641.64 (1,800 calls)"
+    assert (
+        refunds["summary"] == "1,800 creates, 200 updates in production, moving EUR 84,641.64 (1,800 calls)"
+    )
 
 
 def test_each_event_arrives_signed_with_what_it_reports_and_the_line_that_opens_it(

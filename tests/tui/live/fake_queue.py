@@ -188,7 +188,9 @@ class FakeQueue:
                 ),
                 409,
             )
-        entry.state = {"approve": "approved", "reject": "rejected"}.get(decision.decision, "changes_requested")
+        entry.state = {"approve": "approved", "reject": "rejected"}.get(
+            decision.decision, "changes_requested"
+        )
         entry.decided_by = self.me.name
         entry.history.append(
             TrailEvent(
