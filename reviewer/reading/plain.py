@@ -127,6 +127,7 @@ def _args_text(args: dict[str, Any], skip: dict[str, Any]) -> str:
 def call_lines(analysis: Analysis, common: dict[str, dict[str, Any]] | None = None) -> Iterator[CallLine]:
     """Every call, in plan order; `common` is `common_args` (computed when not given)."""
     common = common_args(analysis) if common is None else common
+    analysis.extremes  # noqa: B018 -- the `out` flags read it; off the screen, computing it is fine
     for index, call in enumerate(analysis.proposal.calls):
         row = analysis.row(index)
         yield CallLine(

@@ -63,7 +63,7 @@ TOOL_FROM = 90
 """The tool column's narrowest view (a 94-column terminal's plan). Narrower, the call column names the
 call by its method and the end of its path (the tool, for a call that is no HTTP request)."""
 ARGS_FROM = 96
-CALL_SHARE = 0.55
+CALL_SHARE = 0.56
 """Of the cells the call and its arguments share on a wide terminal, the call's (paths end late)."""
 CALL_MIN = 20
 WIDE_VIEW = 160
