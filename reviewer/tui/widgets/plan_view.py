@@ -66,6 +66,8 @@ ARGS_FROM = 96
 CALL_SHARE = 0.56
 """Of the cells the call and its arguments share on a wide terminal, the call's (paths end late)."""
 CALL_MIN = 20
+ARGS_MIN_CELLS = 10
+"""Cells the arguments need after a call to say anything (`customer=cus-4…` says little less)."""
 WIDE_VIEW = 160
 """From this wide on, the tool column takes `WIDE_TOOL_CELLS` (tool names whole, `delete_namespace`)."""
 WIDE_TOOL_CELLS = 26
@@ -101,7 +103,7 @@ def call_cell(row: PlanRow, cells: int, *, tool_shown: bool, args_shown: bool) -
     else:
         method = fit(row.method, len(row.method)) + " " if row.method else ""
         call = method + fit_end(row.path, max(cells - len(method), 2))
-    if not args_shown and row.args_summary and cell_len(call) + 3 < cells:
+    if not args_shown and row.args_summary and cell_len(call) + 2 + ARGS_MIN_CELLS <= cells:
         call += "  " + row.args_summary
     return fit(call, cells)
 
