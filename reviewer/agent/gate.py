@@ -77,7 +77,7 @@ class MissingAgentToken(AgentError):
         )
 
 
-ID_ALPHABET: Final = "23456789abcdefghjkmnpqrstuvwxyz"
+ID_ALPHABET: Final = "23456789abcdefghjkmnpqrstvwxyz"
 """Letters and digits no one misreads on a phone: no 0/o, 1/l/i, and no u."""
 ID_RANDOM_CHARS: Final = 10
 """About 49 random bits: two ids alike are unlikely among a queue's millions (birthday bound 2^-10
