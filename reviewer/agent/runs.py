@@ -218,15 +218,14 @@ class Recording:
     async def _answer_http(self, planned: HttpRequest) -> tuple[CallAnswer, HttpRequest | None, HttpRequest]:
         """The backend's answer, what it sent, and the request as the plan records it (placeholders
         kept, a server dry run's own query parameter shown)."""
-        to_send = HttpRequest(
-            planned.method,
+        to_send = planned.with_parts(
             substitute(planned.path, self.dry_values),
             substitute(planned.query, self.dry_values),
             substitute(planned.body, self.dry_values),
         )
         answer, sent = await self.backend.answer(to_send)
         recorded_query = sent.query if sent is not None else planned.query
-        return answer, sent, HttpRequest(planned.method, planned.path, recorded_query, planned.body)
+        return answer, sent, planned.with_parts(planned.path, recorded_query, planned.body)
 
     async def _answer_sdk(self, tool: WriteTool, arguments: dict[str, Any]) -> CallAnswer:
         """An SDK tool's dry run: its own dry-run callable answers, unless the run only records or the
