@@ -1,11 +1,12 @@
 """The money a plan moves: each currency's total over the amounts its calls carry.
 
 A number is money when its field is named like an amount (`amount`, `amount_cents`, `total`, `price`,
-`fee`, `refund` ...) and a currency stands beside it in the same object (`currency`,
-`currency_code`): `{"amount_cents": 8129, "currency": "EUR"}`. Amounts in a field whose name ends
-`_cents` or `_minor` are hundredths; any other is counted as written (an API that writes minor units
-in a field named `amount` is read as it wrote). Sums are exact (`Decimal`), so 2,000 refunds add up to
-the cent. Pure functions over the plan format: no I/O.
+`fee`, `refund`, `value` ...) and a currency stands beside it in the same object (`currency`,
+`currency_code`): `{"amount_cents": 8129, "currency": "EUR"}`, PayPal's `{"currency_code": "USD",
+"value": "12.50"}`. A decimal written as a string counts too (forms hold every value as text, and
+some APIs write amounts so). Amounts in a field whose name ends `_cents` or `_minor` are hundredths;
+any other is counted as written (Stripe's `amount` is in cents: it reads as written). Sums are exact
+(`Decimal`), so 2,000 refunds add up to the cent. Pure functions over the plan format: no I/O.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from reviewer.plan.proposal import Call
 from reviewer.plan.sanitize import clip, safe_text
 
 AMOUNT_FIELD: Final = re.compile(
-    r"^(?:.*_)?(amount|total|price|cost|fee|refund|charge|payment|sum)(?:_(cents|minor|in_cents))?$",
+    r"^(?:.*_)?(amount|total|price|cost|fee|refund|charge|payment|sum|value)(?:_(cents|minor|in_cents))?$",
     re.IGNORECASE,
 )
 CURRENCY_FIELDS: Final = ("currency", "currency_code", "currencyCode", "ccy")
@@ -29,6 +30,8 @@ CURRENCY_CODE: Final = re.compile(r"^[A-Za-z]{3}$")
 MAX_CURRENCIES: Final = 20
 """Distinct currencies kept; the rest are summed under `other` (an agent cannot grow this without end)."""
 MINOR_SUFFIXES: Final = ("cents", "minor", "in_cents")
+DECIMAL_TEXT: Final = re.compile(r"^-?[0-9]{1,30}(?:\.[0-9]{1,12})?$")
+"""An amount written as text: `"12.50"`, `"2000"`; nothing else a string holds is read as money."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +111,7 @@ def _amounts(value: Any, depth: int) -> Iterator[tuple[str, Decimal]]:
         if isinstance(child, dict | list):
             yield from _amounts(child, depth + 1)
             continue
-        if currency is None or isinstance(child, bool) or not isinstance(child, int | float):
+        if currency is None or isinstance(child, bool):
             continue
         named = AMOUNT_FIELD.match(key)
         if named is None:
@@ -121,9 +124,17 @@ def _amounts(value: Any, depth: int) -> Iterator[tuple[str, Decimal]]:
         yield currency_name(currency), amount
 
 
-def _decimal(number: float) -> Decimal | None:
+def _decimal(value: Any) -> Decimal | None:
+    """A number, or a decimal written as text, exactly; None for anything else."""
     try:
-        amount = Decimal(number) if isinstance(number, int) else Decimal(repr(number))
+        if isinstance(value, int):
+            amount = Decimal(value)
+        elif isinstance(value, float):
+            amount = Decimal(repr(value))
+        elif isinstance(value, str) and DECIMAL_TEXT.match(value):
+            amount = Decimal(value)
+        else:
+            return None
     except InvalidOperation:
         return None
     return amount if amount.is_finite() else None

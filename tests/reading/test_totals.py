@@ -83,3 +83,17 @@ def test_money_reads_as_an_amount() -> None:
         "0.50",
         "1,234,567.125",
     ]
+
+
+def test_amounts_written_as_text_count_as_a_form_holds_them() -> None:
+    """PayPal's `{"currency_code": "USD", "value": "12.50"}` and a form's `amount=2000&currency=usd`
+    (Stripe's cents, read as written); text that is no decimal is no money."""
+    analysis = analysis_of(
+        {"amount": {"currency_code": "USD", "value": "12.50"}},
+        {"amount": "2000", "currency": "usd"},
+        {"amount": "12,50", "currency": "USD"},
+        {"amount": "1e9", "currency": "USD"},
+    )
+    assert [(total.currency, total.amount, total.calls) for total in analysis.totals] == [
+        ("USD", Decimal("2012.50"), 2)
+    ]
