@@ -218,6 +218,7 @@ class QueueStore(ABC):
         reading = None
         if submission.proposal is not None and self.notifying.targets:  # what its page will say
             reading = events.plan_reading(submission.proposal)
+            events.remember_reading(submission.plan_sha256, reading)
         now = self.clock()
         with self.write() as db:
             stored, answer = proposals.submit(self, db, identity, submission, verdict, asked, now, reading)
