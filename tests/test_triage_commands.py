@@ -237,15 +237,15 @@ def test_review_takes_the_start_of_an_id(queue: tuple[Service, Actors]) -> None:
     candidates before any screen starts; a queue that cannot answer leaves the id as typed."""
     import asyncio
 
-    from reviewer.queue.config import Secret
+    from reviewer.queue.config import Secret, Settings
     from reviewer.tui.commands import _whole_id
 
     service, actors = queue
     word = fresh("opened")[:-2]
     submit(actors.agent, f"{word}-only")
     token = Secret(actors.tokens["alice"])
-    assert asyncio.run(_whole_id(service.url, token, word[:-1])) == f"{word}-only"
+    assert asyncio.run(_whole_id(Settings(service.url, token), word[:-1])) == f"{word}-only"
     submit(actors.agent, f"{word}-again")
     result = run(queue, "review", word)
     assert result.returncode == 1 and f"'{word}' begins 2 proposal ids" in result.stderr, result.stderr
-    assert asyncio.run(_whole_id("http://127.0.0.1:9", token, word)) == word
+    assert asyncio.run(_whole_id(Settings("http://127.0.0.1:9", token), word)) == word

@@ -152,7 +152,7 @@ async def _read(options: argparse.Namespace) -> int:
         raise DecisionFailed(str(error), 2) from None
     width = shutil.get_terminal_size((100, 24)).columns
     try:
-        async with queue.QueueClient(settings.queue_url, settings.token.reveal()) as client:
+        async with queue.QueueClient(settings.queue_url, settings.credential()) as client:
             if options.reading == "list":
                 summaries = await pending_summaries(client)
                 if options.json:
@@ -210,7 +210,7 @@ async def _decide(options: argparse.Namespace) -> int:
         raise DecisionFailed(f"{error}; nothing was sent", 2) from None
     proposal_id = options.proposal_id
     try:
-        async with queue.QueueClient(settings.queue_url, settings.token.reveal()) as client:
+        async with queue.QueueClient(settings.queue_url, settings.credential()) as client:
             proposal_id = await resolve_proposal_id(client, proposal_id)
             if digest is None:
                 digest = await _digest_of(client, proposal_id, options.revision)

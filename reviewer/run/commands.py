@@ -303,15 +303,11 @@ def _audit_option(
     URL (no known kind before its colon) is the sample API's own log read through the API, as
     `--audit` meant before it took sources."""
     from reviewer.agent.audit import HttpAuditLog
-    from reviewer.audit.options import BadAuditOption, field_mapping
-    from reviewer.audit.registry import BadAuditSource, audit_source, readers
+    from reviewer.audit.options import BadAuditOption, audit_option
+    from reviewer.audit.registry import readers
     from reviewer.run.errors import RunRefused
 
-    if not value:
-        if fields or headers:
-            raise RunRefused("--audit-field and --audit-header read an --audit KIND:LOCATION; name one")
-        return None
-    if value.partition(":")[0] not in readers():
+    if value and value.partition(":")[0] not in readers():
         if fields or headers:
             raise RunRefused(
                 f"--audit {value[:80]!r} is the sample API's log read through the API, which takes no "
@@ -319,6 +315,6 @@ def _audit_option(
             )
         return HttpAuditLog(value)
     try:
-        return audit_source(value, field_mapping(fields), headers, stdin_is=STDIN_OF_A_RUN)
-    except (BadAuditSource, BadAuditOption) as error:
+        return audit_option(value, fields, headers, stdin_is=STDIN_OF_A_RUN)
+    except BadAuditOption as error:
         raise RunRefused(str(error)) from None
