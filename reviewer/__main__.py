@@ -42,6 +42,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "reviewer.queue.commands",
         "one plan's summary, alarms, full digest and the line that approves it",
     ),
+    (
+        "trail",
+        "reviewer.queue.trail_commands",
+        "the trail's signed checkpoints: print one, export the entries, verify an export offline",
+    ),
     ("policy", "reviewer.policy.commands", "test a queue policy file"),
     (
         "sample-api",

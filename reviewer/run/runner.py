@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,8 +47,8 @@ from reviewer.run.gate import DryMode, HttpGate, RealMode
 from reviewer.run.openapi import ApiDocument
 from reviewer.run.options import Credentials
 from reviewer.run.replan import FEEDBACK_ENV, with_feedback_env
-from reviewer.run.sandbox import Sandbox
-from reviewer.run.serving import serving
+from reviewer.run.sandbox import GATE_PORT, Sandbox
+from reviewer.run.serving import serving, serving_privately
 
 REACHABILITY_TIMEOUT = 10.0
 
@@ -195,7 +196,7 @@ async def _run(settings: RunSettings) -> int:
         )
         proposal_id = new_proposal_id(title)
         http_gate = HttpGate(api, settings.api, settings.document)
-        async with serving(http_gate) as gate_url:
+        async with gate_endpoint(http_gate, settings.sandbox) as (gate_url, gate_socket):
             environment = child_environment(
                 settings.environ,
                 api_url=gate_url,
@@ -211,9 +212,22 @@ async def _run(settings: RunSettings) -> int:
                     timeout=settings.timeout,
                     stop=http_gate.stop,
                     sandbox=settings.sandbox,
+                    gate_socket=gate_socket,
                 )
 
             return await plan_until_decided(gate, http_gate, child, settings, title, proposal_id)
+
+
+@asynccontextmanager
+async def gate_endpoint(http_gate: HttpGate, sandbox: Sandbox) -> AsyncIterator[tuple[str, str | None]]:
+    """The gate served for COMMAND: the URL it is given, and the Unix socket its sandbox reaches the
+    gate through (None where COMMAND shares the machine's network and the URL holds a secret)."""
+    if sandbox.private_network:
+        async with serving_privately(http_gate) as gate_socket:
+            yield f"http://127.0.0.1:{GATE_PORT}", gate_socket
+    else:
+        async with serving(http_gate) as gate_url:
+            yield gate_url, None
 
 
 Child = Callable[[], Awaitable[ChildExit]]
@@ -332,8 +346,8 @@ async def decide_and_run(
         return 1
     if http_gate.late_requests:
         say(
-            f"{http_gate.late_requests[0]} reached the gate after the dry run ended (a process COMMAND left "
-            "behind?); nothing was run, the approval stays unused"
+            f"{safe_text(http_gate.late_requests[0])} reached the gate after the dry run ended (a process "
+            "COMMAND left behind?); nothing was run, the approval stays unused"
         )
         return 1
 
