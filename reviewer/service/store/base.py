@@ -17,8 +17,9 @@ from reviewer.service.signed_decisions import PolicySigning
 
 SCHEMA_VERSION: Final = 6
 """The version of the tables a database holds: 2 added claims, 3 reviewers' SSH keys and signed
-decisions in the trail, 4 the notifications' outbox, 5 metrics tokens, token expiry and rotation. An older
-database is brought up to date by numbered steps (`reviewer.service.migrations`), a newer one refused."""
+decisions in the trail, 4 the notifications' outbox, 5 metrics tokens, token expiry and rotation. An
+older database is brought up to date by numbered steps (`reviewer.service.store.migrations`), a newer one
+refused."""
 DECISION_CHECK: Final = "decision IN ('approve', 'reject', 'request_changes')"
 TRAIL_EVENT_CHECK: Final = (
     "event IN ('submitted', 'approved', 'rejected', 'changes_requested', 'claimed', 'executed')"

@@ -24,7 +24,6 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
-from reviewer.service import migrations
 from reviewer.service.errors import DatabaseUnusable
 from reviewer.service.rules import Row
 from reviewer.service.store import (
@@ -33,6 +32,7 @@ from reviewer.service.store import (
     TRAIL_EVENT_CHECK,
     QueueStore,
     StoreSettings,
+    migrations,
 )
 
 WRITE_LOCK: Final = 0x72657669  # "revi": the advisory lock every write transaction holds
@@ -228,7 +228,7 @@ ALTER TABLE trail DROP CONSTRAINT trail_event_check;
 ALTER TABLE trail ADD CONSTRAINT trail_event_check CHECK ({TRAIL_EVENT_CHECK});
 """,
 }
-"""Each numbered step of `reviewer.service.migrations.STEPS` in PostgreSQL's words."""
+"""Each numbered step of `reviewer.service.store.migrations.STEPS` in PostgreSQL's words."""
 OLDEST_VERSION: Final = 3
 """The first schema a PostgreSQL queue had."""
 

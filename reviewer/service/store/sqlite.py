@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
-from reviewer.service import migrations
 from reviewer.service.errors import DatabaseUnusable
 from reviewer.service.rules import Row
 from reviewer.service.store import (
@@ -24,6 +23,7 @@ from reviewer.service.store import (
     TRAIL_EVENT_CHECK,
     QueueStore,
     StoreSettings,
+    migrations,
 )
 
 OUTBOX_SCHEMA = """
@@ -239,7 +239,7 @@ MIGRATIONS: Final = {
     + _rebuilt("trail", TRAIL_SCHEMA, TRAIL_COLUMNS)
     + TRAIL_INDEX,
 }
-"""Each numbered step of `reviewer.service.migrations.STEPS` in SQLite's words."""
+"""Each numbered step of `reviewer.service.store.migrations.STEPS` in SQLite's words."""
 OLDEST_VERSION: Final = 2
 
 APPEND_ONLY_TABLES = ("revisions", "decisions", "claims", "executions", "trail")
@@ -316,7 +316,7 @@ class SQLiteStore(QueueStore):
 
     def _migrate(self, migrate: bool) -> None:
         """Create the schema in a new file; bring an older one up to date, after a backup, in one
-        transaction (`reviewer.service.migrations`); refuse a newer one, changing nothing."""
+        transaction (`reviewer.service.store.migrations`); refuse a newer one, changing nothing."""
         connection = self._connection()
         try:
             version = self.schema_version()

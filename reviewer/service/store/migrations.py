@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Final
 
 from reviewer.service.errors import DatabaseUnusable
-from reviewer.service.store import SCHEMA_VERSION
+from reviewer.service.store.base import SCHEMA_VERSION
 
-log = logging.getLogger("reviewer.service.migrations")
+log = logging.getLogger("reviewer.service.store.migrations")
 
 STEPS: Final = {
     3: "reviewers' SSH keys and signed decisions in the trail",
