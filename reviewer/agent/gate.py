@@ -43,6 +43,7 @@ from reviewer.agent.queue import DEFAULT_DECISION_TIMEOUT, DEFAULT_POLL_INTERVAL
 from reviewer.agent.runs import Recording, running
 from reviewer.agent.sandbox_check import SandboxCheck
 from reviewer.agent.tools import GatedTool, WriteTool
+from reviewer.agent.waiting import Patience
 from reviewer.audit.checks import alarm_line, writes_during_dry_run
 from reviewer.audit.inputs import AuditSourceUnreadable
 from reviewer.audit.registry import AuditSource, audit_source
@@ -142,7 +143,8 @@ class Gate:
     submission unless `allow_kept_writes`: the reviewer would be approving writes that already happened.
     With `allowed_signers`, an approval counts only when `signatures_required` people in that file
     signed it, and `ledger` names the local file where this executor records the approvals it ran (each
-    runs once).
+    runs once). A queue that is away (restarted, upgraded) is waited for, with `patience`'s backoff, for
+    as long as the decision may still come and at most `decision_timeout` seconds; nothing is sent twice.
 
     `audit` may also be an audit source, `"access-log:/var/log/nginx/api.json"` or any `KIND:LOCATION`
     (`reviewer.audit.registry.audit_source`): the dry run's window is then read for writes the gate did
@@ -168,6 +170,7 @@ class Gate:
         allowed_signers: AllowedSigners | None = None,
         signatures_required: int = 1,
         ledger: Path | str | None = None,
+        patience: Patience | None = None,
         **backend_options: Any,
     ) -> None:
         if backend == "server" and not backend_options.get("dry_run_query"):
@@ -197,6 +200,8 @@ class Gate:
             allowed_signers=allowed_signers,
             signatures_required=signatures_required,
             ledger=ledger,
+            patience=patience,
+            outage_timeout=decision_timeout,
         )
         self.backend = backend
         self.backend_options = backend_options

@@ -33,6 +33,7 @@ from reviewer.agent.feedback import Feedback
 from reviewer.agent.gate import Gate, new_proposal_id
 from reviewer.agent.sandbox_check import SandboxCheck
 from reviewer.agent.tools import ACTIVE_RUN
+from reviewer.agent.waiting import Patience
 from reviewer.audit.checks import alarm_line
 from reviewer.audit.commands import row_text
 from reviewer.audit.inputs import AuditSourceUnreadable
@@ -187,6 +188,7 @@ async def _run(settings: RunSettings) -> int:
             target=Target(api=api.base_url.host, base_url=settings.api, environment=settings.environment),
             poll_interval=settings.poll_interval,
             decision_timeout=settings.decision_timeout,
+            patience=Patience(say=lambda line: say(safe_text(line))),
             **backend_options,
         )
         proposal_id = new_proposal_id(title)
