@@ -28,6 +28,7 @@ from reviewer.agent.errors import (
     RunStopped,
 )
 from reviewer.agent.execution import DEFAULT_REQUEST_ID_HEADER, Approval, Execution
+from reviewer.agent.fitting import fit_calls
 from reviewer.agent.ledger import AlreadyRun, Ledger, LedgerError
 from reviewer.agent.tools import GatedTool, WriteTool
 from reviewer.agent.waiting import Patience, Result
@@ -273,7 +274,8 @@ class QueueAgent:
         return claim.claim_id
 
     async def report(self, execution: Execution) -> DecisionState:
-        """Send the real calls, how the run ended and the audit lines its writes left, under its claim.
+        """Send the real calls, how the run ended and the audit lines its writes left, under its claim;
+        an answer too large for the queue's limits is sent clipped, with its length and SHA-256.
 
         Safe to call again when an answer was lost: every report of one execution carries the same
         Idempotency-Key, so the queue stores it once and answers a retry with the first answer.
@@ -300,7 +302,7 @@ class QueueAgent:
             plan_sha256=execution.approval.plan_sha256,
             claim_id=execution.claim_id,
             ended=execution.ended,
-            calls=[msgspec.to_builtins(call) for call in execution.executed_calls()],
+            calls=fit_calls([msgspec.to_builtins(call) for call in execution.executed_calls()]),
             unknown_outcomes=[call.seq for call in execution.outcome_unknown],
             audit_log=list(execution.audit_lines) if execution.audit_available else None,
             note=note[:MAX_STRING_CHARS] if note else None,
