@@ -40,6 +40,7 @@ from reviewer.agent.errors import (
 from reviewer.agent.execution import DEFAULT_REQUEST_ID_HEADER, Approval, Execution
 from reviewer.agent.feedback import Feedback, with_feedback
 from reviewer.agent.queue import DEFAULT_DECISION_TIMEOUT, DEFAULT_POLL_INTERVAL, QueueAgent
+from reviewer.agent.replan import Replan, until_decided
 from reviewer.agent.runs import Recording, running
 from reviewer.agent.sandbox_check import SandboxCheck
 from reviewer.agent.tools import GatedTool, WriteTool
@@ -394,13 +395,12 @@ class Gate:
         the reviewer's `Feedback` for each re-plan, which is submitted as the next revision of the same
         proposal; the queue shows the reviewer what changed since the revision they asked to change.
         """
-        if max_revisions < 1:
-            raise ValueError(f"max_revisions must be 1 or more, not {max_revisions}")
+        replan = Replan(max_revisions)
         proposal_id = proposal_id or new_proposal_id(title)
-        asked: list[Feedback] = []
-        revision = 1
-        while True:
-            planned = with_feedback(task, asked[-1] if asked else None)
+        attempts: list[GateResult] = []
+
+        async def attempt(replan: Replan) -> GateResult:
+            planned = with_feedback(task, replan.feedback)
             recording = await self.dry_run(planned)
             dry_run_audit = await self.audit_dry_run(recording)
             proposal = self.propose(
@@ -408,36 +408,40 @@ class Gate:
                 title=title,
                 task=description,
                 proposal_id=proposal_id,
-                revision=revision,
+                revision=replan.revision,
                 dry_run_audit=dry_run_audit,
             )
             submission = await self.submit(proposal)
             result = GateResult(
-                recording, proposal, submission, feedback=tuple(asked), dry_run_audit=dry_run_audit
+                recording, proposal, submission, feedback=tuple(replan.asked), dry_run_audit=dry_run_audit
             )
+            attempts.append(result)
             named = f"{submission.proposal_id} revision {submission.revision}"
             log.info("waiting for a reviewer: reviewer review %s (%s)", submission.proposal_id, named)
             try:
                 approval = await self.wait(submission)
             except ChangesRequested as changes:
                 log.info("%s: %s", named, changes)
-                if len(asked) + 1 >= max_revisions:
-                    result.refusal = changes
-                    return result
-                asked.append(Feedback.from_request(changes))
-                revision = submission.revision + 1
-                continue
+                raise
             except NoApproval as refusal:
                 log.info("%s not approved: %s", named, refusal)
                 result.refusal = refusal
                 return result
-            break
+            return await self._run_approved(result, approval, None if replay else planned)
+
+        try:
+            return await until_decided(attempt, replan)
+        except ChangesRequested as changes:
+            attempts[-1].refusal = changes
+            return attempts[-1]
+
+    async def _run_approved(self, result: GateResult, approval: Approval, task: Task | None) -> GateResult:
+        """`run`'s real run of an approved plan: replayed (or `task` again), reported, verified."""
+        named = f"{approval.proposal_id} revision {approval.revision}"
         log.info("%s approved by %s", named, approval.approved_by)
         result.approval = approval
         try:
-            result.execution = await self.execute(
-                approval, tools=recording.tools.values(), task=None if replay else planned
-            )
+            result.execution = await self.execute(approval, tools=result.recording.tools.values(), task=task)
         except NoApproval as refusal:
             log.info("%s not approved: %s", named, refusal)
             result.refusal = refusal
