@@ -83,10 +83,25 @@ def tool_error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
 
 
-def json_result(answer: Mapping[str, Any]) -> types.CallToolResult:
+def json_result(answer: Mapping[str, Any], *, failure: str | None = None) -> types.CallToolResult:
+    """The answer as JSON text and structured content; with `failure` (said first, in words), or for a
+    run that did not complete or whose outcome is unknown, a tool result marked `isError`."""
+    said = [failure] if failure is not None else []
+    content: list[types.ContentBlock] = [
+        types.TextContent(type="text", text=text) for text in [*said, json.dumps(answer, ensure_ascii=False)]
+    ]
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=json.dumps(answer, ensure_ascii=False))],
-        structured_content=dict(answer),
+        content=content, structured_content=dict(answer), is_error=failure is not None or run_failed(answer)
+    )
+
+
+def run_failed(answer: Mapping[str, Any]) -> bool:
+    """Whether a status answer is of a run that failed, stopped, was not run, or may have written
+    without saying so: the host's model must not read it as done."""
+    return (
+        bool(answer.get("outcome_unknown"))
+        or answer.get("state") == "not run"
+        or answer.get("ended") not in (None, "completed")
     )
 
 
@@ -138,14 +153,16 @@ class McpGate:
             raise MCPError(types.INTERNAL_ERROR, f"{self.name}: {failed}") from None
 
     async def _status(self, proposal_id: str) -> types.CallToolResult:
+        """The plan's state as a tool result, whatever happened: a run that failed or whose outcome is
+        unknown, and an upstream that cannot run it, are results marked `isError` (MCP's way of saying
+        a tool failed), so the host can still read the plan's state."""
         self.failures.clear()
-        answer = await self.session.status(proposal_id)
-        if self.failures:
-            raise MCPError(
-                types.INTERNAL_ERROR,
-                f"{self.name}: {self.failures[0]}. {answer.get('summary', '')}".strip(),
-            )
-        return json_result(answer)
+        try:
+            answer = await self.session.status(proposal_id)
+        except (UpstreamFailed, UpstreamChanged) as failed:
+            return tool_error(f"{self.name}: {failed}")
+        failure = f"{self.name}: {self.failures[0]}" if self.failures else None
+        return json_result(answer, failure=failure)
 
     async def _ready(self) -> None:
         try:
@@ -218,8 +235,9 @@ class McpGate:
 
 
 def passthrough_handlers(upstream: Upstream, capabilities: types.ServerCapabilities) -> dict[str, Any]:
-    """Handlers that serve the upstream's resources, resource templates and prompts unchanged, for the
-    capabilities it declares (a server without prompts keeps answering "method not found")."""
+    """Handlers that serve the upstream's resources (and their subscriptions), resource templates,
+    prompts, completions and logging level unchanged, for the capabilities it declares (a server
+    without prompts keeps answering "method not found")."""
 
     async def client() -> Client:
         try:
@@ -242,6 +260,19 @@ def passthrough_handlers(upstream: Upstream, capabilities: types.ServerCapabilit
     async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
         return await (await client()).get_prompt(params.name, params.arguments)
 
+    async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        return await (await client()).subscribe_resource(params.uri)
+
+    async def unsubscribe(ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        return await (await client()).unsubscribe_resource(params.uri)
+
+    async def complete(ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
+        context = params.context.arguments if params.context is not None else None
+        return await (await client()).complete(params.ref, params.argument.model_dump(), context)
+
+    async def set_logging_level(ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        return await (await client()).set_logging_level(params.level)
+
     handlers: dict[str, Any] = {}
     if capabilities.resources is not None:
         handlers.update(
@@ -249,8 +280,14 @@ def passthrough_handlers(upstream: Upstream, capabilities: types.ServerCapabilit
             on_list_resource_templates=list_resource_templates,
             on_read_resource=read_resource,
         )
+        if capabilities.resources.subscribe:
+            handlers.update(on_subscribe_resource=subscribe, on_unsubscribe_resource=unsubscribe)
     if capabilities.prompts is not None:
         handlers.update(on_list_prompts=list_prompts, on_get_prompt=get_prompt)
+    if capabilities.completions is not None:
+        handlers.update(on_completion=complete)
+    if capabilities.logging is not None:
+        handlers.update(on_set_logging_level=set_logging_level)
     return handlers
 
 
