@@ -27,6 +27,7 @@ from reviewer.agent.tools import WriteTool
 from reviewer.audit.inputs import AuditSourceUnreadable, credential_header, credential_variables
 from reviewer.audit.options import field_mapping
 from reviewer.audit.registry import AuditSource, audit_source
+from reviewer.mcp_gate.recordings import RecordedCall, RecordingFile, RecordingUnreadable
 from reviewer.mcp_gate.trust import TrustConfigError, TrustPolicy, load_policy
 from reviewer.mcp_gate.upstream import (
     STATUS_TOOL,
@@ -45,6 +46,7 @@ from reviewer.mcp_gate.upstream import (
 from reviewer.plan.dry_run_params import names_dry_run
 from reviewer.plan.placeholders import Reference
 from reviewer.plan.proposal import Proposal, Target
+from reviewer.plan.sanitize import safe_text
 from reviewer.queue.client import QueueClient, QueueError
 
 GATE_TOOLS: Final = (
@@ -79,6 +81,11 @@ GATE_TOOLS: Final = (
 )
 
 
+def say(text: str) -> None:
+    """One line on stderr (stdout is the MCP protocol's), which hosts show as the server's log."""
+    print(f"reviewer mcp-gate: {safe_text(text)}", file=sys.stderr, flush=True)
+
+
 def tool_error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
 
@@ -108,8 +115,19 @@ def run_failed(answer: Mapping[str, Any]) -> bool:
 class McpGate:
     """The gate's tool handlers: list, pass reads through, record writes, submit, status."""
 
-    def __init__(self, upstream: Upstream, gate: Gate, policy: TrustPolicy, *, title: str | None) -> None:
+    def __init__(
+        self,
+        upstream: Upstream,
+        gate: Gate,
+        policy: TrustPolicy,
+        *,
+        title: str | None,
+        recording: RecordingFile | None = None,
+    ) -> None:
         self.upstream = upstream
+        self.recording = recording
+        """Where the calls recorded and not yet submitted are kept, for a gate started after this one."""
+        self.recorded: list[RecordedCall] = []
         self.gate = gate
         self.policy = policy
         self.session = PlanSession(gate, title=title, replay_tools=self.replay_tools)
@@ -134,7 +152,11 @@ class McpGate:
                 self.gate.target = msgspec.structs.replace(
                     self.gate.target, tools_sha256=tools_sha256(self.upstream.tools.values())
                 )
-                return json_result(await self.session.submit(title if isinstance(title, str) else None))
+                submitted = await self.session.submit(title if isinstance(title, str) else None)
+                self.recorded.clear()
+                if self.recording is not None:
+                    self.recording.remove()
+                return json_result(submitted)
             if name == STATUS_TOOL:
                 proposal_id = arguments.get("proposal_id")
                 if not isinstance(proposal_id, str) or not proposal_id:
@@ -190,6 +212,7 @@ class McpGate:
     async def _record(self, tool: types.Tool, arguments: dict[str, Any]) -> types.CallToolResult:
         kept = {key: value for key, value in arguments.items() if not names_dry_run(key)}
         answer = await self.session.call(self._spec(tool), kept)
+        self._keep(RecordedCall(tool.name, kept))
         placeholders = answer.result if isinstance(answer.result, Mapping) else {}
         said: dict[str, Any] = {
             "recorded": True,
@@ -207,6 +230,47 @@ class McpGate:
             content=[types.TextContent(type="text", text=json.dumps(said, ensure_ascii=False))],
             structured_content=structured,
         )
+
+    def _keep(self, call: RecordedCall) -> None:
+        """The recording on disk with `call` added; a file that cannot be written is said, and the
+        plan goes on in this gate's memory."""
+        self.recorded.append(call)
+        if self.recording is None:
+            return
+        try:
+            self.recording.save(self.recorded, self.name)
+        except OSError as error:
+            say(
+                f"the recorded plan could not be kept in {self.recording.path} ({error}); "
+                "it lives in this gate only"
+            )
+
+    async def pick_up(self) -> None:
+        """Record again the calls an earlier gate for this upstream and queue kept and did not submit,
+        and say so; a kept call of a tool the upstream no longer lists ends the pick-up there, said."""
+        if self.recording is None:
+            return
+        try:
+            kept = self.recording.load()
+        except RecordingUnreadable as error:
+            say(f"{error}; it was left as it is and a new plan starts")
+            return
+        for position, call in enumerate(kept, 1):
+            tool = self.upstream.tools.get(call.tool)
+            if tool is None or self.policy.passes(tool):
+                say(
+                    f"the recorded call {position} ({call.tool}) is not a gated tool of the upstream now; "
+                    f"{position - 1} of the {len(kept)} recorded calls were picked up"
+                )
+                break
+            await self.session.call(self._spec(tool), call.arguments)
+            self.recorded.append(call)
+        if self.recorded:
+            self.recording.save(self.recorded, self.name)
+            say(
+                f"picked up {len(self.recorded)} recorded call(s) of a plan not yet submitted, kept in "
+                f"{self.recording.path}; {SUBMIT_TOOL} submits them"
+            )
 
     def _spec(self, tool: types.Tool) -> WriteTool:
         """The write tool standing for an upstream tool: recorded in the dry run, called on the upstream
@@ -321,7 +385,10 @@ async def serve(options: argparse.Namespace, token: str) -> None:
                     environment=options.environment,
                 ),
             )
-            handlers = McpGate(upstream, gate, options.policy, title=options.title)
+            recording = RecordingFile.of(options.queue, gate.target.api)
+            handlers = McpGate(upstream, gate, options.policy, title=options.title, recording=recording)
+            if capabilities is not None:
+                await handlers.pick_up()
 
             async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
                 return await handlers.list_tools()

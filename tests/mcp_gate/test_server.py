@@ -84,6 +84,7 @@ def gate(
             "UPSTREAM_LOG": str(log),
             "UPSTREAM_MODE": mode,
             "UPSTREAM_AUDIT_LOG": str(audit_log or ""),
+            "XDG_STATE_HOME": str(log.parent / "state"),
         },
         cwd=str(ROOT),
     )
