@@ -7,9 +7,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import json
 import os
+import shutil
 import signal
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +23,7 @@ pytest.importorskip("mcp")
 from reviewer.mcp_gate.recordings import RecordedCall, RecordingFile, RecordingUnreadable
 from reviewer.queue.client import QueueClient
 from tests.agent.fixtures import Queue
-from tests.mcp_gate.test_server import answer, gate, upstream_writes
+from tests.mcp_gate.test_server import ROOT, TICKET_TRUST, UPSTREAM, answer, gate, upstream_writes
 
 
 def gate_processes(state: Path) -> list[int]:
@@ -96,3 +100,83 @@ def test_a_recording_file_is_refused_when_it_is_not_one(tmp_path: Path) -> None:
     recording.path.write_text("{")
     with pytest.raises(RecordingUnreadable, match="cannot be read as a recording"):
         recording.load()
+
+
+MCP_TOOLS = ROOT / ".mcp-tools" / "node_modules" / "@modelcontextprotocol"
+INSPECTOR = MCP_TOOLS / "inspector" / "clients" / "launcher" / "build" / "index.js"
+INSTALL_TOOLS = (
+    "npm install --prefix .mcp-tools @modelcontextprotocol/inspector@2.12.0 "
+    "@modelcontextprotocol/conformance@0.1.16 (as .ci/run does)"
+)
+
+
+def installed(path: Path) -> str:
+    """The npm tool's path; a missing one skips the test here, and fails it in CI, which installs it."""
+    if not path.exists() or shutil.which("node") is None:
+        message = f"{path.relative_to(ROOT)} (or node) is not installed: {INSTALL_TOOLS}"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return str(path)
+
+
+def test_the_inspector_cli_records_one_call_per_process_and_the_last_submits_them(
+    queue: Queue, tmp_path: Path
+) -> None:
+    """The Inspector's command line starts the gate for each call and stops it after: the plan is
+    built across three processes, and the third submits the two writes the first two recorded."""
+    inspector = installed(INSPECTOR)
+    log = tmp_path / "upstream.log"
+    environment = {
+        **os.environ,
+        "REVIEWER_AGENT_TOKEN": queue.agent_token,
+        "UPSTREAM_LOG": str(log),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "MCP_CATALOG_PATH": str(tmp_path / "inspector-catalog.json"),
+    }
+    # The Inspector starts the server with the variables it is given, not its own environment.
+    server_environment = [
+        f"-e{name}={environment[name]}" for name in ("REVIEWER_AGENT_TOKEN", "UPSTREAM_LOG", "XDG_STATE_HOME")
+    ]
+    command = [sys.executable, "-m", "reviewer", "mcp-gate", "--queue", queue.url, "--name", "tickets"]
+    command += [*TICKET_TRUST, "--", sys.executable, str(UPSTREAM)]
+
+    def call(tool: str, *arguments: str) -> dict[str, object]:
+        pairs = ["--tool-arg", *arguments] if arguments else []
+        finished = subprocess.run(
+            # The Inspector's options, then after `--` the server's command (with its own `--`)
+            [
+                "node",
+                inspector,
+                "--cli",
+                *server_environment,
+                "--method",
+                "tools/call",
+                "--tool-name",
+                tool,
+                *pairs,
+                "--",
+                *command,
+            ],
+            capture_output=True,
+            text=True,
+            env=environment,
+            cwd=ROOT,
+            timeout=120,
+        )
+        assert finished.returncode == 0, finished.stderr
+        result = json.loads(finished.stdout)
+        assert not result.get("isError"), result
+        return dict(json.loads(result["content"][0]["text"]))
+
+    assert call("open_ticket", "title=Printer on fire")["recorded"] is True
+    assert call("close_ticket", "id=t1", "merged_into=<id from call 1>")["recorded"] is True
+    submitted = call("reviewer_submit_plan", "title=merge")
+
+    async def plan() -> list[str]:
+        async with QueueClient(queue.url, queue.reviewer_token) as reviewer:
+            proposal = await reviewer.get_revision(str(submitted["proposal_id"]), 1)
+        return [call.tool for call in proposal.calls]
+
+    assert asyncio.run(plan()) == ["open_ticket", "close_ticket"]
+    assert upstream_writes(log) == []
