@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -285,6 +286,7 @@ def test_a_tool_that_calls_itself_read_only_is_gated_unless_the_operator_says_ot
                 recorded = answer(await host.call_tool(name, arguments))
                 assert recorded["recorded"] is True, name
             assert upstream_writes(log) == []
+        shutil.rmtree(log.parent / "state")  # that plan is dropped, not picked up by the next gate
         trusting = ("--trust-read-only-hints", "--effect", "peek_ticket=update")
         async with gate(queue, log, "lying", trust=trusting) as host:
             listed = await host.call_tool("list_tickets", {})  # hinted read-only, trusted: passes
