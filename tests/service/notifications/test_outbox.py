@@ -589,3 +589,27 @@ def test_a_wake_landing_after_the_sweep_read_its_deadlines_brings_the_earlier_on
     monkeypatch.setattr(queue.store, "list_version", read_then_arm)
     deliverer._sweep_loop()
     assert wake.waits == [(7200, True), (pytest.approx(3600 + PAST_DEADLINE), False)]
+
+
+def test_an_event_queued_by_a_release_without_body_ids_is_delivered_with_its_delivery_id(
+    tmp_path: Path, clock: Clock, receiver: Receiver
+) -> None:
+    """The outbox row a previous release wrote (its body without `id`): every attempt carries the same
+    `id`, the row's delivery id, which the signature covers."""
+    database = tmp_path / "queue.sqlite3"
+    queue = Queue(str(database), clock, receiver)
+    receiver.mode = "fail"
+    queue.submit("queued-before")
+    with sqlite3.connect(database) as db:
+        ((event_id, stored),) = db.execute("SELECT event_id, body FROM outbox").fetchall()
+        old = {key: value for key, value in json.loads(stored).items() if key != "id"}
+        db.execute("UPDATE outbox SET body = ?", (json.dumps(old).encode(),))
+    queue.deliverer.deliver_due()
+    receiver.mode = "ok"
+    clock.now += 600
+    queue.deliverer.deliver_due()
+    first, second = receiver.arrivals[:2]
+    assert first.document["id"] == second.document["id"] == event_id == second.delivery
+    assert first.body == second.body, "every attempt sends the same bytes"
+    assert {key: value for key, value in second.document.items() if key != "id"} == old
+    assert verify(second.headers["reviewer-signature"], second.body, SECRET, now=clock.now)
