@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +31,42 @@ STEPS: Final = {
     6: "the decision request_changes, and its trail event changes_requested",
 }
 """What each numbered step adds; the backends hold its SQL under the same number."""
+
+MARKS: Final[dict[int, tuple[tuple[str, str | None], ...]]] = {
+    3: (("trail", "statement"), ("trail", "signature"), ("trail", "key_fingerprint"), ("ssh_keys", None)),
+    4: (("outbox", None),),
+    5: (("tokens", "expires_at"), ("tokens", "previous_sha256"), ("tokens", "previous_expires_at")),
+}
+"""The tables (column None) and columns each step adds, in both backends: what tells a database's
+tables from the version number it claims. A step that only widens a CHECK leaves no mark."""
+
+Columns = Callable[[str], "set[str] | None"]
+"""A table's column names in the database being migrated, or None when it has no such table."""
+
+
+def check_before_step(location: str, found: int, step: int, columns: Columns) -> None:
+    """Refuse (`DatabaseUnusable`, nothing changed) a database whose tables are not those of version
+    `step - 1`: it lacks what an earlier step adds, or already has what this step adds. A step run on
+    tables it did not expect rebuilds or copies them wrongly (a tokens table that already had expiry
+    times would be copied without them)."""
+    claimed = f"{location} says queue schema version {found}"
+    for earlier in range(min(MARKS), step + 1):
+        for table, column in MARKS.get(earlier, ()):
+            names = columns(table)
+            present = names is not None and (column is None or column in names)
+            what = f"table {table}" if column is None else f"column {table}.{column}"
+            if earlier < step and not present:
+                raise DatabaseUnusable(
+                    f"{claimed}, but it lacks the {what} that step {earlier} adds; its tables are not "
+                    "those its version says, so nothing was changed. Restore the backup taken before it "
+                    "was last changed"
+                )
+            if earlier == step and present:
+                raise DatabaseUnusable(
+                    f"{claimed}, but it already has the {what} that step {step} adds; its version number "
+                    "is behind its tables, and the step would rebuild them wrongly, so nothing was "
+                    "changed. Restore the backup taken before it was last changed"
+                )
 
 
 @dataclass(frozen=True)

@@ -315,7 +315,17 @@ class PostgresStore(QueueStore):
     def _upgrade(self, db: _PostgresTransaction, upgrade: migrations.Upgrade) -> None:
         migrations.log_upgrade(upgrade, None)
         connection = self._connection()
+
+        def columns(table: str) -> set[str] | None:
+            rows = db.all(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
+                "AND table_name = :table",
+                table=table,
+            )
+            return {row["column_name"] for row in rows} or None
+
         for step in upgrade.steps:
+            migrations.check_before_step(self.location, upgrade.found, step, columns)
             connection.execute(MIGRATIONS[step])  # a parameterless script: one simple query
         db.run("UPDATE reviewer_schema SET version = :version", version=SCHEMA_VERSION)
         self.upgraded_from = upgrade.found

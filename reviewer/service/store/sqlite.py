@@ -346,7 +346,6 @@ class SQLiteStore(QueueStore):
         other drops its backup."""
         connection = self._connection()
         backup = migrations.backup_before_upgrade(connection, self.path, upgrade.found, self.clock())
-        script = "".join(MIGRATIONS[step] for step in upgrade.steps) + _append_only_triggers()
         # A step that rebuilds a table others reference drops it first: foreign keys stay off for
         # the transaction (SQLite ignores the pragma inside one) and are checked before the commit.
         connection.execute("PRAGMA foreign_keys = OFF")
@@ -357,7 +356,11 @@ class SQLiteStore(QueueStore):
                 backup.unlink()  # another process migrated meanwhile, after a backup of its own
                 return
             migrations.log_upgrade(upgrade, backup)
-            for statement in migrations.sqlite_statements(script):
+            for step in upgrade.steps:
+                migrations.check_before_step(self.location, upgrade.found, step, self._columns)
+                for statement in migrations.sqlite_statements(MIGRATIONS[step]):
+                    connection.execute(statement)
+            for statement in migrations.sqlite_statements(_append_only_triggers()):
                 connection.execute(statement)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             broken = connection.execute("PRAGMA foreign_key_check").fetchall()
@@ -375,6 +378,10 @@ class SQLiteStore(QueueStore):
             connection.execute("PRAGMA foreign_keys = ON")
         migrations.log_upgraded(upgrade)
         self.upgraded_from = upgrade.found
+
+    def _columns(self, table: str) -> set[str] | None:
+        rows = self._connection().execute(f"PRAGMA table_info({table})").fetchall()
+        return {row[1] for row in rows} or None
 
     def backup(self, destination: Path) -> None:
         """`reviewer db backup`: a consistent copy of the queue, taken while it serves."""
