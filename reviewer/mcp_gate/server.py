@@ -24,6 +24,7 @@ from reviewer.agent.gate import AGENT_TOKEN_ENV, Gate, MissingAgentToken
 from reviewer.agent.session import PlanSession
 from reviewer.agent.shaped import shaped_answer
 from reviewer.agent.tools import WriteTool
+from reviewer.agent.waiting import Patience
 from reviewer.audit.inputs import AuditSourceUnreadable, credential_header, credential_variables
 from reviewer.audit.options import field_mapping
 from reviewer.audit.registry import AuditSource, audit_source
@@ -384,6 +385,8 @@ async def serve(options: argparse.Namespace, token: str) -> None:
                     base_url=options.base_url,
                     environment=options.environment,
                 ),
+                decision_timeout=options.decision_timeout,
+                patience=Patience(say=say),
             )
             recording = RecordingFile.of(options.queue, gate.target.api)
             handlers = McpGate(upstream, gate, options.policy, title=options.title, recording=recording)
