@@ -138,6 +138,84 @@ def backup_sqlite(source: sqlite3.Connection, destination: Path) -> None:
         target.close()
 
 
+FINISHED_COLUMNS: Final = ("state", "attempts", "last_error", "finished_at")
+"""What a finished delivery carries over to a restored backup (`restore_sqlite`)."""
+
+
+def restore_sqlite(backup: Path, database: Path, now: float) -> tuple[int, int, Path | None]:
+    """Put `backup` in place of `database` (stopped): a rollback. Each notification the database
+    finished (delivered, or given up on) that the backup still holds as pending is marked so in the
+    restored copy first, so the release that serves the backup never sends it again. The replaced
+    database is kept next to it (`.replaced-STAMP`). Answers the backup's schema version, how many
+    deliveries were carried over, and where the replaced file went (None when there was none)."""
+    stamp = datetime.fromtimestamp(now, UTC).strftime("%Y%m%dT%H%M%SZ")
+    if database.exists():  # its write-ahead log folded in first: what it finished is read whole
+        current = sqlite3.connect(database)
+        try:
+            busy = current.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        except sqlite3.Error as error:
+            raise DatabaseUnusable(f"{database} cannot be read as a queue database: {error}") from None
+        finally:
+            current.close()
+        if busy:
+            raise DatabaseUnusable(f"{database} is in use: stop every replica before restoring")
+    staged = database.with_name(f".{database.name}.restoring-{stamp}")
+    source = sqlite3.connect(f"file:{backup}?mode=ro", uri=True)
+    try:
+        backup_sqlite(source, staged)
+    except sqlite3.Error as error:
+        staged.unlink(missing_ok=True)
+        raise DatabaseUnusable(f"{backup} cannot be read as a queue database: {error}") from None
+    finally:
+        source.close()
+    try:
+        version, carried = _carry_finished_deliveries(staged, database)
+    except BaseException:
+        staged.unlink(missing_ok=True)
+        raise
+    replaced = None
+    if database.exists():
+        replaced = database.with_name(f"{database.name}.replaced-{stamp}")
+        os.replace(database, replaced)
+    os.replace(staged, database)
+    for leftover in ("-wal", "-shm"):
+        database.with_name(database.name + leftover).unlink(missing_ok=True)
+    return version, carried, replaced
+
+
+def _carry_finished_deliveries(restored: Path, database: Path) -> tuple[int, int]:
+    target = sqlite3.connect(restored)
+    try:
+        version = int(target.execute("PRAGMA user_version").fetchone()[0])
+        if not database.exists() or not _has_table(target, "outbox"):
+            return version, 0
+        current = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+        try:
+            if not _has_table(current, "outbox"):
+                return version, 0
+            finished = current.execute(
+                f"SELECT event_id, target, {', '.join(FINISHED_COLUMNS)} FROM outbox WHERE state <> 'pending'"
+            ).fetchall()
+        finally:
+            current.close()
+        carried = 0
+        with target:
+            for event_id, where, *values in finished:
+                carried += target.execute(
+                    "UPDATE outbox SET state = ?, attempts = ?, last_error = ?, finished_at = ?, "
+                    "leased_until = NULL WHERE event_id = ? AND target = ? AND state = 'pending'",
+                    (*values, event_id, where),
+                ).rowcount
+        return version, carried
+    finally:
+        target.close()
+
+
+def _has_table(connection: sqlite3.Connection, table: str) -> bool:
+    found = connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
+    return found.fetchone() is not None
+
+
 def sqlite_statements(script: str) -> Iterator[str]:
     """A script's statements one by one (a trigger's body holds `;` too), to run inside a
     transaction: `executescript` would commit it first."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -613,3 +615,49 @@ def test_an_event_queued_by_a_release_without_body_ids_is_delivered_with_its_del
     assert first.body == second.body, "every attempt sends the same bytes"
     assert {key: value for key, value in second.document.items() if key != "id"} == old
     assert verify(second.headers["reviewer-signature"], second.body, SECRET, now=clock.now)
+
+
+def test_a_rollback_restored_with_db_restore_never_sends_again_what_was_delivered_since(
+    tmp_path: Path, clock: Clock, receiver: Receiver
+) -> None:
+    """The backup taken at the upgrade holds two events still pending; the newer release delivers them;
+    `reviewer db restore BACKUP` puts the backup back with those two marked delivered, and the release
+    serving it sends nothing again, while an event it had not delivered still goes out."""
+    database = tmp_path / "queue.sqlite3"
+    queue = Queue(str(database), clock, receiver)
+    receiver.mode = "fail"
+    queue.submit("before-upgrade-1")
+    queue.submit("before-upgrade-2")
+    queue.deliverer.deliver_due()  # refused: both stay pending, as the backup keeps them
+    backup = tmp_path / "queue.sqlite3.v6-backup"
+    live, copy = sqlite3.connect(database), sqlite3.connect(backup)
+    live.backup(copy)
+    live.close()
+    copy.close()
+    queue.submit("never-delivered")  # in the backup? no: written after it, so a rollback loses it
+    receiver.mode = "ok"
+    clock.now += 600
+    queue.deliverer.deliver_due()
+    delivered = {arrival.document["proposal_id"] for arrival in receiver.accepted()}
+    assert delivered == {"before-upgrade-1", "before-upgrade-2", "never-delivered"}
+    queue.store.close()
+
+    restored = run_reviewer("db", "restore", str(backup), "--db", str(database))
+    assert restored.returncode == 0, restored.stderr
+    assert "2 notification(s) delivered since are marked so, and are not sent again" in restored.stderr
+    assert list(tmp_path.glob("queue.sqlite3.replaced-*")), "the replaced database is kept"
+
+    receiver.arrivals.clear()
+    store = open_store(str(database), clock=clock, pending_ttl=3600, approval_ttl=600, create=False)
+    store.notifying = Notifying(targets=(queue.sender.name,))
+    clock.now += 600
+    Deliverer(store, [queue.sender], clock=clock, sweep_interval=0).deliver_due()
+    assert receiver.arrivals == [], "nothing delivered before the rollback is sent again"
+    assert [delivery.state for delivery in store.list_deliveries()] == ["delivered", "delivered"]
+    store.close()
+
+
+def run_reviewer(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "reviewer", *args], capture_output=True, text=True, timeout=120
+    )
