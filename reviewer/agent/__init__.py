@@ -74,6 +74,7 @@ from reviewer.agent.queue import QueueAgent
 from reviewer.agent.runs import RecordedCall, Recording, dry_run
 from reviewer.agent.sandbox_check import SandboxCheck
 from reviewer.agent.tools import GatedTool, ToolArgumentError, WriteTool, sdk_tool, write_tool
+from reviewer.agent.waiting import Patience
 from reviewer.audit.registry import AuditSource, audit_source
 from reviewer.plan.dry_run_params import names_dry_run
 from reviewer.plan.proposal import Agent, Call, Proposal, Request, SandboxProof, Target
@@ -124,6 +125,7 @@ __all__ = [
     "NoTarget",
     "NotApproved",
     "OffTarget",
+    "Patience",
     "PlanStop",
     "Proposal",
     "ProposalExpired",
