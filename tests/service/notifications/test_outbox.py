@@ -31,9 +31,10 @@ from reviewer.service.notifications.webhook import WebhookSender
 from reviewer.service.store import SCHEMA_VERSION, Notifying, QueueStore, StoreSettings, events
 from reviewer.service.store.opener import open_store
 from reviewer.service.store.proposals import ListVersion
-from reviewer.service.store.sqlite import OUTBOX_SCHEMA, SCHEMA, SQLiteStore
+from reviewer.service.store.sqlite import SQLiteStore
 from tests.queue_harness import body, proposal
 from tests.service.notifications.receiver import Receiver
+from tests.service.test_migrations import previous_release_database
 from tests.service.test_store_contract import START, Clock, clock, database, identity
 
 __all__ = ["clock", "database"]  # fixtures of the store contract, used here too
@@ -477,19 +478,17 @@ def test_without_targets_no_event_is_written(database: str, clock: Clock) -> Non
 
 
 def test_a_version_3_sqlite_file_gains_the_outbox_and_keeps_its_rows(tmp_path: Path) -> None:
-    path = tmp_path / "v3.sqlite3"
-    version_3 = SCHEMA.replace(OUTBOX_SCHEMA, "")
-    assert version_3 != SCHEMA
+    """The previous release's own file (the fixture it wrote), not this schema less the outbox: a
+    migration refuses tables ahead of the version they claim."""
+    path = previous_release_database(tmp_path / "v3.sqlite3")
     with sqlite3.connect(path) as db:
-        db.executescript(version_3 + "PRAGMA user_version = 3;")
-        db.execute(
-            "INSERT INTO tokens (name, role, token_sha256, created_at) VALUES ('alice', 'reviewer', 'x', 1)"
-        )
+        before = db.execute("SELECT name FROM tokens ORDER BY id").fetchall()
+    assert before
     SQLiteStore(path, StoreSettings(clock=lambda: 2.0, pending_ttl=10, approval_ttl=10)).close()
     with sqlite3.connect(path) as db:
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert "outbox" in tables and db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-        assert db.execute("SELECT name FROM tokens").fetchall() == [("alice",)]
+        assert db.execute("SELECT name FROM tokens ORDER BY id").fetchall() == before
 
 
 def test_a_version_3_postgresql_database_gains_the_outbox(postgres_cluster: object, clock: Clock) -> None:
