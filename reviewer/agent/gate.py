@@ -322,8 +322,9 @@ class Gate:
         return await self.queue.submit(proposal)
 
     async def status(self, proposal_id: str) -> DecisionState:
-        """The queue's state of the latest revision, at once, without waiting."""
-        return await self.queue.client.decision_state(proposal_id)
+        """The queue's state of the latest revision, without waiting for a decision (a queue that is
+        away is waited for, as every step does)."""
+        return await self.queue.state(proposal_id)
 
     async def wait(self, submission: SubmissionAnswer, *, timeout: float | None = None) -> Approval:
         """Wait for the decision on this submission; the approval, or the `NoApproval` that says why not."""

@@ -176,7 +176,7 @@ class QueueAgent:
 
     async def require_current(self, approval: Approval) -> None:
         """Raise `NotApproved` unless the queue still holds this approval as current and unused."""
-        state = await self._state(approval.proposal_id)
+        state = await self.state(approval.proposal_id)
         self._require_revision(state, approval.revision, approval.plan_sha256)
         if state.state != "approved":
             raise NotApproved(approval.proposal_id, approval.revision, _why_not(state))
@@ -218,7 +218,7 @@ class QueueAgent:
             approval, client, audit, allow_any_target=allow_any_target, request_id_header=request_id_header
         )
         if self.allowed_signers is not None:  # checked again now: the approval may be a stale object
-            state = await self._state(approval.proposal_id)
+            state = await self.state(approval.proposal_id)
             self._require_revision(state, approval.revision, approval.plan_sha256)
             self._require_signatures(state)
         if self.ledger is not None:
@@ -317,7 +317,8 @@ class QueueAgent:
         )
         return await self._patiently(sending, f"reporting the run of {execution.approval.proposal_id}")
 
-    async def _state(self, proposal_id: str) -> DecisionState:
+    async def state(self, proposal_id: str) -> DecisionState:
+        """The queue's state of the latest revision, asked again through an outage."""
         return await self._patiently(
             partial(self.client.decision_state, proposal_id), f"asking the state of {proposal_id}"
         )
