@@ -18,7 +18,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     (
         "login",
         "reviewer.tui.commands",
-        "store the queue's URL and your reviewer token (asked without echo)",
+        "sign in to the queue: your token (asked without echo), or through the team's identity provider",
     ),
     ("serve", "reviewer.service.commands", "run the queue service"),
     ("notify", "reviewer.service.commands", "the queue's notifications"),

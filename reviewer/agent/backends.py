@@ -20,7 +20,8 @@ from reviewer.agent.errors import (
     LiveClientRequired,
     UnknownBackend,
 )
-from reviewer.agent.http_values import CallAnswer, HttpRequest
+from reviewer.agent.http_values import CallAnswer, HttpRequest, new_request_id
+from reviewer.plan.bodies import wire_bytes
 from reviewer.plan.proposal import DryRunVia, OutcomeStatus
 
 KUBERNETES_DRY_RUN_QUERY: Final[Mapping[str, str]] = {"dryRun": "All"}
@@ -93,12 +94,13 @@ def redirect_message(response: httpx.Response) -> str:
 def build_request(client: httpx.AsyncClient, request: HttpRequest) -> httpx.Request:
     """The request exactly as httpx will put it on the wire (the URL merged with the client's base), so
     a real run checks the very URL it sends."""
-    return client.build_request(
-        request.method,
-        request.path,
-        params=dict(request.query) if request.query else None,
-        json=request.body if request.body is not None else None,
-    )
+    params = dict(request.query) if request.query else None
+    content = wire_bytes(request.content_type, request.body)
+    if content is None:
+        body = request.body
+        return client.build_request(request.method, request.path, params=params, json=body)
+    headers = {"content-type": request.content_type or ""}  # only JSON goes without one
+    return client.build_request(request.method, request.path, params=params, content=content, headers=headers)
 
 
 async def send(client: httpx.AsyncClient, request: HttpRequest) -> httpx.Response:
@@ -134,7 +136,10 @@ class ServerBackend:
     via: ClassVar[DryRunVia] = "server"
 
     def __init__(
-        self, client: httpx.AsyncClient | None, dry_run_query: Mapping[str, str] | None = None
+        self,
+        client: httpx.AsyncClient | None,
+        dry_run_query: Mapping[str, str] | None = None,
+        request_id_header: str = "X-Request-Id",
     ) -> None:
         if not dry_run_query:
             raise DryRunParameterUnknown(
@@ -145,6 +150,10 @@ class ServerBackend:
         self.client = client
         self.dry_run_query = dict(dry_run_query)
         self.write_requests = 0
+        self.request_id_header = request_id_header
+        self.request_ids: list[str] = []
+        """The id each dry-run request was sent with: in an audit log, an entry carrying one is this
+        dry run's own request; any other write there was made by someone else, whatever its query."""
 
     async def answer(self, request: HttpRequest) -> tuple[CallAnswer, HttpRequest | None]:
         clash = sorted(set(request.query or {}) & set(self.dry_run_query))
@@ -154,12 +163,13 @@ class ServerBackend:
                 "replace it and check another request than the one that would run; not sent"
             )
             return CallAnswer("error", None, message, None), None
-        sent = HttpRequest(
-            request.method, request.path, {**(request.query or {}), **self.dry_run_query}, request.body
-        )
+        sent = request.with_parts(request.path, {**(request.query or {}), **self.dry_run_query}, request.body)
         self.write_requests += 1
+        built = build_request(self.client, sent)
+        built.headers[self.request_id_header] = request_id = new_request_id()
+        self.request_ids.append(request_id)
         try:
-            response = await send(self.client, sent)
+            response = await self.client.send(built, follow_redirects=False)
         except httpx.HTTPError as error:
             return CallAnswer("error", None, f"{type(error).__name__}: {error}", None), sent
         return answer_from_response(response), sent

@@ -250,7 +250,10 @@ class Gate:
         through it whatever the backend, so a log that cannot be read stops the dry run at its start
         (`AuditUnavailable`) instead of leaving the real run's verification silently without it."""
         backend_client = self.api if self.backend == "server" else None
-        backend = make_backend(self.backend, backend_client, **self.backend_options)
+        options = dict(self.backend_options)
+        if self.backend == "server":  # the dry run's requests carry ids too: the log tells them apart
+            options.setdefault("request_id_header", self.request_id_header)
+        backend = make_backend(self.backend, backend_client, **options)
         query = self.backend_options.get("dry_run_query")
         check = partial(self.sandbox.prove, query) if self.sandbox is not None and query else None
         return Recording(
@@ -292,12 +295,16 @@ class Gate:
             return None
         try:
             result = await asyncio.to_thread(
-                writes_during_dry_run, self.audit_source, recording.started_at, recording.finished_at
+                writes_during_dry_run,
+                self.audit_source,
+                recording.started_at,
+                recording.finished_at,
+                recording.dry_run_request_ids,
             )
         except AuditSourceUnreadable as error:
             log.warning("%s could not be read for the dry run: %s", self.audit_source.name, error)
             return None
-        log.info("%s: %s", self.audit_source.name, alarm_line(result))
+        log.info("%s", alarm_line(result, self.audit_source.name))
         return result
 
     def audit_run(self, execution: Execution) -> AuditMatch | None:

@@ -6,6 +6,7 @@ A leaf of the agent library: everything else in it builds on these, and they imp
 from __future__ import annotations
 
 import json
+import secrets
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -58,6 +59,12 @@ def _segment(value: object) -> str:
     return text if PLACEHOLDER.fullmatch(text) else urllib.parse.quote(text, safe="")
 
 
+def new_request_id() -> str:
+    """A request id of 128 random bits: no other client can guess the id of a request it has not seen
+    (one that has seen it is caught by verification: one id, one log entry)."""
+    return secrets.token_hex(16)
+
+
 @dataclass(frozen=True)
 class HttpRequest:
     """One HTTP request as a tool means it: the path is relative to the API's base URL."""
@@ -66,6 +73,9 @@ class HttpRequest:
     path: str
     query: Mapping[str, Any] | None = None
     body: Any = None
+    content_type: str | None = None
+    """How `body` is written (`reviewer.plan.bodies`): None for JSON; a form's `[[name, value], ...]`
+    or `bytes_body(raw)` with the content type sent."""
 
     def to_proposal(self) -> Request:
         return Request(
@@ -73,7 +83,12 @@ class HttpRequest:
             path=self.path,
             query=dict(self.query) if self.query else None,
             body=self.body,
+            content_type=self.content_type,
         )
+
+    def with_parts(self, path: str, query: Mapping[str, Any] | None, body: Any) -> HttpRequest:
+        """This request with another path, query and body, its method and content type kept."""
+        return HttpRequest(self.method, path, query, body, self.content_type)
 
 
 @dataclass(frozen=True)

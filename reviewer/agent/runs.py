@@ -30,6 +30,7 @@ from reviewer.plan.proposal import (
     Proposal,
     SandboxProof,
     Target,
+    raised_effect,
 )
 
 
@@ -99,7 +100,8 @@ class RecordedCall:
         return cls(
             seq=seq,
             tool=tool.name,
-            effect=tool.effect,
+            # The method decides at least: a tool declared `update` that sends a DELETE is a delete.
+            effect=raised_effect(tool.effect, request.method if request is not None else None),
             args=dict(arguments),
             request=request,
             answer=answer,
@@ -181,6 +183,11 @@ class Recording:
     def write_requests(self) -> int:
         return self.backend.write_requests
 
+    @property
+    def dry_run_request_ids(self) -> tuple[str, ...]:
+        """The ids the backend sent its dry-run requests with (a server dry run's; none otherwise)."""
+        return tuple(getattr(self.backend, "request_ids", ()))
+
     async def perform(
         self, tool: WriteTool, arguments: dict[str, Any], dropped: tuple[str, ...]
     ) -> CallAnswer:
@@ -218,15 +225,14 @@ class Recording:
     async def _answer_http(self, planned: HttpRequest) -> tuple[CallAnswer, HttpRequest | None, HttpRequest]:
         """The backend's answer, what it sent, and the request as the plan records it (placeholders
         kept, a server dry run's own query parameter shown)."""
-        to_send = HttpRequest(
-            planned.method,
+        to_send = planned.with_parts(
             substitute(planned.path, self.dry_values),
             substitute(planned.query, self.dry_values),
             substitute(planned.body, self.dry_values),
         )
         answer, sent = await self.backend.answer(to_send)
         recorded_query = sent.query if sent is not None else planned.query
-        return answer, sent, HttpRequest(planned.method, planned.path, recorded_query, planned.body)
+        return answer, sent, planned.with_parts(planned.path, recorded_query, planned.body)
 
     async def _answer_sdk(self, tool: WriteTool, arguments: dict[str, Any]) -> CallAnswer:
         """An SDK tool's dry run: its own dry-run callable answers, unless the run only records or the
@@ -298,6 +304,7 @@ class Recording:
                 write_requests=self.write_requests,
                 writes_kept=self.writes_kept,
                 sandbox=self.sandbox_proof,
+                request_ids=list(self.dry_run_request_ids) or None,
             ),
             calls=[call.to_call() for call in sorted(self.calls, key=attrgetter("seq"))],
         )

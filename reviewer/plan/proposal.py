@@ -17,6 +17,7 @@ from typing import Annotated, Any, Final, Literal, overload
 import msgspec
 import rfc8785
 
+from reviewer.plan.bodies import BodyError, check_body
 from reviewer.plan.placeholders import MARK, unresolvable_in
 
 FORMAT_V1: Final = "reviewer.proposal/v1"
@@ -117,6 +118,12 @@ class DryRun(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     absent when no audit source was read, so a proposal without it reads as before."""
     sandbox: SandboxProof | None = None
     """The sandbox check that proved a server dry run kept nothing; absent when none ran."""
+    request_ids: (
+        Annotated[list[Annotated[str, msgspec.Meta(max_length=128)]], msgspec.Meta(max_length=MAX_CALLS)]
+        | None
+    ) = None
+    """The request id each of a server dry run's requests was sent with: in the API's audit log, an
+    entry carrying one is the dry run's own request, never another client's write. Outside the digest."""
 
 
 class Request(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
@@ -124,6 +131,9 @@ class Request(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc
     path: str
     query: dict[str, Any] | None = None
     body: Any = None
+    content_type: str | None = None
+    """How `body` is written (`reviewer.plan.bodies`): absent for JSON, a form's fields, or the exact
+    bytes in base64. Absent on every plan written before bodies other than JSON were recorded."""
 
 
 class Outcome(msgspec.Struct, forbid_unknown_fields=True, gc=False):
@@ -143,6 +153,41 @@ class Call(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=Fa
     destructive: bool = False
     """The call may destroy or overwrite what it touches, whatever its effect (an MCP tool hinted
     `destructiveHint`, one the operator names): counted with the deletes. Absent when false."""
+
+
+EFFECT_RANK: Final[dict[str, int]] = {"read": 0, "other": 0, "create": 1, "update": 2, "delete": 3}
+METHOD_FLOOR: Final[dict[str, Effect]] = {
+    "POST": "create",
+    "PUT": "update",
+    "PATCH": "update",
+    "DELETE": "delete",
+}
+"""The least effect each write method has: a call's `effect` is the agent's word, its method is what
+the API does. A POST may be an update or a delete too (an RPC-style API), never a read."""
+
+
+def effect_floor(method: str | None) -> Effect | None:
+    """The least effect a request of `method` can have, or None for a method that writes nothing."""
+    return METHOD_FLOOR.get(method.upper()) if method else None
+
+
+def raised_effect(effect: Effect, method: str | None) -> Effect:
+    """`effect`, raised to what `method` does at least (`read` for a DELETE is `delete`)."""
+    floor = effect_floor(method)
+    if floor is not None and EFFECT_RANK[effect] < EFFECT_RANK[floor]:
+        return floor
+    return effect
+
+
+def understated_effect(call: Call) -> str | None:
+    """Why a call's effect says less than its method does, or None when it does not."""
+    method = call.request.method if call.request is not None else None
+    if raised_effect(call.effect, method) == call.effect:
+        return None
+    return (
+        f"effect {call.effect!r} understates its method {str(method).upper()[:20]}: a DELETE is a delete, "
+        "a POST at least a create, a PUT or PATCH at least an update; declare the effect the method has"
+    )
 
 
 def is_destructive(effect: str, destructive: bool) -> bool:
@@ -467,6 +512,9 @@ def _check_calls(raws: list[msgspec.Raw], source: str, pause: Pause = _no_pause)
         if not _call_within_limits(call):
             plain = msgspec.to_builtins(call, enc_hook=float)
             raise ProposalError(source, locate_limit_violation(plain, at, depth=3))
+        understated = understated_effect(call)
+        if understated is not None:
+            raise ProposalError(source, f"{at}.effect: {understated}")
         if _holds_placeholder_mark(raw):
             executed = [call.args, msgspec.to_builtins(call.request, enc_hook=float)]
             unresolvable = unresolvable_in(executed, call.seq, seqs)
@@ -476,6 +524,11 @@ def _check_calls(raws: list[msgspec.Raw], source: str, pause: Pause = _no_pause)
                     f"{at}: {unresolvable[0].text()} names no earlier call of the plan; a placeholder "
                     "stands for what an earlier call produces, so the real run could never resolve it",
                 )
+        if call.request is not None and call.request.content_type is not None:
+            try:
+                check_body(call.request.content_type, call.request.body)
+            except BodyError as error:
+                raise ProposalError(source, f"{at}.request.body: {error}") from None
         seqs.add(call.seq)
 
 
@@ -485,7 +538,7 @@ def _call_within_limits(call: Call) -> bool:
     texts: list[str | None] = [call.tool]
     values: list[tuple[Any, int]] = [(call.args, 4)]
     if call.request is not None:
-        texts += (call.request.method, call.request.path)
+        texts += (call.request.method, call.request.path, call.request.content_type)
         values += ((call.request.query, 5), (call.request.body, 5))
     if call.outcome is not None:
         texts.append(call.outcome.message)

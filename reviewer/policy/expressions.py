@@ -38,7 +38,7 @@ DEFAULT_DEADLINE: Final = 10.0
 MAX_WALKS: Final = 8
 NAMES: Final = frozenset({"environment", "target", "plan", "alarms"})
 """The names a rule's expression reads (the activation's top level)."""
-CALL_FIELDS: Final = frozenset({"seq", "tool", "effect", "method", "path", "args"})
+CALL_FIELDS: Final = frozenset({"seq", "tool", "effect", "method", "path", "query", "args"})
 MACROS: Final = frozenset({"exists", "all", "exists_one", "map", "filter"})
 GROUPED_FIELDS: Final = frozenset({"tool", "effect", "method", "path"})
 """The fields of a call a walk may read and still be evaluated once per distinct value (`Walk.fields`):

@@ -213,21 +213,25 @@ class QueueClient:
     def __init__(
         self,
         base_url: str,
-        token: str,
+        token: str | httpx.Auth,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         retries: int = DEFAULT_RETRIES,
         retry_delay: float = 0.2,
     ) -> None:
-        if not token or any(character.isspace() for character in token) or not token.isprintable():
-            raise ValueError("the token is empty or contains whitespace or control characters")
+        headers = {"Accept": "application/json"}
+        if isinstance(token, str):
+            if not token or any(character.isspace() for character in token) or not token.isprintable():
+                raise ValueError("the token is empty or contains whitespace or control characters")
+            headers["Authorization"] = f"Bearer {token}"
         self.base_url = base_url.rstrip("/")
         self.retries = retries
         self.retry_delay = retry_delay
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
-            headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
+            auth=None if isinstance(token, str) else token,
+            headers=headers,
             transport=transport,
             timeout=timeout,
             follow_redirects=False,

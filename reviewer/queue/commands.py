@@ -142,7 +142,7 @@ async def _read(options: argparse.Namespace) -> int:
         raise DecisionFailed(str(error), 2) from None
     width = min(shutil.get_terminal_size((80, 24)).columns, 100)
     try:
-        async with queue.QueueClient(settings.queue_url, settings.token.reveal()) as client:
+        async with queue.QueueClient(settings.queue_url, settings.credential()) as client:
             if options.reading == "list":
                 summaries = await pending_summaries(client)
                 if options.json:
@@ -197,7 +197,7 @@ async def _decide(options: argparse.Namespace) -> int:
     except (ConfigError, SigningError) as error:
         raise DecisionFailed(f"{error}; nothing was sent", 2) from None
     try:
-        async with queue.QueueClient(settings.queue_url, settings.token.reveal()) as client:
+        async with queue.QueueClient(settings.queue_url, settings.credential()) as client:
             if digest is None:
                 digest = await _digest_of(client, options.proposal_id, options.revision)
             try:

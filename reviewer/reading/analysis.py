@@ -653,12 +653,17 @@ class Analysis:
                 )
             )
         if ratios.unproven and ratios.writes_kept is None:
+            read = (
+                "the audit log read for writes around the gate cannot say whether the API kept the gate's own"
+                if self.proposal.dry_run.writes_around is not None
+                else "no audit log read before and after"
+            )
             alarms.append(
                 (
                     "unproven_dry_run",
                     f"the server accepted {_count(ratios.unproven, 'call')}, but nothing proved the API "
-                    "honoured the dry-run parameter (no audit log read before and after, no sandbox "
-                    "check): it may have written for real",
+                    f"honoured the dry-run parameter ({read}, no sandbox check): it may have written "
+                    "for real",
                 )
             )
         if ratios.real_refusals:

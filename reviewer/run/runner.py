@@ -36,7 +36,7 @@ from reviewer.agent.sandbox_check import SandboxCheck
 from reviewer.agent.tools import ACTIVE_RUN
 from reviewer.agent.waiting import Patience
 from reviewer.audit.checks import alarm_line
-from reviewer.audit.commands import row_text
+from reviewer.audit.commands import unplanned_text
 from reviewer.audit.inputs import AuditSourceUnreadable
 from reviewer.audit.registry import AuditSource
 from reviewer.plan.proposal import Agent, Proposal, ProposalError, Target, dumps, scan_proposal
@@ -170,7 +170,11 @@ async def run(settings: RunSettings) -> int:
 async def _run(settings: RunSettings) -> int:
     dry_run_query = resolve_dry_run_query(settings)
     api = httpx.AsyncClient(
-        base_url=settings.api, headers=settings.credentials.headers, follow_redirects=False, timeout=60.0
+        base_url=settings.api,
+        headers=settings.credentials.headers,
+        auth=settings.credentials.auth,
+        follow_redirects=False,
+        timeout=60.0,
     )
     queue = QueueClient(settings.queue, settings.agent_token)
     async with api, queue:
@@ -293,9 +297,13 @@ async def dry_run(
         return None
     dry_run_audit = await gate.audit_dry_run(recording)
     if dry_run_audit is not None:
-        say(alarm_line(dry_run_audit) + ("; the plan carries the alarm" if dry_run_audit.unplanned else ""))
-        for row in dry_run_audit.unplanned:
-            say(safe_text(f"unplanned during the dry run: {row_text(row)}"))
+        source_name = gate.audit_source.name if gate.audit_source is not None else "the audit log"
+        say(
+            alarm_line(dry_run_audit, source_name)
+            + ("; the plan carries the alarm" if dry_run_audit.unplanned else "")
+        )
+        for unplanned in dry_run_audit.unplanned:
+            say(safe_text(f"unplanned during the dry run: {unplanned_text(unplanned)}"))
     proposal = gate.propose(
         recording, title=title, proposal_id=proposal_id, revision=revision, dry_run_audit=dry_run_audit
     )
@@ -367,8 +375,8 @@ async def report_audit(gate: Gate, execution: Execution) -> None:
     if result is None:
         say(f"audit: {gate.audit_source.name} could not be read; the run is not verified against it")
         return
-    for row in result.unplanned:
-        say(safe_text(f"unplanned: {row_text(row)}"))
+    for unplanned in result.unplanned:
+        say(safe_text(f"unplanned: {unplanned_text(unplanned)}"))
     if not result.complete:
         say(f"audit: incomplete, {gate.audit_source.name} cannot vouch for this run")
     say(result.summary)
@@ -377,7 +385,12 @@ async def report_audit(gate: Gate, execution: Execution) -> None:
 def report(gate: Gate, execution: Execution, approved_by: str) -> int:
     """One line for the run, one for its verification; 0 only when every approved call succeeded."""
     verification = gate.verify(execution)
-    checked = "against the audit log" if execution.audit_available else "against the plan (no --audit)"
+    if execution.audit_available:
+        checked = "against the audit log"
+    elif gate.audit_source is not None:
+        checked = f"against the plan ({gate.audit_source.name} is held against the run on the next line)"
+    else:
+        checked = "against the plan (no --audit)"
     if execution.ok:
         say(
             f"approved by {approved_by}; all {len(execution.executed)} calls succeeded; verified {checked}: "

@@ -38,6 +38,7 @@ from reviewer.service.metrics import Metrics
 from reviewer.service.notifications.delivery import Deliverer
 from reviewer.service.notifications.sender import Sender
 from reviewer.service.notifications.targets import notifying
+from reviewer.service.oidc import IdentityTokens
 from reviewer.service.request_log import RequestLog
 from reviewer.service.responses import error_json, error_response
 from reviewer.service.routes import decisions, health, identity, metrics, proposals, runs
@@ -79,6 +80,7 @@ def create_app(
     remind_after: float | None = None,
     api_docs: bool = False,
     keep_deliveries: float | None = None,
+    identity_tokens: IdentityTokens | None = None,
 ) -> FastAPI:
     """The service on the database `db` names (or on `store`), with an injectable clock and TTLs.
 
@@ -86,6 +88,7 @@ def create_app(
     sends them from threads that start and stop with the app. `api_docs` (`serve --api-docs`) serves
     the Swagger UI at `/docs` and ReDoc at `/redoc`; off by default, since both pages load their
     scripts from a CDN. `/openapi.json` is always served: it describes the API, holds no data.
+    With `identity_tokens` (`serve --oidc-issuer`), reviewers sign in through that OpenID provider.
     """
     queue: QueueStore = store or open_store(
         db,
@@ -114,6 +117,7 @@ def create_app(
 
     app = QueueApp(
         queue,
+        provider_signs_in=identity_tokens is not None,
         title="reviewer queue",
         version="1",
         description=(
@@ -125,6 +129,7 @@ def create_app(
         redoc_url="/redoc" if api_docs else None,
     )
     app.state.store = queue
+    app.state.identity_tokens = identity_tokens
     for router in ROUTERS:
         app.include_router(router)
 
@@ -181,10 +186,11 @@ class QueueApp(FastAPI):
     FastAPI's own middleware (errors, telemetry, body limit) nor its router, and is logged like
     every other request."""
 
-    def __init__(self, store: QueueStore, **settings: Any) -> None:
+    def __init__(self, store: QueueStore, provider_signs_in: bool = False, **settings: Any) -> None:
         super().__init__(**settings)
         self.state.metrics = Metrics(store, self.router.routes)
-        self.front = RequestLog(IdlePoll(self.routed, store), on_response=self.state.metrics.count_request)
+        idle_poll = IdlePoll(self.routed, store, provider_signs_in)
+        self.front = RequestLog(idle_poll, on_response=self.state.metrics.count_request)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.front(scope, receive, send)

@@ -59,6 +59,8 @@ def test_node_agent_is_gated_server_dry_run_then_the_approved_plan_runs(
         assert update["request"]["body"]["mergedInto"] == "<id from call 1>"
     # The API saw the dry run's own id, and its refusal says so: chain noise, not a real refusal.
     assert calls[1]["outcome"]["message"] == "mergedInto names no ticket: tk-4"
+    request_ids = plan["dry_run"].pop("request_ids")  # each dry-run request's own, for the audit log
+    assert len(request_ids) == len(set(request_ids)) == 4
     assert plan["dry_run"] == {"via": "server", "write_requests": 4, "writes_kept": 0}
     assert plan["target"]["base_url"] == sample_api.url
     assert sample_api.audit() == [], "nothing may be written before a reviewer approves"

@@ -184,8 +184,10 @@ def version_4_postgresql(cluster: Cluster) -> str:
     with psycopg.connect(url, autocommit=True) as raw:
         raw.execute(
             "ALTER TABLE tokens DROP COLUMN expires_at, DROP COLUMN previous_sha256, "
-            "DROP COLUMN previous_expires_at"
+            "DROP COLUMN previous_expires_at, DROP COLUMN kind, DROP COLUMN issuer, DROP COLUMN subject, "
+            "DROP COLUMN session_ends_at"
         )
+        raw.execute("ALTER TABLE trail DROP COLUMN identity")
         raw.execute("ALTER TABLE tokens DROP CONSTRAINT tokens_role_check")
         raw.execute(
             "ALTER TABLE tokens ADD CONSTRAINT tokens_role_check CHECK (role IN ('agent', 'reviewer'))"
@@ -254,9 +256,9 @@ SCHEMA_5_CHECKS = {
 
 def version_5_sqlite(path: Path) -> Path:
     """An SQLite queue as schema 5 left it, holding a decided, claimed and reported proposal."""
-    from reviewer.service.store.sqlite import SCHEMA, _append_only_triggers
+    from reviewer.service.store.sqlite import IDENTITY_COLUMNS, SCHEMA, _append_only_triggers
 
-    schema = SCHEMA
+    schema = SCHEMA.replace(IDENTITY_COLUMNS, "")  # migration 7's columns
     for now, before in SCHEMA_5_CHECKS.items():
         assert now in schema
         schema = schema.replace(now, before)
@@ -295,8 +297,11 @@ def test_migration_6_rebuilds_decisions_and_trail_keeping_rows_ids_and_the_appen
     tables = ("decisions", "trail", "claims", "executions", "proposals")
     before = {table: dump_table(database, table) for table in tables}
     SQLiteStore(database, StoreSettings(clock=lambda: 10.0, pending_ttl=10, approval_ttl=10)).close()
-    assert user_version(database) == SCHEMA_VERSION == 6
-    assert {table: dump_table(database, table) for table in tables} == before
+    assert user_version(database) == SCHEMA_VERSION
+    after = {table: dump_table(database, table) for table in tables}
+    assert {row[-1] for row in after["trail"]} == {None}  # migration 7's `identity`, unknown before it
+    after["trail"] = [row[:-1] for row in after["trail"]]
+    assert after == before
     with sqlite3.connect(database) as db:
         db.execute("PRAGMA foreign_keys = ON")
         assert db.execute("PRAGMA foreign_key_check").fetchall() == []

@@ -29,7 +29,7 @@ from reviewer.service.errors import (
     StaleRevision,
     Unauthorized,
 )
-from reviewer.service.store import QueueStore, Submission
+from reviewer.service.store import SCHEMA_VERSION, QueueStore, Submission
 from reviewer.service.store.opener import open_store
 from tests.service.postgres import Cluster
 
@@ -126,17 +126,18 @@ def test_a_database_without_a_queue_is_refused_when_not_creating(database: str, 
 
 def test_another_schema_version_is_refused_with_what_to_do(database: str, clock: Clock) -> None:
     open_store(database, clock=clock, pending_ttl=600, approval_ttl=60, create=True).close()
+    newer = SCHEMA_VERSION + 1
     if database.startswith("postgresql://"):
         with psycopg.connect(database, autocommit=True) as raw:
-            raw.execute("UPDATE reviewer_schema SET version = 8")
+            raw.execute(f"UPDATE reviewer_schema SET version = {newer}")
     else:
         import sqlite3
 
         with sqlite3.connect(database) as raw:
-            raw.execute("PRAGMA user_version = 8")
+            raw.execute(f"PRAGMA user_version = {newer}")
     with pytest.raises(
         DatabaseUnusable,
-        match="schema version 8, newer than version 6 that this release writes; run a release",
+        match=f"schema version {newer}, newer than version {SCHEMA_VERSION} that this release writes; run a",
     ):
         open_store(database, clock=clock, pending_ttl=600, approval_ttl=60, create=True)
 

@@ -20,7 +20,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from reviewer.policy.bounded import PolicyEvaluator
 from reviewer.policy.file import Policy
@@ -37,7 +37,8 @@ from reviewer.queue.messages import (
     SubmissionAnswer,
 )
 from reviewer.service import rules
-from reviewer.service.auth import Identity, Role
+from reviewer.service.auth import Identity, Kind, Role
+from reviewer.service.errors import Forbidden
 from reviewer.service.signed_decisions import PolicySigning
 from reviewer.service.store import decisions, idempotency, outbox, proposals, runs, tokens
 from reviewer.service.store.base import (
@@ -60,6 +61,9 @@ from reviewer.service.store.outbox import Delivery
 from reviewer.service.store.proposals import ListVersion, Submission
 from reviewer.service.store.tokens import RegisteredKey, TokenInfo
 from reviewer.signing.sshsig import PublicKey
+
+if TYPE_CHECKING:  # the JOSE library loads only where a queue signs reviewers in through a provider
+    from reviewer.service.oidc import ProviderPerson
 
 __all__ = [
     "DECISION_CHECK",
@@ -148,12 +152,20 @@ class QueueStore(ABC):
 
     # tokens and reviewers' SSH keys
 
-    def create_token(self, name: str, role: Role, token_sha256: str, expires_at: float | None = None) -> None:
+    def create_token(
+        self,
+        name: str,
+        role: Role,
+        token_sha256: str,
+        expires_at: float | None = None,
+        kind: Kind = "minted",
+    ) -> None:
         """Mint under `name` (see `rules.check_new_token` for the rules a name follows), valid until
-        `expires_at` (seconds since the epoch) or for ever."""
+        `expires_at` (seconds since the epoch) or for ever; `kind` break-glass for a reviewer's token
+        on a queue that signs reviewers in through the provider."""
         rules.check_token_name(name)
         with self.write() as db:
-            tokens.create_token(db, name, role, token_sha256, expires_at, self.clock())
+            tokens.create_token(db, name, role, token_sha256, expires_at, self.clock(), kind)
 
     def list_tokens(self) -> list[TokenInfo]:
         with self.read() as db:
@@ -183,6 +195,39 @@ class QueueStore(ABC):
     def resolve_token(self, token_sha256: str) -> Identity | None:
         with self.single() as db:
             return tokens.resolve_token(db, token_sha256, self.clock())
+
+    def sign_in(self, person: ProviderPerson) -> Identity:
+        """The identity of a person the provider's identity token names: read alone while their
+        session is known, written once per renewed session (`tokens.sign_in`). Forbidden when the
+        provider no longer counts them a reviewer, after ending their row (so their pending
+        approvals are withdrawn) in a transaction of its own."""
+        subject = person.principal
+        if person.reviewer:
+            with self.single() as db:
+                known = tokens.provider_person(db, person.issuer, person.subject)
+            if (
+                known is not None
+                and known["name"] == person.name
+                and (known["session_ends_at"] or 0.0) >= person.session_ends_at
+            ):
+                return Identity(known["id"], known["name"], "reviewer", "provider", subject)
+        with self.write() as db:
+            token_id = tokens.sign_in(
+                db,
+                person.issuer,
+                person.subject,
+                person.name,
+                person.reviewer,
+                person.issued_at,
+                person.session_ends_at,
+                self.clock(),
+            )
+        if token_id is None:
+            raise Forbidden(
+                f"{person.name} is not in the queue's reviewers group at the identity provider; "
+                "ask for it there"
+            )
+        return Identity(token_id, person.name, "reviewer", "provider", subject)
 
     def add_ssh_key(self, name: str, key: PublicKey, comment: str = "") -> None:
         """Register `key` for the reviewer `name`; refused for an agent's name or a key another holds.

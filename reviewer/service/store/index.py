@@ -38,13 +38,15 @@ def append_trail(
     plan_sha256: str,
     reason: str | None = None,
     signed: VerifiedSignature | None = None,
+    identity: str | None = None,
 ) -> int:
     """Append to the trail; its `seq` is the list's version and cursor, so it must grow in commit
-    order, which the one write lock of `write()` gives on both backends."""
+    order, which the one write lock of `write()` gives on both backends. `identity` is how the actor
+    signed in (`Identity.principal`: `token:NAME`, `break-glass:NAME`, `oidc:ISSUER#SUBJECT`)."""
     row = db.one(
         "INSERT INTO trail (at, actor, event, proposal_id, revision, plan_sha256, reason, statement, "
-        "signature, key_fingerprint) VALUES (:now, :actor, :event, :proposal_id, :revision, "
-        ":plan_sha256, :reason, :statement, :signature, :key_fingerprint) RETURNING seq",
+        "signature, key_fingerprint, identity) VALUES (:now, :actor, :event, :proposal_id, :revision, "
+        ":plan_sha256, :reason, :statement, :signature, :key_fingerprint, :identity) RETURNING seq",
         now=now,
         actor=actor,
         event=event,
@@ -55,6 +57,7 @@ def append_trail(
         statement=signed.statement if signed else None,
         signature=signed.signature if signed else None,
         key_fingerprint=signed.key_fingerprint if signed else None,
+        identity=identity,
     )
     assert row is not None
     return int(row["seq"])

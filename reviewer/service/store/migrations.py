@@ -29,6 +29,7 @@ STEPS: Final = {
     4: "the notifications' outbox",
     5: "metrics tokens, token expiry, and rotation (the replaced token valid for a grace period)",
     6: "the decision request_changes, and its trail event changes_requested",
+    7: "reviewers signed in by an OpenID provider, break-glass tokens, the deciding identity in the trail",
 }
 """What each numbered step adds; the backends hold its SQL under the same number."""
 
@@ -36,6 +37,7 @@ MARKS: Final[dict[int, tuple[tuple[str, str | None], ...]]] = {
     3: (("trail", "statement"), ("trail", "signature"), ("trail", "key_fingerprint"), ("ssh_keys", None)),
     4: (("outbox", None),),
     5: (("tokens", "expires_at"), ("tokens", "previous_sha256"), ("tokens", "previous_expires_at")),
+    7: (("tokens", "kind"), ("tokens", "issuer"), ("tokens", "subject"), ("trail", "identity")),
 }
 """The tables (column None) and columns each step adds, in both backends: what tells a database's
 tables from the version number it claims. A step that only widens a CHECK leaves no mark."""

@@ -212,6 +212,17 @@ CREATE TABLE reviewer_schema (version INTEGER NOT NULL);
     + OUTBOX_SCHEMA
 )
 
+IDENTITY_COLUMNS: Final = """
+ALTER TABLE tokens ADD COLUMN kind TEXT NOT NULL DEFAULT 'minted';
+ALTER TABLE tokens ADD COLUMN issuer TEXT;
+ALTER TABLE tokens ADD COLUMN subject TEXT;
+ALTER TABLE tokens ADD COLUMN session_ends_at DOUBLE PRECISION;
+CREATE INDEX tokens_subject ON tokens (issuer, subject);
+ALTER TABLE trail ADD COLUMN identity TEXT;
+"""
+"""Version 7, as `store.sqlite.IDENTITY_COLUMNS` says; a new database gets the same columns."""
+SCHEMA += IDENTITY_COLUMNS
+
 MIGRATIONS: Final = {
     4: OUTBOX_SCHEMA,
     5: """
@@ -227,6 +238,7 @@ ALTER TABLE decisions ADD CONSTRAINT decisions_decision_check CHECK ({DECISION_C
 ALTER TABLE trail DROP CONSTRAINT trail_event_check;
 ALTER TABLE trail ADD CONSTRAINT trail_event_check CHECK ({TRAIL_EVENT_CHECK});
 """,
+    7: IDENTITY_COLUMNS,
 }
 """Each numbered step of `reviewer.service.store.migrations.STEPS` in PostgreSQL's words."""
 OLDEST_VERSION: Final = 3

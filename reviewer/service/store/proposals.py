@@ -96,6 +96,7 @@ def submit(
         submission.proposal_id,
         submission.revision,
         submission.plan_sha256,
+        identity=identity.principal,
     )
     pending_expires_at = now + store.pending_ttl
     # One statement for the first revision and each re-plan: a re-plan keeps the owner and
@@ -246,7 +247,7 @@ def get_record(
         "SELECT * FROM trail WHERE proposal_id = :proposal_id ORDER BY seq", proposal_id=proposal_id
     )
     latest = decisions.voted_state(store, db, row, now)
-    _counted, withdrawn = decisions.cast_and_withdrawn(db, proposal_id, row["latest_revision"])
+    _counted, withdrawn = decisions.cast_and_withdrawn(db, proposal_id, row["latest_revision"], now)
     revisions = [
         RevisionInfo(
             revision=revision["revision"],
@@ -270,6 +271,7 @@ def get_record(
             reason=event["reason"],
             statement=event["statement"],
             signature=event["signature"],
+            identity=event["identity"],
         )
         for event in trail_rows
     ]

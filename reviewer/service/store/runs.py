@@ -57,7 +57,16 @@ def claim_approval(
         now=now,
         lease_expires_at=lease_expires_at,
     )
-    index.append_trail(db, now, identity.name, "claimed", proposal_id, request.revision, request.plan_sha256)
+    index.append_trail(
+        db,
+        now,
+        identity.name,
+        "claimed",
+        proposal_id,
+        request.revision,
+        request.plan_sha256,
+        identity=identity.principal,
+    )
     db.run(
         "UPDATE proposals SET claim_id = :claim_id, claimed_by = :claimed_by, claimed_at = :now, "
         "lease_expires_at = :lease_expires_at, deadline = :lease_expires_at "
@@ -158,6 +167,7 @@ def record_execution(
         claim["revision"],
         claim["plan_sha256"],
         report.ended,
+        identity=identity.principal,
     )
     # Only the revision this claim holds turns executed; a newer one keeps its own state.
     db.run(

@@ -223,6 +223,19 @@ CREATE TABLE IF NOT EXISTS idempotency (
     + OUTBOX_SCHEMA
 )
 
+IDENTITY_COLUMNS: Final = (
+    "ALTER TABLE tokens ADD COLUMN kind TEXT NOT NULL DEFAULT 'minted';\n"
+    "ALTER TABLE tokens ADD COLUMN issuer TEXT;\n"
+    "ALTER TABLE tokens ADD COLUMN subject TEXT;\n"
+    "ALTER TABLE tokens ADD COLUMN session_ends_at REAL;\n"
+    "CREATE INDEX IF NOT EXISTS tokens_subject ON tokens(issuer, subject);\n"
+    "ALTER TABLE trail ADD COLUMN identity TEXT;\n"
+)
+"""Version 7: how a reviewer signed in (a minted token, a break-glass token, or the provider's
+person by issuer and subject, with the end of their session), and the deciding identity in the trail.
+Nullable or defaulted columns, so no row changes; a new database gets them the same way."""
+SCHEMA += IDENTITY_COLUMNS
+
 TRAIL_SIGNATURE_COLUMNS = ("statement", "signature", "key_fingerprint")
 """Signed decisions in `trail`; a version-2 file gains them on open (nullable, so no row changes)."""
 
@@ -238,6 +251,7 @@ MIGRATIONS: Final = {
     6: _rebuilt("decisions", DECISIONS_SCHEMA, DECISIONS_COLUMNS)
     + _rebuilt("trail", TRAIL_SCHEMA, TRAIL_COLUMNS)
     + TRAIL_INDEX,
+    7: IDENTITY_COLUMNS,
 }
 """Each numbered step of `reviewer.service.store.migrations.STEPS` in SQLite's words."""
 OLDEST_VERSION: Final = 2
