@@ -13,7 +13,7 @@ import mcp_types as types
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
 
-warnings.simplefilter("ignore", DeprecationWarning)  # the handshake's features, which it serves
+warnings.simplefilter("ignore", UserWarning)  # the SDK warns of the handshake's features it serves
 LOG = os.environ["PASSTHROUGH_LOG"]
 RESOURCE = "memo://today"
 COLOURS = ("red", "green", "grey")

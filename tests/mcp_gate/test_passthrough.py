@@ -19,7 +19,7 @@ from mcp import Client, StdioServerParameters
 
 from tests.agent.fixtures import Queue
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 """The SDK warns that a later protocol version dropped the logging level and subscriptions."""
 
 ROOT = Path(__file__).resolve().parents[2]
