@@ -32,8 +32,10 @@ from reviewer.agent.errors import (
 from reviewer.agent.execution import DEFAULT_REQUEST_ID_HEADER, Execution
 from reviewer.agent.feedback import Feedback
 from reviewer.agent.gate import Gate, new_proposal_id
+from reviewer.agent.replan import Replan, until_decided
 from reviewer.agent.sandbox_check import SandboxCheck
 from reviewer.agent.tools import ACTIVE_RUN
+from reviewer.agent.waiting import Patience
 from reviewer.audit.checks import alarm_line
 from reviewer.audit.commands import unplanned_text
 from reviewer.audit.inputs import AuditSourceUnreadable
@@ -192,6 +194,7 @@ async def _run(settings: RunSettings) -> int:
             target=Target(api=api.base_url.host, base_url=settings.api, environment=settings.environment),
             poll_interval=settings.poll_interval,
             decision_timeout=settings.decision_timeout,
+            patience=Patience(say=lambda line: say(safe_text(line))),
             **backend_options,
         )
         proposal_id = new_proposal_id(title)
@@ -247,32 +250,35 @@ async def plan_until_decided(
     """Dry-run, submit and wait; when a reviewer asks for changes and `--max-revisions` allows another
     plan, dry-run COMMAND again with their words and submit it as the next revision. The run (real
     run, `--rerun`'s COMMAND included) is of the approved revision, with that revision's feedback."""
-    feedback: Feedback | None = None
-    revision = 1
-    while True:
 
-        def planned(feedback: Feedback | None = feedback) -> Awaitable[ChildExit]:
+    async def attempt(replan: Replan) -> int:
+        feedback = replan.feedback
+
+        def planned() -> Awaitable[ChildExit]:
             return child(feedback)
 
         http_gate.writes_seen = http_gate.write_bytes = 0  # each plan has the whole budget
-        proposal = await dry_run(gate, http_gate, planned, settings, title, proposal_id, revision)
+        proposal = await dry_run(gate, http_gate, planned, settings, title, proposal_id, replan.revision)
         if proposal is None:
             return 0
-        try:
-            return await decide_and_run(gate, http_gate, proposal, planned, settings)
-        except ChangesRequested as changes:
-            asked = Feedback.from_request(changes)
-            if revision >= settings.max_revisions:
-                say(
-                    f"{safe_text(str(asked))}; nothing ran (--max-revisions {settings.max_revisions}: "
-                    "COMMAND does not plan again)"
-                )
-                return 1
-            feedback, revision = asked, changes.revision + 1
-            say(
-                f"{safe_text(str(asked))}; COMMAND plans again with {FEEDBACK_ENV} "
-                f"(revision {revision}, plan {revision} of at most {settings.max_revisions})"
-            )
+        return await decide_and_run(gate, http_gate, proposal, planned, settings)
+
+    def plans_again(asked: Feedback) -> None:
+        revision = asked.revision + 1
+        say(
+            f"{safe_text(str(asked))}; COMMAND plans again with {FEEDBACK_ENV} "
+            f"(revision {revision}, plan {revision} of at most {settings.max_revisions})"
+        )
+
+    try:
+        return await until_decided(attempt, Replan(settings.max_revisions), plans_again)
+    except ChangesRequested as changes:
+        asked = Feedback.from_request(changes)
+        say(
+            f"{safe_text(str(asked))}; nothing ran (--max-revisions {settings.max_revisions}: "
+            "COMMAND does not plan again)"
+        )
+        return 1
 
 
 async def dry_run(
