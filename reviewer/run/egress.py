@@ -150,6 +150,8 @@ class EgressProxy:
         self.open += 1
         try:
             await self._handle(reader, writer, crowded=self.open > MAX_CONNECTIONS)
+        except asyncio.CancelledError:
+            writer.close()  # the run ends: its tunnels end with it (and the task ends, not cancelled)
         finally:
             self.open -= 1
             if task is not None:
@@ -159,10 +161,10 @@ class EgressProxy:
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, crowded: bool
     ) -> None:
         try:
-            if crowded:
-                raise Refused(503, f"the proxy holds {MAX_CONNECTIONS} connections already")
             async with asyncio.timeout(HEAD_TIMEOUT):
                 head = await self._head(reader)
+            if crowded:
+                raise Refused(503, f"the proxy holds {MAX_CONNECTIONS} connections already")
             named = self._allowed(head)
             upstream_reader, upstream_writer = await self._connect(named)
         except Refused as refused:
@@ -249,6 +251,8 @@ async def _answer(writer: asyncio.StreamWriter, status: int, reason: str) -> Non
     )
     with contextlib.suppress(OSError):
         await writer.drain()
+        if writer.can_write_eof():
+            writer.write_eof()
     writer.close()
 
 

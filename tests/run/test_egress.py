@@ -18,7 +18,14 @@ from typing import Any
 
 import pytest
 
-from reviewer.run.egress import Allowed, EgressProxy, address_refused, parse_host_port, serving_egress
+from reviewer.run.egress import (
+    MAX_CONNECTIONS,
+    Allowed,
+    EgressProxy,
+    address_refused,
+    parse_host_port,
+    serving_egress,
+)
 from tests.run.conftest import ROOT, Queue, SampleApi, start_run
 from tests.run.other_users import require_other_users
 from tests.service.ports import free_port
@@ -56,6 +63,22 @@ def test_allow_net_reads_host_port_as_the_executor_reads_a_host() -> None:
     ):
         with pytest.raises(ValueError, match="--allow-net"):
             parse_host_port(bad)
+
+
+def test_the_proxy_holds_64_connections_and_answers_503_beyond() -> None:
+    async def scenario() -> tuple[str, str]:
+        async with serving_egress(EgressProxy([])) as path:
+            held = [await asyncio.open_unix_connection(path) for _ in range(MAX_CONNECTIONS)]
+            for _, writer in held:  # each has begun its request, and the proxy has taken it
+                writer.write(b"CONNECT ")
+                await writer.drain()
+            answer = await _exchange(path, b"CONNECT api.example:443 HTTP/1.1\r\n\r\n")
+            for _, writer in held:
+                writer.close()
+            return answer
+
+    status, body = asyncio.run(scenario())
+    assert status == "HTTP/1.1 503 Service Unavailable" and f"holds {MAX_CONNECTIONS} connections" in body
 
 
 def test_a_name_reaches_public_addresses_only_unless_named_as_local() -> None:
