@@ -12,8 +12,9 @@ dotfiles (code the operator runs next). So COMMAND runs in one of these, the fir
   every named Unix socket the machine listens on outside those is covered by an empty file, and the
   configuration, the credential's files and the agent socket likewise. COMMAND writes its working
   directory and what `--writable` adds; `--readable` shows more read-only. Its network has only its
-  own loopback, where the gate is reached (`reviewer.run.relay`); it holds no capability, so it cannot
-  undo a mount, and every process it starts ends with it.
+  own loopback, where the gate is reached (`reviewer.run.relay`), and, with `--allow-net`, a proxy to
+  the hosts the operator named (`reviewer.run.egress`); it holds no capability, so it cannot undo a
+  mount, and every process it starts ends with it.
 - `another user`: when `reviewer run` is root and no namespace can be made, COMMAND runs as a uid
   made for this run, which owns nothing and is no other run's; every process of that uid is killed
   when the run ends.
