@@ -15,7 +15,7 @@ from typing_extensions import TypedDict
 from reviewer.plan.proposal import MAX_CALLS, MAX_SAFE_INTEGER, MAX_STRING_CHARS
 from reviewer.signing.sshsig import MAX_SIGNATURE_CHARS, MAX_STATEMENT_BYTES
 
-Role = Literal["agent", "reviewer", "metrics"]
+Role = Literal["agent", "reviewer", "metrics", "auditor"]
 State = Literal["pending", "approved", "claimed", "rejected", "changes_requested", "expired", "executed"]
 """The state of a proposal's latest revision, as the decision endpoint reports it.
 
@@ -78,6 +78,18 @@ class SignInMethods(Message):
     minted_reviewer_tokens: bool
     """Whether a minted reviewer token decides here (a provider queue takes break-glass ones only)."""
     oidc: ProviderSignIn | None = None
+
+
+class TrailCheckpoint(Message):
+    """`GET /v1/trail/checkpoint`: the log's newest checkpoint as a signed note, the key that signs
+    it (`ssh-ed25519 ...`), and, asked `since` an earlier size, the RFC 9162 consistency proof from
+    that size to this one (base64 hashes; absent when `since` is 0 or more than the log holds)."""
+
+    checkpoint: str
+    public_key: str
+    size: int
+    since: int | None = None
+    consistency: list[str] | None = None
 
 
 class SubmissionAnswer(Message):

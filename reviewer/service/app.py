@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import msgspec
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
@@ -41,7 +42,7 @@ from reviewer.service.notifications.targets import notifying
 from reviewer.service.oidc import IdentityTokens
 from reviewer.service.request_log import RequestLog
 from reviewer.service.responses import error_json, error_response
-from reviewer.service.routes import decisions, health, identity, metrics, proposals, runs
+from reviewer.service.routes import decisions, health, identity, metrics, proposals, runs, trail
 from reviewer.service.store import (
     DEFAULT_APPROVAL_TTL,
     DEFAULT_CLAIM_LEASE,
@@ -58,6 +59,7 @@ ROUTERS: Final = (
     runs.router,
     health.router,
     metrics.router,
+    trail.router,
 )
 
 LIMITS: Final = (
@@ -81,6 +83,7 @@ def create_app(
     api_docs: bool = False,
     keep_deliveries: float | None = None,
     identity_tokens: IdentityTokens | None = None,
+    trail_key: Ed25519PrivateKey | None = None,
 ) -> FastAPI:
     """The service on the database `db` names (or on `store`), with an injectable clock and TTLs.
 
@@ -89,6 +92,8 @@ def create_app(
     the Swagger UI at `/docs` and ReDoc at `/redoc`; off by default, since both pages load their
     scripts from a CDN. `/openapi.json` is always served: it describes the API, holds no data.
     With `identity_tokens` (`serve --oidc-issuer`), reviewers sign in through that OpenID provider.
+    `trail_key` (`serve --trail-key`) signs the trail's checkpoints; without it the queue keeps its
+    log and signs none.
     """
     queue: QueueStore = store or open_store(
         db,
@@ -130,6 +135,7 @@ def create_app(
     )
     app.state.store = queue
     app.state.identity_tokens = identity_tokens
+    app.state.trail_key = trail_key
     for router in ROUTERS:
         app.include_router(router)
 

@@ -14,12 +14,13 @@ import secrets
 from dataclasses import dataclass
 from typing import Literal
 
-Role = Literal["agent", "reviewer", "metrics"]
+Role = Literal["agent", "reviewer", "metrics", "auditor"]
 Kind = Literal["minted", "break-glass", "provider"]
 """How a caller signed in: a token `reviewer token create` minted, one minted `--break-glass` (a
 reviewer's way in while the provider is down, marked in the trail), or the team's OpenID provider."""
-ROLES: tuple[Role, ...] = ("agent", "reviewer", "metrics")
-"""`metrics`: reads `/metrics` and nothing else (it owns no proposal and may decide nothing)."""
+ROLES: tuple[Role, ...] = ("agent", "reviewer", "metrics", "auditor")
+"""`metrics`: reads `/metrics` and nothing else (it owns no proposal and may decide nothing);
+`auditor`: reads the trail and its checkpoints, and nothing else."""
 TOKEN_PREFIX = "rvw_"
 TOKEN_SHAPED = re.compile(
     re.escape(TOKEN_PREFIX) + r"[A-Za-z0-9_-]+|(?-i:eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]*)?)",

@@ -99,6 +99,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "are required",
     )
     serve.add_argument(
+        "--trail-key",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="an OpenSSH Ed25519 private key (ssh-keygen -t ed25519 -N '') that signs the trail's "
+        "checkpoints; auditors verify exports with its .pub (`reviewer trail verify`)",
+    )
+    serve.add_argument(
         "--policy-principal",
         default="queue-policy",
         metavar="NAME",
@@ -172,8 +180,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     create.add_argument(
         "--role",
         required=True,
-        choices=("agent", "reviewer", "metrics"),
-        help="agent (submits, runs), reviewer (decides), metrics (reads /metrics only)",
+        choices=("agent", "reviewer", "metrics", "auditor"),
+        help="agent (submits, runs), reviewer (decides), metrics (reads /metrics only), "
+        "auditor (reads the trail only)",
     )
     create.add_argument(
         "--ssh-key",

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 from reviewer.service.commands.support import refusal, store_of
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     from reviewer.policy.file import Policy
     from reviewer.service.notifications.sender import Sender
     from reviewer.service.oidc import IdentityTokens
@@ -33,6 +35,14 @@ def run_serve(args: argparse.Namespace) -> int:
             print(f"reviewer serve: {mistake}", file=sys.stderr)
         print(f"reviewer serve: {last}; not started", file=sys.stderr)
         return 2
+    trail_key = None
+    if args.trail_key is not None:
+        from reviewer.trail.checkpoint import CheckpointError, load_private_key
+
+        try:
+            trail_key = load_private_key(args.trail_key)
+        except CheckpointError as error:
+            return refusal("serve", f"--trail-key: {error}")
     signing = None
     if args.policy_key is not None:
         from reviewer.service.signed_decisions import PolicySigning
@@ -78,7 +88,7 @@ def run_serve(args: argparse.Namespace) -> int:
     except ListenRefused as error:
         return refusal("serve", error.message)
     try:
-        return _serve(args, listening, listener, policy, notify_senders, signing, identity_tokens)
+        return _serve(args, listening, listener, policy, notify_senders, signing, identity_tokens, trail_key)
     except (ListenRefused, DatabaseUnusable) as error:
         return refusal("serve", error.message)
     finally:
@@ -93,6 +103,7 @@ def _serve(
     notify_senders: list[Sender],
     signing: PolicySigning | None = None,
     identity_tokens: IdentityTokens | None = None,
+    trail_key: Ed25519PrivateKey | None = None,
 ) -> int:
     import asyncio
     import ssl
@@ -114,6 +125,9 @@ def _serve(
         store.policy_evaluator = PolicyEvaluator(policy, args.policy_deadline, signing=signing is not None)
     if store.created:
         log.info("created a new, empty queue in %s", store.location)
+    logged = store.log_earlier_events()
+    if logged:
+        log.info("trail: %d events written before this release now lead the trail's log", logged)
     app = create_app(
         None,
         store=store,
@@ -122,6 +136,7 @@ def _serve(
         keep_deliveries=args.notify_keep,
         api_docs=args.api_docs,
         identity_tokens=identity_tokens,
+        trail_key=trail_key,
     )
     log.info("queue database: %s", store.location)
     if identity_tokens is not None:

@@ -40,7 +40,7 @@ from reviewer.service import rules
 from reviewer.service.auth import Identity, Kind, Role
 from reviewer.service.errors import Forbidden
 from reviewer.service.signed_decisions import PolicySigning
-from reviewer.service.store import decisions, idempotency, outbox, proposals, runs, tokens
+from reviewer.service.store import decisions, events, idempotency, outbox, proposals, runs, tokens, trail
 from reviewer.service.store.base import (
     DECISION_CHECK,
     DEFAULT_APPROVAL_TTL,
@@ -260,9 +260,13 @@ class QueueStore(ABC):
             with self.read() as db:
                 asked = decisions.changes_requested_before(db, submission.proposal_id, submission.revision)
             verdict = decisions.evaluate_policy(self, submission.body, submission.proposal, asked)
+        reading = None
+        if submission.proposal is not None and self.notifying.targets:  # what its page will say
+            reading = events.plan_reading(submission.proposal)
+            events.remember_reading(submission.plan_sha256, reading)
         now = self.clock()
         with self.write() as db:
-            stored, answer = proposals.submit(self, db, identity, submission, verdict, asked, now)
+            stored, answer = proposals.submit(self, db, identity, submission, verdict, asked, now, reading)
             if not stored:
                 return False, answer
         self._announce_events()
@@ -401,6 +405,33 @@ class QueueStore(ABC):
         with self.read() as db:
             rows = runs.execution_rows(db, identity, proposal_id)
         return runs.execution_history(proposal_id, rows)
+
+    # the trail's Merkle log
+
+    def log_earlier_events(self) -> int:
+        """Append to the log the trail events an older release wrote before it kept one; how many."""
+        with self.write() as db:
+            return trail.catch_up(db)
+
+    def trail_head(self, since: int | None = None) -> trail.Head:
+        """The log's size and root now, with the consistency proof from `since` entries when that
+        is a size the log had (one snapshot, so the proof is of this very root)."""
+        with self.read() as db:
+            return trail.head(db, since)
+
+    def trail_proof(self, index: int, size: int | None = None) -> trail.Proof | None:
+        """Entry `index` and its inclusion proof in the tree of `size` entries (default: all the log
+        holds); None when the log holds no such entry or was never that size."""
+        with self.read() as db:
+            return trail.proof(db, index, size)
+
+    def trail_frontier(self, leaves: int) -> list[bytes]:
+        with self.read() as db:
+            return trail.frontier(db, leaves)
+
+    def trail_entries(self, start: int, end: int) -> list[tuple[int, bytes, bytes]]:
+        with self.read() as db:
+            return trail.entries(db, start, end)
 
     # the notifications' outbox
 

@@ -3,6 +3,7 @@ reports of a proposal as the agents sent them, as functions of one open transact
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from datetime import datetime
 from typing import Final
@@ -168,6 +169,7 @@ def record_execution(
         claim["plan_sha256"],
         report.ended,
         identity=identity.principal,
+        report_sha256=hashlib.sha256(body).hexdigest(),
     )
     # Only the revision this claim holds turns executed; a newer one keeps its own state.
     db.run(
