@@ -42,7 +42,6 @@ INNER_EGRESS_SOCKET: Final = "/run/reviewer-egress.sock"
 MAX_CONNECTIONS: Final = 64
 HEAD_LIMIT: Final = 8 * 1024
 HEAD_TIMEOUT: Final = 10.0
-CONNECT_TIMEOUT: Final = 10.0
 IDLE_TIMEOUT: Final = 300.0
 BUFFER: Final = 64 * 1024
 LOCAL_NAMES: Final = frozenset({"localhost"})
@@ -134,11 +133,22 @@ class Refused(Exception):
 
 
 class EgressProxy:
-    """The CONNECT proxy for `allowed`; `resolver` finds a name's addresses (a test gives its own)."""
+    """The CONNECT proxy for `allowed`; `resolver` finds a name's addresses, within `head_timeout` a
+    request must come and a connection be made, and a tunnel idle both ways for `idle_timeout` ends
+    (a test gives its own)."""
 
-    def __init__(self, allowed: Iterable[Allowed], resolver: Resolver = resolve) -> None:
+    def __init__(
+        self,
+        allowed: Iterable[Allowed],
+        resolver: Resolver = resolve,
+        *,
+        head_timeout: float = HEAD_TIMEOUT,
+        idle_timeout: float = IDLE_TIMEOUT,
+    ) -> None:
         self.allowed = frozenset(allowed)
         self.resolver = resolver
+        self.head_timeout = head_timeout
+        self.idle_timeout = idle_timeout
         self.open = 0
         self.tasks: set[asyncio.Task[None]] = set()
 
@@ -161,7 +171,7 @@ class EgressProxy:
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, crowded: bool
     ) -> None:
         try:
-            async with asyncio.timeout(HEAD_TIMEOUT):
+            async with asyncio.timeout(self.head_timeout):
                 head = await self._head(reader)
             if crowded:
                 raise Refused(503, f"the proxy holds {MAX_CONNECTIONS} connections already")
@@ -176,7 +186,7 @@ class EgressProxy:
         try:
             writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
             await writer.drain()
-            await _tunnel(reader, writer, upstream_reader, upstream_writer)
+            await _tunnel(reader, writer, upstream_reader, upstream_writer, self.idle_timeout)
         except OSError:
             pass
         finally:
@@ -213,7 +223,7 @@ class EgressProxy:
     async def _connect(self, named: Allowed) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         literal = named.literal
         try:
-            async with asyncio.timeout(CONNECT_TIMEOUT):
+            async with asyncio.timeout(self.head_timeout):
                 found = [str(literal)] if literal is not None else await self.resolver(named.host, named.port)
         except (OSError, TimeoutError):
             raise Refused(502, f"{named.host} does not resolve") from None
@@ -225,7 +235,7 @@ class EgressProxy:
                 reasons.append(refused)
                 continue
             try:
-                async with asyncio.timeout(CONNECT_TIMEOUT):
+                async with asyncio.timeout(self.head_timeout):
                     return await asyncio.open_connection(str(address), named.port)
             except (OSError, TimeoutError) as error:
                 reasons.append(f"{address}: {type(error).__name__}")
@@ -261,17 +271,18 @@ async def _tunnel(
     writer: asyncio.StreamWriter,
     upstream_reader: asyncio.StreamReader,
     upstream_writer: asyncio.StreamWriter,
+    idle_timeout: float,
 ) -> None:
-    """Copy both ways until both ends have finished, or nothing moved either way for `IDLE_TIMEOUT`."""
+    """Copy both ways until both ends have finished, or nothing moved either way for `idle_timeout`."""
     loop = asyncio.get_running_loop()
     moved = [loop.time()]
 
     async def pump(source: asyncio.StreamReader, target: asyncio.StreamWriter) -> None:
         while True:
             try:
-                chunk = await asyncio.wait_for(source.read(BUFFER), IDLE_TIMEOUT)
+                chunk = await asyncio.wait_for(source.read(BUFFER), idle_timeout)
             except TimeoutError:
-                if loop.time() - moved[0] >= IDLE_TIMEOUT:
+                if loop.time() - moved[0] >= idle_timeout:
                     raise
                 continue
             if not chunk:

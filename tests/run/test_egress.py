@@ -81,6 +81,28 @@ def test_the_proxy_holds_64_connections_and_answers_503_beyond() -> None:
     assert status == "HTTP/1.1 503 Service Unavailable" and f"holds {MAX_CONNECTIONS} connections" in body
 
 
+def test_a_silent_request_and_an_idle_tunnel_are_ended(echo: int) -> None:
+    """With short timeouts given: a connection that never sends its request, and a tunnel nothing moves
+    through after its first line, are closed by the proxy (the client reads their end)."""
+
+    async def scenario() -> tuple[bytes, bytes, bytes]:
+        proxy = EgressProxy([Allowed("127.0.0.1", echo)], head_timeout=0.2, idle_timeout=0.2)
+        async with serving_egress(proxy) as path:
+            silent_reader, silent_writer = await asyncio.open_unix_connection(path)
+            silent = await silent_reader.read()
+            reader, writer = await asyncio.open_unix_connection(path)
+            writer.write(f"CONNECT 127.0.0.1:{echo} HTTP/1.1\r\n\r\nfirst\n".encode())
+            head = await reader.readuntil(b"\r\n\r\n")
+            first = await reader.readline()
+            rest = await reader.read()  # nothing more is sent: the proxy ends the tunnel
+            for end in (silent_writer, writer):
+                end.close()
+            assert head.startswith(b"HTTP/1.1 200 ")
+            return silent, first, rest
+
+    assert asyncio.run(scenario()) == (b"", b"echo: first\n", b"")
+
+
 def test_a_name_reaches_public_addresses_only_unless_named_as_local() -> None:
     public, loopback = ipaddress.ip_address("93.184.215.14"), ipaddress.ip_address("127.0.0.1")
     named = Allowed("api.example", 443)
