@@ -175,10 +175,13 @@ def sandboxed(
             "refused": [queue_port, free_port()],
         }
     )
-    gate = folder / "gate"
+    gate, curl_proxied, curl_direct = folder / "gate", folder / "curl-proxied", folder / "curl-direct"
+    named_api = f"{_sample_api_process.url}/v1/stats"  # a loopback service named by its address
     script = (
         f'printf "url = \\"%s/v1/tickets\\"\\n" "$REVIEWER_API_URL"'
         f' | curl -sS -K - -o /dev/null -w "%{{http_code}}" > {gate};'
+        f" curl -s --noproxy '' -p -o /dev/null -w '%{{http_code}}' {named_api} > {curl_proxied};"
+        f" curl -s -o /dev/null -w '%{{http_code}}' {named_api} > {curl_direct};"
         f" {shutil.which('python3') or sys.executable} {ROOT / 'tests/run/egress_probe.py'} '{spec}'"
     )
     run = start_run(
@@ -186,6 +189,8 @@ def sandboxed(
         _sample_api_process,
         "--allow-net",
         f"127.0.0.1:{echo}",
+        "--allow-net",
+        _sample_api_process.url.removeprefix("http://"),
         writable=folder,
         command=["sh", "-c", script],
     )
@@ -193,20 +198,26 @@ def sandboxed(
     assert status == 0 and "COMMAND made no write" in stderr, stderr
     found = json.loads((folder / "found.json").read_text())
     found["gate"] = gate.read_text()
+    found["curl"] = {"proxied": curl_proxied.read_text(), "direct": curl_direct.read_text()}
     return found, stderr
 
 
 def test_the_child_reaches_a_named_host_through_the_proxy_and_its_start_line_names_it(
-    sandboxed: tuple[dict[str, Any], str], echo: int
+    sandboxed: tuple[dict[str, Any], str], echo: int, _sample_api_process: SampleApi
 ) -> None:
     found, stderr = sandboxed
-    assert f"through a proxy (HTTPS_PROXY), 127.0.0.1:{echo};" in stderr.splitlines()[0]
+    named = sorted([("127.0.0.1", echo), ("127.0.0.1", int(_sample_api_process.url.rsplit(":", 1)[1]))])
+    hosts = ", ".join(f"{host}:{port}" for host, port in named)
+    assert f"through a proxy (HTTPS_PROXY), {hosts};" in stderr.splitlines()[0]
     assert found["allowed"] == {
         "status": "HTTP/1.1 200 Connection Established",
         "body": "echo: ping through\n",
     }
     # The gate is still reached directly: curl, told of the proxy, leaves 127.0.0.1 out of it.
     assert found["gate"] == "200"
+    # A named loopback service, as the docs say: curl told to ignore NO_PROXY tunnels to it through
+    # the proxy (HTTP_PROXY from the environment); a plain curl goes direct and finds nothing there.
+    assert found["curl"] == {"proxied": "200", "direct": "000"}
 
 
 def test_the_child_is_refused_the_queue_another_port_and_plain_http(
