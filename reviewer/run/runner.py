@@ -44,6 +44,7 @@ from reviewer.plan.proposal import Agent, Proposal, ProposalError, Target, dumps
 from reviewer.plan.sanitize import safe_text
 from reviewer.queue.client import QueueClient, QueueError
 from reviewer.run.child import ChildExit, child_environment, run_child
+from reviewer.run.egress import EGRESS_PORT, EgressProxy, proxy_environment, serving_egress
 from reviewer.run.errors import ChildFailed, DryRunSpoiled, RunRefused
 from reviewer.run.gate import DryMode, HttpGate, RealMode
 from reviewer.run.openapi import ApiDocument
@@ -199,7 +200,10 @@ async def _run(settings: RunSettings) -> int:
         )
         proposal_id = new_proposal_id(title)
         http_gate = HttpGate(api, settings.api, settings.document)
-        async with gate_endpoint(http_gate, settings.sandbox) as (gate_url, gate_socket):
+        async with (
+            gate_endpoint(http_gate, settings.sandbox) as (gate_url, gate_socket),
+            egress_endpoint(settings.sandbox) as egress_socket,
+        ):
             environment = child_environment(
                 settings.environ,
                 api_url=gate_url,
@@ -207,6 +211,8 @@ async def _run(settings: RunSettings) -> int:
                 withheld=(settings.withheld or settings.credentials).from_env,
                 secrets=(settings.withheld or settings.credentials).secrets,
             )
+            if egress_socket is not None:
+                environment.update(proxy_environment(f"http://127.0.0.1:{EGRESS_PORT}"))
 
             def child(feedback: Feedback | None = None) -> Awaitable[ChildExit]:
                 return run_child(
@@ -216,6 +222,7 @@ async def _run(settings: RunSettings) -> int:
                     stop=http_gate.stop,
                     sandbox=settings.sandbox,
                     gate_socket=gate_socket,
+                    egress_socket=egress_socket,
                 )
 
             return await plan_until_decided(gate, http_gate, child, settings, title, proposal_id)
@@ -231,6 +238,17 @@ async def gate_endpoint(http_gate: HttpGate, sandbox: Sandbox) -> AsyncIterator[
     else:
         async with serving(http_gate) as gate_url:
             yield gate_url, None
+
+
+@asynccontextmanager
+async def egress_endpoint(sandbox: Sandbox) -> AsyncIterator[str | None]:
+    """The proxy to `--allow-net`'s hosts, served for COMMAND's sandbox: its Unix socket, or None
+    where no host is allowed."""
+    if not sandbox.allowed_net:
+        yield None
+        return
+    async with serving_egress(EgressProxy(sandbox.allowed_net)) as egress_socket:
+        yield egress_socket
 
 
 Child = Callable[[], Awaitable[ChildExit]]
