@@ -23,6 +23,7 @@ from typing import Any, Final
 import msgspec
 
 from reviewer.plan.lookalikes import lookalike_identifier
+from reviewer.plan.minted import Use, hard_coded
 from reviewer.plan.placeholders import MARK, PLACEHOLDER, PLACEHOLDER_BYTES
 from reviewer.plan.proposal import (
     Call,
@@ -364,7 +365,15 @@ class Analysis:
         resource = resource_of(call)
         written_before = None
         if not depends_on and _server_refusal(self.proposal.dry_run.via, outcome):
-            written_before = self._first_writer_before(resource, index)
+            # A value an earlier dry write minted, hard-coded: the refusal is that call's chain noise.
+            minted_from = self.minted_uses.get(call.seq, ())
+            depends_on = tuple(
+                sorted(
+                    {minted.reference.seq for use in minted_from for minted in use.minted if minted.reference}
+                )
+            )
+            if not depends_on:
+                written_before = self._first_writer_before(resource, index)
         return PlanRow(
             index=index,
             seq=call.seq,
@@ -407,6 +416,15 @@ class Analysis:
         if first is None or first >= index:
             return None
         return self.proposal.calls[first].seq
+
+    @cached_property
+    def minted_uses(self) -> dict[int, tuple[Use, ...]]:
+        """Calls (by seq) that carry, as written, a value an earlier call's dry run minted (the id a
+        dry-run create answered): the real run would send the dry run's value, which names nothing,
+        or by then another client's resource. One pass, made when the alarms are computed or a refused
+        row needs it; a plan whose dry run answered no create pays nothing more."""
+        via = self.proposal.dry_run.via
+        return {call.seq: tuple(uses) for call, uses in hard_coded(self.proposal.calls, via)}
 
     def placeholders(self, call: Call) -> tuple[Placeholder, ...]:
         """The distinct placeholders in a call's arguments and request, in order of appearance."""
@@ -476,6 +494,8 @@ class Analysis:
             unresolved += sum(not placeholder.resolvable for placeholder in placeholders)
             resource = resource_of(call)
             chained = depends or resource in resources
+            if not chained and _server_refusal(via, call.outcome):
+                chained = call.seq in self.minted_uses  # a hard-coded minted value: see `_build_row`
             counts[_VERDICT_COUNTS[interpret(via, call.outcome, chained, proven=self.proven_dry(call))]] += 1
             if writes(call):
                 resources.add(resource)
@@ -652,6 +672,19 @@ class Analysis:
                     f"{safe_text(clip(host.host, 80)) or '?'}",
                 )
             )
+        minted_uses = self.minted_uses
+        if minted_uses:
+            seq, uses = next(iter(minted_uses.items()))
+            first = self.call_by_seq(seq)
+            sentence = uses[0].sentence(seq, first.tool if first is not None else "?")
+            more = f" ({_count(len(minted_uses), 'call')} in all)" if len(minted_uses) > 1 else ""
+            alarms.append(
+                (
+                    "minted_values",
+                    f"{safe_text(clip(sentence, 300))}{more}: the real run would send it as written, "
+                    "to whatever holds it then",
+                )
+            )
         if ratios.unproven and ratios.writes_kept is None:
             alarms.append(
                 (
@@ -722,6 +755,7 @@ ALARM_NAMES: Final = (
     "writes_kept",
     "writes_around",
     "lookalike_host",
+    "minted_values",
     "unproven_dry_run",
     "real_refusals",
     "dry_run_errors",

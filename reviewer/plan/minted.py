@@ -1,0 +1,341 @@
+"""Values a dry-run write minted (the id a dry-run create answered), and where a later call carries them.
+
+A dry run's create answers an id the API would mint, but nothing was persisted: the real run's create
+mints its own, and by then another client may hold the first one. So every field a dry-run create
+answers is a value only a real write produces, unless it echoes the call's own input or its tool
+declares it stable; the dry run shows it as a placeholder (`<id from call 1>`). This module finds such
+values again *by value*, wherever a later call carries them (its arguments, path segments, query, body,
+nested in lists and objects), so the agent library can record the placeholder instead, and the review
+and the verification can flag a plan that hard-codes one.
+
+What can be matched by value safely:
+- a distinctive value (a string of at least four characters with a digit in it, or of twelve or more;
+  an integer of five digits or more): a whole argument, body or query value, or a whole path segment,
+  is recorded as its placeholder;
+- the same value inside a longer string, a value two fields minted (ambiguous), a value no placeholder
+  can name, a short value (`7`, `a1`) carried whole, or an integer minted one carried as text: none can
+  be resolved safely, so the dry run stops there;
+- plain words (`open`, `closed`): states, not identities; never matched by value.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from reviewer.plan.placeholders import MARK, PLACEHOLDER, Reference, field_of, placeholder
+from reviewer.plan.proposal import Call
+
+MIN_DISTINCT_TEXT: Final = 4
+"""A minted string this long, with a digit in it, is told apart from ordinary text by value."""
+LONG_TEXT: Final = 12
+"""A minted string this long is distinctive even without a digit (a slug, a token)."""
+MIN_DISTINCT_DIGITS: Final = 5
+"""A minted integer with this many digits is told apart from counts and amounts by value."""
+_FIELD_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*", re.ASCII)
+_TOKEN_EDGES: Final = ".,:;!?'\"()[]{}<>"
+_TOKEN_SPLIT: Final = re.compile(r"[\s/?&=,;|\"'()\[\]{}<>]+")
+
+Kind = Literal["distinct", "short", "word"]
+Problem = Literal["inside a longer string", "a key", "ambiguous", "too short", "not nameable", "as text"]
+PROBLEM_WORDS: Final[Mapping[str, str]] = {
+    "inside a longer string": "inside a longer string, where no placeholder can stand for it alone",
+    "a key": "as an object's key, where no placeholder stands",
+    "ambiguous": "a value more than one field of the dry run minted, so it is not known which",
+    "too short": "too short or common to tell apart from an ordinary value",
+    "not nameable": "a value no placeholder can name (its field has no name the grammar allows)",
+    "as text": "the text of an integer the dry run minted, which a placeholder would send as a number",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Minted:
+    """One value a dry-run write answered, and the placeholder that stands for it (None: no name can)."""
+
+    value: str | int
+    reference: Reference | None
+    where: str
+    """The field as the answer holds it (`id`, `items.0.id`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Use:
+    """A later call carrying a minted value: where (`args.mergedInto`, `request.path`), and whether it
+    can be recorded as the placeholder (`problem` None) or the dry run must stop."""
+
+    where: str
+    value: str | int
+    minted: tuple[Minted, ...]
+    problem: Problem | None = None
+
+    @property
+    def reference(self) -> Reference | None:
+        return self.minted[0].reference if self.problem is None else None
+
+    def sentence(self, seq: int, tool: str) -> str:
+        """What the reviewer or the agent reads: the call, the field, the value and where it came from.
+        Raw text: a caller that shows it sanitizes it."""
+        shown = repr(self.value)[:120]
+        source = " or ".join(f"{minted.where} of call {_seq_of(minted)}" for minted in self.minted)
+        text = (
+            f"call {seq} ({tool[:80]}) carries {shown} at {self.where[:120]}, "
+            f"a value only the dry run of {source} minted"
+        )
+        if self.problem is not None:
+            text += f": {PROBLEM_WORDS[self.problem]}"
+        return text
+
+
+def _seq_of(minted: Minted) -> str:
+    return str(minted.reference.seq) if minted.reference is not None else "?"
+
+
+def kind_of(value: object) -> Kind | None:
+    """How safely `value` can be told apart by value (None: never a minted value, such as a boolean)."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return None
+    if isinstance(value, int):
+        return "distinct" if len(str(abs(value))) >= MIN_DISTINCT_DIGITS else "short"
+    if not value.strip():
+        return None
+    if value.isascii() and value.isalpha():
+        return "word"
+    if len(value) >= LONG_TEXT or (len(value) >= MIN_DISTINCT_TEXT and any(c.isdigit() for c in value)):
+        return "distinct"
+    return "short"
+
+
+def leaves(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Each leaf of a JSON-like value with its dotted path (`items.0.id`); the root alone has path ''."""
+    stack: list[tuple[str, Any]] = [(prefix, value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, Mapping):
+            stack.extend((f"{where}.{key}" if where else str(key), child) for key, child in item.items())
+        elif isinstance(item, list | tuple):
+            stack.extend(
+                (f"{where}.{index}" if where else str(index), child) for index, child in enumerate(item)
+            )
+        else:
+            yield where, item
+
+
+def _nameable(where: str) -> bool:
+    """Whether a placeholder can name this field: a name first, then names or indexes."""
+    parts = where.split(".") if where else []
+    return (
+        bool(parts)
+        and _FIELD_NAME.fullmatch(parts[0]) is not None
+        and all(
+            _FIELD_NAME.fullmatch(part) is not None or (part.isdigit() and (part == "0" or part[0] != "0"))
+            for part in parts[1:]
+        )
+    )
+
+
+def input_values(parts: Iterable[Any]) -> set[str | int]:
+    """Every value a call's own input holds (arguments, path segments, query, body): an answer's field
+    equal to one of them is an echo, not a minted value."""
+    found: set[str | int] = set()
+    for part in parts:
+        if isinstance(part, str) and part.startswith("/"):
+            found.update(urllib.parse.unquote(segment) for segment in part.split("/") if segment)
+            continue
+        for _, leaf in leaves(part):
+            if isinstance(leaf, str | int) and not isinstance(leaf, bool):
+                found.add(leaf)
+    return found
+
+
+def minted_fields(result: Any, seq: int, inputs: set[str | int], stable: Sequence[str] = ()) -> list[Minted]:
+    """The fields of a dry-run write's answer that only a real write produces: every leaf but an echo
+    of the call's input or a field the tool declares stable (`stable=("slug",)`, or a dotted prefix)."""
+    if not isinstance(result, Mapping):
+        return []
+    found: list[Minted] = []
+    for where, value in leaves(result):
+        if kind_of(value) is None or value in inputs:
+            continue
+        if any(where == name or where.startswith(name + ".") for name in stable):
+            continue
+        # Named only where the grammar reads the same value back (a key holding a dot reads otherwise).
+        nameable = _nameable(where) and field_of(result, where) == value
+        reference = Reference(where, seq) if nameable else None
+        found.append(Minted(value, reference, where))
+    return found
+
+
+@dataclass
+class MintedIndex:
+    """The values minted so far in a dry run, by value: what a later call is scanned against."""
+
+    by_value: dict[str | int, list[Minted]] = field(default_factory=dict)
+
+    def add(self, minted: Iterable[Minted]) -> None:
+        for item in minted:
+            if kind_of(item.value) == "word":
+                continue
+            holders = self.by_value.setdefault(item.value, [])
+            if all(other.reference != item.reference for other in holders):
+                holders.append(item)
+
+    def __bool__(self) -> bool:
+        return bool(self.by_value)
+
+    def scan(self, value: Any, where: str, *, path: bool = False) -> tuple[Any, list[Use]]:
+        """`value` (an argument tree, a query, a body; or a request path when `path`) with each minted
+        value that can be named recorded as its placeholder, and every use found."""
+        if not self.by_value:
+            return value, []
+        uses: list[Use] = []
+        if path and isinstance(value, str):
+            return self._path(value, where, uses), uses
+        return self._tree(value, where, uses), uses
+
+    def _tree(self, value: Any, where: str, uses: list[Use]) -> Any:
+        if isinstance(value, Mapping):
+            result: dict[Any, Any] = {}
+            for key, child in value.items():
+                self._text(str(key), f"{where}.{key} (its key)", uses, replace=False)
+                result[key] = self._tree(child, f"{where}.{key}", uses)
+            return result
+        if isinstance(value, list | tuple):
+            return [self._tree(child, f"{where}.{index}", uses) for index, child in enumerate(value)]
+        if isinstance(value, str):
+            return self._text(value, where, uses, replace=True)
+        if isinstance(value, int) and not isinstance(value, bool) and value in self.by_value:
+            return self._whole(value, where, uses, value)
+        return value
+
+    def _text(self, text: str, where: str, uses: list[Use], *, replace: bool) -> Any:
+        """A string: carried whole, it becomes the placeholder (`replace`) or, as a key, a stop;
+        inside a longer one, or as the text of a minted integer, a stop."""
+        if MARK in text and PLACEHOLDER.fullmatch(text):
+            return text
+        if text in self.by_value:
+            if replace:
+                return self._whole(text, where, uses, text)
+            self._use(text, where, uses, "a key")
+            return text
+        if text.isdigit() and text == str(int(text)) and int(text) in self.by_value:
+            self._use(int(text), where, uses, "as text")
+            return text
+        for token in _tokens(text):
+            if token != text and kind_of(token) == "distinct" and token in self.by_value:
+                self._use(token, where, uses, "inside a longer string")
+        return text
+
+    def _path(self, path: str, where: str, uses: list[Use]) -> str:
+        segments = path.split("/")
+        for position, segment in enumerate(segments):
+            if not segment or PLACEHOLDER.fullmatch(segment):
+                continue
+            decoded = urllib.parse.unquote(segment)
+            key: str | int | None = None
+            if decoded in self.by_value:
+                key = decoded
+            elif decoded.isdigit() and int(decoded) in self.by_value and decoded == str(int(decoded)):
+                key = int(decoded)
+            if key is not None:
+                segments[position] = str(self._whole(key, f"{where} segment {position}", uses, segment))
+                continue
+            self._text(decoded, f"{where} segment {position}", uses, replace=False)
+        return "/".join(segments)
+
+    def _whole(self, key: str | int, where: str, uses: list[Use], original: Any) -> Any:
+        """A value carried whole: its placeholder when exactly one nameable field minted it and it is
+        distinctive; otherwise the use, with the reason it cannot be named, and the value unchanged."""
+        holders = tuple(self.by_value[key])
+        problem: Problem | None = None
+        if len({holder.reference for holder in holders}) > 1:
+            problem = "ambiguous"
+        elif holders[0].reference is None:
+            problem = "not nameable"
+        elif kind_of(key) != "distinct":
+            problem = "too short"
+        uses.append(Use(where, key, holders, problem))
+        if problem is not None:
+            return original
+        reference = holders[0].reference
+        assert reference is not None
+        return placeholder(reference.field, reference.seq)
+
+    def _use(self, key: str | int, where: str, uses: list[Use], problem: Problem) -> None:
+        uses.append(Use(where, key, tuple(self.by_value[key]), problem))
+
+
+def with_placeholders(result: Any, minted: Iterable[Minted]) -> Any:
+    """A dry-run answer as the agent sees it: each minted field that a placeholder can name replaced
+    by that placeholder, wherever it sits (`items.0.id`)."""
+    named = {item.where: item.reference.text() for item in minted if item.reference is not None}
+    if not named:
+        return result
+
+    def rebuilt(value: Any, where: str) -> Any:
+        if where in named:
+            return named[where]
+        if isinstance(value, Mapping):
+            return {
+                key: rebuilt(child, f"{where}.{key}" if where else str(key)) for key, child in value.items()
+            }
+        if isinstance(value, list | tuple):
+            return [
+                rebuilt(child, f"{where}.{index}" if where else str(index))
+                for index, child in enumerate(value)
+            ]
+        return value
+
+    return rebuilt(result, "")
+
+
+def _tokens(text: str) -> list[str]:
+    """The words of a longer string a minted value could hide in, its edges' punctuation stripped."""
+    if len(text) > 100_000:
+        text = text[:100_000]
+    return [token.strip(_TOKEN_EDGES) for token in _TOKEN_SPLIT.split(text) if token]
+
+
+# --- a whole plan: the hard-coded minted values a hand-written (or older) plan carries -----------------
+
+
+def mints(call: Call, via: str) -> bool:
+    """Whether a plan call's dry-run answer holds values only a real write produces: a create (or a
+    POST) that an answering backend accepted."""
+    if via == "record" or call.outcome is None or call.outcome.status != "ok":
+        return False
+    return call.effect == "create" or (call.request is not None and call.request.method.upper() == "POST")
+
+
+def executed_parts(call: Call) -> list[tuple[str, Any, bool]]:
+    """Where a call carries values that are sent: (name, value, is a path)."""
+    parts: list[tuple[str, Any, bool]] = [("args", call.args, False)]
+    if call.request is not None:
+        parts += [
+            ("request.path", call.request.path, True),
+            ("request.query", call.request.query, False),
+            ("request.body", call.request.body, False),
+        ]
+    return parts
+
+
+def call_inputs(call: Call) -> set[str | int]:
+    return input_values(value for _, value, _ in executed_parts(call))
+
+
+def hard_coded(calls: Iterable[Call], via: str) -> Iterator[tuple[Call, list[Use]]]:
+    """Each call that carries, by value, a value an earlier call's dry run minted, with the uses: the
+    plan will send that value as written, to whatever holds it when the real run comes."""
+    index = MintedIndex()
+    for call in calls:
+        if index:
+            uses: list[Use] = []
+            for name, value, is_path in executed_parts(call):
+                uses += index.scan(value, name, path=is_path)[1]
+            if uses:
+                yield call, uses
+        if mints(call, via):
+            assert call.outcome is not None
+            index.add(minted_fields(call.outcome.result, call.seq, call_inputs(call)))
