@@ -284,7 +284,11 @@ class Recording:
             substitute(planned.body, self.dry_values),
         )
         answer, sent = await self.backend.answer(to_send)
-        recorded_query = sent.query if sent is not None else planned.query
+        recorded_query = planned.query
+        if sent is not None and sent.query:
+            # The backend's own parameter (dryRun=All) is shown; the plan's values keep their placeholders.
+            added = {name: value for name, value in sent.query.items() if name not in (to_send.query or {})}
+            recorded_query = {**(planned.query or {}), **added}
         return answer, sent, HttpRequest(planned.method, planned.path, recorded_query, planned.body)
 
     async def _answer_sdk(self, tool: WriteTool, arguments: dict[str, Any]) -> CallAnswer:

@@ -79,10 +79,10 @@ class Use:
         """What the reviewer or the agent reads: the call, the field, the value and where it came from.
         Raw text: a caller that shows it sanitizes it."""
         shown = repr(self.value)[:120]
-        source = " or ".join(f"{minted.where} of call {_seq_of(minted)}" for minted in self.minted)
+        source = " or ".join(f"call {_seq_of(minted)}'s {minted.where}" for minted in self.minted)
         text = (
             f"call {seq} ({tool[:80]}) carries {shown} at {self.where[:120]}, "
-            f"a value only the dry run of {source} minted"
+            f"a value only the dry run minted ({source})"
         )
         if self.problem is not None:
             text += f": {PROBLEM_WORDS[self.problem]}"

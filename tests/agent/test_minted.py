@@ -1,0 +1,253 @@
+"""Values a dry-run write minted never leave the dry run unannounced: a create declared without
+`produces` still answers placeholders, a later call carrying the minted value (by value, in a path
+segment, a query, a list) records the placeholder, and the real run resolves it from its own answer,
+even when another client took the dry run's id between the dry run and the approval."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import pytest
+
+from reviewer.agent import (
+    HttpRequest,
+    MintedValueUnsafe,
+    Recording,
+    dry_run,
+    execute_approved,
+    local_approval,
+    path_with,
+    placeholder,
+    sdk_tool,
+    write_tool,
+)
+from reviewer.plan.proposal import Agent, Proposal
+from reviewer.reading.analysis import Analysis, Verdict
+from reviewer.reading.verification import compare_execution
+from reviewer.sample_api import tools
+from reviewer.sample_api.server import RunningSampleApi
+
+FROM_CALL_1 = placeholder("id", 1)
+
+
+@write_tool(effect="create")
+def create_ticket(title: str) -> HttpRequest:
+    """Open a ticket, as docs/agents.md writes one: no `produces`."""
+    return HttpRequest("POST", "/v1/tickets", body={"title": title})
+
+
+@write_tool(effect="update")
+def merge_ticket(id: str, into: str, watchers: list[dict[str, Any]] | None = None) -> HttpRequest:
+    """Close `id` into `into`; `watchers` ride along in the body (the API keeps only what it knows),
+    and `into` also goes in the query, so a minted value sits in a path, a query and a list at once."""
+    body: dict[str, Any] = {"status": "closed", "mergedInto": into}
+    if watchers is not None:
+        body["watchers"] = watchers
+    return HttpRequest("PATCH", path_with("/v1/tickets/{id}", id=id), query={"notify": into}, body=body)
+
+
+@write_tool(effect="update")
+def rename_ticket(id: str, title: str) -> HttpRequest:
+    return HttpRequest("PATCH", path_with("/v1/tickets/{id}", id=id), body={"title": title})
+
+
+async def docs_task() -> None:
+    """The docs' agent shape: the update names the created ticket by `ticket["id"]`."""
+    ticket = await create_ticket(title="Printer on fire")
+    await tools.update_ticket(id="t2", status="closed", mergedInto=ticket["id"])
+
+
+def proposal_of(recording: Recording, base_url: str, proposal_id: str) -> Proposal:
+    return recording.to_proposal(
+        proposal_id=proposal_id,
+        title="merge",
+        agent=Agent(name="test-agent"),
+        target=tools.target(base_url),
+    )
+
+
+async def dry(sample_api: RunningSampleApi, backend: str, task: Any, proposal_id: str) -> Proposal:
+    async with httpx.AsyncClient(base_url=sample_api.base_url) as api:
+        options: dict[str, Any] = {"dry_run_query": tools.DRY_RUN_QUERY} if backend == "server" else {}
+        client = api if backend == "server" else None
+        async with dry_run(backend, client=client, **options) as recording:
+            await task(recording)
+    return proposal_of(recording, sample_api.base_url, proposal_id)
+
+
+def another_client_creates(sample_api: RunningSampleApi) -> str:
+    """Someone else opens a ticket between the dry run and the approval: it takes the next id."""
+    answer = httpx.post(f"{sample_api.base_url}/v1/tickets", json={"title": "someone else's"})
+    assert answer.status_code == 201
+    return str(answer.json()["id"])
+
+
+async def replay(sample_api: RunningSampleApi, proposal: Proposal, task: Any = None) -> Any:
+    async with httpx.AsyncClient(base_url=sample_api.base_url) as api:
+        return await execute_approved(task, local_approval(proposal), client=api)
+
+
+def test_docs_shape_under_a_server_dry_run_merges_into_the_ticket_the_real_run_created(
+    sample_api: RunningSampleApi,
+) -> None:
+    seen: list[Any] = []
+
+    async def task(_: Recording) -> None:
+        ticket = await create_ticket(title="Printer on fire")
+        seen.append(ticket["id"])
+        await tools.update_ticket(id="t2", status="closed", mergedInto=ticket["id"])
+
+    proposal = asyncio.run(dry(sample_api, "server", task, "minted-server"))
+    create, update = proposal.calls
+    assert seen == [FROM_CALL_1]  # the model never saw tk-4
+    assert create.outcome is not None and create.outcome.result["id"] == "tk-4"
+    assert update.args == {"id": "t2", "status": "closed", "mergedInto": FROM_CALL_1}
+    assert update.request is not None and update.request.body == {"status": "closed", "mergedInto": FROM_CALL_1}
+    row = Analysis(proposal).row(1)
+    assert row.verdict is Verdict.CHAIN_NOISE and row.depends_on == (1,)
+    assert [p.provenance() for p in row.placeholders] == ["⟨id from #1 create_ticket⟩"]
+    assert "minted_values" not in Analysis(proposal).alarm_names
+
+    taken = another_client_creates(sample_api)
+    assert taken == "tk-4"
+    execution = asyncio.run(replay(sample_api, proposal))
+    assert execution.ok, execution.summary()
+    created = execution.real_results[1]["id"]
+    assert created == "tk-5"
+    assert sample_api.store.tickets["t2"]["mergedInto"] == created
+    assert "mergedInto" not in sample_api.store.tickets[taken]
+    verification = compare_execution(proposal, execution.executed_calls())
+    assert verification.matching_once_resolved == 2, verification.summary
+
+
+def test_a_value_learned_outside_the_answer_is_found_by_value_in_a_path_a_query_and_a_list(
+    sample_api: RunningSampleApi,
+) -> None:
+    """The model got the minted id some other way (here: the backend's raw answer, as a message or a
+    read could give it) and passes the value itself: the plan still records the placeholder."""
+
+    async def task(recording: Recording) -> None:
+        await create_ticket(title="Printer on fire")
+        minted = recording.calls[0].answer.result["id"]
+        await merge_ticket(id="t1", into=minted, watchers=[{"ticket": minted, "role": "lead"}])
+        await rename_ticket(id=minted, title="Printer still on fire")
+
+    for backend in ("server", "fake", "transport"):
+        sample_api.store.reset()
+        proposal = asyncio.run(dry(sample_api, backend, task, f"minted-{backend}"))
+        merge, rename = proposal.calls[1:]
+        assert merge.args == {"id": "t1", "into": FROM_CALL_1, "watchers": [{"ticket": FROM_CALL_1, "role": "lead"}]}
+        assert merge.request is not None and rename.request is not None
+        assert merge.request.query is not None and merge.request.query["notify"] == FROM_CALL_1
+        assert merge.request.body["watchers"] == [{"ticket": FROM_CALL_1, "role": "lead"}]
+        assert rename.request.path == f"/v1/tickets/{FROM_CALL_1}"
+        assert rename.args == {"id": FROM_CALL_1, "title": "Printer still on fire"}, backend
+        if backend != "server":
+            # The fake carried state under the dry run's own id: the rename reached the created ticket.
+            assert rename.outcome is not None and rename.outcome.status == "ok", backend
+
+        taken = another_client_creates(sample_api)
+        execution = asyncio.run(replay(sample_api, proposal))
+        assert execution.ok, (backend, execution.summary())
+        created = execution.real_results[1]["id"]
+        assert created != taken
+        sent = [
+            entry
+            for entry in sample_api.store.request_log
+            if entry["method"] == "PATCH" and "dryRun" not in entry["query"]
+        ]
+        assert [entry["path"] for entry in sent] == ["/v1/tickets/t1", f"/v1/tickets/{created}"]
+        assert sent[0]["query"]["notify"] == created
+        assert sent[0]["body"]["watchers"] == [{"ticket": created, "role": "lead"}]
+        assert sample_api.store.tickets["t1"]["mergedInto"] == created
+        assert sample_api.store.tickets[created]["title"] == "Printer still on fire"
+        assert sample_api.store.tickets[taken]["title"] == "someone else's"
+
+
+@pytest.mark.parametrize(
+    ("carried", "problem"),
+    [
+        (lambda minted: f"merged into {minted} by the agent", "inside a longer string"),
+        (lambda minted: {minted: "lead"}, "as an object's key"),
+    ],
+)
+def test_a_minted_value_no_placeholder_can_stand_for_stops_the_dry_run_before_submitting(
+    sample_api: RunningSampleApi, carried: Any, problem: str
+) -> None:
+    async def task(recording: Recording) -> None:
+        await create_ticket(title="Printer on fire")
+        minted = recording.calls[0].answer.result["id"]
+        with pytest.raises(MintedValueUnsafe) as stopped:
+            await merge_ticket(id="t1", into="t2", watchers=[{"note": carried(minted)}])
+        assert "call 2 (merge_ticket)" in str(stopped.value) and minted in str(stopped.value)
+        assert "args.watchers.0.note" in str(stopped.value) and problem in str(stopped.value)
+        with pytest.raises(MintedValueUnsafe):  # stopped for good: nothing else is recorded
+            await rename_ticket(id="t3", title="x")
+
+    async def run() -> None:
+        async with dry_run("fake") as recording:
+            await task(recording)
+        assert len(recording.calls) == 1
+        with pytest.raises(MintedValueUnsafe):
+            proposal_of(recording, sample_api.base_url, "never-submitted")
+
+    asyncio.run(run())
+
+
+def test_a_short_minted_value_carried_whole_stops_the_dry_run(sample_api: RunningSampleApi) -> None:
+    """An id `a1` cannot be told apart from any other `a1` a later call carries; an id 7 from the text
+    "7" a path would carry (a placeholder would send the number)."""
+
+    def numbered(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(201 if request.method == "POST" else 200, json={"id": "a1", "number": 7})
+
+    async def run() -> None:
+        async with dry_run("transport", handler=numbered):
+            ticket = await create_ticket(title="Printer on fire")
+            assert ticket["id"] == FROM_CALL_1
+            with pytest.raises(MintedValueUnsafe, match="carries 'a1' at args.id.*too short"):
+                await rename_ticket(id="a1", title="x")
+
+        async with dry_run("transport", handler=numbered):
+            await create_ticket(title="Printer on fire")
+            with pytest.raises(MintedValueUnsafe, match="carries 7 at args.id.*integer"):
+                await rename_ticket(id="7", title="x")
+
+    asyncio.run(run())
+
+
+def test_a_create_without_produces_never_answers_a_bare_key_error() -> None:
+    @sdk_tool(effect="create")
+    def open_invoice(customer: str) -> dict[str, Any]:
+        raise AssertionError("a dry run never calls the real write")
+
+    async def run() -> None:
+        async with dry_run("fake"):
+            ticket = await create_ticket(title="Printer on fire")
+            invoice = await open_invoice(customer="cus_1")
+        assert ticket["id"] == FROM_CALL_1 and ticket["title"] == "Printer on fire"
+        assert invoice["id"] == placeholder("id", 2)  # recorded only: its real write will say
+        assert ticket.get("number") == placeholder("number", 1)
+
+    asyncio.run(run())
+
+
+def test_a_stable_field_is_passed_on_as_it_is() -> None:
+    def slugged(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(201, json={"id": "mock-99", "slug": "printer-on-fire-2026"})
+
+    @write_tool(effect="create", stable=("slug",))
+    def create_page(title: str) -> HttpRequest:
+        return HttpRequest("POST", "/v1/pages", body={"title": title})
+
+    async def run() -> Recording:
+        async with dry_run("transport", handler=slugged) as recording:
+            page = await create_page(title="Printer on fire")
+            assert page["slug"] == "printer-on-fire-2026" and page["id"] == FROM_CALL_1
+            await rename_ticket(id=page["slug"], title="x")
+        return recording
+
+    recording = asyncio.run(run())
+    assert recording.calls[1].args["id"] == "printer-on-fire-2026"
