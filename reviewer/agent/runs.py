@@ -176,9 +176,9 @@ class Recording:
     calls: list[RecordedCall] = field(default_factory=list)
     dry_values: dict[str, Any] = field(default_factory=dict)
     """Placeholder -> the value the backend produced for it, substituted into later requests it sees."""
-    minted: MintedIndex = field(default_factory=MintedIndex)
+    minted: MintedIndex = field(init=False, repr=False, default_factory=MintedIndex)
     """The values dry writes minted, by value: a later call carrying one records its placeholder."""
-    stopped: MintedValueUnsafe | None = None
+    stopped: MintedValueUnsafe | None = field(init=False, default=None)
     """Why this dry run cannot become a plan: a call carried a minted value no placeholder could stand
     for. `to_proposal` raises it."""
     writes_kept: int | None = None
