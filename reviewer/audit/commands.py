@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # every command registers through this module: keep `reviewer
     from reviewer.queue.messages import DecisionState, StoredExecution
     from reviewer.reading.audit_matching import AuditMatch, CallInLog, SentCall, Window
     from reviewer.reading.audit_rows import AuditRow
+    from reviewer.reading.minted_checks import MintedCheck
 
 EXIT_VERIFIED, EXIT_NOT_VERIFIED, EXIT_USAGE = 0, 1, 2
 
@@ -80,7 +81,7 @@ async def _verify(options: argparse.Namespace) -> int:
         source = audit_source(options.audit, field_mapping(options.audit_field), headers)
     except (BadAuditSource, BadAuditOption, BadFieldMapping, AuditSourceUnreadable) as error:
         raise VerifyFailed(str(error), EXIT_USAGE) from None
-    calls, window = await _run_of(options)
+    calls, window, minted = await _run_of(options)
     try:
         # Read after the queue answered: the log then holds everything up to the report.
         result = await asyncio.to_thread(match_audit, calls, source.rows(), window)
@@ -88,16 +89,32 @@ async def _verify(options: argparse.Namespace) -> int:
         print(f"audit: {source.name} could not be read: {error}; nothing is verified")
         return EXIT_NOT_VERIFIED
     _print(result, source.name, window)
-    return EXIT_VERIFIED if result.verified else EXIT_NOT_VERIFIED
+    _print_minted(minted)
+    return EXIT_VERIFIED if result.verified and not minted else EXIT_NOT_VERIFIED
 
 
-async def _run_of(options: argparse.Namespace) -> tuple[list[SentCall], Window]:
-    """The last real run of the proposal, as calls to find, and its window (claim to report)."""
+def _print_minted(minted: Sequence[MintedCheck]) -> None:
+    """The run held to its own answers (`reviewer.reading.minted_checks`): a call that sent a value
+    only the dry run minted, or a placeholder resolved otherwise, wrote to another resource."""
+    from reviewer.plan.sanitize import safe_text
+
+    for problem in minted:
+        print(safe_text(problem.sentence()))
+    if minted:
+        print(
+            f"placeholders: {len(minted)} values not what the run's own answers gave; the run is not verified"
+        )
+
+
+async def _run_of(options: argparse.Namespace) -> tuple[list[SentCall], Window, list[MintedCheck]]:
+    """The last real run of the proposal, as calls to find, its window (claim to report), and what it
+    sent that its own answers did not give."""
     import httpx
 
     from reviewer.queue import client as queue
     from reviewer.queue.config import ConfigError, load_settings
     from reviewer.reading.audit_matching import Window, sent_calls
+    from reviewer.reading.minted_checks import minted_value_checks, reported_calls
 
     try:
         settings = load_settings(options.queue)
@@ -119,7 +136,8 @@ async def _run_of(options: argparse.Namespace) -> tuple[list[SentCall], Window]:
     base_path = httpx.URL(base_url).path if base_url else ""
     calls = sent_calls(execution.calls, execution.request_ids or [], base_path)
     start = _claimed_at(state, execution, calls)
-    return calls, Window(start, execution.at.astimezone(UTC), timedelta(seconds=options.slack))
+    minted = minted_value_checks(proposal, reported_calls(execution.calls))
+    return calls, Window(start, execution.at.astimezone(UTC), timedelta(seconds=options.slack)), minted
 
 
 def _claimed_at(state: DecisionState, execution: StoredExecution, calls: Sequence[SentCall]) -> datetime:

@@ -338,4 +338,6 @@ def hard_coded(calls: Iterable[Call], via: str) -> Iterator[tuple[Call, list[Use
                 yield call, uses
         if mints(call, via):
             assert call.outcome is not None
-            index.add(minted_fields(call.outcome.result, call.seq, call_inputs(call)))
+            result = call.outcome.result
+            if isinstance(result, Mapping) and result:  # the inputs are read only for an answer to hold up
+                index.add(minted_fields(result, call.seq, call_inputs(call)))

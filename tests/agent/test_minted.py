@@ -104,7 +104,10 @@ def test_docs_shape_under_a_server_dry_run_merges_into_the_ticket_the_real_run_c
     assert seen == [FROM_CALL_1]  # the model never saw tk-4
     assert create.outcome is not None and create.outcome.result["id"] == "tk-4"
     assert update.args == {"id": "t2", "status": "closed", "mergedInto": FROM_CALL_1}
-    assert update.request is not None and update.request.body == {"status": "closed", "mergedInto": FROM_CALL_1}
+    assert update.request is not None and update.request.body == {
+        "status": "closed",
+        "mergedInto": FROM_CALL_1,
+    }
     row = Analysis(proposal).row(1)
     assert row.verdict is Verdict.CHAIN_NOISE and row.depends_on == (1,)
     assert [p.provenance() for p in row.placeholders] == ["⟨id from #1 create_ticket⟩"]
@@ -138,7 +141,11 @@ def test_a_value_learned_outside_the_answer_is_found_by_value_in_a_path_a_query_
         sample_api.store.reset()
         proposal = asyncio.run(dry(sample_api, backend, task, f"minted-{backend}"))
         merge, rename = proposal.calls[1:]
-        assert merge.args == {"id": "t1", "into": FROM_CALL_1, "watchers": [{"ticket": FROM_CALL_1, "role": "lead"}]}
+        assert merge.args == {
+            "id": "t1",
+            "into": FROM_CALL_1,
+            "watchers": [{"ticket": FROM_CALL_1, "role": "lead"}],
+        }
         assert merge.request is not None and rename.request is not None
         assert merge.request.query is not None and merge.request.query["notify"] == FROM_CALL_1
         assert merge.request.body["watchers"] == [{"ticket": FROM_CALL_1, "role": "lead"}]
