@@ -6,6 +6,8 @@ even when another client took the dry run's id between the dry run and the appro
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
 from typing import Any
 
 import httpx
@@ -14,6 +16,8 @@ import pytest
 from reviewer.agent import (
     HttpRequest,
     MintedValueUnsafe,
+    QueueAgent,
+    QueueClient,
     Recording,
     dry_run,
     execute_approved,
@@ -23,11 +27,13 @@ from reviewer.agent import (
     sdk_tool,
     write_tool,
 )
-from reviewer.plan.proposal import Agent, Proposal
+from reviewer.plan.proposal import Agent, Call, DryRun, Outcome, Proposal, Request
 from reviewer.reading.analysis import Analysis, Verdict
 from reviewer.reading.verification import compare_execution
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
+from tests.agent.fixtures import Queue
+from tests.queue_harness import reviewer_command
 
 FROM_CALL_1 = placeholder("id", 1)
 
@@ -258,3 +264,97 @@ def test_a_stable_field_is_passed_on_as_it_is() -> None:
 
     recording = asyncio.run(run())
     assert recording.calls[1].args["id"] == "printer-on-fire-2026"
+
+
+# --- a hand-written plan that hard-codes the dry run's id ---------------------------------------------
+
+
+def hand_written(base_url: str, proposal_id: str) -> Proposal:
+    """What the agent of the report submitted: the server dry run's `tk-4` written into the merge."""
+    merge = {"status": "closed", "mergedInto": "tk-4"}
+    return Proposal(
+        format="reviewer.proposal/v1",
+        proposal_id=proposal_id,
+        revision=1,
+        title="Merge t2 into a new ticket",
+        agent=Agent(name="hand"),
+        created_at="2026-12-04T10:00:00Z",
+        target=tools.target(base_url),
+        dry_run=DryRun(via="server", write_requests=2, writes_kept=0),
+        calls=[
+            Call(
+                seq=1,
+                tool="create_ticket",
+                effect="create",
+                args={"title": "Printer on fire"},
+                request=Request("POST", "/v1/tickets", {"dryRun": "All"}, {"title": "Printer on fire"}),
+                outcome=Outcome(
+                    "ok", 201, None, {"id": "tk-4", "title": "Printer on fire", "status": "open"}
+                ),
+            ),
+            Call(
+                seq=2,
+                tool="update_ticket",
+                effect="update",
+                args={"id": "t2", **merge},
+                request=Request("PATCH", "/v1/tickets/t2", {"dryRun": "All"}, merge),
+                outcome=Outcome("refused", 422, "mergedInto names no ticket: tk-4"),
+            ),
+        ],
+    )
+
+
+def test_a_hand_written_plan_that_hard_codes_a_minted_id_is_flagged_and_its_run_is_not_verified(
+    sample_api: RunningSampleApi, queue: Queue
+) -> None:
+    proposal = hand_written(sample_api.base_url, "minted-hand-0001")
+    analysis = Analysis(proposal)
+    assert analysis.alarm_names[0] == "minted_values", analysis.alarm_names
+    assert analysis.alarms[0].startswith(
+        "call 2 (update_ticket) carries 'tk-4' at args.mergedInto, a value only the dry run minted (call 1's id)"
+    )
+    assert analysis.row(1).verdict is Verdict.CHAIN_NOISE  # never "the real run will be refused too"
+    assert analysis.ratios.real_refusals == 0
+
+    taken = another_client_creates(sample_api)
+
+    async def approve_and_run() -> Any:
+        async with (
+            QueueClient(queue.url, queue.agent_token) as client,
+            QueueClient(queue.url, queue.reviewer_token) as reviewer,
+            httpx.AsyncClient(base_url=sample_api.base_url) as api,
+        ):
+            agent = QueueAgent(client, poll_interval=0.05)
+            answer = await agent.submit(proposal)
+            await reviewer.decide(proposal.proposal_id, 1, answer.plan_sha256, "approve", "looks right")
+            approval = await agent.wait_for_decision(proposal.proposal_id, 1, timeout=10)
+            return await agent.execute(approval, client=api)
+
+    execution = asyncio.run(approve_and_run())
+    assert execution.real_results[1]["id"] == "tk-5"
+    assert sample_api.store.tickets["t2"]["mergedInto"] == taken  # what the plan said, the wrong ticket
+    verification = compare_execution(proposal, execution.executed_calls())
+    assert verification.checks[1].status == "different"
+    assert "another resource" in verification.checks[1].fields[0].note
+    assert verification.summary.startswith("naive: 1 of 2 identical; placeholders resolved: 1 of 2 match")
+
+    result = subprocess.run(
+        reviewer_command(
+            "verify",
+            proposal.proposal_id,
+            "--audit",
+            f"sample:{sample_api.base_url}/v1/audit",
+            "--queue",
+            queue.url,
+        ),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "REVIEWER_TOKEN": queue.reviewer_token},
+        timeout=60,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert (
+        "call 2 update_ticket: differs at args.mergedInto: sent 'tk-4', a value only the dry run of call 1 "
+        "minted (id); the real call 1 answered 'tk-5': this write went to another resource"
+    ) in result.stdout
+    assert "the run is not verified" in result.stdout
