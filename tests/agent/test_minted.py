@@ -311,7 +311,8 @@ def test_a_hand_written_plan_that_hard_codes_a_minted_id_is_flagged_and_its_run_
     analysis = Analysis(proposal)
     assert analysis.alarm_names[0] == "minted_values", analysis.alarm_names
     assert analysis.alarms[0].startswith(
-        "call 2 (update_ticket) carries 'tk-4' at args.mergedInto, a value only the dry run minted (call 1's id)"
+        "call 2 (update_ticket) carries 'tk-4' at args.mergedInto, "
+        "a value only the dry run minted (call 1's id)"
     )
     assert analysis.row(1).verdict is Verdict.CHAIN_NOISE  # never "the real run will be refused too"
     assert analysis.ratios.real_refusals == 0
