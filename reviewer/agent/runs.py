@@ -154,10 +154,9 @@ def minted_by(
     return found
 
 
-def dry_result(tool: WriteTool, seq: int, result: Any, minted: list[Minted]) -> Any:
-    """The result the agent sees in a dry run: each minted field replaced by its placeholder, and each
-    field the tool `produces` a placeholder even when the dry run answered none (record)."""
-    shown = with_placeholders(result, minted)
+def dry_result(tool: WriteTool, seq: int, shown: Any) -> Any:
+    """The result the agent sees in a dry run (its minted values already placeholders), with each field
+    the tool `produces` a placeholder even when the dry run answered none (record)."""
     if not tool.produces:
         return shown
     placeholders = {name: placeholder(name, seq) for name in tool.produces}
@@ -231,7 +230,12 @@ class Recording:
         else:
             answer = await self._answer_sdk(tool, arguments)
         inputs = [arguments] if planned is None else [arguments, planned.path, planned.query, planned.body]
-        minted = minted_by(tool, seq, planned, inputs, answer)
+        # What the backend saw (placeholders put in) counts as input too: a create that echoes an
+        # earlier create's id mints nothing new.
+        minted = minted_by(tool, seq, planned, [*inputs, substitute(inputs, self.dry_values)], answer)
+        # An earlier minted value this answer repeats (a fake's update echoing `mergedInto`) is shown
+        # to the agent as its placeholder too: a dry run's value never reaches the agent bare.
+        shown, _ = self.minted.scan(with_placeholders(answer.result, minted), "answer")
         self.minted.add(minted)
         self.dry_values.update(
             {item.reference.text(): item.value for item in minted if item.reference is not None}
@@ -246,7 +250,7 @@ class Recording:
             answer.status,
             answer.http_status,
             answer.message,
-            dry_result(tool, seq, answer.result, minted),
+            dry_result(tool, seq, shown),
             note=dry_run_note(self.via, answer, depends_on),
             dry_seq=seq,
         )

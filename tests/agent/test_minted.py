@@ -359,3 +359,27 @@ def test_a_hand_written_plan_that_hard_codes_a_minted_id_is_flagged_and_its_run_
         "minted (id); the real call 1 answered 'tk-5': this write went to another resource"
     ) in result.stdout
     assert "the run is not verified" in result.stdout
+
+
+def test_a_fakes_later_answer_never_hands_the_agent_a_minted_value_bare() -> None:
+    """The fake carries state: an update's answer repeats the created id, and a second create that
+    names the first echoes it. Both show the agent the placeholder; the echo mints nothing new, so
+    the id stays unambiguous."""
+
+    @write_tool(effect="create")
+    def create_child(parent: str, title: str) -> HttpRequest:
+        return HttpRequest("POST", "/v1/tickets", body={"parent": parent, "title": title})
+
+    async def run() -> None:
+        async with dry_run("fake") as recording:
+            ticket = await create_ticket(title="Printer on fire")
+            merged = await tools.update_ticket(id="t1", status="closed", mergedInto=ticket["id"])
+            child = await create_child(parent=ticket["id"], title="toner")
+            assert merged["mergedInto"] == FROM_CALL_1
+            assert child["parent"] == FROM_CALL_1 and child["id"] == placeholder("id", 3)
+            minted = recording.calls[0].answer.result["id"]
+            await rename_ticket(id=minted, title="x")  # found by value: unambiguous
+        assert recording.calls[1].answer.result["mergedInto"] == minted  # the plan's outcome keeps it
+        assert recording.calls[3].args["id"] == FROM_CALL_1
+
+    asyncio.run(run())
