@@ -36,8 +36,7 @@ LONG_TEXT: Final = 12
 MIN_DISTINCT_DIGITS: Final = 5
 """A minted integer with this many digits is told apart from counts and amounts by value."""
 _FIELD_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*", re.ASCII)
-_TOKEN_EDGES: Final = ".,:;!?'\"()[]{}<>"
-_TOKEN_SPLIT: Final = re.compile(r"[\s/?&=,;|\"'()\[\]{}<>]+")
+_ALNUM_RUN: Final = re.compile(r"[A-Za-z0-9]+")
 
 Kind = Literal["distinct", "short", "word"]
 Problem = Literal["inside a longer string", "a key", "ambiguous", "too short", "not nameable", "as text"]
@@ -173,11 +172,14 @@ class MintedIndex:
     """The values minted so far in a dry run, by value: what a later call is scanned against."""
 
     by_value: dict[str | int, list[Minted]] = field(default_factory=dict)
+    longest: int = 0
+    """The length of the longest minted value's text: how far inside a string one is looked for."""
 
     def add(self, minted: Iterable[Minted]) -> None:
         for item in minted:
             if kind_of(item.value) == "word":
                 continue
+            self.longest = max(self.longest, len(str(item.value)))
             holders = self.by_value.setdefault(item.value, [])
             if all(other.reference != item.reference for other in holders):
                 holders.append(item)
@@ -223,9 +225,10 @@ class MintedIndex:
         if text.isdigit() and text == str(int(text)) and int(text) in self.by_value:
             self._use(int(text), where, uses, "as text")
             return text
-        for token in _tokens(text):
-            if token != text and kind_of(token) == "distinct" and token in self.by_value:
-                self._use(token, where, uses, "inside a longer string")
+        for piece in _inner_values(text, self.longest):
+            key: str | int = int(piece) if piece.isdigit() and piece == str(int(piece)) else piece
+            if key in self.by_value and kind_of(key) == "distinct":
+                self._use(key, where, uses, "inside a longer string")
         return text
 
     def _path(self, path: str, where: str, uses: list[Use]) -> str:
@@ -291,11 +294,17 @@ def with_placeholders(result: Any, minted: Iterable[Minted]) -> Any:
     return rebuilt(result, "")
 
 
-def _tokens(text: str) -> list[str]:
-    """The words of a longer string a minted value could hide in, its edges' punctuation stripped."""
-    if len(text) > 100_000:
-        text = text[:100_000]
-    return [token.strip(_TOKEN_EDGES) for token in _TOKEN_SPLIT.split(text) if token]
+def _inner_values(text: str, longest: int) -> Iterator[str]:
+    """Each piece of `text` that starts and ends where a run of letters or digits does and is at most
+    `longest` long, except the whole: where a minted value can hide in a longer string (`x-tk-4`,
+    `merged into tk-4.`) while `tk-40` does not hold `tk-4`."""
+    runs = [(found.start(), found.end()) for found in _ALNUM_RUN.finditer(text)]
+    for first, (start, _) in enumerate(runs):
+        for _, end in runs[first:]:
+            if end - start > longest:
+                break
+            if end - start < len(text):
+                yield text[start:end]
 
 
 # --- a whole plan: the hard-coded minted values a hand-written (or older) plan carries -----------------
