@@ -26,7 +26,15 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from reviewer.plan.placeholders import MARK, PLACEHOLDER, Reference, field_of, placeholder
+from reviewer.plan.placeholders import (
+    MARK,
+    PLACEHOLDER,
+    Reference,
+    field_of,
+    from_results,
+    placeholder,
+    resolve,
+)
 from reviewer.plan.proposal import Call
 
 MIN_DISTINCT_TEXT: Final = 4
@@ -330,14 +338,18 @@ def executed_parts(call: Call) -> list[tuple[str, Any, bool]]:
     return parts
 
 
-def call_inputs(call: Call) -> set[str | int]:
-    return input_values(value for _, value, _ in executed_parts(call))
+def call_inputs(call: Call, dry_results: Mapping[int, Any]) -> set[str | int]:
+    """What a call sent: its parts as written, and with their placeholders put in from the earlier
+    calls' dry-run answers (what the backend saw), so an answer echoing an earlier id mints nothing."""
+    parts = [value for _, value, _ in executed_parts(call)]
+    return input_values([*parts, resolve(parts, from_results(dry_results))])
 
 
 def hard_coded(calls: Iterable[Call], via: str) -> Iterator[tuple[Call, list[Use]]]:
     """Each call that carries, by value, a value an earlier call's dry run minted, with the uses: the
     plan will send that value as written, to whatever holds it when the real run comes."""
     index = MintedIndex()
+    dry_results: dict[int, Any] = {}
     for call in calls:
         if index:
             uses: list[Use] = []
@@ -345,8 +357,9 @@ def hard_coded(calls: Iterable[Call], via: str) -> Iterator[tuple[Call, list[Use
                 uses += index.scan(value, name, path=is_path)[1]
             if uses:
                 yield call, uses
-        if mints(call, via):
-            assert call.outcome is not None
-            result = call.outcome.result
-            if isinstance(result, Mapping) and result:  # the inputs are read only for an answer to hold up
-                index.add(minted_fields(result, call.seq, call_inputs(call)))
+        result = call.outcome.result if call.outcome is not None else None
+        # The inputs are read only for an answer to hold up.
+        if mints(call, via) and isinstance(result, Mapping) and result:
+            index.add(minted_fields(result, call.seq, call_inputs(call, dry_results)))
+        if result is not None:
+            dry_results[call.seq] = result
