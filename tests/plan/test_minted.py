@@ -8,8 +8,17 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reviewer.plan.minted import MintedIndex, Use, input_values, kind_of, minted_fields, with_placeholders
-from reviewer.plan.placeholders import field_of, placeholders_in, resolve
+from reviewer.plan.minted import (
+    MintedIndex,
+    Use,
+    hard_coded,
+    input_values,
+    kind_of,
+    minted_fields,
+    with_placeholders,
+)
+from reviewer.plan.placeholders import Reference, field_of, placeholders_in, resolve
+from reviewer.plan.proposal import Call, Outcome
 
 MINTED = {"id": "tk-1042", "owner": {"id": "usr-7f3a9"}, "items": [{"id": "it-0001"}, {"id": "it-0002"}]}
 """A dry-run create's answer, with ids at the top, nested, and in a list."""
@@ -126,3 +135,28 @@ def test_echoes_of_the_input_and_stable_fields_are_not_minted_and_words_never_ma
     index.add(minted)
     assert problem_of(index, {"status": "open"}) == []
     assert kind_of(True) is None and kind_of("open") == "word" and kind_of("tk-5") == "distinct"
+
+
+def test_a_plan_call_echoing_an_earlier_dry_run_id_through_its_placeholder_mints_nothing_new() -> None:
+    """Call 2 creates a child of `<id from call 1>` and its answer echoes `tk-4`; call 3 hard-codes
+    `tk-4`: one use, naming call 1 alone, not an ambiguity between 1 and 2."""
+    created = Call(
+        seq=1,
+        tool="create_ticket",
+        effect="create",
+        args={"title": "x"},
+        outcome=Outcome("ok", 201, None, {"id": "tk-4", "title": "x"}),
+    )
+    child = Call(
+        seq=2,
+        tool="create_child",
+        effect="create",
+        args={"parent": "<id from call 1>"},
+        outcome=Outcome("ok", 201, None, {"id": "tk-5", "parent": "tk-4"}),
+    )
+    merge = Call(seq=3, tool="update_ticket", effect="update", args={"id": "t1", "mergedInto": "tk-4"})
+    found = list(hard_coded([created, child, merge], "server"))
+    assert [
+        (call.seq, [(use.where, use.problem, use.reference) for use in uses]) for call, uses in found
+    ] == [(3, [("args.mergedInto", None, Reference("id", 1))])]
+    assert list(hard_coded([created, child, merge], "record")) == []
