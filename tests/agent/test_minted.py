@@ -14,6 +14,8 @@ import httpx
 import pytest
 
 from reviewer.agent import (
+    Gate,
+    GateResult,
     HttpRequest,
     MintedValueUnsafe,
     QueueAgent,
@@ -28,6 +30,7 @@ from reviewer.agent import (
     write_tool,
 )
 from reviewer.plan.proposal import Agent, Call, DryRun, Outcome, Proposal, Request
+from reviewer.queue.client import NotFound
 from reviewer.reading.analysis import Analysis, Verdict
 from reviewer.reading.verification import compare_execution
 from reviewer.sample_api import tools
@@ -96,17 +99,46 @@ async def replay(sample_api: RunningSampleApi, proposal: Proposal, task: Any = N
 
 
 def test_docs_shape_under_a_server_dry_run_merges_into_the_ticket_the_real_run_created(
-    sample_api: RunningSampleApi,
+    sample_api: RunningSampleApi, queue: Queue
 ) -> None:
+    """Through a real queue: the reviewer sees `<id from call 1>` and chain noise; another client opens
+    a ticket (taking the dry run's tk-4) before the approval; t2 is merged into the real run's ticket."""
     seen: list[Any] = []
 
-    async def task(_: Recording) -> None:
+    async def task() -> None:
         ticket = await create_ticket(title="Printer on fire")
         seen.append(ticket["id"])
         await tools.update_ticket(id="t2", status="closed", mergedInto=ticket["id"])
 
-    proposal = asyncio.run(dry(sample_api, "server", task, "minted-server"))
-    create, update = proposal.calls
+    async def reviewer() -> Proposal:
+        async with QueueClient(queue.url, queue.reviewer_token) as client:
+            while True:  # until the agent has submitted (the gate's own decision timeout bounds it)
+                try:
+                    latest = (await client.get_proposal("minted-server")).latest
+                    break
+                except NotFound:
+                    await asyncio.sleep(0.025)
+            shown = await client.get_revision("minted-server", latest.revision)
+            another_client_creates(sample_api)
+            await client.decide("minted-server", latest.revision, latest.plan_sha256, "approve", "ok")
+            return shown
+
+    async def run() -> tuple[GateResult, Proposal]:
+        async with Gate(
+            api=sample_api.base_url,
+            queue=queue.url,
+            token=queue.agent_token,
+            backend="server",
+            dry_run_query=tools.DRY_RUN_QUERY,
+            poll_interval=0.05,
+            decision_timeout=20,
+        ) as gate:
+            return await asyncio.gather(
+                gate.run(task, title="merge", proposal_id="minted-server"), reviewer()
+            )
+
+    result, shown = asyncio.run(run())
+    create, update = shown.calls
     assert seen == [FROM_CALL_1]  # the model never saw tk-4
     assert create.outcome is not None and create.outcome.result["id"] == "tk-4"
     assert update.args == {"id": "t2", "status": "closed", "mergedInto": FROM_CALL_1}
@@ -114,21 +146,19 @@ def test_docs_shape_under_a_server_dry_run_merges_into_the_ticket_the_real_run_c
         "status": "closed",
         "mergedInto": FROM_CALL_1,
     }
-    row = Analysis(proposal).row(1)
+    analysis = Analysis(shown)
+    row = analysis.row(1)
     assert row.verdict is Verdict.CHAIN_NOISE and row.depends_on == (1,)
     assert [p.provenance() for p in row.placeholders] == ["⟨id from #1 create_ticket⟩"]
-    assert "minted_values" not in Analysis(proposal).alarm_names
+    assert "minted_values" not in analysis.alarm_names and analysis.ratios.real_refusals == 0
 
-    taken = another_client_creates(sample_api)
-    assert taken == "tk-4"
-    execution = asyncio.run(replay(sample_api, proposal))
-    assert execution.ok, execution.summary()
-    created = execution.real_results[1]["id"]
-    assert created == "tk-5"
+    assert result.ok and result.execution is not None, result
+    created = result.execution.real_results[1]["id"]
+    assert created == "tk-5"  # tk-4 went to the other client
     assert sample_api.store.tickets["t2"]["mergedInto"] == created
-    assert "mergedInto" not in sample_api.store.tickets[taken]
-    verification = compare_execution(proposal, execution.executed_calls())
-    assert verification.matching_once_resolved == 2, verification.summary
+    assert "mergedInto" not in sample_api.store.tickets["tk-4"]
+    assert result.verification is not None
+    assert result.verification.summary == "naive: 1 of 2 identical; placeholders resolved: 2 of 2 match"
 
 
 def test_a_value_learned_outside_the_answer_is_found_by_value_in_a_path_a_query_and_a_list(
