@@ -36,6 +36,7 @@ from reviewer.plan.placeholders import (
     resolve,
 )
 from reviewer.plan.proposal import Call
+from reviewer.plan.sanitize import clip, safe_text
 
 MIN_DISTINCT_TEXT: Final = 4
 """A minted string this long, with a digit in it, is told apart from ordinary text by value."""
@@ -83,17 +84,17 @@ class Use:
         return self.minted[0].reference if self.problem is None else None
 
     def sentence(self, seq: int, tool: str) -> str:
-        """What the reviewer or the agent reads: the call, the field, the value and where it came from.
-        Raw text: a caller that shows it sanitizes it."""
-        shown = repr(self.value)[:120]
-        source = " or ".join(f"call {_seq_of(minted)}'s {minted.where}" for minted in self.minted)
+        """What the reviewer or the agent reads: the call, the field, the value and where it came from,
+        each clipped and made safe to print (the tool name, the keys and the value are the agent's)."""
+        source = " or ".join(f"call {_seq_of(minted)}'s {clip(minted.where, 80)}" for minted in self.minted)
+        value = clip(repr(self.value), 120)
         text = (
-            f"call {seq} ({tool[:80]}) carries {shown} at {self.where[:120]}, "
+            f"call {seq} ({clip(tool, 80)}) carries {value} at {clip(self.where, 120)}, "
             f"a value only the dry run minted ({source})"
         )
         if self.problem is not None:
             text += f": {PROBLEM_WORDS[self.problem]}"
-        return text
+        return safe_text(text)
 
 
 def _seq_of(minted: Minted) -> str:
