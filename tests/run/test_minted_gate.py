@@ -24,9 +24,17 @@ FROM_CALL_1 = "<id from call 1>"
 
 
 @pytest.fixture(scope="module")
-def api_server() -> Iterator[RunningSampleApi]:
+def _api_server() -> Iterator[RunningSampleApi]:
     with sample_api_in_thread() as running:
         yield running
+
+
+@pytest.fixture
+def api_server(_api_server: RunningSampleApi) -> RunningSampleApi:
+    """The sample API as the scenario starts: t1, t2, t3 open, the next ticket tk-4."""
+    with _api_server.store.lock:
+        _api_server.store.reset()
+    return _api_server
 
 
 @pytest.mark.anyio
@@ -79,3 +87,23 @@ async def test_a_minted_id_the_child_learned_by_value_is_recorded_as_its_placeho
     real_patch = [entry for entry in api_server.store.request_log if "dryRun" not in entry["query"]][-1]
     assert real_patch["query"] == {"notify": created_id}
     assert real_patch["body"]["links"] == [{"ticket": created_id}]
+
+
+@pytest.mark.anyio
+async def test_a_minted_value_hidden_in_a_hostile_string_spoils_the_dry_run_in_printable_words(
+    api_server: RunningSampleApi,
+) -> None:
+    async with httpx.AsyncClient(base_url=api_server.base_url) as api:
+        recording = Recording(ServerBackend(api, {"dryRun": "All"}), client=api)
+        http_gate = HttpGate(api, api_server.base_url, mode=DryMode(recording))
+        async with serving(http_gate) as url, httpx.AsyncClient(base_url=url) as child:
+            await child.post("/v1/tickets", json={"title": "Printer on fire"})
+            hostile = "\x1b[2J\u202e" + "x" * 500_000 + " merged into tk-4 \x07"
+            refused = await child.patch("/v1/tickets/t1", json={"\x1b]0;owned\x07note": hostile})
+            later = await child.patch("/v1/tickets/t2", json={"status": "closed"})
+    assert refused.status_code == 502 and later.status_code == 409
+    spoiled = http_gate.spoiled or ""
+    assert "call 2 (PATCH /v1/tickets/t1) carries 'tk-4' at args." in spoiled
+    assert "inside a longer string" in spoiled and "Nothing was submitted" in spoiled
+    assert spoiled.isprintable() and len(spoiled) < 2_000
+    assert len(recording.calls) == 1
