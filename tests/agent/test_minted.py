@@ -11,6 +11,7 @@ import subprocess
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 
 from reviewer.agent import (
@@ -21,6 +22,7 @@ from reviewer.agent import (
     QueueAgent,
     QueueClient,
     Recording,
+    RunStopped,
     dry_run,
     execute_approved,
     local_approval,
@@ -31,6 +33,7 @@ from reviewer.agent import (
 )
 from reviewer.plan.proposal import Agent, Call, DryRun, Outcome, Proposal, Request
 from reviewer.queue.client import NotFound
+from reviewer.queue.messages import ExecutionReport
 from reviewer.reading.analysis import Analysis, Verdict
 from reviewer.reading.verification import compare_execution
 from reviewer.sample_api import tools
@@ -334,9 +337,21 @@ def hand_written(base_url: str, proposal_id: str) -> Proposal:
     )
 
 
-def test_a_hand_written_plan_that_hard_codes_a_minted_id_is_flagged_and_its_run_is_not_verified(
+async def approved(queue: Queue, proposal: Proposal) -> tuple[QueueAgent, Any, QueueClient]:
+    """The proposal submitted and approved by a reviewer; the agent, its approval and its client."""
+    client = QueueClient(queue.url, queue.agent_token)
+    async with QueueClient(queue.url, queue.reviewer_token) as reviewer:
+        agent = QueueAgent(client, poll_interval=0.05)
+        answer = await agent.submit(proposal)
+        await reviewer.decide(proposal.proposal_id, 1, answer.plan_sha256, "approve", "looks right")
+    return agent, await agent.wait_for_decision(proposal.proposal_id, 1, timeout=10), client
+
+
+def test_a_hand_written_plan_that_hard_codes_a_minted_id_is_flagged_and_never_writes_elsewhere(
     sample_api: RunningSampleApi, queue: Queue
 ) -> None:
+    """The review flags it, its 422 reads as chain noise; approved anyway, the real run stops before
+    the merge, since its own create answered tk-5 while the plan would merge into tk-4."""
     proposal = hand_written(sample_api.base_url, "minted-hand-0001")
     analysis = Analysis(proposal)
     assert analysis.alarm_names[0] == "minted_values", analysis.alarm_names
@@ -349,22 +364,56 @@ def test_a_hand_written_plan_that_hard_codes_a_minted_id_is_flagged_and_its_run_
 
     taken = another_client_creates(sample_api)
 
-    async def approve_and_run() -> Any:
-        async with (
-            QueueClient(queue.url, queue.agent_token) as client,
-            QueueClient(queue.url, queue.reviewer_token) as reviewer,
-            httpx.AsyncClient(base_url=sample_api.base_url) as api,
-        ):
-            agent = QueueAgent(client, poll_interval=0.05)
-            answer = await agent.submit(proposal)
-            await reviewer.decide(proposal.proposal_id, 1, answer.plan_sha256, "approve", "looks right")
-            approval = await agent.wait_for_decision(proposal.proposal_id, 1, timeout=10)
-            return await agent.execute(approval, client=api)
+    async def approve_and_run() -> RunStopped:
+        agent, approval, client = await approved(queue, proposal)
+        async with client, httpx.AsyncClient(base_url=sample_api.base_url) as api:
+            with pytest.raises(RunStopped) as stopped:
+                await agent.execute(approval, client=api)
+        return stopped.value
 
-    execution = asyncio.run(approve_and_run())
-    assert execution.real_results[1]["id"] == "tk-5"
-    assert sample_api.store.tickets["t2"]["mergedInto"] == taken  # what the plan said, the wrong ticket
-    verification = compare_execution(proposal, execution.executed_calls())
+    stopped = asyncio.run(approve_and_run())
+    assert "would write to another resource" in str(stopped) and "'tk-5'" in str(stopped)
+    assert [call.seq for call in stopped.execution.executed] == [1]
+    assert "mergedInto" not in sample_api.store.tickets["t2"]
+    assert "mergedInto" not in sample_api.store.tickets[taken]
+
+
+def test_a_run_that_wrote_to_the_resource_the_dry_run_imagined_is_different_and_not_verified(
+    sample_api: RunningSampleApi, queue: Queue
+) -> None:
+    """A runner that is not this library (or an older one) sent the hand-written plan as written: its
+    report shows t2 merged into the other client's tk-4 while its own create answered tk-5. The `v`
+    view reads the merge as different, and `reviewer verify` does not verify the run."""
+    proposal = hand_written(sample_api.base_url, "minted-hand-0002")
+    taken = another_client_creates(sample_api)
+
+    async def run_by_hand() -> list[Call]:
+        agent, approval, client = await approved(queue, proposal)
+        async with client, httpx.AsyncClient(base_url=sample_api.base_url) as api:
+            claim = await client.claim(proposal.proposal_id, 1, approval.plan_sha256)
+            calls = []
+            for planned in proposal.calls:
+                assert planned.request is not None
+                answer = await api.request(
+                    planned.request.method, planned.request.path, json=planned.request.body
+                )
+                request = Request(planned.request.method, planned.request.path, None, planned.request.body)
+                outcome = Outcome("ok", answer.status_code, None, answer.json())
+                calls.append(Call(planned.seq, planned.tool, planned.effect, planned.args, request, outcome))
+            report = ExecutionReport(
+                revision=1,
+                plan_sha256=approval.plan_sha256,
+                claim_id=claim.claim_id,
+                ended="completed",
+                calls=[msgspec.to_builtins(call) for call in calls],
+            )
+            await client.report_execution(proposal.proposal_id, report)
+        return calls
+
+    calls = asyncio.run(run_by_hand())
+    assert calls[0].outcome is not None and calls[0].outcome.result["id"] == "tk-5"
+    assert sample_api.store.tickets["t2"]["mergedInto"] == taken  # what the plan said: the wrong ticket
+    verification = compare_execution(proposal, calls)
     assert verification.checks[1].status == "different"
     assert "another resource" in verification.checks[1].fields[0].note
     assert verification.summary.startswith("naive: 1 of 2 identical; placeholders resolved: 1 of 2 match")
