@@ -72,6 +72,7 @@ from reviewer.agent.http_values import CallAnswer, HttpRequest, path_problem, pa
 from reviewer.agent.ledger import AlreadyRun, Ledger, LedgerEntry, LedgerError
 from reviewer.agent.placeholders import placeholder, placeholders_in, substitute
 from reviewer.agent.queue import QueueAgent
+from reviewer.agent.request_auth import AwsSigV4Auth, OAuth2ClientCredentials, RequestAuthError
 from reviewer.agent.runs import RecordedCall, Recording, dry_run
 from reviewer.agent.sandbox_check import SandboxCheck
 from reviewer.agent.tools import GatedTool, ToolArgumentError, WriteTool, sdk_tool, write_tool
@@ -95,6 +96,7 @@ __all__ = [
     "AuditSource",
     "AuditUnavailable",
     "AuditVerification",
+    "AwsSigV4Auth",
     "BACKENDS",
     "Backend",
     "Call",
@@ -125,6 +127,7 @@ __all__ = [
     "NoApproval",
     "NoTarget",
     "NotApproved",
+    "OAuth2ClientCredentials",
     "OffTarget",
     "PlanStop",
     "Proposal",
@@ -137,6 +140,7 @@ __all__ = [
     "Recording",
     "ReportNotStored",
     "Request",
+    "RequestAuthError",
     "RunEnded",
     "RunStopped",
     "SandboxCheck",

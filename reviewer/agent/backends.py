@@ -21,6 +21,7 @@ from reviewer.agent.errors import (
     UnknownBackend,
 )
 from reviewer.agent.http_values import CallAnswer, HttpRequest
+from reviewer.plan.bodies import wire_bytes
 from reviewer.plan.proposal import DryRunVia, OutcomeStatus
 
 KUBERNETES_DRY_RUN_QUERY: Final[Mapping[str, str]] = {"dryRun": "All"}
@@ -93,12 +94,13 @@ def redirect_message(response: httpx.Response) -> str:
 def build_request(client: httpx.AsyncClient, request: HttpRequest) -> httpx.Request:
     """The request exactly as httpx will put it on the wire (the URL merged with the client's base), so
     a real run checks the very URL it sends."""
-    return client.build_request(
-        request.method,
-        request.path,
-        params=dict(request.query) if request.query else None,
-        json=request.body if request.body is not None else None,
-    )
+    params = dict(request.query) if request.query else None
+    content = wire_bytes(request.content_type, request.body)
+    if content is None:
+        body = request.body
+        return client.build_request(request.method, request.path, params=params, json=body)
+    headers = {"content-type": request.content_type or ""}  # only JSON goes without one
+    return client.build_request(request.method, request.path, params=params, content=content, headers=headers)
 
 
 async def send(client: httpx.AsyncClient, request: HttpRequest) -> httpx.Response:
@@ -154,9 +156,7 @@ class ServerBackend:
                 "replace it and check another request than the one that would run; not sent"
             )
             return CallAnswer("error", None, message, None), None
-        sent = HttpRequest(
-            request.method, request.path, {**(request.query or {}), **self.dry_run_query}, request.body
-        )
+        sent = request.with_parts(request.path, {**(request.query or {}), **self.dry_run_query}, request.body)
         self.write_requests += 1
         try:
             response = await send(self.client, sent)

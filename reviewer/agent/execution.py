@@ -396,6 +396,7 @@ class Execution:
             resolve(request["path"], real),
             resolve(without_dry_run_params(request.get("query")), real) or None,
             resolve(request.get("body"), real),
+            request.get("content_type"),
         )
 
     def _stop_at(self, position: int, tool_name: str, reason: str, actual: Any = None) -> NoReturn:

@@ -66,6 +66,9 @@ class HttpRequest:
     path: str
     query: Mapping[str, Any] | None = None
     body: Any = None
+    content_type: str | None = None
+    """How `body` is written (`reviewer.plan.bodies`): None for JSON; a form's `[[name, value], ...]`
+    or `bytes_body(raw)` with the content type sent."""
 
     def to_proposal(self) -> Request:
         return Request(
@@ -73,7 +76,12 @@ class HttpRequest:
             path=self.path,
             query=dict(self.query) if self.query else None,
             body=self.body,
+            content_type=self.content_type,
         )
+
+    def with_parts(self, path: str, query: Mapping[str, Any] | None, body: Any) -> HttpRequest:
+        """This request with another path, query and body, its method and content type kept."""
+        return HttpRequest(self.method, path, query, body, self.content_type)
 
 
 @dataclass(frozen=True)

@@ -271,7 +271,7 @@ class Recording:
             query, query_uses = self.minted.scan(planned.query, "request.query")
             body, body_uses = self.minted.scan(planned.body, "request.body")
             uses += path_uses + query_uses + body_uses
-            planned = HttpRequest(planned.method, path, query, body)
+            planned = planned.with_parts(path, query, body)
         unsafe = next((use for use in uses if use.problem is not None), None)
         if unsafe is not None:
             self.stopped = MintedValueUnsafe(unsafe.sentence(seq, tool.name))
@@ -281,8 +281,7 @@ class Recording:
     async def _answer_http(self, planned: HttpRequest) -> tuple[CallAnswer, HttpRequest | None, HttpRequest]:
         """The backend's answer, what it sent, and the request as the plan records it (placeholders
         kept, a server dry run's own query parameter shown)."""
-        to_send = HttpRequest(
-            planned.method,
+        to_send = planned.with_parts(
             substitute(planned.path, self.dry_values),
             substitute(planned.query, self.dry_values),
             substitute(planned.body, self.dry_values),
@@ -293,7 +292,7 @@ class Recording:
             # The backend's own parameter (dryRun=All) is shown; the plan's values keep their placeholders.
             added = {name: value for name, value in sent.query.items() if name not in (to_send.query or {})}
             recorded_query = {**(planned.query or {}), **added}
-        return answer, sent, HttpRequest(planned.method, planned.path, recorded_query, planned.body)
+        return answer, sent, planned.with_parts(planned.path, recorded_query, planned.body)
 
     async def _answer_sdk(self, tool: WriteTool, arguments: dict[str, Any]) -> CallAnswer:
         """An SDK tool's dry run: its own dry-run callable answers, unless the run only records or the

@@ -20,12 +20,14 @@ What can be matched by value safely:
 
 from __future__ import annotations
 
+import itertools
 import re
 import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from reviewer.plan.bodies import BodyError, exact_bytes
 from reviewer.plan.placeholders import (
     MARK,
     PLACEHOLDER,
@@ -48,9 +50,12 @@ _FIELD_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*", re.ASCII)
 _ALNUM_RUN: Final = re.compile(r"[A-Za-z0-9]+")
 
 Kind = Literal["distinct", "short", "word"]
-Problem = Literal["inside a longer string", "a key", "ambiguous", "too short", "not nameable", "as text"]
+Problem = Literal[
+    "inside a longer string", "in bytes", "a key", "ambiguous", "too short", "not nameable", "as text"
+]
 PROBLEM_WORDS: Final[Mapping[str, str]] = {
     "inside a longer string": "inside a longer string, where no placeholder can stand for it alone",
+    "in bytes": "inside a body held as its exact bytes, where no placeholder can stand",
     "a key": "as an object's key, where no placeholder stands",
     "ambiguous": "a value more than one field of the dry run minted, so it is not known which",
     "too short": "too short or common to tell apart from an ordinary value",
@@ -207,6 +212,9 @@ class MintedIndex:
         return self._tree(value, where, uses), uses
 
     def _tree(self, value: Any, where: str, uses: list[Use]) -> Any:
+        if isinstance(value, Mapping) and set(value) == {"base64"}:
+            self._in_bytes(value, where, uses)
+            return value
         if isinstance(value, Mapping):
             result: dict[Any, Any] = {}
             for key, child in value.items():
@@ -239,6 +247,19 @@ class MintedIndex:
             if key in self.by_value and kind_of(key) == "distinct":
                 self._use(key, where, uses, "inside a longer string")
         return text
+
+    def _in_bytes(self, body: Mapping[str, Any], where: str, uses: list[Use]) -> None:
+        """A body held as its exact bytes (`reviewer.plan.bodies`): no placeholder can stand inside
+        them, so a minted value found in their text is a stop."""
+        try:
+            text = exact_bytes(body).decode("utf-8", "replace")
+        except BodyError:
+            return
+        whole = [text] if len(text) <= self.longest else []
+        for piece in itertools.chain(whole, _inner_values(text, self.longest)):
+            key: str | int = int(piece) if piece.isdigit() and piece == str(int(piece)) else piece
+            if key in self.by_value and kind_of(key) == "distinct":
+                self._use(key, where, uses, "in bytes")
 
     def _path(self, path: str, where: str, uses: list[Use]) -> str:
         segments = path.split("/")

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Final, Literal, overload
 import msgspec
 import rfc8785
 
+from reviewer.plan.bodies import BodyError, check_body
 from reviewer.plan.placeholders import MARK, unresolvable_in
 
 FORMAT_V1: Final = "reviewer.proposal/v1"
@@ -124,6 +125,9 @@ class Request(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc
     path: str
     query: dict[str, Any] | None = None
     body: Any = None
+    content_type: str | None = None
+    """How `body` is written (`reviewer.plan.bodies`): absent for JSON, a form's fields, or the exact
+    bytes in base64. Absent on every plan written before bodies other than JSON were recorded."""
 
 
 class Outcome(msgspec.Struct, forbid_unknown_fields=True, gc=False):
@@ -476,6 +480,11 @@ def _check_calls(raws: list[msgspec.Raw], source: str, pause: Pause = _no_pause)
                     f"{at}: {unresolvable[0].text()} names no earlier call of the plan; a placeholder "
                     "stands for what an earlier call produces, so the real run could never resolve it",
                 )
+        if call.request is not None and call.request.content_type is not None:
+            try:
+                check_body(call.request.content_type, call.request.body)
+            except BodyError as error:
+                raise ProposalError(source, f"{at}.request.body: {error}") from None
         seqs.add(call.seq)
 
 
@@ -485,7 +494,7 @@ def _call_within_limits(call: Call) -> bool:
     texts: list[str | None] = [call.tool]
     values: list[tuple[Any, int]] = [(call.args, 4)]
     if call.request is not None:
-        texts += (call.request.method, call.request.path)
+        texts += (call.request.method, call.request.path, call.request.content_type)
         values += ((call.request.query, 5), (call.request.body, 5))
     if call.outcome is not None:
         texts.append(call.outcome.message)

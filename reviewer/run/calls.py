@@ -13,6 +13,7 @@ from typing import Any
 
 from reviewer.agent.http_values import HttpRequest
 from reviewer.agent.tools import WriteTool
+from reviewer.plan.bodies import fields_as_arguments
 from reviewer.plan.dry_run_params import without_dry_run_params
 from reviewer.plan.proposal import Effect
 from reviewer.run.openapi import METHOD_EFFECTS, ApiDocument, Operation
@@ -53,15 +54,22 @@ class GateCall:
 
 
 def describe(
-    method: str, path: str, query: Mapping[str, Any], body: Any, document: ApiDocument | None
+    method: str,
+    path: str,
+    query: Mapping[str, Any],
+    body: Any,
+    document: ApiDocument | None,
+    content_type: str | None = None,
 ) -> GateCall:
-    """The call a request is; `UndeclaredOperation` when a document is given and does not have it."""
+    """The call a request is (its body written as `content_type` says, `reviewer.plan.bodies`);
+    `UndeclaredOperation` when a document is given and does not have it."""
     query = without_dry_run_params(query)
-    request = HttpRequest(method, path, query or None, body)
+    request = HttpRequest(method, path, query or None, body, content_type)
+    fields = fields_as_arguments(content_type, body)
     if document is None:
         effect = METHOD_EFFECTS[method]
         return GateCall(
-            f"{method} {path}", effect, _arguments({}, body), request, ("id",) if method == "POST" else ()
+            f"{method} {path}", effect, _arguments({}, fields), request, ("id",) if method == "POST" else ()
         )
     found = document.match(method, path)
     if found is None:
@@ -70,7 +78,7 @@ def describe(
     return GateCall(
         operation.operation_id,
         operation.effect,
-        _arguments(parameters, body),
+        _arguments(parameters, fields),
         request,
         operation.produces,
         operation,

@@ -58,6 +58,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="a header the gate adds to every request to the API, e.g. 'Authorization: Bearer env:API_TOKEN'",
     )
     parser.add_argument(
+        "--api-auth",
+        metavar="aws-sigv4:SERVICE:REGION|oauth2:TOKEN_URL",
+        help="a credential the gate applies to each request as it leaves, for APIs a static header cannot "
+        "open: AWS Signature Version 4 (credentials from the standard AWS sources, withheld from COMMAND) "
+        "or OAuth 2.0 client credentials (a token fetched from TOKEN_URL, cached and renewed)",
+    )
+    parser.add_argument(
+        "--api-auth-client-id", metavar="env:VAR|file:PATH", help="--api-auth oauth2:'s client id"
+    )
+    parser.add_argument(
+        "--api-auth-client-secret", metavar="env:VAR|file:PATH", help="--api-auth oauth2:'s client secret"
+    )
+    parser.add_argument(
+        "--api-auth-scope", metavar="SCOPE", help="--api-auth oauth2:'s scope, if it asks one"
+    )
+    parser.add_argument(
         "--sandbox-header",
         action="append",
         default=[],
@@ -155,7 +171,14 @@ def _run(options: argparse.Namespace) -> int:
     from reviewer.run.child import withheld_variables
     from reviewer.run.errors import RunRefused
     from reviewer.run.openapi import ApiDocument
-    from reviewer.run.options import check_api_url, every_secret, parse_dry_run_param, read_credentials
+    from reviewer.run.options import (
+        check_api_url,
+        every_secret,
+        parse_dry_run_param,
+        read_api_auth,
+        read_credentials,
+        with_api_auth,
+    )
     from reviewer.run.runner import RunSettings, run
     from reviewer.run.sandbox import NO_SANDBOX_COST, choose_sandbox
     from reviewer.run.sealed import make_undumpable, scrub_initial_environment
@@ -180,7 +203,18 @@ def _run(options: argparse.Namespace) -> int:
                 raise RunRefused(f"{name} must be a positive number of seconds")
         if options.max_revisions < 1:
             raise RunRefused(f"--max-revisions must be 1 or more, not {options.max_revisions}")
-        credentials = read_credentials(options.api_header, environ)
+        api_auth = None
+        if options.api_auth:
+            api_auth = read_api_auth(
+                options.api_auth,
+                environ,
+                client_id=options.api_auth_client_id,
+                client_secret=options.api_auth_client_secret,
+                scope=options.api_auth_scope,
+            )
+        elif options.api_auth_client_id or options.api_auth_client_secret or options.api_auth_scope:
+            raise RunRefused("--api-auth-client-id, -secret and -scope go with --api-auth oauth2:TOKEN_URL")
+        credentials = with_api_auth(read_credentials(options.api_header, environ), api_auth)
         sandbox_credentials = read_credentials(options.sandbox_header, environ, "--sandbox-header")
         audit_credentials = read_credentials(options.audit_header, environ, "--audit-header")
         audit = _audit_option(options.audit, options.audit_field, audit_credentials.headers)

@@ -5,7 +5,8 @@ credential, their answers streamed back. Every write goes to the gate's mode: th
 `Recording` of the agent library, answered by the API's own dry run or only recorded) or, with
 `--rerun`, the real run (the library's `Execution`, which holds each call against the approved plan
 before it sends it). Between and after them every request is refused. Every request is checked first:
-its path must stay under the API's base URL, a write's body must be JSON, and what the dry run holds
+its path must stay under the API's base URL, a write's body is recorded as it is (JSON, a form's
+fields or its exact bytes, `reviewer.plan.bodies`), and what the dry run holds
 stays within the proposal limits, or the dry run is spoiled and the child stopped.
 """
 
@@ -29,6 +30,7 @@ from reviewer.agent.placeholders import substitute
 from reviewer.agent.runs import Recording
 from reviewer.agent.shaped import shaped_answer
 from reviewer.agent.tools import ToolRunner
+from reviewer.plan.bodies import OCTETS, BodyError, body_kind, bytes_body, record_body
 from reviewer.plan.proposal import MAX_BODY_BYTES, MAX_CALLS, locate_limit_violation, value_within_limits
 from reviewer.run.calls import GateCall, UndeclaredOperation, describe
 from reviewer.run.openapi import METHOD_EFFECTS, ApiDocument
@@ -233,10 +235,20 @@ class HttpGate:
         problem = path_problem(path)
         if problem is not None:
             return refusal(400, f"reviewer run: {where}: {problem}; not recorded, not sent")
-        return await self._write(mode, method, path, query, raw, where)
+        content_type = _header(scope, "content-type")
+        if content_type is not None and not content_type.isprintable():
+            return refusal(400, f"reviewer run: {where}: its content type holds control characters; not sent")
+        return await self._write(mode, method, path, query, raw, content_type, where)
 
     async def _write(
-        self, mode: Mode, method: str, path: str, query: dict[str, Any], raw: bytes, where: str
+        self,
+        mode: Mode,
+        method: str,
+        path: str,
+        query: dict[str, Any],
+        raw: bytes,
+        content_type: str | None,
+        where: str,
     ) -> Answer:
         self.write_bytes += len(raw)
         self.writes_seen += 1
@@ -244,14 +256,14 @@ class HttpGate:
             self.spoil(f"the dry run made more writes than a plan may hold ({MAX_CALLS})")
             return refusal(413, f"reviewer run: {self.spoiled}")
         try:
-            body = msgspec.json.decode(raw) if raw.strip() else None
-        except msgspec.DecodeError as error:
-            self.spoil(f"the body of {where} is not JSON ({error}); a plan records JSON bodies only")
+            content_type, body = _recorded_body(content_type, raw)
+        except BodyError as error:
+            self.spoil(f"the body of {where} is {error}")
             return refusal(400, f"reviewer run: {self.spoiled}")
         if not value_within_limits(body, 3):
             self.spoil(f"the body of {where} passes a proposal limit at {locate_limit_violation(body)}")
             return refusal(413, f"reviewer run: {self.spoiled}")
-        call = describe(method, path, query, body, self.document)
+        call = describe(method, path, query, body, self.document, content_type)
         try:
             return await mode.write(call)
         except DryRunAlarm as alarm:
@@ -294,6 +306,30 @@ class HttpGate:
             await send({"type": "http.response.body", "body": b""})
         finally:
             await response.aclose()
+
+
+def _header(scope: Scope, name: str) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key.decode("latin-1").lower() == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+def _recorded_body(content_type: str | None, raw: bytes) -> tuple[str | None, Any]:
+    """The content type and body the plan records of a write (`reviewer.plan.bodies`): JSON as its
+    value, a form by its fields, anything else as its exact bytes. A body that says nothing of its type
+    is JSON when it parses as JSON, else bytes."""
+    if not raw.strip() and body_kind(content_type) == "json":
+        return None, None
+    if body_kind(content_type) == "json":
+        try:
+            return None, msgspec.json.decode(raw)
+        except msgspec.DecodeError as error:
+            if content_type is not None:
+                says = f"not JSON ({error}), though its content type says {content_type[:80]!r}"
+                raise BodyError(says) from None
+            return OCTETS, bytes_body(raw)
+    return record_body(content_type, raw)
 
 
 def request_path(scope: Scope) -> str:

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 import httpx
 
@@ -56,6 +57,8 @@ class Credentials:
     """Files the secrets were read from: the sandbox hides them from the child."""
     secrets: tuple[str, ...] = field(default=(), repr=False)
     """The secrets themselves, without a prefix: a variable holding one is withheld whatever its name."""
+    auth: httpx.Auth | None = field(default=None, repr=False)
+    """`--api-auth`: a credential applied to each request as it is sent (a signature, a fetched token)."""
 
 
 def every_secret(*credentials: Credentials) -> Credentials:
@@ -66,6 +69,28 @@ def every_secret(*credentials: Credentials) -> Credentials:
         frozenset().union(*(each.from_env for each in credentials)),
         frozenset().union(*(each.from_files for each in credentials)),
         tuple(secret for each in credentials for secret in each.secrets),
+    )
+
+
+def read_secret(source: str, environ: Mapping[str, str], what: str) -> tuple[str, str | None, str | None]:
+    """`env:VAR` or `file:PATH` (`what` naming the option, in what is refused) as the secret it holds,
+    and the variable or the file it came from."""
+    if source.startswith("env:") and source[4:]:
+        secret = environ.get(source[4:])
+        if not secret:
+            raise RunRefused(f"{what}: the environment variable {source[4:]} is not set")
+        return secret, source[4:], None
+    if source.startswith("file:") and source[5:]:
+        try:
+            secret = Path(source[5:]).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as error:
+            raise RunRefused(f"{what}: cannot read {source[5:]}: {error}") from None
+        if not secret:
+            raise RunRefused(f"{what}: {source[5:]} is empty")
+        return secret, None, source[5:]
+    raise RunRefused(
+        f"{what}: a value on the command line is visible to every user of the machine; give env:VAR or "
+        "file:PATH (after an optional prefix such as Bearer)"
     )
 
 
@@ -85,31 +110,111 @@ def read_credentials(
         if not colon or not _HEADER_NAME.match(name) or name.lower() in _HOP_BY_HOP:
             raise RunRefused(f"{option} {name[:40]!r}...: write NAME: env:VAR or NAME: file:PATH")
         prefix, _, source = rest.strip().rpartition(" ")
-        if source.startswith("env:") and source[4:]:
-            variable = source[4:]
-            secret = environ.get(variable)
-            if not secret:
-                raise RunRefused(f"{option} {name}: the environment variable {variable} is not set")
-            from_env.add(variable)
-        elif source.startswith("file:") and source[5:]:
-            try:
-                secret = Path(source[5:]).read_text(encoding="utf-8").strip()
-            except (OSError, UnicodeDecodeError) as error:
-                raise RunRefused(f"{option} {name}: cannot read {source[5:]}: {error}") from None
-            if not secret:
-                raise RunRefused(f"{option} {name}: {source[5:]} is empty")
-            from_files.add(source[5:])
-        else:
-            raise RunRefused(
-                f"{option} {name}: a value on the command line is visible to every user of the "
-                "machine; give env:VAR or file:PATH (after an optional prefix such as Bearer)"
-            )
+        secret, variable, path = read_secret(source, environ, f"{option} {name}")
+        from_env.update([variable] if variable else [])
+        from_files.update([path] if path else [])
         value = f"{prefix.strip()} {secret}" if prefix.strip() else secret
         if any(character in value for character in "\r\n\0"):
             raise RunRefused(f"{option} {name}: the value holds a line break")
         headers[name] = value
         secrets.append(secret)
     return Credentials(headers, frozenset(from_env), frozenset(from_files), tuple(secrets))
+
+
+AWS_VARIABLES: Final = frozenset(
+    {
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_SECURITY_TOKEN",
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+        "AWS_SHARED_CREDENTIALS_FILE",
+        "AWS_CONFIG_FILE",
+        "AWS_ROLE_ARN",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+        "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+    }
+)
+"""Where botocore looks for credentials: with `--api-auth aws-sigv4`, COMMAND gets none of them."""
+API_AUTH_USAGE: Final = "write aws-sigv4:SERVICE:REGION or oauth2:TOKEN_URL"
+
+
+def read_api_auth(
+    spec: str,
+    environ: Mapping[str, str],
+    *,
+    client_id: str | None = None,
+    client_secret: str | None = None,
+    scope: str | None = None,
+) -> Credentials:
+    """`--api-auth SPEC` as a per-request credential and the secrets COMMAND must not hold:
+    `aws-sigv4:SERVICE:REGION` (the standard AWS sources, read here, withheld from COMMAND) or
+    `oauth2:TOKEN_URL` with `--api-auth-client-id` and `--api-auth-client-secret` (`env:`/`file:`)."""
+    from reviewer.agent.request_auth import AwsSigV4Auth, OAuth2ClientCredentials, RequestAuthError
+
+    scheme, _, rest = spec.partition(":")
+    if scheme == "aws-sigv4":
+        service, _, region = rest.partition(":")
+        if not re.fullmatch(r"[a-z0-9-]{1,64}", service) or not re.fullmatch(r"[a-z0-9-]{1,64}", region):
+            raise RunRefused(f"--api-auth {spec[:80]!r}: {API_AUTH_USAGE}, e.g. aws-sigv4:s3:eu-west-1")
+        if client_id or client_secret or scope:
+            raise RunRefused("--api-auth-client-id, -secret and -scope go with --api-auth oauth2:")
+        try:
+            signer = AwsSigV4Auth(service, region)
+        except RequestAuthError as error:
+            raise RunRefused(f"--api-auth {scheme}: {error}") from None
+        files = [
+            environ.get("AWS_SHARED_CREDENTIALS_FILE") or str(Path.home() / ".aws" / "credentials"),
+            environ.get("AWS_CONFIG_FILE") or str(Path.home() / ".aws" / "config"),
+        ]
+        return Credentials(
+            from_env=AWS_VARIABLES & environ.keys(),
+            from_files=frozenset(path for path in files if Path(path).is_file()),
+            secrets=signer.secrets(),
+            auth=signer,
+        )
+    if scheme == "oauth2":
+        token_url = check_api_url(rest, "--api-auth oauth2:")
+        if not client_id or not client_secret:
+            raise RunRefused(
+                "--api-auth oauth2: name the client with --api-auth-client-id and --api-auth-client-secret "
+                "(each env:VAR or file:PATH)"
+            )
+        sources = [
+            read_secret(source, environ, option)
+            for source, option in (
+                (client_id, "--api-auth-client-id"),
+                (client_secret, "--api-auth-client-secret"),
+            )
+        ]
+        (identity, *_), (secret, *_) = sources
+        return Credentials(
+            from_env=frozenset(variable for _, variable, _ in sources if variable),
+            from_files=frozenset(path for _, _, path in sources if path),
+            secrets=(secret,),
+            auth=OAuth2ClientCredentials(token_url, identity, secret, scope=scope),
+        )
+    raise RunRefused(f"--api-auth {spec[:80]!r}: {API_AUTH_USAGE}")
+
+
+def with_api_auth(credentials: Credentials, api_auth: Credentials | None) -> Credentials:
+    """The `--api-header` credentials with `--api-auth`'s applied to each request too; refused where
+    both would write the request's `Authorization`."""
+    if api_auth is None:
+        return credentials
+    if any(name.lower() == "authorization" for name in credentials.headers):
+        raise RunRefused("--api-auth writes each request's Authorization: leave it out of --api-header")
+    return Credentials(
+        credentials.headers,
+        credentials.from_env | api_auth.from_env,
+        credentials.from_files | api_auth.from_files,
+        credentials.secrets + api_auth.secrets,
+        api_auth.auth,
+    )
 
 
 def parse_dry_run_param(text: str) -> dict[str, str]:

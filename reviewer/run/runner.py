@@ -168,7 +168,11 @@ async def run(settings: RunSettings) -> int:
 async def _run(settings: RunSettings) -> int:
     dry_run_query = resolve_dry_run_query(settings)
     api = httpx.AsyncClient(
-        base_url=settings.api, headers=settings.credentials.headers, follow_redirects=False, timeout=60.0
+        base_url=settings.api,
+        headers=settings.credentials.headers,
+        auth=settings.credentials.auth,
+        follow_redirects=False,
+        timeout=60.0,
     )
     queue = QueueClient(settings.queue, settings.agent_token)
     async with api, queue:

@@ -8,6 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from reviewer.plan.bodies import bytes_body
 from reviewer.plan.minted import (
     MintedIndex,
     Use,
@@ -160,3 +161,12 @@ def test_a_plan_call_echoing_an_earlier_dry_run_id_through_its_placeholder_mints
         (call.seq, [(use.where, use.problem, use.reference) for use in uses]) for call, uses in found
     ] == [(3, [("args.mergedInto", None, Reference("id", 1))])]
     assert list(hard_coded([created, child, merge], "record")) == []
+
+
+def test_a_minted_value_in_a_body_held_as_bytes_is_a_stop_and_random_bytes_are_not() -> None:
+    index = index_of(MINTED)
+    upload = bytes_body(b"%PDF-1.7 ... ref tk-1042 ...")
+    assert problem_of(index, upload) == [("body", "in bytes")]
+    assert index.scan(upload, "body")[0] == upload  # never rewritten: bytes hold no placeholder
+    assert problem_of(index, bytes_body(bytes(range(256)) * 64)) == []
+    assert problem_of(index, [["into", "tk-1042"], ["note", "x"]]) == [("body.0.1", None)]  # a form

@@ -9,6 +9,7 @@ from __future__ import annotations
 import msgspec
 from rich.text import Text
 
+from reviewer.plan.bodies import body_view
 from reviewer.plan.proposal import Call, DryRun, Proposal, audit_read, dumps, sandbox_proof
 from reviewer.plan.sanitize import clip, safe_text
 from reviewer.reading.analysis import Analysis, Extremes, NumericField, PlanRow, Ratios, Verdict
@@ -281,7 +282,8 @@ def detail_text(row: PlanRow, call: Call, kept: str | None = None, dry_run: DryR
         if call.request.query:
             _line(text, "query", untrusted(call.request.query))
         if call.request.body is not None:
-            _line(text, "body", untrusted(call.request.body, multiline=True))
+            shown = body_view(call.request.content_type, call.request.body)
+            _line(text, "body", untrusted(shown, multiline=True))
     if call.outcome is not None and call.outcome.result is not None:
         _line(text, "result", untrusted(call.outcome.result, multiline=True))
     return text

@@ -1,0 +1,160 @@
+"""Credentials applied to each request as it is sent, for APIs whose credential is not a static header:
+AWS Signature Version 4 (every request signed over its method, path, query, headers and exact body) and
+OAuth 2.0 client credentials (a short-lived token fetched, cached and renewed).
+
+Both are `httpx.Auth`: give one to the client an agent's gate, `reviewer run` or an executor sends with
+(`httpx.AsyncClient(base_url=..., auth=AwsSigV4Auth("s3", "eu-west-1"))`), and every request, reads,
+dry runs and the approved real run alike, is signed where it leaves, by the process that holds the
+secret. Whatever credential the request already carried (an agent's own `Authorization`, an SDK's
+`X-Amz-Date`) is dropped first: only the holder's signature goes out.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator, Callable, Generator
+from typing import Any, Final
+
+import httpx
+
+SIGV4_HEADERS: Final = frozenset(
+    {"authorization", "x-amz-date", "x-amz-security-token", "x-amz-content-sha256"}
+)
+"""The headers a SigV4 signature writes: a request's own are dropped before it is signed."""
+_SIGNED_AS_SENT: Final = ("content-type", "content-md5")
+"""The request's headers, beyond `Host` and `x-amz-*`, the signature covers: every one is sent as signed."""
+TOKEN_EARLY: Final = 30.0
+"""Seconds before its stated expiry a client-credentials token is renewed, so none expires in flight."""
+
+
+class RequestAuthError(Exception):
+    """The credential could not be found or fetched: the message says which and why, never a secret."""
+
+
+class AwsSigV4Auth(httpx.Auth):
+    """AWS Signature Version 4 by botocore's own signer, the credentials from the standard AWS sources
+    (environment, shared files, container or instance roles), refreshed as botocore refreshes them.
+    `service` is the signing name (`s3`, `iam`, `sns`...); for `s3` the payload's SHA-256 is signed too,
+    as S3 requires. Needs the `aws` extra (botocore)."""
+
+    requires_request_body = True
+
+    def __init__(self, service: str, region: str, credentials: Any = None) -> None:
+        try:
+            import botocore.session
+        except ImportError:
+            raise RequestAuthError(
+                "signing with AWS Signature Version 4 needs botocore: pip install 'reviewer-gate[aws]'"
+            ) from None
+        self.service = service
+        self.region = region
+        self._credentials = credentials or botocore.session.get_session().get_credentials()
+        if self._credentials is None:
+            raise RequestAuthError(
+                "no AWS credentials found in the standard places (AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY, AWS_PROFILE and the shared files, a container or instance role)"
+            )
+
+    def secrets(self) -> tuple[str, ...]:
+        """The secret key and session token now in use: what a child must never be given."""
+        frozen = self._credentials.get_frozen_credentials()
+        return tuple(secret for secret in (frozen.secret_key, frozen.token) if secret)
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        from botocore.auth import S3SigV4Auth, SigV4Auth
+        from botocore.awsrequest import AWSRequest
+
+        for name in SIGV4_HEADERS:
+            request.headers.pop(name, None)
+        signed_headers = {
+            name: value
+            for name, value in request.headers.items()
+            if name in _SIGNED_AS_SENT or name.startswith("x-amz-")
+        }
+        signed_headers["host"] = request.headers["host"]
+        unsigned = AWSRequest(
+            method=request.method, url=str(request.url), data=request.content, headers=signed_headers
+        )
+        signer = S3SigV4Auth if self.service == "s3" else SigV4Auth
+        signer(self._credentials.get_frozen_credentials(), self.service, self.region).add_auth(unsigned)
+        for name in SIGV4_HEADERS:
+            if name in unsigned.headers:
+                request.headers[name] = unsigned.headers[name]
+        yield request
+
+
+class OAuth2ClientCredentials(httpx.Auth):
+    """OAuth 2.0's client credentials grant (RFC 6749 section 4.4): a bearer token fetched from
+    `token_url` with the client's id and secret (HTTP Basic, as the RFC recommends), kept until shortly
+    before it expires, and fetched again then or when the API answers 401 to it."""
+
+    def __init__(
+        self,
+        token_url: str,
+        client_id: str,
+        client_secret: str,
+        *,
+        scope: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.token_url = token_url
+        self._client = (client_id, client_secret)
+        self._scope = scope
+        self._clock = clock
+        self._token: str | None = None
+        self._expires_at = 0.0
+
+    def _token_request(self) -> httpx.Request:
+        form = {"grant_type": "client_credentials", **({"scope": self._scope} if self._scope else {})}
+        request = httpx.Request("POST", self.token_url, data=form, headers={"accept": "application/json"})
+        return next(httpx.BasicAuth(*self._client).auth_flow(request))
+
+    def _take_token(self, response: httpx.Response) -> None:
+        where = f"the token endpoint {self.token_url}"
+        if response.status_code != 200:
+            raise RequestAuthError(f"{where} answered {response.status_code} to the client credentials")
+        try:
+            answer = response.json()
+            token = answer["access_token"]
+            lifetime = float(answer.get("expires_in", 300))
+        except (ValueError, KeyError, TypeError):
+            raise RequestAuthError(f"{where} answered no access_token") from None
+        if not isinstance(token, str) or not token or any(c in token for c in "\r\n\0"):
+            raise RequestAuthError(f"{where} answered an access_token that is not a header value")
+        self._token = token
+        self._expires_at = self._clock() + max(lifetime - TOKEN_EARLY, 0.0)
+
+    def _fresh(self) -> bool:
+        return self._token is not None and self._clock() < self._expires_at
+
+    def _with_token(self, request: httpx.Request) -> httpx.Request:
+        request.headers["authorization"] = f"Bearer {self._token}"
+        return request
+
+    def sync_auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        fetched = False
+        if not self._fresh():
+            token_response = yield self._token_request()
+            token_response.read()
+            self._take_token(token_response)
+            fetched = True
+        response = yield self._with_token(request)
+        if response.status_code == 401 and not fetched:
+            token_response = yield self._token_request()
+            token_response.read()
+            self._take_token(token_response)
+            yield self._with_token(request)
+
+    async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
+        fetched = False
+        if not self._fresh():
+            token_response = yield self._token_request()
+            await token_response.aread()
+            self._take_token(token_response)
+            fetched = True
+        response = yield self._with_token(request)
+        if response.status_code == 401 and not fetched:
+            token_response = yield self._token_request()
+            await token_response.aread()
+            self._take_token(token_response)
+            yield self._with_token(request)
