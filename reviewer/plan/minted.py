@@ -23,9 +23,11 @@ from __future__ import annotations
 import itertools
 import re
 import urllib.parse
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
+
+import msgspec
 
 from reviewer.plan.bodies import BodyError, exact_bytes
 from reviewer.plan.placeholders import (
@@ -35,6 +37,7 @@ from reviewer.plan.placeholders import (
     field_of,
     from_results,
     placeholder,
+    references_in,
     resolve,
 )
 from reviewer.plan.proposal import Call
@@ -46,8 +49,11 @@ LONG_TEXT: Final = 12
 """A minted string this long is distinctive even without a digit (a slug, a token)."""
 MIN_DISTINCT_DIGITS: Final = 5
 """A minted integer with this many digits is told apart from counts and amounts by value."""
+MAX_HOLDERS: Final = 3
+"""The fields one minted value is kept for: more than one is ambiguous already."""
 _FIELD_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*", re.ASCII)
 _ALNUM_RUN: Final = re.compile(r"[A-Za-z0-9]+")
+_JSON_ESCAPE: Final = re.compile(rb"\\(?:u[0-9a-fA-F]{4}|.)")
 
 Kind = Literal["distinct", "short", "word"]
 Problem = Literal[
@@ -149,21 +155,44 @@ def _nameable(where: str) -> bool:
     )
 
 
-def input_values(parts: Iterable[Any]) -> set[str | int]:
+class InputValues:
     """Every value a call's own input holds (arguments, path segments, query, body): an answer's field
-    equal to one of them is an echo, not a minted value."""
-    found: set[str | int] = set()
-    for part in parts:
-        if isinstance(part, str) and part.startswith("/"):
-            found.update(urllib.parse.unquote(segment) for segment in part.split("/") if segment)
-            continue
-        for _, leaf in leaves(part):
-            if isinstance(leaf, str | int) and not isinstance(leaf, bool):
-                found.add(leaf)
-    return found
+    equal to one of them is an echo, not a minted value. Asked by value, read from the parts' JSON
+    text (a string as its quoted JSON, an integer between non-digits) and the paths' segments."""
+
+    def __init__(self, parts: Iterable[Any]) -> None:
+        self.parts = list(parts)
+        self._encoded: bytes | None = None
+        self._segments: set[str] = set()
+
+    def _text(self) -> bytes:
+        if self._encoded is None:
+            for part in self.parts:
+                if isinstance(part, str) and part.startswith("/"):
+                    self._segments.update(urllib.parse.unquote(segment) for segment in part.split("/"))
+            try:
+                self._encoded = msgspec.json.encode(self.parts)
+            except (TypeError, UnicodeEncodeError, msgspec.EncodeError):
+                self._encoded = b""
+        return self._encoded
+
+    def __contains__(self, value: object) -> bool:
+        encoded = self._text()
+        if isinstance(value, str):
+            return value in self._segments or msgspec.json.encode(value) in encoded
+        if isinstance(value, int) and not isinstance(value, bool):
+            digits = str(value).encode()
+            return re.search(rb"(?<![0-9.])" + re.escape(digits) + rb"(?![0-9.eE])", encoded) is not None
+        return False
 
 
-def minted_fields(result: Any, seq: int, inputs: set[str | int], stable: Sequence[str] = ()) -> list[Minted]:
+def input_values(parts: Iterable[Any]) -> InputValues:
+    return InputValues(parts)
+
+
+def minted_fields(
+    result: Any, seq: int, inputs: Container[object], stable: Sequence[str] = ()
+) -> list[Minted]:
     """The fields of a dry-run write's answer that only a real write produces: every leaf but an echo
     of the call's input or a field the tool declares stable (`stable=("slug",)`, or a dotted prefix)."""
     if not isinstance(result, Mapping):
@@ -188,14 +217,27 @@ class MintedIndex:
     by_value: dict[str | int, list[Minted]] = field(default_factory=dict)
     longest: int = 0
     """The length of the longest minted value's text: how far inside a string one is looked for."""
+    runs: set[str] = field(default_factory=set)
+    """The longest run of letters or digits of each minted value: a value whose run a part does not
+    hold as a whole word cannot be in it, so most parts are passed over without being walked."""
+    unfilterable: bool = False
+    """A minted value has no letter or digit: every part is walked."""
 
     def add(self, minted: Iterable[Minted]) -> None:
         for item in minted:
             if kind_of(item.value) == "word":
                 continue
-            self.longest = max(self.longest, len(str(item.value)))
+            text = str(item.value)
+            self.longest = max(self.longest, len(text))
+            runs = _ALNUM_RUN.findall(text)
+            if runs:
+                self.runs.add(max(runs, key=len))
+            else:
+                self.unfilterable = True
             holders = self.by_value.setdefault(item.value, [])
-            if all(other.reference != item.reference for other in holders):
+            # Two holders make a value ambiguous; a few are kept to name them (a server default every
+            # create answers, such as a timestamp, would otherwise make each add cost the plan's length).
+            if len(holders) < MAX_HOLDERS and all(other.reference != item.reference for other in holders):
                 holders.append(item)
 
     def __bool__(self) -> bool:
@@ -204,12 +246,31 @@ class MintedIndex:
     def scan(self, value: Any, where: str, *, path: bool = False) -> tuple[Any, list[Use]]:
         """`value` (an argument tree, a query, a body; or a request path when `path`) with each minted
         value that can be named recorded as its placeholder, and every use found."""
-        if not self.by_value:
+        if not self.by_value or not self._might_hold(value):
             return value, []
         uses: list[Use] = []
         if path and isinstance(value, str):
             return self._path(value, where, uses), uses
         return self._tree(value, where, uses), uses
+
+    def _might_hold(self, value: Any) -> bool:
+        """Whether `value` could carry a minted value: false only when none of their runs of letters
+        or digits is a whole word of it. Read from its JSON text (a C encoder and regular expressions),
+        escapes and placeholders blanked, percent-escapes read decoded too."""
+        if self.unfilterable:
+            return True
+        try:
+            encoded = msgspec.json.encode(value)
+        except (TypeError, UnicodeEncodeError, msgspec.EncodeError):
+            return True
+        if b'"base64"' in encoded:
+            return True  # bytes are looked through only once decoded
+        text = _JSON_ESCAPE.sub(b" ", encoded).decode("utf-8", "replace")
+        if MARK in text:
+            text = PLACEHOLDER.sub(" ", text)
+        if "%" in text:
+            text += " " + urllib.parse.unquote(text)
+        return not self.runs.isdisjoint(_ALNUM_RUN.findall(text))
 
     def _tree(self, value: Any, where: str, uses: list[Use]) -> Any:
         if isinstance(value, Mapping) and set(value) == {"base64"}:
@@ -360,25 +421,32 @@ def executed_parts(call: Call) -> list[tuple[str, Any, bool]]:
     return parts
 
 
-def call_inputs(call: Call, dry_results: Mapping[int, Any]) -> set[str | int]:
+def call_inputs(call: Call, dry_results: Mapping[int, Any]) -> InputValues:
     """What a call sent: its parts as written, and with their placeholders put in from the earlier
     calls' dry-run answers (what the backend saw), so an answer echoing an earlier id mints nothing."""
     parts = [value for _, value, _ in executed_parts(call)]
-    return input_values([*parts, resolve(parts, from_results(dry_results))])
+    if references_in(parts):
+        parts.append(resolve(parts, from_results(dry_results)))
+    return InputValues(parts)
 
 
 def hard_coded(calls: Iterable[Call], via: str) -> Iterator[tuple[Call, list[Use]]]:
     """Each call that carries, by value, a value an earlier call's dry run minted, with the uses: the
     plan will send that value as written, to whatever holds it when the real run comes."""
+    return ((call, uses) for call, uses in uses_by_call(calls, via) if uses)
+
+
+def uses_by_call(calls: Iterable[Call], via: str) -> Iterator[tuple[Call, list[Use]]]:
+    """Every call, in order, with the minted values of earlier calls it carries (often none): a reader
+    can stop after any call, having paid only for the calls above it."""
     index = MintedIndex()
     dry_results: dict[int, Any] = {}
     for call in calls:
+        uses: list[Use] = []
         if index:
-            uses: list[Use] = []
             for name, value, is_path in executed_parts(call):
                 uses += index.scan(value, name, path=is_path)[1]
-            if uses:
-                yield call, uses
+        yield call, uses
         result = call.outcome.result if call.outcome is not None else None
         # The inputs are read only for an answer to hold up.
         if mints(call, via) and isinstance(result, Mapping) and result:

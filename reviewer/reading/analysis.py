@@ -23,7 +23,7 @@ from typing import Any, Final
 import msgspec
 
 from reviewer.plan.lookalikes import lookalike_identifier
-from reviewer.plan.minted import Use, hard_coded
+from reviewer.plan.minted import Use, uses_by_call
 from reviewer.plan.placeholders import MARK, PLACEHOLDER, PLACEHOLDER_BYTES
 from reviewer.plan.proposal import (
     Call,
@@ -341,6 +341,9 @@ class Analysis:
     def __init__(self, proposal: Proposal) -> None:
         self.proposal = proposal
         self._rows: dict[int, PlanRow] = {}
+        self._minted_cursor: Iterator[tuple[Call, list[Use]]] | None = None
+        self._minted_found: dict[int, tuple[Use, ...]] = {}
+        self._minted_read = 0
 
     def __len__(self) -> int:
         return len(self.proposal.calls)
@@ -366,7 +369,7 @@ class Analysis:
         written_before = None
         if not depends_on and _server_refusal(self.proposal.dry_run.via, outcome):
             # A value an earlier dry write minted, hard-coded: the refusal is that call's chain noise.
-            minted_from = self.minted_uses.get(call.seq, ())
+            minted_from = self._minted_uses_of(index)
             depends_on = tuple(
                 sorted(
                     {minted.reference.seq for use in minted_from for minted in use.minted if minted.reference}
@@ -421,10 +424,29 @@ class Analysis:
     def minted_uses(self) -> dict[int, tuple[Use, ...]]:
         """Calls (by seq) that carry, as written, a value an earlier call's dry run minted (the id a
         dry-run create answered): the real run would send the dry run's value, which names nothing,
-        or by then another client's resource. One pass, made when the alarms are computed or a refused
-        row needs it; a plan whose dry run answered no create pays nothing more."""
-        via = self.proposal.dry_run.via
-        return {call.seq: tuple(uses) for call, uses in hard_coded(self.proposal.calls, via)}
+        or by then another client's resource. The whole plan, read when the alarms are computed."""
+        self._minted_uses_until(len(self.proposal.calls))
+        return dict(self._minted_found)
+
+    def _minted_uses_of(self, index: int) -> tuple[Use, ...]:
+        """`minted_uses` of the call at `index`, reading the plan only up to it: a refused row near the
+        top costs only the calls above it."""
+        self._minted_uses_until(index + 1)
+        return self._minted_found.get(self.proposal.calls[index].seq, ())
+
+    def _minted_uses_until(self, count: int) -> None:
+        """Read the plan's first `count` calls for hard-coded minted values, once each, in order."""
+        if self._minted_cursor is None:
+            self._minted_cursor = uses_by_call(self.proposal.calls, self.proposal.dry_run.via)
+        while self._minted_read < count:
+            found = next(self._minted_cursor, None)
+            if found is None:
+                self._minted_read = len(self.proposal.calls)
+                return
+            call, uses = found
+            if uses:
+                self._minted_found[call.seq] = tuple(uses)
+            self._minted_read += 1
 
     def placeholders(self, call: Call) -> tuple[Placeholder, ...]:
         """The distinct placeholders in a call's arguments and request, in order of appearance."""
@@ -485,7 +507,7 @@ class Analysis:
         resources: set[str] = set()
         """Resources written by the calls so far: in plan order, so each call sees only earlier ones."""
         depending = unresolved = 0
-        for call in self.proposal.calls:
+        for position, call in enumerate(self.proposal.calls):
             counts[_EFFECT_COUNTS[call.effect]] += 1
             counts["destructive"] += is_destructive(call.effect, call.destructive)
             placeholders = self.placeholders(call)
@@ -495,7 +517,7 @@ class Analysis:
             resource = resource_of(call)
             chained = depends or resource in resources
             if not chained and _server_refusal(via, call.outcome):
-                chained = call.seq in self.minted_uses  # a hard-coded minted value: see `_build_row`
+                chained = bool(self._minted_uses_of(position))  # a hard-coded minted value: `_build_row`
             counts[_VERDICT_COUNTS[interpret(via, call.outcome, chained, proven=self.proven_dry(call))]] += 1
             if writes(call):
                 resources.add(resource)

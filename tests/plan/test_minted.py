@@ -170,3 +170,20 @@ def test_a_minted_value_in_a_body_held_as_bytes_is_a_stop_and_random_bytes_are_n
     assert index.scan(upload, "body")[0] == upload  # never rewritten: bytes hold no placeholder
     assert problem_of(index, bytes_body(bytes(range(256)) * 64)) == []
     assert problem_of(index, [["into", "tk-1042"], ["note", "x"]]) == [("body.0.1", None)]  # a form
+
+
+texts = st.lists(
+    st.one_of(
+        ids, st.sampled_from(["\x1b", "\\", "\n", '"', "%2D", "/", " ", "-", "<id from call 2>", "ab", "9"])
+    ),
+    max_size=6,
+).map("".join)
+
+
+@given(st.lists(st.one_of(texts, values), max_size=4))
+def test_the_quick_look_never_passes_over_a_use_the_walk_would_find(value: Any) -> None:
+    filtered = index_of(MINTED)
+    walked = index_of(MINTED)
+    walked.unfilterable = True  # every part walked
+    assert filtered.scan(value, "body") == walked.scan(value, "body")
+    assert filtered.scan(str(value), "p", path=True) == walked.scan(str(value), "p", path=True)
