@@ -20,9 +20,9 @@ from reviewer.agent.notes import dry_run_note
 from reviewer.agent.placeholders import placeholder, substitute
 from reviewer.agent.tools import ToolRunner, WriteTool, call_maybe_async, plain_result
 from reviewer.plan.minted import (
+    InputValues,
     Minted,
     MintedIndex,
-    input_values,
     kind_of,
     minted_fields,
     with_placeholders,
@@ -142,7 +142,7 @@ def minted_by(
     result = answer.result
     creates = tool.effect == "create" or (request is not None and request.method.upper() == "POST")
     found = (
-        minted_fields(result, seq, input_values(inputs), tool.stable)
+        minted_fields(result, seq, InputValues(inputs), tool.stable)
         if creates and answer.status == "ok"
         else []
     )

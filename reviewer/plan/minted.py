@@ -12,9 +12,9 @@ What can be matched by value safely:
 - a distinctive value (a string of at least four characters with a digit in it, or of twelve or more;
   an integer of five digits or more): a whole argument, body or query value, or a whole path segment,
   is recorded as its placeholder;
-- the same value inside a longer string, a value two fields minted (ambiguous), a value no placeholder
-  can name, a short value (`7`, `a1`) carried whole, or an integer minted one carried as text: none can
-  be resolved safely, so the dry run stops there;
+- the same value inside a longer string, an object's key or a body held as bytes, a value two fields
+  minted (ambiguous), a value no placeholder can name, a short value (`7`, `a1`) carried whole, or an
+  integer minted one carried as text: none can be resolved safely, so the dry run stops there;
 - plain words (`open`, `closed`): states, not identities; never matched by value.
 """
 
@@ -184,10 +184,6 @@ class InputValues:
             digits = str(value).encode()
             return re.search(rb"(?<![0-9.])" + re.escape(digits) + rb"(?![0-9.eE])", encoded) is not None
         return False
-
-
-def input_values(parts: Iterable[Any]) -> InputValues:
-    return InputValues(parts)
 
 
 def minted_fields(

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 
 from reviewer.plan.bodies import bytes_body
 from reviewer.plan.minted import (
+    InputValues,
     MintedIndex,
     Use,
     hard_coded,
-    input_values,
     kind_of,
     minted_fields,
     with_placeholders,
@@ -126,7 +126,7 @@ def test_what_cannot_be_named_safely_is_reported_with_its_reason() -> None:
 
 def test_echoes_of_the_input_and_stable_fields_are_not_minted_and_words_never_match() -> None:
     answer = {"id": "tk-5", "title": "Printer on fire", "status": "open", "slug": "printer-on-fire-5"}
-    inputs = input_values([{"title": "Printer on fire"}, "/v1/tickets", None, {"title": "Printer on fire"}])
+    inputs = InputValues([{"title": "Printer on fire"}, "/v1/tickets", None, {"title": "Printer on fire"}])
     minted = minted_fields(answer, 1, inputs, stable=("slug",))
     assert [item.where for item in minted] == ["status", "id"] or sorted(item.where for item in minted) == [
         "id",
