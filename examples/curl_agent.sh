@@ -3,15 +3,20 @@
 #
 #   reviewer run --api http://127.0.0.1:8480 -- sh examples/curl_agent.sh
 #
-# REVIEWER_API_URL is the gate `reviewer run` opens on loopback; this script holds no credential.
+# REVIEWER_API_URL is the gate `reviewer run` opens for this script, which holds no credential. The URL
+# goes to curl in a config on its standard input (`-K -`), never as an argument: a command line is
+# readable by every user of the machine (/proc/PID/cmdline), and where COMMAND shares the machine's
+# network (--no-sandbox) the URL holds the gate's secret.
 set -eu
 api="${REVIEWER_API_URL:?run me under reviewer run}"
 
 send() {  # METHOD PATH [JSON]: print the answer's body, then its status on a line of its own
+    # printf is the shell's own: no process shows the URL.
     if [ $# -ge 3 ]; then
-        curl -sS -X "$1" -H 'content-type: application/json' --data "$3" -w '\n%{http_code}\n' "$api$2"
+        printf 'url = "%s%s"\ndata = "%s"\n' "$api" "$2" "$(printf '%s' "$3" | sed 's/[\\"]/\\&/g')" |
+            curl -sS -K - -X "$1" -H 'content-type: application/json' -w '\n%{http_code}\n'
     else
-        curl -sS -X "$1" -w '\n%{http_code}\n' "$api$2"
+        printf 'url = "%s%s"\n' "$api" "$2" | curl -sS -K - -X "$1" -w '\n%{http_code}\n'
     fi
 }
 

@@ -18,7 +18,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     (
         "login",
         "reviewer.tui.commands",
-        "store the queue's URL and your reviewer token (asked without echo)",
+        "sign in to the queue: your token (asked without echo), or through the team's identity provider",
     ),
     ("serve", "reviewer.service.commands", "run the queue service"),
     ("notify", "reviewer.service.commands", "the queue's notifications"),
@@ -41,6 +41,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "show",
         "reviewer.queue.commands",
         "one plan's summary, alarms, full digest and the line that approves it",
+    ),
+    (
+        "trail",
+        "reviewer.queue.trail_commands",
+        "the trail's signed checkpoints: print one, export the entries, verify an export offline",
     ),
     ("policy", "reviewer.policy.commands", "test a queue policy file"),
     (
@@ -112,6 +117,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(handler(options) or 0)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader stopped early (`reviewer list | head`): the command did its part
+        from reviewer.queue.pager import quiet_stdout
+
+        quiet_stdout()
+        return 0
 
 
 if __name__ == "__main__":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -10,12 +9,10 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from reviewer.agent.errors import AgentError
+from reviewer.reading.audit_matching import RequestLine, claim_lines
 
 if TYPE_CHECKING:
     from reviewer.agent.http_values import HttpRequest
-
-RequestKey = tuple[str, str, tuple[tuple[str, tuple[str, ...]], ...] | None]
-"""What identifies a request in an audit line: method, path, and its query when the line records one."""
 
 
 class AuditUnavailable(AgentError):
@@ -67,32 +64,20 @@ class HttpAuditLog:
         is told from another client's real one). When the lines do not carry method and path, nothing
         can be attributed and every new line counts: an over-count is safer than missing a kept write.
         """
-        keys = [self.line_key(line) for line in new_lines]
-        if any(key is None for key in keys):
+        lines = [self._request_line(line) for line in new_lines]
+        if any(line is None for line in lines):
             return list(new_lines)
-        unclaimed = [request_key(request) for request in sent]
-        mine: list[dict[str, Any]] = []
-        for line, key in zip(new_lines, keys, strict=True):
-            assert key is not None
-            matches = (index for index, sent_key in enumerate(unclaimed) if same_request(key, sent_key))
-            claimed = next(matches, None)
-            if claimed is not None:
-                del unclaimed[claimed]
-                mine.append(line)
-        return mine
+        requests = [RequestLine.of(request.method, request.path, request.query or {}) for request in sent]
+        claimed = claim_lines([line for line in lines if line is not None], requests)
+        return [new_lines[index] for index in sorted(index for index in claimed if index is not None)]
 
-    def line_key(self, line: Mapping[str, Any]) -> RequestKey | None:
-        """What identifies the request an audit line records; None when it names no method and path."""
+    def _request_line(self, line: Mapping[str, Any]) -> RequestLine | None:
+        """The request an audit line records; None when it names no method and path."""
         method, path = line.get(self.method_field), line.get(self.path_field)
         if not isinstance(method, str) or not isinstance(path, str):
             return None
-        bare, question, query_text = path.partition("?")
         query = line.get(self.query_field)
-        if isinstance(query, Mapping):
-            return method.upper(), bare, canonical_query(query)
-        if question:
-            return method.upper(), bare, canonical_query(_parsed_query(query_text))
-        return method.upper(), bare, None
+        return RequestLine.of(method, path, query if isinstance(query, Mapping) else None)
 
 
 class RunAudit:
@@ -134,32 +119,3 @@ class RunAudit:
                 raise
             return None
         return self.log.lines_of(lines[self._before :], [request for request in sent if request is not None])
-
-
-def canonical_query(query: Mapping[str, Any]) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """A query as text pairs in a fixed order, whatever types the log or the request gave its values."""
-    pairs = []
-    for name, value in query.items():
-        values = value if isinstance(value, list | tuple) else [value]
-        pairs.append((str(name), tuple(_query_text(item) for item in values)))
-    return tuple(sorted(pairs))
-
-
-def _query_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return "" if value is None else str(value)
-
-
-def _parsed_query(text: str) -> dict[str, list[str]]:
-    return urllib.parse.parse_qs(text, keep_blank_values=True)
-
-
-def request_key(request: HttpRequest) -> RequestKey:
-    """What identifies a sent request: its method, its path (as sent) and its query."""
-    return request.method.upper(), request.path, canonical_query(request.query or {})
-
-
-def same_request(line: RequestKey, sent: RequestKey) -> bool:
-    """Whether an audit line's key is a sent request's: the query compared only when the line has one."""
-    return line[:2] == sent[:2] and (line[2] is None or line[2] == sent[2])

@@ -20,7 +20,7 @@ from reviewer.agent.errors import (
     LiveClientRequired,
     UnknownBackend,
 )
-from reviewer.agent.http_values import CallAnswer, HttpRequest
+from reviewer.agent.http_values import CallAnswer, HttpRequest, new_request_id
 from reviewer.plan.bodies import wire_bytes
 from reviewer.plan.proposal import DryRunVia, OutcomeStatus
 
@@ -136,7 +136,10 @@ class ServerBackend:
     via: ClassVar[DryRunVia] = "server"
 
     def __init__(
-        self, client: httpx.AsyncClient | None, dry_run_query: Mapping[str, str] | None = None
+        self,
+        client: httpx.AsyncClient | None,
+        dry_run_query: Mapping[str, str] | None = None,
+        request_id_header: str = "X-Request-Id",
     ) -> None:
         if not dry_run_query:
             raise DryRunParameterUnknown(
@@ -147,6 +150,10 @@ class ServerBackend:
         self.client = client
         self.dry_run_query = dict(dry_run_query)
         self.write_requests = 0
+        self.request_id_header = request_id_header
+        self.request_ids: list[str] = []
+        """The id each dry-run request was sent with: in an audit log, an entry carrying one is this
+        dry run's own request; any other write there was made by someone else, whatever its query."""
 
     async def answer(self, request: HttpRequest) -> tuple[CallAnswer, HttpRequest | None]:
         clash = sorted(set(request.query or {}) & set(self.dry_run_query))
@@ -158,8 +165,11 @@ class ServerBackend:
             return CallAnswer("error", None, message, None), None
         sent = request.with_parts(request.path, {**(request.query or {}), **self.dry_run_query}, request.body)
         self.write_requests += 1
+        built = build_request(self.client, sent)
+        built.headers[self.request_id_header] = request_id = new_request_id()
+        self.request_ids.append(request_id)
         try:
-            response = await send(self.client, sent)
+            response = await self.client.send(built, follow_redirects=False)
         except httpx.HTTPError as error:
             return CallAnswer("error", None, f"{type(error).__name__}: {error}", None), sent
         return answer_from_response(response), sent

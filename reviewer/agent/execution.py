@@ -42,7 +42,7 @@ from reviewer.agent.errors import (
     RunStopped,
     TargetMismatch,
 )
-from reviewer.agent.http_values import CallAnswer, HttpRequest
+from reviewer.agent.http_values import CallAnswer, HttpRequest, new_request_id
 from reviewer.agent.runs import RecordedCall, running
 from reviewer.agent.tools import GatedTool, WriteTool, call_maybe_async, plain_result, spec_of
 from reviewer.plan.dry_run_params import without_dry_run_params
@@ -500,7 +500,7 @@ class Execution:
             self.stop = OffTarget(position, planned.tool, reason, planned, {"url": str(built.url)})
             raise self.stop
         record = self._in_flight(planned, arguments, dropped, request)
-        record.request_id = built.headers[self.request_id_header] = str(uuid.uuid4())
+        record.request_id = built.headers[self.request_id_header] = new_request_id()
         record.sent_at = utc_now_text()
         try:
             # Never a redirect, whatever the runner's client says: its Location is the API's word, and

@@ -15,7 +15,7 @@ import asyncio
 import logging
 import os
 import re
-import uuid
+import secrets
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
@@ -77,10 +77,22 @@ class MissingAgentToken(AgentError):
         )
 
 
+ID_ALPHABET: Final = "23456789abcdefghjkmnpqrstvwxyz"
+"""Letters and digits no one misreads on a phone: no 0/o, 1/l/i, and no u."""
+ID_RANDOM_CHARS: Final = 10
+"""About 49 random bits: two ids alike are unlikely among a queue's millions (birthday bound 2^-10
+at a million), and the first four or five characters already tell a queue's proposals apart."""
+ID_MAX_CHARS: Final = 24
+
+
 def new_proposal_id(title: str) -> str:
-    """A proposal id a reviewer can read: the title's words, then a random suffix that makes it unique."""
-    words = re.sub(r"[^A-Za-z0-9]+", "-", title).strip("-").lower()[:48] or "plan"
-    return f"{words}-{uuid.uuid4().hex[:8]}"
+    """An id a person can type: random characters first, so the start of it (`reviewer show k3j5`)
+    names one proposal even when the same task runs every day under the same title, then the title's
+    first words, so a page or a log line still says what it is. At most `ID_MAX_CHARS` characters."""
+    random = "".join(secrets.choice(ID_ALPHABET) for _ in range(ID_RANDOM_CHARS))
+    room = ID_MAX_CHARS - ID_RANDOM_CHARS - 1
+    words = re.sub(r"[^A-Za-z0-9]+", "-", title).strip("-").lower()[:room].rstrip("-")
+    return f"{random}-{words}" if words else random
 
 
 @dataclass
@@ -244,7 +256,10 @@ class Gate:
         through it whatever the backend, so a log that cannot be read stops the dry run at its start
         (`AuditUnavailable`) instead of leaving the real run's verification silently without it."""
         backend_client = self.api if self.backend == "server" else None
-        backend = make_backend(self.backend, backend_client, **self.backend_options)
+        options = dict(self.backend_options)
+        if self.backend == "server":  # the dry run's requests carry ids too: the log tells them apart
+            options.setdefault("request_id_header", self.request_id_header)
+        backend = make_backend(self.backend, backend_client, **options)
         query = self.backend_options.get("dry_run_query")
         check = partial(self.sandbox.prove, query) if self.sandbox is not None and query else None
         return Recording(
@@ -286,12 +301,16 @@ class Gate:
             return None
         try:
             result = await asyncio.to_thread(
-                writes_during_dry_run, self.audit_source, recording.started_at, recording.finished_at
+                writes_during_dry_run,
+                self.audit_source,
+                recording.started_at,
+                recording.finished_at,
+                recording.dry_run_request_ids,
             )
         except AuditSourceUnreadable as error:
             log.warning("%s could not be read for the dry run: %s", self.audit_source.name, error)
             return None
-        log.info("%s: %s", self.audit_source.name, alarm_line(result))
+        log.info("%s", alarm_line(result, self.audit_source.name))
         return result
 
     def audit_run(self, execution: Execution) -> AuditMatch | None:

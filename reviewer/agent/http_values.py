@@ -6,6 +6,7 @@ A leaf of the agent library: everything else in it builds on these, and they imp
 from __future__ import annotations
 
 import json
+import secrets
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -56,6 +57,12 @@ def path_with(template: str, **arguments: object) -> str:
 def _segment(value: object) -> str:
     text = str(value)
     return text if PLACEHOLDER.fullmatch(text) else urllib.parse.quote(text, safe="")
+
+
+def new_request_id() -> str:
+    """A request id of 128 random bits: no other client can guess the id of a request it has not seen
+    (one that has seen it is caught by verification: one id, one log entry)."""
+    return secrets.token_hex(16)
 
 
 @dataclass(frozen=True)

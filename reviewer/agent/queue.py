@@ -35,6 +35,7 @@ from reviewer.audit.reported import late_audit
 from reviewer.plan.proposal import MAX_STRING_CHARS, Proposal, plan_sha256
 from reviewer.queue.client import ClaimRefused, NotFound, QueueClient, QueueError, StaleRevision
 from reviewer.queue.messages import AuditVerification, DecisionState, ExecutionReport, SubmissionAnswer
+from reviewer.queue.trail_memory import check_trail
 from reviewer.reading.audit_matching import AuditMatch
 from reviewer.signing.allowed_signers import AllowedSigners
 from reviewer.signing.signed_approvals import SignedStatement, check_signed_approvals
@@ -198,6 +199,7 @@ class QueueAgent:
             self._require_signatures(state)
         if self.ledger is not None:
             self.ledger.require_unclaimed(approval.proposal_id, approval.revision, approval.plan_sha256)
+        await check_trail(self.client)
         execution.claim_id = await self._claim(approval)
         if self.ledger is not None:
             await self._record_in_ledger(self.ledger, execution)

@@ -38,6 +38,7 @@ from reviewer.plan.proposal import (
     Proposal,
     SandboxProof,
     Target,
+    raised_effect,
 )
 
 
@@ -107,7 +108,8 @@ class RecordedCall:
         return cls(
             seq=seq,
             tool=tool.name,
-            effect=tool.effect,
+            # The method decides at least: a tool declared `update` that sends a DELETE is a delete.
+            effect=raised_effect(tool.effect, request.method if request is not None else None),
             args=dict(arguments),
             request=request,
             answer=answer,
@@ -208,6 +210,11 @@ class Recording:
     @property
     def write_requests(self) -> int:
         return self.backend.write_requests
+
+    @property
+    def dry_run_request_ids(self) -> tuple[str, ...]:
+        """The ids the backend sent its dry-run requests with (a server dry run's; none otherwise)."""
+        return tuple(getattr(self.backend, "request_ids", ()))
 
     async def perform(
         self, tool: WriteTool, arguments: dict[str, Any], dropped: tuple[str, ...]
@@ -367,6 +374,7 @@ class Recording:
                 write_requests=self.write_requests,
                 writes_kept=self.writes_kept,
                 sandbox=self.sandbox_proof,
+                request_ids=list(self.dry_run_request_ids) or None,
             ),
             calls=[call.to_call() for call in sorted(self.calls, key=attrgetter("seq"))],
         )

@@ -1,16 +1,17 @@
-"""An agent's own runs held against an audit source, in process (DESIGN 16): a real run call by call
+"""An agent's own runs held against an audit source, in process (docs/audit-logs.md): a real run call by call
 (`audit_execution`), and the alarm on a plan before anyone approves it, the writes in the API's log
 during the dry run that the gate did not make (`writes_during_dry_run`), such as a child process that
 wrote around the gate.
 
-During a server dry run every request the gate sends asks for a dry run, which no source counts as a
-write; so every write the log holds for the dry run's window was made by someone else, unless the API
-ignored the dry-run parameter, which `writes_kept` already says.
+During a server dry run every request the gate sends carries a request id of its own: an entry with
+one of them is the gate's dry-run request. Every other write in the window was made by someone else,
+whatever its query asks (`?dry_run=1` is a write to an API that does not know the parameter). Whether
+the API honoured the gate's own dry-run requests the log says only where its format records it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
@@ -44,20 +45,42 @@ class RealRun(Protocol):
 
 
 def writes_during_dry_run(
-    source: AuditSource, started_at: datetime, finished_at: datetime, slack: timedelta = timedelta(seconds=2)
+    source: AuditSource,
+    started_at: datetime,
+    finished_at: datetime,
+    dry_run_ids: Collection[str] = (),
+    slack: timedelta = timedelta(seconds=2),
 ) -> AuditMatch:
-    """The log read for the dry run's window: `unplanned` are the writes the gate did not make; a log
-    with no entry in the window (`complete` false) cannot say there were none."""
-    return match_audit((), source.rows(), Window(started_at, finished_at, slack))
+    """The log read for the dry run's window: `unplanned` are the writes the gate did not make (its own
+    requests known by `dry_run_ids`); a log with no entry in the window (`complete` false) cannot say
+    there were none."""
+    return match_audit((), source.rows(), Window(started_at, finished_at, slack), dry_run_ids)
 
 
-def alarm_line(result: AuditMatch) -> str:
-    """`dry run: 1 write during the dry run the gate did not make`, or why the log cannot say."""
-    if not result.complete:
+def alarm_line(result: AuditMatch, source_name: str = "the audit log") -> str:
+    """`dry run: 1 writes during the dry run the gate did not make (access-log:/x read, 40 entries in
+    the window)`, or why the log cannot say; and, where the log holds the gate's own requests, that it
+    does not say whether the API honoured them."""
+    if result.rows_in_window == 0:
         return (
-            "dry run: the audit log cannot vouch for the dry run's window (no entries, or unreadable lines)"
+            f"dry run: {source_name} cannot vouch for the dry run's window: it holds no entry in it "
+            f"({result.rows_read} read)"
         )
-    return f"dry run: {len(result.unplanned)} writes during the dry run the gate did not make"
+    if result.malformed_count:
+        return (
+            f"dry run: {len(result.unplanned)} writes during the dry run the gate did not make, as far as "
+            f"{source_name} could be read ({result.malformed_count} lines could not be read)"
+        )
+    line = (
+        f"dry run: {len(result.unplanned)} writes during the dry run the gate did not make "
+        f"({source_name} read, {result.rows_in_window} entries in the window)"
+    )
+    if result.gate_dry_runs:
+        line += (
+            f"; it holds {result.gate_dry_runs} of the gate's dry-run requests and does not say whether "
+            "the API honoured them as dry runs"
+        )
+    return line
 
 
 def audit_execution(
@@ -74,7 +97,8 @@ def audit_execution(
     calls += tool_calls(execution.tool_spans())
     now = datetime.now(UTC)
     start = min((call.sent_at for call in calls if call.sent_at is not None), default=now)
-    return match_audit(calls, source.rows(), Window(start, now, slack))
+    dry_run_ids = execution.approval.proposal.dry_run.request_ids or ()
+    return match_audit(calls, source.rows(), Window(start, now, slack), dry_run_ids)
 
 
 def verify_run(execution: RealRun, source: AuditSource) -> tuple[AuditMatch | None, AuditVerification]:

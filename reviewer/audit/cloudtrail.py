@@ -65,5 +65,6 @@ def _row(where: str, record: Mapping[str, Any]) -> AuditRow:
         user_agent=text_field(record, "userAgent"),
         is_dry_run=error == DRY_RUN_ERROR,
         is_write=is_write,
-        action=name if error is None else f"{name} ({error})",
+        action=name,
+        error=error if error != DRY_RUN_ERROR else None,
     )

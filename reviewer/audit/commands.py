@@ -18,12 +18,14 @@ from typing import TYPE_CHECKING, Any
 from reviewer.audit.options import add_source_options
 
 if TYPE_CHECKING:  # every command registers through this module: keep `reviewer --help` light
+    from reviewer.audit.registry import AuditSource
     from reviewer.queue.messages import DecisionState, StoredExecution
-    from reviewer.reading.audit_matching import AuditMatch, CallInLog, SentCall, Window
+    from reviewer.reading.audit_matching import AuditMatch, CallInLog, SentCall, Unplanned, Window
     from reviewer.reading.audit_rows import AuditRow
     from reviewer.reading.minted_checks import MintedCheck
 
 EXIT_VERIFIED, EXIT_NOT_VERIFIED, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED = 130
 
 
 def register(subparsers: Any) -> None:
@@ -62,32 +64,29 @@ class VerifyFailed(Exception):
 
 
 def run_verify(options: argparse.Namespace) -> int:
+    """The queue is asked in an event loop; the log is read after it, in this thread, so Ctrl-C ends a
+    read at once whatever the source holds (a thread's read could not be interrupted)."""
+    from reviewer.audit.inputs import AuditSourceUnreadable
+    from reviewer.reading.audit_matching import match_audit
+
+    source_name = "the audit log"
     try:
-        return asyncio.run(_verify(options))
+        source = _source_of(options)
+        source_name = source.name
+        calls, window, dry_run_ids, minted = asyncio.run(_run_of(options))
+        # Read after the queue answered: the log then holds everything up to the report.
+        result = match_audit(calls, source.rows(), window, dry_run_ids)
     except VerifyFailed as error:
         print(f"reviewer verify: {error}", file=sys.stderr)
         return error.exit_code
-
-
-async def _verify(options: argparse.Namespace) -> int:
-    from reviewer.audit.inputs import AuditSourceUnreadable, credential_header
-    from reviewer.audit.json_lines import BadFieldMapping
-    from reviewer.audit.options import BadAuditOption, field_mapping
-    from reviewer.audit.registry import BadAuditSource, audit_source
-    from reviewer.reading.audit_matching import match_audit
-
-    try:
-        headers = dict(credential_header(spec) for spec in options.audit_header)
-        source = audit_source(options.audit, field_mapping(options.audit_field), headers)
-    except (BadAuditSource, BadAuditOption, BadFieldMapping, AuditSourceUnreadable) as error:
-        raise VerifyFailed(str(error), EXIT_USAGE) from None
-    calls, window, minted = await _run_of(options)
-    try:
-        # Read after the queue answered: the log then holds everything up to the report.
-        result = await asyncio.to_thread(match_audit, calls, source.rows(), window)
     except AuditSourceUnreadable as error:
-        print(f"audit: {source.name} could not be read: {error}; nothing is verified")
+        print(f"audit: {source_name} could not be read: {error}; nothing is verified")
         return EXIT_NOT_VERIFIED
+    except KeyboardInterrupt:
+        print(
+            f"reviewer verify: interrupted while reading {source_name}; nothing is verified", file=sys.stderr
+        )
+        return EXIT_INTERRUPTED
     _print(result, source.name, window)
     _print_minted(minted)
     return EXIT_VERIFIED if result.verified and not minted else EXIT_NOT_VERIFIED
@@ -106,9 +105,24 @@ def _print_minted(minted: Sequence[MintedCheck]) -> None:
         )
 
 
-async def _run_of(options: argparse.Namespace) -> tuple[list[SentCall], Window, list[MintedCheck]]:
-    """The last real run of the proposal, as calls to find, its window (claim to report), and what it
-    sent that its own answers did not give."""
+def _source_of(options: argparse.Namespace) -> AuditSource:
+    """`--audit`, `--audit-field` and `--audit-header` as the source to read; a usage error else."""
+    from reviewer.audit.options import BadAuditOption, audit_headers, audit_option
+
+    try:
+        source = audit_option(options.audit, options.audit_field, audit_headers(options.audit_header))
+    except BadAuditOption as error:
+        raise VerifyFailed(str(error), EXIT_USAGE) from None
+    assert source is not None  # --audit is required
+    return source
+
+
+async def _run_of(
+    options: argparse.Namespace,
+) -> tuple[list[SentCall], Window, list[str], list[MintedCheck]]:
+    """The last real run of the proposal, as calls to find, its window (claim to report), the
+    request ids its server dry run was sent with (the plan's), and what the run sent that its own
+    answers did not give."""
     import httpx
 
     from reviewer.queue import client as queue
@@ -121,7 +135,7 @@ async def _run_of(options: argparse.Namespace) -> tuple[list[SentCall], Window, 
     except ConfigError as error:
         raise VerifyFailed(str(error), EXIT_USAGE) from None
     try:
-        async with queue.QueueClient(settings.queue_url, settings.token.reveal()) as client:
+        async with queue.QueueClient(settings.queue_url, settings.credential()) as client:
             executions = await client.get_executions(options.proposal_id)
             if not executions:
                 raise VerifyFailed(f"{options.proposal_id} has no real run reported; nothing to verify")
@@ -136,8 +150,9 @@ async def _run_of(options: argparse.Namespace) -> tuple[list[SentCall], Window, 
     base_path = httpx.URL(base_url).path if base_url else ""
     calls = sent_calls(execution.calls, execution.request_ids or [], base_path)
     start = _claimed_at(state, execution, calls)
+    window = Window(start, execution.at.astimezone(UTC), timedelta(seconds=options.slack))
     minted = minted_value_checks(proposal, reported_calls(execution.calls))
-    return calls, Window(start, execution.at.astimezone(UTC), timedelta(seconds=options.slack)), minted
+    return calls, window, proposal.dry_run.request_ids or [], minted
 
 
 def _claimed_at(state: DecisionState, execution: StoredExecution, calls: Sequence[SentCall]) -> datetime:
@@ -153,8 +168,8 @@ def _print(result: AuditMatch, source_name: str, window: Window) -> None:
 
     for call in result.calls:
         print(safe_text(_call_line(call)))
-    for row in result.unplanned:
-        print(safe_text(f"unplanned: {row_text(row)}"))
+    for unplanned in result.unplanned:
+        print(safe_text(f"unplanned: {unplanned_text(unplanned)}"))
     notes = []
     if result.rows_in_window == 0:
         notes.append(
@@ -165,7 +180,10 @@ def _print(result: AuditMatch, source_name: str, window: Window) -> None:
         first = ", ".join(f"{line.where} ({line.problem})" for line in result.malformed[:3])
         notes.append(f"{result.malformed_count} lines could not be read, first {first}")
     if result.dry_runs_in_window:
-        notes.append(f"{result.dry_runs_in_window} dry-run requests in the window, not counted as writes")
+        notes.append(
+            f"{result.dry_runs_in_window} dry-run requests in the window (the API's own word, or the "
+            "gate's request ids), not counted as writes"
+        )
     for note in notes:
         print(safe_text(f"note: {note}"))
     if not result.complete:
@@ -186,8 +204,16 @@ def _call_line(result: CallInLog) -> str:
 
 def row_text(row: AuditRow) -> str:
     """One audit row as a reader names it: what, status, when, by whom, with what, where in the log."""
-    what = " ".join(part for part in (row.method, row.path, row.action or "") if part)
+    path = f"{row.path}?{row.query}" if row.query else row.path
+    what = " ".join(part for part in (row.method, path, row.action or "", row.error or "") if part)
     when = row.time.isoformat() if row.time else "no time"
     actor = row.actor or "an unnamed actor"
     status = f" {row.status}" if row.status is not None else ""
     return f"{what}{status} at {when} by {actor}, user agent {row.user_agent or 'none'} ({row.where})"
+
+
+def unplanned_text(unplanned: Unplanned) -> str:
+    """An unplanned write as `row_text` names it, then what makes it stand out (`reuses call 2's
+    request id`)."""
+    notes = "".join(f"; {note}" for note in unplanned.notes)
+    return f"{row_text(unplanned.row)}{notes}"

@@ -6,14 +6,17 @@ wrong kind raises `BadField`, which the reader turns into a `MalformedLine` nami
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
-from typing import Any
+from datetime import datetime
+from itertools import accumulate, repeat
+from operator import sub
+from typing import Any, Final
 
 import msgspec
 
-from reviewer.audit.inputs import AuditInput
-from reviewer.reading.audit_rows import MalformedLine
+from reviewer.audit.inputs import MAX_LINE_BYTES, AuditInput
+from reviewer.reading.audit_rows import MalformedLine, utc_time
 
 
 class BadField(ValueError):
@@ -49,15 +52,10 @@ def time_field(entry: Mapping[str, Any], dotted: str) -> datetime | None:
     value = dig(entry, dotted)
     if value is None or value == "":
         return None
-    try:
-        if type(value) is str:
-            parsed = datetime.fromisoformat(value)
-            return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return datetime.fromtimestamp(value, UTC)
-    except (ValueError, OverflowError, OSError):
-        pass
-    raise BadField(f"{dotted} {str(value)[:40]!r} is not a time")
+    parsed = utc_time(value)
+    if parsed is None:
+        raise BadField(f"{dotted} {str(value)[:40]!r} is not a time")
+    return parsed
 
 
 def status_field(entry: Mapping[str, Any], dotted: str) -> int | None:
@@ -80,26 +78,65 @@ def split_uri(uri: str) -> tuple[str, str]:
 
 _decode = msgspec.json.Decoder().decode
 
+MAX_NESTING: Final = 64
+"""Arrays and objects within each other an entry may hold; a deeper one is a line that could not be
+read (no log format nests half as deep; a reader must not recurse as deep as a line asks)."""
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_BRACKET_STEPS = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
+_NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"[{]}")
+
+
+def nests_too_deep(data: bytes) -> bool:
+    """Whether a JSON text nests arrays and objects past `MAX_NESTING` (brackets inside strings are
+    not nesting). Counting brackets settles most lines without a scan."""
+    if data.count(b"[") + data.count(b"{") <= MAX_NESTING:
+        return False
+    brackets = _JSON_STRING.sub(b"", data).translate(_BRACKET_STEPS, _NOT_BRACKETS)
+    return max(accumulate(map(sub, brackets, repeat(1))), default=0) > MAX_NESTING
+
+
+def decoded(where: str, data: bytes, decode: Any = _decode) -> Any:
+    """`data` decoded by `decode`, or a `MalformedLine` saying why it cannot be: not JSON, of the
+    wrong shape (msgspec's words), or nested past `MAX_NESTING`."""
+    if nests_too_deep(data):
+        return MalformedLine(where, f"nested deeper than {MAX_NESTING} levels")
+    try:
+        return decode(data)
+    except msgspec.ValidationError as error:
+        return MalformedLine(where, str(error))
+    except msgspec.DecodeError as error:
+        return MalformedLine(where, f"not JSON ({error})")
+    except RecursionError:
+        return MalformedLine(where, f"nested deeper than {MAX_NESTING} levels")
+
+
 Entry = tuple[str, Mapping[str, Any]]
 """One decoded entry and where it is (`file:line`, `file[index]`)."""
 
 
 def json_entries(source: AuditInput) -> Iterator[Entry | MalformedLine]:
     """Each line of `source` as a JSON object, or a `MalformedLine` saying why it is not one."""
-    for where, line in source.lines():
-        if line.strip():
-            yield _entry_of(where, line)
+    for item in source.lines():
+        if isinstance(item, MalformedLine):
+            yield item
+        elif item[1].strip():
+            yield _entry_of(*item)
 
 
 def document_entries(source: AuditInput, list_keys: tuple[str, ...]) -> Iterator[Entry | MalformedLine]:
     """The entries of each JSON document of `source`: the list under the first of `list_keys` it holds
     (or the document itself when it is a list); a file of JSON lines is read line by line instead."""
-    for name, body in source.documents():
-        try:
-            document = _decode(body)
-        except msgspec.DecodeError:
+    for item in source.documents():
+        if isinstance(item, MalformedLine):
+            yield item
+            continue
+        name, body = item
+        document = decoded(name, body)
+        if isinstance(document, MalformedLine):  # JSON lines, or a document that cannot be read whole
             for number, line in enumerate(body.splitlines(), start=1):
-                if line.strip():
+                if len(line) > MAX_LINE_BYTES:
+                    yield MalformedLine(f"{name}:{number}", f"longer than {MAX_LINE_BYTES:,} bytes")
+                elif line.strip():
                     yield _entry_of(f"{name}:{number}", line)
             continue
         entries = document
@@ -113,11 +150,8 @@ def document_entries(source: AuditInput, list_keys: tuple[str, ...]) -> Iterator
 
 
 def _entry_of(where: str, line: bytes) -> Entry | MalformedLine:
-    try:
-        entry = _decode(line)
-    except msgspec.DecodeError as error:
-        return MalformedLine(where, f"not JSON ({error})")
-    return _checked_object(where, entry)
+    entry = decoded(where, line)
+    return entry if isinstance(entry, MalformedLine) else _checked_object(where, entry)
 
 
 def _checked_object(where: str, entry: Any) -> Entry | MalformedLine:

@@ -1,8 +1,11 @@
 """Where an audit log is read from: a file, a glob of rotated files, a URL, or standard input.
 
-Every input is streamed: lines are read one at a time (gzip files too), so reading a log costs the
-same memory whatever its size. A credential for a URL comes from `env:VAR` or `file:PATH`, never from
-the command line, as `reviewer run` takes its API's.
+Every input is streamed in chunks: a line is held whole only up to `MAX_LINE_BYTES` (a longer one is
+skipped to its end and said to be unreadable), a one-document file up to `MAX_DOCUMENT_BYTES`, so
+reading a log costs the same memory whatever it holds, `/dev/zero` included. Only regular files are
+opened (a FIFO would block, a device never ends); standard input is read where `-` is given. A
+credential for a URL comes from `env:VAR` or `file:PATH`, never from the command line, as
+`reviewer run` takes its API's.
 """
 
 from __future__ import annotations
@@ -10,23 +13,27 @@ from __future__ import annotations
 import glob
 import gzip
 import os
+import stat
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Final
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from reviewer.reading.audit_rows import MalformedLine
 
-class ByteStream(Protocol):
-    """A binary input read line by line, or whole: a file, gzip, standard input, an HTTP body."""
+MAX_LINE_BYTES: Final = 1024 * 1024
+"""A longer line is not read: it is counted as a line that could not be read."""
+MAX_DOCUMENT_BYTES: Final = 32 * 1024 * 1024
+"""A one-document file (CloudTrail's `Records`, an events list) larger than this is not read."""
+CHUNK_BYTES: Final = 64 * 1024
 
-    def __iter__(self) -> Iterator[bytes]: ...
-
-    def read(self) -> bytes: ...
+ByteStream = Callable[[], bytes]
+"""The next chunk of a binary input (a file, gzip, standard input, an HTTP body); b"" at its end."""
 
 
 class AuditSourceUnreadable(Exception):
@@ -86,24 +93,32 @@ class AuditInput:
             raise AuditSourceUnreadable(f"{self.location}: no file matches")
         return sorted(found, key=lambda path: (path.stat().st_mtime, -_rotation_number(path)))
 
-    def lines(self) -> Iterator[tuple[str, bytes]]:
-        """Each line (without its end) and where it is: `name:line`."""
+    def lines(self) -> Iterator[tuple[str, bytes] | MalformedLine]:
+        """Each line (without its end) and where it is (`name:line`); a line over `MAX_LINE_BYTES` is
+        a `MalformedLine`, never held."""
         for name, stream in self._streams():
             with _read_errors(name):
-                for number, line in enumerate(stream, start=1):
-                    yield f"{name}:{number}", line.rstrip(b"\r\n")
+                for number, line in enumerate(bounded_lines(stream), start=1):
+                    if line is None:
+                        yield MalformedLine(f"{name}:{number}", f"longer than {MAX_LINE_BYTES:,} bytes")
+                    else:
+                        yield f"{name}:{number}", line.rstrip(b"\r\n")
 
-    def documents(self) -> Iterator[tuple[str, bytes]]:
+    def documents(self) -> Iterator[tuple[str, bytes] | MalformedLine]:
         """Each file (or the URL's body, or standard input) whole: for formats that are one JSON
-        document per file (CloudTrail's `Records`, an events list). Memory is one file's, not the log's."""
+        document per file (CloudTrail's `Records`, an events list). Memory is one file's, not the log's,
+        and a file over `MAX_DOCUMENT_BYTES` is a `MalformedLine`, read no further."""
         for name, stream in self._streams():
             with _read_errors(name):
-                body = stream.read()
-            yield name, body
+                body = _bounded_read(stream, MAX_DOCUMENT_BYTES)
+            if body is None:
+                yield MalformedLine(name, f"larger than {MAX_DOCUMENT_BYTES:,} bytes")
+            else:
+                yield name, body
 
     def _streams(self) -> Iterator[tuple[str, ByteStream]]:
         if self.location == "-":
-            yield "stdin", sys.stdin.buffer
+            yield "stdin", _chunks_of(sys.stdin.buffer)
         elif self.is_url:
             with self._url_stream() as stream:
                 yield self.shown, stream
@@ -121,19 +136,91 @@ class AuditInput:
             ):
                 if response.status_code != 200:
                     raise AuditSourceUnreadable(f"{self.shown}: answered {response.status_code}, not 200")
-                yield _IterStream(response.iter_bytes())
+                chunks = response.iter_bytes(CHUNK_BYTES)
+                yield lambda: next(chunks, b"")
         except httpx.HTTPError as error:
             raise AuditSourceUnreadable(f"{self.shown}: {error}") from None
 
 
 @contextmanager
 def _open_file(path: Path) -> Iterator[ByteStream]:
+    """A regular file's chunks (decompressed for `.gz`). Anything else is refused before a byte is read:
+    opened without blocking, so a FIFO with no writer cannot hang the reader."""
     try:
-        stream = gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")  # noqa: SIM115
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as error:
         raise AuditSourceUnreadable(f"{path}: {error.strerror or error}") from None
-    with stream:
-        yield stream
+    mode = os.fstat(descriptor).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(descriptor)
+        raise AuditSourceUnreadable(
+            f"{path}: is {_file_kind(mode)}, not a regular file; give a log file (or - for standard input)"
+        )
+    os.set_blocking(descriptor, True)
+    with open(descriptor, "rb") as raw:
+        if path.suffix == ".gz":
+            with gzip.GzipFile(fileobj=raw, mode="rb") as unzipped:
+                yield _chunks_of(unzipped)
+        else:
+            yield _chunks_of(raw)
+
+
+def _file_kind(mode: int) -> str:
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((name for test, name in kinds if test(mode)), "not a file")
+
+
+def _chunks_of(stream: object) -> ByteStream:
+    """A binary stream's next chunk: what is there now (`read1`) up to `CHUNK_BYTES`, so a pipe's lines
+    are read as they come and no read is larger than a chunk."""
+    read = getattr(stream, "read1", None) or getattr(stream, "read")  # noqa: B009
+    return lambda: read(CHUNK_BYTES)
+
+
+def bounded_lines(next_chunk: ByteStream, limit: int = MAX_LINE_BYTES) -> Iterator[bytes | None]:
+    """The lines of a chunked input, each with its end; None for a line over `limit` bytes (its end
+    included), whose bytes are skipped as they come, never held."""
+    pending = bytearray()
+    skipping = False
+    while chunk := next_chunk():
+        start = 0
+        while (end := chunk.find(b"\n", start)) != -1:
+            if skipping:
+                yield None
+                skipping = False
+            elif len(pending) + end - start + 1 > limit:
+                pending.clear()
+                yield None
+            else:
+                pending += chunk[start : end + 1]
+                yield bytes(pending)
+                pending.clear()
+            start = end + 1
+        if not skipping:
+            pending += chunk[start:]
+            if len(pending) > limit:
+                pending.clear()
+                skipping = True
+    if skipping:
+        yield None
+    elif pending:
+        yield bytes(pending)
+
+
+def _bounded_read(next_chunk: ByteStream, limit: int) -> bytes | None:
+    """The whole input, or None as soon as it passes `limit` bytes (the rest is not read)."""
+    body = bytearray()
+    while chunk := next_chunk():
+        if len(body) + len(chunk) > limit:
+            return None
+        body += chunk
+    return bytes(body)
 
 
 @contextmanager
@@ -152,27 +239,6 @@ def _rotation_number(path: Path) -> int:
         if part.isdigit():
             return int(part)
     return 0
-
-
-class _IterStream:
-    """Chunks of an HTTP body read as a binary file: line by line, or whole."""
-
-    def __init__(self, chunks: Iterator[bytes]) -> None:
-        self._chunks = chunks
-        self._pending = b""
-
-    def __iter__(self) -> Iterator[bytes]:
-        for chunk in self._chunks:
-            self._pending += chunk
-            *complete, self._pending = self._pending.split(b"\n")
-            for line in complete:
-                yield line + b"\n"
-        if self._pending:
-            yield self._pending
-            self._pending = b""
-
-    def read(self) -> bytes:
-        return self._pending + b"".join(self._chunks)
 
 
 def credential_header(spec: str, environ: Mapping[str, str] | None = None) -> tuple[str, str]:

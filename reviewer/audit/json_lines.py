@@ -1,9 +1,10 @@
 """`access-log:`, `jsonl:` and `sample:`: logs whose entries are flat JSON objects, read by field names.
 
-`access-log:` reads JSON lines in the names of DESIGN 16's nginx `log_format` (`time`, `method`,
+`access-log:` reads JSON lines in the names of the nginx `log_format` of docs/audit-logs.md (`time`, `method`,
 `uri`, `status`, `request_id`); `jsonl:` reads any JSON lines by a field mapping; `sample:` reads the
-sample API's `GET /v1/audit` answer. A request whose query asks for a dry run (`dryRun=All`) is a
-dry run, never a write, whatever its method.
+sample API's `GET /v1/audit` answer. A request whose query merely asks for a dry run (`dry_run=1`) is
+still a write: the log cannot say the API honoured it. It is noted (`dry_run_param`); only a
+`dry_run` field the log keeps, or the gate's own request id, makes an entry a dry run.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import msgspec
 from reviewer.audit.fields import (
     BadField,
     Entry,
+    decoded,
     dig,
     document_entries,
     json_entries,
@@ -126,8 +128,9 @@ def _row(
         request_ids=(request_id,) if request_id else (),
         actor=actor or None,
         user_agent=user_agent or None,
-        is_dry_run=dry_run or has_dry_run_param(query),
+        is_dry_run=dry_run,
         is_write=method in WRITE_METHODS,
+        dry_run_param=has_dry_run_param(query),
     )
 
 
@@ -145,16 +148,16 @@ def typed_rows(source: AuditInput, names: FieldNames) -> Iterator[AuditRow | Mal
         rename={attribute: given[attribute] or f"(not read: {attribute})" for attribute in _FIELD_TYPES},
     )
     decode = msgspec.json.Decoder(line_type).decode
-    for where, line in source.lines():
+    for item in source.lines():
+        if isinstance(item, MalformedLine):
+            yield item
+            continue
+        where, line = item
         if not line.strip():
             continue
-        try:
-            entry: Any = decode(line)  # a struct made at run time: its fields are _FIELD_TYPES's
-        except msgspec.ValidationError as error:
-            yield MalformedLine(where, str(error))
-            continue
-        except msgspec.DecodeError as error:
-            yield MalformedLine(where, f"not JSON ({error})")
+        entry: Any = decoded(where, line, decode)  # a struct made at run time: _FIELD_TYPES's fields
+        if isinstance(entry, MalformedLine):
+            yield entry
             continue
         try:
             yield _row(
@@ -205,8 +208,9 @@ def rows_of(
 
 
 def read_access_log(source: AuditInput, mapping: Mapping[str, str]) -> Iterator[AuditRow | MalformedLine]:
-    """A reverse proxy's JSON access log, one request a line (DESIGN 16's nginx format by default):
-    typed, since a proxy writes each field with one type; nested names are read as `jsonl:` reads them."""
+    """A reverse proxy's JSON access log, one request a line (by default the nginx format of
+    docs/audit-logs.md): typed, since a proxy writes each field with one type; nested names are read
+    as `jsonl:` reads them."""
     names = ACCESS_LOG_FIELDS.mapped(mapping)
     if any("." in name for name in vars(names).values() if name is not None):
         return rows_of(json_entries(source), names)

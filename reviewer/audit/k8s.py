@@ -2,7 +2,8 @@
 
 A request is logged once per stage; only its last stage (`ResponseComplete`, or `Panic`) is a row, so
 one request is one row. `auditID` is the request's id: the API server takes it from the client's
-`Audit-ID` header. A dry run (`?dryRun=All` in `requestURI`) is never a write.
+`Audit-ID` header. A dry run (`?dryRun=All` in `requestURI`) is never a write: the API server honours
+the parameter for every verb that writes, so its presence is the API's own word.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ def _row(where: str, event: Mapping[str, Any]) -> AuditRow:
         actor=actor,
         user_agent=text_field(event, "userAgent"),
         is_dry_run=has_dry_run_param(query),
+        dry_run_param=has_dry_run_param(query),
         is_write=verb in WRITE_VERBS,
         action=verb,
     )

@@ -1,4 +1,5 @@
-"""A real run's verification against an audit source, as its runner reports it to the queue (DESIGN 16).
+"""A real run's verification against an audit source, as its runner reports it to the queue
+(docs/audit-logs.md).
 
 The report names the source it read (`KIND:LOCATION`, never a credential: a URL's query is left out)
 and lists the writes in the run's window no approved call made, each with its actor, so the app's
@@ -31,7 +32,7 @@ def reported_audit(result: AuditMatch, source_name: str) -> AuditVerification:
         source=_text(source_name),
         complete=result.complete,
         calls=[_call(one) for one in result.calls],
-        unplanned=[unplanned_write(row) for row in result.unplanned[:MAX_UNPLANNED_LISTED]],
+        unplanned=[unplanned_write(one.row, one.notes) for one in result.unplanned[:MAX_UNPLANNED_LISTED]],
         unplanned_count=len(result.unplanned),
     )
     if result.rows_in_window == 0:
@@ -62,8 +63,9 @@ def _unverified(source_name: str, problem: str) -> AuditVerification:
     )
 
 
-def unplanned_write(row: AuditRow) -> UnplannedWrite:
-    """One log entry as the report lists it: what, status, request id, actor, time, where."""
+def unplanned_write(row: AuditRow, notes: tuple[str, ...] = ()) -> UnplannedWrite:
+    """One log entry as the report lists it: what, status, request id, actor, time, where, and what
+    makes it stand out (`reuses call 2's request id`)."""
     write = UnplannedWrite(
         method=_text(row.method)[:20],
         path=_text(f"{row.path}?{row.query}" if row.query else row.path),
@@ -79,6 +81,10 @@ def unplanned_write(row: AuditRow) -> UnplannedWrite:
         write["actor"] = _text(row.actor)
     if row.time is not None:
         write["time"] = row.time.isoformat()
+    if row.error:
+        write["action"] = _text(f"{row.action or ''} {row.error}".strip())
+    if notes:
+        write["note"] = _text("; ".join(notes))
     return write
 
 

@@ -56,4 +56,5 @@ def _row(where: str, event: Mapping[str, Any]) -> AuditRow:
         actor=text_field(event, "account"),
         is_write=bool(ids),
         action=kind,
+        events_per_request=True,
     )

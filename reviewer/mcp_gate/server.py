@@ -24,9 +24,9 @@ from reviewer.agent.gate import AGENT_TOKEN_ENV, Gate, MissingAgentToken
 from reviewer.agent.session import PlanSession
 from reviewer.agent.shaped import shaped_answer
 from reviewer.agent.tools import WriteTool
-from reviewer.audit.inputs import AuditSourceUnreadable, credential_header, credential_variables
-from reviewer.audit.options import field_mapping
-from reviewer.audit.registry import AuditSource, audit_source
+from reviewer.audit.inputs import AuditSourceUnreadable, credential_variables
+from reviewer.audit.options import audit_headers, audit_option
+from reviewer.audit.registry import AuditSource
 from reviewer.mcp_gate.trust import TrustConfigError, TrustPolicy, load_policy
 from reviewer.mcp_gate.upstream import (
     STATUS_TOOL,
@@ -304,18 +304,14 @@ async def serve(options: argparse.Namespace, token: str) -> None:
         await queue.aclose()
 
 
-def audit_option(options: argparse.Namespace) -> tuple[AuditSource | None, set[str]]:
+def audit_source_of(options: argparse.Namespace) -> tuple[AuditSource | None, set[str]]:
     """`--audit KIND:LOCATION` read by `--audit-field` and `--audit-header`, and the variables its
     credential comes from (withheld from the upstream); a source whose first row cannot be read is
     refused now, not found out after a plan was recorded."""
-    if not options.audit:
-        if options.audit_field or options.audit_header:
-            raise ValueError("--audit-field and --audit-header read an --audit KIND:LOCATION; name one")
+    headers = audit_headers(options.audit_header)
+    source = audit_option(options.audit, options.audit_field, headers, stdin_is="the MCP protocol's")
+    if source is None:
         return None, set()
-    headers = dict(credential_header(spec) for spec in options.audit_header)
-    source = audit_source(
-        options.audit, field_mapping(options.audit_field), headers, stdin_is="the MCP protocol's"
-    )
     next(iter(source.rows()), None)
     return source, credential_variables(options.audit_header)
 
@@ -330,7 +326,7 @@ def run(options: argparse.Namespace) -> int:
         options.policy = load_policy(
             options.tools, options.read or [], options.effect or [], options.trust_read_only_hints
         )
-        options.audit_source, options.audit_variables = audit_option(options)
+        options.audit_source, options.audit_variables = audit_source_of(options)
     except (TrustConfigError, ValueError, AuditSourceUnreadable) as error:
         print(f"reviewer mcp-gate: {error}", file=sys.stderr)
         return 2

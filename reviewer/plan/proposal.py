@@ -118,6 +118,12 @@ class DryRun(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     absent when no audit source was read, so a proposal without it reads as before."""
     sandbox: SandboxProof | None = None
     """The sandbox check that proved a server dry run kept nothing; absent when none ran."""
+    request_ids: (
+        Annotated[list[Annotated[str, msgspec.Meta(max_length=128)]], msgspec.Meta(max_length=MAX_CALLS)]
+        | None
+    ) = None
+    """The request id each of a server dry run's requests was sent with: in the API's audit log, an
+    entry carrying one is the dry run's own request, never another client's write. Outside the digest."""
 
 
 class Request(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
@@ -147,6 +153,41 @@ class Call(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=Fa
     destructive: bool = False
     """The call may destroy or overwrite what it touches, whatever its effect (an MCP tool hinted
     `destructiveHint`, one the operator names): counted with the deletes. Absent when false."""
+
+
+EFFECT_RANK: Final[dict[str, int]] = {"read": 0, "other": 0, "create": 1, "update": 2, "delete": 3}
+METHOD_FLOOR: Final[dict[str, Effect]] = {
+    "POST": "create",
+    "PUT": "update",
+    "PATCH": "update",
+    "DELETE": "delete",
+}
+"""The least effect each write method has: a call's `effect` is the agent's word, its method is what
+the API does. A POST may be an update or a delete too (an RPC-style API), never a read."""
+
+
+def effect_floor(method: str | None) -> Effect | None:
+    """The least effect a request of `method` can have, or None for a method that writes nothing."""
+    return METHOD_FLOOR.get(method.upper()) if method else None
+
+
+def raised_effect(effect: Effect, method: str | None) -> Effect:
+    """`effect`, raised to what `method` does at least (`read` for a DELETE is `delete`)."""
+    floor = effect_floor(method)
+    if floor is not None and EFFECT_RANK[effect] < EFFECT_RANK[floor]:
+        return floor
+    return effect
+
+
+def understated_effect(call: Call) -> str | None:
+    """Why a call's effect says less than its method does, or None when it does not."""
+    method = call.request.method if call.request is not None else None
+    if raised_effect(call.effect, method) == call.effect:
+        return None
+    return (
+        f"effect {call.effect!r} understates its method {str(method).upper()[:20]}: a DELETE is a delete, "
+        "a POST at least a create, a PUT or PATCH at least an update; declare the effect the method has"
+    )
 
 
 def is_destructive(effect: str, destructive: bool) -> bool:
@@ -471,6 +512,9 @@ def _check_calls(raws: list[msgspec.Raw], source: str, pause: Pause = _no_pause)
         if not _call_within_limits(call):
             plain = msgspec.to_builtins(call, enc_hook=float)
             raise ProposalError(source, locate_limit_violation(plain, at, depth=3))
+        understated = understated_effect(call)
+        if understated is not None:
+            raise ProposalError(source, f"{at}.effect: {understated}")
         if _holds_placeholder_mark(raw):
             executed = [call.args, msgspec.to_builtins(call.request, enc_hook=float)]
             unresolvable = unresolvable_in(executed, call.seq, seqs)

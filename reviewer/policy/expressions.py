@@ -38,7 +38,7 @@ DEFAULT_DEADLINE: Final = 10.0
 MAX_WALKS: Final = 8
 NAMES: Final = frozenset({"environment", "target", "plan", "alarms"})
 """The names a rule's expression reads (the activation's top level)."""
-CALL_FIELDS: Final = frozenset({"seq", "tool", "effect", "method", "path", "args"})
+CALL_FIELDS: Final = frozenset({"seq", "tool", "effect", "method", "path", "query", "args"})
 MACROS: Final = frozenset({"exists", "all", "exists_one", "map", "filter"})
 GROUPED_FIELDS: Final = frozenset({"tool", "effect", "method", "path"})
 """The fields of a call a walk may read and still be evaluated once per distinct value (`Walk.fields`):
@@ -116,6 +116,8 @@ class Expression:
     reads_calls: bool
     reads_args: bool
     reads_alarms: bool
+    reads_totals: bool = False
+    """Whether it reads `plan.totals` (the money per currency), which walks every call's arguments."""
     call_fields: frozenset[str] = frozenset()
     """The fields of a call the expression may read (every identifier that is one), so the
     activation converts only those to CEL: converting the calls is most of a walk's cost."""
@@ -182,6 +184,7 @@ def compile_expression(source: str) -> Expression:
         reads_calls="calls" in names,
         reads_args="args" in names,
         reads_alarms="alarms" in names,
+        reads_totals="totals" in names,
         call_fields=frozenset(names & CALL_FIELDS),
         walks=walks,
     )

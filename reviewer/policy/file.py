@@ -20,7 +20,9 @@ from reviewer.policy.names import BaseUrlPattern, folded
 from reviewer.policy.quorum import MAX_APPROVALS, Requirement
 
 MAX_RULES: Final = 200
-_REVIEWER_PATTERN: Final = re.compile(r"^[A-Za-z0-9._*?-]{1,64}$")
+_REVIEWER_PATTERN: Final = re.compile(r"^[A-Za-z0-9._%+@*?-]{1,254}$")
+"""A token name, or the name a reviewer signed in through the OpenID provider decides under (an email
+address), with * and ? as in `finance-*` or `*@example.com`."""
 _REQUIREMENT_KEYS: Final = ("approvals", "signatures", "reviewers")
 _ENVIRONMENT_KEYS: Final = frozenset({*_REQUIREMENT_KEYS, "base_urls", "allow_policy_approval"})
 _RULE_KEYS: Final = frozenset({"name", "when", *_REQUIREMENT_KEYS, "reject", "approve"})
@@ -127,6 +129,10 @@ class Policy:
     @property
     def reads_alarms(self) -> bool:
         return any(rule.when.reads_alarms for rule in self.rules)
+
+    @property
+    def reads_totals(self) -> bool:
+        return any(rule.when.reads_totals for rule in self.rules)
 
     @property
     def trivial(self) -> bool:
@@ -339,7 +345,8 @@ class _Reader:
             if not isinstance(name, str) or not _REVIEWER_PATTERN.match(name):
                 self.fail(
                     (*path, "reviewers"),
-                    f"{name!r} is not a token name (1 to 64 of [A-Za-z0-9._-], * and ? as in finance-*)",
+                    f"{name!r} is not a reviewer's name (a token name, or an email address as the "
+                    "identity provider gives it; * and ? as in finance-* or *@example.com)",
                 )
             else:
                 names.append(name)

@@ -15,7 +15,7 @@ approval by policy.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any, Literal
@@ -29,6 +29,7 @@ from reviewer.policy.file import Environment, Policy, PolicyRule
 from reviewer.policy.names import folded
 from reviewer.policy.quorum import Requirement
 from reviewer.reading.analysis import Analysis
+from reviewer.reading.totals import plan_totals
 
 ENVIRONMENT_ALARMS = (
     "environment_mismatch",
@@ -175,9 +176,10 @@ def _owned_host_elsewhere(policy: Policy, base_url: str) -> list[tuple[str, str]
     ][:1]
 
 
-class _RequestHead(msgspec.Struct, frozen=True):
+class _RequestHead(msgspec.Struct):
     method: str = ""
     path: str = ""
+    query: dict[str, Any] | None = None
 
 
 class _CallHead(msgspec.Struct):
@@ -210,7 +212,9 @@ def _call_heads(proposal: Proposal, with_args: bool) -> Iterable[_CallHead]:
             call.seq,
             call.tool,
             call.effect,
-            None if call.request is None else _RequestHead(call.request.method, call.request.path),
+            None
+            if call.request is None
+            else _RequestHead(call.request.method, call.request.path, call.request.query),
             call.destructive,
             call.args,
         )
@@ -232,7 +236,9 @@ def activation(
     keep_calls, keep_args, fields = policy.reads_call_list, policy.reads_args, policy.call_fields
     grouped = policy.grouped_fields
     read_request = "method" in grouped or "path" in grouped
-    kind = attrgetter("tool", "effect", "destructive", *(("request",) if read_request else ()))
+    kind: Callable[[_CallHead], tuple[Any, ...]] = (
+        _kind_with_request if read_request else attrgetter("tool", "effect", "destructive")
+    )
     heads = _call_heads(proposal, keep_calls and keep_args)
     if keep_calls:
         heads = list(heads)
@@ -247,12 +253,13 @@ def activation(
     counts = {"create": 0, "update": 0, "delete": 0, "read": 0, "other": 0, "destructive": 0}
     tools: dict[str, int] = {}
     groups: dict[tuple[str, ...], int] = {}
-    for (tool, effect, destructive, *request), held in kinds.items():
+    for (tool, effect, destructive, *method_path), held in kinds.items():
         counts[effect] += held
         counts["destructive"] += held if is_destructive(effect, destructive) else 0
         tools[tool] = tools.get(tool, 0) + held
         if grouped:
-            head = _CallHead(0, tool, effect, request[0] if request else None)
+            request = _RequestHead(*method_path[0]) if method_path and method_path[0] else None
+            head = _CallHead(0, tool, effect, request)
             group = tuple(_field(head, field) for field in grouped)
             groups[group] = groups.get(group, 0) + held
     target = proposal.target
@@ -273,6 +280,11 @@ def activation(
             "calls": calls,
             "counts": counts,
             "tools": tools,
+            "totals": (
+                {total.currency: float(total.amount) for total in plan_totals(proposal.calls)}
+                if policy.reads_totals
+                else {}
+            ),
             "dry_run": {
                 "via": dry_run.via,
                 "write_requests": dry_run.write_requests or 0,
@@ -285,8 +297,18 @@ def activation(
     }
 
 
+def _kind_with_request(call: _CallHead) -> tuple[Any, ...]:
+    """What groups a call when a walk reads its method or path: its query (a mapping) is left out."""
+    request = call.request
+    method_path = None if request is None else (request.method, request.path)
+    return call.tool, call.effect, call.destructive, method_path
+
+
 def _field(call: _CallHead, field: str) -> Any:
-    """A call's field as rules read it (`method` and `path` are its request's, "" without one)."""
+    """A call's field as rules read it (`method`, `path` and `query` are its request's: "" and {}
+    without one)."""
+    if field == "query":
+        return {} if call.request is None else call.request.query or {}
     if field in ("method", "path"):
         return "" if call.request is None else getattr(call.request, field)
     return getattr(call, field)

@@ -10,6 +10,7 @@ import asyncio
 import re
 import ssl
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
@@ -31,6 +32,7 @@ from reviewer.queue.messages import (
     State,
     StoredExecution,
     SubmissionAnswer,
+    TrailCheckpoint,
     Whoami,
 )
 from reviewer.queue.trust import trusted_certificates
@@ -213,21 +215,25 @@ class QueueClient:
     def __init__(
         self,
         base_url: str,
-        token: str,
+        token: str | httpx.Auth,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         retries: int = DEFAULT_RETRIES,
         retry_delay: float = 0.2,
     ) -> None:
-        if not token or any(character.isspace() for character in token) or not token.isprintable():
-            raise ValueError("the token is empty or contains whitespace or control characters")
+        headers = {"Accept": "application/json"}
+        if isinstance(token, str):
+            if not token or any(character.isspace() for character in token) or not token.isprintable():
+                raise ValueError("the token is empty or contains whitespace or control characters")
+            headers["Authorization"] = f"Bearer {token}"
         self.base_url = base_url.rstrip("/")
         self.retries = retries
         self.retry_delay = retry_delay
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
-            headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
+            auth=None if isinstance(token, str) else token,
+            headers=headers,
             transport=transport,
             timeout=timeout,
             follow_redirects=False,
@@ -387,6 +393,37 @@ class QueueClient:
             headers={"Content-Type": "application/json", "Idempotency-Key": key},
         )
         return DecisionState.model_validate_json(response.content)
+
+    async def trail_checkpoint(self, since: int | None = None) -> TrailCheckpoint:
+        """The trail's newest signed checkpoint, with the consistency proof from `since` entries."""
+        params = {} if since is None else {"since": since}
+        return await self._get("/v1/trail/checkpoint", TrailCheckpoint, params=params)
+
+    async def trail_proof(self, index: int, size: int | None = None) -> bytes:
+        """Entry `index` and its inclusion proof in the tree of `size` entries (default: the newest),
+        as the two lines `reviewer trail verify` reads."""
+        params = {} if size is None else {"size": size}
+        response = await self._request("GET", f"/v1/trail/entries/{int(index)}/proof", params=params)
+        return response.content
+
+    async def trail_export(self, since: int = 0) -> AsyncIterator[bytes]:
+        """The trail's export from entry `since`, as the service streams it (JSON lines, in chunks)."""
+        request = self._http.build_request("GET", "/v1/trail/export", params={"since": since})
+        try:
+            response = await self._http.send(request, stream=True)
+        except httpx.TransportError as error:
+            raise unreachable(self.base_url, error) from error
+        try:
+            if response.status_code != 200:
+                await response.aread()
+                raise refusal(response)
+            try:
+                async for chunk in response.aiter_raw():
+                    yield chunk
+            except httpx.TransportError as error:
+                raise unreachable(self.base_url, error) from error
+        finally:
+            await response.aclose()
 
     async def get_executions(self, proposal_id: str) -> list[StoredExecution]:
         """The execution reports the queue stored for a proposal, oldest first (empty if it never ran)."""

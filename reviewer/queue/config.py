@@ -6,7 +6,9 @@ pending proposal: `configured_alerts`):
 - the queue: `--queue URL`, then `REVIEWER_QUEUE`, then `queue = "URL"` in `config.toml` in the
   platform config dir (`reviewer login` writes it; e.g. ~/.config/reviewer/config.toml);
 - the token: `REVIEWER_TOKEN`, then the file `token` next to `config.toml`, which must be mode 0600
-  and is written by `reviewer login` with 0600 inside a 0700 folder.
+  and is written by `reviewer login` with 0600 inside a 0700 folder. On a queue that signs reviewers
+  in through the team's OpenID provider the file holds the session instead (the identity token and
+  the refresh token that renews it, `reviewer.queue.sign_in.ProviderSession`), renewed in place.
 
 A token from the file is sent only to the queue `reviewer login` checked it against (the one in
 `config.toml`): pointing the app at another URL with `--queue` or `REVIEWER_QUEUE` needs a new
@@ -25,12 +27,17 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
 import platformdirs
 
 from reviewer.queue.terminal_alerts import DESKTOP_PROTOCOLS, TerminalAlerts
+
+if TYPE_CHECKING:  # httpx and the JOSE library load only for a queue that signs in through a provider
+    import httpx
+
+    from reviewer.queue.sign_in import ProviderSession
 
 APP_NAME = "reviewer"
 QUEUE_ENV: Final = "REVIEWER_QUEUE"
@@ -38,7 +45,8 @@ TOKEN_ENV: Final = "REVIEWER_TOKEN"
 SIGNING_KEY_ENV: Final = "REVIEWER_SIGNING_KEY"
 CONFIG_FILE_NAME: Final = "config.toml"
 TOKEN_FILE_NAME: Final = "token"
-MAX_TOKEN_FILE_BYTES: Final = 4096
+MAX_TOKEN_FILE_BYTES: Final = 65536
+"""A minted token is 47 bytes; a provider's session (two tokens, one a signed JWT) a few kilobytes."""
 _QUEUE_LINE: Final = re.compile(r"^\s*queue\s*=.*$", re.MULTILINE)
 
 
@@ -130,6 +138,27 @@ class Settings:
 
     queue_url: str
     token: Secret
+    session: ProviderSession | None = None
+    """Signed in through the provider: the session `token` is the identity token of."""
+    session_path: Path | None = None
+
+    def credential(self) -> str | httpx.Auth:
+        """What a `QueueClient` authenticates with: the token, or the provider's session, renewed
+        (and stored again) whenever the queue's session ends."""
+        if self.session is None or self.session_path is None:
+            return self.token.reveal()
+        from reviewer.queue.sign_in import RenewingAuth
+
+        path = self.session_path
+
+        def stored() -> ProviderSession | None:
+            try:
+                credential = read_credential(path)
+            except ConfigError:
+                return None
+            return None if credential is None or isinstance(credential, Secret) else credential
+
+        return RenewingAuth(self.session, lambda renewed: write_session_file(renewed, path), reload=stored)
 
 
 def normalize_queue_url(url: str) -> str:
@@ -189,7 +218,16 @@ def configured_queue(path: Path | None = None) -> str | None:
 
 
 def read_token_file(path: Path | None = None) -> Secret | None:
-    """The token in `path`, or None when there is no file; refused unless only this user can read it.
+    """The token in `path` (of a provider's session, its identity token), or None when there is no file."""
+    credential = read_credential(path)
+    if credential is None or isinstance(credential, Secret):
+        return credential
+    return Secret(credential.id_token)
+
+
+def read_credential(path: Path | None = None) -> Secret | ProviderSession | None:
+    """The token or the provider's session in `path`, or None when there is no file; refused unless
+    only this user can read it.
 
     The file is opened without following a symlink and checked through its open descriptor, so it
     cannot be swapped between the check and the read.
@@ -218,6 +256,13 @@ def read_token_file(path: Path | None = None) -> Secret | None:
         raw = handle.read(MAX_TOKEN_FILE_BYTES + 1)
     if len(raw) > MAX_TOKEN_FILE_BYTES:
         raise TokenFileUnsafe(f"{path} is too large to be a token: run `reviewer login` again")
+    if raw.startswith(b"{"):
+        from reviewer.queue.sign_in import ProviderSession
+
+        try:
+            return ProviderSession.from_json(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, TypeError):
+            raise TokenFileUnsafe(f"{path} does not hold a sign-in: run `reviewer login` again") from None
     try:
         return Secret(raw.decode("utf-8"))
     except (UnicodeDecodeError, ConfigError):
@@ -251,6 +296,12 @@ def _write_private(path: Path, data: bytes) -> None:
 def write_token_file(token: Secret, path: Path | None = None) -> Path:
     path = path or token_file()
     _write_private(path, token.reveal().encode() + b"\n")
+    return path
+
+
+def write_session_file(session: ProviderSession, path: Path | None = None) -> Path:
+    path = path or token_file()
+    _write_private(path, session.to_json() + b"\n")
     return path
 
 
@@ -293,15 +344,17 @@ def load_settings(
     if environ.get(TOKEN_ENV):
         return Settings(queue_url, Secret(environ[TOKEN_ENV]))
     token_path = token_path or token_file()
-    token = read_token_file(token_path)
-    if token is None:
+    credential = read_credential(token_path)
+    if credential is None:
         raise NoToken(token_path)
     if queue_url != stored_queue:
         raise TokenForOtherQueue(
             f"the stored token was checked against {stored_queue or 'no queue'}, not {queue_url}: "
             f"run `reviewer login --queue {queue_url}`, or set {TOKEN_ENV} for this queue"
         )
-    return Settings(queue_url, token)
+    if isinstance(credential, Secret):
+        return Settings(queue_url, credential)
+    return Settings(queue_url, Secret(credential.id_token), credential, token_path)
 
 
 def configured_signing_key(

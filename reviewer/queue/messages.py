@@ -15,7 +15,7 @@ from typing_extensions import TypedDict
 from reviewer.plan.proposal import MAX_CALLS, MAX_SAFE_INTEGER, MAX_STRING_CHARS
 from reviewer.signing.sshsig import MAX_SIGNATURE_CHARS, MAX_STATEMENT_BYTES
 
-Role = Literal["agent", "reviewer", "metrics"]
+Role = Literal["agent", "reviewer", "metrics", "auditor"]
 State = Literal["pending", "approved", "claimed", "rejected", "changes_requested", "expired", "executed"]
 """The state of a proposal's latest revision, as the decision endpoint reports it.
 
@@ -54,6 +54,42 @@ class Message(BaseModel):
 class Whoami(Message):
     name: str
     role: Role
+    identity: str | None = None
+    """How the caller signed in (see `TrailEvent.identity`)."""
+
+
+class ProviderSignIn(Message):
+    """How a reviewer signs in through the team's OpenID provider (`GET /v1/auth`)."""
+
+    issuer: str
+    client_id: str
+    scopes: str
+    device_authorization_endpoint: str | None = None
+    token_endpoint: str
+    session_seconds: float
+    """The longest session the queue accepts before the client renews it."""
+
+
+class SignInMethods(Message):
+    """`GET /v1/auth`, asked without a token: how this queue's reviewers sign in. `oidc` is set when
+    they sign in through the provider (then `reviewer login` runs its device authorization grant);
+    otherwise a reviewer pastes a token minted for them."""
+
+    minted_reviewer_tokens: bool
+    """Whether a minted reviewer token decides here (a provider queue takes break-glass ones only)."""
+    oidc: ProviderSignIn | None = None
+
+
+class TrailCheckpoint(Message):
+    """`GET /v1/trail/checkpoint`: the log's newest checkpoint as a signed note, the key that signs
+    it (`ssh-ed25519 ...`), and, asked `since` an earlier size, the RFC 9162 consistency proof from
+    that size to this one (base64 hashes; absent when `since` is 0 or more than the log holds)."""
+
+    checkpoint: str
+    public_key: str
+    size: int
+    since: int | None = None
+    consistency: list[str] | None = None
 
 
 class SubmissionAnswer(Message):
@@ -180,6 +216,10 @@ class TrailEvent(Message):
     reason: str | None = None
     statement: str | None = None
     signature: str | None = None
+    identity: str | None = None
+    """How the actor signed in: `token:NAME`, `break-glass:NAME` (a reviewer's token for when the
+    identity provider is down), `oidc:ISSUER#SUBJECT` (the provider's person), `policy:RULE`; None
+    for events recorded before the queue kept it."""
 
 
 class ProposalRecord(Message):
@@ -280,6 +320,8 @@ class UnplannedWrite(TypedDict):
     actor: NotRequired[AuditText | None]
     time: NotRequired[Annotated[str, Field(max_length=40)] | None]
     where: NotRequired[AuditText | None]
+    note: NotRequired[AuditText | None]
+    """What makes it stand out: `reuses call 2's request id`, a dry-run parameter the API ignored."""
 
 
 MAX_UNPLANNED_LISTED = 100

@@ -35,6 +35,7 @@ from reviewer.plan.proposal import (
     sandbox_proof,
 )
 from reviewer.plan.sanitize import clip, json_has_hidden, safe_text, unnormalized
+from reviewer.reading.totals import Total, plan_totals
 
 SCAN_CHUNK: Final = 4096
 """Calls decoded and scanned at a time by the whole-plan passes."""
@@ -603,6 +604,11 @@ class Analysis:
         return self.proposal.calls[index].seq in extremes.outlier_seqs
 
     @cached_property
+    def totals(self) -> tuple[Total, ...]:
+        """The money the plan moves, per currency (`reviewer.reading.totals`), largest first."""
+        return plan_totals(self.proposal.calls)
+
+    @cached_property
     def hidden_characters(self) -> bool:
         """Anywhere in the proposal, its title, task and agent included: a scan of its JSON, a chunk
         of calls at a time, so a large plan is never encoded whole."""
@@ -708,12 +714,17 @@ class Analysis:
                 )
             )
         if ratios.unproven and ratios.writes_kept is None:
+            read = (
+                "the audit log read for writes around the gate cannot say whether the API kept the gate's own"
+                if self.proposal.dry_run.writes_around is not None
+                else "no audit log read before and after"
+            )
             alarms.append(
                 (
                     "unproven_dry_run",
                     f"the server accepted {_count(ratios.unproven, 'call')}, but nothing proved the API "
-                    "honoured the dry-run parameter (no audit log read before and after, no sandbox "
-                    "check): it may have written for real",
+                    f"honoured the dry-run parameter ({read}, no sandbox check): it may have written "
+                    "for real",
                 )
             )
         if ratios.real_refusals:

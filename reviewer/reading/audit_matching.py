@@ -1,5 +1,5 @@
 """A real run's calls against the API's own audit log: matched, differs or missing, and the writes nobody
-approved (DESIGN 16).
+approved (docs/audit-logs.md).
 
 A call is found in the log by its request id first (the id the executor sent, or the API's own id from
 its answer); where the log keeps no id, by method, path, query and the run's time window, the entry
@@ -10,13 +10,20 @@ streamed: only the window's writes and the entries carrying one of the run's ids
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 from urllib.parse import unquote
 
-from reviewer.reading.audit_rows import AuditRow, MalformedLine, QueryPairs, query_pairs
+from reviewer.reading.audit_rows import (
+    WRITE_METHODS,
+    AuditRow,
+    MalformedLine,
+    QueryPairs,
+    query_pairs,
+    utc_time,
+)
 
 Verdict = Literal["matched", "differs", "missing"]
 MatchedBy = Literal["request id", "method, path, query and time", "time of the tool call"]
@@ -63,6 +70,69 @@ class Window:
 
 
 @dataclass(frozen=True, slots=True)
+class RequestLine:
+    """What identifies a request wherever it is written down: its method, its percent-decoded path,
+    and its query as sorted text pairs, or None where a log records no query (then the query is not
+    compared). The one test of "this log entry is that request" every matcher uses."""
+
+    method: str
+    path: str
+    query: QueryPairs | None
+
+    @classmethod
+    def of(cls, method: str, path: str, query: Mapping[str, Any] | str | None) -> RequestLine:
+        """A request line from its parts as a log or a request gives them: a path may carry its query
+        (`/v1/x?a=1`); a query is raw text or a mapping (a list value is several pairs)."""
+        bare, question, in_path = path.partition("?")
+        if isinstance(query, Mapping):
+            pairs: QueryPairs | None = tuple(
+                sorted(
+                    (str(name), _query_text(item))
+                    for name, value in query.items()
+                    for item in (value if isinstance(value, list | tuple) else [value])
+                )
+            )
+        elif isinstance(query, str):
+            pairs = query_pairs(query)
+        else:
+            pairs = query_pairs(in_path) if question else None
+        return cls(method.upper(), unquote(bare), pairs)
+
+    def agrees(self, other: RequestLine) -> bool:
+        """Same method and path, and the same query where both record one."""
+        return (
+            self.method == other.method
+            and self.path == other.path
+            and (self.query is None or other.query is None or self.query == other.query)
+        )
+
+
+def claim_lines(lines: Sequence[RequestLine], requests: Sequence[RequestLine]) -> list[int | None]:
+    """For each request in turn, the first line not yet claimed that records it (or None): one line
+    per request, and a line no request claimed is another client's. Lines are grouped by method and
+    path, and each group skips the lines claimed at its front, so a run of 200,000 calls against as
+    many lines is not 200,000 scans of them."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for index, line in enumerate(lines):
+        groups.setdefault((line.method, line.path), []).append(index)
+    front: dict[tuple[str, str], int] = {}
+    claimed: set[int] = set()
+    found: list[int | None] = []
+    for request in requests:
+        key = (request.method, request.path)
+        group = groups.get(key, [])
+        start = front.get(key, 0)
+        while start < len(group) and group[start] in claimed:
+            start += 1
+        front[key] = start
+        agreeing = next((at for at in group[start:] if at not in claimed and lines[at].agrees(request)), None)
+        if agreeing is not None:
+            claimed.add(agreeing)
+        found.append(agreeing)
+    return found
+
+
+@dataclass(frozen=True, slots=True)
 class CallInLog:
     """One call and the log entry that records it, or none."""
 
@@ -73,17 +143,47 @@ class CallInLog:
     differences: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class Unplanned:
+    """A write in the log no approved call made, and what makes it stand out."""
+
+    row: AuditRow
+    reuses: int | None = None
+    """The seq of the run's call whose request id it carries: another client that read the id."""
+    reuses_dry_run: bool = False
+    """It carries the id of one of the gate's own dry-run requests, already seen on another entry."""
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        notes = []
+        if self.reuses is not None:
+            notes.append(f"reuses call {self.reuses}'s request id")
+        if self.reuses_dry_run:
+            notes.append("reuses the request id of one of the gate's dry-run requests")
+        if self.row.dry_run_param and not self.row.is_dry_run:
+            notes.append("its query asks for a dry run, but it is none of the gate's dry-run requests")
+        return tuple(notes)
+
+
+def unplanned_rows(unplanned: Iterable[Unplanned]) -> list[AuditRow]:
+    """The log entries of unplanned writes, without what the matcher noticed about them."""
+    return [one.row for one in unplanned]
+
+
 @dataclass(frozen=True)
 class AuditMatch:
     """The run held against the log, and how much of the log was read to say so."""
 
     calls: tuple[CallInLog, ...]
-    unplanned: tuple[AuditRow, ...]
+    unplanned: tuple[Unplanned, ...]
     rows_read: int
     rows_in_window: int
     dry_runs_in_window: int
     malformed: tuple[MalformedLine, ...] = ()
     malformed_count: int = 0
+    gate_dry_runs: int = 0
+    """Entries the gate's own dry-run requests left, known by the request ids it sent them with: the
+    log shows they were asked, not whether the API honoured the dry run."""
 
     @property
     def matched(self) -> int:
@@ -122,15 +222,19 @@ def sent_calls(
             continue
         ids = ids_by_seq.get(seq, {})
         query = request.get("query")
-        query = query if isinstance(query, Mapping) else {}
+        line = RequestLine.of(
+            str(request.get("method", "")),
+            base_path.rstrip("/") + str(request.get("path", "")),
+            query if isinstance(query, Mapping) else {},
+        )
         status = outcome.get("http_status") if isinstance(outcome, Mapping) else None
         found.append(
             SentCall(
                 seq=seq,
                 tool=str(call.get("tool", "")),
-                method=str(request.get("method", "")).upper(),
-                path=unquote(base_path.rstrip("/") + str(request.get("path", ""))),
-                query=tuple(sorted((str(name), _query_text(value)) for name, value in query.items())),
+                method=line.method,
+                path=line.path,
+                query=line.query or (),
                 http_status=status if type(status) is int else None,
                 request_ids=tuple(str(ids[key]) for key in ("request_id", "api_request_id") if ids.get(key)),
                 sent_at=_utc_time(ids.get("sent_at")),
@@ -160,14 +264,8 @@ def tool_calls(spans: Sequence[Mapping[str, Any]]) -> list[SentCall]:
 
 
 def _utc_time(text: Any) -> datetime | None:
-    """An ISO 8601 time as an aware UTC time, or None for anything else."""
-    if not isinstance(text, str):
-        return None
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    """A time the report wrote as ISO 8601 text, as an aware UTC time; None for anything else."""
+    return utc_time(text) if isinstance(text, str) else None
 
 
 def _query_text(value: Any) -> str:
@@ -178,13 +276,23 @@ def _query_text(value: Any) -> str:
 
 
 def match_audit(
-    calls: Sequence[SentCall], entries: Iterable[AuditRow | MalformedLine], window: Window
+    calls: Sequence[SentCall],
+    entries: Iterable[AuditRow | MalformedLine],
+    window: Window,
+    dry_run_ids: Collection[str] = (),
 ) -> AuditMatch:
-    """Each call against the log's `entries` (streamed once), and the window's writes no call made."""
+    """Each call against the log's `entries` (streamed once), and the writes no call made.
+
+    `dry_run_ids` are the request ids the gate sent its own dry-run requests with: the first entry
+    carrying one is that request, and not a write. Every other write in the window is a write,
+    whatever its query says; so is every further entry carrying a run's id (one id, one entry)."""
     run_ids = {request_id for call in calls for request_id in call.request_ids}
+    gate_dry_runs = set(dry_run_ids)
+    seen_dry_runs: set[str] = set()
     writes: list[AuditRow] = []
+    borrowed: list[Unplanned] = []
     malformed: list[MalformedLine] = []
-    malformed_count = rows_read = rows_in_window = dry_runs = 0
+    malformed_count = rows_read = rows_in_window = dry_runs = own_dry_runs = 0
     for entry in entries:
         if isinstance(entry, MalformedLine):
             malformed_count += 1
@@ -192,16 +300,29 @@ def match_audit(
                 malformed.append(entry)
             continue
         rows_read += 1
-        carries_run_id = not run_ids.isdisjoint(entry.request_ids)
-        if not window.holds(entry.time) and not carries_run_id:
+        ids = entry.request_ids
+        carries_run_id = bool(ids) and not run_ids.isdisjoint(ids)
+        dry_run_id = next((request_id for request_id in ids if request_id in gate_dry_runs), None)
+        if not window.holds(entry.time) and not carries_run_id and dry_run_id is None:
             continue
         rows_in_window += 1
-        if entry.is_dry_run:
+        if dry_run_id is not None:
+            if dry_run_id not in seen_dry_runs:
+                seen_dry_runs.add(dry_run_id)
+                own_dry_runs += 1
+            else:
+                borrowed.append(Unplanned(entry, reuses_dry_run=True))
+        elif entry.is_dry_run:
             dry_runs += 1
-        elif entry.counts_as_write:
+        elif entry.counts_as_write or carries_run_id:
             writes.append(entry)
     claimed: set[int] = set()
-    results = [_by_request_id(call, writes, claimed) for call in calls]
+    reused: dict[int, int] = {}
+    by_id: dict[str, list[int]] = {}  # each id's writes, in log order: no scan of the log per call
+    for index, row in enumerate(writes):
+        for request_id in row.request_ids:
+            by_id.setdefault(request_id, []).append(index)
+    results = [_by_request_id(call, writes, by_id, claimed, reused) for call in calls]
     results = [  # a tool call has no request line: an empty one would match a row that names none
         _by_request_line(result.call, writes, claimed) if _missing(result, http=True) else result
         for result in results
@@ -211,14 +332,17 @@ def match_audit(
         for result in results
     ]
     unplanned = tuple(
-        row for index, row in enumerate(writes) if index not in claimed and window.holds(row.time)
+        Unplanned(row, reuses=reused.get(index))
+        for index, row in enumerate(writes)
+        if index not in claimed and (index in reused or window.holds(row.time))
     )
     return AuditMatch(
         calls=tuple(results),
-        unplanned=unplanned,
+        unplanned=(*borrowed, *unplanned),
         rows_read=rows_read,
         rows_in_window=rows_in_window,
-        dry_runs_in_window=dry_runs,
+        dry_runs_in_window=dry_runs + own_dry_runs,
+        gate_dry_runs=own_dry_runs,
         malformed=tuple(malformed),
         malformed_count=malformed_count,
     )
@@ -230,30 +354,50 @@ def _missing(result: CallInLog, *, http: bool) -> bool:
     return result.verdict == "missing" and result.call.is_http == http
 
 
-def _by_request_id(call: SentCall, writes: Sequence[AuditRow], claimed: set[int]) -> CallInLog:
-    """The first write carrying one of the call's ids; every write carrying one is the call's (a request
-    can leave several entries: Stripe's events, a proxy and the API both logging it)."""
-    found: AuditRow | None = None
-    for index, row in enumerate(writes):
-        if index not in claimed and any(request_id in row.request_ids for request_id in call.request_ids):
-            claimed.add(index)
-            found = found or row
-    if found is None:
+def _by_request_id(
+    call: SentCall,
+    writes: Sequence[AuditRow],
+    by_id: Mapping[str, Sequence[int]],
+    claimed: set[int],
+    reused: dict[int, int],
+) -> CallInLog:
+    """One write carrying one of the call's ids: the first whose method, path and status class agree
+    with the call's, else the first (which then differs). Every other write carrying one is a write no
+    approved call made that borrowed the call's id (`reused`), except a further event of the same
+    request in a format that logs several (Stripe's), when it agrees too."""
+    carrying = sorted(
+        {
+            index
+            for request_id in call.request_ids
+            for index in by_id.get(request_id, ())
+            if index not in claimed
+        }
+    )
+    if not carrying:
         return CallInLog(call, "missing")
-    return _judged(call, found, "request id")
+    judged = {index: _judged(call, writes[index], "request id") for index in carrying}
+    chosen = next((index for index in carrying if judged[index].verdict == "matched"), carrying[0])
+    claimed.add(chosen)
+    for index in carrying:
+        if index == chosen:
+            continue
+        if writes[index].events_per_request and judged[index].verdict == "matched":
+            claimed.add(index)
+        else:
+            reused[index] = call.seq
+    return judged[chosen]
 
 
 def _by_request_line(call: SentCall, writes: Sequence[AuditRow], claimed: set[int]) -> CallInLog:
     """Among the writes that carry no id at all, one of the same method, path and query: the nearest in
     time to when the call was sent (the first, without times)."""
+    asked = RequestLine(call.method, call.path, call.query)
     candidates = [
         index
         for index, row in enumerate(writes)
         if index not in claimed
         and not row.request_ids
-        and row.method == call.method
-        and unquote(row.path) == call.path
-        and query_pairs(row.query) == call.query
+        and RequestLine.of(row.method, row.path, row.query).agrees(asked)
     ]
     if not candidates:
         return CallInLog(call, "missing")
@@ -292,13 +436,42 @@ def _distance(time: datetime | None, sent_at: datetime) -> float:
 
 
 def _judged(call: SentCall, row: AuditRow, matched_by: MatchedBy) -> CallInLog:
-    """Matched, or differs where the log and the run disagree (status, method, path)."""
+    """Matched, or differs wherever the log and the run disagree, in what the log's format holds: the
+    status, method and path of a request line; an error the API logged (CloudTrail's `errorCode`) for
+    a call that succeeded; the operation (CloudTrail's `eventName` against the call's `Action`);
+    what a vendor's event did (a Stripe event's type) against the call's method and path."""
     differences: list[str] = []
+    succeeded = call.http_status is not None and call.http_status < 400
     if row.status is not None and call.http_status is not None and row.status != call.http_status:
         differences.append(f"status: run {call.http_status}, log {row.status}")
     if row.has_http_path and row.method and row.method != call.method:
         differences.append(f"method: run {call.method}, log {row.method}")
     if row.has_http_path and unquote(row.path) != call.path:
         differences.append(f"path: run {call.path}, log {unquote(row.path)}")
+    if row.error is not None and (succeeded or call.http_status is None):
+        differences.append(f"error: the run's call succeeded, the log says {row.error}")
+    if not row.has_http_path and row.action:
+        differences.extend(_operation_differences(call, row.action, events=row.events_per_request))
+    if not row.has_http_path and not row.is_write and call.method in WRITE_METHODS:
+        differences.append(f"operation: run {call.method}, log {row.action or row.method} (a read)")
     verdict: Verdict = "differs" if differences else "matched"
     return CallInLog(call, verdict, row, matched_by, tuple(differences))
+
+
+def _operation_differences(call: SentCall, action: str, *, events: bool) -> list[str]:
+    """A vendor's word for what the request did against what the call asked: an AWS `Action` the
+    call named against the record's `eventName`; a Stripe event's type (`customer.deleted`) against
+    the call's method and the resource its path names."""
+    if not events:
+        asked = dict(call.query).get("Action")
+        if asked is not None and asked != action:
+            return [f"operation: run {asked}, log {action}"]
+        return []
+    resource, _, happened = action.rpartition(".")
+    problems = []
+    if (happened == "deleted") != (call.method == "DELETE"):
+        problems.append(f"event: run {call.method} {call.path}, log {action}")
+    words = {segment[:-1] if segment.endswith("s") else segment for segment in call.path.split("/")}
+    if resource and resource.rpartition(".")[2] not in words and not problems:
+        problems.append(f"event: run {call.method} {call.path}, log {action} (another kind of object)")
+    return problems

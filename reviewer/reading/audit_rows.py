@@ -8,7 +8,7 @@ where it was, so a line that cannot be read is counted and shown, never dropped 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Final
 from urllib.parse import parse_qsl
 
@@ -40,13 +40,25 @@ class AuditRow:
     actor: str | None = None
     user_agent: str | None = None
     is_dry_run: bool = False
+    """The API itself says it was a dry run (CloudTrail's `Client.DryRunOperation`, a Kubernetes
+    `dryRun` the API server honours, a log field that records it). A query parameter's name never says
+    so: an API that does not know it writes (`dry_run_param` notes it)."""
     is_write: bool = True
     action: str | None = None
     """The vendor's own word for what happened: a verb, an eventName, an event type."""
+    error: str | None = None
+    """The error the API answered, where the log names it apart from a status (CloudTrail's
+    `errorCode`)."""
+    dry_run_param: bool = False
+    """The query carries a parameter that reads as a dry run (`dry_run=1`, `validateOnly=true`), which
+    only the API's honouring makes one: said beside a write, never a reason to leave it out."""
+    events_per_request: bool = False
+    """The format logs what a request caused, several entries per request (Stripe's events), each
+    carrying the request's id; other formats log one entry per request."""
 
     @property
     def counts_as_write(self) -> bool:
-        """A write the API performed: a dry run never is, whatever its method."""
+        """A write the API performed: a dry run the API vouches for never is, whatever its method."""
         return self.is_write and not self.is_dry_run
 
     @property
@@ -63,9 +75,8 @@ class MalformedLine:
 
 
 def query_pairs(query: str) -> QueryPairs:
-    """A raw query string as sorted pairs, without the dry-run parameter a server dry run adds."""
-    pairs = parse_qsl(query, keep_blank_values=True)
-    return tuple(sorted((name, value) for name, value in pairs if not names_dry_run(name)))
+    """A raw query string as sorted pairs (a dry-run parameter included: it is part of the request)."""
+    return tuple(sorted(parse_qsl(query, keep_blank_values=True)))
 
 
 def has_dry_run_param(query: str) -> bool:
@@ -77,3 +88,18 @@ def has_dry_run_param(query: str) -> bool:
         names_dry_run(name) and value.lower() not in ("", "false", "0", "none")
         for name, value in parse_qsl(query, keep_blank_values=True)
     )
+
+
+def utc_time(value: object) -> datetime | None:
+    """A log's time as an aware UTC time: ISO 8601 text (`2026-12-02T01:02:03Z`, with an offset, or
+    without one, read as UTC) or Unix seconds; None for anything else. The one reading of a log time:
+    the readers, the matcher and the screen agree on what a time is."""
+    try:
+        if type(value) is str:
+            parsed = datetime.fromisoformat(value)
+            return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return datetime.fromtimestamp(value, UTC)
+    except (ValueError, OverflowError, OSError):
+        pass
+    return None

@@ -12,13 +12,14 @@ between them is the point. The comparison of one real call with its plan call is
 
 from __future__ import annotations
 
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from reviewer.plan.matching import FieldChange, match_call, plain
 from reviewer.plan.proposal import Call, Proposal
+from reviewer.reading.audit_matching import RequestLine, claim_lines
 from reviewer.reading.minted_checks import minted_value_checks
 
 CheckStatus = Literal[
@@ -199,23 +200,23 @@ def _held_to_minted_values(
 def _against_audit(
     checks: list[CallCheck], executed_calls: Sequence[Call], audit: Sequence[Mapping[str, Any]]
 ) -> tuple[list[CallCheck], tuple[int, ...]]:
-    """Pair each real call with the next audit line of the same method and path, and note where
-    the audit disagrees with what the run reported."""
-    waiting: defaultdict[tuple[str, str], deque[int]] = defaultdict(deque)
-    for line_index, line in enumerate(audit):
-        waiting[(str(line.get("method", "")).upper(), str(line.get("path", "")))].append(line_index)
+    """Pair each real call with the next audit line of the same method and path (`claim_lines`, as
+    every matcher of a log does), and note where the audit disagrees with what the run reported."""
+    lines = [RequestLine.of(str(line.get("method", "")), str(line.get("path", "")), None) for line in audit]
+    sent = [check for check in checks if executed_calls[check.executed_index].request is not None]
+    requests = []
+    for check in sent:
+        request = executed_calls[check.executed_index].request
+        assert request is not None
+        requests.append(RequestLine.of(request.method, request.path, None))
+    line_of = dict(zip((id(check) for check in sent), claim_lines(lines, requests), strict=True))
     used: set[int] = set()
     result: list[CallCheck] = []
     for check in checks:
-        real = executed_calls[check.executed_index]
-        if real.request is None:
+        line_index = line_of.get(id(check))
+        if line_index is None:
             result.append(check)
             continue
-        lines = waiting.get((real.request.method.upper(), real.request.path))
-        if not lines:
-            result.append(check)
-            continue
-        line_index = lines.popleft()
         used.add(line_index)
         line = audit[line_index]
         audit_status = line.get("http_status", line.get("status"))

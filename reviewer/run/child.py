@@ -10,6 +10,7 @@ import contextlib
 import os
 import shutil
 import signal
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -23,6 +24,37 @@ PROPOSAL_ID_ENV: Final = "REVIEWER_PROPOSAL_ID"
 WITHHELD_ENV: Final = frozenset({AGENT_TOKEN_ENV, "REVIEWER_TOKEN", "SSH_AUTH_SOCK"})
 """The queue tokens: the agent's (it could submit and run plans) and a reviewer's (it could approve
 them); and the agent socket (its keys could sign a reviewer's approval)."""
+HOST_SOCKET_ENV: Final = frozenset(
+    {
+        "TMUX",
+        "TMUX_PANE",
+        "STY",
+        "WINDOW",
+        "DBUS_SESSION_BUS_ADDRESS",
+        "DBUS_SYSTEM_BUS_ADDRESS",
+        "SSH_AGENT_PID",
+        "GPG_AGENT_INFO",
+        "GNUPGHOME",
+        "XDG_RUNTIME_DIR",
+        "DISPLAY",
+        "WAYLAND_DISPLAY",
+        "XAUTHORITY",
+        "KRB5CCNAME",
+        "SWAYSOCK",
+        "I3SOCK",
+        "KITTY_LISTEN_ON",
+        "NVIM",
+        "NVIM_LISTEN_ADDRESS",
+        "VSCODE_IPC_HOOK_CLI",
+        "PULSE_SERVER",
+        "SYSTEMD_EXEC_PID",
+        "INVOCATION_ID",
+        "NOTIFY_SOCKET",
+    }
+)
+"""Where the operator's sessions and agents listen (a tmux or screen server runs any command it is sent;
+D-Bus starts services, `systemd-run --user`; gpg-agent signs): names the child has no use for. A
+variable whose value names a Unix socket that exists goes too, whatever its name."""
 STOP_GRACE_SECONDS: Final = 5.0
 
 
@@ -37,6 +69,24 @@ def withheld_variables(
     return named | {name for name, value in environ.items() if any(secret in value for secret in values)}
 
 
+def host_socket_variables(environ: Mapping[str, str]) -> set[str]:
+    """The variables that tell where a host socket is: `HOST_SOCKET_ENV`'s, and any whose value (or
+    its `unix:path=` or its part before a comma, as tmux writes it) names an existing Unix socket."""
+    found = set(HOST_SOCKET_ENV) & environ.keys()
+    for name, value in environ.items():
+        for candidate in (value, value.partition(",")[0], value.rpartition("path=")[2].partition(",")[0]):
+            if candidate.startswith("/") and _is_socket(candidate):
+                found.add(name)
+    return found
+
+
+def _is_socket(path: str) -> bool:
+    try:
+        return stat.S_ISSOCK(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
 def child_environment(
     environ: Mapping[str, str],
     *,
@@ -46,7 +96,7 @@ def child_environment(
     secrets: Iterable[str] = (),
 ) -> dict[str, str]:
     """The child's environment: the parent's without `withheld_variables`, with the gate's URL."""
-    hidden = withheld_variables(environ, withheld, secrets)
+    hidden = withheld_variables(environ, withheld, secrets) | host_socket_variables(environ)
     environment = {name: value for name, value in environ.items() if name not in hidden}
     environment[API_URL_ENV] = api_url
     environment[PROPOSAL_ID_ENV] = proposal_id
@@ -82,14 +132,16 @@ async def run_child(
     timeout: float,
     stop: asyncio.Event,
     sandbox: Sandbox,
+    gate_socket: str | None = None,
 ) -> ChildExit:
-    """Run COMMAND in `sandbox` to its end, or until `timeout` seconds pass or `stop` is set, then end
-    its session."""
+    """Run COMMAND in `sandbox` (reaching the gate at `gate_socket` where it has a network of its own)
+    to its end, or until `timeout` seconds pass or `stop` is set, then end its session and whatever it
+    left behind."""
     if sandbox.prefix and shutil.which(command[0]) is None:
         raise RunRefused(f"cannot start {command[0]!r}: no such program")
     try:
         process = await asyncio.create_subprocess_exec(
-            *sandbox.wrap(command), env=dict(environment), start_new_session=True
+            *sandbox.wrap(command, gate_socket), env=dict(environment), start_new_session=True
         )
     except OSError as error:
         raise RunRefused(f"cannot start {command[0]!r}: {error.strerror or error}") from None
@@ -108,6 +160,7 @@ async def run_child(
         if process.returncode is None:
             await asyncio.shield(_end_session(process))
         waiting.cancel()
+        await asyncio.to_thread(sandbox.end_leftovers)
 
 
 async def _end_session(process: asyncio.subprocess.Process) -> None:

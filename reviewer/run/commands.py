@@ -7,6 +7,7 @@ import asyncio
 import os
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reviewer.audit.options import add_source_options
@@ -156,6 +157,29 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "a request for changes ends the run)",
     )
     parser.add_argument(
+        "--writable",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a file or folder COMMAND may write besides its working directory (repeatable); it may not "
+        "hold your home",
+    )
+    parser.add_argument(
+        "--readable",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a file or folder COMMAND may read where the sandbox hides it, e.g. under your home "
+        "(repeatable); read-only",
+    )
+    parser.add_argument(
+        "--share-network",
+        action="store_true",
+        help="keep the machine's network in the sandbox (an agent that calls its model's API): COMMAND "
+        "then reaches the host's loopback services and abstract sockets too, and the gate's URL holds a "
+        "secret; by default its network holds the gate alone",
+    )
+    parser.add_argument(
         "--no-sandbox",
         action="store_true",
         help="run COMMAND as your user, unsandboxed, where no sandbox can be made: it can then read the "
@@ -180,7 +204,7 @@ def _run(options: argparse.Namespace) -> int:
         with_api_auth,
     )
     from reviewer.run.runner import RunSettings, run
-    from reviewer.run.sandbox import NO_SANDBOX_COST, choose_sandbox
+    from reviewer.run.sandbox import Reach, choose_sandbox
     from reviewer.run.sealed import make_undumpable, scrub_initial_environment
 
     command = list(options.command)
@@ -223,9 +247,21 @@ def _run(options: argparse.Namespace) -> int:
         # No secret stays in this process's initial environment, and no process of this user may read it.
         make_undumpable()
         scrub_initial_environment(withheld_variables(environ, withheld.from_env, withheld.secrets))
-        sandbox = choose_sandbox(environ, withheld.from_files, allow_none=options.no_sandbox)
-        if sandbox.kind == "none":
-            print(f"reviewer run: --no-sandbox: {NO_SANDBOX_COST}", file=sys.stderr)
+        if options.no_sandbox and (options.writable or options.readable):
+            raise RunRefused("--writable and --readable shape the sandbox; --no-sandbox has none")
+        reach = Reach(
+            Path.cwd(),
+            tuple(Path(path) for path in options.writable),
+            tuple(Path(path) for path in options.readable),
+        )
+        sandbox = choose_sandbox(
+            environ,
+            withheld.from_files,
+            allow_none=options.no_sandbox,
+            reach=reach,
+            share_network=options.share_network,
+        )
+        print(f"reviewer run: {sandbox.describe()}", file=sys.stderr, flush=True)
         settings = RunSettings(
             api=check_api_url(options.api),
             command=command,
@@ -303,15 +339,11 @@ def _audit_option(
     URL (no known kind before its colon) is the sample API's own log read through the API, as
     `--audit` meant before it took sources."""
     from reviewer.agent.audit import HttpAuditLog
-    from reviewer.audit.options import BadAuditOption, field_mapping
-    from reviewer.audit.registry import BadAuditSource, audit_source, readers
+    from reviewer.audit.options import BadAuditOption, audit_option
+    from reviewer.audit.registry import readers
     from reviewer.run.errors import RunRefused
 
-    if not value:
-        if fields or headers:
-            raise RunRefused("--audit-field and --audit-header read an --audit KIND:LOCATION; name one")
-        return None
-    if value.partition(":")[0] not in readers():
+    if value and value.partition(":")[0] not in readers():
         if fields or headers:
             raise RunRefused(
                 f"--audit {value[:80]!r} is the sample API's log read through the API, which takes no "
@@ -319,6 +351,6 @@ def _audit_option(
             )
         return HttpAuditLog(value)
     try:
-        return audit_source(value, field_mapping(fields), headers, stdin_is=STDIN_OF_A_RUN)
-    except (BadAuditSource, BadAuditOption) as error:
+        return audit_option(value, fields, headers, stdin_is=STDIN_OF_A_RUN)
+    except BadAuditOption as error:
         raise RunRefused(str(error)) from None

@@ -202,6 +202,13 @@ class HttpGate:
 
     async def _answer(self, scope: Scope, receive: Receive, send: Send) -> Answer | None:
         method, path = scope["method"].upper(), request_path(scope)
+        unsendable = unsendable_byte(path)
+        if unsendable is not None:
+            return refusal(
+                400,
+                f"reviewer run: the path of this {method[:20]} holds {unsendable}, which a URL cannot "
+                "carry; not recorded, not sent",
+            )
         where = f"{method} {path[:200]}"
         if self.spoiled is not None:
             return refusal(409, f"reviewer run: the dry run was stopped: {self.spoiled}")
@@ -347,6 +354,21 @@ def request_path(scope: Scope) -> str:
         return decoded.decode("utf-8")
     except UnicodeDecodeError:
         return raw.decode("latin-1")
+
+
+_BYTE_NAMES: Final = {0x00: "NUL", 0x09: "TAB", 0x0A: "LF", 0x0D: "CR", 0x1B: "ESC", 0x7F: "DEL"}
+
+
+def unsendable_byte(path: str) -> str | None:
+    """The first byte of the decoded path a request line cannot carry (a NUL, CR, LF or other control
+    byte, sent as `%00` or `%0D%0A`), named; None when there is none. Such a path cannot be sent as
+    approved: a client refuses it, or a server cuts or splits the request there."""
+    for character in path:
+        code = ord(character)
+        if code < 0x20 or code == 0x7F:
+            name = _BYTE_NAMES.get(code, "a control byte")
+            return f"{name} (%{code:02X})"
+    return None
 
 
 def _dot_segments(path: str) -> str | None:

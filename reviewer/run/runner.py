@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from reviewer.agent.gate import Gate, new_proposal_id
 from reviewer.agent.sandbox_check import SandboxCheck
 from reviewer.agent.tools import ACTIVE_RUN
 from reviewer.audit.checks import alarm_line
-from reviewer.audit.commands import row_text
+from reviewer.audit.commands import unplanned_text
 from reviewer.audit.inputs import AuditSourceUnreadable
 from reviewer.audit.registry import AuditSource
 from reviewer.plan.proposal import Agent, Proposal, ProposalError, Target, dumps, scan_proposal
@@ -46,8 +47,8 @@ from reviewer.run.gate import DryMode, HttpGate, RealMode
 from reviewer.run.openapi import ApiDocument
 from reviewer.run.options import Credentials
 from reviewer.run.replan import FEEDBACK_ENV, with_feedback_env
-from reviewer.run.sandbox import Sandbox
-from reviewer.run.serving import serving
+from reviewer.run.sandbox import GATE_PORT, Sandbox
+from reviewer.run.serving import serving, serving_privately
 
 REACHABILITY_TIMEOUT = 10.0
 
@@ -195,7 +196,7 @@ async def _run(settings: RunSettings) -> int:
         )
         proposal_id = new_proposal_id(title)
         http_gate = HttpGate(api, settings.api, settings.document)
-        async with serving(http_gate) as gate_url:
+        async with gate_endpoint(http_gate, settings.sandbox) as (gate_url, gate_socket):
             environment = child_environment(
                 settings.environ,
                 api_url=gate_url,
@@ -211,9 +212,22 @@ async def _run(settings: RunSettings) -> int:
                     timeout=settings.timeout,
                     stop=http_gate.stop,
                     sandbox=settings.sandbox,
+                    gate_socket=gate_socket,
                 )
 
             return await plan_until_decided(gate, http_gate, child, settings, title, proposal_id)
+
+
+@asynccontextmanager
+async def gate_endpoint(http_gate: HttpGate, sandbox: Sandbox) -> AsyncIterator[tuple[str, str | None]]:
+    """The gate served for COMMAND: the URL it is given, and the Unix socket its sandbox reaches the
+    gate through (None where COMMAND shares the machine's network and the URL holds a secret)."""
+    if sandbox.private_network:
+        async with serving_privately(http_gate) as gate_socket:
+            yield f"http://127.0.0.1:{GATE_PORT}", gate_socket
+    else:
+        async with serving(http_gate) as gate_url:
+            yield gate_url, None
 
 
 Child = Callable[[], Awaitable[ChildExit]]
@@ -291,9 +305,13 @@ async def dry_run(
         return None
     dry_run_audit = await gate.audit_dry_run(recording)
     if dry_run_audit is not None:
-        say(alarm_line(dry_run_audit) + ("; the plan carries the alarm" if dry_run_audit.unplanned else ""))
-        for row in dry_run_audit.unplanned:
-            say(safe_text(f"unplanned during the dry run: {row_text(row)}"))
+        source_name = gate.audit_source.name if gate.audit_source is not None else "the audit log"
+        say(
+            alarm_line(dry_run_audit, source_name)
+            + ("; the plan carries the alarm" if dry_run_audit.unplanned else "")
+        )
+        for unplanned in dry_run_audit.unplanned:
+            say(safe_text(f"unplanned during the dry run: {unplanned_text(unplanned)}"))
     proposal = gate.propose(
         recording, title=title, proposal_id=proposal_id, revision=revision, dry_run_audit=dry_run_audit
     )
@@ -328,8 +346,8 @@ async def decide_and_run(
         return 1
     if http_gate.late_requests:
         say(
-            f"{http_gate.late_requests[0]} reached the gate after the dry run ended (a process COMMAND left "
-            "behind?); nothing was run, the approval stays unused"
+            f"{safe_text(http_gate.late_requests[0])} reached the gate after the dry run ended (a process "
+            "COMMAND left behind?); nothing was run, the approval stays unused"
         )
         return 1
 
@@ -365,8 +383,8 @@ async def report_audit(gate: Gate, execution: Execution) -> None:
     if result is None:
         say(f"audit: {gate.audit_source.name} could not be read; the run is not verified against it")
         return
-    for row in result.unplanned:
-        say(safe_text(f"unplanned: {row_text(row)}"))
+    for unplanned in result.unplanned:
+        say(safe_text(f"unplanned: {unplanned_text(unplanned)}"))
     if not result.complete:
         say(f"audit: incomplete, {gate.audit_source.name} cannot vouch for this run")
     say(result.summary)
@@ -375,7 +393,12 @@ async def report_audit(gate: Gate, execution: Execution) -> None:
 def report(gate: Gate, execution: Execution, approved_by: str) -> int:
     """One line for the run, one for its verification; 0 only when every approved call succeeded."""
     verification = gate.verify(execution)
-    checked = "against the audit log" if execution.audit_available else "against the plan (no --audit)"
+    if execution.audit_available:
+        checked = "against the audit log"
+    elif gate.audit_source is not None:
+        checked = f"against the plan ({gate.audit_source.name} is held against the run on the next line)"
+    else:
+        checked = "against the plan (no --audit)"
     if execution.ok:
         say(
             f"approved by {approved_by}; all {len(execution.executed)} calls succeeded; verified {checked}: "

@@ -1,4 +1,6 @@
-"""Serving the gate on a loopback port, in this process's own event loop.
+"""Serving the gate, in this process's own event loop: on a Unix socket only the operator may open,
+which the sandbox's relay (`reviewer.run.relay`) puts on the child's own loopback; or, where COMMAND
+shares the machine's network (`--no-sandbox`, another user), on a loopback port behind a secret.
 
 uvicorn serves it (it is already what the queue and the sample API run on): it parses HTTP, keeps
 connections alive, closes idle ones, and answers 503 beyond a bound on concurrent connections, so a
@@ -17,9 +19,12 @@ import asyncio
 import contextlib
 import hmac
 import secrets
+import shutil
 import socket
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any, Final
 
 import uvicorn
@@ -79,17 +84,10 @@ class _GateServer(uvicorn.Server):
 
 
 @asynccontextmanager
-async def serving(app: Any) -> AsyncIterator[str]:
-    """Serve `app` on a free loopback port until the block ends; yields its base URL, which holds the
-    secret only its holder may use the gate with."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind((LOOPBACK, 0))
-    sock.listen(MAX_CONNECTIONS)
-    secret = secrets.token_urlsafe(32)
+async def _served(app: Any, sock: socket.socket) -> AsyncIterator[None]:
+    """uvicorn serving `app` on the bound, listening `sock` until the block ends."""
     config = uvicorn.Config(
-        OnlyItsChild(app, secret),
+        app,
         log_level="warning",
         access_log=False,
         lifespan="off",
@@ -101,9 +99,41 @@ async def serving(app: Any) -> AsyncIterator[str]:
     server = _GateServer(config)
     task = asyncio.create_task(server.serve(sockets=[sock]), name="reviewer-run-gate")
     try:
-        yield f"http://{LOOPBACK}:{sock.getsockname()[1]}/{secret}"
+        yield
     finally:
         server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
             await task
         sock.close()
+
+
+@asynccontextmanager
+async def serving(app: Any) -> AsyncIterator[str]:
+    """Serve `app` on a free loopback port until the block ends; yields its base URL, which holds the
+    secret only its holder may use the gate with."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind((LOOPBACK, 0))
+    sock.listen(MAX_CONNECTIONS)
+    secret = secrets.token_urlsafe(32)
+    async with _served(OnlyItsChild(app, secret), sock):
+        yield f"http://{LOOPBACK}:{sock.getsockname()[1]}/{secret}"
+
+
+@asynccontextmanager
+async def serving_privately(app: Any) -> AsyncIterator[str]:
+    """Serve `app` on a Unix socket in a folder of its own that only this user may open, until the
+    block ends; yields the socket's path. No other user can connect to it, let alone fill its
+    connections, and nothing of it shows in /proc/net/tcp."""
+    folder = Path(tempfile.mkdtemp(prefix="reviewer-gate-"))  # mode 0700
+    path = folder / "gate.sock"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(str(path))
+        sock.listen(MAX_CONNECTIONS)
+        async with _served(app, sock):
+            yield str(path)
+    finally:
+        sock.close()
+        shutil.rmtree(folder, ignore_errors=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import msgspec
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
@@ -38,9 +39,10 @@ from reviewer.service.metrics import Metrics
 from reviewer.service.notifications.delivery import Deliverer
 from reviewer.service.notifications.sender import Sender
 from reviewer.service.notifications.targets import notifying
+from reviewer.service.oidc import IdentityTokens
 from reviewer.service.request_log import RequestLog
 from reviewer.service.responses import error_json, error_response
-from reviewer.service.routes import decisions, health, identity, metrics, proposals, runs
+from reviewer.service.routes import decisions, health, identity, metrics, proposals, runs, trail
 from reviewer.service.store import (
     DEFAULT_APPROVAL_TTL,
     DEFAULT_CLAIM_LEASE,
@@ -57,6 +59,7 @@ ROUTERS: Final = (
     runs.router,
     health.router,
     metrics.router,
+    trail.router,
 )
 
 LIMITS: Final = (
@@ -79,6 +82,8 @@ def create_app(
     remind_after: float | None = None,
     api_docs: bool = False,
     keep_deliveries: float | None = None,
+    identity_tokens: IdentityTokens | None = None,
+    trail_key: Ed25519PrivateKey | None = None,
 ) -> FastAPI:
     """The service on the database `db` names (or on `store`), with an injectable clock and TTLs.
 
@@ -86,6 +91,9 @@ def create_app(
     sends them from threads that start and stop with the app. `api_docs` (`serve --api-docs`) serves
     the Swagger UI at `/docs` and ReDoc at `/redoc`; off by default, since both pages load their
     scripts from a CDN. `/openapi.json` is always served: it describes the API, holds no data.
+    With `identity_tokens` (`serve --oidc-issuer`), reviewers sign in through that OpenID provider.
+    `trail_key` (`serve --trail-key`) signs the trail's checkpoints; without it the queue keeps its
+    log and signs none.
     """
     queue: QueueStore = store or open_store(
         db,
@@ -114,6 +122,7 @@ def create_app(
 
     app = QueueApp(
         queue,
+        provider_signs_in=identity_tokens is not None,
         title="reviewer queue",
         version="1",
         description=(
@@ -125,6 +134,8 @@ def create_app(
         redoc_url="/redoc" if api_docs else None,
     )
     app.state.store = queue
+    app.state.identity_tokens = identity_tokens
+    app.state.trail_key = trail_key
     for router in ROUTERS:
         app.include_router(router)
 
@@ -181,10 +192,11 @@ class QueueApp(FastAPI):
     FastAPI's own middleware (errors, telemetry, body limit) nor its router, and is logged like
     every other request."""
 
-    def __init__(self, store: QueueStore, **settings: Any) -> None:
+    def __init__(self, store: QueueStore, provider_signs_in: bool = False, **settings: Any) -> None:
         super().__init__(**settings)
         self.state.metrics = Metrics(store, self.router.routes)
-        self.front = RequestLog(IdlePoll(self.routed, store), on_response=self.state.metrics.count_request)
+        idle_poll = IdlePoll(self.routed, store, provider_signs_in)
+        self.front = RequestLog(idle_poll, on_response=self.state.metrics.count_request)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.front(scope, receive, send)

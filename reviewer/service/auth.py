@@ -14,12 +14,20 @@ import secrets
 from dataclasses import dataclass
 from typing import Literal
 
-Role = Literal["agent", "reviewer", "metrics"]
-ROLES: tuple[Role, ...] = ("agent", "reviewer", "metrics")
-"""`metrics`: reads `/metrics` and nothing else (it owns no proposal and may decide nothing)."""
+Role = Literal["agent", "reviewer", "metrics", "auditor"]
+Kind = Literal["minted", "break-glass", "provider"]
+"""How a caller signed in: a token `reviewer token create` minted, one minted `--break-glass` (a
+reviewer's way in while the provider is down, marked in the trail), or the team's OpenID provider."""
+ROLES: tuple[Role, ...] = ("agent", "reviewer", "metrics", "auditor")
+"""`metrics`: reads `/metrics` and nothing else (it owns no proposal and may decide nothing);
+`auditor`: reads the trail and its checkpoints, and nothing else."""
 TOKEN_PREFIX = "rvw_"
-TOKEN_SHAPED = re.compile(re.escape(TOKEN_PREFIX) + r"[A-Za-z0-9_-]+", re.IGNORECASE)
-"""The prefix and the base64url text after it: a token in `mint_token`'s format, or a piece of one."""
+TOKEN_SHAPED = re.compile(
+    re.escape(TOKEN_PREFIX) + r"[A-Za-z0-9_-]+|(?-i:eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]*)?)",
+    re.IGNORECASE,
+)
+"""The prefix and the base64url text after it: a token in `mint_token`'s format, or a piece of one;
+or a JWT's header and body (an identity token from the provider, which authenticates for minutes)."""
 REDACTED = TOKEN_PREFIX + "[redacted]"
 
 
@@ -30,6 +38,17 @@ class Identity:
     token_id: int
     name: str
     role: Role
+    kind: Kind = "minted"
+    subject: str | None = None
+    """The provider's `iss` and `sub` of a person signed in through it, as `ISSUER#SUBJECT`."""
+
+    @property
+    def principal(self) -> str:
+        """The deciding identity as the trail records it: `token:NAME`, `break-glass:NAME`, or
+        `oidc:ISSUER#SUBJECT` (the provider's own name for the person, which outlives an email)."""
+        if self.kind == "provider" and self.subject is not None:
+            return f"oidc:{self.subject}"
+        return f"{'break-glass' if self.kind == 'break-glass' else 'token'}:{self.name}"
 
 
 def mint_token() -> str:
@@ -54,4 +73,4 @@ def redact_tokens(text: str) -> str:
     through here; a name or an id that merely starts with the prefix is redacted too, which costs
     nothing but a less precise message.
     """
-    return TOKEN_SHAPED.sub(REDACTED, text)
+    return TOKEN_SHAPED.sub(lambda found: "[redacted]" if found[0].startswith("eyJ") else REDACTED, text)

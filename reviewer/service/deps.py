@@ -8,9 +8,11 @@ from typing import Annotated, Final
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from reviewer.service.auth import Identity, Role, hash_token
 from reviewer.service.errors import BadRequest, Forbidden, Unauthorized
+from reviewer.service.oidc import IdentityTokens, TokenRefused, looks_like_jwt
 from reviewer.service.store import QueueStore
 
 MAX_TOKEN_CHARS: Final = 512
@@ -20,7 +22,11 @@ IDEMPOTENCY_KEY_PATTERN: Final = r"^[!-~](?:[ -~]{0,253}[!-~])?$"
 """1 to 255 printable ASCII characters, no space at either end (HTTP would strip it)."""
 IDEMPOTENCY_KEY: Final = re.compile(IDEMPOTENCY_KEY_PATTERN.strip("^$"))
 
-_bearer = HTTPBearer(auto_error=False, description="A token minted by `reviewer token create`.")
+_bearer = HTTPBearer(
+    auto_error=False,
+    description="A token minted by `reviewer token create`, or a reviewer's identity token from the "
+    "queue's OpenID provider (see `GET /v1/auth`).",
+)
 
 
 async def get_store(request: Request) -> QueueStore:
@@ -39,7 +45,23 @@ async def current_caller(
     store: Store,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Identity:
-    """The caller's identity from its bearer token alone; runs on the loop (one indexed lookup)."""
+    """The caller's identity from its bearer token alone: a minted token (one indexed lookup, on
+    the loop), or, on a queue that signs reviewers in through a provider, its identity token."""
+    provider: IdentityTokens | None = request.app.state.identity_tokens
+    if credentials is not None and provider is not None and looks_like_jwt(credentials.credentials):
+        identity = await run_in_threadpool(provider_caller, store, provider, credentials.credentials)
+    else:
+        identity = minted_caller(store, credentials, provider is not None)
+    request.state.who = identity.name
+    return identity
+
+
+Caller = Annotated[Identity, Depends(current_caller)]
+
+
+def minted_caller(
+    store: QueueStore, credentials: HTTPAuthorizationCredentials | None, provider_signs_in: bool
+) -> Identity:
     if credentials is None or not usable_token(credentials.credentials):
         raise Unauthorized("send the token as `Authorization: Bearer <token>`")
     identity = identity_for(store, credentials.credentials)
@@ -48,11 +70,27 @@ async def current_caller(
         raise Unauthorized(
             f"{reason or 'this token is unknown or revoked'}; ask the queue's operator for one"
         )
-    request.state.who = identity.name
+    if minted_reviewer_refused(identity, provider_signs_in):
+        raise Unauthorized(
+            "reviewers sign in to this queue through the identity provider (`reviewer login --queue "
+            "URL`); a minted reviewer token decides here only when made with --break-glass"
+        )
     return identity
 
 
-Caller = Annotated[Identity, Depends(current_caller)]
+def minted_reviewer_refused(identity: Identity, provider_signs_in: bool) -> bool:
+    """Where reviewers sign in through the provider, the only minted reviewer tokens are break-glass ones."""
+    return provider_signs_in and identity.role == "reviewer" and identity.kind == "minted"
+
+
+def provider_caller(store: QueueStore, provider: IdentityTokens, token: str) -> Identity:
+    """The person the provider's identity token names, in a worker thread (the provider's keys may
+    have to be fetched)."""
+    try:
+        person = provider.check(token)
+    except TokenRefused as refused:
+        raise Unauthorized(str(refused)) from None
+    return store.sign_in(person)
 
 
 def usable_token(token: str) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reviewer.service.auth import hash_token
-from reviewer.service.deps import usable_token
+from reviewer.service.deps import minted_reviewer_refused, usable_token
 from reviewer.service.routes.proposals import DEFAULT_LIMIT, etag_matches, list_etag
 from reviewer.service.store import QueueStore
 
@@ -25,11 +25,13 @@ LIST_PATH = "/v1/proposals"
 class IdlePoll:
     """ASGI middleware: the 304 of an unchanged listing, for the query-less poll the app sends."""
 
-    __slots__ = ("app", "store")
+    __slots__ = ("app", "provider_signs_in", "store")
 
-    def __init__(self, app: ASGIApp, store: QueueStore) -> None:
+    def __init__(self, app: ASGIApp, store: QueueStore, provider_signs_in: bool = False) -> None:
         self.app = app
         self.store = store
+        self.provider_signs_in = provider_signs_in
+        """Reviewers sign in through a provider: a minted reviewer token goes the ordinary way (its 401)."""
 
     async def __call__(
         self,
@@ -71,7 +73,11 @@ class IdlePoll:
             identity, version = self.store.caller_and_list_version(hash_token(token))
         except Exception:  # the ordinary way meets the same failure and answers it as documented
             return None
-        if identity is None or identity.role != "reviewer":
+        if (
+            identity is None
+            or identity.role != "reviewer"
+            or minted_reviewer_refused(identity, self.provider_signs_in)
+        ):
             return None
         etag = list_etag(version.last_seq, version.next_deadline, None, None, DEFAULT_LIMIT)
         if not etag_matches(if_none_match, etag):

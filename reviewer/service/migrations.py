@@ -29,6 +29,8 @@ STEPS: Final = {
     4: "the notifications' outbox",
     5: "metrics tokens, token expiry, and rotation (the replaced token valid for a grace period)",
     6: "the decision request_changes, and its trail event changes_requested",
+    7: "reviewers signed in by an OpenID provider, break-glass tokens, the deciding identity in the trail",
+    8: "the trail's Merkle log (every event a leaf, checkpoints signed with --trail-key), and auditor tokens",
 }
 """What each numbered step adds; the backends hold its SQL under the same number."""
 

@@ -48,6 +48,23 @@ def required_timestamp(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
 
 
+LATEST_TIMESTAMP: Final = datetime.max.replace(tzinfo=UTC).timestamp()
+"""The last second a date can show (9999-12-31): no time the queue stores goes past it."""
+
+
+def clamped_timestamp(seconds: float) -> datetime:
+    """`seconds` as a date, or the latest or earliest date there is for a time no date can show,
+    so that listing a row written before times were bounded never fails."""
+    try:
+        return datetime.fromtimestamp(seconds, UTC)
+    except (OverflowError, OSError, ValueError):
+        return datetime.max.replace(tzinfo=UTC) if seconds > 0 else datetime.min.replace(tzinfo=UTC)
+
+
+def shown_timestamp(seconds: float | None) -> datetime | None:
+    return None if seconds is None else clamped_timestamp(seconds)
+
+
 # tokens
 
 

@@ -67,6 +67,9 @@ class KeyRemoval:
     reviewer: str
     fingerprint: str | None
     at: datetime
+    cause: str = "token was revoked"
+    """What ended the token, for the trail's words: `token was revoked`, `token expired`, or a
+    provider's person's sign-in ended."""
 
 
 @dataclass(frozen=True)
@@ -81,8 +84,8 @@ class Withdrawal:
     def reason(self) -> str:
         if self.removal.fingerprint is None:
             return (
-                f"{self.approval.reviewer}'s token was revoked; the approval it cast no longer counts "
-                "toward the quorum"
+                f"{self.approval.reviewer}'s {self.removal.cause}; the approval it cast no longer "
+                "counts toward the quorum"
             )
         return (
             f"{self.approval.reviewer}'s key {self.removal.fingerprint} was removed; the approval it "

@@ -41,7 +41,9 @@ from reviewer.signing._ssh_wire import WireError, WireReader, encode_mpint, enco
 
 NAMESPACE: Final = "reviewer-decision@v1"
 STATEMENT_FORMAT: Final = "reviewer.decision/v1"
-REVIEWER_NAME_PATTERN: Final = r"^[A-Za-z0-9._-]{1,64}$"
+REVIEWER_NAME_PATTERN: Final = r"^[A-Za-z0-9._%+@-]{1,254}$"
+"""Who a signed decision names: a token name (1 to 64 of `[A-Za-z0-9._-]`), or the name the team's
+OpenID provider gives a person (an email address); plain ASCII, so no look-alike letter hides in it."""
 
 DecisionKind = Literal["approve", "reject", "request_changes"]
 
@@ -208,7 +210,7 @@ def _check_statement_fields(statement: DecisionStatement) -> None:
     if statement.decision not in ("approve", "reject", "request_changes"):
         raise bad("decision", "must be 'approve', 'reject' or 'request_changes'")
     if not isinstance(statement.reviewer, str) or not _REVIEWER_NAME.match(statement.reviewer):
-        raise bad("reviewer", "must be a token name, 1 to 64 of [A-Za-z0-9._-]")
+        raise bad("reviewer", "must be a reviewer's name: 1 to 254 of [A-Za-z0-9._%+@-]")
     if not isinstance(statement.signed_at, str) or not _SIGNED_AT.match(statement.signed_at):
         raise bad("signed_at", "must be a UTC time like 2026-11-30T09:00:00Z")
     try:

@@ -12,7 +12,9 @@ from reviewer.queue.trust import CA_FILE_HELP
 from reviewer.tui.model.sources import BUNDLED_SAMPLES
 
 if TYPE_CHECKING:  # the queue's settings load only for the commands that use them, not the demo
-    from reviewer.queue.config import Secret
+    import httpx
+
+    from reviewer.queue.config import Secret, Settings
 
 
 def register(subparsers: Any) -> None:
@@ -42,7 +44,8 @@ def register(subparsers: Any) -> None:
         "proposal_id",
         nargs="?",
         metavar="PROPOSAL_ID",
-        help="open this proposal's review screen at once (the line a notification gives)",
+        help="open this proposal's review screen at once (the line a notification gives); the start "
+        "of an id that no other id shares is enough",
     )
     review.add_argument("--queue", metavar="URL", help="the queue's URL (default: from the config)")
     review.add_argument("--ca-file", type=Path, metavar="FILE", help=CA_FILE_HELP)
@@ -57,9 +60,11 @@ def register(subparsers: Any) -> None:
 
     login = subparsers.add_parser(
         "login",
-        help="store the queue's URL and your reviewer token (asked without echo)",
+        help="sign in to the queue: your token (asked without echo), or through the team's identity provider",
         description="Ask for your token without echo, check it with the queue, and store the URL in "
-        "config.toml and the token in a file only you can read (0600, in a 0700 folder).",
+        "config.toml and the token in a file only you can read (0600, in a 0700 folder). On a queue "
+        "whose reviewers sign in through the team's OpenID provider, run the device sign-in instead: "
+        "open the URL it prints, enter the code, and the session (renewed as it ends) is stored there.",
     )
     login.add_argument("--queue", metavar="URL", required=True, help="the queue's URL")
     login.add_argument("--ca-file", type=Path, metavar="FILE", help=CA_FILE_HELP)
@@ -97,15 +102,28 @@ def run_review(options: argparse.Namespace) -> int:
     if options.poll <= 0:
         print("reviewer review: --poll must be a positive number of seconds", file=sys.stderr)
         return 2
+    open_first = options.proposal_id
+    if open_first is not None:
+        try:
+            open_first = asyncio.run(_whole_id(settings, open_first))
+        except (LookupError, ValueError) as error:
+            print(f"reviewer review: {error}", file=sys.stderr)
+            return 1
     from reviewer.tui.app import ReviewerApp
     from reviewer.tui.model.queue_source import QueueSource
 
     ReviewerApp(
-        QueueSource(settings.queue_url, settings.token, poll_interval=options.poll, signer=signer),
-        open_first=options.proposal_id,
+        QueueSource(settings.queue_url, _credential(settings), poll_interval=options.poll, signer=signer),
+        open_first=open_first,
         alerts=alerts,
     ).run()
     return 0
+
+
+def _credential(settings: Settings) -> Secret | httpx.Auth:
+    """The token, or the provider's session that renews itself."""
+    credential = settings.credential()
+    return settings.token if isinstance(credential, str) else credential
 
 
 def run_login(options: argparse.Namespace) -> int:
@@ -132,6 +150,17 @@ def run_login(options: argparse.Namespace) -> int:
     if unanswered:
         print(f"reviewer login: {unanswered}", file=sys.stderr)
         return 1
+    from reviewer.queue.provider_login import provider_of
+
+    try:
+        provider = provider_of(queue_url)
+    except QueueError as error:
+        print(f"reviewer login: {error}", file=sys.stderr)
+        return 1
+    if provider is not None:
+        from reviewer.queue.provider_login import run_provider_login
+
+        return run_provider_login(queue_url, provider)
     try:
         token = _token_to_check(queue_url)
     except ConfigError as error:
@@ -213,6 +242,19 @@ async def _queue_answers(queue_url: str) -> str | None:
     if answer.status_code != 401:
         return f"{queue_url} answered {answer.status_code}, not as a queue does: check the URL"
     return None
+
+
+async def _whole_id(settings: Settings, typed: str) -> str:
+    """The proposal `typed` names, a whole id or the unique start of one (`reviewer.queue.ids`). A
+    queue that cannot answer now leaves it as typed: the app opens it once the queue lists it."""
+    from reviewer.queue.client import QueueClient, QueueError
+    from reviewer.queue.ids import resolve_proposal_id
+
+    try:
+        async with QueueClient(settings.queue_url, settings.credential(), retries=1) as client:
+            return await resolve_proposal_id(client, typed)
+    except QueueError:
+        return typed
 
 
 async def _whoami(queue_url: str, token: Secret):  # type: ignore[no-untyped-def]

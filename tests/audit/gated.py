@@ -27,14 +27,14 @@ def gated_run(
     **execute: Any,
 ) -> None:
     """Dry run through `api_url`, submit, approve, replay through it (`execute` passed on to
-    `QueueAgent.execute`); `during_the_run` is awaited after the run's first write was answered
+    `QueueAgent.execute`); `during_the_run(response)` is awaited with the run's first write's answer
     (between its claim and its report)."""
 
     pending = [during_the_run] if during_the_run is not None else []
 
     async def first_answer(response: httpx.Response) -> None:
         if pending and response.request.method != "GET":
-            await pending.pop()()
+            await pending.pop()(response)
 
     async def scenario() -> None:
         async with httpx.AsyncClient(base_url=api_url) as api:

@@ -1,4 +1,5 @@
-"""Debian's nginx, started on a loopback port in front of a backend, writing DESIGN 16's access log."""
+"""Debian's nginx, started on a loopback port in front of a backend, writing the access log of
+docs/audit-logs.md."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ LOG_FORMAT = (
     """log_format reviewer escape=json '{"time":"$time_iso8601","method":"$request_method","""
     """"uri":"$request_uri","status":$status,"request_id":"$http_x_request_id"}';"""
 )
-"""DESIGN 16's nginx format, as written there."""
+"""The nginx format of docs/audit-logs.md, as written there."""
 STARTUP_SECONDS = 15.0
 
 

@@ -10,7 +10,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from reviewer.audit.registry import audit_source
-from reviewer.reading.audit_matching import SentCall, Window, match_audit, sent_calls, tool_calls
+from reviewer.reading.audit_matching import (
+    SentCall,
+    Window,
+    match_audit,
+    sent_calls,
+    tool_calls,
+    unplanned_rows,
+)
 from reviewer.reading.audit_rows import AuditRow, MalformedLine
 
 START = datetime(2026, 12, 2, 1, 0, tzinfo=UTC)
@@ -18,7 +25,7 @@ WINDOW = Window(START, START + timedelta(minutes=1))
 
 
 def line(second: int, method: str, uri: str, status: int, request_id: str = "") -> str:
-    """One line as DESIGN 16's nginx format writes it (an absent header is an empty string)."""
+    """One line as the nginx format of docs/audit-logs.md writes it (an absent header is an empty string)."""
     time = (START + timedelta(seconds=second)).isoformat()
     return json.dumps(
         {"time": time, "method": method, "uri": uri, "status": status, "request_id": request_id}
@@ -59,18 +66,31 @@ def test_a_malformed_line_is_counted_and_named_never_a_match(tmp_path: Path) -> 
     assert (result.malformed_count, result.complete, result.verified) == (3, False, False)
 
 
-def test_dry_runs_in_the_window_are_not_writes(tmp_path: Path) -> None:
-    """A dry run inside the run's window (another agent planning) is counted apart, never unplanned."""
+def test_a_dry_run_is_known_by_the_gates_request_id_never_by_a_query_parameter(tmp_path: Path) -> None:
+    """Only the entry carrying an id the gate sent a dry-run request with is the gate's dry run; a
+    write whose query merely asks for one (`?dry_run=1`, `?validateOnly=true`) is a write, said so,
+    because an API that does not know the parameter writes. A second entry under the gate's dry-run
+    id is a write too: one id, one entry."""
     log = write(
         tmp_path / "access.log",
-        line(1, "POST", "/v1/tickets?dryRun=All", 201),
-        line(2, "DELETE", "/v1/tickets/t3?dry_run=true", 409),
-        line(3, "POST", "/v1/tickets?dryRun=false", 201),
-        line(4, "GET", "/v1/tickets", 200),
+        line(1, "POST", "/v1/tickets?dryRun=All", 201, request_id="gate-dry-1"),
+        line(2, "PATCH", "/v1/tickets/t2?dry_run=1", 200, request_id="other"),
+        line(3, "POST", "/v1/tickets?validateOnly=true", 201),
+        line(4, "DELETE", "/v1/tickets/t3?dryRun=All", 204, request_id="gate-dry-1"),
+        line(5, "GET", "/v1/tickets", 200),
     )
-    result = match_audit([], audit_source(f"access-log:{log}").rows(), WINDOW)
-    assert result.dry_runs_in_window == 2
-    assert [row.query for row in result.unplanned] == ["dryRun=false"]
+    result = match_audit([], audit_source(f"access-log:{log}").rows(), WINDOW, dry_run_ids={"gate-dry-1"})
+    assert result.dry_runs_in_window == result.gate_dry_runs == 1
+    assert [(one.row.method, one.row.query) for one in result.unplanned] == [
+        ("DELETE", "dryRun=All"),
+        ("PATCH", "dry_run=1"),
+        ("POST", "validateOnly=true"),
+    ]
+    borrowed, *dressed = result.unplanned
+    assert "reuses the request id of one of the gate's dry-run requests" in borrowed.notes
+    for one in dressed:
+        assert one.notes == ("its query asks for a dry run, but it is none of the gate's dry-run requests",)
+    assert not result.verified
 
 
 def test_without_ids_a_call_matches_by_method_path_query_and_nearest_time(tmp_path: Path) -> None:
@@ -102,7 +122,7 @@ def test_without_ids_a_call_matches_by_method_path_query_and_nearest_time(tmp_pa
     ]
     assert [one.verdict for one in result.calls] == ["matched", "matched", "differs", "missing"]
     assert result.calls[2].differences == ("status: run 200, log 500",)
-    assert [row.path for row in result.unplanned] == ["/v1/other"]
+    assert [row.path for row in unplanned_rows(result.unplanned)] == ["/v1/other"]
 
 
 def test_an_entry_with_another_request_id_is_never_taken_for_the_call(tmp_path: Path) -> None:
@@ -156,7 +176,7 @@ def test_a_log_rotated_twice_in_the_run_is_read_across_its_files_the_compressed_
         f"{rotated}:1",
         f"{tmp_path}/access.log:1",
     ]
-    assert [row.where for row in result.unplanned] == [f"{compressed}:2"]
+    assert [row.where for row in unplanned_rows(result.unplanned)] == [f"{compressed}:2"]
 
 
 def test_field_names_are_configurable_for_jsonl(tmp_path: Path) -> None:
@@ -226,7 +246,7 @@ def test_a_tool_write_that_is_no_http_request_is_found_by_the_time_it_ran(tmp_pa
         ("missing", None),  # sent at no known time: nothing can be its own
     ]
     assert result.calls[1].row is not None and result.calls[1].row.method == "POST"
-    assert [(row.method, row.path) for row in result.unplanned] == [
+    assert [(row.method, row.path) for row in unplanned_rows(result.unplanned)] == [
         ("PUT", "/v1/tickets/t5"),
         ("PATCH", "/v1/tickets/t2"),
     ]
@@ -247,7 +267,7 @@ def test_a_tool_call_claims_one_write_by_time_never_a_second_by_its_empty_reques
     result = match_audit(tool_calls([span]), [first, second], WINDOW)
     (call,) = result.calls
     assert (call.verdict, call.matched_by, call.row) == ("matched", "time of the tool call", first)
-    assert result.unplanned == (second,)
+    assert unplanned_rows(result.unplanned) == [second]
 
 
 def test_a_tool_call_its_request_id_matched_takes_no_second_write_by_time() -> None:
@@ -259,4 +279,4 @@ def test_a_tool_call_its_request_id_matched_takes_no_second_write_by_time() -> N
     result = match_audit([sent], [own, other], WINDOW)
     (call,) = result.calls
     assert (call.verdict, call.matched_by, call.row) == ("matched", "request id", own)
-    assert result.unplanned == (other,)
+    assert unplanned_rows(result.unplanned) == [other]

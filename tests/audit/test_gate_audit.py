@@ -1,7 +1,8 @@
-"""`Gate(audit="access-log:...")`: the gate reads nginx's access log (DESIGN 16's format), nginx being
-Debian's package started here on loopback in front of the sample API. A write around the gate during
-the dry run is an alarm on the plan the reviewer sees; a second client's write during the real run is
-named after it, every approved call being matched by the request id it carried.
+"""`Gate(audit="access-log:...")`: the gate reads nginx's access log (the format of
+docs/audit-logs.md), nginx being Debian's package started here on loopback in front of the sample
+API. A write around the gate during the dry run is an alarm on the plan the reviewer sees; a second
+client's write during the real run is named after it, every approved call being matched by the
+request id it carried.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 from reviewer.agent import Gate, GateResult
 from reviewer.plan.proposal import Proposal
 from reviewer.reading.analysis import Analysis
+from reviewer.reading.audit_matching import unplanned_rows
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
 from tests.agent.fixtures import Queue
@@ -71,7 +73,7 @@ def test_a_write_around_the_gate_during_the_dry_run_is_an_alarm_on_the_plan(
     result, seen = asyncio.run(scenario())
     assert seen.dry_run.writes_around == 2
     assert result.dry_run_audit is not None
-    assert [(row.method, row.path) for row in result.dry_run_audit.unplanned] == [
+    assert [(row.method, row.path) for row in unplanned_rows(result.dry_run_audit.unplanned)] == [
         ("PATCH", "/v1/tickets/t2"),
         ("DELETE", "/v1/tickets/t9"),
     ]
@@ -105,7 +107,7 @@ def test_a_second_clients_write_during_the_real_run_is_named(queue: Queue, proxy
         "audit: 4 of 4 calls matched; 1 writes in the audit log no approved call made"
     )
     assert {call.matched_by for call in result.audit.calls} == {"request id"}
-    ((unplanned),) = result.audit.unplanned
+    ((unplanned),) = unplanned_rows(result.audit.unplanned)
     assert (unplanned.method, unplanned.path, unplanned.status) == ("POST", "/v1/tickets", 201)
     assert not result.audit.verified
     # The report the queue stored carries the same verification, for the app's `v` to show.

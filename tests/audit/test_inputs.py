@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 
 from reviewer.audit import registry
-from reviewer.audit.inputs import AuditInput, AuditSourceUnreadable, credential_header
+from reviewer.audit.inputs import (
+    MAX_LINE_BYTES,
+    AuditInput,
+    AuditSourceUnreadable,
+    bounded_lines,
+    credential_header,
+)
 from reviewer.audit.registry import ENTRY_POINT_GROUP, BadAuditSource, audit_source
 from reviewer.reading.audit_rows import AuditRow, MalformedLine
 
@@ -79,3 +85,24 @@ def test_a_truncated_gzip_file_is_unreadable_not_a_traceback(tmp_path: Path) -> 
     (tmp_path / "access.log.1.gz").write_bytes(whole[: len(whole) // 2])
     with pytest.raises(AuditSourceUnreadable, match="could not be read to its end"):
         list(audit_source(f"access-log:{tmp_path}/access.log.1.gz").rows())
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7, 8, 9, 64])
+def test_lines_are_cut_the_same_whatever_the_chunks_and_a_line_past_the_limit_is_never_held(
+    chunk: int,
+) -> None:
+    """With a limit of 8 bytes: a line of exactly 8 (its end included) is read, one of 9 is `None`, a
+    long one with no end is `None`, and the lines around them are read whole, however the input
+    arrives in chunks."""
+    data = b"first\n" + b"1234567\n" + b"12345678\n" + b"mid\n" + b"x" * 30 + b"\n\nlast"
+    stream = io.BytesIO(data)
+    lines = list(bounded_lines(lambda: stream.read(chunk), limit=8))
+    assert lines == [b"first\n", b"1234567\n", None, b"mid\n", None, b"\n", b"last"]
+    unended = io.BytesIO(b"ok\n" + b"y" * 20)
+    assert list(bounded_lines(lambda: unended.read(chunk), limit=8)) == [b"ok\n", None]
+
+
+def test_a_line_of_the_real_limit_is_read_and_one_byte_more_is_not() -> None:
+    fits = b"a" * (MAX_LINE_BYTES - 1) + b"\n"
+    stream = io.BytesIO(fits + b"b" * MAX_LINE_BYTES + b"\n" + b"last")
+    assert list(bounded_lines(lambda: stream.read(64 * 1024))) == [fits, None, b"last"]

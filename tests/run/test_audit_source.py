@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from reviewer.plan.proposal import parse_proposal
+from reviewer.reading.analysis import Analysis
 from tests.audit.nginx import Proxy, nginx_in_front_of
 from tests.run.conftest import API_TOKEN, Queue, SampleApi, proposal, reviewer_decides, start_run
 
@@ -56,7 +58,11 @@ def test_a_child_writing_around_the_gate_in_the_dry_run_raises_the_alarm_on_its_
 ) -> None:
     _, writes_around, stderr = run_around(queue, proxied, tmp_path, "dry")
     assert writes_around == "1"
-    assert "dry run: 1 writes during the dry run the gate did not make; the plan carries the alarm" in stderr
+    (alarm,) = [line for line in stderr.splitlines() if "during the dry run the gate did not make" in line]
+    assert alarm.startswith(
+        "reviewer run: dry run: 1 writes during the dry run the gate did not make (access-log:"
+    )
+    assert alarm.endswith(" entries in the window); the plan carries the alarm")
     assert "unplanned during the dry run: PATCH /v1/tickets/t2 200 at " in stderr
 
 
@@ -163,3 +169,24 @@ def test_audit_options_without_a_source_to_read_them_are_refused(
     run = start_run(queue, sample_api, "--no-sandbox", *options, command=[sys.executable, "-c", "pass"])
     status, stderr = run.finish()
     assert status == 2 and said in stderr, stderr
+
+
+def test_a_server_dry_run_the_api_ignored_is_said_truthfully(
+    queue: Queue, proxied: tuple[SampleApi, Proxy], tmp_path: Path
+) -> None:
+    """`--via server --dry-run-param dry_run=1` against an API that does not know the parameter: its two
+    dry-run writes are real. The access log holds them under the gate's own request ids, so they are
+    not another client's writes, and the run says the log cannot tell whether the API honoured them;
+    the plan's alarm does not claim no log was read, and no line says `(no --audit)`."""
+    proposal_id, writes_around, stderr = run_around(
+        queue, proxied, tmp_path, "never", "--via", "server", "--dry-run-param", "dry_run=1"
+    )
+    assert writes_around == "0"
+    (alarm,) = [line for line in stderr.splitlines() if "during the dry run the gate did not make" in line]
+    assert alarm.endswith(
+        "it holds 2 of the gate's dry-run requests and does not say whether the API honoured them as dry runs"
+    )
+    assert "(no --audit)" not in stderr
+    unproven = " ".join(Analysis(parse_proposal(json.dumps(proposal(queue, proposal_id, 1)))).alarms)
+    assert "no audit log read" not in unproven
+    assert "cannot say whether the API kept the gate's own" in unproven

@@ -3,6 +3,8 @@ reference task against the sample API started for real, with a real queue and a 
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from tests.run.conftest import (
     reviewer_decides,
     start_run,
 )
+from tests.system.documented import documented_block
 
 NODE = shutil.which("node")
 CURL = shutil.which("curl")
@@ -46,6 +49,7 @@ def test_node_agent_is_gated_server_dry_run_then_the_approved_plan_runs(
         "/v1/audit",
         "--title",
         "Merge t1 and t2 into a new ticket, delete t3",
+        writable=tmp_path,
         command=with_env_dump(env_file, str(NODE), NODE_AGENT),
     )
     proposal_id, revision = run.wait_for_plan()
@@ -59,6 +63,8 @@ def test_node_agent_is_gated_server_dry_run_then_the_approved_plan_runs(
         assert update["request"]["body"]["mergedInto"] == "<id from call 1>"
     # The API saw the dry run's own id, and its refusal says so: chain noise, not a real refusal.
     assert calls[1]["outcome"]["message"] == "mergedInto names no ticket: tk-4"
+    request_ids = plan["dry_run"].pop("request_ids")  # each dry-run request's own, for the audit log
+    assert len(request_ids) == len(set(request_ids)) == 4
     assert plan["dry_run"] == {"via": "server", "write_requests": 4, "writes_kept": 0}
     assert plan["target"]["base_url"] == sample_api.url
     assert sample_api.audit() == [], "nothing may be written before a reviewer approves"
@@ -96,6 +102,11 @@ def test_curl_agent_is_recorded_under_the_operations_the_openapi_document_names(
 ) -> None:
     document = tmp_path / "api.json"
     document.write_text(httpx.get(f"{sample_api.url}/openapi.json").text)
+    # curl as the agent finds it on PATH, noting each command line it was given (what any user reads).
+    shim, arguments = tmp_path / "shim", tmp_path / "curl-arguments"
+    shim.mkdir()
+    (shim / "curl").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {arguments}\nexec {CURL} "$@"\n')
+    (shim / "curl").chmod(0o755)
     run = start_run(
         queue,
         sample_api,
@@ -103,7 +114,9 @@ def test_curl_agent_is_recorded_under_the_operations_the_openapi_document_names(
         str(document),
         "--title",
         "curl agent",
+        writable=tmp_path,
         command=["sh", CURL_AGENT],
+        environment={"PATH": f"{shim}:{os.environ['PATH']}"},
     )
     proposal_id, revision = run.wait_for_plan()
     calls = proposal(queue, proposal_id, revision)["calls"]
@@ -117,9 +130,25 @@ def test_curl_agent_is_recorded_under_the_operations_the_openapi_document_names(
     assert calls[1]["args"] == {"ticket_id": "t1", "status": "closed", "mergedInto": "<id from call 1>"}
     assert {call["outcome"]["status"] for call in calls} == {"recorded"}
     assert sample_api.requests() == [], "a recording dry run (the default) sends no write"
+    command_lines = arguments.read_text().splitlines()
+    assert len(command_lines) == 5 and all(line.startswith("-sS -K - -X ") for line in command_lines)
+    assert not any("127.0.0.1" in line or "/v1/" in line for line in command_lines)
 
     reviewer_decides(queue, proposal_id, "reject", reason="t3 is still open; close it first")
     status, stderr = run.finish()
     assert status != 0
     assert "rejected by alice: t3 is still open; close it first; nothing ran" in stderr
     assert sample_api.requests() == [] and sample_api.audit() == []
+
+
+@pytest.mark.skipif(CURL is None, reason="curl is not installed")
+def test_the_pages_curl_line_reads_through_the_gate_with_the_url_off_its_command_line(
+    queue: Queue, sample_api: SampleApi, tmp_path: Path
+) -> None:
+    """docs/any-language.md's curl line, as written, as COMMAND: the read reaches the API through the gate."""
+    (line,) = documented_block("any-language.md", "printf 'url = ")
+    answer = tmp_path / "answer"
+    run = start_run(queue, sample_api, writable=tmp_path, command=["sh", "-c", f"({line.text}) > {answer}"])
+    status, stderr = run.finish()
+    assert status == 0 and "COMMAND made no write" in stderr, stderr
+    assert [ticket["id"] for ticket in json.loads(answer.read_text())["tickets"]] == ["t1", "t2", "t3"]

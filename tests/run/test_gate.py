@@ -145,3 +145,28 @@ async def test_a_record_dry_run_sends_no_write(api_server: RunningSampleApi) -> 
     assert (deleted.status_code, deleted.json()) == (200, {})
     assert late.status_code == 409 and http_gate.late_requests == ["POST /v1/tickets"]
     assert api_server.store.request_log == []
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("method", "path", "named"),
+    [
+        ("PATCH", "/v1/tickets/t3%00", "NUL (%00)"),
+        ("POST", "/v1/tickets%0D%0AX-Injected:%20yes", "CR (%0D)"),
+        ("DELETE", "/v1/tickets/t2%0A", "LF (%0A)"),
+        ("GET", "/v1/tickets/%1B[2J", "ESC (%1B)"),
+    ],
+)
+async def test_a_byte_a_url_cannot_hold_is_a_400_naming_it_and_nothing_is_recorded_or_sent(
+    gate: tuple[httpx.AsyncClient, HttpGate, Recording],
+    api_server: RunningSampleApi,
+    method: str,
+    path: str,
+    named: str,
+) -> None:
+    child, http_gate, recording = gate
+    answered = await child.request(method, httpx.URL(str(child.base_url).rstrip("/") + path))
+    assert answered.status_code == 400
+    assert f"holds {named}, which a URL cannot carry; not recorded, not sent" in answered.json()["detail"]
+    assert recording.calls == [] and http_gate.spoiled is None
+    assert api_server.store.request_log == [] and api_server.store.audit == []

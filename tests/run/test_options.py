@@ -111,11 +111,11 @@ def test_a_copy_of_a_prefixed_secret_under_another_name_is_withheld() -> None:
     assert sorted(environment) == ["PATH", "REVIEWER_API_URL", "REVIEWER_PROPOSAL_ID"]
 
 
-def test_without_a_sandbox_run_refuses_unless_told_and_root_runs_command_as_nobody(
+def test_without_a_sandbox_run_refuses_unless_told_and_root_runs_command_as_a_fresh_uid(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """No bubblewrap here (hidden from PATH): an ordinary user is refused, told what --no-sandbox
-    costs; root falls back to running COMMAND as nobody; --no-sandbox runs it unsandboxed."""
+    costs; root falls back to running COMMAND as a uid made for the run; --no-sandbox runs it unsandboxed."""
     from reviewer.run import sandbox
 
     monkeypatch.setattr(sandbox.shutil, "which", lambda name: None if name == "bwrap" else f"/usr/bin/{name}")
@@ -124,7 +124,33 @@ def test_without_a_sandbox_run_refuses_unless_told_and_root_runs_command_as_nobo
         sandbox.choose_sandbox({})
     assert sandbox.choose_sandbox({}, allow_none=True) == sandbox.Sandbox("none")
     monkeypatch.setattr(sandbox.os, "geteuid", lambda: 0)
-    as_nobody = sandbox.choose_sandbox({})
-    assert as_nobody.kind == "another user"
-    assert as_nobody.wrap(["node", "agent.mjs"])[:2] == ["setpriv", "--reuid=65534"]
-    assert as_nobody.wrap(["node", "agent.mjs"])[-2:] == ["node", "agent.mjs"]
+    as_another = sandbox.choose_sandbox({})
+    assert as_another.kind == "another user" and as_another.uid in sandbox.FRESH_UIDS
+    assert as_another.wrap(["node", "agent.mjs"])[:2] == ["setpriv", f"--reuid={as_another.uid}"]
+    assert as_another.wrap(["node", "agent.mjs"])[-2:] == ["node", "agent.mjs"]
+    assert sandbox.choose_sandbox({}).uid != as_another.uid, "each run has a uid of its own"
+
+
+def test_the_child_gets_no_variable_that_says_where_a_host_socket_listens(tmp_path: Path) -> None:
+    """tmux's, screen's, D-Bus's and the agents' variables, and any other whose value names a socket."""
+    import socket
+
+    from reviewer.run.child import child_environment
+
+    listening = tmp_path / "editor.sock"
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(listening))
+        environ = {
+            "PATH": "/usr/bin",
+            "TMUX": "/tmp/tmux-1000/default,4242,0",
+            "TMUX_PANE": "%1",
+            "STY": "4243.pts-0.host",
+            "DBUS_SESSION_BUS_ADDRESS": "unix:path=/run/user/1000/bus",
+            "GPG_AGENT_INFO": "/run/user/1000/gnupg/S.gpg-agent:0:1",
+            "XDG_RUNTIME_DIR": "/run/user/1000",
+            "EDITOR_SOCKET": str(listening),
+            "EDITOR_ADDRESS": f"unix:path={listening},guid=1",
+            "NOT_A_SOCKET": str(tmp_path),
+        }
+        environment = child_environment(environ, api_url="http://127.0.0.1:8479", proposal_id="p")
+    assert sorted(environment) == ["NOT_A_SOCKET", "PATH", "REVIEWER_API_URL", "REVIEWER_PROPOSAL_ID"]

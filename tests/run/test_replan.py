@@ -37,7 +37,7 @@ def feedback_seen(log: Path) -> list[str]:
 def agent_asked_to_keep_t3(queue: Queue, api: SampleApi, log: Path, *options: str) -> tuple[RunProcess, str]:
     """`reviewer run` of the Node agent, its first plan (close t1, close and delete t3) submitted as
     revision 1, and a reviewer's request through the queue to change it: "keep t3 open"."""
-    run = start_run(queue, api, *options, command=[str(NODE), REPLAN_AGENT, str(log)])
+    run = start_run(queue, api, *options, writable=log.parent, command=[str(NODE), REPLAN_AGENT, str(log)])
     proposal_id, revision = run.wait_for_plan()
     assert revision == 1
     assert tools(queue, proposal_id, 1) == [

@@ -41,6 +41,7 @@ def test_rerun_stops_at_the_first_call_the_plan_does_not_have(
         "/v1/audit",
         "--title",
         "rerun drift",
+        writable=tmp_path,
         command=agent("drift", str(tmp_path / "runs")),
     )
     proposal_id, revision = run.wait_for_plan()
@@ -71,7 +72,14 @@ def test_a_child_that_never_exits_is_killed_at_the_timeout(
 ) -> None:
     marker = tmp_path / "started"
     run = start_run(
-        queue, sample_api, "--timeout", "1", "--title", "child hangs", command=agent("hang", str(marker))
+        queue,
+        sample_api,
+        "--timeout",
+        "1",
+        "--title",
+        "child hangs",
+        writable=tmp_path,
+        command=agent("hang", str(marker)),
     )
     status, stderr = run.finish()
     assert marker.exists()
@@ -257,6 +265,7 @@ def test_a_sandbox_that_honours_the_parameter_proves_the_server_dry_run(
             sample_api,
             *("--via", "server", "--dry-run-param", "dryRun=All", "--sandbox-api", collection),
             *("--sandbox-header", "Authorization: Bearer env:SANDBOX_TOKEN", "--title", "sandbox proven"),
+            writable=tmp_path,
             command=["sh", "-c", command],
             environment={"SANDBOX_TOKEN": SANDBOX_TOKEN},
         )

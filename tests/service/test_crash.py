@@ -14,6 +14,8 @@ import httpx
 import pytest
 
 from reviewer.service.store import events
+from reviewer.service.store.opener import open_store
+from reviewer.trail import merkle
 from tests.queue_harness import Service, body, decide, make_actors, proposal, start_service
 from tests.service.notifications.receiver import Receiver
 
@@ -108,6 +110,23 @@ def check_survivors(
             "GROUP BY proposal_id, revision, event HAVING count(*) > 1)"
         ).fetchone()[0]
         assert duplicated == 0
+        trail = [row[0] for row in db.execute("SELECT seq FROM trail ORDER BY seq")]
+        logged = [row[0] for row in db.execute("SELECT seq FROM trail_log ORDER BY leaf_index")]
+        assert logged == trail, "every trail event is one leaf of the log, in order, through every kill"
+    check_log(service.db)
+
+
+def check_log(db: Path | str) -> None:
+    """The log's stored subtree hashes make the root its leaves make: no kill left a half-written tree."""
+    store = open_store(db, clock=time.time, pending_ttl=60, approval_ttl=60, create=False)
+    try:
+        head = store.trail_head()
+        tree = merkle.CompactTree()
+        for _, leaf_hash, content in store.trail_entries(0, head.size):
+            assert tree.append(content) == leaf_hash
+    finally:
+        store.close()
+    assert tree.root() == head.root
 
 
 def check_events(

@@ -105,7 +105,11 @@ def test_stalled_headers_and_bodies_are_closed_while_real_requests_are_answered(
             assert b"408 Request Timeout" in answer_until_closed(trickler)
         for connection in half_bodies:
             assert b"408 Request Timeout" in answer_until_closed(connection)
-        assert actors.alice.get("/v1/whoami").json() == {"name": "alice", "role": "reviewer"}
+        assert actors.alice.get("/v1/whoami").json() == {
+            "name": "alice",
+            "role": "reviewer",
+            "identity": "token:alice",
+        }
     finally:
         stop.set()
         thread.join()

@@ -5,6 +5,7 @@ replicas starting together on an old schema (one migrates)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import stat
 import subprocess
@@ -183,8 +184,10 @@ def version_4_postgresql(cluster: Cluster) -> str:
     with psycopg.connect(url, autocommit=True) as raw:
         raw.execute(
             "ALTER TABLE tokens DROP COLUMN expires_at, DROP COLUMN previous_sha256, "
-            "DROP COLUMN previous_expires_at"
+            "DROP COLUMN previous_expires_at, DROP COLUMN kind, DROP COLUMN issuer, DROP COLUMN subject, "
+            "DROP COLUMN session_ends_at"
         )
+        raw.execute("ALTER TABLE trail DROP COLUMN identity")
         raw.execute("ALTER TABLE tokens DROP CONSTRAINT tokens_role_check")
         raw.execute(
             "ALTER TABLE tokens ADD CONSTRAINT tokens_role_check CHECK (role IN ('agent', 'reviewer'))"
@@ -199,6 +202,7 @@ def version_4_postgresql(cluster: Cluster) -> str:
         ):  # as PostgreSQL named a column's CHECK before migration 6 named it
             raw.execute(f"ALTER TABLE {table} DROP CONSTRAINT {constraint}")
             raw.execute(f"ALTER TABLE {table} ADD CONSTRAINT {constraint} CHECK ({before})")
+        raw.execute("DROP TABLE trail_log")  # migration 8's
         raw.execute(
             "INSERT INTO tokens (name, role, token_sha256, created_at) VALUES ('alice', 'reviewer', 'x', 1)"
         )
@@ -253,9 +257,9 @@ SCHEMA_5_CHECKS = {
 
 def version_5_sqlite(path: Path) -> Path:
     """An SQLite queue as schema 5 left it, holding a decided, claimed and reported proposal."""
-    from reviewer.service.store.sqlite import SCHEMA, _append_only_triggers
+    from reviewer.service.store.sqlite import IDENTITY_COLUMNS, SCHEMA, _append_only_triggers
 
-    schema = SCHEMA
+    schema = SCHEMA.replace(IDENTITY_COLUMNS, "")  # migration 7's columns
     for now, before in SCHEMA_5_CHECKS.items():
         assert now in schema
         schema = schema.replace(now, before)
@@ -294,8 +298,11 @@ def test_migration_6_rebuilds_decisions_and_trail_keeping_rows_ids_and_the_appen
     tables = ("decisions", "trail", "claims", "executions", "proposals")
     before = {table: dump_table(database, table) for table in tables}
     SQLiteStore(database, StoreSettings(clock=lambda: 10.0, pending_ttl=10, approval_ttl=10)).close()
-    assert user_version(database) == SCHEMA_VERSION == 6
-    assert {table: dump_table(database, table) for table in tables} == before
+    assert user_version(database) == SCHEMA_VERSION
+    after = {table: dump_table(database, table) for table in tables}
+    assert {row[-1] for row in after["trail"]} == {None}  # migration 7's `identity`, unknown before it
+    after["trail"] = [row[:-1] for row in after["trail"]]
+    assert after == before
     with sqlite3.connect(database) as db:
         db.execute("PRAGMA foreign_keys = ON")
         assert db.execute("PRAGMA foreign_key_check").fetchall() == []
@@ -328,3 +335,78 @@ def dump_table(path: Path, table: str) -> list[tuple[object, ...]]:
         return list(db.execute(f"SELECT * FROM {table} ORDER BY 1"))
     finally:
         db.close()
+
+
+def test_migration_8_accepts_auditors_and_the_trail_written_before_leads_the_log(tmp_path: Path) -> None:
+    """The events of a database from before the log are logged, in order, once, when the queue
+    first serves it; the log then verifies against its own signed checkpoint."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from reviewer.service.store import StoreSettings
+    from reviewer.service.store.sqlite import SQLiteStore
+    from reviewer.trail import checkpoint
+    from reviewer.trail.entries import entry_line, header_line
+    from reviewer.trail.verify import verify_export
+
+    database = version_5_sqlite(tmp_path / "queue.sqlite3")
+    store = SQLiteStore(database, StoreSettings(clock=lambda: 10.0, pending_ttl=10, approval_ttl=10))
+    try:
+        store.create_token("auditor-1", "auditor", "a" * 64)
+        assert store.log_earlier_events() == 4
+        assert store.log_earlier_events() == 0
+        head = store.trail_head()
+        entries = store.trail_entries(0, head.size)
+        key = Ed25519PrivateKey.generate()
+        signed = checkpoint.sign(key, head.size, head.root)
+        lines = [header_line(0, head.size, signed.text, [])]
+        lines += [entry_line(index, hashed, content) for index, hashed, content in entries]
+    finally:
+        store.close()
+    assert [json.loads(content)["event"] for _, _, content in entries] == [
+        "submitted",
+        "approved",
+        "claimed",
+        "executed",
+    ]
+    assert verify_export(lines, key.public_key()).entries == 4
+
+
+def test_migration_8_rebuilds_tokens_keeping_every_sign_in_column(tmp_path: Path) -> None:
+    """SQLite adds the auditor role only by building `tokens` again: a provider's person, a
+    break-glass token and a rotated token keep every column of version 7, and the ids their
+    idempotency keys and claims name."""
+    from reviewer.service.store import StoreSettings
+    from reviewer.service.store.sqlite import SQLiteStore
+
+    database = tmp_path / "queue.sqlite3"
+    settings = StoreSettings(clock=lambda: 10.0, pending_ttl=10, approval_ttl=10)
+    SQLiteStore(database, settings).close()
+    with sqlite3.connect(database) as db:
+        db.executescript(
+            """
+INSERT INTO tokens (id, name, role, token_sha256, created_at, kind, issuer, subject, session_ends_at)
+    VALUES (4, 'alice@example.com', 'reviewer', 'h1', 1, 'provider', 'https://id.example', 'alice-7', 99);
+INSERT INTO tokens (id, name, role, token_sha256, created_at, kind)
+    VALUES (5, 'ops', 'reviewer', 'h2', 2, 'break-glass');
+INSERT INTO tokens (id, name, role, token_sha256, created_at, previous_sha256, previous_expires_at)
+    VALUES (6, 'deploy', 'agent', 'h3', 3, 'h0', 50);
+DROP TABLE trail_log;
+PRAGMA user_version = 7;
+"""
+        )
+        before = dump_table(database, "tokens")
+    db.close()
+    SQLiteStore(database, settings).close()
+    assert user_version(database) == SCHEMA_VERSION
+    assert dump_table(database, "tokens") == before
+    with sqlite3.connect(database) as db:
+        db.execute(
+            "INSERT INTO tokens (name, role, token_sha256, created_at) VALUES ('audit', 'auditor', 'h4', 4)"
+        )
+        with pytest.raises(sqlite3.IntegrityError, match="UNIQUE"):  # the active-name index came back
+            db.execute(
+                "INSERT INTO tokens (name, role, token_sha256, created_at) VALUES ('ops', 'agent', 'h5', 5)"
+            )
+        indexes = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    db.close()
+    assert {"tokens_active_name", "tokens_subject"} <= indexes

@@ -33,8 +33,16 @@ from tests.queue_harness import (
 
 
 def test_whoami_names_the_token_holder_and_role(actors: Actors) -> None:
-    assert actors.alice.get("/v1/whoami").json() == {"name": "alice", "role": "reviewer"}
-    assert actors.agent.get("/v1/whoami").json() == {"name": "agent", "role": "agent"}
+    assert actors.alice.get("/v1/whoami").json() == {
+        "name": "alice",
+        "role": "reviewer",
+        "identity": "token:alice",
+    }
+    assert actors.agent.get("/v1/whoami").json() == {
+        "name": "agent",
+        "role": "agent",
+        "identity": "token:agent",
+    }
 
 
 @pytest.mark.parametrize("authorization", [None, "Bearer rvw_not-a-real-token", "Basic abc", "Bearer"])
@@ -115,7 +123,11 @@ def test_the_proposer_cannot_decide_its_own_proposal_even_as_a_reviewer(
         answer = submit(proposer, proposal_id)
     assert _token_run(service, "revoke", name).returncode == 0
     with service.client(_reviewer_token_made_before_names_kept_their_role(service, name)) as same_name:
-        assert same_name.get("/v1/whoami").json() == {"name": name, "role": "reviewer"}
+        assert same_name.get("/v1/whoami").json() == {
+            "name": name,
+            "role": "reviewer",
+            "identity": f"token:{name}",
+        }
         assert decide(same_name, proposal_id, 1, "0" * 64).status_code == 412
         for decision in ("approve", "reject"):
             refused = decide(same_name, proposal_id, 1, answer["plan_sha256"], decision)

@@ -29,7 +29,7 @@ from reviewer.service.errors import (
     StaleRevision,
     Unauthorized,
 )
-from reviewer.service.store import QueueStore, Submission
+from reviewer.service.store import SCHEMA_VERSION, QueueStore, Submission
 from reviewer.service.store.opener import open_store
 from tests.service.postgres import Cluster
 
@@ -126,17 +126,18 @@ def test_a_database_without_a_queue_is_refused_when_not_creating(database: str, 
 
 def test_another_schema_version_is_refused_with_what_to_do(database: str, clock: Clock) -> None:
     open_store(database, clock=clock, pending_ttl=600, approval_ttl=60, create=True).close()
+    newer = SCHEMA_VERSION + 1
     if database.startswith("postgresql://"):
         with psycopg.connect(database, autocommit=True) as raw:
-            raw.execute("UPDATE reviewer_schema SET version = 8")
+            raw.execute(f"UPDATE reviewer_schema SET version = {newer}")
     else:
         import sqlite3
 
         with sqlite3.connect(database) as raw:
-            raw.execute("PRAGMA user_version = 8")
+            raw.execute(f"PRAGMA user_version = {newer}")
     with pytest.raises(
         DatabaseUnusable,
-        match="schema version 8, newer than version 6 that this release writes; run a release",
+        match=f"schema version {newer}, newer than version {SCHEMA_VERSION} that this release writes; run a",
     ):
         open_store(database, clock=clock, pending_ttl=600, approval_ttl=60, create=True)
 
@@ -553,3 +554,53 @@ def test_a_quorum_counts_per_revision_and_one_request_for_changes_closes_the_rev
         assert (third.state, third.approvals) == ("approved", ["carol", "alice"])
     finally:
         store.close()
+
+
+def test_every_trail_event_is_a_leaf_of_the_log_and_its_proofs_verify(store: QueueStore) -> None:
+    """Each write appends its trail event to the Merkle log in its own transaction, in order: the
+    leaves name who did what on which digest (a report by its SHA-256), and every consistency and
+    inclusion proof the store makes verifies against roots computed from the leaves alone."""
+    import hashlib
+    import json
+
+    from reviewer.service.store import trail
+    from reviewer.trail import merkle
+
+    agent, alice = identity(store, "agent", "agent"), identity(store, "alice", "reviewer")
+    store.submit(agent, submission("p"))
+    store.decide(alice, "p", decision(), "k1")
+    claim = store.claim(agent, "p", claim_request(), "c1")[1]
+    body = b'{"revision":1,"calls":[{"seq":1}]}'
+    store.record_execution(agent, "p", report(claim.claim_id), body, "r1")
+    store.submit(agent, submission("q"))
+    store.decide(alice, "q", decision(verdict="reject"), "k2")
+
+    head = store.trail_head()
+    entries = store.trail_entries(0, head.size)
+    events = [json.loads(content) for _, _, content in entries]
+    assert [(e["event"], e["actor"], e["proposal_id"]) for e in events] == [
+        ("submitted", "agent", "p"),
+        ("approved", "alice", "p"),
+        ("claimed", "agent", "p"),
+        ("executed", "agent", "p"),
+        ("submitted", "agent", "q"),
+        ("rejected", "alice", "q"),
+    ]
+    assert events[3]["report_sha256"] == hashlib.sha256(body).hexdigest()
+    assert (events[1]["identity"], events[3]["identity"]) == ("token:alice", "token:agent")
+    assert [e["index"] for e in events] == list(range(6))
+    roots = []
+    tree = merkle.CompactTree()
+    for _, leaf_hash, content in entries:
+        assert tree.append(content) == leaf_hash
+        roots.append(tree.root())
+    assert head.root == roots[-1]
+    for first in range(1, head.size + 1):
+        proved = store.trail_head(since=first)
+        assert proved.consistency is not None
+        merkle.verify_consistency(first, roots[first - 1], head.size, head.root, proved.consistency)
+    with store.read() as db:
+        for index, leaf_hash, _ in entries:
+            proof = trail.inclusion(db, index, head.size)
+            merkle.verify_inclusion(leaf_hash, index, head.size, proof, head.root)
+    assert store.trail_head(since=head.size + 1).consistency is None  # no size this log ever had

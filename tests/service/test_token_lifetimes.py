@@ -72,6 +72,7 @@ def test_a_rotated_token_keeps_its_identity_and_the_old_secret_lasts_its_grace(t
         assert client.get("/v1/whoami", headers=as_bearer(token)).json() == {
             "name": "deployer",
             "role": "agent",
+            "identity": "token:deployer",
         }
     now[0] = START + 300
     assert client.get("/v1/whoami", headers=as_bearer(new)).status_code == 200
@@ -106,3 +107,78 @@ def test_token_commands_create_with_an_expiry_rotate_and_list(tmp_path: Path) ->
     assert bad.returncode == 2 and "not a duration" in bad.stderr
     metrics = run("token", "create", "--db", str(database), "--name", "prometheus", "--role", "metrics")
     assert metrics.returncode == 0, metrics.stderr
+
+
+def test_an_expiry_past_what_the_queue_stores_is_a_usage_line_and_list_shows_any_stored_row(
+    tmp_path: Path,
+) -> None:
+    """`--expires-in 99999999999d` would end in the year 273792727: refused before anything is made.
+    A row written before durations were bounded is listed anyway (and `serve --policy`, which lists
+    the tokens, starts), showing the latest date there is."""
+    import sqlite3
+
+    database = tmp_path / "queue.sqlite3"
+    create_app(database).state.store.close()
+    refused = run(
+        "token",
+        "create",
+        "--db",
+        str(database),
+        "--name",
+        "ci",
+        "--role",
+        "agent",
+        "--expires-in",
+        "99999999999d",
+    )
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("usage: reviewer token create")
+    assert "'99999999999d' ends after the year 9999" in refused.stderr and "Traceback" not in refused.stderr
+    assert run("token", "list", "--db", str(database)).stdout == ""
+    with sqlite3.connect(database) as db:
+        db.execute(
+            "INSERT INTO tokens (name, role, token_sha256, created_at, expires_at) "
+            "VALUES ('old-ci', 'agent', 'x', 1800000000, 8.6e18)"
+        )
+    listed = run("token", "list", "--db", str(database))
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.startswith("old-ci\tagent\tcreated 2027-01-15 08:00\texpires 9999-12-31 23:59")
+
+
+def test_an_expired_tokens_pending_approval_is_withdrawn_from_the_quorum(tmp_path: Path) -> None:
+    """Two approvals needed; bob's token expires before the second: his approval counts no more (the
+    trail says why), as a revoked token's would, and alice's alone leaves the proposal pending. An
+    approval that met its quorum before the expiry stays."""
+    from reviewer.policy.file import parse_policy
+    from reviewer.queue.messages import DecisionRequest
+
+    now = [START]
+    app = create_app(tmp_path / "queue.sqlite3", clock=lambda: now[0])
+    store: QueueStore = app.state.store
+    store.policy = parse_policy("[default]\napprovals = 2\n", "policy.toml")
+    tokens = {name: mint_token() for name in ("alice", "bob", "carol", "agent")}
+    for name, token in tokens.items():
+        role = "agent" if name == "agent" else "reviewer"
+        store.create_token(name, role, hash_token(token), expires_at=START + 60 if name == "bob" else None)
+    identity = {name: store.resolve_token(hash_token(token)) for name, token in tokens.items()}
+    store.submit(identity["agent"], submission("expiring"))
+    digest = store.decision_state(identity["agent"], "expiring").plan_sha256
+
+    def approve(name: str) -> None:
+        request = DecisionRequest(revision=1, plan_sha256=digest, decision="approve")
+        store.decide(identity[name], "expiring", request, f"{name}-key")
+
+    approve("bob")
+    assert store.decision_state(identity["agent"], "expiring").approvals == ["bob"]
+    now[0] = START + 60
+    assert store.decision_state(identity["agent"], "expiring").approvals == []
+    approve("alice")
+    state = store.decision_state(identity["agent"], "expiring")
+    assert state.state == "pending" and state.approvals == ["alice"]
+    history = store.get_record(identity["agent"], "expiring").history
+    withdrawn = [event for event in history if event.event == "withdrawn"]
+    assert [event.actor for event in withdrawn] == ["bob"]
+    assert "bob's token expired; the approval it cast no longer counts" in (withdrawn[0].reason or "")
+    assert not store.rotate_token("bob", hash_token(mint_token()), grace=60)  # it stays withdrawn
+    approve("carol")
+    assert store.decision_state(identity["agent"], "expiring").state == "approved"

@@ -155,7 +155,10 @@ def documented_block(page: str, first_words: str) -> list[Command]:
     blocks: dict[str, list[Command]] = {}
     for command in page_commands(page):
         blocks.setdefault(command.block, []).append(command)
-    matching = [commands for first, commands in blocks.items() if first.startswith(first_words)]
+    # A block whose first command is exactly `first_words` is that block, whatever longer ones start alike.
+    matching = [commands for first, commands in blocks.items() if first == first_words] or [
+        commands for first, commands in blocks.items() if first.startswith(first_words)
+    ]
     assert len(matching) == 1, f"{len(matching)} blocks on docs/{page} start with {first_words!r}"
     return [command for command in matching[0] if command.text not in NOT_RUN and not command.synopsis]
 

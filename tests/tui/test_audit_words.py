@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from reviewer.tui.screens.audit_source import call_detail, call_verdict
+from reviewer.tui.screens.audit_source import call_detail, call_verdict, unplanned_writes
 from tests.tui.helpers import AUDITED
 
 
@@ -79,3 +79,25 @@ def test_a_call_the_verification_does_not_list_is_not_checked_never_called_not_h
     verification = audited()
     assert call_verdict(verification, 1).plain == "not checked"
     assert "not checked" in call_detail(verification, 1, http=True).plain
+
+
+def test_an_unplanned_write_shows_what_makes_it_stand_out() -> None:
+    """A write under a borrowed request id carries the matcher's note to the screen, made visible."""
+    audited: Any = {
+        "source": "access-log:/var/log/nginx/api.json",
+        "complete": True,
+        "calls": [],
+        "unplanned": [
+            {
+                "method": "DELETE",
+                "path": "/v1/tickets/t2",
+                "status": 204,
+                "time": "2026-12-02T01:00:03",
+                "note": "reuses call 1's request id\x1b[2J",
+            }
+        ],
+        "unplanned_count": 1,
+    }
+    shown = unplanned_writes(audited).plain
+    assert "DELETE /v1/tickets/t2 204 by an unnamed actor at 2026-12-02 01:00:03Z" in shown
+    assert shown.endswith(": reuses call 1's request id\\x1b[2J")

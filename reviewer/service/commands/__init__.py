@@ -9,7 +9,9 @@ non-zero exit.
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
+from typing import Final
 
 from reviewer.policy.expressions import DEFAULT_DEADLINE
 from reviewer.service.commands.database import run_db_backup, run_db_upgrade, run_notify_list
@@ -97,6 +99,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "are required",
     )
     serve.add_argument(
+        "--trail-key",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="an OpenSSH Ed25519 private key (ssh-keygen -t ed25519 -N '') that signs the trail's "
+        "checkpoints; auditors verify exports with its .pub (`reviewer trail verify`)",
+    )
+    serve.add_argument(
         "--policy-principal",
         default="queue-policy",
         metavar="NAME",
@@ -143,6 +153,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "deleted (default: 604800, a week)",
     )
     _operating_options(serve)
+    _sign_in_options(serve)
     serve.set_defaults(func=run_serve)
 
     notify = subparsers.add_parser(
@@ -169,8 +180,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     create.add_argument(
         "--role",
         required=True,
-        choices=("agent", "reviewer", "metrics"),
-        help="agent (submits, runs), reviewer (decides), metrics (reads /metrics only)",
+        choices=("agent", "reviewer", "metrics", "auditor"),
+        help="agent (submits, runs), reviewer (decides), metrics (reads /metrics only), "
+        "auditor (reads the trail only)",
     )
     create.add_argument(
         "--ssh-key",
@@ -186,6 +198,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=None,
         metavar="DURATION",
         help="the token stops working after DURATION (90d, 12h, 30m or seconds; default: never)",
+    )
+    create.add_argument(
+        "--break-glass",
+        action="store_true",
+        help="a reviewer's token for when the OpenID provider is down: a queue that signs reviewers "
+        "in through the provider accepts no other minted reviewer token, and the trail marks its "
+        "decisions break-glass (give it an --expires-in)",
     )
     _db_option(create)
     create.set_defaults(func=run_token_create)
@@ -227,6 +246,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     register_db(subparsers)
 
 
+LATEST_EXPIRY: Final = 253402300799.0
+"""9999-12-31 23:59:59 UTC, the last second a date shows: a later expiry could not be listed."""
+
+
 def duration(text: str) -> float:
     """`90d`, `12h`, `30m`, `45s` or a number of seconds, more than 0."""
     units = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
@@ -237,6 +260,11 @@ def duration(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 90d, 12h, 30m or 3600") from None
     if not 0 < seconds < float("inf"):
         raise argparse.ArgumentTypeError(f"{text!r}: a duration is more than 0")
+    if time.time() + seconds >= LATEST_EXPIRY:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} ends after the year 9999, past any time the queue stores; "
+            "leave --expires-in out for a token that does not expire"
+        )
     return seconds
 
 
@@ -261,6 +289,48 @@ def _token_rotate_command(commands: argparse._SubParsersAction[argparse.Argument
     )
     _db_option(rotate)
     rotate.set_defaults(func=run_token_rotate)
+
+
+def _sign_in_options(serve: argparse.ArgumentParser) -> None:
+    """`serve`'s options for reviewers signing in through the team's OpenID provider."""
+    group = serve.add_argument_group(
+        "signing reviewers in through an OpenID provider",
+        "Reviewers run `reviewer login --queue URL` (the device authorization grant) instead of "
+        "pasting a minted token; agents keep minted tokens. See docs/operating.md.",
+    )
+    group.add_argument(
+        "--oidc-issuer", metavar="URL", help="the provider's issuer URL, exactly as it writes it"
+    )
+    group.add_argument("--oidc-client-id", metavar="ID", help="the public client registered for reviewer")
+    group.add_argument(
+        "--oidc-reviewers", metavar="GROUP", help="the group whose members may decide (in the groups claim)"
+    )
+    group.add_argument(
+        "--oidc-groups-claim",
+        default="groups",
+        metavar="CLAIM",
+        help="the identity token's claim that lists the person's groups (default: groups)",
+    )
+    group.add_argument(
+        "--oidc-name-claim",
+        default="email",
+        metavar="CLAIM",
+        help="the claim decisions name the person by, and policies' reviewers lists match (default: email)",
+    )
+    group.add_argument(
+        "--oidc-scopes",
+        default=None,
+        metavar="SCOPES",
+        help="the scopes `reviewer login` asks for (default: openid email groups offline_access)",
+    )
+    group.add_argument(
+        "--oidc-session",
+        type=duration,
+        default=None,
+        metavar="DURATION",
+        help="how long a sign-in decides before the client renews it with its refresh token, at most "
+        "(default: 10m; a shorter identity token lifetime wins)",
+    )
 
 
 def _operating_options(serve: argparse.ArgumentParser) -> None:

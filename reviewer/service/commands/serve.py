@@ -12,8 +12,11 @@ from typing import TYPE_CHECKING
 from reviewer.service.commands.support import refusal, store_of
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     from reviewer.policy.file import Policy
     from reviewer.service.notifications.sender import Sender
+    from reviewer.service.oidc import IdentityTokens
     from reviewer.service.server import Listening
     from reviewer.service.signed_decisions import PolicySigning
     from reviewer.service.store import QueueStore
@@ -32,6 +35,14 @@ def run_serve(args: argparse.Namespace) -> int:
             print(f"reviewer serve: {mistake}", file=sys.stderr)
         print(f"reviewer serve: {last}; not started", file=sys.stderr)
         return 2
+    trail_key = None
+    if args.trail_key is not None:
+        from reviewer.trail.checkpoint import CheckpointError, load_private_key
+
+        try:
+            trail_key = load_private_key(args.trail_key)
+        except CheckpointError as error:
+            return refusal("serve", f"--trail-key: {error}")
     signing = None
     if args.policy_key is not None:
         from reviewer.service.signed_decisions import PolicySigning
@@ -58,6 +69,10 @@ def run_serve(args: argparse.Namespace) -> int:
         )
     except NotifyRefused as error:
         return refusal("serve", error.message)
+    try:
+        identity_tokens = _identity_tokens(args)
+    except ValueError as error:
+        return refusal("serve", str(error))
     listening = Listening(
         host=args.host,
         port=args.port,
@@ -73,7 +88,7 @@ def run_serve(args: argparse.Namespace) -> int:
     except ListenRefused as error:
         return refusal("serve", error.message)
     try:
-        return _serve(args, listening, listener, policy, notify_senders, signing)
+        return _serve(args, listening, listener, policy, notify_senders, signing, identity_tokens, trail_key)
     except (ListenRefused, DatabaseUnusable) as error:
         return refusal("serve", error.message)
     finally:
@@ -87,6 +102,8 @@ def _serve(
     policy: Policy | None,
     notify_senders: list[Sender],
     signing: PolicySigning | None = None,
+    identity_tokens: IdentityTokens | None = None,
+    trail_key: Ed25519PrivateKey | None = None,
 ) -> int:
     import asyncio
     import ssl
@@ -108,6 +125,9 @@ def _serve(
         store.policy_evaluator = PolicyEvaluator(policy, args.policy_deadline, signing=signing is not None)
     if store.created:
         log.info("created a new, empty queue in %s", store.location)
+    logged = store.log_earlier_events()
+    if logged:
+        log.info("trail: %d events written before this release now lead the trail's log", logged)
     app = create_app(
         None,
         store=store,
@@ -115,12 +135,26 @@ def _serve(
         remind_after=args.remind_after,
         keep_deliveries=args.notify_keep,
         api_docs=args.api_docs,
+        identity_tokens=identity_tokens,
+        trail_key=trail_key,
     )
     log.info("queue database: %s", store.location)
+    if identity_tokens is not None:
+        settings = identity_tokens.settings
+        log.info(
+            "reviewers sign in through %s as client %s; members of %r in the %r claim decide, named "
+            "by their %r claim, for sessions of %g s at most",
+            settings.issuer,
+            settings.client_id,
+            settings.reviewers_group,
+            settings.groups_claim,
+            settings.name_claim,
+            settings.session,
+        )
     for sender in notify_senders:
         log.info("notifying %s", describe(sender))
     if policy is not None:
-        _report_policy(log, args.policy, policy, store, signing)
+        _report_policy(log, args.policy, policy, store, signing, identity_tokens is not None)
     if listening.behind_tls_proxy and not listening.tls_cert:
         log.warning(
             "serving plain HTTP on %s because --behind-tls-proxy says a TLS-terminating proxy is in front; "
@@ -144,11 +178,66 @@ def _serve(
     return 0 if server.started else 1
 
 
+def _identity_tokens(args: argparse.Namespace) -> IdentityTokens | None:
+    """The provider's identity-token check `--oidc-*` configures, its discovery document and keys
+    read now, so a wrong issuer stops `serve` rather than every reviewer's sign-in; ValueError
+    saying what is wrong."""
+    given = {
+        "--oidc-issuer": args.oidc_issuer,
+        "--oidc-client-id": args.oidc_client_id,
+        "--oidc-reviewers": args.oidc_reviewers,
+    }
+    if not any(given.values()):
+        return None
+    missing = [option for option, value in given.items() if not value]
+    if missing:
+        raise ValueError(f"signing reviewers in through a provider also needs {', '.join(missing)}")
+    import time
+
+    import httpx
+    import jwt
+
+    from reviewer.service.oidc import (
+        DEFAULT_SCOPES,
+        DEFAULT_SESSION,
+        IdentityTokens,
+        ProviderSettings,
+        ProviderUnusable,
+        discover,
+    )
+
+    settings = ProviderSettings(
+        issuer=args.oidc_issuer,
+        client_id=args.oidc_client_id,
+        reviewers_group=args.oidc_reviewers,
+        groups_claim=args.oidc_groups_claim,
+        name_claim=args.oidc_name_claim,
+        scopes=args.oidc_scopes or DEFAULT_SCOPES,
+        session=args.oidc_session or DEFAULT_SESSION,
+    )
+    try:
+        with httpx.Client(timeout=10, follow_redirects=False) as client:
+            endpoints = discover(settings.issuer, client)
+        tokens = IdentityTokens(settings, endpoints, time.time)
+        tokens.keys.get_signing_keys()
+    except ProviderUnusable as error:
+        raise ValueError(str(error)) from None
+    except jwt.PyJWKClientError as error:
+        raise ValueError(f"cannot read the provider's keys at {endpoints.jwks_uri}: {error}") from None
+    return tokens
+
+
 def _report_policy(
-    log: logging.Logger, path: Path, policy: Policy, store: QueueStore, signing: PolicySigning | None
+    log: logging.Logger,
+    path: Path,
+    policy: Policy,
+    store: QueueStore,
+    signing: PolicySigning | None,
+    provider_signs_in: bool = False,
 ) -> None:
     """What `serve` loaded, one line each, and what would make it wrong silently: no `[default]`,
-    a listed reviewer no token is named for, approval by policy where it cannot sign."""
+    a listed reviewer no token is named for (unless reviewers sign in through a provider, whose
+    people the queue knows only once they signed in), approval by policy where it cannot sign."""
     from fnmatch import fnmatchcase
 
     log.info("decision policy: %s (sha256 %s)", path, policy.sha256[:12])
@@ -166,7 +255,7 @@ def _report_policy(
         for token in store.list_tokens()
         if token.role == "reviewer" and token.revoked_at is None
     ]
-    for pattern, where in policy.listed_reviewers():
+    for pattern, where in [] if provider_signs_in else policy.listed_reviewers():
         if not any(fnmatchcase(name, pattern.casefold()) for name in reviewers):
             log.warning("policy: %s lists reviewer %r, but no reviewer token has that name", where, pattern)
     if signing is None and any(rule.approve for rule in policy.rules):

@@ -17,6 +17,12 @@ def run_token_create(args: argparse.Namespace) -> int:
     if args.ssh_key and args.role != "reviewer":
         print("reviewer token create: --ssh-key is for reviewers: their keys sign decisions", file=sys.stderr)
         return 2
+    if args.break_glass and args.role != "reviewer":
+        print(
+            "reviewer token create: --break-glass is for reviewers; agents keep minted tokens",
+            file=sys.stderr,
+        )
+        return 2
     try:
         keys = [(PublicKey.from_file(path), _key_comment(path)) for path in args.ssh_key]
     except SigningError as error:
@@ -27,7 +33,13 @@ def run_token_create(args: argparse.Namespace) -> int:
         store = store_of(args)
         try:
             expires_at = None if args.expires_in is None else store.clock() + args.expires_in
-            store.create_token(args.name, args.role, hash_token(token), expires_at)
+            store.create_token(
+                args.name,
+                args.role,
+                hash_token(token),
+                expires_at,
+                "break-glass" if args.break_glass else "minted",
+            )
             for key, comment in keys:
                 store.add_ssh_key(args.name, key, comment)
         finally:
@@ -127,6 +139,9 @@ def run_token_list(args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
     for token in tokens:
         status = f"revoked {token.revoked_at:%Y-%m-%d %H:%M}" if token.revoked_at else "active"
+        if token.revoked_at is None and token.session_ends_at is not None:
+            ends = "ended" if token.session_ends_at <= now else "ends"
+            status = f"signed in, session {ends} {token.session_ends_at:%Y-%m-%d %H:%M}"
         if token.revoked_at is None and token.expires_at is not None:
             status = (
                 f"{'expired' if token.expires_at <= now else 'expires'} {token.expires_at:%Y-%m-%d %H:%M}"
@@ -134,7 +149,15 @@ def run_token_list(args: argparse.Namespace) -> int:
         if token.revoked_at is None and token.previous_valid_until and token.previous_valid_until > now:
             status += f", rotated: the old token works until {token.previous_valid_until:%Y-%m-%d %H:%M}"
         # Names made before the name rules may hold anything: shown with hidden characters escaped.
-        print(f"{safe_text(token.name)}\t{token.role}\tcreated {token.created_at:%Y-%m-%d %H:%M}\t{status}")
+        how = {
+            "minted": "",
+            "break-glass": "\tbreak-glass",
+            "provider": f"\t{safe_text(token.subject or '')}",
+        }
+        print(
+            f"{safe_text(token.name)}\t{token.role}\tcreated {token.created_at:%Y-%m-%d %H:%M}\t{status}"
+            + how[token.kind]
+        )
     return 0
 
 

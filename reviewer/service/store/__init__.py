@@ -20,7 +20,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from reviewer.policy.bounded import PolicyEvaluator
 from reviewer.policy.file import Policy
@@ -37,9 +37,10 @@ from reviewer.queue.messages import (
     SubmissionAnswer,
 )
 from reviewer.service import rules
-from reviewer.service.auth import Identity, Role
+from reviewer.service.auth import Identity, Kind, Role
+from reviewer.service.errors import Forbidden
 from reviewer.service.signed_decisions import PolicySigning
-from reviewer.service.store import decisions, idempotency, outbox, proposals, runs, tokens
+from reviewer.service.store import decisions, events, idempotency, outbox, proposals, runs, tokens, trail
 from reviewer.service.store.base import (
     DECISION_CHECK,
     DEFAULT_APPROVAL_TTL,
@@ -60,6 +61,9 @@ from reviewer.service.store.outbox import Delivery
 from reviewer.service.store.proposals import ListVersion, Submission
 from reviewer.service.store.tokens import RegisteredKey, TokenInfo
 from reviewer.signing.sshsig import PublicKey
+
+if TYPE_CHECKING:  # the JOSE library loads only where a queue signs reviewers in through a provider
+    from reviewer.service.oidc import ProviderPerson
 
 __all__ = [
     "DECISION_CHECK",
@@ -148,12 +152,20 @@ class QueueStore(ABC):
 
     # tokens and reviewers' SSH keys
 
-    def create_token(self, name: str, role: Role, token_sha256: str, expires_at: float | None = None) -> None:
+    def create_token(
+        self,
+        name: str,
+        role: Role,
+        token_sha256: str,
+        expires_at: float | None = None,
+        kind: Kind = "minted",
+    ) -> None:
         """Mint under `name` (see `rules.check_new_token` for the rules a name follows), valid until
-        `expires_at` (seconds since the epoch) or for ever."""
+        `expires_at` (seconds since the epoch) or for ever; `kind` break-glass for a reviewer's token
+        on a queue that signs reviewers in through the provider."""
         rules.check_token_name(name)
         with self.write() as db:
-            tokens.create_token(db, name, role, token_sha256, expires_at, self.clock())
+            tokens.create_token(db, name, role, token_sha256, expires_at, self.clock(), kind)
 
     def list_tokens(self) -> list[TokenInfo]:
         with self.read() as db:
@@ -183,6 +195,39 @@ class QueueStore(ABC):
     def resolve_token(self, token_sha256: str) -> Identity | None:
         with self.single() as db:
             return tokens.resolve_token(db, token_sha256, self.clock())
+
+    def sign_in(self, person: ProviderPerson) -> Identity:
+        """The identity of a person the provider's identity token names: read alone while their
+        session is known, written once per renewed session (`tokens.sign_in`). Forbidden when the
+        provider no longer counts them a reviewer, after ending their row (so their pending
+        approvals are withdrawn) in a transaction of its own."""
+        subject = person.principal
+        if person.reviewer:
+            with self.single() as db:
+                known = tokens.provider_person(db, person.issuer, person.subject)
+            if (
+                known is not None
+                and known["name"] == person.name
+                and (known["session_ends_at"] or 0.0) >= person.session_ends_at
+            ):
+                return Identity(known["id"], known["name"], "reviewer", "provider", subject)
+        with self.write() as db:
+            token_id = tokens.sign_in(
+                db,
+                person.issuer,
+                person.subject,
+                person.name,
+                person.reviewer,
+                person.issued_at,
+                person.session_ends_at,
+                self.clock(),
+            )
+        if token_id is None:
+            raise Forbidden(
+                f"{person.name} is not in the queue's reviewers group at the identity provider; "
+                "ask for it there"
+            )
+        return Identity(token_id, person.name, "reviewer", "provider", subject)
 
     def add_ssh_key(self, name: str, key: PublicKey, comment: str = "") -> None:
         """Register `key` for the reviewer `name`; refused for an agent's name or a key another holds.
@@ -215,9 +260,13 @@ class QueueStore(ABC):
             with self.read() as db:
                 asked = decisions.changes_requested_before(db, submission.proposal_id, submission.revision)
             verdict = decisions.evaluate_policy(self, submission.body, submission.proposal, asked)
+        reading = None
+        if submission.proposal is not None and self.notifying.targets:  # what its page will say
+            reading = events.plan_reading(submission.proposal)
+            events.remember_reading(submission.plan_sha256, reading)
         now = self.clock()
         with self.write() as db:
-            stored, answer = proposals.submit(self, db, identity, submission, verdict, asked, now)
+            stored, answer = proposals.submit(self, db, identity, submission, verdict, asked, now, reading)
             if not stored:
                 return False, answer
         self._announce_events()
@@ -356,6 +405,33 @@ class QueueStore(ABC):
         with self.read() as db:
             rows = runs.execution_rows(db, identity, proposal_id)
         return runs.execution_history(proposal_id, rows)
+
+    # the trail's Merkle log
+
+    def log_earlier_events(self) -> int:
+        """Append to the log the trail events an older release wrote before it kept one; how many."""
+        with self.write() as db:
+            return trail.catch_up(db)
+
+    def trail_head(self, since: int | None = None) -> trail.Head:
+        """The log's size and root now, with the consistency proof from `since` entries when that
+        is a size the log had (one snapshot, so the proof is of this very root)."""
+        with self.read() as db:
+            return trail.head(db, since)
+
+    def trail_proof(self, index: int, size: int | None = None) -> trail.Proof | None:
+        """Entry `index` and its inclusion proof in the tree of `size` entries (default: all the log
+        holds); None when the log holds no such entry or was never that size."""
+        with self.read() as db:
+            return trail.proof(db, index, size)
+
+    def trail_frontier(self, leaves: int) -> list[bytes]:
+        with self.read() as db:
+            return trail.frontier(db, leaves)
+
+    def trail_entries(self, start: int, end: int) -> list[tuple[int, bytes, bytes]]:
+        with self.read() as db:
+            return trail.entries(db, start, end)
 
     # the notifications' outbox
 

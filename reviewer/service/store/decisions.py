@@ -109,16 +109,16 @@ def environment(store: StoreState, db: Transaction, proposal_id: str, revision: 
     return verdict_of(store, db, proposal_id, revision).environment
 
 
-def cast_decisions(db: Transaction, proposal_id: str, revision: int) -> list[CastDecision]:
-    """The decisions on this revision that count (`cast_and_withdrawn`)."""
-    return cast_and_withdrawn(db, proposal_id, revision)[0]
+def cast_decisions(db: Transaction, proposal_id: str, revision: int, now: float) -> list[CastDecision]:
+    """The decisions on this revision that count at `now` (`cast_and_withdrawn`)."""
+    return cast_and_withdrawn(db, proposal_id, revision, now)[0]
 
 
 def cast_and_withdrawn(
-    db: Transaction, proposal_id: str, revision: int
+    db: Transaction, proposal_id: str, revision: int, now: float
 ) -> tuple[list[CastDecision], list[Withdrawal]]:
-    """The decisions on this revision that count, and the approvals withdrawn since their key was
-    removed (`without_removed_keys`)."""
+    """The decisions on this revision that count at `now`, and the approvals withdrawn since their
+    key was removed or their token ended (`without_removed_keys`)."""
     rows = db.all(
         "SELECT seq, actor, event, reason, at, statement, signature, key_fingerprint FROM trail "
         "WHERE proposal_id = :proposal_id AND revision = :revision AND event IN ('approved', 'rejected') "
@@ -148,15 +148,8 @@ def cast_and_withdrawn(
         proposal_id=proposal_id,
         revision=revision,
     )
-    # A revoked token withdraws its approvals as a removed key does (fingerprint None: any approval).
-    revoked = db.all(
-        "SELECT name, NULL AS fingerprint, revoked_at AS removed_at FROM tokens "
-        "WHERE revoked_at IS NOT NULL AND lower(name) IN (SELECT lower(actor) FROM trail "
-        "WHERE proposal_id = :proposal_id AND revision = :revision AND event = 'approved')",
-        proposal_id=proposal_id,
-        revision=revision,
-    )
-    if not removed and not revoked:
+    ended = ended_tokens(db, proposal_id, revision, now)
+    if not removed and not ended:
         return cast, []
     decided = db.one(
         "SELECT decided_at FROM decisions WHERE proposal_id = :proposal_id AND revision = :revision",
@@ -165,10 +158,38 @@ def cast_and_withdrawn(
     )
     removals = [
         KeyRemoval(row["name"], row["fingerprint"], rules.required_timestamp(row["removed_at"]))
-        for row in [*removed, *revoked]
-    ]
+        for row in removed
+    ] + ended
     decided_at = None if decided is None else rules.required_timestamp(decided["decided_at"])
     return without_removed_keys(cast, removals, decided_at)
+
+
+def ended_tokens(db: Transaction, proposal_id: str, revision: int, now: float) -> list[KeyRemoval]:
+    """The tokens of this revision's approvers that ended: revoked (by the operator, or when the
+    provider's person left the reviewers' group) or expired by `now`. An ended token withdraws its
+    approvals as a removed key does (fingerprint None: any approval)."""
+    rows = db.all(
+        "SELECT name, kind, revoked_at, expires_at FROM tokens "
+        "WHERE (revoked_at IS NOT NULL OR expires_at <= :now) AND lower(name) IN (SELECT lower(actor) "
+        "FROM trail WHERE proposal_id = :proposal_id AND revision = :revision AND event = 'approved')",
+        proposal_id=proposal_id,
+        revision=revision,
+        now=now,
+    )
+    ended = []
+    for row in rows:
+        revoked, expires = row["revoked_at"], row["expires_at"]
+        if revoked is not None and (expires is None or revoked <= expires):
+            cause = "token was revoked"
+            if row["kind"] == "provider":
+                cause = (
+                    "sign-in was ended (revoked on the queue, or out of the reviewers group at the "
+                    "identity provider)"
+                )
+            ended.append(KeyRemoval(row["name"], None, rules.required_timestamp(revoked), cause))
+        else:
+            ended.append(KeyRemoval(row["name"], None, rules.required_timestamp(expires), "token expired"))
+    return ended
 
 
 def voted_state(store: StoreState, db: Transaction, row: Row, now: float) -> DecisionState:
@@ -176,7 +197,7 @@ def voted_state(store: StoreState, db: Transaction, row: Row, now: float) -> Dec
     proposal_id, revision = row["proposal_id"], row["latest_revision"]
     verdict = verdict_of(store, db, proposal_id, revision)
     state = with_votes(
-        rules.decision_state(row, now), verdict.requirement, cast_decisions(db, proposal_id, revision)
+        rules.decision_state(row, now), verdict.requirement, cast_decisions(db, proposal_id, revision, now)
     )
     return state if store.policy.trivial else state.model_copy(update={"policy": policy_state(verdict)})
 
@@ -199,7 +220,7 @@ def decide(
         return True, earlier
     rules.check_decision(row, identity, request.revision, request.plan_sha256, now)
     rule, environment = rule_of(store, db, proposal_id, request.revision)
-    cast = cast_decisions(db, proposal_id, request.revision)
+    cast = cast_decisions(db, proposal_id, request.revision, now)
     signed = admit_decision(
         rule,
         cast,
@@ -219,6 +240,7 @@ def decide(
         request.plan_sha256,
         request.reason or None,
         signed,
+        identity=identity.principal,
     )
     if request.decision == "request_changes":
         # Not a vote: one reviewer's request closes the revision, as one rejection does; the
@@ -266,7 +288,7 @@ def reevaluate(store: StoreState, db: Transaction, proposal_id: str, revision: i
         again = Verdict(**{**vars(verdict), "reason": note})
         decide_by_policy(store, db, proposal_id, revision, row["plan_sha256"], again, now)
         return True
-    result = outcome(verdict.requirement, cast_decisions(db, proposal_id, revision))
+    result = outcome(verdict.requirement, cast_decisions(db, proposal_id, revision, now))
     if result.state != "pending":
         decided_by = ", ".join(result.approvals) if result.state == "approved" else result.rejected_by or ""
         decision: Decision = "approve" if result.state == "approved" else "reject"
@@ -311,6 +333,7 @@ def decide_by_policy(
         plan_sha256,
         verdict.reason,
         signed,
+        identity=verdict.decided_by,
     )
     record_decision(store, db, proposal_id, request, verdict.decided_by, now)
     return "approved" if decision == "approve" else "rejected"

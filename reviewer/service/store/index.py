@@ -8,6 +8,7 @@ from reviewer.service import rules
 from reviewer.service.auth import Identity
 from reviewer.service.rules import Row
 from reviewer.service.signed_decisions import VerifiedSignature
+from reviewer.service.store import trail
 from reviewer.service.store.base import Transaction
 
 
@@ -38,23 +39,33 @@ def append_trail(
     plan_sha256: str,
     reason: str | None = None,
     signed: VerifiedSignature | None = None,
+    identity: str | None = None,
+    report_sha256: str | None = None,
 ) -> int:
-    """Append to the trail; its `seq` is the list's version and cursor, so it must grow in commit
-    order, which the one write lock of `write()` gives on both backends."""
+    """Append to the trail, and to its Merkle log (`store.trail`) in the same transaction; its `seq`
+    is the list's version and cursor, so it must grow in commit order, which the one write lock of
+    `write()` gives on both backends (and the log one order on every replica). `identity` is how the
+    actor signed in (`Identity.principal`: `token:NAME`, `break-glass:NAME`, `oidc:ISSUER#SUBJECT`)."""
+    fields = {
+        "at": now,
+        "actor": actor,
+        "event": event,
+        "proposal_id": proposal_id,
+        "revision": revision,
+        "plan_sha256": plan_sha256,
+        "reason": reason,
+        "statement": signed.statement if signed else None,
+        "signature": signed.signature if signed else None,
+        "key_fingerprint": signed.key_fingerprint if signed else None,
+        "identity": identity,
+    }
     row = db.one(
         "INSERT INTO trail (at, actor, event, proposal_id, revision, plan_sha256, reason, statement, "
-        "signature, key_fingerprint) VALUES (:now, :actor, :event, :proposal_id, :revision, "
-        ":plan_sha256, :reason, :statement, :signature, :key_fingerprint) RETURNING seq",
+        "signature, key_fingerprint, identity) VALUES (:now, :actor, :event, :proposal_id, :revision, "
+        ":plan_sha256, :reason, :statement, :signature, :key_fingerprint, :identity) RETURNING seq",
         now=now,
-        actor=actor,
-        event=event,
-        proposal_id=proposal_id,
-        revision=revision,
-        plan_sha256=plan_sha256,
-        reason=reason,
-        statement=signed.statement if signed else None,
-        signature=signed.signature if signed else None,
-        key_fingerprint=signed.key_fingerprint if signed else None,
+        **{name: value for name, value in fields.items() if name != "at"},
     )
     assert row is not None
+    trail.append(db, {**fields, "seq": row["seq"]}, report_sha256)
     return int(row["seq"])

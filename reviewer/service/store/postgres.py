@@ -25,6 +25,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
 from reviewer.service import migrations
+from reviewer.service.auth import ROLES
 from reviewer.service.errors import DatabaseUnusable
 from reviewer.service.rules import Row
 from reviewer.service.store import (
@@ -61,12 +62,27 @@ CREATE INDEX outbox_due ON outbox (state, next_attempt_at);
 """
 """Notifications waiting to be sent, one row per event and target (version 4: migration 4)."""
 
+TRAIL_LOG_SCHEMA = """
+CREATE TABLE trail_log (
+    leaf_index BIGINT PRIMARY KEY,
+    seq BIGINT NOT NULL,
+    leaf TEXT NOT NULL,
+    hashes BYTEA NOT NULL
+);
+CREATE TRIGGER trail_log_append_only BEFORE UPDATE OR DELETE ON trail_log
+    FOR EACH ROW EXECUTE FUNCTION reviewer_append_only();
+"""
+"""The trail's Merkle log (`reviewer.service.store.trail`), append-only (version 7: migration 7)."""
+TOKEN_ROLES: Final = ", ".join(f"'{role}'" for role in ROLES)
+
 SCHEMA = (
     """
 CREATE TABLE tokens (
     id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     name TEXT NOT NULL,
-    role TEXT NOT NULL CONSTRAINT tokens_role_check CHECK (role IN ('agent', 'reviewer', 'metrics')),
+    role TEXT NOT NULL CONSTRAINT tokens_role_check CHECK (role IN ("""
+    + TOKEN_ROLES
+    + """)),
     token_sha256 TEXT NOT NULL UNIQUE,
     created_at DOUBLE PRECISION NOT NULL,
     revoked_at DOUBLE PRECISION,
@@ -210,7 +226,19 @@ CREATE TRIGGER trail_append_only BEFORE UPDATE OR DELETE ON trail
 CREATE TABLE reviewer_schema (version INTEGER NOT NULL);
 """
     + OUTBOX_SCHEMA
+    + TRAIL_LOG_SCHEMA
 )
+
+IDENTITY_COLUMNS: Final = """
+ALTER TABLE tokens ADD COLUMN kind TEXT NOT NULL DEFAULT 'minted';
+ALTER TABLE tokens ADD COLUMN issuer TEXT;
+ALTER TABLE tokens ADD COLUMN subject TEXT;
+ALTER TABLE tokens ADD COLUMN session_ends_at DOUBLE PRECISION;
+CREATE INDEX tokens_subject ON tokens (issuer, subject);
+ALTER TABLE trail ADD COLUMN identity TEXT;
+"""
+"""Version 7, as `store.sqlite.IDENTITY_COLUMNS` says; a new database gets the same columns."""
+SCHEMA += IDENTITY_COLUMNS
 
 MIGRATIONS: Final = {
     4: OUTBOX_SCHEMA,
@@ -227,6 +255,12 @@ ALTER TABLE decisions ADD CONSTRAINT decisions_decision_check CHECK ({DECISION_C
 ALTER TABLE trail DROP CONSTRAINT trail_event_check;
 ALTER TABLE trail ADD CONSTRAINT trail_event_check CHECK ({TRAIL_EVENT_CHECK});
 """,
+    7: IDENTITY_COLUMNS,
+    8: f"""
+ALTER TABLE tokens DROP CONSTRAINT tokens_role_check;
+ALTER TABLE tokens ADD CONSTRAINT tokens_role_check CHECK (role IN ({TOKEN_ROLES}));
+"""
+    + TRAIL_LOG_SCHEMA,
 }
 """Each numbered step of `reviewer.service.migrations.STEPS` in PostgreSQL's words."""
 OLDEST_VERSION: Final = 3

@@ -4,7 +4,7 @@ its version, a proposal's record and its revisions' bodies, as functions of one 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from reviewer.plan.proposal import Proposal
 from reviewer.policy.verdict import ChangeRequest, Verdict
@@ -64,10 +64,11 @@ def submit(
     verdict: Verdict | None,
     asked: tuple[ChangeRequest, ...],
     now: float,
+    reading: dict[str, Any] | None = None,
 ) -> tuple[bool, SubmissionAnswer]:
     """Store a revision (`QueueStore.submit`) in the caller's write transaction; answers (False, its
     record) when this very plan is already stored. `verdict` was evaluated before the lock, after the
-    changes `asked` of earlier revisions."""
+    changes `asked` of earlier revisions; `reading` (`events.plan_reading`) too, for its page."""
     tokens.require_active(db, identity, store.clock)
     row = db.one(
         "SELECT * FROM proposals WHERE proposal_id = :proposal_id", proposal_id=submission.proposal_id
@@ -96,6 +97,7 @@ def submit(
         submission.proposal_id,
         submission.revision,
         submission.plan_sha256,
+        identity=identity.principal,
     )
     pending_expires_at = now + store.pending_ttl
     # One statement for the first revision and each re-plan: a re-plan keeps the owner and
@@ -156,7 +158,7 @@ def submit(
             db,
             now,
             events.event_key("proposal.waiting", submission.proposal_id, submission.revision),
-            events.waiting(stored_row, bytes(submission.body), now),
+            events.waiting(stored_row, bytes(submission.body), now, reading=reading),
         )
     return True, SubmissionAnswer(
         proposal_id=submission.proposal_id,
@@ -246,7 +248,7 @@ def get_record(
         "SELECT * FROM trail WHERE proposal_id = :proposal_id ORDER BY seq", proposal_id=proposal_id
     )
     latest = decisions.voted_state(store, db, row, now)
-    _counted, withdrawn = decisions.cast_and_withdrawn(db, proposal_id, row["latest_revision"])
+    _counted, withdrawn = decisions.cast_and_withdrawn(db, proposal_id, row["latest_revision"], now)
     revisions = [
         RevisionInfo(
             revision=revision["revision"],
@@ -270,6 +272,7 @@ def get_record(
             reason=event["reason"],
             statement=event["statement"],
             signature=event["signature"],
+            identity=event["identity"],
         )
         for event in trail_rows
     ]

@@ -3,6 +3,7 @@ reports of a proposal as the agents sent them, as functions of one open transact
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from datetime import datetime
 from typing import Final
@@ -57,7 +58,16 @@ def claim_approval(
         now=now,
         lease_expires_at=lease_expires_at,
     )
-    index.append_trail(db, now, identity.name, "claimed", proposal_id, request.revision, request.plan_sha256)
+    index.append_trail(
+        db,
+        now,
+        identity.name,
+        "claimed",
+        proposal_id,
+        request.revision,
+        request.plan_sha256,
+        identity=identity.principal,
+    )
     db.run(
         "UPDATE proposals SET claim_id = :claim_id, claimed_by = :claimed_by, claimed_at = :now, "
         "lease_expires_at = :lease_expires_at, deadline = :lease_expires_at "
@@ -158,6 +168,8 @@ def record_execution(
         claim["revision"],
         claim["plan_sha256"],
         report.ended,
+        identity=identity.principal,
+        report_sha256=hashlib.sha256(body).hexdigest(),
     )
     # Only the revision this claim holds turns executed; a newer one keeps its own state.
     db.run(

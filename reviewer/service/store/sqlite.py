@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from reviewer.service import migrations
+from reviewer.service.auth import ROLES
 from reviewer.service.errors import DatabaseUnusable
 from reviewer.service.rules import Row
 from reviewer.service.store import (
@@ -50,11 +51,22 @@ CREATE INDEX IF NOT EXISTS outbox_due ON outbox(state, next_attempt_at);
 """Notifications waiting to be sent, one row per event and target, written in the transaction that
 makes the event true (version 4: migration 4)."""
 
+TRAIL_LOG_SCHEMA = """
+CREATE TABLE IF NOT EXISTS trail_log (
+    leaf_index INTEGER PRIMARY KEY,
+    seq INTEGER NOT NULL,
+    leaf TEXT NOT NULL,
+    hashes BLOB NOT NULL
+);
+"""
+"""The trail's Merkle log (`reviewer.service.store.trail`): each leaf's bytes, its hash and the
+hashes of the subtrees it completes (version 7: migration 7)."""
+
 TOKENS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS {table} (
     id INTEGER PRIMARY KEY,
     name TEXT NOT NULL,
-    role TEXT NOT NULL CHECK (role IN ('agent', 'reviewer', 'metrics')),
+    role TEXT NOT NULL CHECK (role IN ({roles})),
     token_sha256 TEXT NOT NULL UNIQUE,
     created_at REAL NOT NULL,
     revoked_at REAL,
@@ -63,8 +75,13 @@ CREATE TABLE IF NOT EXISTS {table} (
     previous_expires_at REAL
 );
 """
-"""`{table}` is `tokens`, or the table migration 5 copies the tokens into (SQLite changes a CHECK
-only by building the table again); the index on active names is made after the rename."""
+"""`{table}` is `tokens`, or the table migrations 5 and 8 copy the tokens into (SQLite changes a CHECK
+only by building the table again); the index on active names is made after the rename. `{roles}`
+is the roles a release knows."""
+TOKEN_ROLES: Final = ", ".join(f"'{role}'" for role in ROLES)
+TOKENS_COLUMNS: Final = (
+    "id, name, role, token_sha256, created_at, revoked_at, expires_at, previous_sha256, previous_expires_at"
+)
 TOKENS_INDEX = (
     "CREATE UNIQUE INDEX IF NOT EXISTS tokens_active_name ON tokens(name) WHERE revoked_at IS NULL;\n"
 )
@@ -137,7 +154,7 @@ def _rebuilt(table: str, schema: str, columns: str) -> str:
 
 
 SCHEMA = (
-    TOKENS_SCHEMA.format(table="tokens")
+    TOKENS_SCHEMA.format(table="tokens", roles=TOKEN_ROLES)
     + TOKENS_INDEX
     + """
 CREATE TABLE IF NOT EXISTS proposals (
@@ -221,7 +238,34 @@ CREATE TABLE IF NOT EXISTS idempotency (
 """
     + SSH_KEYS_SCHEMA
     + OUTBOX_SCHEMA
+    + TRAIL_LOG_SCHEMA
 )
+
+IDENTITY_COLUMNS: Final = (
+    "ALTER TABLE tokens ADD COLUMN kind TEXT NOT NULL DEFAULT 'minted';\n"
+    "ALTER TABLE tokens ADD COLUMN issuer TEXT;\n"
+    "ALTER TABLE tokens ADD COLUMN subject TEXT;\n"
+    "ALTER TABLE tokens ADD COLUMN session_ends_at REAL;\n"
+    "CREATE INDEX IF NOT EXISTS tokens_subject ON tokens(issuer, subject);\n"
+    "ALTER TABLE trail ADD COLUMN identity TEXT;\n"
+)
+"""Version 7: how a reviewer signed in (a minted token, a break-glass token, or the provider's
+person by issuer and subject, with the end of their session), and the deciding identity in the trail.
+Nullable or defaulted columns, so no row changes; a new database gets them the same way."""
+SCHEMA += IDENTITY_COLUMNS
+TOKENS_V7_COLUMNS: Final = TOKENS_COLUMNS + ", kind, issuer, subject, session_ends_at"
+TOKENS_SUBJECT_INDEX: Final = "CREATE INDEX IF NOT EXISTS tokens_subject ON tokens(issuer, subject);\n"
+
+
+def _identity_columns_of(table: str) -> str:
+    """Version 7's token columns added to `table`, the copy migration 8 builds of `tokens` (SQLite
+    changes a CHECK, a new role, only by building the table again)."""
+    return "".join(
+        line.replace("ALTER TABLE tokens ", f"ALTER TABLE {table} ", 1) + "\n"
+        for line in IDENTITY_COLUMNS.splitlines()
+        if line.startswith("ALTER TABLE tokens ")
+    )
+
 
 TRAIL_SIGNATURE_COLUMNS = ("statement", "signature", "key_fingerprint")
 """Signed decisions in `trail`; a version-2 file gains them on open (nullable, so no row changes)."""
@@ -230,7 +274,7 @@ MIGRATIONS: Final = {
     3: "".join(f"ALTER TABLE trail ADD COLUMN {column} TEXT;\n" for column in TRAIL_SIGNATURE_COLUMNS)
     + SSH_KEYS_SCHEMA,
     4: OUTBOX_SCHEMA,
-    5: TOKENS_SCHEMA.format(table="tokens_v5")
+    5: TOKENS_SCHEMA.format(table="tokens_v5", roles="'agent', 'reviewer', 'metrics'")
     + "INSERT INTO tokens_v5 (id, name, role, token_sha256, created_at, revoked_at) "
     "SELECT id, name, role, token_sha256, created_at, revoked_at FROM tokens;\n"
     "DROP TABLE tokens;\n"
@@ -238,11 +282,17 @@ MIGRATIONS: Final = {
     6: _rebuilt("decisions", DECISIONS_SCHEMA, DECISIONS_COLUMNS)
     + _rebuilt("trail", TRAIL_SCHEMA, TRAIL_COLUMNS)
     + TRAIL_INDEX,
+    7: IDENTITY_COLUMNS,
+    8: TOKENS_SCHEMA.format(table="tokens_v8", roles=TOKEN_ROLES)
+    + _identity_columns_of("tokens_v8")
+    + f"INSERT INTO tokens_v8 ({TOKENS_V7_COLUMNS}) SELECT {TOKENS_V7_COLUMNS} FROM tokens;\n"
+    "DROP TABLE tokens;\n"
+    "ALTER TABLE tokens_v8 RENAME TO tokens;\n" + TOKENS_INDEX + TOKENS_SUBJECT_INDEX + TRAIL_LOG_SCHEMA,
 }
 """Each numbered step of `reviewer.service.migrations.STEPS` in SQLite's words."""
 OLDEST_VERSION: Final = 2
 
-APPEND_ONLY_TABLES = ("revisions", "decisions", "claims", "executions", "trail")
+APPEND_ONLY_TABLES = ("revisions", "decisions", "claims", "executions", "trail", "trail_log")
 
 
 def _append_only_triggers() -> str:

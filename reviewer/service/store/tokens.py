@@ -3,13 +3,14 @@ keys decisions are signed with, as functions of one open transaction."""
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
 from reviewer.policy.quorum import person
 from reviewer.service import rules
-from reviewer.service.auth import Identity, Role, hashes_match
+from reviewer.service.auth import Identity, Kind, Role, hashes_match
 from reviewer.service.errors import Conflict, Unauthorized
 from reviewer.service.rules import Row
 from reviewer.service.store.base import Clock, Transaction
@@ -25,9 +26,16 @@ class TokenInfo:
     expires_at: datetime | None = None
     previous_valid_until: datetime | None = None
     """After a rotation: until when the replaced token is still accepted."""
+    kind: Kind = "minted"
+    subject: str | None = None
+    """A provider's person: `ISSUER#SUBJECT`."""
+    session_ends_at: datetime | None = None
+    """A provider's person: when the session of the last identity token the queue accepted ends."""
 
 
-TOKEN_COLUMNS: Final = "tokens.id, tokens.name, tokens.role, tokens.token_sha256, tokens.previous_sha256"
+TOKEN_COLUMNS: Final = (
+    "tokens.id, tokens.name, tokens.role, tokens.token_sha256, tokens.previous_sha256, tokens.kind"
+)
 """What `identity_of` reads of a token's row."""
 TOKEN_VALID: Final = (
     "(tokens.token_sha256 = :token_sha256 OR (tokens.previous_sha256 = :token_sha256 "
@@ -53,7 +61,13 @@ class RegisteredKey:
 
 
 def create_token(
-    db: Transaction, name: str, role: Role, token_sha256: str, expires_at: float | None, now: float
+    db: Transaction,
+    name: str,
+    role: Role,
+    token_sha256: str,
+    expires_at: float | None,
+    now: float,
+    kind: Kind = "minted",
 ) -> None:
     earlier = [
         row
@@ -62,29 +76,35 @@ def create_token(
     ]
     rules.check_new_token(name, role, earlier)
     db.run(
-        "INSERT INTO tokens (name, role, token_sha256, created_at, expires_at) "
-        "VALUES (:name, :role, :token_sha256, :now, :expires_at)",
+        "INSERT INTO tokens (name, role, token_sha256, created_at, expires_at, kind) "
+        "VALUES (:name, :role, :token_sha256, :now, :expires_at, :kind)",
         name=name,
         role=role,
         token_sha256=token_sha256,
         now=now,
         expires_at=expires_at,
+        kind=kind,
     )
 
 
 def list_tokens(db: Transaction) -> list[TokenInfo]:
+    """Every row, whatever it holds: a time no date can show (a row written before durations were
+    bounded) is shown as the latest or earliest date there is, never a crash."""
     rows = db.all(
-        "SELECT name, role, created_at, revoked_at, expires_at, previous_expires_at FROM tokens "
-        "ORDER BY name, created_at"
+        "SELECT name, role, created_at, revoked_at, expires_at, previous_expires_at, kind, issuer, "
+        "subject, session_ends_at FROM tokens ORDER BY name, created_at"
     )
     return [
         TokenInfo(
             row["name"],
             row["role"],
-            rules.required_timestamp(row["created_at"]),
-            rules.timestamp(row["revoked_at"]),
-            rules.timestamp(row["expires_at"]),
-            rules.timestamp(row["previous_expires_at"]),
+            rules.clamped_timestamp(row["created_at"]),
+            rules.shown_timestamp(row["revoked_at"]),
+            rules.shown_timestamp(row["expires_at"]),
+            rules.shown_timestamp(row["previous_expires_at"]),
+            row["kind"],
+            None if row["subject"] is None else f"{row['issuer']}#{row['subject']}",
+            rules.shown_timestamp(row["session_ends_at"]),
         )
         for row in rows
     ]
@@ -96,7 +116,10 @@ def rotate_token(
     rotated = db.run(
         "UPDATE tokens SET previous_sha256 = token_sha256, previous_expires_at = :until, "
         "token_sha256 = :token_sha256, expires_at = :expires_at "
-        "WHERE lower(name) = lower(:name) AND revoked_at IS NULL",
+        "WHERE lower(name) = lower(:name) AND revoked_at IS NULL "
+        # An expired token stays expired: a new secret would bring back the approvals its end withdrew.
+        "AND (expires_at IS NULL OR expires_at > :now) AND kind <> 'provider'",
+        now=now,
         until=now + grace,
         token_sha256=token_sha256,
         expires_at=expires_at,
@@ -166,7 +189,7 @@ def identity_of(row: Row | None, token_sha256: str) -> Identity | None:
         return None
     current = hashes_match(row["token_sha256"], token_sha256)
     previous = row["previous_sha256"] is not None and hashes_match(row["previous_sha256"], token_sha256)
-    return Identity(row["id"], row["name"], row["role"]) if current or previous else None
+    return Identity(row["id"], row["name"], row["role"], row["kind"]) if current or previous else None
 
 
 # reviewers' SSH keys
@@ -230,3 +253,90 @@ def signing_keys(db: Transaction, name: str) -> list[PublicKey]:
         name=name,
     )
     return [PublicKey.from_openssh(row["public_key"]) for row in rows]
+
+
+# people the team's OpenID provider signs in
+
+PERSON_COLUMNS: Final = "id, name, role, revoked_at, session_ends_at"
+
+
+def provider_person(db: Transaction, issuer: str, subject: str) -> Row | None:
+    """The active row of the provider's person `issuer`, `subject`, if they signed in before."""
+    return db.one(
+        f"SELECT {PERSON_COLUMNS} FROM tokens WHERE kind = 'provider' AND issuer = :issuer "
+        "AND subject = :subject AND revoked_at IS NULL",
+        issuer=issuer,
+        subject=subject,
+    )
+
+
+def sign_in(
+    db: Transaction,
+    issuer: str,
+    subject: str,
+    name: str,
+    reviewer: bool,
+    issued_at: float,
+    session_ends_at: float,
+    now: float,
+) -> int | None:
+    """Record a sign-in the provider vouched for; the row's id, which idempotency keys and claims
+    are scoped to, stays the person's across renewals.
+
+    A person the provider no longer counts a reviewer (None) has their row ended now, which
+    withdraws their pending approvals as a revocation does. A token issued before the operator ended the
+    person's session (`reviewer token revoke`) does not start a new one: only a sign-in after it does.
+    """
+    active = provider_person(db, issuer, subject)
+    if not reviewer:
+        if active is not None:
+            db.run("UPDATE tokens SET revoked_at = :now WHERE id = :id", now=now, id=active["id"])
+        return None
+    if active is None:
+        ended = db.one(
+            "SELECT max(revoked_at) AS ended FROM tokens WHERE kind = 'provider' AND issuer = :issuer "
+            "AND subject = :subject",
+            issuer=issuer,
+            subject=subject,
+        )
+        if ended is not None and ended["ended"] is not None and issued_at <= ended["ended"]:
+            raise Unauthorized("this session was ended on the queue; sign in again (`reviewer login`)")
+        _check_provider_name(db, name, None)
+        row = db.one(
+            "INSERT INTO tokens (name, role, token_sha256, created_at, kind, issuer, subject, "
+            "session_ends_at) VALUES (:name, 'reviewer', :placeholder, :now, 'provider', :issuer, "
+            ":subject, :session_ends_at) RETURNING id",
+            name=name,
+            # Not a SHA-256 of anything: no bearer token presented to the queue ever resolves to it.
+            placeholder=f"provider:{secrets.token_hex(16)}",
+            now=now,
+            issuer=issuer,
+            subject=subject,
+            session_ends_at=session_ends_at,
+        )
+        assert row is not None
+        return int(row["id"])
+    if active["name"] != name:
+        _check_provider_name(db, name, active["id"])
+    db.run(
+        "UPDATE tokens SET name = :name, session_ends_at = :session_ends_at WHERE id = :id",
+        name=name,
+        session_ends_at=max(session_ends_at, active["session_ends_at"] or 0.0),
+        id=active["id"],
+    )
+    return int(active["id"])
+
+
+def _check_provider_name(db: Transaction, name: str, own_id: int | None) -> None:
+    """A provider's person decides under a name no other active token holds, and one that no agent
+    ever held (an agent's name may not come back as a reviewer's, as `rules.check_new_token` says)."""
+    for row in db.all("SELECT id, name, role, revoked_at FROM tokens"):
+        if row["id"] == own_id or person(row["name"]) != person(name):
+            continue
+        if row["role"] != "reviewer":
+            raise Conflict(f"the name {name!r} was used for an {row['role']} token; it cannot decide")
+        if row["revoked_at"] is None:
+            raise Conflict(
+                f"another active token is named {row['name']!r}; revoke it (`reviewer token revoke`) "
+                f"before {name} signs in"
+            )

@@ -207,7 +207,7 @@ class QueueSource:
     def __init__(
         self,
         queue_url: str,
-        token: Secret,
+        token: Secret | httpx.Auth,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -224,10 +224,10 @@ class QueueSource:
         key (`signing_key` in the config)."""
         self.queue_url = queue_url
         self.login_hint = f"reviewer login --queue {queue_url}"
-        self.poll_client = QueueClient(
-            queue_url, token.reveal(), transport=transport, retries=0, timeout=timeout
-        )
-        decide_client = QueueClient(queue_url, token.reveal(), transport=transport, timeout=timeout)
+        # A provider's session (an `httpx.Auth`) is shared: one renewal serves both clients.
+        credential = token.reveal() if isinstance(token, Secret) else token
+        self.poll_client = QueueClient(queue_url, credential, transport=transport, retries=0, timeout=timeout)
+        decide_client = QueueClient(queue_url, credential, transport=transport, timeout=timeout)
         self.decider = QueueDecider(decide_client, self.login_hint, signer)
         self.clock = clock
         self.now = now

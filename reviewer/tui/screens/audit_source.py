@@ -7,12 +7,12 @@ who can reach the API writes into: each is sanitized and clipped again here, wha
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
 from reviewer.plan.sanitize import clip, safe_text
+from reviewer.reading.audit_rows import utc_time
 from reviewer.tui.palette import role_text
 
 if TYPE_CHECKING:  # read in the screen's worker, so the queue's models load off the first paint
@@ -147,6 +147,9 @@ def _write_line(write: UnplannedWrite) -> Text:
     where = write.get("where")
     if where:  # the file's name and line: the source above names its folder
         text.append(_shown(f" ({where.rpartition('/')[2]})"), "muted")
+    note = write.get("note")
+    if note:
+        text.append_text(role_text(_shown(f": {note}"), "danger"))
     return text
 
 
@@ -154,10 +157,5 @@ def _time_of_day(value: str | None) -> str:
     """A log time as `2026-12-02 01:00:03Z`; what does not read as a time, as it was written."""
     if not value:
         return "an unknown time"
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return value
-    if parsed.tzinfo is None:
-        return parsed.strftime("%Y-%m-%d %H:%M:%S")
-    return parsed.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    parsed = utc_time(value)
+    return value if parsed is None else parsed.strftime("%Y-%m-%d %H:%M:%SZ")

@@ -7,7 +7,6 @@ loop: a receiver "down for 10 s" is the clock moved by ten seconds, never a wait
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 import time
@@ -93,6 +92,45 @@ def queue(database: str, clock: Clock, receiver: Receiver) -> Iterator[Queue]:
     made.close()
 
 
+SAMPLES = Path(__file__).resolve().parents[3] / "reviewer" / "sample_proposals"
+
+
+@pytest.mark.parametrize("event", ["proposal.waiting", "proposal.reminder"])
+def test_a_waiting_page_says_what_the_plan_does_its_alarms_and_its_money(
+    database: str, clock: Clock, receiver: Receiver, event: str
+) -> None:
+    """The Kubernetes sample's page: 6 updates and 3 deletes in production, its three alarms by name
+    and in words, in one line a pager shows; the refunds' page: the euros they move. The reminder
+    (written by the sweep, from the stored body) says the same as the first page."""
+    queue = Queue(database, clock, receiver, remind_after=600)
+    try:
+        for name in ("k8s-shop-scale-down.server.json", "billing-refunds-2000.server.json"):
+            queue.store.submit(queue.agent, submission((SAMPLES / name).read_bytes()))
+        if event == "proposal.reminder":
+            clock.now += 601
+            queue.store.sweep_events()
+        while queue.deliverer.deliver_due():
+            pass
+        arrived = [arrival for arrival in receiver.wait_for(4 if event == "proposal.reminder" else 2)]
+        pages = {
+            arrival.document["proposal_id"]: arrival.document for arrival in arrived if arrival.event == event
+        }
+    finally:
+        queue.close()
+    kubernetes, refunds = pages["k8s-shop-scale-down-1019"], pages["billing-refunds-bulk-2000"]
+    assert kubernetes["counts"] == {"creates": 0, "updates": 6, "deletes": 3, "other": 0, "destructive": 3}
+    assert kubernetes["environment"] == "production"
+    assert [alarm["name"] for alarm in kubernetes["alarms"]] == ["real_refusals", "deletes", "outliers"]
+    assert (
+        kubernetes["alarms"][1]["text"] == "3 deletes: persistent_volume_claim, namespace, persistent_volume"
+    )
+    assert kubernetes["summary"].startswith("6 updates, 3 deletes in production; 1 real refusal; 3 deletes")
+    assert refunds["totals"] == [{"currency": "EUR", "amount": "84641.64", "calls": 1800}]
+    assert (
+        refunds["summary"] == "1,800 creates, 200 updates in production, moving EUR 84,641.64 (1,800 calls)"
+    )
+
+
 def test_each_event_arrives_signed_with_what_it_reports_and_the_line_that_opens_it(
     queue: Queue, receiver: Receiver
 ) -> None:
@@ -128,6 +166,10 @@ def test_each_event_arrives_signed_with_what_it_reports_and_the_line_that_opens_
         "submitted_at": waiting["submitted_at"],
         "waited_seconds": 0,
         "expires_at": waiting["expires_at"],
+        "counts": {"creates": 0, "updates": 2, "deletes": 0, "other": 0, "destructive": 0},
+        "alarms": [],
+        "totals": [],
+        "summary": "2 updates in staging",
     }
     assert decided["decision"] == "approve" and decided["decided_by"] == "alice"
     assert (ended["ended"], ended["calls_sent"], ended["calls_kept"], ended["claim_id"]) == (
@@ -521,7 +563,7 @@ def test_event_documents_carry_agent_text_with_its_hidden_characters_shown() -> 
         "submitted_at": START,
         "pending_expires_at": START + 1,
     }
-    document = events.waiting(row, json.dumps({"target": {"api": "x"}}).encode(), START)
+    document = events.waiting(row, body(proposal("p", calls=1)), START)
     assert "\u202e" not in document["title"] and len(document["title"]) <= events.MAX_TEXT_CHARS
 
 

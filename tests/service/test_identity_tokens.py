@@ -1,0 +1,102 @@
+"""The queue's check of identity tokens, in this process against a JWKS served on loopback: a key the
+provider rotated in is fetched when a token first names it (the cached set is used otherwise, and a
+forged key id fetches at most once per cooldown); a token not valid yet is refused."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from reviewer.service.oidc import Endpoints, IdentityTokens, ProviderSettings, TokenRefused
+
+ISSUER = "https://idp.example"
+
+
+class Keys:
+    """A JWKS endpoint whose key set the test changes, counting the fetches."""
+
+    def __init__(self, folder: Path) -> None:
+        self.jwks: dict[str, list[dict[str, str]]] = {"keys": []}
+        self.fetches = 0
+        keys = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                keys.fetches += 1
+                body = json.dumps(keys.jwks).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/jwks"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def add(self, kid: str) -> rsa.RSAPrivateKey:
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        jwk = jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key(), as_dict=True)
+        jwk.update(kid=kid, use="sig", alg="RS256")
+        self.jwks["keys"].append(jwk)
+        return key
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> Iterator[Keys]:
+    served = Keys(tmp_path)
+    yield served
+    served.server.shutdown()
+    served.server.server_close()
+
+
+def checker(keys: Keys, cooldown: float) -> IdentityTokens:
+    settings = ProviderSettings(issuer=ISSUER, client_id="reviewer-cli", reviewers_group="reviewers")
+    endpoints = Endpoints(ISSUER, keys.url, f"{ISSUER}/token", None)
+    return IdentityTokens(settings, endpoints, time.time, key_refresh_cooldown=cooldown)
+
+
+def token(key: rsa.RSAPrivateKey, kid: str, **claims: object) -> str:
+    now = int(time.time())
+    body = {"iss": ISSUER, "aud": "reviewer-cli", "sub": "alice", "email": "alice@example.com"}
+    body |= {"groups": ["reviewers"], "iat": now, "exp": now + 300, **claims}
+    return jwt.encode(body, key, algorithm="RS256", headers={"kid": kid})
+
+
+def test_a_key_rotated_in_is_fetched_when_a_token_first_names_it(keys: Keys) -> None:
+    first = keys.add("2026-11")
+    tokens = checker(keys, cooldown=0)
+    assert tokens.check(token(first, "2026-11")).name == "alice@example.com"
+    assert tokens.check(token(first, "2026-11")).reviewer
+    assert keys.fetches == 1  # the set is cached
+    second = keys.add("2026-12")
+    assert tokens.check(token(second, "2026-12")).subject == "alice"
+    assert keys.fetches == 2
+
+
+def test_forged_key_ids_fetch_the_set_at_most_once_per_cooldown(keys: Keys) -> None:
+    first = keys.add("2026-11")
+    tokens = checker(keys, cooldown=3600)
+    tokens.check(token(first, "2026-11"))
+    forger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    for attempt in range(5):
+        with pytest.raises(TokenRefused, match="names a key the provider does not publish"):
+            tokens.check(token(forger, f"forged-{attempt}"))
+    assert keys.fetches == 1
+
+
+def test_a_token_not_valid_yet_is_refused(keys: Keys) -> None:
+    key = keys.add("2026-11")
+    with pytest.raises(TokenRefused, match="not valid yet"):
+        checker(keys, cooldown=0).check(token(key, "2026-11", nbf=int(time.time()) + 3600))

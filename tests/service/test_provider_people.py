@@ -1,0 +1,84 @@
+"""People the provider signs in, on both stores (SQLite and PostgreSQL): one row per person across
+renewals, ended when the provider no longer counts them a reviewer (their waiting approval withdrawn),
+a session ended on the queue not resumed by a token issued before, and names no other token holds."""
+
+from __future__ import annotations
+
+import pytest
+
+from reviewer.service.errors import Conflict, Forbidden, Unauthorized
+from reviewer.service.oidc import ProviderPerson
+from reviewer.service.store import QueueStore
+from tests.service.test_store_contract import (
+    START,
+    Clock,
+    clock,
+    database,
+    decision,
+    identity,
+    quorum_of_two,
+    store,
+    submission,
+)
+
+__all__ = ["clock", "database", "store"]  # fixtures of the store contract, used here too
+
+ISSUER = "https://sso.example.com/realms/platform"
+
+
+def person(subject: str, *, reviewer: bool = True, issued: float = START, name: str = "") -> ProviderPerson:
+    return ProviderPerson(
+        issuer=ISSUER,
+        subject=subject,
+        name=name or f"{subject}@example.com",
+        email=name or f"{subject}@example.com",
+        reviewer=reviewer,
+        issued_at=issued,
+        session_ends_at=issued + 600,
+    )
+
+
+def test_a_person_keeps_one_identity_across_renewals_and_the_trail_names_them(store: QueueStore) -> None:
+    first = store.sign_in(person("alice"))
+    renewed = store.sign_in(person("alice", issued=START + 500))
+    assert renewed == first
+    assert (first.name, first.role, first.kind) == ("alice@example.com", "reviewer", "provider")
+    assert first.principal == f"oidc:{ISSUER}#alice"
+    agent = identity(store, "agent", "agent")
+    store.submit(agent, submission("p"))
+    store.decide(first, "p", decision(), "k1")
+    approved = [event for event in store.get_record(agent, "p").history if event.event == "approved"]
+    assert [(event.actor, event.identity) for event in approved] == [("alice@example.com", first.principal)]
+    [row] = [token for token in store.list_tokens() if token.kind == "provider"]
+    assert row.subject == f"{ISSUER}#alice" and row.session_ends_at is not None
+
+
+def test_out_of_the_group_ends_the_sign_in_and_withdraws_the_waiting_approval(
+    database: str, clock: Clock
+) -> None:
+    store = quorum_of_two(database, clock)
+    try:
+        alice = store.sign_in(person("alice"))
+        agent = identity(store, "agent", "agent")
+        store.submit(agent, submission("p"))
+        store.decide(alice, "p", decision(), "k1")
+        assert store.decision_state(agent, "p").approvals == ["alice@example.com"]
+        clock.now = START + 60
+        with pytest.raises(Forbidden, match="not in the queue's reviewers group"):
+            store.sign_in(person("alice", reviewer=False, issued=START + 60))
+        assert store.decision_state(agent, "p").approvals == []
+        with pytest.raises(Unauthorized, match="this session was ended on the queue"):
+            store.sign_in(person("alice", issued=START + 30))  # a token from before: no way back
+        again = store.sign_in(person("alice", issued=START + 61))  # back in the group, signed in anew
+        assert again.token_id != alice.token_id and again.name == "alice@example.com"
+    finally:
+        store.close()
+
+
+def test_a_name_another_token_holds_is_refused(store: QueueStore) -> None:
+    identity(store, "deploy-bot", "agent")
+    with pytest.raises(Conflict, match="was used for an agent token"):
+        store.sign_in(person("bot", name="deploy-bot"))
+    store.sign_in(person("carol"))
+    with pytest.raises(Conflict, match="another active token is named 'carol@example.com'"):
+        store.sign_in(person("carol-2", name="carol@example.com"))
