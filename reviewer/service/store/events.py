@@ -295,6 +295,19 @@ def expired(row: Row, now: float) -> dict[str, Any]:
     }
 
 
+def with_id(body: bytes, event_id: str) -> bytes:
+    """An event's body as it is delivered: an event queued by a release that wrote no `id` into it
+    gets its delivery id there (the same on every retry, as `Reviewer-Delivery` is), placed as
+    `encode` places it; any other body is sent as it was stored."""
+    try:
+        document = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        return body
+    if not isinstance(document, dict) or "id" in document or "format" not in document:
+        return body
+    return encode(document, event_id)
+
+
 def encode(document: dict[str, Any], event_id: str) -> bytes:
     """The bytes that are stored, signed and sent: the same on every retry. They hold the event's id
     (sent as `Reviewer-Delivery` too), so the signature covers it: a captured delivery re-sent under
