@@ -54,10 +54,12 @@ def gate(
     upstream_timeout: float = BOUND,
     errlog: TextIO | None = None,
     audit_log: Path | None = None,
+    state_home: Path | None = None,
 ) -> Client:
     """The host's view: the gate started as a host starts any stdio MCP server (its stderr to
     `errlog`, else the test's); with `audit_log`, the upstream writes it as the API's access log and
-    the gate reads it (`--audit access-log:FILE`)."""
+    the gate reads it (`--audit access-log:FILE`); with `state_home`, the gate keeps its state (the
+    trail checkpoints it saw) there."""
     audit = ("--audit", f"access-log:{audit_log}") if audit_log is not None else ()
     parameters = StdioServerParameters(
         command=sys.executable,
@@ -84,6 +86,7 @@ def gate(
             "UPSTREAM_LOG": str(log),
             "UPSTREAM_MODE": mode,
             "UPSTREAM_AUDIT_LOG": str(audit_log or ""),
+            **({"XDG_STATE_HOME": str(state_home)} if state_home is not None else {}),
         },
         cwd=str(ROOT),
     )
