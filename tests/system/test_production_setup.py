@@ -1,23 +1,35 @@
 """The production set-up the docs recommend, run as one system: `reviewer serve` with docs/policies.md's
 policy file (its CEL rules), docs/notifications.md's Slack-and-pager line (each service replaced by a
 receiver on loopback: Apprise's `json://` for Slack, a webhook for the pager, its event filter kept)
-and a signed webhook for every event with the secret file made by the page's own command; on SQLite,
-and on PostgreSQL with two replicas. The README's Python agent and a `reviewer run` agent (a Python
-child in its sandbox, its run verified against the API's audit log, approved with `reviewer approve`
-signing with a registered key held only in a real ssh-agent) and an `mcp-gate` agent (an MCP host over
-stdio, in front of tests/mcp_gate's upstream server) run through to `executed`, and a plan whose dry
-run kept writes is rejected by the policy's CEL rule.
+and a signed webhook for every event with the secret file made by the page's own command, reviewers
+signed in through the team's OpenID provider as docs/operating.md sets it up (npm's `oidc-provider`,
+one for the module), and the trail signed with a key made by docs/trail.md's `ssh-keygen` line; on
+SQLite, and on PostgreSQL with two replicas. Agents keep minted tokens; alice signs in with `reviewer
+login`, taking the device grant's steps at the provider, and her key is bound to the name the provider
+gives her (`reviewer keys add alice@example.com`). The README's Python agent and a `reviewer run` agent
+(a Python child in its sandbox, with the sandbox's defaults; its run verified against the API's audit
+log; approved with `reviewer approve` on her stored session, signing with her key held only in a real
+ssh-agent) and an `mcp-gate` agent (an MCP host over stdio, in front of tests/mcp_gate's upstream
+server) run through to `executed`, each executor keeping its state in a folder of its own, and a plan
+whose dry run kept writes is rejected by the policy's CEL rule.
 
-It asserts what a team relies on: the run ends executed with its report stored, and alice's app
-(`reviewer review`, driven by Textual's pilot) shows after `v` every call of each run matching its
-plan, the `reviewer run` call matched to the API's audit line; each target gets exactly its events,
-each once under its delivery id, the webhook's checked by the page's Stripe snippet; no token, secret
-or URL secret in any line any process it started wrote (the replicas' logs, the agents', the
-`mcp-gate`'s stderr, `reviewer approve`, `keys add`, `notify list`); `reviewer notify list` shows
-every delivery delivered.
+It asserts what a team relies on: the run ends executed with its report stored, each decision named
+as the provider names alice (`alice@example.com`, in the queue, the signed approval, the webhook and
+the chat line), and alice's app (`reviewer review` on her stored session, driven by Textual's pilot)
+shows after `v` every call of each run matching its plan, the `reviewer run` call matched to the
+API's audit line; each target gets exactly its events, each once under its delivery id, the webhook's
+checked by the page's Stripe snippet; `reviewer notify list` shows every delivery delivered; the trail
+page's `reviewer trail checkpoint` (from one replica), `export` (from the other) and `verify --key
+trail_key.pub --checkpoint` hold over everything the test did, the export names each of alice's
+decisions `oidc:ISSUER#alice`, and the checkpoint each executor remembered is one the export extends;
+no token, secret, URL secret or line of the trail's private key in any line any process it started
+wrote (the replicas' logs, the agents', the `mcp-gate`'s stderr, `reviewer login`, `reviewer approve`,
+`keys add`, `notify list`, the trail commands): neither the agents' and the auditor's minted tokens
+nor alice's identity and refresh tokens from the provider.
 
 Not run here yet: the pager's own events (`run.unknown` waits out a lease and the 5 s sweep;
-`tests/service/notifications/test_serve_notify.py` delivers it to a filtered target).
+`tests/service/notifications/test_serve_notify.py` delivers it to a filtered target); executors
+refusing a trail that went backwards (`tests/service/test_trail.py`).
 """
 
 from __future__ import annotations
@@ -39,7 +51,7 @@ from typing import Any
 import httpx
 import pytest
 
-from reviewer.queue.config import Secret, read_credential
+from reviewer.queue.config import CONFIG_FILE_NAME, TOKEN_FILE_NAME, load_settings, read_credential
 from reviewer.queue.sign_in import ProviderSession
 from reviewer.queue.trail_memory import memory_file
 from reviewer.reading.verification import Verification
@@ -288,14 +300,21 @@ def run_an_mcp_gate_agent(
     return proposal_id, stderr.read_text()
 
 
-def verified_with_v(queue: str, token: str, proposal_ids: list[str]) -> dict[str, Verification]:
+def verified_with_v(queue: str, alice: Alice, proposal_ids: list[str]) -> dict[str, Verification]:
     """What the reviewer's app shows after `v` on each executed proposal: the app on `queue` as
-    `reviewer review` runs it, each proposal opened from the list, its real run fetched, `v` pressed,
-    then back to the list."""
+    `reviewer review` runs it (signed in with the session alice's `reviewer login` stored, renewed as
+    it ends), each proposal opened from the list, its real run fetched, `v` pressed, then back to
+    the list."""
     from reviewer.tui.screens.verification import VerificationScreen
 
+    folder = alice.home / "reviewer"
+    settings = load_settings(
+        queue, {}, config_path=folder / CONFIG_FILE_NAME, token_path=folder / TOKEN_FILE_NAME
+    )
+    assert settings.session is not None, settings
+
     async def scenario() -> dict[str, Verification]:
-        app = ReviewerApp(QueueSource(queue, Secret(token), poll_interval=60))
+        app = ReviewerApp(QueueSource(settings.queue_url, settings.credential(), poll_interval=60))
         shown: dict[str, Verification] = {}
         async with app.run_test(size=(100, 30)) as pilot:
             await until(pilot, lambda: set(proposal_ids) <= set(app.items), "the executed proposals listed")
@@ -466,7 +485,7 @@ def test_the_documented_production_setup_runs_each_kind_of_agent_to_executed(
                 assert state["state"] == "executed" and state["decided_by"] == "alice@example.com", state
                 assert (run["ended"], len(run["calls"])) == ("completed", 1), run
         # Each run, verified as alice verifies it: `v` in the app.
-        shown = verified_with_v(services[-1].url, alice.token, [readme_id, run_id, mcp_id])
+        shown = verified_with_v(services[-1].url, alice, [readme_id, run_id, mcp_id])
         for proposal_id, verification in shown.items():
             assert [check.status for check in verification.checks] == ["same"], (proposal_id, verification)
             assert (verification.planned, verification.not_executed, verification.audit_unmatched) == (
