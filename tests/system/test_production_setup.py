@@ -569,11 +569,16 @@ def test_the_documented_production_setup_runs_each_kind_of_agent_to_executed(
         line for line in (tmp_path / "trail_key").read_text().splitlines() if not line.startswith("-----")
     ]
     assert private_key
+    last_session = read_credential(alice.home / "reviewer" / "token")
+    assert isinstance(last_session, ProviderSession), last_session
     for name, value in {
         **tokens,
         "audit token": audit_token,
-        "alice's identity token": alice.session.id_token,
-        "alice's refresh token": alice.session.refresh_token or "",
+        **{
+            f"alice's {kind} token ({when})": token or ""
+            for when, session in (("at sign-in", alice.session), ("as last renewed", last_session))
+            for kind, token in (("identity", session.id_token), ("refresh", session.refresh_token))
+        },
         "notify secret": secret,
         "URL secret": url_secret,
         **{f"trail key line {number}": line for number, line in enumerate(private_key)},
