@@ -24,7 +24,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("notify", "reviewer.service.commands", "the queue's notifications"),
     ("token", "reviewer.service.commands", "mint, list, rotate and revoke the queue's tokens"),
     ("keys", "reviewer.service.commands", "register and remove reviewers' SSH signing keys"),
-    ("db", "reviewer.service.commands", "upgrade or back up the queue's database"),
+    ("db", "reviewer.service.commands", "upgrade, back up or restore the queue's database"),
     ("approve", "reviewer.queue.commands", "approve one revision of a proposal, by its digest"),
     ("reject", "reviewer.queue.commands", "reject one revision of a proposal, with a reason"),
     (
@@ -117,6 +117,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(handler(options) or 0)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader stopped early (`reviewer list | head`): the command did its part
+        from reviewer.queue.pager import quiet_stdout
+
+        quiet_stdout()
+        return 0
 
 
 if __name__ == "__main__":

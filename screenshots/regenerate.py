@@ -17,6 +17,7 @@ HERE = Path(__file__).resolve().parent
 TUI_TESTS = HERE.parent / "tests" / "tui"
 SNAPSHOTS = TUI_TESTS / "__snapshots__" / "test_snapshots"
 LIVE_SNAPSHOTS = TUI_TESTS / "live" / "__snapshots__" / "test_snapshots"
+TRIAGE_SNAPSHOTS = TUI_TESTS / "live" / "__snapshots__" / "test_triage_sizes"
 PICTURES = {
     SNAPSHOTS / "test_queue_screen.svg": "queue.svg",
     SNAPSHOTS / "test_review_server_dry_run.svg": "review-server.svg",
@@ -30,6 +31,9 @@ PICTURES = {
     SNAPSHOTS / "test_review_at_80x24.svg": "review-80x24.svg",
     SNAPSHOTS / "test_verification_against_an_audit_source.svg": "verification-audit.svg",
     LIVE_SNAPSHOTS / "test_drift_answering_changes_requested[100x30].svg": "drift-changes-requested.svg",
+    TRIAGE_SNAPSHOTS / "test_header_and_rows[50x20].svg": "phone-50x20.svg",
+    TRIAGE_SNAPSHOTS / "test_header_and_rows[200x50].svg": "wide-200x50.svg",
+    TRIAGE_SNAPSHOTS / "test_a_superseded_revision_is_never_pending[50x20].svg": "superseded-50x20.svg",
 }
 
 
@@ -86,6 +90,7 @@ def main() -> int:
             "--snapshot-update",
             str(TUI_TESTS / "test_snapshots.py"),
             str(TUI_TESTS / "live" / "test_snapshots.py"),
+            str(TUI_TESTS / "live" / "test_triage_sizes.py"),
         ],
         check=True,
         cwd=HERE.parent,

@@ -25,6 +25,7 @@ from langgraph.types import interrupt
 from reviewer.agent.errors import NoApproval, RunStopped
 from reviewer.agent.feedback import Feedback, with_feedback
 from reviewer.agent.gate import Gate
+from reviewer.agent.replan import Replan, next_revision
 from reviewer.agent.tools import GatedTool, WriteTool
 
 
@@ -52,24 +53,25 @@ class GatedNodes:
         tools: Iterable[WriteTool | GatedTool] = (),
         max_revisions: int = 1,
     ) -> None:
-        if max_revisions < 1:
-            raise ValueError(f"max_revisions must be 1 or more, not {max_revisions}")
+        self.replan = Replan(max_revisions)
         self.gate = gate
         self.task = task
         self.title = title
         self.tools = tuple(tools)
-        self.max_revisions = max_revisions
 
     async def plan(self, state: GateState) -> GateState:
         """Dry-run the task and submit the plan; answers at once (the approval node waits). After a
-        request for changes, the task gets the reviewer's words and the plan is the next revision."""
+        request for changes, the task gets the reviewer's words and the plan is the next revision. With
+        the gate's audit source, the dry run's window is read for writes the gate did not make, and the
+        plan carries them (`dry_run.writes_around`), as `Gate.run` does."""
         feedback = self.feedback(state)
         recording = await self.gate.dry_run(with_feedback(self.task, feedback))
         proposal = self.gate.propose(
             recording,
             title=self.title,
             proposal_id=state["proposal_id"] if feedback else None,
-            revision=feedback.revision + 1 if feedback else 1,
+            revision=next_revision(feedback),
+            dry_run_audit=await self.gate.audit_dry_run(recording),
         )
         submission = await self.gate.submit(proposal)
         return {
@@ -120,7 +122,7 @@ class GatedNodes:
         """Approved: execute; changes requested and a revision left: plan again; otherwise the end."""
         if state.get("state") == "approved":
             return "execute"
-        if state.get("state") == "changes_requested" and state["revision"] < self.max_revisions:
+        if state.get("state") == "changes_requested" and self.replan.allows_after(state["revision"]):
             return "plan"
         return END
 

@@ -75,6 +75,7 @@ from reviewer.agent.request_auth import AwsSigV4Auth, OAuth2ClientCredentials, R
 from reviewer.agent.runs import RecordedCall, Recording, dry_run
 from reviewer.agent.sandbox_check import SandboxCheck
 from reviewer.agent.tools import GatedTool, ToolArgumentError, WriteTool, sdk_tool, write_tool
+from reviewer.agent.waiting import Patience
 from reviewer.audit.registry import AuditSource, audit_source
 from reviewer.plan.dry_run_params import names_dry_run
 from reviewer.plan.proposal import Agent, Call, Proposal, Request, SandboxProof, Target
@@ -127,6 +128,7 @@ __all__ = [
     "NotApproved",
     "OAuth2ClientCredentials",
     "OffTarget",
+    "Patience",
     "PlanStop",
     "Proposal",
     "ProposalExpired",

@@ -15,7 +15,7 @@ import asyncio
 import logging
 import os
 import re
-import uuid
+import secrets
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
@@ -40,9 +40,11 @@ from reviewer.agent.errors import (
 from reviewer.agent.execution import DEFAULT_REQUEST_ID_HEADER, Approval, Execution
 from reviewer.agent.feedback import Feedback, with_feedback
 from reviewer.agent.queue import DEFAULT_DECISION_TIMEOUT, DEFAULT_POLL_INTERVAL, QueueAgent
+from reviewer.agent.replan import Replan, until_decided
 from reviewer.agent.runs import Recording, running
 from reviewer.agent.sandbox_check import SandboxCheck
 from reviewer.agent.tools import GatedTool, WriteTool
+from reviewer.agent.waiting import Patience
 from reviewer.audit.checks import alarm_line, writes_during_dry_run
 from reviewer.audit.inputs import AuditSourceUnreadable
 from reviewer.audit.registry import AuditSource, audit_source
@@ -77,10 +79,22 @@ class MissingAgentToken(AgentError):
         )
 
 
+ID_ALPHABET: Final = "23456789abcdefghjkmnpqrstvwxyz"
+"""Letters and digits no one misreads on a phone: no 0/o, 1/l/i, and no u."""
+ID_RANDOM_CHARS: Final = 10
+"""About 49 random bits: two ids alike are unlikely among a queue's millions (birthday bound 2^-10
+at a million), and the first four or five characters already tell a queue's proposals apart."""
+ID_MAX_CHARS: Final = 24
+
+
 def new_proposal_id(title: str) -> str:
-    """A proposal id a reviewer can read: the title's words, then a random suffix that makes it unique."""
-    words = re.sub(r"[^A-Za-z0-9]+", "-", title).strip("-").lower()[:48] or "plan"
-    return f"{words}-{uuid.uuid4().hex[:8]}"
+    """An id a person can type: random characters first, so the start of it (`reviewer show k3j5`)
+    names one proposal even when the same task runs every day under the same title, then the title's
+    first words, so a page or a log line still says what it is. At most `ID_MAX_CHARS` characters."""
+    random = "".join(secrets.choice(ID_ALPHABET) for _ in range(ID_RANDOM_CHARS))
+    room = ID_MAX_CHARS - ID_RANDOM_CHARS - 1
+    words = re.sub(r"[^A-Za-z0-9]+", "-", title).strip("-").lower()[:room].rstrip("-")
+    return f"{random}-{words}" if words else random
 
 
 @dataclass
@@ -142,7 +156,8 @@ class Gate:
     submission unless `allow_kept_writes`: the reviewer would be approving writes that already happened.
     With `allowed_signers`, an approval counts only when `signatures_required` people in that file
     signed it, and `ledger` names the local file where this executor records the approvals it ran (each
-    runs once).
+    runs once). A queue that is away (restarted, upgraded) is waited for, with `patience`'s backoff, for
+    as long as the decision may still come and at most `decision_timeout` seconds; nothing is sent twice.
 
     `audit` may also be an audit source, `"access-log:/var/log/nginx/api.json"` or any `KIND:LOCATION`
     (`reviewer.audit.registry.audit_source`): the dry run's window is then read for writes the gate did
@@ -168,6 +183,7 @@ class Gate:
         allowed_signers: AllowedSigners | None = None,
         signatures_required: int = 1,
         ledger: Path | str | None = None,
+        patience: Patience | None = None,
         **backend_options: Any,
     ) -> None:
         if backend == "server" and not backend_options.get("dry_run_query"):
@@ -197,6 +213,8 @@ class Gate:
             allowed_signers=allowed_signers,
             signatures_required=signatures_required,
             ledger=ledger,
+            patience=patience,
+            outage_timeout=decision_timeout,
         )
         self.backend = backend
         self.backend_options = backend_options
@@ -323,8 +341,9 @@ class Gate:
         return await self.queue.submit(proposal)
 
     async def status(self, proposal_id: str) -> DecisionState:
-        """The queue's state of the latest revision, at once, without waiting."""
-        return await self.queue.client.decision_state(proposal_id)
+        """The queue's state of the latest revision, without waiting for a decision (a queue that is
+        away is waited for, as every step does)."""
+        return await self.queue.state(proposal_id)
 
     async def wait(self, submission: SubmissionAnswer, *, timeout: float | None = None) -> Approval:
         """Wait for the decision on this submission; the approval, or the `NoApproval` that says why not."""
@@ -396,13 +415,12 @@ class Gate:
         the reviewer's `Feedback` for each re-plan, which is submitted as the next revision of the same
         proposal; the queue shows the reviewer what changed since the revision they asked to change.
         """
-        if max_revisions < 1:
-            raise ValueError(f"max_revisions must be 1 or more, not {max_revisions}")
+        replan = Replan(max_revisions)
         proposal_id = proposal_id or new_proposal_id(title)
-        asked: list[Feedback] = []
-        revision = 1
-        while True:
-            planned = with_feedback(task, asked[-1] if asked else None)
+        attempts: list[GateResult] = []
+
+        async def attempt(replan: Replan) -> GateResult:
+            planned = with_feedback(task, replan.feedback)
             recording = await self.dry_run(planned)
             dry_run_audit = await self.audit_dry_run(recording)
             proposal = self.propose(
@@ -410,36 +428,40 @@ class Gate:
                 title=title,
                 task=description,
                 proposal_id=proposal_id,
-                revision=revision,
+                revision=replan.revision,
                 dry_run_audit=dry_run_audit,
             )
             submission = await self.submit(proposal)
             result = GateResult(
-                recording, proposal, submission, feedback=tuple(asked), dry_run_audit=dry_run_audit
+                recording, proposal, submission, feedback=tuple(replan.asked), dry_run_audit=dry_run_audit
             )
+            attempts.append(result)
             named = f"{submission.proposal_id} revision {submission.revision}"
             log.info("waiting for a reviewer: reviewer review %s (%s)", submission.proposal_id, named)
             try:
                 approval = await self.wait(submission)
             except ChangesRequested as changes:
                 log.info("%s: %s", named, changes)
-                if len(asked) + 1 >= max_revisions:
-                    result.refusal = changes
-                    return result
-                asked.append(Feedback.from_request(changes))
-                revision = submission.revision + 1
-                continue
+                raise
             except NoApproval as refusal:
                 log.info("%s not approved: %s", named, refusal)
                 result.refusal = refusal
                 return result
-            break
+            return await self._run_approved(result, approval, None if replay else planned)
+
+        try:
+            return await until_decided(attempt, replan)
+        except ChangesRequested as changes:
+            attempts[-1].refusal = changes
+            return attempts[-1]
+
+    async def _run_approved(self, result: GateResult, approval: Approval, task: Task | None) -> GateResult:
+        """`run`'s real run of an approved plan: replayed (or `task` again), reported, verified."""
+        named = f"{approval.proposal_id} revision {approval.revision}"
         log.info("%s approved by %s", named, approval.approved_by)
         result.approval = approval
         try:
-            result.execution = await self.execute(
-                approval, tools=recording.tools.values(), task=None if replay else planned
-            )
+            result.execution = await self.execute(approval, tools=result.recording.tools.values(), task=task)
         except NoApproval as refusal:
             log.info("%s not approved: %s", named, refusal)
             result.refusal = refusal

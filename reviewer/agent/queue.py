@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
+import uuid
 from collections.abc import Awaitable, Callable, Iterable
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any, Final
@@ -27,8 +28,10 @@ from reviewer.agent.errors import (
     RunStopped,
 )
 from reviewer.agent.execution import DEFAULT_REQUEST_ID_HEADER, Approval, Execution
+from reviewer.agent.fitting import fit_calls
 from reviewer.agent.ledger import AlreadyRun, Ledger, LedgerError
 from reviewer.agent.tools import GatedTool, WriteTool
+from reviewer.agent.waiting import Patience, Result
 from reviewer.audit.checks import verify_run
 from reviewer.audit.registry import AuditSource
 from reviewer.audit.reported import late_audit
@@ -90,8 +93,14 @@ class QueueAgent:
         allowed_signers: AllowedSigners | None = None,
         signatures_required: int = 1,
         ledger: Ledger | Path | str | None = None,
+        patience: Patience | None = None,
+        outage_timeout: float = DEFAULT_DECISION_TIMEOUT,
     ) -> None:
-        """With `allowed_signers` (an OpenSSH allowed-signers file, `AllowedSigners.parse`), an approval
+        """A queue that is away (restarted, upgraded) is waited for with `patience`'s backoff, at most
+        `outage_timeout` seconds for a request outside the wait for a decision (whose own deadline
+        bounds it), and said once when it goes and once when it is back.
+
+        With `allowed_signers` (an OpenSSH allowed-signers file, `AllowedSigners.parse`), an approval
         counts only when `signatures_required` distinct people in it signed exactly this proposal,
         revision and digest: the queue's word is then not enough, so a queue whose database or host is
         in other hands cannot make this agent run anything. Such an executor also names a `ledger`, a
@@ -104,9 +113,21 @@ class QueueAgent:
         self.allowed_signers = allowed_signers
         self.signatures_required = signatures_required
         self.ledger = ledger if isinstance(ledger, Ledger) or ledger is None else Ledger(ledger)
+        self.patience = patience or Patience()
+        self.outage_timeout = outage_timeout
+
+    async def _patiently(
+        self, request: Callable[[], Awaitable[Result]], what: str, until: float | None = None
+    ) -> Result:
+        """`request()` through an outage of the queue, until `until` (monotonic) or `outage_timeout`."""
+        if until is None:
+            until = self.patience.clock() + self.outage_timeout
+        return await self.patience.call(request, until=until, what=what, where=self.client.base_url)
 
     async def submit(self, proposal: Proposal) -> SubmissionAnswer:
-        return await self.client.submit(proposal)
+        """Submit a revision; sent again through an outage, it is stored once (by its revision)."""
+        named = f"submitting {proposal.proposal_id} revision {proposal.revision}"
+        return await self._patiently(partial(self.client.submit, proposal), named)
 
     async def wait_for_decision(
         self,
@@ -123,9 +144,13 @@ class QueueAgent:
         against the digest the approval names. `plan_digest`, when given, must be that digest too.
         """
         interval = self.poll_interval if poll_interval is None else poll_interval
-        deadline = time.monotonic() + timeout
+        clock = self.patience.clock
+        deadline = clock() + timeout
+        until = deadline
+        asking = partial(self.client.decision_state, proposal_id)
         while True:
-            state = await self.client.decision_state(proposal_id)
+            state = await self._patiently(asking, f"waiting for a decision on {proposal_id}", until)
+            until = min(deadline, clock() + _seconds_left(state) + interval)
             self._require_revision(state, revision, plan_digest)
             if state.state == "approved":
                 return await self._approval(state)
@@ -137,10 +162,10 @@ class QueueAgent:
                 raise ProposalExpired(proposal_id, revision, state.decided_by)
             if state.state != "pending":
                 raise NotApproved(proposal_id, revision, _why_not(state))
-            remaining = deadline - time.monotonic()
+            remaining = deadline - clock()
             if remaining <= 0:
                 raise DecisionTimeout(proposal_id, revision, timeout)
-            await asyncio.sleep(min(interval, remaining))
+            await self.patience.sleep(min(interval, remaining))
 
     async def submit_and_wait(
         self, proposal: Proposal, *, timeout: float = DEFAULT_DECISION_TIMEOUT
@@ -152,7 +177,7 @@ class QueueAgent:
 
     async def require_current(self, approval: Approval) -> None:
         """Raise `NotApproved` unless the queue still holds this approval as current and unused."""
-        state = await self.client.decision_state(approval.proposal_id)
+        state = await self.state(approval.proposal_id)
         self._require_revision(state, approval.revision, approval.plan_sha256)
         if state.state != "approved":
             raise NotApproved(approval.proposal_id, approval.revision, _why_not(state))
@@ -194,7 +219,7 @@ class QueueAgent:
             approval, client, audit, allow_any_target=allow_any_target, request_id_header=request_id_header
         )
         if self.allowed_signers is not None:  # checked again now: the approval may be a stale object
-            state = await self.client.decision_state(approval.proposal_id)
+            state = await self.state(approval.proposal_id)
             self._require_revision(state, approval.revision, approval.plan_sha256)
             self._require_signatures(state)
         if self.ledger is not None:
@@ -238,15 +263,21 @@ class QueueAgent:
             raise
 
     async def _claim(self, approval: Approval) -> str:
-        """This run's claim id; a refusal (not approved now, or another run holds it) is `NotApproved`."""
+        """This run's claim id; a refusal (not approved now, or another run holds it) is `NotApproved`.
+        One Idempotency-Key for every try: a claim whose answer was lost in an outage is this run's."""
+        key = str(uuid.uuid4())
+        claiming = partial(
+            self.client.claim, approval.proposal_id, approval.revision, approval.plan_sha256, key
+        )
         try:
-            claim = await self.client.claim(approval.proposal_id, approval.revision, approval.plan_sha256)
+            claim = await self._patiently(claiming, f"claiming {approval.proposal_id}")
         except (ClaimRefused, StaleRevision, NotFound) as refused:
             raise NotApproved(approval.proposal_id, approval.revision, refused.body.message) from None
         return claim.claim_id
 
     async def report(self, execution: Execution) -> DecisionState:
-        """Send the real calls, how the run ended and the audit lines its writes left, under its claim.
+        """Send the real calls, how the run ended and the audit lines its writes left, under its claim;
+        an answer too large for the queue's limits is sent clipped, with its length and SHA-256.
 
         Safe to call again when an answer was lost: every report of one execution carries the same
         Idempotency-Key, so the queue stores it once and answers a retry with the first answer.
@@ -273,15 +304,25 @@ class QueueAgent:
             plan_sha256=execution.approval.plan_sha256,
             claim_id=execution.claim_id,
             ended=execution.ended,
-            calls=[msgspec.to_builtins(call) for call in execution.executed_calls()],
+            calls=fit_calls([msgspec.to_builtins(call) for call in execution.executed_calls()]),
             unknown_outcomes=[call.seq for call in execution.outcome_unknown],
             audit_log=list(execution.audit_lines) if execution.audit_available else None,
             note=note[:MAX_STRING_CHARS] if note else None,
             request_ids=execution.request_ids() or None,
             audit=audit,
         )
-        return await self.client.report_execution(
-            execution.approval.proposal_id, report, idempotency_key=execution.report_key
+        sending = partial(
+            self.client.report_execution,
+            execution.approval.proposal_id,
+            report,
+            idempotency_key=execution.report_key,
+        )
+        return await self._patiently(sending, f"reporting the run of {execution.approval.proposal_id}")
+
+    async def state(self, proposal_id: str) -> DecisionState:
+        """The queue's state of the latest revision, asked again through an outage."""
+        return await self._patiently(
+            partial(self.client.decision_state, proposal_id), f"asking the state of {proposal_id}"
         )
 
     def _require_signatures(self, state: DecisionState) -> None:
@@ -304,7 +345,8 @@ class QueueAgent:
             )
 
     async def _approval(self, state: DecisionState) -> Approval:
-        proposal = await self.client.get_revision(state.proposal_id, state.revision)
+        reading = partial(self.client.get_revision, state.proposal_id, state.revision)
+        proposal = await self._patiently(reading, f"reading the approved plan of {state.proposal_id}")
         if plan_sha256(proposal) != state.plan_sha256:
             raise NotApproved(
                 state.proposal_id, state.revision, "the queue's copy of the plan does not match its digest"
@@ -336,6 +378,14 @@ def _run_note(execution: Execution) -> str | None:
     if execution.unexecuted:
         return f"the run made {len(execution.executed)} of the plan's {len(execution.plan)} calls"
     return None
+
+
+def _seconds_left(state: DecisionState) -> float:
+    """Seconds until a pending revision expires (when the queue said when), else no bound."""
+    if state.state != "pending" or state.expires_at is None:
+        return float("inf")
+    expires_at = state.expires_at if state.expires_at.tzinfo else state.expires_at.replace(tzinfo=UTC)
+    return max(0.0, (expires_at - datetime.now(UTC)).total_seconds())
 
 
 def _why_not(state: DecisionState) -> str:

@@ -21,8 +21,10 @@ from typing import Any
 
 from reviewer.agent.errors import AgentError, NoApproval, RunStopped
 from reviewer.agent.execution import Execution
+from reviewer.agent.feedback import Feedback
 from reviewer.agent.gate import Gate
 from reviewer.agent.http_values import CallAnswer
+from reviewer.agent.replan import next_revision
 from reviewer.agent.runs import Recording
 from reviewer.agent.tools import WriteTool
 from reviewer.plan.proposal import Proposal
@@ -74,8 +76,9 @@ class PlanSession:
         self._recording: Recording | None = None
         self._tools: dict[str, WriteTool] = {}
         self._submitted: SubmissionAnswer | None = None
-        self._next_revision: tuple[str, int] | None = None
-        """The proposal a reviewer asked to change, and the revision the next plan is submitted as."""
+        self._changes: tuple[str, Feedback] | None = None
+        """The proposal a reviewer asked to change, and what they asked: the next plan is its next
+        revision."""
         self._answers: dict[str, dict[str, Any]] = {}
         self._lock = asyncio.Lock()
 
@@ -100,16 +103,16 @@ class PlanSession:
             if recording is None or not recording.calls:
                 raise EmptyPlan()
             await recording.finish()
-            proposal_id, revision = self._next_revision or (None, 1)
+            proposal_id, feedback = self._changes or (None, None)
             proposal = self.gate.propose(
                 recording,
                 title=title or self.default_title or "Agent plan",
                 proposal_id=proposal_id,
-                revision=revision,
+                revision=next_revision(feedback),
                 dry_run_audit=await self.gate.audit_dry_run(recording),
             )
             answer = await self.gate.submit(proposal)
-            self._submitted, self._next_revision = answer, None
+            self._submitted, self._changes = answer, None
             self._recording = None
             return {
                 "proposal_id": answer.proposal_id,
@@ -147,11 +150,12 @@ class PlanSession:
             if ours and state.state in ("rejected", "changes_requested", "expired"):
                 self._submitted = None  # the plan ended: a new one may start
             if ours and state.state == "changes_requested":
-                self._next_revision = (proposal_id, state.revision + 1)
+                asked = Feedback(state.reason or "", state.decided_by or "a reviewer", state.revision)
+                self._changes = (proposal_id, asked)
                 return {
                     **_state_answer(state),
                     "note": "a reviewer asked for changes (reason): re-plan with them, call the tools "
-                    f"again and submit; the new plan is revision {state.revision + 1} of this proposal",
+                    f"again and submit; the new plan is revision {next_revision(asked)} of this proposal",
                 }
             return _state_answer(state)
 

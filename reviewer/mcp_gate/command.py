@@ -70,6 +70,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help="how long the upstream may take to start and to answer one call (default 30)",
     )
+    gate.add_argument(
+        "--decision-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long a call waits for a queue that is away (restarting, upgrading) before it answers "
+        "that it is (default 60; the host asks again later)",
+    )
     gate.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS...")
     gate.set_defaults(func=_run)
 
@@ -82,6 +90,9 @@ def _run(options: argparse.Namespace) -> int:
         print("reviewer mcp-gate: name the upstream server's command after --", file=sys.stderr)
         return 2
     options.command = command
+    if not options.decision_timeout > 0:
+        print("reviewer mcp-gate: --decision-timeout must be more than 0 seconds", file=sys.stderr)
+        return 2
     try:
         from reviewer.agent.gate import DEFAULT_QUEUE_URL
         from reviewer.mcp_gate.server import run

@@ -24,9 +24,11 @@ from reviewer.agent.gate import AGENT_TOKEN_ENV, Gate, MissingAgentToken
 from reviewer.agent.session import PlanSession
 from reviewer.agent.shaped import shaped_answer
 from reviewer.agent.tools import WriteTool
+from reviewer.agent.waiting import Patience
 from reviewer.audit.inputs import AuditSourceUnreadable, credential_variables
 from reviewer.audit.options import audit_headers, audit_option
 from reviewer.audit.registry import AuditSource
+from reviewer.mcp_gate.recordings import RecordedCall, RecordingFile, RecordingUnreadable
 from reviewer.mcp_gate.trust import TrustConfigError, TrustPolicy, load_policy
 from reviewer.mcp_gate.upstream import (
     STATUS_TOOL,
@@ -45,6 +47,7 @@ from reviewer.mcp_gate.upstream import (
 from reviewer.plan.dry_run_params import names_dry_run
 from reviewer.plan.placeholders import Reference
 from reviewer.plan.proposal import Proposal, Target
+from reviewer.plan.sanitize import safe_text
 from reviewer.queue.client import QueueClient, QueueError
 
 GATE_TOOLS: Final = (
@@ -79,22 +82,53 @@ GATE_TOOLS: Final = (
 )
 
 
+def say(text: str) -> None:
+    """One line on stderr (stdout is the MCP protocol's), which hosts show as the server's log."""
+    print(f"reviewer mcp-gate: {safe_text(text)}", file=sys.stderr, flush=True)
+
+
 def tool_error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
 
 
-def json_result(answer: Mapping[str, Any]) -> types.CallToolResult:
+def json_result(answer: Mapping[str, Any], *, failure: str | None = None) -> types.CallToolResult:
+    """The answer as JSON text and structured content; with `failure` (said first, in words), or for a
+    run that did not complete or whose outcome is unknown, a tool result marked `isError`."""
+    said = [failure] if failure is not None else []
+    content: list[types.ContentBlock] = [
+        types.TextContent(type="text", text=text) for text in [*said, json.dumps(answer, ensure_ascii=False)]
+    ]
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=json.dumps(answer, ensure_ascii=False))],
-        structured_content=dict(answer),
+        content=content, structured_content=dict(answer), is_error=failure is not None or run_failed(answer)
+    )
+
+
+def run_failed(answer: Mapping[str, Any]) -> bool:
+    """Whether a status answer is of a run that failed, stopped, was not run, or may have written
+    without saying so: the host's model must not read it as done."""
+    return (
+        bool(answer.get("outcome_unknown"))
+        or answer.get("state") == "not run"
+        or answer.get("ended") not in (None, "completed")
     )
 
 
 class McpGate:
     """The gate's tool handlers: list, pass reads through, record writes, submit, status."""
 
-    def __init__(self, upstream: Upstream, gate: Gate, policy: TrustPolicy, *, title: str | None) -> None:
+    def __init__(
+        self,
+        upstream: Upstream,
+        gate: Gate,
+        policy: TrustPolicy,
+        *,
+        title: str | None,
+        recording: RecordingFile | None = None,
+    ) -> None:
         self.upstream = upstream
+        self.recording = recording
+        """Where the calls recorded and not yet submitted are kept, for a gate started after this one."""
+        self.recorded: list[RecordedCall] = []
         self.gate = gate
         self.policy = policy
         self.session = PlanSession(gate, title=title, replay_tools=self.replay_tools)
@@ -119,7 +153,11 @@ class McpGate:
                 self.gate.target = msgspec.structs.replace(
                     self.gate.target, tools_sha256=tools_sha256(self.upstream.tools.values())
                 )
-                return json_result(await self.session.submit(title if isinstance(title, str) else None))
+                submitted = await self.session.submit(title if isinstance(title, str) else None)
+                self.recorded.clear()
+                if self.recording is not None:
+                    self.recording.remove()
+                return json_result(submitted)
             if name == STATUS_TOOL:
                 proposal_id = arguments.get("proposal_id")
                 if not isinstance(proposal_id, str) or not proposal_id:
@@ -138,14 +176,16 @@ class McpGate:
             raise MCPError(types.INTERNAL_ERROR, f"{self.name}: {failed}") from None
 
     async def _status(self, proposal_id: str) -> types.CallToolResult:
+        """The plan's state as a tool result, whatever happened: a run that failed or whose outcome is
+        unknown, and an upstream that cannot run it, are results marked `isError` (MCP's way of saying
+        a tool failed), so the host can still read the plan's state."""
         self.failures.clear()
-        answer = await self.session.status(proposal_id)
-        if self.failures:
-            raise MCPError(
-                types.INTERNAL_ERROR,
-                f"{self.name}: {self.failures[0]}. {answer.get('summary', '')}".strip(),
-            )
-        return json_result(answer)
+        try:
+            answer = await self.session.status(proposal_id)
+        except (UpstreamFailed, UpstreamChanged) as failed:
+            return tool_error(f"{self.name}: {failed}")
+        failure = f"{self.name}: {self.failures[0]}" if self.failures else None
+        return json_result(answer, failure=failure)
 
     async def _ready(self) -> None:
         try:
@@ -173,6 +213,7 @@ class McpGate:
     async def _record(self, tool: types.Tool, arguments: dict[str, Any]) -> types.CallToolResult:
         kept = {key: value for key, value in arguments.items() if not names_dry_run(key)}
         answer = await self.session.call(self._spec(tool), kept)
+        self._keep(RecordedCall(tool.name, kept))
         placeholders = answer.result if isinstance(answer.result, Mapping) else {}
         said: dict[str, Any] = {
             "recorded": True,
@@ -190,6 +231,47 @@ class McpGate:
             content=[types.TextContent(type="text", text=json.dumps(said, ensure_ascii=False))],
             structured_content=structured,
         )
+
+    def _keep(self, call: RecordedCall) -> None:
+        """The recording on disk with `call` added; a file that cannot be written is said, and the
+        plan goes on in this gate's memory."""
+        self.recorded.append(call)
+        if self.recording is None:
+            return
+        try:
+            self.recording.save(self.recorded, self.name)
+        except OSError as error:
+            say(
+                f"the recorded plan could not be kept in {self.recording.path} ({error}); "
+                "it lives in this gate only"
+            )
+
+    async def pick_up(self) -> None:
+        """Record again the calls an earlier gate for this upstream and queue kept and did not submit,
+        and say so; a kept call of a tool the upstream no longer lists ends the pick-up there, said."""
+        if self.recording is None:
+            return
+        try:
+            kept = self.recording.load()
+        except RecordingUnreadable as error:
+            say(f"{error}; it was left as it is and a new plan starts")
+            return
+        for position, call in enumerate(kept, 1):
+            tool = self.upstream.tools.get(call.tool)
+            if tool is None or self.policy.passes(tool):
+                say(
+                    f"the recorded call {position} ({call.tool}) is not a gated tool of the upstream now; "
+                    f"{position - 1} of the {len(kept)} recorded calls were picked up"
+                )
+                break
+            await self.session.call(self._spec(tool), call.arguments)
+            self.recorded.append(call)
+        if self.recorded:
+            self.recording.save(self.recorded, self.name)
+            say(
+                f"picked up {len(self.recorded)} recorded call(s) of a plan not yet submitted, kept in "
+                f"{self.recording.path}; {SUBMIT_TOOL} submits them"
+            )
 
     def _spec(self, tool: types.Tool) -> WriteTool:
         """The write tool standing for an upstream tool: recorded in the dry run, called on the upstream
@@ -218,8 +300,9 @@ class McpGate:
 
 
 def passthrough_handlers(upstream: Upstream, capabilities: types.ServerCapabilities) -> dict[str, Any]:
-    """Handlers that serve the upstream's resources, resource templates and prompts unchanged, for the
-    capabilities it declares (a server without prompts keeps answering "method not found")."""
+    """Handlers that serve the upstream's resources (and their subscriptions), resource templates,
+    prompts, completions and logging level unchanged, for the capabilities it declares (a server
+    without prompts keeps answering "method not found")."""
 
     async def client() -> Client:
         try:
@@ -242,6 +325,19 @@ def passthrough_handlers(upstream: Upstream, capabilities: types.ServerCapabilit
     async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
         return await (await client()).get_prompt(params.name, params.arguments)
 
+    async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        return await (await client()).subscribe_resource(params.uri)
+
+    async def unsubscribe(ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        return await (await client()).unsubscribe_resource(params.uri)
+
+    async def complete(ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
+        context = params.context.arguments if params.context is not None else None
+        return await (await client()).complete(params.ref, params.argument.model_dump(), context)
+
+    async def set_logging_level(ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        return await (await client()).set_logging_level(params.level)
+
     handlers: dict[str, Any] = {}
     if capabilities.resources is not None:
         handlers.update(
@@ -249,8 +345,14 @@ def passthrough_handlers(upstream: Upstream, capabilities: types.ServerCapabilit
             on_list_resource_templates=list_resource_templates,
             on_read_resource=read_resource,
         )
+        if capabilities.resources.subscribe:
+            handlers.update(on_subscribe_resource=subscribe, on_unsubscribe_resource=unsubscribe)
     if capabilities.prompts is not None:
         handlers.update(on_list_prompts=list_prompts, on_get_prompt=get_prompt)
+    if capabilities.completions is not None:
+        handlers.update(on_completion=complete)
+    if capabilities.logging is not None:
+        handlers.update(on_set_logging_level=set_logging_level)
     return handlers
 
 
@@ -283,8 +385,13 @@ async def serve(options: argparse.Namespace, token: str) -> None:
                     base_url=options.base_url,
                     environment=options.environment,
                 ),
+                decision_timeout=options.decision_timeout,
+                patience=Patience(say=say),
             )
-            handlers = McpGate(upstream, gate, options.policy, title=options.title)
+            recording = RecordingFile.of(options.queue, gate.target.api)
+            handlers = McpGate(upstream, gate, options.policy, title=options.title, recording=recording)
+            if capabilities is not None:
+                await handlers.pick_up()
 
             async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
                 return await handlers.list_tools()

@@ -102,8 +102,11 @@ class Upstream:
         """Connect, list the tools, then keep the connection open until the gate closes."""
         try:
             async with AsyncExitStack() as stack:
+                # The initialize handshake every server speaks, in which the logging level and
+                # resource subscriptions the gate passes through still exist (a later protocol
+                # version dropped them, and a host on the handshake would find them gone).
                 client = await stack.enter_async_context(
-                    Client(self.parameters, read_timeout_seconds=self.timeout, cache=None)
+                    Client(self.parameters, read_timeout_seconds=self.timeout, cache=None, mode="legacy")
                 )
                 listed = await self._list_all(client)
                 if not listed:

@@ -116,6 +116,8 @@ class Expression:
     reads_calls: bool
     reads_args: bool
     reads_alarms: bool
+    reads_totals: bool = False
+    """Whether it reads `plan.totals` (the money per currency), which walks every call's arguments."""
     call_fields: frozenset[str] = frozenset()
     """The fields of a call the expression may read (every identifier that is one), so the
     activation converts only those to CEL: converting the calls is most of a walk's cost."""
@@ -182,6 +184,7 @@ def compile_expression(source: str) -> Expression:
         reads_calls="calls" in names,
         reads_args="args" in names,
         reads_alarms="alarms" in names,
+        reads_totals="totals" in names,
         call_fields=frozenset(names & CALL_FIELDS),
         walks=walks,
     )

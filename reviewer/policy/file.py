@@ -131,6 +131,10 @@ class Policy:
         return any(rule.when.reads_alarms for rule in self.rules)
 
     @property
+    def reads_totals(self) -> bool:
+        return any(rule.when.reads_totals for rule in self.rules)
+
+    @property
     def trivial(self) -> bool:
         """No environment and no rule: every plan gets the default without reading its body."""
         return not self.environments and not self.rules

@@ -29,6 +29,7 @@ from reviewer.policy.file import Environment, Policy, PolicyRule
 from reviewer.policy.names import folded
 from reviewer.policy.quorum import Requirement
 from reviewer.reading.analysis import Analysis
+from reviewer.reading.totals import plan_totals
 
 ENVIRONMENT_ALARMS = (
     "environment_mismatch",
@@ -279,6 +280,11 @@ def activation(
             "calls": calls,
             "counts": counts,
             "tools": tools,
+            "totals": (
+                {total.currency: float(total.amount) for total in plan_totals(proposal.calls)}
+                if policy.reads_totals
+                else {}
+            ),
             "dry_run": {
                 "via": dry_run.via,
                 "write_requests": dry_run.write_requests or 0,

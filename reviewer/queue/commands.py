@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # every command registers through this module: `reviewer demo
     from reviewer.queue.messages import Decision, DecisionState
 
 _DIGEST: Final = re.compile(r"^[0-9a-f]{64}$")
+ID_HELP: Final = "the proposal's id, or any start of it that no other id shares"
 
 
 def register(subparsers: Any) -> None:
@@ -29,7 +30,7 @@ def register(subparsers: Any) -> None:
         description="Approve revision N of proposal ID, naming the plan digest you reviewed. Signed with "
         "your SSH key when one is configured (--key, REVIEWER_SIGNING_KEY, or signing_key in config.toml).",
     )
-    approve.add_argument("proposal_id", metavar="ID")
+    approve.add_argument("proposal_id", metavar="ID", help=ID_HELP)
     approve.add_argument("--revision", type=int, required=True, metavar="N")
     approve.add_argument("--digest", required=True, metavar="SHA256", help="the plan digest you reviewed")
     _common_options(approve)
@@ -64,11 +65,12 @@ def register(subparsers: Any) -> None:
     show = subparsers.add_parser(
         "show",
         help="one plan's summary, alarms, full digest and the line that approves it",
-        description="Show revision N (the latest by default) of proposal ID: its claim, counts and "
-        "alarms, the queue's full plan digest (once the fetched plan hashes to it) and the exact "
-        "`reviewer approve` line to run after reading it.",
+        description="Show revision N (the latest by default) of proposal ID as the review screen reads "
+        "it: its claim, counts, money, alarms, extremes and every call (verdict, method, path, the "
+        "arguments that differ), the queue's full plan digest (once the fetched plan hashes to it) "
+        "and the exact `reviewer approve` line to run after reading it. Through $PAGER on a terminal.",
     )
-    show.add_argument("proposal_id", metavar="ID")
+    show.add_argument("proposal_id", metavar="ID", help=ID_HELP)
     show.add_argument("--revision", type=int, metavar="N", help="a revision other than the latest")
     _reading_options(show)
     show.set_defaults(func=run_reading, reading="show")
@@ -77,7 +79,7 @@ def register(subparsers: Any) -> None:
 def _with_reason(subparsers: Any, name: str, *, help: str, description: str, reason_help: str) -> None:
     """`reject` and `request-changes`: a decision that approves nothing, so it takes the queue's digest."""
     parser = subparsers.add_parser(name, help=help, description=description)
-    parser.add_argument("proposal_id", metavar="ID")
+    parser.add_argument("proposal_id", metavar="ID", help=ID_HELP)
     parser.add_argument("--revision", type=int, required=True, metavar="N")
     parser.add_argument("--reason", required=True, metavar="TEXT", help=reason_help)
     _common_options(parser)
@@ -132,7 +134,15 @@ async def _read(options: argparse.Namespace) -> int:
 
     from reviewer.queue import client as queue
     from reviewer.queue.config import ConfigError, load_settings
-    from reviewer.queue.overview import list_lines, one_summary, pending_summaries, show_lines
+    from reviewer.queue.ids import resolve_proposal_id
+    from reviewer.queue.overview import (
+        list_lines,
+        one_summary,
+        pending_summaries,
+        plan_json,
+        show_lines,
+    )
+    from reviewer.queue.pager import page_lines
     from reviewer.queue.trust import use_ca_file
 
     try:
@@ -140,7 +150,7 @@ async def _read(options: argparse.Namespace) -> int:
         settings = load_settings(options.queue)
     except ConfigError as error:
         raise DecisionFailed(str(error), 2) from None
-    width = min(shutil.get_terminal_size((80, 24)).columns, 100)
+    width = shutil.get_terminal_size((100, 24)).columns
     try:
         async with queue.QueueClient(settings.queue_url, settings.credential()) as client:
             if options.reading == "list":
@@ -148,9 +158,10 @@ async def _read(options: argparse.Namespace) -> int:
                 if options.json:
                     print(json.dumps([summary.as_json(options.queue) for summary in summaries], indent=2))
                 else:
-                    print("\n".join(list_lines(summaries, width)))
+                    page_lines(list_lines(summaries, width))
                 return 0
-            summary = await one_summary(client, options.proposal_id, options.revision)
+            proposal_id = await resolve_proposal_id(client, options.proposal_id)
+            summary, analysis = await one_summary(client, proposal_id, options.revision)
     except LookupError as error:
         raise DecisionFailed(str(error)) from None
     except queue.QueueError as error:
@@ -158,9 +169,9 @@ async def _read(options: argparse.Namespace) -> int:
     except ValueError as error:  # a proposal id outside the format, refused before any request
         raise DecisionFailed(str(error), 2) from None
     if options.json:
-        print(json.dumps(summary.as_json(options.queue), indent=2))
+        print(json.dumps({**summary.as_json(options.queue), **plan_json(analysis)}, indent=2))
     else:
-        print("\n".join(show_lines(summary, width, options.queue)))
+        page_lines(show_lines(summary, width, options.queue, analysis))
     return 0
 
 
@@ -176,6 +187,7 @@ async def _decide(options: argparse.Namespace) -> int:
     from reviewer.queue import client as queue
     from reviewer.queue.config import ConfigError, configured_signing_key, load_settings
     from reviewer.queue.deciding import not_pending_words, send_decision, stale_words
+    from reviewer.queue.ids import resolve_proposal_id
     from reviewer.queue.trust import use_ca_file
     from reviewer.signing.sshsig import SigningError, signer_for
 
@@ -196,21 +208,25 @@ async def _decide(options: argparse.Namespace) -> int:
         signer = signer_for(key_path) if key_path is not None else None
     except (ConfigError, SigningError) as error:
         raise DecisionFailed(f"{error}; nothing was sent", 2) from None
+    proposal_id = options.proposal_id
     try:
         async with queue.QueueClient(settings.queue_url, settings.credential()) as client:
+            proposal_id = await resolve_proposal_id(client, proposal_id)
             if digest is None:
-                digest = await _digest_of(client, options.proposal_id, options.revision)
+                digest = await _digest_of(client, proposal_id, options.revision)
             try:
                 state = await send_decision(
-                    client, options.proposal_id, options.revision, digest, decision, options.reason, signer
+                    client, proposal_id, options.revision, digest, decision, options.reason, signer
                 )
             except queue.AlreadyDecided as error:
-                ran_by = await _who_ran(client, options.proposal_id) if error.state == "executed" else None
+                ran_by = await _who_ran(client, proposal_id) if error.state == "executed" else None
                 raise DecisionFailed(f"not sent: {not_pending_words(error, ran_by)}") from None
     except SigningError as error:
         raise DecisionFailed(f"{error}; nothing was sent") from None
     except queue.StaleRevision as error:
-        raise DecisionFailed(stale_words(error, options.proposal_id, options.revision, digest)) from None
+        raise DecisionFailed(stale_words(error, proposal_id, options.revision, digest)) from None
+    except LookupError as error:  # no id begins so, or several do: nothing was sent
+        raise DecisionFailed(f"{error}\nnothing was sent") from None
     except queue.QueueError as error:
         raise DecisionFailed(str(error)) from None
     except ValueError as error:  # a proposal id outside the format, refused before any request

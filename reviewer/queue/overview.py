@@ -1,9 +1,10 @@
 """What waits and what one plan asks: `reviewer list` and `reviewer show`, without the app.
 
 A reviewer on a phone's SSH session, or a script, reads the queue here: each pending proposal with its
-environment and alarms, and one revision's summary with the full digest and the exact `reviewer
-approve` line. The digest shown is the queue's, and only once the fetched plan hashes to it.
-Every string from a proposal is sanitized for the terminal; `--json` escapes it as JSON does.
+environment, counts, money and alarms, and one revision as the review screen reads it (its claim,
+counts, alarms, extremes and every call) with the full digest and the exact `reviewer approve` line.
+The digest shown is the queue's, and only once the fetched plan hashes to it. Every string from a
+proposal is sanitized for the terminal; `--json` escapes it as JSON does.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from reviewer.policy.quorum import describe_approvals
 from reviewer.queue.client import QueueClient
 from reviewer.queue.messages import ProposalSummary
 from reviewer.reading.analysis import Analysis
+from reviewer.reading.plain import call_lines, common_args, common_lines, extremes_lines
+from reviewer.reading.totals import Total, totals_words
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,8 @@ class PlanSummary:
     """Whether the plan fetched hashes to it: when not, nothing here offers to approve it."""
     approvals: list[str] = field(default_factory=list)
     approvals_required: int = 1
+    totals: tuple[Total, ...] = ()
+    """The money the plan moves, per currency (`reviewer.reading.totals`)."""
 
     def approve_argv(self, queue_url: str | None = None) -> list[str]:
         """The command that approves exactly this revision (empty when the digest does not match)."""
@@ -65,7 +70,8 @@ class PlanSummary:
         ]
 
     def as_json(self, queue_url: str | None = None) -> dict[str, object]:
-        return {**asdict(self), "approve_command": self.approve_argv(queue_url)}
+        shown = {**asdict(self), "totals": [total.as_json() for total in self.totals]}
+        return {**shown, "approve_command": self.approve_argv(queue_url)}
 
 
 @dataclass(frozen=True)
@@ -81,8 +87,8 @@ class QueueFacts:
     approvals_required: int = 1
 
 
-def summarize(proposal: Proposal, facts: QueueFacts) -> PlanSummary:
-    analysis = Analysis(proposal)
+def summarize(proposal: Proposal, facts: QueueFacts, analysis: Analysis | None = None) -> PlanSummary:
+    analysis = Analysis(proposal) if analysis is None else analysis
     ratios = analysis.ratios
     return PlanSummary(
         proposal_id=proposal.proposal_id,
@@ -106,6 +112,7 @@ def summarize(proposal: Proposal, facts: QueueFacts) -> PlanSummary:
         digest_matches=plan_sha256(proposal) == facts.plan_sha256,
         approvals=facts.approvals,
         approvals_required=facts.approvals_required,
+        totals=analysis.totals,
     )
 
 
@@ -135,8 +142,10 @@ async def pending_summaries(client: QueueClient) -> list[PlanSummary]:
     return summaries
 
 
-async def one_summary(client: QueueClient, proposal_id: str, revision: int | None) -> PlanSummary:
-    """One revision (the latest by default), with the queue's state and quorum."""
+async def one_summary(
+    client: QueueClient, proposal_id: str, revision: int | None
+) -> tuple[PlanSummary, Analysis]:
+    """One revision (the latest by default), with the queue's state and quorum, and its analysis."""
     record = await client.get_proposal(proposal_id)
     infos = {info.revision: info for info in record.revisions}
     number = revision if revision is not None else record.latest.revision
@@ -154,7 +163,8 @@ async def one_summary(client: QueueClient, proposal_id: str, revision: int | Non
         list(latest.approvals),
         latest.approvals_required,
     )
-    return summarize(proposal, facts)
+    analysis = Analysis(proposal)
+    return summarize(proposal, facts, analysis), analysis
 
 
 def _shown(value: str, limit: int = 300) -> str:
@@ -193,15 +203,20 @@ def list_lines(summaries: list[PlanSummary], width: int) -> list[str]:
         )
         lines.extend(_wrapped(f"{where} · {summary.submitted_at[:16].replace('T', ' ')}", width, "  "))
         lines.extend(_wrapped(counts(summary), width, "  "))
+        if summary.totals:
+            lines.extend(_wrapped(f"moves {totals_words(summary.totals)}", width, "  "))
         for alarm in summary.alarms:
             lines.extend(_wrapped(f"! {_shown(alarm)}", width, "  "))
         lines.append("")
-    lines.append("reviewer show ID: its digest, approve line")
+    lines.extend(_wrapped("reviewer show ID (or its start): every call, the approve line", width))
     return lines
 
 
-def show_lines(summary: PlanSummary, width: int, queue_url: str | None = None) -> list[str]:
-    """One revision for a terminal `width` wide, ending with the line that approves it."""
+def show_lines(
+    summary: PlanSummary, width: int, queue_url: str | None = None, analysis: Analysis | None = None
+) -> list[str]:
+    """One revision for a terminal `width` wide, as the review screen reads it (with `analysis`, its
+    extremes and every call), ending with the line that approves it."""
     lines = [
         f"{_shown(summary.proposal_id, 128)} revision {summary.revision} of {summary.latest_revision}: "
         f"{summary.state}"
@@ -220,11 +235,15 @@ def show_lines(summary: PlanSummary, width: int, queue_url: str | None = None) -
         _wrapped(f"proposed by {_shown(summary.proposed_by, 64)}, {summary.submitted_at[:19]}", width)
     )
     lines.extend(_wrapped(counts(summary), width))
+    if summary.totals:
+        lines.extend(_wrapped(f"moves {totals_words(summary.totals, limit=20)}", width))
     for alarm in summary.alarms:
         lines.extend(_wrapped(f"! {_shown(alarm)}", width))
     if summary.state == "pending":
         approvals = describe_approvals(map(_shown, summary.approvals), summary.approvals_required)
         lines.extend(_wrapped(f"approvals: {approvals} so far", width))
+    if analysis is not None:
+        lines.extend(plan_lines(analysis, width))
     lines.append("plan sha256 (the queue's):")
     lines.append(summary.plan_sha256)
     if not summary.digest_matches:
@@ -242,3 +261,31 @@ def show_lines(summary: PlanSummary, width: int, queue_url: str | None = None) -
         lines.append("  " + " ".join(argv[3:-2]) + " \\")
         lines.append("  " + " ".join(argv[-2:]))
     return lines
+
+
+def plan_lines(analysis: Analysis, width: int) -> list[str]:
+    """The extremes, then every call: the arguments its tool's calls share said once above them."""
+    lines: list[str] = []
+    extremes = extremes_lines(analysis.extremes)
+    if extremes:
+        lines.extend(["", "extremes:"])
+        for line in extremes:
+            lines.extend(_wrapped(line, width, "  "))
+    common = common_args(analysis)
+    lines.extend(["", f"calls ({len(analysis):,}):"])
+    for line in common_lines(common):
+        lines.extend(_wrapped(line, width, "  "))
+    for call in call_lines(analysis, common):
+        lines.extend(_wrapped(call.text(), width, "  "))
+    lines.append("")
+    return lines
+
+
+def plan_json(analysis: Analysis) -> dict[str, object]:
+    """What `plan_lines` says, for `reviewer show --json`."""
+    common = common_args(analysis)
+    return {
+        "extremes": extremes_lines(analysis.extremes),
+        "common_args": common_lines(common),
+        "plan": [call.as_json() for call in call_lines(analysis, common)],
+    }

@@ -34,6 +34,7 @@ from reviewer.plan.proposal import (
     sandbox_proof,
 )
 from reviewer.plan.sanitize import clip, json_has_hidden, safe_text, unnormalized
+from reviewer.reading.totals import Total, plan_totals
 
 SCAN_CHUNK: Final = 4096
 """Calls decoded and scanned at a time by the whole-plan passes."""
@@ -559,6 +560,11 @@ class Analysis:
         if not isinstance(extremes, Extremes) or not extremes.outlier_seqs:
             return False
         return self.proposal.calls[index].seq in extremes.outlier_seqs
+
+    @cached_property
+    def totals(self) -> tuple[Total, ...]:
+        """The money the plan moves, per currency (`reviewer.reading.totals`), largest first."""
+        return plan_totals(self.proposal.calls)
 
     @cached_property
     def hidden_characters(self) -> bool:

@@ -133,15 +133,17 @@ async def run_child(
     stop: asyncio.Event,
     sandbox: Sandbox,
     gate_socket: str | None = None,
+    egress_socket: str | None = None,
 ) -> ChildExit:
-    """Run COMMAND in `sandbox` (reaching the gate at `gate_socket` where it has a network of its own)
+    """Run COMMAND in `sandbox` (reaching the gate at `gate_socket` where it has a network of its own,
+    and `--allow-net`'s proxy at `egress_socket`)
     to its end, or until `timeout` seconds pass or `stop` is set, then end its session and whatever it
     left behind."""
     if sandbox.prefix and shutil.which(command[0]) is None:
         raise RunRefused(f"cannot start {command[0]!r}: no such program")
     try:
         process = await asyncio.create_subprocess_exec(
-            *sandbox.wrap(command, gate_socket), env=dict(environment), start_new_session=True
+            *sandbox.wrap(command, gate_socket, egress_socket), env=dict(environment), start_new_session=True
         )
     except OSError as error:
         raise RunRefused(f"cannot start {command[0]!r}: {error.strerror or error}") from None

@@ -180,6 +180,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "secret; by default its network holds the gate alone",
     )
     parser.add_argument(
+        "--allow-net",
+        action="append",
+        default=[],
+        metavar="HOST:PORT",
+        help="a host COMMAND may reach from its own network (repeatable), e.g. api.openai.com:443 for "
+        "its model's API: through an HTTP CONNECT proxy at 127.0.0.1:8480 (HTTPS_PROXY is set) that tunnels "
+        "CONNECT to the named HOST:PORTs only, never to a name that resolves to a loopback or private "
+        "address unless named as an IP address or localhost; plain HTTP is refused",
+    )
+    parser.add_argument(
         "--no-sandbox",
         action="store_true",
         help="run COMMAND as your user, unsandboxed, where no sandbox can be made: it can then read the "
@@ -193,6 +203,7 @@ def _run(options: argparse.Namespace) -> int:
     from reviewer.agent.execution import DEFAULT_REQUEST_ID_HEADER
     from reviewer.agent.gate import AGENT_TOKEN_ENV, DEFAULT_QUEUE_URL
     from reviewer.run.child import withheld_variables
+    from reviewer.run.egress import parse_host_port
     from reviewer.run.errors import RunRefused
     from reviewer.run.openapi import ApiDocument
     from reviewer.run.options import (
@@ -249,6 +260,10 @@ def _run(options: argparse.Namespace) -> int:
         scrub_initial_environment(withheld_variables(environ, withheld.from_env, withheld.secrets))
         if options.no_sandbox and (options.writable or options.readable):
             raise RunRefused("--writable and --readable shape the sandbox; --no-sandbox has none")
+        try:
+            allowed_net = sorted({parse_host_port(value) for value in options.allow_net})
+        except ValueError as error:
+            raise RunRefused(str(error)) from None
         reach = Reach(
             Path.cwd(),
             tuple(Path(path) for path in options.writable),
@@ -260,6 +275,7 @@ def _run(options: argparse.Namespace) -> int:
             allow_none=options.no_sandbox,
             reach=reach,
             share_network=options.share_network,
+            allowed_net=allowed_net,
         )
         print(f"reviewer run: {sandbox.describe()}", file=sys.stderr, flush=True)
         settings = RunSettings(

@@ -32,8 +32,10 @@ from reviewer.agent.errors import (
 from reviewer.agent.execution import DEFAULT_REQUEST_ID_HEADER, Execution
 from reviewer.agent.feedback import Feedback
 from reviewer.agent.gate import Gate, new_proposal_id
+from reviewer.agent.replan import Replan, until_decided
 from reviewer.agent.sandbox_check import SandboxCheck
 from reviewer.agent.tools import ACTIVE_RUN
+from reviewer.agent.waiting import Patience
 from reviewer.audit.checks import alarm_line
 from reviewer.audit.commands import unplanned_text
 from reviewer.audit.inputs import AuditSourceUnreadable
@@ -42,6 +44,7 @@ from reviewer.plan.proposal import Agent, Proposal, ProposalError, Target, dumps
 from reviewer.plan.sanitize import safe_text
 from reviewer.queue.client import QueueClient, QueueError
 from reviewer.run.child import ChildExit, child_environment, run_child
+from reviewer.run.egress import EGRESS_PORT, EgressProxy, proxy_environment, serving_egress
 from reviewer.run.errors import ChildFailed, DryRunSpoiled, RunRefused
 from reviewer.run.gate import DryMode, HttpGate, RealMode
 from reviewer.run.openapi import ApiDocument
@@ -192,11 +195,15 @@ async def _run(settings: RunSettings) -> int:
             target=Target(api=api.base_url.host, base_url=settings.api, environment=settings.environment),
             poll_interval=settings.poll_interval,
             decision_timeout=settings.decision_timeout,
+            patience=Patience(say=lambda line: say(safe_text(line))),
             **backend_options,
         )
         proposal_id = new_proposal_id(title)
         http_gate = HttpGate(api, settings.api, settings.document)
-        async with gate_endpoint(http_gate, settings.sandbox) as (gate_url, gate_socket):
+        async with (
+            gate_endpoint(http_gate, settings.sandbox) as (gate_url, gate_socket),
+            egress_endpoint(settings.sandbox) as egress_socket,
+        ):
             environment = child_environment(
                 settings.environ,
                 api_url=gate_url,
@@ -204,6 +211,8 @@ async def _run(settings: RunSettings) -> int:
                 withheld=(settings.withheld or settings.credentials).from_env,
                 secrets=(settings.withheld or settings.credentials).secrets,
             )
+            if egress_socket is not None:
+                environment.update(proxy_environment(f"http://127.0.0.1:{EGRESS_PORT}"))
 
             def child(feedback: Feedback | None = None) -> Awaitable[ChildExit]:
                 return run_child(
@@ -213,6 +222,7 @@ async def _run(settings: RunSettings) -> int:
                     stop=http_gate.stop,
                     sandbox=settings.sandbox,
                     gate_socket=gate_socket,
+                    egress_socket=egress_socket,
                 )
 
             return await plan_until_decided(gate, http_gate, child, settings, title, proposal_id)
@@ -228,6 +238,17 @@ async def gate_endpoint(http_gate: HttpGate, sandbox: Sandbox) -> AsyncIterator[
     else:
         async with serving(http_gate) as gate_url:
             yield gate_url, None
+
+
+@asynccontextmanager
+async def egress_endpoint(sandbox: Sandbox) -> AsyncIterator[str | None]:
+    """The proxy to `--allow-net`'s hosts, served for COMMAND's sandbox: its Unix socket, or None
+    where no host is allowed."""
+    if not sandbox.allowed_net:
+        yield None
+        return
+    async with serving_egress(EgressProxy(sandbox.allowed_net)) as egress_socket:
+        yield egress_socket
 
 
 Child = Callable[[], Awaitable[ChildExit]]
@@ -247,32 +268,35 @@ async def plan_until_decided(
     """Dry-run, submit and wait; when a reviewer asks for changes and `--max-revisions` allows another
     plan, dry-run COMMAND again with their words and submit it as the next revision. The run (real
     run, `--rerun`'s COMMAND included) is of the approved revision, with that revision's feedback."""
-    feedback: Feedback | None = None
-    revision = 1
-    while True:
 
-        def planned(feedback: Feedback | None = feedback) -> Awaitable[ChildExit]:
+    async def attempt(replan: Replan) -> int:
+        feedback = replan.feedback
+
+        def planned() -> Awaitable[ChildExit]:
             return child(feedback)
 
         http_gate.writes_seen = http_gate.write_bytes = 0  # each plan has the whole budget
-        proposal = await dry_run(gate, http_gate, planned, settings, title, proposal_id, revision)
+        proposal = await dry_run(gate, http_gate, planned, settings, title, proposal_id, replan.revision)
         if proposal is None:
             return 0
-        try:
-            return await decide_and_run(gate, http_gate, proposal, planned, settings)
-        except ChangesRequested as changes:
-            asked = Feedback.from_request(changes)
-            if revision >= settings.max_revisions:
-                say(
-                    f"{safe_text(str(asked))}; nothing ran (--max-revisions {settings.max_revisions}: "
-                    "COMMAND does not plan again)"
-                )
-                return 1
-            feedback, revision = asked, changes.revision + 1
-            say(
-                f"{safe_text(str(asked))}; COMMAND plans again with {FEEDBACK_ENV} "
-                f"(revision {revision}, plan {revision} of at most {settings.max_revisions})"
-            )
+        return await decide_and_run(gate, http_gate, proposal, planned, settings)
+
+    def plans_again(asked: Feedback) -> None:
+        revision = asked.revision + 1
+        say(
+            f"{safe_text(str(asked))}; COMMAND plans again with {FEEDBACK_ENV} "
+            f"(revision {revision}, plan {revision} of at most {settings.max_revisions})"
+        )
+
+    try:
+        return await until_decided(attempt, Replan(settings.max_revisions), plans_again)
+    except ChangesRequested as changes:
+        asked = Feedback.from_request(changes)
+        say(
+            f"{safe_text(str(asked))}; nothing ran (--max-revisions {settings.max_revisions}: "
+            "COMMAND does not plan again)"
+        )
+        return 1
 
 
 async def dry_run(

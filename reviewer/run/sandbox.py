@@ -12,8 +12,9 @@ dotfiles (code the operator runs next). So COMMAND runs in one of these, the fir
   every named Unix socket the machine listens on outside those is covered by an empty file, and the
   configuration, the credential's files and the agent socket likewise. COMMAND writes its working
   directory and what `--writable` adds; `--readable` shows more read-only. Its network has only its
-  own loopback, where the gate is reached (`reviewer.run.relay`); it holds no capability, so it cannot
-  undo a mount, and every process it starts ends with it.
+  own loopback, where the gate is reached (`reviewer.run.relay`), and, with `--allow-net`, a proxy to
+  the hosts the operator named (`reviewer.run.egress`); it holds no capability, so it cannot undo a
+  mount, and every process it starts ends with it.
 - `another user`: when `reviewer run` is root and no namespace can be made, COMMAND runs as a uid
   made for this run, which owns nothing and is no other run's; every process of that uid is killed
   when the run ends.
@@ -40,6 +41,7 @@ from typing import Final, Literal
 
 import reviewer
 from reviewer.queue.config import config_dir, data_dir
+from reviewer.run.egress import EGRESS_PORT, INNER_EGRESS_SOCKET, Allowed
 from reviewer.run.errors import RunRefused
 
 SandboxKind = Literal["namespaces", "another user", "none"]
@@ -71,34 +73,34 @@ class Sandbox:
     shared_network: bool = False
     """`--share-network`: COMMAND keeps the machine's network (its model's API), and with it the
     host's loopback and abstract sockets."""
+    allowed_net: tuple[Allowed, ...] = ()
+    """`--allow-net`: the HOST:PORTs COMMAND reaches through the proxy at 127.0.0.1:8480
+    (`reviewer.run.egress`), its network's only way out."""
 
     @property
     def private_network(self) -> bool:
         """COMMAND has a network of its own, where the gate is reached through its Unix socket."""
         return self.kind == "namespaces" and not self.shared_network
 
-    def wrap(self, command: Sequence[str], gate_socket: str | None = None) -> list[str]:
-        """The command line that starts COMMAND; in `namespaces`, behind the relay to `gate_socket`."""
+    def wrap(
+        self, command: Sequence[str], gate_socket: str | None = None, egress_socket: str | None = None
+    ) -> list[str]:
+        """The command line that starts COMMAND; in `namespaces`, behind the relay to `gate_socket`
+        (and, with `--allow-net`, behind a second relay to the proxy at `egress_socket`)."""
         if self.kind != "namespaces":
             return [*self.prefix, *command]
         if self.shared_network:
             return [*self.prefix, "--", *command]
         if gate_socket is None:
             raise ValueError("a sandbox with a network of its own reaches the gate through its socket")
-        return [
-            *self.prefix,
-            "--ro-bind",
-            gate_socket,
-            INNER_GATE_SOCKET,
-            "--",
-            sys.executable,
-            "-I",
-            "-S",
-            RELAY,
-            INNER_GATE_SOCKET,
-            str(GATE_PORT),
-            *command,
-        ]
+        binds = ["--ro-bind", gate_socket, INNER_GATE_SOCKET]
+        relays = [sys.executable, "-I", "-S", RELAY, INNER_GATE_SOCKET, str(GATE_PORT)]
+        if self.allowed_net:
+            if egress_socket is None:
+                raise ValueError("--allow-net's hosts are reached through the proxy's socket")
+            binds += ["--ro-bind", egress_socket, INNER_EGRESS_SOCKET]
+            relays += [sys.executable, "-I", "-S", RELAY, INNER_EGRESS_SOCKET, str(EGRESS_PORT)]
+        return [*self.prefix, *binds, "--", *relays, *command]
 
     def describe(self) -> str:
         """One line for the start of a run: the mode, and what it keeps from COMMAND."""
@@ -107,6 +109,8 @@ class Sandbox:
                 "the machine's network (--share-network: the host's loopback services and abstract "
                 "sockets too; the gate behind a secret)"
                 if self.shared_network
+                else f"no network but the gate and, through a proxy (HTTPS_PROXY), {allowed}"
+                if (allowed := ", ".join(str(host) for host in self.allowed_net))
                 else "no network but the gate"
             )
             return (
@@ -377,8 +381,19 @@ def choose_sandbox(
     allow_none: bool = False,
     reach: Reach | None = None,
     share_network: bool = False,
+    allowed_net: Sequence[Allowed] = (),
 ) -> Sandbox:
-    """The strongest sandbox this machine allows; refused when there is none and `allow_none` is off."""
+    """The strongest sandbox this machine allows; refused when there is none and `allow_none` is off.
+    `allowed_net` needs the namespaces: it is refused in any other."""
+    if allowed_net and (allow_none or share_network):
+        raise RunRefused(
+            "--allow-net opens COMMAND's own network to the hosts it names; "
+            + (
+                "--share-network gives it the machine's whole network instead: choose one"
+                if share_network
+                else "--no-sandbox gives it no network of its own"
+            )
+        )
     if allow_none:
         return Sandbox("none")
     reach = reach or Reach(Path.cwd())
@@ -395,7 +410,12 @@ def choose_sandbox(
         )
         refused = _namespaces_refused(prefix)
         if refused is None:
-            return Sandbox("namespaces", prefix, shared_network=share_network)
+            return Sandbox("namespaces", prefix, shared_network=share_network, allowed_net=tuple(allowed_net))
+    if allowed_net:
+        raise RunRefused(
+            f"--allow-net needs a network namespace, and none can be made here ({refused}); as another "
+            "user COMMAND keeps the machine's whole network"
+        )
     if os.geteuid() == 0 and shutil.which("setpriv") is not None:
         if reach.writable:
             raise RunRefused(

@@ -12,14 +12,31 @@ import json
 import logging
 import sys
 from datetime import UTC, datetime
-from typing import Final
+from typing import Any, Final
 
+from reviewer.plan.sanitize import safe_text
 from reviewer.service.request_log import LINE, REQUEST_ID, access_log
 
 FORMATS: Final = ("text", "json")
 TEXT_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 ACCESS_FIELDS: Final = ("method", "path", "status", "caller", "ms")
 """What `request_log.LINE` formats, by name."""
+
+
+class TextLines(logging.Formatter):
+    """One line a record, as `TEXT_FORMAT` says: every control, bidi or invisible character of the
+    message (a URL path, a header, anything a client sent) shown as a visible escape, as the JSON
+    format's encoding does, so nobody can forge a line or send a terminal escape codes through it.
+    A traceback keeps its line breaks and nothing else."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        escaped = logging.makeLogRecord(
+            {**record.__dict__, "msg": safe_text(record.getMessage()), "args": None, "exc_text": None}
+        )
+        return super().format(escaped)
+
+    def formatException(self, ei: Any) -> str:
+        return safe_text(super().formatException(ei), multiline=True)
 
 
 class JsonLines(logging.Formatter):
@@ -45,7 +62,7 @@ class JsonLines(logging.Formatter):
 def configure_logging(kind: str) -> None:
     """The root logger at INFO on stderr, as text or JSON lines."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonLines() if kind == "json" else logging.Formatter(TEXT_FORMAT))
+    handler.setFormatter(JsonLines() if kind == "json" else TextLines(TEXT_FORMAT))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO)

@@ -44,7 +44,8 @@ def register(subparsers: Any) -> None:
         "proposal_id",
         nargs="?",
         metavar="PROPOSAL_ID",
-        help="open this proposal's review screen at once (the line a notification gives)",
+        help="open this proposal's review screen at once (the line a notification gives); the start "
+        "of an id that no other id shares is enough",
     )
     review.add_argument("--queue", metavar="URL", help="the queue's URL (default: from the config)")
     review.add_argument("--ca-file", type=Path, metavar="FILE", help=CA_FILE_HELP)
@@ -101,12 +102,19 @@ def run_review(options: argparse.Namespace) -> int:
     if options.poll <= 0:
         print("reviewer review: --poll must be a positive number of seconds", file=sys.stderr)
         return 2
+    open_first = options.proposal_id
+    if open_first is not None:
+        try:
+            open_first = asyncio.run(_whole_id(settings, open_first))
+        except (LookupError, ValueError) as error:
+            print(f"reviewer review: {error}", file=sys.stderr)
+            return 1
     from reviewer.tui.app import ReviewerApp
     from reviewer.tui.model.queue_source import QueueSource
 
     ReviewerApp(
         QueueSource(settings.queue_url, _credential(settings), poll_interval=options.poll, signer=signer),
-        open_first=options.proposal_id,
+        open_first=open_first,
         alerts=alerts,
     ).run()
     return 0
@@ -234,6 +242,19 @@ async def _queue_answers(queue_url: str) -> str | None:
     if answer.status_code != 401:
         return f"{queue_url} answered {answer.status_code}, not as a queue does: check the URL"
     return None
+
+
+async def _whole_id(settings: Settings, typed: str) -> str:
+    """The proposal `typed` names, a whole id or the unique start of one (`reviewer.queue.ids`). A
+    queue that cannot answer now leaves it as typed: the app opens it once the queue lists it."""
+    from reviewer.queue.client import QueueClient, QueueError
+    from reviewer.queue.ids import resolve_proposal_id
+
+    try:
+        async with QueueClient(settings.queue_url, settings.credential(), retries=1) as client:
+            return await resolve_proposal_id(client, typed)
+    except QueueError:
+        return typed
 
 
 async def _whoami(queue_url: str, token: Secret):  # type: ignore[no-untyped-def]

@@ -41,7 +41,7 @@ loader's thread, so a large file never delays the first paint."""
 def compute_figures(analysis: Analysis, pause: Pause) -> None:
     """The whole-plan figures every pane reads, computed once: about a second for 100,000 calls, so
     only ever in the loader's thread, pausing before each."""
-    for figure in ("ratios", "extremes", "alarms"):
+    for figure in ("ratios", "extremes", "alarms", "totals"):
         pause()
         getattr(analysis, figure)
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -137,3 +140,45 @@ def test_with_one_revision_allowed_changes_requested_end_the_graph_with_the_reas
     assert not done.get("__interrupt__")
     assert done["state"] == "changes_requested" and done["reason"] == KEEP_T3 and done["revision"] == 1
     assert real_writes(sample_api) == []
+
+
+def test_the_plan_node_reads_the_dry_runs_audit_window_as_gate_does(
+    queue: Queue, sample_api: RunningSampleApi, tmp_path: Path
+) -> None:
+    """A write around the gate while the graph dry-runs (a line the API's access log gains) is on the
+    plan the reviewer decides (`dry_run.writes_around`), as `Gate.run` puts it there."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from reviewer.adapters.langgraph import gated_graph
+    from reviewer.queue.client import QueueClient
+    from reviewer.sample_api import tools
+
+    access_log = tmp_path / "access.log"
+    access_log.write_text("")
+
+    async def task() -> None:
+        await tools.update_ticket(id="t1", status="closed")
+        around = {
+            "time": datetime.now(UTC).isoformat(),
+            "method": "DELETE",
+            "uri": "/v1/tickets/t2",
+            "status": 204,
+            "request_id": "around-1",
+        }
+        with access_log.open("a") as log:
+            log.write(json.dumps(around) + "\n")
+
+    async def scenario() -> int | None:
+        async with Gate(
+            api=sample_api.base_url,
+            queue=queue.url,
+            token=queue.agent_token,
+            audit=f"access-log:{access_log}",
+        ) as agent_gate:
+            graph = gated_graph(agent_gate, task, title="Close t1", checkpointer=InMemorySaver())
+            paused = await graph.ainvoke({}, {"configurable": {"thread_id": "audited"}})
+        async with QueueClient(queue.url, queue.reviewer_token) as reviewer:
+            plan = await reviewer.get_revision(paused["proposal_id"], 1)
+        return plan.dry_run.writes_around
+
+    assert asyncio.run(scenario()) == 1

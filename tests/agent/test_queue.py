@@ -14,6 +14,7 @@ from reviewer.agent import (
     Approval,
     DecisionTimeout,
     NotApproved,
+    Patience,
     ProposalRejected,
     QueueAgent,
     RunStopped,
@@ -21,7 +22,7 @@ from reviewer.agent import (
     local_approval,
 )
 from reviewer.plan.proposal import Call, Proposal, plan_sha256
-from reviewer.queue.client import QueueClient, QueueUnreachable
+from reviewer.queue.client import QueueClient
 from reviewer.reading.verification import compare_execution
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
@@ -199,6 +200,7 @@ def test_a_report_whose_answer_was_lost_is_sent_again_and_stored_once(
     stored answer instead of a 409, and the queue holds exactly one execution."""
     proposal = named(asyncio.run(dry_proposal(sample_api, "server")), "lost-answer-0001")
     lossy = AnswerLostOnce()
+    said: list[str] = []
 
     async def scenario():  # type: ignore[no-untyped-def]
         async with (
@@ -212,14 +214,13 @@ def test_a_report_whose_answer_was_lost_is_sent_again_and_stored_once(
             claim = await client.claim(approval.proposal_id, approval.revision, approval.plan_sha256)
             execution = await execute_approved(tools.reference_task, approval, client=api, audit=tools.AUDIT)
             execution.claim_id = claim.claim_id
-            reporter = QueueAgent(reporting)
-            with pytest.raises(QueueUnreachable):
-                await reporter.report(execution)
-            answer = await reporter.report(execution)
+            reporter = QueueAgent(reporting, patience=Patience(say=said.append, first_pause=0))
+            answer = await reporter.report(execution)  # the lost answer is asked again, same key
             return answer, await client.get_executions(proposal.proposal_id)
 
     answer, executions = asyncio.run(scenario())
     assert len(lossy.sent) == 2
+    assert len(said) == 2 and "is away (QueueUnreachable) while reporting the run" in said[0]
     assert answer.state == "executed"
     assert len(executions) == 1
     with sqlite3.connect(f"file:{queue.db}?mode=ro", uri=True) as db:

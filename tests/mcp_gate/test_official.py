@@ -53,7 +53,12 @@ def gate(queue: Queue, upstream: list[str], *flags: str, env: dict[str, str] | N
             "--",
             *upstream,
         ],
-        env={"REVIEWER_AGENT_TOKEN": queue.agent_token, "PATH": os.environ.get("PATH", ""), **(env or {})},
+        env={
+            "REVIEWER_AGENT_TOKEN": queue.agent_token,
+            "PATH": os.environ.get("PATH", ""),
+            "XDG_STATE_HOME": str(queue.db.parent / "mcp-gate-state"),
+            **(env or {}),
+        },
         cwd=str(ROOT),
     )
     return Client(parameters, read_timeout_seconds=60)

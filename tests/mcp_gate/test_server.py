@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -58,8 +59,8 @@ def gate(
 ) -> Client:
     """The host's view: the gate started as a host starts any stdio MCP server (its stderr to
     `errlog`, else the test's); with `audit_log`, the upstream writes it as the API's access log and
-    the gate reads it (`--audit access-log:FILE`); with `state_home`, the gate keeps its state (the
-    trail checkpoints it saw) there."""
+    the gate reads it (`--audit access-log:FILE`). The gate keeps its state (the trail checkpoints it
+    saw) in `state_home`, else in a `state` folder beside `log`."""
     audit = ("--audit", f"access-log:{audit_log}") if audit_log is not None else ()
     parameters = StdioServerParameters(
         command=sys.executable,
@@ -86,7 +87,7 @@ def gate(
             "UPSTREAM_LOG": str(log),
             "UPSTREAM_MODE": mode,
             "UPSTREAM_AUDIT_LOG": str(audit_log or ""),
-            **({"XDG_STATE_HOME": str(state_home)} if state_home is not None else {}),
+            "XDG_STATE_HOME": str(state_home or log.parent / "state"),
         },
         cwd=str(ROOT),
     )
@@ -102,6 +103,14 @@ def upstream_writes(log: Path) -> list[dict[str, Any]]:
 def answer(result: Any) -> Any:
     assert not result.is_error, result.content
     return json.loads(result.content[0].text)
+
+
+def failed_run(result: Any, said: str) -> Any:
+    """A status of a run that failed: a tool result marked isError (never a protocol error), saying
+    `said` first, with the plan's state still in it for the host to read."""
+    assert result.is_error, result.content
+    assert said in result.content[0].text, result.content[0].text
+    return result.structured_content
 
 
 def test_writes_reach_the_upstream_only_after_approval_once_in_order(queue: Queue, tmp_path: Path) -> None:
@@ -190,8 +199,8 @@ def test_a_run_stops_at_the_first_failure_and_a_rejection_returns_the_reason(
             await host.call_tool("close_ticket", {"id": "t1"})
             first = answer(await host.call_tool("reviewer_submit_plan", {}))
             await reviewer_decides(queue.url, queue.reviewer_token, first["proposal_id"], "approve")
-            stopped = answer(
-                await host.call_tool("reviewer_plan_status", {"proposal_id": first["proposal_id"]})
+            stopped = failed_run(
+                await host.call_tool("reviewer_plan_status", {"proposal_id": first["proposal_id"]}), "{"
             )
 
             await host.call_tool("close_ticket", {"id": "t2"})
@@ -279,6 +288,7 @@ def test_a_tool_that_calls_itself_read_only_is_gated_unless_the_operator_says_ot
                 recorded = answer(await host.call_tool(name, arguments))
                 assert recorded["recorded"] is True, name
             assert upstream_writes(log) == []
+        shutil.rmtree(log.parent / "state")  # that plan is dropped, not picked up by the next gate
         trusting = ("--trust-read-only-hints", "--effect", "peek_ticket=update")
         async with gate(queue, log, "lying", trust=trusting) as host:
             listed = await host.call_tool("list_tickets", {})  # hinted read-only, trusted: passes
@@ -324,8 +334,9 @@ def test_a_restarted_gate_refuses_changed_tools_then_runs_the_plan_once_and_repo
         await reviewer_decides(queue.url, queue.reviewer_token, proposal_id, "approve")
 
         async with gate(queue, log, "changed") as host:  # a new release of the upstream meanwhile
-            with pytest.raises(MCPError, match="mcp:tickets: the upstream server's tool definitions changed"):
-                await status(host, proposal_id)
+            refused = await status(host, proposal_id)
+            assert refused.is_error and refused.structured_content is None
+            assert "mcp:tickets: the upstream server's tool definitions changed" in refused.content[0].text
         assert upstream_writes(log) == []
         async with QueueClient(queue.url, queue.agent_token) as agent:
             assert (await agent.decision_state(proposal_id)).state == "approved"  # unused
@@ -367,11 +378,11 @@ def test_a_call_the_upstream_never_answers_ends_the_run_and_is_never_sent_again(
         async with gate(queue, log, mode, upstream_timeout=BOUND if mode == "dies" else 8) as host:
             proposal_id = await record_and_submit(host)
             await reviewer_decides(queue.url, queue.reviewer_token, proposal_id, "approve")
-            with pytest.raises(MCPError, match="mcp:tickets: the upstream server"):
-                await status(host, proposal_id)
-            first = answer(await status(host, proposal_id))
+            during = failed_run(await status(host, proposal_id), "mcp:tickets: the upstream server")
+            assert during["state"] == "executed" and during["ended"] == "stopped"
+            first = failed_run(await status(host, proposal_id), "{")
         async with gate(queue, log) as host:
-            after_restart = answer(await status(host, proposal_id))
+            after_restart = failed_run(await status(host, proposal_id), "{")
         return first, after_restart
 
     first, after_restart = asyncio.run(scenario())
@@ -399,11 +410,11 @@ def test_an_answer_that_breaks_the_tools_own_schema_stops_the_run_there(queue: Q
             await host.call_tool("close_ticket", {"id": "t1", "merged_into": "<status from call 1>"})
             proposal_id = answer(await host.call_tool("reviewer_submit_plan", {}))["proposal_id"]
             await reviewer_decides(queue.url, queue.reviewer_token, proposal_id, "approve")
-            with pytest.raises(
-                MCPError, match="mcp:tickets: the upstream server answered open_ticket outside"
-            ):
-                await status(host, proposal_id)
-            return answer(await status(host, proposal_id))
+            failed_run(
+                await status(host, proposal_id),
+                "mcp:tickets: the upstream server answered open_ticket outside",
+            )
+            return failed_run(await status(host, proposal_id), "{")
 
     seen = asyncio.run(scenario())
     assert seen["ended"] == "stopped"

@@ -402,3 +402,34 @@ def test_a_rule_on_destructive_counts_a_call_marked_destructive_whatever_its_eff
     assert needs(evaluate(parse_policy(rules), destructive_update)).startswith("needs 2 approvals")
     assert needs(evaluate(parse_policy(POLICY), destructive_update)).startswith("needs 1 approval")
     assert needs(evaluate(parse_policy(rules), marked)).startswith("needs 1 approval")
+
+
+MONEY_POLICY = """\
+[default]
+approvals = 1
+
+[[rules]]
+name = "large refunds"
+when = '"EUR" in plan.totals && plan.totals["EUR"] > 70000'
+approvals = 2
+"""
+
+
+def test_a_policy_asks_more_above_a_total() -> None:
+    """`plan.totals` holds the money per currency: the 2,000 refunds move EUR 84,641.64 and need two
+    approvals; the 36 refunds move EUR 63,881.17 and need one; a plan without money has no totals."""
+    policy = parse_policy(MONEY_POLICY)
+    asked = {}
+    for name in (
+        "billing-refunds-2000.server.json",
+        "billing-refunds.outlier.json",
+        "k8s-shop-scale-down.server.json",
+    ):
+        verdict = evaluate(policy, parse_proposal((SAMPLES / name).read_bytes()))
+        asked[name] = (verdict.requirement.approvals, [match.rule for match in verdict.matched])
+    assert asked == {
+        "billing-refunds-2000.server.json": (2, ["large refunds"]),
+        "billing-refunds.outlier.json": (1, []),
+        "k8s-shop-scale-down.server.json": (1, []),
+    }
+    assert policy.reads_totals and not parse_policy(POLICY).reads_totals

@@ -56,6 +56,11 @@ class Cluster:
             check=True,
             capture_output=True,
         )
+        self.start_server()
+
+    def start_server(self) -> None:
+        """Start PostgreSQL on the cluster's files and port (again, after `stop_server`)."""
+        data = self.root / "data"
         options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c max_connections=200"
         subprocess.run(
             self._as_owner(

@@ -4,6 +4,7 @@ notification secret or webhook path in the log, whatever a caller sends or a del
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -63,3 +64,37 @@ def wait_for_a_delivery_attempt(db: Path | str) -> None:
     finally:
         store.close()
     raise AssertionError("no delivery was attempted")
+
+
+def test_the_text_log_escapes_what_a_client_sent_and_no_line_can_be_forged(tmp_path: Path) -> None:
+    """An unauthenticated request whose path holds a line break, a forged log line and a terminal
+    escape code: the default text log writes one line for it, the characters shown as escapes."""
+    service = start_service(tmp_path)
+    try:
+        with service.client() as anonymous:
+            forged = "/v1/x%0a2026-12-04 00:00:00,000 INFO reviewer.service.access: GET /admin 200 root%1b[2J"
+            assert anonymous.get(forged).status_code in (401, 404)
+    finally:
+        service.stop()
+    text = service.log()
+    assert "\x1b" not in text
+    assert not any(line.startswith("2026-12-04 00:00:00,000") for line in text.splitlines())
+    (access,) = [line for line in text.splitlines() if "/v1/x" in line]
+    assert "/v1/x\\n2026-12-04 00:00:00,000 INFO" in access and "root\\x1b[2J" in access
+
+
+def test_a_traceback_keeps_its_lines_and_loses_its_escape_codes() -> None:
+    import logging
+
+    from reviewer.service.log_format import TEXT_FORMAT, TextLines
+
+    formatter = TextLines(TEXT_FORMAT)
+    try:
+        raise ValueError("bad \x1b[31mred\x1b[0m")
+    except ValueError:
+        record = logging.LogRecord("t", logging.ERROR, __file__, 1, "failed: %s", ("a\nb",), sys.exc_info())
+    line, *trace = formatter.format(record).splitlines()
+    assert line.endswith("ERROR t: failed: a\\nb")
+    assert trace[0] == "Traceback (most recent call last):"
+    assert trace[-1] == "ValueError: bad \\x1b[31mred\\x1b[0m"
+    assert record.getMessage() == "failed: a\nb", "the record itself is left as it was"

@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 from reviewer.service.store import SCHEMA_VERSION
+from reviewer.service.store.opener import open_store
 from tests.queue_harness import PYTHON, Service, reviewer_command, start_together
 from tests.service.ports import free_port
 from tests.service.postgres import Cluster
@@ -257,14 +258,22 @@ SCHEMA_5_CHECKS = {
 
 def version_5_sqlite(path: Path) -> Path:
     """An SQLite queue as schema 5 left it, holding a decided, claimed and reported proposal."""
-    from reviewer.service.store.sqlite import IDENTITY_COLUMNS, SCHEMA, _append_only_triggers
+    from reviewer.service.store.sqlite import (
+        IDENTITY_COLUMNS,
+        SCHEMA,
+        TRAIL_LOG_SCHEMA,
+        _append_only_triggers,
+    )
 
-    schema = SCHEMA.replace(IDENTITY_COLUMNS, "")  # migration 7's columns
+    schema = SCHEMA.replace(IDENTITY_COLUMNS, "").replace(TRAIL_LOG_SCHEMA, "")  # migrations 7's and 8's
     for now, before in SCHEMA_5_CHECKS.items():
         assert now in schema
         schema = schema.replace(now, before)
     with sqlite3.connect(path) as db:
-        db.executescript(schema + _append_only_triggers() + "PRAGMA user_version = 5;")
+        triggers = "\n".join(
+            line for line in _append_only_triggers().splitlines() if " trail_log " not in line
+        )
+        db.executescript(schema + triggers + "PRAGMA user_version = 5;")
         db.executescript(
             """
 INSERT INTO proposals (proposal_id, owner, latest_revision, latest_seq, plan_sha256, title, agent_name,
@@ -410,3 +419,44 @@ PRAGMA user_version = 7;
         indexes = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     db.close()
     assert {"tokens_active_name", "tokens_subject"} <= indexes
+
+
+def test_a_database_whose_tables_are_ahead_of_its_version_is_refused_and_keeps_its_token_expiries(
+    tmp_path: Path,
+) -> None:
+    """A file that has step 5's token columns (expiry times set) but says version 4: `db upgrade`
+    refuses before step 5 rebuilds the tokens (it would copy them without their expiry), naming the
+    column; the file is as it was."""
+    database = tmp_path / "queue.sqlite3"
+    db = open_store(
+        str(database), clock=lambda: 1_800_000_000.0, pending_ttl=60, approval_ttl=60, create=True
+    )
+    db.create_token("agent", "agent", "a" * 64, expires_at=1_900_000_000.0)
+    db.close()
+    with sqlite3.connect(database) as raw:
+        raw.execute("PRAGMA user_version = 4")
+    raw.close()
+    before = dump(database)
+    refused = run("db", "upgrade", "--db", str(database))
+    assert refused.returncode != 0
+    assert "says queue schema version 4, but it already has the column tokens.expires_at that step 5" in (
+        refused.stderr
+    )
+    assert "Traceback" not in refused.stderr
+    assert dump(database) == before
+
+
+def test_a_database_missing_what_its_version_says_it_has_is_refused_before_the_next_step(
+    tmp_path: Path,
+) -> None:
+    """A file that says version 5 and has no outbox (step 4's table): refused before step 6."""
+    database = tmp_path / "queue.sqlite3"
+    open_store(str(database), clock=lambda: 1.0, pending_ttl=60, approval_ttl=60, create=True).close()
+    with sqlite3.connect(database) as raw:
+        raw.execute("DROP TABLE outbox")
+        raw.execute("PRAGMA user_version = 5")
+    raw.close()
+    refused = run("db", "upgrade", "--db", str(database))
+    assert refused.returncode != 0
+    assert "says queue schema version 5, but it lacks the table outbox that step 4 adds" in refused.stderr
+    assert user_version(database) == 5

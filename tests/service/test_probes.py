@@ -4,6 +4,7 @@ queue data; a stopped PostgreSQL makes the replica unready (503, with the reason
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 
 import httpx
@@ -12,6 +13,7 @@ from fastapi.testclient import TestClient
 from reviewer.service.app import create_app
 from reviewer.service.store import SCHEMA_VERSION
 from tests.queue_harness import Service, start_service
+from tests.service.ports import free_port
 from tests.service.postgres import start_cluster
 
 
@@ -54,15 +56,25 @@ def test_api_docs_only_when_asked(tmp_path: Path) -> None:
 
 
 def test_postgresql_stopped_makes_the_replica_unready_but_healthy(tmp_path: Path) -> None:
+    """And its notifications' loop, which meets the outage every pass, says so in one line naming the
+    database when it starts and one when it ends, with no traceback."""
     cluster = start_cluster()  # its own: stopping the suite's cluster would fail other tests
+    secret = tmp_path / "notify.secret"
+    secret.write_text("notify-signing-secret-0123456789")
+    secret.chmod(0o600)
+    notify = ("--notify", f"http://127.0.0.1:{free_port()}/hook", "--notify-secret-file", str(secret))
     try:
-        service = Service(db=cluster.fresh_database(), log_path=tmp_path / "service.log")
+        database = cluster.fresh_database()
+        service = Service(db=database, log_path=tmp_path / "service.log", serve_args=notify)
         service.start()
         try:
             assert probe(service, "/readyz").status_code == 200
             cluster.stop_server()
             unready = probe(service, "/readyz")
             healthy = probe(service, "/healthz")
+            wait_for_line(service, "does not answer")
+            cluster.start_server()
+            wait_for_line(service, "answers again")
         finally:
             service.stop()
     finally:
@@ -71,3 +83,18 @@ def test_postgresql_stopped_makes_the_replica_unready_but_healthy(tmp_path: Path
     assert unready.json()["status"] == "not ready"
     assert unready.json()["reason"].startswith("the queue's database does not answer: "), unready.json()
     assert healthy.status_code == 200
+    said = [line for line in service.log().splitlines() if "reviewer.service.notifications" in line]
+    assert len(said) == 2, service.log()
+    named = database.replace("postgres@", "")  # the log names it without the user
+    assert f"the database {named} does not answer (" in said[0]
+    assert f"the database {named} answers again after" in said[1]
+    assert "Traceback" not in service.log()
+
+
+def wait_for_line(service: Service, text: str) -> None:
+    """Until the service's log holds `text` (a bound, not a wait)."""
+    for _ in range(1200):
+        if text in service.log():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the log never said {text!r}:\n{service.log()}")

@@ -250,7 +250,7 @@ def test_the_seq_column_holds_six_digit_seqs_whole() -> None:
     calls = [{"seq": 149_990 + step, "tool": "create_refund", "effect": "create"} for step in range(11)]
     analysis = Analysis(parse_proposal(json.dumps(proposal_document(calls)), "wide"))
     view = PlanView(analysis)
-    for width in (76, 116):
+    for width in (90, 116):
         widths = {column.header: cells for column, cells in view._layout(width)}
         assert widths["#"] == len("150000")
         assert widths["tool"] == 13, "the tool column gives up the cell the seq takes"

@@ -71,7 +71,8 @@ def test_writes_kept_alarm(snap_compare, sample_folder) -> None:
 
 def test_outlier_in_extremes(snap_compare, sample_folder) -> None:
     """The bulk refund: the extremes pane shows amount_cents with its median and a red line for the
-    one refund about 1,000 times the median, naming its call number."""
+    one refund about 1,000 times the median, naming its call number; the side effects say what the
+    refunds move ("moves EUR ..." in bold amber)."""
     app = ReviewerApp(sample_folder("billing-refunds.outlier.json"))
     assert snap_compare(app, terminal_size=(100, 30), run_before=open_first())
 
@@ -120,8 +121,9 @@ def test_queue_at_80x24(snap_compare) -> None:
 
 
 def test_review_at_80x24(snap_compare, sample_folder) -> None:
-    """The review at 80x24: the plan keeps seq, tool, effect, call, verdict and flags (args give way
-    in the plan, and lead the selected call's detail), the three panes below stay readable, the
+    """The review at 80x24: the plan keeps seq, effect, the call (its method and the end of its path,
+    "DELETE /v1/tickets/t3", then the first arguments in the cells left), verdict and flags (the tool
+    column gives way, and leads the selected call's detail), the three panes below stay readable, the
     footer lists the keys (f first delete, n next alarm row among them)."""
     app = ReviewerApp(sample_folder(SERVER))
     assert snap_compare(app, terminal_size=(80, 24), run_before=open_first())
@@ -273,7 +275,9 @@ def test_queue_cursor_without_colour(snap_compare, row: str, monkeypatch) -> Non
 def test_kubernetes_deletes_at_80x24(snap_compare, sample_folder) -> None:
     """The Kubernetes sample at 80x24 after f: the alarm line names "3 deletes: persistent_volume_claim,
     namespace, persistent_volume" with the real refusal and the outlier; the cursor ▶ on #7, the first
-    delete, in sight; its detail begins with its arguments (namespace shop-preview-pr-1182)."""
+    delete, in sight, its call cut at its start ("DELETE …umeclaims/data-postgres-0") so each
+    deployment's row names it ("PATCH …/deployments/catalog/scale"); its detail begins with its
+    arguments (namespace shop-preview-pr-1182)."""
     app = ReviewerApp(sample_folder("k8s-shop-scale-down.server.json"))
     assert snap_compare(app, terminal_size=(80, 24), run_before=open_first("f"))
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Final
 
 from reviewer.policy.expressions import DEFAULT_DEADLINE
-from reviewer.service.commands.database import run_db_backup, run_db_upgrade, run_notify_list
+from reviewer.service.commands.database import run_db_backup, run_db_restore, run_db_upgrade, run_notify_list
 from reviewer.service.commands.serve import run_serve
 from reviewer.service.commands.tokens import (
     run_keys_add,
@@ -355,10 +355,10 @@ def _operating_options(serve: argparse.ArgumentParser) -> None:
 
 
 def register_db(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add `db upgrade` and `db backup` to the `reviewer` command line."""
+    """Add `db upgrade`, `db backup` and `db restore` to the `reviewer` command line."""
     db = subparsers.add_parser(
         "db",
-        help="upgrade or back up the queue's database",
+        help="upgrade, back up or restore the queue's database",
         description="The queue's database: migrate it to this release's schema, or copy it.",
     )
     db_commands = db.add_subparsers(title="db commands", metavar="COMMAND", required=True)
@@ -375,6 +375,14 @@ def register_db(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
     backup.add_argument("path", type=Path, metavar="PATH")
     _db_option(backup)
     backup.set_defaults(func=run_db_backup)
+    restore = db_commands.add_parser(
+        "restore",
+        help="put an SQLite backup in place of the queue (a rollback; stop every replica first); "
+        "notifications delivered since stay delivered",
+    )
+    restore.add_argument("backup", type=Path, metavar="BACKUP")
+    _db_option(restore)
+    restore.set_defaults(func=run_db_restore)
 
 
 def _db_option(parser: argparse.ArgumentParser) -> None:

@@ -1,4 +1,4 @@
-"""`reviewer db upgrade|backup` and `reviewer notify list`: the queue's database and its outbox."""
+"""`reviewer db upgrade|backup|restore` and `reviewer notify list`: the queue's database and its outbox."""
 
 from __future__ import annotations
 
@@ -80,4 +80,32 @@ def run_db_backup(args: argparse.Namespace) -> int:
     finally:
         store.close()
     print(f"backed up {store.location} (queue schema version {version}) to {args.path}", file=sys.stderr)
+    return 0
+
+
+def run_db_restore(args: argparse.Namespace) -> int:
+    import time
+    from pathlib import Path
+
+    from reviewer.queue.config import default_db_path
+    from reviewer.service.errors import DatabaseUnusable
+    from reviewer.service.store.migrations import restore_sqlite
+
+    database = Path(args.db) if args.db else default_db_path()
+    if str(database).startswith(("postgresql://", "postgres://")):
+        return refusal("db restore", "a PostgreSQL queue is restored with pg_restore (see docs/operating.md)")
+    if not args.backup.is_file():
+        return refusal("db restore", f"{args.backup} is not a file")
+    try:
+        version, carried, replaced = restore_sqlite(args.backup, database, time.time())
+    except DatabaseUnusable as error:
+        return refusal("db restore", error.message)
+    except OSError as error:
+        return refusal("db restore", f"cannot restore over {database}: {error.strerror}")
+    kept = f"; the replaced file is {replaced}" if replaced is not None else ""
+    print(
+        f"restored {args.backup} (queue schema version {version}) as {database}; {carried} notification(s) "
+        f"delivered since are marked so, and are not sent again{kept}",
+        file=sys.stderr,
+    )
     return 0

@@ -52,6 +52,8 @@ def chat_text(document: dict[str, Any]) -> tuple[str, str]:
             + (f" to {where}" if where else ""),
             f"revision {document['revision']}, plan {str(document.get('plan_sha256'))[:12]}",
         ]
+        if document.get("summary"):  # what it does, its money and its alarms, in one line
+            lines.insert(1, inert(str(document["summary"])))
     elif event == "proposal.decided":
         verdict = "Approved" if document.get("decision") == "approve" else "Rejected"
         heading = f"{verdict} by {inert(str(document.get('decided_by')))}"

@@ -11,11 +11,13 @@ and `deliver_due` is one pass, so tests move time instead of waiting out a backo
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Sequence
 from typing import Final
 
+from reviewer.service.errors import DatabaseUnusable
 from reviewer.service.notifications.sender import DeliveryFailed, Sender
 from reviewer.service.store import Clock, Delivery, QueueStore
 
@@ -49,6 +51,49 @@ def next_attempt(attempts: int, now: float, give_up_at: float) -> float | None:
     return at if at <= give_up_at else None
 
 
+def is_database_error(error: BaseException) -> bool:
+    """Whether `error` is the database's driver saying it cannot answer (down, restarting, refused)."""
+    if isinstance(error, sqlite3.Error | DatabaseUnusable):
+        return True
+    return type(error).__module__.split(".")[0] == "psycopg"
+
+
+class DatabaseOutage:
+    """Says once, naming the database, that it stopped answering the delivery loop, and once that it
+    answers again, however many threads and passes meet it meanwhile (no traceback each pass)."""
+
+    def __init__(self, location: str, clock: Clock) -> None:
+        self.location = location
+        self.clock = clock
+        self.since: float | None = None
+        self._lock = threading.Lock()
+
+    def failed(self, error: BaseException) -> bool:
+        """Note a failure; whether it was the database's (said once), else the caller logs it."""
+        if not is_database_error(error):
+            return False
+        with self._lock:
+            if self.since is None:
+                self.since = self.clock()
+                first_line = (str(error).strip().splitlines() or [""])[0][:300]
+                log.warning(
+                    "the database %s does not answer (%s: %s); notifications wait for it, nothing is lost",
+                    self.location,
+                    type(error).__name__,
+                    first_line,
+                )
+        return True
+
+    def answered(self) -> None:
+        if self.since is None:
+            return
+        with self._lock:
+            if self.since is None:
+                return
+            seconds, self.since = self.clock() - self.since, None
+        log.info("the database %s answers again after %.0f s; notifications go on", self.location, seconds)
+
+
 class Deliverer:
     """Delivers the store's outbox to `senders`; `start` and `stop` run it in threads."""
 
@@ -76,6 +121,7 @@ class Deliverer:
         self._wakes = {name: threading.Event() for name in self.senders}
         self._sweep_wake = threading.Event()
         self._threads: list[threading.Thread] = []
+        self.outage = DatabaseOutage(store.location, clock)
 
     def deliver_due(self) -> int:
         """One pass: write the events time made true, then try each due delivery once; how many were tried."""
@@ -156,12 +202,21 @@ class Deliverer:
         while not self._stopping.is_set():
             tried = 0
             self._wakes[target].clear()  # before looking: a wake from here on is looked for again
-            try:
-                tried = self._deliver_batch(target)
-            except Exception:  # a database hiccup must not end notifications for good
-                log.exception("delivering notifications to %s failed; trying again", target)
+            tried = self.pass_for(target)
             if tried < BATCH:
                 self._wakes[target].wait(self.poll_interval)
+
+    def pass_for(self, target: str) -> int:
+        """One look for `target`'s due rows, whatever fails: a database that does not answer is said
+        once (`outage`), anything else is logged with its traceback; how many were tried."""
+        try:
+            tried = self._deliver_batch(target)
+        except Exception as error:  # a database hiccup must not end notifications for good
+            if not self.outage.failed(error):
+                log.exception("delivering notifications to %s failed; trying again", target)
+            return 0
+        self.outage.answered()
+        return tried
 
     def next_sweep_at(self, last_sweep: float) -> float:
         """When the sweep looks again: a sweep interval after `last_sweep`, or sooner when a proposal's
@@ -189,8 +244,9 @@ class Deliverer:
                     due = self.next_sweep_at(last_sweep)
                 else:
                     due = min(due, self.next_sweep_at(last_sweep))
-            except Exception:
-                log.exception("looking for reminders and unreported runs failed; trying again")
+            except Exception as error:
+                if not self.outage.failed(error):
+                    log.exception("looking for reminders and unreported runs failed; trying again")
                 due = self.clock() + self.sweep_interval
             self._sweep_wake.wait(max(due - self.clock(), 0.0))
 

@@ -40,7 +40,7 @@ from reviewer.service import rules
 from reviewer.service.auth import Identity, Kind, Role
 from reviewer.service.errors import Forbidden
 from reviewer.service.signed_decisions import PolicySigning
-from reviewer.service.store import decisions, idempotency, outbox, proposals, runs, tokens, trail
+from reviewer.service.store import decisions, events, idempotency, outbox, proposals, runs, tokens, trail
 from reviewer.service.store.base import (
     DECISION_CHECK,
     DEFAULT_APPROVAL_TTL,
@@ -260,9 +260,13 @@ class QueueStore(ABC):
             with self.read() as db:
                 asked = decisions.changes_requested_before(db, submission.proposal_id, submission.revision)
             verdict = decisions.evaluate_policy(self, submission.body, submission.proposal, asked)
+        reading = None
+        if submission.proposal is not None and self.notifying.targets:  # what its page will say
+            reading = events.plan_reading(submission.proposal)
+            events.remember_reading(submission.plan_sha256, reading)
         now = self.clock()
         with self.write() as db:
-            stored, answer = proposals.submit(self, db, identity, submission, verdict, asked, now)
+            stored, answer = proposals.submit(self, db, identity, submission, verdict, asked, now, reading)
             if not stored:
                 return False, answer
         self._announce_events()

@@ -20,7 +20,7 @@ SCHEMA_VERSION: Final = 8
 decisions in the trail, 4 the notifications' outbox, 5 metrics tokens, token expiry and rotation,
 6 requests for changes, 7 reviewers signed in by the team's provider and break-glass tokens, 8 the
 trail's Merkle log and auditor tokens. An older database is brought up to date by numbered steps
-(`reviewer.service.migrations`), a newer one refused."""
+(`reviewer.service.store.migrations`), a newer one refused."""
 DECISION_CHECK: Final = "decision IN ('approve', 'reject', 'request_changes')"
 TRAIL_EVENT_CHECK: Final = (
     "event IN ('submitted', 'approved', 'rejected', 'changes_requested', 'claimed', 'executed')"

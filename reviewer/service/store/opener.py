@@ -28,7 +28,7 @@ def open_store(
     migrate: bool = True,
 ) -> QueueStore:
     """The store `--db` names; `create=False` refuses a database that holds no queue yet, and
-    `migrate=False` one of an older schema (`reviewer.service.migrations`).
+    `migrate=False` one of an older schema (`reviewer.service.store.migrations`).
 
     Raises `DatabaseUnusable` (one line for the operator) for a missing, unreachable or foreign database.
     """

@@ -185,7 +185,7 @@ def delivery(row: Row) -> Delivery:
         event=row["event"],
         proposal_id=row["proposal_id"],
         target=row["target"],
-        body=bytes(row["body"]),
+        body=events.with_id(bytes(row["body"]), row["event_id"]),
         state=row["state"],
         attempts=row["attempts"],
         created_at=row["created_at"],

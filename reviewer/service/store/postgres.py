@@ -24,7 +24,6 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
-from reviewer.service import migrations
 from reviewer.service.auth import ROLES
 from reviewer.service.errors import DatabaseUnusable
 from reviewer.service.rules import Row
@@ -34,6 +33,7 @@ from reviewer.service.store import (
     TRAIL_EVENT_CHECK,
     QueueStore,
     StoreSettings,
+    migrations,
 )
 
 WRITE_LOCK: Final = 0x72657669  # "revi": the advisory lock every write transaction holds
@@ -262,7 +262,7 @@ ALTER TABLE tokens ADD CONSTRAINT tokens_role_check CHECK (role IN ({TOKEN_ROLES
 """
     + TRAIL_LOG_SCHEMA,
 }
-"""Each numbered step of `reviewer.service.migrations.STEPS` in PostgreSQL's words."""
+"""Each numbered step of `reviewer.service.store.migrations.STEPS` in PostgreSQL's words."""
 OLDEST_VERSION: Final = 3
 """The first schema a PostgreSQL queue had."""
 
@@ -349,7 +349,17 @@ class PostgresStore(QueueStore):
     def _upgrade(self, db: _PostgresTransaction, upgrade: migrations.Upgrade) -> None:
         migrations.log_upgrade(upgrade, None)
         connection = self._connection()
+
+        def columns(table: str) -> set[str] | None:
+            rows = db.all(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
+                "AND table_name = :table",
+                table=table,
+            )
+            return {row["column_name"] for row in rows} or None
+
         for step in upgrade.steps:
+            migrations.check_before_step(self.location, upgrade.found, step, columns)
             connection.execute(MIGRATIONS[step])  # a parameterless script: one simple query
         db.run("UPDATE reviewer_schema SET version = :version", version=SCHEMA_VERSION)
         self.upgraded_from = upgrade.found

@@ -4,7 +4,7 @@ its version, a proposal's record and its revisions' bodies, as functions of one 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from reviewer.plan.proposal import Proposal
 from reviewer.policy.verdict import ChangeRequest, Verdict
@@ -64,10 +64,11 @@ def submit(
     verdict: Verdict | None,
     asked: tuple[ChangeRequest, ...],
     now: float,
+    reading: dict[str, Any] | None = None,
 ) -> tuple[bool, SubmissionAnswer]:
     """Store a revision (`QueueStore.submit`) in the caller's write transaction; answers (False, its
     record) when this very plan is already stored. `verdict` was evaluated before the lock, after the
-    changes `asked` of earlier revisions."""
+    changes `asked` of earlier revisions; `reading` (`events.plan_reading`) too, for its page."""
     tokens.require_active(db, identity, store.clock)
     row = db.one(
         "SELECT * FROM proposals WHERE proposal_id = :proposal_id", proposal_id=submission.proposal_id
@@ -157,7 +158,7 @@ def submit(
             db,
             now,
             events.event_key("proposal.waiting", submission.proposal_id, submission.revision),
-            events.waiting(stored_row, bytes(submission.body), now),
+            events.waiting(stored_row, bytes(submission.body), now, reading=reading),
         )
     return True, SubmissionAnswer(
         proposal_id=submission.proposal_id,

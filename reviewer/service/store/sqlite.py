@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
-from reviewer.service import migrations
 from reviewer.service.auth import ROLES
 from reviewer.service.errors import DatabaseUnusable
 from reviewer.service.rules import Row
@@ -25,6 +24,7 @@ from reviewer.service.store import (
     TRAIL_EVENT_CHECK,
     QueueStore,
     StoreSettings,
+    migrations,
 )
 
 OUTBOX_SCHEMA = """
@@ -289,7 +289,7 @@ MIGRATIONS: Final = {
     "DROP TABLE tokens;\n"
     "ALTER TABLE tokens_v8 RENAME TO tokens;\n" + TOKENS_INDEX + TOKENS_SUBJECT_INDEX + TRAIL_LOG_SCHEMA,
 }
-"""Each numbered step of `reviewer.service.migrations.STEPS` in SQLite's words."""
+"""Each numbered step of `reviewer.service.store.migrations.STEPS` in SQLite's words."""
 OLDEST_VERSION: Final = 2
 
 APPEND_ONLY_TABLES = ("revisions", "decisions", "claims", "executions", "trail", "trail_log")
@@ -366,7 +366,7 @@ class SQLiteStore(QueueStore):
 
     def _migrate(self, migrate: bool) -> None:
         """Create the schema in a new file; bring an older one up to date, after a backup, in one
-        transaction (`reviewer.service.migrations`); refuse a newer one, changing nothing."""
+        transaction (`reviewer.service.store.migrations`); refuse a newer one, changing nothing."""
         connection = self._connection()
         try:
             version = self.schema_version()
@@ -396,7 +396,6 @@ class SQLiteStore(QueueStore):
         other drops its backup."""
         connection = self._connection()
         backup = migrations.backup_before_upgrade(connection, self.path, upgrade.found, self.clock())
-        script = "".join(MIGRATIONS[step] for step in upgrade.steps) + _append_only_triggers()
         # A step that rebuilds a table others reference drops it first: foreign keys stay off for
         # the transaction (SQLite ignores the pragma inside one) and are checked before the commit.
         connection.execute("PRAGMA foreign_keys = OFF")
@@ -407,7 +406,11 @@ class SQLiteStore(QueueStore):
                 backup.unlink()  # another process migrated meanwhile, after a backup of its own
                 return
             migrations.log_upgrade(upgrade, backup)
-            for statement in migrations.sqlite_statements(script):
+            for step in upgrade.steps:
+                migrations.check_before_step(self.location, upgrade.found, step, self._columns)
+                for statement in migrations.sqlite_statements(MIGRATIONS[step]):
+                    connection.execute(statement)
+            for statement in migrations.sqlite_statements(_append_only_triggers()):
                 connection.execute(statement)
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             broken = connection.execute("PRAGMA foreign_key_check").fetchall()
@@ -425,6 +428,10 @@ class SQLiteStore(QueueStore):
             connection.execute("PRAGMA foreign_keys = ON")
         migrations.log_upgraded(upgrade)
         self.upgraded_from = upgrade.found
+
+    def _columns(self, table: str) -> set[str] | None:
+        rows = self._connection().execute(f"PRAGMA table_info({table})").fetchall()
+        return {row[1] for row in rows} or None
 
     def backup(self, destination: Path) -> None:
         """`reviewer db backup`: a consistent copy of the queue, taken while it serves."""

@@ -291,6 +291,18 @@ class QueueItem:
             return f"pending · {describe_approvals(map(shown, self.approvals), self.approvals_required)}"
         return self.state
 
+    def revision_state_words(self, revision: int) -> tuple[str, str]:
+        """The chrome's state of `revision` and its `STATE_STYLES` key: the queue's state for the latest
+        revision; an earlier one is superseded (never pending: nothing can decide it any more), and
+        says when a reviewer's request for changes closed it."""
+        latest = self.latest_revision
+        if revision >= latest:
+            return self.state_words(), self.state_label
+        asked = any(
+            event.event == "changes_requested" and event.revision == revision for event in self.history
+        )
+        return f"superseded by rev {latest}" + (", changes requested" if asked else ""), "superseded"
+
     def policy_words(self) -> list[str]:
         """The policy's alarms for the review screen's alarm line: where the plan runs when its
         environment was not what it said ("says environment 'staging', but its base URL is
@@ -390,7 +402,13 @@ def no_longer_pending(item: QueueItem, revision: int) -> str | None:
             f"revision {revision} has already been executed: its approval was used by that run, "
             "and nothing is sent"
         )
-    if item.state in DECIDED_STATES and revision >= max(item.revisions, default=revision):
+    latest = max(item.revisions, default=revision)
+    if revision < latest:
+        return (
+            f"revision {revision} is superseded by revision {latest}: nothing is sent (escape, then enter "
+            "opens the latest)"
+        )
+    if item.state in DECIDED_STATES:
         return f"revision {revision} is no longer pending ({item.state_words()}): nothing is sent"
     return None
 

@@ -245,7 +245,14 @@ def two_columns(rows: Sequence[tuple[str, str]], first: int) -> Table:
 
 
 VERDICT_HELP = (
-    ("validated", "the API's own dry run accepted it"),
+    (
+        "validated",
+        "the API's own dry run accepted it, and its audit log or a sandbox check proved it kept nothing",
+    ),
+    (
+        "ok, unproven",
+        "the API accepted it, but nothing proved it honoured the dry-run parameter: it may have written",
+    ),
     ("real refusal", "the API refused it; the real run will be refused too"),
     (
         "chain noise",
@@ -253,7 +260,10 @@ VERDICT_HELP = (
         "resource) was not persisted; the real run may succeed",
     ),
     ("not validated", "a fake answered: shape only"),
+    ("refused by fake", "a fake refused the request's shape"),
     ("recorded", "only written down"),
+    ("error", "the dry run of this call itself failed"),
+    ("no outcome", "the proposal carries no dry-run answer for this call"),
     ("kept: written", "the dry run kept this write (the API ignored the flag): it has already happened"),
     (
         "flags",

@@ -21,7 +21,7 @@ from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.model.sources import QueueItem
 from reviewer.tui.palette import role_text
 from reviewer.tui.screens.styled_once import StyledOnce
-from reviewer.tui.widgets.chrome import Chrome, KeysFooter
+from reviewer.tui.widgets.chrome import Chrome, KeysFooter, id_part
 from reviewer.tui.widgets.panes import detail_text, untrusted
 from reviewer.tui.widgets.plan_view import PlanView
 
@@ -153,7 +153,7 @@ class DriftScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
     def show_chrome(self) -> None:
         self.query_one(Chrome).show(
             self.mode,
-            (self.item.proposal_id, "bold"),
+            id_part(self.item.proposal_id),
             f"drift rev {self.base} → rev {self.target}",
         )
 

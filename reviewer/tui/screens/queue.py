@@ -36,13 +36,15 @@ class QueueColumn:
     decide (the marks, the environment, the state) never give way: the title is cut instead."""
     keeps_title: int = 0
     """With `gives_way`: the title's cells under which this column gives way (`TITLE_ROOM` if 0)."""
+    grows_to: int = 0
+    """On a wide terminal, the cells this column takes from a title wider than `TITLE_WIDE`."""
 
 
 QUEUE_COLUMNS = (
     QueueColumn(" ", "mark", 3),
     QueueColumn("proposal", "title", 0),
     QueueColumn("env", "environment", 10),
-    QueueColumn("host", "host", 20, gives_way=2),
+    QueueColumn("host", "host", 20, gives_way=2, grows_to=48),
     QueueColumn("agent", "agent", 14, gives_way=1),
     QueueColumn("rev", "rev", 3, gives_way=5),
     QueueColumn("calls", "calls", 5, gives_way=4),
@@ -57,7 +59,7 @@ LIVE_COLUMNS = (
     QueueColumn(" ", "mark", 4),
     QueueColumn("proposal", "title", 0),
     QueueColumn("env", "environment", 10),
-    QueueColumn("host", "host", 20, gives_way=1),
+    QueueColumn("host", "host", 20, gives_way=1, grows_to=48),
     QueueColumn("proposed by", "proposer", 13, gives_way=3),
     QueueColumn("rev", "rev", 3, gives_way=4),
     QueueColumn("calls", "calls", 5, gives_way=2),
@@ -69,6 +71,9 @@ LIVE_COLUMNS = (
 """Live: the queue's record of who proposed it instead of the agent's own name, and how long a pending
 proposal has waited."""
 
+TITLE_WIDE = 72
+"""A title this wide reads whole in most queues: cells beyond it go to the columns that grow (the
+target's host, whole at 200 columns)."""
 TITLE_ROOM = 16
 """Cells the title keeps before another column gives way. The c/u/d counts give way last, under 10
 (a phone's 50 columns): the line under the table gives the highlighted proposal's counts."""
@@ -82,9 +87,11 @@ STATE_STYLES = {
     "changes": "warn.strong",
     "expired": "muted",
     "executed": "info",
+    "superseded": "muted",
 }
-"""By `QueueItem.state_label`; `unknown` (a run that may have written and never reported) is the loudest.
-The state is a word, never only a colour."""
+"""By `QueueItem.state_label` (`superseded`: an earlier revision, `QueueItem.revision_state_words`);
+`unknown` (a run that may have written and never reported) is the loudest. The state is a word, never
+only a colour."""
 
 
 class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
@@ -342,7 +349,16 @@ def fit_columns(columns: tuple[QueueColumn, ...], width: int) -> list[QueueColum
     while droppable and title_width() < (droppable[0].keeps_title or TITLE_ROOM):
         shown.remove(droppable.pop(0))
     title = max(12, title_width())
-    return [replace(column, width=title) if column.key == "title" else column for column in shown]
+    grown = {}
+    for column in shown:
+        spare = title - TITLE_WIDE
+        if column.grows_to and spare > 0:
+            grown[column.key] = min(column.grows_to, column.width + spare)
+            title -= grown[column.key] - column.width
+    return [
+        replace(column, width=title if column.key == "title" else grown.get(column.key, column.width))
+        for column in shown
+    ]
 
 
 def newest_first(items: list[QueueItem]) -> list[QueueItem]:
@@ -413,7 +429,15 @@ def queue_row(item: QueueItem) -> tuple[Text, ...]:
         Text("!", "danger") if broken else mark,
         Text(steady_width(safe_text(clip(proposal.title, 300))), no_wrap=True, overflow="ellipsis"),
         cell(environment, 10, "bold") if environment else Text("none", "muted"),
-        cell(host_of(proposal.target.base_url), 20) if proposal.target.base_url else Text("any", "muted"),
+        (
+            Text(
+                steady_width(safe_text(clip(host_of(proposal.target.base_url), 300))),
+                no_wrap=True,
+                overflow="ellipsis",
+            )
+            if proposal.target.base_url
+            else Text("any", "muted")
+        ),
         cell(proposal.agent.name, 14),
         Text(revisions),
         Text(compact(len(proposal.calls)), justify="right"),

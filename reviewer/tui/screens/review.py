@@ -36,7 +36,7 @@ from reviewer.tui.screens.drift import DriftScreen
 from reviewer.tui.screens.queue import STATE_STYLES
 from reviewer.tui.screens.styled_once import StyledOnce
 from reviewer.tui.screens.verification import VerificationScreen
-from reviewer.tui.widgets.chrome import Chrome, KeysFooter, Part
+from reviewer.tui.widgets.chrome import Chrome, KeysFooter, Part, id_part
 from reviewer.tui.widgets.panes import (
     detail_text,
     extremes_text,
@@ -251,7 +251,7 @@ class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
             self.show_alarms(Text(" · ".join(alarms), "bold"))
         if figures is not None:
             proof = proof_word(figures.proposal.dry_run)
-            self.query_one("#ratios", Static).update(ratios_text(figures.ratios, proof))
+            self.query_one("#ratios", Static).update(ratios_text(figures.ratios, proof, figures.totals))
             self.query_one("#extremes", Static).update(extremes_text(figures.extremes))
             return
         pending = self.item.still_computing(self.revision)
@@ -265,7 +265,8 @@ class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
             return  # pushed but not composed yet, or already being dismissed: on_mount refreshes it
         item = self.item
         parts = self.chrome_parts()
-        parts.append((item.state_words(), STATE_STYLES.get(item.state_label, "")))
+        words, label = item.revision_state_words(self.revision)
+        parts.append((words, STATE_STYLES.get(label, "")))
         parts.append(self.digest_part())
         parts.append(("by you", "bold reverse") if item.mine else f"by {item.proposed_by}")
         if self.revision == item.latest_revision and item.policy_words():
@@ -384,7 +385,7 @@ class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
     def chrome_parts(self) -> list[Part]:
         """What an approval names, first, since a narrow terminal cuts the chrome from the right; live,
         the state follows, then the digest (`digest_part`)."""
-        return [(self.item.proposal_id, "bold"), f"rev {self.revision}/{self.item.latest_revision}"]
+        return [id_part(self.item.proposal_id), f"rev {self.revision}/{self.item.latest_revision}"]
 
     def digest_part(self) -> Part:
         """The digest's first 12 hex digits, 7 on a narrow terminal (the confirmation shows all 64)."""

@@ -27,6 +27,19 @@ Part = tuple[str, str] | str | tuple[str, str, str]
 """A part of the bar: its text, or (text, style), or (text, style, short text for a narrow terminal)."""
 
 
+NARROW_ID_CELLS = 24
+"""A proposal id's cells on a narrow terminal: a generated id whole, a longer one's start (which
+`reviewer show` and `review` accept)."""
+
+
+def id_part(proposal_id: str) -> Part:
+    """A proposal's id, bold; under `NARROW` columns its first characters and `…`, so the revision
+    and the state after it stay on a phone's screen (an agent may name a proposal in 128 characters)."""
+    if len(proposal_id) <= NARROW_ID_CELLS:
+        return (proposal_id, "bold")
+    return (proposal_id, "bold", proposal_id[: NARROW_ID_CELLS - 1] + "…")
+
+
 class Chrome(Static):
     """Title bar: `reviewer │ mode │ part │ part …`, each part plain text with an optional style."""
 

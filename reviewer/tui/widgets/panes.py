@@ -13,6 +13,8 @@ from reviewer.plan.bodies import body_view
 from reviewer.plan.proposal import Call, DryRun, Proposal, audit_read, dumps, sandbox_proof
 from reviewer.plan.sanitize import clip, safe_text
 from reviewer.reading.analysis import Analysis, Extremes, NumericField, PlanRow, Ratios, Verdict
+from reviewer.reading.plain import number
+from reviewer.reading.totals import Total, money, totals_words
 from reviewer.tui.palette import role_text
 
 DETAIL_LIMIT = 4_000
@@ -89,6 +91,8 @@ def untrusted(value: object, *, multiline: bool = False, limit: int = DETAIL_LIM
 
 
 LABEL_CELLS = 12
+MONEY_LINES = 3
+"""Currencies the panes name one by one; past these, how many more."""
 ARGS_ON_ONE_LINE = 200
 """Arguments up to this long are shown as one line of JSON, right under the call's name."""
 
@@ -133,9 +137,9 @@ def proven_by(dry_run: DryRun) -> str | None:
     return None
 
 
-def ratios_text(ratios: Ratios, proof: tuple[str, str] | None = None) -> Text:
-    """Side-effect ratios and what the dry run did and did not prove, alarms first; `proof` is
-    `proof_word` of a server dry run."""
+def ratios_text(ratios: Ratios, proof: tuple[str, str] | None = None, totals: tuple[Total, ...] = ()) -> Text:
+    """Side-effect ratios, the money the plan moves (`totals`), and what the dry run did and did not
+    prove, alarms first; `proof` is `proof_word` of a server dry run."""
     text = Text()
     if ratios.writes_kept:
         text.append(f"DRY RUN KEPT {ratios.writes_kept:,} WRITES\n", "danger.banner")
@@ -152,6 +156,10 @@ def ratios_text(ratios: Ratios, proof: tuple[str, str] | None = None) -> Text:
         ratios.destructive_percent(),
         "danger" if ratios.destructive else "",
     )
+    for total in totals[:MONEY_LINES]:
+        _line(text, "moves", f"{total.currency} {money(total.amount)}", "warn.strong")
+    if len(totals) > MONEY_LINES:
+        _line(text, "moves", f"{len(totals) - MONEY_LINES} more currencies", "warn.strong")
     _line(text, "validated", f"{ratios.validated:,}", "ok" if ratios.validated else "")
     if proof is not None:
         _line(text, "proof", *proof)
@@ -171,13 +179,6 @@ def ratios_text(ratios: Ratios, proof: tuple[str, str] | None = None) -> Text:
     if ratios.unresolved_placeholders:
         _line(text, "unresolved", f"{ratios.unresolved_placeholders:,} name no call", "danger")
     return text
-
-
-def number(value: float) -> str:
-    """6195900 as 6,195,900, not 6.196e+06: a reviewer compares amounts digit by digit."""
-    if value.is_integer() and abs(value) < 1e21:
-        return f"{value:,.0f}"
-    return f"{value:,.6g}"
 
 
 def _numeric_line(text: Text, field: NumericField) -> None:
@@ -290,8 +291,8 @@ def detail_text(row: PlanRow, call: Call, kept: str | None = None, dry_run: DryR
 
 
 def summary_counts(analysis: Analysis) -> str:
-    """What is being approved, for the confirmation: counts of each effect, and the calls marked
-    destructive that are not deletes (an update that destroys)."""
+    """What is being approved, for the confirmation and the queue's line: counts of each effect, the
+    calls marked destructive that are not deletes (an update that destroys), the money it moves."""
     ratios = analysis.ratios
     parts = [
         f"{ratios.calls:,} calls",
@@ -304,4 +305,7 @@ def summary_counts(analysis: Analysis) -> str:
     marked = ratios.destructive - ratios.deletes
     if marked:
         parts.append(f"{marked:,} more destructive")
-    return ", ".join(parts)
+    words = ", ".join(parts)
+    if analysis.totals:
+        words += f", moving {totals_words(analysis.totals, limit=MONEY_LINES)}"
+    return words

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import ClassVar, Protocol
 
+from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding, BindingType
@@ -26,7 +27,8 @@ from textual.strip import Strip
 
 from reviewer.plan.sanitize import safe_text
 from reviewer.reading.analysis import PlanRow, Verdict
-from reviewer.tui.widgets.cells import CURSOR_GLYPH, fit
+from reviewer.reading.plain import flags_of
+from reviewer.tui.widgets.cells import CURSOR_GLYPH, fit, fit_end
 from reviewer.tui.widgets.panes import KEPT_LABELS, row_kept
 
 RowMark = Callable[[int], str | None]
@@ -55,21 +57,56 @@ class Column:
     right: bool = False
 
 
+NARROW_VIEW = 60
+"""Narrower than this (a phone's SSH app), the columns squeeze (`PlanView._layout`)."""
+TOOL_FROM = 90
+"""The tool column's narrowest view (a 94-column terminal's plan). Narrower, the call column names the
+call by its method and the end of its path (the tool, for a call that is no HTTP request)."""
+ARGS_FROM = 96
+CALL_SHARE = 0.56
+"""Of the cells the call and its arguments share on a wide terminal, the call's (paths end late)."""
+CALL_MIN = 20
+ARGS_MIN_CELLS = 10
+"""Cells the arguments need after a call to say anything (`customer=cus-4…` says little less)."""
+WIDE_VIEW = 160
+"""From this wide on, the tool column takes `WIDE_TOOL_CELLS` (tool names whole, `delete_namespace`)."""
+WIDE_TOOL_CELLS = 26
+
 SEQ_COLUMN = Column("#", 5, right=True)
-TOOL_COLUMN = Column("tool", 14)
+TOOL_COLUMN = Column("tool", 14, shown_from=TOOL_FROM)
+CALL_COLUMN = Column("call", 0)
+ARGS_COLUMN = Column("args", 0, shown_from=ARGS_FROM)
+DRY_RUN_COLUMN = Column("dry run", 13)
 FLAGS_COLUMN = Column("flags", 11)
 COLUMNS: tuple[Column, ...] = (
     Column("", 2),
     SEQ_COLUMN,
     TOOL_COLUMN,
-    Column("effect", 6),
-    Column("call", 20, shown_from=72),
-    Column("args", 0, shown_from=96),
-    Column("dry run", 13),
+    Column("effect", 6, shown_from=NARROW_VIEW),
+    CALL_COLUMN,
+    ARGS_COLUMN,
+    DRY_RUN_COLUMN,
     FLAGS_COLUMN,
 )
-NARROW_VIEW = 60
-"""Narrower than this, the columns squeeze (`PlanView._layout`)."""
+NARROW_WIDTHS = {DRY_RUN_COLUMN: 9, FLAGS_COLUMN: 7}
+"""Under `NARROW_VIEW`: "validated" whole, a longer verdict cut (the detail pane says it whole), the
+worst flag or two."""
+
+
+def call_cell(row: PlanRow, cells: int, *, tool_shown: bool, args_shown: bool) -> str:
+    """The call as a row shows it, `cells` wide: its method and the end of its path, where paths
+    differ (`PATCH …/deployments/cart/scale`); a call that is no HTTP request, by its tool when the
+    tool column is not shown. Without an args column, the arguments follow in the cells left, so
+    refunds to one path still read apart."""
+    if row.path is None:
+        call = row.method or ("" if tool_shown else row.tool)
+    else:
+        method = fit(row.method, len(row.method)) + " " if row.method else ""
+        call = method + fit_end(row.path, max(cells - len(method), 2))
+    if not args_shown and row.args_summary and cell_len(call) + 2 + ARGS_MIN_CELLS <= cells:
+        call += "  " + row.args_summary
+    return fit(call, cells)
+
 
 VERDICT_CLASS = {
     Verdict.VALIDATED: "plan-view--validated",
@@ -85,25 +122,11 @@ VERDICT_CLASS = {
 
 
 def row_flags(row: PlanRow, outlier: bool = False) -> list[tuple[str, str]]:
-    """Short flags with the component class that colours them, the most dangerous first (a narrow
-    column keeps those): destructive, a value far outside the rest, hidden or look-alike text, and
-    what the row depends on."""
-    flags: list[tuple[str, str]] = []
-    if row.destructive:
-        flags.append(("del", "plan-view--refusal"))
-    if outlier:
-        flags.append(("out", "plan-view--refusal"))
-    if row.hidden_characters:
-        flags.append(("hid", "plan-view--refusal"))
-    if row.lookalike:
-        flags.append(("alike", "plan-view--refusal"))
-    if row.unresolved:
-        flags.append(("?#" + ",".join(str(p.call_seq) for p in row.unresolved), "plan-view--refusal"))
-    elif row.depends_on:
-        flags.append(("←#" + ",".join(map(str, row.depends_on)), "plan-view--noise"))
-    elif row.written_before is not None:
-        flags.append((f"←#{row.written_before}", "plan-view--noise"))
-    return flags
+    """`flags_of` with the component class that colours each: red for an alarm, amber for a chain."""
+    return [
+        (flag, "plan-view--refusal" if alarm else "plan-view--noise")
+        for flag, alarm in flags_of(row, outlier)
+    ]
 
 
 def seq_cells(rows: RowSource) -> int:
@@ -278,26 +301,31 @@ class PlanView(ScrollView, can_focus=True):
     def _layout(self, width: int) -> list[tuple[Column, int]]:
         """Each shown column with its width; `#` is as wide as the largest seq (a cut seq names
         another call), and the tool column gives up the cells it takes beyond the default. Under
-        `NARROW_VIEW` columns (a phone's SSH app) `#` takes only the digits it needs, the flags
-        column keeps the worst flag or two, and the tool's name takes what is left."""
-        if width < NARROW_VIEW:
-            narrow = {SEQ_COLUMN: self.seq_digits, TOOL_COLUMN: 0, FLAGS_COLUMN: 7}
-            shown = [replace(column, width=narrow.get(column, column.width)) for column in COLUMNS]
-            shown = [column for column, kept in zip(shown, COLUMNS, strict=True) if width >= kept.shown_from]
-        else:
-            extra = max(self.seq_cells - SEQ_COLUMN.width, 0)
-            shown = [
-                replace(column, width=self.seq_cells)
-                if column is SEQ_COLUMN
-                else replace(column, width=column.width - extra)
-                if column is TOOL_COLUMN
-                else column
-                for column in COLUMNS
-                if width >= column.shown_from
-            ]
+        `NARROW_VIEW` columns (a phone's SSH app) `#` takes only the digits it needs and the verdict
+        and flags squeeze (`NARROW_WIDTHS`). The call takes what is left; from `ARGS_FROM` it shares
+        that with the arguments, so a wide terminal shows long paths whole."""
+        narrow = width < NARROW_VIEW
+        extra = max(self.seq_cells - SEQ_COLUMN.width, 0)
+        shown: list[Column] = []
+        for column in COLUMNS:
+            if width < column.shown_from:
+                continue
+            if column is SEQ_COLUMN:
+                column = replace(column, width=self.seq_digits if narrow else self.seq_cells)
+            elif column is TOOL_COLUMN:
+                tool_cells = WIDE_TOOL_CELLS if width >= WIDE_VIEW else column.width - extra
+                column = replace(column, width=tool_cells)
+            elif narrow and column in NARROW_WIDTHS:
+                column = replace(column, width=NARROW_WIDTHS[column])
+            shown.append(column)
+        flexible = [column for column in shown if not column.width]
         fixed = sum(column.width + 1 for column in shown if column.width)
-        flexible = max(width - fixed - 1, 8)
-        return [(column, column.width or flexible) for column in shown]
+        room = max(width - fixed - len(flexible), 8)
+        cells = {CALL_COLUMN.header: room}
+        if len(flexible) == 2:
+            call = max(CALL_MIN, int(room * CALL_SHARE))
+            cells = {CALL_COLUMN.header: call, ARGS_COLUMN.header: max(room - call, 8)}
+        return [(column, column.width or cells[column.header]) for column in shown]
 
     def _header_text(self, width: int) -> Text:
         text = Text(no_wrap=True)
@@ -315,6 +343,10 @@ class PlanView(ScrollView, can_focus=True):
             if column.header == "flags":
                 self._append_flags(text, row_flags(row, self.rows.has_outlier(index)), cells)
                 continue
+            if column.header == "call":
+                shown = call_cell(row, cells, tool_shown=width >= TOOL_FROM, args_shown=width >= ARGS_FROM)
+                text.append(shown + " ")
+                continue
             value, component = self._cell(column.header, row)
             style = self._style(component) if component else None
             text.append(fit(value, cells, right=column.right), style)
@@ -328,8 +360,6 @@ class PlanView(ScrollView, can_focus=True):
             return row.tool, None
         if header == "effect":
             return row.effect, "plan-view--refusal" if row.destructive else None
-        if header == "call":
-            return " ".join(part for part in (row.method, row.path) if part), None
         if header == "args":
             return row.args_summary, None
         if self.kept is not None and row_kept(row, self.kept):

@@ -208,3 +208,12 @@ def test_an_apprise_targets_name_and_logs_show_its_scheme_only() -> None:
     assert target_name(url).startswith("pagerduty:// #") and "0key" not in target_name(url)
     assert {"integration0key", "api0key0secret"} <= set(secret_parts(url))
     assert secret_parts("https://hooks.example/reviewer") == [], "an ordinary word is hidden in its URL only"
+
+
+def test_a_waiting_page_says_what_the_plan_does_in_one_line() -> None:
+    """The event's `summary` is the body's second line, made inert like every agent-written text."""
+    summary = "6 updates, 3 deletes in production; 1 real refusal; 3 deletes: namespace @here"
+    _title, text = chat_text({**waiting("Scale shop"), "summary": summary})
+    lines = text.splitlines()
+    assert lines[0] == "@\u2060channel-bot proposes 3 calls to deskline production"
+    assert lines[1] == inert(summary) and "@\u2060here" in lines[1]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,9 +31,10 @@ from reviewer.service.notifications.webhook import WebhookSender
 from reviewer.service.store import SCHEMA_VERSION, Notifying, QueueStore, StoreSettings, events
 from reviewer.service.store.opener import open_store
 from reviewer.service.store.proposals import ListVersion
-from reviewer.service.store.sqlite import OUTBOX_SCHEMA, SCHEMA, SQLiteStore
+from reviewer.service.store.sqlite import SQLiteStore
 from tests.queue_harness import body, proposal
 from tests.service.notifications.receiver import Receiver
+from tests.service.test_migrations import previous_release_database
 from tests.service.test_store_contract import START, Clock, clock, database, identity
 
 __all__ = ["clock", "database"]  # fixtures of the store contract, used here too
@@ -93,6 +96,45 @@ def queue(database: str, clock: Clock, receiver: Receiver) -> Iterator[Queue]:
     made.close()
 
 
+SAMPLES = Path(__file__).resolve().parents[3] / "reviewer" / "sample_proposals"
+
+
+@pytest.mark.parametrize("event", ["proposal.waiting", "proposal.reminder"])
+def test_a_waiting_page_says_what_the_plan_does_its_alarms_and_its_money(
+    database: str, clock: Clock, receiver: Receiver, event: str
+) -> None:
+    """The Kubernetes sample's page: 6 updates and 3 deletes in production, its three alarms by name
+    and in words, in one line a pager shows; the refunds' page: the euros they move. The reminder
+    (written by the sweep, from the stored body) says the same as the first page."""
+    queue = Queue(database, clock, receiver, remind_after=600)
+    try:
+        for name in ("k8s-shop-scale-down.server.json", "billing-refunds-2000.server.json"):
+            queue.store.submit(queue.agent, submission((SAMPLES / name).read_bytes()))
+        if event == "proposal.reminder":
+            clock.now += 601
+            queue.store.sweep_events()
+        while queue.deliverer.deliver_due():
+            pass
+        arrived = [arrival for arrival in receiver.wait_for(4 if event == "proposal.reminder" else 2)]
+        pages = {
+            arrival.document["proposal_id"]: arrival.document for arrival in arrived if arrival.event == event
+        }
+    finally:
+        queue.close()
+    kubernetes, refunds = pages["k8s-shop-scale-down-1019"], pages["billing-refunds-bulk-2000"]
+    assert kubernetes["counts"] == {"creates": 0, "updates": 6, "deletes": 3, "other": 0, "destructive": 3}
+    assert kubernetes["environment"] == "production"
+    assert [alarm["name"] for alarm in kubernetes["alarms"]] == ["real_refusals", "deletes", "outliers"]
+    assert (
+        kubernetes["alarms"][1]["text"] == "3 deletes: persistent_volume_claim, namespace, persistent_volume"
+    )
+    assert kubernetes["summary"].startswith("6 updates, 3 deletes in production; 1 real refusal; 3 deletes")
+    assert refunds["totals"] == [{"currency": "EUR", "amount": "84641.64", "calls": 1800}]
+    assert (
+        refunds["summary"] == "1,800 creates, 200 updates in production, moving EUR 84,641.64 (1,800 calls)"
+    )
+
+
 def test_each_event_arrives_signed_with_what_it_reports_and_the_line_that_opens_it(
     queue: Queue, receiver: Receiver
 ) -> None:
@@ -128,6 +170,10 @@ def test_each_event_arrives_signed_with_what_it_reports_and_the_line_that_opens_
         "submitted_at": waiting["submitted_at"],
         "waited_seconds": 0,
         "expires_at": waiting["expires_at"],
+        "counts": {"creates": 0, "updates": 2, "deletes": 0, "other": 0, "destructive": 0},
+        "alarms": [],
+        "totals": [],
+        "summary": "2 updates in staging",
     }
     assert decided["decision"] == "approve" and decided["decided_by"] == "alice"
     assert (ended["ended"], ended["calls_sent"], ended["calls_kept"], ended["claim_id"]) == (
@@ -475,32 +521,27 @@ def test_without_targets_no_event_is_written(database: str, clock: Clock) -> Non
 
 
 def test_a_version_3_sqlite_file_gains_the_outbox_and_keeps_its_rows(tmp_path: Path) -> None:
-    path = tmp_path / "v3.sqlite3"
-    version_3 = SCHEMA.replace(OUTBOX_SCHEMA, "")
-    assert version_3 != SCHEMA
+    """The previous release's own file (the fixture it wrote), not this schema less the outbox: a
+    migration refuses tables ahead of the version they claim."""
+    path = previous_release_database(tmp_path / "v3.sqlite3")
     with sqlite3.connect(path) as db:
-        db.executescript(version_3 + "PRAGMA user_version = 3;")
-        db.execute(
-            "INSERT INTO tokens (name, role, token_sha256, created_at) VALUES ('alice', 'reviewer', 'x', 1)"
-        )
+        before = db.execute("SELECT name FROM tokens ORDER BY id").fetchall()
+    assert before
     SQLiteStore(path, StoreSettings(clock=lambda: 2.0, pending_ttl=10, approval_ttl=10)).close()
     with sqlite3.connect(path) as db:
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert "outbox" in tables and db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-        assert db.execute("SELECT name FROM tokens").fetchall() == [("alice",)]
+        assert db.execute("SELECT name FROM tokens ORDER BY id").fetchall() == before
 
 
 def test_a_version_3_postgresql_database_gains_the_outbox(postgres_cluster: object, clock: Clock) -> None:
     import psycopg
 
-    url = postgres_cluster.fresh_database()  # type: ignore[attr-defined]
-    open_store(url, clock=clock, pending_ttl=10, approval_ttl=10, create=True).close()
+    from tests.service.test_migrations import version_4_postgresql
+
+    url = version_4_postgresql(postgres_cluster)  # type: ignore[arg-type]
     with psycopg.connect(url, autocommit=True) as raw:
-        raw.execute("DROP TABLE outbox")
-        raw.execute(  # migration 5's
-            "ALTER TABLE tokens DROP COLUMN expires_at, DROP COLUMN previous_sha256, "
-            "DROP COLUMN previous_expires_at"
-        )
+        raw.execute("DROP TABLE outbox")  # migration 4's
         raw.execute("UPDATE reviewer_schema SET version = 3")
     store = open_store(url, clock=clock, pending_ttl=10, approval_ttl=10, create=False)
     try:
@@ -521,7 +562,7 @@ def test_event_documents_carry_agent_text_with_its_hidden_characters_shown() -> 
         "submitted_at": START,
         "pending_expires_at": START + 1,
     }
-    document = events.waiting(row, json.dumps({"target": {"api": "x"}}).encode(), START)
+    document = events.waiting(row, body(proposal("p", calls=1)), START)
     assert "\u202e" not in document["title"] and len(document["title"]) <= events.MAX_TEXT_CHARS
 
 
@@ -589,3 +630,73 @@ def test_a_wake_landing_after_the_sweep_read_its_deadlines_brings_the_earlier_on
     monkeypatch.setattr(queue.store, "list_version", read_then_arm)
     deliverer._sweep_loop()
     assert wake.waits == [(7200, True), (pytest.approx(3600 + PAST_DEADLINE), False)]
+
+
+def test_an_event_queued_by_a_release_without_body_ids_is_delivered_with_its_delivery_id(
+    tmp_path: Path, clock: Clock, receiver: Receiver
+) -> None:
+    """The outbox row a previous release wrote (its body without `id`): every attempt carries the same
+    `id`, the row's delivery id, which the signature covers."""
+    database = tmp_path / "queue.sqlite3"
+    queue = Queue(str(database), clock, receiver)
+    receiver.mode = "fail"
+    queue.submit("queued-before")
+    with sqlite3.connect(database) as db:
+        ((event_id, stored),) = db.execute("SELECT event_id, body FROM outbox").fetchall()
+        old = {key: value for key, value in json.loads(stored).items() if key != "id"}
+        db.execute("UPDATE outbox SET body = ?", (json.dumps(old).encode(),))
+    queue.deliverer.deliver_due()
+    receiver.mode = "ok"
+    clock.now += 600
+    queue.deliverer.deliver_due()
+    first, second = receiver.arrivals[:2]
+    assert first.document["id"] == second.document["id"] == event_id == second.delivery
+    assert first.body == second.body, "every attempt sends the same bytes"
+    assert {key: value for key, value in second.document.items() if key != "id"} == old
+    assert verify(second.headers["reviewer-signature"], second.body, SECRET, now=clock.now)
+
+
+def test_a_rollback_restored_with_db_restore_never_sends_again_what_was_delivered_since(
+    tmp_path: Path, clock: Clock, receiver: Receiver
+) -> None:
+    """The backup taken at the upgrade holds two events still pending; the newer release delivers them;
+    `reviewer db restore BACKUP` puts the backup back with those two marked delivered, and the release
+    serving it sends nothing again, while an event it had not delivered still goes out."""
+    database = tmp_path / "queue.sqlite3"
+    queue = Queue(str(database), clock, receiver)
+    receiver.mode = "fail"
+    queue.submit("before-upgrade-1")
+    queue.submit("before-upgrade-2")
+    queue.deliverer.deliver_due()  # refused: both stay pending, as the backup keeps them
+    backup = tmp_path / "queue.sqlite3.v6-backup"
+    live, copy = sqlite3.connect(database), sqlite3.connect(backup)
+    live.backup(copy)
+    live.close()
+    copy.close()
+    queue.submit("never-delivered")  # in the backup? no: written after it, so a rollback loses it
+    receiver.mode = "ok"
+    clock.now += 600
+    queue.deliverer.deliver_due()
+    delivered = {arrival.document["proposal_id"] for arrival in receiver.accepted()}
+    assert delivered == {"before-upgrade-1", "before-upgrade-2", "never-delivered"}
+    queue.store.close()
+
+    restored = run_reviewer("db", "restore", str(backup), "--db", str(database))
+    assert restored.returncode == 0, restored.stderr
+    assert "2 notification(s) delivered since are marked so, and are not sent again" in restored.stderr
+    assert list(tmp_path.glob("queue.sqlite3.replaced-*")), "the replaced database is kept"
+
+    receiver.arrivals.clear()
+    store = open_store(str(database), clock=clock, pending_ttl=3600, approval_ttl=600, create=False)
+    store.notifying = Notifying(targets=(queue.sender.name,))
+    clock.now += 600
+    Deliverer(store, [queue.sender], clock=clock, sweep_interval=0).deliver_due()
+    assert receiver.arrivals == [], "nothing delivered before the rollback is sent again"
+    assert [delivery.state for delivery in store.list_deliveries()] == ["delivered", "delivered"]
+    store.close()
+
+
+def run_reviewer(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "reviewer", *args], capture_output=True, text=True, timeout=120
+    )

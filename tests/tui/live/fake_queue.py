@@ -60,6 +60,9 @@ class FakeQueue:
     me: Whoami = field(default_factory=lambda: Whoami(name="alice", role="reviewer"))
     proposals: dict[str, FakeProposal] = field(default_factory=dict)
     replan_on_decision: dict[str, bytes] = field(default_factory=dict)
+    replan_after_decision: dict[str, bytes] = field(default_factory=dict)
+    """The agent's next revision, submitted as soon as the decision on the current one is answered
+    (a request for changes, and the re-plan that answers it before the app's next poll)."""
 
     def add(
         self,
@@ -185,7 +188,9 @@ class FakeQueue:
                 ),
                 409,
             )
-        entry.state = "approved" if decision.decision == "approve" else "rejected"
+        entry.state = {"approve": "approved", "reject": "rejected"}.get(
+            decision.decision, "changes_requested"
+        )
         entry.decided_by = self.me.name
         entry.history.append(
             TrailEvent(
@@ -195,9 +200,16 @@ class FakeQueue:
                 event=entry.state,  # type: ignore[arg-type]
                 revision=entry.latest,
                 plan_sha256=decision.plan_sha256,
+                reason=decision.reason or None,
             )
         )
-        return _json(self._state(proposal_id), 201)
+        answer = self._state(proposal_id)
+        if entry.state == "changes_requested":
+            answer = answer.model_copy(update={"reason": decision.reason})
+        if proposal_id in self.replan_after_decision:
+            entry.plans.append(self.replan_after_decision.pop(proposal_id))
+            entry.state, entry.decided_by = "pending", None
+        return _json(answer, 201)
 
 
 def _json(model: Any, status: int = 200, headers: dict[str, str] | None = None) -> httpx.Response:

@@ -60,8 +60,9 @@ def test_queue_at_phone_size(snap_compare, size: tuple[int, int]) -> None:
 def test_kubernetes_review_at_phone_size(snap_compare, size: tuple[int, int]) -> None:
     """The Kubernetes sample: the chrome keeps "k8s-shop-scale-down-1019 │ rev 1/1 │ pending" (the
     digest shortened after it); the claim reads "runs on production · https://k8s-prod-eu1…"; the
-    alarms on one line ending "(e: all)" at 50x20, in full at 60x30; at least three plan rows; one pane
-    under the plan at 50 columns (p shows the next); `?` first in the footer."""
+    alarms on one line ending "(e: all)" at 50x20, in full at 60x30; at least three plan rows, each
+    its method and the end of its path ("PATCH …/checkout/scale", "DELETE …"); one pane under the plan
+    at 50 columns (p shows the next); `?` first in the footer."""
     assert snap_compare(phone_app(), terminal_size=size, run_before=reviewed())
 
 

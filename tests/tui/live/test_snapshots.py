@@ -244,9 +244,9 @@ def test_drift_answering_changes_requested(snap_compare, size) -> None:
 def test_drift_answering_a_long_request_at_phone_size(snap_compare, keys) -> None:
     """The same drift at 50x20 with a request of three lines. Folded: "rev 1: changes requested by
     alice: keep t3 open: the cu…" on one line with an ellipsis, then the plan with its four rows, the
-    removed `- 4 delete_ticket` in red among them, the selected call's pane under it, "r Whole request"
-    in the footer before b and t. Unfolded (r):
-    the whole request, its wrapped lines starting under "changes", not under "rev"."""
+    removed `- 4 DELETE /v1/tickets/t3` in red among them, the selected call's pane under it,
+    "r Whole request" in the footer before b and t. Unfolded (r): the whole request, its wrapped lines
+    starting under "changes", not under "rev"."""
     fake = changes_asked_then_replanned(LONG_REQUEST)
     run_before = drift_of_revision_2(next(iter(fake.proposals)), *keys)
     assert snap_compare(live_app(fake.transport()), terminal_size=(50, 20), run_before=run_before)

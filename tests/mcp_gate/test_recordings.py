@@ -1,0 +1,179 @@
+"""A plan recorded and not yet submitted survives the gate: `mcp-gate` keeps it in a 0600 file under
+the user's state directory, a gate killed with SIGKILL loses nothing, and a new gate for the same
+upstream and queue picks the calls up, says so, and submits them, through the official MCP client."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from reviewer.mcp_gate.recordings import RecordedCall, RecordingFile, RecordingUnreadable
+from reviewer.queue.client import QueueClient
+from tests.agent.fixtures import Queue
+from tests.mcp_gate.test_server import ROOT, TICKET_TRUST, UPSTREAM, answer, gate, upstream_writes
+
+
+def gate_processes(state: Path) -> list[int]:
+    """The pids of the `mcp-gate` processes this test started (their XDG_STATE_HOME is its own)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+            environment = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"mcp-gate" in command and f"XDG_STATE_HOME={state}".encode() in environment:
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_gate_killed_after_recording_two_writes_leaves_them_to_the_next_which_submits_them(
+    queue: Queue, tmp_path: Path
+) -> None:
+    log = tmp_path / "upstream.log"
+    state = tmp_path / "state"
+    said = io.StringIO()
+
+    async def record_then_die() -> None:
+        with contextlib.suppress(BaseException):  # the host sees its server vanish: that is the point
+            async with gate(queue, log) as host:
+                await host.call_tool("open_ticket", {"title": "Printer on fire"})
+                await host.call_tool("close_ticket", {"id": "t1", "merged_into": "<id from call 1>"})
+                (pid,) = gate_processes(state)
+                os.kill(pid, signal.SIGKILL)
+                await host.call_tool("list_tickets", {})
+
+    asyncio.run(record_then_die())
+    (kept,) = (state / "reviewer" / "mcp-gate").glob("*.json")
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+    assert stat.S_IMODE(kept.parent.stat().st_mode) == 0o700
+
+    async def submit_in_a_new_gate() -> dict[str, object]:
+        with (tmp_path / "gate.err").open("w+") as errlog:
+            async with gate(queue, log, errlog=errlog) as host:
+                submitted = answer(await host.call_tool("reviewer_submit_plan", {"title": "merge"}))
+            errlog.seek(0)
+            said.write(errlog.read())
+        return submitted
+
+    submitted = asyncio.run(submit_in_a_new_gate())
+    assert "picked up 2 recorded call(s) of a plan not yet submitted" in said.getvalue()
+    assert not kept.exists(), "a submitted plan is no longer kept"
+
+    async def plan() -> list[tuple[str, dict[str, object] | None]]:
+        async with QueueClient(queue.url, queue.reviewer_token) as reviewer:
+            proposal = await reviewer.get_revision(str(submitted["proposal_id"]), 1)
+        return [(call.tool, call.args) for call in proposal.calls]
+
+    assert asyncio.run(plan()) == [
+        ("open_ticket", {"title": "Printer on fire"}),
+        ("close_ticket", {"id": "t1", "merged_into": "<id from call 1>"}),
+    ]
+    assert upstream_writes(log) == [], "nothing was written before a reviewer approved"
+
+
+def test_a_recording_file_is_refused_when_it_is_not_one(tmp_path: Path) -> None:
+    recording = RecordingFile.of("http://127.0.0.1:8470/", "mcp:tickets", tmp_path)
+    assert recording == RecordingFile.of("http://127.0.0.1:8470", "mcp:tickets", tmp_path)
+    assert recording != RecordingFile.of("http://127.0.0.1:8470", "mcp:other", tmp_path)
+    assert recording.load() == []
+    recording.save([RecordedCall("open_ticket", {"title": "\x1b[2Jx"})], "mcp:tickets")
+    assert recording.load() == [RecordedCall("open_ticket", {"title": "\x1b[2Jx"})]
+    recording.path.write_text('{"format": "something else", "calls": []}')
+    with pytest.raises(RecordingUnreadable, match="not a recording this release wrote"):
+        recording.load()
+    recording.path.write_text("{")
+    with pytest.raises(RecordingUnreadable, match="cannot be read as a recording"):
+        recording.load()
+
+
+MCP_TOOLS = ROOT / ".mcp-tools" / "node_modules" / "@modelcontextprotocol"
+INSPECTOR = MCP_TOOLS / "inspector" / "clients" / "launcher" / "build" / "index.js"
+INSTALL_TOOLS = "npm install --prefix .mcp-tools @modelcontextprotocol/inspector@2.12.0 (as .ci/run does)"
+
+
+def installed(path: Path) -> str:
+    """The npm tool's path; a missing one skips the test here, and fails it in CI, which installs it."""
+    if not path.exists() or shutil.which("node") is None:
+        message = f"{path.relative_to(ROOT)} (or node) is not installed: {INSTALL_TOOLS}"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return str(path)
+
+
+def test_the_inspector_cli_records_one_call_per_process_and_the_last_submits_them(
+    queue: Queue, tmp_path: Path
+) -> None:
+    """The Inspector's command line starts the gate for each call and stops it after: the plan is
+    built across three processes, and the third submits the two writes the first two recorded."""
+    inspector = installed(INSPECTOR)
+    log = tmp_path / "upstream.log"
+    environment = {
+        **os.environ,
+        "REVIEWER_AGENT_TOKEN": queue.agent_token,
+        "UPSTREAM_LOG": str(log),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "MCP_CATALOG_PATH": str(tmp_path / "inspector-catalog.json"),
+    }
+    # The Inspector starts the server with the variables it is given, not its own environment.
+    server_environment = [
+        f"-e{name}={environment[name]}" for name in ("REVIEWER_AGENT_TOKEN", "UPSTREAM_LOG", "XDG_STATE_HOME")
+    ]
+    command = [sys.executable, "-m", "reviewer", "mcp-gate", "--queue", queue.url, "--name", "tickets"]
+    command += [*TICKET_TRUST, "--", sys.executable, str(UPSTREAM)]
+
+    def call(tool: str, *arguments: str) -> dict[str, object]:
+        pairs = ["--tool-arg", *arguments] if arguments else []
+        finished = subprocess.run(
+            # The Inspector's options, then after `--` the server's command (with its own `--`)
+            [
+                "node",
+                inspector,
+                "--cli",
+                *server_environment,
+                "--method",
+                "tools/call",
+                "--tool-name",
+                tool,
+                *pairs,
+                "--",
+                *command,
+            ],
+            capture_output=True,
+            text=True,
+            env=environment,
+            cwd=ROOT,
+            timeout=120,
+        )
+        assert finished.returncode == 0, finished.stderr
+        result = json.loads(finished.stdout)
+        assert not result.get("isError"), result
+        return dict(json.loads(result["content"][0]["text"]))
+
+    assert call("open_ticket", "title=Printer on fire")["recorded"] is True
+    assert call("close_ticket", "id=t1", "merged_into=<id from call 1>")["recorded"] is True
+    submitted = call("reviewer_submit_plan", "title=merge")
+
+    async def plan() -> list[str]:
+        async with QueueClient(queue.url, queue.reviewer_token) as reviewer:
+            proposal = await reviewer.get_revision(str(submitted["proposal_id"]), 1)
+        return [call.tool for call in proposal.calls]
+
+    assert asyncio.run(plan()) == ["open_ticket", "close_ticket"]
+    assert upstream_writes(log) == []
