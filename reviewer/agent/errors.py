@@ -283,6 +283,21 @@ class UnresolvablePlaceholder(AgentError):
         )
 
 
+class MintedValueUnsafe(AgentError):
+    """A write call carries a value a dry-run write minted (the id a dry-run create answered) where no
+    placeholder can stand for it safely: the real run would send the dry run's value, which names
+    nothing yet, or by then another client's resource. The dry run stops: nothing is submitted."""
+
+    def __init__(self, sentence: str) -> None:
+        self.sentence = sentence
+        super().__init__(
+            f"the dry run stopped: {sentence}. The real run would send the dry run's value, which names "
+            "nothing yet (or by then another client's resource). Pass the placeholder the earlier call "
+            "answered (such as <id from call 1>) as a whole value, or declare the field stable on its "
+            "tool if it echoes the input. Nothing was submitted."
+        )
+
+
 class SandboxKeptWrite(AgentError):
     """The sandbox check's create, sent with the dry-run parameter, was kept: the API ignores the
     parameter, so a server dry run against it would write for real. The dry run stops before it begins."""

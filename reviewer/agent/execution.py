@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any, Final, NoReturn
 
 import httpx
@@ -46,8 +47,10 @@ from reviewer.agent.tools import GatedTool, WriteTool, call_maybe_async, plain_r
 from reviewer.plan.dry_run_params import without_dry_run_params
 from reviewer.plan.hosts import destination, dot_segments, fully_unquoted
 from reviewer.plan.matching import MISSING, FieldChange, match_call, plain
+from reviewer.plan.minted import Use, hard_coded
 from reviewer.plan.placeholders import ABSENT, field_of, from_results, placeholders_in, references_in, resolve
 from reviewer.plan.proposal import Call, Proposal, plan_sha256
+from reviewer.plan.sanitize import clip
 from reviewer.queue.messages import AuditVerification, RunEnding, SentRequestId
 from reviewer.reading.audit_matching import AuditMatch
 
@@ -428,6 +431,31 @@ class Execution:
             )
         if match.differences:
             return "; ".join(_describe(change) for change in match.differences)
+        return self._minted_elsewhere(expected)
+
+    @cached_property
+    def _hard_coded(self) -> dict[int, list[Use]]:
+        """Plan calls that carry, as written, a value only the dry run minted (a hand-written plan's
+        `"mergedInto": "tk-4"`), by seq: read once, when the first call is checked."""
+        via = self.approval.proposal.dry_run.via
+        return {call.seq: uses for call, uses in hard_coded(self.plan, via)}
+
+    def _minted_elsewhere(self, planned: Call) -> str | None:
+        """Why `planned` would write to a resource the dry run only imagined, or None: it carries a
+        value the dry run minted, and this run's own answer for that field gave another."""
+        for use in self._hard_coded.get(planned.seq, ()):
+            answered = [
+                field_of(self.real_results.get(minted.reference.seq, ABSENT), minted.reference.field)
+                for minted in use.minted
+                if minted.reference is not None
+            ]
+            if use.value not in answered:
+                given = ", ".join(repr(value) for value in answered if value is not ABSENT)
+                real = clip(given or "none", 120)
+                return (
+                    f"{use.sentence(planned.seq, planned.tool)}, and this run's own answer gave {real}: "
+                    "sent as approved it would write to another resource"
+                )
         return None
 
     async def _send(

@@ -9,11 +9,11 @@ import json
 import secrets
 import urllib.parse
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from reviewer.plan.hosts import fully_unquoted
-from reviewer.plan.placeholders import PLACEHOLDER
+from reviewer.plan.placeholders import PLACEHOLDER, Reference, placeholder
 from reviewer.plan.proposal import OutcomeStatus, Request
 
 
@@ -100,6 +100,10 @@ class CallAnswer:
     note: str | None = None
     """For the model, in words: what this answer proves (a dry run's ok is not a real write; a
     refusal of a call that depends on an earlier one of the same plan is expected chain noise)."""
+    dry_seq: int | None = field(default=None, compare=False)
+    """The plan seq of a dry-run call: a field its answer does not hold reads as that call's
+    placeholder (`ticket["id"]` is `<id from call 1>` under the record backend), since only its real
+    write will say. None for a real answer."""
 
     @property
     def ok(self) -> bool:
@@ -107,10 +111,39 @@ class CallAnswer:
 
     def __str__(self) -> str:
         """The answer as the model reads it (frameworks turn a tool's return value into text)."""
-        shown = {name: value for name, value in asdict(self).items() if value is not None}
+        shown = {
+            name: value for name, value in asdict(self).items() if value is not None and name != "dry_seq"
+        }
         return json.dumps(shown, ensure_ascii=False, default=str)
 
     def __getitem__(self, key: str) -> Any:
-        if not isinstance(self.result, Mapping):
-            raise KeyError(key)
-        return self.result[key]
+        if isinstance(self.result, Mapping) and key in self.result:
+            return self.result[key]
+        if self.dry_seq is not None and isinstance(key, str):
+            stands_for = placeholder(key, self.dry_seq)
+            if Reference.parse(stands_for) is not None:
+                return stands_for
+        raise AnswerFieldMissing(key, self)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+
+class AnswerFieldMissing(KeyError):
+    """A field the answer does not hold, named with the fields it does (a bare `KeyError: 'id'` says
+    nothing to a model)."""
+
+    def __init__(self, key: object, answer: CallAnswer) -> None:
+        super().__init__(key)
+        held = sorted(map(str, answer.result))[:20] if isinstance(answer.result, Mapping) else []
+        self.message = (
+            f"the answer ({answer.status}{f' {answer.http_status}' if answer.http_status else ''}) has no "
+            f"field {str(key)[:80]!r}; "
+            + (f"its fields: {', '.join(name[:40] for name in held)}" if held else "it carries no result")
+        )
+
+    def __str__(self) -> str:
+        return self.message

@@ -41,7 +41,8 @@ def dry_run_note(via: str, answer: CallAnswer, depends_on: tuple[int, ...]) -> s
     elif verdict is Verdict.NOT_VALIDATED:
         text = (
             f"Dry run against a fake ({via}): only the request's shape was checked, no rule of the API "
-            "ran, and ids are invented."
+            "ran, and ids are invented: they are placeholders such as <id from call 1>, pass them on "
+            "unchanged."
         )
     elif verdict is Verdict.FAKE_REFUSAL:
         text = f"Dry run against a fake ({via}): it refused the request's shape{said}. Fix the call."

@@ -13,13 +13,21 @@ import httpx
 
 from reviewer.agent.audit import HttpAuditLog, RunAudit
 from reviewer.agent.backends import Backend, make_backend
-from reviewer.agent.errors import UnresolvablePlaceholder
+from reviewer.agent.errors import MintedValueUnsafe, UnresolvablePlaceholder
 from reviewer.agent.flag import run_scope
 from reviewer.agent.http_values import CallAnswer, HttpRequest
 from reviewer.agent.notes import dry_run_note
 from reviewer.agent.placeholders import placeholder, substitute
 from reviewer.agent.tools import ToolRunner, WriteTool, call_maybe_async, plain_result
-from reviewer.plan.placeholders import references_in, unresolvable_in
+from reviewer.plan.minted import (
+    InputValues,
+    Minted,
+    MintedIndex,
+    kind_of,
+    minted_fields,
+    with_placeholders,
+)
+from reviewer.plan.placeholders import Reference, references_in, unresolvable_in
 from reviewer.plan.proposal import (
     FORMAT_V1,
     Agent,
@@ -128,20 +136,35 @@ class RecordedCall:
         )
 
 
-def produced_values(tool: WriteTool, seq: int, result: Any) -> dict[str, Any]:
-    """Placeholder -> value, for each field the tool produces that call `seq`'s result holds."""
-    if not isinstance(result, Mapping):
-        return {}
-    return {placeholder(name, seq): result[name] for name in tool.produces if name in result}
-
-
-def dry_result(tool: WriteTool, seq: int, result: Any) -> Any:
-    """The result the agent sees in a dry run: each produced field replaced by its placeholder."""
-    if not tool.produces:
-        return result
-    placeholders = {name: placeholder(name, seq) for name in tool.produces}
+def minted_by(
+    tool: WriteTool, seq: int, request: HttpRequest | None, inputs: Any, answer: CallAnswer
+) -> list[Minted]:
+    """The values call `seq`'s dry-run answer holds that only a real write produces: every field of a
+    create's (or a POST's) accepted answer that does not echo its input and is not declared stable,
+    and any field the tool names in `produces`."""
+    result = answer.result
+    creates = tool.effect == "create" or (request is not None and request.method.upper() == "POST")
+    found = (
+        minted_fields(result, seq, InputValues(inputs), tool.stable)
+        if creates and answer.status == "ok"
+        else []
+    )
     if isinstance(result, Mapping):
-        return {**result, **placeholders}
+        named = {item.where for item in found}
+        for name in tool.produces:
+            if name not in named and name in result and kind_of(result[name]) is not None:
+                found.append(Minted(result[name], Reference(name, seq), name))
+    return found
+
+
+def dry_result(tool: WriteTool, seq: int, shown: Any) -> Any:
+    """The result the agent sees in a dry run (its minted values already placeholders), with each field
+    the tool `produces` a placeholder even when the dry run answered none (record)."""
+    if not tool.produces:
+        return shown
+    placeholders = {name: placeholder(name, seq) for name in tool.produces}
+    if isinstance(shown, Mapping):
+        return {**shown, **placeholders}
     return placeholders
 
 
@@ -155,6 +178,11 @@ class Recording:
     calls: list[RecordedCall] = field(default_factory=list)
     dry_values: dict[str, Any] = field(default_factory=dict)
     """Placeholder -> the value the backend produced for it, substituted into later requests it sees."""
+    minted: MintedIndex = field(init=False, repr=False, default_factory=MintedIndex)
+    """The values dry writes minted, by value: a later call carrying one records its placeholder."""
+    stopped: MintedValueUnsafe | None = field(init=False, default=None)
+    """Why this dry run cannot become a plan: a call carried a minted value no placeholder could stand
+    for. `to_proposal` raises it."""
     writes_kept: int | None = None
     kept_audit_lines: list[dict[str, Any]] = field(default_factory=list)
     tools: dict[str, WriteTool] = field(default_factory=dict)
@@ -201,6 +229,7 @@ class Recording:
         unresolvable = unresolvable_in(parts, seq, range(1, seq))
         if unresolvable:
             raise UnresolvablePlaceholder(tool.name, seq, unresolvable[0].text())
+        arguments, planned = self._named_minted(tool, seq, arguments, planned)
         self._seqs_issued = seq
         self.tools[tool.name] = tool
         recorded_request: HttpRequest | None = None
@@ -209,7 +238,17 @@ class Recording:
             answer, sent, recorded_request = await self._answer_http(planned)
         else:
             answer = await self._answer_sdk(tool, arguments)
-        self.dry_values.update(produced_values(tool, seq, answer.result))
+        inputs = [arguments] if planned is None else [arguments, planned.path, planned.query, planned.body]
+        # What the backend saw (placeholders put in) counts as input too: a create that echoes an
+        # earlier create's id mints nothing new.
+        minted = minted_by(tool, seq, planned, [*inputs, substitute(inputs, self.dry_values)], answer)
+        # An earlier minted value this answer repeats (a fake's update echoing `mergedInto`) is shown
+        # to the agent as its placeholder too: a dry run's value never reaches the agent bare.
+        shown, _ = self.minted.scan(with_placeholders(answer.result, minted), "answer")
+        self.minted.add(minted)
+        self.dry_values.update(
+            {item.reference.text(): item.value for item in minted if item.reference is not None}
+        )
         depends_on = self._depends_on(seq, arguments, planned)
         self.calls.append(
             RecordedCall.of(tool, seq, arguments, dropped, request=recorded_request, answer=answer, sent=sent)
@@ -220,9 +259,33 @@ class Recording:
             answer.status,
             answer.http_status,
             answer.message,
-            dry_result(tool, seq, answer.result),
+            dry_result(tool, seq, shown),
             note=dry_run_note(self.via, answer, depends_on),
+            dry_seq=seq,
         )
+
+    def _named_minted(
+        self, tool: WriteTool, seq: int, arguments: dict[str, Any], planned: HttpRequest | None
+    ) -> tuple[dict[str, Any], HttpRequest | None]:
+        """The call with each value an earlier dry write minted, found by value, recorded as its
+        placeholder (the backend still gets the dry run's value). One that no placeholder can stand for
+        stops the dry run: raised to the caller and kept, so the plan is never submitted."""
+        if self.stopped is not None:
+            raise self.stopped
+        if not self.minted:
+            return arguments, planned
+        named_arguments, uses = self.minted.scan(arguments, "args")
+        if planned is not None:
+            path, path_uses = self.minted.scan(planned.path, "request.path", path=True)
+            query, query_uses = self.minted.scan(planned.query, "request.query")
+            body, body_uses = self.minted.scan(planned.body, "request.body")
+            uses += path_uses + query_uses + body_uses
+            planned = planned.with_parts(path, query, body)
+        unsafe = next((use for use in uses if use.problem is not None), None)
+        if unsafe is not None:
+            self.stopped = MintedValueUnsafe(unsafe.sentence(seq, tool.name))
+            raise self.stopped
+        return named_arguments, planned
 
     async def _answer_http(self, planned: HttpRequest) -> tuple[CallAnswer, HttpRequest | None, HttpRequest]:
         """The backend's answer, what it sent, and the request as the plan records it (placeholders
@@ -233,7 +296,11 @@ class Recording:
             substitute(planned.body, self.dry_values),
         )
         answer, sent = await self.backend.answer(to_send)
-        recorded_query = sent.query if sent is not None else planned.query
+        recorded_query = planned.query
+        if sent is not None and sent.query:
+            # The backend's own parameter (dryRun=All) is shown; the plan's values keep their placeholders.
+            added = {name: value for name, value in sent.query.items() if name not in (to_send.query or {})}
+            recorded_query = {**(planned.query or {}), **added}
         return answer, sent, planned.with_parts(planned.path, recorded_query, planned.body)
 
     async def _answer_sdk(self, tool: WriteTool, arguments: dict[str, Any]) -> CallAnswer:
@@ -291,7 +358,10 @@ class Recording:
         task: str | None = None,
         created_at: str | None = None,
     ) -> Proposal:
-        """The recorded calls as a v1 proposal, ready to submit."""
+        """The recorded calls as a v1 proposal, ready to submit; `MintedValueUnsafe` when the dry run
+        stopped at a minted value it could not name."""
+        if self.stopped is not None:
+            raise self.stopped
         return Proposal(
             format=FORMAT_V1,
             proposal_id=proposal_id,

@@ -56,6 +56,8 @@ class WriteTool:
     effect: Effect
     build: Callable[..., HttpRequest] | None = None
     produces: tuple[str, ...] = ()
+    """Fields of its answer only a real write yields, named explicitly. A create needs none: every field
+    of a dry-run create's answer is a placeholder already, unless it echoes the input or is `stable`."""
     description: str = ""
     signature: inspect.Signature = field(repr=False, default=inspect.Signature())
     destructive: bool = False
@@ -68,6 +70,9 @@ class WriteTool:
     """The real write of an SDK tool (sync or async); None for an HTTP tool."""
     dry_write: Callable[..., Any] | None = field(repr=False, default=None)
     """An SDK tool's own dry run (sync or async): its answer or exception stands for the real one."""
+    stable: tuple[str, ...] = ()
+    """Fields of a create's answer that the real write answers alike (an echo of the input the API
+    reshapes, such as a slug of the title): the dry run's value is passed on as it is."""
 
     @property
     def parameters(self) -> tuple[str, ...]:
@@ -218,10 +223,18 @@ def _check_effect(effect: str) -> None:
 
 
 def write_tool(
-    *, effect: Effect, produces: tuple[str, ...] = (), name: str | None = None
+    *,
+    effect: Effect,
+    produces: tuple[str, ...] = (),
+    stable: tuple[str, ...] = (),
+    name: str | None = None,
 ) -> Callable[[Callable[..., HttpRequest]], GatedTool]:
-    """Declare an HTTP write tool: `effect` says what it does, `produces` the fields only a real write
-    yields. The decorated function builds the request; the returned tool never sends it itself.
+    """Declare an HTTP write tool: `effect` says what it does. The decorated function builds the
+    request; the returned tool never sends it itself.
+
+    In a dry run every field a create answers is a placeholder (`<id from call 1>`) unless it echoes
+    the call's input or is named in `stable`; `produces` names fields of any write that only a real
+    write yields (an update's new version), to be explicit.
 
     A `read` effect is refused (read tools are not wrapped), and so is a signature the model could
     steer (see `_checked_signature`).
@@ -236,6 +249,7 @@ def write_tool(
                 effect=effect,
                 build=build,
                 produces=tuple(produces),
+                stable=tuple(stable),
                 description=inspect.getdoc(build) or "",
                 signature=_checked_signature(tool_name, build),
             )
@@ -248,6 +262,7 @@ def sdk_tool(
     *,
     effect: Effect,
     produces: tuple[str, ...] = (),
+    stable: tuple[str, ...] = (),
     dry_run: Callable[..., Any] | None = None,
     name: str | None = None,
 ) -> Callable[[Callable[..., Any]], GatedTool]:
@@ -275,6 +290,7 @@ def sdk_tool(
                 name=tool_name,
                 effect=effect,
                 produces=tuple(produces),
+                stable=tuple(stable),
                 description=inspect.getdoc(write) or "",
                 signature=signature,
                 write=write,

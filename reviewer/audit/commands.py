@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # every command registers through this module: keep `reviewer
     from reviewer.queue.messages import DecisionState, StoredExecution
     from reviewer.reading.audit_matching import AuditMatch, CallInLog, SentCall, Unplanned, Window
     from reviewer.reading.audit_rows import AuditRow
+    from reviewer.reading.minted_checks import MintedCheck
 
 EXIT_VERIFIED, EXIT_NOT_VERIFIED, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED = 130
@@ -72,7 +73,7 @@ def run_verify(options: argparse.Namespace) -> int:
     try:
         source = _source_of(options)
         source_name = source.name
-        calls, window, dry_run_ids = asyncio.run(_run_of(options))
+        calls, window, dry_run_ids, minted = asyncio.run(_run_of(options))
         # Read after the queue answered: the log then holds everything up to the report.
         result = match_audit(calls, source.rows(), window, dry_run_ids)
     except VerifyFailed as error:
@@ -87,7 +88,21 @@ def run_verify(options: argparse.Namespace) -> int:
         )
         return EXIT_INTERRUPTED
     _print(result, source.name, window)
-    return EXIT_VERIFIED if result.verified else EXIT_NOT_VERIFIED
+    _print_minted(minted)
+    return EXIT_VERIFIED if result.verified and not minted else EXIT_NOT_VERIFIED
+
+
+def _print_minted(minted: Sequence[MintedCheck]) -> None:
+    """The run held to its own answers (`reviewer.reading.minted_checks`): a call that sent a value
+    only the dry run minted, or a placeholder resolved otherwise, wrote to another resource."""
+    from reviewer.plan.sanitize import safe_text
+
+    for problem in minted:
+        print(safe_text(problem.sentence()))
+    if minted:
+        print(
+            f"placeholders: {len(minted)} values not what the run's own answers gave; the run is not verified"
+        )
 
 
 def _source_of(options: argparse.Namespace) -> AuditSource:
@@ -102,14 +117,18 @@ def _source_of(options: argparse.Namespace) -> AuditSource:
     return source
 
 
-async def _run_of(options: argparse.Namespace) -> tuple[list[SentCall], Window, list[str]]:
-    """The last real run of the proposal, as calls to find, its window (claim to report), and the
-    request ids its server dry run was sent with (the plan's)."""
+async def _run_of(
+    options: argparse.Namespace,
+) -> tuple[list[SentCall], Window, list[str], list[MintedCheck]]:
+    """The last real run of the proposal, as calls to find, its window (claim to report), the
+    request ids its server dry run was sent with (the plan's), and what the run sent that its own
+    answers did not give."""
     import httpx
 
     from reviewer.queue import client as queue
     from reviewer.queue.config import ConfigError, load_settings
     from reviewer.reading.audit_matching import Window, sent_calls
+    from reviewer.reading.minted_checks import minted_value_checks, reported_calls
 
     try:
         settings = load_settings(options.queue)
@@ -132,7 +151,8 @@ async def _run_of(options: argparse.Namespace) -> tuple[list[SentCall], Window, 
     calls = sent_calls(execution.calls, execution.request_ids or [], base_path)
     start = _claimed_at(state, execution, calls)
     window = Window(start, execution.at.astimezone(UTC), timedelta(seconds=options.slack))
-    return calls, window, proposal.dry_run.request_ids or []
+    minted = minted_value_checks(proposal, reported_calls(execution.calls))
+    return calls, window, proposal.dry_run.request_ids or [], minted
 
 
 def _claimed_at(state: DecisionState, execution: StoredExecution, calls: Sequence[SentCall]) -> datetime:

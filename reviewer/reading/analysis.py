@@ -23,6 +23,7 @@ from typing import Any, Final
 import msgspec
 
 from reviewer.plan.lookalikes import lookalike_identifier
+from reviewer.plan.minted import Use, uses_by_call
 from reviewer.plan.placeholders import MARK, PLACEHOLDER, PLACEHOLDER_BYTES
 from reviewer.plan.proposal import (
     Call,
@@ -341,6 +342,9 @@ class Analysis:
     def __init__(self, proposal: Proposal) -> None:
         self.proposal = proposal
         self._rows: dict[int, PlanRow] = {}
+        self._minted_cursor: Iterator[tuple[Call, list[Use]]] | None = None
+        self._minted_found: dict[int, tuple[Use, ...]] = {}
+        self._minted_read = 0
 
     def __len__(self) -> int:
         return len(self.proposal.calls)
@@ -365,7 +369,15 @@ class Analysis:
         resource = resource_of(call)
         written_before = None
         if not depends_on and _server_refusal(self.proposal.dry_run.via, outcome):
-            written_before = self._first_writer_before(resource, index)
+            # A value an earlier dry write minted, hard-coded: the refusal is that call's chain noise.
+            minted_from = self._minted_uses_of(index)
+            depends_on = tuple(
+                sorted(
+                    {minted.reference.seq for use in minted_from for minted in use.minted if minted.reference}
+                )
+            )
+            if not depends_on:
+                written_before = self._first_writer_before(resource, index)
         return PlanRow(
             index=index,
             seq=call.seq,
@@ -408,6 +420,34 @@ class Analysis:
         if first is None or first >= index:
             return None
         return self.proposal.calls[first].seq
+
+    @cached_property
+    def minted_uses(self) -> dict[int, tuple[Use, ...]]:
+        """Calls (by seq) that carry, as written, a value an earlier call's dry run minted (the id a
+        dry-run create answered): the real run would send the dry run's value, which names nothing,
+        or by then another client's resource. The whole plan, read when the alarms are computed."""
+        self._minted_uses_until(len(self.proposal.calls))
+        return dict(self._minted_found)
+
+    def _minted_uses_of(self, index: int) -> tuple[Use, ...]:
+        """`minted_uses` of the call at `index`, reading the plan only up to it: a refused row near the
+        top costs only the calls above it."""
+        self._minted_uses_until(index + 1)
+        return self._minted_found.get(self.proposal.calls[index].seq, ())
+
+    def _minted_uses_until(self, count: int) -> None:
+        """Read the plan's first `count` calls for hard-coded minted values, once each, in order."""
+        if self._minted_cursor is None:
+            self._minted_cursor = uses_by_call(self.proposal.calls, self.proposal.dry_run.via)
+        while self._minted_read < count:
+            found = next(self._minted_cursor, None)
+            if found is None:
+                self._minted_read = len(self.proposal.calls)
+                return
+            call, uses = found
+            if uses:
+                self._minted_found[call.seq] = tuple(uses)
+            self._minted_read += 1
 
     def placeholders(self, call: Call) -> tuple[Placeholder, ...]:
         """The distinct placeholders in a call's arguments and request, in order of appearance."""
@@ -468,7 +508,7 @@ class Analysis:
         resources: set[str] = set()
         """Resources written by the calls so far: in plan order, so each call sees only earlier ones."""
         depending = unresolved = 0
-        for call in self.proposal.calls:
+        for position, call in enumerate(self.proposal.calls):
             counts[_EFFECT_COUNTS[call.effect]] += 1
             counts["destructive"] += is_destructive(call.effect, call.destructive)
             placeholders = self.placeholders(call)
@@ -477,6 +517,8 @@ class Analysis:
             unresolved += sum(not placeholder.resolvable for placeholder in placeholders)
             resource = resource_of(call)
             chained = depends or resource in resources
+            if not chained and _server_refusal(via, call.outcome):
+                chained = bool(self._minted_uses_of(position))  # a hard-coded minted value: `_build_row`
             counts[_VERDICT_COUNTS[interpret(via, call.outcome, chained, proven=self.proven_dry(call))]] += 1
             if writes(call):
                 resources.add(resource)
@@ -658,6 +700,19 @@ class Analysis:
                     f"{safe_text(clip(host.host, 80)) or '?'}",
                 )
             )
+        minted_uses = self.minted_uses
+        if minted_uses:
+            seq, uses = next(iter(minted_uses.items()))
+            first = self.call_by_seq(seq)
+            sentence = uses[0].sentence(seq, first.tool if first is not None else "?")
+            more = f" ({_count(len(minted_uses), 'call')} in all)" if len(minted_uses) > 1 else ""
+            alarms.append(
+                (
+                    "minted_values",
+                    f"{safe_text(clip(sentence, 300))}{more}: the real run would send it as written, "
+                    "to whatever holds it then",
+                )
+            )
         if ratios.unproven and ratios.writes_kept is None:
             read = (
                 "the audit log read for writes around the gate cannot say whether the API kept the gate's own"
@@ -733,6 +788,7 @@ ALARM_NAMES: Final = (
     "writes_kept",
     "writes_around",
     "lookalike_host",
+    "minted_values",
     "unproven_dry_run",
     "real_refusals",
     "dry_run_errors",

@@ -12,6 +12,7 @@ between them is the point. The comparison of one real call with its plan call is
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -19,6 +20,7 @@ from typing import Any, Literal
 from reviewer.plan.matching import FieldChange, match_call, plain
 from reviewer.plan.proposal import Call, Proposal
 from reviewer.reading.audit_matching import RequestLine, claim_lines
+from reviewer.reading.minted_checks import minted_value_checks
 
 CheckStatus = Literal[
     "same", "same once placeholders resolve", "different", "not in the plan", "refused", "unknown"
@@ -143,6 +145,9 @@ def compare_execution(
     audit_unmatched: tuple[int, ...] = ()
     if audit is not None:
         checks, audit_unmatched = _against_audit(checks, executed_calls, audit)
+    checks, undone = _held_to_minted_values(plan, executed_calls, checks)
+    naive_identical -= undone.count("same")
+    matching_once_resolved -= len(undone)
     return Verification(
         checks=tuple(checks),
         planned=len(plan.calls),
@@ -152,6 +157,44 @@ def compare_execution(
         audit_unmatched=audit_unmatched,
         audit_read=audit is not None,
     )
+
+
+def _held_to_minted_values(
+    plan: Proposal, executed_calls: Sequence[Call], checks: list[CallCheck]
+) -> tuple[list[CallCheck], list[CheckStatus]]:
+    """`checks` with each call that sent a value its run's own answers did not give (a placeholder
+    resolved otherwise, a value only the dry run minted) turned "different"; and the statuses it undid
+    among the matches, so the counts drop with them (`reviewer.reading.minted_checks`)."""
+    problems: defaultdict[int, list[FieldChange]] = defaultdict(list)
+    for problem in minted_value_checks(plan, executed_calls):
+        problems[problem.seq].append(
+            FieldChange(problem.where, problem.sent, problem.answered, problem.reason)
+        )
+    if not problems:
+        return checks, []
+    undone: list[CheckStatus] = []
+    held: list[CallCheck] = []
+    for check in checks:
+        seq = plan.calls[check.planned_index].seq if check.planned_index is not None else None
+        fields = problems.get(seq) if seq is not None else None
+        if not fields or check.status in ("refused", "unknown"):
+            held.append(check)
+            continue
+        if check.status.startswith("same"):
+            undone.append(check.status)
+        kept = check.fields if check.status == "different" else ()
+        held.append(
+            CallCheck(
+                check.executed_index,
+                check.planned_index,
+                "different",
+                (*kept, *fields),
+                check.http_status,
+                check.audit_index,
+                check.audit_fields,
+            )
+        )
+    return held, undone
 
 
 def _against_audit(

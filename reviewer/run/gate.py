@@ -23,7 +23,7 @@ import httpx
 import msgspec
 
 from reviewer.agent.audit import AuditUnavailable, RunAudit
-from reviewer.agent.errors import AgentError, PlanStop
+from reviewer.agent.errors import AgentError, MintedValueUnsafe, PlanStop
 from reviewer.agent.execution import off_target
 from reviewer.agent.http_values import CallAnswer, path_problem
 from reviewer.agent.placeholders import substitute
@@ -103,9 +103,10 @@ class DryMode:
     """The dry run: each write is recorded by the library's `Recording`, one at a time in arrival order.
 
     A value a write produces reaches the child as a placeholder (`<id from call 1>`); a later request
-    that carries it is sent to the API with the dry run's own value, while the plan keeps the
-    placeholder. With an audit log, each server dry-run write is checked at once: a kept write stops
-    the dry run (`DryRunAlarm`).
+    that carries it (the placeholder, or the minted value itself, found by value) is sent to the API
+    with the dry run's own value, while the plan keeps the placeholder. One that no placeholder can
+    stand for spoils the dry run, naming the call, the field and the value. With an audit log, each
+    server dry-run write is checked at once: a kept write stops the dry run (`DryRunAlarm`).
     """
 
     def __init__(self, recording: Recording, audit_watch: RunAudit | None = None) -> None:
@@ -118,7 +119,10 @@ class DryMode:
 
     async def write(self, call: GateCall) -> Answer:
         async with self._lock:
-            answer = await self.recording.perform(call.write_tool(), dict(call.args), ())
+            try:
+                answer = await self.recording.perform(call.write_tool(), dict(call.args), ())
+            except MintedValueUnsafe as unsafe:
+                raise DryRunAlarm(str(unsafe)) from None
             seq = len(self.recording.calls)
             if self.audit_watch is not None:
                 try:

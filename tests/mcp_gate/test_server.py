@@ -55,10 +55,12 @@ def gate(
     upstream_timeout: float = BOUND,
     errlog: TextIO | None = None,
     audit_log: Path | None = None,
+    state_home: Path | None = None,
 ) -> Client:
     """The host's view: the gate started as a host starts any stdio MCP server (its stderr to
     `errlog`, else the test's); with `audit_log`, the upstream writes it as the API's access log and
-    the gate reads it (`--audit access-log:FILE`)."""
+    the gate reads it (`--audit access-log:FILE`). The gate keeps its state (the trail checkpoints it
+    saw) in `state_home`, else in a `state` folder beside `log`."""
     audit = ("--audit", f"access-log:{audit_log}") if audit_log is not None else ()
     parameters = StdioServerParameters(
         command=sys.executable,
@@ -85,7 +87,7 @@ def gate(
             "UPSTREAM_LOG": str(log),
             "UPSTREAM_MODE": mode,
             "UPSTREAM_AUDIT_LOG": str(audit_log or ""),
-            "XDG_STATE_HOME": str(log.parent / "state"),
+            "XDG_STATE_HOME": str(state_home or log.parent / "state"),
         },
         cwd=str(ROOT),
     )

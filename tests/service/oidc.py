@@ -21,6 +21,7 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from tests.queue_harness import reviewer_command
 from tests.service.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -145,3 +146,32 @@ def sign_in_at_provider(verification_uri_complete: str, login: str) -> str:
             page = browser.post(action.group(1), data=fields)
         heading = re.search(r"<h1>(.*?)</h1>", page.text)
         return heading.group(1) if heading else page.text[:200]
+
+
+def reviewer_login(queue_url: str, home: Path, person: str) -> tuple[int, str, str, str]:
+    """`reviewer login --queue URL` (its configuration in `home`), with the person taking the steps it
+    prints at the provider; (exit, stdout, stderr, the provider's last page)."""
+    environment = {key: value for key, value in os.environ.items() if key != "REVIEWER_TOKEN"}
+    process = subprocess.Popen(
+        reviewer_command("login", "--queue", queue_url),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**environment, "XDG_CONFIG_HOME": str(home)},
+    )
+    assert process.stdout is not None
+    printed = []
+    for line in process.stdout:
+        printed.append(line)
+        complete = re.search(r"\(or open (\S+), which holds the code\)", line)
+        if complete:
+            break
+    else:
+        process.wait(30)
+        raise AssertionError(
+            f"no code was printed: {printed} {process.stderr.read() if process.stderr else ''}"
+        )
+    page = sign_in_at_provider(complete.group(1), person)
+    out, err = process.communicate(timeout=60)
+    return process.returncode, "".join(printed) + out, err, page

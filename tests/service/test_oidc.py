@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from reviewer.queue.config import read_credential
 from reviewer.queue.sign_in import ProviderSession, RenewingAuth, SignInFailed
 from tests.queue_harness import Service, reviewer_command, start_service, submit
-from tests.service.oidc import CLIENT_ID, Provider, running_provider, sign_in_at_provider
+from tests.service.oidc import CLIENT_ID, Provider, reviewer_login, running_provider
 from tests.system.documented import as_run, documented_block
 
 POLICY = """\
@@ -77,32 +77,7 @@ def cli(home: Path, *args: str, input: str | None = None) -> subprocess.Complete
 
 
 def login(team: Team, home: Path, person: str) -> tuple[int, str, str, str]:
-    """`reviewer login --queue URL` with the person taking the steps it prints; (exit, stdout, stderr,
-    the provider's last page)."""
-    environment = {key: value for key, value in os.environ.items() if key != "REVIEWER_TOKEN"}
-    process = subprocess.Popen(
-        reviewer_command("login", "--queue", team.queue.url),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**environment, "XDG_CONFIG_HOME": str(home)},
-    )
-    assert process.stdout is not None
-    printed = []
-    for line in process.stdout:
-        printed.append(line)
-        complete = re.search(r"\(or open (\S+), which holds the code\)", line)
-        if complete:
-            break
-    else:
-        process.wait(30)
-        raise AssertionError(
-            f"no code was printed: {printed} {process.stderr.read() if process.stderr else ''}"
-        )
-    page = sign_in_at_provider(complete.group(1), person)
-    out, err = process.communicate(timeout=60)
-    return process.returncode, "".join(printed) + out, err, page
+    return reviewer_login(team.queue.url, home, person)
 
 
 def test_the_queue_says_how_reviewers_sign_in_without_a_token(team: Team) -> None:

@@ -1,23 +1,35 @@
 """The production set-up the docs recommend, run as one system: `reviewer serve` with docs/policies.md's
 policy file (its CEL rules), docs/notifications.md's Slack-and-pager line (each service replaced by a
 receiver on loopback: Apprise's `json://` for Slack, a webhook for the pager, its event filter kept)
-and a signed webhook for every event with the secret file made by the page's own command; on SQLite,
-and on PostgreSQL with two replicas. The README's Python agent and a `reviewer run` agent (a Python
-child in its sandbox, its run verified against the API's audit log, approved with `reviewer approve`
-signing with a registered key held only in a real ssh-agent) and an `mcp-gate` agent (an MCP host over
-stdio, in front of tests/mcp_gate's upstream server) run through to `executed`, and a plan whose dry
-run kept writes is rejected by the policy's CEL rule.
+and a signed webhook for every event with the secret file made by the page's own command, reviewers
+signed in through the team's OpenID provider as docs/operating.md sets it up (npm's `oidc-provider`,
+one for the module), and the trail signed with a key made by docs/trail.md's `ssh-keygen` line; on
+SQLite, and on PostgreSQL with two replicas. Agents keep minted tokens; alice signs in with `reviewer
+login`, taking the device grant's steps at the provider, and her key is bound to the name the provider
+gives her (`reviewer keys add alice@example.com`). The README's Python agent and a `reviewer run` agent
+(a Python child in its sandbox, with the sandbox's defaults; its run verified against the API's audit
+log; approved with `reviewer approve` on her stored session, signing with her key held only in a real
+ssh-agent) and an `mcp-gate` agent (an MCP host over stdio, in front of tests/mcp_gate's upstream
+server) run through to `executed`, each executor keeping its state in a folder of its own, and a plan
+whose dry run kept writes is rejected by the policy's CEL rule.
 
-It asserts what a team relies on: the run ends executed with its report stored, and alice's app
-(`reviewer review`, driven by Textual's pilot) shows after `v` every call of each run matching its
-plan, the `reviewer run` call matched to the API's audit line; each target gets exactly its events,
-each once under its delivery id, the webhook's checked by the page's Stripe snippet; no token, secret
-or URL secret in any line any process it started wrote (the replicas' logs, the agents', the
-`mcp-gate`'s stderr, `reviewer approve`, `keys add`, `notify list`); `reviewer notify list` shows
-every delivery delivered.
+It asserts what a team relies on: the run ends executed with its report stored, each decision named
+as the provider names alice (`alice@example.com`, in the queue, the signed approval, the webhook and
+the chat line), and alice's app (`reviewer review` on her stored session, driven by Textual's pilot)
+shows after `v` every call of each run matching its plan, the `reviewer run` call matched to the
+API's audit line; each target gets exactly its events, each once under its delivery id, the webhook's
+checked by the page's Stripe snippet; `reviewer notify list` shows every delivery delivered; the trail
+page's `reviewer trail checkpoint` (from one replica), `export` (from the other) and `verify --key
+trail_key.pub --checkpoint` hold over everything the test did, the export names each of alice's
+decisions `oidc:ISSUER#alice`, and the checkpoint each executor remembered is one the export extends;
+no token, secret, URL secret or line of the trail's private key in any line any process it started
+wrote (the replicas' logs, the agents', the `mcp-gate`'s stderr, `reviewer login`, `reviewer approve`,
+`keys add`, `notify list`, the trail commands): neither the agents' and the auditor's minted tokens
+nor alice's identity and refresh tokens from the provider.
 
 Not run here yet: the pager's own events (`run.unknown` waits out a lease and the 5 s sweep;
-`tests/service/notifications/test_serve_notify.py` delivers it to a filtered target).
+`tests/service/notifications/test_serve_notify.py` delivers it to a filtered target); executors
+refusing a trail that went backwards (`tests/service/test_trail.py`).
 """
 
 from __future__ import annotations
@@ -39,9 +51,12 @@ from typing import Any
 import httpx
 import pytest
 
-from reviewer.queue.config import Secret
+from reviewer.queue.config import CONFIG_FILE_NAME, TOKEN_FILE_NAME, load_settings, read_credential
+from reviewer.queue.sign_in import ProviderSession
+from reviewer.queue.trail_memory import memory_file
 from reviewer.reading.verification import Verification
 from reviewer.sample_api.server import RunningSampleApi
+from reviewer.service.notifications.chat import WORD_JOINER
 from reviewer.service.store.opener import open_store
 from reviewer.tui.app import ReviewerApp
 from reviewer.tui.model.queue_source import QueueSource
@@ -52,9 +67,10 @@ from tests.mcp_gate.test_server import answer, gate, upstream_writes
 from tests.queue_harness import Service, proposal, reviewer_command, start_together, unique_id
 from tests.run.conftest import RunProcess
 from tests.service.notifications.receiver import Arrival, Receiver
+from tests.service.oidc import Provider, reviewer_login, running_provider
 from tests.service.postgres import Cluster
 from tests.signing.ssh import Agent, SshKey, make_key
-from tests.system.documented import documented_block, fenced, page_function
+from tests.system.documented import Command, Shell, as_run, documented_block, fenced, page_function
 from tests.tui.live.helpers import open_proposal, until
 
 pytest.importorskip("apprise", reason="the notify extra: pip install 'reviewer-gate[notify]'")
@@ -97,12 +113,42 @@ def documented_serve_arguments(db: str, slack: str, pager: str) -> list[str]:
     return replaced
 
 
+def serve_options(command: Command, replacements: dict[str, str]) -> list[str]:
+    """The options of a page's `reviewer serve --db queue.sqlite3 ...` line (Service gives --db and
+    --port itself), its placeholders replaced by this test's."""
+    words = shlex.split(as_run(command, replacements))
+    assert words[:4] == ["reviewer", "serve", "--db", "queue.sqlite3"], words
+    return words[4:]
+
+
 @dataclass(frozen=True)
 class Signer:
     """Alice's signing key, its private half only in her running ssh-agent's keeping."""
 
     key: SshKey
     agent: Agent
+
+
+@dataclass(frozen=True)
+class Alice:
+    """Alice as the provider signed her in with `reviewer login`: her configuration folder (which
+    holds the session every `reviewer` command renews), the identity token it holds (what the app
+    and this test's own requests send) and her signing key."""
+
+    home: Path
+    session: ProviderSession
+    signer: Signer
+
+    @property
+    def token(self) -> str:
+        return self.session.id_token
+
+
+@pytest.fixture(scope="module")
+def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Provider]:
+    """The team's OpenID provider (npm's `oidc-provider`), one for the module."""
+    with running_provider(tmp_path_factory.mktemp("provider")) as running:
+        yield running
 
 
 @pytest.fixture
@@ -114,21 +160,27 @@ def receivers() -> Iterator[dict[str, Receiver]]:
 
 
 def run_the_readme_agent(
-    sample_api: RunningSampleApi, agent_queue: str, reviewer_queue: str, tokens: dict[str, str]
+    sample_api: RunningSampleApi,
+    agent_queue: str,
+    reviewer_queue: str,
+    agent_token: str,
+    alice: Alice,
+    state: Path,
 ) -> tuple[str, str]:
-    """The README's shortest gated agent, as printed but for its two URLs, approved by alice (through
-    `reviewer_queue`, another replica where there are two); the proposal's id and what it printed."""
+    """The README's shortest gated agent, as printed but for its two URLs (its state, the trail
+    checkpoints it saw, in `state`), approved by alice (through `reviewer_queue`, another replica
+    where there are two); the proposal's id and what it printed."""
     code = shortest_example().replace("http://127.0.0.1:8480", sample_api.base_url)
     code = code.replace("http://127.0.0.1:8470", agent_queue)
     agent = subprocess.Popen(
         [sys.executable, "-c", code],
-        env={**os.environ, "REVIEWER_AGENT_TOKEN": tokens["my-agent"]},
+        env={**os.environ, "REVIEWER_AGENT_TOKEN": agent_token, "XDG_STATE_HOME": str(state)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
-        decided = asyncio.run(reviewer_decides_next(reviewer_queue, tokens["alice"], "agent", "approve"))
+        decided = asyncio.run(reviewer_decides_next(reviewer_queue, alice.token, "agent", "approve"))
         output, errors = agent.communicate(timeout=60)
     finally:
         agent.kill()
@@ -142,12 +194,15 @@ def decision_of(queue: str, token: str, proposal_id: str) -> dict[str, Any]:
     return state
 
 
-def alice_approves_signed(queue: str, token: str, proposal_id: str, revision: int, signer: Signer) -> str:
-    """`reviewer approve` as alice runs it, her key only in her ssh-agent (`--key` names the `.pub`);
-    what it printed, after checking the queue took the approval as signed."""
-    digest = decision_of(queue, token, proposal_id)["plan_sha256"]
+def alice_approves_signed(queue: str, alice: Alice, proposal_id: str, revision: int) -> str:
+    """`reviewer approve` as alice runs it, signed in through the provider (the session `reviewer
+    login` stored, no token given), her key only in her ssh-agent (`--key` names the `.pub`); what it
+    printed, after checking the queue took the approval as signed under the provider's name for her."""
+    digest = decision_of(queue, alice.token, proposal_id)["plan_sha256"]
     environment = {
-        k: v for k, v in os.environ.items() if k not in ("REVIEWER_SIGNING_KEY", "XDG_CONFIG_HOME")
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("REVIEWER_SIGNING_KEY", "XDG_CONFIG_HOME", "REVIEWER_TOKEN")
     }
     approve = subprocess.run(
         reviewer_command(
@@ -160,21 +215,16 @@ def alice_approves_signed(queue: str, token: str, proposal_id: str, revision: in
             "--queue",
             queue,
             "--key",
-            str(signer.key.public_file),
+            str(alice.signer.key.public_file),
         ),
         capture_output=True,
         text=True,
         timeout=60,
-        env={
-            **environment,
-            "REVIEWER_TOKEN": token,
-            "SSH_AUTH_SOCK": signer.agent.socket,
-            "XDG_CONFIG_HOME": str(signer.key.private.parent / "no-config"),
-        },
+        env={**environment, "SSH_AUTH_SOCK": alice.signer.agent.socket, "XDG_CONFIG_HOME": str(alice.home)},
     )
     assert approve.returncode == 0 and approve.stdout.rstrip().endswith("(signed)"), approve
-    state = decision_of(queue, token, proposal_id)
-    assert [signature["reviewer"] for signature in state["signatures"]] == ["alice"], state
+    state = decision_of(queue, alice.token, proposal_id)
+    assert [signature["reviewer"] for signature in state["signatures"]] == ["alice@example.com"], state
     return approve.stdout + approve.stderr
 
 
@@ -182,13 +232,14 @@ def run_a_reviewer_run_agent(
     sample_api: RunningSampleApi,
     agent_queue: str,
     reviewer_queue: str,
-    tokens: dict[str, str],
-    signer: Signer,
+    agent_token: str,
+    alice: Alice,
+    state: Path,
 ) -> tuple[str, str]:
-    """`reviewer run` (its child sandboxed, its dry run recorded) submitting through `agent_queue`,
-    approved by alice through `reviewer_queue` with her signature; the proposal's id and everything
-    it and the approval printed, after checking it exited 0 with its run verified against the API's
-    audit log."""
+    """`reviewer run` (its child sandboxed, its dry run recorded, its state in `state`) submitting
+    through `agent_queue`, approved by alice through `reviewer_queue` with her signature; the
+    proposal's id and everything it and the approval printed, after checking it exited 0 with its run
+    verified against the API's audit log."""
     arguments = ("--api", sample_api.base_url, "--queue", agent_queue, "--audit", "/v1/audit")
     run = RunProcess(
         subprocess.Popen(
@@ -204,7 +255,7 @@ def run_a_reviewer_run_agent(
                 "-c",
                 RUN_CHILD,
             ),
-            env={**os.environ, "REVIEWER_AGENT_TOKEN": tokens["my-agent"]},
+            env={**os.environ, "REVIEWER_AGENT_TOKEN": agent_token, "XDG_STATE_HOME": str(state)},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -212,7 +263,7 @@ def run_a_reviewer_run_agent(
     )
     try:
         proposal_id, revision = run.wait_for_plan()
-        approved = alice_approves_signed(reviewer_queue, tokens["alice"], proposal_id, revision, signer)
+        approved = alice_approves_signed(reviewer_queue, alice, proposal_id, revision)
         status, output = run.finish()
     finally:
         run.process.kill()
@@ -225,21 +276,21 @@ def run_a_reviewer_run_agent(
 
 
 def run_an_mcp_gate_agent(
-    agent_queue: str, reviewer_queue: str, tokens: dict[str, str], folder: Path
+    agent_queue: str, reviewer_queue: str, agent_token: str, alice: Alice, folder: Path, state: Path
 ) -> tuple[str, str]:
-    """An MCP host driving `reviewer mcp-gate` over stdio in front of the test upstream server (as
-    tests/mcp_gate drives it): one ticket opened, the plan submitted through `agent_queue`, approved by
-    alice through `reviewer_queue`, run by the gate; the proposal's id and what the gate wrote on
-    stderr, after checking its run."""
-    queue = Queue(agent_queue, Path(), tokens["my-agent"], tokens["alice"])
+    """An MCP host driving `reviewer mcp-gate` over stdio (its state in `state`) in front of the test
+    upstream server (as tests/mcp_gate drives it): one ticket opened, the plan submitted through
+    `agent_queue`, approved by alice through `reviewer_queue`, run by the gate; the proposal's id and
+    what the gate wrote on stderr, after checking its run."""
+    queue = Queue(agent_queue, Path(), agent_token, alice.token)
     log, stderr = folder / "upstream.log", folder / "mcp-gate.stderr"
 
     async def scenario() -> tuple[str, dict[str, Any]]:
         with stderr.open("w") as errlog:
-            async with gate(queue, log, errlog=errlog) as host:
+            async with gate(queue, log, errlog=errlog, state_home=state) as host:
                 await host.call_tool("open_ticket", {"title": "Printer on fire"})
                 submitted = answer(await host.call_tool("reviewer_submit_plan", {"title": "open one ticket"}))
-                await reviewer_decides(reviewer_queue, tokens["alice"], submitted["proposal_id"], "approve")
+                await reviewer_decides(reviewer_queue, alice.token, submitted["proposal_id"], "approve")
                 status = {"proposal_id": submitted["proposal_id"]}
                 return submitted["proposal_id"], answer(await host.call_tool("reviewer_plan_status", status))
 
@@ -249,14 +300,21 @@ def run_an_mcp_gate_agent(
     return proposal_id, stderr.read_text()
 
 
-def verified_with_v(queue: str, token: str, proposal_ids: list[str]) -> dict[str, Verification]:
+def verified_with_v(queue: str, alice: Alice, proposal_ids: list[str]) -> dict[str, Verification]:
     """What the reviewer's app shows after `v` on each executed proposal: the app on `queue` as
-    `reviewer review` runs it, each proposal opened from the list, its real run fetched, `v` pressed,
-    then back to the list."""
+    `reviewer review` runs it (signed in with the session alice's `reviewer login` stored, renewed as
+    it ends), each proposal opened from the list, its real run fetched, `v` pressed, then back to
+    the list."""
     from reviewer.tui.screens.verification import VerificationScreen
 
+    folder = alice.home / "reviewer"
+    settings = load_settings(
+        queue, {}, config_path=folder / CONFIG_FILE_NAME, token_path=folder / TOKEN_FILE_NAME
+    )
+    assert settings.session is not None, settings
+
     async def scenario() -> dict[str, Verification]:
-        app = ReviewerApp(QueueSource(queue, Secret(token), poll_interval=60))
+        app = ReviewerApp(QueueSource(settings.queue_url, settings.credential(), poll_interval=60))
         shown: dict[str, Verification] = {}
         async with app.run_test(size=(100, 30)) as pilot:
             await until(pilot, lambda: set(proposal_ids) <= set(app.items), "the executed proposals listed")
@@ -316,6 +374,30 @@ def once_each(arrivals: list[Arrival]) -> list[str]:
     return sorted(arrival.event for arrival in arrivals)
 
 
+def alice_signs_in(queue: str, folder: Path, signer: Signer) -> tuple[Alice, str]:
+    """`reviewer login` as alice runs it, her steps taken at the provider; her, and what it printed."""
+    home = folder / "alice"
+    code, out, err, page = reviewer_login(queue, home, "alice")
+    assert (code, page) == (0, "Sign-in Success"), err
+    session = read_credential(home / "reviewer" / "token")
+    assert isinstance(session, ProviderSession), session
+    return Alice(home, session, signer), out + err
+
+
+def remembered_checkpoint(state: Path, queue: str, folder: Path) -> Path:
+    """The newest checkpoint of `queue`'s trail an executor kept in its state folder, as a file."""
+    kept = json.loads(memory_file(queue, state / "reviewer" / "trail").read_text())
+    path = folder / f"{state.name}.checkpoint"
+    path.write_text(kept["checkpoint"])
+    return path
+
+
+def exported_leaves(export: Path) -> list[dict[str, Any]]:
+    header, *entries = (json.loads(line) for line in export.read_text().splitlines())
+    assert header["since"] == 0 and header["size"] == len(entries), header
+    return [entry["leaf"] for entry in entries]
+
+
 @pytest.mark.parametrize("store", ["sqlite", "postgresql"])
 def test_the_documented_production_setup_runs_each_kind_of_agent_to_executed(
     store: str,
@@ -324,13 +406,20 @@ def test_the_documented_production_setup_runs_each_kind_of_agent_to_executed(
     sample_api: RunningSampleApi,
     receivers: dict[str, Receiver],
     agent: Agent,
+    provider: Provider,
 ) -> None:
-    # The secret file, made by the page's own command; the policy file, the page's own.
+    shell = Shell(tmp_path)
+    # The secret file, made by the page's own command; the policy file, the page's own; the trail's
+    # key, made by its page's command.
     make_secret = fenced("notifications.md", "head -c 32 /dev/urandom").splitlines()[0]
     subprocess.run(["bash", "-c", make_secret], cwd=tmp_path, check=True)
     secret_file = tmp_path / "notify-secret"
     policy = tmp_path / "policy.toml"
     policy.write_text(fenced("policies.md", "# policy.toml", "toml"))
+    trail_key = {"/etc/reviewer/trail_key": str(tmp_path / "trail_key")}
+    keygen, serve_signing, make_auditor = documented_block("trail.md", "ssh-keygen -t ed25519")
+    [serve_signing_in] = documented_block("operating.md", "reviewer serve --db queue.sqlite3 --oidc-issuer")
+    shell.run(as_run(keygen, trail_key))
     url_secret = secrets.token_hex(12)
     webhook = f"{receivers['webhook'].url}/{url_secret}"
     chat = f"json://127.0.0.1:{receivers['chat'].port}/chat-{url_secret}"
@@ -344,6 +433,8 @@ def test_the_documented_production_setup_runs_each_kind_of_agent_to_executed(
     serve_args = (
         *arguments[arguments.index("--db") + 2 :],  # Service gives --db and --port itself
         *("--notify", webhook, "--notify-secret-file", str(secret_file), "--policy", str(policy)),
+        *serve_options(serve_signing_in, {"https://sso.example.com/realms/platform": provider.issuer}),
+        *serve_options(serve_signing, trail_key),
     )
     services = [
         Service(db=db, log_path=tmp_path / f"replica-{number}.log", serve_args=serve_args)
@@ -353,33 +444,48 @@ def test_the_documented_production_setup_runs_each_kind_of_agent_to_executed(
         services[0].start()
     else:
         start_together(*services)
+    states = {name: tmp_path / "state" / name for name in ("readme-agent", "reviewer-run", "mcp-gate")}
     try:
-        tokens = services[0].tokens({"my-agent": "agent", "alice": "reviewer"})
+        tokens = services[0].tokens({"my-agent": "agent"})  # a machine keeps its minted token
         signer = Signer(make_key(tmp_path, "alice"), agent)
         signer.agent.add(signer.key)
         signer.key.private.unlink()  # only the agent holds it now
+        alice, signed_in = alice_signs_in(services[-1].url, tmp_path, signer)
+        # Her key is bound to the name the provider gives her, after her first sign-in.
         keys_added = subprocess.run(
-            reviewer_command("keys", "add", "alice", str(signer.key.public_file), "--db", db),
+            reviewer_command("keys", "add", "alice@example.com", str(signer.key.public_file), "--db", db),
             check=True,
             capture_output=True,
             text=True,
         )
-        readme_id, readme_output = run_the_readme_agent(sample_api, services[0].url, services[-1].url, tokens)
-        run_id, run_output = run_a_reviewer_run_agent(
-            sample_api, services[0].url, services[-1].url, tokens, signer
+        agent_token = tokens["my-agent"]
+        readme_id, readme_output = run_the_readme_agent(
+            sample_api, services[0].url, services[-1].url, agent_token, alice, states["readme-agent"]
         )
-        mcp_id, mcp_gate_stderr = run_an_mcp_gate_agent(services[0].url, services[-1].url, tokens, tmp_path)
-        outputs = [readme_output, run_output, mcp_gate_stderr, keys_added.stdout, keys_added.stderr]
+        run_id, run_output = run_a_reviewer_run_agent(
+            sample_api, services[0].url, services[-1].url, agent_token, alice, states["reviewer-run"]
+        )
+        mcp_id, mcp_gate_stderr = run_an_mcp_gate_agent(
+            services[0].url, services[-1].url, agent_token, alice, tmp_path, states["mcp-gate"]
+        )
+        outputs = [
+            readme_output,
+            run_output,
+            mcp_gate_stderr,
+            keys_added.stdout,
+            keys_added.stderr,
+            signed_in,
+        ]
         with httpx.Client(
-            base_url=services[-1].url, headers={"Authorization": f"Bearer {tokens['alice']}"}
-        ) as alice:
+            base_url=services[-1].url, headers={"Authorization": f"Bearer {alice.token}"}
+        ) as reviewer:
             for proposal_id in (readme_id, run_id, mcp_id):
-                state = alice.get(f"/v1/proposals/{proposal_id}/decision").json()
-                (run,) = alice.get(f"/v1/proposals/{proposal_id}/executions").json()["executions"]
-                assert state["state"] == "executed" and state["decided_by"] == "alice", state
+                state = reviewer.get(f"/v1/proposals/{proposal_id}/decision").json()
+                (run,) = reviewer.get(f"/v1/proposals/{proposal_id}/executions").json()["executions"]
+                assert state["state"] == "executed" and state["decided_by"] == "alice@example.com", state
                 assert (run["ended"], len(run["calls"])) == ("completed", 1), run
         # Each run, verified as alice verifies it: `v` in the app.
-        shown = verified_with_v(services[-1].url, tokens["alice"], [readme_id, run_id, mcp_id])
+        shown = verified_with_v(services[-1].url, alice, [readme_id, run_id, mcp_id])
         for proposal_id, verification in shown.items():
             assert [check.status for check in verification.checks] == ["same"], (proposal_id, verification)
             assert (verification.planned, verification.not_executed, verification.audit_unmatched) == (
@@ -391,7 +497,7 @@ def test_the_documented_production_setup_runs_each_kind_of_agent_to_executed(
         assert shown[run_id].audit_read and [check.audit_index for check in shown[run_id].checks] == [0]
         # Both agents record their dry run: only the two approved runs reach the API.
         assert [entry["query"] for entry in received(sample_api)] == [{}, {}]
-        submit_a_plan_whose_dry_run_kept_writes(services[-1].url, tokens["my-agent"])
+        submit_a_plan_whose_dry_run_kept_writes(services[-1].url, agent_token)
 
         wait_for_delivered(db, 2 * len(EVENTS))
         rows = notify_list(db)
@@ -400,18 +506,46 @@ def test_the_documented_production_setup_runs_each_kind_of_agent_to_executed(
         assert not any(row[3].startswith(f"http://127.0.0.1:{receivers['pager'].port} ") for row in rows), (
             "the pager gets only run.unknown and proposal.reminder"
         )
+
+        # The trail, checked as its page says: the checkpoint kept (from one replica), the export
+        # taken (from the other) and verified against it, and against each executor's remembered one.
+        minted = shell.run(as_run(make_auditor, {"queue.sqlite3": db}))
+        shell.env["REVIEWER_TOKEN"] = audit_token = minted.stdout.strip()
+        checkpoint, export, verify, _prove, _verify_entry = documented_block(
+            "trail.md", "reviewer trail checkpoint"
+        )
+        shell.run(as_run(checkpoint, {"https://queue.example": services[0].url}))
+        shell.run(as_run(export, {"https://queue.example": services[-1].url}))
+        leaves = exported_leaves(tmp_path / "trail.jsonl")
+        verified = shell.run(as_run(verify, {})).stdout
+        assert f"verified: {len(leaves)} entries from entry 0" in verified, verified
+        assert "extends the checkpoint seen before" in verified, verified
+        for name, state_folder in states.items():
+            kept = remembered_checkpoint(state_folder, services[0].url, tmp_path)
+            extends = shell.run(as_run(verify, {"2026-12-04.checkpoint": str(kept)})).stdout
+            assert "extends the checkpoint seen before" in extends, (name, extends)
     finally:
         for service in services:
             service.stop()
+    outputs += [text for text in shell.output if text != minted.stdout]  # printed once, as asked
+
+    # The trail names each decision as the provider names alice, and how she signed in.
+    approvals = [leaf for leaf in leaves if leaf["event"] == "approved"]
+    assert {(leaf["actor"], leaf["identity"]) for leaf in approvals} == {
+        ("alice@example.com", f"oidc:{provider.issuer}#alice")
+    }, approvals
+    assert sorted(leaf["proposal_id"] for leaf in approvals) == sorted([readme_id, run_id, mcp_id])
+    assert [leaf["signed"] is not None for leaf in approvals].count(True) == 1  # `reviewer approve`'s
 
     # Each target got exactly its events, once per delivery id; the pager none of these.
     arrived = receivers["webhook"].accepted()
     assert once_each(arrived) == sorted(EVENTS)
-    chat_titles = sorted(
-        json.loads(arrival.body)["title"].split(":")[0] for arrival in receivers["chat"].accepted()
+    chat_titles = sorted(  # as a reader sees them: without the word joiners that keep a name no link
+        json.loads(arrival.body)["title"].replace(WORD_JOINER, "").split(":")[0]
+        for arrival in receivers["chat"].accepted()
     )
     assert chat_titles == sorted(
-        ["Approved by alice", "Run completed", "Waiting for review"] * 3 + ["Rejected by policy"]
+        ["Approved by alice@example.com", "Run completed", "Waiting for review"] * 3 + ["Rejected by policy"]
     )
     assert receivers["pager"].arrivals == []
 
@@ -423,14 +557,31 @@ def test_the_documented_production_setup_runs_each_kind_of_agent_to_executed(
         assert event["id"] == arrival.delivery
     assert sorted(
         arrival.document["decided_by"] for arrival in arrived if arrival.event == "proposal.decided"
-    ) == ["alice"] * 3 + ["policy:kept writes"]
+    ) == ["alice@example.com"] * 3 + ["policy:kept writes"]
     ended = [arrival.document for arrival in arrived if arrival.event == "run.ended"]
     assert sorted(document["proposal_id"] for document in ended) == sorted([readme_id, run_id, mcp_id])
     for document in ended:
         assert (document["ended"], document["calls_sent"], document["calls_kept"]) == ("completed", 1, 1)
 
-    # No secret in any log line.
+    # No token, secret or private key in any log line.
     logs = "\n".join(outputs) + "".join(service.log() for service in services)
-    for name, value in {**tokens, "notify secret": secret, "URL secret": url_secret}.items():
-        assert value not in logs, f"{name} is in a log"
+    private_key = [
+        line for line in (tmp_path / "trail_key").read_text().splitlines() if not line.startswith("-----")
+    ]
+    assert private_key
+    last_session = read_credential(alice.home / "reviewer" / "token")
+    assert isinstance(last_session, ProviderSession), last_session
+    for name, value in {
+        **tokens,
+        "audit token": audit_token,
+        **{
+            f"alice's {kind} token ({when})": token or ""
+            for when, session in (("at sign-in", alice.session), ("as last renewed", last_session))
+            for kind, token in (("identity", session.id_token), ("refresh", session.refresh_token))
+        },
+        "notify secret": secret,
+        "URL secret": url_secret,
+        **{f"trail key line {number}": line for number, line in enumerate(private_key)},
+    }.items():
+        assert value and value not in logs, f"{name} is in a log"
     assert "notifying http://127.0.0.1" in logs and "only proposal.reminder, run.unknown" in logs
