@@ -105,7 +105,8 @@ def call_detail(audited: AuditVerification, seq: int, *, http: bool) -> Text:
     if entry["verdict"] == "ambiguous":
         text.append_text(role_text("ambiguous", "danger"))
         where = entry.get("where") or "several entries"
-        text.append(_shown(f": {where} could each be it, and no request id tells them apart\n"))
+        text.append(_shown(f": {where} could each be it, and no request id tells them apart"))
+        text.append("\n")
         return text
     matched_by = entry.get("matched_by") or ""
     _, role, words, how = MATCHED_WORDS.get(matched_by, ("", "ok", "matched", f"by {matched_by or '?'}"))
