@@ -1,13 +1,14 @@
-"""A real run's calls against the API's own audit log: matched, differs or missing, and the writes nobody
-approved (docs/audit-logs.md).
+"""A real run's calls against the API's own audit log: matched, differs, missing or ambiguous, and the
+writes nobody approved (docs/audit-logs.md).
 
 A call is found in the log by its request id (the id the executor sent, or the API's own id from its
 answer), and only by it where the log keeps request ids: an entry with another id, or none, is never
 taken for it. Only where the log keeps no request ids (or the run's report holds none for the call)
 is it found by method, path and query among the id-less entries of the run's window, and only when
 exactly one entry could be it: two candidates for one call leave it ambiguous, never picked. Never
-by body equality alone: two creates with the same body are two writes. A write in the run's window that no call accounts for is reported with its actor. The log is
-streamed: only the window's writes and the entries carrying one of the run's ids are kept.
+by body equality alone: two creates with the same body are two writes. A write in the run's window
+that no call accounts for is reported with its actor. The log is streamed: only the window's writes
+and the entries carrying one of the run's ids are kept.
 """
 
 from __future__ import annotations
