@@ -118,19 +118,25 @@ def check_body(content_type: str | None, body: Any) -> None:
         wire_bytes(content_type, body)
 
 
+def by_name(pairs: list[tuple[str, str]]) -> dict[str, Any]:
+    """Name and value pairs (a form's fields, a query string's parameters) as an object: a name that
+    repeats holds the list of its values, in order."""
+    named: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in named:
+            earlier = named[name]
+            named[name] = [*earlier, value] if isinstance(earlier, list) else [earlier, value]
+        else:
+            named[name] = value
+    return named
+
+
 def fields_as_arguments(content_type: str | None, body: Any) -> Any:
     """What a reviewer and a policy read of a body: JSON as it is, a form's fields as an object (a
     repeated name as the list of its values), bytes as what `body_view` shows."""
     kind = held_as(content_type, body)
     if kind == "form":
-        arguments: dict[str, Any] = {}
-        for name, value in form_fields(body):
-            if name in arguments:
-                earlier = arguments[name]
-                arguments[name] = [*earlier, value] if isinstance(earlier, list) else [earlier, value]
-            else:
-                arguments[name] = value
-        return arguments
+        return by_name(form_fields(body))
     if kind == "bytes":
         return body_view(content_type, body)
     return body

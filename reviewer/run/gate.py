@@ -30,7 +30,7 @@ from reviewer.agent.placeholders import substitute
 from reviewer.agent.runs import Recording
 from reviewer.agent.shaped import shaped_answer
 from reviewer.agent.tools import ToolRunner
-from reviewer.plan.bodies import OCTETS, BodyError, body_kind, bytes_body, record_body
+from reviewer.plan.bodies import OCTETS, BodyError, body_kind, by_name, bytes_body, record_body
 from reviewer.plan.proposal import MAX_BODY_BYTES, MAX_CALLS, locate_limit_violation, value_within_limits
 from reviewer.run.calls import GateCall, UndeclaredOperation, describe
 from reviewer.run.openapi import METHOD_EFFECTS, ApiDocument
@@ -379,15 +379,7 @@ def _dot_segments(path: str) -> str | None:
 
 
 def _query(query_string: bytes) -> dict[str, Any]:
-    pairs = urllib.parse.parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)
-    query: dict[str, Any] = {}
-    for name, value in pairs:
-        if name in query:
-            existing = query[name]
-            query[name] = [*existing, value] if isinstance(existing, list) else [existing, value]
-        else:
-            query[name] = value
-    return query
+    return by_name(urllib.parse.parse_qsl(query_string.decode("latin-1"), keep_blank_values=True))
 
 
 async def _read_body(receive: Receive, limit: int) -> bytes | None:
