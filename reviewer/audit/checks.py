@@ -98,7 +98,8 @@ def audit_execution(
     now = datetime.now(UTC)
     start = min((call.sent_at for call in calls if call.sent_at is not None), default=now)
     dry_run_ids = execution.approval.proposal.dry_run.request_ids or ()
-    return match_audit(calls, source.rows(), Window(start, now, slack), dry_run_ids)
+    window = Window(start, now, slack)
+    return match_audit(calls, source.rows(), window, dry_run_ids, source.keeps_request_ids)
 
 
 def verify_run(execution: RealRun, source: AuditSource) -> tuple[AuditMatch | None, AuditVerification]:

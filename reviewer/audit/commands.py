@@ -75,7 +75,7 @@ def run_verify(options: argparse.Namespace) -> int:
         source_name = source.name
         calls, window, dry_run_ids, minted = asyncio.run(_run_of(options))
         # Read after the queue answered: the log then holds everything up to the report.
-        result = match_audit(calls, source.rows(), window, dry_run_ids)
+        result = match_audit(calls, source.rows(), window, dry_run_ids, source.keeps_request_ids)
     except VerifyFailed as error:
         print(f"reviewer verify: {error}", file=sys.stderr)
         return error.exit_code
@@ -194,12 +194,29 @@ def _print(result: AuditMatch, source_name: str, window: Window) -> None:
 def _call_line(result: CallInLog) -> str:
     call = result.call
     head = f"call {call.seq} {call.tool} {call.method} {call.path}"
+    if result.verdict == "ambiguous":
+        wheres = ", ".join(row.where for row in result.candidates[:5])
+        more = f" and {len(result.candidates) - 5} more" if len(result.candidates) > 5 else ""
+        return (
+            f"{head}: ambiguous, not verified: {len(result.candidates)} entries of the same method, path "
+            f"and query could each be it ({wheres}{more}), and {_no_ids(call)} to tell them apart"
+        )
     if result.row is None:
         return f"{head}: missing (no entry with its request id, nor its method, path and query)"
     where = f"{result.row.where}, by {result.matched_by}"
+    if result.matched_by == "method, path, query and time":
+        where = f"{result.row.where}, by method and path only: {_no_ids(call)}"
     if result.verdict == "differs":
         return f"{head}: differs ({'; '.join(result.differences)}) at {where}"
     return f"{head}: matched at {where}"
+
+
+def _no_ids(call: SentCall) -> str:
+    """Why a call was looked for by its request line: the log's format keeps no ids, or the run's
+    report holds none for the call."""
+    if call.request_ids:
+        return "this log keeps no request ids"
+    return "the run's report holds no request id for this call"
 
 
 def row_text(row: AuditRow) -> str:

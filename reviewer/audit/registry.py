@@ -32,6 +32,11 @@ BUILT_IN: Final[Mapping[str, Reader]] = {
 }
 
 
+KEEPS_REQUEST_IDS: Final = frozenset({"sample", "access-log", "k8s", "cloudtrail", "stripe"})
+"""The built-in kinds whose format records each request's id: a call sent with one is found by it
+alone. A `jsonl:` log, or a package's kind, may or may not keep them: the log's own entries say."""
+
+
 class BadAuditSource(ValueError):
     """`--audit` names no kind this installation knows, or no location."""
 
@@ -58,6 +63,11 @@ class AuditSource:
     def name(self) -> str:
         """`KIND:LOCATION` as given, without a URL's query or user info, which may hold a credential."""
         return f"{self.kind}:{self.input.shown}"
+
+    @property
+    def keeps_request_ids(self) -> bool | None:
+        """Whether the kind's format records request ids; None where only the log's entries can say."""
+        return True if self.kind in KEEPS_REQUEST_IDS else None
 
     def rows(self) -> Iterator[AuditRow | MalformedLine]:
         """The log's rows, streamed; `AuditSourceUnreadable` when it cannot be read at all."""

@@ -92,6 +92,8 @@ def _call(result: CallInLog) -> AuditedCall:
     call = AuditedCall(seq=result.call.seq, verdict=result.verdict)
     if result.row is not None:
         call["where"] = _text(result.row.where)
+    elif result.candidates:
+        call["where"] = _text(", ".join(row.where for row in result.candidates))
     if result.matched_by is not None:
         call["matched_by"] = result.matched_by
     if result.differences:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import binascii
 import urllib.parse
-from collections.abc import Iterable
 from typing import Any, Final, Literal
 
 # hashlib and email load only where a body of bytes is shown: the proposal format imports this module,
@@ -119,9 +118,9 @@ def check_body(content_type: str | None, body: Any) -> None:
         wire_bytes(content_type, body)
 
 
-def by_name(pairs: Iterable[tuple[str, str]]) -> dict[str, Any]:
-    """Name-value pairs in the form encoding (a form's fields, a query string's) as an object: a
-    repeated name as the list of its values, in order."""
+def by_name(pairs: list[tuple[str, str]]) -> dict[str, Any]:
+    """Name and value pairs (a form's fields, a query string's parameters) as an object: a name that
+    repeats holds the list of its values, in order."""
     named: dict[str, Any] = {}
     for name, value in pairs:
         if name in named:

@@ -298,10 +298,11 @@ AuditText = Annotated[str, Field(max_length=500)]
 
 
 class AuditedCall(TypedDict):
-    """One call of the run as the audit source showed it: `matched`, `differs` (how) or `missing`."""
+    """One call of the run as the audit source showed it: `matched`, `differs` (how), `missing`, or
+    `ambiguous` (several entries could be it, and the log keeps no request id to tell them apart)."""
 
     seq: RevisionNumber
-    verdict: Literal["matched", "differs", "missing"]
+    verdict: Literal["matched", "differs", "missing", "ambiguous"]
     where: NotRequired[AuditText | None]
     """The log's file (or URL) and line that records it."""
     matched_by: NotRequired[AuditText | None]

@@ -1,15 +1,19 @@
-"""A real run's calls against the API's own audit log: matched, differs or missing, and the writes nobody
-approved (docs/audit-logs.md).
+"""A real run's calls against the API's own audit log: matched, differs, missing or ambiguous, and the
+writes nobody approved (docs/audit-logs.md).
 
-A call is found in the log by its request id first (the id the executor sent, or the API's own id from
-its answer); where the log keeps no id, by method, path, query and the run's time window, the entry
-nearest the call's send time. Never by body equality alone: two creates with the same body are two
-writes. A write in the run's window that no call accounts for is reported with its actor. The log is
-streamed: only the window's writes and the entries carrying one of the run's ids are kept.
+A call is found in the log by its request id (the id the executor sent, or the API's own id from its
+answer), and only by it where the log keeps request ids: an entry with another id, or none, is never
+taken for it. Only where the log keeps no request ids (or the run's report holds none for the call)
+is it found by method, path and query among the id-less entries of the run's window, and only when
+exactly one entry could be it: two candidates for one call leave it ambiguous, never picked. Never
+by body equality alone: two creates with the same body are two writes. A write in the run's window
+that no call accounts for is reported with its actor. The log is streamed: only the window's writes
+and the entries carrying one of the run's ids are kept.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -25,7 +29,7 @@ from reviewer.reading.audit_rows import (
     utc_time,
 )
 
-Verdict = Literal["matched", "differs", "missing"]
+Verdict = Literal["matched", "differs", "missing", "ambiguous"]
 MatchedBy = Literal["request id", "method, path, query and time", "time of the tool call"]
 TOOL_CALL_SLACK = timedelta(seconds=1)
 """How far a tool call's writes may be logged outside its span: a log's times are often whole seconds
@@ -141,6 +145,8 @@ class CallInLog:
     row: AuditRow | None = None
     matched_by: MatchedBy | None = None
     differences: tuple[str, ...] = ()
+    candidates: tuple[AuditRow, ...] = ()
+    """For an ambiguous call: the log's entries any of which could be it (none is picked)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,12 +286,15 @@ def match_audit(
     entries: Iterable[AuditRow | MalformedLine],
     window: Window,
     dry_run_ids: Collection[str] = (),
+    keeps_request_ids: bool | None = None,
 ) -> AuditMatch:
     """Each call against the log's `entries` (streamed once), and the writes no call made.
 
     `dry_run_ids` are the request ids the gate sent its own dry-run requests with: the first entry
     carrying one is that request, and not a write. Every other write in the window is a write,
-    whatever its query says; so is every further entry carrying a run's id (one id, one entry)."""
+    whatever its query says; so is every further entry carrying a run's id (one id, one entry).
+    `keeps_request_ids` is what the log's format says of itself; None (a format that may or may not
+    keep them) reads it from the log: it keeps them when any entry read carries one."""
     run_ids = {request_id for call in calls for request_id in call.request_ids}
     gate_dry_runs = set(dry_run_ids)
     seen_dry_runs: set[str] = set()
@@ -293,6 +302,7 @@ def match_audit(
     borrowed: list[Unplanned] = []
     malformed: list[MalformedLine] = []
     malformed_count = rows_read = rows_in_window = dry_runs = own_dry_runs = 0
+    any_ids = False
     for entry in entries:
         if isinstance(entry, MalformedLine):
             malformed_count += 1
@@ -301,6 +311,7 @@ def match_audit(
             continue
         rows_read += 1
         ids = entry.request_ids
+        any_ids = any_ids or bool(ids)
         carries_run_id = bool(ids) and not run_ids.isdisjoint(ids)
         dry_run_id = next((request_id for request_id in ids if request_id in gate_dry_runs), None)
         if not window.holds(entry.time) and not carries_run_id and dry_run_id is None:
@@ -323,10 +334,19 @@ def match_audit(
         for request_id in row.request_ids:
             by_id.setdefault(request_id, []).append(index)
     results = [_by_request_id(call, writes, by_id, claimed, reused) for call in calls]
-    results = [  # a tool call has no request line: an empty one would match a row that names none
-        _by_request_line(result.call, writes, claimed) if _missing(result, http=True) else result
-        for result in results
+    keeps_ids = any_ids if keeps_request_ids is None else keeps_request_ids
+    by_line = {  # a tool call has no request line: an empty one would match a row that names none
+        at
+        for at, result in enumerate(results)
+        if _missing(result, http=True) and not (keeps_ids and result.call.request_ids)
+    }
+    asked = Counter(_request_line(results[at].call) for at in by_line)
+    contested: set[int] = set()
+    results = [
+        _by_request_line(result.call, writes, claimed, asked, contested) if at in by_line else result
+        for at, result in enumerate(results)
     ]
+    claimed |= contested
     results = [  # last: what HTTP calls account for is theirs, whatever the time says
         _by_call_time(result.call, writes, claimed) if _missing(result, http=False) else result
         for result in results
@@ -388,22 +408,35 @@ def _by_request_id(
     return judged[chosen]
 
 
-def _by_request_line(call: SentCall, writes: Sequence[AuditRow], claimed: set[int]) -> CallInLog:
-    """Among the writes that carry no id at all, one of the same method, path and query: the nearest in
-    time to when the call was sent (the first, without times)."""
-    asked = RequestLine(call.method, call.path, call.query)
+def _request_line(call: SentCall) -> RequestLine:
+    return RequestLine(call.method, call.path, call.query)
+
+
+def _by_request_line(
+    call: SentCall,
+    writes: Sequence[AuditRow],
+    claimed: set[int],
+    asked: Counter[RequestLine],
+    contested: set[int],
+) -> CallInLog:
+    """Among the window's writes that carry no id at all, the one of the same method, path and query,
+    where there is exactly one and no other call of the run asks for the same line. Two candidates
+    (another client's write beside ours, or two calls alike) are never told apart by time: the call
+    is ambiguous, and its candidates go to `contested` (named on the call, claimed by no one)."""
+    line = _request_line(call)
     candidates = [
         index
         for index, row in enumerate(writes)
         if index not in claimed
         and not row.request_ids
-        and RequestLine.of(row.method, row.path, row.query).agrees(asked)
+        and RequestLine.of(row.method, row.path, row.query).agrees(line)
     ]
     if not candidates:
         return CallInLog(call, "missing")
-    sent_at = call.sent_at
-    if sent_at is not None:
-        candidates.sort(key=lambda index: _distance(writes[index].time, sent_at))
+    if len(candidates) > 1 or asked[line] > 1:
+        contested.update(candidates)
+        rows = tuple(writes[index] for index in candidates)
+        return CallInLog(call, "ambiguous", matched_by="method, path, query and time", candidates=rows)
     claimed.add(candidates[0])
     return _judged(call, writes[candidates[0]], "method, path, query and time")
 
@@ -429,10 +462,6 @@ def _by_call_time(call: SentCall, writes: Sequence[AuditRow], claimed: set[int])
     *_, index = min(found)
     claimed.add(index)
     return CallInLog(call, "matched", writes[index], "time of the tool call")
-
-
-def _distance(time: datetime | None, sent_at: datetime) -> float:
-    return abs((time - sent_at).total_seconds()) if time is not None else float("inf")
 
 
 def _judged(call: SentCall, row: AuditRow, matched_by: MatchedBy) -> CallInLog:

@@ -26,6 +26,8 @@ from fastapi.responses import JSONResponse
 INITIAL_TICKETS = ("t1", "t2", "t3")
 STATUSES = ("open", "closed")
 DRY_RUN_VALUE = "All"
+REQUEST_ID_KEPT = 200
+"""The characters of a write's `X-Request-Id` its audit entry keeps (the executor's are 32)."""
 JsonBody = Annotated[Any, Body()]
 DryRunQuery = Annotated[
     str | None,
@@ -90,8 +92,10 @@ class TicketStore:
         body: dict[str, Any],
         dry: bool,
         query: dict[str, str] | None = None,
+        request_id: str | None = None,
     ) -> tuple[int, dict[str, Any]]:
-        """Apply one write (or, dry, check it): every rule runs either way; only a real write persists."""
+        """Apply one write (or, dry, check it): every rule runs either way; only a real write persists,
+        and its audit entry keeps the `X-Request-Id` it was sent with (null without one)."""
         if method == "POST":
             status, result, apply = self._create(body)
         elif method == "PATCH":
@@ -110,6 +114,7 @@ class TicketStore:
                     "body": body,
                     "status": status,
                     "ticket": result["id"],
+                    "request_id": request_id,
                 }
             )
         return status, result
@@ -206,7 +211,8 @@ def create_app(
             if body is not None and not isinstance(body, dict):
                 raise Refusal(422, "the body must be a JSON object")
             query = dict(request.query_params)
-            status, result = store.write(request.method, route, ticket_id, body or {}, dry, query)
+            request_id = request.headers.get("x-request-id", "")[:REQUEST_ID_KEPT] or None
+            status, result = store.write(request.method, route, ticket_id, body or {}, dry, query, request_id)
         return JSONResponse(result, status_code=status)
 
     @app.get("/v1/tickets", operation_id="list_tickets")

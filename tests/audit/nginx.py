@@ -22,6 +22,8 @@ LOG_FORMAT = (
     """"uri":"$request_uri","status":$status,"request_id":"$http_x_request_id"}';"""
 )
 """The nginx format of docs/audit-logs.md, as written there."""
+LOG_FORMAT_WITHOUT_IDS = LOG_FORMAT.replace(',"request_id":"$http_x_request_id"', "")
+"""The same format, keeping no request id: a log only method, path, query and time can be matched in."""
 STARTUP_SECONDS = 15.0
 
 
@@ -31,7 +33,7 @@ class Proxy:
     access_log: Path
 
 
-def config(port: int, backend: str, folder: Path) -> str:
+def config(port: int, backend: str, folder: Path, log_format: str = LOG_FORMAT) -> str:
     temp = folder / "temp"
     return f"""
 daemon off;
@@ -40,7 +42,7 @@ pid {folder}/nginx.pid;
 error_log {folder}/error.log warn;
 events {{ worker_connections 64; }}
 http {{
-    {LOG_FORMAT}
+    {log_format}
     access_log {folder}/access.log reviewer;
     client_body_temp_path {temp}/body;
     proxy_temp_path {temp}/proxy;
@@ -59,13 +61,13 @@ http {{
 
 
 @contextmanager
-def nginx_in_front_of(backend: str, folder: Path) -> Iterator[Proxy]:
+def nginx_in_front_of(backend: str, folder: Path, log_format: str = LOG_FORMAT) -> Iterator[Proxy]:
     """nginx proxying to `backend` until the block ends; skips, saying so, where nginx is missing."""
     if NGINX is None:
         pytest.skip("nginx is not installed (Debian's package `nginx`; .ci/run installs it)")
     (folder / "temp").mkdir(parents=True, exist_ok=True)
     port = free_port()
-    (folder / "nginx.conf").write_text(config(port, backend, folder), encoding="utf-8")
+    (folder / "nginx.conf").write_text(config(port, backend, folder, log_format), encoding="utf-8")
     process = subprocess.Popen(
         [NGINX, "-p", str(folder), "-c", str(folder / "nginx.conf")],
         stdout=subprocess.DEVNULL,

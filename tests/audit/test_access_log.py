@@ -1,5 +1,6 @@
 """The access-log reader and the matching: malformed lines named, dry runs never writes, logs without ids
-matched by method, path, query and time (never by body), a log rotated during the run read across files."""
+matched by method, path and query only where one entry could be it (never by body, never by
+nearest time), a log rotated during the run read across files."""
 
 from __future__ import annotations
 
@@ -93,9 +94,12 @@ def test_a_dry_run_is_known_by_the_gates_request_id_never_by_a_query_parameter(t
     assert not result.verified
 
 
-def test_without_ids_a_call_matches_by_method_path_query_and_nearest_time(tmp_path: Path) -> None:
-    """Two identical creates: each call takes the entry nearest its send time; the query must agree; a
-    write whose path differs is unplanned, and a status that differs is said."""
+def test_without_ids_a_call_matches_by_method_path_query_only_where_one_entry_could_be_it(
+    tmp_path: Path,
+) -> None:
+    """Calls the report holds no id for: two identical creates against two entries are ambiguous (time
+    never picks between them: either entry could be another client's), each naming both; the query
+    must agree; a write whose path differs is unplanned, and a status that differs is said."""
     log = write(
         tmp_path / "access.log",
         line(10, "POST", "/v1/tickets?notify=true", 201),
@@ -114,15 +118,14 @@ def test_without_ids_a_call_matches_by_method_path_query_and_nearest_time(tmp_pa
         SentCall(4, "create", "POST", "/v1/tickets", (), 201, ()),
     ]
     result = match_audit(calls, audit_source(f"access-log:{log}").rows(), WINDOW)
-    assert [one.row.where.rsplit(":", 1)[1] if one.row else None for one in result.calls] == [
-        "2",
-        "1",
-        "3",
-        None,
-    ]
-    assert [one.verdict for one in result.calls] == ["matched", "matched", "differs", "missing"]
+    assert [one.verdict for one in result.calls] == ["ambiguous", "ambiguous", "differs", "missing"]
+    for ambiguous in result.calls[:2]:
+        assert ambiguous.row is None
+        assert [row.where.rsplit(":", 1)[1] for row in ambiguous.candidates] == ["1", "2"]
+    assert result.calls[2].row is not None and result.calls[2].row.where.endswith(":3")
     assert result.calls[2].differences == ("status: run 200, log 500",)
     assert [row.path for row in unplanned_rows(result.unplanned)] == ["/v1/other"]
+    assert not result.verified
 
 
 def test_an_entry_with_another_request_id_is_never_taken_for_the_call(tmp_path: Path) -> None:

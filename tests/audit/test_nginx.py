@@ -22,7 +22,7 @@ from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
 from tests.agent.fixtures import Queue
 from tests.audit.gated import executions, gated_run, verify
-from tests.audit.nginx import Proxy, nginx_in_front_of
+from tests.audit.nginx import LOG_FORMAT_WITHOUT_IDS, Proxy, nginx_in_front_of
 
 SUMMARY_ALL_MATCHED = "audit: 4 of 4 calls matched; 0 writes in the audit log no approved call made"
 
@@ -91,13 +91,20 @@ def test_a_log_without_the_runs_window_cannot_vouch_for_it(
 
 
 def test_the_sample_apis_own_log_read_from_its_url(queue: Queue, sample_api: RunningSampleApi) -> None:
-    """`sample:URL`: the sample API keeps no id and no line for a refused write, so the three kept
-    writes match by method, path and time, and the refused delete (409) is missing: not verified."""
-    gated_run(queue, sample_api.base_url, "sample-url-0001")
+    """`sample:URL`: the sample API keeps each write's `X-Request-Id`, and no line for a refused write.
+    Another client creates a ticket on the same path during the run: the three kept writes match by
+    request id, the other client's create is unplanned, never taken for the run's, and the refused
+    delete (409) is missing: not verified."""
+
+    async def second_client(_: httpx.Response) -> None:
+        async with httpx.AsyncClient(base_url=sample_api.base_url) as other:
+            (await other.post("/v1/tickets", json={"title": "made around the gate"})).raise_for_status()
+
+    gated_run(queue, sample_api.base_url, "sample-url-0001", second_client)
     result = verify(queue, "sample-url-0001", f"sample:{sample_api.base_url}/v1/audit")
     lines = result.stdout.splitlines()
     assert result.returncode == 1, result.stdout + result.stderr
-    assert lines[-1] == "audit: 3 of 4 calls matched; 0 writes in the audit log no approved call made"
+    assert lines[-1] == "audit: 3 of 4 calls matched; 1 writes in the audit log no approved call made"
     call_lines = [line for line in lines if line.startswith("call ")]
     assert [line.split(": ", 1)[1].split(" ", 1)[0] for line in call_lines] == [
         "matched",
@@ -105,7 +112,45 @@ def test_the_sample_apis_own_log_read_from_its_url(queue: Queue, sample_api: Run
         "matched",
         "missing",
     ]
-    assert "by method, path, query and time" in call_lines[0]
+    assert all(line.endswith("by request id") for line in call_lines[:3]), call_lines
+    assert call_lines[0].startswith("call 1 create_ticket POST /v1/tickets: matched at ")
+    (unplanned,) = [line for line in lines if line.startswith("unplanned: ")]
+    assert unplanned.startswith("unplanned: POST /v1/tickets 201 at ")
+
+
+def test_in_a_log_without_ids_two_candidates_leave_the_call_ambiguous_and_the_run_not_verified(
+    queue: Queue, sample_api: RunningSampleApi, tmp_path: Path
+) -> None:
+    """nginx logging no request id, read as `jsonl:`: another client creates a ticket on the same path
+    during the run, so two entries could be the run's create and neither is picked (the nearest in
+    time could be the other client's); the calls with one candidate are matched, by method and path
+    only, which the verification says."""
+
+    async def second_client(_: httpx.Response) -> None:
+        async with httpx.AsyncClient(base_url=proxy.url) as other:
+            (await other.post("/v1/tickets", json={"title": "made around the gate"})).raise_for_status()
+
+    with nginx_in_front_of(sample_api.base_url, tmp_path / "no-ids", LOG_FORMAT_WITHOUT_IDS) as proxy:
+        gated_run(queue, proxy.url, "nginx-no-ids-0001", second_client)
+        result = verify(queue, "nginx-no-ids-0001", f"jsonl:{proxy.access_log}")
+    lines = result.stdout.splitlines()
+    assert result.returncode == 1, result.stdout + result.stderr
+    call_lines = [line for line in lines if line.startswith("call ")]
+    assert [line.split(": ", 1)[1].split(" ", 1)[0] for line in call_lines] == [
+        "ambiguous,",
+        "matched",
+        "matched",
+        "matched",
+    ]
+    assert call_lines[0].startswith(
+        "call 1 create_ticket POST /v1/tickets: ambiguous, not verified: 2 entries of the same method, "
+        f"path and query could each be it ({proxy.access_log}:"
+    )
+    assert call_lines[0].endswith("and this log keeps no request ids to tell them apart")
+    assert all(
+        line.endswith("by method and path only: this log keeps no request ids") for line in call_lines[1:]
+    ), call_lines
+    assert lines[-1].startswith("audit: 3 of 4 calls matched; ")
 
 
 def test_a_write_dressed_as_a_dry_run_is_in_the_writes_around_alarm(

@@ -167,28 +167,9 @@ def test_no_aws_credentials_is_a_clear_refusal(tmp_path: Path) -> None:
 def test_reviewer_run_signs_for_the_child_which_never_holds_the_secret(
     bucket: Moto, queue: Queue, tmp_path: Path
 ) -> None:
-    child = tmp_path / "child.py"
-    child.write_text(CHILD)
-    environment = {
-        **os.environ,
-        "AWS_ACCESS_KEY_ID": bucket.key_id,
-        "AWS_SECRET_ACCESS_KEY": bucket.secret,
-        "AWS_EC2_METADATA_DISABLED": "true",
-        "REVIEWER_AGENT_TOKEN": queue.agent_token,
-        "PYTHONUNBUFFERED": "1",
-    }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "reviewer", "run", "--api", bucket.url, "--queue", queue.url]
-        + ["--readable", str(tmp_path)]  # the child's script
-        + ["--api-auth", "aws-sigv4:s3:us-east-1", "--poll-interval", "0.1", "--title", "delete the report"]
-        + ["--", sys.executable, str(child), bucket.secret],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=environment,
-        cwd=ROOT,
+    process, run = run_child_against(
+        bucket, queue, tmp_path, "aws-sigv4:s3:us-east-1", bucket.secret, script=CHILD
     )
-    run = RunProcess(process)
     proposal_id, _ = run.wait_for_plan()
     with bucket.s3() as s3:
         assert s3.head(f"/{BUCKET}/report.bin").status_code == 200, "the dry run deleted the object"
@@ -325,10 +306,12 @@ UPLOADER = textwrap.dedent(
 
 
 def run_child_against(
-    moto: Moto, queue: Queue, tmp_path: Path, auth: str, *arguments: str
+    moto: Moto, queue: Queue, tmp_path: Path, auth: str, *arguments: str, script: str = ""
 ) -> tuple[subprocess.Popen[str], RunProcess]:
-    child = tmp_path / "uploader.py"
-    child.write_text(UPLOADER)
+    """`reviewer run --api-auth AUTH` against moto, the gate's AWS credentials in its environment, the
+    child `script` (the uploader by default) run with `arguments`."""
+    child = tmp_path / "child.py"
+    child.write_text(script or UPLOADER)
     environment = {
         **os.environ,
         "AWS_ACCESS_KEY_ID": moto.key_id,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
-import shutil
 import socketserver
 import subprocess
 import sys
@@ -182,7 +181,7 @@ def sandboxed(
         f' | curl -sS -K - -o /dev/null -w "%{{http_code}}" > {gate};'
         f" curl -s --noproxy '' -p -o /dev/null -w '%{{http_code}}' {named_api} > {curl_proxied};"
         f" curl -s -o /dev/null -w '%{{http_code}}' {named_api} > {curl_direct};"
-        f" {shutil.which('python3') or sys.executable} {ROOT / 'tests/run/egress_probe.py'} '{spec}'"
+        f" {sys.executable} {ROOT / 'tests/run/egress_probe.py'} '{spec}'"
     )
     run = start_run(
         queue,

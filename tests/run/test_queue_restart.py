@@ -32,7 +32,12 @@ def test_reviewer_run_waits_while_the_queue_is_stopped_and_runs_its_plan_once_af
     restartable: Queue, sample_api: SampleApi, tmp_path: Path
 ) -> None:
     queue = restartable
-    run = start_run(queue, sample_api, command=[sys.executable, AGENTS, "drift", str(tmp_path / "runs")])
+    run = start_run(
+        queue,
+        sample_api,
+        writable=tmp_path,
+        command=[sys.executable, AGENTS, "drift", str(tmp_path / "runs")],
+    )
     proposal_id, _ = run.wait_for_plan()
     queue.service.stop()
     stderr = run.process.stderr

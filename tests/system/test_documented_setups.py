@@ -211,6 +211,11 @@ def served_queue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str
     queue_shell.close()
 
 
+def document_digest(shown_json: str) -> str:
+    digest: str = json.loads(shown_json)["plan_sha256"]
+    return digest
+
+
 def test_reviewing_from_the_command_line_after_login_approves_with_the_line_show_prints(
     shell: Shell, served_queue: tuple[str, dict[str, str]]
 ) -> None:
@@ -221,11 +226,12 @@ def test_reviewing_from_the_command_line_after_login_approves_with_the_line_show
         submit(agent, "review-0001")
     (login,) = documented_block("reviewing.md", "reviewer login --queue")
     shell.run(f"REVIEWER_TOKEN={tokens['alice']} " + as_run(login, {"https://queue.example:8470": url}))
-    listed, shown, as_json = (
-        shell.run(as_run(command, {"ID": "review-0001"} if "ID" in command.text else {})).stdout
+    ids = {"ID": "review-0001", "k3j5": "review-0"}  # the page's id, and the start of one
+    listed, shown, as_json, by_prefix = (
+        shell.run(as_run(command, {word: ids[word] for word in ids if word in command.text})).stdout
         for command in documented_block("reviewing.md", "reviewer list")
     )
-    assert "review-0001" in listed
+    assert "review-0001" in listed and document_digest(as_json) in by_prefix
     document = json.loads(as_json)
     assert document["plan_sha256"] in shown
     approve = subprocess.run(

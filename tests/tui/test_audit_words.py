@@ -61,6 +61,17 @@ def styles(text: Any) -> set[str]:
             "danger",
             "audit   no entry with its request id, nor its method, path and query",
         ),
+        (
+            {
+                "verdict": "ambiguous",
+                "where": "api.json:3, api.json:4",
+                "matched_by": "method, path, query and time",
+            },
+            True,
+            "ambiguous",
+            "danger",
+            "audit   ambiguous: api.json:3, api.json:4 could each be it, and no request id tells them apart",
+        ),
     ],
 )
 def test_each_verdict_is_worded_from_how_it_was_matched(

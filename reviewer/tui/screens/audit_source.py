@@ -83,7 +83,7 @@ def call_verdict(audited: AuditVerification, seq: int) -> Text:
     if entry["verdict"] == "matched":
         words, role, _, _ = MATCHED_WORDS.get(entry.get("matched_by") or "", ("matched", "ok", "", ""))
         return role_text(words, role)
-    return role_text(entry["verdict"], "danger")  # differs (the detail says how), missing
+    return role_text(entry["verdict"], "danger")  # differs (the detail says how), missing, ambiguous
 
 
 def call_detail(audited: AuditVerification, seq: int, *, http: bool) -> Text:
@@ -102,6 +102,12 @@ def call_detail(audited: AuditVerification, seq: int, *, http: bool) -> Text:
             else "no write logged within a second of the time the tool ran\n"
         )
         text.append_text(role_text(missing, "danger"))
+        return text
+    if entry["verdict"] == "ambiguous":
+        text.append_text(role_text("ambiguous", "danger"))
+        where = entry.get("where") or "several entries"
+        text.append(_shown(f": {where} could each be it, and no request id tells them apart"))
+        text.append("\n")
         return text
     matched_by = entry.get("matched_by") or ""
     _, role, words, how = MATCHED_WORDS.get(matched_by, ("", "ok", "matched", f"by {matched_by or '?'}"))
