@@ -40,7 +40,7 @@ from reviewer.plan.placeholders import (
     references_in,
     resolve,
 )
-from reviewer.plan.proposal import Call
+from reviewer.plan.proposal import Call, CallList
 from reviewer.plan.sanitize import clip, safe_text
 
 MIN_DISTINCT_TEXT: Final = 4
@@ -429,23 +429,63 @@ def call_inputs(call: Call, dry_results: Mapping[int, Any]) -> InputValues:
 def hard_coded(calls: Iterable[Call], via: str) -> Iterator[tuple[Call, list[Use]]]:
     """Each call that carries, by value, a value an earlier call's dry run minted, with the uses: the
     plan will send that value as written, to whatever holds it when the real run comes."""
-    return ((call, uses) for call, uses in uses_by_call(calls, via) if uses)
+    return ((call, uses) for call, uses in uses_by_call(calls, via) if uses and isinstance(call, Call))
 
 
-def uses_by_call(calls: Iterable[Call], via: str) -> Iterator[tuple[Call, list[Use]]]:
+class _GlanceRequest(msgspec.Struct):
+    method: str = ""
+
+
+class _GlanceOutcome(msgspec.Struct):
+    status: str = ""
+
+
+class CallGlance(msgspec.Struct):
+    """What `mints` reads of a call, decoded from its JSON without its arguments, body or answer."""
+
+    seq: int
+    effect: str
+    request: _GlanceRequest | None = None
+    outcome: _GlanceOutcome | None = None
+
+
+_glance = msgspec.json.Decoder(CallGlance)
+
+
+def uses_by_call(calls: Iterable[Call], via: str) -> Iterator[tuple[Call | CallGlance, list[Use]]]:
     """Every call, in order, with the minted values of earlier calls it carries (often none): a reader
-    can stop after any call, having paid only for the calls above it."""
+    can stop after any call, having paid only for the calls above it. Until a call mints, a parsed
+    plan's calls are only glanced at (`CallGlance`, with no uses), never decoded whole: a plan that mints
+    nothing costs no decoded call beside those its screen holds."""
     index = MintedIndex()
     dry_results: dict[int, Any] = {}
-    for call in calls:
-        uses: list[Use] = []
-        if index:
-            for name, value, is_path in executed_parts(call):
-                uses += index.scan(value, name, path=is_path)[1]
-        yield call, uses
-        result = call.outcome.result if call.outcome is not None else None
-        # The inputs are read only for an answer to hold up.
-        if mints(call, via) and isinstance(result, Mapping) and result:
-            index.add(minted_fields(result, call.seq, call_inputs(call, dry_results)))
-        if result is not None:
-            dry_results[call.seq] = result
+    if not isinstance(calls, CallList):
+        for call in calls:
+            yield from _read_call(call, via, index, dry_results)
+        return
+    for position, raw in enumerate(calls.raw(slice(None))):
+        if not index:
+            try:
+                glance = _glance.decode(raw)
+            except msgspec.DecodeError:
+                glance = None  # not a call: decoded whole, it reads as the stand-in that says so
+            if glance is not None and not mints(glance, via):  # type: ignore[arg-type]
+                yield glance, []
+                continue
+        yield from _read_call(calls[position], via, index, dry_results)
+
+
+def _read_call(
+    call: Call, via: str, index: MintedIndex, dry_results: dict[int, Any]
+) -> Iterator[tuple[Call, list[Use]]]:
+    uses: list[Use] = []
+    if index:
+        for name, value, is_path in executed_parts(call):
+            uses += index.scan(value, name, path=is_path)[1]
+    yield call, uses
+    result = call.outcome.result if call.outcome is not None else None
+    # The inputs are read only for an answer to hold up.
+    if mints(call, via) and isinstance(result, Mapping) and result:
+        index.add(minted_fields(result, call.seq, call_inputs(call, dry_results)))
+    if result is not None:
+        dry_results[call.seq] = result

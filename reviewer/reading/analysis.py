@@ -23,7 +23,7 @@ from typing import Any, Final
 import msgspec
 
 from reviewer.plan.lookalikes import lookalike_identifier
-from reviewer.plan.minted import Use, uses_by_call
+from reviewer.plan.minted import CallGlance, Use, uses_by_call
 from reviewer.plan.placeholders import MARK, PLACEHOLDER, PLACEHOLDER_BYTES
 from reviewer.plan.proposal import (
     Call,
@@ -342,7 +342,7 @@ class Analysis:
     def __init__(self, proposal: Proposal) -> None:
         self.proposal = proposal
         self._rows: dict[int, PlanRow] = {}
-        self._minted_cursor: Iterator[tuple[Call, list[Use]]] | None = None
+        self._minted_cursor: Iterator[tuple[Call | CallGlance, list[Use]]] | None = None
         self._minted_found: dict[int, tuple[Use, ...]] = {}
         self._minted_read = 0
 
@@ -448,6 +448,7 @@ class Analysis:
             if uses:
                 self._minted_found[call.seq] = tuple(uses)
             self._minted_read += 1
+            del found, call, uses  # before the next call is decoded: one decoded call at a time
 
     def placeholders(self, call: Call) -> tuple[Placeholder, ...]:
         """The distinct placeholders in a call's arguments and request, in order of appearance."""
