@@ -338,7 +338,8 @@ def test_any_language_node_agent_runs_its_approved_plan_and_reports_as_the_page_
     """docs/any-language.md: the queue, the agent's token, the sample API with a write credential and
     `reviewer run ... -- node examples/node_agent.mjs`, each as the page writes it; the dry run prints
     the page's lines, alice approves, and the run ends with the page's line."""
-    (shell.folder / "examples").symlink_to(ROOT / "examples")
+    # A copy, not a link: the sandbox shows COMMAND its working folder, not what a link there points to.
+    shutil.copytree(ROOT / "examples", shell.folder / "examples")
     queue_line, *exports, api_line, run_line = documented_block("any-language.md", "reviewer serve &")
     queue = serve(shell, queue_line.text, free_port())
     for export in exports:
