@@ -317,11 +317,13 @@ def _oauth_error(answer: httpx.Response) -> str:
     """The OAuth error code and description (RFC 6749 5.2), never the body's tokens."""
     if not _is_json(answer):
         return f"HTTP {answer.status_code}"
+    from reviewer.plan.sanitize import safe_text
+
     body = answer.json()
     words = [str(body.get("error", f"HTTP {answer.status_code}"))[:100]]
     if isinstance(body.get("error_description"), str):
         words.append(body["error_description"][:300])
-    return ": ".join(words)
+    return safe_text(": ".join(words))  # the provider's words reach the terminal: nothing in them is obeyed
 
 
 __all__ = [

@@ -144,7 +144,7 @@ async def _client(options: argparse.Namespace) -> Any:
         settings = load_settings(options.queue)
     except ConfigError as error:
         raise TrailCommandFailed(str(error), 2) from None
-    return QueueClient(settings.queue_url, settings.token.reveal())
+    return QueueClient(settings.queue_url, settings.credential())
 
 
 async def _checkpoint(options: argparse.Namespace) -> int:
@@ -155,7 +155,16 @@ async def _checkpoint(options: argparse.Namespace) -> int:
             answer = await client.trail_checkpoint()
         except QueueError as error:
             raise TrailCommandFailed(str(error)) from None
-    sys.stdout.write(answer.checkpoint)
+    from reviewer.trail.checkpoint import CheckpointError, parse
+
+    note = answer.checkpoint
+    try:  # the queue's text reaches the terminal only as a checkpoint, with nothing a terminal obeys
+        parse(note, "the queue's checkpoint")
+        if not all(line.isprintable() for line in note.split("\n")):
+            raise CheckpointError("the queue's checkpoint holds control characters")
+    except CheckpointError as error:
+        raise TrailCommandFailed(str(error)) from None
+    sys.stdout.write(note)
     return 0
 
 

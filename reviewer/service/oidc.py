@@ -88,13 +88,14 @@ class ProviderPerson:
         return f"{self.issuer}#{self.subject}"
 
 
-def check_issuer_url(url: str) -> str:
-    """The issuer as given, refused unless it is https (or http to loopback, for a provider on this host)."""
+def check_issuer_url(url: str, what: str = "the issuer") -> str:
+    """The issuer (or one of its endpoints, `what` naming it) as given, refused unless it is https (or
+    http to loopback, for a provider on this host): keys fetched in clear could be anyone's."""
     parts = urlsplit(url)
     if parts.scheme != "https" and not (parts.scheme == "http" and is_loopback(parts.hostname)):
-        raise ProviderUnusable(f"the issuer {url!r} must be an https:// URL (http:// only to loopback)")
+        raise ProviderUnusable(f"{what} {url!r} must be an https:// URL (http:// only to loopback)")
     if parts.query or parts.fragment or parts.username:
-        raise ProviderUnusable(f"the issuer {url!r} must not carry a query, fragment or user")
+        raise ProviderUnusable(f"{what} {url!r} must not carry a query, fragment or user")
     return url
 
 
@@ -120,6 +121,9 @@ def discover(issuer: str, client: httpx.Client) -> Endpoints:
         if not isinstance(document.get(needed), str):
             raise ProviderUnusable(f"{where} has no {needed}")
     device = document.get("device_authorization_endpoint")
+    for name in ("jwks_uri", "token_endpoint", "device_authorization_endpoint"):
+        if isinstance(document.get(name), str):
+            check_issuer_url(document[name], f"the provider's {name}")
     return Endpoints(
         issuer, document["jwks_uri"], document["token_endpoint"], device if isinstance(device, str) else None
     )
@@ -193,6 +197,8 @@ class IdentityTokens:
             raise TokenRefused("the identity token's signature does not verify") from None
         except jwt.InvalidTokenError as error:
             raise TokenRefused(f"the identity token is not valid: {error}") from None
+        except (jwt.PyJWTError, TypeError, ValueError):  # an algorithm that does not fit the key's type
+            raise TokenRefused(f"the identity token's {algorithm} does not fit the provider's key") from None
         return self._person(claims, now)
 
     def _person(self, claims: dict[str, Any], now: float) -> ProviderPerson:
@@ -215,7 +221,7 @@ class IdentityTokens:
                 f"the identity token's {name_claim!r} claim is missing or not a plain name the "
                 "queue can show; ask for the scope that carries it"
             )
-        if name_claim == "email" and claims.get("email_verified") is False:
+        if name_claim == "email" and claims.get("email_verified") is not True:
             raise TokenRefused("the provider has not verified this email address")
         email = claims.get("email")
         return ProviderPerson(

@@ -69,7 +69,13 @@ def checker(keys: Keys, cooldown: float) -> IdentityTokens:
 
 def token(key: rsa.RSAPrivateKey, kid: str, **claims: object) -> str:
     now = int(time.time())
-    body = {"iss": ISSUER, "aud": "reviewer-cli", "sub": "alice", "email": "alice@example.com"}
+    body = {
+        "iss": ISSUER,
+        "aud": "reviewer-cli",
+        "sub": "alice",
+        "email": "alice@example.com",
+        "email_verified": True,
+    }
     body |= {"groups": ["reviewers"], "iat": now, "exp": now + 300, **claims}
     return jwt.encode(body, key, algorithm="RS256", headers={"kid": kid})
 

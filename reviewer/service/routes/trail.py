@@ -61,6 +61,8 @@ def checkpoint(
     since: Annotated[int | None, Query(ge=0, le=2**53)] = None,
 ) -> Response:
     """A plain `def`: a proof reads a few dozen stored hashes, off the event loop."""
+    if identity.role == "metrics":  # a metrics token reads /metrics and nothing else
+        raise Forbidden(f"a metrics token ({identity.name}) reads /metrics only, not the trail")
     key = _key(request)
     head = store.trail_head(since)
     signed = checkpoints.sign(key, head.size, head.root)
