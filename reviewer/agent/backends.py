@@ -96,9 +96,11 @@ def build_request(client: httpx.AsyncClient, request: HttpRequest) -> httpx.Requ
     a real run checks the very URL it sends."""
     params = dict(request.query) if request.query else None
     content = wire_bytes(request.content_type, request.body)
-    if content is None:
-        body = request.body
-        return client.build_request(request.method, request.path, params=params, json=body)
+    if content is None:  # JSON, sent under its own media type when the plan names one (merge-patch+json)
+        json_type = {"content-type": request.content_type} if request.content_type else None
+        return client.build_request(
+            request.method, request.path, params=params, json=request.body, headers=json_type
+        )
     headers = {"content-type": request.content_type or ""}  # only JSON goes without one
     return client.build_request(request.method, request.path, params=params, content=content, headers=headers)
 

@@ -27,8 +27,9 @@ TOKEN_EARLY: Final = 30.0
 """Seconds before its stated expiry a client-credentials token is renewed, so none expires in flight."""
 
 
-class RequestAuthError(Exception):
-    """The credential could not be found or fetched: the message says which and why, never a secret."""
+class RequestAuthError(httpx.RequestError):
+    """The credential could not be found or fetched: the message says which and why, never a secret.
+    An `httpx.RequestError`, so whatever handles a request that could not be sent handles this one."""
 
 
 class AwsSigV4Auth(httpx.Auth):
@@ -119,6 +120,8 @@ class OAuth2ClientCredentials(httpx.Auth):
             lifetime = float(answer.get("expires_in", 300))
         except (ValueError, KeyError, TypeError):
             raise RequestAuthError(f"{where} answered no access_token") from None
+        if not 0 < lifetime < 10 * 365 * 86400:  # NaN, infinite or absurd: the RFC's "SHOULD" default
+            lifetime = 300.0
         if not isinstance(token, str) or not token or any(c in token for c in "\r\n\0"):
             raise RequestAuthError(f"{where} answered an access_token that is not a header value")
         self._token = token

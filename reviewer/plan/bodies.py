@@ -112,8 +112,8 @@ def wire_bytes(content_type: str | None, body: Any) -> bytes | None:
 
 def check_body(content_type: str | None, body: Any) -> None:
     """Refuse (`BodyError`) a body that is not what its content type says the plan holds."""
-    if content_type is not None and any(character in content_type for character in "\r\n\0"):
-        raise BodyError("the content type holds a line break")
+    if content_type is not None and not (content_type.isascii() and content_type.isprintable()):
+        raise BodyError("the content type holds a line break or a character a header cannot carry")
     if held_as(content_type, body) != "json" and body is not None:
         wire_bytes(content_type, body)
 

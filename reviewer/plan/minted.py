@@ -50,6 +50,10 @@ LONG_TEXT: Final = 12
 MIN_DISTINCT_DIGITS: Final = 5
 """A minted integer with this many digits is told apart from counts and amounts by value."""
 MAX_HOLDERS: Final = 3
+INNER_LIMIT: Final = 128
+"""The longest minted value looked for inside a longer string (ids, UUIDs and ARNs are shorter): the
+pieces of a string walked for one stay this short, so a generated field of a few KB that a create
+answers cannot make every later string cost its square. A longer minted value is found whole only."""
 """The fields one minted value is kept for: more than one is ambiguous already."""
 _FIELD_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*", re.ASCII)
 _ALNUM_RUN: Final = re.compile(r"[A-Za-z0-9]+")
@@ -299,7 +303,7 @@ class MintedIndex:
         if text.isdigit() and text == str(int(text)) and int(text) in self.by_value:
             self._use(int(text), where, uses, "as text")
             return text
-        for piece in _inner_values(text, self.longest):
+        for piece in _inner_values(text, min(self.longest, INNER_LIMIT)):
             key: str | int = int(piece) if piece.isdigit() and piece == str(int(piece)) else piece
             if key in self.by_value and kind_of(key) == "distinct":
                 self._use(key, where, uses, "inside a longer string")
@@ -313,7 +317,7 @@ class MintedIndex:
         except BodyError:
             return
         whole = [text] if len(text) <= self.longest else []
-        for piece in itertools.chain(whole, _inner_values(text, self.longest)):
+        for piece in itertools.chain(whole, _inner_values(text, min(self.longest, INNER_LIMIT))):
             key: str | int = int(piece) if piece.isdigit() and piece == str(int(piece)) else piece
             if key in self.by_value and kind_of(key) == "distinct":
                 self._use(key, where, uses, "in bytes")

@@ -13,6 +13,7 @@ and the entries carrying one of the run's ids are kept.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -129,7 +130,14 @@ def claim_lines(lines: Sequence[RequestLine], requests: Sequence[RequestLine]) -
         while start < len(group) and group[start] in claimed:
             start += 1
         front[key] = start
-        agreeing = next((at for at in group[start:] if at not in claimed and lines[at].agrees(request)), None)
+        agreeing = next(
+            (
+                at
+                for at in itertools.islice(group, start, None)
+                if at not in claimed and lines[at].agrees(request)
+            ),
+            None,
+        )
         if agreeing is not None:
             claimed.add(agreeing)
         found.append(agreeing)

@@ -41,6 +41,8 @@ EGRESS_PORT: Final = 8480
 INNER_EGRESS_SOCKET: Final = "/run/reviewer-egress.sock"
 MAX_CONNECTIONS: Final = 64
 HEAD_LIMIT: Final = 8 * 1024
+CROWDED_WAIT: Final = 1.0
+"""Seconds a connection past `MAX_CONNECTIONS` is read from before its 503 (not the head's 10 s)."""
 HEAD_TIMEOUT: Final = 10.0
 IDLE_TIMEOUT: Final = 300.0
 BUFFER: Final = 64 * 1024
@@ -171,10 +173,13 @@ class EgressProxy:
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, crowded: bool
     ) -> None:
         try:
+            if crowded:  # a connection past the limit is held a second at most, then refused
+                with contextlib.suppress(TimeoutError, OSError):
+                    async with asyncio.timeout(CROWDED_WAIT):
+                        await reader.read(HEAD_LIMIT)  # what it sends first, so the close is no reset
+                raise Refused(503, f"the proxy holds {MAX_CONNECTIONS} connections already")
             async with asyncio.timeout(self.head_timeout):
                 head = await self._head(reader)
-            if crowded:
-                raise Refused(503, f"the proxy holds {MAX_CONNECTIONS} connections already")
             named = self._allowed(head)
             upstream_reader, upstream_writer = await self._connect(named)
         except Refused as refused:

@@ -30,7 +30,7 @@ from reviewer.agent.placeholders import substitute
 from reviewer.agent.runs import Recording
 from reviewer.agent.shaped import shaped_answer
 from reviewer.agent.tools import ToolRunner
-from reviewer.plan.bodies import OCTETS, BodyError, body_kind, by_name, bytes_body, record_body
+from reviewer.plan.bodies import OCTETS, BodyError, body_kind, by_name, bytes_body, media_type, record_body
 from reviewer.plan.hosts import dot_segments
 from reviewer.plan.proposal import MAX_BODY_BYTES, MAX_CALLS, locate_limit_violation, value_within_limits
 from reviewer.run.calls import GateCall, UndeclaredOperation, describe
@@ -244,7 +244,7 @@ class HttpGate:
         if problem is not None:
             return refusal(400, f"reviewer run: {where}: {problem}; not recorded, not sent")
         content_type = _header(scope, "content-type")
-        if content_type is not None and not content_type.isprintable():
+        if content_type is not None and not (content_type.isascii() and content_type.isprintable()):
             return refusal(400, f"reviewer run: {where}: its content type holds control characters; not sent")
         return await self._write(mode, method, path, query, raw, content_type, where)
 
@@ -331,7 +331,9 @@ def _recorded_body(content_type: str | None, raw: bytes) -> tuple[str | None, An
         return None, None
     if body_kind(content_type) == "json":
         try:
-            return None, msgspec.json.decode(raw)
+            # A JSON media type of its own (merge-patch+json) is kept: the API reads the body by it.
+            kept = None if media_type(content_type) in ("", "application/json") else content_type
+            return kept, msgspec.json.decode(raw)
         except msgspec.DecodeError as error:
             if content_type is not None:
                 says = f"not JSON ({error}), though its content type says {content_type[:80]!r}"

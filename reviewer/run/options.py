@@ -140,6 +140,7 @@ AWS_VARIABLES: Final = frozenset(
     }
 )
 """Where botocore looks for credentials: with `--api-auth aws-sigv4`, COMMAND gets none of them."""
+AWS_TOKEN_FILES: Final = ("AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")
 API_AUTH_USAGE: Final = "write aws-sigv4:SERVICE:REGION or oauth2:TOKEN_URL"
 
 
@@ -170,6 +171,8 @@ def read_api_auth(
         files = [
             environ.get("AWS_SHARED_CREDENTIALS_FILE") or str(Path.home() / ".aws" / "credentials"),
             environ.get("AWS_CONFIG_FILE") or str(Path.home() / ".aws" / "config"),
+            # Files whose contents are credentials too: a web identity and a container's token.
+            *(environ[name] for name in AWS_TOKEN_FILES if environ.get(name)),
         ]
         return Credentials(
             from_env=AWS_VARIABLES & environ.keys(),
