@@ -446,3 +446,26 @@ def test_a_placeholder_in_a_form_field_is_shown_and_replayed_resolved(queue: Que
     created = [ticket for ticket in tickets.values() if ticket["title"] == "Printer on fire"]
     assert len(created) == 1
     assert tickets["t2"]["mergedInto"] == str(created[0]["id"]) and tickets["t2"]["status"] == "closed"
+
+
+@pytest.mark.parametrize("lifetime", ["NaN", "inf", -5])
+def test_a_token_lifetime_that_is_no_number_of_seconds_reads_as_the_default(lifetime: object) -> None:
+    clock = Clock()
+    issued: list[str] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/token":
+            issued.append("t")
+            return httpx.Response(200, json={"access_token": f"token-{len(issued)}", "expires_in": lifetime})
+        return httpx.Response(200, json={})
+
+    auth = OAuth2ClientCredentials("https://idp.example/token", "client", "s3cret", clock=clock)
+    with httpx.Client(
+        base_url="https://api.example", transport=httpx.MockTransport(handle), auth=auth
+    ) as api:
+        api.get("/a")
+        api.get("/b")
+        assert len(issued) == 1, "a token was fetched for every request"
+        clock.now += 301
+        api.get("/c")
+    assert len(issued) == 2, "the token was never renewed"

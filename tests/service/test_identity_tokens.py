@@ -106,3 +106,41 @@ def test_a_token_not_valid_yet_is_refused(keys: Keys) -> None:
     key = keys.add("2026-11")
     with pytest.raises(TokenRefused, match="not valid yet"):
         checker(keys, cooldown=0).check(token(key, "2026-11", nbf=int(time.time()) + 3600))
+
+
+def test_an_algorithm_that_does_not_fit_the_key_is_refused_not_a_server_error(keys: Keys) -> None:
+    """ES256 naming an RSA key that publishes no `alg`: PyJWT's key type error is a refusal."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    keys.add("2026-11")
+    del keys.jwks["keys"][0]["alg"]
+    now = int(time.time())
+    claims = {"iss": ISSUER, "aud": "reviewer-cli", "sub": "mallory", "iat": now, "exp": now + 300}
+    forged = jwt.encode(claims, ec.generate_private_key(ec.SECP256R1()), "ES256", headers={"kid": "2026-11"})
+    with pytest.raises(TokenRefused, match="does not fit|signature"):
+        checker(keys, cooldown=0).check(forged)
+
+
+def test_an_email_the_provider_does_not_say_it_verified_is_no_name(keys: Keys) -> None:
+    key = keys.add("2026-11")
+    unverified = token(key, "2026-11", email_verified=None)
+    with pytest.raises(TokenRefused, match="not verified"):
+        checker(keys, cooldown=0).check(unverified)
+
+
+@pytest.mark.parametrize("endpoint", ["jwks_uri", "token_endpoint", "device_authorization_endpoint"])
+def test_a_provider_that_serves_its_keys_or_tokens_in_clear_is_refused(endpoint: str) -> None:
+    import httpx
+
+    from reviewer.service.oidc import ProviderUnusable, discover
+
+    document = {
+        "issuer": ISSUER,
+        "jwks_uri": f"{ISSUER}/jwks",
+        "token_endpoint": f"{ISSUER}/token",
+        "device_authorization_endpoint": f"{ISSUER}/device",
+        endpoint: "http://idp.example/in-clear",
+    }
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json=document))
+    with httpx.Client(transport=transport) as client, pytest.raises(ProviderUnusable, match=endpoint):
+        discover(ISSUER, client)
