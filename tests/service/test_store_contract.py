@@ -604,3 +604,59 @@ def test_every_trail_event_is_a_leaf_of_the_log_and_its_proofs_verify(store: Que
             proof = trail.inclusion(db, index, head.size)
             merkle.verify_inclusion(leaf_hash, index, head.size, proof, head.root)
     assert store.trail_head(since=head.size + 1).consistency is None  # no size this log ever had
+
+
+def older_replica_submits(store: QueueStore, proposal_id: str) -> None:
+    """What a replica of a release before the log writes for an event: the trail row, no leaf."""
+    with store.write() as db:
+        db.run(
+            "INSERT INTO trail (at, actor, event, proposal_id, revision, plan_sha256) "
+            "VALUES (:at, 'old-agent', 'submitted', :proposal_id, 1, :digest)",
+            at=START,
+            proposal_id=proposal_id,
+            digest=f"{1:064x}",
+        )
+
+
+def logged_seqs(store: QueueStore) -> tuple[list[int], list[int]]:
+    with store.read() as db:
+        trail_seqs = [int(row["seq"]) for row in db.all("SELECT seq FROM trail ORDER BY seq")]
+        log_seqs = [int(row["seq"]) for row in db.all("SELECT seq FROM trail_log ORDER BY leaf_index")]
+    return trail_seqs, log_seqs
+
+
+def test_events_an_older_replica_wrote_are_logged_in_order_at_the_next_append(store: QueueStore) -> None:
+    """During a rolling upgrade a replica of the release before the log writes trail rows alone; the
+    next append of any replica of this release logs them first, in their order, in its own
+    transaction, and the log still makes the root its leaves make. A restart finds nothing left."""
+    import json
+
+    from reviewer.trail import merkle
+
+    agent, alice = identity(store, "agent", "agent"), identity(store, "alice", "reviewer")
+    store.submit(agent, submission("p"))
+    older_replica_submits(store, "old-1")
+    older_replica_submits(store, "old-2")
+    assert len(logged_seqs(store)[1]) == 1  # not logged yet: nothing of this release has appended
+    store.decide(alice, "p", decision(), "k1")
+    older_replica_submits(store, "old-3")
+    store.submit(agent, submission("q"))
+    trail_seqs, log_seqs = logged_seqs(store)
+    assert log_seqs == trail_seqs and len(trail_seqs) == 6
+    head = store.trail_head()
+    entries = store.trail_entries(0, head.size)
+    assert [
+        (json.loads(content)["proposal_id"], json.loads(content)["event"]) for _, _, content in entries
+    ] == [
+        ("p", "submitted"),
+        ("old-1", "submitted"),
+        ("old-2", "submitted"),
+        ("p", "approved"),
+        ("old-3", "submitted"),
+        ("q", "submitted"),
+    ]
+    tree = merkle.CompactTree()
+    for _, leaf_hash, content in entries:
+        assert tree.append(content) == leaf_hash
+    assert tree.root() == head.root
+    assert store.log_earlier_events() == 0

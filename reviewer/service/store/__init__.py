@@ -416,7 +416,8 @@ class QueueStore(ABC):
     # the trail's Merkle log
 
     def log_earlier_events(self) -> int:
-        """Append to the log the trail events an older release wrote before it kept one; how many."""
+        """Append to the log the trail events an older release wrote without logging them (before
+        the log, or as a replica during an upgrade); how many."""
         with self.write() as db:
             return trail.catch_up(db)
 

@@ -54,8 +54,11 @@ def append_trail(
 ) -> int:
     """Append to the trail, and to its Merkle log (`store.trail`) in the same transaction; its `seq`
     is the list's version and cursor, so it must grow in commit order, which the one write lock of
-    `write()` gives on both backends (and the log one order on every replica). `identity` is how the
-    actor signed in (`Identity.principal`: `token:NAME`, `break-glass:NAME`, `oidc:ISSUER#SUBJECT`)."""
+    `write()` gives on both backends (and the log one order on every replica). The events a replica
+    of an older release wrote since the log's last leaf are logged first (`trail.catch_up`), so the
+    log holds every event in `seq` order. `identity` is how the actor signed in (`Identity.principal`:
+    `token:NAME`, `break-glass:NAME`, `oidc:ISSUER#SUBJECT`)."""
+    trail.catch_up(db)
     fields = {
         "at": now,
         "actor": actor,

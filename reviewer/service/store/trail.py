@@ -90,16 +90,21 @@ def append(db: Transaction, trail_row: Mapping[str, Any], report_sha256: str | N
 
 
 def catch_up(db: Transaction) -> int:
-    """Log the trail events written before the queue kept a log (a database from an older release),
-    in their order; answers how many. Their reports' digests are not known any more: null."""
-    newest = db.one("SELECT seq FROM trail_log ORDER BY leaf_index DESC LIMIT 1")
-    last, logged = 0 if newest is None else int(newest["seq"]), 0
+    """Log, in their order, the trail events written after the log's last leaf by a writer that kept
+    no log: a database from before the log, or a replica of an older release during a rolling
+    upgrade; answers how many. Every append runs it first, under the same write lock, so another
+    replica's events are folded in at the next append, and every event without a leaf is past the
+    last leaf (both indexed look-ups, nothing read when there are none). Their reports' digests are
+    not known: null."""
+    logged = 0
     while rows := db.all(
-        "SELECT * FROM trail WHERE seq > :last ORDER BY seq LIMIT :batch", last=last, batch=EXPORT_BATCH
+        "SELECT * FROM trail WHERE seq > coalesce((SELECT seq FROM trail_log ORDER BY leaf_index DESC "
+        "LIMIT 1), 0) ORDER BY seq LIMIT :batch",
+        batch=EXPORT_BATCH,
     ):
         for row in rows:
             append(db, row)
-        last, logged = int(rows[-1]["seq"]), logged + len(rows)
+        logged += len(rows)
     return logged
 
 
