@@ -82,3 +82,49 @@ def test_a_name_another_token_holds_is_refused(store: QueueStore) -> None:
     store.sign_in(person("carol"))
     with pytest.raises(Conflict, match="another active token is named 'carol@example.com'"):
         store.sign_in(person("carol-2", name="carol@example.com"))
+
+
+def test_a_person_renamed_at_the_provider_still_has_the_waiting_approval_withdrawn(
+    database: str, clock: Clock
+) -> None:
+    """The provider renames the person (a new email) after they approved: the approval carries the
+    old name, the person's row the new one, and ending their sign-in still withdraws it."""
+    store = quorum_of_two(database, clock)
+    try:
+        alice = store.sign_in(person("alice", name="alice@old.example.com"))
+        agent = identity(store, "agent", "agent")
+        store.submit(agent, submission("p"))
+        store.decide(alice, "p", decision(), "k1")
+        renamed = store.sign_in(person("alice", name="alice@new.example.com", issued=START + 30))
+        assert (renamed.token_id, renamed.name) == (alice.token_id, "alice@new.example.com")
+        assert store.decision_state(agent, "p").approvals == ["alice@old.example.com"]
+        clock.now = START + 60
+        with pytest.raises(Forbidden, match="not in the queue's reviewers group"):
+            store.sign_in(person("alice", reviewer=False, issued=START + 60))
+        state = store.decision_state(agent, "p")
+        assert state.approvals == []
+        withdrawn = [event for event in store.get_record(agent, "p").history if event.event == "withdrawn"]
+        assert [event.actor for event in withdrawn] == ["alice@old.example.com"]
+    finally:
+        store.close()
+
+
+def test_another_person_taking_a_renamed_persons_old_name_withdraws_nothing_of_theirs(
+    database: str, clock: Clock
+) -> None:
+    """An ended sign-in withdraws its own person's approvals only: a person who now holds the name
+    another approved under keeps that approval when their own sign-in ends, and the other's stays."""
+    store = quorum_of_two(database, clock)
+    try:
+        alice = store.sign_in(person("alice", name="sam@example.com"))
+        agent = identity(store, "agent", "agent")
+        store.submit(agent, submission("p"))
+        store.decide(alice, "p", decision(), "k1")
+        store.sign_in(person("alice", name="alice@example.com", issued=START + 10))
+        store.sign_in(person("sam", name="sam@example.com", issued=START + 20))
+        clock.now = START + 60
+        with pytest.raises(Forbidden, match="not in the queue's reviewers group"):
+            store.sign_in(person("sam", reviewer=False, issued=START + 60))
+        assert store.decision_state(agent, "p").approvals == ["sam@example.com"]
+    finally:
+        store.close()

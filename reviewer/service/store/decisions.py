@@ -167,11 +167,19 @@ def cast_and_withdrawn(
 def ended_tokens(db: Transaction, proposal_id: str, revision: int, now: float) -> list[KeyRemoval]:
     """The tokens of this revision's approvers that ended: revoked (by the operator, or when the
     provider's person left the reviewers' group) or expired by `now`. An ended token withdraws its
-    approvals as a removed key does (fingerprint None: any approval)."""
+    approvals as a removed key does (fingerprint None: any approval), each named as its approval is.
+
+    A provider's person is matched by the identity the trail recorded (`oidc:ISSUER#SUBJECT`), which
+    outlives a rename at the provider; a minted token, and an approval from before the trail
+    recorded identities, by name."""
     rows = db.all(
-        "SELECT name, kind, revoked_at, expires_at FROM tokens "
-        "WHERE (revoked_at IS NOT NULL OR expires_at <= :now) AND lower(name) IN (SELECT lower(actor) "
-        "FROM trail WHERE proposal_id = :proposal_id AND revision = :revision AND event = 'approved')",
+        "SELECT DISTINCT trail.actor, tokens.kind, tokens.revoked_at, tokens.expires_at "
+        "FROM trail JOIN tokens ON CASE WHEN tokens.kind = 'provider' "
+        "THEN trail.identity = 'oidc:' || tokens.issuer || '#' || tokens.subject "
+        "ELSE (trail.identity IS NULL OR trail.identity NOT LIKE 'oidc:%') "
+        "AND lower(tokens.name) = lower(trail.actor) END "
+        "WHERE trail.proposal_id = :proposal_id AND trail.revision = :revision "
+        "AND trail.event = 'approved' AND (tokens.revoked_at IS NOT NULL OR tokens.expires_at <= :now)",
         proposal_id=proposal_id,
         revision=revision,
         now=now,
@@ -186,9 +194,9 @@ def ended_tokens(db: Transaction, proposal_id: str, revision: int, now: float) -
                     "sign-in was ended (revoked on the queue, or out of the reviewers group at the "
                     "identity provider)"
                 )
-            ended.append(KeyRemoval(row["name"], None, rules.required_timestamp(revoked), cause))
+            ended.append(KeyRemoval(row["actor"], None, rules.required_timestamp(revoked), cause))
         else:
-            ended.append(KeyRemoval(row["name"], None, rules.required_timestamp(expires), "token expired"))
+            ended.append(KeyRemoval(row["actor"], None, rules.required_timestamp(expires), "token expired"))
     return ended
 
 
