@@ -128,3 +128,43 @@ def test_another_person_taking_a_renamed_persons_old_name_withdraws_nothing_of_t
         assert store.decision_state(agent, "p").approvals == ["sam@example.com"]
     finally:
         store.close()
+
+
+def test_an_outsiders_token_is_refused_while_another_writer_holds_the_write_lock(
+    database: str, clock: Clock
+) -> None:
+    """A valid identity token of someone outside the reviewers group, with no sign-in to end, is
+    refused on a read: it neither waits for nor takes the store's one write lock, so a stream of
+    them cannot serialize the queue. An insider's ended sign-in still writes once."""
+    import sqlite3
+    from concurrent.futures import ThreadPoolExecutor
+
+    import psycopg
+
+    from reviewer.service.store.opener import open_store
+    from reviewer.service.store.postgres import WRITE_LOCK
+
+    store = open_store(database, clock=clock, pending_ttl=600, approval_ttl=60, create=True)
+    if database.startswith("postgresql://"):
+        holder: object = psycopg.connect(database)
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))  # type: ignore[attr-defined]
+    else:
+        holder = sqlite3.connect(database, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # type: ignore[attr-defined]
+    pool = ThreadPoolExecutor(1)
+    try:
+        refused = pool.submit(store.sign_in, person("mallory", reviewer=False))
+        with pytest.raises(Forbidden, match="not in the queue's reviewers group"):
+            refused.result(timeout=5)
+    finally:
+        holder.rollback()  # type: ignore[attr-defined]
+        holder.close()  # type: ignore[attr-defined]
+        pool.shutdown()
+    try:
+        store.sign_in(person("alice"))
+        with pytest.raises(Forbidden, match="not in the queue's reviewers group"):
+            store.sign_in(person("alice", reviewer=False, issued=START + 60))
+        [ended] = [token for token in store.list_tokens() if token.kind == "provider"]
+        assert ended.revoked_at is not None
+    finally:
+        store.close()

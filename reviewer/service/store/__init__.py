@@ -205,17 +205,20 @@ class QueueStore(ABC):
         """The identity of a person the provider's identity token names: read alone while their
         session is known, written once per renewed session (`tokens.sign_in`). Forbidden when the
         provider no longer counts them a reviewer, after ending their row (so their pending
-        approvals are withdrawn) in a transaction of its own."""
+        approvals are withdrawn) in a transaction of its own; a person outside the group with no
+        row to end is refused on a read alone, so a stream of their tokens never holds the write lock."""
         subject = person.principal
+        with self.single() as db:
+            known = tokens.provider_person(db, person.issuer, person.subject)
         if person.reviewer:
-            with self.single() as db:
-                known = tokens.provider_person(db, person.issuer, person.subject)
             if (
                 known is not None
                 and known["name"] == person.name
                 and (known["session_ends_at"] or 0.0) >= person.session_ends_at
             ):
                 return Identity(known["id"], known["name"], "reviewer", "provider", subject)
+        elif known is None:
+            raise self._outside_the_group(person)
         with self.write() as db:
             token_id = tokens.sign_in(
                 db,
@@ -228,11 +231,14 @@ class QueueStore(ABC):
                 self.clock(),
             )
         if token_id is None:
-            raise Forbidden(
-                f"{person.name} is not in the queue's reviewers group at the identity provider; "
-                "ask for it there"
-            )
+            raise self._outside_the_group(person)
         return Identity(token_id, person.name, "reviewer", "provider", subject)
+
+    @staticmethod
+    def _outside_the_group(person: ProviderPerson) -> Forbidden:
+        return Forbidden(
+            f"{person.name} is not in the queue's reviewers group at the identity provider; ask for it there"
+        )
 
     def add_ssh_key(self, name: str, key: PublicKey, comment: str = "") -> None:
         """Register `key` for the reviewer `name`; refused for an agent's name or a key another holds.
