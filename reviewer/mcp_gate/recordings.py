@@ -3,18 +3,29 @@ Inspector's command line) or reloads its servers starts a new gate, which picks 
 
 One file per upstream and queue, under the user's state directory (`$XDG_STATE_HOME/reviewer/mcp-gate`,
 else `~/.local/state/reviewer/mcp-gate`), readable by the user alone (0600 in a 0700 directory),
-rewritten whole after each recorded call and removed once the plan is submitted. It holds each call's
-tool and arguments as the host sent them (what the proposal will show anyway), never a token.
+rewritten whole after each recorded call and cleared of a gate's calls once it submits its plan. It
+holds each call's tool and arguments as the host sent them (what the proposal will show anyway),
+never a token.
+
+Two gates for one upstream and queue may run at once (a host that starts the next before the last has
+stopped): each call in the file names the gate that keeps it, every change is made under an
+exclusive `flock` of a lock file beside it (read, change, replace), and a gate keeps a lock of its
+own while it lives, so a new gate picks up only the calls of gates that ended and a gate's
+submission clears its own calls alone.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import IO, Any, Final
 
 FORMAT: Final = "reviewer.mcp-gate.recording/v1"
 
@@ -37,9 +48,13 @@ class RecordedCall:
 
 @dataclass(frozen=True)
 class RecordingFile:
-    """Where the plan recorded for one upstream through one queue waits to be submitted."""
+    """Where the plans recorded for one upstream through one queue wait to be submitted; one value
+    per gate (`of`), which names the calls it keeps in the file."""
 
     path: Path
+    owner: str = field(default_factory=lambda: secrets.token_hex(8), compare=False)
+    """The gate's name in the file, and of the lock it holds while it lives."""
+    _alive: list[IO[bytes]] = field(default_factory=list, compare=False, repr=False)
 
     @classmethod
     def of(cls, queue_url: str, upstream: str, directory: Path | None = None) -> RecordingFile:
@@ -47,31 +62,86 @@ class RecordingFile:
         return cls((directory or state_directory()) / f"{key}.json")
 
     def load(self) -> list[RecordedCall]:
-        """The calls recorded by an earlier gate, oldest first; none when there is no file."""
+        """The calls recorded by earlier gates that have ended, oldest first, now kept by this gate;
+        none when there is no file. A live gate's calls stay its own."""
+        if not self.path.parent.is_dir():
+            return []
+        with self._locked():
+            document = self._read()
+            kept = [call for call in document["calls"] if call.get("owner") == self.owner]
+            taken = [call for call in document["calls"] if call.get("owner") != self.owner]
+            free = [call for call in taken if not self._lives(call.get("owner"))]
+            if free:
+                for call in free:
+                    call["owner"] = self.owner
+                self._write({**document, "calls": [*taken, *kept]})
+        try:
+            return [RecordedCall(str(call["tool"]), dict(call["arguments"])) for call in [*kept, *free]]
+        except (KeyError, TypeError, ValueError):
+            raise RecordingUnreadable(f"{self.path} holds a call without its tool or arguments") from None
+
+    def save(self, calls: list[RecordedCall], upstream: str) -> None:
+        """Write this gate's calls in place of those it kept, the other gates' calls as they are
+        (0600, replaced atomically: a gate killed meanwhile leaves the previous file whole)."""
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with self._locked():
+            try:
+                document = self._read()
+            except RecordingUnreadable:
+                document = {"format": FORMAT, "calls": []}
+            others = [call for call in document["calls"] if call.get("owner") != self.owner]
+            mine = [{"tool": call.tool, "arguments": call.arguments, "owner": self.owner} for call in calls]
+            self._write({"format": FORMAT, "upstream": upstream, "calls": [*others, *mine]})
+
+    def remove(self) -> None:
+        """Clear this gate's calls (its plan was submitted); the file goes with the last call."""
+        if not self.path.parent.is_dir():
+            return
+        with self._locked():
+            try:
+                document = self._read()
+            except RecordingUnreadable:
+                return
+            others = [call for call in document["calls"] if call.get("owner") != self.owner]
+            if others:
+                self._write({**document, "calls": others})
+            else:
+                self.path.unlink(missing_ok=True)
+        for held in self._alive:
+            held.close()
+        self._alive.clear()
+        self._live_path(self.owner).unlink(missing_ok=True)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        descriptor = os.open(self.path.with_name(f".{self.path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(descriptor)  # releases the lock
+
+    def _read(self) -> dict[str, Any]:
         try:
             document = json.loads(self.path.read_bytes())
         except FileNotFoundError:
-            return []
+            return {"format": FORMAT, "calls": []}
         except (OSError, ValueError) as error:
             raise RecordingUnreadable(f"{self.path} cannot be read as a recording: {error}") from None
         calls = document.get("calls") if isinstance(document, dict) else None
         if not isinstance(calls, list) or document.get("format") != FORMAT:
             raise RecordingUnreadable(f"{self.path} is not a recording this release wrote")
-        try:
-            return [RecordedCall(str(call["tool"]), dict(call["arguments"])) for call in calls]
-        except (KeyError, TypeError, ValueError):
-            raise RecordingUnreadable(f"{self.path} holds a call without its tool or arguments") from None
+        if not all(isinstance(call, dict) for call in calls):
+            raise RecordingUnreadable(f"{self.path} holds a call without its tool or arguments")
+        return {**document, "calls": calls}
 
-    def save(self, calls: list[RecordedCall], upstream: str) -> None:
-        """Write the whole recording (0600, replaced atomically: a gate killed meanwhile leaves the
-        previous one whole)."""
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        document = {
-            "format": FORMAT,
-            "upstream": upstream,
-            "calls": [{"tool": call.tool, "arguments": call.arguments} for call in calls],
-        }
-        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+    def _write(self, document: dict[str, Any]) -> None:
+        """Replace the file (under the lock); this gate holds its own lock from its first write on."""
+        if not self._alive:
+            held = open(self._live_path(self.owner), "wb")  # noqa: SIM115 -- held while the gate lives
+            fcntl.flock(held, fcntl.LOCK_EX)
+            self._alive.append(held)
+        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.{self.owner}")
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(descriptor, "w") as written:
             json.dump(document, written, ensure_ascii=False)
@@ -79,5 +149,22 @@ class RecordingFile:
             os.fsync(written.fileno())
         os.replace(temporary, self.path)
 
-    def remove(self) -> None:
-        self.path.unlink(missing_ok=True)
+    def _live_path(self, owner: str) -> Path:
+        return self.path.with_name(f".{self.path.name}.{owner}.live")
+
+    def _lives(self, owner: object) -> bool:
+        """Whether the gate `owner` still runs: it holds its lock (a gate killed lets go of it)."""
+        if not isinstance(owner, str) or not owner.isalnum():
+            return False  # a call of a release that named no gate, or a name that is no lock's
+        try:
+            descriptor = os.open(self._live_path(owner), os.O_RDWR)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(descriptor)
+        self._live_path(owner).unlink(missing_ok=True)
+        return False

@@ -177,3 +177,63 @@ def test_the_inspector_cli_records_one_call_per_process_and_the_last_submits_the
 
     assert asyncio.run(plan()) == ["open_ticket", "close_ticket"]
     assert upstream_writes(log) == []
+
+
+GATE_RECORDING = """
+import sys
+from pathlib import Path
+from reviewer.mcp_gate.recordings import RecordedCall, RecordingFile
+
+directory, name, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+recording = RecordingFile.of("http://127.0.0.1:8470", "mcp:tickets", directory)
+calls = []
+for number in range(count):
+    calls.append(RecordedCall("open_ticket", {"title": f"{name} {number}"}))
+    recording.save(calls, "mcp:tickets")
+print("recorded", flush=True)
+sys.stdin.read()  # a gate that lives until told to end
+"""
+
+
+def test_two_gates_for_one_upstream_keep_each_others_calls_and_a_later_gate_picks_up_the_ended_ones(
+    tmp_path: Path,
+) -> None:
+    """Two gate processes recording at once for one upstream and queue: neither loses the other's
+    calls; while both live a third gate picks none up; once they end it picks all up, in order."""
+    count = 150
+    gates = [
+        subprocess.Popen(
+            [sys.executable, "-c", GATE_RECORDING, str(tmp_path), name, str(count)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("first", "second")
+    ]
+    for process in gates:
+        assert process.stdout is not None and process.stdout.readline() == "recorded\n"
+    later = RecordingFile.of("http://127.0.0.1:8470", "mcp:tickets", tmp_path)
+    titles = [call["arguments"]["title"] for call in json.loads(later.path.read_text())["calls"]]
+    assert sorted(titles) == sorted(f"{name} {n}" for name in ("first", "second") for n in range(count))
+    assert later.load() == [], "a live gate's calls stay its own"
+    for process in gates:
+        process.communicate("")
+    picked = [call.arguments["title"] for call in later.load()]
+    assert sorted(picked) == sorted(titles)
+    assert [title for title in picked if title.startswith("first")] == [f"first {n}" for n in range(count)]
+
+
+def test_a_gate_submitting_clears_its_own_calls_only(tmp_path: Path) -> None:
+    first = RecordingFile.of("http://127.0.0.1:8470", "mcp:tickets", tmp_path)
+    second = RecordingFile.of("http://127.0.0.1:8470", "mcp:tickets", tmp_path)
+    first.save([RecordedCall("open_ticket", {"title": "one"})], "mcp:tickets")
+    second.save([RecordedCall("open_ticket", {"title": "two"})], "mcp:tickets")
+    first.save(
+        [RecordedCall("open_ticket", {"title": "one"}), RecordedCall("close_ticket", {"id": "1"})],
+        "mcp:tickets",
+    )
+    first.remove()
+    assert [call["arguments"] for call in json.loads(first.path.read_text())["calls"]] == [{"title": "two"}]
+    assert stat.S_IMODE(first.path.stat().st_mode) == 0o600
+    second.remove()
+    assert not first.path.exists()
