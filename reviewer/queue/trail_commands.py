@@ -192,29 +192,48 @@ async def _export(options: argparse.Namespace) -> int:
 
 
 async def _as_ocsf(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """The export's entries, line by line as they stream, as OCSF events (the header gives the origin)."""
+    """The export's entries, line by line as they stream, as OCSF events (the header gives the origin);
+    a last line without its newline is converted too."""
+    pending, origin, number = b"", None, 0
+    async for chunk in chunks:
+        *lines, pending = (pending + chunk).split(b"\n")
+        converted = []
+        for line in lines:
+            number += 1
+            origin, event = _ocsf_line(line, number, origin)
+            converted.append(event)
+        yield b"".join(converted)
+    if pending.strip():
+        yield _ocsf_line(pending, number + 1, origin)[1]
+
+
+def _ocsf_line(line: bytes, number: int, origin: str | None) -> tuple[str, bytes]:
+    """The origin the export's header names (the header itself converts to nothing), and the OCSF
+    event of an entry line; an unreadable line is refused by its number, quoting none of it."""
     import json
 
     from reviewer.trail.checkpoint import CheckpointError, parse
     from reviewer.trail.ocsf import api_activity
 
-    pending, origin = b"", None
-    async for chunk in chunks:
-        *lines, pending = (pending + chunk).split(b"\n")
-        converted = []
-        for line in lines:
-            document = json.loads(line)
-            if origin is None:
-                try:
-                    origin = parse(document["checkpoint"]).origin
-                except (KeyError, TypeError, CheckpointError) as error:
-                    raise TrailCommandFailed(
-                        f"the queue's export has no readable checkpoint ({error})"
-                    ) from None
-                continue
-            event = api_activity(document["leaf"], document["leaf_hash"], origin)
-            converted.append(json.dumps(event, ensure_ascii=False).encode() + b"\n")
-        yield b"".join(converted)
+    where = f"line {number} of the queue's export"
+    try:
+        document = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise TrailCommandFailed(f"{where} is not JSON ({error.msg}, column {error.colno})") from None
+    except ValueError:
+        raise TrailCommandFailed(f"{where} is not UTF-8 text") from None
+    if origin is None:
+        try:
+            return parse(document["checkpoint"]).origin, b""
+        except (KeyError, TypeError, CheckpointError) as error:
+            raise TrailCommandFailed(f"the queue's export has no readable checkpoint ({error})") from None
+    try:
+        event = api_activity(document["leaf"], document["leaf_hash"], origin)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise TrailCommandFailed(
+            f"{where} is not a trail entry (an object with a leaf, its time and its leaf_hash)"
+        ) from None
+    return origin, json.dumps(event, ensure_ascii=False).encode() + b"\n"
 
 
 def run_verify(options: argparse.Namespace) -> int:

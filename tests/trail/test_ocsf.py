@@ -49,3 +49,84 @@ def test_a_decision_is_an_api_activity_update_naming_who_what_and_the_leaf() -> 
     assert event["unmapped"]["signed"]["key_fingerprint"] == "SHA256:abc"
     submitted = api_activity({**content, "event": "submitted"}, "x", "o")
     assert (submitted["activity_id"], submitted["type_uid"]) == (1, 600301)
+
+
+def export_body(entries: int, *, broken: int | None = None, last_newline: bool = True) -> bytes:
+    """A queue's export: its header, then `entries` entry lines; line `broken` (1 the header) is not JSON."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from reviewer.trail import checkpoint, merkle
+    from reviewer.trail.entries import entry_line, header_line
+
+    contents = [
+        leaf(
+            index=index,
+            seq=index + 1,
+            at=1_780_000_000.0 + index,
+            actor="alice",
+            event="submitted",
+            proposal_id=f"p-{index}",
+            revision=1,
+            plan_sha256="5be1" * 16,
+            reason=None,
+        )
+        for index in range(entries)
+    ]
+    tree = merkle.CompactTree()
+    hashes = [tree.append(content) for content in contents]
+    signed = checkpoint.sign(Ed25519PrivateKey.generate(), entries, tree.root())
+    lines = [header_line(0, entries, signed.text, [])]
+    lines += [entry_line(index, hashes[index], content) for index, content in enumerate(contents)]
+    if broken is not None:
+        lines[broken - 1] = b'{"index": 1, "leaf_hash": \x1b[2J\n'
+    body = b"".join(lines)
+    return body if last_newline else body.rstrip(b"\n")
+
+
+def ocsf_export(body: bytes, tmp_path, monkeypatch, capsys) -> tuple[int, list[dict[str, object]], str]:
+    """`reviewer trail export --ocsf` against a queue on loopback that streams `body` in small chunks."""
+    from reviewer.__main__ import main
+    from tests.agent.loopback import loopback_servers
+
+    def export(server, handler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/x-ndjson")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        try:
+            for start in range(0, len(body), 97):
+                handler.wfile.write(body[start : start + 97])
+                handler.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the command stopped reading at the line it refused
+
+    output = tmp_path / "trail.ocsf.jsonl"
+    monkeypatch.setenv("REVIEWER_TOKEN", "rvw_auditor-token")
+    with loopback_servers(1) as [queue]:
+        queue.answer = export
+        code = main(["trail", "export", "--ocsf", "--queue", queue.url, "-o", str(output)])
+    said = capsys.readouterr().err
+    events = [json.loads(line) for line in output.read_text().splitlines()]
+    return code, events, said
+
+
+def test_the_ocsf_export_keeps_a_last_entry_without_its_newline(tmp_path, monkeypatch, capsys) -> None:
+    code, events, said = ocsf_export(export_body(5, last_newline=False), tmp_path, monkeypatch, capsys)
+    assert code == 0, said
+    assert [event["metadata"]["sequence"] for event in events] == [0, 1, 2, 3, 4]
+
+
+def test_the_ocsf_export_refuses_a_line_that_is_not_json_by_its_number(tmp_path, monkeypatch, capsys) -> None:
+    code, _, said = ocsf_export(export_body(5, broken=4), tmp_path, monkeypatch, capsys)
+    assert code == 1
+    assert "line 4 of the queue's export is not JSON" in said
+    assert "Traceback" not in said and "\x1b" not in said
+
+
+def test_the_ocsf_export_refuses_an_entry_without_its_leaf_by_its_number(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    body = export_body(3, last_newline=False) + b'\n{"index": 3, "leaf_hash": "aGFzaA==", "leaf": 7}'
+    code, events, said = ocsf_export(body, tmp_path, monkeypatch, capsys)
+    assert code == 1 and len(events) == 3
+    assert "line 5 of the queue's export is not a trail entry" in said
