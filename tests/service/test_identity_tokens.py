@@ -144,3 +144,41 @@ def test_a_provider_that_serves_its_keys_or_tokens_in_clear_is_refused(endpoint:
     transport = httpx.MockTransport(lambda request: httpx.Response(200, json=document))
     with httpx.Client(transport=transport) as client, pytest.raises(ProviderUnusable, match=endpoint):
         discover(ISSUER, client)
+
+
+def test_a_token_issued_in_the_future_is_refused(keys: Keys) -> None:
+    key = keys.add("2026-11")
+    later = int(time.time()) + 3600
+    with pytest.raises(TokenRefused, match="not valid yet"):
+        checker(keys, cooldown=0).check(token(key, "2026-11", iat=later, exp=later + 300))
+
+
+def test_a_token_issued_longer_ago_than_a_session_lasts_is_refused(keys: Keys) -> None:
+    """Not expired by its `exp`, but issued before the longest session the queue allows began."""
+    key = keys.add("2026-11")
+    tokens = checker(keys, cooldown=0)
+    now = int(time.time())
+    long_ago = now - int(tokens.settings.session) - 120
+    with pytest.raises(TokenRefused, match="the session ended"):
+        tokens.check(token(key, "2026-11", iat=long_ago, exp=now + 300))
+
+
+def test_a_token_signed_with_another_algorithm_than_its_key_declares_is_refused(keys: Keys) -> None:
+    """The key's `alg` as published decides; a key that declares none serves any of its type's."""
+    key = keys.add("2026-11")
+    now = int(time.time())
+    claims = {
+        "iss": ISSUER,
+        "aud": "reviewer-cli",
+        "sub": "alice",
+        "email": "alice@example.com",
+        "email_verified": True,
+        "groups": ["reviewers"],
+        "iat": now,
+        "exp": now + 300,
+    }
+    pss = jwt.encode(claims, key, algorithm="PS256", headers={"kid": "2026-11"})
+    with pytest.raises(TokenRefused, match="the provider's key is for RS256, and the token says PS256"):
+        checker(keys, cooldown=0).check(pss)
+    del keys.jwks["keys"][0]["alg"]
+    assert checker(keys, cooldown=0).check(pss).subject == "alice"
