@@ -17,6 +17,7 @@ import json
 import time
 from collections.abc import AsyncGenerator, Callable, Generator
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from typing import Any, Final
 
 import httpx
@@ -54,6 +55,11 @@ class ProviderSession:
     def ends_at(self) -> float:
         """When the queue stops accepting the identity token: its `exp`, or `iat` plus the queue's
         session, whichever is first. Read without checking the signature: the queue checks it."""
+        return self._ends_at
+
+    @cached_property
+    def _ends_at(self) -> float:
+        """`ends_at`, the token decoded once per session (each request asks whether it is due)."""
         claims = jwt.decode(self.id_token, options={"verify_signature": False})
         issued = float(claims.get("iat", 0))
         return min(float(claims.get("exp", 0)), issued + self.session_seconds)
@@ -219,9 +225,10 @@ class RenewingAuth(httpx.Auth):
         if self.clock() < self.session.ends_at() - RENEW_BEFORE:
             return False
         stored = self.reload()
-        if stored is not None and stored.id_token != self.session.id_token:
-            self.session = stored
-        return self.clock() >= self.session.ends_at() - RENEW_BEFORE
+        if stored is None or stored.id_token == self.session.id_token:
+            return True
+        self.session = stored
+        return self.clock() >= stored.ends_at() - RENEW_BEFORE
 
     def _update(self, session: ProviderSession) -> None:
         self.session = session

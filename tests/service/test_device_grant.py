@@ -151,3 +151,25 @@ def test_a_session_file_whose_identity_token_cannot_be_read_is_refused_in_words(
     path.write_text(path.read_text().replace('"id_token":"', '"id_token":"garbage.'))
     with pytest.raises(TokenFileUnsafe, match="does not hold a sign-in: run `reviewer login` again"):
         read_credential(path)
+
+
+def test_a_session_s_identity_token_is_decoded_once_however_many_requests_ask_whether_it_is_due(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every request asks whether the session is due for renewal: its token is read once, not twice
+    a request."""
+    session = _session(1000, "r1")
+    decoded: list[str] = []
+    decode = jwt.decode
+
+    def counting(token: str, *args: object, **options: object) -> object:
+        decoded.append(token)
+        return decode(token, *args, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(jwt, "decode", counting)
+    auth = RenewingAuth(session, lambda session: None, clock=lambda: 1100.0)
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json={"name": "alice"}))
+    with httpx.Client(transport=transport, auth=auth) as http:
+        for _ in range(5):
+            http.get("https://queue.example/v1/whoami")
+    assert decoded == [session.id_token]

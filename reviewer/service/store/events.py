@@ -298,7 +298,11 @@ def expired(row: Row, now: float) -> dict[str, Any]:
 def with_id(body: bytes, event_id: str) -> bytes:
     """An event's body as it is delivered: an event queued by a release that wrote no `id` into it
     gets its delivery id there (the same on every retry, as `Reviewer-Delivery` is), placed as
-    `encode` places it; any other body is sent as it was stored."""
+    `encode` places it; any other body is sent as it was stored. A body `encode` wrote (the `id`
+    right after the `format`, where it puts it) is returned as it is, never decoded: a listing of
+    the outbox reads each row's bytes once."""
+    if _id_placed(body):
+        return body
     try:
         document = msgspec.json.decode(body)
     except msgspec.DecodeError:
@@ -306,6 +310,16 @@ def with_id(body: bytes, event_id: str) -> bytes:
     if not isinstance(document, dict) or "id" in document or "format" not in document:
         return body
     return encode(document, event_id)
+
+
+def _id_placed(body: bytes) -> bool:
+    """Whether `body` opens as `encode` writes one: `{"format":"...","id":` (a format is plain text,
+    no quote or escape in it)."""
+    opening = b'{"format":"'
+    if not body.startswith(opening):
+        return False
+    end = body.find(b'"', len(opening))
+    return end != -1 and b"\\" not in body[len(opening) : end] and body.startswith(b',"id":', end + 1)
 
 
 def encode(document: dict[str, Any], event_id: str) -> bytes:

@@ -710,3 +710,34 @@ def run_reviewer(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "reviewer", *args], capture_output=True, text=True, timeout=120
     )
+
+
+def test_listing_the_outbox_decodes_no_body_this_release_wrote_and_gives_each_its_delivery_id(
+    tmp_path: Path, clock: Clock, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A body stored with its `id` is listed as its bytes, never decoded; one a previous release
+    wrote without it is decoded to be given its id, as before."""
+    database = tmp_path / "queue.sqlite3"
+    queue = Queue(str(database), clock, receiver)
+    try:
+        for number in range(3):
+            queue.submit(f"listed-{number}")
+        with sqlite3.connect(database) as db:
+            event_id, stored = db.execute("SELECT event_id, body FROM outbox ORDER BY id LIMIT 1").fetchone()
+            old = {key: value for key, value in json.loads(stored).items() if key != "id"}
+            db.execute("UPDATE outbox SET body = ? WHERE event_id = ?", (json.dumps(old).encode(), event_id))
+        decoded: list[bytes] = []
+        decode = msgspec.json.decode
+
+        def counting(body: bytes, *args: object, **options: object) -> object:
+            decoded.append(bytes(body))
+            return decode(body, *args, **options)  # type: ignore[call-overload]
+
+        monkeypatch.setattr(msgspec.json, "decode", counting)
+        listed = queue.store.list_deliveries()
+        monkeypatch.undo()
+        assert len(listed) == 3
+        assert [msgspec.json.decode(item.body)["id"] for item in listed] == [item.event_id for item in listed]
+        assert decoded == [json.dumps(old).encode()], "only the body without its id was decoded"
+    finally:
+        queue.close()
