@@ -72,7 +72,7 @@ CREATE TABLE trail_log (
 CREATE TRIGGER trail_log_append_only BEFORE UPDATE OR DELETE ON trail_log
     FOR EACH ROW EXECUTE FUNCTION reviewer_append_only();
 """
-"""The trail's Merkle log (`reviewer.service.store.trail`), append-only (version 7: migration 7)."""
+"""The trail's Merkle log (`reviewer.service.store.trail`), append-only (version 8: migration step 8)."""
 TOKEN_ROLES: Final = ", ".join(f"'{role}'" for role in ROLES)
 
 SCHEMA = (

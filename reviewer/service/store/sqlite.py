@@ -60,7 +60,7 @@ CREATE TABLE IF NOT EXISTS trail_log (
 );
 """
 """The trail's Merkle log (`reviewer.service.store.trail`): each leaf's bytes, its hash and the
-hashes of the subtrees it completes (version 7: migration 7)."""
+hashes of the subtrees it completes (version 8: migration step 8)."""
 
 TOKENS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS {table} (
