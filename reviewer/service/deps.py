@@ -10,6 +10,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
+from reviewer.service import rules
 from reviewer.service.auth import Identity, Role, hash_token
 from reviewer.service.errors import BadRequest, Forbidden, Unauthorized
 from reviewer.service.oidc import IdentityTokens, TokenRefused, looks_like_jwt
@@ -102,10 +103,13 @@ def identity_for(store: QueueStore, token: str) -> Identity | None:
     return store.resolve_token(hash_token(token)) if usable_token(token) else None
 
 
-def require_role(identity: Identity, role: Role, action: str) -> None:
-    if identity.role != role:
+def require_role(identity: Identity, role: Role | tuple[Role, ...], action: str) -> None:
+    """Refuse (403) a caller whose token is of none of these roles, naming them and its own."""
+    roles = (role,) if isinstance(role, str) else role
+    if identity.role not in roles:
         raise Forbidden(
-            f"only a {role} token may {action}; this token ({identity.name}) is a {identity.role}"
+            f"only {rules.article(roles[0])} {' or '.join(roles)} token may {action}; this token "
+            f"({identity.name}) is {rules.article(identity.role)} {identity.role}"
         )
 
 

@@ -83,23 +83,39 @@ def check_token_name(name: str) -> str:
     return name
 
 
+def article(role: str) -> str:
+    """`an agent`, `an auditor`, `a reviewer`, `a metrics` token."""
+    return "an" if role[:1] in ("a", "e", "i", "o", "u") else "a"
+
+
 def check_new_token(name: str, role: Role, earlier: list[Row]) -> None:
-    """May a token named `name` be minted, given every token whose name equals it without regard to case?
+    """May a token named `name` be minted, given every token whose name is the same person's?"""
+    check_token_name(name)
+    check_name_free(name, role, earlier)
+
+
+def check_name_free(name: str, role: Role, earlier: list[Row], signs_in: bool = False) -> None:
+    """May `name` go to a new token of `role` (or, `signs_in`, to a provider's person deciding under
+    it), given every other token whose name is the same person's (`policy.quorum.person`)?
 
     A name keeps the role of its first token, revoked or not: proposals are owned by name and a
     decider must not be the owner, so an agent's name that came back as a reviewer's could approve
     that agent's proposals. One active token per name, so revoking a name revokes the person.
     """
-    check_token_name(name)
     for row in earlier:
         if row["role"] != role:
-            article = "an" if row["role"] == "agent" else "a"
+            then = "it cannot decide" if signs_in else f"choose another name for the {role} token"
             raise Conflict(
-                f"the name {row['name']!r} was used for {article} {row['role']} token, and a name keeps "
-                f"its role for life; choose another name for the {role} token"
+                f"the name {row['name']!r} was used for {article(row['role'])} {row['role']} token, and a "
+                f"name keeps its role for life; {then}"
             )
     for row in earlier:
         if row["revoked_at"] is None:
+            if signs_in:
+                raise Conflict(
+                    f"another active token is named {row['name']!r}; revoke it (`reviewer token revoke`) "
+                    f"before {name} signs in"
+                )
             raise Conflict(f"a token named {row['name']!r} exists; revoke it first or choose another name")
 
 

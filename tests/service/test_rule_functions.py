@@ -227,3 +227,36 @@ def test_only_an_approval_cast_before_its_key_was_removed_and_before_the_decisio
     assert without_removed_keys(cast, removals, decided_at=start + timedelta(minutes=2)) == (cast, [])
     other = [KeyRemoval("carol", "SHA256:laptop", start + timedelta(minutes=5))]
     assert without_removed_keys(cast, other, decided_at=None) == (cast, [])
+
+
+def test_a_name_held_by_another_role_is_named_with_its_article_for_a_token_and_a_sign_in() -> None:
+    auditor = {"name": "Audit", "role": "auditor", "revoked_at": None}
+    metrics = {"name": "scrape", "role": "metrics", "revoked_at": NOW}
+    with pytest.raises(Conflict, match="'Audit' was used for an auditor token, .* for the reviewer token"):
+        rules.check_new_token("audit", "reviewer", [auditor])
+    with pytest.raises(Conflict, match="'scrape' was used for a metrics token, .*; it cannot decide"):
+        rules.check_name_free("scrape@example.com", "reviewer", [metrics], signs_in=True)
+    held = {"name": "carol@example.com", "role": "reviewer", "revoked_at": None}
+    with pytest.raises(Conflict, match="another active token is named 'carol@example.com'; .* before carol"):
+        rules.check_name_free("carol", "reviewer", [held], signs_in=True)
+    rules.check_name_free("carol", "reviewer", [{**held, "revoked_at": NOW}], signs_in=True)
+
+
+def test_a_route_open_to_several_roles_names_them_all_when_it_refuses() -> None:
+    from reviewer.service.deps import require_role
+    from reviewer.service.errors import Forbidden
+
+    auditor = Identity(token_id=1, name="audit", role="auditor")
+    require_role(auditor, ("reviewer", "auditor"), "read the trail's entries")
+    with pytest.raises(
+        Forbidden,
+        match=r"only a reviewer or auditor token may read the trail's entries; this token \(bot\) is an "
+        "agent",
+    ):
+        require_role(
+            Identity(token_id=2, name="bot", role="agent"),
+            ("reviewer", "auditor"),
+            "read the trail's entries",
+        )
+    with pytest.raises(Forbidden, match="only a metrics token may read the queue's metrics"):
+        require_role(auditor, "metrics", "read the queue's metrics")

@@ -69,12 +69,7 @@ def create_token(
     now: float,
     kind: Kind = "minted",
 ) -> None:
-    earlier = [
-        row
-        for row in db.all("SELECT name, role, revoked_at FROM tokens")
-        if person(row["name"]) == person(name)
-    ]
-    rules.check_new_token(name, role, earlier)
+    rules.check_new_token(name, role, _same_person(db, name))
     db.run(
         "INSERT INTO tokens (name, role, token_sha256, created_at, expires_at, kind) "
         "VALUES (:name, :role, :token_sha256, :now, :expires_at, :kind)",
@@ -301,7 +296,7 @@ def sign_in(
         )
         if ended is not None and ended["ended"] is not None and issued_at <= ended["ended"]:
             raise Unauthorized("this session was ended on the queue; sign in again (`reviewer login`)")
-        _check_provider_name(db, name, None)
+        rules.check_name_free(name, "reviewer", _same_person(db, name), signs_in=True)
         row = db.one(
             "INSERT INTO tokens (name, role, token_sha256, created_at, kind, issuer, subject, "
             "session_ends_at) VALUES (:name, 'reviewer', :placeholder, :now, 'provider', :issuer, "
@@ -317,7 +312,7 @@ def sign_in(
         assert row is not None
         return int(row["id"])
     if active["name"] != name:
-        _check_provider_name(db, name, active["id"])
+        rules.check_name_free(name, "reviewer", _same_person(db, name, active["id"]), signs_in=True)
     db.run(
         "UPDATE tokens SET name = :name, session_ends_at = :session_ends_at WHERE id = :id",
         name=name,
@@ -327,16 +322,10 @@ def sign_in(
     return int(active["id"])
 
 
-def _check_provider_name(db: Transaction, name: str, own_id: int | None) -> None:
-    """A provider's person decides under a name no other active token holds, and one that no agent
-    ever held (an agent's name may not come back as a reviewer's, as `rules.check_new_token` says)."""
-    for row in db.all("SELECT id, name, role, revoked_at FROM tokens"):
-        if row["id"] == own_id or person(row["name"]) != person(name):
-            continue
-        if row["role"] != "reviewer":
-            raise Conflict(f"the name {name!r} was used for an {row['role']} token; it cannot decide")
-        if row["revoked_at"] is None:
-            raise Conflict(
-                f"another active token is named {row['name']!r}; revoke it (`reviewer token revoke`) "
-                f"before {name} signs in"
-            )
+def _same_person(db: Transaction, name: str, own_id: int | None = None) -> list[Row]:
+    """The tokens, but the row `own_id`, whose names are the same person's as `name` (`person`)."""
+    return [
+        row
+        for row in db.all("SELECT id, name, role, revoked_at FROM tokens")
+        if row["id"] != own_id and person(row["name"]) == person(name)
+    ]
