@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 from reviewer.policy.bounded import PolicyEvaluator
 from reviewer.policy.file import Policy
@@ -103,3 +103,39 @@ class StoreState(Protocol):
     verdicts: dict[tuple[str, int], Verdict]
     notifying: Notifying
     emitted: threading.local
+
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+Connection = TypeVar("Connection", bound=_Closable)
+
+
+class ThreadConnections(Generic[Connection]):
+    """A backend's connections, one per thread (sqlite3 requires it, psycopg's are not shared
+    between threads' transactions), each kept so that the store's `close` closes them all."""
+
+    def __init__(self) -> None:
+        self.local = threading.local()
+        """This thread's `connection` (and whatever else a backend keeps with it)."""
+        self._every: list[Connection] = []
+        self._lock = threading.Lock()
+
+    def current(self) -> Connection | None:
+        connection: Connection | None = getattr(self.local, "connection", None)
+        return connection
+
+    def keep(self, connection: Connection) -> Connection:
+        """`connection` as this thread's from now on."""
+        self.local.connection = connection
+        with self._lock:
+            self._every.append(connection)
+        return connection
+
+    def close(self) -> None:
+        with self._lock:
+            for connection in self._every:
+                connection.close()
+            self._every.clear()
+        self.local = threading.local()

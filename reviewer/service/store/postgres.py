@@ -14,7 +14,6 @@ psycopg is imported only here, so the SQLite default needs nothing from it.
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -35,6 +34,7 @@ from reviewer.service.store import (
     StoreSettings,
     migrations,
 )
+from reviewer.service.store.base import ThreadConnections
 
 WRITE_LOCK: Final = 0x72657669  # "revi": the advisory lock every write transaction holds
 CONNECT_TIMEOUT: Final = 5
@@ -315,9 +315,7 @@ class PostgresStore(QueueStore):
     ) -> None:
         super().__init__(settings)
         self.url = url
-        self._local = threading.local()
-        self._connections: list[psycopg.Connection[Row]] = []
-        self._lock = threading.Lock()
+        self._threads: ThreadConnections[psycopg.Connection[Row]] = ThreadConnections()
         self._migrate(create, migrate)
 
     @property
@@ -390,7 +388,7 @@ class PostgresStore(QueueStore):
     # connections and transactions
 
     def _connection(self) -> psycopg.Connection[Row]:
-        connection: psycopg.Connection[Row] | None = getattr(self._local, "connection", None)
+        connection = self._threads.current()
         if connection is None or connection.closed or connection.broken:
             try:
                 connection = psycopg.connect(
@@ -401,10 +399,8 @@ class PostgresStore(QueueStore):
                 first_line = (str(error).strip().splitlines() or ["no answer"])[0]
                 reason = first_line.rsplit("failed: ", 1)[-1].strip()
                 raise DatabaseUnusable(f"cannot reach PostgreSQL at {describe(self.url)}: {reason}") from None
-            self._local.connection = connection
-            self._local.cursor = connection.cursor()
-            with self._lock:
-                self._connections.append(connection)
+            self._threads.keep(connection)
+            self._threads.local.cursor = connection.cursor()
         return connection
 
     @contextmanager
@@ -437,11 +433,7 @@ class PostgresStore(QueueStore):
         """Autocommit, so the statement is its own transaction; on the thread's one cursor, which
         costs the idle poll less than a new cursor for each statement."""
         self._connection()
-        yield _PostgresTransaction(self._local.cursor)
+        yield _PostgresTransaction(self._threads.local.cursor)
 
     def close(self) -> None:
-        with self._lock:
-            for connection in self._connections:
-                connection.close()
-            self._connections.clear()
-        self._local = threading.local()
+        self._threads.close()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +25,7 @@ from reviewer.service.store import (
     StoreSettings,
     migrations,
 )
+from reviewer.service.store.base import ThreadConnections
 
 OUTBOX_SCHEMA = """
 CREATE TABLE IF NOT EXISTS outbox (
@@ -344,9 +344,7 @@ class SQLiteStore(QueueStore):
     ) -> None:
         super().__init__(settings)
         self.path = Path(path)
-        self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
-        self._lock = threading.Lock()
+        self._threads: ThreadConnections[sqlite3.Connection] = ThreadConnections()
         if not self.path.exists() and not create:
             raise DatabaseUnusable(
                 f"no queue database at {self.path}; check the path, or start "
@@ -440,7 +438,7 @@ class SQLiteStore(QueueStore):
     # connections and transactions
 
     def _connection(self) -> sqlite3.Connection:
-        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        connection = self._threads.current()
         if connection is None:
             connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             connection.row_factory = sqlite3.Row
@@ -448,9 +446,7 @@ class SQLiteStore(QueueStore):
             connection.execute("PRAGMA journal_mode = WAL")
             connection.execute("PRAGMA synchronous = FULL")
             connection.execute("PRAGMA foreign_keys = ON")
-            self._local.connection = connection
-            with self._lock:
-                self._connections.append(connection)
+            self._threads.keep(connection)
         return connection
 
     @contextmanager
@@ -480,11 +476,7 @@ class SQLiteStore(QueueStore):
         yield _SQLiteTransaction(self._connection())
 
     def close(self) -> None:
-        with self._lock:
-            for connection in self._connections:
-                connection.close()
-            self._connections.clear()
-        self._local = threading.local()
+        self._threads.close()
 
     # for tests and operators
 
