@@ -20,6 +20,8 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from reviewer.trail.merkle import decoded_hash
+
 SIGNATURE_PREFIX: Final = "\u2014 "
 """An em dash and a space start every signature line of a signed note."""
 ED25519_ALGORITHM: Final = b"\x01"
@@ -173,11 +175,8 @@ def parse(note: str, source: str = "the checkpoint") -> Checkpoint:
         raise CheckpointError(f"{source} has no usable origin line")
     if not size_text.isascii() or not size_text.isdigit() or (size_text.startswith("0") and size_text != "0"):
         raise CheckpointError(f"{source}: the size line is not a decimal number")
-    try:
-        root = base64.b64decode(root_text, validate=True)
-    except binascii.Error:
-        root = b""
-    if len(root) != 32:
+    root = decoded_hash(root_text)
+    if root is None:
         raise CheckpointError(f"{source}: the root line is not a base64 SHA-256 hash")
     return Checkpoint(origin, int(size_text), root, note)
 

@@ -10,6 +10,8 @@ hash, so a store fetches every hash a proof needs in one query.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
@@ -28,6 +30,15 @@ Range = tuple[int, int]
 
 class ProofError(ValueError):
     """A proof that does not prove what it is said to; the message names what failed."""
+
+
+def decoded_hash(text: str) -> bytes | None:
+    """A hash as exports, proofs and checkpoints write it (base64 of 32 bytes); None when it is not."""
+    try:
+        value = base64.b64decode(text, validate=True)
+    except binascii.Error:
+        return None
+    return value if len(value) == HASH_SIZE else None
 
 
 def leaf_hash(data: bytes) -> bytes:

@@ -12,7 +12,6 @@ not hold raises `TrailInvalid`, naming the entry or the checkpoint.
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from reviewer.trail.entries import (
     ProofHeader,
     describe,
 )
-from reviewer.trail.merkle import LEAF_PREFIX, CompactTree, ProofError, verify_inclusion
+from reviewer.trail.merkle import LEAF_PREFIX, CompactTree, ProofError, decoded_hash, verify_inclusion
 
 
 class TrailInvalid(Exception):
@@ -58,11 +57,8 @@ _line: Final = msgspec.json.Decoder(Line)
 
 
 def _b64(text: str, what: str) -> bytes:
-    try:
-        value = base64.b64decode(text, validate=True)
-    except binascii.Error:
-        value = b""
-    if len(value) != 32:
+    value = decoded_hash(text)
+    if value is None:
         raise TrailInvalid(f"{what} is not a base64 SHA-256 hash")
     return value
 
