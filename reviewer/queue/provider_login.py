@@ -10,13 +10,7 @@ import sys
 import httpx
 
 from reviewer.queue.client import Forbidden, QueueClient, QueueError, Unauthorized, unreachable
-from reviewer.queue.config import (
-    ConfigError,
-    config_file,
-    token_file,
-    write_configured_queue,
-    write_session_file,
-)
+from reviewer.queue.config import config_file, store_sign_in, token_file
 from reviewer.queue.messages import ProviderSignIn, SignInMethods
 from reviewer.queue.sign_in import ProviderSession, SignInFailed, device_sign_in
 from reviewer.queue.trust import trusted_certificates
@@ -63,11 +57,9 @@ def run_provider_login(queue_url: str, provider: ProviderSignIn) -> int:
     except (SignInFailed, QueueError) as error:
         print(f"reviewer login: {error}", file=sys.stderr)
         return 1
-    try:
-        write_session_file(session, token_file())
-        write_configured_queue(queue_url, config_file())
-    except (OSError, ConfigError) as error:
-        print(f"reviewer login: could not store the settings: {error}", file=sys.stderr)
+    unstored = store_sign_in(session, queue_url)
+    if unstored:
+        print(f"reviewer login: {unstored}", file=sys.stderr)
         return 1
     from reviewer.plan.sanitize import safe_text
 

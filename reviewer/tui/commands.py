@@ -86,16 +86,13 @@ def run_demo(options: argparse.Namespace) -> int:
 
 
 def run_review(options: argparse.Namespace) -> int:
-    from reviewer.queue.config import ConfigError, configured_alerts, configured_signing_key, load_settings
-    from reviewer.queue.trust import use_ca_file
-    from reviewer.signing.sshsig import SigningError, signer_for
+    from reviewer.queue.config import ConfigError, configured_alerts, configured_signer, reviewer_settings
+    from reviewer.signing.sshsig import SigningError
 
     try:
-        use_ca_file(options.ca_file)
-        settings = load_settings(options.queue)
+        settings = reviewer_settings(options.queue, options.ca_file)
         alerts = configured_alerts()
-        key_path = configured_signing_key()
-        signer = signer_for(key_path) if key_path is not None else None
+        signer = configured_signer()
     except (ConfigError, SigningError) as error:
         print(f"reviewer review: {error}", file=sys.stderr)
         return 2
@@ -134,9 +131,8 @@ def run_login(options: argparse.Namespace) -> int:
         ConfigError,
         config_file,
         normalize_queue_url,
+        store_sign_in,
         token_file,
-        write_configured_queue,
-        write_token_file,
     )
     from reviewer.queue.trust import use_ca_file
 
@@ -194,11 +190,9 @@ def run_login(options: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    try:
-        write_token_file(token, token_file())
-        write_configured_queue(queue_url, config_file())
-    except (OSError, ConfigError) as error:
-        print(f"reviewer login: could not store the settings: {error}", file=sys.stderr)
+    unstored = store_sign_in(token, queue_url)
+    if unstored:
+        print(f"reviewer login: {unstored}", file=sys.stderr)
         return 1
     print(
         f"signed in to {queue_url} as {identity.name} ({identity.role}); "
