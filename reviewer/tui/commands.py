@@ -126,14 +126,7 @@ def _credential(settings: Settings) -> Secret | httpx.Auth:
 def run_login(options: argparse.Namespace) -> int:
     """Check the token before storing it: a typo found now is not a 401 found mid-incident."""
     from reviewer.queue.client import QueueError, QueueUnreachable, Unauthorized
-    from reviewer.queue.config import (
-        TOKEN_ENV,
-        ConfigError,
-        config_file,
-        normalize_queue_url,
-        store_sign_in,
-        token_file,
-    )
+    from reviewer.queue.config import TOKEN_ENV, ConfigError, normalize_queue_url
     from reviewer.queue.trust import use_ca_file
 
     try:
@@ -146,7 +139,7 @@ def run_login(options: argparse.Namespace) -> int:
     if unanswered:
         print(f"reviewer login: {unanswered}", file=sys.stderr)
         return 1
-    from reviewer.queue.provider_login import provider_of
+    from reviewer.queue.provider_login import finish_login, provider_of, run_provider_login
 
     try:
         provider = provider_of(queue_url)
@@ -154,8 +147,6 @@ def run_login(options: argparse.Namespace) -> int:
         print(f"reviewer login: {error}", file=sys.stderr)
         return 1
     if provider is not None:
-        from reviewer.queue.provider_login import run_provider_login
-
         return run_provider_login(queue_url, provider)
     try:
         token = _token_to_check(queue_url)
@@ -190,15 +181,7 @@ def run_login(options: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    unstored = store_sign_in(token, queue_url)
-    if unstored:
-        print(f"reviewer login: {unstored}", file=sys.stderr)
-        return 1
-    print(
-        f"signed in to {queue_url} as {identity.name} ({identity.role}); "
-        f"token stored in {token_file()} (mode 0600), queue in {config_file()}"
-    )
-    return 0
+    return finish_login(token, queue_url, f"{identity.name} ({identity.role})")
 
 
 def _token_to_check(queue_url: str) -> Secret:
