@@ -21,6 +21,7 @@ from reviewer.audit.registry import AuditSource
 from reviewer.audit.reported import late_audit, unreadable_audit
 from reviewer.queue.messages import AuditVerification
 from reviewer.reading.audit_matching import AuditMatch
+from reviewer.reading.audit_rows import MalformedLine
 
 DEFAULT_AUDIT_READ_TIMEOUT: Final = 120.0
 """How long a run's report waits for its audit source to be read (a URL's own timeout is per read)."""
@@ -38,13 +39,17 @@ class AuditUnavailable(AgentError):
 
 
 async def require_readable(source: AuditSource, client: httpx.AsyncClient | None) -> None:
-    """`AuditUnavailable` unless the source's first row can be read now: a missing file, a refused URL
-    or a wrong path on the API is said before anything runs, not after."""
+    """`AuditUnavailable` unless the source's first entry can be read now: a missing file, a refused
+    URL, a wrong path on the API or a document that is no log is said before anything runs, not after."""
     try:
         ready = await source.ready(client)
-        await asyncio.to_thread(next, iter(ready.rows()), None)
+        first = await asyncio.to_thread(next, iter(ready.rows()), None)
     except AuditSourceUnreadable as error:
         raise AuditUnavailable(source.name, str(error)) from None
+    if isinstance(first, MalformedLine):
+        raise AuditUnavailable(
+            source.name, f"its first entry does not read as one: {first.where} {first.problem}"
+        )
 
 
 async def dry_run_window(

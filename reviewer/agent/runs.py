@@ -358,7 +358,7 @@ class Recording:
             self.audit_match = await dry_run_window(
                 self.audit, self.client, self.started_at, self.finished_at, self.dry_run_request_ids
             )
-            log.info("%s", alarm_line(self.audit_match, self.audit.name))
+            log.info("%s", alarm_line(self.audit_match, self.audit))
         if self.write_requests == 0:
             self.writes_kept = 0
         elif self.audit is not None and self.audit_match is not None:

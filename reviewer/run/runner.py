@@ -320,7 +320,7 @@ async def dry_run(
     window = recording.audit_match
     if window is not None and gate.audit is not None:
         carried = "; the plan carries the alarm" if window.unplanned else ""
-        say(alarm_line(window, gate.audit.name) + carried)
+        say(alarm_line(window, gate.audit) + carried)
         for unplanned in window.unplanned:
             say(safe_text(f"unplanned during the dry run: {unplanned_text(unplanned)}"))
     proposal = gate.propose(recording, title=title, proposal_id=proposal_id, revision=revision)
@@ -403,10 +403,7 @@ async def report_audit(gate: Gate, execution: Execution) -> None:
 def report(gate: Gate, execution: Execution, approved_by: str) -> int:
     """One line for the run, one for its verification; 0 only when every approved call succeeded."""
     verification = gate.verify(execution)
-    if gate.audit is not None:
-        checked = f"against the plan ({gate.audit.name} is held against the run on the next line)"
-    else:
-        checked = "against the plan (no --audit)"
+    checked = "against the plan" if gate.audit is not None else "against the plan (no --audit)"
     if execution.ok:
         say(
             f"approved by {approved_by}; all {len(execution.executed)} calls succeeded; verified {checked}: "

@@ -18,12 +18,13 @@ from reviewer.audit import inputs
 from reviewer.audit.registry import BadAuditSource, audit_source
 from reviewer.sample_api import tools
 
-NOW = datetime.now(UTC)
 API_LOG = audit_source("api:/v1/audit")
 
 
-def entry(request_id: str | None, *, at: datetime = NOW, path: str = "/v1/tickets") -> dict[str, Any]:
-    return {"at": at.isoformat(), "method": "POST", "path": path, "status": 201, "request_id": request_id}
+def entry(request_id: str | None, *, path: str = "/v1/tickets") -> dict[str, Any]:
+    """A write the log holds, made now."""
+    at = datetime.now(UTC).isoformat()
+    return {"at": at, "method": "POST", "path": path, "status": 201, "request_id": request_id}
 
 
 def api_serving(*pages: Any) -> httpx.AsyncClient:
@@ -40,7 +41,8 @@ def api_serving(*pages: Any) -> httpx.AsyncClient:
 
 
 def window(client: httpx.AsyncClient | None, ids: tuple[str, ...] = ("dry-1",), source: Any = API_LOG) -> Any:
-    return asyncio.run(dry_run_window(source, client, NOW - timedelta(seconds=1), NOW, ids))
+    now = datetime.now(UTC)
+    return asyncio.run(dry_run_window(source, client, now - timedelta(seconds=1), now, ids))
 
 
 def test_an_api_log_is_read_through_the_runs_client_and_tells_kept_from_around() -> None:
@@ -56,7 +58,7 @@ def test_a_log_of_every_request_leaves_what_was_kept_unknown(tmp_path: Path) -> 
     """An access log holds the gate's dry-run requests honoured or not: it cannot count kept writes."""
     log = tmp_path / "access.json"
     log.write_text(
-        f'{{"time": "{NOW.isoformat()}", "method": "POST", "uri": "/v1/tickets?dryRun=All", '
+        f'{{"time": "{datetime.now(UTC).isoformat()}", "method": "POST", "uri": "/v1/tickets?dryRun=All", '
         '"status": 201, "request_id": "dry-1"}\n'
     )
     source = audit_source(f"access-log:{log}")
@@ -93,12 +95,12 @@ def test_an_api_log_is_read_no_further_than_a_document_may_be(monkeypatch: pytes
 def test_a_server_dry_run_learns_what_the_api_kept_and_who_wrote_around_it() -> None:
     """An API that ignores the dry-run parameter keeps the create, under the request id the gate sent;
     another client's write lands meanwhile. The plan says one kept, one around."""
-    log: list[dict[str, Any]] = [entry(None, path="/v1/tickets/t9")]
+    log: list[dict[str, Any]] = []
 
     def api(request: httpx.Request) -> httpx.Response:
         if request.method == "GET":
             return httpx.Response(200, json={"entries": log})
-        log.append(entry(request.headers["X-Request-Id"]))
+        log.extend([entry(request.headers["X-Request-Id"]), entry(None, path="/v1/tickets/t9")])
         return httpx.Response(201, json={"id": "tk-4", "title": "x"})
 
     async def run() -> Any:
@@ -119,8 +121,9 @@ def test_a_record_dry_run_kept_nothing_whatever_the_log_holds() -> None:
     """Nothing was sent: every write in the window is someone else's, none is a kept one."""
 
     async def run() -> Recording:
-        recording = Recording(RecordBackend(), client=api_serving([entry(None)]), audit=API_LOG)
+        recording = Recording(RecordBackend(), client=api_serving([]), audit=API_LOG)
         await recording.start()
+        recording.client = api_serving([entry(None)])  # another client writes while the task runs
         await recording.finish()
         return recording
 

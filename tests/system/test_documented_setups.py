@@ -368,8 +368,8 @@ def test_any_language_node_agent_runs_its_approved_plan_and_reports_as_the_page_
     for line in dry_run[:-1]:
         assert line.replace(",...]}", "") in stdout + output
     assert WAITS.search(dry_run[-1])
-    (ended,) = fenced("any-language.md", "reviewer run: approved by").splitlines()
-    assert status == 1 and ended in output, output
+    ended, audited = fenced("any-language.md", "reviewer run: approved by").splitlines()
+    assert status == 1 and ended in output and audited in output, output
 
 
 def nginx_as_the_page_configures_it(shell: Shell, backend: str) -> tuple[str, Path]:

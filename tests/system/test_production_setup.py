@@ -270,7 +270,12 @@ def run_a_reviewer_run_agent(
         run.process.kill()
     assert status == 0, output
     output += approved
-    assert "audit: 1 of 1 calls matched; 0 writes in the audit log no approved call made" in output, output
+    # The API is shared: the README agent's approved PATCH, seconds earlier, may fall in this run's
+    # windows, and is then said as a write this run did not make. Nothing else may be.
+    assert "audit: 1 of 1 calls matched;" in output, output
+    around = [line for line in output.splitlines() if "unplanned" in line and ": PATCH" in line]
+    assert all("PATCH /v1/tickets/t1 200" in line for line in around), output
+    assert len(around) == sum("unplanned" in line and "200 at" in line for line in output.splitlines()), output
     return proposal_id, output
 
 
