@@ -23,6 +23,7 @@ from reviewer.audit.fields import (
     dig,
     document_entries,
     json_entries,
+    rows_from,
     split_uri,
     status_field,
     text_field,
@@ -196,15 +197,7 @@ def rows_of(
     entries: Iterator[Entry | MalformedLine], names: FieldNames
 ) -> Iterator[AuditRow | MalformedLine]:
     """Each entry as a row by `names`; an entry that does not read as one is a `MalformedLine`."""
-    for item in entries:
-        if isinstance(item, MalformedLine):
-            yield item
-            continue
-        where, entry = item
-        try:
-            yield row_of(where, entry, names)
-        except BadField as error:
-            yield MalformedLine(where, str(error))
+    return rows_from(entries, lambda where, entry: row_of(where, entry, names))
 
 
 def read_access_log(source: AuditInput, mapping: Mapping[str, str]) -> Iterator[AuditRow | MalformedLine]:
