@@ -124,10 +124,10 @@ def audit_source(
         )
     if kind not in known:
         raise BadAuditSource(f"--audit {kind[:40]!r}: no such kind; the kinds are {', '.join(known)}")
-    if kind == THROUGH_THE_API and not location.startswith("/"):
+    if kind == THROUGH_THE_API and (not location.startswith("/") or location.startswith("//")):
         raise BadAuditSource(
             f"--audit api:{location[:80]!r}: give the log's path on the API (api:/v1/audit); it is read "
-            "through the run's own client"
+            "through the run's own client, with the API's credential, so it names no other host"
         )
     if location == "-" and stdin_is is not None:
         raise BadAuditSource(

@@ -66,6 +66,12 @@ def test_a_log_of_every_request_leaves_what_was_kept_unknown(tmp_path: Path) -> 
     assert (read.gate_dry_runs, writes_kept(source, read), read.unplanned) == (1, None, ())
 
 
+def test_a_log_of_kept_writes_with_a_line_it_cannot_read_proves_nothing_was_kept() -> None:
+    """The unreadable entry may be the kept write: the count is unknown, never 0."""
+    read = window(api_serving([entry(None, path="/v1/tickets/t9"), {"at": "yesterday", "method": "POST"}]))
+    assert (read.malformed_count, writes_kept(API_LOG, read)) == (1, None)
+
+
 @pytest.mark.parametrize("answer", [404, 503, {"not": "a log"}])
 def test_an_api_log_that_cannot_be_read_stops_the_dry_run(answer: Any) -> None:
     def answering(request: httpx.Request) -> httpx.Response:
@@ -137,6 +143,7 @@ def test_a_record_dry_run_kept_nothing_whatever_the_log_holds() -> None:
     [
         ("/v1/audit", "api:/v1/audit for a log the API serves itself"),
         ("api:v1/audit", "give the log's path on the API"),
+        ("api://collector.example/v1/audit", "so it names no other host"),
     ],
 )
 def test_an_audit_option_the_api_kind_cannot_read_says_what_to_write(spec: str, says: str) -> None:
