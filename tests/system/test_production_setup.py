@@ -275,7 +275,9 @@ def run_a_reviewer_run_agent(
     assert "audit: 1 of 1 calls matched;" in output, output
     around = [line for line in output.splitlines() if "unplanned" in line and ": PATCH" in line]
     assert all("PATCH /v1/tickets/t1 200" in line for line in around), output
-    assert len(around) == sum("unplanned" in line and "200 at" in line for line in output.splitlines()), output
+    assert len(around) == sum("unplanned" in line and "200 at" in line for line in output.splitlines()), (
+        output
+    )
     return proposal_id, output
 
 
