@@ -35,6 +35,8 @@ from reviewer.run.serving import serving  # noqa: E402
 from tests.service.ports import free_port  # noqa: E402
 
 ROUNDS = 5
+NOTE_KB = 100
+"""A write's free text, words and dashes such as a minted id could hide in: read whole by the gate."""
 
 
 def start_sample_api() -> tuple[subprocess.Popen[bytes], str]:
@@ -71,6 +73,7 @@ async def per_request(send: Callable[[], Awaitable[httpx.Response]], count: int)
 async def measure(api_url: str, count: int) -> dict[str, float]:
     figures: dict[str, float] = {}
     body = {"title": "Printer on fire"}
+    noted = {"title": "Printer on fire", "note": "see tk 4-b " * (NOTE_KB * 1024 // 11)}
     async with httpx.AsyncClient(base_url=api_url) as api, httpx.AsyncClient(base_url=api_url) as direct:
         figures["read, direct"] = await per_request(lambda: direct.get("/v1/tickets/t1"), count)
         figures["dry write, direct (dryRun=All)"] = await per_request(
@@ -83,7 +86,7 @@ async def measure(api_url: str, count: int) -> dict[str, float]:
             gate = Gate(api=api, queue=queue, backend=via, **options)
             http_gate = HttpGate(api, api_url)
             recording = gate.recorder()
-            await recording._start()
+            await recording.start()
             http_gate.mode = DryMode(recording)
             async with serving(http_gate) as gate_url, httpx.AsyncClient(base_url=gate_url) as child:
                 if via == "server":
@@ -93,6 +96,13 @@ async def measure(api_url: str, count: int) -> dict[str, float]:
                 figures[f"write, through the gate ({via})"] = await per_request(
                     lambda: child.post("/v1/tickets", json=body), count
                 )
+                if via == "server":  # each earlier create minted an id: a long string is looked through
+                    figures[f"write with a {NOTE_KB} KB note, through the gate (server)"] = await per_request(
+                        lambda: child.post("/v1/tickets", json=noted), max(count // 30, 3)
+                    )
+        figures[f"dry write with a {NOTE_KB} KB note, direct"] = await per_request(
+            lambda: direct.post("/v1/tickets", params={"dryRun": "All"}, json=noted), max(count // 30, 3)
+        )
         await queue.aclose()
     return figures
 
@@ -108,13 +118,18 @@ def main() -> None:
         process.terminate()
         process.wait(10)
     for name, seconds in figures.items():
-        print(f"{name:<36} {seconds * 1000:8.2f} ms per request")
+        print(f"{name:<52} {seconds * 1000:8.2f} ms per request")
     read = figures["read, through the gate"] / figures["read, direct"]
     server = figures["write, through the gate (server)"] / figures["dry write, direct (dryRun=All)"]
     record = figures["write, through the gate (record)"] / figures["dry write, direct (dryRun=All)"]
     print(f"read through the gate / direct read:               {read:5.2f}x")
     print(f"server dry-run write through the gate / direct:    {server:5.2f}x")
     print(f"recorded write (nothing sent) / direct dry write:  {record:5.2f}x")
+    noted = (
+        figures[f"write with a {NOTE_KB} KB note, through the gate (server)"]
+        / figures[f"dry write with a {NOTE_KB} KB note, direct"]
+    )
+    print(f"{NOTE_KB} KB note through the gate / direct:           {noted:5.2f}x")
 
 
 if __name__ == "__main__":

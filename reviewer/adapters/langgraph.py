@@ -72,7 +72,6 @@ class GatedNodes:
             title=self.title,
             proposal_id=state["proposal_id"] if feedback else None,
             revision=next_revision(feedback),
-            dry_run_audit=await self.gate.audit_dry_run(recording),
         )
         submission = await self.gate.submit(proposal)
         return {

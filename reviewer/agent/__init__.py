@@ -13,7 +13,7 @@ async with dry_run("record") as recording:                # or "server" with the
     await task()
 proposal = recording.to_proposal(proposal_id=..., title=..., agent=..., target=...)
 approval = await queue.submit_and_wait(proposal)          # a reviewer decides
-execution = await queue.execute(approval, client=api, audit=HttpAuditLog())
+execution = await queue.execute(approval, client=api, audit=audit_source("api:/v1/audit"))
 # claims the approval, replays the approved calls once, reports the run, raises RunStopped unless all ran
 
 `__all__` also names the types these signatures take and return (`QueueClient`, `AllowedSigners`,
@@ -23,7 +23,7 @@ The modules below this package are its inside (an import-linter contract): only 
 framework adapters and `mcp-gate`, built on the same machinery, import them, and change with them.
 """
 
-from reviewer.agent.audit import AuditUnavailable, HttpAuditLog
+from reviewer.agent.audit import AuditUnavailable
 from reviewer.agent.backends import (
     BACKENDS,
     KUBERNETES_DRY_RUN_QUERY,
@@ -113,7 +113,6 @@ __all__ = [
     "Gate",
     "GateResult",
     "GatedTool",
-    "HttpAuditLog",
     "HttpRequest",
     "KUBERNETES_DRY_RUN_QUERY",
     "Ledger",

@@ -1,121 +1,118 @@
-"""Reading an API's audit log: what it kept, which is how a run learns `writes_kept` and verifies."""
+"""A run's reading of its audit source (`reviewer.audit`, docs/audit-logs.md): the dry run's window, for the
+writes the API kept and the writes someone else made meanwhile; the real run, call by call. Every source is
+read the same way, off the event loop: an `api:` log is first fetched through the run's own client.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+import asyncio
+import contextlib
+import threading
+from collections.abc import Collection
+from datetime import UTC, datetime
+from typing import Final
 
 import httpx
 
 from reviewer.agent.errors import AgentError
-from reviewer.reading.audit_matching import RequestLine, claim_lines
+from reviewer.audit.checks import RealRun, verify_run, writes_during_dry_run
+from reviewer.audit.inputs import AuditSourceUnreadable
+from reviewer.audit.registry import AuditSource
+from reviewer.audit.reported import late_audit, unreadable_audit
+from reviewer.queue.messages import AuditVerification
+from reviewer.reading.audit_matching import AuditMatch
+from reviewer.reading.audit_rows import MalformedLine
 
-if TYPE_CHECKING:
-    from reviewer.agent.http_values import HttpRequest
+DEFAULT_AUDIT_READ_TIMEOUT: Final = 120.0
+"""How long a run's report waits for its audit source to be read (a URL's own timeout is per read)."""
 
 
 class AuditUnavailable(AgentError):
-    """The API's audit log could not be read. A real run's counts that depend on it are left unknown,
-    not guessed; a dry run that was given the log stops, since only the log proves it kept nothing."""
+    """The audit source given to a dry run could not be read: the dry run stops, since only the log
+    proves what the API kept and that nobody wrote around the gate."""
+
+    def __init__(self, source_name: str, problem: str) -> None:
+        super().__init__(
+            f"the audit log {source_name} cannot be read ({problem}); check its location, or leave it out "
+            "and nothing proves what the API kept"
+        )
 
 
-@dataclass(frozen=True)
-class HttpAuditLog:
-    """An audit log served as JSON at `path`: a list, or an object holding the list under `entries_key`.
-
-    Reading it is a read, so it goes straight through the runner's client in every mode. Lines that
-    carry the request's method and path (and its query, under the names given here) can be attributed
-    to the run that sent them, so a run that shares the API with others counts only its own kept
-    writes. Never by the body: the line of a create holds what the server added (its `id`).
-    """
-
-    path: str = "/v1/audit"
-    entries_key: str | None = "entries"
-    method_field: str = "method"
-    path_field: str = "path"
-    query_field: str = "query"
-
-    async def read(self, client: httpx.AsyncClient) -> list[dict[str, Any]]:
-        try:
-            response = await client.get(self.path)
-            response.raise_for_status()
-            body = response.json()
-        except (httpx.HTTPError, ValueError) as error:
-            raise AuditUnavailable(
-                f"the audit log at {self.path} cannot be read ({type(error).__name__}: {error}); check its "
-                "path, or leave it out and nothing proves what the API kept"
-            ) from error
-        entries = body.get(self.entries_key) if self.entries_key and isinstance(body, dict) else body
-        if not isinstance(entries, list):
-            where = f"a list under {self.entries_key!r}" if self.entries_key else "a list"
-            raise AuditUnavailable(
-                f"{self.path} is not an audit log: expected {where} of entries; check its path"
-            )
-        return [entry for entry in entries if isinstance(entry, dict)]
-
-    def lines_of(
-        self, new_lines: Sequence[dict[str, Any]], sent: Sequence[HttpRequest]
-    ) -> list[dict[str, Any]]:
-        """The new lines that record one of the `sent` requests (each request claims at most one line).
-
-        A line is a request's when its method and path are the request's, and so is its query when the
-        line records one (a server dry run's own parameter included, which is how a kept dry-run write
-        is told from another client's real one). When the lines do not carry method and path, nothing
-        can be attributed and every new line counts: an over-count is safer than missing a kept write.
-        """
-        lines = [self._request_line(line) for line in new_lines]
-        if any(line is None for line in lines):
-            return list(new_lines)
-        requests = [RequestLine.of(request.method, request.path, request.query or {}) for request in sent]
-        claimed = claim_lines([line for line in lines if line is not None], requests)
-        return [new_lines[index] for index in sorted(index for index in claimed if index is not None)]
-
-    def _request_line(self, line: Mapping[str, Any]) -> RequestLine | None:
-        """The request an audit line records; None when it names no method and path."""
-        method, path = line.get(self.method_field), line.get(self.path_field)
-        if not isinstance(method, str) or not isinstance(path, str):
-            return None
-        query = line.get(self.query_field)
-        return RequestLine.of(method, path, query if isinstance(query, Mapping) else None)
+async def require_readable(source: AuditSource, client: httpx.AsyncClient | None) -> None:
+    """`AuditUnavailable` unless the source's first entry can be read now: a missing file, a refused
+    URL, a wrong path on the API or a document that is no log is said before anything runs, not after."""
+    try:
+        ready = await source.ready(client)
+        first = await asyncio.to_thread(next, iter(ready.rows()), None)
+    except AuditSourceUnreadable as error:
+        raise AuditUnavailable(source.name, str(error)) from None
+    if isinstance(first, MalformedLine):
+        raise AuditUnavailable(
+            source.name, f"its first entry does not read as one: {first.where} {first.problem}"
+        )
 
 
-class RunAudit:
-    """The audit lines one run's own writes left: the log's length before the run, its new lines after.
+async def dry_run_window(
+    source: AuditSource,
+    client: httpx.AsyncClient | None,
+    started_at: datetime,
+    finished_at: datetime | None,
+    dry_run_ids: Collection[str],
+) -> AuditMatch:
+    """The source read for the dry run's window (to now while it runs): the gate's own dry-run requests
+    known by `dry_run_ids`, every other write in it someone else's. `AuditUnavailable` when it cannot be
+    read."""
+    try:
+        ready = await source.ready(client)
+        until = finished_at or datetime.now(UTC)
+        read = await asyncio.to_thread(writes_during_dry_run, ready, started_at, until, dry_run_ids)
+    except AuditSourceUnreadable as error:
+        raise AuditUnavailable(source.name, str(error)) from None
+    if read.rows_read == 0 and read.malformed:
+        first = read.malformed[0]
+        raise AuditUnavailable(source.name, f"no entry reads as one: {first.where} {first.problem}")
+    return read
 
-    Dry runs and real runs both learn what the API kept this way. Without a log or a client what was
-    kept stays unknown (None), never guessed. A log that cannot be read leaves it unknown too, unless
-    it is `required` (a dry run's proof that it kept nothing): then `AuditUnavailable` is raised.
-    """
 
-    def __init__(
-        self, log: HttpAuditLog | None, client: httpx.AsyncClient | None, *, required: bool = False
-    ) -> None:
-        self.log = log
-        self.client = client
-        self.required = required
-        self._before: int | None = None
+def writes_kept(source: AuditSource, window: AuditMatch) -> int | None:
+    """How many of the gate's dry-run requests the API kept, where the log can say: a log of kept writes
+    only (`api:`, `sample:`) holds an entry for each one the API wrote. Other logs record every request,
+    honoured or not, and leave it unknown (None); so does a log with a line that cannot be read."""
+    if not source.keeps_only_kept_writes or window.malformed_count:
+        return None  # a line it could not read may be a kept write
+    return window.gate_dry_runs
 
-    async def start(self) -> None:
-        """Count the lines already there, so the lines the run adds can be told from them."""
-        self._before = None
-        if self.log is None or self.client is None:
-            return
-        try:
-            self._before = len(await self.log.read(self.client))
-        except AuditUnavailable:
-            if self.required:
-                raise
-            return
 
-    async def kept(self, sent: Iterable[HttpRequest | None]) -> list[dict[str, Any]] | None:
-        """The lines added since `start` that record one of the `sent` requests, or None if unknown."""
-        if self.log is None or self.client is None or self._before is None:
-            return None
-        try:
-            lines = await self.log.read(self.client)
-        except AuditUnavailable:
-            if self.required:
-                raise
-            return None
-        return self.log.lines_of(lines[self._before :], [request for request in sent if request is not None])
+async def verify_after_run(
+    execution: RealRun,
+    source: AuditSource,
+    client: httpx.AsyncClient | None,
+    timeout: float = DEFAULT_AUDIT_READ_TIMEOUT,
+) -> tuple[AuditMatch | None, AuditVerification]:
+    """The real run against its audit source, and what its report says of it. Read in a thread of its
+    own for at most `timeout` seconds: a log that trickles in or a reader that hangs is left behind (a
+    daemon thread, which holds up neither the report nor the process's exit) and the report says the
+    log was not read in time."""
+    try:
+        ready = await asyncio.wait_for(source.ready(client), timeout)
+    except AuditSourceUnreadable as error:
+        return None, unreadable_audit(source.name, source.input.redacted(str(error)))
+    except TimeoutError:
+        return None, late_audit(source.name, timeout)
+    loop = asyncio.get_running_loop()
+    verified: asyncio.Future[tuple[AuditMatch | None, AuditVerification]] = loop.create_future()
+
+    def settle(outcome: tuple[AuditMatch | None, AuditVerification]) -> None:
+        if not verified.done():
+            verified.set_result(outcome)
+
+    def read() -> None:
+        outcome = verify_run(execution, ready)
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits for it
+            loop.call_soon_threadsafe(settle, outcome)
+
+    threading.Thread(target=read, name=f"audit {source.name}", daemon=True).start()
+    try:
+        return await asyncio.wait_for(verified, timeout)
+    except TimeoutError:
+        return None, late_audit(source.name, timeout)

@@ -29,7 +29,7 @@ from typing import Any, Final, NoReturn
 
 import httpx
 
-from reviewer.agent.audit import HttpAuditLog, RunAudit
+from reviewer.agent.audit import DEFAULT_AUDIT_READ_TIMEOUT, verify_after_run
 from reviewer.agent.backends import answer_from_response, build_request, is_live_client
 from reviewer.agent.errors import (
     LiveClientRequired,
@@ -44,6 +44,7 @@ from reviewer.agent.errors import (
 from reviewer.agent.http_values import CallAnswer, HttpRequest, new_request_id
 from reviewer.agent.runs import RecordedCall, running
 from reviewer.agent.tools import GatedTool, WriteTool, call_maybe_async, plain_result, spec_of
+from reviewer.audit.registry import AuditSource
 from reviewer.plan.dry_run_params import without_dry_run_params
 from reviewer.plan.hosts import destination, dot_segments, fully_unquoted
 from reviewer.plan.matching import MISSING, FieldChange, match_call, plain
@@ -229,7 +230,8 @@ class Execution:
 
     approval: Approval
     client: httpx.AsyncClient | None
-    audit: HttpAuditLog | None = None
+    audit: AuditSource | None = None
+    """The API's audit log: the run is held against it call by call, by request id (`read_audit`)."""
     allow_any_target: bool = False
     claim_id: str | None = None
     """The queue's claim this run holds (None for a run without a queue); its report names it."""
@@ -242,8 +244,6 @@ class Execution:
     real_results: dict[int, Any] = field(default_factory=dict)
     """seq of a plan call -> the result its real write answered: where placeholders take their values."""
     write_requests: int = 0
-    audit_lines: list[dict[str, Any]] = field(default_factory=list)
-    audit_available: bool = False
     report_key: str = field(default_factory=lambda: f"execution-{uuid.uuid4()}")
     """The Idempotency-Key every report of this run carries: a retried report is stored once."""
     request_id_header: str = DEFAULT_REQUEST_ID_HEADER
@@ -256,11 +256,9 @@ class Execution:
     nobody approved; or why the source could not be read."""
     _lock: asyncio.Lock = field(init=False, repr=False, default_factory=asyncio.Lock)
     _closed: bool = field(init=False, repr=False, default=False)
-    _run_audit: RunAudit = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         check_target(self.approval, self.client, allow_any_target=self.allow_any_target)
-        self._run_audit = RunAudit(self.audit, self.client)
 
     @property
     def plan(self) -> Sequence[Call]:
@@ -268,7 +266,8 @@ class Execution:
 
     @property
     def writes_kept(self) -> int | None:
-        return len(self.audit_lines) if self.audit_available else None
+        """The run's writes the audit log shows, once read (`read_audit`); None before, or without one."""
+        return self.audit_match.matched if self.audit_match is not None else None
 
     @property
     def unexecuted(self) -> list[Call]:
@@ -563,15 +562,18 @@ class Execution:
             self.failure = f"{type(error).__name__}: {error}"
 
     async def start(self) -> None:
-        """Begin the real run: the API's audit log asked where it stands before the first call."""
-        await self._run_audit.start()
+        """A real run sets nothing up: each call carries its own request id, which the log is read by."""
 
     async def finish(self) -> None:
-        """End the real run: the lines the API's audit log kept for its calls, when it can say."""
-        lines = await self._run_audit.kept(call.sent for call in self.executed)
-        if lines is not None:
-            self.audit_lines = lines
-            self.audit_available = True
+        """A real run's log is read once the caller knows how it ended (`read_audit`), not here."""
+
+    async def read_audit(self, timeout: float = DEFAULT_AUDIT_READ_TIMEOUT) -> None:
+        """Hold the run against its audit source, call by call (`audit_match`), and keep what its
+        report says of it (`audit_verification`); nothing without a source."""
+        if self.audit is not None:
+            self.audit_match, self.audit_verification = await verify_after_run(
+                self, self.audit, self.client, timeout
+            )
 
     # reading the result
 
@@ -658,7 +660,7 @@ async def real_run(
     approval: Approval,
     *,
     client: httpx.AsyncClient,
-    audit: HttpAuditLog | None = None,
+    audit: AuditSource | None = None,
     allow_any_target: bool = False,
 ) -> AsyncIterator[Execution]:
     """Run write tools for real inside the block, each one checked against the approved plan first.
@@ -666,7 +668,8 @@ async def real_run(
     The block sees the flag off (real) and every other context keeps its own value. A `PlanStop`
     raised by a tool propagates out of the block; the `Execution` keeps what ran before it. A client
     that is not on the approved target raises before the block (`TargetMismatch`, `NoTarget`).
-    This makes no claim and sends no report: `QueueAgent.execute` does both.
+    This makes no claim and sends no report: `QueueAgent.execute` does both. Nor does it read the
+    audit log: `await execution.read_audit()` after the block does.
     """
     execution = Execution(approval, client, audit, allow_any_target=allow_any_target)
     error: BaseException | None = None
@@ -685,7 +688,7 @@ async def execute_approved(
     approval: Approval,
     *,
     client: httpx.AsyncClient | None,
-    audit: HttpAuditLog | None = None,
+    audit: AuditSource | None = None,
     tools: Iterable[WriteTool | GatedTool] = (),
     allow_any_target: bool = False,
     request_id_header: str = DEFAULT_REQUEST_ID_HEADER,
@@ -699,4 +702,5 @@ async def execute_approved(
     error = await execution.run(task if task is not None else lambda: execution.replay(tools))
     if error is not None:
         raise error
+    await execution.read_audit()
     return execution

@@ -11,7 +11,6 @@ each on its own. Every step is the library's own: the gate adds no rule, it only
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import re
@@ -24,9 +23,7 @@ from types import TracebackType
 from typing import Any, Final
 
 import httpx
-import msgspec
 
-from reviewer.agent.audit import HttpAuditLog
 from reviewer.agent.backends import make_backend
 from reviewer.agent.errors import (
     AgentError,
@@ -45,8 +42,6 @@ from reviewer.agent.runs import Recording, running
 from reviewer.agent.sandbox_check import SandboxCheck
 from reviewer.agent.tools import GatedTool, WriteTool
 from reviewer.agent.waiting import Patience
-from reviewer.audit.checks import alarm_line, writes_during_dry_run
-from reviewer.audit.inputs import AuditSourceUnreadable
 from reviewer.audit.registry import AuditSource, audit_source
 from reviewer.plan.proposal import Agent, Proposal, Target
 from reviewer.queue.client import QueueClient
@@ -113,11 +108,17 @@ class GateResult:
     verification: Verification | None = None
     feedback: tuple[Feedback, ...] = ()
     """The changes reviewers asked for on the earlier revisions, oldest first (`max_revisions`)."""
-    dry_run_audit: AuditMatch | None = None
-    """The audit source read for the dry run's window: `unplanned` are writes the gate did not make."""
-    audit: AuditMatch | None = None
-    """The real run against the audit source, call by call by request id (`summary` is the line of
-    docs/design.md, "Verifying against audit logs")."""
+
+    @property
+    def dry_run_audit(self) -> AuditMatch | None:
+        """The audit source read for the dry run's window: `unplanned` are writes the gate did not make."""
+        return self.recording.audit_match
+
+    @property
+    def audit(self) -> AuditMatch | None:
+        """The real run against the audit source, call by call by request id (`summary` is the line of
+        docs/design.md, "Verifying against audit logs"); None without a source, or unread."""
+        return self.execution.audit_match if self.execution is not None else None
 
     @property
     def ok(self) -> bool:
@@ -160,10 +161,12 @@ class Gate:
     runs once). A queue that is away (restarted, upgraded) is waited for, with `patience`'s backoff, for
     as long as the decision may still come and at most `decision_timeout` seconds; nothing is sent twice.
 
-    `audit` may also be an audit source, `"access-log:/var/log/nginx/api.json"` or any `KIND:LOCATION`
-    (`reviewer.audit.registry.audit_source`): the dry run's window is then read for writes the gate did
-    not make (the plan's `dry_run.writes_around`, an alarm on the review screen), and the real run is
-    matched call by call by the request id each write carries in `request_id_header`.
+    `audit` is the API's audit log, `"api:/v1/audit"` (served by the API, read through `api`),
+    `"access-log:/var/log/nginx/api.json"` or any `KIND:LOCATION` (`reviewer.audit.registry.audit_source`):
+    the dry run's window is read for what the API kept of its requests (`dry_run.writes_kept`, where the
+    log can say) and for writes the gate did not make (`dry_run.writes_around`, an alarm on the review
+    screen), and the real run is matched call by call by the request id each write carries in
+    `request_id_header`. A log that cannot be read stops the dry run (`AuditUnavailable`).
     """
 
     def __init__(
@@ -173,7 +176,7 @@ class Gate:
         *,
         token: str | None = None,
         backend: str = "record",
-        audit: HttpAuditLog | AuditSource | str | None = None,
+        audit: AuditSource | str | None = None,
         sandbox: SandboxCheck | str | None = None,
         request_id_header: str = DEFAULT_REQUEST_ID_HEADER,
         agent: Agent | str = "agent",
@@ -219,10 +222,7 @@ class Gate:
         )
         self.backend = backend
         self.backend_options = backend_options
-        self.audit = audit if isinstance(audit, HttpAuditLog) else None
-        self.audit_source = audit_source(audit) if isinstance(audit, str) else None
-        if isinstance(audit, AuditSource):
-            self.audit_source = audit
+        self.audit = audit_source(audit) if isinstance(audit, str) else audit
         self.request_id_header = request_id_header
         self.agent = Agent(name=agent) if isinstance(agent, str) else agent
         self.target = target or Target(
@@ -259,9 +259,9 @@ class Gate:
         """A dry run for calls that arrive one by one (an MCP request, a graph step), outside any run
         scope: the caller hands each call to `Recording.perform` and calls `_finish` before proposing.
 
-        Only a server dry run's backend holds the API client; the record reads the gate's audit log
-        through it whatever the backend, so a log that cannot be read stops the dry run at its start
-        (`AuditUnavailable`) instead of leaving the real run's verification silently without it."""
+        Only a server dry run's backend sends through the API client; the record reads an `api:` log
+        through it whatever the backend. A log that cannot be read stops the dry run at its start
+        (`AuditUnavailable`) instead of leaving the plan and the real run silently without it."""
         backend_client = self.api if self.backend == "server" else None
         options = dict(self.backend_options)
         if self.backend == "server":  # the dry run's requests carry ids too: the log tells them apart
@@ -269,12 +269,7 @@ class Gate:
         backend = make_backend(self.backend, backend_client, **options)
         query = self.backend_options.get("dry_run_query")
         check = partial(self.sandbox.prove, query) if self.sandbox is not None and query else None
-        return Recording(
-            backend,
-            client=self.api if self.audit is not None else None,
-            audit=self.audit,
-            sandbox_check=check,
-        )
+        return Recording(backend, client=self.api, audit=self.audit, sandbox_check=check)
 
     def propose(
         self,
@@ -284,11 +279,10 @@ class Gate:
         task: str | None = None,
         proposal_id: str | None = None,
         revision: int = 1,
-        dry_run_audit: AuditMatch | None = None,
     ) -> Proposal:
-        """The record as a proposal for this gate's target; with the audit source's reading of the dry
-        run's window (`audit_dry_run`), the writes the gate did not make are on it."""
-        proposal = recording.to_proposal(
+        """The record as a proposal for this gate's target; with an audit source, what it kept and the
+        writes the gate did not make are on it."""
+        return recording.to_proposal(
             proposal_id=proposal_id or new_proposal_id(title),
             title=title,
             task=task,
@@ -296,42 +290,19 @@ class Gate:
             target=self.target,
             revision=revision,
         )
-        if dry_run_audit is None or not (dry_run_audit.complete or dry_run_audit.unplanned):
-            return proposal  # an empty or unreadable window proves nothing either way
-        around = msgspec.structs.replace(proposal.dry_run, writes_around=len(dry_run_audit.unplanned))
-        return msgspec.structs.replace(proposal, dry_run=around)
-
-    async def audit_dry_run(self, recording: Recording) -> AuditMatch | None:
-        """The audit source read for the dry run's window, or None without a source (or its times); a
-        source that cannot be read is logged and gives None: the plan then carries no claim."""
-        if self.audit_source is None or recording.started_at is None or recording.finished_at is None:
-            return None
-        try:
-            result = await asyncio.to_thread(
-                writes_during_dry_run,
-                self.audit_source,
-                recording.started_at,
-                recording.finished_at,
-                recording.dry_run_request_ids,
-            )
-        except AuditSourceUnreadable as error:
-            log.warning("%s could not be read for the dry run: %s", self.audit_source.name, error)
-            return None
-        log.info("%s", alarm_line(result, self.audit_source.name))
-        return result
 
     def audit_run(self, execution: Execution) -> AuditMatch | None:
         """The real run against the audit source, by request id, as `execute` read it before the run's
         report (which carries it); None without a source or when it could not be read (logged)."""
-        if self.audit_source is None:
+        if self.audit is None:
             return None
         result = execution.audit_match
         if result is None:
             reported = execution.audit_verification
             problem = (reported.get("problem") if reported is not None else None) or "it was not read"
-            log.warning("%s after the run: %s", self.audit_source.name, problem)
+            log.warning("%s after the run: %s", self.audit.name, problem)
             return None
-        log.info("%s: %s", self.audit_source.name, result.summary)
+        log.info("%s: %s", self.audit.name, result.summary)
         return result
 
     async def submit(self, proposal: Proposal) -> SubmissionAnswer:
@@ -383,14 +354,12 @@ class Gate:
             audit=self.audit,
             allow_any_target=allow_any_target,
             request_id_header=self.request_id_header,
-            audit_source=self.audit_source,
         )
 
     @staticmethod
     def verify(execution: Execution) -> Verification:
-        """The real calls against the approved plan and, when it was read, the API's audit log."""
-        audit = execution.audit_lines if execution.audit_available else None
-        return compare_execution(execution.approval.proposal, execution.executed_calls(), audit)
+        """The real calls against the approved plan (the audit log's reading is `audit_run`)."""
+        return compare_execution(execution.approval.proposal, execution.executed_calls())
 
     # the whole life
 
@@ -423,19 +392,11 @@ class Gate:
         async def attempt(replan: Replan) -> GateResult:
             planned = with_feedback(task, replan.feedback)
             recording = await self.dry_run(planned)
-            dry_run_audit = await self.audit_dry_run(recording)
             proposal = self.propose(
-                recording,
-                title=title,
-                task=description,
-                proposal_id=proposal_id,
-                revision=replan.revision,
-                dry_run_audit=dry_run_audit,
+                recording, title=title, task=description, proposal_id=proposal_id, revision=replan.revision
             )
             submission = await self.submit(proposal)
-            result = GateResult(
-                recording, proposal, submission, feedback=tuple(replan.asked), dry_run_audit=dry_run_audit
-            )
+            result = GateResult(recording, proposal, submission, feedback=tuple(replan.asked))
             attempts.append(result)
             named = f"{submission.proposal_id} revision {submission.revision}"
             log.info("waiting for a reviewer: reviewer review %s (%s)", submission.proposal_id, named)
@@ -472,5 +433,5 @@ class Gate:
             result.execution = stopped.execution
         if result.execution is not None:
             result.verification = self.verify(result.execution)
-            result.audit = self.audit_run(result.execution)
+            self.audit_run(result.execution)
         return result

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
@@ -16,7 +14,7 @@ import httpx
 import msgspec
 from pydantic import ValidationError
 
-from reviewer.agent.audit import HttpAuditLog
+from reviewer.agent.audit import DEFAULT_AUDIT_READ_TIMEOUT
 from reviewer.agent.errors import (
     ChangesRequested,
     DecisionTimeout,
@@ -32,49 +30,19 @@ from reviewer.agent.fitting import fit_calls
 from reviewer.agent.ledger import AlreadyRun, Ledger, LedgerError
 from reviewer.agent.tools import GatedTool, WriteTool
 from reviewer.agent.waiting import Patience, Result
-from reviewer.audit.checks import verify_run
 from reviewer.audit.registry import AuditSource
-from reviewer.audit.reported import late_audit
 from reviewer.plan.proposal import MAX_STRING_CHARS, Proposal, plan_sha256
 from reviewer.queue.client import ClaimRefused, NotFound, QueueClient, QueueError, StaleRevision
 from reviewer.queue.messages import AuditVerification, DecisionState, ExecutionReport, SubmissionAnswer
 from reviewer.queue.trail_memory import check_trail
-from reviewer.reading.audit_matching import AuditMatch
 from reviewer.signing.allowed_signers import AllowedSigners
 from reviewer.signing.signed_approvals import SignedStatement, check_signed_approvals
 
 DEFAULT_POLL_INTERVAL = 2.0
 DEFAULT_DECISION_TIMEOUT = 15 * 60.0
-DEFAULT_AUDIT_READ_TIMEOUT = 120.0
-"""How long a run's report waits for its audit source to be read (a URL's own timeout is per read)."""
 
 
 _INTERRUPTIONS: Final = (asyncio.CancelledError, KeyboardInterrupt, SystemExit)
-
-
-async def _audit_after_run(execution: Execution, source: AuditSource, timeout: float) -> None:
-    """The run against its audit source, kept on the execution for its report; read in a thread of its
-    own, for at most `timeout` seconds: a log that trickles in or a reader that hangs is left behind
-    (a daemon thread, which holds up neither the report nor the process's exit) and the report says
-    the log was not read in time."""
-    loop = asyncio.get_running_loop()
-    verified: asyncio.Future[tuple[AuditMatch | None, AuditVerification]] = loop.create_future()
-
-    def settle(outcome: tuple[AuditMatch | None, AuditVerification]) -> None:
-        if not verified.done():
-            verified.set_result(outcome)
-
-    def read() -> None:
-        outcome = verify_run(execution, source)
-        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits for it
-            loop.call_soon_threadsafe(settle, outcome)
-
-    threading.Thread(target=read, name=f"audit {source.name}", daemon=True).start()
-    try:
-        outcome = await asyncio.wait_for(verified, timeout)
-    except TimeoutError:
-        outcome = None, late_audit(source.name, timeout)
-    execution.audit_match, execution.audit_verification = outcome
 
 
 class QueueAgent:
@@ -189,10 +157,9 @@ class QueueAgent:
         client: httpx.AsyncClient | None,
         task: Callable[[], Awaitable[Any]] | None = None,
         tools: Iterable[WriteTool | GatedTool] = (),
-        audit: HttpAuditLog | None = None,
+        audit: AuditSource | None = None,
         allow_any_target: bool = False,
         request_id_header: str = DEFAULT_REQUEST_ID_HEADER,
-        audit_source: AuditSource | None = None,
         audit_read_timeout: float = DEFAULT_AUDIT_READ_TIMEOUT,
     ) -> Execution:
         """Claim the approval, run it for real, report the run whatever ends it, and raise unless it
@@ -204,7 +171,7 @@ class QueueAgent:
         run of the approval; another runner's claim is refused (`NotApproved`). The report is sent
         after a success, a stop, an exception from the task or framework, and a cancellation alike
         (shielded from a second cancellation), and the queue stores it under the claim whatever
-        happened meanwhile. With an `audit_source`, the run is held against it before the report, which
+        happened meanwhile. With an `audit` source, the run is held against it before the report, which
         carries the verification (the source's name, each call's verdict, the writes nobody approved);
         a source still being read after `audit_read_timeout` seconds is left, and the report says so.
         Then `RunStopped` (its `execution` says which calls ran and how each
@@ -229,9 +196,9 @@ class QueueAgent:
         if self.ledger is not None:
             await self._record_in_ledger(self.ledger, execution)
         error = await execution.run(task if task is not None else partial(execution.replay, tools))
-        if audit_source is not None and not isinstance(error, _INTERRUPTIONS):
+        if audit is not None and not isinstance(error, _INTERRUPTIONS):
             try:  # a cancellation while the log is read still lets the report go, below
-                await asyncio.shield(_audit_after_run(execution, audit_source, audit_read_timeout))
+                await asyncio.shield(execution.read_audit(audit_read_timeout))
             except asyncio.CancelledError as cancelled:
                 error = cancelled
         try:
@@ -276,7 +243,7 @@ class QueueAgent:
         return claim.claim_id
 
     async def report(self, execution: Execution) -> DecisionState:
-        """Send the real calls, how the run ended and the audit lines its writes left, under its claim;
+        """Send the real calls, how the run ended and its audit verification, under its claim;
         an answer too large for the queue's limits is sent clipped, with its length and SHA-256.
 
         Safe to call again when an answer was lost: every report of one execution carries the same
@@ -306,7 +273,6 @@ class QueueAgent:
             ended=execution.ended,
             calls=fit_calls([msgspec.to_builtins(call) for call in execution.executed_calls()]),
             unknown_outcomes=[call.seq for call in execution.outcome_unknown],
-            audit_log=list(execution.audit_lines) if execution.audit_available else None,
             note=note[:MAX_STRING_CHARS] if note else None,
             request_ids=execution.request_ids() or None,
             audit=audit,

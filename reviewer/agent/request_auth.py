@@ -11,9 +11,11 @@ secret. Whatever credential the request already carried (an agent's own `Authori
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import AsyncGenerator, Callable, Generator
 from typing import Any, Final
+from urllib.parse import quote_plus
 
 import httpx
 
@@ -106,14 +108,19 @@ class OAuth2ClientCredentials(httpx.Auth):
         self._expires_at = 0.0
 
     def _token_request(self) -> httpx.Request:
+        """The grant's request: the client's id and secret form-encoded, then HTTP Basic (RFC 6749
+        section 2.3.1), so a secret holding `:`, `+`, `%` or a space reaches the provider whole."""
         form = {"grant_type": "client_credentials", **({"scope": self._scope} if self._scope else {})}
         request = httpx.Request("POST", self.token_url, data=form, headers={"accept": "application/json"})
-        return next(httpx.BasicAuth(*self._client).auth_flow(request))
+        client_id, secret = (quote_plus(part) for part in self._client)
+        return next(httpx.BasicAuth(client_id, secret).auth_flow(request))
 
     def _take_token(self, response: httpx.Response) -> None:
         where = f"the token endpoint {self.token_url}"
         if response.status_code != 200:
-            raise RequestAuthError(f"{where} answered {response.status_code} to the client credentials")
+            raise RequestAuthError(
+                f"{where} answered {response.status_code}{_error_code(response)} to the client credentials"
+            )
         try:
             answer = response.json()
             token = answer["access_token"]
@@ -161,3 +168,13 @@ class OAuth2ClientCredentials(httpx.Auth):
             await token_response.aread()
             self._take_token(token_response)
             yield self._with_token(request)
+
+
+def _error_code(response: httpx.Response) -> str:
+    """` (invalid_scope)`: the RFC 6749 error code a refusal names, when it is one (a short word of
+    lowercase letters and underscores: never the provider's free text, which may hold anything)."""
+    try:
+        code = response.json().get("error")
+    except (ValueError, AttributeError):
+        return ""
+    return f" ({code})" if isinstance(code, str) and re.fullmatch(r"[a-z_]{1,40}", code) else ""

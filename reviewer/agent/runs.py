@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -11,7 +12,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from reviewer.agent.audit import HttpAuditLog, RunAudit
+from reviewer.agent.audit import dry_run_window, require_readable, writes_kept
 from reviewer.agent.backends import Backend, make_backend
 from reviewer.agent.errors import MintedValueUnsafe, UnresolvablePlaceholder
 from reviewer.agent.flag import run_scope
@@ -19,6 +20,8 @@ from reviewer.agent.http_values import CallAnswer, HttpRequest
 from reviewer.agent.notes import dry_run_note
 from reviewer.agent.placeholders import placeholder, substitute
 from reviewer.agent.tools import ToolRunner, WriteTool, call_maybe_async, plain_result
+from reviewer.audit.checks import alarm_line
+from reviewer.audit.registry import AuditSource, audit_source
 from reviewer.plan.minted import (
     InputValues,
     Minted,
@@ -40,6 +43,9 @@ from reviewer.plan.proposal import (
     Target,
     raised_effect,
 )
+from reviewer.reading.audit_matching import AuditMatch
+
+log = logging.getLogger(__name__)
 
 
 class Run(ToolRunner, Protocol):
@@ -174,7 +180,10 @@ class Recording:
 
     backend: Backend
     client: httpx.AsyncClient | None = None
-    audit: HttpAuditLog | None = None
+    """The API's client: a server dry run's backend sends through it, and an `api:` log is read with it."""
+    audit: AuditSource | None = None
+    """The API's audit log, read for the dry run's window: what the API kept of the gate's dry-run
+    requests, and the writes someone else made meanwhile. Unreadable, it stops the dry run."""
     calls: list[RecordedCall] = field(default_factory=list)
     dry_values: dict[str, Any] = field(default_factory=dict)
     """Placeholder -> the value the backend produced for it, substituted into later requests it sees."""
@@ -184,7 +193,8 @@ class Recording:
     """Why this dry run cannot become a plan: a call carried a minted value no placeholder could stand
     for. `to_proposal` raises it."""
     writes_kept: int | None = None
-    kept_audit_lines: list[dict[str, Any]] = field(default_factory=list)
+    audit_match: AuditMatch | None = None
+    """The audit source's reading of the dry run's window, once it finished."""
     tools: dict[str, WriteTool] = field(default_factory=dict)
     """The write tools this run saw, by name: what a replay needs to rebuild their calls."""
     _seqs_issued: int = field(init=False, repr=False, default=0)
@@ -194,16 +204,11 @@ class Recording:
     finished_at: datetime | None = None
     """The dry run's window, UTC: an API's audit log shows what else wrote meanwhile (docs/design.md,
     "Verifying against audit logs")."""
-    _run_audit: RunAudit = field(init=False, repr=False)
     sandbox_check: Callable[[], Awaitable[SandboxProof]] | None = None
     """Proves, before the dry run begins, that the API honours the dry-run parameter (a sandbox
     check); it raises when it cannot, and the dry run never starts."""
     sandbox_proof: SandboxProof | None = None
     """What the sandbox check proved, recorded with the plan."""
-
-    def __post_init__(self) -> None:
-        # The log, when given, is the dry run's only proof that it kept nothing: unreadable, it stops the run.
-        self._run_audit = RunAudit(self.audit, self.client, required=True)
 
     @property
     def via(self) -> str:
@@ -326,26 +331,46 @@ class Recording:
         return tuple(sorted(named))
 
     async def start(self) -> None:
-        """Begin the dry run: its start time, and the API's audit log asked where it stands now.
+        """Begin the dry run: its start time, once the audit log (when given) proves it can be read.
         `dry_run()` calls it; a caller that holds a recording across requests calls it itself.
         With a sandbox check, the check runs first: a dry run it cannot prove never begins."""
         if self.sandbox_check is not None:
             self.sandbox_proof = await self.sandbox_check()
+        if self.audit is not None:
+            await require_readable(self.audit, self.client)
         self.started_at = datetime.now(UTC)
-        await self._run_audit.start()
+
+    async def kept_so_far(self) -> int | None:
+        """How many of the dry run's requests the API kept until now, where the audit log can say
+        (`AuditUnavailable` when it cannot be read): a caller that watches each write stops at the first."""
+        if self.audit is None or self.started_at is None:
+            return None
+        ids = self.dry_run_request_ids
+        window = await dry_run_window(self.audit, self.client, self.started_at, None, ids)
+        return writes_kept(self.audit, window)
 
     async def finish(self) -> None:
-        """End the dry run (`dry_run()` calls it at exit). A run that sent nothing to the API kept
-        nothing; otherwise the API's audit log says."""
+        """End the dry run (`dry_run()` calls it at exit): the audit log read for its window. A run that
+        sent nothing to the API kept nothing; otherwise the log says, where it can."""
         self.finished_at = datetime.now(UTC)
         await self.backend.aclose()
+        if self.audit is not None and self.started_at is not None:
+            self.audit_match = await dry_run_window(
+                self.audit, self.client, self.started_at, self.finished_at, self.dry_run_request_ids
+            )
+            log.info("%s", alarm_line(self.audit_match, self.audit))
         if self.write_requests == 0:
             self.writes_kept = 0
-            return
-        lines = await self._run_audit.kept(call.sent for call in self.calls)
-        if lines is not None:
-            self.kept_audit_lines = lines
-            self.writes_kept = len(lines)
+        elif self.audit is not None and self.audit_match is not None:
+            self.writes_kept = writes_kept(self.audit, self.audit_match)
+
+    def _writes_around(self) -> int | None:
+        """The writes in the dry run's window the gate did not make; None where the log proves nothing
+        either way (no entry in the window, none unplanned)."""
+        window = self.audit_match
+        if window is None or not (window.complete or window.unplanned):
+            return None
+        return len(window.unplanned)
 
     def to_proposal(
         self,
@@ -375,6 +400,7 @@ class Recording:
                 via=self.backend.via,
                 write_requests=self.write_requests,
                 writes_kept=self.writes_kept,
+                writes_around=self._writes_around(),
                 sandbox=self.sandbox_proof,
                 request_ids=list(self.dry_run_request_ids) or None,
             ),
@@ -387,18 +413,20 @@ async def dry_run(
     backend: str = "record",
     *,
     client: object = None,
-    audit: HttpAuditLog | None = None,
+    audit: AuditSource | str | None = None,
     **backend_options: Any,
 ) -> AsyncIterator[Recording]:
     """Run write tools dry inside the block, through the backend named `backend`, and record them.
 
     The flag is set for this context only and put back at exit, so concurrent runs (asyncio tasks)
     each keep their own. An unknown backend name, or a live client handed to a fake, raises here,
-    before any tool runs. `audit` (with a live `client`) lets the run learn how many writes the API
-    kept: more than zero means the API ignored the dry-run parameter.
+    before any tool runs. `audit` (`"api:/v1/audit"`, or any `KIND:LOCATION` of
+    `reviewer.audit.registry.audit_source`) lets the run learn how many writes the API kept (more than
+    zero means the API ignored the dry-run parameter) and who else wrote meanwhile.
     """
     chosen = make_backend(backend, client, **backend_options)
-    live_client = client if isinstance(client, httpx.AsyncClient) and backend == "server" else None
-    recording = Recording(chosen, client=live_client, audit=audit)
+    live_client = client if isinstance(client, httpx.AsyncClient) else None
+    source = audit_source(audit) if isinstance(audit, str) else audit
+    recording = Recording(chosen, client=live_client, audit=source)
     async with running(recording, dry=True):
         yield recording

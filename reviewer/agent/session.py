@@ -109,7 +109,6 @@ class PlanSession:
                 title=title or self.default_title or "Agent plan",
                 proposal_id=proposal_id,
                 revision=next_revision(feedback),
-                dry_run_audit=await self.gate.audit_dry_run(recording),
             )
             answer = await self.gate.submit(proposal)
             self._submitted, self._changes = answer, None

@@ -57,23 +57,31 @@ def writes_during_dry_run(
     return match_audit((), source.rows(), Window(started_at, finished_at, slack), dry_run_ids)
 
 
-def alarm_line(result: AuditMatch, source_name: str = "the audit log") -> str:
+def alarm_line(result: AuditMatch, source: AuditSource) -> str:
     """`dry run: 1 writes during the dry run the gate did not make (access-log:/x read, 40 entries in
-    the window)`, or why the log cannot say; and, where the log holds the gate's own requests, that it
-    does not say whether the API honoured them."""
+    the window)`, or why the log cannot say; and what it says of the gate's own dry-run requests: kept
+    writes, in a log that holds only those (`api:`, `sample:`), or nothing about whether the API
+    honoured them, in a log of every request."""
+    if source.keeps_only_kept_writes and not result.malformed_count:
+        kept = result.gate_dry_runs
+        line = (
+            f"dry run: {len(result.unplanned)} writes during the dry run the gate did not make, "
+            f"{kept} of its own requests kept by the API ({source.name} read, a log of kept writes)"
+        )
+        return line + ("; the API ignored the dry-run parameter" if kept else "")
     if result.rows_in_window == 0:
         return (
-            f"dry run: {source_name} cannot vouch for the dry run's window: it holds no entry in it "
+            f"dry run: {source.name} cannot vouch for the dry run's window: it holds no entry in it "
             f"({result.rows_read} read)"
         )
     if result.malformed_count:
         return (
             f"dry run: {len(result.unplanned)} writes during the dry run the gate did not make, as far as "
-            f"{source_name} could be read ({result.malformed_count} lines could not be read)"
+            f"{source.name} could be read ({result.malformed_count} lines could not be read)"
         )
     line = (
         f"dry run: {len(result.unplanned)} writes during the dry run the gate did not make "
-        f"({source_name} read, {result.rows_in_window} entries in the window)"
+        f"({source.name} read, {result.rows_in_window} entries in the window)"
     )
     if result.gate_dry_runs:
         line += (

@@ -12,7 +12,7 @@ from typing import Any, Final
 
 import msgspec
 
-from reviewer.audit.fields import BadField, dig, document_entries, text_field, time_field
+from reviewer.audit.fields import BadField, dig, document_entries, rows_from, text_field, time_field
 from reviewer.audit.inputs import AuditInput
 from reviewer.reading.audit_rows import AuditRow, MalformedLine
 
@@ -21,15 +21,8 @@ READ_PREFIXES: Final = ("Get", "Describe", "List", "Lookup", "Head", "Search", "
 
 
 def read_cloudtrail(source: AuditInput, mapping: Mapping[str, str]) -> Iterator[AuditRow | MalformedLine]:
-    for item in document_entries(source, ("Records", "Events")):
-        if isinstance(item, MalformedLine):
-            yield item
-            continue
-        where, record = item
-        try:
-            yield _row(where, _inner_record(record))
-        except BadField as error:
-            yield MalformedLine(where, str(error))
+    records = document_entries(source, ("Records", "Events"))
+    return rows_from(records, lambda where, record: _row(where, _inner_record(record)))
 
 
 def _inner_record(record: Mapping[str, Any]) -> Mapping[str, Any]:

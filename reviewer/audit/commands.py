@@ -40,10 +40,7 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument("proposal_id", metavar="PROPOSAL_ID")
-    parser.add_argument(
-        "--audit", required=True, metavar="KIND:LOCATION", help="LOCATION: a file, a glob, a URL, or -"
-    )
-    add_source_options(parser)
+    add_source_options(parser, "The run is held against it call by call", required=True)
     parser.add_argument("--queue", metavar="URL", help="the queue's URL (default: from the config)")
     parser.add_argument(
         "--slack",

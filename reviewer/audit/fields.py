@@ -7,7 +7,7 @@ wrong kind raises `BadField`, which the reader turns into a `MalformedLine` nami
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from itertools import accumulate, repeat
 from operator import sub
@@ -17,7 +17,7 @@ import msgspec
 
 from reviewer.audit.inputs import MAX_LINE_BYTES, AuditInput
 from reviewer.plan.json_paths import ABSENT, at_path
-from reviewer.reading.audit_rows import MalformedLine, utc_time
+from reviewer.reading.audit_rows import AuditRow, MalformedLine, utc_time
 
 
 class BadField(ValueError):
@@ -107,6 +107,22 @@ def decoded(where: str, data: bytes, decode: Any = _decode) -> Any:
 
 Entry = tuple[str, Mapping[str, Any]]
 """One decoded entry and where it is (`file:line`, `file[index]`)."""
+
+
+def rows_from(
+    entries: Iterable[Entry | MalformedLine], row: Callable[[str, Mapping[str, Any]], AuditRow]
+) -> Iterator[AuditRow | MalformedLine]:
+    """Each entry as a row by `row` (where it is, the entry), every reader's loop: an entry that does not
+    read as one (`BadField`) is a `MalformedLine` where it stands, and the reading goes on."""
+    for item in entries:
+        if isinstance(item, MalformedLine):
+            yield item
+            continue
+        where, entry = item
+        try:
+            yield row(where, entry)
+        except BadField as error:
+            yield MalformedLine(where, str(error))
 
 
 def json_entries(source: AuditInput) -> Iterator[Entry | MalformedLine]:

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import glob
 import gzip
+import io
 import os
 import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit, urlunsplit
@@ -50,6 +51,9 @@ class AuditInput:
 
     location: str
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    body: bytes | None = field(default=None, repr=False)
+    """The log's bytes already fetched (an `api:` log, read through the run's own client): read from
+    memory, under `location`'s name."""
 
     @property
     def is_url(self) -> bool:
@@ -114,7 +118,9 @@ class AuditInput:
                 yield name, body
 
     def _streams(self) -> Iterator[tuple[str, ByteStream]]:
-        if self.location == "-":
+        if self.body is not None:
+            yield self.shown, _chunks_of(io.BytesIO(self.body))
+        elif self.location == "-":
             yield "stdin", _chunks_of(sys.stdin.buffer)
         elif self.is_url:
             with self._url_stream() as stream:
@@ -137,6 +143,24 @@ class AuditInput:
                 yield lambda: next(chunks, b"")
         except httpx.HTTPError as error:
             raise AuditSourceUnreadable(f"{self.shown}: {error}") from None
+
+
+async def fetched_through(client: httpx.AsyncClient, source: AuditInput) -> AuditInput:
+    """`source` (a path on the API, `/v1/audit`) read through the run's own client, with its base URL,
+    headers and auth: the same input, its bytes in memory. A body over `MAX_DOCUMENT_BYTES` is not read
+    past that; an answer that is no 200, or none, is `AuditSourceUnreadable`."""
+    body = bytearray()
+    try:
+        async with client.stream("GET", source.location) as response:
+            if response.status_code != 200:
+                raise AuditSourceUnreadable(f"{source.shown}: answered {response.status_code}, not 200")
+            async for chunk in response.aiter_bytes(CHUNK_BYTES):
+                body += chunk
+                if len(body) > MAX_DOCUMENT_BYTES:
+                    raise AuditSourceUnreadable(f"{source.shown}: larger than {MAX_DOCUMENT_BYTES:,} bytes")
+    except httpx.HTTPError as error:
+        raise AuditSourceUnreadable(f"{source.shown}: {type(error).__name__}: {error}") from None
+    return replace(source, body=bytes(body))
 
 
 @contextmanager

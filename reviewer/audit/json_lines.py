@@ -23,6 +23,7 @@ from reviewer.audit.fields import (
     dig,
     document_entries,
     json_entries,
+    rows_from,
     split_uri,
     status_field,
     text_field,
@@ -79,39 +80,45 @@ def row_of(where: str, entry: Mapping[str, Any], names: FieldNames) -> AuditRow:
     return _row(
         where,
         names,
-        method=text_field(entry, names.method),
-        uri=uri,
-        path=text_field(entry, names.path or "path") if names.uri is None else None,
-        query=text_field(entry, names.query) if names.query else None,
-        time=time_field(entry, names.time),
-        status=status_field(entry, names.status),
-        request_id=text_field(entry, names.request_id),
-        actor=text_field(entry, names.actor) if names.actor else None,
-        user_agent=text_field(entry, names.user_agent) if names.user_agent else None,
-        dry_run=names.dry_run is not None and dig(entry, names.dry_run) is True,
+        LineValues(
+            method=text_field(entry, names.method),
+            uri=uri,
+            path=text_field(entry, names.path or "path") if names.uri is None else None,
+            query=text_field(entry, names.query) if names.query else None,
+            time=time_field(entry, names.time),
+            status=status_field(entry, names.status),
+            request_id=text_field(entry, names.request_id),
+            actor=text_field(entry, names.actor) if names.actor else None,
+            user_agent=text_field(entry, names.user_agent) if names.user_agent else None,
+            dry_run=names.dry_run is not None and dig(entry, names.dry_run) is True,
+        ),
     )
 
 
-def _row(
-    where: str,
-    names: FieldNames,
-    *,
-    method: str | None,
-    uri: str | None,
-    path: str | None,
-    query: str | None,
-    time: datetime | None,
-    status: int | None,
-    request_id: str | None,
-    actor: str | None,
-    user_agent: str | None,
-    dry_run: bool,
-) -> AuditRow:
-    """The row of one entry's values, however they were read; `BadField` for what no row can hold."""
+class LineValues(msgspec.Struct, frozen=True):
+    """One entry's values as a row reads them, however they were read: field by field from a dict
+    (`row_of`), or decoded at once from a line whose fields have flat names (`typed_rows`, whose
+    struct has these attributes under the log's own names)."""
+
+    time: datetime | None = None
+    method: str | None = None
+    uri: str | None = None
+    path: str | None = None
+    query: str | None = None
+    status: int | None = None
+    request_id: str | None = None
+    actor: str | None = None
+    user_agent: str | None = None
+    dry_run: bool | None = None
+
+
+def _row(where: str, names: FieldNames, values: LineValues) -> AuditRow:
+    """The row of one entry's values; `BadField` for what no row can hold."""
+    method, path, query, status = values.method, values.path, values.query, values.status
     if not method:
         raise BadField(f"{names.method} is missing")
-    if uri is not None:
-        path, query = split_uri(uri)
+    if values.uri is not None:
+        path, query = split_uri(values.uri)
     if not path:
         raise BadField(f"{names.uri or names.path} is missing")
     if status is not None and not 100 <= status <= 599:
@@ -120,15 +127,15 @@ def _row(
     method = method.upper()
     return AuditRow(
         where=where,
-        time=time,
+        time=values.time,
         method=method,
         path=path,
         query=query,
         status=status,
-        request_ids=(request_id,) if request_id else (),
-        actor=actor or None,
-        user_agent=user_agent or None,
-        is_dry_run=dry_run,
+        request_ids=(values.request_id,) if values.request_id else (),
+        actor=values.actor or None,
+        user_agent=values.user_agent or None,
+        is_dry_run=values.dry_run is True,
         is_write=method in WRITE_METHODS,
         dry_run_param=has_dry_run_param(query),
     )
@@ -142,10 +149,12 @@ def typed_rows(source: AuditInput, names: FieldNames) -> Iterator[AuditRow | Mal
         {**vars(names), "path": names.path or "path"} if names.uri is None else {**vars(names), "path": None}
     )
     # A row field the log does not have takes a name no JSON key has, so it decodes as None.
+    fields = [(attribute.name, attribute.type, None) for attribute in msgspec.structs.fields(LineValues)]
     line_type = msgspec.defstruct(
         "LogLine",
-        [(attribute, kind, None) for attribute, kind in _FIELD_TYPES.items()],
-        rename={attribute: given[attribute] or f"(not read: {attribute})" for attribute in _FIELD_TYPES},
+        fields,
+        bases=(LineValues,),
+        rename={name: given[name] or f"(not read: {name})" for name, _, _ in fields},
     )
     decode = msgspec.json.Decoder(line_type).decode
     for item in source.lines():
@@ -155,56 +164,21 @@ def typed_rows(source: AuditInput, names: FieldNames) -> Iterator[AuditRow | Mal
         where, line = item
         if not line.strip():
             continue
-        entry: Any = decoded(where, line, decode)  # a struct made at run time: _FIELD_TYPES's fields
+        entry = decoded(where, line, decode)  # a LineValues, under the log's own field names
         if isinstance(entry, MalformedLine):
             yield entry
             continue
         try:
-            yield _row(
-                where,
-                names,
-                method=entry.method,
-                uri=entry.uri,
-                path=entry.path,
-                query=entry.query,
-                time=entry.time,
-                status=entry.status,
-                request_id=entry.request_id,
-                actor=entry.actor,
-                user_agent=entry.user_agent,
-                dry_run=entry.dry_run is True,
-            )
+            yield _row(where, names, entry)
         except BadField as error:
             yield MalformedLine(where, str(error))
-
-
-_FIELD_TYPES: dict[str, Any] = {
-    "time": datetime | None,
-    "method": str | None,
-    "uri": str | None,
-    "path": str | None,
-    "query": str | None,
-    "status": int | None,
-    "request_id": str | None,
-    "actor": str | None,
-    "user_agent": str | None,
-    "dry_run": bool | None,
-}
 
 
 def rows_of(
     entries: Iterator[Entry | MalformedLine], names: FieldNames
 ) -> Iterator[AuditRow | MalformedLine]:
     """Each entry as a row by `names`; an entry that does not read as one is a `MalformedLine`."""
-    for item in entries:
-        if isinstance(item, MalformedLine):
-            yield item
-            continue
-        where, entry = item
-        try:
-            yield row_of(where, entry, names)
-        except BadField as error:
-            yield MalformedLine(where, str(error))
+    return rows_from(entries, lambda where, entry: row_of(where, entry, names))
 
 
 def read_access_log(source: AuditInput, mapping: Mapping[str, str]) -> Iterator[AuditRow | MalformedLine]:

@@ -11,7 +11,17 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from reviewer.audit.fields import BadField, dig, json_entries, split_uri, status_field, text_field, time_field
+from reviewer.audit.fields import (
+    BadField,
+    Entry,
+    dig,
+    json_entries,
+    rows_from,
+    split_uri,
+    status_field,
+    text_field,
+    time_field,
+)
 from reviewer.audit.inputs import AuditInput
 from reviewer.reading.audit_rows import AuditRow, MalformedLine, has_dry_run_param
 
@@ -31,7 +41,12 @@ FINAL_STAGES: Final = frozenset({"ResponseComplete", "Panic"})
 
 def read_k8s(source: AuditInput, mapping: Mapping[str, str]) -> Iterator[AuditRow | MalformedLine]:
     """Each request's final audit event as a row (an `EventList` line is read event by event)."""
-    for item in json_entries(source):
+    return rows_from(_final_events(json_entries(source)), _row)
+
+
+def _final_events(entries: Iterator[Entry | MalformedLine]) -> Iterator[Entry | MalformedLine]:
+    """The events of each line (one, or an `EventList`'s items) at their last stage, one per request."""
+    for item in entries:
         if isinstance(item, MalformedLine):
             yield item
             continue
@@ -42,13 +57,8 @@ def read_k8s(source: AuditInput, mapping: Mapping[str, str]) -> Iterator[AuditRo
             at = f"{where}[{index}]" if listed else where
             if not isinstance(event, dict):
                 yield MalformedLine(at, "an EventList item that is not an object")
-                continue
-            if event.get("stage") not in FINAL_STAGES:
-                continue
-            try:
-                yield _row(at, event)
-            except BadField as error:
-                yield MalformedLine(at, str(error))
+            elif event.get("stage") in FINAL_STAGES:
+                yield at, event
 
 
 def _row(where: str, event: Mapping[str, Any]) -> AuditRow:

@@ -52,8 +52,17 @@ def audit_headers(specs: Iterable[str], environ: Mapping[str, str] | None = None
         raise BadAuditOption(str(error)) from None
 
 
-def add_source_options(parser: argparse.ArgumentParser) -> None:
-    """Add `--audit-field` and `--audit-header` to a command that takes `--audit KIND:LOCATION`."""
+def add_source_options(parser: argparse.ArgumentParser, use: str, *, required: bool = False) -> None:
+    """Add `--audit KIND:LOCATION` (what the command does with it: `use`), `--audit-field` and
+    `--audit-header` to a command."""
+    parser.add_argument(
+        "--audit",
+        required=required,
+        metavar="KIND:LOCATION",
+        help="the API's audit log: api:/PATH (served by the API, read through it), access-log:FILE, "
+        "k8s:FILE, cloudtrail:, stripe:, jsonl:, sample:URL; LOCATION a file, a glob, a URL or - "
+        f"(docs/audit-logs.md). {use}",
+    )
     parser.add_argument(
         "--audit-field",
         action="append",

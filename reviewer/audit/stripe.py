@@ -11,21 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from reviewer.audit.fields import BadField, dig, document_entries, text_field, time_field
+from reviewer.audit.fields import BadField, dig, document_entries, rows_from, text_field, time_field
 from reviewer.audit.inputs import AuditInput
 from reviewer.reading.audit_rows import AuditRow, MalformedLine
 
 
 def read_stripe(source: AuditInput, mapping: Mapping[str, str]) -> Iterator[AuditRow | MalformedLine]:
-    for item in document_entries(source, ("data",)):
-        if isinstance(item, MalformedLine):
-            yield item
-            continue
-        where, event = item
-        try:
-            yield _row(where, event)
-        except BadField as error:
-            yield MalformedLine(where, str(error))
+    return rows_from(document_entries(source, ("data",)), _row)
 
 
 def _row(where: str, event: Mapping[str, Any]) -> AuditRow:

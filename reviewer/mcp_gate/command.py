@@ -55,14 +55,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="let tools the upstream hints readOnlyHint (and not destructiveHint) pass un-gated",
     )
-    gate.add_argument(
-        "--audit",
-        metavar="KIND:LOCATION",
-        help="the audit log of the API the upstream writes to (access-log:FILE, k8s:FILE, jsonl:URL, ...; "
-        "docs/audit-logs.md): writes in it while the plan was recorded are an alarm on the plan, and "
-        "the real run's report says which writes it shows and which no approved call made",
+    add_source_options(
+        gate,
+        "The log of the API the upstream writes to: writes in it while the plan was recorded are an "
+        "alarm on the plan, and the real run's report says which writes it shows and which no approved "
+        "call made",
     )
-    add_source_options(gate)
     gate.add_argument(
         "--upstream-timeout",
         type=float,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import re
 import urllib.parse
-from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -217,6 +217,9 @@ class MintedIndex:
     by_value: dict[str | int, list[Minted]] = field(default_factory=dict)
     longest: int = 0
     """The length of the longest minted value's text: how far inside a string one is looked for."""
+    lengths: set[int] = field(default_factory=set)
+    """The length of each minted value's text (up to `INNER_LIMIT`): only pieces of a longer string that
+    long can be one, so a string is walked once per length, not once per piece."""
     runs: set[str] = field(default_factory=set)
     """The longest run of letters or digits of each minted value: a value whose run a part does not
     hold as a whole word cannot be in it, so most parts are passed over without being walked."""
@@ -229,6 +232,8 @@ class MintedIndex:
                 continue
             text = str(item.value)
             self.longest = max(self.longest, len(text))
+            if len(text) <= INNER_LIMIT:
+                self.lengths.add(len(text))
             runs = _ALNUM_RUN.findall(text)
             if runs:
                 self.runs.add(max(runs, key=len))
@@ -303,7 +308,7 @@ class MintedIndex:
         if text.isdigit() and text == str(int(text)) and int(text) in self.by_value:
             self._use(int(text), where, uses, "as text")
             return text
-        for piece in _inner_values(text, min(self.longest, INNER_LIMIT)):
+        for piece in _inner_values(text, self.lengths):
             key: str | int = int(piece) if piece.isdigit() and piece == str(int(piece)) else piece
             if key in self.by_value and kind_of(key) == "distinct":
                 self._use(key, where, uses, "inside a longer string")
@@ -317,7 +322,7 @@ class MintedIndex:
         except BodyError:
             return
         whole = [text] if len(text) <= self.longest else []
-        for piece in itertools.chain(whole, _inner_values(text, min(self.longest, INNER_LIMIT))):
+        for piece in itertools.chain(whole, _inner_values(text, self.lengths)):
             key: str | int = int(piece) if piece.isdigit() and piece == str(int(piece)) else piece
             if key in self.by_value and kind_of(key) == "distinct":
                 self._use(key, where, uses, "in bytes")
@@ -385,17 +390,16 @@ def with_placeholders(result: Any, minted: Iterable[Minted]) -> Any:
     return rebuilt(result, "")
 
 
-def _inner_values(text: str, longest: int) -> Iterator[str]:
-    """Each piece of `text` that starts and ends where a run of letters or digits does and is at most
-    `longest` long, except the whole: where a minted value can hide in a longer string (`x-tk-4`,
-    `merged into tk-4.`) while `tk-40` does not hold `tk-4`."""
+def _inner_values(text: str, lengths: Collection[int]) -> Iterator[str]:
+    """Each piece of `text` of one of `lengths` that starts and ends where a run of letters or digits
+    does, except the whole: where a minted value can hide in a longer string (`x-tk-4`, `merged into
+    tk-4.`) while `tk-40` does not hold `tk-4`. Linear in the runs, once per length."""
     runs = [(found.start(), found.end()) for found in _ALNUM_RUN.finditer(text)]
-    for first, (start, _) in enumerate(runs):
-        for _, end in runs[first:]:
-            if end - start > longest:
-                break
-            if end - start < len(text):
-                yield text[start:end]
+    ends = {end for _, end in runs}
+    for start, _ in runs:
+        for length in lengths:
+            if start + length in ends and length < len(text):
+                yield text[start : start + length]
 
 
 # --- a whole plan: the hard-coded minted values a hand-written (or older) plan carries -----------------

@@ -54,13 +54,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from reviewer.policy.file import PolicyError, read_policy
-
-    try:
-        policy = read_policy(args.file)
-    except PolicyError as error:
-        for mistake in error.mistakes:
-            print(f"reviewer policy check: {mistake}", file=sys.stderr)
+    policy = _read_policy(args.file, "reviewer policy check")
+    if policy is None:
         return 2
     for line in policy.describe():
         print(line)
@@ -69,6 +64,18 @@ def run_check(args: argparse.Namespace) -> int:
     if policy.rules and args.calls > 0:
         _print_costs(args.file, policy, args.calls, args.deadline)
     return 0
+
+
+def _read_policy(file: Path, command: str) -> Policy | None:
+    """The policy in `file`, or None once each of its mistakes is printed on its own line."""
+    from reviewer.policy.file import PolicyError, read_policy
+
+    try:
+        return read_policy(file)
+    except PolicyError as error:
+        for mistake in error.mistakes:
+            print(f"{command}: {mistake}", file=sys.stderr)
+        return None
 
 
 def _print_costs(file: Path, policy: Policy, calls: int, deadline: float) -> None:
@@ -122,14 +129,10 @@ def made_up_plan(calls: int) -> bytes:
 def run_explain(args: argparse.Namespace) -> int:
     from reviewer.plan.proposal import ProposalError, parse_proposal
     from reviewer.plan.sanitize import safe_text
-    from reviewer.policy.file import PolicyError, read_policy
     from reviewer.policy.verdict import evaluate
 
-    try:
-        policy = read_policy(args.file)
-    except PolicyError as error:
-        for mistake in error.mistakes:
-            print(f"reviewer policy explain: {mistake}", file=sys.stderr)
+    policy = _read_policy(args.file, "reviewer policy explain")
+    if policy is None:
         return 2
     status = 0
     for path in args.proposals:

@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import re
 import sys
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -110,19 +111,18 @@ def _common_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run_decision(options: argparse.Namespace) -> int:
-    command = f"reviewer {options.decision.replace('_', '-')}"
-    try:
-        return asyncio.run(_decide(options))
-    except DecisionFailed as error:
-        print(f"{command}: {error}", file=sys.stderr)
-        return error.exit_code
+    return _exit_code(f"reviewer {options.decision.replace('_', '-')}", _decide(options))
 
 
 def run_reading(options: argparse.Namespace) -> int:
     """`reviewer list` and `reviewer show`: the queue read under the reviewer's token."""
-    command = f"reviewer {options.reading}"
+    return _exit_code(f"reviewer {options.reading}", _read(options))
+
+
+def _exit_code(command: str, work: Coroutine[Any, Any, int]) -> int:
+    """Run a command's work; what it failed on is one line on stderr, named by `command`."""
     try:
-        return asyncio.run(_read(options))
+        return asyncio.run(work)
     except DecisionFailed as error:
         print(f"{command}: {error}", file=sys.stderr)
         return error.exit_code
@@ -133,7 +133,7 @@ async def _read(options: argparse.Namespace) -> int:
     import shutil
 
     from reviewer.queue import client as queue
-    from reviewer.queue.config import ConfigError, load_settings
+    from reviewer.queue.config import ConfigError, reviewer_settings
     from reviewer.queue.ids import resolve_proposal_id
     from reviewer.queue.overview import (
         list_lines,
@@ -143,11 +143,9 @@ async def _read(options: argparse.Namespace) -> int:
         show_lines,
     )
     from reviewer.queue.pager import page_lines
-    from reviewer.queue.trust import use_ca_file
 
     try:
-        use_ca_file(options.ca_file)
-        settings = load_settings(options.queue)
+        settings = reviewer_settings(options.queue, options.ca_file)
     except ConfigError as error:
         raise DecisionFailed(str(error), 2) from None
     width = shutil.get_terminal_size((100, 24)).columns
@@ -185,11 +183,10 @@ class DecisionFailed(Exception):
 
 async def _decide(options: argparse.Namespace) -> int:
     from reviewer.queue import client as queue
-    from reviewer.queue.config import ConfigError, configured_signing_key, load_settings
+    from reviewer.queue.config import ConfigError, configured_signer, reviewer_settings
     from reviewer.queue.deciding import not_pending_words, send_decision, stale_words
     from reviewer.queue.ids import resolve_proposal_id
-    from reviewer.queue.trust import use_ca_file
-    from reviewer.signing.sshsig import SigningError, signer_for
+    from reviewer.signing.sshsig import SigningError
 
     decision: Decision = options.decision
     if options.revision < 1:
@@ -202,10 +199,8 @@ async def _decide(options: argparse.Namespace) -> int:
             "--digest must be the plan's whole SHA-256, 64 hex digits, as the app shows it", 2
         )
     try:
-        use_ca_file(options.ca_file)
-        settings = load_settings(options.queue)
-        key_path = configured_signing_key(options.key)
-        signer = signer_for(key_path) if key_path is not None else None
+        settings = reviewer_settings(options.queue, options.ca_file)
+        signer = configured_signer(options.key)
     except (ConfigError, SigningError) as error:
         raise DecisionFailed(f"{error}; nothing was sent", 2) from None
     proposal_id = options.proposal_id

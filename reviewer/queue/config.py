@@ -33,11 +33,13 @@ import platformdirs
 
 from reviewer.plan.hosts import is_loopback
 from reviewer.queue.terminal_alerts import DESKTOP_PROTOCOLS, TerminalAlerts
+from reviewer.queue.trust import use_ca_file
 
 if TYPE_CHECKING:  # httpx and the JOSE library load only for a queue that signs in through a provider
     import httpx
 
     from reviewer.queue.sign_in import ProviderSession
+    from reviewer.signing.sshsig import Signer
 
 APP_NAME = "reviewer"
 QUEUE_ENV: Final = "REVIEWER_QUEUE"
@@ -313,6 +315,20 @@ def write_configured_queue(url: str, path: Path | None = None) -> Path:
     return path
 
 
+def store_sign_in(credential: Secret | ProviderSession, queue_url: str) -> str | None:
+    """What `reviewer login` keeps once the queue accepted the credential: the token or the session
+    in the token file, the queue's URL in config.toml. None once stored, else why not."""
+    try:
+        if isinstance(credential, Secret):
+            write_token_file(credential, token_file())
+        else:
+            write_session_file(credential, token_file())
+        write_configured_queue(queue_url, config_file())
+    except (OSError, ConfigError) as error:
+        return f"could not store the settings: {error}"
+    return None
+
+
 def _toml_string(value: str) -> str:
     """A TOML basic string: JSON's escapes with ensure_ascii are a subset of TOML's."""
     return json.dumps(value, ensure_ascii=True)
@@ -348,6 +364,13 @@ def load_settings(
     return Settings(queue_url, Secret(credential.id_token), credential, token_path)
 
 
+def reviewer_settings(queue: str | None, ca_file: Path | None) -> Settings:
+    """The settings of a command that reads the queue under the reviewer's credential, from its
+    `--queue` and `--ca-file` (which every queue client this process opens then trusts)."""
+    use_ca_file(ca_file)
+    return load_settings(queue)
+
+
 def configured_signing_key(
     option: Path | None = None, environ: Mapping[str, str] | None = None, config_path: Path | None = None
 ) -> Path | None:
@@ -367,6 +390,17 @@ def configured_signing_key(
             f'{config_path or config_file()}: `signing_key` must be a path like "~/.ssh/id_ed25519.pub"'
         )
     return Path(value).expanduser()
+
+
+def configured_signer(option: Path | None = None) -> Signer | None:
+    """What signs decisions: the signer of `configured_signing_key`, or None when no key is set
+    (decisions then go unsigned). A key that cannot sign raises `SigningError`."""
+    key_path = configured_signing_key(option)
+    if key_path is None:
+        return None
+    from reviewer.signing.sshsig import signer_for
+
+    return signer_for(key_path)
 
 
 def configured_alerts(path: Path | None = None) -> TerminalAlerts:

@@ -1,6 +1,7 @@
 """`reviewer login` on a queue whose reviewers sign in through the team's OpenID provider: ask the
 queue how it signs reviewers in, run the device authorization grant, check the result with the
-queue, and store the session where a minted token would go (0600, in a 0700 folder)."""
+queue, and store the session where a minted token would go (0600, in a 0700 folder). The last step,
+storing what the queue accepted and saying where, is also that of a login with a minted token."""
 
 from __future__ import annotations
 
@@ -10,13 +11,7 @@ import sys
 import httpx
 
 from reviewer.queue.client import Forbidden, QueueClient, QueueError, Unauthorized, unreachable
-from reviewer.queue.config import (
-    ConfigError,
-    config_file,
-    token_file,
-    write_configured_queue,
-    write_session_file,
-)
+from reviewer.queue.config import Secret, config_file, store_sign_in, token_file
 from reviewer.queue.messages import ProviderSignIn, SignInMethods
 from reviewer.queue.sign_in import ProviderSession, SignInFailed, device_sign_in
 from reviewer.queue.trust import trusted_certificates
@@ -63,18 +58,24 @@ def run_provider_login(queue_url: str, provider: ProviderSignIn) -> int:
     except (SignInFailed, QueueError) as error:
         print(f"reviewer login: {error}", file=sys.stderr)
         return 1
-    try:
-        write_session_file(session, token_file())
-        write_configured_queue(queue_url, config_file())
-    except (OSError, ConfigError) as error:
-        print(f"reviewer login: could not store the settings: {error}", file=sys.stderr)
-        return 1
     from reviewer.plan.sanitize import safe_text
 
-    print(
-        f"signed in to {queue_url} as {safe_text(name)} (reviewer) through {safe_text(provider.issuer)}; "
-        f"session stored in {token_file()} (mode 0600), renewed as it ends; queue in {config_file()}"
-    )
+    who = f"{safe_text(name)} (reviewer) through {safe_text(provider.issuer)}"
+    return finish_login(session, queue_url, who)
+
+
+def finish_login(credential: Secret | ProviderSession, queue_url: str, who: str) -> int:
+    """The last step of `reviewer login`, with a token or a provider's session the queue accepted
+    for `who`: store it and the queue's URL and say where (0), or say why they could not be (1)."""
+    unstored = store_sign_in(credential, queue_url)
+    if unstored:
+        print(f"reviewer login: {unstored}", file=sys.stderr)
+        return 1
+    if isinstance(credential, Secret):
+        stored = f"token stored in {token_file()} (mode 0600), queue"
+    else:
+        stored = f"session stored in {token_file()} (mode 0600), renewed as it ends; queue"
+    print(f"signed in to {queue_url} as {who}; {stored} in {config_file()}")
     return 0
 
 

@@ -13,7 +13,6 @@ and the entries carrying one of the run's ids are kept.
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -110,38 +109,6 @@ class RequestLine:
             and self.path == other.path
             and (self.query is None or other.query is None or self.query == other.query)
         )
-
-
-def claim_lines(lines: Sequence[RequestLine], requests: Sequence[RequestLine]) -> list[int | None]:
-    """For each request in turn, the first line not yet claimed that records it (or None): one line
-    per request, and a line no request claimed is another client's. Lines are grouped by method and
-    path, and each group skips the lines claimed at its front, so a run of 200,000 calls against as
-    many lines is not 200,000 scans of them."""
-    groups: dict[tuple[str, str], list[int]] = {}
-    for index, line in enumerate(lines):
-        groups.setdefault((line.method, line.path), []).append(index)
-    front: dict[tuple[str, str], int] = {}
-    claimed: set[int] = set()
-    found: list[int | None] = []
-    for request in requests:
-        key = (request.method, request.path)
-        group = groups.get(key, [])
-        start = front.get(key, 0)
-        while start < len(group) and group[start] in claimed:
-            start += 1
-        front[key] = start
-        agreeing = next(
-            (
-                at
-                for at in itertools.islice(group, start, None)
-                if at not in claimed and lines[at].agrees(request)
-            ),
-            None,
-        )
-        if agreeing is not None:
-            claimed.add(agreeing)
-        found.append(agreeing)
-    return found
 
 
 @dataclass(frozen=True, slots=True)

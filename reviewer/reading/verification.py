@@ -1,4 +1,5 @@
-"""How a real run compares with its approved plan, and with the API's audit log (`compare_execution`).
+"""How a real run compares with its approved plan (`compare_execution`); the API's audit log is held
+against it by `reviewer.reading.audit_matching`.
 
 The executor sends the plan's calls in order and stops at the first call that is not the plan's, so
 the real calls are lined up with the plan in order. Each one is *same*, *same once placeholders
@@ -13,13 +14,12 @@ between them is the point. The comparison of one real call with its plan call is
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from reviewer.plan.matching import FieldChange, match_call, plain
 from reviewer.plan.proposal import Call, Proposal
-from reviewer.reading.audit_matching import RequestLine, claim_lines
 from reviewer.reading.minted_checks import minted_value_checks
 
 CheckStatus = Literal[
@@ -29,7 +29,7 @@ CheckStatus = Literal[
 
 @dataclass(frozen=True, slots=True)
 class CallCheck:
-    """One real call against the approved plan (and, when there is one, the API's audit log)."""
+    """One real call against the approved plan."""
 
     executed_index: int
     planned_index: int | None
@@ -38,10 +38,6 @@ class CallCheck:
     """For `different`: what differs (placeholders resolved). For `same once placeholders
     resolve`: each placeholder and the real value it took."""
     http_status: int | None = None
-    audit_index: int | None = None
-    """The audit-log line this call corresponds to, when an audit log was given and one does."""
-    audit_fields: tuple[FieldChange, ...] = ()
-    """Where the audit line disagrees with what the run reported (`http_status`, `path`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,10 +52,6 @@ class Verification:
     """Real calls identical to the plan's call as written (placeholders left as text) and not refused."""
     matching_once_resolved: int
     """Real calls that match the plan once placeholders take their real values, and not refused."""
-    audit_unmatched: tuple[int, ...] = ()
-    """Audit-log lines no real call accounts for: writes the API kept that the run did not report."""
-    audit_read: bool = False
-    """Whether the calls were held against an audit log at all."""
 
     @property
     def summary(self) -> str:
@@ -75,34 +67,19 @@ class Verification:
                 text += f"; {status}: {len(hits)}"
         if self.not_executed:
             text += f"; not executed: {len(self.not_executed)}"
-        if self.audit_read:
-            # A call the audit log does not show is never counted as verified against it.
-            succeeded = [check for check in self.checks if check.status.startswith("same")]
-            with_line = sum(check.audit_index is not None for check in succeeded)
-            text += f"; in the audit log: {with_line} of {len(succeeded)} that succeeded"
-        if self.audit_unmatched:
-            text += f"; audit lines no call accounts for: {len(self.audit_unmatched)}"
         return text
 
     def count(self, status: CheckStatus) -> int:
         return sum(1 for check in self.checks if check.status == status)
 
 
-def compare_execution(
-    plan: Proposal,
-    executed_calls: Sequence[Call],
-    audit: Sequence[Mapping[str, Any]] | None = None,
-) -> Verification:
-    """Each real call against the approved plan, in order, and against the API's audit log.
+def compare_execution(plan: Proposal, executed_calls: Sequence[Call]) -> Verification:
+    """Each real call against the approved plan, in order.
 
     `executed_calls` are what the run reports (`reviewer.plan.proposal.Call`: the real args, request and
     outcome). The n-th real call is held against the next plan call not yet matched; a real call of
     another tool or effect is "not in the plan" and matches nothing. A placeholder of the plan takes
     its value from the real result of the call it names.
-
-    `audit` is the API's audit-log lines of the run, if it has one: mappings with `method`, `path`
-    and `status` (or `http_status`). Each real call is paired with the next line of the same
-    method and path; a line no call accounts for is reported (`audit_unmatched`).
     """
     real_results: dict[int, Any] = {}
     checks: list[CallCheck] = []
@@ -142,9 +119,6 @@ def compare_execution(
         if real.outcome is not None and real.outcome.result is not None:
             real_results[planned.seq] = plain(real.outcome.result)
         planned_at += 1
-    audit_unmatched: tuple[int, ...] = ()
-    if audit is not None:
-        checks, audit_unmatched = _against_audit(checks, executed_calls, audit)
     checks, undone = _held_to_minted_values(plan, executed_calls, checks)
     naive_identical -= undone.count("same")
     matching_once_resolved -= len(undone)
@@ -154,8 +128,6 @@ def compare_execution(
         not_executed=tuple(range(planned_at, len(plan.calls))),
         naive_identical=naive_identical,
         matching_once_resolved=matching_once_resolved,
-        audit_unmatched=audit_unmatched,
-        audit_read=audit is not None,
     )
 
 
@@ -190,50 +162,6 @@ def _held_to_minted_values(
                 "different",
                 (*kept, *fields),
                 check.http_status,
-                check.audit_index,
-                check.audit_fields,
             )
         )
     return held, undone
-
-
-def _against_audit(
-    checks: list[CallCheck], executed_calls: Sequence[Call], audit: Sequence[Mapping[str, Any]]
-) -> tuple[list[CallCheck], tuple[int, ...]]:
-    """Pair each real call with the next audit line of the same method and path (`claim_lines`, as
-    every matcher of a log does), and note where the audit disagrees with what the run reported."""
-    lines = [RequestLine.of(str(line.get("method", "")), str(line.get("path", "")), None) for line in audit]
-    sent = [check for check in checks if executed_calls[check.executed_index].request is not None]
-    requests = []
-    for check in sent:
-        request = executed_calls[check.executed_index].request
-        assert request is not None
-        requests.append(RequestLine.of(request.method, request.path, None))
-    line_of = dict(zip((id(check) for check in sent), claim_lines(lines, requests), strict=True))
-    used: set[int] = set()
-    result: list[CallCheck] = []
-    for check in checks:
-        line_index = line_of.get(id(check))
-        if line_index is None:
-            result.append(check)
-            continue
-        used.add(line_index)
-        line = audit[line_index]
-        audit_status = line.get("http_status", line.get("status"))
-        disagreements: tuple[FieldChange, ...] = ()
-        if isinstance(audit_status, int) and audit_status != check.http_status:
-            disagreements = (
-                FieldChange("http_status", check.http_status, audit_status, "run said, audit says"),
-            )
-        result.append(
-            CallCheck(
-                check.executed_index,
-                check.planned_index,
-                check.status,
-                check.fields,
-                check.http_status,
-                line_index,
-                disagreements,
-            )
-        )
-    return result, tuple(index for index in range(len(audit)) if index not in used)

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from reviewer.audit.options import add_source_options
 
 if TYPE_CHECKING:
-    from reviewer.agent.audit import HttpAuditLog
     from reviewer.agent.sandbox_check import SandboxCheck
     from reviewer.audit.registry import AuditSource
 
@@ -82,15 +81,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="a header the sandbox check sends to --sandbox-api (the sandbox's own credential; the API's "
         "never goes there), withheld from COMMAND like --api-header",
     )
-    parser.add_argument(
-        "--audit",
-        metavar="KIND:LOCATION",
-        help="the API's audit log: access-log:FILE, k8s:FILE, cloudtrail:, stripe:, jsonl:, sample:URL "
-        "(docs/audit-logs.md); writes in it during the dry run that the gate did not make are an alarm "
-        "on the plan, and the real run is matched call by call. A bare PATH or URL is the sample API's "
-        "log read through the API (e.g. /v1/audit), as before",
+    add_source_options(
+        parser,
+        "What the API kept of the dry run and the writes during it that the gate did not make are on "
+        "the plan; the real run is matched call by call",
     )
-    add_source_options(parser)
     parser.add_argument(
         "--sandbox-api",
         metavar="URL",
@@ -348,24 +343,11 @@ STDIN_OF_A_RUN = (
 )
 
 
-def _audit_option(
-    value: str | None, fields: list[str], headers: Mapping[str, str]
-) -> HttpAuditLog | AuditSource | None:
-    """`--audit KIND:LOCATION` as a source, read by `--audit-field` and `--audit-header`; a bare path or
-    URL (no known kind before its colon) is the sample API's own log read through the API, as
-    `--audit` meant before it took sources."""
-    from reviewer.agent.audit import HttpAuditLog
+def _audit_option(value: str | None, fields: list[str], headers: Mapping[str, str]) -> AuditSource | None:
+    """`--audit KIND:LOCATION` as a source, read by `--audit-field` and `--audit-header`."""
     from reviewer.audit.options import BadAuditOption, audit_option
-    from reviewer.audit.registry import readers
     from reviewer.run.errors import RunRefused
 
-    if value and value.partition(":")[0] not in readers():
-        if fields or headers:
-            raise RunRefused(
-                f"--audit {value[:80]!r} is the sample API's log read through the API, which takes no "
-                "--audit-field or --audit-header; name a KIND:LOCATION"
-            )
-        return HttpAuditLog(value)
     try:
         return audit_option(value, fields, headers, stdin_is=STDIN_OF_A_RUN)
     except BadAuditOption as error:

@@ -22,7 +22,7 @@ from typing import Any, Final, Protocol
 import httpx
 import msgspec
 
-from reviewer.agent.audit import AuditUnavailable, RunAudit
+from reviewer.agent.audit import AuditUnavailable
 from reviewer.agent.errors import AgentError, MintedValueUnsafe, PlanStop
 from reviewer.agent.execution import off_target
 from reviewer.agent.http_values import CallAnswer, path_problem
@@ -105,13 +105,14 @@ class DryMode:
     A value a write produces reaches the child as a placeholder (`<id from call 1>`); a later request
     that carries it (the placeholder, or the minted value itself, found by value) is sent to the API
     with the dry run's own value, while the plan keeps the placeholder. One that no placeholder can
-    stand for spoils the dry run, naming the call, the field and the value. With an audit log, each
-    server dry-run write is checked at once: a kept write stops the dry run (`DryRunAlarm`).
+    stand for spoils the dry run, naming the call, the field and the value. With `watch_kept` (a server
+    dry run), the recording's audit log is read after each write: a kept write stops the dry run
+    (`DryRunAlarm`).
     """
 
-    def __init__(self, recording: Recording, audit_watch: RunAudit | None = None) -> None:
+    def __init__(self, recording: Recording, *, watch_kept: bool = False) -> None:
         self.recording = recording
-        self.audit_watch = audit_watch
+        self.watch_kept = watch_kept
         self._lock = asyncio.Lock()
 
     def resolve(self, value: Any) -> Any:
@@ -124,9 +125,9 @@ class DryMode:
             except MintedValueUnsafe as unsafe:
                 raise DryRunAlarm(str(unsafe)) from None
             seq = len(self.recording.calls)
-            if self.audit_watch is not None:
+            if self.watch_kept:
                 try:
-                    kept = await self.audit_watch.kept(recorded.sent for recorded in self.recording.calls)
+                    kept = await self.recording.kept_so_far()
                 except AuditUnavailable as unreadable:
                     raise DryRunAlarm(
                         f"{unreadable}: nothing proves the API did not keep "
@@ -134,7 +135,7 @@ class DryMode:
                     ) from None
                 if kept:
                     raise DryRunAlarm(
-                        f"the dry run kept {len(kept)} write(s): the API ignored the dry-run parameter and "
+                        f"the dry run kept {kept} write(s): the API ignored the dry-run parameter and "
                         "wrote for real (its audit log shows "
                         f"{call.request.method} {call.request.path[:200]}). "
                         "The dry run was stopped and nothing was submitted; check the API's dry-run "

@@ -8,7 +8,6 @@ only wires the gate and the child to it and says, in one line each, what happene
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -19,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from reviewer.agent.audit import AuditUnavailable, HttpAuditLog, RunAudit
+from reviewer.agent.audit import AuditUnavailable, require_readable
 from reviewer.agent.errors import (
     ChangesRequested,
     NoApproval,
@@ -38,7 +37,6 @@ from reviewer.agent.tools import ACTIVE_RUN
 from reviewer.agent.waiting import Patience
 from reviewer.audit.checks import alarm_line
 from reviewer.audit.commands import unplanned_text
-from reviewer.audit.inputs import AuditSourceUnreadable
 from reviewer.audit.registry import AuditSource
 from reviewer.plan.proposal import Agent, Proposal, ProposalError, Target, dumps, scan_proposal
 from reviewer.plan.sanitize import safe_text
@@ -72,8 +70,8 @@ class RunSettings:
     via: str = "record"
     dry_run_query: dict[str, str] | None = None
     document: ApiDocument | None = None
-    audit: HttpAuditLog | AuditSource | None = None
-    """The sample API's own log read through the API (a bare `--audit PATH`), or a `KIND:LOCATION` source."""
+    audit: AuditSource | None = None
+    """`--audit KIND:LOCATION`: the API's audit log (`api:/v1/audit` is read through the API itself)."""
     sandbox_api: SandboxCheck | None = None
     """`--sandbox-api`: the check run against a sandbox copy of the API before each server dry run."""
     request_id_header: str = DEFAULT_REQUEST_ID_HEADER
@@ -124,16 +122,11 @@ async def check_before_start(api: httpx.AsyncClient, queue: QueueClient, setting
         await api.get("", timeout=REACHABILITY_TIMEOUT)
     except httpx.HTTPError as error:
         raise RunRefused(f"--api {settings.api} is not reachable ({type(error).__name__}: {error})") from None
-    if isinstance(settings.audit, HttpAuditLog):
-        try:
-            await settings.audit.read(api)
+    if settings.audit is not None:
+        try:  # its first row only: a missing file or a refused URL is said now, not after the dry run
+            await require_readable(settings.audit, api)
         except AuditUnavailable as unreadable:
             raise RunRefused(f"--audit: {unreadable}") from None
-    elif settings.audit is not None:
-        try:  # its first row only: a missing file or a refused URL is said now, not after the dry run
-            await asyncio.to_thread(next, iter(settings.audit.rows()), None)
-        except AuditSourceUnreadable as unreadable:
-            raise RunRefused(f"--audit: {settings.audit.name} cannot be read: {unreadable}") from None
     try:
         whoami = await queue.whoami()
     except QueueError as error:
@@ -311,10 +304,7 @@ async def dry_run(
     """COMMAND once against the gate in dry-run mode; the plan it made, or None when it wrote nothing."""
     recording = gate.recorder()
     await recording.start()
-    watch = RunAudit(gate.audit, gate.api, required=True) if settings.via == "server" else None
-    if watch is not None:
-        await watch.start()
-    http_gate.mode = DryMode(recording, watch)
+    http_gate.mode = DryMode(recording, watch_kept=settings.via == "server")
     try:
         ended = await child()
     finally:
@@ -327,18 +317,13 @@ async def dry_run(
     if not recording.calls:
         say("COMMAND made no write: there is no plan to review, nothing was submitted")
         return None
-    dry_run_audit = await gate.audit_dry_run(recording)
-    if dry_run_audit is not None:
-        source_name = gate.audit_source.name if gate.audit_source is not None else "the audit log"
-        say(
-            alarm_line(dry_run_audit, source_name)
-            + ("; the plan carries the alarm" if dry_run_audit.unplanned else "")
-        )
-        for unplanned in dry_run_audit.unplanned:
+    window = recording.audit_match
+    if window is not None and gate.audit is not None:
+        carried = "; the plan carries the alarm" if window.unplanned else ""
+        say(alarm_line(window, gate.audit) + carried)
+        for unplanned in window.unplanned:
             say(safe_text(f"unplanned during the dry run: {unplanned_text(unplanned)}"))
-    proposal = gate.propose(
-        recording, title=title, proposal_id=proposal_id, revision=revision, dry_run_audit=dry_run_audit
-    )
+    proposal = gate.propose(recording, title=title, proposal_id=proposal_id, revision=revision)
     try:
         scan_proposal(dumps(proposal), "the plan")
     except ProposalError as error:
@@ -402,28 +387,23 @@ async def report_audit(gate: Gate, execution: Execution) -> None:
     """With an audit source, the summary line after the real run (docs/design.md, "Verifying against audit
     logs"), and each write it shows that no approved call made (the exit status stays the run's own:
     `reviewer verify` is the check)."""
-    if gate.audit_source is None:
+    if gate.audit is None:
         return
     result = gate.audit_run(execution)
     if result is None:
-        say(f"audit: {gate.audit_source.name} could not be read; the run is not verified against it")
+        say(f"audit: {gate.audit.name} could not be read; the run is not verified against it")
         return
     for unplanned in result.unplanned:
         say(safe_text(f"unplanned: {unplanned_text(unplanned)}"))
     if not result.complete:
-        say(f"audit: incomplete, {gate.audit_source.name} cannot vouch for this run")
+        say(f"audit: incomplete, {gate.audit.name} cannot vouch for this run")
     say(result.summary)
 
 
 def report(gate: Gate, execution: Execution, approved_by: str) -> int:
     """One line for the run, one for its verification; 0 only when every approved call succeeded."""
     verification = gate.verify(execution)
-    if execution.audit_available:
-        checked = "against the audit log"
-    elif gate.audit_source is not None:
-        checked = f"against the plan ({gate.audit_source.name} is held against the run on the next line)"
-    else:
-        checked = "against the plan (no --audit)"
+    checked = "against the plan" if gate.audit is not None else "against the plan (no --audit)"
     if execution.ok:
         say(
             f"approved by {approved_by}; all {len(execution.executed)} calls succeeded; verified {checked}: "

@@ -107,7 +107,8 @@ class Sandbox:
         if self.kind == "namespaces":
             network = (
                 "the machine's network (--share-network: the host's loopback services and abstract "
-                "sockets too; the gate behind a secret)"
+                "sockets too, and on a cloud instance its metadata address, which hands out the "
+                "instance's own credentials; the gate behind a secret)"
                 if self.shared_network
                 else f"no network but the gate and, through a proxy (HTTPS_PROXY), {allowed}"
                 if (allowed := ", ".join(str(host) for host in self.allowed_net))
@@ -121,8 +122,9 @@ class Sandbox:
         if self.kind == "another user":
             return (
                 f"sandbox: another user (uid {self.uid}, made for this run; no namespace could be made): "
-                "COMMAND reads and writes only what every user may, keeps the network, and every process "
-                "of that uid is killed when the run ends"
+                "COMMAND reads and writes only what every user may, keeps the network (on a cloud instance "
+                "its metadata address and the instance's credentials too), and every process of that uid "
+                "is killed when the run ends"
             )
         return f"sandbox: none (--no-sandbox): {NO_SANDBOX_COST}"
 

@@ -6,13 +6,14 @@ from typing import Any, Final, Literal
 
 import httpx
 
-from reviewer.agent import HttpAuditLog, HttpRequest, Recording, dry_run, path_with, write_tool
+from reviewer.agent import HttpRequest, Recording, audit_source, dry_run, path_with, write_tool
 from reviewer.plan.proposal import Agent, Proposal, Target
 
 REFERENCE_TITLE: Final = "Printer on fire"
 REFERENCE_TASK: Final = "Open one ticket, close t1 and t2 into it, delete t3."
 REFERENCE_PLAN_TITLE: Final = "Merge t1 and t2 into a new ticket, delete t3"
-AUDIT: Final = HttpAuditLog("/v1/audit", "entries")
+AUDIT: Final = audit_source("api:/v1/audit")
+"""The sample API's own log, read through the run's client: it holds the writes the API kept."""
 DRY_RUN_QUERY: Final = {"dryRun": "All"}
 """The sample API's documented dry-run parameter (its OpenAPI document declares it on every write)."""
 AGENT: Final = Agent(name="deskline-agent", run_id="walkthrough")
@@ -73,12 +74,14 @@ async def dry_run_reference(
 ) -> tuple[Recording, Proposal]:
     """The reference task dry-run in `mode`, and the proposal the agent would submit for it.
 
-    Only the server mode is handed `api`: the fakes must never hold a client that reaches it.
+    Only the server mode is handed `api` (and reads its audit log through it): the fakes must never
+    hold a client that reaches it, and send nothing the log could show.
     """
     client = api if mode == "server" else None
+    audit = AUDIT if client is not None else None
     if mode == "server":
         options = {"dry_run_query": DRY_RUN_QUERY, **options}
-    async with dry_run(mode, client=client, audit=AUDIT, **options) as recording:
+    async with dry_run(mode, client=client, audit=audit, **options) as recording:
         await reference_task()
     proposal = recording.to_proposal(
         proposal_id=proposal_id,

@@ -210,16 +210,12 @@ async def _reset(api: Any) -> None:
 
 
 def _verify(execution: Execution) -> Any:
-    """The real run against the approved plan and the audit log, by the drift module's rules."""
+    """The real run against the approved plan, by the drift module's rules."""
     try:
         from reviewer.reading.verification import compare_execution
     except ImportError:
         return None
-    return compare_execution(
-        execution.approval.proposal,
-        execution.executed_calls(),
-        execution.audit_lines if execution.audit_available else None,
-    )
+    return compare_execution(execution.approval.proposal, execution.executed_calls())
 
 
 def row_label(call: Call) -> str:
@@ -323,13 +319,16 @@ def summary_lines(result: Walkthrough) -> list[str]:
             f"Naive comparison (placeholders left as written): {verification.naive_identical} of "
             f"{verification.planned} calls identical."
         )
+    if execution.audit_match is not None:
+        summary = execution.audit_match.summary  # `audit: 3 of 4 calls matched; ...`
+        lines.append(f"The API's audit log: {summary.removeprefix('audit: ')}.")
     return lines
 
 
 def verification_sentence(verification: Any, real: Sequence[Call]) -> str:
     """`3 of 4 calls match once placeholders resolve; delete t3: refused 409`."""
     text = (
-        f"Audit verification: {verification.matching_once_resolved} of {verification.planned} calls match "
+        f"Plan verification: {verification.matching_once_resolved} of {verification.planned} calls match "
         "once placeholders resolve"
     )
     for check in verification.checks:
@@ -342,6 +341,4 @@ def verification_sentence(verification: Any, real: Sequence[Call]) -> str:
         text += f"; {row_label(call)}: {detail}"
     if verification.not_executed:
         text += f"; not executed: {len(verification.not_executed)}"
-    if verification.audit_unmatched:
-        text += f"; audit lines no call accounts for: {len(verification.audit_unmatched)}"
     return text

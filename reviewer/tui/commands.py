@@ -86,16 +86,13 @@ def run_demo(options: argparse.Namespace) -> int:
 
 
 def run_review(options: argparse.Namespace) -> int:
-    from reviewer.queue.config import ConfigError, configured_alerts, configured_signing_key, load_settings
-    from reviewer.queue.trust import use_ca_file
-    from reviewer.signing.sshsig import SigningError, signer_for
+    from reviewer.queue.config import ConfigError, configured_alerts, configured_signer, reviewer_settings
+    from reviewer.signing.sshsig import SigningError
 
     try:
-        use_ca_file(options.ca_file)
-        settings = load_settings(options.queue)
+        settings = reviewer_settings(options.queue, options.ca_file)
         alerts = configured_alerts()
-        key_path = configured_signing_key()
-        signer = signer_for(key_path) if key_path is not None else None
+        signer = configured_signer()
     except (ConfigError, SigningError) as error:
         print(f"reviewer review: {error}", file=sys.stderr)
         return 2
@@ -129,15 +126,7 @@ def _credential(settings: Settings) -> Secret | httpx.Auth:
 def run_login(options: argparse.Namespace) -> int:
     """Check the token before storing it: a typo found now is not a 401 found mid-incident."""
     from reviewer.queue.client import QueueError, QueueUnreachable, Unauthorized
-    from reviewer.queue.config import (
-        TOKEN_ENV,
-        ConfigError,
-        config_file,
-        normalize_queue_url,
-        token_file,
-        write_configured_queue,
-        write_token_file,
-    )
+    from reviewer.queue.config import TOKEN_ENV, ConfigError, normalize_queue_url
     from reviewer.queue.trust import use_ca_file
 
     try:
@@ -150,7 +139,7 @@ def run_login(options: argparse.Namespace) -> int:
     if unanswered:
         print(f"reviewer login: {unanswered}", file=sys.stderr)
         return 1
-    from reviewer.queue.provider_login import provider_of
+    from reviewer.queue.provider_login import finish_login, provider_of, run_provider_login
 
     try:
         provider = provider_of(queue_url)
@@ -158,8 +147,6 @@ def run_login(options: argparse.Namespace) -> int:
         print(f"reviewer login: {error}", file=sys.stderr)
         return 1
     if provider is not None:
-        from reviewer.queue.provider_login import run_provider_login
-
         return run_provider_login(queue_url, provider)
     try:
         token = _token_to_check(queue_url)
@@ -194,17 +181,7 @@ def run_login(options: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    try:
-        write_token_file(token, token_file())
-        write_configured_queue(queue_url, config_file())
-    except (OSError, ConfigError) as error:
-        print(f"reviewer login: could not store the settings: {error}", file=sys.stderr)
-        return 1
-    print(
-        f"signed in to {queue_url} as {identity.name} ({identity.role}); "
-        f"token stored in {token_file()} (mode 0600), queue in {config_file()}"
-    )
-    return 0
+    return finish_login(token, queue_url, f"{identity.name} ({identity.role})")
 
 
 def _token_to_check(queue_url: str) -> Secret:

@@ -1,22 +1,38 @@
-"""What a run learns from the API's audit log: only the lines its own writes left, or nothing known."""
+"""What a run learns from the API's audit log, whatever its kind: the dry run's window read once it ends
+(the gate's own dry-run requests known by their ids, every other write someone else's), and a log that
+cannot be read stops the dry run."""
 
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from reviewer.agent import AuditUnavailable, HttpAuditLog, HttpRequest
-from reviewer.agent.audit import RunAudit
+from reviewer.agent import AuditUnavailable, RecordBackend, Recording, dry_run
+from reviewer.agent.audit import dry_run_window, require_readable, writes_kept
+from reviewer.audit import inputs
+from reviewer.audit.registry import BadAuditSource, audit_source
+from reviewer.sample_api import tools
+
+API_LOG = audit_source("api:/v1/audit")
 
 
-def audit_api(pages: list[Any]) -> httpx.AsyncClient:
-    """An API whose audit log answers `pages` in turn; an int page is that HTTP status instead."""
+def entry(request_id: str | None, *, path: str = "/v1/tickets") -> dict[str, Any]:
+    """A write the log holds, made now."""
+    at = datetime.now(UTC).isoformat()
+    return {"at": at, "method": "POST", "path": path, "status": 201, "request_id": request_id}
+
+
+def api_serving(*pages: Any) -> httpx.AsyncClient:
+    """An API whose `GET /v1/audit` answers `pages` in turn (the last again); an int is that status."""
+    answers = list(pages)
 
     def answer(request: httpx.Request) -> httpx.Response:
-        page = pages.pop(0)
+        page = answers.pop(0) if len(answers) > 1 else answers[0]
         if isinstance(page, int):
             return httpx.Response(page)
         return httpx.Response(200, json={"entries": page})
@@ -24,66 +40,118 @@ def audit_api(pages: list[Any]) -> httpx.AsyncClient:
     return httpx.AsyncClient(base_url="http://api.test", transport=httpx.MockTransport(answer))
 
 
-def line(method: str, path: str, body: Any) -> dict[str, Any]:
-    return {"method": method, "path": path, "body": body}
+def window(client: httpx.AsyncClient | None, ids: tuple[str, ...] = ("dry-1",), source: Any = API_LOG) -> Any:
+    now = datetime.now(UTC)
+    return asyncio.run(dry_run_window(source, client, now - timedelta(seconds=1), now, ids))
 
 
-def kept(
-    pages: list[Any], sent: list[HttpRequest | None], *, required: bool = False
-) -> list[dict[str, Any]] | None:
-    async def run() -> list[dict[str, Any]] | None:
-        async with audit_api(pages) as client:
-            run_audit = RunAudit(HttpAuditLog(), client, required=required)
-            await run_audit.start()
-            return await run_audit.kept(sent)
-
-    return asyncio.run(run())
+def test_an_api_log_is_read_through_the_runs_client_and_tells_kept_from_around() -> None:
+    """The gate's dry-run request in a log of kept writes is a write the API kept; another client's
+    write in the window is one the gate did not make, not a kept one."""
+    client = api_serving([entry("dry-1"), entry("someone-else", path="/v1/tickets/t9")])
+    read = window(client)
+    assert (writes_kept(API_LOG, read), len(read.unplanned)) == (1, 1)
+    assert read.unplanned[0].row.path == "/v1/tickets/t9"
 
 
-def test_only_the_new_lines_the_run_sent_count() -> None:
-    """Another client's write lands during the run: it is in the log, not in this run's kept lines."""
-    earlier = line("POST", "/v1/tickets", {"title": "old"})
-    mine = line("DELETE", "/v1/tickets/t3", None)
-    theirs = line("PATCH", "/v1/tickets/t9", {"status": "closed"})
-    sent = [HttpRequest("DELETE", "/v1/tickets/t3"), None]
-    assert kept([[earlier], [earlier, theirs, mine]], sent) == [mine]
+def test_a_log_of_every_request_leaves_what_was_kept_unknown(tmp_path: Path) -> None:
+    """An access log holds the gate's dry-run requests honoured or not: it cannot count kept writes."""
+    log = tmp_path / "access.json"
+    log.write_text(
+        f'{{"time": "{datetime.now(UTC).isoformat()}", "method": "POST", "uri": "/v1/tickets?dryRun=All", '
+        '"status": 201, "request_id": "dry-1"}\n'
+    )
+    source = audit_source(f"access-log:{log}")
+    read = window(None, source=source)
+    assert (read.gate_dry_runs, writes_kept(source, read), read.unplanned) == (1, None, ())
 
 
-def test_a_log_unreadable_before_or_after_the_run_leaves_the_count_unknown() -> None:
-    sent: list[HttpRequest | None] = [HttpRequest("DELETE", "/v1/tickets/t3")]
-    assert kept([503], sent) is None
-    assert kept([[], 503], sent) is None
+def test_a_log_of_kept_writes_with_a_line_it_cannot_read_proves_nothing_was_kept() -> None:
+    """The unreadable entry may be the kept write: the count is unknown, never 0."""
+    read = window(api_serving([entry(None, path="/v1/tickets/t9"), {"at": "yesterday", "method": "POST"}]))
+    assert (read.malformed_count, writes_kept(API_LOG, read)) == (1, None)
 
 
-def test_without_a_log_or_a_client_nothing_is_known() -> None:
-    async def run() -> tuple[list[dict[str, Any]] | None, list[dict[str, Any]] | None]:
-        async with audit_api([]) as client:
-            no_log, no_client = RunAudit(None, client), RunAudit(HttpAuditLog(), None)
-            for run_audit in (no_log, no_client):
-                await run_audit.start()
-            return await no_log.kept([]), await no_client.kept([])
+@pytest.mark.parametrize("answer", [404, 503, {"not": "a log"}])
+def test_an_api_log_that_cannot_be_read_stops_the_dry_run(answer: Any) -> None:
+    def answering(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(answer) if isinstance(answer, int) else httpx.Response(200, json=answer)
 
-    assert asyncio.run(run()) == (None, None)
-
-
-def test_a_kept_create_is_attributed_though_its_line_holds_what_the_server_added() -> None:
-    """The line of a create carries the id the server minted: a body comparison missed it."""
-    sent = [HttpRequest("POST", "/v1/tickets", {"dryRun": "All"}, {"title": "Printer on fire"})]
-    created = {"method": "POST", "path": "/v1/tickets", "body": {"title": "Printer on fire", "id": "tk-4"}}
-    assert kept([[], [created]], sent) == [created]
+    client = httpx.AsyncClient(base_url="http://api.test", transport=httpx.MockTransport(answering))
+    with pytest.raises(AuditUnavailable, match="api:/v1/audit cannot be read"):
+        asyncio.run(require_readable(API_LOG, client)) if isinstance(answer, int) else window(client)
 
 
-def test_a_line_that_records_the_query_is_attributed_by_it_too() -> None:
-    """Another client's real write to the same path, at the same time, is not the dry run's."""
-    sent = [HttpRequest("POST", "/v1/tickets", {"dryRun": "All"}, {"title": "a"})]
-    theirs = {"method": "POST", "path": "/v1/tickets", "query": {}}
-    mine = {"method": "POST", "path": "/v1/tickets?dryRun=All"}
-    assert kept([[], [theirs, mine]], sent) == [mine]
+def test_an_api_log_without_a_client_is_refused_not_guessed() -> None:
+    with pytest.raises(AuditUnavailable, match="read through the API's client, and none was given"):
+        window(None)
 
 
-def test_a_dry_runs_log_that_cannot_be_read_stops_it() -> None:
-    sent: list[HttpRequest | None] = [HttpRequest("DELETE", "/v1/tickets/t3")]
-    with pytest.raises(AuditUnavailable, match="cannot be read"):
-        kept([404], sent, required=True)
-    with pytest.raises(AuditUnavailable, match="is not an audit log"):
-        kept([[], {"oops": 1}], sent, required=True)
+def test_an_api_log_is_read_no_further_than_a_document_may_be(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An API that answers without end costs no more memory than the document limit."""
+    monkeypatch.setattr(inputs, "MAX_DOCUMENT_BYTES", 1_000)
+    endless = httpx.AsyncClient(
+        base_url="http://api.test",
+        transport=httpx.MockTransport(lambda request: httpx.Response(200, content=b"[" + b" " * 5_000)),
+    )
+    with pytest.raises(AuditUnavailable, match="larger than 1,000 bytes"):
+        window(endless)
+
+
+def test_a_server_dry_run_learns_what_the_api_kept_and_who_wrote_around_it() -> None:
+    """An API that ignores the dry-run parameter keeps the create, under the request id the gate sent;
+    another client's write lands meanwhile. The plan says one kept, one around."""
+    log: list[dict[str, Any]] = []
+
+    def api(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(200, json={"entries": log})
+        log.extend([entry(request.headers["X-Request-Id"]), entry(None, path="/v1/tickets/t9")])
+        return httpx.Response(201, json={"id": "tk-4", "title": "x"})
+
+    async def run() -> Any:
+        client = httpx.AsyncClient(base_url="http://api.test", transport=httpx.MockTransport(api))
+        async with dry_run(
+            "server", client=client, audit="api:/v1/audit", dry_run_query={"dryRun": "All"}
+        ) as rec:
+            await tools.create_ticket(title="x")
+        return rec.to_proposal(
+            proposal_id="p", title="t", agent=tools.AGENT, target=tools.target("http://api.test")
+        )
+
+    plan = asyncio.run(run())
+    assert (plan.dry_run.writes_kept, plan.dry_run.writes_around) == (1, 1)
+
+
+def test_a_record_dry_run_kept_nothing_whatever_the_log_holds() -> None:
+    """Nothing was sent: every write in the window is someone else's, none is a kept one."""
+
+    async def run() -> Recording:
+        recording = Recording(RecordBackend(), client=api_serving([]), audit=API_LOG)
+        await recording.start()
+        recording.client = api_serving([entry(None)])  # another client writes while the task runs
+        await recording.finish()
+        return recording
+
+    recording = asyncio.run(run())
+    assert recording.writes_kept == 0 and recording.audit_match is not None
+    assert len(recording.audit_match.unplanned) == 1
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("/v1/audit", "api:/v1/audit for a log the API serves itself"),
+        ("api:v1/audit", "give the log's path on the API"),
+        ("api://collector.example/v1/audit", "so it names no other host"),
+    ],
+)
+def test_an_audit_option_the_api_kind_cannot_read_says_what_to_write(spec: str, says: str) -> None:
+    with pytest.raises(BadAuditSource, match=says):
+        audit_source(spec)
+
+
+def test_an_api_log_outside_a_run_is_refused_with_the_kind_that_reads_it() -> None:
+    """`reviewer verify` has no API client: it is told to name the same log as sample:URL."""
+    with pytest.raises(Exception, match="give sample:URL of the same log"):
+        next(iter(API_LOG.rows()))

@@ -96,7 +96,13 @@ def test_real_run_column(sample_api: RunningSampleApi) -> None:
     assert execution.executed[1].args["mergedInto"] == "tk-4"
     assert (execution.write_requests, execution.writes_kept) == (4, 3)
     assert sample_api.store.stats() == {"write_requests": 8, "dry_run_requests": 4, "writes_kept": 3}
-    assert [line["ticket"] for line in execution.audit_lines] == ["tk-4", "t1", "t2"]
+    assert execution.audit_match is not None
+    assert [call.verdict for call in execution.audit_match.calls] == [
+        "matched",
+        "matched",
+        "matched",
+        "missing",
+    ]
 
 
 def test_an_api_that_ignores_the_dry_run_parameter_shows_writes_kept(sample_api: RunningSampleApi) -> None:

@@ -16,7 +16,6 @@ from reviewer.agent import (
     CallAnswer,
     Gate,
     GateResult,
-    HttpAuditLog,
     MissingAgentToken,
     ProposalRejected,
     WritesKept,
@@ -303,12 +302,12 @@ def test_an_audit_log_that_cannot_be_read_stops_the_dry_run_before_the_task(
             api=sample_api.base_url,
             queue="http://127.0.0.1:1",
             token="unused",
-            audit=HttpAuditLog("/v1/audti"),
+            audit="api:/v1/audti",
             **backend,
         ) as gate:
             await gate.dry_run(task)
 
     for backend in ({}, SERVER_DRY_RUN):
-        with pytest.raises(AuditUnavailable, match="/v1/audti cannot be read"):
+        with pytest.raises(AuditUnavailable, match="api:/v1/audti cannot be read"):
             asyncio.run(attempt(backend))
     assert started == [] and sample_api.store.request_log == []

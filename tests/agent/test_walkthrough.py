@@ -59,7 +59,7 @@ def test_the_walkthrough_reproduces_the_design_table(sample_api: RunningSampleAp
     result = asyncio.run(walkthrough.walk(sample_api.base_url))
     assert_design_table(result)
     text = rendered(result)
-    assert "Audit verification: 3 of 4 calls match once placeholders resolve; delete t3: refused 409" in text
+    assert "Plan verification: 3 of 4 calls match once placeholders resolve; delete t3: refused 409" in text
     assert "Naive comparison (placeholders left as written): 1 of 4 calls identical." in text
     assert "delete t3: the real run met 409; only the server dry run saw it coming." in text
     assert "approved by walkthrough (no queue)" in text

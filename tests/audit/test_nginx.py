@@ -185,15 +185,16 @@ def test_a_write_dressed_as_a_dry_run_is_in_the_writes_around_alarm(
 
     with nginx_in_front_of(sample_api.base_url, tmp_path / "quiet") as quiet_proxy:
         quiet = asyncio.run(dry_run(quiet_proxy, False))
-    assert alarm_line(quiet, "access-log:nginx").startswith(
-        "dry run: 0 writes during the dry run the gate did not make (access-log:nginx read, "
+        source = audit_source(f"access-log:{quiet_proxy.access_log}")
+    assert alarm_line(quiet, source).startswith(
+        f"dry run: 0 writes during the dry run the gate did not make ({source.name} read, "
     )
-    assert alarm_line(quiet).endswith(
+    assert alarm_line(quiet, source).endswith(
         "it holds 4 of the gate's dry-run requests and does not say whether the API honoured them as dry runs"
     )
     assert quiet.gate_dry_runs == 4
     noisy = asyncio.run(dry_run(proxy, True))
-    assert alarm_line(noisy).startswith("dry run: 3 writes during the dry run the gate did not make")
+    assert alarm_line(noisy, source).startswith("dry run: 3 writes during the dry run the gate did not make")
     assert [(one.row.method, one.row.path, one.row.query, one.row.status) for one in noisy.unplanned] == [
         ("DELETE", "/v1/tickets/t9", "", 404),
         ("PATCH", "/v1/tickets/t2", "dry_run=1", 200),

@@ -38,7 +38,7 @@ def test_a_verification_that_does_not_fit_the_report_is_left_out_and_the_report_
 ) -> None:
     proposal_id = f"audit-unfit-{uuid.uuid4().hex[:8]}"
     source = AuditSource("plugged", out_of_range_status, AuditInput("/var/log/plugged.log"))
-    gated_run(queue, sample_api.base_url, proposal_id, audit_source=source)
+    gated_run(queue, sample_api.base_url, proposal_id, audit=source)
     (stored,) = asyncio.run(executions(queue, proposal_id))
     assert len(stored.calls) == 4 and stored.audit is None
     assert stored.note is not None and stored.note.startswith("the audit verification")
@@ -60,7 +60,7 @@ def test_a_source_that_never_finishes_does_not_hold_the_report(
     proposal_id = f"audit-late-{uuid.uuid4().hex[:8]}"
     source = AuditSource("plugged", hanging, AuditInput("/var/log/plugged.log"))
     try:
-        gated_run(queue, sample_api.base_url, proposal_id, audit_source=source, audit_read_timeout=0.2)
+        gated_run(queue, sample_api.base_url, proposal_id, audit=source, audit_read_timeout=0.2)
         (stored,) = asyncio.run(executions(queue, proposal_id))
     finally:
         released.set()

@@ -156,7 +156,10 @@ def test_a_log_read_by_a_field_mapping_behind_a_credential_the_child_never_sees(
     ("options", "said"),
     [
         (("--audit-field", "time=ts"), "--audit-field and --audit-header read an --audit KIND:LOCATION"),
-        (("--audit", "/v1/audit", "--audit-field", "time=ts"), "takes no --audit-field or --audit-header"),
+        (
+            ("--audit", "/v1/audit", "--audit-field", "time=ts"),
+            "api:/v1/audit for a log the API serves itself",
+        ),
         (("--audit", "jsonl:-", "--audit-field", "time"), "--audit-field 'time': write NAME=FIELD"),
         (("--audit", "jsonl:-"), "--audit jsonl:-: standard input is COMMAND's"),
     ],

@@ -141,7 +141,7 @@ def test_a_parameter_the_api_ignores_is_caught_by_its_access_log(
     """json-server drops dryRun=All and performs the write: its access log, read after the write,
     stops the dry run at once, and nothing is submitted."""
     api, data = json_server
-    options = ("--via", "server", "--dry-run-param", "dryRun=All", "--audit", "/_log")
+    options = ("--via", "server", "--dry-run-param", "dryRun=All", "--audit", "api:/_log")
     status, stderr, proposal_id = run_tickets_agent(queue, api, *options, "--title", "json-server kept")
     assert (status, proposal_id) == (1, None)
     assert "the dry run kept 1 write(s)" in stderr and "nothing was submitted" in stderr

@@ -38,7 +38,7 @@ def test_rerun_stops_at_the_first_call_the_plan_does_not_have(
         sample_api,
         "--rerun",
         "--audit",
-        "/v1/audit",
+        "api:/v1/audit",
         "--title",
         "rerun drift",
         writable=tmp_path,
@@ -172,7 +172,7 @@ def test_a_dry_run_the_api_kept_stops_with_the_alarm(queue: Queue, tmp_path: Pat
             "--dry-run-param",
             "dryRun=All",
             "--audit",
-            "/v1/audit",
+            "api:/v1/audit",
             "--title",
             "kept",
             command=agent("fail"),
@@ -232,8 +232,11 @@ def test_an_audit_log_that_cannot_be_read_is_refused_before_command_starts(
     """A mistyped --audit, or a path that is not an audit log, is never skipped silently."""
     marker = tmp_path / "started"
     for path, said in (
-        ("/v1/audti", "cannot be read"),
-        ("/v1/stats", "is not an audit log"),
+        ("api:/v1/audti", "api:/v1/audti cannot be read (/v1/audti: answered 404, not 200)"),
+        (
+            "api:/v1/stats",
+            "api:/v1/stats cannot be read (its first entry does not read as one: /v1/stats holds no list",
+        ),
         (f"access-log:{tmp_path / 'no-such.log'}", "no-such.log cannot be read"),
     ):
         run = start_run(queue, sample_api, "--audit", path, command=agent("touch", str(marker)))

@@ -2,6 +2,9 @@
 // its development login pages (any password), the people of ACCOUNTS_FILE (read again on every
 // sign-in and refresh, so a test moves a person out of a group, or disables them, by rewriting it),
 // and the signing keys of JWKS_FILE (the test holds the private key too, to forge tokens with it).
+// A confidential client, RUNNER_CLIENT (its secret RUNNER_SECRET, holding characters RFC 6749 has
+// encoded before HTTP Basic), takes the client credentials grant for the scope tickets:write, and
+// introspects the tokens it was given: the API of a test checks a runner's bearer token that way.
 //
 //   node oidc_provider.mjs MODULE_DIR PORT ACCOUNTS_FILE JWKS_FILE ID_TOKEN_SECONDS
 import { readFileSync } from 'node:fs';
@@ -19,16 +22,34 @@ const publicClient = (clientId) => ({
   redirect_uris: [],
 });
 
+export const RUNNER_CLIENT = 'ticket-runner';
+export const RUNNER_SECRET = 'r:u/n+n%er secret';
+const runner = {
+  client_id: RUNNER_CLIENT,
+  client_secret: RUNNER_SECRET,
+  token_endpoint_auth_method: 'client_secret_basic',
+  grant_types: ['client_credentials'],
+  response_types: [],
+  redirect_uris: [],
+  scope: 'tickets:write',
+};
+
 const provider = new Provider(issuer, {
-  clients: [publicClient('reviewer-cli'), publicClient('another-app')],
+  clients: [publicClient('reviewer-cli'), publicClient('another-app'), runner],
   jwks: JSON.parse(readFileSync(jwksFile, 'utf8')),
-  features: { deviceFlow: { enabled: true }, devInteractions: { enabled: true } },
-  scopes: ['openid', 'email', 'groups', 'offline_access'],
+  features: {
+    deviceFlow: { enabled: true },
+    devInteractions: { enabled: true },
+    clientCredentials: { enabled: true },
+    introspection: { enabled: true },
+  },
+  scopes: ['openid', 'email', 'groups', 'offline_access', 'tickets:write'],
   claims: { openid: ['sub'], email: ['email', 'email_verified'], groups: ['groups'] },
   conformIdTokenClaims: false,
   ttl: {
     IdToken: Number(idTokenSeconds),
     AccessToken: 300,
+    ClientCredentials: 300,
     DeviceCode: 600,
     RefreshToken: 86400,
     Grant: 86400,

@@ -54,9 +54,8 @@ not escape them would send them."""
 
 def audited_merge_run(folder: Path, audit: dict[str, Any] | None = None) -> Path:
     """The merge plan and its run's report in `folder`, the report carrying `audit` (`AUDITED`)
-    instead of the sample API's own audit lines."""
+    instead of the demo's own."""
     record = json.loads((SAMPLES / "deskline-merge.server.execution.json").read_text())
-    record.pop("audit_log")
     record["audit"] = AUDITED if audit is None else audit
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "deskline-merge.server.json").write_text((SAMPLES / "deskline-merge.server.json").read_text())

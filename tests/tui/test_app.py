@@ -214,8 +214,8 @@ async def test_hostile_keys_in_a_real_run_reach_the_verification_view_escaped(sa
 
 @pytest.mark.parametrize("with_audit", [True, False])
 async def test_the_verification_view_says_when_no_audit_log_was_read(sample_folder, with_audit: bool) -> None:
-    """A run reported without the API's audit lines: `v` says none was read and how to read one."""
-    folder = merge_run(sample_folder, lambda record: None if with_audit else record.pop("audit_log"))
+    """A run reported without an audit verification: `v` says none was read and how to read one."""
+    folder = merge_run(sample_folder, lambda record: None if with_audit else record.pop("audit"))
     app = ReviewerApp(folder)
     async with app.run_test(size=(100, 30)) as pilot:
         await open_verification(pilot)

@@ -160,10 +160,11 @@ def test_drift_changed_field(snap_compare, sample_folder) -> None:
 
 def test_verification_view(snap_compare, sample_folder) -> None:
     """v on the executed server plan: the summary "naive: 1 of 4 identical; placeholders resolved:
-    3 of 4 match; refused: 1; in the audit log: 3 of 3 that succeeded" (on two lines); the create
-    "same", both updates "same once resolved" (green), the delete "refused 409" (red), each with its
-    audit line agreeing ("line 1 ok"); the calls' paths cut at their start ("PATCH …ickets/t1",
-    "…/t2", "…/t3"); the cursor's row marked `▶1` and underlined; the detail of the first row below."""
+    3 of 4 match; refused: 1", then "verified against access-log:/var/log/nginx/deskline.json: 4 of 4
+    match"; the create "same", both updates "same once resolved" (green), the delete "refused 409"
+    (red), each with the audit column "matched" (green); "Unplanned writes: none found"; the calls'
+    paths cut at their start ("PATCH …ickets/t1", "…/t2", "…/t3"); the cursor's row marked `▶1` and
+    underlined; the detail of the first row below, saying where the log records it."""
     folder = sample_folder(SERVER, "deskline-merge.server.execution.json")
     assert snap_compare(ReviewerApp(folder), terminal_size=(100, 30), run_before=open_first("v"))
 

@@ -2,58 +2,45 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from reviewer.queue.messages import Claim, ClaimRequest, DecisionState, ExecutionHistory
-from reviewer.service.bodies import parse_message, parse_report, read_body
+from reviewer.service.bodies import parse_report, read_body
 from reviewer.service.deps import (
     IDEMPOTENCY_KEY_PATTERN,
     Caller,
     Store,
     optional_idempotency_key,
     require_role,
-    required_idempotency_key,
 )
-from reviewer.service.responses import errors, json_body, json_response
-from reviewer.service.routes.decisions import IDEMPOTENCY_KEY_DOC
+from reviewer.service.responses import errors
 from reviewer.service.routes.proposals import ProposalId
+from reviewer.service.routes.writes import RequiredIdempotencyKey, created, keyed_write, proposal_write
 
 router = APIRouter(tags=["runs"])
 
 
-@router.post(
-    "/v1/proposals/{proposal_id}/claims",
-    status_code=201,
-    response_model=Claim,
-    responses=errors(400, 403, 404, 409, 412, 413, 415),
-    openapi_extra=json_body("ClaimRequest"),
-)
+@proposal_write(router, "claims", Claim, "ClaimRequest")
 async def claim(
     request: Request,
     identity: Caller,
     store: Store,
     proposal_id: ProposalId,
-    idempotency_key: Annotated[str, Header(description=IDEMPOTENCY_KEY_DOC, pattern=IDEMPOTENCY_KEY_PATTERN)],
+    idempotency_key: RequiredIdempotencyKey,
 ) -> Response:
     """Claim the approval before the first real write: one run per approval, fixed against expiry
     and re-plans until its report; another claim of it is a 409 naming the holder."""
-    require_role(identity, "agent", "claim approvals")
-    key = required_idempotency_key(idempotency_key, "a claim")
-    claim_request = await run_in_threadpool(parse_message, await read_body(request), ClaimRequest)
-    replayed, answer = await run_in_threadpool(store.claim, identity, proposal_id, claim_request, key)
-    return json_response(answer, 201, {"Idempotent-Replayed": "true"} if replayed else None)
+    store_it = partial(store.claim, identity, proposal_id)
+    return await keyed_write(
+        request, identity, "agent", "claim approvals", idempotency_key, "a claim", ClaimRequest, store_it
+    )
 
 
-@router.post(
-    "/v1/proposals/{proposal_id}/executions",
-    status_code=201,
-    response_model=DecisionState,
-    responses=errors(400, 403, 404, 409, 412, 413, 415),
-    openapi_extra=json_body("ExecutionReport"),
-)
+@proposal_write(router, "executions", DecisionState, "ExecutionReport")
 async def report_execution(
     request: Request,
     identity: Caller,
@@ -74,7 +61,7 @@ async def report_execution(
     replayed, answer = await run_in_threadpool(
         store.record_execution, identity, proposal_id, report, raw, key
     )
-    return json_response(answer, 201, {"Idempotent-Replayed": "true"} if replayed else None)
+    return created(answer, replayed)
 
 
 @router.get("/v1/proposals/{proposal_id}/executions", response_model=ExecutionHistory, responses=errors(404))

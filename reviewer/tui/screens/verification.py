@@ -75,16 +75,6 @@ def call_cell(method: str, path: str, cells: int) -> Text:
     return Text(f"{method} {fit_end(path, max(cells - len(method) - 1, 2))}", no_wrap=True)
 
 
-def audit_text(check: CallCheck, has_audit: bool) -> Text:
-    if not has_audit:
-        return Text("no audit log", "muted")
-    if check.audit_index is None:
-        return Text("no audit line", "danger")
-    if check.audit_fields:
-        return Text(safe_text(clip(f"differs: {check.audit_fields[0].path}", 200)), "danger")
-    return Text(f"line {check.audit_index + 1} ok", "ok")  # the column holds 12 cells
-
-
 class VerificationScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
     """What really ran, call by call: the naive count beside the count once placeholders resolve."""
 
@@ -152,7 +142,7 @@ class VerificationScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         from reviewer.reading.verification import compare_execution
 
         record = self.record
-        compared = self.Compared(compare_execution(self.plan, record.calls, record.audit_log))
+        compared = self.Compared(compare_execution(self.plan, record.calls))
         if record.audit is not None:
             try:
                 compared.audited = checked_audit(record.audit)
@@ -173,7 +163,7 @@ class VerificationScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         elif message.audit_unreadable is not None:
             why = safe_text(clip(message.audit_unreadable, 200))
             summary.append(f"\n the run's audit verification does not read: {why}", "danger")
-        elif self.record.audit_log is None:
+        else:
             summary.append(
                 "\n no audit log was read with this run: `reviewer verify "
                 f"{safe_text(clip(self.plan.proposal_id, 128))} --audit KIND:LOCATION` holds it against "
@@ -257,7 +247,7 @@ class VerificationScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         columns shown)."""
         call_cells, tool_cells = widths.get("call", 16), widths.get("tool", 9)
         assert self.verification is not None
-        audited, has_audit = self.audited, self.record.audit_log is not None
+        audited = self.audited
         rows = []
         for check in self.verification.checks:
             call = self.record.calls[check.executed_index]
@@ -273,7 +263,7 @@ class VerificationScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
                     if request
                     else cell(call.tool, call_cells),
                     "check": status_text(check),
-                    "audit": audit_text(check, has_audit)
+                    "audit": Text("no audit log", "muted")
                     if audited is None
                     else call_verdict(audited, call.seq),
                 }
@@ -324,10 +314,6 @@ class VerificationScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
                     else "differs from the plan:"
                 )
                 text.append_text(field_changes_text(title, check.fields, "bold"))
-            if check.audit_fields:
-                text.append_text(
-                    field_changes_text("the audit log says otherwise:", check.audit_fields, "danger")
-                )
             if self.audited is not None:
                 text.append_text(call_detail(self.audited, call.seq, http=call.request is not None))
             if call.outcome is not None:
