@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from reviewer.service.commands.support import refusal, store_of
+from reviewer.service.commands.support import opened, refusal
 
 
 def run_notify_list(args: argparse.Namespace) -> int:
@@ -17,11 +17,8 @@ def run_notify_list(args: argparse.Namespace) -> int:
         return "-" if seconds is None else f"{datetime.fromtimestamp(seconds, UTC):%Y-%m-%d %H:%M:%S}"
 
     try:
-        store = store_of(args)
-        try:
+        with opened(args) as store:
             deliveries = store.list_deliveries(args.limit)
-        finally:
-            store.close()
     except DatabaseUnusable as error:
         return refusal("notify list", error.message)
     for delivery in deliveries:
@@ -43,11 +40,8 @@ def run_db_upgrade(args: argparse.Namespace) -> int:
 
     configure_logging("text")
     try:
-        store = store_of(args, migrate=True)
-        try:
+        with opened(args, migrate=True) as store:
             version = store.schema_version()
-        finally:
-            store.close()
     except DatabaseUnusable as error:
         return refusal("db upgrade", error.message)
     if store.upgraded_from is None:
@@ -63,22 +57,19 @@ def run_db_backup(args: argparse.Namespace) -> int:
     from reviewer.service.store.sqlite import SQLiteStore
 
     try:
-        store = store_of(args)
+        with opened(args) as store:
+            if not isinstance(store, SQLiteStore):
+                return refusal(
+                    "db backup", "a PostgreSQL queue is backed up with pg_dump (see docs/operating.md)"
+                )
+            version = store.schema_version()
+            store.backup(args.path)
     except DatabaseUnusable as error:
         return refusal("db backup", error.message)
-    try:
-        if not isinstance(store, SQLiteStore):
-            return refusal(
-                "db backup", "a PostgreSQL queue is backed up with pg_dump (see docs/operating.md)"
-            )
-        version = store.schema_version()
-        store.backup(args.path)
     except FileExistsError:
         return refusal("db backup", f"{args.path} exists; name a new file")
     except OSError as error:
         return refusal("db backup", f"cannot write {args.path}: {error.strerror}")
-    finally:
-        store.close()
     print(f"backed up {store.location} (queue schema version {version}) to {args.path}", file=sys.stderr)
     return 0
 

@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from reviewer.policy.bounded import PolicyEvaluator
     from reviewer.policy.file import Policy
     from reviewer.service.signed_decisions import PolicySigning
     from reviewer.service.store import Notifying, QueueStore
+
+
+@contextmanager
+def opened(args: argparse.Namespace, **options: Any) -> Iterator[QueueStore]:
+    """The store `--db` names (`store_of`), closed when the command is done with it, whatever happens."""
+    store = store_of(args, **options)
+    try:
+        yield store
+    finally:
+        store.close()
 
 
 def store_of(

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from reviewer.service.commands.support import refusal, store_of
+from reviewer.service.commands.support import opened, refusal
 
 
 def run_token_create(args: argparse.Namespace) -> int:
@@ -30,8 +30,7 @@ def run_token_create(args: argparse.Namespace) -> int:
         return 2
     token = mint_token()
     try:
-        store = store_of(args)
-        try:
+        with opened(args) as store:
             expires_at = None if args.expires_in is None else store.clock() + args.expires_in
             store.create_token(
                 args.name,
@@ -42,8 +41,6 @@ def run_token_create(args: argparse.Namespace) -> int:
             )
             for key, comment in keys:
                 store.add_ssh_key(args.name, key, comment)
-        finally:
-            store.close()
     except (DatabaseUnusable, ServiceError) as error:
         return refusal("token create", error.message)
     print(token)
@@ -70,11 +67,8 @@ def run_keys_add(args: argparse.Namespace) -> int:
         print(f"reviewer keys add: {error}", file=sys.stderr)
         return 2
     try:
-        store = store_of(args)
-        try:
+        with opened(args) as store:
             store.add_ssh_key(args.name, key, _key_comment(args.key_file))
-        finally:
-            store.close()
     except (Conflict, DatabaseUnusable) as error:
         return refusal("keys add", error.message)
     print(f"registered {key.key_type} {key.fingerprint} for {args.name}", file=sys.stderr)
@@ -85,11 +79,8 @@ def run_keys_remove(args: argparse.Namespace) -> int:
     from reviewer.service.errors import DatabaseUnusable
 
     try:
-        store = store_of(args)
-        try:
+        with opened(args) as store:
             removed = store.remove_ssh_key(args.name, args.fingerprint)
-        finally:
-            store.close()
     except DatabaseUnusable as error:
         return refusal("keys remove", error.message)
     if not removed:
@@ -107,11 +98,8 @@ def run_keys_list(args: argparse.Namespace) -> int:
     from reviewer.signing.sshsig import NAMESPACE
 
     try:
-        store = store_of(args)
-        try:
+        with opened(args) as store:
             keys = store.list_ssh_keys(args.name)
-        finally:
-            store.close()
     except DatabaseUnusable as error:
         return refusal("keys list", error.message)
     for key in keys:
@@ -129,11 +117,8 @@ def run_token_list(args: argparse.Namespace) -> int:
     from reviewer.service.errors import DatabaseUnusable
 
     try:
-        store = store_of(args)
-        try:
+        with opened(args) as store:
             tokens = store.list_tokens()
-        finally:
-            store.close()
     except DatabaseUnusable as error:
         return refusal("token list", error.message)
     now = datetime.now(UTC)
@@ -166,11 +151,8 @@ def run_token_revoke(args: argparse.Namespace) -> int:
     from reviewer.service.errors import DatabaseUnusable
 
     try:
-        store = store_of(args)
-        try:
+        with opened(args) as store:
             revoked = store.revoke_token(args.name)
-        finally:
-            store.close()
     except DatabaseUnusable as error:
         return refusal("token revoke", error.message)
     if not revoked:
@@ -186,12 +168,9 @@ def run_token_rotate(args: argparse.Namespace) -> int:
 
     token = mint_token()
     try:
-        store = store_of(args)
-        try:
+        with opened(args) as store:
             expires_at = None if args.expires_in is None else store.clock() + args.expires_in
             rotated = store.rotate_token(args.name, hash_token(token), args.grace, expires_at)
-        finally:
-            store.close()
     except DatabaseUnusable as error:
         return refusal("token rotate", error.message)
     if not rotated:

@@ -21,8 +21,8 @@ from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from reviewer.queue.messages import TrailCheckpoint
-from reviewer.service.auth import Identity
-from reviewer.service.deps import Caller, Store
+from reviewer.service.auth import Role
+from reviewer.service.deps import Caller, Store, require_role
 from reviewer.service.errors import Forbidden, NotFound
 from reviewer.service.responses import errors, json_response
 from reviewer.service.store import QueueStore
@@ -32,7 +32,7 @@ from reviewer.trail.entries import entry_line, header_line, proof_line
 
 router = APIRouter(prefix="/v1/trail", tags=["trail"])
 
-EXPORTERS = ("reviewer", "auditor")
+EXPORTERS: tuple[Role, ...] = ("reviewer", "auditor")
 NDJSON = "application/x-ndjson"
 
 
@@ -43,14 +43,6 @@ def _key(request: Request) -> Ed25519PrivateKey:
             "this queue signs no checkpoints: its operator starts `reviewer serve --trail-key KEY`"
         )
     return key
-
-
-def _require_exporter(identity: Identity) -> None:
-    if identity.role not in EXPORTERS:
-        raise Forbidden(
-            f"only a reviewer or auditor token may read the trail's entries; this token ({identity.name}) "
-            f"is a {identity.role}"
-        )
 
 
 @router.get("/checkpoint", responses=errors(404))
@@ -86,7 +78,7 @@ def export(
     since: Annotated[int, Query(ge=0, le=2**53)] = 0,
 ) -> Response:
     """The header line, then one line per entry from `since` to the checkpoint's size."""
-    _require_exporter(identity)
+    require_role(identity, EXPORTERS, "read the trail's entries")
     key = _key(request)
     head = store.trail_head()
     if since > head.size:
@@ -106,7 +98,7 @@ def proof(
 ) -> Response:
     """Entry `index` and its RFC 9162 inclusion proof in the tree of `size` entries, signed: what
     proves one decision to someone who holds the key and, ideally, a checkpoint of that size."""
-    _require_exporter(identity)
+    require_role(identity, EXPORTERS, "read the trail's entries")
     key = _key(request)
     found = store.trail_proof(index, size)
     if found is None:
