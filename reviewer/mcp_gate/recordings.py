@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final
 
+from reviewer.private_files import write_private
+
 FORMAT: Final = "reviewer.mcp-gate.recording/v1"
 
 
@@ -141,13 +143,7 @@ class RecordingFile:
             held = open(self._live_path(self.owner), "wb")  # noqa: SIM115 -- held while the gate lives
             fcntl.flock(held, fcntl.LOCK_EX)
             self._alive.append(held)
-        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.{self.owner}")
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, "w") as written:
-            json.dump(document, written, ensure_ascii=False)
-            written.flush()
-            os.fsync(written.fileno())
-        os.replace(temporary, self.path)
+        write_private(self.path, json.dumps(document, ensure_ascii=False).encode())
 
     def _live_path(self, owner: str) -> Path:
         return self.path.with_name(f".{self.path.name}.{owner}.live")

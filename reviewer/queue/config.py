@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 import platformdirs
 
 from reviewer.plan.hosts import is_loopback
+from reviewer.private_files import write_private
 from reviewer.queue.terminal_alerts import DESKTOP_PROTOCOLS, TerminalAlerts
 from reviewer.queue.trust import use_ca_file
 
@@ -270,20 +271,9 @@ def _private_folder(folder: Path) -> None:
 
 
 def _write_private(path: Path, data: bytes) -> None:
-    """Write `data` to `path` atomically, the file never existing with a mode wider than 0600."""
+    """Write `data` to `path` atomically, 0600, in a folder only its owner may enter."""
     _private_folder(path.parent)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    descriptor = os.open(temporary, flags, 0o600)
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    write_private(path, data)
 
 
 def write_token_file(token: Secret, path: Path | None = None) -> Path:

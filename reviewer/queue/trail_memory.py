@@ -19,7 +19,6 @@ import fcntl
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Final
 
 import platformdirs
 
+from reviewer.private_files import write_private
 from reviewer.queue.client import NotFound, QueueClient, QueueError
 from reviewer.queue.config import APP_NAME
 from reviewer.trail import checkpoint as checkpoints
@@ -82,19 +82,8 @@ def _write(path: Path, queue_url: str, remembered: Remembered) -> None:
         }
     )
     try:
-        descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=".trail-", suffix=".tmp")
+        write_private(path, text.encode())
     except OSError as error:
-        raise TrailRefused(
-            f"cannot keep the trail's checkpoint in {path} ({error.strerror}); nothing was run"
-        ) from None
-    try:
-        with os.fdopen(descriptor, "w") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except OSError as error:
-        Path(temporary).unlink(missing_ok=True)
         raise TrailRefused(
             f"cannot keep the trail's checkpoint in {path} ({error.strerror}); nothing was run"
         ) from None
