@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import AsyncGenerator, Callable, Generator
+from collections.abc import AsyncGenerator, Callable, Generator, Iterator
 from typing import Any, Final
 from urllib.parse import quote_plus
 
@@ -89,7 +89,12 @@ class AwsSigV4Auth(httpx.Auth):
 class OAuth2ClientCredentials(httpx.Auth):
     """OAuth 2.0's client credentials grant (RFC 6749 section 4.4): a bearer token fetched from
     `token_url` with the client's id and secret (HTTP Basic, as the RFC recommends), kept until shortly
-    before it expires, and fetched again then or when the API answers 401 to it."""
+    before it expires, and fetched again then or when the API answers 401 to it.
+
+    The id and secret are form-encoded before Basic, as RFC 6749 section 2.3.1 says, so a secret holding
+    `:`, `+`, `%` or a space reaches a provider that decodes them whole. Some providers compare them as
+    sent: where encoding changes them and the provider refuses the client, they are sent once more as
+    they are, and whichever form it took is kept."""
 
     def __init__(
         self,
@@ -106,17 +111,23 @@ class OAuth2ClientCredentials(httpx.Auth):
         self._clock = clock
         self._token: str | None = None
         self._expires_at = 0.0
+        encoded = (quote_plus(client_id), quote_plus(client_secret))
+        self._forms: list[tuple[str, str]] = [encoded] if encoded == self._client else [encoded, self._client]
+        """The forms of the client's credentials to try, in order; one, once a provider took it."""
 
-    def _token_request(self) -> httpx.Request:
-        """The grant's request: the client's id and secret form-encoded, then HTTP Basic (RFC 6749
-        section 2.3.1), so a secret holding `:`, `+`, `%` or a space reaches the provider whole."""
+    def _token_requests(self) -> Iterator[tuple[httpx.Request, tuple[str, str]]]:
+        """The grant's request in each form of the credentials still to try, with that form."""
         form = {"grant_type": "client_credentials", **({"scope": self._scope} if self._scope else {})}
-        request = httpx.Request("POST", self.token_url, data=form, headers={"accept": "application/json"})
-        client_id, secret = (quote_plus(part) for part in self._client)
-        return next(httpx.BasicAuth(client_id, secret).auth_flow(request))
+        for credentials in self._forms:
+            request = httpx.Request("POST", self.token_url, data=form, headers={"accept": "application/json"})
+            yield next(httpx.BasicAuth(*credentials).auth_flow(request)), credentials
 
-    def _take_token(self, response: httpx.Response) -> None:
+    def _took(self, response: httpx.Response, credentials: tuple[str, str]) -> bool:
+        """Whether the provider gave a token for `credentials` (kept, and that form with it); False when
+        it refused the client and another form is left to try; `RequestAuthError` otherwise."""
         where = f"the token endpoint {self.token_url}"
+        if response.status_code == 401 and credentials != self._forms[-1]:
+            return False
         if response.status_code != 200:
             raise RequestAuthError(
                 f"{where} answered {response.status_code}{_error_code(response)} to the client credentials"
@@ -133,6 +144,8 @@ class OAuth2ClientCredentials(httpx.Auth):
             raise RequestAuthError(f"{where} answered an access_token that is not a header value")
         self._token = token
         self._expires_at = self._clock() + max(lifetime - TOKEN_EARLY, 0.0)
+        self._forms = [credentials]
+        return True
 
     def _fresh(self) -> bool:
         return self._token is not None and self._clock() < self._expires_at
@@ -142,32 +155,32 @@ class OAuth2ClientCredentials(httpx.Auth):
         return request
 
     def sync_auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        fetched = False
-        if not self._fresh():
-            token_response = yield self._token_request()
-            token_response.read()
-            self._take_token(token_response)
-            fetched = True
-        response = yield self._with_token(request)
-        if response.status_code == 401 and not fetched:
-            token_response = yield self._token_request()
-            token_response.read()
-            self._take_token(token_response)
-            yield self._with_token(request)
+        fetch = not self._fresh()
+        while True:
+            if fetch:
+                for token_request, credentials in self._token_requests():
+                    token_response = yield token_request
+                    token_response.read()
+                    if self._took(token_response, credentials):
+                        break
+            response = yield self._with_token(request)
+            if response.status_code != 401 or fetch:
+                return
+            fetch = True  # a kept token the API no longer takes: one fresh one, once
 
     async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
-        fetched = False
-        if not self._fresh():
-            token_response = yield self._token_request()
-            await token_response.aread()
-            self._take_token(token_response)
-            fetched = True
-        response = yield self._with_token(request)
-        if response.status_code == 401 and not fetched:
-            token_response = yield self._token_request()
-            await token_response.aread()
-            self._take_token(token_response)
-            yield self._with_token(request)
+        fetch = not self._fresh()
+        while True:
+            if fetch:
+                for token_request, credentials in self._token_requests():
+                    token_response = yield token_request
+                    await token_response.aread()
+                    if self._took(token_response, credentials):
+                        break
+            response = yield self._with_token(request)
+            if response.status_code != 401 or fetch:
+                return
+            fetch = True  # a kept token the API no longer takes: one fresh one, once
 
 
 def _error_code(response: httpx.Response) -> str:

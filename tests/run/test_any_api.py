@@ -197,15 +197,16 @@ class Clock:
         return self.now
 
 
-def _token_server() -> tuple[httpx.MockTransport, list[str]]:
-    """A token endpoint granting `client`/`s3cret` numbered tokens for 300 s, in front of an API that
-    takes only the newest one: what a provider that rotates tokens does."""
+def _token_server(secret: str = "s3cret") -> tuple[httpx.MockTransport, list[str]]:
+    """A token endpoint granting `client`/`secret`, compared as sent (no form-decoding), numbered tokens
+    for 300 s, in front of an API that takes only the newest one: what a provider that rotates tokens
+    does."""
     issued: list[str] = []
 
     def handle(request: httpx.Request) -> httpx.Response:
         if request.url.path == "/token":
             form = dict(httpx.QueryParams(request.content.decode()))
-            expected = httpx.BasicAuth("client", "s3cret")
+            expected = httpx.BasicAuth("client", secret)
             authorization = next(expected.auth_flow(httpx.Request("GET", "http://x"))).headers[
                 "authorization"
             ]
@@ -245,6 +246,32 @@ def test_a_token_the_api_refuses_is_fetched_again_once() -> None:
         issued.append("rotated-by-the-provider")  # the API now takes only a newer token
         assert api.get("/things").status_code == 200
     assert issued == ["token-1", "rotated-by-the-provider", "token-3"]
+
+
+def test_a_provider_that_compares_the_secret_as_sent_gets_it_so_once_and_from_then_on() -> None:
+    """Form-encoded first (RFC 6749 2.3.1); refused, the secret goes as it is, and that form is kept."""
+    transport, issued = _token_server(secret="a+b/c=")
+    sent: list[str] = []
+
+    def recording(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/token":
+            sent.append(request.headers["authorization"])
+        return transport.handle_request(request)
+
+    auth = OAuth2ClientCredentials("https://idp.example/token", "client", "a+b/c=", clock=Clock())
+    with httpx.Client(
+        base_url="https://api.example", transport=httpx.MockTransport(recording), auth=auth
+    ) as api:
+        assert api.get("/things").status_code == 200
+        issued.append("rotated-by-the-provider")
+        assert api.get("/things").status_code == 200
+    encoded, as_sent = (
+        next(httpx.BasicAuth("client", secret).auth_flow(httpx.Request("GET", "http://x"))).headers[
+            "authorization"
+        ]
+        for secret in ("a%2Bb%2Fc%3D", "a+b/c=")
+    )
+    assert sent == [encoded, as_sent, as_sent]
 
 
 def test_oauth2_secrets_are_withheld_and_one_authorization_only() -> None:
