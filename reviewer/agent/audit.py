@@ -8,19 +8,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Collection
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from functools import partial
 from typing import Final
 
 import httpx
 
 from reviewer.agent.errors import AgentError
+from reviewer.agent.http_values import HttpRequest
 from reviewer.audit.checks import RealRun, verify_run, writes_during_dry_run
 from reviewer.audit.inputs import AuditSourceUnreadable
 from reviewer.audit.registry import AuditSource
 from reviewer.audit.reported import late_audit, unreadable_audit
 from reviewer.queue.messages import AuditVerification
-from reviewer.reading.audit_matching import AuditMatch
+from reviewer.reading.audit_matching import AuditMatch, RequestLine
 from reviewer.reading.audit_rows import MalformedLine
 
 DEFAULT_AUDIT_READ_TIMEOUT: Final = 120.0
@@ -57,15 +59,21 @@ async def dry_run_window(
     client: httpx.AsyncClient | None,
     started_at: datetime,
     finished_at: datetime | None,
-    dry_run_ids: Collection[str],
+    dry_run_requests: Mapping[str, HttpRequest],
 ) -> AuditMatch:
     """The source read for the dry run's window (to now while it runs): the gate's own dry-run requests
-    known by `dry_run_ids`, every other write in it someone else's. `AuditUnavailable` when it cannot be
-    read."""
+    known by their ids (`dry_run_requests`, each id's request), or by their lines where the log keeps
+    no id of theirs; every other write in it someone else's. `AuditUnavailable` when it cannot be read."""
+    lines = {
+        request_id: RequestLine.of(request.method, request.path, request.query or {})
+        for request_id, request in dry_run_requests.items()
+    }
     try:
         ready = await source.ready(client)
         until = finished_at or datetime.now(UTC)
-        read = await asyncio.to_thread(writes_during_dry_run, ready, started_at, until, dry_run_ids)
+        read = await asyncio.to_thread(
+            partial(writes_during_dry_run, dry_run_lines=lines), ready, started_at, until, tuple(lines)
+        )
     except AuditSourceUnreadable as error:
         raise AuditUnavailable(source.name, str(error)) from None
     if read.rows_read == 0 and read.malformed:
@@ -76,8 +84,10 @@ async def dry_run_window(
 
 def writes_kept(source: AuditSource, window: AuditMatch) -> int | None:
     """How many of the gate's dry-run requests the API kept, where the log can say: a log of kept writes
-    only (`api:`, `sample:`) holds an entry for each one the API wrote. Other logs record every request,
-    honoured or not, and leave it unknown (None); so does a log with a line that cannot be read."""
+    only (`api:`, `sample:`) holds an entry for each one the API wrote, found by the request id it was
+    sent with, or, where the log keeps no id of it, by its method and path (what cannot be told from a
+    kept write counts as one). Other logs record every request, honoured or not, and leave it unknown
+    (None); so does a log with a line that cannot be read."""
     if not source.keeps_only_kept_writes or window.malformed_count:
         return None  # a line it could not read may be a kept write
     return window.gate_dry_runs

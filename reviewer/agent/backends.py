@@ -153,9 +153,15 @@ class ServerBackend:
         self.dry_run_query = dict(dry_run_query)
         self.write_requests = 0
         self.request_id_header = request_id_header
-        self.request_ids: list[str] = []
-        """The id each dry-run request was sent with: in an audit log, an entry carrying one is this
-        dry run's own request; any other write there was made by someone else, whatever its query."""
+        self.sent: dict[str, HttpRequest] = {}
+        """Each dry-run request as sent, by the id it was sent with: in an audit log, an entry carrying
+        one is this dry run's own request; any other write there was made by someone else, whatever its
+        query (where the log keeps no id, the request's line stands for it)."""
+
+    @property
+    def request_ids(self) -> list[str]:
+        """The ids this dry run's requests were sent with, in order."""
+        return list(self.sent)
 
     async def answer(self, request: HttpRequest) -> tuple[CallAnswer, HttpRequest | None]:
         clash = sorted(set(request.query or {}) & set(self.dry_run_query))
@@ -169,7 +175,7 @@ class ServerBackend:
         self.write_requests += 1
         built = build_request(self.client, sent)
         built.headers[self.request_id_header] = request_id = new_request_id()
-        self.request_ids.append(request_id)
+        self.sent[request_id] = sent
         try:
             response = await self.client.send(built, follow_redirects=False)
         except httpx.HTTPError as error:

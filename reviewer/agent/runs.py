@@ -221,7 +221,12 @@ class Recording:
     @property
     def dry_run_request_ids(self) -> tuple[str, ...]:
         """The ids the backend sent its dry-run requests with (a server dry run's; none otherwise)."""
-        return tuple(getattr(self.backend, "request_ids", ()))
+        return tuple(self.dry_run_requests)
+
+    @property
+    def dry_run_requests(self) -> dict[str, HttpRequest]:
+        """Each dry-run request the backend sent, by the id it was sent with (a server dry run's)."""
+        return dict(getattr(self.backend, "sent", {}))
 
     async def perform(
         self, tool: WriteTool, arguments: dict[str, Any], dropped: tuple[str, ...]
@@ -343,10 +348,10 @@ class Recording:
     async def kept_so_far(self) -> int | None:
         """How many of the dry run's requests the API kept until now, where the audit log can say
         (`AuditUnavailable` when it cannot be read): a caller that watches each write stops at the first."""
-        if self.audit is None or self.started_at is None:
-            return None
-        ids = self.dry_run_request_ids
-        window = await dry_run_window(self.audit, self.client, self.started_at, None, ids)
+        if self.audit is None or self.started_at is None or not self.audit.keeps_only_kept_writes:
+            return None  # only a log of kept writes can say; any other is read once, at the end
+        sent = self.dry_run_requests
+        window = await dry_run_window(self.audit, self.client, self.started_at, None, sent)
         return writes_kept(self.audit, window)
 
     async def finish(self) -> None:
@@ -356,7 +361,7 @@ class Recording:
         await self.backend.aclose()
         if self.audit is not None and self.started_at is not None:
             self.audit_match = await dry_run_window(
-                self.audit, self.client, self.started_at, self.finished_at, self.dry_run_request_ids
+                self.audit, self.client, self.started_at, self.finished_at, self.dry_run_requests
             )
             log.info("%s", alarm_line(self.audit_match, self.audit))
         if self.write_requests == 0:

@@ -23,7 +23,14 @@ from reviewer.audit.registry import AuditSource
 from reviewer.audit.reported import reported_audit, unreadable_audit
 from reviewer.plan.proposal import Call, Proposal
 from reviewer.queue.messages import AuditVerification
-from reviewer.reading.audit_matching import AuditMatch, Window, match_audit, sent_calls, tool_calls
+from reviewer.reading.audit_matching import (
+    AuditMatch,
+    RequestLine,
+    Window,
+    match_audit,
+    sent_calls,
+    tool_calls,
+)
 
 
 class _Approved(Protocol):
@@ -50,11 +57,13 @@ def writes_during_dry_run(
     finished_at: datetime,
     dry_run_ids: Collection[str] = (),
     slack: timedelta = timedelta(seconds=2),
+    dry_run_lines: Mapping[str, RequestLine] | None = None,
 ) -> AuditMatch:
     """The log read for the dry run's window: `unplanned` are the writes the gate did not make (its own
-    requests known by `dry_run_ids`); a log with no entry in the window (`complete` false) cannot say
-    there were none."""
-    return match_audit((), source.rows(), Window(started_at, finished_at, slack), dry_run_ids)
+    requests known by `dry_run_ids`, or by their lines where the log keeps no id of theirs); a log with
+    no entry in the window (`complete` false) cannot say there were none."""
+    window = Window(started_at, finished_at, slack)
+    return match_audit((), source.rows(), window, dry_run_ids, dry_run_lines=dry_run_lines)
 
 
 def alarm_line(result: AuditMatch, source: AuditSource) -> str:

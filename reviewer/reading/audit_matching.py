@@ -262,12 +262,16 @@ def match_audit(
     window: Window,
     dry_run_ids: Collection[str] = (),
     keeps_request_ids: bool | None = None,
+    dry_run_lines: Mapping[str, RequestLine] | None = None,
 ) -> AuditMatch:
     """Each call against the log's `entries` (streamed once), and the writes no call made.
 
     `dry_run_ids` are the request ids the gate sent its own dry-run requests with: the first entry
     carrying one is that request, and not a write. Every other write in the window is a write,
     whatever its query says; so is every further entry carrying a run's id (one id, one entry).
+    `dry_run_lines` gives each of those ids its request's line: a request whose id no entry carries
+    takes the first entry with no id that records its line (a log that keeps no ids, or another
+    header's), since nothing tells the two apart; one entry per request.
     `keeps_request_ids` is what the log's format says of itself; None (a format that may or may not
     keep them) reads it from the log: it keeps them when any entry read carries one."""
     run_ids = {request_id for call in calls for request_id in call.request_ids}
@@ -302,7 +306,8 @@ def match_audit(
             dry_runs += 1
         elif entry.counts_as_write or carries_run_id:
             writes.append(entry)
-    claimed: set[int] = set()
+    claimed = _dry_runs_by_line(writes, dry_run_lines or {}, seen_dry_runs)
+    own_dry_runs += len(claimed)
     reused: dict[int, int] = {}
     by_id: dict[str, list[int]] = {}  # each id's writes, in log order: no scan of the log per call
     for index, row in enumerate(writes):
@@ -341,6 +346,29 @@ def match_audit(
         malformed=tuple(malformed),
         malformed_count=malformed_count,
     )
+
+
+def _dry_runs_by_line(
+    writes: Sequence[AuditRow], lines: Mapping[str, RequestLine], found: Collection[str]
+) -> set[int]:
+    """The writes with no request id that the gate's dry-run requests not `found` by id take, by their
+    method and path (and query, where the log records one): one write a request, first come."""
+    missing = [line for request_id, line in lines.items() if request_id not in found]
+    if not missing:
+        return set()
+    id_less: dict[tuple[str, str], list[int]] = {}
+    for index, row in enumerate(writes):
+        if not row.request_ids:
+            line = RequestLine.of(row.method, row.path, row.query or None)
+            id_less.setdefault((line.method, line.path), []).append(index)
+    taken: set[int] = set()
+    for request in missing:
+        for index in id_less.get((request.method, request.path), ()):
+            row = writes[index]
+            if index not in taken and RequestLine.of(row.method, row.path, row.query or None).agrees(request):
+                taken.add(index)
+                break
+    return taken
 
 
 def _missing(result: CallInLog, *, http: bool) -> bool:

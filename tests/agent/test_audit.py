@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from reviewer.agent import AuditUnavailable, RecordBackend, Recording, dry_run
+from reviewer.agent import AuditUnavailable, HttpRequest, RecordBackend, Recording, dry_run
 from reviewer.agent.audit import dry_run_window, require_readable, writes_kept
 from reviewer.audit import inputs
 from reviewer.audit.registry import BadAuditSource, audit_source
@@ -40,9 +40,11 @@ def api_serving(*pages: Any) -> httpx.AsyncClient:
     return httpx.AsyncClient(base_url="http://api.test", transport=httpx.MockTransport(answer))
 
 
-def window(client: httpx.AsyncClient | None, ids: tuple[str, ...] = ("dry-1",), source: Any = API_LOG) -> Any:
+def window(client: httpx.AsyncClient | None, source: Any = API_LOG) -> Any:
+    """The dry run's window read, the gate having sent one create (`dry-1`) in it."""
     now = datetime.now(UTC)
-    return asyncio.run(dry_run_window(source, client, now - timedelta(seconds=1), now, ids))
+    sent = {"dry-1": HttpRequest("POST", "/v1/tickets", {"dryRun": "All"})}
+    return asyncio.run(dry_run_window(source, client, now - timedelta(seconds=1), now, sent))
 
 
 def test_an_api_log_is_read_through_the_runs_client_and_tells_kept_from_around() -> None:
@@ -98,15 +100,18 @@ def test_an_api_log_is_read_no_further_than_a_document_may_be(monkeypatch: pytes
         window(endless)
 
 
-def test_a_server_dry_run_learns_what_the_api_kept_and_who_wrote_around_it() -> None:
-    """An API that ignores the dry-run parameter keeps the create, under the request id the gate sent;
-    another client's write lands meanwhile. The plan says one kept, one around."""
+@pytest.mark.parametrize("logged_id", [True, False])
+def test_a_server_dry_run_learns_what_the_api_kept_and_who_wrote_around_it(logged_id: bool) -> None:
+    """An API that ignores the dry-run parameter keeps the create, under the request id the gate sent
+    (or with no id: its log keeps another header, or none); another client's write lands meanwhile.
+    The plan says one kept, one around."""
     log: list[dict[str, Any]] = []
 
     def api(request: httpx.Request) -> httpx.Response:
         if request.method == "GET":
             return httpx.Response(200, json={"entries": log})
-        log.extend([entry(request.headers["X-Request-Id"]), entry(None, path="/v1/tickets/t9")])
+        kept = entry(request.headers["X-Request-Id"] if logged_id else None)
+        log.extend([kept, entry(None, path="/v1/tickets/t9")])
         return httpx.Response(201, json={"id": "tk-4", "title": "x"})
 
     async def run() -> Any:

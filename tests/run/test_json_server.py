@@ -135,13 +135,16 @@ def test_a_server_dry_run_with_no_declared_parameter_is_refused_and_writes_nothi
     assert data.read_bytes() == before and writes_received(api) == []
 
 
+@pytest.mark.parametrize("id_header", ["X-Request-Id", "X-Correlation-Id"])
 def test_a_parameter_the_api_ignores_is_caught_by_its_access_log(
-    queue: Queue, json_server: tuple[SampleApi, Path]
+    queue: Queue, json_server: tuple[SampleApi, Path], id_header: str
 ) -> None:
-    """json-server drops dryRun=All and performs the write: its access log, read after the write,
-    stops the dry run at once, and nothing is submitted."""
+    """json-server drops dryRun=All and performs the write: its log of performed writes, read after
+    the write, stops the dry run at once, and nothing is submitted. The log keeps X-Request-Id only:
+    sent under another header, the write is found by its method and path."""
     api, data = json_server
     options = ("--via", "server", "--dry-run-param", "dryRun=All", "--audit", "api:/_log")
+    options += ("--request-id-header", id_header)
     status, stderr, proposal_id = run_tickets_agent(queue, api, *options, "--title", "json-server kept")
     assert (status, proposal_id) == (1, None)
     assert "the dry run kept 1 write(s)" in stderr and "nothing was submitted" in stderr
