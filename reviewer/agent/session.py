@@ -87,9 +87,10 @@ class PlanSession:
         async with self._lock:
             if self._submitted is not None:
                 raise PlanInProgress(self._submitted.proposal_id)
-            if self._recording is None:
-                self._recording = self.gate.recorder()
-                await self._recording.start()
+            if self._recording is None:  # kept only once started: a failed start is tried again
+                recording = self.gate.recorder()
+                await recording.start()
+                self._recording = recording
             self._tools[tool.name] = tool
             recording = self._recording
         return await recording.perform(tool, dict(arguments), ())

@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import httpx
+import pytest
+
 from reviewer.agent import Gate
 from reviewer.agent.session import PlanSession
 from reviewer.sample_api import tools
@@ -80,3 +83,37 @@ def test_changes_requested_ends_the_plan_and_the_next_one_is_revision_2_of_the_s
         "pending",
     )
     assert received(sample_api) == []
+
+
+def test_a_plan_whose_audit_log_failed_at_its_first_call_is_still_read_for_its_window(queue: Queue) -> None:
+    """The log is away at the first call (a 503): the call is refused and nothing is recorded; at the
+    next one the log answers, the plan starts then, and its window is read when it is submitted: the
+    other client's write in it is on the plan."""
+    from datetime import UTC, datetime
+
+    from reviewer.agent import AuditUnavailable
+    from reviewer.queue.client import QueueClient
+
+    answers = [httpx.Response(503)]
+
+    def api(request: httpx.Request) -> httpx.Response:
+        if answers:
+            return answers.pop()
+        at = datetime.now(UTC).isoformat()
+        write = {"at": at, "method": "DELETE", "path": "/v1/tickets/t9", "status": 204, "request_id": "x"}
+        return httpx.Response(200, json={"entries": [write]})
+
+    async def scenario() -> Any:
+        client = httpx.AsyncClient(base_url="http://api.test", transport=httpx.MockTransport(api))
+        async with Gate(api=client, queue=queue.url, token=queue.agent_token, audit=tools.AUDIT) as gate:
+            session = PlanSession(gate)
+            with pytest.raises(AuditUnavailable, match="answered 503"):
+                await session.call(tools.update_ticket.spec, {"id": "t1", "status": "closed"})
+            await session.call(tools.update_ticket.spec, {"id": "t1", "status": "closed"})
+            submitted = await session.submit("Close t1")
+        async with QueueClient(queue.url, queue.reviewer_token) as reviewer:
+            return await reviewer.get_revision(submitted["proposal_id"], submitted["revision"])
+
+    proposal = asyncio.run(scenario())
+    assert [call.seq for call in proposal.calls] == [1]
+    assert proposal.dry_run.writes_around == 1
