@@ -99,17 +99,22 @@ async def verify_after_run(
     client: httpx.AsyncClient | None,
     timeout: float = DEFAULT_AUDIT_READ_TIMEOUT,
 ) -> tuple[AuditMatch | None, AuditVerification]:
-    """The real run against its audit source, and what its report says of it. Read in a thread of its
-    own for at most `timeout` seconds: a log that trickles in or a reader that hangs is left behind (a
+    """The real run against its audit source, and what its report says of it, whatever happens: the
+    report is sent after it either way. Fetched (an `api:` log) and read in a thread of its own for at
+    most `timeout` seconds in all: a log that trickles in or a reader that hangs is left behind (a
     daemon thread, which holds up neither the report nor the process's exit) and the report says the
-    log was not read in time."""
+    log was not read in time; a fetch that fails in any way is a log that could not be read."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
     try:
         ready = await asyncio.wait_for(source.ready(client), timeout)
-    except AuditSourceUnreadable as error:
-        return None, unreadable_audit(source.name, source.input.redacted(str(error)))
     except TimeoutError:
         return None, late_audit(source.name, timeout)
-    loop = asyncio.get_running_loop()
+    except Exception as error:  # unreadable, or a closed client, or a caller's auth that failed: said
+        failed = (
+            str(error) if isinstance(error, AuditSourceUnreadable) else f"{type(error).__name__}: {error}"
+        )
+        return None, unreadable_audit(source.name, source.input.redacted(failed))
     verified: asyncio.Future[tuple[AuditMatch | None, AuditVerification]] = loop.create_future()
 
     def settle(outcome: tuple[AuditMatch | None, AuditVerification]) -> None:
@@ -122,7 +127,7 @@ async def verify_after_run(
             loop.call_soon_threadsafe(settle, outcome)
 
     threading.Thread(target=read, name=f"audit {source.name}", daemon=True).start()
-    try:
-        return await asyncio.wait_for(verified, timeout)
+    try:  # one bound for the fetch and the reading together
+        return await asyncio.wait_for(verified, max(deadline - loop.time(), 0.0))
     except TimeoutError:
         return None, late_audit(source.name, timeout)

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from reviewer.agent import AuditUnavailable, HttpRequest, RecordBackend, Recording, dry_run
-from reviewer.agent.audit import dry_run_window, require_readable, writes_kept
+from reviewer.agent.audit import dry_run_window, require_readable, verify_after_run, writes_kept
 from reviewer.audit import inputs
 from reviewer.audit.registry import BadAuditSource, audit_source
 from reviewer.sample_api import tools
@@ -160,3 +160,15 @@ def test_an_api_log_outside_a_run_is_refused_with_the_kind_that_reads_it() -> No
     """`reviewer verify` has no API client: it is told to name the same log as sample:URL."""
     with pytest.raises(Exception, match="give sample:URL of the same log"):
         next(iter(API_LOG.rows()))
+
+
+def test_a_real_runs_log_that_fails_in_any_way_is_reported_not_raised() -> None:
+    """A closed client, a caller's auth that raises: the run's report still goes, saying why."""
+
+    def broken(request: httpx.Request) -> httpx.Response:
+        raise ValueError("the auth plug-in gave up")
+
+    client = httpx.AsyncClient(base_url="http://api.test", transport=httpx.MockTransport(broken))
+    match, said = asyncio.run(verify_after_run(None, API_LOG, client, timeout=5))  # type: ignore[arg-type]
+    assert match is None and not said["complete"]
+    assert said.get("problem") == "could not be read: ValueError: the auth plug-in gave up"
