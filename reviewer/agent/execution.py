@@ -564,7 +564,7 @@ class Execution:
     async def start(self) -> None:
         """A real run sets nothing up: each call carries its own request id, which the log is read by."""
 
-    async def finish(self) -> None:
+    async def finish(self, *, failed: bool = False) -> None:
         """A real run's log is read once the caller knows how it ended (`read_audit`), not here."""
 
     async def read_audit(self, timeout: float = DEFAULT_AUDIT_READ_TIMEOUT) -> None:

@@ -49,25 +49,29 @@ log = logging.getLogger(__name__)
 
 
 class Run(ToolRunner, Protocol):
-    """A runner with a beginning and an end: `start` before the first call, `finish` after the last."""
+    """A runner with a beginning and an end: `start` before the first call, `finish` after the last
+    (`failed` when the block ended by an exception or a cancellation, which it must not hide)."""
 
     async def start(self) -> None: ...
 
-    async def finish(self) -> None: ...
+    async def finish(self, *, failed: bool = False) -> None: ...
 
 
 @asynccontextmanager
 async def running(run: Run, *, dry: bool) -> AsyncIterator[None]:
     """Start `run`, make it this context's active run with the flag at `dry`, and finish it at exit.
 
-    It finishes even when the block raises, so what ran before the error is still counted.
+    It finishes even when the block raises, so what ran before the error is still counted; then it
+    finishes as failed, and the error (or the cancellation) is what the caller gets.
     """
     await run.start()
+    failed = True
     try:
         with run_scope(run, dry=dry):
             yield
+        failed = False
     finally:
-        await run.finish()
+        await run.finish(failed=failed)
 
 
 @dataclass
@@ -354,11 +358,14 @@ class Recording:
         window = await dry_run_window(self.audit, self.client, self.started_at, None, sent)
         return writes_kept(self.audit, window)
 
-    async def finish(self) -> None:
+    async def finish(self, *, failed: bool = False) -> None:
         """End the dry run (`dry_run()` calls it at exit): the audit log read for its window. A run that
-        sent nothing to the API kept nothing; otherwise the log says, where it can."""
+        sent nothing to the API kept nothing; otherwise the log says, where it can. A run that `failed`
+        becomes no plan: its log is not read, and what it kept stays unknown."""
         self.finished_at = datetime.now(UTC)
         await self.backend.aclose()
+        if failed:
+            return
         if self.audit is not None and self.started_at is not None:
             self.audit_match = await dry_run_window(
                 self.audit, self.client, self.started_at, self.finished_at, self.dry_run_requests

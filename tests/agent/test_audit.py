@@ -14,6 +14,7 @@ import pytest
 
 from reviewer.agent import AuditUnavailable, HttpRequest, RecordBackend, Recording, dry_run
 from reviewer.agent.audit import dry_run_window, require_readable, verify_after_run, writes_kept
+from reviewer.agent.runs import running
 from reviewer.audit import inputs
 from reviewer.audit.registry import BadAuditSource, audit_source
 from reviewer.sample_api import tools
@@ -172,3 +173,19 @@ def test_a_real_runs_log_that_fails_in_any_way_is_reported_not_raised() -> None:
     match, said = asyncio.run(verify_after_run(None, API_LOG, client, timeout=5))  # type: ignore[arg-type]
     assert match is None and not said["complete"]
     assert said.get("problem") == "could not be read: ValueError: the auth plug-in gave up"
+
+
+@pytest.mark.parametrize("ending", [ValueError("the agent's own"), TimeoutError()])
+def test_a_dry_run_that_fails_ends_with_its_own_error_not_the_logs(ending: BaseException) -> None:
+    """The block raises (or is timed out) and the log is away by then: the caller gets what ended the
+    block, and the log is not read for a plan that will not be made."""
+
+    async def run() -> Recording:
+        recording = Recording(RecordBackend(), client=api_serving([], 503), audit=API_LOG)
+        with pytest.raises(type(ending)):
+            async with running(recording, dry=True):
+                raise ending
+        return recording
+
+    recording = asyncio.run(run())
+    assert recording.finished_at is not None and recording.audit_match is None
