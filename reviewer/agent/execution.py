@@ -266,8 +266,11 @@ class Execution:
 
     @property
     def writes_kept(self) -> int | None:
-        """The run's writes the audit log shows, once read (`read_audit`); None before, or without one."""
-        return self.audit_match.matched if self.audit_match is not None else None
+        """The run's writes the audit log shows (as sent, or differing), once read (`read_audit`); None
+        before, or without one."""
+        if self.audit_match is None:
+            return None
+        return sum(call.verdict in ("matched", "differs") for call in self.audit_match.calls)
 
     @property
     def unexecuted(self) -> list[Call]:

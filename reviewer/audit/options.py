@@ -59,7 +59,8 @@ def add_source_options(parser: argparse.ArgumentParser, use: str, *, required: b
         "--audit",
         required=required,
         metavar="KIND:LOCATION",
-        help="the API's audit log: api:/PATH (served by the API, read through it), access-log:FILE, "
+        help="the API's audit log: api:/PATH (a run's: served by the API, read through the run's client), "
+        "access-log:FILE, "
         "k8s:FILE, cloudtrail:, stripe:, jsonl:, sample:URL; LOCATION a file, a glob, a URL or - "
         f"(docs/audit-logs.md). {use}",
     )

@@ -123,11 +123,19 @@ def audit_source(
             f"--audit {spec[:80]!r}: write KIND:LOCATION{hint}, KIND one of {', '.join(known)}"
         )
     if kind not in known:
-        raise BadAuditSource(f"--audit {kind[:40]!r}: no such kind; the kinds are {', '.join(known)}")
+        hint = (
+            f" (sample:{spec[:80]} for a URL in the sample API's shape)" if kind in ("http", "https") else ""
+        )
+        raise BadAuditSource(f"--audit {kind[:40]!r}: no such kind{hint}; the kinds are {', '.join(known)}")
     if kind == THROUGH_THE_API and (not location.startswith("/") or location.startswith("//")):
         raise BadAuditSource(
             f"--audit api:{location[:80]!r}: give the log's path on the API (api:/v1/audit); it is read "
             "through the run's own client, with the API's credential, so it names no other host"
+        )
+    if kind == THROUGH_THE_API and headers:
+        raise BadAuditSource(
+            "--audit-header: an api: log is read with the API's own credential (--api-header, --api-auth); "
+            "a header of its own belongs to a URL, sample:URL"
         )
     if location == "-" and stdin_is is not None:
         raise BadAuditSource(

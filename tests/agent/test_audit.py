@@ -157,6 +157,13 @@ def test_an_audit_option_the_api_kind_cannot_read_says_what_to_write(spec: str, 
         audit_source(spec)
 
 
+def test_a_header_for_an_api_log_or_a_bare_url_is_refused_with_what_to_write() -> None:
+    with pytest.raises(BadAuditSource, match="read with the API's own credential"):
+        audit_source("api:/v1/audit", headers={"Authorization": "Bearer x"})
+    with pytest.raises(BadAuditSource, match="sample:https://api.example/v1/audit for a URL"):
+        audit_source("https://api.example/v1/audit")
+
+
 def test_an_api_log_outside_a_run_is_refused_with_the_kind_that_reads_it() -> None:
     """`reviewer verify` has no API client: it is told to name the same log as sample:URL."""
     with pytest.raises(Exception, match="give sample:URL of the same log"):
