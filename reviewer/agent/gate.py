@@ -149,8 +149,8 @@ class Gate:
     from `token` or `REVIEWER_AGENT_TOKEN`. `backend` is how writes are dry-run: `record` (the default:
     written down, nothing sent), `fake`, `transport`, or `server`, which sends each write with the API's
     own dry-run parameter and so needs it named (`dry_run_query={"dryRun": "All"}` for Kubernetes): an
-    API that does not know the parameter drops it and writes for real, which only an `audit` log read
-    before and after shows, or a `sandbox` check: a collection on a sandbox copy of the API
+    API that does not know the parameter drops it and writes for real, which only an `audit` log of kept
+    writes (`api:`, `sample:`) shows, or a `sandbox` check: a collection on a sandbox copy of the API
     (`sandbox="https://sandbox.api.example/v1/tickets"`, or a `SandboxCheck` with the sandbox's own
     headers) is listed, sent a create with the parameter and listed again before each dry run; a kept
     create stops the dry run before it begins (`SandboxKeptWrite`), an unchanged listing is recorded

@@ -56,11 +56,11 @@ class Verdict(StrEnum):
     """What a call's dry-run outcome proves, by the table "What a dry run proves" in docs/reviewing.md."""
 
     VALIDATED = "validated"
-    """The server's own dry run accepted the call, and the API's audit log, read before and after,
-    proved the dry run kept nothing."""
+    """The server's own dry run accepted the call, and the API's log of kept writes, read for the dry
+    run's window, proved the dry run kept nothing."""
     UNPROVEN = "ok, unproven"
     """The server accepted the call, but nothing proved the API honoured the dry-run parameter (no audit
-    log was read before and after): an API that does not know the parameter drops it and writes."""
+    log was read for the dry run's window): an API that does not know the parameter drops it and writes."""
     REAL_REFUSAL = "real refusal"
     """The server refused, and the call does not depend on a placeholder: the real run will meet it too."""
     CHAIN_NOISE = "chain noise"
@@ -248,7 +248,7 @@ def interpret(via: str, outcome: Outcome | None, chained: bool, *, proven: bool 
     """What one outcome proves, given who answered the dry run.
 
     A server's ok is `VALIDATED` only when the dry run was `proven` to have kept nothing (its audit
-    log read before and after counted no kept write, or a sandbox check proved its parameter);
+    log read for the dry run's window counted no kept write, or a sandbox check proved its parameter);
     otherwise it is `UNPROVEN`: an API that does not know the dry-run parameter drops it, answers ok,
     and performs the write.
 
@@ -718,7 +718,7 @@ class Analysis:
             read = (
                 "the audit log read for writes around the gate cannot say whether the API kept the gate's own"
                 if self.proposal.dry_run.writes_around is not None
-                else "no audit log read before and after"
+                else "no log of kept writes read for the dry run"
             )
             alarms.append(
                 (

@@ -35,7 +35,7 @@ def sample(name: str) -> Analysis:
 
 def plan(calls: list[dict[str, Any]], via: str = "server", **changes: Any) -> Analysis:
     """A small proposal around `calls`, checked by the real parser; its dry run proven to have kept
-    nothing (an audit log read before and after) unless `dry_run` says otherwise."""
+    nothing (a log of kept writes read for the dry run's window) unless `dry_run` says otherwise."""
     changes.setdefault("dry_run", {"via": via, "writes_kept": 0})
     return Analysis(parse_proposal(json.dumps(proposal_document(calls, via=via, **changes)), "test"))
 
@@ -344,7 +344,7 @@ def test_verdict_by_who_answered(via: str, outcome: dict[str, Any] | None, expec
 
 @pytest.mark.parametrize("writes_kept", [None, 2])
 def test_a_server_ok_nothing_proved_dry_is_unproven_and_says_so(writes_kept: int | None) -> None:
-    """No audit log read before and after (or one that found kept writes): the server's ok says only
+    """No log of kept writes read for the dry run (or one that found kept writes): the server's ok says only
     that it accepted the call; an API that drops an unknown parameter answers ok and writes."""
     dry_run = {"via": "server", "write_requests": 2, "writes_kept": writes_kept}
     analysis = plan(

@@ -182,14 +182,14 @@ SANDBOX_PROOF = {"url": SANDBOX_URL, "query": {"dryRun": "All"}, "checked_at": "
 @pytest.mark.parametrize(
     ("dry_run", "proof", "proven_by"),
     [
-        ({"writes_kept": 0}, "audit", "audit log, read before and after"),
+        ({"writes_kept": 0}, "audit", "log of kept writes, read for the dry run"),
         (
             {"sandbox": SANDBOX_PROOF},
             "sandbox",
             f"sandbox check at 2026-03-01T09:30:00Z: a create sent to {SANDBOX_URL} with dryRun=All",
         ),
         ({}, "none", None),
-        ({"write_requests": 3, "writes_kept": 0}, "audit", "audit log, read before and after"),
+        ({"write_requests": 3, "writes_kept": 0}, "audit", "log of kept writes, read for the dry run"),
         ({"write_requests": 0, "writes_kept": 0}, "no writes", "sent no write to the API, so it kept none"),
         (
             {"write_requests": 0, "writes_kept": 0, "sandbox": SANDBOX_PROOF},

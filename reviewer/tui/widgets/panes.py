@@ -23,7 +23,7 @@ DETAIL_LIMIT = 4_000
 VERDICT_MEANING = {
     Verdict.VALIDATED: "the server's rules accepted this call against the state before the run",
     Verdict.UNPROVEN: "the server accepted this call, but nothing proved the API honoured the dry-run "
-    "parameter (no audit log read before and after, no sandbox check): it may have written for real",
+    "parameter (no log of kept writes read for the dry run, no sandbox check): it may have written for real",
     Verdict.REAL_REFUSAL: "the server refused it, and nothing in the plan explains it: the real run "
     "will be refused too",
     Verdict.CHAIN_NOISE: "refused only because an earlier call of this plan (one it takes a value "
@@ -124,7 +124,7 @@ def proven_by(dry_run: DryRun) -> str | None:
     if audit_read(dry_run):
         if dry_run.writes_kept != 0:
             return None
-        return "the API's audit log, read before and after the dry run, shows no write kept"
+        return "the API's log of kept writes, read for the dry run's window, shows no write kept"
     proof = sandbox_proof(dry_run)
     if proof is not None:
         parameter = "&".join(f"{name}={value}" for name, value in proof.query.items())
