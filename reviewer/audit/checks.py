@@ -26,6 +26,7 @@ from reviewer.queue.messages import AuditVerification
 from reviewer.reading.audit_matching import (
     AuditMatch,
     RequestLine,
+    SentCall,
     Window,
     match_audit,
     sent_calls,
@@ -115,7 +116,18 @@ def audit_execution(
     now = datetime.now(UTC)
     start = min((call.sent_at for call in calls if call.sent_at is not None), default=now)
     dry_run_ids = execution.approval.proposal.dry_run.request_ids or ()
-    window = Window(start, now, slack)
+    return run_against(source, calls, Window(start, now, slack), dry_run_ids)
+
+
+def run_against(
+    source: AuditSource, calls: Sequence[SentCall], window: Window, dry_run_ids: Collection[str] = ()
+) -> AuditMatch:
+    """A real run's calls held against the source, the one way every reader of a run does it (in
+    process after the run, and `reviewer verify` from the stored report). A log of kept writes only
+    (`api:`, `sample:`) holds no entry of a call the API refused: such a call is not looked for, and an
+    entry carrying its request id is a write no approved call made."""
+    if source.keeps_only_kept_writes:
+        calls = [call for call in calls if call.http_status is None or call.http_status < 400]
     return match_audit(calls, source.rows(), window, dry_run_ids, source.keeps_request_ids)
 
 

@@ -63,8 +63,8 @@ class VerifyFailed(Exception):
 def run_verify(options: argparse.Namespace) -> int:
     """The queue is asked in an event loop; the log is read after it, in this thread, so Ctrl-C ends a
     read at once whatever the source holds (a thread's read could not be interrupted)."""
+    from reviewer.audit.checks import run_against
     from reviewer.audit.inputs import AuditSourceUnreadable
-    from reviewer.reading.audit_matching import match_audit
 
     source_name = "the audit log"
     try:
@@ -72,7 +72,7 @@ def run_verify(options: argparse.Namespace) -> int:
         source_name = source.name
         calls, window, dry_run_ids, minted = asyncio.run(_run_of(options))
         # Read after the queue answered: the log then holds everything up to the report.
-        result = match_audit(calls, source.rows(), window, dry_run_ids, source.keeps_request_ids)
+        result = run_against(source, calls, window, dry_run_ids)
     except VerifyFailed as error:
         print(f"reviewer verify: {error}", file=sys.stderr)
         return error.exit_code

@@ -101,8 +101,7 @@ def test_real_run_column(sample_api: RunningSampleApi) -> None:
         "matched",
         "matched",
         "matched",
-        "missing",
-    ]
+    ], "the refused delete is not looked for in a log of kept writes"
 
 
 def test_an_api_that_ignores_the_dry_run_parameter_shows_writes_kept(sample_api: RunningSampleApi) -> None:

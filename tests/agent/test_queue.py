@@ -184,8 +184,7 @@ def test_end_to_end_submit_approve_execute_verify(queue: Queue, sample_api: Runn
         "matched",
         "matched",
         "matched",
-        "missing",
-    ]
+    ], "the refused delete is not looked for in a log of kept writes"
     assert report["plan_sha256"] == plan_sha256(proposal)
     verification = compare_execution(proposal, msgspec.convert(report["calls"], list[Call]))
     assert (verification.naive_identical, verification.matching_once_resolved, verification.planned) == (

@@ -89,3 +89,46 @@ def test_a_read_is_not_unplanned_and_a_log_with_nothing_in_the_window_cannot_ver
     assert match_audit([CALL], [row(1, request_ids=("id-1",)), read], WINDOW).verified
     empty = match_audit([], [row(3600, "POST", "/v1/tickets")], WINDOW)
     assert (empty.rows_in_window, empty.complete, empty.verified) == (0, False, False)
+
+
+def test_a_log_of_kept_writes_looks_for_no_refused_call_and_shows_one_the_api_kept() -> None:
+    """The sample API keeps no entry of a refused write: the 409 is not looked for (not "missing"). An
+    API that answered 409 and wrote anyway leaves an entry with the call's request id: a write no
+    approved call made."""
+    from datetime import UTC, datetime, timedelta
+
+    import msgspec as json
+
+    from reviewer.audit.checks import run_against
+    from reviewer.audit.inputs import AuditInput
+    from reviewer.audit.json_lines import read_sample
+    from reviewer.audit.registry import AuditSource
+    from reviewer.reading.audit_matching import SentCall, Window
+
+    now = datetime.now(UTC)
+    created = SentCall(1, "create", "POST", "/v1/tickets", (), 201, ("rid-1",), now)
+    refused = SentCall(2, "delete", "DELETE", "/v1/tickets/t3", (), 409, ("rid-2",), now)
+
+    def log(*entries: tuple[str, str, str]) -> AuditSource:
+        rows = [
+            {
+                "at": now.isoformat(),
+                "method": m,
+                "path": p,
+                "status": 201 if m == "POST" else 204,
+                "request_id": i,
+            }
+            for m, p, i in entries
+        ]
+        body = json.json.encode({"entries": rows})
+        return AuditSource("sample", read_sample, AuditInput("/v1/audit", body=body))
+
+    window = Window(now - timedelta(seconds=1), now + timedelta(seconds=1))
+    honest = run_against(log(("POST", "/v1/tickets", "rid-1")), [created, refused], window)
+    assert ([call.verdict for call in honest.calls], honest.unplanned) == (["matched"], ())
+    kept_anyway = log(("POST", "/v1/tickets", "rid-1"), ("DELETE", "/v1/tickets/t3", "rid-2"))
+    lying = run_against(kept_anyway, [created, refused], window)
+    assert [(write.row.method, write.row.request_ids) for write in lying.unplanned] == [
+        ("DELETE", ("rid-2",))
+    ]
+    assert not lying.verified

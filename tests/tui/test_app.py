@@ -256,6 +256,34 @@ async def test_the_verification_view_names_the_audit_source_and_the_writes_nobod
         assert "status: run 200, log 500" in detail
 
 
+async def test_a_refused_call_a_log_of_kept_writes_does_not_hold_is_not_looked_for(tmp_path) -> None:
+    """The sample API's own log (kept writes only): the three kept calls matched, the refused delete
+    "not kept" (muted, not the danger of a missing write), and its detail says why."""
+    from textual.widgets import DataTable
+
+    calls = [
+        {"seq": seq, "verdict": "matched", "where": f"/v1/audit[{seq - 1}]", "matched_by": "request id"}
+        for seq in (1, 2, 3)
+    ]
+    audit = {
+        "source": "api:/v1/audit",
+        "complete": True,
+        "calls": calls,
+        "unplanned": [],
+        "unplanned_count": 0,
+    }
+    app = ReviewerApp(audited_merge_run(tmp_path / "proposals", audit))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await open_verification(pilot)
+        table = app.screen.query_one(DataTable)
+        cells = [table.get_cell_at((row, 5)) for row in range(4)]
+        assert [str(cell) for cell in cells] == ["matched", "matched", "matched", "not kept"]
+        await pilot.press("down", "down", "down")
+        await pilot.pause()
+        detail = str(app.screen.query_one("#detail").render())
+        assert "not looked for: the API refused it" in " ".join(detail.split())
+
+
 async def test_at_50x20_the_verification_cuts_paths_at_their_start_and_enter_shows_the_call(tmp_path) -> None:
     """A phone's 50x20: the call cells keep the path's end (t1, t2, t3 stay apart) and end cut cells
     with `…`; `▶` marks the cursor's row and follows it; `enter` shows the selected call's detail

@@ -75,23 +75,27 @@ def _entry(audited: AuditVerification, seq: int) -> AuditedCall | None:
     return next((call for call in audited["calls"] if call["seq"] == seq), None)
 
 
-def call_verdict(audited: AuditVerification, seq: int) -> Text:
-    """The audit column of one call: what the source shows of it, and how strongly."""
+def call_verdict(audited: AuditVerification, seq: int, *, refused: bool = False) -> Text:
+    """The audit column of one call: what the source shows of it, and how strongly; a call the API
+    `refused` that the verification does not list was not looked for (a log of kept writes has none)."""
     entry = _entry(audited, seq)
     if entry is None:  # its runner did not hold this call against the log (an unread log lists none)
-        return role_text("not checked", "muted")
+        return role_text("not kept" if refused and audited["complete"] else "not checked", "muted")
     if entry["verdict"] == "matched":
         words, role, _, _ = MATCHED_WORDS.get(entry.get("matched_by") or "", ("matched", "ok", "", ""))
         return role_text(words, role)
     return role_text(entry["verdict"], "danger")  # differs (the detail says how), missing, ambiguous
 
 
-def call_detail(audited: AuditVerification, seq: int, *, http: bool) -> Text:
+def call_detail(audited: AuditVerification, seq: int, *, http: bool, refused: bool = False) -> Text:
     """The selected call as the audit source shows it, for the detail pane; `http` says whether the
     call was an HTTP request (a tool's write that is none is tied to the log by time alone)."""
     entry = _entry(audited, seq)
     text = Text()
     text.append("audit   ", "bold")
+    if entry is None and refused and audited["complete"]:
+        text.append("not looked for: the API refused it, so it kept nothing a log of its writes would hold\n")
+        return text
     if entry is None:
         text.append("not checked: the run's verification does not list this call\n")
         return text

@@ -265,7 +265,7 @@ class VerificationScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
                     "check": status_text(check),
                     "audit": Text("no audit log", "muted")
                     if audited is None
-                    else call_verdict(audited, call.seq),
+                    else call_verdict(audited, call.seq, refused=check.status == "refused"),
                 }
             )
         for index in self.verification.not_executed:
@@ -315,7 +315,10 @@ class VerificationScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
                 )
                 text.append_text(field_changes_text(title, check.fields, "bold"))
             if self.audited is not None:
-                text.append_text(call_detail(self.audited, call.seq, http=call.request is not None))
+                refused = check.status == "refused"
+                text.append_text(
+                    call_detail(self.audited, call.seq, http=call.request is not None, refused=refused)
+                )
             if call.outcome is not None:
                 text.append("answer  ", "bold")
                 text.append(f"{call.outcome.http_status or ''} ")
