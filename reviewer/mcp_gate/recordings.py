@@ -64,15 +64,18 @@ class RecordingFile:
         return cls((directory or state_directory()) / f"{key}.json")
 
     def load(self) -> list[RecordedCall]:
-        """The calls recorded by earlier gates that have ended, oldest first, now kept by this gate;
-        none when there is no file. A live gate's calls stay its own."""
+        """This gate's calls; a gate that has none yet takes the calls of one earlier gate that has
+        ended (the oldest), now kept by this gate; none when there is no file. A live gate's calls
+        stay its own, and two ended gates' plans are never joined into one: a placeholder (`<id from
+        call 1>`) names a call of its own plan, which joining would renumber."""
         if not self.path.parent.is_dir():
             return []
         with self._locked():
             document = self._read()
             kept = [call for call in document["calls"] if call.get("owner") == self.owner]
             taken = [call for call in document["calls"] if call.get("owner") != self.owner]
-            free = [call for call in taken if not self._lives(call.get("owner"))]
+            ended = next((call.get("owner") for call in taken if not self._lives(call.get("owner"))), None)
+            free = [call for call in taken if call.get("owner") == ended] if not kept and ended else []
             if free:
                 for call in free:
                     call["owner"] = self.owner
@@ -89,7 +92,8 @@ class RecordingFile:
         with self._locked():
             try:
                 document = self._read()
-            except RecordingUnreadable:
+            except RecordingUnreadable:  # kept beside it, never overwritten: it may hold a gate's plan
+                self.path.replace(self.unreadable_path)
                 document = {"format": FORMAT, "calls": []}
             others = [call for call in document["calls"] if call.get("owner") != self.owner]
             mine = [{"tool": call.tool, "arguments": call.arguments, "owner": self.owner} for call in calls]
@@ -113,6 +117,11 @@ class RecordingFile:
             held.close()
         self._alive.clear()
         self._live_path(self.owner).unlink(missing_ok=True)
+
+    @property
+    def unreadable_path(self) -> Path:
+        """Where a recording this release cannot read is moved when a gate next records a call."""
+        return self.path.with_name(f"{self.path.name}.unreadable")
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:

@@ -254,7 +254,8 @@ class McpGate:
         try:
             kept = self.recording.load()
         except RecordingUnreadable as error:
-            say(f"{error}; it was left as it is and a new plan starts")
+            moved = self.recording.unreadable_path
+            say(f"{error}; a new plan starts, and the file is moved to {moved} at its first recorded call")
             return
         for position, call in enumerate(kept, 1):
             tool = self.upstream.tools.get(call.tool)

@@ -100,6 +100,9 @@ def test_a_recording_file_is_refused_when_it_is_not_one(tmp_path: Path) -> None:
     recording.path.write_text("{")
     with pytest.raises(RecordingUnreadable, match="cannot be read as a recording"):
         recording.load()
+    recording.save([RecordedCall("open_ticket", {"title": "next"})], "mcp:tickets")
+    assert recording.unreadable_path.read_text() == "{", "kept beside it, never overwritten"
+    assert recording.load() == [RecordedCall("open_ticket", {"title": "next"})]
 
 
 MCP_TOOLS = ROOT / ".mcp-tools" / "node_modules" / "@modelcontextprotocol"
@@ -199,7 +202,9 @@ def test_two_gates_for_one_upstream_keep_each_others_calls_and_a_later_gate_pick
     tmp_path: Path,
 ) -> None:
     """Two gate processes recording at once for one upstream and queue: neither loses the other's
-    calls; while both live a third gate picks none up; once they end it picks all up, in order."""
+    calls; while both live a third gate picks none up; once they end it picks up one of their plans,
+    whole and in order, and a fourth the other: two plans are never joined into one (each one's
+    `<id from call 1>` names a call of its own)."""
     count = 150
     gates = [
         subprocess.Popen(
@@ -219,8 +224,11 @@ def test_two_gates_for_one_upstream_keep_each_others_calls_and_a_later_gate_pick
     for process in gates:
         process.communicate("")
     picked = [call.arguments["title"] for call in later.load()]
-    assert sorted(picked) == sorted(titles)
-    assert [title for title in picked if title.startswith("first")] == [f"first {n}" for n in range(count)]
+    fourth = RecordingFile.of("http://127.0.0.1:8470", "mcp:tickets", tmp_path)
+    other = [call.arguments["title"] for call in fourth.load()]
+    plans = {name: [f"{name} {n}" for n in range(count)] for name in ("first", "second")}
+    assert sorted([picked, other]) == sorted(plans.values())
+    assert [call.arguments["title"] for call in later.load()] == picked, "nothing joined to it since"
 
 
 def test_a_gate_submitting_clears_its_own_calls_only(tmp_path: Path) -> None:
