@@ -70,6 +70,9 @@ class KeyRemoval:
     cause: str = "token was revoked"
     """What ended the token, for the trail's words: `token was revoked`, `token expired`, or a
     provider's person's sign-in ended."""
+    seq: int | None = None
+    """The one approval an ended token withdraws, by its place in the trail (another person may hold
+    the name since); None for a removed key, which withdraws every approval it signed."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,7 @@ def without_removed_keys(
                 if item.decision == "approve"
                 and (removal.fingerprint is None or item.key_fingerprint == removal.fingerprint)
                 and item.reviewer.casefold() == removal.reviewer.casefold()
+                and (removal.seq is None or item.seq == removal.seq)
                 and removal.at >= item.at
                 and (decided_at is None or removal.at < decided_at)
             ),

@@ -168,3 +168,30 @@ def test_an_outsiders_token_is_refused_while_another_writer_holds_the_write_lock
         assert ended.revoked_at is not None
     finally:
         store.close()
+
+
+def test_a_rejoined_persons_second_end_leaves_the_approval_of_whoever_holds_their_old_name(
+    database: str, clock: Clock
+) -> None:
+    """P approves as sam@, leaves the group (withdrawn) and rejoins as alice@; Q signs in as sam@ and
+    approves. P leaves again: Q's approval, under the name P once had, still counts."""
+    store = quorum_of_two(database, clock)
+    try:
+        agent = identity(store, "agent", "agent")
+        store.submit(agent, submission("p"))
+        store.decide(store.sign_in(person("alice", name="sam@example.com")), "p", decision(), "k1")
+        clock.now = START + 10
+        with pytest.raises(Forbidden):
+            store.sign_in(person("alice", reviewer=False, issued=START + 10))
+        assert store.decision_state(agent, "p").approvals == []
+        clock.now = START + 20
+        store.sign_in(person("alice", name="alice@example.com", issued=START + 20))
+        q = store.sign_in(person("sam", name="sam@example.com", issued=START + 20))
+        clock.now = START + 30
+        store.decide(q, "p", decision(), "k2")
+        clock.now = START + 40
+        with pytest.raises(Forbidden):
+            store.sign_in(person("alice", reviewer=False, issued=START + 40))
+        assert store.decision_state(agent, "p").approvals == ["sam@example.com"]
+    finally:
+        store.close()

@@ -171,9 +171,10 @@ def ended_tokens(db: Transaction, proposal_id: str, revision: int, now: float) -
 
     A provider's person is matched by the identity the trail recorded (`oidc:ISSUER#SUBJECT`), which
     outlives a rename at the provider; a minted token, and an approval from before the trail
-    recorded identities, by name."""
+    recorded identities, by name. Each withdraws the approvals it matched, by their place in the
+    trail: another person who holds the name since keeps theirs."""
     rows = db.all(
-        "SELECT DISTINCT trail.actor, tokens.kind, tokens.revoked_at, tokens.expires_at "
+        "SELECT DISTINCT trail.seq, trail.actor, tokens.kind, tokens.revoked_at, tokens.expires_at "
         "FROM trail JOIN tokens ON CASE WHEN tokens.kind = 'provider' "
         "THEN trail.identity = 'oidc:' || tokens.issuer || '#' || tokens.subject "
         "ELSE (trail.identity IS NULL OR trail.identity NOT LIKE 'oidc:%') "
@@ -194,9 +195,10 @@ def ended_tokens(db: Transaction, proposal_id: str, revision: int, now: float) -
                     "sign-in was ended (revoked on the queue, or out of the reviewers group at the "
                     "identity provider)"
                 )
-            ended.append(KeyRemoval(row["actor"], None, rules.required_timestamp(revoked), cause))
+            ended.append(KeyRemoval(row["actor"], None, rules.required_timestamp(revoked), cause, row["seq"]))
         else:
-            ended.append(KeyRemoval(row["actor"], None, rules.required_timestamp(expires), "token expired"))
+            at = rules.required_timestamp(expires)
+            ended.append(KeyRemoval(row["actor"], None, at, "token expired", row["seq"]))
     return ended
 
 
