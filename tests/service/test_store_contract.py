@@ -6,6 +6,7 @@ number moved, not a wait. The PostgreSQL store gets a fresh database of the sess
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -660,3 +661,29 @@ def test_events_an_older_replica_wrote_are_logged_in_order_at_the_next_append(st
         assert tree.append(content) == leaf_hash
     assert tree.root() == head.root
     assert store.log_earlier_events() == 0
+
+
+def test_a_worker_threads_connection_ends_with_its_thread(database: str, store: QueueStore) -> None:
+    """The server's worker threads come and go: forty that each read once, one after the other, leave
+    the database with as many connections open as threads that still live, not forty."""
+    import threading
+
+    def open_connections() -> int:
+        if not database.startswith("postgresql"):
+            fds = Path("/proc/self/fd")
+            return sum(1 for fd in fds.iterdir() if os.path.realpath(fd) == os.path.realpath(database))
+        import psycopg
+
+        with psycopg.connect(database) as watcher:
+            row = watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    store.list_version()
+    for _ in range(40):
+        worker = threading.Thread(target=store.list_version)
+        worker.start()
+        worker.join()
+    assert open_connections() <= 3, "the living threads' and the last ended one's, not forty"

@@ -4,6 +4,7 @@ aggregates' functions read (the store itself, which they never import)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -114,12 +115,15 @@ Connection = TypeVar("Connection", bound=_Closable)
 
 class ThreadConnections(Generic[Connection]):
     """A backend's connections, one per thread (sqlite3 requires it, psycopg's are not shared
-    between threads' transactions), each kept so that the store's `close` closes them all."""
+    between threads' transactions). A thread's connection lives as long as the thread: the server's
+    worker threads come and go (anyio ends one idle for ten seconds), so each new one closes the
+    connections of threads that ended, and a broken connection replaced is closed; the store's
+    `close` closes them all."""
 
     def __init__(self) -> None:
         self.local = threading.local()
         """This thread's `connection` (and whatever else a backend keeps with it)."""
-        self._every: list[Connection] = []
+        self._every: dict[threading.Thread, Connection] = {}
         self._lock = threading.Lock()
 
     def current(self) -> Connection | None:
@@ -128,14 +132,28 @@ class ThreadConnections(Generic[Connection]):
 
     def keep(self, connection: Connection) -> Connection:
         """`connection` as this thread's from now on."""
-        self.local.connection = connection
+        thread = threading.current_thread()
         with self._lock:
-            self._every.append(connection)
+            ended = [owner for owner in self._every if owner is not thread and not owner.is_alive()]
+            closing = [self._every.pop(owner) for owner in ended]
+            replaced = self._every.get(thread)
+            if replaced is not None and replaced is not connection:
+                closing.append(replaced)
+            self._every[thread] = connection
+        for old in closing:
+            with contextlib.suppress(Exception):  # a broken one may fail to close: it is dropped anyway
+                old.close()
+        self.local.connection = connection
         return connection
+
+    def __len__(self) -> int:
+        """How many connections are open."""
+        return len(self._every)
 
     def close(self) -> None:
         with self._lock:
-            for connection in self._every:
-                connection.close()
+            every = list(self._every.values())
             self._every.clear()
+        for connection in every:
+            connection.close()
         self.local = threading.local()
