@@ -141,7 +141,11 @@ class _ProviderKeys(jwt.PyJWKClient):
     def fetch_data(self) -> Any:
         data = super().fetch_data()
         keys = data.get("keys") if isinstance(data, dict) else None
-        self.declared = {key.get("kid"): key.get("alg") for key in keys or [] if isinstance(key, dict)}
+        declared: dict[str | None, str | None] = {}
+        for key in keys or []:  # the signing keys PyJWT picks from, the first of a key id as it does
+            if isinstance(key, dict) and key.get("use") in (None, "sig"):
+                declared.setdefault(key.get("kid"), key.get("alg"))
+        self.declared = declared
         return data
 
 

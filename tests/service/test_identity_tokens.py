@@ -182,3 +182,12 @@ def test_a_token_signed_with_another_algorithm_than_its_key_declares_is_refused(
         checker(keys, cooldown=0).check(pss)
     del keys.jwks["keys"][0]["alg"]
     assert checker(keys, cooldown=0).check(pss).subject == "alice"
+
+
+def test_an_encryption_key_under_the_signing_keys_id_does_not_decide_its_algorithm(keys: Keys) -> None:
+    """A provider publishes an encryption key (`use: enc`, RSA-OAEP) under its signing key's id: the
+    signing key's own `alg` decides, so its RS256 tokens are taken."""
+    key = keys.add("2026-11")
+    encryption = dict(keys.jwks["keys"][0], use="enc", alg="RSA-OAEP")
+    keys.jwks["keys"].append(encryption)
+    assert checker(keys, cooldown=0).check(token(key, "2026-11")).subject == "alice"
