@@ -213,6 +213,7 @@ def _ocsf_line(line: bytes, number: int, origin: str | None) -> tuple[str, bytes
     import json
 
     from reviewer.trail.checkpoint import CheckpointError, parse
+    from reviewer.trail.merkle import decoded_hash
     from reviewer.trail.ocsf import api_activity
 
     where = f"line {number} of the queue's export"
@@ -222,12 +223,17 @@ def _ocsf_line(line: bytes, number: int, origin: str | None) -> tuple[str, bytes
         raise TrailCommandFailed(f"{where} is not JSON ({error.msg}, column {error.colno})") from None
     except ValueError:
         raise TrailCommandFailed(f"{where} is not UTF-8 text") from None
+    except RecursionError:
+        raise TrailCommandFailed(f"{where} nests deeper than any trail entry") from None
     if origin is None:
         try:
             return parse(document["checkpoint"]).origin, b""
-        except (KeyError, TypeError, CheckpointError) as error:
-            raise TrailCommandFailed(f"the queue's export has no readable checkpoint ({error})") from None
+        except (KeyError, TypeError, AttributeError, CheckpointError) as error:
+            why = str(error) if isinstance(error, CheckpointError) else "its first line names none"
+            raise TrailCommandFailed(f"the queue's export has no readable checkpoint ({why})") from None
     try:
+        if not isinstance(document["leaf_hash"], str) or decoded_hash(document["leaf_hash"]) is None:
+            raise ValueError("leaf_hash")
         event = api_activity(document["leaf"], document["leaf_hash"], origin)
     except (KeyError, TypeError, ValueError, AttributeError):
         raise TrailCommandFailed(

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from reviewer.trail.entries import leaf
 from reviewer.trail.ocsf import api_activity
 
@@ -130,3 +132,28 @@ def test_the_ocsf_export_refuses_an_entry_without_its_leaf_by_its_number(
     code, events, said = ocsf_export(body, tmp_path, monkeypatch, capsys)
     assert code == 1 and len(events) == 3
     assert "line 5 of the queue's export is not a trail entry" in said
+
+
+@pytest.mark.parametrize(
+    ("hostile", "said"),
+    [
+        (b'{"checkpoint": ["not", "text"]}\n', "the queue's export has no readable checkpoint"),
+        (None, "line 2 of the queue's export nests deeper than any trail entry"),
+        (None, "line 2 of the queue's export is not a trail entry"),
+    ],
+)
+def test_the_ocsf_export_refuses_a_hostile_header_or_entry_in_words(
+    tmp_path, monkeypatch, capsys, hostile: bytes | None, said: str
+) -> None:
+    """A header whose checkpoint is no text, an entry nested past any limit, a leaf_hash that is no
+    hash: each is refused in a sentence, never a traceback."""
+    header, *_ = export_body(1).splitlines(keepends=True)
+    if hostile is not None:
+        body = hostile + b'{"index": 0}\n'
+    elif "nests" in said:
+        body = header + b"[" * 100_000 + b"]" * 100_000 + b"\n"
+    else:
+        entry = json.loads(export_body(1).splitlines()[1])
+        body = header + json.dumps({**entry, "leaf_hash": 5}).encode() + b"\n"
+    code, _, printed = ocsf_export(body, tmp_path, monkeypatch, capsys)
+    assert code == 1 and said in printed and "Traceback" not in printed
