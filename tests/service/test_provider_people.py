@@ -195,3 +195,23 @@ def test_a_rejoined_persons_second_end_leaves_the_approval_of_whoever_holds_thei
         assert store.decision_state(agent, "p").approvals == ["sam@example.com"]
     finally:
         store.close()
+
+
+def test_an_outsiders_token_older_than_the_session_ends_nothing(database: str, clock: Clock) -> None:
+    """P was out of the group at START + 10 (a token saying so), signed in as a reviewer at START + 20:
+    that older token, presented later, is refused and leaves P's session and approval as they are."""
+    store = quorum_of_two(database, clock)
+    try:
+        agent = identity(store, "agent", "agent")
+        store.submit(agent, submission("p"))
+        clock.now = START + 20
+        signed_in = store.sign_in(person("alice", name="alice@example.com", issued=START + 20))
+        store.decide(signed_in, "p", decision(), "k1")
+        clock.now = START + 30
+        with pytest.raises(Forbidden):
+            store.sign_in(person("alice", reviewer=False, issued=START + 10))
+        assert store.decision_state(agent, "p").approvals == ["alice@example.com"]
+        again = store.sign_in(person("alice", name="alice@example.com", issued=START + 20))
+        assert again.token_id == signed_in.token_id
+    finally:
+        store.close()

@@ -206,7 +206,8 @@ class QueueStore(ABC):
         session is known, written once per renewed session (`tokens.sign_in`). Forbidden when the
         provider no longer counts them a reviewer, after ending their row (so their pending
         approvals are withdrawn) in a transaction of its own; a person outside the group with no
-        row to end is refused on a read alone, so a stream of their tokens never holds the write lock."""
+        row to end, or with a token older than their session, is refused on a read alone, so a stream
+        of such tokens never holds the write lock nor ends a later session."""
         subject = person.principal
         with self.single() as db:
             known = tokens.provider_person(db, person.issuer, person.subject)
@@ -217,8 +218,8 @@ class QueueStore(ABC):
                 and (known["session_ends_at"] or 0.0) >= person.session_ends_at
             ):
                 return Identity(known["id"], known["name"], "reviewer", "provider", subject)
-        elif known is None:
-            raise self._outside_the_group(person)
+        elif known is None or person.issued_at < known["created_at"]:
+            raise self._outside_the_group(person)  # nothing to end: none, or a session it predates
         with self.write() as db:
             token_id = tokens.sign_in(
                 db,

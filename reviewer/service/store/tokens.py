@@ -252,7 +252,7 @@ def signing_keys(db: Transaction, name: str) -> list[PublicKey]:
 
 # people the team's OpenID provider signs in
 
-PERSON_COLUMNS: Final = "id, name, role, revoked_at, session_ends_at"
+PERSON_COLUMNS: Final = "id, name, role, revoked_at, session_ends_at, created_at"
 
 
 def provider_person(db: Transaction, issuer: str, subject: str) -> Row | None:
@@ -279,12 +279,14 @@ def sign_in(
     are scoped to, stays the person's across renewals.
 
     A person the provider no longer counts a reviewer (None) has their row ended now, which
-    withdraws their pending approvals as a revocation does. A token issued before the operator ended the
-    person's session (`reviewer token revoke`) does not start a new one: only a sign-in after it does.
+    withdraws their pending approvals as a revocation does; a token issued before their session began
+    ends nothing (the provider's word at its time, which a later sign-in outdates). A token issued before
+    the operator ended the person's session (`reviewer token revoke`) does not start a new one: only a
+    sign-in after it does.
     """
     active = provider_person(db, issuer, subject)
     if not reviewer:
-        if active is not None:
+        if active is not None and issued_at >= active["created_at"]:
             db.run("UPDATE tokens SET revoked_at = :now WHERE id = :id", now=now, id=active["id"])
         return None
     if active is None:
