@@ -63,13 +63,14 @@ def run_db_backup(args: argparse.Namespace) -> int:
                     "db backup", "a PostgreSQL queue is backed up with pg_dump (see docs/operating.md)"
                 )
             version = store.schema_version()
-            store.backup(args.path)
+            try:
+                store.backup(args.path)
+            except FileExistsError:
+                return refusal("db backup", f"{args.path} exists; name a new file")
+            except OSError as error:
+                return refusal("db backup", f"cannot write {args.path}: {error.strerror}")
     except DatabaseUnusable as error:
         return refusal("db backup", error.message)
-    except FileExistsError:
-        return refusal("db backup", f"{args.path} exists; name a new file")
-    except OSError as error:
-        return refusal("db backup", f"cannot write {args.path}: {error.strerror}")
     print(f"backed up {store.location} (queue schema version {version}) to {args.path}", file=sys.stderr)
     return 0
 
