@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -67,11 +69,13 @@ def run_verify(options: argparse.Namespace) -> int:
     from reviewer.audit.inputs import AuditSourceUnreadable
 
     source_name = "the audit log"
+    doing = "asking the queue"
     try:
         source = _source_of(options)
         source_name = source.name
-        calls, window, dry_run_ids, minted = asyncio.run(_run_of(options))
+        calls, window, dry_run_ids, minted = _ask_the_queue(options)
         # Read after the queue answered: the log then holds everything up to the report.
+        doing = f"reading {source_name}"
         result = run_against(source, calls, window, dry_run_ids)
     except VerifyFailed as error:
         print(f"reviewer verify: {error}", file=sys.stderr)
@@ -80,13 +84,47 @@ def run_verify(options: argparse.Namespace) -> int:
         print(f"audit: {source_name} could not be read: {error}; nothing is verified")
         return EXIT_NOT_VERIFIED
     except KeyboardInterrupt:
-        print(
-            f"reviewer verify: interrupted while reading {source_name}; nothing is verified", file=sys.stderr
-        )
+        print(f"reviewer verify: interrupted while {doing}; nothing is verified", file=sys.stderr)
         return EXIT_INTERRUPTED
     _print(result, source.name, window)
     _print_minted(minted)
     return EXIT_VERIFIED if result.verified and not minted else EXIT_NOT_VERIFIED
+
+
+def _ask_the_queue(
+    options: argparse.Namespace,
+) -> tuple[list[SentCall], Window, Sequence[str], list[MintedCheck]]:
+    """The run as the queue stored it, asked in an event loop that Ctrl-C cancels and that then raises
+    `KeyboardInterrupt`, however late the Ctrl-C lands: asyncio's own handler cancels the task, and
+    one that lands as the task ends is lost, so the log's read that follows (an endless standard
+    input) would not stop."""
+    interrupted = threading.Event()
+
+    async def asking() -> tuple[list[SentCall], Window, list[str], list[MintedCheck]]:
+        loop, task = asyncio.get_running_loop(), asyncio.current_task()
+        assert task is not None
+
+        def interrupt() -> None:
+            interrupted.set()
+            task.cancel()
+
+        if threading.current_thread() is threading.main_thread():
+            loop.add_signal_handler(signal.SIGINT, interrupt)
+        try:
+            return await _run_of(options)
+        finally:
+            if threading.current_thread() is threading.main_thread():
+                loop.remove_signal_handler(signal.SIGINT)
+
+    try:
+        answer = asyncio.run(asking())
+    except asyncio.CancelledError:
+        if interrupted.is_set():
+            raise KeyboardInterrupt from None
+        raise
+    if interrupted.is_set():
+        raise KeyboardInterrupt
+    return answer
 
 
 def _print_minted(minted: Sequence[MintedCheck]) -> None:

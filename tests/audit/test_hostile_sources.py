@@ -93,15 +93,16 @@ def test_reviewer_verify_says_what_each_hostile_source_did_without_a_traceback(
 
 def test_ctrl_c_ends_a_read_of_an_endless_standard_input(queue: Queue, verified_run: str) -> None:
     """`access-log:-` fed from /dev/zero never ends, and is never held: an interrupt once the reader
-    has read 10 MB of it ends the command with a sentence (exit 130), not a traceback."""
+    has read 64 MB of it (the command's own start-up reads some 10 MB) ends the command with a
+    sentence (exit 130), not a traceback."""
     with open("/dev/zero", "rb") as zeros:
         process = verify(queue, verified_run, "access-log:-", stdin=zeros)
     try:
         io = Path(f"/proc/{process.pid}/io")
         deadline = time.monotonic() + STARTUP_SECONDS  # a guard against hanging, not a measurement
-        while process.poll() is None and _bytes_read(io) < 10 * 1024 * 1024:
+        while process.poll() is None and _bytes_read(io) < 64 * 1024 * 1024:
             if time.monotonic() > deadline:
-                pytest.fail(f"reviewer verify read no 10 MB of standard input in {STARTUP_SECONDS} s")
+                pytest.fail(f"reviewer verify read no 64 MB of standard input in {STARTUP_SECONDS} s")
             _wait_a_little(process)  # the queue is asked first; then the read starts
         process.send_signal(signal.SIGINT)
         stdout, stderr = process.communicate(timeout=30)
@@ -110,6 +111,37 @@ def test_ctrl_c_ends_a_read_of_an_endless_standard_input(queue: Queue, verified_
             process.kill()
     assert process.returncode == 130, (stdout, stderr)
     assert "interrupted while reading access-log:-; nothing is verified" in stderr
+    assert "Traceback" not in stderr
+
+
+def test_ctrl_c_while_the_queue_is_asked_ends_the_command_before_any_read(queue: Queue) -> None:
+    """A queue that takes the connection and never answers: Ctrl-C then ends `reviewer verify` with
+    its sentence (exit 130), and the endless standard input behind it is never read to no end."""
+    import socket
+
+    with socket.socket() as silent, open("/dev/zero", "rb") as zeros:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        environment = {**os.environ, "REVIEWER_TOKEN": queue.reviewer_token}
+        process = subprocess.Popen(
+            reviewer_command("verify", "any-run", "--audit", "access-log:-", "--queue", url),
+            stdin=zeros,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=environment,
+        )
+        try:
+            connection, _ = silent.accept()  # the command is asking the queue now
+            with connection:
+                process.send_signal(signal.SIGINT)
+                stdout, stderr = process.communicate(timeout=30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert process.returncode == 130, (stdout, stderr)
+    assert "interrupted while asking the queue; nothing is verified" in stderr
     assert "Traceback" not in stderr
 
 
