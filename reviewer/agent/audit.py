@@ -17,13 +17,12 @@ import httpx
 
 from reviewer.agent.errors import AgentError
 from reviewer.agent.http_values import HttpRequest
-from reviewer.audit.checks import RealRun, verify_run, writes_during_dry_run
+from reviewer.audit.checks import RealRun, check_readable, verify_run, writes_during_dry_run
 from reviewer.audit.inputs import AuditSourceUnreadable
 from reviewer.audit.registry import AuditSource
 from reviewer.audit.reported import late_audit, unreadable_audit
 from reviewer.queue.messages import AuditVerification
 from reviewer.reading.audit_matching import AuditMatch, RequestLine
-from reviewer.reading.audit_rows import MalformedLine
 
 DEFAULT_AUDIT_READ_TIMEOUT: Final = 120.0
 """How long a run's report waits for its audit source to be read (a URL's own timeout is per read)."""
@@ -44,14 +43,9 @@ async def require_readable(source: AuditSource, client: httpx.AsyncClient | None
     """`AuditUnavailable` unless the source's first entry can be read now: a missing file, a refused
     URL, a wrong path on the API or a document that is no log is said before anything runs, not after."""
     try:
-        ready = await source.ready(client)
-        first = await asyncio.to_thread(next, iter(ready.rows()), None)
+        await asyncio.to_thread(check_readable, await source.ready(client))
     except AuditSourceUnreadable as error:
         raise AuditUnavailable(source.name, str(error)) from None
-    if isinstance(first, MalformedLine):
-        raise AuditUnavailable(
-            source.name, f"its first entry does not read as one: {first.where} {first.problem}"
-        )
 
 
 async def dry_run_window(

@@ -32,6 +32,7 @@ from reviewer.reading.audit_matching import (
     sent_calls,
     tool_calls,
 )
+from reviewer.reading.audit_rows import MalformedLine
 
 
 class _Approved(Protocol):
@@ -50,6 +51,14 @@ class RealRun(Protocol):
     def request_ids(self) -> Sequence[Mapping[str, Any]]: ...
 
     def tool_spans(self) -> Sequence[Mapping[str, Any]]: ...
+
+
+def check_readable(source: AuditSource) -> None:
+    """`AuditSourceUnreadable` unless the source's first entry reads as one now: a missing file, a
+    refused URL or a document that is no log is said before anything starts, not after."""
+    first = next(iter(source.rows()), None)
+    if isinstance(first, MalformedLine):
+        raise AuditSourceUnreadable(f"its first entry does not read as one: {first.where} {first.problem}")
 
 
 def writes_during_dry_run(

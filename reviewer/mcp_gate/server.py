@@ -25,6 +25,7 @@ from reviewer.agent.session import PlanSession
 from reviewer.agent.shaped import shaped_answer
 from reviewer.agent.tools import WriteTool
 from reviewer.agent.waiting import Patience
+from reviewer.audit.checks import check_readable
 from reviewer.audit.inputs import AuditSourceUnreadable, credential_variables
 from reviewer.audit.options import audit_headers, audit_option
 from reviewer.audit.registry import AuditSource
@@ -420,7 +421,7 @@ def audit_source_of(options: argparse.Namespace) -> tuple[AuditSource | None, se
     source = audit_option(options.audit, options.audit_field, headers, stdin_is="the MCP protocol's")
     if source is None:
         return None, set()
-    next(iter(source.rows()), None)
+    check_readable(source)
     return source, credential_variables(options.audit_header)
 
 

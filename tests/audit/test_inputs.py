@@ -106,3 +106,16 @@ def test_a_line_of_the_real_limit_is_read_and_one_byte_more_is_not() -> None:
     fits = b"a" * (MAX_LINE_BYTES - 1) + b"\n"
     stream = io.BytesIO(fits + b"b" * MAX_LINE_BYTES + b"\n" + b"last")
     assert list(bounded_lines(lambda: stream.read(64 * 1024))) == [fits, None, b"last"]
+
+
+def test_a_source_whose_first_entry_is_no_entry_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    """What `reviewer run`, `mcp-gate` and a dry run check first: a page that is no log is refused."""
+    from reviewer.audit.checks import check_readable
+
+    page = tmp_path / "index.html"
+    page.write_text("<html>not a log</html>\n")
+    with pytest.raises(AuditSourceUnreadable, match="its first entry does not read as one"):
+        check_readable(audit_source(f"access-log:{page}"))
+    log = tmp_path / "access.json"
+    log.write_text('{"time": "2026-12-05T00:00:00Z", "method": "GET", "uri": "/", "status": 200}\n')
+    check_readable(audit_source(f"access-log:{log}"))
