@@ -58,8 +58,9 @@ async def dry_run_window(
     """The source read for the dry run's window (to now while it runs): the gate's own dry-run requests
     known by their ids (`dry_run_requests`, each id's request), or by their lines where the log keeps
     no id of theirs; every other write in it someone else's. `AuditUnavailable` when it cannot be read."""
+    base_path = client.base_url.path.rstrip("/") if client is not None else ""  # as the log writes it
     lines = {
-        request_id: RequestLine.of(request.method, request.path, request.query or {})
+        request_id: RequestLine.of(request.method, base_path + request.path, request.query or {})
         for request_id, request in dry_run_requests.items()
     }
     try:

@@ -101,22 +101,25 @@ def test_an_api_log_is_read_no_further_than_a_document_may_be(monkeypatch: pytes
         window(endless)
 
 
-@pytest.mark.parametrize("logged_id", [True, False])
-def test_a_server_dry_run_learns_what_the_api_kept_and_who_wrote_around_it(logged_id: bool) -> None:
+@pytest.mark.parametrize(("logged_id", "base"), [(True, ""), (False, ""), (False, "/api")])
+def test_a_server_dry_run_learns_what_the_api_kept_and_who_wrote_around_it(
+    logged_id: bool, base: str
+) -> None:
     """An API that ignores the dry-run parameter keeps the create, under the request id the gate sent
-    (or with no id: its log keeps another header, or none); another client's write lands meanwhile.
-    The plan says one kept, one around."""
+    (or with no id: its log keeps another header, or none; found by its path as the log writes it,
+    under the API's base path); another client's write lands meanwhile. The plan says one kept, one
+    around."""
     log: list[dict[str, Any]] = []
 
     def api(request: httpx.Request) -> httpx.Response:
         if request.method == "GET":
             return httpx.Response(200, json={"entries": log})
-        kept = entry(request.headers["X-Request-Id"] if logged_id else None)
-        log.extend([kept, entry(None, path="/v1/tickets/t9")])
+        kept = entry(request.headers["X-Request-Id"] if logged_id else None, path=request.url.path)
+        log.extend([kept, entry(None, path=f"{base}/v1/tickets/t9")])
         return httpx.Response(201, json={"id": "tk-4", "title": "x"})
 
     async def run() -> Any:
-        client = httpx.AsyncClient(base_url="http://api.test", transport=httpx.MockTransport(api))
+        client = httpx.AsyncClient(base_url=f"http://api.test{base}", transport=httpx.MockTransport(api))
         async with dry_run(
             "server", client=client, audit="api:/v1/audit", dry_run_query={"dryRun": "All"}
         ) as rec:
