@@ -60,10 +60,13 @@ def verified_run(queue: Queue, _sample_api_server: RunningSampleApi) -> Iterator
     yield "hostile-sources-0001"
 
 
-def verify(queue: Queue, proposal_id: str, source: str, **popen: object) -> subprocess.Popen[str]:
+def verify(
+    queue: Queue, proposal_id: str, source: str, queue_url: str | None = None, **popen: object
+) -> subprocess.Popen[str]:
+    """`reviewer verify` started, with a reviewer's token, against `queue` (or another `queue_url`)."""
     environment = {**os.environ, "REVIEWER_TOKEN": queue.reviewer_token}
     return subprocess.Popen(
-        reviewer_command("verify", proposal_id, "--audit", source, "--queue", queue.url),
+        reviewer_command("verify", proposal_id, "--audit", source, "--queue", queue_url or queue.url),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -97,21 +100,14 @@ def test_ctrl_c_ends_a_read_of_an_endless_standard_input(queue: Queue, verified_
     sentence (exit 130), not a traceback."""
     with open("/dev/zero", "rb") as zeros:
         process = verify(queue, verified_run, "access-log:-", stdin=zeros)
-    try:
-        io = Path(f"/proc/{process.pid}/io")
-        deadline = time.monotonic() + STARTUP_SECONDS  # a guard against hanging, not a measurement
-        while process.poll() is None and _bytes_read(io) < 64 * 1024 * 1024:
-            if time.monotonic() > deadline:
-                pytest.fail(f"reviewer verify read no 64 MB of standard input in {STARTUP_SECONDS} s")
-            _wait_a_little(process)  # the queue is asked first; then the read starts
-        process.send_signal(signal.SIGINT)
-        stdout, stderr = process.communicate(timeout=30)
-    finally:
-        if process.poll() is None:
+    io = Path(f"/proc/{process.pid}/io")
+    deadline = time.monotonic() + STARTUP_SECONDS  # a guard against hanging, not a measurement
+    while process.poll() is None and _bytes_read(io) < 64 * 1024 * 1024:
+        if time.monotonic() > deadline:
             process.kill()
-    assert process.returncode == 130, (stdout, stderr)
-    assert "interrupted while reading access-log:-; nothing is verified" in stderr
-    assert "Traceback" not in stderr
+            pytest.fail(f"reviewer verify read no 64 MB of standard input in {STARTUP_SECONDS} s")
+        _wait_a_little(process)  # the queue is asked first; then the read starts
+    assert "interrupted while reading access-log:-; nothing is verified" in _interrupted(process)
 
 
 def test_ctrl_c_while_the_queue_is_asked_ends_the_command_before_any_read(queue: Queue) -> None:
@@ -123,26 +119,24 @@ def test_ctrl_c_while_the_queue_is_asked_ends_the_command_before_any_read(queue:
         silent.bind(("127.0.0.1", 0))
         silent.listen()
         url = f"http://127.0.0.1:{silent.getsockname()[1]}"
-        environment = {**os.environ, "REVIEWER_TOKEN": queue.reviewer_token}
-        process = subprocess.Popen(
-            reviewer_command("verify", "any-run", "--audit", "access-log:-", "--queue", url),
-            stdin=zeros,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=environment,
-        )
-        try:
-            connection, _ = silent.accept()  # the command is asking the queue now
-            with connection:
-                process.send_signal(signal.SIGINT)
-                stdout, stderr = process.communicate(timeout=30)
-        finally:
-            if process.poll() is None:
-                process.kill()
+        process = verify(queue, "any-run", "access-log:-", url, stdin=zeros)
+        connection, _ = silent.accept()  # the command is asking the queue now
+        with connection:
+            said = _interrupted(process)
+    assert "interrupted while asking the queue; nothing is verified" in said
+
+
+def _interrupted(process: subprocess.Popen[str]) -> str:
+    """Ctrl-C sent to `process`: what it said on stderr, once it ended with 130 and no traceback."""
+    try:
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
     assert process.returncode == 130, (stdout, stderr)
-    assert "interrupted while asking the queue; nothing is verified" in stderr
     assert "Traceback" not in stderr
+    return stderr
 
 
 def _bytes_read(io: Path) -> int:
