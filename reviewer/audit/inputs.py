@@ -10,6 +10,7 @@ credential for a URL comes from `env:VAR` or `file:PATH`, never from the command
 
 from __future__ import annotations
 
+import asyncio
 import glob
 import gzip
 import io
@@ -147,11 +148,16 @@ class AuditInput:
 
 async def fetched_through(client: httpx.AsyncClient, source: AuditInput) -> AuditInput:
     """`source` (a path on the API, `/v1/audit`) read through the run's own client, with its base URL,
-    headers and auth: the same input, its bytes in memory. A body over `MAX_DOCUMENT_BYTES` is not read
-    past that; an answer that is no 200, or none, is `AuditSourceUnreadable`."""
+    headers and auth: the same input, its bytes in memory. A redirect is not followed, whatever the
+    client's own setting (the log is the API's, never another host's); a body over `MAX_DOCUMENT_BYTES`
+    is not read past that, nor one that takes over `URL_TIMEOUT_SECONDS` in all to come; an answer that
+    is no 200, or none, is `AuditSourceUnreadable`."""
     body = bytearray()
     try:
-        async with client.stream("GET", source.location) as response:
+        async with (
+            asyncio.timeout(URL_TIMEOUT_SECONDS),
+            client.stream("GET", source.location, follow_redirects=False) as response,
+        ):
             if response.status_code != 200:
                 raise AuditSourceUnreadable(f"{source.shown}: answered {response.status_code}, not 200")
             async for chunk in response.aiter_bytes(CHUNK_BYTES):
@@ -160,6 +166,10 @@ async def fetched_through(client: httpx.AsyncClient, source: AuditInput) -> Audi
                     raise AuditSourceUnreadable(f"{source.shown}: larger than {MAX_DOCUMENT_BYTES:,} bytes")
     except httpx.HTTPError as error:
         raise AuditSourceUnreadable(f"{source.shown}: {type(error).__name__}: {error}") from None
+    except TimeoutError:
+        raise AuditSourceUnreadable(
+            f"{source.shown}: not read whole within {URL_TIMEOUT_SECONDS:g} s"
+        ) from None
     return replace(source, body=bytes(body))
 
 

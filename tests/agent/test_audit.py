@@ -199,3 +199,35 @@ def test_a_dry_run_that_fails_ends_with_its_own_error_not_the_logs(ending: BaseE
 
     recording = asyncio.run(run())
     assert recording.finished_at is not None and recording.audit_match is None
+
+
+def test_an_api_log_is_never_fetched_from_where_the_api_redirects_nor_forever(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The run's client follows redirects (as many runners set it up): the log's fetch does not, so a
+    302 to another host is a log that cannot be read. A body that trickles in without end is given up."""
+    seen: list[str] = []
+
+    def redirecting(request: httpx.Request) -> httpx.Response:
+        seen.append(str(request.url))
+        return httpx.Response(302, headers={"location": "https://collector.example/v1/audit"})
+
+    following = httpx.AsyncClient(
+        base_url="http://api.test", transport=httpx.MockTransport(redirecting), follow_redirects=True
+    )
+    with pytest.raises(AuditUnavailable, match="answered 302, not 200"):
+        window(following)
+    assert seen == ["http://api.test/v1/audit"]
+
+    async def trickle() -> Any:
+        while True:
+            yield b" "
+            await asyncio.sleep(0.01)
+
+    monkeypatch.setattr(inputs, "URL_TIMEOUT_SECONDS", 0.2)
+    slow = httpx.AsyncClient(
+        base_url="http://api.test",
+        transport=httpx.MockTransport(lambda request: httpx.Response(200, content=trickle())),
+    )
+    with pytest.raises(AuditUnavailable, match="not read whole within 0.2 s"):
+        window(slow)
