@@ -158,11 +158,6 @@ class ServerBackend:
         one is this dry run's own request; any other write there was made by someone else, whatever its
         query (where the log keeps no id, the request's line stands for it)."""
 
-    @property
-    def request_ids(self) -> list[str]:
-        """The ids this dry run's requests were sent with, in order."""
-        return list(self.sent)
-
     async def answer(self, request: HttpRequest) -> tuple[CallAnswer, HttpRequest | None]:
         clash = sorted(set(request.query or {}) & set(self.dry_run_query))
         if clash:
