@@ -9,8 +9,7 @@ import pytest
 
 from tests.tui.helpers import SAMPLES
 from tests.tui.live.fake_queue import FakeQueue
-from tests.tui.live.helpers import open_proposal, until
-from tests.tui.live.test_snapshots import FixedKeySigner, live_app, loaded
+from tests.tui.live.test_snapshots import FixedKeySigner, live_app, loaded, opened
 
 PHONE_SIZES = [pytest.param((50, 20), id="50x20"), pytest.param((60, 30), id="60x30")]
 KUBERNETES = "k8s-shop-scale-down-1019"
@@ -33,18 +32,7 @@ def phone_app(**options: Any):  # type: ignore[no-untyped-def]
 
 def reviewed(*keys: str):  # type: ignore[no-untyped-def]
     """Open the Kubernetes sample once its figures are in, then press `keys`."""
-
-    async def run_before(pilot: Any) -> None:
-        await loaded(3)(pilot)
-        await open_proposal(pilot, pilot.app, KUBERNETES)
-        screen = pilot.app.screen
-        await until(pilot, lambda: "computing" not in str(screen.query_one("#ratios").render()), "panes")
-        for key in keys:
-            await pilot.press(key)
-            await pilot.pause()
-        await pilot.pause()
-
-    return run_before
+    return opened(3, KUBERNETES, *keys)
 
 
 @pytest.mark.parametrize("size", PHONE_SIZES)

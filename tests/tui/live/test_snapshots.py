@@ -74,6 +74,22 @@ def loaded(count: int, *keys_after: str, open_id: str | None = None):  # type: i
     return run_before
 
 
+def opened(count: int, proposal_id: str, *keys: str):  # type: ignore[no-untyped-def]
+    """Once `count` rows are in, open `proposal_id`, wait for its figures, then press `keys`."""
+
+    async def run_before(pilot: Any) -> None:
+        await loaded(count)(pilot)
+        await open_proposal(pilot, pilot.app, proposal_id)
+        screen = pilot.app.screen
+        await until(pilot, lambda: "computing" not in str(screen.query_one("#ratios").render()), "panes")
+        for key in keys:
+            await pilot.press(key)
+            await pilot.pause()
+        await pilot.pause()
+
+    return run_before
+
+
 def test_connected(snap_compare) -> None:
     """The live queue, served by MockTransport from fixed answers: three rows, newest first; ▶ on the
     cursor's row, underlined; "•" marks the two pending proposals nobody opened; the one alice

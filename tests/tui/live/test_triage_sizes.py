@@ -13,8 +13,8 @@ from reviewer.tui.screens.review import ReviewScreen
 from tests.queue_harness import body
 from tests.tui.helpers import SAMPLES
 from tests.tui.live.fake_queue import FakeQueue
-from tests.tui.live.helpers import open_proposal, shown_text, until
-from tests.tui.live.test_snapshots import live_app, loaded
+from tests.tui.live.helpers import shown_text, until
+from tests.tui.live.test_snapshots import live_app, opened
 
 SIZES = [pytest.param((50, 20), id="50x20"), pytest.param((200, 50), id="200x50")]
 LONG_ID = "scale-shop-for-the-weekend-and-remove-the-pr-1182-preview-4f741731"
@@ -28,22 +28,6 @@ def kubernetes_under_a_long_id() -> FakeQueue:
     return fake
 
 
-def opened(proposal_id: str, *keys: str):  # type: ignore[no-untyped-def]
-    """Open `proposal_id` once its figures are in, then press `keys`."""
-
-    async def run_before(pilot: Any) -> None:
-        await loaded(1)(pilot)
-        await open_proposal(pilot, pilot.app, proposal_id)
-        screen = pilot.app.screen
-        await until(pilot, lambda: "computing" not in str(screen.query_one("#ratios").render()), "panes")
-        for key in keys:
-            await pilot.press(key)
-            await pilot.pause()
-        await pilot.pause()
-
-    return run_before
-
-
 @pytest.mark.parametrize("size", SIZES)
 def test_header_and_rows(snap_compare, size: tuple[int, int]) -> None:
     """The Kubernetes sample under a 66-character id. At 50x20 the chrome reads "scale-shop-for-the-…
@@ -53,7 +37,7 @@ def test_header_and_rows(snap_compare, size: tuple[int, int]) -> None:
     tool column, each path whole ("PATCH /apis/apps/v1/namespaces/shop/deployments/checkout/scale")
     and the arguments beside it ("namespace=shop, name=checkout, replicas=4")."""
     assert snap_compare(
-        live_app(kubernetes_under_a_long_id().transport()), terminal_size=size, run_before=opened(LONG_ID)
+        live_app(kubernetes_under_a_long_id().transport()), terminal_size=size, run_before=opened(1, LONG_ID)
     )
 
 
@@ -77,7 +61,7 @@ def asked_for_changes_then_approve(proposal_id: str):  # type: ignore[no-untyped
 
     async def run_before(pilot: Any) -> None:
         app = pilot.app
-        await opened(proposal_id)(pilot)
+        await opened(1, proposal_id)(pilot)
         await pilot.press("c")
         await pilot.pause()
         await pilot.press(*"keep t3", "enter")
