@@ -88,20 +88,16 @@ def _with_reason(subparsers: Any, name: str, *, help: str, description: str, rea
 
 
 def _reading_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--queue", metavar="URL", help="the queue's URL (default: from the config)")
-    _ca_option(parser)
+    from reviewer.queue.trust import add_queue_options
+
+    add_queue_options(parser)
     parser.add_argument("--json", action="store_true", help="print JSON, for scripts")
 
 
-def _ca_option(parser: argparse.ArgumentParser) -> None:
-    from reviewer.queue.trust import CA_FILE_HELP
-
-    parser.add_argument("--ca-file", type=Path, metavar="FILE", help=CA_FILE_HELP)
-
-
 def _common_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--queue", metavar="URL", help="the queue's URL (default: from the config)")
-    _ca_option(parser)
+    from reviewer.queue.trust import add_queue_options
+
+    add_queue_options(parser)
     parser.add_argument(
         "--key",
         type=Path,

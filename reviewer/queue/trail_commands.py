@@ -18,6 +18,8 @@ from typing import Any, BinaryIO
 
 
 def register(subparsers: Any) -> None:
+    from reviewer.queue.trust import add_queue_options
+
     trail = subparsers.add_parser(
         "trail",
         help="the trail's signed checkpoints: print one, export the entries, verify an export offline",
@@ -26,13 +28,13 @@ def register(subparsers: Any) -> None:
     )
     commands = trail.add_subparsers(title="trail commands", metavar="COMMAND", required=True)
     checkpoint = commands.add_parser("checkpoint", help="print the queue's newest signed checkpoint")
-    _queue_options(checkpoint)
+    add_queue_options(checkpoint)
     checkpoint.set_defaults(func=run_checkpoint)
 
     export = commands.add_parser(
         "export", help="write every entry as JSON lines, with the checkpoint that proves them"
     )
-    _queue_options(export)
+    add_queue_options(export)
     export.add_argument(
         "--since",
         type=int,
@@ -52,7 +54,7 @@ def register(subparsers: Any) -> None:
         "prove", help="write one entry with its inclusion proof in the tree a checkpoint signs"
     )
     prove.add_argument("index", type=int, metavar="INDEX", help="the entry's position (from 0)")
-    _queue_options(prove)
+    add_queue_options(prove)
     prove.add_argument(
         "--size", type=int, metavar="N", help="the size of a checkpoint you kept (default: the newest)"
     )
@@ -74,13 +76,6 @@ def register(subparsers: Any) -> None:
         "--checkpoint", type=Path, metavar="CP", help="a checkpoint kept from before (`trail checkpoint`)"
     )
     verify.set_defaults(func=run_verify)
-
-
-def _queue_options(parser: argparse.ArgumentParser) -> None:
-    from reviewer.queue.trust import CA_FILE_HELP
-
-    parser.add_argument("--queue", metavar="URL", help="the queue's URL (default: from the config)")
-    parser.add_argument("--ca-file", type=Path, metavar="FILE", help=CA_FILE_HELP)
 
 
 class TrailCommandFailed(Exception):

@@ -7,6 +7,7 @@ system's trust store. Light on purpose: commands register `--ca-file` without lo
 
 from __future__ import annotations
 
+import argparse
 import os
 import ssl
 from pathlib import Path
@@ -18,6 +19,13 @@ CA_FILE_HELP = (
     "the CA file that signs the queue's TLS certificate (a private CA); the same as setting "
     "SSL_CERT_FILE or REQUESTS_CA_BUNDLE"
 )
+
+
+def add_queue_options(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
+    """`--queue URL` (`required`, else from the config) and `--ca-file FILE`: how to reach the queue."""
+    queue_help = "the queue's URL" if required else "the queue's URL (default: from the config)"
+    parser.add_argument("--queue", metavar="URL", required=required, help=queue_help)
+    parser.add_argument("--ca-file", type=Path, metavar="FILE", help=CA_FILE_HELP)
 
 
 class UnreadableCaFile(ValueError):

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reviewer.queue.trust import CA_FILE_HELP
+from reviewer.queue.trust import add_queue_options
 from reviewer.tui.model.sources import BUNDLED_SAMPLES
 
 if TYPE_CHECKING:  # the queue's settings load only for the commands that use them, not the demo
@@ -47,8 +47,7 @@ def register(subparsers: Any) -> None:
         help="open this proposal's review screen at once (the line a notification gives); the start "
         "of an id that no other id shares is enough",
     )
-    review.add_argument("--queue", metavar="URL", help="the queue's URL (default: from the config)")
-    review.add_argument("--ca-file", type=Path, metavar="FILE", help=CA_FILE_HELP)
+    add_queue_options(review)
     review.add_argument(
         "--poll",
         type=float,
@@ -66,8 +65,7 @@ def register(subparsers: Any) -> None:
         "whose reviewers sign in through the team's OpenID provider, run the device sign-in instead: "
         "open the URL it prints, enter the code, and the session (renewed as it ends) is stored there.",
     )
-    login.add_argument("--queue", metavar="URL", required=True, help="the queue's URL")
-    login.add_argument("--ca-file", type=Path, metavar="FILE", help=CA_FILE_HELP)
+    add_queue_options(login, required=True)
     login.set_defaults(func=run_login)
 
 
