@@ -10,6 +10,7 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import Final
 from reviewer.agent.gate import AGENT_TOKEN_ENV
 from reviewer.run.errors import RunRefused
 from reviewer.run.sandbox import Sandbox
+from reviewer.run.serving import InnerService
 
 API_URL_ENV: Final = "REVIEWER_API_URL"
 PROPOSAL_ID_ENV: Final = "REVIEWER_PROPOSAL_ID"
@@ -132,21 +134,37 @@ async def run_child(
     timeout: float,
     stop: asyncio.Event,
     sandbox: Sandbox,
-    gate_socket: str | None = None,
-    egress_socket: str | None = None,
+    inner_services: Sequence[InnerService] = (),
 ) -> ChildExit:
-    """Run COMMAND in `sandbox` (reaching the gate at `gate_socket` where it has a network of its own,
-    and `--allow-net`'s proxy at `egress_socket`)
-    to its end, or until `timeout` seconds pass or `stop` is set, then end its session and whatever it
-    left behind."""
+    """Run COMMAND in `sandbox` to its end, or until `timeout` seconds pass or `stop` is set, then end
+    its session and whatever it left behind. Where it has a network of its own, `inner_services` (the
+    gate, the proxy) are served on the listeners its relay hands out, for as long as it runs."""
     if sandbox.prefix and shutil.which(command[0]) is None:
         raise RunRefused(f"cannot start {command[0]!r}: no such program")
-    try:
-        process = await asyncio.create_subprocess_exec(
-            *sandbox.wrap(command, gate_socket, egress_socket), env=dict(environment), start_new_session=True
-        )
-    except OSError as error:
-        raise RunRefused(f"cannot start {command[0]!r}: {error.strerror or error}") from None
+    ports = [service.port for service in inner_services] if sandbox.private_network else []
+    with sandbox.launch(command, ports) as launch:
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *launch.argv, env=dict(environment), start_new_session=True, pass_fds=launch.pass_fds
+            )
+        except OSError as error:
+            raise RunRefused(f"cannot start {command[0]!r}: {error.strerror or error}") from None
+        finally:
+            launch.started()
+        try:
+            async with contextlib.AsyncExitStack() as serving:
+                if launch.handover is not None:
+                    listeners = await handed_listeners(launch.handover, len(ports))
+                    for service, listener in zip(inner_services, listeners, strict=False):
+                        await serving.enter_async_context(service.served_on(listener))
+                return await _until_ended(process, timeout, stop)
+        finally:
+            if process.returncode is None:
+                await asyncio.shield(_end_session(process))
+            await asyncio.to_thread(sandbox.end_leftovers)
+
+
+async def _until_ended(process: asyncio.subprocess.Process, timeout: float, stop: asyncio.Event) -> ChildExit:
     waiting = asyncio.ensure_future(process.wait())
     stopping = asyncio.ensure_future(stop.wait())
     try:
@@ -159,10 +177,35 @@ async def run_child(
         return ChildExit(process.returncode, timed_out=not done, stopped=bool(done))
     finally:
         stopping.cancel()
-        if process.returncode is None:
-            await asyncio.shield(_end_session(process))
         waiting.cancel()
-        await asyncio.to_thread(sandbox.end_leftovers)
+
+
+async def handed_listeners(handover: socket.socket, count: int) -> list[socket.socket]:
+    """The listening sockets the relay hands out through `handover`: as many as it was asked for, or
+    none where it ended first (COMMAND could not start; it says why itself)."""
+    loop = asyncio.get_running_loop()
+    handover.setblocking(False)
+    readable: asyncio.Future[None] = loop.create_future()
+
+    def ready() -> None:
+        if not readable.done():
+            readable.set_result(None)
+
+    loop.add_reader(handover.fileno(), ready)
+    try:
+        await readable
+    finally:
+        loop.remove_reader(handover.fileno())
+    try:
+        _, descriptors, _, _ = socket.recv_fds(handover, 64, max(count, 1))
+    except OSError:
+        return []
+    listeners = [socket.socket(fileno=descriptor) for descriptor in descriptors]
+    if len(listeners) != count or any(listener.type != socket.SOCK_STREAM for listener in listeners):
+        for listener in listeners:
+            listener.close()
+        return []
+    return listeners
 
 
 async def _end_session(process: asyncio.subprocess.Process) -> None:

@@ -164,15 +164,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="append",
         default=[],
         metavar="PATH",
-        help="a file or folder COMMAND may read where the sandbox hides it, e.g. under your home "
-        "(repeatable); read-only",
+        help="a file or folder COMMAND may read where the sandbox does not show it (the sandbox shows "
+        "the system's /usr, /etc's needed files and the working directory), e.g. under your home or in "
+        "/opt (repeatable); read-only",
     )
     parser.add_argument(
         "--share-network",
         action="store_true",
         help="keep the machine's network in the sandbox (an agent that calls its model's API): COMMAND "
-        "then reaches the host's loopback services and abstract sockets too, and the gate's URL holds a "
-        "secret; by default its network holds the gate alone",
+        "then reaches the host's loopback services too, and the gate's URL holds a secret; by default its "
+        "network holds the gate alone",
     )
     parser.add_argument(
         "--allow-net",
@@ -183,6 +184,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "its model's API: through an HTTP CONNECT proxy at 127.0.0.1:8480 (HTTPS_PROXY is set) that tunnels "
         "CONNECT to the named HOST:PORTs only, never to a name that resolves to a loopback or private "
         "address unless named as an IP address or localhost; plain HTTP is refused",
+    )
+    parser.add_argument(
+        "--allow-weaker-sandbox",
+        action="store_true",
+        help="run COMMAND in the namespaces even where its seccomp filter cannot be loaded (no libseccomp, "
+        "or a kernel or bubblewrap without seccomp): COMMAND may then open Unix sockets, and reach one made "
+        "after the run starts in a folder it sees",
     )
     parser.add_argument(
         "--no-sandbox",
@@ -271,6 +279,7 @@ def _run(options: argparse.Namespace) -> int:
             reach=reach,
             share_network=options.share_network,
             allowed_net=allowed_net,
+            allow_weaker=options.allow_weaker_sandbox,
         )
         print(f"reviewer run: {sandbox.describe()}", file=sys.stderr, flush=True)
         settings = RunSettings(

@@ -1,7 +1,7 @@
 """COMMAND's one way out of its network, where the operator allows it: `--allow-net HOST:PORT`.
 
-In the `namespaces` sandbox COMMAND's network holds only its own loopback. With `--allow-net`, a relay
-there (`reviewer.run.relay`) puts 127.0.0.1:8480 in front of a Unix socket that `reviewer run` serves
+In the `namespaces` sandbox COMMAND's network holds only its own loopback. With `--allow-net`, the relay
+there (`reviewer.run.relay`) hands out a listener on 127.0.0.1:8480, which `reviewer run` serves from
 outside: an HTTP proxy that answers `CONNECT HOST:PORT` and nothing else. It tunnels a connection only
 to a HOST:PORT the operator named, and answers 403 with the reason for any other:
 
@@ -25,20 +25,16 @@ import asyncio
 import contextlib
 import ipaddress
 import re
-import shutil
 import socket
-import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Final
 
 from reviewer.plan.hosts import wire_host
 
 EGRESS_PORT: Final = 8480
 """The proxy's port on the sandbox's own loopback."""
-INNER_EGRESS_SOCKET: Final = "/run/reviewer-egress.sock"
 MAX_CONNECTIONS: Final = 64
 HEAD_LIMIT: Final = 8 * 1024
 CROWDED_WAIT: Final = 1.0
@@ -313,22 +309,18 @@ async def _tunnel(
 
 
 @asynccontextmanager
-async def serving_egress(proxy: EgressProxy) -> AsyncIterator[str]:
-    """Serve `proxy` on a Unix socket in a folder only this user may open, until the block ends;
-    yields the socket's path. Tunnels still open when it ends are closed."""
-    folder = Path(tempfile.mkdtemp(prefix="reviewer-egress-"))  # mode 0700
-    path = folder / "egress.sock"
-
-    server = await asyncio.start_unix_server(proxy, path=str(path), limit=HEAD_LIMIT, backlog=MAX_CONNECTIONS)
+async def serving_egress(proxy: EgressProxy, listener: socket.socket) -> AsyncIterator[None]:
+    """Serve `proxy` on `listener` (COMMAND's 127.0.0.1:8480) until the block ends. Tunnels still
+    open when it ends are closed."""
+    server = await asyncio.start_server(proxy, sock=listener, limit=HEAD_LIMIT, backlog=MAX_CONNECTIONS)
     try:
-        yield str(path)
+        yield
     finally:
         server.close()
         still_open = list(proxy.tasks)
         for task in still_open:
             task.cancel()
         await asyncio.gather(*still_open, return_exceptions=True)
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def proxy_environment(url: str, gate_hosts: Iterable[str] = ("127.0.0.1", "localhost")) -> dict[str, str]:

@@ -44,6 +44,8 @@ WRITE_BODY_BUDGET: Final = MAX_BODY_BYTES // 4
 """The write bodies one dry run may carry, together: each is held twice in the plan (arguments and
 request) beside its answer, so the proposal stays under its 64 MB limit."""
 READ_BODY_LIMIT: Final = 1024 * 1024
+DRAIN_LIMIT: Final = 256 * 1024 * 1024
+"""The bytes of a refused body read and dropped before the connection is closed regardless."""
 FORWARDED_HEADERS: Final = ("accept", "accept-language", "content-type", "if-none-match", "if-modified-since")
 """The child's headers a read carries on; anything else (its own Authorization, cookies) stays behind."""
 DROPPED_ANSWER_HEADERS: Final = frozenset(
@@ -380,7 +382,9 @@ def _query(query_string: bytes) -> dict[str, Any]:
 
 
 async def _read_body(receive: Receive, limit: int) -> bytes | None:
-    """The request's body, or None once it passes `limit` bytes (the rest is not read into memory)."""
+    """The request's body, or None once it passes `limit` bytes. The rest is read and dropped, up to
+    `DRAIN_LIMIT` bytes in all, never kept: the child is connected to the gate itself, and a
+    connection closed with unread data is reset, losing the refusal the child is owed."""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -390,6 +394,9 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
+            while message.get("more_body", False) and size <= DRAIN_LIMIT:
+                message = await receive()
+                size += len(message.get("body", b""))
             return None
         chunks.append(chunk)
         if not message.get("more_body", False):

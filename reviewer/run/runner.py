@@ -49,7 +49,7 @@ from reviewer.run.openapi import ApiDocument
 from reviewer.run.options import Credentials
 from reviewer.run.replan import FEEDBACK_ENV, with_feedback_env
 from reviewer.run.sandbox import GATE_PORT, Sandbox
-from reviewer.run.serving import serving, serving_privately
+from reviewer.run.serving import InnerService, gate_service, serving
 
 REACHABILITY_TIMEOUT = 10.0
 
@@ -193,10 +193,7 @@ async def _run(settings: RunSettings) -> int:
         )
         proposal_id = new_proposal_id(title)
         http_gate = HttpGate(api, settings.api, settings.document)
-        async with (
-            gate_endpoint(http_gate, settings.sandbox) as (gate_url, gate_socket),
-            egress_endpoint(settings.sandbox) as egress_socket,
-        ):
+        async with gate_endpoint(http_gate, settings.sandbox) as (gate_url, inner_services):
             environment = child_environment(
                 settings.environ,
                 api_url=gate_url,
@@ -204,7 +201,7 @@ async def _run(settings: RunSettings) -> int:
                 withheld=(settings.withheld or settings.credentials).from_env,
                 secrets=(settings.withheld or settings.credentials).secrets,
             )
-            if egress_socket is not None:
+            if settings.sandbox.allowed_net:
                 environment.update(proxy_environment(f"http://127.0.0.1:{EGRESS_PORT}"))
 
             def child(feedback: Feedback | None = None) -> Awaitable[ChildExit]:
@@ -214,34 +211,28 @@ async def _run(settings: RunSettings) -> int:
                     timeout=settings.timeout,
                     stop=http_gate.stop,
                     sandbox=settings.sandbox,
-                    gate_socket=gate_socket,
-                    egress_socket=egress_socket,
+                    inner_services=inner_services,
                 )
 
             return await plan_until_decided(gate, http_gate, child, settings, title, proposal_id)
 
 
 @asynccontextmanager
-async def gate_endpoint(http_gate: HttpGate, sandbox: Sandbox) -> AsyncIterator[tuple[str, str | None]]:
-    """The gate served for COMMAND: the URL it is given, and the Unix socket its sandbox reaches the
-    gate through (None where COMMAND shares the machine's network and the URL holds a secret)."""
-    if sandbox.private_network:
-        async with serving_privately(http_gate) as gate_socket:
-            yield f"http://127.0.0.1:{GATE_PORT}", gate_socket
-    else:
+async def gate_endpoint(
+    http_gate: HttpGate, sandbox: Sandbox
+) -> AsyncIterator[tuple[str, tuple[InnerService, ...]]]:
+    """The gate for COMMAND: the URL it is given, and the services served on its own loopback each
+    time it runs (the gate, and `--allow-net`'s proxy), where it has a network of its own; elsewhere
+    the gate is served here, on a loopback port behind a secret, for the whole run."""
+    if not sandbox.private_network:
         async with serving(http_gate) as gate_url:
-            yield gate_url, None
-
-
-@asynccontextmanager
-async def egress_endpoint(sandbox: Sandbox) -> AsyncIterator[str | None]:
-    """The proxy to `--allow-net`'s hosts, served for COMMAND's sandbox: its Unix socket, or None
-    where no host is allowed."""
-    if not sandbox.allowed_net:
-        yield None
+            yield gate_url, ()
         return
-    async with serving_egress(EgressProxy(sandbox.allowed_net)) as egress_socket:
-        yield egress_socket
+    services = [gate_service(http_gate, GATE_PORT)]
+    if sandbox.allowed_net:
+        proxy = EgressProxy(sandbox.allowed_net)
+        services.append(InnerService(EGRESS_PORT, lambda listener: serving_egress(proxy, listener)))
+    yield f"http://127.0.0.1:{GATE_PORT}", tuple(services)
 
 
 Child = Callable[[], Awaitable[ChildExit]]

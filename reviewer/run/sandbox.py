@@ -6,15 +6,19 @@ reviewer's configuration, a credential's `file:`, the operator's tmux, screen, D
 (each runs commands or signs as the operator), the reviewer's own installation and the operator's
 dotfiles (code the operator runs next). So COMMAND runs in one of these, the first the machine allows:
 
-- `namespaces`: bubblewrap's user, PID, IPC, UTS and network namespaces. The root file system is
-  read-only; `/tmp`, `/var/tmp`, `/run` and `/dev/shm` are empty and private; the operator's home is an
-  empty folder; the reviewer's installation is read-only even where the working directory holds it;
-  every named Unix socket the machine listens on outside those is covered by an empty file, and the
-  configuration, the credential's files and the agent socket likewise. COMMAND writes its working
-  directory and what `--writable` adds; `--readable` shows more read-only. Its network has only its
-  own loopback, where the gate is reached (`reviewer.run.relay`), and, with `--allow-net`, a proxy to
-  the hosts the operator named (`reviewer.run.egress`); it holds no capability, so it cannot undo a
-  mount, and every process it starts ends with it.
+- `namespaces`: bubblewrap's user, PID, IPC, UTS and network namespaces, built from nothing: the root
+  holds the system's `/usr` (and its `/bin`, `/lib` links) and the files of `/etc` programs need, all
+  read-only; `/tmp`, `/var/tmp`, `/run` and `/dev/shm` are empty and private; the operator's home is
+  an empty folder; the reviewer's installation is read-only even where the working directory holds
+  it; the configuration, the credential's files and the agent socket are covered where a bind would
+  show them. Nothing else of the machine is there, whenever it was made: a folder the operator writes
+  outside these is absent. COMMAND writes its working directory and what `--writable` adds;
+  `--readable` shows more read-only. A seccomp filter (`reviewer.run.syscall_filter`) refuses it any
+  Unix socket, so no socket in the file system, made before the run or during it, nor any abstract
+  one, can be reached. Its network has only its own loopback, where the gate is served on listeners
+  the relay hands out (`reviewer.run.relay`), and, with `--allow-net`, a proxy to the hosts the
+  operator named (`reviewer.run.egress`); it holds no capability, so it cannot undo a mount, and every
+  process it starts ends with it.
 - `another user`: when `reviewer run` is root and no namespace can be made, COMMAND runs as a uid
   made for this run, which owns nothing and is no other run's; every process of that uid is killed
   when the run ends.
@@ -31,26 +35,64 @@ import secrets
 import shutil
 import signal
 import site
+import socket
 import stat
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
 
 import reviewer
-from reviewer.queue.config import config_dir, data_dir
-from reviewer.run.egress import EGRESS_PORT, INNER_EGRESS_SOCKET, Allowed
+from reviewer.queue.config import config_dir, data_dir, token_file
+from reviewer.run.egress import Allowed
 from reviewer.run.errors import RunRefused
+from reviewer.run.syscall_filter import FilterUnavailable, no_unix_sockets
 
 SandboxKind = Literal["namespaces", "another user", "none"]
 PROBE_TIMEOUT_SECONDS: Final = 10.0
 PRIVATE_FOLDERS: Final = ("/tmp", "/var/tmp", "/run", "/dev/shm")
 """Empty in the sandbox: where tmux, screen, D-Bus, ssh-agent and gpg-agent keep their sockets."""
+SYSTEM_FOLDERS: Final = ("/usr", "/nix/store", "/gnu/store")
+"""The system's programs and libraries, shown read-only (the stores where a system keeps them there)."""
+USR_LINKS: Final = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+"""Links into /usr on a merged system, folders of their own on an older one: shown as the host has them."""
+ETC_NEEDED: Final = (
+    "alternatives",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "crypto-policies",
+    "debian_version",
+    "gai.conf",
+    "group",
+    "host.conf",
+    "hostname",
+    "hosts",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "locale.alias",
+    "locale.conf",
+    "localtime",
+    "mime.types",
+    "nsswitch.conf",
+    "os-release",
+    "passwd",
+    "pki/ca-trust",
+    "pki/tls/certs",
+    "protocols",
+    "resolv.conf",
+    "services",
+    "ssl/certs",
+    "ssl/openssl.cnf",
+    "timezone",
+)
+"""What programs read of /etc: the dynamic linker's cache, users and groups by name, names and
+services, time zone, locale, the certificate authorities. Nothing else of /etc is there: not the
+host's keys (`ssh/`, `ssl/private/`), not `shadow`, not a service's configuration."""
 GATE_PORT: Final = 8479
 """The gate's port on the sandbox's own loopback (nothing else listens there)."""
-INNER_GATE_SOCKET: Final = "/run/reviewer-gate.sock"
 RELAY: Final = str(Path(__file__).with_name("relay.py"))
 FRESH_UIDS: Final = range(0x7F000000, 0x7FFF0000)
 """Where `another user` draws a run's uid from: far above any uid a system hands out."""
@@ -60,6 +102,30 @@ NO_SANDBOX_COST: Final = (
     "the reviewer's configuration and login token, a credential's file, the agent socket, your tmux "
     "server; it can write your dotfiles and the reviewer's installation"
 )
+NO_FILTER_COST: Final = (
+    "COMMAND can open a Unix socket: one made after the run starts in the working directory or a "
+    "--writable or --readable folder (a tmux server, a service) is in its reach, and with "
+    "--share-network so is every abstract socket of the machine"
+)
+
+
+@dataclass
+class Launch:
+    """How one COMMAND is started: its command line, the descriptors it inherits, and, where it has a
+    network of its own, the socket its relay hands the listeners of its loopback out through."""
+
+    argv: list[str]
+    pass_fds: tuple[int, ...] = ()
+    handover: socket.socket | None = None
+
+    def __post_init__(self) -> None:
+        self._still_open = list(self.pass_fds)
+
+    def started(self) -> None:
+        """Close this process's copies of what COMMAND inherited, once it has started (or failed to):
+        a relay that ends without handing its listeners out is then seen to, by the handover's end."""
+        while self._still_open:
+            _close_quietly(self._still_open.pop())
 
 
 @dataclass(frozen=True)
@@ -72,52 +138,73 @@ class Sandbox:
     """`another user`'s uid, made for this run."""
     shared_network: bool = False
     """`--share-network`: COMMAND keeps the machine's network (its model's API), and with it the
-    host's loopback and abstract sockets."""
+    host's loopback."""
     allowed_net: tuple[Allowed, ...] = ()
     """`--allow-net`: the HOST:PORTs COMMAND reaches through the proxy at 127.0.0.1:8480
     (`reviewer.run.egress`), its network's only way out."""
+    syscall_filter: bytes | None = field(default=None, repr=False)
+    """The seccomp program bubblewrap loads before COMMAND (`reviewer.run.syscall_filter`); None in
+    `namespaces` only with --allow-weaker-sandbox, where none could be compiled."""
+    weaker: str | None = None
+    """Why the filter is missing, said at the start of the run."""
 
     @property
     def private_network(self) -> bool:
-        """COMMAND has a network of its own, where the gate is reached through its Unix socket."""
+        """COMMAND has a network of its own, where the gate is served on listeners its relay hands out."""
         return self.kind == "namespaces" and not self.shared_network
 
-    def wrap(
-        self, command: Sequence[str], gate_socket: str | None = None, egress_socket: str | None = None
-    ) -> list[str]:
-        """The command line that starts COMMAND; in `namespaces`, behind the relay to `gate_socket`
-        (and, with `--allow-net`, behind a second relay to the proxy at `egress_socket`)."""
+    @contextlib.contextmanager
+    def launch(self, command: Sequence[str], inner_ports: Sequence[int] = ()) -> Iterator[Launch]:
+        """The command line that starts COMMAND, and the descriptors it inherits: bubblewrap's filter
+        and, where COMMAND has a network of its own, the relay's end of the socket it hands the
+        listeners on `inner_ports` out through. All of it is closed when the block ends."""
         if self.kind != "namespaces":
-            return [*self.prefix, *command]
-        if self.shared_network:
-            return [*self.prefix, "--", *command]
-        if gate_socket is None:
-            raise ValueError("a sandbox with a network of its own reaches the gate through its socket")
-        binds = ["--ro-bind", gate_socket, INNER_GATE_SOCKET]
-        relays = [sys.executable, "-I", "-S", RELAY, INNER_GATE_SOCKET, str(GATE_PORT)]
-        if self.allowed_net:
-            if egress_socket is None:
-                raise ValueError("--allow-net's hosts are reached through the proxy's socket")
-            binds += ["--ro-bind", egress_socket, INNER_EGRESS_SOCKET]
-            relays += [sys.executable, "-I", "-S", RELAY, INNER_EGRESS_SOCKET, str(EGRESS_PORT)]
-        return [*self.prefix, *binds, "--", *relays, *command]
+            yield Launch([*self.prefix, *command])
+            return
+        words: list[str] = [*self.prefix]
+        inherited: list[int] = []
+        ours: socket.socket | None = None
+        try:
+            if self.syscall_filter is not None:
+                inherited.append(_pipe_holding(self.syscall_filter))
+                words += ["--seccomp", str(inherited[-1])]
+            if self.private_network:
+                ours, theirs = socket.socketpair()
+                inherited.append(theirs.detach())
+                words += ["--", sys.executable, "-I", "-S", RELAY, str(inherited[-1]), *map(str, inner_ports)]
+            launch = Launch([*words, "--", *command], tuple(inherited), ours)
+            inherited = []
+            try:
+                yield launch
+            finally:
+                launch.started()
+        finally:
+            for descriptor in inherited:
+                _close_quietly(descriptor)
+            if ours is not None:
+                ours.close()
 
     def describe(self) -> str:
         """One line for the start of a run: the mode, and what it keeps from COMMAND."""
         if self.kind == "namespaces":
             network = (
-                "the machine's network (--share-network: the host's loopback services and abstract "
-                "sockets too, and on a cloud instance its metadata address, which hands out the "
-                "instance's own credentials; the gate behind a secret)"
+                "the machine's network (--share-network: the host's loopback services too, and on a "
+                "cloud instance its metadata address, which hands out the instance's own credentials; "
+                "the gate behind a secret)"
                 if self.shared_network
                 else f"no network but the gate and, through a proxy (HTTPS_PROXY), {allowed}"
                 if (allowed := ", ".join(str(host) for host in self.allowed_net))
                 else "no network but the gate"
             )
+            sockets = (
+                "no Unix socket (seccomp)"
+                if self.syscall_filter is not None
+                else f"Unix sockets NOT refused (--allow-weaker-sandbox: {self.weaker}; {NO_FILTER_COST})"
+            )
             return (
-                "sandbox: namespaces (bubblewrap): read-only root, private /tmp, /run and /dev/shm, your "
-                f"home hidden, no host socket in the file system, {network}; COMMAND writes its working "
-                "directory and --writable paths only"
+                "sandbox: namespaces (bubblewrap): a root of the system's /usr and /etc's needed files, "
+                f"read-only, private /tmp, /run and /dev/shm, your home hidden, {sockets}, {network}; "
+                "COMMAND writes its working directory and --writable paths only"
             )
         if self.kind == "another user":
             return (
@@ -133,6 +220,24 @@ class Sandbox:
         the kernel ends the PID namespace with COMMAND.)"""
         if self.kind == "another user" and self.uid is not None:
             kill_every_process_of(self.uid)
+
+
+def _pipe_holding(data: bytes) -> int:
+    """The reading end of a pipe that holds `data` and then ends (bubblewrap reads `--seccomp`'s
+    program from a descriptor to its end)."""
+    reading, writing = os.pipe()
+    try:
+        with open(writing, "wb", closefd=True) as sink:
+            sink.write(data)
+    except BaseException:
+        os.close(reading)
+        raise
+    return reading
+
+
+def _close_quietly(descriptor: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(descriptor)
 
 
 def kill_every_process_of(uid: int) -> None:
@@ -185,26 +290,6 @@ def hidden_paths(environ: Mapping[str, str], credential_files: Iterable[str] = (
     if environ.get("SSH_AUTH_SOCK"):
         candidates.append(Path(environ["SSH_AUTH_SOCK"]))
     return _existing(candidates)
-
-
-def listening_sockets(net_unix: str = "/proc/net/unix") -> list[Path]:
-    """The Unix sockets with a name in the file system that this machine's processes listen on
-    (tmux's, screen's, D-Bus's, the agents'), as /proc/net/unix lists them."""
-    try:
-        lines = Path(net_unix).read_text(errors="replace").splitlines()[1:]
-    except OSError:
-        return []
-    named = [line.split(None, 7)[7] for line in lines if len(line.split(None, 7)) == 8]
-    found: list[Path] = []
-    for name in named:
-        if not name.startswith("/"):
-            continue  # abstract sockets belong to the network namespace COMMAND does not share
-        try:
-            if stat.S_ISSOCK(os.lstat(name).st_mode) and Path(name) not in found:
-                found.append(Path(name))
-        except OSError:
-            continue  # gone, or in a folder this user may not open: COMMAND cannot reach it either
-    return found
 
 
 def installation_paths() -> list[Path]:
@@ -288,13 +373,12 @@ def namespace_prefix(
     hidden: Iterable[Path] = (),
     home: Iterable[Path] = (),
     installation: Iterable[Path] = (),
-    sockets: Iterable[Path] = (),
     share_network: bool = False,
 ) -> tuple[str, ...]:
-    """bubblewrap's words up to COMMAND (without the `--`): the namespaces, the read-only root, the
-    private folders, the home hidden, then the binds from the shallowest to the deepest (a deeper one
-    decides for what it holds: a read-only venv inside a writable working directory), then each hidden
-    folder under an empty tmpfs and each hidden file or socket under /dev/null."""
+    """bubblewrap's words up to COMMAND (without the `--`): the namespaces, a root of the system's
+    folders (`system_binds`), the private folders, the home hidden, then the binds from the shallowest
+    to the deepest (a deeper one decides for what it holds: a read-only venv inside a writable working
+    directory), then each hidden folder under an empty tmpfs and each hidden file under /dev/null."""
     words = [
         "bwrap",
         "--die-with-parent",
@@ -307,9 +391,7 @@ def namespace_prefix(
         "--unshare-cgroup-try",
         "--cap-drop",
         "ALL",
-        "--ro-bind",
-        "/",
-        "/",
+        *system_binds(),
         "--dev",
         "/dev",
         "--proc",
@@ -324,10 +406,10 @@ def namespace_prefix(
     binds += [(path, "--ro-bind") for path in _outermost(installation, writable)]
     for path, how in sorted(binds, key=lambda bind: len(bind[0].parts)):
         words += [how, str(path), str(path)]
-    shown = [path for path, _ in binds]
+    bound = [path for path, _ in binds]
     covered: list[Path] = []
-    for path in [*hidden, *sockets]:
-        if path in covered or not _visible(path, shown, home):
+    for path in hidden:
+        if path in covered or not _visible(path, bound):
             continue
         covered.append(path)
         if path.is_dir():
@@ -336,6 +418,31 @@ def namespace_prefix(
             words += ["--ro-bind", "/dev/null", str(path)]
     words += ["--chdir", str(reach.working_dir)]
     return tuple(words)
+
+
+def system_binds(root: Path = Path("/")) -> list[str]:
+    """bubblewrap's words for the root's system part, read-only: `SYSTEM_FOLDERS` that exist, the
+    /usr links as the host has them (a link, or a folder), and `ETC_NEEDED`'s files. A link in /etc
+    into /usr stays a link (a program that reads where /etc/localtime points finds its zone's name);
+    one elsewhere (/etc/resolv.conf into /run) is shown as the file it names."""
+    words: list[str] = []
+    for name in (*SYSTEM_FOLDERS, *USR_LINKS):
+        path = root / name.lstrip("/")
+        if path.is_symlink():
+            words += ["--symlink", os.readlink(path), name]
+        elif path.is_dir():
+            words += ["--ro-bind", str(path), name]
+    for name in ETC_NEEDED:
+        path, inside = root / "etc" / name, f"/etc/{name}"
+        try:
+            target = path.resolve(strict=True)
+        except (OSError, RuntimeError):
+            continue  # absent, or a link to nothing
+        if path.is_symlink() and _within(target, root / "usr"):
+            words += ["--symlink", os.readlink(path), inside]
+        else:
+            words += ["--ro-bind", str(target), inside]
+    return words
 
 
 def _outermost(installation: Iterable[Path], writable: set[Path]) -> list[Path]:
@@ -354,26 +461,71 @@ def _outermost(installation: Iterable[Path], writable: set[Path]) -> list[Path]:
     ]
 
 
-def _visible(path: Path, shown: Sequence[Path], home: Iterable[Path]) -> bool:
-    """Whether COMMAND would see `path` without a cover: under a bind, or outside every private folder."""
-    if any(_within(path, folder) for folder in shown):
-        return True
-    private = [*(Path(folder) for folder in PRIVATE_FOLDERS), *home]
-    return not any(_within(path, folder) for folder in private)
+def _visible(path: Path, bound: Sequence[Path]) -> bool:
+    """Whether COMMAND would see `path` without a cover: under a bind, or in the system's part of the
+    root."""
+    system = [*(Path(folder) for folder in SYSTEM_FOLDERS), *(Path("/etc") / name for name in ETC_NEEDED)]
+    return any(_within(path, folder) for folder in [*bound, *system])
 
 
-def _namespaces_refused(prefix: tuple[str, ...]) -> str | None:
-    """Why bubblewrap cannot make the sandbox here, or None when a probe ran in it."""
-    try:
-        probe = subprocess.run(
-            [*prefix, "--", "true"], capture_output=True, timeout=PROBE_TIMEOUT_SECONDS, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return f"bwrap did not start: {error}"
+def _namespaces_refused(prefix: Sequence[str], syscall_filter: bytes | None = None) -> str | None:
+    """Why bubblewrap cannot make the sandbox here (with `syscall_filter` loaded), or None when a
+    probe ran in it."""
+    with Sandbox("namespaces", tuple(prefix), shared_network=True, syscall_filter=syscall_filter).launch(
+        ["true"]
+    ) as launch:
+        try:
+            probe = subprocess.run(
+                launch.argv,
+                capture_output=True,
+                timeout=PROBE_TIMEOUT_SECONDS,
+                check=False,
+                pass_fds=launch.pass_fds,
+            )
+        except (OSError, subprocess.TimeoutExpired) as error:
+            return f"bwrap did not start: {error}"
     if probe.returncode != 0:
         said = probe.stderr.decode("utf-8", "replace").strip().splitlines()
         return f"bwrap could not make the namespaces: {said[-1][:200] if said else probe.returncode}"
     return None
+
+
+def _filter_for(prefix: Sequence[str]) -> tuple[bytes | None, str | None]:
+    """The seccomp filter COMMAND runs under, or why there is none: libseccomp missing, or a kernel
+    or bubblewrap that will not load it."""
+    try:
+        program = no_unix_sockets()
+    except FilterUnavailable as error:
+        return None, str(error)
+    refused = _namespaces_refused(prefix, program)
+    return (program, None) if refused is None else (None, f"the seccomp filter was refused: {refused}")
+
+
+def stranger_may_open(path: Path) -> bool:
+    """Whether a uid that owns nothing and is in no group could open `path`: read a file, connect to
+    a socket, list a folder; every folder above it must let it pass. (Access lists are not read: the
+    owner's mode bits are the promise.)"""
+    try:
+        resolved = path.resolve(strict=True)
+        mode = resolved.stat().st_mode
+    except (OSError, RuntimeError):
+        return False
+    for folder in resolved.parents:
+        try:
+            if not folder.stat().st_mode & stat.S_IXOTH:
+                return False
+        except OSError:
+            return False
+    return bool(mode & (stat.S_IWOTH if stat.S_ISSOCK(mode) else stat.S_IROTH))
+
+
+def _open_to_strangers(environ: Mapping[str, str], credential_files: Iterable[str]) -> list[str]:
+    """The secrets `another user` could open: the credential's files, the reviewer's login and the
+    agent socket, where their modes let any uid in."""
+    candidates = [*credential_files, str(token_file())]
+    if environ.get("SSH_AUTH_SOCK"):
+        candidates.append(environ["SSH_AUTH_SOCK"])
+    return [name for name in dict.fromkeys(candidates) if stranger_may_open(Path(name))]
 
 
 def choose_sandbox(
@@ -384,9 +536,11 @@ def choose_sandbox(
     reach: Reach | None = None,
     share_network: bool = False,
     allowed_net: Sequence[Allowed] = (),
+    allow_weaker: bool = False,
 ) -> Sandbox:
-    """The strongest sandbox this machine allows; refused when there is none and `allow_none` is off.
-    `allowed_net` needs the namespaces: it is refused in any other."""
+    """The strongest sandbox this machine allows; refused when there is none and `allow_none` is off,
+    and when its seccomp filter cannot be loaded and `allow_weaker` is off. `allowed_net` needs the
+    namespaces: it is refused in any other. `another user` is refused a secret any uid may open."""
     if allowed_net and (allow_none or share_network):
         raise RunRefused(
             "--allow-net opens COMMAND's own network to the hosts it names; "
@@ -407,12 +561,24 @@ def choose_sandbox(
             hidden=hidden_paths(environ, credential_files),
             home=homes(environ),
             installation=installation_paths(),
-            sockets=listening_sockets(),
             share_network=share_network,
         )
         refused = _namespaces_refused(prefix)
         if refused is None:
-            return Sandbox("namespaces", prefix, shared_network=share_network, allowed_net=tuple(allowed_net))
+            program, weaker = _filter_for(prefix)
+            if program is None and not allow_weaker:
+                raise RunRefused(
+                    f"COMMAND's sandbox cannot refuse it Unix sockets here ({weaker}): {NO_FILTER_COST}. "
+                    "Install libseccomp, or accept that with --allow-weaker-sandbox"
+                )
+            return Sandbox(
+                "namespaces",
+                prefix,
+                shared_network=share_network,
+                allowed_net=tuple(allowed_net),
+                syscall_filter=program,
+                weaker=weaker,
+            )
     if allowed_net:
         raise RunRefused(
             f"--allow-net needs a network namespace, and none can be made here ({refused}); as another "
@@ -423,6 +589,12 @@ def choose_sandbox(
             raise RunRefused(
                 f"no namespace can be made here ({refused}), and as another user COMMAND cannot be "
                 "given --writable paths; leave --writable out or make user namespaces possible"
+            )
+        if open_files := _open_to_strangers(environ, credential_files):
+            raise RunRefused(
+                f"no namespace can be made here ({refused}), and as another user COMMAND could open "
+                f"{', '.join(repr(name[:200]) for name in open_files)}, which any user may: make each "
+                "readable by you alone (chmod 600, or its folder 700)"
             )
         uid = fresh_uid()
         return Sandbox(

@@ -1,11 +1,15 @@
-"""Serving the gate, in this process's own event loop: on a Unix socket only the operator may open,
-which the sandbox's relay (`reviewer.run.relay`) puts on the child's own loopback; or, where COMMAND
-shares the machine's network (`--no-sandbox`, another user), on a loopback port behind a secret.
+"""Serving the gate, in this process's own event loop: on the listener the sandbox's relay
+(`reviewer.run.relay`) hands out of the child's own network, where no other process can connect; or,
+where COMMAND shares the machine's network (`--no-sandbox`, another user, `--share-network`), on a
+loopback port behind a secret.
 
 uvicorn serves it (it is already what the queue and the sample API run on): it parses HTTP, keeps
 connections alive, closes idle ones, and answers 503 beyond a bound on concurrent connections, so a
 child that floods the gate costs bounded memory. The socket is bound and listening before the child
 starts, so the child can connect at once; uvicorn takes the backlog as it starts.
+
+A service COMMAND reaches on its own loopback is an `InnerService`: its port there, and how it is
+served on the listener handed out.
 
 Any local user can connect to a loopback port, so the gate answers only its own child: the URL it
 gives the child starts with a secret made for this run (`http://127.0.0.1:PORT/SECRET`, to which the
@@ -19,12 +23,10 @@ import asyncio
 import contextlib
 import hmac
 import secrets
-import shutil
 import socket
-import tempfile
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, Final
 
 import uvicorn
@@ -121,19 +123,15 @@ async def serving(app: Any) -> AsyncIterator[str]:
         yield f"http://{LOOPBACK}:{sock.getsockname()[1]}/{secret}"
 
 
-@asynccontextmanager
-async def serving_privately(app: Any) -> AsyncIterator[str]:
-    """Serve `app` on a Unix socket in a folder of its own that only this user may open, until the
-    block ends; yields the socket's path. No other user can connect to it, let alone fill its
-    connections, and nothing of it shows in /proc/net/tcp."""
-    folder = Path(tempfile.mkdtemp(prefix="reviewer-gate-"))  # mode 0700
-    path = folder / "gate.sock"
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.bind(str(path))
-        sock.listen(MAX_CONNECTIONS)
-        async with _served(app, sock):
-            yield str(path)
-    finally:
-        sock.close()
-        shutil.rmtree(folder, ignore_errors=True)
+@dataclass(frozen=True)
+class InnerService:
+    """A service COMMAND reaches on its own loopback: the port there, and how it is served, for as
+    long as one COMMAND runs, on the listener the relay hands out."""
+
+    port: int
+    served_on: Callable[[socket.socket], AbstractAsyncContextManager[object]]
+
+
+def gate_service(app: Any, port: int) -> InnerService:
+    """The gate, served on COMMAND's own loopback at `port`: no secret in its URL, none needed."""
+    return InnerService(port, lambda listener: _served(app, listener))

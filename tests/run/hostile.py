@@ -13,18 +13,29 @@ answered to the report (JSON). Standard library only.
 socket and holds as many connections as it can to every TCP port the operator listens on; it prints
 `holding` and keeps them until its stdin closes, then prints its report.
 
+`later SPEC` is the same child against what the operator makes after the run started: it waits on the
+FIFO `go` (the test starts a tmux server and services meanwhile), then sends the new tmux server a
+command, connects to each new Unix socket, opens Unix sockets every way it knows (a domain with bits
+above the low 32, io_uring) and lists the root's folders. `listen PATH...` is one of the operator's
+services: it listens on each Unix socket PATH, prints `listening`, and when its stdin closes prints how
+many connections it accepted.
+
 `wait PORT_FILE GO` writes the gate's port (not its secret) and waits on the FIFO GO; `intrude-port
 GATE` is another user trying the gate at that port without the secret, printing each answer's status.
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
 import os
+import platform
 import re
 import socket
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -268,6 +279,98 @@ def intrude_port(gate: str) -> None:
         print(status_with(gate + path, method, "guess", {} if method == "POST" else None))
 
 
+SYSCALLS = {
+    "x86_64": {"socket": 41, "io_uring_setup": 425},
+    "aarch64": {"socket": 198, "io_uring_setup": 425},
+}
+
+
+def raw_syscall(name: str, *arguments: int) -> str:
+    """`name` called without the C library's wrapper: "ok", or the error's name."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    number = SYSCALLS[platform.machine()][name]
+    result = libc.syscall(ctypes.c_long(number), *(ctypes.c_long(value) for value in arguments))
+    if result >= 0:
+        os.close(result)
+        return "ok"
+    return errno.errorcode.get(ctypes.get_errno(), str(ctypes.get_errno()))
+
+
+def attempt(make: Any) -> str:
+    try:
+        made = make()
+    except OSError as error:
+        return errno.errorcode.get(error.errno or 0, str(error))
+    for each in made if isinstance(made, tuple) else (made,):
+        each.close()
+    return "ok"
+
+
+def connect_said(path: str) -> str:
+    try:
+        with socket.socket(socket.AF_UNIX) as connection:
+            connection.settimeout(5)
+            connection.connect(path)
+            return "connected"
+    except OSError as error:
+        return errno.errorcode.get(error.errno or 0, str(error))
+
+
+def listing(folder: str) -> list[str] | str:
+    try:
+        return sorted(os.listdir(folder))
+    except OSError as error:
+        return errno.errorcode.get(error.errno or 0, str(error))
+
+
+def later(spec_text: str) -> None:
+    spec: dict[str, Any] = json.loads(spec_text)
+    Path(spec["ready"]).write_text("ready")
+    with open(spec["go"]) as released:
+        released.read()
+    params = ctypes.create_string_buffer(120)
+    report = {
+        "tmux": tmux(spec["late_tmux"], "run-shell", f"touch {spec['tmux_proof']}"),
+        "connected": {path: connect_said(path) for path in spec["late_sockets"]},
+        "unix_socket": attempt(lambda: socket.socket(socket.AF_UNIX)),
+        "unix_datagram": attempt(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)),
+        "high_bits": raw_syscall("socket", (1 << 32) | socket.AF_UNIX, socket.SOCK_STREAM, 0),
+        "io_uring": raw_syscall("io_uring_setup", 1, ctypes.addressof(params)),
+        "socketpair": attempt(socket.socketpair),
+        "inet": attempt(lambda: socket.socket(socket.AF_INET)),
+        "listing": {folder: listing(folder) for folder in spec["look_in"]},
+        "read": {path: read(Path(path)).decode("utf-8", "replace")[:200] for path in spec["read"]},
+        "gate": through_gate("after the operator's new sockets"),
+    }
+    Path(spec["report"]).write_text(json.dumps(report))
+
+
+def listen(*paths: str) -> None:
+    accepted = [0]
+
+    def serve(listener: socket.socket) -> None:
+        while True:
+            connection, _ = listener.accept()
+            accepted[0] += 1
+            connection.close()
+
+    for path in paths:
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(path)
+        listener.listen(8)
+        threading.Thread(target=serve, args=(listener,), daemon=True).start()
+    print("listening", flush=True)
+    sys.stdin.read()
+    print(accepted[0], flush=True)
+
+
 if __name__ == "__main__":
     mode, *arguments = sys.argv[1:]
-    {"look": look, "intrude": intrude, "wait": wait, "intrude-port": intrude_port}[mode](*arguments)
+    {
+        "look": look,
+        "later": later,
+        "listen": listen,
+        "intrude": intrude,
+        "wait": wait,
+        "intrude-port": intrude_port,
+    }[mode](*arguments)

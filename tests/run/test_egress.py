@@ -7,12 +7,13 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import socket
 import socketserver
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -64,14 +65,25 @@ def test_allow_net_reads_host_port_as_the_executor_reads_a_host() -> None:
             parse_host_port(bad)
 
 
+@asynccontextmanager
+async def proxy_served(proxy: EgressProxy) -> AsyncIterator[int]:
+    """`proxy` served as `reviewer run` serves it, on a listener bound elsewhere (here, on this
+    machine's loopback); yields its port."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(128)
+    async with serving_egress(proxy, listener):
+        yield listener.getsockname()[1]
+
+
 def test_the_proxy_holds_64_connections_and_answers_503_beyond() -> None:
     async def scenario() -> tuple[str, str]:
-        async with serving_egress(EgressProxy([])) as path:
-            held = [await asyncio.open_unix_connection(path) for _ in range(MAX_CONNECTIONS)]
+        async with proxy_served(EgressProxy([])) as port:
+            held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(MAX_CONNECTIONS)]
             for _, writer in held:  # each has begun its request, and the proxy has taken it
                 writer.write(b"CONNECT ")
                 await writer.drain()
-            answer = await _exchange(path, b"CONNECT api.example:443 HTTP/1.1\r\n\r\n")
+            answer = await _exchange(port, b"CONNECT api.example:443 HTTP/1.1\r\n\r\n")
             for _, writer in held:
                 writer.close()
             return answer
@@ -86,10 +98,10 @@ def test_a_silent_request_and_an_idle_tunnel_are_ended(echo: int) -> None:
 
     async def scenario() -> tuple[bytes, bytes, bytes]:
         proxy = EgressProxy([Allowed("127.0.0.1", echo)], head_timeout=0.2, idle_timeout=0.2)
-        async with serving_egress(proxy) as path:
-            silent_reader, silent_writer = await asyncio.open_unix_connection(path)
+        async with proxy_served(proxy) as port:
+            silent_reader, silent_writer = await asyncio.open_connection("127.0.0.1", port)
             silent = await silent_reader.read()
-            reader, writer = await asyncio.open_unix_connection(path)
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
             writer.write(f"CONNECT 127.0.0.1:{echo} HTTP/1.1\r\n\r\nfirst\n".encode())
             head = await reader.readuntil(b"\r\n\r\n")
             first = await reader.readline()
@@ -113,8 +125,8 @@ def test_a_name_reaches_public_addresses_only_unless_named_as_local() -> None:
     assert address_refused(Allowed("127.0.0.1", 8080), loopback) is None
 
 
-async def _exchange(socket_path: str, request: bytes, then: bytes = b"") -> tuple[str, str]:
-    reader, writer = await asyncio.open_unix_connection(socket_path)
+async def _exchange(port: int, request: bytes, then: bytes = b"") -> tuple[str, str]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(request)
     head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
     if " 200 " in head and then:
@@ -127,7 +139,7 @@ async def _exchange(socket_path: str, request: bytes, then: bytes = b"") -> tupl
 
 
 def test_the_proxy_tunnels_to_named_hosts_only_and_says_why_it_refuses(echo: int) -> None:
-    """The proxy as `reviewer run` serves it outside the sandbox, on its Unix socket; `api.example`'s
+    """The proxy as `reviewer run` serves it outside the sandbox, on a listener it was handed; `api.example`'s
     DNS answers a loopback address (a resolver given by the test), as a rebinding attacker's would."""
     other = free_port()
 
@@ -136,15 +148,14 @@ def test_the_proxy_tunnels_to_named_hosts_only_and_says_why_it_refuses(echo: int
 
     async def scenario() -> list[tuple[str, str]]:
         proxy = EgressProxy([Allowed("127.0.0.1", echo), Allowed("api.example", echo)], loopback_dns)
-        async with serving_egress(proxy) as path:
-            assert (Path(path).parent.stat().st_mode & 0o777) == 0o700
+        async with proxy_served(proxy) as port:
             return [
-                await _exchange(path, f"CONNECT 127.0.0.1:{echo} HTTP/1.1\r\n\r\n".encode(), b"ping\n"),
-                await _exchange(path, f"CONNECT 127.0.0.1:{other} HTTP/1.1\r\n\r\n".encode()),
-                await _exchange(path, f"CONNECT API.Example.:{echo} HTTP/1.1\r\n\r\n".encode()),
-                await _exchange(path, f"CONNECT localhost:{echo} HTTP/1.1\r\n\r\n".encode()),
-                await _exchange(path, f"GET http://127.0.0.1:{echo}/ HTTP/1.1\r\nHost: x\r\n\r\n".encode()),
-                await _exchange(path, b"CONNECT \x1b[31mevil:1 HTTP/1.1\r\n\r\n"),
+                await _exchange(port, f"CONNECT 127.0.0.1:{echo} HTTP/1.1\r\n\r\n".encode(), b"ping\n"),
+                await _exchange(port, f"CONNECT 127.0.0.1:{other} HTTP/1.1\r\n\r\n".encode()),
+                await _exchange(port, f"CONNECT API.Example.:{echo} HTTP/1.1\r\n\r\n".encode()),
+                await _exchange(port, f"CONNECT localhost:{echo} HTTP/1.1\r\n\r\n".encode()),
+                await _exchange(port, f"GET http://127.0.0.1:{echo}/ HTTP/1.1\r\nHost: x\r\n\r\n".encode()),
+                await _exchange(port, b"CONNECT \x1b[31mevil:1 HTTP/1.1\r\n\r\n"),
             ]
 
     tunnel, other_port, rebound, localhost, plain, hostile = asyncio.run(scenario())

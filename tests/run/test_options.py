@@ -126,9 +126,73 @@ def test_without_a_sandbox_run_refuses_unless_told_and_root_runs_command_as_a_fr
     monkeypatch.setattr(sandbox.os, "geteuid", lambda: 0)
     as_another = sandbox.choose_sandbox({})
     assert as_another.kind == "another user" and as_another.uid in sandbox.FRESH_UIDS
-    assert as_another.wrap(["node", "agent.mjs"])[:2] == ["setpriv", f"--reuid={as_another.uid}"]
-    assert as_another.wrap(["node", "agent.mjs"])[-2:] == ["node", "agent.mjs"]
+    with as_another.launch(["node", "agent.mjs"]) as launch:
+        assert launch.argv[:2] == ["setpriv", f"--reuid={as_another.uid}"]
+        assert launch.argv[-2:] == ["node", "agent.mjs"] and launch.pass_fds == ()
     assert sandbox.choose_sandbox({}).uid != as_another.uid, "each run has a uid of its own"
+
+
+def test_as_another_user_a_secret_any_user_may_open_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The root fallback runs COMMAND as a stranger, and its command line says where the credential's
+    file is: one any user may read (0644 in folders anyone passes) is refused before anything runs,
+    and so is an agent socket any user may connect to; 0600, or a folder of the owner's alone, is not."""
+    import socket
+    import tempfile
+
+    from reviewer.run import sandbox
+
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None if name == "bwrap" else f"/usr/bin/{name}")
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 0)
+    folder = Path(tempfile.mkdtemp())
+    try:
+        folder.chmod(0o755)
+        secret = folder / "api-token"
+        secret.write_text("s3cret")
+        secret.chmod(0o644)
+        with pytest.raises(RunRefused, match=r"as another user COMMAND could open '.*/api-token', which any"):
+            sandbox.choose_sandbox({}, [str(secret)])
+        secret.chmod(0o600)
+        assert sandbox.choose_sandbox({}, [str(secret)]).kind == "another user"
+        secret.chmod(0o644)
+        folder.chmod(0o700)
+        assert sandbox.choose_sandbox({}, [str(secret)]).kind == "another user"
+        folder.chmod(0o755)
+        with socket.socket(socket.AF_UNIX) as agent:
+            agent.bind(str(folder / "agent.sock"))
+            (folder / "agent.sock").chmod(0o777)
+            with pytest.raises(RunRefused, match=r"could open '.*/agent.sock'"):
+                sandbox.choose_sandbox({"SSH_AUTH_SOCK": str(folder / "agent.sock")})
+    finally:
+        folder.chmod(0o700)
+        for path in folder.iterdir():
+            path.unlink()
+        folder.rmdir()
+
+
+def test_where_no_seccomp_filter_can_be_loaded_the_namespaces_are_refused_unless_told(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Without the filter COMMAND could open a Unix socket made after the run starts: `run` says so and
+    refuses, unless --allow-weaker-sandbox, and then its first line says what is missing."""
+    from reviewer.run import sandbox
+    from reviewer.run.syscall_filter import FilterUnavailable
+
+    def unavailable() -> bytes:
+        raise FilterUnavailable("libseccomp cannot be loaded (absent)")
+
+    monkeypatch.setattr(sandbox, "no_unix_sockets", unavailable)
+    reach = sandbox.Reach(tmp_path)
+    with pytest.raises(RunRefused, match=r"cannot refuse it Unix sockets here \(libseccomp cannot be loaded"):
+        sandbox.choose_sandbox({}, reach=reach)
+    weaker = sandbox.choose_sandbox({}, reach=reach, allow_weaker=True)
+    assert weaker.kind == "namespaces" and weaker.syscall_filter is None
+    said = weaker.describe()
+    assert "Unix sockets NOT refused (--allow-weaker-sandbox: libseccomp cannot be loaded (absent);" in said
+    with weaker.launch(["true"], [8479]) as launch:
+        assert "--seccomp" not in launch.argv and len(launch.pass_fds) == 1 and launch.handover is not None
+    monkeypatch.undo()
+    with sandbox.choose_sandbox({}, reach=reach).launch(["true"], [8479]) as launch:
+        assert launch.argv[launch.argv.index("--seccomp") + 1] == str(launch.pass_fds[0])
 
 
 def test_the_child_gets_no_variable_that_says_where_a_host_socket_listens(tmp_path: Path) -> None:

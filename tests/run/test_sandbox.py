@@ -12,9 +12,11 @@ against the API and the queue. While it calls the gate, a second local user read
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
+import select
 import shutil
 import subprocess
 import sys
@@ -307,7 +309,10 @@ def secrets_of(queue: Queue, operator: Operator) -> list[str]:
 def test_the_run_says_its_mode_and_the_child_found_no_secret_and_its_words_open_nothing(
     attack: Attack, queue: Queue, operator: Operator, _sample_api_process: SampleApi
 ) -> None:
-    assert attack.stderr.startswith("reviewer run: sandbox: namespaces (bubblewrap): read-only root")
+    assert attack.stderr.startswith(
+        "reviewer run: sandbox: namespaces (bubblewrap): a root of the system's /usr and /etc's needed files"
+    )
+    assert "no Unix socket (seccomp)" in attack.stderr.splitlines()[0]
     seen = json.dumps(attack.child["seen"])
     assert [secret for secret in secrets_of(queue, operator) if secret in seen] == []
     assert attack.child["accepted"] == {"api": [], "queue": []} and attack.child["words"]
@@ -386,6 +391,199 @@ def test_a_second_user_gets_nothing_adds_nothing_and_cannot_fill_the_gate(
         ("POST", "/v1/tickets", {"title": "child call 2"}),
     ]
     assert _sample_api_process.audit() == []
+
+
+@dataclass
+class Late:
+    """What the child reached of what the operator made after the run started, and what the run's own
+    process offers the machine outside its sandbox."""
+
+    child: dict[str, Any]
+    accepted: int
+    outside: list[str]
+    sockets_held: int
+    late_tmux_environment: str
+    status: int
+    stderr: str
+    folder: Path
+
+
+def read_fifo(path: Path, run: RunProcess, timeout: float = 120) -> str:
+    """What the child writes to the FIFO `path`, failing at once if the run ends first (held open for
+    writing here too, so that no writer yet is no end of file)."""
+    descriptor = os.open(path, os.O_RDWR | os.O_NONBLOCK)
+    try:
+        for _ in range(int(timeout * 4)):
+            if select.select([descriptor], [], [], 0.25)[0]:
+                return os.read(descriptor, 4096).decode()
+            if run.process.poll() is not None:
+                _, rest = run.process.communicate()
+                raise AssertionError(f"reviewer run ended first: {''.join(run.lines)}{rest}")
+        raise AssertionError(f"nothing written to {path} in {timeout} s")
+    finally:
+        os.close(descriptor)
+
+
+def child_of(pid: int) -> int:
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if f"\nPPid:\t{pid}\n" in (entry / "status").read_text():
+                    return int(entry.name)
+    raise AssertionError(f"process {pid} has no child")
+
+
+def sockets_of(pid: int) -> set[str]:
+    """The inodes of the sockets process `pid` holds."""
+    inodes = set()
+    for descriptor in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            link = os.readlink(descriptor)
+            if link.startswith("socket:["):
+                inodes.add(link[len("socket:[") : -1])
+    return inodes
+
+
+def reachable_from_here(inodes: set[str]) -> list[str]:
+    """Those of `inodes` another process of this machine's network could connect to: a Unix socket
+    with a name or listening, a TCP port listening (as /proc/net lists them for this network)."""
+    found = []
+    for line in Path("/proc/net/unix").read_text().splitlines()[1:]:
+        fields = line.split(None, 7)
+        if fields[6] in inodes and (len(fields) == 8 or int(fields[3], 16) & 0x10000):
+            found.append(f"unix {fields[7] if len(fields) == 8 else '(listening, no name)'}")
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[9] in inodes and fields[3] == "0A":
+                found.append(f"tcp {fields[1]}")
+    return found
+
+
+@pytest.fixture(scope="module")
+def late(
+    queue: Queue, _sample_api_process: SampleApi, operator: Operator, shared: SharedInstall
+) -> Iterator[Late]:
+    """The operator starts the run, then, while the child waits, does what an on-call engineer does
+    next: opens tmux with `TMUX_TMPDIR` in a folder of its own outside /tmp and its home, and starts a
+    service listening in that folder and in the working directory. Then the child tries them all."""
+    api = _sample_api_process
+    api.reset()
+    folder = Path(tempfile.mkdtemp(prefix="reviewer-late-", dir="/"))
+    tmux_dir = folder / "tmux"
+    tmux_dir.mkdir()
+    for path in (folder, tmux_dir):
+        os.chown(path, OPERATOR, OPERATOR)
+        path.chmod(0o755)
+    late_tmux = tmux_dir / f"tmux-{OPERATOR}" / "default"
+    ready, go = operator.work / "late-ready", operator.work / "late-go"
+    for fifo in (ready, go):
+        os.mkfifo(fifo)
+        os.chown(fifo, OPERATOR, OPERATOR)
+    services = [str(folder / "service.sock"), str(operator.work / "late.sock")]
+    spec = json.dumps(
+        {
+            "report": str(operator.work / "late-report.json"),
+            "ready": str(ready),
+            "go": str(go),
+            "late_tmux": str(late_tmux),
+            "late_sockets": services,
+            "tmux_proof": str(operator.home / "late-tmux-ran-this"),
+            "look_in": ["/", "/etc", str(folder)],
+            "read": ["/etc/shadow", "/etc/ssh/ssh_host_ed25519_key", "/etc/hosts"],
+        }
+    )
+    run = start_as_operator(
+        queue,
+        api,
+        operator,
+        shared,
+        "--title",
+        "later",
+        command=["python3", shared.file("tests/run/hostile.py"), "later", spec],
+    )
+    listener = None
+    try:
+        assert read_fifo(ready, run) == "ready"
+        # The run is under way; what the operator makes now was on no list the run made at its start.
+        operator.run(
+            shared,
+            ["tmux", "new-session", "-d", "sh"],
+            TMUX="",
+            TMUX_TMPDIR=str(tmux_dir),
+            API_TOKEN=API_TOKEN,
+        )
+        listener = subprocess.Popen(
+            [*as_user(OPERATOR), shared.python, shared.file("tests/run/hostile.py"), "listen", *services],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=operator.work,
+        )
+        assert listener.stdout is not None and listener.stdout.readline() == "listening\n"
+        gate = child_of(run.process.pid)
+        held = sockets_of(gate)
+        outside = reachable_from_here(held)
+        with open(go, "w") as release:
+            release.write("go")
+        proposal_id, _ = run.wait_for_plan()
+        reviewer_decides(queue, proposal_id, "reject", reason="a test of the sandbox")
+        status, stderr = run.finish()
+        accepted, _ = listener.communicate("", timeout=30)
+        shown = operator.run(shared, ["tmux", "-S", str(late_tmux), "show-environment", "-g", "API_TOKEN"])
+        child = json.loads((operator.work / "late-report.json").read_text())
+        yield Late(child, int(accepted), outside, len(held), shown.stdout.strip(), status, stderr, folder)
+    finally:
+        if listener is not None and listener.poll() is None:
+            listener.kill()
+        subprocess.run([*as_user(OPERATOR), "tmux", "-S", str(late_tmux), "kill-server"], capture_output=True)
+        if run.process.poll() is None:
+            run.process.kill()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_tmux_opened_after_the_run_starts_runs_nothing_for_the_child(late: Late, operator: Operator) -> None:
+    """The server the operator started once the child was running holds the credential in its
+    environment, and answers the operator; the child cannot even open a socket to ask it."""
+    assert late.late_tmux_environment == f"API_TOKEN={API_TOKEN}"
+    assert late.child["tmux"].startswith("1: ") and not (operator.home / "late-tmux-ran-this").exists()
+
+
+def test_sockets_made_after_the_start_in_the_operators_folders_and_the_working_directory_are_out_of_reach(
+    late: Late, operator: Operator
+) -> None:
+    in_folder, in_work = (str(late.folder / "service.sock"), str(operator.work / "late.sock"))
+    # The folder outside /tmp and the home is not in the sandbox at all; the working directory is,
+    # and its socket is there to see, but no Unix socket can be made to connect to it.
+    assert late.child["listing"][str(late.folder)] == "ENOENT"
+    assert late.child["connected"] == {in_folder: "EACCES", in_work: "EACCES"}
+    assert late.accepted == 0
+    assert late.child["gate"] == 201 and "rejected by alice" in late.stderr, late.stderr
+
+
+def test_the_child_opens_no_unix_socket_by_any_call_but_keeps_socketpair_and_its_network(late: Late) -> None:
+    found = late.child
+    assert (found["unix_socket"], found["unix_datagram"], found["high_bits"]) == ("EACCES",) * 3
+    assert found["io_uring"] == "ENOSYS"
+    assert (found["socketpair"], found["inet"]) == ("ok", "ok")
+
+
+def test_the_root_holds_the_system_and_the_needed_files_of_etc_only(late: Late) -> None:
+    root, etc = late.child["listing"]["/"], late.child["listing"]["/etc"]
+    assert late.folder.name not in root and "home" not in root and "srv" not in root and "root" not in root
+    assert {"usr", "etc", "tmp", "proc", "dev"} <= set(root)
+    assert {"hosts", "passwd", "ld.so.cache"} <= set(etc) and not {"shadow", "ssh", "sudoers"} & set(etc)
+    assert late.child["read"]["/etc/shadow"] == late.child["read"]["/etc/ssh/ssh_host_ed25519_key"]
+    assert late.child["read"]["/etc/shadow"].startswith("<FileNotFoundError")
+    assert "localhost" in late.child["read"]["/etc/hosts"]
+
+
+def test_the_gate_has_no_socket_any_process_outside_the_sandbox_can_connect_to(late: Late) -> None:
+    """A second process of the operator's own uid finds nothing to connect to: the run's process holds
+    sockets (its clients, the handover), but none with a name, none listening on this machine's
+    network: the gate listens in the child's network alone."""
+    assert late.sockets_held > 0
+    assert late.outside == []
 
 
 def test_without_the_sandbox_the_same_child_takes_what_the_operator_holds(
@@ -536,8 +734,10 @@ def test_the_namespace_prefix_binds_only_what_it_hands_over(tmp_path: Path) -> N
         hidden=[secret, config, credential],
         home=[home],
         installation=[venv],
-        sockets=[],
     )
+    # Made after the words were: a folder outside everything handed over, as a service's would be.
+    later = Path(tempfile.mkdtemp(prefix="reviewer-made-later-", dir="/"))
+    (later / "file").write_text("later")
     script = (
         f"ls -A {home}; cat {secret} {shown}/file; touch {work}/made {venv}/planted {home}/.profile-2 2>&1;"
         f" echo > {home}/.profile; find /run /dev/shm /var/tmp -mindepth 1 | wc -l;"
@@ -558,6 +758,22 @@ def test_the_namespace_prefix_binds_only_what_it_hands_over(tmp_path: Path) -> N
     assert "s3cret" not in ran.stdout
     assert (work / "made").exists() and not (venv / "planted").exists()
     assert (home / ".profile").read_text() == "kept" and not (home / ".profile-2").exists()
+    # The root is made of what is handed over: a folder made later elsewhere, /etc's secrets, absent.
+    try:
+        looked = subprocess.run(
+            [
+                *prefix,
+                "--",
+                "sh",
+                "-c",
+                f"for p in {later} /etc/shadow /etc/hosts; do test -e $p && echo $p; done",
+            ],
+            capture_output=True,
+            text=True,
+        )
+    finally:
+        shutil.rmtree(later)
+    assert looked.stdout.split() == ["/etc/hosts"], looked.stderr
 
 
 def test_the_working_directory_or_a_writable_path_may_not_hold_the_home_or_the_root(tmp_path: Path) -> None:
@@ -576,7 +792,8 @@ def test_with_share_network_the_child_keeps_the_network_and_the_gates_url_holds_
     queue: Queue, sample_api: SampleApi, tmp_path: Path
 ) -> None:
     """What --share-network costs: the host's loopback answers the child (without the credential), and
-    the gate is a loopback port behind the run's secret; the file system stays as in the sandbox."""
+    the gate is a loopback port behind the run's secret; the file system stays as in the sandbox, and
+    no Unix socket opens, so the machine's abstract sockets stay out of reach."""
     seen = tmp_path / "seen"
     script = (
         'printf "url = \\"%s/v1/tickets\\"\\n" "$REVIEWER_API_URL"'
@@ -584,13 +801,35 @@ def test_with_share_network_the_child_keeps_the_network_and_the_gates_url_holds_
         f' curl -sS -o /dev/null -w "%{{http_code}} " {sample_api.url}/v1/tickets;'
         f' echo "$REVIEWER_API_URL"; ls -A /run'
     )
+    # The machine's abstract sockets share its network; the filter keeps every Unix socket closed.
+    script += "; python3 -c 'import socket; socket.socket(socket.AF_UNIX)' 2>&1 | tail -n 1 >&2"
     run = start_run(
         queue, sample_api, "--share-network", writable=tmp_path, command=["sh", "-c", f"({script}) > {seen}"]
     )
     status, stderr = run.finish()
     assert status == 0 and "COMMAND made no write" in stderr, stderr
-    assert "--share-network: the host's loopback services and abstract sockets too" in stderr
+    assert "--share-network: the host's loopback services too" in stderr
+    assert "no Unix socket (seccomp)" in stderr
     through_gate, direct, url, *in_run = seen.read_text().split()
     assert (through_gate, direct) == ("200", "200")
     assert len(url.rsplit("/", 1)[1]) >= 40 and url.startswith("http://127.0.0.1:")
     assert in_run == []
+    assert "PermissionError: [Errno 13] Permission denied" in stderr
+
+
+def test_a_program_outside_what_the_sandbox_shows_is_named_with_what_it_shows(
+    queue: Queue, sample_api: SampleApi
+) -> None:
+    """The root holds /usr, the working directory and what is handed over: an agent installed in a
+    folder of its own elsewhere is not there, and the run says so, and how to hand it over."""
+    folder = Path(tempfile.mkdtemp(prefix="reviewer-agent-elsewhere-", dir="/"))
+    try:
+        agent = folder / "agent"
+        agent.write_text("#!/bin/sh\nexit 0\n")
+        agent.chmod(0o755)
+        status, stderr = start_run(queue, sample_api, command=[str(agent)]).finish()
+    finally:
+        shutil.rmtree(folder)
+    assert status != 0 and "COMMAND exited with status 127" in stderr, stderr
+    assert f"cannot start '{agent}': No such file or directory (the sandbox shows the system's /usr" in stderr
+    assert "--readable" in stderr
