@@ -28,6 +28,7 @@ dotfiles (code the operator runs next). So COMMAND runs in one of these, the fir
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import pwd
@@ -94,6 +95,7 @@ host's keys (`ssh/`, `ssl/private/`), not `shadow`, not a service's configuratio
 GATE_PORT: Final = 8479
 """The gate's port on the sandbox's own loopback (nothing else listens there)."""
 RELAY: Final = str(Path(__file__).with_name("relay.py"))
+FILTERED: Final = str(Path(__file__).with_name("filtered.py"))
 FRESH_UIDS: Final = range(0x7F000000, 0x7FFF0000)
 """Where `another user` draws a run's uid from: far above any uid a system hands out."""
 NO_SANDBOX_COST: Final = (
@@ -144,7 +146,7 @@ class Sandbox:
     (`reviewer.run.egress`), its network's only way out."""
     syscall_filter: bytes | None = field(default=None, repr=False)
     """The seccomp program bubblewrap loads before COMMAND (`reviewer.run.syscall_filter`); None in
-    `namespaces` only with --allow-weaker-sandbox, where none could be compiled."""
+    `namespaces` only with --allow-weaker-sandbox, where none could be loaded."""
     weaker: str | None = None
     """Why the filter is missing, said at the start of the run."""
 
@@ -153,36 +155,38 @@ class Sandbox:
         """COMMAND has a network of its own, where the gate is served on listeners its relay hands out."""
         return self.kind == "namespaces" and not self.shared_network
 
+    def words(self) -> list[str]:
+        """The words before COMMAND's `--`: bubblewrap's, behind the launcher that hands it the
+        seccomp filter (`reviewer.run.filtered`); the prefix alone in the other modes."""
+        if self.kind == "namespaces" and self.syscall_filter is not None:
+            encoded = base64.b64encode(self.syscall_filter).decode("ascii")
+            return [sys.executable, "-I", "-S", FILTERED, encoded, *self.prefix]
+        return list(self.prefix)
+
     @contextlib.contextmanager
     def launch(self, command: Sequence[str], inner_ports: Sequence[int] = ()) -> Iterator[Launch]:
-        """The command line that starts COMMAND, and the descriptors it inherits: bubblewrap's filter
-        and, where COMMAND has a network of its own, the relay's end of the socket it hands the
-        listeners on `inner_ports` out through. All of it is closed when the block ends."""
+        """The command line that starts COMMAND, and the descriptor it inherits where it has a network
+        of its own with services on `inner_ports`: the relay's end of the socket it hands their
+        listeners out through. Closed when the block ends."""
         if self.kind != "namespaces":
-            yield Launch([*self.prefix, *command])
+            yield Launch([*self.words(), *command])
             return
-        words: list[str] = [*self.prefix]
-        inherited: list[int] = []
-        ours: socket.socket | None = None
+        if not (self.private_network and inner_ports):
+            yield Launch([*self.words(), "--", *command])
+            return
+        ours, theirs = socket.socketpair()
+        relay_end = theirs.detach()
+        launch = Launch(
+            [*self.words(), "--", sys.executable, "-I", "-S", RELAY, str(relay_end), *map(str, inner_ports)]
+            + ["--", *command],
+            (relay_end,),
+            ours,
+        )
         try:
-            if self.syscall_filter is not None:
-                inherited.append(_pipe_holding(self.syscall_filter))
-                words += ["--seccomp", str(inherited[-1])]
-            if self.private_network:
-                ours, theirs = socket.socketpair()
-                inherited.append(theirs.detach())
-                words += ["--", sys.executable, "-I", "-S", RELAY, str(inherited[-1]), *map(str, inner_ports)]
-            launch = Launch([*words, "--", *command], tuple(inherited), ours)
-            inherited = []
-            try:
-                yield launch
-            finally:
-                launch.started()
+            yield launch
         finally:
-            for descriptor in inherited:
-                _close_quietly(descriptor)
-            if ours is not None:
-                ours.close()
+            launch.started()
+            ours.close()
 
     def describe(self) -> str:
         """One line for the start of a run: the mode, and what it keeps from COMMAND."""
@@ -220,19 +224,6 @@ class Sandbox:
         the kernel ends the PID namespace with COMMAND.)"""
         if self.kind == "another user" and self.uid is not None:
             kill_every_process_of(self.uid)
-
-
-def _pipe_holding(data: bytes) -> int:
-    """The reading end of a pipe that holds `data` and then ends (bubblewrap reads `--seccomp`'s
-    program from a descriptor to its end)."""
-    reading, writing = os.pipe()
-    try:
-        with open(writing, "wb", closefd=True) as sink:
-            sink.write(data)
-    except BaseException:
-        os.close(reading)
-        raise
-    return reading
 
 
 def _close_quietly(descriptor: int) -> None:
@@ -471,19 +462,16 @@ def _visible(path: Path, bound: Sequence[Path]) -> bool:
 def _namespaces_refused(prefix: Sequence[str], syscall_filter: bytes | None = None) -> str | None:
     """Why bubblewrap cannot make the sandbox here (with `syscall_filter` loaded), or None when a
     probe ran in it."""
-    with Sandbox("namespaces", tuple(prefix), shared_network=True, syscall_filter=syscall_filter).launch(
-        ["true"]
-    ) as launch:
-        try:
-            probe = subprocess.run(
-                launch.argv,
-                capture_output=True,
-                timeout=PROBE_TIMEOUT_SECONDS,
-                check=False,
-                pass_fds=launch.pass_fds,
-            )
-        except (OSError, subprocess.TimeoutExpired) as error:
-            return f"bwrap did not start: {error}"
+    probe_sandbox = Sandbox("namespaces", tuple(prefix), shared_network=True, syscall_filter=syscall_filter)
+    try:
+        probe = subprocess.run(
+            [*probe_sandbox.words(), "--", "true"],
+            capture_output=True,
+            timeout=PROBE_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"bwrap did not start: {error}"
     if probe.returncode != 0:
         said = probe.stderr.decode("utf-8", "replace").strip().splitlines()
         return f"bwrap could not make the namespaces: {said[-1][:200] if said else probe.returncode}"
