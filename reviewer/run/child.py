@@ -1,5 +1,5 @@
 """COMMAND as a child process that holds nothing: a loopback URL, the proposal id, and an environment
-without the API's credential, any queue token or the agent socket, in the sandbox `reviewer.run.sandbox`
+without the API's credential, any queue token or the agent socket, in the sandbox `reviewer.sandbox.modes`
 chose. It runs in a session of its own, so a timeout or a stopped dry run ends it and every process it
 started."""
 
@@ -11,82 +11,18 @@ import os
 import shutil
 import signal
 import socket
-import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from reviewer.agent.gate import AGENT_TOKEN_ENV
 from reviewer.run.errors import RunRefused
-from reviewer.run.sandbox import Sandbox
 from reviewer.run.serving import InnerService
+from reviewer.sandbox.environment import sandboxed_environment
+from reviewer.sandbox.modes import Sandbox
 
 API_URL_ENV: Final = "REVIEWER_API_URL"
 PROPOSAL_ID_ENV: Final = "REVIEWER_PROPOSAL_ID"
-WITHHELD_ENV: Final = frozenset({AGENT_TOKEN_ENV, "REVIEWER_TOKEN", "SSH_AUTH_SOCK"})
-"""The queue tokens: the agent's (it could submit and run plans) and a reviewer's (it could approve
-them); and the agent socket (its keys could sign a reviewer's approval)."""
-HOST_SOCKET_ENV: Final = frozenset(
-    {
-        "TMUX",
-        "TMUX_PANE",
-        "STY",
-        "WINDOW",
-        "DBUS_SESSION_BUS_ADDRESS",
-        "DBUS_SYSTEM_BUS_ADDRESS",
-        "SSH_AGENT_PID",
-        "GPG_AGENT_INFO",
-        "GNUPGHOME",
-        "XDG_RUNTIME_DIR",
-        "DISPLAY",
-        "WAYLAND_DISPLAY",
-        "XAUTHORITY",
-        "KRB5CCNAME",
-        "SWAYSOCK",
-        "I3SOCK",
-        "KITTY_LISTEN_ON",
-        "NVIM",
-        "NVIM_LISTEN_ADDRESS",
-        "VSCODE_IPC_HOOK_CLI",
-        "PULSE_SERVER",
-        "SYSTEMD_EXEC_PID",
-        "INVOCATION_ID",
-        "NOTIFY_SOCKET",
-    }
-)
-"""Where the operator's sessions and agents listen (a tmux or screen server runs any command it is sent;
-D-Bus starts services, `systemd-run --user`; gpg-agent signs): names the child has no use for. A
-variable whose value names a Unix socket that exists goes too, whatever its name."""
 STOP_GRACE_SECONDS: Final = 5.0
-
-
-def withheld_variables(
-    environ: Mapping[str, str], withheld: Iterable[str] = (), secrets: Iterable[str] = ()
-) -> set[str]:
-    """The variables the child must not get: the queue tokens, the agent socket, the variables the
-    credential was read from, and any variable that holds one of their values or a secret, under
-    whatever name and with whatever around it (`Bearer ...`)."""
-    named = set(WITHHELD_ENV | set(withheld)) & environ.keys()
-    values = [value for value in (*secrets, *(environ[name] for name in named)) if value]
-    return named | {name for name, value in environ.items() if any(secret in value for secret in values)}
-
-
-def host_socket_variables(environ: Mapping[str, str]) -> set[str]:
-    """The variables that tell where a host socket is: `HOST_SOCKET_ENV`'s, and any whose value (or
-    its `unix:path=` or its part before a comma, as tmux writes it) names an existing Unix socket."""
-    found = set(HOST_SOCKET_ENV) & environ.keys()
-    for name, value in environ.items():
-        for candidate in (value, value.partition(",")[0], value.rpartition("path=")[2].partition(",")[0]):
-            if candidate.startswith("/") and _is_socket(candidate):
-                found.add(name)
-    return found
-
-
-def _is_socket(path: str) -> bool:
-    try:
-        return stat.S_ISSOCK(os.stat(path).st_mode)
-    except (OSError, ValueError):
-        return False
 
 
 def child_environment(
@@ -97,9 +33,8 @@ def child_environment(
     withheld: Iterable[str] = (),
     secrets: Iterable[str] = (),
 ) -> dict[str, str]:
-    """The child's environment: the parent's without `withheld_variables`, with the gate's URL."""
-    hidden = withheld_variables(environ, withheld, secrets) | host_socket_variables(environ)
-    environment = {name: value for name, value in environ.items() if name not in hidden}
+    """The child's environment: the parent's as a sandbox may hold it, with the gate's URL."""
+    environment = sandboxed_environment(environ, withheld, secrets)
     environment[API_URL_ENV] = api_url
     environment[PROPOSAL_ID_ENV] = proposal_id
     return environment

@@ -205,8 +205,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _run(options: argparse.Namespace) -> int:
     from reviewer.agent.execution import DEFAULT_REQUEST_ID_HEADER
     from reviewer.agent.gate import AGENT_TOKEN_ENV, DEFAULT_QUEUE_URL
-    from reviewer.run.child import withheld_variables
-    from reviewer.run.egress import parse_host_port
     from reviewer.run.errors import RunRefused
     from reviewer.run.openapi import ApiDocument
     from reviewer.run.options import (
@@ -218,8 +216,11 @@ def _run(options: argparse.Namespace) -> int:
         with_api_auth,
     )
     from reviewer.run.runner import RunSettings, run
-    from reviewer.run.sandbox import Reach, choose_sandbox
     from reviewer.run.sealed import make_undumpable, scrub_initial_environment
+    from reviewer.sandbox.egress import parse_host_port
+    from reviewer.sandbox.environment import withheld_variables
+    from reviewer.sandbox.errors import SandboxRefused
+    from reviewer.sandbox.modes import Reach, choose_sandbox
 
     command = list(options.command)
     if command and command[0] == "--":
@@ -305,7 +306,7 @@ def _run(options: argparse.Namespace) -> int:
             poll_interval=max(options.poll_interval, 0.05),
             max_revisions=options.max_revisions,
         )
-    except RunRefused as refused:
+    except SandboxRefused as refused:
         print(f"reviewer run: {refused}", file=sys.stderr)
         return 2
     return asyncio.run(run(settings))

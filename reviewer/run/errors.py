@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from reviewer.sandbox.errors import SandboxRefused
 
-class RunRefused(Exception):
+
+class RunRefused(SandboxRefused):
     """Something `reviewer run` refuses before COMMAND starts (a bad option, an API or queue it cannot
     use); nothing ran and nothing was submitted."""
 

@@ -42,14 +42,14 @@ from reviewer.plan.proposal import Agent, Proposal, ProposalError, Target, dumps
 from reviewer.plan.sanitize import safe_text
 from reviewer.queue.client import QueueClient, QueueError
 from reviewer.run.child import ChildExit, child_environment, run_child
-from reviewer.run.egress import EGRESS_PORT, EgressProxy, proxy_environment, serving_egress
 from reviewer.run.errors import ChildFailed, DryRunSpoiled, RunRefused
 from reviewer.run.gate import DryMode, HttpGate, RealMode
 from reviewer.run.openapi import ApiDocument
 from reviewer.run.options import Credentials
 from reviewer.run.replan import FEEDBACK_ENV, with_feedback_env
-from reviewer.run.sandbox import GATE_PORT, Sandbox
 from reviewer.run.serving import InnerService, gate_service, serving
+from reviewer.sandbox.egress import EGRESS_PORT, EgressProxy, proxy_environment, serving_egress
+from reviewer.sandbox.modes import GATE_PORT, Sandbox
 
 REACHABILITY_TIMEOUT = 10.0
 

@@ -1,5 +1,5 @@
 """Serving the gate, in this process's own event loop: on the listener the sandbox's relay
-(`reviewer.run.relay`) hands out of the child's own network, where no other process can connect; or,
+(`reviewer.sandbox.relay`) hands out of the child's own network, where no other process can connect; or,
 where COMMAND shares the machine's network (`--no-sandbox`, another user, `--share-network`), on a
 loopback port behind a secret.
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from reviewer.run.egress import (
+from reviewer.sandbox.egress import (
     MAX_CONNECTIONS,
     Allowed,
     EgressProxy,

@@ -11,6 +11,7 @@ import pytest
 from reviewer.run.child import child_environment
 from reviewer.run.errors import RunRefused
 from reviewer.run.options import check_api_url, parse_dry_run_param, read_credentials
+from reviewer.sandbox.errors import SandboxRefused
 
 
 @pytest.mark.parametrize(
@@ -118,11 +119,13 @@ def test_without_a_sandbox_run_refuses_unless_told_and_root_runs_command_as_a_fr
 ) -> None:
     """No bubblewrap here (hidden from PATH): an ordinary user is refused, told what --no-sandbox
     costs; root falls back to running COMMAND as a uid made for the run; --no-sandbox runs it unsandboxed."""
-    from reviewer.run import sandbox
+    from reviewer.sandbox import modes as sandbox
 
     monkeypatch.setattr(sandbox.shutil, "which", lambda name: None if name == "bwrap" else f"/usr/bin/{name}")
     monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
-    with pytest.raises(RunRefused, match="bubblewrap .* is not installed.*/proc/PID/environ.*--no-sandbox"):
+    with pytest.raises(
+        SandboxRefused, match="bubblewrap .* is not installed.*/proc/PID/environ.*--no-sandbox"
+    ):
         sandbox.choose_sandbox({})
     assert sandbox.choose_sandbox({}, allow_none=True) == sandbox.Sandbox("none")
     monkeypatch.setattr(sandbox.os, "geteuid", lambda: 0)
@@ -141,7 +144,7 @@ def test_as_another_user_a_secret_any_user_may_open_is_refused(monkeypatch: pyte
     import socket
     import tempfile
 
-    from reviewer.run import sandbox
+    from reviewer.sandbox import modes as sandbox
 
     monkeypatch.setattr(sandbox.shutil, "which", lambda name: None if name == "bwrap" else f"/usr/bin/{name}")
     monkeypatch.setattr(sandbox.os, "geteuid", lambda: 0)
@@ -151,7 +154,9 @@ def test_as_another_user_a_secret_any_user_may_open_is_refused(monkeypatch: pyte
         secret = folder / "api-token"
         secret.write_text("s3cret")
         secret.chmod(0o644)
-        with pytest.raises(RunRefused, match=r"as another user COMMAND could open '.*/api-token', which any"):
+        with pytest.raises(
+            SandboxRefused, match=r"as another user COMMAND could open '.*/api-token', which any"
+        ):
             sandbox.choose_sandbox({}, [str(secret)])
         secret.chmod(0o600)
         assert sandbox.choose_sandbox({}, [str(secret)]).kind == "another user"
@@ -162,7 +167,7 @@ def test_as_another_user_a_secret_any_user_may_open_is_refused(monkeypatch: pyte
         with socket.socket(socket.AF_UNIX) as agent:
             agent.bind(str(folder / "agent.sock"))
             (folder / "agent.sock").chmod(0o777)
-            with pytest.raises(RunRefused, match=r"could open '.*/agent.sock'"):
+            with pytest.raises(SandboxRefused, match=r"could open '.*/agent.sock'"):
                 sandbox.choose_sandbox({"SSH_AUTH_SOCK": str(folder / "agent.sock")})
     finally:
         folder.chmod(0o700)
@@ -176,15 +181,17 @@ def test_where_no_seccomp_filter_can_be_loaded_the_namespaces_are_refused_unless
 ) -> None:
     """Without the filter COMMAND could open a Unix socket made after the run starts: `run` says so and
     refuses, unless --allow-weaker-sandbox, and then its first line says what is missing."""
-    from reviewer.run import sandbox
-    from reviewer.run.syscall_filter import FilterUnavailable
+    from reviewer.sandbox import modes as sandbox
+    from reviewer.sandbox.syscall_filter import FilterUnavailable
 
     def unavailable() -> bytes:
         raise FilterUnavailable("libseccomp cannot be loaded (absent)")
 
     monkeypatch.setattr(sandbox, "no_unix_sockets", unavailable)
     reach = sandbox.Reach(tmp_path)
-    with pytest.raises(RunRefused, match=r"cannot refuse it Unix sockets here \(libseccomp cannot be loaded"):
+    with pytest.raises(
+        SandboxRefused, match=r"cannot refuse it Unix sockets here \(libseccomp cannot be loaded"
+    ):
         sandbox.choose_sandbox({}, reach=reach)
     weaker = sandbox.choose_sandbox({}, reach=reach, allow_weaker=True)
     assert weaker.kind == "namespaces" and weaker.syscall_filter is None

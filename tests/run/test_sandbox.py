@@ -28,8 +28,8 @@ from typing import Any
 
 import pytest
 
-from reviewer.run.errors import RunRefused
-from reviewer.run.sandbox import Reach, check_reach, namespace_prefix
+from reviewer.sandbox.errors import SandboxRefused
+from reviewer.sandbox.modes import Reach, check_reach, namespace_prefix
 from tests.run.conftest import (
     API_TOKEN,
     Queue,
@@ -782,9 +782,9 @@ def test_the_working_directory_or_a_writable_path_may_not_hold_the_home_or_the_r
     environ = {"HOME": str(home)}
     assert check_reach(Reach(home / "project"), environ).working_dir == home / "project"
     for reach in (Reach(home), Reach(home / "project", writable=(tmp_path,)), Reach(Path("/"))):
-        with pytest.raises(RunRefused, match="COMMAND would write your"):
+        with pytest.raises(SandboxRefused, match="COMMAND would write your"):
             check_reach(reach, environ)
-    with pytest.raises(RunRefused, match="--readable .*: no such file or folder"):
+    with pytest.raises(SandboxRefused, match="--readable .*: no such file or folder"):
         check_reach(Reach(home / "project", readable=(tmp_path / "absent",)), environ)
 
 

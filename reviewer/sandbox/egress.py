@@ -1,7 +1,7 @@
 """COMMAND's one way out of its network, where the operator allows it: `--allow-net HOST:PORT`.
 
 In the `namespaces` sandbox COMMAND's network holds only its own loopback. With `--allow-net`, the relay
-there (`reviewer.run.relay`) hands out a listener on 127.0.0.1:8480, which `reviewer run` serves from
+there (`reviewer.sandbox.relay`) hands out a listener on 127.0.0.1:8480, which `reviewer run` serves from
 outside: an HTTP proxy that answers `CONNECT HOST:PORT` and nothing else. It tunnels a connection only
 to a HOST:PORT the operator named, and answers 403 with the reason for any other:
 

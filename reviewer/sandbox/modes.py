@@ -13,11 +13,11 @@ dotfiles (code the operator runs next). So COMMAND runs in one of these, the fir
   it; the configuration, the credential's files and the agent socket are covered where a bind would
   show them. Nothing else of the machine is there, whenever it was made: a folder the operator writes
   outside these is absent. COMMAND writes its working directory and what `--writable` adds;
-  `--readable` shows more read-only. A seccomp filter (`reviewer.run.syscall_filter`) refuses it any
+  `--readable` shows more read-only. A seccomp filter (`reviewer.sandbox.syscall_filter`) refuses it any
   Unix socket, so no socket in the file system, made before the run or during it, nor any abstract
   one, can be reached. Its network has only its own loopback, where the gate is served on listeners
-  the relay hands out (`reviewer.run.relay`), and, with `--allow-net`, a proxy to the hosts the
-  operator named (`reviewer.run.egress`); it holds no capability, so it cannot undo a mount, and every
+  the relay hands out (`reviewer.sandbox.relay`), and, with `--allow-net`, a proxy to the hosts the
+  operator named (`reviewer.sandbox.egress`); it holds no capability, so it cannot undo a mount, and every
   process it starts ends with it.
 - `another user`: when `reviewer run` is root and no namespace can be made, COMMAND runs as a uid
   made for this run, which owns nothing and is no other run's; every process of that uid is killed
@@ -47,9 +47,9 @@ from typing import Final, Literal
 
 import reviewer
 from reviewer.queue.config import config_dir, data_dir, token_file
-from reviewer.run.egress import Allowed
-from reviewer.run.errors import RunRefused
-from reviewer.run.syscall_filter import FilterUnavailable, no_unix_sockets
+from reviewer.sandbox.egress import Allowed
+from reviewer.sandbox.errors import SandboxRefused
+from reviewer.sandbox.syscall_filter import FilterUnavailable, no_unix_sockets
 
 SandboxKind = Literal["namespaces", "another user", "none"]
 PROBE_TIMEOUT_SECONDS: Final = 10.0
@@ -143,9 +143,9 @@ class Sandbox:
     host's loopback."""
     allowed_net: tuple[Allowed, ...] = ()
     """`--allow-net`: the HOST:PORTs COMMAND reaches through the proxy at 127.0.0.1:8480
-    (`reviewer.run.egress`), its network's only way out."""
+    (`reviewer.sandbox.egress`), its network's only way out."""
     syscall_filter: bytes | None = field(default=None, repr=False)
-    """The seccomp program bubblewrap loads before COMMAND (`reviewer.run.syscall_filter`); None in
+    """The seccomp program bubblewrap loads before COMMAND (`reviewer.sandbox.syscall_filter`); None in
     `namespaces` only with --allow-weaker-sandbox, where none could be loaded."""
     weaker: str | None = None
     """Why the filter is missing, said at the start of the run."""
@@ -157,7 +157,7 @@ class Sandbox:
 
     def words(self) -> list[str]:
         """The words before COMMAND's `--`: bubblewrap's, behind the launcher that hands it the
-        seccomp filter (`reviewer.run.filtered`); the prefix alone in the other modes."""
+        seccomp filter (`reviewer.sandbox.filtered`); the prefix alone in the other modes."""
         if self.kind == "namespaces" and self.syscall_filter is not None:
             encoded = base64.b64encode(self.syscall_filter).decode("ascii")
             return [sys.executable, "-I", "-S", FILTERED, encoded, *self.prefix]
@@ -340,7 +340,7 @@ def check_reach(reach: Reach, environ: Mapping[str, str]) -> Reach:
     for option, paths in (("--writable", reach.writable), ("--readable", reach.readable)):
         for path in paths:
             if not path.exists():
-                raise RunRefused(f"{option} {str(path)[:200]!r}: no such file or folder")
+                raise SandboxRefused(f"{option} {str(path)[:200]!r}: no such file or folder")
             resolved[option[2:]].append(path.resolve())
     working_dir = reach.working_dir.resolve()
     for path, said in [
@@ -349,7 +349,7 @@ def check_reach(reach: Reach, environ: Mapping[str, str]) -> Reach:
     ]:
         for home in [Path("/"), *homes(environ)]:
             if _within(home, path):
-                raise RunRefused(
+                raise SandboxRefused(
                     f"{said} {str(path)[:200]!r} holds {home}: COMMAND would write your "
                     f"{'files' if home == Path('/') else 'dotfiles, which run at your next login'}. "
                     "Start reviewer run in the agent's own folder (or a folder of its own under your "
@@ -530,7 +530,7 @@ def choose_sandbox(
     and when its seccomp filter cannot be loaded and `allow_weaker` is off. `allowed_net` needs the
     namespaces: it is refused in any other. `another user` is refused a secret any uid may open."""
     if allowed_net and (allow_none or share_network):
-        raise RunRefused(
+        raise SandboxRefused(
             "--allow-net opens COMMAND's own network to the hosts it names; "
             + (
                 "--share-network gives it the machine's whole network instead: choose one"
@@ -555,7 +555,7 @@ def choose_sandbox(
         if refused is None:
             program, weaker = _filter_for(prefix)
             if program is None and not allow_weaker:
-                raise RunRefused(
+                raise SandboxRefused(
                     f"COMMAND's sandbox cannot refuse it Unix sockets here ({weaker}): {NO_FILTER_COST}. "
                     "Install libseccomp, or accept that with --allow-weaker-sandbox"
                 )
@@ -568,18 +568,18 @@ def choose_sandbox(
                 weaker=weaker,
             )
     if allowed_net:
-        raise RunRefused(
+        raise SandboxRefused(
             f"--allow-net needs a network namespace, and none can be made here ({refused}); as another "
             "user COMMAND keeps the machine's whole network"
         )
     if os.geteuid() == 0 and shutil.which("setpriv") is not None:
         if reach.writable:
-            raise RunRefused(
+            raise SandboxRefused(
                 f"no namespace can be made here ({refused}), and as another user COMMAND cannot be "
                 "given --writable paths; leave --writable out or make user namespaces possible"
             )
         if open_files := _open_to_strangers(environ, credential_files):
-            raise RunRefused(
+            raise SandboxRefused(
                 f"no namespace can be made here ({refused}), and as another user COMMAND could open "
                 f"{', '.join(repr(name[:200]) for name in open_files)}, which any user may: make each "
                 "readable by you alone (chmod 600, or its folder 700)"
@@ -590,7 +590,7 @@ def choose_sandbox(
             ("setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"),
             uid=uid,
         )
-    raise RunRefused(
+    raise SandboxRefused(
         f"COMMAND cannot be sandboxed here ({refused}); {NO_SANDBOX_COST}. Install bubblewrap, allow "
         "unprivileged user namespaces, or accept that with --no-sandbox"
     )
