@@ -298,6 +298,13 @@ def credential_header(spec: str, environ: Mapping[str, str] | None = None) -> tu
     return name, f"{prefix.strip()} {secret}" if prefix.strip() else secret
 
 
+def credential_files(specs: Iterable[str]) -> set[str]:
+    """The files `credential_header` reads for these specs (`NAME: [PREFIX ]file:PATH`): what a
+    process the reader starts must not be shown."""
+    sources = (spec.partition(":")[2].strip().rpartition(" ")[2] for spec in specs)
+    return {source[5:] for source in sources if source.startswith("file:") and source[5:]}
+
+
 def credential_variables(specs: Iterable[str]) -> set[str]:
     """The environment variables `credential_header` reads for these specs (`NAME: [PREFIX ]env:VAR`):
     what a process the reader starts must not be given."""

@@ -20,5 +20,9 @@ upstream once, in order, stopping at the first failure (`reviewer.agent.session`
 plan, so a gate restarted between submission and approval runs it from the queue's copy. A call sent
 and never answered (a timeout, an upstream that died) may have been performed: it is never sent again.
 
-The upstream inherits the gate's environment except the agent token, which is the gate's alone.
+The upstream runs in the sandbox `reviewer run` gives its COMMAND (`reviewer.sandbox`): a root of the
+system's folders and what `--writable` and `--readable` hand it, no Unix socket, no network (or the
+machine's, with `--share-network`), none of the gate's processes, and an environment without any
+`REVIEWER_` variable, the agent socket or the audit log's credential. So a server that reads its
+environment, the reviewer's files or its parent's command line finds nothing of the reviewer's.
 """

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from reviewer.audit.options import add_source_options
+from reviewer.sandbox.options import add_sandbox_options
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -76,6 +77,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="how long a call waits for a queue that is away (restarting, upgrading) before it answers "
         "that it is (default 60; the host asks again later)",
     )
+    add_sandbox_options(gate, role="upstream")
     gate.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS...")
     gate.set_defaults(func=_run)
 

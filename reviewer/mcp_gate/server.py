@@ -26,7 +26,7 @@ from reviewer.agent.shaped import shaped_answer
 from reviewer.agent.tools import WriteTool
 from reviewer.agent.waiting import Patience
 from reviewer.audit.checks import check_readable
-from reviewer.audit.inputs import AuditSourceUnreadable, credential_variables
+from reviewer.audit.inputs import AuditSourceUnreadable, credential_files, credential_variables
 from reviewer.audit.options import audit_headers, audit_option
 from reviewer.audit.registry import AuditSource
 from reviewer.mcp_gate.recordings import RecordedCall, RecordingFile, RecordingUnreadable
@@ -50,6 +50,9 @@ from reviewer.plan.placeholders import Reference
 from reviewer.plan.proposal import Proposal, Target
 from reviewer.plan.sanitize import safe_text
 from reviewer.queue.client import QueueClient, QueueError
+from reviewer.sandbox.environment import sandboxed_environment
+from reviewer.sandbox.errors import SandboxRefused
+from reviewer.sandbox.options import sandbox_from_options
 
 GATE_TOOLS: Final = (
     types.Tool(
@@ -359,12 +362,12 @@ def passthrough_handlers(upstream: Upstream, capabilities: types.ServerCapabilit
 
 
 async def serve(options: argparse.Namespace, token: str) -> None:
-    """Start the upstream, then answer the host on stdin/stdout until it closes them."""
-    # The upstream gets neither the agent token nor the audit log's credential.
-    withheld = {AGENT_TOKEN_ENV, *options.audit_variables}
-    environment = {key: value for key, value in os.environ.items() if key not in withheld}
+    """Start the upstream in its sandbox, then answer the host on stdin/stdout until it closes them."""
+    # The upstream gets no variable of the reviewer's, nor the audit log's credential (by name or value).
+    environment = sandboxed_environment(os.environ, options.audit_variables, options.audit_secrets)
+    started = options.sandbox.command_line(options.command)
     upstream = Upstream(
-        StdioServerParameters(command=options.command[0], args=options.command[1:], env=environment),
+        StdioServerParameters(command=started[0], args=started[1:], env=environment),
         timeout=options.upstream_timeout,
     )
     name = upstream_name(options.command, options.name)
@@ -411,18 +414,21 @@ async def serve(options: argparse.Namespace, token: str) -> None:
                 await server.run(read_stream, write_stream, server.create_initialization_options())
     finally:
         await queue.aclose()
+        await anyio.to_thread.run_sync(options.sandbox.end_leftovers)
 
 
-def audit_source_of(options: argparse.Namespace) -> tuple[AuditSource | None, set[str]]:
-    """`--audit KIND:LOCATION` read by `--audit-field` and `--audit-header`, and the variables its
-    credential comes from (withheld from the upstream); a source whose first row cannot be read is
-    refused now, not found out after a plan was recorded."""
+def audit_source_of(options: argparse.Namespace) -> AuditSource | None:
+    """`--audit KIND:LOCATION` read by `--audit-field` and `--audit-header`; a source whose first row
+    cannot be read is refused now, not found out after a plan was recorded. The variables, files and
+    values its credential comes from are kept for the upstream's sandbox to withhold."""
     headers = audit_headers(options.audit_header)
+    options.audit_variables = credential_variables(options.audit_header)
+    options.audit_files = credential_files(options.audit_header)
+    options.audit_secrets = [value.rpartition(" ")[2] for value in headers.values()]
     source = audit_option(options.audit, options.audit_field, headers, stdin_is="the MCP protocol's")
-    if source is None:
-        return None, set()
-    check_readable(source)
-    return source, credential_variables(options.audit_header)
+    if source is not None:
+        check_readable(source)
+    return source
 
 
 def run(options: argparse.Namespace) -> int:
@@ -435,9 +441,11 @@ def run(options: argparse.Namespace) -> int:
         options.policy = load_policy(
             options.tools, options.read or [], options.effect or [], options.trust_read_only_hints
         )
-        options.audit_source, options.audit_variables = audit_source_of(options)
-    except (TrustConfigError, ValueError, AuditSourceUnreadable) as error:
+        options.audit_source = audit_source_of(options)
+        options.sandbox = sandbox_from_options(options, os.environ, options.audit_files, role="upstream")
+    except (TrustConfigError, ValueError, AuditSourceUnreadable, SandboxRefused) as error:
         print(f"reviewer mcp-gate: {error}", file=sys.stderr)
         return 2
+    print(f"reviewer mcp-gate: {options.sandbox.describe()}", file=sys.stderr, flush=True)
     anyio.run(serve, options, token)
     return 0

@@ -120,7 +120,9 @@ class Upstream:
                 await self.closing.wait()
         except Exception as error:  # any failure to start is reported to the host
             self.failure = (
-                f"the upstream server could not be started or stopped answering: {_describe(error)}"
+                self.no_answer()
+                if not self.ready.is_set() and _timed_out(error)
+                else f"the upstream server could not be started or stopped answering: {_describe(error)}"
             )
         finally:
             self.client = None
@@ -148,12 +150,15 @@ class Upstream:
                 f"the upstream server could not list its tools: {_describe(error)}"
             ) from None
 
+    def no_answer(self) -> str:
+        return f"the upstream server did not answer within {self.timeout:g} s"
+
     async def connected(self) -> Client:
         """The live client, or `UpstreamFailed` saying why there is none (waiting at most `timeout`)."""
         with anyio.move_on_after(self.timeout):
             await self.ready.wait()
         if not self.ready.is_set():
-            raise UpstreamFailed(f"the upstream server did not answer within {self.timeout:g} s")
+            raise UpstreamFailed(self.no_answer())
         if self.client is None or self.failure is not None:
             raise UpstreamFailed(self.failure or "the upstream server is not connected")
         return self.client
@@ -177,6 +182,14 @@ class Upstream:
             ) from error
         except Exception as error:  # a crash mid-call is reported, not raised raw
             raise UpstreamNoAnswer(f"the upstream server failed during {name}: {_describe(error)}") from error
+
+
+def _timed_out(error: BaseException) -> bool:
+    """Whether `error` (or one in its group) is a request the upstream did not answer in time: its
+    start-up, told as the gate's own wait for it is, whichever of the two bounds ends first."""
+    if isinstance(error, BaseExceptionGroup):
+        return any(_timed_out(inner) for inner in error.exceptions)
+    return isinstance(error, MCPError) and error.error.code == types.REQUEST_TIMEOUT
 
 
 def _describe(error: BaseException) -> str:

@@ -7,10 +7,10 @@ import asyncio
 import os
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reviewer.audit.options import add_source_options
+from reviewer.sandbox.options import add_sandbox_options
 
 if TYPE_CHECKING:
     from reviewer.agent.sandbox_check import SandboxCheck
@@ -151,53 +151,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "REVIEWER_FEEDBACK holding their words and submit the next revision, up to N in all (default 1: "
         "a request for changes ends the run)",
     )
-    parser.add_argument(
-        "--writable",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="a file or folder COMMAND may write besides its working directory (repeatable); it may not "
-        "hold your home",
-    )
-    parser.add_argument(
-        "--readable",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="a file or folder COMMAND may read where the sandbox does not show it (the sandbox shows "
-        "the system's /usr, /etc's needed files and the working directory), e.g. under your home or in "
-        "/opt (repeatable); read-only",
-    )
-    parser.add_argument(
-        "--share-network",
-        action="store_true",
-        help="keep the machine's network in the sandbox (an agent that calls its model's API): COMMAND "
-        "then reaches the host's loopback services too, and the gate's URL holds a secret; by default its "
-        "network holds the gate alone",
-    )
-    parser.add_argument(
-        "--allow-net",
-        action="append",
-        default=[],
-        metavar="HOST:PORT",
-        help="a host COMMAND may reach from its own network (repeatable), e.g. api.openai.com:443 for "
-        "its model's API: through an HTTP CONNECT proxy at 127.0.0.1:8480 (HTTPS_PROXY is set) that tunnels "
-        "CONNECT to the named HOST:PORTs only, never to a name that resolves to a loopback or private "
-        "address unless named as an IP address or localhost; plain HTTP is refused",
-    )
-    parser.add_argument(
-        "--allow-weaker-sandbox",
-        action="store_true",
-        help="run COMMAND in the namespaces even where its seccomp filter cannot be loaded (no libseccomp, "
-        "or a kernel or bubblewrap without seccomp): COMMAND may then open Unix sockets, and reach one made "
-        "after the run starts in a folder it sees",
-    )
-    parser.add_argument(
-        "--no-sandbox",
-        action="store_true",
-        help="run COMMAND as your user, unsandboxed, where no sandbox can be made: it can then read the "
-        "environment of every process it descends from, the reviewer's configuration and the agent socket",
-    )
+    add_sandbox_options(parser, role="agent")
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS...")
     parser.set_defaults(func=_run)
 
@@ -217,10 +171,9 @@ def _run(options: argparse.Namespace) -> int:
     )
     from reviewer.run.runner import RunSettings, run
     from reviewer.run.sealed import make_undumpable, scrub_initial_environment
-    from reviewer.sandbox.egress import parse_host_port
     from reviewer.sandbox.environment import withheld_variables
     from reviewer.sandbox.errors import SandboxRefused
-    from reviewer.sandbox.modes import Reach, choose_sandbox
+    from reviewer.sandbox.options import sandbox_from_options
 
     command = list(options.command)
     if command and command[0] == "--":
@@ -262,26 +215,7 @@ def _run(options: argparse.Namespace) -> int:
         # No secret stays in this process's initial environment, and no process of this user may read it.
         make_undumpable()
         scrub_initial_environment(withheld_variables(environ, withheld.from_env, withheld.secrets))
-        if options.no_sandbox and (options.writable or options.readable):
-            raise RunRefused("--writable and --readable shape the sandbox; --no-sandbox has none")
-        try:
-            allowed_net = sorted({parse_host_port(value) for value in options.allow_net})
-        except ValueError as error:
-            raise RunRefused(str(error)) from None
-        reach = Reach(
-            Path.cwd(),
-            tuple(Path(path) for path in options.writable),
-            tuple(Path(path) for path in options.readable),
-        )
-        sandbox = choose_sandbox(
-            environ,
-            withheld.from_files,
-            allow_none=options.no_sandbox,
-            reach=reach,
-            share_network=options.share_network,
-            allowed_net=allowed_net,
-            allow_weaker=options.allow_weaker_sandbox,
-        )
+        sandbox = sandbox_from_options(options, environ, withheld.from_files, role="agent")
         print(f"reviewer run: {sandbox.describe()}", file=sys.stderr, flush=True)
         settings = RunSettings(
             api=check_api_url(options.api),

@@ -52,6 +52,7 @@ from reviewer.sandbox.errors import SandboxRefused
 from reviewer.sandbox.syscall_filter import FilterUnavailable, no_unix_sockets
 
 SandboxKind = Literal["namespaces", "another user", "none"]
+Role = Literal["agent", "upstream"]
 PROBE_TIMEOUT_SECONDS: Final = 10.0
 PRIVATE_FOLDERS: Final = ("/tmp", "/var/tmp", "/run", "/dev/shm")
 """Empty in the sandbox: where tmux, screen, D-Bus, ssh-agent and gpg-agent keep their sockets."""
@@ -149,6 +150,9 @@ class Sandbox:
     `namespaces` only with --allow-weaker-sandbox, where none could be loaded."""
     weaker: str | None = None
     """Why the filter is missing, said at the start of the run."""
+    role: Role = "agent"
+    """`agent`: `reviewer run`'s COMMAND, which writes the folder it was started in and reaches the
+    gate; `upstream`: mcp-gate's server, which has neither."""
 
     @property
     def private_network(self) -> bool:
@@ -163,16 +167,20 @@ class Sandbox:
             return [sys.executable, "-I", "-S", FILTERED, encoded, *self.prefix]
         return list(self.prefix)
 
+    def command_line(self, command: Sequence[str]) -> list[str]:
+        """The command line that starts COMMAND where it needs no descriptor handed to it (no service
+        on its own loopback): any spawner can start it."""
+        if self.kind != "namespaces":
+            return [*self.words(), *command]
+        return [*self.words(), "--", *command]
+
     @contextlib.contextmanager
     def launch(self, command: Sequence[str], inner_ports: Sequence[int] = ()) -> Iterator[Launch]:
         """The command line that starts COMMAND, and the descriptor it inherits where it has a network
         of its own with services on `inner_ports`: the relay's end of the socket it hands their
         listeners out through. Closed when the block ends."""
-        if self.kind != "namespaces":
-            yield Launch([*self.words(), *command])
-            return
         if not (self.private_network and inner_ports):
-            yield Launch([*self.words(), "--", *command])
+            yield Launch(self.command_line(command))
             return
         ours, theirs = socket.socketpair()
         relay_end = theirs.detach()
@@ -191,14 +199,15 @@ class Sandbox:
     def describe(self) -> str:
         """One line for the start of a run: the mode, and what it keeps from COMMAND."""
         if self.kind == "namespaces":
+            gate = "the gate and, " if self.role == "agent" else ""
             network = (
                 "the machine's network (--share-network: the host's loopback services too, and on a "
                 "cloud instance its metadata address, which hands out the instance's own credentials; "
                 "the gate behind a secret)"
                 if self.shared_network
-                else f"no network but the gate and, through a proxy (HTTPS_PROXY), {allowed}"
+                else f"no network but {gate}through a proxy (HTTPS_PROXY), {allowed}"
                 if (allowed := ", ".join(str(host) for host in self.allowed_net))
-                else "no network but the gate"
+                else f"no network{' but the gate' if self.role == 'agent' else ''}"
             )
             sockets = (
                 "no Unix socket (seccomp)"
@@ -208,7 +217,8 @@ class Sandbox:
             return (
                 "sandbox: namespaces (bubblewrap): a root of the system's /usr and /etc's needed files, "
                 f"read-only, private /tmp, /run and /dev/shm, your home hidden, {sockets}, {network}; "
-                "COMMAND writes its working directory and --writable paths only"
+                f"COMMAND writes {'its working directory and ' if self.role == 'agent' else ''}"
+                "--writable paths only"
             )
         if self.kind == "another user":
             return (
@@ -326,11 +336,14 @@ def _within(path: Path, folder: Path) -> bool:
 
 @dataclass(frozen=True)
 class Reach:
-    """What the operator hands COMMAND in the `namespaces` sandbox."""
+    """What the operator hands COMMAND in the `namespaces` sandbox: the folder it writes and starts in
+    (`reviewer run`'s working directory; none for mcp-gate's upstream, which then starts in `start_in`
+    where the sandbox shows it, else in /), and what `--writable` and `--readable` add."""
 
-    working_dir: Path
+    working_dir: Path | None
     writable: tuple[Path, ...] = ()
     readable: tuple[Path, ...] = ()
+    start_in: Path | None = None
 
 
 def check_reach(reach: Reach, environ: Mapping[str, str]) -> Reach:
@@ -342,9 +355,9 @@ def check_reach(reach: Reach, environ: Mapping[str, str]) -> Reach:
             if not path.exists():
                 raise SandboxRefused(f"{option} {str(path)[:200]!r}: no such file or folder")
             resolved[option[2:]].append(path.resolve())
-    working_dir = reach.working_dir.resolve()
+    working_dir = reach.working_dir.resolve() if reach.working_dir is not None else None
     for path, said in [
-        (working_dir, "the working directory"),
+        *([(working_dir, "the working directory")] if working_dir is not None else []),
         *((p, "--writable") for p in resolved["writable"]),
     ]:
         for home in [Path("/"), *homes(environ)]:
@@ -352,10 +365,10 @@ def check_reach(reach: Reach, environ: Mapping[str, str]) -> Reach:
                 raise SandboxRefused(
                     f"{said} {str(path)[:200]!r} holds {home}: COMMAND would write your "
                     f"{'files' if home == Path('/') else 'dotfiles, which run at your next login'}. "
-                    "Start reviewer run in the agent's own folder (or a folder of its own under your "
-                    "home)"
+                    "Start it in the agent's own folder (or a folder of its own under your home)"
                 )
-    return Reach(working_dir, tuple(resolved["writable"]), tuple(resolved["readable"]))
+    start_in = reach.start_in.resolve() if reach.start_in is not None else None
+    return Reach(working_dir, tuple(resolved["writable"]), tuple(resolved["readable"]), start_in)
 
 
 def namespace_prefix(
@@ -390,10 +403,10 @@ def namespace_prefix(
     ]
     for folder in (*PRIVATE_FOLDERS, *(str(path) for path in home)):
         words += ["--tmpfs", folder]
-    binds = [(reach.working_dir, "--bind")]
+    binds = [(reach.working_dir, "--bind")] if reach.working_dir is not None else []
     binds += [(path, "--bind") for path in reach.writable]
     binds += [(path, "--ro-bind") for path in reach.readable]
-    writable = {reach.working_dir, *reach.writable}
+    writable = {*written_folders(reach)}
     binds += [(path, "--ro-bind") for path in _outermost(installation, writable)]
     for path, how in sorted(binds, key=lambda bind: len(bind[0].parts)):
         words += [how, str(path), str(path)]
@@ -407,8 +420,22 @@ def namespace_prefix(
             words += ["--tmpfs", str(path)]
         else:
             words += ["--ro-bind", "/dev/null", str(path)]
-    words += ["--chdir", str(reach.working_dir)]
+    words += ["--chdir", str(_start_folder(reach, bound))]
     return tuple(words)
+
+
+def written_folders(reach: Reach) -> list[Path]:
+    """The folders COMMAND writes: its working directory, if any, and `--writable`'s."""
+    return [*([reach.working_dir] if reach.working_dir is not None else []), *reach.writable]
+
+
+def _start_folder(reach: Reach, bound: Sequence[Path]) -> Path:
+    """Where COMMAND starts: its working directory, else `start_in` where the sandbox shows it, else /."""
+    if reach.working_dir is not None:
+        return reach.working_dir
+    if reach.start_in is not None and _visible(reach.start_in, bound):
+        return reach.start_in
+    return Path("/")
 
 
 def system_binds(root: Path = Path("/")) -> list[str]:
@@ -525,6 +552,7 @@ def choose_sandbox(
     share_network: bool = False,
     allowed_net: Sequence[Allowed] = (),
     allow_weaker: bool = False,
+    role: Role = "agent",
 ) -> Sandbox:
     """The strongest sandbox this machine allows; refused when there is none and `allow_none` is off,
     and when its seccomp filter cannot be loaded and `allow_weaker` is off. `allowed_net` needs the
@@ -566,6 +594,7 @@ def choose_sandbox(
                 allowed_net=tuple(allowed_net),
                 syscall_filter=program,
                 weaker=weaker,
+                role=role,
             )
     if allowed_net:
         raise SandboxRefused(

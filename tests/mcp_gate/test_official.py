@@ -38,7 +38,10 @@ def server(name: str) -> str:
     return str(path)
 
 
-def gate(queue: Queue, upstream: list[str], *flags: str, env: dict[str, str] | None = None) -> Client:
+def gate(
+    queue: Queue, upstream: list[str], *flags: str, writable: Path, env: dict[str, str] | None = None
+) -> Client:
+    """The gate a host starts, the upstream in its sandbox writing `writable` alone."""
     parameters = StdioServerParameters(
         command=sys.executable,
         args=[
@@ -50,6 +53,8 @@ def gate(queue: Queue, upstream: list[str], *flags: str, env: dict[str, str] | N
             "--upstream-timeout",
             "30",
             *flags,
+            "--writable",
+            str(writable),
             "--",
             *upstream,
         ],
@@ -79,7 +84,7 @@ def test_filesystem_writes_nothing_before_approval_and_each_write_once_after_a_r
     flags = ("--name", "files", "--environment", "staging", "--read", "read_text_file")
 
     async def scenario() -> tuple[str, dict[str, Any]]:
-        async with gate(queue, upstream, *flags) as host:
+        async with gate(queue, upstream, *flags, writable=root) as host:
             read = await host.call_tool("read_text_file", {"path": str(root / "notes.txt")})
             assert read.structured_content == {"content": "old notes\n"}  # an operator-named read passes
             listing = await host.call_tool("list_directory", {"path": str(root)})  # hinted only: gated
@@ -101,7 +106,7 @@ def test_filesystem_writes_nothing_before_approval_and_each_write_once_after_a_r
         ]
         assert seen.target.api == "mcp:files" and seen.target.environment == "staging"
         assert root.joinpath("sub").exists() is False
-        async with gate(queue, upstream, *flags) as host:  # the host reloaded its servers
+        async with gate(queue, upstream, *flags, writable=root) as host:  # the host reloaded its servers
             executed = answer(await host.call_tool("reviewer_plan_status", {"proposal_id": proposal_id}))
             again = answer(await host.call_tool("reviewer_plan_status", {"proposal_id": proposal_id}))
             assert again == executed
@@ -125,7 +130,7 @@ def test_memory_chains_into_an_array_result_after_a_restart_and_serves_its_resou
     flags = ("--name", "memory", "--trust-read-only-hints")
 
     async def scenario() -> dict[str, Any]:
-        async with gate(queue, upstream, *flags, env=env) as host:
+        async with gate(queue, upstream, *flags, writable=tmp_path, env=env) as host:
             resources = await host.list_resources()
             assert [resource.uri for resource in resources.resources] == ["memory://knowledge-graph"]
             created = await host.call_tool(
@@ -144,7 +149,7 @@ def test_memory_chains_into_an_array_result_after_a_restart_and_serves_its_resou
             ]
         assert not memory.exists() or "Ada" not in memory.read_text()
         await reviewer_decides(queue.url, queue.reviewer_token, proposal_id, "approve")
-        async with gate(queue, upstream, *flags, env=env) as host:
+        async with gate(queue, upstream, *flags, writable=tmp_path, env=env) as host:
             executed = answer(await host.call_tool("reviewer_plan_status", {"proposal_id": proposal_id}))
             read = await host.read_resource("memory://knowledge-graph")
             assert "wrote the first program" in read.contents[0].text

@@ -70,7 +70,8 @@ def test_logging_subscriptions_and_completions_answer_through_the_gate_as_bare(
 ) -> None:
     bare_log, gated_log = tmp_path / "bare.log", tmp_path / "gated.log"
     bare = run(UPSTREAM, bare_log, queue)
-    gate = [sys.executable, "-m", "reviewer", "mcp-gate", "--queue", queue.url, "--", *UPSTREAM]
+    gate = [sys.executable, "-m", "reviewer", "mcp-gate", "--queue", queue.url, "--writable", str(tmp_path)]
+    gate += ["--", *UPSTREAM]
     gated = run(gate, gated_log, queue)
 
     assert bare == {"logging": True, "subscribe": True, "completions": True, "completed": ["green", "grey"]}

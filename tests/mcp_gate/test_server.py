@@ -78,6 +78,9 @@ def gate(
             f"{upstream_timeout:g}",
             *audit,
             *trust,
+            # The upstream's sandbox: it writes its log (and the API's) in the test's folder alone.
+            "--writable",
+            str(log.parent),
             "--",
             sys.executable,
             str(UPSTREAM),

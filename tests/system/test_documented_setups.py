@@ -485,7 +485,8 @@ def test_mcp_gate_host_configuration_gates_the_filesystem_server_until_a_reviewe
     for placeholder, value in {
         "https://queue.example.internal": url,
         "/etc/reviewer/mcp-tools.toml": str(tools),
-        "npx -y @modelcontextprotocol/server-filesystem": official_server("mcp-server-filesystem"),
+        "/opt/mcp-servers/node_modules/.bin/mcp-server-filesystem": official_server("mcp-server-filesystem"),
+        "/opt/mcp-servers": str(Path(official_server("mcp-server-filesystem")).parents[2]),
         "/srv/docs": str(root),
     }.items():
         assert placeholder in arguments, placeholder
