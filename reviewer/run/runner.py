@@ -283,6 +283,11 @@ async def plan_until_decided(
         return 1
 
 
+def failed_note(ended: ChildExit, settings: RunSettings) -> str:
+    """What the sandbox's network let COMMAND reach, after it exited non-zero on its own."""
+    return settings.sandbox.network_note() if ended.returncode not in (0, None) else ""
+
+
 async def dry_run(
     gate: Gate,
     http_gate: HttpGate,
@@ -304,7 +309,7 @@ async def dry_run(
     if http_gate.spoiled is not None:
         raise DryRunSpoiled(f"the dry run was stopped: {http_gate.spoiled}")
     if not ended.ok:
-        raise ChildFailed(f"{ended.describe(settings.timeout)} in the dry run")
+        raise ChildFailed(f"{ended.describe(settings.timeout)} in the dry run{failed_note(ended, settings)}")
     if not recording.calls:
         say("COMMAND made no write: there is no plan to review, nothing was submitted")
         return None
@@ -360,7 +365,9 @@ async def decide_and_run(
         finally:
             http_gate.mode = None
         if not ended.ok and getattr(execution, "stop", None) is None:
-            raise ChildFailed(f"{ended.describe(settings.timeout)} in the real run")
+            raise ChildFailed(
+                f"{ended.describe(settings.timeout)} in the real run{failed_note(ended, settings)}"
+            )
 
     try:
         execution = await gate.execute(approval, task=rerun if settings.rerun else None)

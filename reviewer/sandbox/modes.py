@@ -229,6 +229,20 @@ class Sandbox:
             )
         return f"sandbox: none (--no-sandbox): {NO_SANDBOX_COST}"
 
+    def network_note(self) -> str:
+        """Said when COMMAND fails where its network is its own: what it could reach, since a client
+        that ignores the proxy variables meets only a missing route, which nothing outside sees."""
+        if not self.private_network:
+            return ""
+        through = ", ".join(str(host) for host in self.allowed_net)
+        reach = f"{'the gate' if self.role == 'agent' else 'nothing'}" + (
+            f" and, through the proxy in HTTPS_PROXY, {through}" if through else ""
+        )
+        return (
+            f" (its network holds {reach}: a connection elsewhere, or by a client that ignores the proxy "
+            "variables, finds no route and no name)"
+        )
+
     def end_leftovers(self) -> None:
         """Kill what COMMAND left running: every process of `another user`'s uid. (In `namespaces`
         the kernel ends the PID namespace with COMMAND.)"""

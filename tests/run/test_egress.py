@@ -246,6 +246,24 @@ def test_without_the_proxy_the_child_reaches_nothing(sandboxed: tuple[dict[str, 
     assert found["direct"] == ["ConnectionRefusedError"] * 3
 
 
+def test_a_child_whose_client_ignores_the_proxy_is_told_what_its_network_holds(
+    queue: Queue, _sample_api_process: SampleApi, echo: int
+) -> None:
+    """curl told to ignore the proxy finds nothing; its own error is all it sees, and the run's line
+    names what the network holds, the allowed host through the proxy."""
+    direct = f"curl --noproxy '*' -sS -m 5 http://127.0.0.1:{echo}/; exit 7"
+    run = start_run(
+        queue, _sample_api_process, "--allow-net", f"127.0.0.1:{echo}", command=["sh", "-c", direct]
+    )
+    status, stderr = run.finish()
+    assert status == 1 and "Failed to connect to 127.0.0.1" in stderr, stderr
+    assert (
+        "COMMAND exited with status 7 in the dry run (its network holds the gate and, through the proxy in "
+        f"HTTPS_PROXY, 127.0.0.1:{echo}: a connection elsewhere, or by a client that ignores the proxy "
+        "variables, finds no route and no name); nothing was submitted"
+    ) in stderr
+
+
 def test_the_childs_environment_sends_its_clients_through_the_proxy(
     sandboxed: tuple[dict[str, Any], str],
 ) -> None:
