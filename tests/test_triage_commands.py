@@ -249,3 +249,26 @@ def test_review_takes_the_start_of_an_id(queue: tuple[Service, Actors]) -> None:
     result = run(queue, "review", word)
     assert result.returncode == 1 and f"'{word}' begins 2 proposal ids" in result.stderr, result.stderr
     assert asyncio.run(_whole_id(Settings("http://127.0.0.1:9", token), word)) == word
+
+
+def test_show_counts_calls_of_unknown_effect_and_reads_apart_never_as_creates() -> None:
+    """`reviewer show` and `list` word each kind: an MCP tool that says nothing of itself is an
+    effect unknown, a read is a read."""
+    import json as json_module
+
+    from reviewer.plan.proposal import parse_proposal
+    from reviewer.queue.overview import QueueFacts, counts, summarize
+    from tests.builders import proposal_document
+
+    calls = [
+        {"tool": tool, "effect": effect, "args": {}, "outcome": {"status": "ok"}}
+        for tool, effect in [("open", "create"), ("query", "other"), ("run_sql", "other"), ("list", "read")]
+    ]
+    proposal = parse_proposal(json_module.dumps(proposal_document(calls, via="record")))
+    facts = QueueFacts(
+        plan_sha256="0" * 64, proposed_by="agent", submitted_at="now", latest_revision=1, state="pending"
+    )
+    assert (
+        counts(summarize(proposal, facts))
+        == "4 calls, 1 create, 0 update, 0 delete, 2 effect unknown, 1 read"
+    )

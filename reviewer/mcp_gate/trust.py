@@ -27,6 +27,16 @@ READ_ONLY_CAUTION: Final = (
     "the upstream hints readOnlyHint, which the operator has not confirmed (--read): gated as a call "
     "whose effect is not known"
 )
+UNKNOWN_CAUTION: Final = (
+    "effect unknown: the upstream says nothing of what this call does (no destructiveHint: false), and "
+    "the operator has not named it (--effect): it may create, change or delete anything it reaches"
+)
+IDEMPOTENT_NOTE: Final = (
+    "the upstream hints idempotentHint: calling it again with the same arguments does nothing more"
+)
+OPEN_WORLD_NOTE: Final = (
+    "the upstream hints openWorldHint: it acts on things outside the server (the web, another system)"
+)
 
 
 @dataclass(frozen=True)
@@ -57,24 +67,36 @@ class TrustPolicy:
         )
 
     def effect_of(self, tool: types.Tool) -> Effect:
-        """What a gated call of `tool` does, for the reviewer, never more than the evidence says."""
+        """What a gated call of `tool` does, for the reviewer, never more than the evidence says: a
+        create only for a tool that says it adds and destroys nothing (`destructiveHint: false`), an
+        update for one that says it may destroy, else `other`, an effect unknown."""
         if tool.name in self.effects:
             return self.effects[tool.name]
         if self._destructive(tool):
             return "update"
-        if tool.annotations is not None and tool.annotations.read_only_hint is True:
-            return "other"  # it claims to write nothing: not a create, and not a read until the operator says
-        return "create"
+        hints = tool.annotations
+        if hints is not None and hints.destructive_hint is False and hints.read_only_hint is not True:
+            return "create"
+        return "other"  # it claims to write nothing, or says nothing: not a read until the operator says
 
     def caution_of(self, tool: types.Tool) -> str:
-        """What the reviewer is told of each call beyond its effect (a destructive or read-only hint)."""
+        """What the reviewer is told of each call beyond its effect: why the effect is what it is (a
+        destructive or read-only hint, or none at all), and the idempotent and open-world hints."""
         if tool.name in self.effects:
             return ""
+        hints = tool.annotations
+        said = []
         if self._destructive(tool):
-            return DESTRUCTIVE_CAUTION
-        if tool.annotations is not None and tool.annotations.read_only_hint is True:
-            return READ_ONLY_CAUTION
-        return ""
+            said.append(DESTRUCTIVE_CAUTION)
+        elif hints is not None and hints.read_only_hint is True:
+            said.append(READ_ONLY_CAUTION)
+        elif self.effect_of(tool) == "other":
+            said.append(UNKNOWN_CAUTION)
+        if hints is not None and hints.idempotent_hint is True:
+            said.append(IDEMPOTENT_NOTE)
+        if hints is not None and hints.open_world_hint is True:
+            said.append(OPEN_WORLD_NOTE)
+        return "; ".join(said)
 
     def destructive(self, tool: types.Tool) -> bool:
         """Whether its calls are marked destructive: the operator's `--effect TOOL=delete`, or the

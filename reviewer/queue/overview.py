@@ -42,7 +42,9 @@ class PlanSummary:
     creates: int
     updates: int
     deletes: int
-    other: int
+    reads: int
+    unknown: int
+    """Calls whose effect nobody knows (an MCP tool that says nothing of itself): never creates."""
     alarms: list[str]
     plan_sha256: str
     """The queue's digest of this revision: the one `reviewer approve` must name."""
@@ -106,7 +108,8 @@ def summarize(proposal: Proposal, facts: QueueFacts, analysis: Analysis | None =
         creates=ratios.creates,
         updates=ratios.updates,
         deletes=ratios.deletes,
-        other=ratios.reads + ratios.other,
+        reads=ratios.reads,
+        unknown=ratios.other,
         alarms=list(analysis.alarms),
         plan_sha256=facts.plan_sha256,
         digest_matches=plan_sha256(proposal) == facts.plan_sha256,
@@ -185,8 +188,10 @@ def counts(summary: PlanSummary) -> str:
         f"{summary.updates:,} update",
         f"{summary.deletes:,} delete",
     ]
-    if summary.other:
-        parts.append(f"{summary.other:,} other")
+    if summary.unknown:
+        parts.append(f"{summary.unknown:,} effect unknown")
+    if summary.reads:
+        parts.append(f"{summary.reads:,} read")
     return ", ".join(parts)
 
 

@@ -159,12 +159,13 @@ def test_writes_reach_the_upstream_only_after_approval_once_in_order(queue: Queu
 
             seen = await reviewer_decides(queue.url, queue.reviewer_token, proposal_id, "approve")
             assert [(call.tool, call.effect) for call in seen.calls] == [
-                ("open_ticket", "create"),  # no destructive hint: additive
+                ("open_ticket", "other"),  # no annotation at all: an effect unknown, never a create
                 ("close_ticket", "update"),  # the operator's word
                 ("close_ticket", "update"),
                 ("delete_ticket", "delete"),
             ]
             assert seen.dry_run.via == "record" and seen.calls[0].args == {"title": "Printer on fire"}
+            assert "effect unknown" in (seen.calls[0].outcome.message or "")
             assert [call.destructive for call in seen.calls] == [False, False, False, True]
 
             executed = answer(await host.call_tool("reviewer_plan_status", {"proposal_id": proposal_id}))

@@ -12,7 +12,15 @@ pytest.importorskip("mcp")
 import mcp_types as types
 
 from reviewer.agent.shaped import shaped_answer
-from reviewer.mcp_gate.trust import DESTRUCTIVE_CAUTION, TrustConfigError, TrustPolicy, load_policy
+from reviewer.mcp_gate.trust import (
+    DESTRUCTIVE_CAUTION,
+    IDEMPOTENT_NOTE,
+    OPEN_WORLD_NOTE,
+    UNKNOWN_CAUTION,
+    TrustConfigError,
+    TrustPolicy,
+    load_policy,
+)
 
 
 def tool(name: str, **hints: bool) -> types.Tool:
@@ -28,6 +36,7 @@ LIAR = tool("purge", read_only_hint=True, destructive_hint=True)
 WRITE_FILE = tool("write_file", destructive_hint=True, idempotent_hint=True)
 CREATE = tool("create_entities", destructive_hint=False)
 PLAIN = tool("open_ticket")
+FETCH = tool("fetch_and_store", open_world_hint=True)
 
 
 def test_by_default_nothing_passes_whatever_the_hints() -> None:
@@ -46,13 +55,18 @@ def test_the_operators_effect_wins_over_every_hint_and_read_over_none() -> None:
     assert policy.passes(PLAIN)
 
 
-def test_effects_from_hints_never_overstate() -> None:
-    """An additive tool is a create; a destructive hint is an update that may overwrite, never a
-    delete; only the operator says delete (and then no caution is added to the word)."""
+def test_effects_from_hints_never_overstate_nor_understate() -> None:
+    """A tool that says it only adds is a create; a destructive hint is an update that may overwrite,
+    never a delete; a tool that says nothing is an effect unknown, never a create (it may be a DELETE
+    FROM items); only the operator says delete (and then no caution is added to the word). The
+    idempotent and open-world hints are told too."""
     policy = TrustPolicy()
-    assert policy.effect_of(CREATE) == policy.effect_of(PLAIN) == "create"
-    assert policy.effect_of(WRITE_FILE) == "update" and policy.caution_of(WRITE_FILE) == DESTRUCTIVE_CAUTION
-    assert policy.caution_of(CREATE) == ""
+    assert policy.effect_of(CREATE) == "create" and policy.caution_of(CREATE) == ""
+    assert policy.effect_of(PLAIN) == policy.effect_of(FETCH) == "other"
+    assert policy.caution_of(PLAIN) == UNKNOWN_CAUTION and "effect unknown" in UNKNOWN_CAUTION
+    assert policy.caution_of(FETCH) == f"{UNKNOWN_CAUTION}; {OPEN_WORLD_NOTE}"
+    assert policy.effect_of(WRITE_FILE) == "update"
+    assert policy.caution_of(WRITE_FILE) == f"{DESTRUCTIVE_CAUTION}; {IDEMPOTENT_NOTE}"
     assert policy.effect_of(READ_ONLY) == "other" and "readOnlyHint" in policy.caution_of(READ_ONLY)
     told = TrustPolicy(effects={"write_file": "delete"})
     assert told.effect_of(WRITE_FILE) == "delete" and told.caution_of(WRITE_FILE) == ""

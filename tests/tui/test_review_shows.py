@@ -28,9 +28,9 @@ def test_a_count_is_compacted_never_cut(count: int, shown: str) -> None:
     assert compact(count) == shown
 
 
-def bulk_plan(folder: Path, creates: int, updates: int, deletes: int) -> None:
-    """A server plan of that many creates, updates and deletes, all validated."""
-    effects = ["create"] * creates + ["update"] * updates + ["delete"] * deletes
+def bulk_plan(folder: Path, creates: int, updates: int, deletes: int, unknown: int = 0) -> None:
+    """A server plan of that many creates, updates, deletes and calls of unknown effect, all validated."""
+    effects = ["create"] * creates + ["update"] * updates + ["delete"] * deletes + ["other"] * unknown
     calls = [
         {"seq": seq, "tool": f"{effect}_ticket", "effect": effect, "args": {"id": f"t{seq}"},
          "outcome": {"status": "ok", "http_status": 200}}
@@ -61,6 +61,16 @@ async def test_a_thousand_of_each_effect_fit_whole_and_a_delete_gets_its_mark(tm
         assert "!" in mark, "a plan that deletes 1,000 records is marked"
         detail = str(app.screen.query_one("#queue-detail", Static).render())
         assert "3,000 calls, 1,000 create, 1,000 update, 1,000 delete" in detail
+
+
+async def test_calls_whose_effect_nobody_knows_are_counted_as_such_never_as_creates(tmp_path: Path) -> None:
+    """An MCP tool that says nothing of itself is recorded as `other`: the summary names it."""
+    bulk_plan(tmp_path, 1, 0, 0, unknown=8)
+    app = ReviewerApp(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until_loaded(pilot)
+        detail = str(app.screen.query_one("#queue-detail", Static).render())
+        assert "9 calls, 1 create, 0 update, 0 delete, 8 effect unknown" in detail
 
 
 async def test_a_plan_without_deletes_or_alarms_has_no_mark(tmp_path: Path) -> None:

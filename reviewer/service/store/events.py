@@ -124,7 +124,8 @@ def plan_reading(proposal: Proposal) -> dict[str, Any]:
             (ratios.creates, "create"),
             (ratios.updates, "update"),
             (ratios.deletes, "delete"),
-            (counts["other"], "other call"),
+            (ratios.other, "unknown-effect call"),
+            (ratios.reads, "read"),
         )
         if number
     )

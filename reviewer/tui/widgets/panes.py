@@ -300,8 +300,10 @@ def summary_counts(analysis: Analysis) -> str:
         f"{ratios.updates:,} update",
         f"{ratios.deletes:,} delete",
     ]
-    if ratios.reads + ratios.other:
-        parts.append(f"{ratios.reads + ratios.other:,} other")
+    if ratios.other:
+        parts.append(f"{ratios.other:,} effect unknown")
+    if ratios.reads:
+        parts.append(f"{ratios.reads:,} read")
     marked = ratios.destructive - ratios.deletes
     if marked:
         parts.append(f"{marked:,} more destructive")
