@@ -111,8 +111,9 @@ class RecordingFile:
             others = [call for call in document["calls"] if call.get("owner") != self.owner]
             if others:
                 self._write({**document, "calls": others})
-            else:
+            else:  # nothing left to keep: no file stays behind, the lock's included
                 self.path.unlink(missing_ok=True)
+                self._lock_path.unlink(missing_ok=True)
         for held in self._alive:
             held.close()
         self._alive.clear()
@@ -123,14 +124,25 @@ class RecordingFile:
         """Where a recording this release cannot read is moved when a gate next records a call."""
         return self.path.with_name(f"{self.path.name}.unreadable")
 
+    @property
+    def _lock_path(self) -> Path:
+        return self.path.with_name(f".{self.path.name}.lock")
+
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        descriptor = os.open(self.path.with_name(f".{self.path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(descriptor)  # releases the lock
+        """An exclusive lock of the lock file, which the last gate to clear its calls removes: a lock
+        taken on a file removed meanwhile is let go and taken again on the one in its place."""
+        while True:
+            descriptor = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX)
+                if os.path.exists(self._lock_path) and os.path.samestat(
+                    os.fstat(descriptor), os.stat(self._lock_path)
+                ):
+                    yield
+                    return
+            finally:
+                os.close(descriptor)  # releases the lock
 
     def _read(self) -> dict[str, Any]:
         try:
@@ -149,7 +161,8 @@ class RecordingFile:
     def _write(self, document: dict[str, Any]) -> None:
         """Replace the file (under the lock); this gate holds its own lock from its first write on."""
         if not self._alive:
-            held = open(self._live_path(self.owner), "wb")  # noqa: SIM115 -- held while the gate lives
+            # Held while the gate lives; the user's alone, as every file here.
+            held = os.fdopen(os.open(self._live_path(self.owner), os.O_WRONLY | os.O_CREAT, 0o600), "wb")
             fcntl.flock(held, fcntl.LOCK_EX)
             self._alive.append(held)
         write_private(self.path, json.dumps(document, ensure_ascii=False).encode())

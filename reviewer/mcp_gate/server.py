@@ -117,6 +117,12 @@ def run_failed(answer: Mapping[str, Any]) -> bool:
     )
 
 
+CARRIED_OVER_CAUTION: Final = (
+    "carried over: recorded by an earlier session of this gate (a host that restarted it) and not "
+    "submitted then, not in the conversation that submitted this plan"
+)
+
+
 class McpGate:
     """The gate's tool handlers: list, pass reads through, record writes, submit, status."""
 
@@ -139,6 +145,8 @@ class McpGate:
         self.failures: list[str] = []
         """Why real calls on the upstream failed in the run under way: a run that ends on one is an
         MCP error naming the upstream, after its report is stored."""
+        self.carried_over: list[str] = []
+        """The tools of the calls picked up from an earlier gate, until the model is told of them."""
 
     @property
     def name(self) -> str:
@@ -161,7 +169,7 @@ class McpGate:
                 self.recorded.clear()
                 if self.recording is not None:
                     self.recording.remove()
-                return json_result(submitted)
+                return json_result({**submitted, **self._carried_over_told()})
             if name == STATUS_TOOL:
                 proposal_id = arguments.get("proposal_id")
                 if not isinstance(proposal_id, str) or not proposal_id:
@@ -225,6 +233,7 @@ class McpGate:
             "arguments": kept,
             "result": placeholders,
             "note": f"{answer.note} Pass placeholders on unchanged; call {SUBMIT_TOOL} when done.",
+            **self._carried_over_told(),
         }
         structured = None
         reference = Reference.parse(str(next(iter(placeholders.values()), "")))
@@ -269,8 +278,9 @@ class McpGate:
                     f"{position - 1} of the {len(kept)} recorded calls were picked up"
                 )
                 break
-            await self.session.call(self._spec(tool), call.arguments)
+            await self.session.call(self._spec(tool, carried_over=True), call.arguments)
             self.recorded.append(call)
+            self.carried_over.append(call.tool)
         if self.recorded:
             self.recording.save(self.recorded, self.name)
             say(
@@ -278,9 +288,25 @@ class McpGate:
                 f"{self.recording.path}; {SUBMIT_TOOL} submits them"
             )
 
-    def _spec(self, tool: types.Tool) -> WriteTool:
+    def _carried_over_told(self) -> dict[str, str]:
+        """What the model reads, once, of the calls an earlier gate recorded that this plan holds: it
+        did not make them in this conversation, and they will run with its own if approved."""
+        if not self.carried_over:
+            return {}
+        tools = ", ".join(self.carried_over)
+        told = {
+            "carried_over": (
+                f"this plan also holds {len(self.carried_over)} call(s) recorded by an earlier session of "
+                f"this gate and not submitted ({tools}), before this conversation's; they are marked so "
+                "in the plan the reviewer sees, and run with the rest if it is approved"
+            )
+        }
+        self.carried_over = []
+        return told
+
+    def _spec(self, tool: types.Tool, *, carried_over: bool = False) -> WriteTool:
         """The write tool standing for an upstream tool: recorded in the dry run, called on the upstream
-        (once, by the approved run) for real."""
+        (once, by the approved run) for real. A call `carried_over` from an earlier gate says so."""
         upstream, name, failures = self.upstream, tool.name, self.failures
 
         async def write(**arguments: Any) -> Any:
@@ -298,7 +324,11 @@ class McpGate:
             effect=self.policy.effect_of(tool),
             produces=produced_fields(tool),
             description=tool.description or "",
-            caution=self.policy.caution_of(tool),
+            caution="; ".join(
+                part
+                for part in (CARRIED_OVER_CAUTION if carried_over else "", self.policy.caution_of(tool))
+                if part
+            ),
             destructive=self.policy.destructive(tool),
             write=write,
         )

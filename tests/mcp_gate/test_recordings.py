@@ -74,16 +74,23 @@ def test_a_gate_killed_after_recording_two_writes_leaves_them_to_the_next_which_
     submitted = asyncio.run(submit_in_a_new_gate())
     assert "picked up 2 recorded call(s) of a plan not yet submitted" in said.getvalue()
     assert not kept.exists(), "a submitted plan is no longer kept"
+    assert list(kept.parent.iterdir()) == [], "no lock or marker is left behind"
+    # The model that submitted is told of the calls it did not make in this conversation.
+    assert "2 call(s) recorded by an earlier session of this gate" in str(submitted["carried_over"])
+    assert "(open_ticket, close_ticket)" in str(submitted["carried_over"])
 
-    async def plan() -> list[tuple[str, dict[str, object] | None]]:
+    async def plan() -> list[tuple[str, dict[str, object] | None, str]]:
         async with QueueClient(queue.url, queue.reviewer_token) as reviewer:
             proposal = await reviewer.get_revision(str(submitted["proposal_id"]), 1)
-        return [(call.tool, call.args) for call in proposal.calls]
+        return [(call.tool, call.args, call.outcome.message or "") for call in proposal.calls]
 
-    assert asyncio.run(plan()) == [
+    planned = asyncio.run(plan())
+    assert [(tool, args) for tool, args, _ in planned] == [
         ("open_ticket", {"title": "Printer on fire"}),
         ("close_ticket", {"id": "t1", "merged_into": "<id from call 1>"}),
     ]
+    # ... and so is the reviewer, on each of them (the screen, `show` and the page show the outcome).
+    assert all("carried over: recorded by an earlier session" in message for _, _, message in planned)
     assert upstream_writes(log) == [], "nothing was written before a reviewer approved"
 
 
@@ -240,8 +247,18 @@ def test_a_gate_submitting_clears_its_own_calls_only(tmp_path: Path) -> None:
         [RecordedCall("open_ticket", {"title": "one"}), RecordedCall("close_ticket", {"id": "1"})],
         "mcp:tickets",
     )
+    # Every file the gates keep is theirs alone: the recording, its lock, each gate's live marker.
+    assert {path.name: stat.S_IMODE(path.stat().st_mode) for path in tmp_path.iterdir()} == dict.fromkeys(
+        [
+            first.path.name,
+            f".{first.path.name}.lock",
+            *(f".{first.path.name}.{gate.owner}.live" for gate in (first, second)),
+        ],
+        0o600,
+    )
     first.remove()
     assert [call["arguments"] for call in json.loads(first.path.read_text())["calls"]] == [{"title": "two"}]
     assert stat.S_IMODE(first.path.stat().st_mode) == 0o600
     second.remove()
     assert not first.path.exists()
+    assert list(tmp_path.iterdir()) == [], "nothing is left behind once no gate keeps a call"
