@@ -14,6 +14,7 @@ Local references (`{"$ref": "#/$defs/Item"}`, what pydantic writes for nested mo
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from reviewer.plan.json_paths import follow_ref
@@ -31,20 +32,36 @@ class _Absent:
 ABSENT: Final = _Absent()
 
 
+@dataclass(frozen=True)
+class Shaped:
+    """A recorded call's answer, and the paths of the fields that hold a stand-in (the empty value a
+    required field takes when no placeholder fits): values the schema forces, not results."""
+
+    answer: dict[str, Any] | None
+    stand_ins: tuple[str, ...] = ()
+
+
 def shaped_answer(schema: Any, carried: Mapping[str, Any], seq: int) -> dict[str, Any] | None:
     """The answer of recorded call `seq` in the shape of `schema` (an object schema), or None when the
     schema does not describe an object. `carried` is what the request sent (its body or arguments)."""
+    return shape(schema, carried, seq).answer
+
+
+def shape(schema: Any, carried: Mapping[str, Any], seq: int) -> Shaped:
+    """`shaped_answer`, with the fields that hold stand-ins named."""
     shaper = _Shaper(schema if isinstance(schema, Mapping) else {}, seq)
     resolved = shaper.resolve(schema, 0)
     if not isinstance(resolved, Mapping) or not isinstance(resolved.get("properties"), Mapping):
-        return None
-    return shaper.object(resolved, "", 0, carried)
+        return Shaped(None)
+    answer = shaper.object(resolved, "", 0, carried)
+    return Shaped(answer, tuple(shaper.stand_ins))
 
 
 class _Shaper:
     def __init__(self, root: Mapping[str, Any], seq: int) -> None:
         self.root = root
         self.seq = seq
+        self.stand_ins: list[str] = []
 
     def resolve(self, schema: Any, depth: int) -> Any:
         """`schema` with a local `$ref` followed (`json_paths.follow_ref`)."""
@@ -93,9 +110,12 @@ class _Shaper:
             if name in carried and not isinstance(carried[name], Mapping | list):
                 shaped[name] = carried[name]
                 continue
-            found = self.value(field_schema, f"{path}.{name}" if path else name, depth + 1)
+            where = f"{path}.{name}" if path else name
+            found = self.value(field_schema, where, depth + 1)
             if found is ABSENT and name in required_names:
                 found = self.empty(field_schema, depth + 1)
+                if found is not ABSENT:
+                    self.stand_ins.append(where)
             if found is not ABSENT:
                 shaped[name] = found
         return shaped

@@ -22,7 +22,7 @@ from mcp.shared.exceptions import MCPError
 from reviewer.agent.errors import AgentError
 from reviewer.agent.gate import AGENT_TOKEN_ENV, Gate, MissingAgentToken
 from reviewer.agent.session import PlanSession
-from reviewer.agent.shaped import shaped_answer
+from reviewer.agent.shaped import shape
 from reviewer.agent.tools import WriteTool
 from reviewer.agent.waiting import Patience
 from reviewer.audit.checks import check_readable
@@ -229,17 +229,29 @@ class McpGate:
         placeholders = answer.result if isinstance(answer.result, Mapping) else {}
         said: dict[str, Any] = {
             "recorded": True,
+            "ran": False,
             "tool": tool.name,
             "arguments": kept,
             "result": placeholders,
-            "note": f"{answer.note} Pass placeholders on unchanged; call {SUBMIT_TOOL} when done.",
+            "note": (
+                f"{answer.note} Recorded, not run: nothing happened on the upstream yet, and the result "
+                "holds placeholders for what the real call produces, never its values. Pass placeholders "
+                f"on unchanged; call {SUBMIT_TOOL} when done."
+            ),
             **self._carried_over_told(),
         }
         structured = None
         reference = Reference.parse(str(next(iter(placeholders.values()), "")))
         if tool.output_schema is not None and reference is not None:
-            structured = shaped_answer(tool.output_schema, kept, reference.seq)
-            said["result"] = structured
+            # Nothing the call was sent is echoed as its result: a field named like an argument (a
+            # file's `content`) may mean something else in the answer.
+            shaped = shape(tool.output_schema, {}, reference.seq)
+            structured = said["result"] = shaped.answer
+            if shaped.stand_ins:
+                said["stand_ins"] = (
+                    f"{', '.join(shaped.stand_ins)}: the empty value the tool's output schema requires, "
+                    "not a result (the real call has not run)"
+                )
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=json.dumps(said, ensure_ascii=False))],
             structured_content=structured,

@@ -430,21 +430,28 @@ def test_a_recorded_answer_satisfies_an_output_schema_of_objects_in_an_array(
     queue: Queue, tmp_path: Path
 ) -> None:
     """The official client validates structured content against the tool's output schema: the
-    recorded answer holds an object (of placeholders) where the schema's array holds objects, the
-    count the request carried, and no value nobody sent (an item's optional size is left out)."""
+    recorded answer holds an object (of placeholders) where the schema's array holds objects, no
+    value nobody sent (an item's optional size is left out), and nothing the request carried echoed
+    as a result: the required count is the schema's empty value, and the answer says it is a
+    stand-in, not a result."""
     log = tmp_path / "upstream.log"
 
-    async def scenario() -> Any:
+    async def scenario() -> tuple[Any, Any]:
         async with gate(queue, log, "items") as host:
             await host.list_tools()  # the client validates only against tools it has listed
             made = await host.call_tool("make_items", {"names": ["bolt"], "count": 2})
             assert not made.is_error, made.content
-            return made.structured_content
+            return made.structured_content, json.loads(made.content[0].text)
 
-    assert asyncio.run(scenario()) == {
+    structured, said = asyncio.run(scenario())
+    assert structured == {
         "items": [{"id": "<items.0.id from call 1>", "name": "<items.0.name from call 1>"}],
-        "count": 2,
+        "count": 0,
     }
+    assert said["recorded"] is True and said["ran"] is False and "Recorded, not run" in said["note"]
+    assert said["stand_ins"].startswith(
+        "count: the empty value the tool's output schema requires, not a result"
+    )
     assert upstream_writes(log) == []
 
 
