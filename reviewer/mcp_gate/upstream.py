@@ -3,6 +3,7 @@ listed and pinned (`tools_sha256`), and one real call at a time once a plan is a
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import shlex
@@ -24,6 +25,8 @@ STATUS_TOOL: Final = "reviewer_plan_status"
 DEFAULT_UPSTREAM_TIMEOUT: Final = 30.0
 UNSTRUCTURED_FIELD: Final = "content"
 """The field a placeholder names for a tool without an output schema: its text content."""
+BLOCKS_FIELD: Final = "blocks"
+"""Where a real call's content blocks other than text are kept in its result."""
 
 
 class UpstreamFailed(Exception):
@@ -80,10 +83,44 @@ def text_of(result: types.CallToolResult) -> str:
 
 
 def result_value(result: types.CallToolResult) -> Any:
-    """What a real call produced, where later calls' placeholders take their values."""
-    if result.structured_content is not None:
-        return result.structured_content
-    return {UNSTRUCTURED_FIELD: text_of(result)}
+    """What a real call produced, where later calls' placeholders take their values: its structured
+    content, else its text; with every other block it answered beside it (`blocks`), so the run's
+    status keeps a created resource's link and an image's digest, never only the text."""
+    value: dict[str, Any] = (
+        dict(result.structured_content)
+        if result.structured_content is not None
+        else {UNSTRUCTURED_FIELD: text_of(result)}
+    )
+    blocks = [kept for block in result.content if (kept := block_kept(block)) is not None]
+    if blocks and BLOCKS_FIELD not in value:
+        value[BLOCKS_FIELD] = blocks
+    return value
+
+
+def block_kept(block: types.ContentBlock) -> dict[str, Any] | None:
+    """A content block other than text as the run keeps it: a link whole, bytes by their digest and
+    size (an image, a sound or a resource's blob is no text a reviewer reads)."""
+    if isinstance(block, types.TextContent):
+        return None
+    if isinstance(block, types.ResourceLink):
+        return block.model_dump(mode="json", exclude_none=True, exclude={"icons", "meta", "annotations"})
+    if isinstance(block, types.ImageContent | types.AudioContent):
+        return {"type": block.type, "mime_type": block.mime_type, **_digest(block.data)}
+    if isinstance(block, types.EmbeddedResource):
+        resource = block.resource
+        kept: dict[str, Any] = {"type": "resource", "uri": str(resource.uri), "mime_type": resource.mime_type}
+        if isinstance(resource, types.TextResourceContents):
+            return {**kept, "text": resource.text}
+        return {**kept, **_digest(getattr(resource, "blob", ""))}
+    return {"type": str(getattr(block, "type", "unknown"))}
+
+
+def _digest(base64_data: str) -> dict[str, Any]:
+    try:
+        raw = base64.b64decode(base64_data, validate=True)
+    except (ValueError, TypeError):
+        raw = base64_data.encode("utf-8", "replace")
+    return {"sha256": hashlib.sha256(raw).hexdigest(), "bytes": len(raw)}
 
 
 @dataclass

@@ -26,3 +26,42 @@ def test_the_upstream_is_named_by_the_operator_or_by_its_command_line() -> None:
         == "npx -y @mcp/server '/srv/a b'"
     )
     assert upstream_name(["npx"], "docs-files") == "docs-files"
+
+
+def test_a_real_calls_result_keeps_every_block_links_whole_and_bytes_by_their_digest() -> None:
+    """The approved run's status keeps what the call answered beside its text: a created resource's
+    link, an image and a resource's blob by SHA-256 and size, a resource's text as it is."""
+    import base64
+    import hashlib
+
+    import mcp_types as types
+
+    from reviewer.mcp_gate.upstream import result_value
+
+    png = b"\x89PNG fake image bytes"
+    answered = types.CallToolResult(
+        content=[
+            types.TextContent(type="text", text="created"),
+            types.ResourceLink(type="resource_link", uri="file:///srv/docs/new.txt", name="new.txt"),
+            types.ImageContent(type="image", data=base64.b64encode(png).decode(), mime_type="image/png"),
+            types.EmbeddedResource(
+                type="resource",
+                resource=types.TextResourceContents(uri="memo://today", mime_type="text/plain", text="hello"),
+            ),
+        ]
+    )
+    assert result_value(answered) == {
+        "content": "created",
+        "blocks": [
+            {"type": "resource_link", "uri": "file:///srv/docs/new.txt", "name": "new.txt"},
+            {
+                "type": "image",
+                "mime_type": "image/png",
+                "sha256": hashlib.sha256(png).hexdigest(),
+                "bytes": len(png),
+            },
+            {"type": "resource", "uri": "memo://today", "mime_type": "text/plain", "text": "hello"},
+        ],
+    }
+    only_text = types.CallToolResult(content=[types.TextContent(type="text", text="done")])
+    assert result_value(only_text) == {"content": "done"}, "a text answer is kept as it was"
