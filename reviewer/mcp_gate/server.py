@@ -17,6 +17,7 @@ import msgspec
 from mcp import Client, StdioServerParameters
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
 from reviewer.agent.errors import AgentError
@@ -29,6 +30,7 @@ from reviewer.audit.checks import check_readable
 from reviewer.audit.inputs import AuditSourceUnreadable, credential_files, credential_variables
 from reviewer.audit.options import audit_headers, audit_option
 from reviewer.audit.registry import AuditSource
+from reviewer.mcp_gate.host_relay import progress_forwarder
 from reviewer.mcp_gate.recordings import RecordedCall, RecordingFile, RecordingUnreadable
 from reviewer.mcp_gate.trust import TrustConfigError, TrustPolicy, load_policy
 from reviewer.mcp_gate.upstream import (
@@ -156,7 +158,11 @@ class McpGate:
         await self._ready()
         return types.ListToolsResult(tools=[*self.upstream.tools.values(), *GATE_TOOLS])
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], progress: ProgressFnT | None = None
+    ) -> types.CallToolResult:
+        """One of the host's tool calls: the gate's own, a read passed through (its progress handed to
+        the host by `progress`), or a write recorded."""
         try:
             if name == SUBMIT_TOOL:
                 title = arguments.get("title")
@@ -180,7 +186,7 @@ class McpGate:
             if tool is None:
                 return tool_error(f"no tool named {name!r}: the upstream server does not list it")
             if self.policy.passes(tool):
-                return await self.upstream.call(name, arguments)
+                return await self.upstream.call(name, arguments, progress)
             return await self._record(tool, arguments)
         except (AgentError, QueueError) as refused:
             return tool_error(str(refused))
@@ -444,7 +450,12 @@ async def serve(options: argparse.Namespace, token: str) -> None:
                 return await handlers.list_tools()
 
             async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-                return await handlers.call_tool(params.name, dict(params.arguments or {}))
+                # What the upstream asks of the host while this call lasts (sampling, elicitation,
+                # roots) goes to the host, in the approved run too.
+                with upstream.host.serving(ctx):
+                    return await handlers.call_tool(
+                        params.name, dict(params.arguments or {}), progress_forwarder(ctx)
+                    )
 
             server: Server[Any] = Server(
                 "reviewer-mcp-gate",

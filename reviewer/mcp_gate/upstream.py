@@ -15,8 +15,10 @@ from typing import Any, Final
 import anyio
 import mcp_types as types
 from mcp import Client, StdioServerParameters
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
+from reviewer.mcp_gate.host_relay import HostRelay
 from reviewer.plan.proposal import canonical_json
 
 SUBMIT_TOOL: Final = "reviewer_submit_plan"
@@ -129,6 +131,8 @@ class Upstream:
 
     parameters: StdioServerParameters
     timeout: float
+    host: HostRelay = field(default_factory=HostRelay)
+    """Where the upstream's sampling, elicitation and roots requests go: the host's request under way."""
     client: Client | None = None
     tools: dict[str, types.Tool] = field(default_factory=dict)
     failure: str | None = None
@@ -143,7 +147,15 @@ class Upstream:
                 # resource subscriptions the gate passes through still exist (a later protocol
                 # version dropped them, and a host on the handshake would find them gone).
                 client = await stack.enter_async_context(
-                    Client(self.parameters, read_timeout_seconds=self.timeout, cache=None, mode="legacy")
+                    Client(
+                        self.parameters,
+                        read_timeout_seconds=self.timeout,
+                        cache=None,
+                        mode="legacy",
+                        sampling_callback=self.host.sampling,
+                        elicitation_callback=self.host.elicitation,
+                        list_roots_callback=self.host.roots,
+                    )
                 )
                 listed = await self._list_all(client)
                 if not listed:
@@ -200,13 +212,15 @@ class Upstream:
             raise UpstreamFailed(self.failure or "the upstream server is not connected")
         return self.client
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def call(
+        self, name: str, arguments: dict[str, Any], progress: ProgressFnT | None = None
+    ) -> types.CallToolResult:
         """One call on the upstream. An error it answers is raised as `MCPError`; a call sent and not
         answered (a timeout, a connection lost) is `UpstreamNoAnswer`; an answer that breaks the tool's
         own output schema is `UpstreamFailed`."""
         client = await self.connected()
         try:
-            return await client.call_tool(name, arguments)
+            return await client.call_tool(name, arguments, progress_callback=progress)
         except MCPError as error:
             if error.error.code in (types.REQUEST_TIMEOUT, types.CONNECTION_CLOSED):
                 raise UpstreamNoAnswer(
