@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SERVERS = Path(os.environ.get("REVIEWER_MCP_SERVERS", ROOT / ".mcp-servers")) / "node_modules" / ".bin"
 INSTALL = (
     "npm install --prefix .mcp-servers @modelcontextprotocol/server-filesystem@2026.8.31 "
-    "@modelcontextprotocol/server-memory@2026.8.31 (as .ci/run does)"
+    "@modelcontextprotocol/server-memory@2026.8.31 @modelcontextprotocol/server-everything@2026.8.31 "
+    "(as .ci/run does)"
 )
 
 
@@ -42,7 +43,15 @@ def gate(
     queue: Queue, upstream: list[str], *flags: str, writable: Path, env: dict[str, str] | None = None
 ) -> Client:
     """The gate a host starts, the upstream in its sandbox writing `writable` alone."""
-    parameters = StdioServerParameters(
+    return Client(
+        gate_parameters(queue, upstream, *flags, writable=writable, env=env), read_timeout_seconds=60
+    )
+
+
+def gate_parameters(
+    queue: Queue, upstream: list[str], *flags: str, writable: Path, env: dict[str, str] | None = None
+) -> StdioServerParameters:
+    return StdioServerParameters(
         command=sys.executable,
         args=[
             "-m",
@@ -66,7 +75,6 @@ def gate(
         },
         cwd=str(ROOT),
     )
-    return Client(parameters, read_timeout_seconds=60)
 
 
 def answer(result: Any) -> Any:
@@ -163,3 +171,62 @@ def test_memory_chains_into_an_array_result_after_a_restart_and_serves_its_resou
     assert [line["observations"] for line in lines if line.get("type") == "entity"] == [
         ["wrote the first program"]
     ]
+
+
+def test_everything_through_the_gate_holds_nothing_of_the_reviewers_and_reaches_the_hosts_model(
+    queue: Queue, tmp_path: Path
+) -> None:
+    """The reference server's `get-env` shows the upstream's environment to the model: through the
+    gate it holds no token of the reviewer's, though the gate's own held two. A host with sampling,
+    elicitation and roots is offered the tools that need them (as it is offered them bare), and the
+    server's sampling request reaches the host's model; a long operation's progress reaches the host."""
+    import mcp_types as types
+
+    async def sampling(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="the host's model"), model="host"
+        )
+
+    async def elicitation(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="decline")
+
+    async def roots(context: Any) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[])
+
+    callbacks = {
+        "sampling_callback": sampling,
+        "elicitation_callback": elicitation,
+        "list_roots_callback": roots,
+    }
+    everything = [server("mcp-server-everything"), "stdio"]
+    flags = ("--name", "everything", "--trust-read-only-hints", "--read", "trigger-sampling-request")
+    (tmp_path / "home").mkdir()
+    (tmp_path / "work").mkdir()
+    env = {"REVIEWER_TOKEN": queue.reviewer_token, "HOME": str(tmp_path / "home")}
+    progress: list[float] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append(done)
+
+    async def scenario() -> tuple[set[str], set[str], Any, Any]:
+        bare = Client(StdioServerParameters(command=everything[0], args=everything[1:]), **callbacks)
+        async with bare:
+            offered_bare = {tool.name for tool in (await bare.list_tools()).tools}
+        parameters = gate_parameters(queue, everything, *flags, writable=tmp_path / "work", env=env)
+        async with Client(parameters, read_timeout_seconds=60, mode="legacy", **callbacks) as host:
+            offered = {tool.name for tool in (await host.list_tools()).tools}
+            shown = await host.call_tool("get-env", {})
+            sampled = await host.call_tool("trigger-sampling-request", {"prompt": "hello", "maxTokens": 5})
+            await host.call_tool(
+                "trigger-long-running-operation", {"duration": 0.2, "steps": 2}, progress_callback=on_progress
+            )
+        return offered_bare, offered, shown, sampled
+
+    offered_bare, offered, shown, sampled = asyncio.run(scenario())
+    assert offered == offered_bare | {"reviewer_submit_plan", "reviewer_plan_status"}
+    assert {"trigger-sampling-request", "trigger-elicitation-request", "get-roots-list"} <= offered
+    environment = shown.content[0].text
+    assert queue.reviewer_token not in environment and queue.agent_token not in environment
+    assert "REVIEWER_" not in environment and "PATH" in environment
+    assert "the host's model" in sampled.content[0].text
+    assert progress == [1.0, 2.0]
