@@ -9,6 +9,7 @@ import json
 import os
 import sys
 from collections.abc import Mapping
+from contextlib import AsyncExitStack
 from typing import Any, Final
 
 import anyio
@@ -52,8 +53,11 @@ from reviewer.plan.placeholders import Reference
 from reviewer.plan.proposal import Proposal, Target
 from reviewer.plan.sanitize import safe_text
 from reviewer.queue.client import QueueClient, QueueError
+from reviewer.sandbox.egress import EGRESS_PORT, EgressProxy, proxy_environment, serving_egress
 from reviewer.sandbox.environment import sandboxed_environment
 from reviewer.sandbox.errors import SandboxRefused
+from reviewer.sandbox.handover import HandoverPoint, handed_listeners, handover_point
+from reviewer.sandbox.modes import Sandbox
 from reviewer.sandbox.options import sandbox_from_options
 
 GATE_TOOLS: Final = (
@@ -413,61 +417,91 @@ async def serve(options: argparse.Namespace, token: str) -> None:
     """Start the upstream in its sandbox, then answer the host on stdin/stdout until it closes them."""
     # The upstream gets no variable of the reviewer's, nor the audit log's credential (by name or value).
     environment = sandboxed_environment(os.environ, options.audit_variables, options.audit_secrets)
-    started = options.sandbox.command_line(options.command)
-    upstream = Upstream(
-        StdioServerParameters(command=started[0], args=started[1:], env=environment),
-        timeout=options.upstream_timeout,
-    )
+    sandbox: Sandbox = options.sandbox
     name = upstream_name(options.command, options.name)
     queue = QueueClient(options.queue, token)
     try:
-        async with running_upstream(upstream):
-            with anyio.move_on_after(upstream.timeout):
-                await upstream.ready.wait()
-            capabilities = None
-            if upstream.client is not None and upstream.failure is None:
-                capabilities = upstream.client.server_capabilities
-            gate = Gate(
-                api=None,
-                queue=queue,
-                backend="record",
-                agent=f"mcp-gate:{name}"[:128],
-                audit=options.audit_source,
-                target=Target(
-                    api=f"mcp:{name}",
-                    base_url=options.base_url,
-                    environment=options.environment,
-                ),
-                decision_timeout=options.decision_timeout,
-                patience=Patience(say=say),
+        async with AsyncExitStack() as serving:
+            point = None
+            if sandbox.private_network and sandbox.allowed_net:
+                # The upstream's one way out: --allow-net's proxy, on a listener its relay hands over.
+                point = await serving.enter_async_context(handover_point())
+                environment.update(proxy_environment(f"http://127.0.0.1:{EGRESS_PORT}"))
+            started = sandbox.command_line(
+                options.command, [EGRESS_PORT] if point else [], point.path if point else None
             )
-            recording = RecordingFile.of(options.queue, gate.target.api)
-            handlers = McpGate(upstream, gate, options.policy, title=options.title, recording=recording)
-            if capabilities is not None:
-                await handlers.pick_up()
-
-            async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-                return await handlers.list_tools()
-
-            async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-                # What the upstream asks of the host while this call lasts (sampling, elicitation,
-                # roots) goes to the host, in the approved run too.
-                with upstream.host.serving(ctx):
-                    return await handlers.call_tool(
-                        params.name, dict(params.arguments or {}), progress_forwarder(ctx)
-                    )
-
-            server: Server[Any] = Server(
-                "reviewer-mcp-gate",
-                on_list_tools=on_list_tools,
-                on_call_tool=on_call_tool,
-                **(passthrough_handlers(upstream, capabilities) if capabilities is not None else {}),
+            upstream = Upstream(
+                StdioServerParameters(command=started[0], args=started[1:], env=environment),
+                timeout=options.upstream_timeout,
             )
-            async with stdio_server() as (read_stream, write_stream):
-                await server.run(read_stream, write_stream, server.create_initialization_options())
+            await serving.enter_async_context(running_upstream(upstream))
+            if point is not None:
+                await serve_egress(serving, point, sandbox)
+            await serve_host(options, upstream, name, queue)
     finally:
         await queue.aclose()
         await anyio.to_thread.run_sync(options.sandbox.end_leftovers)
+
+
+async def serve_egress(serving: AsyncExitStack, point: HandoverPoint, sandbox: Sandbox) -> None:
+    """`--allow-net`'s proxy, served for the gate's life on the listener the upstream's relay hands
+    over; said in a line when it never comes (the upstream then reaches nothing)."""
+    connection = await point.taken()
+    point.close()
+    listeners = await handed_listeners(connection, 1) if connection is not None else []
+    if connection is not None:
+        connection.close()
+    if not listeners:
+        say("the upstream's sandbox handed over no listener for its proxy: it reaches no host")
+        return
+    await serving.enter_async_context(serving_egress(EgressProxy(sandbox.allowed_net), listeners[0]))
+
+
+async def serve_host(options: argparse.Namespace, upstream: Upstream, name: str, queue: QueueClient) -> None:
+    """Answer the host on stdin/stdout until it closes them."""
+    with anyio.move_on_after(upstream.timeout):
+        await upstream.ready.wait()
+    capabilities = None
+    if upstream.client is not None and upstream.failure is None:
+        capabilities = upstream.client.server_capabilities
+    gate = Gate(
+        api=None,
+        queue=queue,
+        backend="record",
+        agent=f"mcp-gate:{name}"[:128],
+        audit=options.audit_source,
+        target=Target(
+            api=f"mcp:{name}",
+            base_url=options.base_url,
+            environment=options.environment,
+        ),
+        decision_timeout=options.decision_timeout,
+        patience=Patience(say=say),
+    )
+    recording = RecordingFile.of(options.queue, gate.target.api)
+    handlers = McpGate(upstream, gate, options.policy, title=options.title, recording=recording)
+    if capabilities is not None:
+        await handlers.pick_up()
+
+    async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return await handlers.list_tools()
+
+    async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        # What the upstream asks of the host while this call lasts (sampling, elicitation,
+        # roots) goes to the host, in the approved run too.
+        with upstream.host.serving(ctx):
+            return await handlers.call_tool(
+                params.name, dict(params.arguments or {}), progress_forwarder(ctx)
+            )
+
+    server: Server[Any] = Server(
+        "reviewer-mcp-gate",
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+        **(passthrough_handlers(upstream, capabilities) if capabilities is not None else {}),
+    )
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
 def audit_source_of(options: argparse.Namespace) -> AuditSource | None:

@@ -10,7 +10,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -18,6 +17,7 @@ from typing import Final
 from reviewer.run.errors import RunRefused
 from reviewer.run.serving import InnerService
 from reviewer.sandbox.environment import sandboxed_environment
+from reviewer.sandbox.handover import handed_listeners
 from reviewer.sandbox.modes import Sandbox
 
 API_URL_ENV: Final = "REVIEWER_API_URL"
@@ -113,34 +113,6 @@ async def _until_ended(process: asyncio.subprocess.Process, timeout: float, stop
     finally:
         stopping.cancel()
         waiting.cancel()
-
-
-async def handed_listeners(handover: socket.socket, count: int) -> list[socket.socket]:
-    """The listening sockets the relay hands out through `handover`: as many as it was asked for, or
-    none where it ended first (COMMAND could not start; it says why itself)."""
-    loop = asyncio.get_running_loop()
-    handover.setblocking(False)
-    readable: asyncio.Future[None] = loop.create_future()
-
-    def ready() -> None:
-        if not readable.done():
-            readable.set_result(None)
-
-    loop.add_reader(handover.fileno(), ready)
-    try:
-        await readable
-    finally:
-        loop.remove_reader(handover.fileno())
-    try:
-        _, descriptors, _, _ = socket.recv_fds(handover, 64, max(count, 1))
-    except OSError:
-        return []
-    listeners = [socket.socket(fileno=descriptor) for descriptor in descriptors]
-    if len(listeners) != count or any(listener.type != socket.SOCK_STREAM for listener in listeners):
-        for listener in listeners:
-            listener.close()
-        return []
-    return listeners
 
 
 async def _end_session(process: asyncio.subprocess.Process) -> None:

@@ -49,6 +49,7 @@ import reviewer
 from reviewer.queue.config import config_dir, data_dir, token_file
 from reviewer.sandbox.egress import Allowed
 from reviewer.sandbox.errors import SandboxRefused
+from reviewer.sandbox.launcher import HANDOVER_WORD
 from reviewer.sandbox.syscall_filter import FilterUnavailable, no_unix_sockets
 
 SandboxKind = Literal["namespaces", "another user", "none"]
@@ -96,7 +97,7 @@ host's keys (`ssh/`, `ssl/private/`), not `shadow`, not a service's configuratio
 GATE_PORT: Final = 8479
 """The gate's port on the sandbox's own loopback (nothing else listens there)."""
 RELAY: Final = str(Path(__file__).with_name("relay.py"))
-FILTERED: Final = str(Path(__file__).with_name("filtered.py"))
+LAUNCHER: Final = str(Path(__file__).with_name("launcher.py"))
 FRESH_UIDS: Final = range(0x7F000000, 0x7FFF0000)
 """Where `another user` draws a run's uid from: far above any uid a system hands out."""
 NO_SANDBOX_COST: Final = (
@@ -159,26 +160,38 @@ class Sandbox:
         """COMMAND has a network of its own, where the gate is served on listeners its relay hands out."""
         return self.kind == "namespaces" and not self.shared_network
 
-    def words(self) -> list[str]:
-        """The words before COMMAND's `--`: bubblewrap's, behind the launcher that hands it the
-        seccomp filter (`reviewer.sandbox.filtered`); the prefix alone in the other modes."""
-        if self.kind == "namespaces" and self.syscall_filter is not None:
-            encoded = base64.b64encode(self.syscall_filter).decode("ascii")
-            return [sys.executable, "-I", "-S", FILTERED, encoded, *self.prefix]
-        return list(self.prefix)
+    def words(self, connect: str | None = None) -> list[str]:
+        """The words before COMMAND's `--`: bubblewrap's, behind the launcher (`reviewer.sandbox.launcher`)
+        where it needs a descriptor made for it (the seccomp filter; with `connect`, a connection to
+        the gate's handover point); the prefix alone in the other modes."""
+        if self.kind != "namespaces" or (self.syscall_filter is None and connect is None):
+            return list(self.prefix)
+        options = (
+            ["--seccomp", base64.b64encode(self.syscall_filter).decode("ascii")]
+            if self.syscall_filter
+            else []
+        )
+        options += ["--connect", connect] if connect is not None else []
+        return [sys.executable, "-I", "-S", LAUNCHER, *options, "--", *self.prefix]
 
-    def command_line(self, command: Sequence[str]) -> list[str]:
-        """The command line that starts COMMAND where it needs no descriptor handed to it (no service
-        on its own loopback): any spawner can start it."""
+    def command_line(
+        self, command: Sequence[str], inner_ports: Sequence[int] = (), handover_at: str | None = None
+    ) -> list[str]:
+        """The command line that starts COMMAND, which any spawner can start: where it has a network of
+        its own with services on `inner_ports`, the relay hands their listeners out through a
+        connection the launcher makes to the handover point at `handover_at`."""
         if self.kind != "namespaces":
             return [*self.words(), *command]
-        return [*self.words(), "--", *command]
+        if not (self.private_network and inner_ports and handover_at):
+            return [*self.words(), "--", *command]
+        relay = [sys.executable, "-I", "-S", RELAY, HANDOVER_WORD, *map(str, inner_ports), "--"]
+        return [*self.words(connect=handover_at), "--", *relay, *command]
 
     @contextlib.contextmanager
     def launch(self, command: Sequence[str], inner_ports: Sequence[int] = ()) -> Iterator[Launch]:
         """The command line that starts COMMAND, and the descriptor it inherits where it has a network
         of its own with services on `inner_ports`: the relay's end of the socket it hands their
-        listeners out through. Closed when the block ends."""
+        listeners out through (no socket anyone could connect to). Closed when the block ends."""
         if not (self.private_network and inner_ports):
             yield Launch(self.command_line(command))
             return

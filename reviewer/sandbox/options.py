@@ -13,9 +13,9 @@ from reviewer.sandbox.modes import Reach, Role, Sandbox, choose_sandbox
 
 
 def add_sandbox_options(parser: argparse.ArgumentParser, *, role: Role) -> None:
-    """`--writable`, `--readable`, `--share-network`, `--allow-weaker-sandbox`, `--no-sandbox`, and for
-    `reviewer run`'s agent, which writes the folder it is started in, `--allow-net`."""
-    working_directory = proxy = role == "agent"
+    """`--writable`, `--readable`, `--share-network`, `--allow-net`, `--allow-weaker-sandbox` and
+    `--no-sandbox`; `reviewer run`'s agent writes the folder it is started in, mcp-gate's upstream not."""
+    working_directory = role == "agent"
     besides = " besides its working directory" if working_directory else ""
     shown = ", the working directory" if working_directory else ""
     parser.add_argument(
@@ -41,17 +41,17 @@ def add_sandbox_options(parser: argparse.ArgumentParser, *, role: Role) -> None:
         "then reaches the host's loopback services too; by default its network holds "
         + ("the gate alone" if working_directory else "nothing"),
     )
-    if proxy:
-        parser.add_argument(
-            "--allow-net",
-            action="append",
-            default=[],
-            metavar="HOST:PORT",
-            help="a host COMMAND may reach from its own network (repeatable), e.g. api.openai.com:443 for "
-            "its model's API: through an HTTP CONNECT proxy at 127.0.0.1:8480 (HTTPS_PROXY is set) that "
-            "tunnels CONNECT to the named HOST:PORTs only, never to a name that resolves to a loopback or "
-            "private address unless named as an IP address or localhost; plain HTTP is refused",
-        )
+    parser.add_argument(
+        "--allow-net",
+        action="append",
+        default=[],
+        metavar="HOST:PORT",
+        help="a host COMMAND may reach from its own network (repeatable), e.g. api.openai.com:443 for "
+        f"{'its model' if working_directory else 'the API it serves'}: through an HTTP CONNECT proxy at "
+        "127.0.0.1:8480 (HTTPS_PROXY is set) that tunnels CONNECT to the named HOST:PORTs only, never to a "
+        "name that resolves to a loopback or private address unless named as an IP address or localhost; "
+        "plain HTTP is refused",
+    )
     parser.add_argument(
         "--allow-weaker-sandbox",
         action="store_true",
@@ -81,7 +81,7 @@ def sandbox_from_options(
     if options.no_sandbox and (options.writable or options.readable):
         raise SandboxRefused("--writable and --readable shape the sandbox; --no-sandbox has none")
     try:
-        allowed_net = sorted({parse_host_port(value) for value in getattr(options, "allow_net", [])})
+        allowed_net = sorted({parse_host_port(value) for value in options.allow_net})
     except ValueError as error:
         raise SandboxRefused(str(error)) from None
     here = Path.cwd()

@@ -14,6 +14,7 @@ import os
 import re
 import socket
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,33 @@ def look(queue_url: str) -> str:
     words = sorted(set(TOKEN_LIKE.findall(json.dumps(seen))))[:300]
     accepted = [word for word in words if whoami(queue_url, word) == 200]
     return json.dumps({"seen": seen, "accepted": accepted, "reached": whoami(queue_url, "none")})
+
+
+@server.tool()
+def tunnel(host: str, port: int) -> str:
+    """Through the proxy its environment names (HTTPS_PROXY): the proxy's first line, then what the
+    far end echoes of one line sent."""
+    proxy = urllib.parse.urlsplit(os.environ.get("HTTPS_PROXY", "http://127.0.0.1:9"))
+    try:
+        with socket.create_connection((proxy.hostname or "", proxy.port or 0), timeout=5) as connection:
+            connection.sendall(f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+            head = connection.recv(4096).decode("latin-1").split("\r\n")[0]
+            if " 200 " not in head:
+                return head
+            connection.sendall(b"ping\n")
+            return f"{head} | {connection.recv(4096).decode().strip()}"
+    except OSError as error:
+        return f"<{type(error).__name__}>"
+
+
+@server.tool()
+def direct(host: str, port: int) -> str:
+    """A connection without the proxy."""
+    try:
+        with socket.create_connection((host, port), timeout=5):
+            return "connected"
+    except OSError as error:
+        return f"<{type(error).__name__}>"
 
 
 @server.tool()

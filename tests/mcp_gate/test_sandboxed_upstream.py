@@ -14,7 +14,9 @@ import asyncio
 import json
 import os
 import socket
+import socketserver
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -98,3 +100,57 @@ def test_without_the_sandbox_the_same_upstream_takes_the_reviewers_login(
     assert said.startswith("reviewer mcp-gate: sandbox: none (--no-sandbox)"), said
     assert "REVIEWER_TOKEN" not in found["seen"]["environ"]
     assert queue.reviewer_token in found["accepted"] and found["reached"] == 401
+
+
+def test_with_allow_net_the_upstream_reaches_the_named_host_through_the_proxy_and_nothing_else(
+    queue: Queue, tmp_path: Path
+) -> None:
+    """`mcp-gate --allow-net HOST:PORT`: an upstream that serves an API reaches it through the proxy
+    its relay's listener was handed to the gate for, over a handover point the gate removed once taken;
+    the queue, through the proxy or not, is out of its reach."""
+    echo_server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Echo)
+    threading.Thread(target=echo_server.serve_forever, daemon=True).start()
+    echo = echo_server.server_address[1]
+    queue_port = int(queue.url.rsplit(":", 1)[1].split("/")[0])
+    parameters = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "reviewer", "mcp-gate", "--queue", queue.url, "--allow-net", f"127.0.0.1:{echo}"]
+        + ["--read", "tunnel", "--read", "direct", "--", sys.executable, str(HOSTILE)],
+        env={
+            "PATH": os.environ.get("PATH", ""),
+            "REVIEWER_AGENT_TOKEN": queue.agent_token,
+            "XDG_STATE_HOME": str(tmp_path / "state"),
+            "TMPDIR": str(tmp_path),
+        },
+        cwd=str(ROOT),
+    )
+    errlog_path = tmp_path / "gate.err"
+
+    async def scenario() -> list[str]:
+        with open(errlog_path, "w") as errlog:
+            async with Client(stdio_client(parameters, errlog), read_timeout_seconds=60) as host:
+                calls = [
+                    ("tunnel", {"host": "127.0.0.1", "port": echo}),
+                    ("tunnel", {"host": "127.0.0.1", "port": queue_port}),
+                    ("direct", {"host": "127.0.0.1", "port": echo}),
+                    ("direct", {"host": "127.0.0.1", "port": queue_port}),
+                ]
+                return [(await host.call_tool(name, arguments)).content[0].text for name, arguments in calls]  # type: ignore[union-attr]
+
+    try:
+        through, refused, direct_echo, direct_queue = asyncio.run(scenario())
+    finally:
+        echo_server.shutdown()
+        echo_server.server_close()
+    said = errlog_path.read_text()
+    assert f"no network but through a proxy (HTTPS_PROXY), 127.0.0.1:{echo}" in said, said
+    assert through == "HTTP/1.1 200 Connection Established | echo: ping"
+    assert refused.startswith("HTTP/1.1 403")
+    assert (direct_echo, direct_queue) == ("<ConnectionRefusedError>",) * 2
+    assert [path.name for path in tmp_path.iterdir() if path.name.startswith("reviewer-handover-")] == []
+
+
+class _Echo(socketserver.StreamRequestHandler):
+    def handle(self) -> None:
+        for line in self.rfile:
+            self.wfile.write(b"echo: " + line)

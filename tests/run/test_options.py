@@ -202,8 +202,9 @@ def test_where_no_seccomp_filter_can_be_loaded_the_namespaces_are_refused_unless
     monkeypatch.undo()
     filtered = sandbox.choose_sandbox({}, reach=reach)
     with filtered.launch(["true"], [8479]) as launch:
-        assert launch.argv[:4] == [sys.executable, "-I", "-S", sandbox.FILTERED]
-        assert base64.b64decode(launch.argv[4]) == filtered.syscall_filter and launch.argv[5] == "bwrap"
+        assert launch.argv[:4] == [sys.executable, "-I", "-S", sandbox.LAUNCHER]
+        assert launch.argv[4] == "--seccomp" and base64.b64decode(launch.argv[5]) == filtered.syscall_filter
+        assert launch.argv[6:8] == ["--", "bwrap"]
 
 
 def test_the_child_gets_no_variable_that_says_where_a_host_socket_listens(tmp_path: Path) -> None:
