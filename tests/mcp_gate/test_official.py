@@ -230,3 +230,57 @@ def test_everything_through_the_gate_holds_nothing_of_the_reviewers_and_reaches_
     assert "REVIEWER_" not in environment and "PATH" in environment
     assert "the host's model" in sampled.content[0].text
     assert progress == [1.0, 2.0]
+
+
+def git_server() -> str:
+    """The official git server (Python, from PyPI), in a virtual environment of its own (.ci/run makes
+    it): its MCP SDK is not the gate's."""
+    path = SERVERS.parents[1] / "git-venv" / "bin" / "mcp-server-git"
+    if not path.exists():
+        pytest.skip(
+            "the official MCP server mcp-server-git is not installed: python3 -m venv .mcp-servers/git-venv "
+            "&& .mcp-servers/git-venv/bin/pip install mcp-server-git==2026.10.19 (as .ci/run does)"
+        )
+    return str(path)
+
+
+def test_git_branches_nothing_before_approval_then_creates_and_checks_out_once(
+    queue: Queue, tmp_path: Path
+) -> None:
+    """mcp-server-git in its sandbox, writing the repository alone: the branch and the checkout are
+    recorded, not made; once approved (the gate restarted between) they run once, in order."""
+    import subprocess
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for command in (["init", "-q", "-b", "main"], ["commit", "-q", "--allow-empty", "-m", "first"]):
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", *command], cwd=repo, check=True
+        )
+    upstream = [git_server()]
+    flags = ("--name", "git", "--trust-read-only-hints")
+
+    def head() -> str:
+        return subprocess.run(
+            ["git", "branch", "--show-current"], cwd=repo, capture_output=True, text=True
+        ).stdout
+
+    async def scenario() -> tuple[str, dict[str, Any]]:
+        async with gate(queue, upstream, *flags, writable=repo) as host:
+            status = await host.call_tool("git_status", {"repo_path": str(repo)})  # hinted read-only
+            assert "On branch main" in status.content[0].text, status.content
+            branch = {"repo_path": str(repo), "branch_name": "feature", "base_branch": "main"}
+            await host.call_tool("git_create_branch", branch)
+            await host.call_tool("git_checkout", {"repo_path": str(repo), "branch_name": "feature"})
+            proposal_id = answer(await host.call_tool("reviewer_submit_plan", {"title": "branch"}))[
+                "proposal_id"
+            ]
+        assert head().strip() == "main", "nothing ran before approval"
+        await reviewer_decides(queue.url, queue.reviewer_token, proposal_id, "approve")
+        async with gate(queue, upstream, *flags, writable=repo) as host:
+            executed = answer(await host.call_tool("reviewer_plan_status", {"proposal_id": proposal_id}))
+        return proposal_id, executed
+
+    _, executed = asyncio.run(scenario())
+    assert executed["ended"] == "completed", executed
+    assert head().strip() == "feature"
