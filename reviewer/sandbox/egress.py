@@ -86,6 +86,11 @@ def parse_host_port(value: str, said: str = "--allow-net") -> Allowed:
         literal = ipaddress.ip_address(host)
         if literal.version == 4:
             return Allowed(str(literal), int(port))
+    if (address := _loose_ipv4(host)) is not None:
+        raise ValueError(
+            f"{said} {shown}: {host[:60]!r} is the IPv4 address {address} written another way (octal, hex "
+            f"or short), which resolvers read as that address and no DNS name can be; write {address}:{port}"
+        )
     try:
         name = wire_host(host)
     except ValueError:
@@ -93,6 +98,17 @@ def parse_host_port(value: str, said: str = "--allow-net") -> Allowed:
     if not _NAME.fullmatch(name) or len(name) > 253:
         raise ValueError(f"{said} {shown}: the host is neither a DNS name nor an IP address")
     return Allowed(name, int(port))
+
+
+def _loose_ipv4(host: str) -> str | None:
+    """The dotted address `host` stands for where the C library reads it as one (`0177.0.0.1`,
+    `0x7f.1`, `2130706433`), though it is not written a.b.c.d; None for anything else."""
+    if not host or not all(part.isascii() and part.isalnum() for part in host.split(".")):
+        return None
+    try:
+        return socket.inet_ntoa(socket.inet_aton(host))
+    except OSError:
+        return None
 
 
 def _public(address: Address) -> bool:

@@ -63,6 +63,14 @@ def test_allow_net_reads_host_port_as_the_executor_reads_a_host() -> None:
     ):
         with pytest.raises(ValueError, match="--allow-net"):
             parse_host_port(bad)
+    # An IPv4 address written another way is named for what resolvers make of it, at the start.
+    for loose in ("0177.0.0.1", "0x7f.0.0.1", "127.1", "2130706433"):
+        with pytest.raises(
+            ValueError,
+            match=r"is the IPv4 address 127\.0\.0\.1 written another way .* write 127\.0\.0\.1:8443",
+        ):
+            parse_host_port(f"{loose}:8443")
+    assert parse_host_port("api7.example:443") == Allowed("api7.example", 443), "a name with digits is a name"
 
 
 @asynccontextmanager
