@@ -81,8 +81,8 @@ def verify_export(lines: Iterable[bytes], key: Ed25519PublicKey, earlier: str | 
         if kind == PROOF_FORMAT:
             return _verify_proof(_proof.decode(first), iterator, key, earlier)
         header = _header.decode(first)
-    except msgspec.DecodeError as error:
-        raise TrailInvalid(f"the first line is not a trail export's header ({error})") from None
+    except (msgspec.DecodeError, RecursionError) as error:
+        raise TrailInvalid(f"the first line is not a trail export's header ({_why(error)})") from None
     if header.format != EXPORT_FORMAT:
         raise TrailInvalid(f"the export's format is {header.format[:60]!r}, not {EXPORT_FORMAT}")
     final = _signed(header.checkpoint, key, "the export's checkpoint")
@@ -117,8 +117,8 @@ def verify_export(lines: Iterable[bytes], key: Ed25519PublicKey, earlier: str | 
     for number, raw in enumerate(iterator, start=header.since):
         try:
             line = _line.decode(raw)
-        except msgspec.DecodeError as error:
-            raise TrailInvalid(f"entry {number}: not an export line ({error})") from None
+        except (msgspec.DecodeError, RecursionError) as error:
+            raise TrailInvalid(f"entry {number}: not an export line ({_why(error)})") from None
         if line.index != number:
             raise TrailInvalid(
                 f"entry {number}: the line says it is entry {line.index}; an entry is missing or out of order"
@@ -167,8 +167,8 @@ def _verify_proof(
     raw = next(rest, b"")
     try:
         line = _line.decode(raw)
-    except msgspec.DecodeError as error:
-        raise TrailInvalid(f"the proof's entry is not an export line ({error})") from None
+    except (msgspec.DecodeError, RecursionError) as error:
+        raise TrailInvalid(f"the proof's entry is not an export line ({_why(error)})") from None
     content = bytes(line.leaf)
     hashed = hashlib.sha256(LEAF_PREFIX + content).digest()
     try:
@@ -179,3 +179,8 @@ def _verify_proof(
     if next(rest, None) is not None:
         raise TrailInvalid("the proof holds more than one entry")
     return Verified(signed, line.index, 1, proof=True)
+
+
+def _why(error: Exception) -> str:
+    """A line's decoding error in words: one nested past any limit is said so, not as a traceback."""
+    return "it nests deeper than any trail entry" if isinstance(error, RecursionError) else str(error)

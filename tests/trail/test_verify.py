@@ -146,3 +146,16 @@ def test_one_entry_s_proof_verifies_against_the_checkpoint_it_names_and_a_change
         verify_export(changed, PUBLIC)
     with pytest.raises(TrailInvalid, match="prove the entry with --size 11"):
         verify_export(proof_document(contents, 6, 9), PUBLIC, signed_at(contents, 11))
+
+
+def test_a_line_nested_past_any_limit_is_refused_in_words_not_a_traceback() -> None:
+    """200,000 brackets deep: the decoder's recursion limit is said as what it is, for an entry and
+    for the header alike."""
+    deep = b'{"index":2,"leaf":' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+    lines = export(leaves(6))
+    with pytest.raises(
+        TrailInvalid, match=r"^entry 2: not an export line \(it nests deeper than any trail entry\)$"
+    ):
+        verify_export([*lines[:3], deep, *lines[4:]], PUBLIC)
+    with pytest.raises(TrailInvalid, match="the first line is not a trail export's header .it nests deeper"):
+        verify_export([deep, *lines[1:]], PUBLIC)
