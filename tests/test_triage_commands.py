@@ -158,14 +158,27 @@ def test_an_ambiguous_start_lists_the_candidates_and_sends_nothing(queue: tuple[
     assert json.loads(exact.stdout)["proposal_id"] == first
 
 
-def test_an_id_that_is_also_the_start_of_another_is_itself(queue: tuple[Service, Actors]) -> None:
+def test_a_planted_id_that_is_the_start_of_the_announced_one_names_neither(
+    queue: tuple[Service, Actors],
+) -> None:
+    """An agent saw `announced` in a notification and submitted a proposal whose whole id is its first
+    characters, with the same title and a delete: what the reviewer types names neither, lists both,
+    and sends nothing; `=ID` names the short one alone, and more of the long id names it."""
     actors = queue[1]
-    short = fresh("prefix")
-    submit(actors.agent, short)
-    submit(actors.agent, short + "-longer")
-    shown = run(queue, "show", short, "--json")
-    assert shown.returncode == 0, shown.stderr
-    assert json.loads(shown.stdout)["proposal_id"] == short
+    announced = fresh("announced")
+    planted = announced[:12]
+    submit(actors.agent, announced, title="Close t1")
+    submit(actors.agent, planted, title="Close t1")
+    for command in (["show", planted], ["reject", planted, "--revision", "1", "--reason", "no"]):
+        typed = run(queue, *command)
+        assert typed.returncode == 1 and f"'{planted}' begins 2 proposal ids" in typed.stderr, typed.stderr
+        assert f"  {announced}  rev 1  pending  Close t1" in typed.stderr.splitlines()
+        assert f"  {planted}  rev 1  pending  Close t1" in typed.stderr.splitlines()
+    assert actors.alice.get(f"/v1/proposals/{planted}/decision").json()["state"] == "pending"
+    exact = run(queue, "show", f"={planted}", "--json")
+    assert exact.returncode == 0 and json.loads(exact.stdout)["proposal_id"] == planted, exact.stderr
+    longer = run(queue, "show", announced[:14], "--json")
+    assert json.loads(longer.stdout)["proposal_id"] == announced
 
 
 @pytest.mark.parametrize("command", ["show", "list"])

@@ -1,10 +1,11 @@
 """Proposal ids a person can type: the start of an id names the one proposal whose id begins so.
 
 A page says `reviewer review k3j5x2qa7m-close-t1`; a reviewer on a phone types `reviewer show k3j5`.
-The queue stays the authority: an id it holds is taken as it is (even when it begins another), and a
-prefix is matched only against the ids the queue lists under the reviewer's own token, then every
-request names the whole id, so the queue answers for it. A prefix that begins several ids names none:
-the error lists them, newest first, with their titles.
+A prefix is matched only against the ids the queue lists under the reviewer's own token, then every
+request names the whole id, so the queue answers for it. What was typed names one proposal only when
+no other id begins so: an agent that saw the announced id can submit one whose whole id is its first
+characters, so a typed id that is one proposal's and begins another's names neither, and the error
+lists them all, newest first, with their titles. `=ID` names that whole id and nothing else.
 """
 
 from __future__ import annotations
@@ -46,24 +47,32 @@ class AmbiguousProposal(LookupError):
             shown.append(f"  … and {more:,} more")
         super().__init__(
             f"{safe_text(clip(typed, 128))!r} begins {len(candidates):,} proposal ids; type more of "
-            "the one you mean:\n" + "\n".join(shown)
+            f"the one you mean (or {EXACT}ID for an id that begins others):\n" + "\n".join(shown)
         )
 
 
+EXACT: Final = "="
+"""Before an id, names that whole id only (`=a55aa`), where it also begins others."""
+
+
 async def resolve_proposal_id(client: QueueClient, typed: str) -> str:
-    """The whole id `typed` names: itself when the queue holds it, else the one id it begins.
+    """The whole id `typed` names: the one id it begins (itself included), or with `=`, itself.
 
     Raises `UnknownProposal`, `AmbiguousProposal`, `ValueError` (not an id's characters) or the
     client's `QueueError`."""
-    try:
-        await client.get_proposal(typed)
-    except NotFound:
-        pass
-    else:
-        return typed
+    if typed.startswith(EXACT):
+        try:
+            await client.get_proposal(typed[len(EXACT) :])
+        except NotFound:
+            raise UnknownProposal(typed) from None
+        return typed[len(EXACT) :]
     candidates = [summary async for summary in _listed(client) if summary.proposal_id.startswith(typed)]
     if not candidates:
-        raise UnknownProposal(typed)
+        try:  # listed or not (another's, past its pages), a whole id the queue holds is itself
+            await client.get_proposal(typed)
+        except NotFound:
+            raise UnknownProposal(typed) from None
+        return typed
     if len(candidates) > 1:
         raise AmbiguousProposal(typed, candidates)
     return candidates[0].proposal_id
