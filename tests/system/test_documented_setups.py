@@ -227,11 +227,12 @@ def test_reviewing_from_the_command_line_after_login_approves_with_the_line_show
     (login,) = documented_block("reviewing.md", "reviewer login --queue")
     shell.run(f"REVIEWER_TOKEN={tokens['alice']} " + as_run(login, {"https://queue.example:8470": url}))
     ids = {"ID": "review-0001", "k3j5": "review-0"}  # the page's id, and the start of one
-    listed, shown, as_json, by_prefix = (
+    listed, shown, as_json, by_prefix, exactly = (
         shell.run(as_run(command, {word: ids[word] for word in ids if word in command.text})).stdout
         for command in documented_block("reviewing.md", "reviewer list")
     )
     assert "review-0001" in listed and document_digest(as_json) in by_prefix
+    assert document_digest(as_json) in exactly
     document = json.loads(as_json)
     assert document["plan_sha256"] in shown
     approve = subprocess.run(
