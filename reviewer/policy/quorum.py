@@ -16,6 +16,7 @@ from reviewer.policy.names import folded
 
 MAX_APPROVALS: Final = 20
 _SEPARATORS: Final = str.maketrans("", "", "._-")
+PROVIDER_PREFIX: Final = "oidc:"
 
 
 def person(name: str) -> str:
@@ -64,6 +65,16 @@ class Vote:
     reviewer: str
     decision: Literal["approve", "reject"]
     reason: str = ""
+    identity: str | None = None
+    """Who cast it as the trail records it; a provider's `oidc:ISSUER#SUBJECT` names one person
+    whatever name (email) they signed in under."""
+
+    def same_person(self, reviewer: str, identity: str | None) -> bool:
+        """Whether `reviewer` (signed in as `identity`) is the person who cast this vote: one name
+        folded (`person`), or one provider person under two names."""
+        if person(self.reviewer) == person(reviewer):
+            return True
+        return identity is not None and self.identity == identity and identity.startswith(PROVIDER_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -92,15 +103,15 @@ def tally(votes: Iterable[Vote], required: int) -> Tally:
     """Pending until `required` distinct reviewers approved; the first rejection rejects.
 
     A reviewer counted twice would let one person meet a quorum of two, so repeats count once, and
-    so do names that are one `person`.
+    so do names that are one `person`, and the names one provider person signed in under.
     """
     approvals: list[str] = []
-    people: set[str] = set()
+    counted: list[Vote] = []
     for vote in votes:
         if vote.decision == "reject":
             return Tally("rejected", required, tuple(approvals), vote.reviewer, vote.reason)
-        if person(vote.reviewer) not in people:
-            people.add(person(vote.reviewer))
+        if not any(earlier.same_person(vote.reviewer, vote.identity) for earlier in counted):
+            counted.append(vote)
             approvals.append(vote.reviewer)
         if len(approvals) >= required:
             return Tally("approved", required, tuple(approvals))
@@ -110,11 +121,14 @@ def tally(votes: Iterable[Vote], required: int) -> Tally:
 VoteRefusal = Literal["not_listed", "already_approved"]
 
 
-def refuse_vote(requirement: Requirement, votes: Iterable[Vote], reviewer: str) -> VoteRefusal | None:
-    """Why `reviewer` may not add a decision now, or None. A state that is no longer pending is the
-    caller's 409; this only answers what the policy adds: a list of who may decide, one vote each."""
+def refuse_vote(
+    requirement: Requirement, votes: Iterable[Vote], reviewer: str, identity: str | None = None
+) -> VoteRefusal | None:
+    """Why `reviewer` (signed in as `identity`) may not add a decision now, or None. A state that is
+    no longer pending is the caller's 409; this only answers what the policy adds: a list of who may
+    decide, one vote each person."""
     if not requirement.may_decide(reviewer):
         return "not_listed"
-    if any(person(vote.reviewer) == person(reviewer) for vote in votes):
+    if any(vote.same_person(reviewer, identity) for vote in votes):
         return "already_approved"
     return None

@@ -54,9 +54,16 @@ class CastDecision:
     key_fingerprint: str | None = None
     seq: int | None = None
     """Its place in the trail."""
+    identity: str | None = None
+    """Who cast it, as the trail records it (`oidc:ISSUER#SUBJECT` for a provider's person)."""
 
     def vote(self) -> Vote:
-        return Vote(self.reviewer, "reject" if self.decision == "reject" else "approve", self.reason or "")
+        return Vote(
+            self.reviewer,
+            "reject" if self.decision == "reject" else "approve",
+            self.reason or "",
+            self.identity,
+        )
 
 
 @dataclass(frozen=True)
@@ -135,6 +142,7 @@ def admit_decision(
     request: DecisionRequest,
     registered_keys: Iterable[PublicKey],
     environment: str | None,
+    identity: str | None = None,
 ) -> VerifiedSignature | None:
     """Refuse what the policy or the signature rules forbid; return the verified signature, if any.
 
@@ -142,7 +150,7 @@ def admit_decision(
     may decide (403), one vote each (409), then the signature (422, naming the field).
     """
     where = f"environment {environment!r}" if environment else "proposals without an environment"
-    refusal = refuse_vote(rule, [item.vote() for item in cast], reviewer)
+    refusal = refuse_vote(rule, [item.vote() for item in cast], reviewer, identity)
     if refusal == "not_listed":
         listed = rule.listed()
         raise Forbidden(f"{reviewer} may not decide {where}; the policy lists {listed}")

@@ -215,3 +215,26 @@ def test_an_outsiders_token_older_than_the_session_ends_nothing(database: str, c
         assert again.token_id == signed_in.token_id
     finally:
         store.close()
+
+
+def test_one_person_under_two_emails_is_one_approval_of_a_quorum_of_two(database: str, clock: Clock) -> None:
+    """The provider's person is ISSUER#SUBJECT, whatever its email says now: carol approves, changes
+    her email at the provider, signs in again and approves again; that is still one approval of two."""
+    store = quorum_of_two(database, clock)
+    try:
+        carol = store.sign_in(person("carol", name="carol@example.com"))
+        agent = identity(store, "agent", "agent")
+        store.submit(agent, submission("p"))
+        store.decide(carol, "p", decision(), "k1")
+        clock.now = START + 60
+        renamed = store.sign_in(person("carol", name="carol.new@example.com", issued=START + 60))
+        assert renamed.principal == carol.principal
+        with pytest.raises(Conflict, match="already approved this revision"):
+            store.decide(renamed, "p", decision(), "k2")
+        state = store.decision_state(agent, "p")
+        assert state.state == "pending" and len(state.approvals) == 1
+        bob = store.sign_in(person("bob"))
+        store.decide(bob, "p", decision(), "k3")
+        assert store.decision_state(agent, "p").state == "approved"
+    finally:
+        store.close()

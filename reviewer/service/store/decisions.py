@@ -120,7 +120,7 @@ def cast_and_withdrawn(
     """The decisions on this revision that count at `now`, and the approvals withdrawn since their
     key was removed or their token ended (`without_removed_keys`)."""
     rows = db.all(
-        "SELECT seq, actor, event, reason, at, statement, signature, key_fingerprint FROM trail "
+        "SELECT seq, actor, identity, event, reason, at, statement, signature, key_fingerprint FROM trail "
         "WHERE proposal_id = :proposal_id AND revision = :revision AND event IN ('approved', 'rejected') "
         "ORDER BY seq",
         proposal_id=proposal_id,
@@ -136,6 +136,7 @@ def cast_and_withdrawn(
             signature=row["signature"],
             key_fingerprint=row["key_fingerprint"],
             seq=row["seq"],
+            identity=row["identity"],
         )
         for row in rows
     ]
@@ -239,6 +240,7 @@ def decide(
         request,
         tokens.signing_keys(db, identity.name),
         environment,
+        identity.principal,
     )
     index.append_trail(
         db,
@@ -265,7 +267,10 @@ def decide(
             request.decision,
             request.reason or None,
             rules.required_timestamp(now),
-            *((signed.statement, signed.signature, signed.key_fingerprint) if signed else ()),
+            statement=signed.statement if signed else None,
+            signature=signed.signature if signed else None,
+            key_fingerprint=signed.key_fingerprint if signed else None,
+            identity=identity.principal,
         )
     )
     result = outcome(rule, cast)
