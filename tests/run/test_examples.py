@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import httpx
@@ -152,3 +153,36 @@ def test_the_pages_curl_line_reads_through_the_gate_with_the_url_off_its_command
     status, stderr = run.finish()
     assert status == 0 and "COMMAND made no write" in stderr, stderr
     assert [ticket["id"] for ticket in json.loads(answer.read_text())["tickets"]] == ["t1", "t2", "t3"]
+
+
+REQUESTS_AGENT = """
+import os, requests
+base = os.environ["REVIEWER_API_URL"]
+listed = requests.get(base + "/v1/tickets", timeout=10)
+created = requests.post(base + "/v1/tickets", json={"title": "From requests"}, timeout=10)
+print(listed.status_code, created.status_code, len(listed.json()["tickets"]))
+"""
+
+
+def test_a_python_requests_agent_reaches_the_gate_from_its_sandbox(
+    queue: Queue, sample_api: SampleApi, tmp_path: Path
+) -> None:
+    """Python's `requests`, which reads the proxy variables, in the default sandbox (a root of the
+    system's folders and the reviewer's installation, no Unix socket): its read passes, its write is
+    recorded and waits for a reviewer; the API saw no write."""
+    out = tmp_path / "out"
+    run = start_run(
+        queue,
+        sample_api,
+        writable=tmp_path,
+        command=["sh", "-c", f'"$0" -c "$1" > {out}', sys.executable, REQUESTS_AGENT],
+    )
+    proposal_id, _ = run.wait_for_plan()
+    assert out.read_text().split() == ["200", "201", "3"]
+    plan = proposal(queue, proposal_id)
+    assert [(call["request"]["method"], call["request"]["path"]) for call in plan["calls"]] == [
+        ("POST", "/v1/tickets")
+    ]
+    reviewer_decides(queue, proposal_id, "reject", reason="a test of the sandbox")
+    status, _ = run.finish()
+    assert status == 1 and sample_api.audit() == []
