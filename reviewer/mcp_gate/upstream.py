@@ -105,7 +105,10 @@ def block_kept(block: types.ContentBlock) -> dict[str, Any] | None:
     if isinstance(block, types.TextContent):
         return None
     if isinstance(block, types.ResourceLink):
-        return block.model_dump(mode="json", exclude_none=True, exclude={"icons", "meta", "annotations"})
+        link: dict[str, Any] = block.model_dump(
+            mode="json", exclude_none=True, exclude={"icons", "meta", "annotations"}
+        )
+        return link
     if isinstance(block, types.ImageContent | types.AudioContent):
         return {"type": block.type, "mime_type": block.mime_type, **_digest(block.data)}
     if isinstance(block, types.EmbeddedResource):
