@@ -28,8 +28,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from bench.bench_run import start_sample_api  # noqa: E402
 from tests.queue_harness import start_service  # noqa: E402
-from tests.service.ports import free_port  # noqa: E402
 
 READER = """
 import os, sys, time, urllib.request
@@ -42,24 +42,6 @@ for _ in range(int(sys.argv[1])):
 print(time.perf_counter() - start)
 """
 MODES = {"sandbox (default)": [], "--share-network": ["--share-network"], "--no-sandbox": ["--no-sandbox"]}
-
-
-def start_sample_api() -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "reviewer", "sample-api", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            subprocess.run(["curl", "-sf", "-o", "/dev/null", f"{url}/v1/tickets"], check=True, timeout=2)
-            return process, url
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
-            time.sleep(0.05)
-    process.kill()
-    raise SystemExit("the sample API did not start")
 
 
 def timed_run(arguments: list[str], environment: dict[str, str], work: Path) -> tuple[float, str]:

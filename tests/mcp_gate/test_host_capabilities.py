@@ -6,7 +6,6 @@ words, never answered by the gate. Driven by the official client, the upstream o
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,34 +18,17 @@ import mcp_types as types
 from mcp import Client, StdioServerParameters
 
 from tests.agent.fixtures import Queue
+from tests.mcp_gate.test_official import gate_parameters
 
-ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM = Path(__file__).with_name("capabilities_server.py")
 TOOLS = ("ask_model", "ask_user", "my_roots", "count_slowly")
 
 
 def parameters(queue: Queue, tmp_path: Path) -> StdioServerParameters:
+    """The gate as a host starts it, every tool of the upstream's a read passed through."""
+    (tmp_path / "work").mkdir(exist_ok=True)
     reads = [word for name in TOOLS for word in ("--read", name)]
-    return StdioServerParameters(
-        command=sys.executable,
-        args=[
-            "-m",
-            "reviewer",
-            "mcp-gate",
-            "--queue",
-            queue.url,
-            *reads,
-            "--",
-            sys.executable,
-            str(UPSTREAM),
-        ],
-        env={
-            "PATH": os.environ.get("PATH", ""),
-            "REVIEWER_AGENT_TOKEN": queue.agent_token,
-            "XDG_STATE_HOME": str(tmp_path / "state"),
-        },
-        cwd=str(ROOT),
-    )
+    return gate_parameters(queue, [sys.executable, str(UPSTREAM)], *reads, writable=tmp_path / "work")
 
 
 async def sampling(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
