@@ -101,7 +101,9 @@ def test_the_refund_sample_shows_the_euros_it_moves(queue: tuple[Service, Actors
     assert "  every create_refund: currency=EUR, reason=late delivery" in shown.stdout.splitlines()
     assert sum(line.startswith("  #") for line in shown.stdout.splitlines()) == 2_000
     scripted = json.loads(run(queue, "show", proposal_id, "--json").stdout)
-    assert scripted["totals"] == [{"currency": "EUR", "amount": "84641.64", "calls": 1800}]
+    assert scripted["totals"] == [
+        {"currency": "EUR", "amount": "84641.64", "out": "84641.64", "in": "0", "calls": 1800}
+    ]
     listed = run(queue, "list", columns=100).stdout
     block = listed[listed.index(proposal_id) :]
     assert "  moves EUR 84,641.64 (1,800 calls)" in block.splitlines()[:8]

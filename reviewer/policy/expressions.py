@@ -184,7 +184,7 @@ def compile_expression(source: str) -> Expression:
         reads_calls="calls" in names,
         reads_args="args" in names,
         reads_alarms="alarms" in names,
-        reads_totals="totals" in names,
+        reads_totals=bool({"totals", "totals_in"} & names),
         call_fields=frozenset(names & CALL_FIELDS),
         walks=walks,
     )

@@ -222,6 +222,17 @@ def _call_heads(proposal: Proposal, with_args: bool) -> Iterable[_CallHead]:
     )
 
 
+def money_both_ways(proposal: Proposal, wanted: bool) -> dict[str, dict[str, float]]:
+    """`plan.totals`, the money the plan's writes move out per currency (the amounts above zero),
+    and `plan.totals_in`, the money they move in (the amounts below zero, as positive figures):
+    read only by a policy that names them (`wanted`), since they walk every call's arguments."""
+    totals = plan_totals(proposal.calls) if wanted else ()
+    return {
+        "totals": {total.currency: float(total.out) for total in totals},
+        "totals_in": {total.currency: float(total.back) for total in totals if total.back},
+    }
+
+
 def activation(
     policy: Policy,
     proposal: Proposal,
@@ -280,11 +291,9 @@ def activation(
             "calls": calls,
             "counts": counts,
             "tools": tools,
-            "totals": (
-                {total.currency: float(total.amount) for total in plan_totals(proposal.calls)}
-                if policy.reads_totals
-                else {}
-            ),
+            # Money out and money in apart: ten refunds of +2,000,000 and ten of -2,000,000 must not
+            # read as nothing moved.
+            **money_both_ways(proposal, policy.reads_totals),
             "dry_run": {
                 "via": dry_run.via,
                 "write_requests": dry_run.write_requests or 0,

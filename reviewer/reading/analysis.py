@@ -35,7 +35,7 @@ from reviewer.plan.proposal import (
     sandbox_proof,
 )
 from reviewer.plan.sanitize import clip, json_has_hidden, safe_text, unnormalized
-from reviewer.reading.totals import Total, plan_totals
+from reviewer.reading.totals import Total, negative_amount_calls, plan_totals
 
 SCAN_CHUNK: Final = 4096
 """Calls decoded and scanned at a time by the whole-plan passes."""
@@ -605,6 +605,11 @@ class Analysis:
         return self.proposal.calls[index].seq in extremes.outlier_seqs
 
     @cached_property
+    def negative_amounts(self) -> int:
+        """The calls that carry an amount below zero (`reviewer.reading.totals`)."""
+        return negative_amount_calls(self.proposal.calls)
+
+    @cached_property
     def totals(self) -> tuple[Total, ...]:
         """The money the plan moves, per currency (`reviewer.reading.totals`), largest first."""
         return plan_totals(self.proposal.calls)
@@ -734,6 +739,14 @@ class Analysis:
             alarms.append(("dry_run_errors", f"{_count(ratios.errors, 'call')} failed in the dry run"))
         if ratios.deletes:
             alarms.append(("deletes", f"{_count(ratios.deletes, 'delete')}: {self.deleted_kinds}"))
+        if self.negative_amounts:
+            alarms.append(
+                (
+                    "negative_amounts",
+                    f"{_count(self.negative_amounts, 'call')} with a negative amount: money coming in, or a "
+                    "sign that cancels another call's (the totals say both ways)",
+                )
+            )
         if self.hidden_characters:
             alarms.append(("hidden_characters", "hidden characters in the text"))
         if self.lookalike_text:
@@ -794,6 +807,7 @@ ALARM_NAMES: Final = (
     "real_refusals",
     "dry_run_errors",
     "deletes",
+    "negative_amounts",
     "hidden_characters",
     "lookalike_text",
     "outliers",

@@ -6,7 +6,10 @@ A number is money when its field is named like an amount (`amount`, `amount_cent
 "value": "12.50"}`. A decimal written as a string counts too (forms hold every value as text, and
 some APIs write amounts so). Amounts in a field whose name ends `_cents` or `_minor` are hundredths;
 any other is counted as written (Stripe's `amount` is in cents: it reads as written). Sums are exact
-(`Decimal`), so 2,000 refunds add up to the cent. Pure functions over the plan format: no I/O.
+(`Decimal`), so 2,000 refunds add up to the cent. Money goes two ways, and one way never cancels the
+other: amounts above zero are summed as money out, amounts below zero as money in, and a currency
+holding both is said with both (`USD +10,000,000 / -10,000,000`), never as their difference. Pure
+functions over the plan format: no I/O.
 """
 
 from __future__ import annotations
@@ -41,17 +44,33 @@ class Total:
     currency: str
     """Upper case, sanitized; `?` for a currency not shaped like an ISO code, `other` past the cap."""
     amount: Decimal
+    """Out less in: kept for readers of the sum; the words never show it alone where both moved."""
     calls: int
     """Calls holding at least one amount in this currency."""
+    out: Decimal = Decimal(0)
+    """The amounts above zero, summed."""
+    back: Decimal = Decimal(0)
+    """The amounts below zero, summed as a positive figure: money that comes in, or a sign flipped."""
 
     def words(self) -> str:
-        """`EUR 161,234.56 (2,000 calls)`."""
+        """`EUR 161,234.56 (2,000 calls)`; `USD +10,000,000 / -10,000,000 (10 calls)` where money moves
+        both ways, so that what cancels out never reads as nothing."""
         noun = "call" if self.calls == 1 else "calls"
-        return f"{self.currency} {money(self.amount)} ({self.calls:,} {noun})"
+        if self.out and self.back:
+            moved = f"+{money(self.out)} / -{money(self.back)}"
+        else:
+            moved = f"-{money(self.back)}" if self.back else money(self.out)
+        return f"{self.currency} {moved} ({self.calls:,} {noun})"
 
     def as_json(self) -> dict[str, Any]:
-        """The amount as a string, so no reader rounds it."""
-        return {"currency": self.currency, "amount": str(self.amount), "calls": self.calls}
+        """The amounts as strings, so no reader rounds them."""
+        return {
+            "currency": self.currency,
+            "amount": str(self.amount),
+            "out": str(self.out),
+            "in": str(self.back),
+            "calls": self.calls,
+        }
 
 
 def money(amount: Decimal) -> str:
@@ -64,24 +83,42 @@ def money(amount: Decimal) -> str:
 
 def plan_totals(calls: Iterable[Call]) -> tuple[Total, ...]:
     """Each currency's total over the calls, largest first (then by name)."""
-    sums: dict[str, Decimal] = {}
+    outs: dict[str, Decimal] = {}
+    backs: dict[str, Decimal] = {}
     holders: dict[str, int] = {}
     for call in calls:
         if call.effect == "read":  # a search by amount moves nothing
             continue
         seen: set[str] = set()
         for currency, amount in call_amounts(call):
-            if currency not in sums and len(sums) >= MAX_CURRENCIES:
+            if currency not in holders and len(holders) >= MAX_CURRENCIES:
                 currency = "other"
-            sums[currency] = sums.get(currency, Decimal(0)) + amount
+            if amount >= 0:
+                outs[currency] = outs.get(currency, Decimal(0)) + amount
+            else:
+                backs[currency] = backs.get(currency, Decimal(0)) - amount
             if currency not in seen:
                 seen.add(currency)
                 holders[currency] = holders.get(currency, 0) + 1
-    return tuple(
-        sorted(
-            (Total(currency, amount, holders[currency]) for currency, amount in sums.items()),
-            key=lambda total: (-abs(total.amount), total.currency),
+    totals = (
+        Total(
+            currency,
+            outs.get(currency, Decimal(0)) - backs.get(currency, Decimal(0)),
+            count,
+            outs.get(currency, Decimal(0)),
+            backs.get(currency, Decimal(0)),
         )
+        for currency, count in holders.items()
+    )
+    return tuple(sorted(totals, key=lambda total: (-max(total.out, total.back), total.currency)))
+
+
+def negative_amount_calls(calls: Iterable[Call]) -> int:
+    """The calls, reads aside, that carry an amount below zero."""
+    return sum(
+        1
+        for call in calls
+        if call.effect != "read" and any(amount < 0 for _currency, amount in call_amounts(call))
     )
 
 

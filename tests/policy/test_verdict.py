@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -468,3 +469,34 @@ def test_a_policy_asks_more_above_a_total() -> None:
         "k8s-shop-scale-down.server.json": (1, []),
     }
     assert policy.reads_totals and not parse_policy(POLICY).reads_totals
+
+
+def test_money_that_cancels_out_still_asks_for_more_and_money_in_is_read_apart() -> None:
+    """+2,000,000 and -2,000,000 USD five times each: `plan.totals` is the money out, so the rule on
+    large payouts matches, and `plan.totals_in` the money in, which a rule may read on its own."""
+    from tests.builders import proposal_document
+
+    calls = [
+        {"tool": "refund", "effect": "create", "args": {"amount": amount, "currency": "USD"}}
+        for amount in [2_000_000] * 5 + [-2_000_000] * 5
+    ]
+    proposal = parse_proposal(json.dumps(proposal_document(calls)).encode())
+    policy = parse_policy(
+        """
+[default]
+approvals = 1
+
+[[rules]]
+name = "large payouts"
+when = '"USD" in plan.totals && plan.totals["USD"] > 1000000'
+approvals = 2
+
+[[rules]]
+name = "money back"
+when = '"USD" in plan.totals_in'
+approvals = 3
+"""
+    )
+    verdict = evaluate(policy, proposal)
+    assert [match.rule for match in verdict.matched] == ["large payouts", "money back"]
+    assert verdict.requirement.approvals == 3

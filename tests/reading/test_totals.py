@@ -97,3 +97,31 @@ def test_amounts_written_as_text_count_as_a_form_holds_them() -> None:
     assert [(total.currency, total.amount, total.calls) for total in analysis.totals] == [
         ("USD", Decimal("2012.50"), 2)
     ]
+
+
+def test_money_that_cancels_out_is_said_both_ways_and_raises_the_alarm() -> None:
+    """Five refunds of +2,000,000 USD and five of -2,000,000 USD: never `USD 0`; the calls with a
+    negative amount raise `negative_amounts`; a policy reads money out and money in apart."""
+    from reviewer.policy.verdict import money_both_ways
+
+    plus = [{"amount": 2_000_000, "currency": "USD"}] * 5
+    minus = [{"amount": -2_000_000, "currency": "USD"}] * 5
+    analysis = analysis_of(*plus, *minus)
+    (total,) = analysis.totals
+    assert total.words() == "USD +10,000,000 / -10,000,000 (10 calls)"
+    assert total.as_json() == {
+        "currency": "USD",
+        "amount": "0",
+        "out": "10000000",
+        "in": "10000000",
+        "calls": 10,
+    }
+    assert "negative_amounts" in analysis.alarm_names
+    assert any(alarm.startswith("5 calls with a negative amount") for alarm in analysis.alarms)
+    assert money_both_ways(analysis.proposal, True) == {
+        "totals": {"USD": 10_000_000.0},
+        "totals_in": {"USD": 10_000_000.0},
+    }
+    only_in = analysis_of({"amount": -12.5, "currency": "EUR"})
+    assert only_in.totals[0].words() == "EUR -12.50 (1 call)" and "negative_amounts" in only_in.alarm_names
+    assert "negative_amounts" not in analysis_of(*plus).alarm_names
