@@ -52,15 +52,17 @@ class Total:
     back: Decimal = Decimal(0)
     """The amounts below zero, summed as a positive figure: money that comes in, or a sign flipped."""
 
-    def words(self) -> str:
-        """`EUR 161,234.56 (2,000 calls)`; `USD +10,000,000 / -10,000,000 (10 calls)` where money moves
-        both ways, so that what cancels out never reads as nothing."""
-        noun = "call" if self.calls == 1 else "calls"
+    def moved(self) -> str:
+        """`161,234.56`; `+10,000,000 / -10,000,000` where money moves both ways, so that what cancels
+        out never reads as nothing; `-12.50` where it only comes in."""
         if self.out and self.back:
-            moved = f"+{money(self.out)} / -{money(self.back)}"
-        else:
-            moved = f"-{money(self.back)}" if self.back else money(self.out)
-        return f"{self.currency} {moved} ({self.calls:,} {noun})"
+            return f"+{money(self.out)} / -{money(self.back)}"
+        return f"-{money(self.back)}" if self.back else money(self.out)
+
+    def words(self) -> str:
+        """`EUR 161,234.56 (2,000 calls)`, the amount as `moved` says it."""
+        noun = "call" if self.calls == 1 else "calls"
+        return f"{self.currency} {self.moved()} ({self.calls:,} {noun})"
 
     def as_json(self) -> dict[str, Any]:
         """The amounts as strings, so no reader rounds them."""

@@ -14,7 +14,7 @@ from reviewer.plan.proposal import Call, DryRun, Proposal, audit_read, dumps, sa
 from reviewer.plan.sanitize import clip, safe_text
 from reviewer.reading.analysis import Analysis, Extremes, NumericField, PlanRow, Ratios, Verdict
 from reviewer.reading.plain import number
-from reviewer.reading.totals import Total, money, totals_words
+from reviewer.reading.totals import Total, totals_words
 from reviewer.tui.palette import role_text
 
 DETAIL_LIMIT = 4_000
@@ -157,7 +157,7 @@ def ratios_text(ratios: Ratios, proof: tuple[str, str] | None = None, totals: tu
         "danger" if ratios.destructive else "",
     )
     for total in totals[:MONEY_LINES]:
-        _line(text, "moves", f"{total.currency} {money(total.amount)}", "warn.strong")
+        _line(text, "moves", f"{total.currency} {total.moved()}", "warn.strong")
     if len(totals) > MONEY_LINES:
         _line(text, "moves", f"{len(totals) - MONEY_LINES} more currencies", "warn.strong")
     _line(text, "validated", f"{ratios.validated:,}", "ok" if ratios.validated else "")
