@@ -133,7 +133,9 @@ def test_a_waiting_page_says_what_the_plan_does_its_alarms_and_its_money(
         kubernetes["alarms"][1]["text"] == "3 deletes: persistent_volume_claim, namespace, persistent_volume"
     )
     assert kubernetes["summary"].startswith("6 updates, 3 deletes in production; 1 real refusal; 3 deletes")
-    assert refunds["totals"] == [{"currency": "EUR", "amount": "84641.64", "calls": 1800}]
+    assert refunds["totals"] == [
+        {"currency": "EUR", "amount": "84641.64", "out": "84641.64", "in": "0", "calls": 1800}
+    ]
     assert (
         refunds["summary"] == "1,800 creates, 200 updates in production, moving EUR 84,641.64 (1,800 calls)"
     )
