@@ -215,8 +215,8 @@ class Sandbox:
             gate = "the gate and, " if self.role == "agent" else ""
             network = (
                 "the machine's network (--share-network: the host's loopback services too, and on a "
-                "cloud instance its metadata address, which hands out the instance's own credentials; "
-                "the gate behind a secret)"
+                "cloud instance its metadata address, which hands out the instance's own credentials"
+                f"{'; the gate behind a secret' if self.role == 'agent' else ''})"
                 if self.shared_network
                 else f"no network but {gate}through a proxy (HTTPS_PROXY), {allowed}"
                 if (allowed := ", ".join(str(host) for host in self.allowed_net))
