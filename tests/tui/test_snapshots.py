@@ -328,3 +328,35 @@ def test_six_digit_seqs(snap_compare, tmp_path, size) -> None:
     (tmp_path / "wide.json").write_text(json.dumps(proposal_document(calls, proposal_id="wide-seqs")))
     app = ReviewerApp(tmp_path / "wide.json")
     assert snap_compare(app, terminal_size=size, run_before=open_first("end"))
+
+
+def money_both_ways(folder: Path) -> Path:
+    """Five refunds of +2,000,000 USD and five of -2,000,000 USD: money that nets to nothing."""
+    calls = [
+        {
+            "tool": "create_refund",
+            "effect": "create",
+            "args": {"amount": amount, "currency": "USD", "charge": f"ch_{seq}"},
+            "outcome": {"status": "ok", "http_status": 200},
+        }
+        for seq, amount in enumerate([2_000_000] * 5 + [-2_000_000] * 5, start=1)
+    ]
+    target = {"api": "stripe", "base_url": "https://api.stripe.com", "environment": "production"}
+    document = proposal_document(calls, proposal_id="refunds-net-zero", title="Refunds", target=target)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "refunds.json").write_text(json.dumps(document))
+    return folder
+
+
+def test_money_that_cancels_out_at_80x24(snap_compare, tmp_path) -> None:
+    """The ten refunds opened at 80x24: the banner names "5 calls with a negative amount", and the
+    Side effects pane says "moves USD +10,000,000 / -10,000,000" (warning colour), never USD 0."""
+    app = ReviewerApp(money_both_ways(tmp_path / "proposals"))
+    assert snap_compare(app, terminal_size=(80, 24), run_before=open_first())
+
+
+def test_money_that_cancels_out_at_50x20(snap_compare, tmp_path) -> None:
+    """The same plan on a phone's 50x20, its alarms opened whole with `e`: the negative amounts'
+    alarm is there in words beside the unproven dry run's."""
+    app = ReviewerApp(money_both_ways(tmp_path / "proposals"))
+    assert snap_compare(app, terminal_size=(50, 20), run_before=open_first("e"))
