@@ -56,7 +56,7 @@ from reviewer.queue.client import QueueClient, QueueError
 from reviewer.sandbox.egress import EGRESS_PORT, EgressProxy, proxy_environment, serving_egress
 from reviewer.sandbox.environment import sandboxed_environment
 from reviewer.sandbox.errors import SandboxRefused
-from reviewer.sandbox.handover import HandoverPoint, handed_listeners, handover_point
+from reviewer.sandbox.handover import HandoverPoint, InnerService, handover_point, serve_handed
 from reviewer.sandbox.modes import Sandbox
 from reviewer.sandbox.options import sandbox_from_options
 
@@ -436,25 +436,28 @@ async def serve(options: argparse.Namespace, token: str) -> None:
             )
             await serving.enter_async_context(running_upstream(upstream))
             if point is not None:
-                await serve_egress(serving, point, sandbox)
+                await serve_egress(serving, point, sandbox, options.upstream_timeout)
             await serve_host(options, upstream, name, queue)
     finally:
         await queue.aclose()
         await anyio.to_thread.run_sync(options.sandbox.end_leftovers)
 
 
-async def serve_egress(serving: AsyncExitStack, point: HandoverPoint, sandbox: Sandbox) -> None:
+async def serve_egress(
+    serving: AsyncExitStack, point: HandoverPoint, sandbox: Sandbox, timeout: float
+) -> None:
     """`--allow-net`'s proxy, served for the gate's life on the listener the upstream's relay hands
-    over; said in a line when it never comes (the upstream then reaches nothing)."""
-    connection = await point.taken()
+    over (waiting as long as the upstream may take to start); said in a line when it never comes
+    (the upstream then reaches nothing)."""
+    proxy = EgressProxy(sandbox.allowed_net)
+    service = InnerService(EGRESS_PORT, lambda listener: serving_egress(proxy, listener))
+    connection = await point.taken(timeout)
     point.close()
-    listeners = await handed_listeners(connection, 1) if connection is not None else []
+    served = connection is not None and await serve_handed(serving, connection, [service])
     if connection is not None:
         connection.close()
-    if not listeners:
+    if not served:
         say("the upstream's sandbox handed over no listener for its proxy: it reaches no host")
-        return
-    await serving.enter_async_context(serving_egress(EgressProxy(sandbox.allowed_net), listeners[0]))
 
 
 async def serve_host(options: argparse.Namespace, upstream: Upstream, name: str, queue: QueueClient) -> None:

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from reviewer.run.errors import RunRefused
-from reviewer.run.serving import InnerService
 from reviewer.sandbox.environment import sandboxed_environment
-from reviewer.sandbox.handover import handed_listeners
+from reviewer.sandbox.handover import InnerService, serve_handed
 from reviewer.sandbox.modes import Sandbox
 
 API_URL_ENV: Final = "REVIEWER_API_URL"
@@ -89,9 +88,7 @@ async def run_child(
         try:
             async with contextlib.AsyncExitStack() as serving:
                 if launch.handover is not None:
-                    listeners = await handed_listeners(launch.handover, len(ports))
-                    for service, listener in zip(inner_services, listeners, strict=False):
-                        await serving.enter_async_context(service.served_on(listener))
+                    await serve_handed(serving, launch.handover, inner_services)
                 return await _until_ended(process, timeout, stop)
         finally:
             if process.returncode is None:

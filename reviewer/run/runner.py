@@ -47,8 +47,9 @@ from reviewer.run.gate import DryMode, HttpGate, RealMode
 from reviewer.run.openapi import ApiDocument
 from reviewer.run.options import Credentials
 from reviewer.run.replan import FEEDBACK_ENV, with_feedback_env
-from reviewer.run.serving import InnerService, gate_service, serving
+from reviewer.run.serving import gate_service, serving
 from reviewer.sandbox.egress import EGRESS_PORT, EgressProxy, proxy_environment, serving_egress
+from reviewer.sandbox.handover import InnerService
 from reviewer.sandbox.modes import GATE_PORT, Sandbox
 
 REACHABILITY_TIMEOUT = 10.0

@@ -24,12 +24,13 @@ import contextlib
 import hmac
 import secrets
 import socket
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from typing import Any, Final
 
 import uvicorn
+
+from reviewer.sandbox.handover import InnerService
 
 LOOPBACK: Final = "127.0.0.1"
 MAX_CONNECTIONS: Final = 64
@@ -121,15 +122,6 @@ async def serving(app: Any) -> AsyncIterator[str]:
     secret = secrets.token_urlsafe(32)
     async with _served(OnlyItsChild(app, secret), sock):
         yield f"http://{LOOPBACK}:{sock.getsockname()[1]}/{secret}"
-
-
-@dataclass(frozen=True)
-class InnerService:
-    """A service COMMAND reaches on its own loopback: the port there, and how it is served, for as
-    long as one COMMAND runs, on the listener the relay hands out."""
-
-    port: int
-    served_on: Callable[[socket.socket], AbstractAsyncContextManager[object]]
 
 
 def gate_service(app: Any, port: int) -> InnerService:

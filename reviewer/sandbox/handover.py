@@ -19,14 +19,35 @@ import shutil
 import socket
 import struct
 import tempfile
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 HANDOVER_TIMEOUT_SECONDS: Final = 30.0
 MAX_LISTENERS: Final = 8
 SOCKET_PATH_LIMIT: Final = 107
+
+
+@dataclass(frozen=True)
+class InnerService:
+    """A service the sandboxed program reaches on its own loopback: the port there, and how it is
+    served, from outside, on the listener the relay hands out (the gate, `--allow-net`'s proxy)."""
+
+    port: int
+    served_on: Callable[[socket.socket], AbstractAsyncContextManager[object]]
+
+
+async def serve_handed(
+    serving: AsyncExitStack, handover: socket.socket, services: Sequence[InnerService]
+) -> bool:
+    """Serve each of `services` on the listener the relay hands out through `handover`, until
+    `serving` closes; False when the relay handed out none (its program could not start)."""
+    listeners = await handed_listeners(handover, len(services))
+    for service, listener in zip(services, listeners, strict=False):
+        await serving.enter_async_context(service.served_on(listener))
+    return bool(listeners)
 
 
 async def handed_listeners(handover: socket.socket, count: int) -> list[socket.socket]:

@@ -184,8 +184,7 @@ class Sandbox:
             return [*self.words(), *command]
         if not (self.private_network and inner_ports and handover_at):
             return [*self.words(), "--", *command]
-        relay = [sys.executable, "-I", "-S", RELAY, HANDOVER_WORD, *map(str, inner_ports), "--"]
-        return [*self.words(connect=handover_at), "--", *relay, *command]
+        return [*self.words(connect=handover_at), "--", *relay_words(HANDOVER_WORD, inner_ports), *command]
 
     @contextlib.contextmanager
     def launch(self, command: Sequence[str], inner_ports: Sequence[int] = ()) -> Iterator[Launch]:
@@ -198,10 +197,7 @@ class Sandbox:
         ours, theirs = socket.socketpair()
         relay_end = theirs.detach()
         launch = Launch(
-            [*self.words(), "--", sys.executable, "-I", "-S", RELAY, str(relay_end), *map(str, inner_ports)]
-            + ["--", *command],
-            (relay_end,),
-            ours,
+            [*self.words(), "--", *relay_words(str(relay_end), inner_ports), *command], (relay_end,), ours
         )
         try:
             yield launch
@@ -261,6 +257,12 @@ class Sandbox:
         the kernel ends the PID namespace with COMMAND.)"""
         if self.kind == "another user" and self.uid is not None:
             kill_every_process_of(self.uid)
+
+
+def relay_words(handover: str, inner_ports: Sequence[int]) -> list[str]:
+    """The relay (`reviewer.sandbox.relay`) before COMMAND: the descriptor it hands its listeners out
+    through, the ports it listens on."""
+    return [sys.executable, "-I", "-S", RELAY, handover, *map(str, inner_ports), "--"]
 
 
 def _close_quietly(descriptor: int) -> None:
