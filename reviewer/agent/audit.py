@@ -24,6 +24,9 @@ from reviewer.audit.reported import late_audit, unreadable_audit
 from reviewer.queue.messages import AuditVerification
 from reviewer.reading.audit_matching import AuditMatch, RequestLine
 
+LOG_SETTLE_SECONDS: Final = 0.25
+"""A server writes a request's access-log line after it answered (nginx, in its log phase): the dry
+run's window is read at least this long after it closed, so the last write made in it is there."""
 DEFAULT_AUDIT_READ_TIMEOUT: Final = 120.0
 """How long a run's report waits for its audit source to be read (a URL's own timeout is per read)."""
 
@@ -55,7 +58,8 @@ async def dry_run_window(
     finished_at: datetime | None,
     dry_run_requests: Mapping[str, HttpRequest],
 ) -> AuditMatch:
-    """The source read for the dry run's window (to now while it runs): the gate's own dry-run requests
+    """The source read for the dry run's window (to now while it runs; once it closed, after the log
+    settled, `LOG_SETTLE_SECONDS`): the gate's own dry-run requests
     known by their ids (`dry_run_requests`, each id's request), or by their lines where the log keeps
     no id of theirs; every other write in it someone else's. `AuditUnavailable` when it cannot be read."""
     base_path = client.base_url.path.rstrip("/") if client is not None else ""  # as the log writes it
@@ -63,6 +67,10 @@ async def dry_run_window(
         request_id: RequestLine.of(request.method, base_path + request.path, request.query or {})
         for request_id, request in dry_run_requests.items()
     }
+    if finished_at is not None:
+        settling = LOG_SETTLE_SECONDS - (datetime.now(UTC) - finished_at).total_seconds()
+        if settling > 0:
+            await asyncio.sleep(settling)
     try:
         ready = await source.ready(client)
         until = finished_at or datetime.now(UTC)
