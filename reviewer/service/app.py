@@ -5,9 +5,10 @@ the caller and the store as dependencies (`reviewer.service.deps`); bodies are r
 `reviewer.service.bodies`, so every refusal is a JSON `ErrorBody` naming the problem. This module
 wires them together: the store, the access log and the idle poll's short way in front of FastAPI
 (`QueueApp`), the error handlers, and an OpenAPI document that says what the service does
-(required headers, the proposal's limits, the bodies the routes read themselves). Quick reads
-(the token, the list's version, a decision state) run on the event loop; writes, which wait for
-fsync, and large reads run in the thread pool.
+(required headers, the proposal's limits, the bodies the routes read themselves). Every store call
+(the token included) runs in the thread pool, never on the event loop: a database that hangs holds
+up the requests that wait on it, and `/healthz` still answers. A database outage is answered `503`
+with `Retry-After` (`reviewer.service.store.outages`).
 """
 
 from __future__ import annotations
@@ -108,6 +109,7 @@ def create_app(
         else None,
         create=True,
     )
+    queue.health.serving = True
     deliverer = Deliverer(queue, senders, clock=clock) if senders else None
 
     @asynccontextmanager

@@ -46,13 +46,14 @@ async def current_caller(
     store: Store,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Identity:
-    """The caller's identity from its bearer token alone: a minted token (one indexed lookup, on
-    the loop), or, on a queue that signs reviewers in through a provider, its identity token."""
+    """The caller's identity from its bearer token alone: a minted token (one indexed lookup), or,
+    on a queue that signs reviewers in through a provider, its identity token. Off the event loop,
+    as every store call: a database that hangs holds up this request, never the others."""
     provider: IdentityTokens | None = request.app.state.identity_tokens
     if credentials is not None and provider is not None and looks_like_jwt(credentials.credentials):
         identity = await run_in_threadpool(provider_caller, store, provider, credentials.credentials)
     else:
-        identity = minted_caller(store, credentials, provider is not None)
+        identity = await run_in_threadpool(minted_caller, store, credentials, provider is not None)
     request.state.who = identity.name
     return identity
 

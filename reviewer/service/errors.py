@@ -109,6 +109,8 @@ class Unavailable(ServiceError):
 
     status = 503
     code = "unavailable"
+    retry_after: int | None = None
+    """Seconds to wait before trying again, sent as `Retry-After` when known."""
 
 
 class DatabaseUnusable(Exception):
@@ -120,6 +122,19 @@ class DatabaseUnusable(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class DatabaseUnavailable(Unavailable, DatabaseUnusable):
+    """The queue's database cannot serve this now: down, hung, out of space, locked past its
+    timeout, out of connections (`reviewer.service.store.outages`). A request meeting it is answered
+    503 with `Retry-After`; a command prints it as one line, as any unusable database."""
+
+    code = "database_unavailable"
+
+    def __init__(self, cause: str, retry_after: int) -> None:
+        super().__init__(f"the queue's database is unavailable: {cause}; try again in {retry_after} s")
+        self.cause = cause
+        self.retry_after = retry_after
 
 
 class BodyNotReceived(ServiceError):

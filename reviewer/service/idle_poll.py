@@ -2,8 +2,9 @@
 304 before FastAPI sees it.
 
 A reviewer's app polls every couple of seconds and almost every answer is "nothing new". That answer
-needs one statement (the token's row and the list's version, `QueueStore.caller_and_list_version`)
-and a comparison; FastAPI's middleware, routing and dependencies cost more than both. The token is
+needs one statement (the token's row and the list's version, `QueueStore.caller_and_list_version`,
+run off the event loop as every store call) and a comparison; FastAPI's middleware, routing and
+dependencies cost more than both. The token is
 read on every poll, never remembered, so a revoked token is refused at its very next poll, by every
 replica. Anything else (another query, another caller, an ETag that no longer matches, a store that
 fails) goes the ordinary way, which gives the full answer or the documented error, so the two ways
@@ -12,6 +13,7 @@ cannot disagree on anything but speed.
 
 from __future__ import annotations
 
+from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reviewer.service.auth import hash_token
@@ -40,7 +42,7 @@ class IdlePoll:
             and scope["path"] == LIST_PATH
             and not scope.get("query_string")
         ):
-            etag = self.unchanged(scope)
+            etag = await run_in_threadpool(self.unchanged, scope)
             if etag is not None:
                 headers = [(b"etag", etag.encode()), (b"cache-control", b"no-cache")]
                 await send({"type": "http.response.start", "status": 304, "headers": headers})

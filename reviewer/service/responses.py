@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from reviewer.queue.messages import ErrorBody
 from reviewer.service.auth import redact_tokens
-from reviewer.service.errors import ServiceError
+from reviewer.service.errors import ServiceError, Unavailable
 
 
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -44,5 +44,9 @@ def error_json(body: ErrorBody, status_code: int, headers: dict[str, str] | None
 
 def error_response(error: ServiceError) -> Response:
     body = ErrorBody(error=error.code, message=error.message, **error.details)
-    headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
-    return error_json(body, error.status, headers)
+    headers = {}
+    if error.status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    if isinstance(error, Unavailable) and error.retry_after is not None:
+        headers["Retry-After"] = str(error.retry_after)
+    return error_json(body, error.status, headers or None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from pathlib import Path
 
 import httpx
@@ -17,7 +18,7 @@ from tests.queue_harness import body, proposal
 
 
 def test_an_unchanged_poll_is_one_statement_and_a_revocation_refuses_the_next(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     app = create_app(tmp_path / "q.sqlite3")
     store = app.state.store
@@ -39,8 +40,15 @@ def test_an_unchanged_poll_is_one_statement_and_a_revocation_refuses_the_next(
             assert submitted.status_code == 201
             etag = (await client.get("/v1/proposals", headers=as_alice)).headers["etag"]
             unchanged = {**as_alice, "If-None-Match": etag}
-            # the in-process transport runs the app on this thread: its SQLite connection is this one
-            store._connection().set_trace_callback(statements.append)
+            # every store call runs in a worker thread, each with its own connection: each is traced
+            opened = store._connection
+
+            def traced() -> sqlite3.Connection:
+                connection = opened()
+                connection.set_trace_callback(statements.append)
+                return connection
+
+            monkeypatch.setattr(store, "_connection", traced)
             with caplog.at_level(logging.INFO, logger="reviewer.service.access"):
                 for _ in range(3):
                     polled = await client.get("/v1/proposals", headers=unchanged)

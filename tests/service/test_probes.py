@@ -88,7 +88,8 @@ def test_postgresql_stopped_makes_the_replica_unready_but_healthy(tmp_path: Path
         cluster.stop()
     assert unready.status_code == 503
     assert unready.json()["status"] == "not ready"
-    assert unready.json()["reason"].startswith("the queue's database does not answer: "), unready.json()
+    reason = unready.json()["reason"]
+    assert reason.startswith("the queue's database is unavailable: cannot reach PostgreSQL at "), reason
     assert healthy.status_code == 200
     said = [line for line in service.log().splitlines() if "reviewer.service.notifications" in line]
     assert len(said) == 2, service.log()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import partial
 
 from fastapi import APIRouter, Request, Response
+from starlette.concurrency import run_in_threadpool
 
 from reviewer.queue.messages import DecisionRequest, DecisionState
 from reviewer.service.deps import Caller, Store
@@ -33,4 +34,4 @@ async def decide(
 @router.get("/v1/proposals/{proposal_id}/decision", response_model=DecisionState, responses=errors(404))
 async def decision_state(identity: Caller, store: Store, proposal_id: ProposalId) -> Response:
     """The latest revision's state: what an agent polls before it may run anything."""
-    return json_response(store.decision_state(identity, proposal_id))
+    return json_response(await run_in_threadpool(store.decision_state, identity, proposal_id))

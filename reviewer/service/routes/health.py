@@ -1,8 +1,9 @@
 """`GET /healthz` and `GET /readyz`: the probes a load balancer or Kubernetes asks, without a token.
 
 `/healthz` says the process serves (it touches nothing else, so a database outage never gets a
-replica restarted); `/readyz` says this replica can serve the queue: its database answers and holds
-the schema this release writes. Neither says anything about the queue's contents.
+replica restarted); `/readyz` says this replica can serve the queue: its database answers, holds
+the schema this release writes, and takes writes (after a write failed for an outage, until a write
+succeeds). Neither says anything about the queue's contents.
 """
 
 from __future__ import annotations
@@ -44,4 +45,5 @@ def unready_reason(store: QueueStore) -> str | None:
         return f"the queue's database does not answer: {first_line}"
     if version != SCHEMA_VERSION:
         return f"the database holds queue schema version {version}, and this release writes {SCHEMA_VERSION}"
-    return None
+    failure = store.write_failure()
+    return None if failure is None else f"the queue's database takes no writes: {failure}"

@@ -70,7 +70,7 @@ async def list_proposals(
 ) -> Response:
     """Summaries, newest submission first; send the last ETag in If-None-Match to get a bodiless 304."""
     require_role(identity, "reviewer", "list proposals")
-    version = store.list_version()
+    version = await run_in_threadpool(store.list_version)
     etag = list_etag(version.last_seq, version.next_deadline, state, cursor, limit)
     headers = {"ETag": etag, "Cache-Control": "no-cache"}
     if etag_matches(if_none_match, etag):

@@ -37,7 +37,7 @@ from reviewer.queue.messages import (
 )
 from reviewer.service import rules
 from reviewer.service.auth import Identity, Kind, Role
-from reviewer.service.errors import Forbidden
+from reviewer.service.errors import DatabaseUnavailable, Forbidden
 from reviewer.service.store import (
     decisions,
     events,
@@ -66,6 +66,7 @@ from reviewer.service.store.base import (
 )
 from reviewer.service.store.decisions import TRAIL_EVENTS
 from reviewer.service.store.figures import Figures
+from reviewer.service.store.outages import DatabaseHealth
 from reviewer.service.store.outbox import Delivery
 from reviewer.service.store.proposals import ListVersion, Submission
 from reviewer.service.store.tokens import RegisteredKey, TokenInfo
@@ -118,6 +119,8 @@ class QueueStore(ABC):
         """Called after a write that wrote an event committed: the delivery loop wakes at once."""
         self.emitted = threading.local()
         """Whether this thread's transaction wrote an event, for `_announce_events` after it committed."""
+        self.health = DatabaseHealth()
+        """Whether writes fail now, and whether the database answers at all (`store.outages`)."""
 
     @abstractmethod
     def write(self) -> AbstractContextManager[Transaction]:
@@ -137,6 +140,21 @@ class QueueStore(ABC):
 
     ROW_LOCK: str = ""
     """Appended to the outbox's claiming SELECT: PostgreSQL's `FOR UPDATE SKIP LOCKED`."""
+
+    PROBE_WRITE: str = ""
+    """A write that changes nothing the queue reads, for `write_failure` to try again."""
+
+    def write_failure(self) -> str | None:
+        """Why writes fail now, None when they succeed: after a write failed for an outage, one
+        write of nothing is tried again (its success clears the failure, as any write's does)."""
+        if self.health.write_failure is None:
+            return None
+        try:
+            with self.write() as db:
+                db.run(self.PROBE_WRITE)
+        except DatabaseUnavailable as error:
+            return error.cause
+        return None
 
     def outbox_write(self) -> AbstractContextManager[Transaction]:
         """A transaction that claims or updates outbox rows: on SQLite the one write lock (`BEGIN

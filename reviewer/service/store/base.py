@@ -146,6 +146,17 @@ class ThreadConnections(Generic[Connection]):
         self.local.connection = connection
         return connection
 
+    def discard(self) -> None:
+        """Close this thread's connection: the next `current` is None, and a new one is opened."""
+        thread = threading.current_thread()
+        with self._lock:
+            connection = self._every.pop(thread, None)
+        if hasattr(self.local, "connection"):
+            del self.local.connection
+        if connection is not None:
+            with contextlib.suppress(Exception):
+                connection.close()
+
     def __len__(self) -> int:
         """How many connections are open."""
         return len(self._every)

@@ -8,15 +8,25 @@ the trail's `seq` (the list's ETag and cursor) must grow in commit order, which 
 does not give. A decision is a few milliseconds of work, so one writer at a time costs nothing a
 review queue can notice. Reads run on a REPEATABLE READ snapshot and take no lock.
 
+Every connection carries timeouts (`SESSION_SETTINGS`) and TCP keepalives (`KEEPALIVES`), and every
+transaction is bounded from outside (`TRANSACTION_BOUND`, `outages.Watchdog`): a database that is
+paused or cut off is answered as an outage (`outage_of`) within seconds, and a replica cut off while
+it holds the write lock loses it (and its transaction) after `idle_in_transaction_session_timeout`,
+so the other replicas write again. A connection the server closed while it sat idle (a restart) is
+noticed before it is used and replaced.
+
 psycopg is imported only here, so the SQLite default needs nothing from it.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import select
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import cache
+from functools import cache, partial
 from typing import Any, Final
 
 import psycopg
@@ -35,9 +45,48 @@ from reviewer.service.store import (
     migrations,
 )
 from reviewer.service.store.base import ThreadConnections
+from reviewer.service.store.outages import Outage, Watchdog
 
 WRITE_LOCK: Final = 0x72657669  # "revi": the advisory lock every write transaction holds
-CONNECT_TIMEOUT: Final = 5
+CONNECT_TIMEOUT: Final = 2
+"""Seconds to open a connection (libpq's `connect_timeout`, its least)."""
+SESSION_SETTINGS: Final = {
+    "statement_timeout": "5s",
+    "lock_timeout": "4s",
+    "idle_in_transaction_session_timeout": "4s",
+}
+"""Set on every connection: no statement runs past 5 s, no write waits past 4 s for the write lock
+(another replica's), and a replica that stops talking inside a transaction (cut off while it holds
+the lock) has it ended by the server after 4 s. Settings in the URL's `options` come after these,
+so an operator's own win."""
+KEEPALIVES: Final[dict[str, Any]] = {
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 8000,
+}
+"""libpq's TCP settings: a silent peer is probed after 5 s idle and given up after three missed
+probes; data unacknowledged for 8 s ends the connection (Linux). Unix sockets ignore them."""
+TRANSACTION_BOUND: Final = 8.0
+"""Seconds a transaction may take before the watchdog cuts its connection: a paused server answers
+nothing, and none of the timeouts above can fire in it. With `CONNECT_TIMEOUT`, every request is
+answered within 10 s."""
+
+OUTAGE_STATES: Final = (
+    ("57014", "a statement ran past its statement_timeout (5 s)", False),
+    ("55P03", "the write lock was held past lock_timeout (4 s) by another replica", False),
+    ("25P03", "the server ended a transaction left idle past 4 s", True),
+    ("25006", "the database takes no writes (a standby, or read-only)", False),
+    ("53100", "the database's disk is full", False),
+    ("53300", "the database has no connection to spare", False),
+    ("53", "the database is out of resources", False),
+    ("57P", "the database is shutting down, restarting or starting", True),
+    ("58", "the database's disk failed", False),
+    ("08", "the connection to the database failed", True),
+)
+"""SQLSTATE codes (or their classes, by prefix) that are outages, and whether each means the
+database does not answer at all."""
 
 OUTBOX_SCHEMA = """
 CREATE TABLE outbox (
@@ -316,6 +365,7 @@ class PostgresStore(QueueStore):
         super().__init__(settings)
         self.url = url
         self._threads: ThreadConnections[psycopg.Connection[Row]] = ThreadConnections()
+        self._watchdog = Watchdog()
         self._migrate(create, migrate)
 
     @property
@@ -389,10 +439,15 @@ class PostgresStore(QueueStore):
 
     def _connection(self) -> psycopg.Connection[Row]:
         connection = self._threads.current()
-        if connection is None or connection.closed or connection.broken:
+        if connection is None or connection.closed or connection.broken or _hung_up(connection):
             try:
                 connection = psycopg.connect(
-                    self.url, autocommit=True, row_factory=dict_row, connect_timeout=CONNECT_TIMEOUT
+                    self.url,
+                    autocommit=True,
+                    row_factory=dict_row,
+                    connect_timeout=CONNECT_TIMEOUT,
+                    options=_options(self.url),
+                    **KEEPALIVES,
                 )
             except psycopg.OperationalError as error:
                 # libpq's first line ends with the reason ("Connection refused"); later lines are hints
@@ -404,27 +459,53 @@ class PostgresStore(QueueStore):
         return connection
 
     @contextmanager
+    def _bounded(self, *, writing: bool) -> Iterator[psycopg.Connection[Row]]:
+        """This thread's connection for one transaction, an outage in it answered as one, and the
+        connection cut if the transaction outlasts `TRANSACTION_BOUND`."""
+        self._threads.local.bound = None
+        with self.health.guarded(self._outage_of, writing=writing):
+            connection = self._connection()
+            with self._watchdog.bound(TRANSACTION_BOUND, partial(_cut, connection)) as bound:
+                self._threads.local.bound = bound
+                yield connection
+
+    def _outage_of(self, error: BaseException) -> Outage | None:
+        where = f"PostgreSQL at {describe(self.url)}"
+        bound = getattr(self._threads.local, "bound", None)
+        if bound is not None and bound.fired:
+            return Outage(f"{where} did not answer within {TRANSACTION_BOUND:g} s", unreachable=True)
+        if isinstance(error, DatabaseUnusable):  # the connection could not be opened
+            return Outage(error.message, unreachable=True)
+        if not isinstance(error, psycopg.Error):
+            return None
+        state = error.sqlstate or ""
+        for prefix, cause, unreachable in OUTAGE_STATES:
+            if state.startswith(prefix):
+                return Outage(f"{where}: {cause} ({state})", unreachable)
+        if not state and isinstance(error, psycopg.OperationalError | psycopg.InterfaceError):
+            return Outage(f"{where}: the connection broke", unreachable=True)
+        return None
+
+    @contextmanager
     def write(self) -> Iterator[_PostgresTransaction]:
         """A transaction holding the one write lock from before its first read, released at commit."""
-        connection = self._connection()
-        with connection.transaction():
+        with self._bounded(writing=True) as connection, connection.transaction():
             connection.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
             yield _PostgresTransaction(connection)
 
     ROW_LOCK = " FOR UPDATE SKIP LOCKED"
+    PROBE_WRITE = "UPDATE reviewer_schema SET version = version"
 
     @contextmanager
     def outbox_write(self) -> Iterator[_PostgresTransaction]:
         """Outbox rows are claimed by row locks (`ROW_LOCK`), not the queue's one write lock: a
         replica sending notifications never holds up another's decisions."""
-        connection = self._connection()
-        with connection.transaction():
+        with self._bounded(writing=True) as connection, connection.transaction():
             yield _PostgresTransaction(connection)
 
     @contextmanager
     def read(self) -> Iterator[_PostgresTransaction]:
-        connection = self._connection()
-        with connection.transaction():
+        with self._bounded(writing=False) as connection, connection.transaction():
             connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             yield _PostgresTransaction(connection)
 
@@ -432,8 +513,38 @@ class PostgresStore(QueueStore):
     def single(self) -> Iterator[_PostgresTransaction]:
         """Autocommit, so the statement is its own transaction; on the thread's one cursor, which
         costs the idle poll less than a new cursor for each statement."""
-        self._connection()
-        yield _PostgresTransaction(self._threads.local.cursor)
+        with self._bounded(writing=False):
+            yield _PostgresTransaction(self._threads.local.cursor)
 
     def close(self) -> None:
         self._threads.close()
+
+
+def _options(url: str) -> str:
+    """libpq's `options`: `SESSION_SETTINGS`, then whatever the URL's own `options` set."""
+    ours = " ".join(f"-c {name}={value}" for name, value in SESSION_SETTINGS.items())
+    try:
+        theirs = conninfo_to_dict(url).get("options") or ""
+    except psycopg.ProgrammingError:
+        theirs = ""
+    return f"{ours} {theirs}".strip()
+
+
+def _hung_up(connection: psycopg.Connection[Row]) -> bool:
+    """Whether the server closed this idle connection: it has something to read (the server's
+    goodbye, or the end of the stream), where an idle connection of ours has nothing."""
+    try:
+        descriptor = connection.pgconn.socket
+    except psycopg.OperationalError:
+        return True
+    poller = select.poll()
+    poller.register(descriptor, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def _cut(connection: psycopg.Connection[Row]) -> None:
+    """Shut the connection's socket down under the thread waiting on it, which then fails at once
+    (the connection is broken, and replaced at its next use)."""
+    descriptor = connection.pgconn.socket
+    with socket.socket(fileno=os.dup(descriptor)) as duplicate:
+        duplicate.shutdown(socket.SHUT_RDWR)

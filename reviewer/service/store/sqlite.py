@@ -2,7 +2,8 @@
 
 Every write runs in a `BEGIN IMMEDIATE` transaction, so the write lock is taken before the first
 read and the rules hold across threads and processes. Acknowledged means on disk: WAL with
-`synchronous=FULL`.
+`synchronous=FULL`. A lock another process holds is waited for `BUSY_TIMEOUT_MS`; that, a full
+disk, an I/O error or a damaged file is an outage (`outage_of`), answered 503.
 """
 
 from __future__ import annotations
@@ -26,6 +27,37 @@ from reviewer.service.store import (
     migrations,
 )
 from reviewer.service.store.base import ThreadConnections
+from reviewer.service.store.outages import Outage
+
+BUSY_TIMEOUT_MS: Final = 5000
+"""How long a statement waits for a lock another process holds (a backup, a second `serve`, a
+command) before its request is answered 503: well within the 10 s every request is answered in."""
+
+OUTAGES: Final = (
+    ("SQLITE_BUSY", f"the database file is locked by another process past {BUSY_TIMEOUT_MS // 1000} s"),
+    ("SQLITE_LOCKED", f"the database file is locked by another process past {BUSY_TIMEOUT_MS // 1000} s"),
+    ("SQLITE_FULL", "the disk holding the database file is full"),
+    ("SQLITE_IOERR", "the database file could not be read or written (an I/O error)"),
+    ("SQLITE_CANTOPEN", "the database file cannot be opened"),
+    ("SQLITE_READONLY", "the database file cannot be written (read-only)"),
+    ("SQLITE_CORRUPT", "the database file is damaged; restore it from a backup (`reviewer db restore`)"),
+    ("SQLITE_NOTADB", "the database file is damaged; restore it from a backup (`reviewer db restore`)"),
+    ("SQLITE_NOMEM", "SQLite is out of memory"),
+    ("SQLITE_PROTOCOL", "SQLite's file locking failed"),
+)
+"""SQLite's result codes (by name, as `sqlite3` reports them, extended codes included) that are outages."""
+
+
+def outage_of(error: BaseException) -> Outage | None:
+    """The outage an sqlite3 error is, or None for one that is not (a bug: answered 500)."""
+    if not isinstance(error, sqlite3.Error):
+        return None
+    name = getattr(error, "sqlite_errorname", None) or ""
+    for code, cause in OUTAGES:
+        if name == code or name.startswith(code + "_"):
+            return Outage(cause)
+    return None
+
 
 OUTBOX_SCHEMA = """
 CREATE TABLE IF NOT EXISTS outbox (
@@ -442,38 +474,48 @@ class SQLiteStore(QueueStore):
         if connection is None:
             connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             connection.row_factory = sqlite3.Row
-            connection.execute("PRAGMA busy_timeout = 30000")
+            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             connection.execute("PRAGMA journal_mode = WAL")
             connection.execute("PRAGMA synchronous = FULL")
             connection.execute("PRAGMA foreign_keys = ON")
             self._threads.keep(connection)
         return connection
 
+    PROBE_WRITE = f"PRAGMA user_version = {SCHEMA_VERSION}"
+
     @contextmanager
     def write(self) -> Iterator[_SQLiteTransaction]:
         """A `BEGIN IMMEDIATE` transaction: the write lock is taken before the first read."""
-        connection = self._connection()
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            yield _SQLiteTransaction(connection)
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
-        connection.execute("COMMIT")
+        with self.health.guarded(outage_of, writing=True), self._transaction("BEGIN IMMEDIATE") as db:
+            yield db
 
     @contextmanager
     def read(self) -> Iterator[_SQLiteTransaction]:
         """A read transaction, so a record assembled from several tables is one snapshot."""
+        with self.health.guarded(outage_of, writing=False), self._transaction("BEGIN") as db:
+            yield db
+
+    @contextmanager
+    def _transaction(self, begin: str) -> Iterator[_SQLiteTransaction]:
+        """Committed when the block ends; rolled back when it raises, or when the COMMIT fails (a
+        full disk), so the thread's connection is left outside any transaction either way."""
         connection = self._connection()
-        connection.execute("BEGIN")
+        connection.execute(begin)
         try:
             yield _SQLiteTransaction(connection)
-        finally:
             connection.execute("COMMIT")
+        except BaseException:
+            if connection.in_transaction:
+                try:
+                    connection.execute("ROLLBACK")
+                except sqlite3.Error:  # a connection that cannot roll back is not used again
+                    self._threads.discard()
+            raise
 
     @contextmanager
     def single(self) -> Iterator[_SQLiteTransaction]:
-        yield _SQLiteTransaction(self._connection())
+        with self.health.guarded(outage_of, writing=False):
+            yield _SQLiteTransaction(self._connection())
 
     def close(self) -> None:
         self._threads.close()
