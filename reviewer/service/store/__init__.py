@@ -64,6 +64,7 @@ from reviewer.service.store.base import (
     StoreSettings,
     Transaction,
 )
+from reviewer.service.store.clock import ForwardClock
 from reviewer.service.store.decisions import TRAIL_EVENTS
 from reviewer.service.store.figures import Figures
 from reviewer.service.store.outages import DatabaseHealth
@@ -103,7 +104,9 @@ class QueueStore(ABC):
     """The storage the routes need; a backend supplies `write`, `read` and `close`."""
 
     def __init__(self, settings: StoreSettings) -> None:
-        self.clock = settings.clock
+        self.forward_clock = ForwardClock(self._time_source(settings.clock))
+        self.clock: Clock = self.forward_clock
+        """The queue's time: never earlier than a time it gave or recorded (`store.clock`)."""
         self.pending_ttl = settings.pending_ttl
         self.approval_ttl = settings.approval_ttl
         self.claim_lease = settings.claim_lease
@@ -121,6 +124,17 @@ class QueueStore(ABC):
         """Whether this thread's transaction wrote an event, for `_announce_events` after it committed."""
         self.health = DatabaseHealth()
         """Whether writes fail now, and whether the database answers at all (`store.outages`)."""
+
+    def _time_source(self, clock: Clock) -> Clock:
+        """Where the queue reads the time: the clock it was given (PostgreSQL's own on the real clock)."""
+        return clock
+
+    def _start_clock(self) -> None:
+        """After the database opened: the clock never answers earlier than the trail's newest entry."""
+        with self.read() as db:
+            row = db.one("SELECT max(at) AS at FROM trail")
+        if row is not None and row["at"] is not None:
+            self.forward_clock.raise_floor(float(row["at"]))
 
     @abstractmethod
     def write(self) -> AbstractContextManager[Transaction]:

@@ -24,6 +24,7 @@ import os
 import re
 import select
 import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache, partial
@@ -44,7 +45,8 @@ from reviewer.service.store import (
     StoreSettings,
     migrations,
 )
-from reviewer.service.store.base import ThreadConnections
+from reviewer.service.store.base import Clock, ThreadConnections
+from reviewer.service.store.clock import DatabaseTime
 from reviewer.service.store.outages import Outage, Watchdog
 
 WRITE_LOCK: Final = 0x72657669  # "revi": the advisory lock every write transaction holds
@@ -367,6 +369,17 @@ class PostgresStore(QueueStore):
         self._threads: ThreadConnections[psycopg.Connection[Row]] = ThreadConnections()
         self._watchdog = Watchdog()
         self._migrate(create, migrate)
+        self._start_clock()
+
+    def _time_source(self, clock: Clock) -> Clock:
+        """On the real clock, the database's: every replica reads the same one (`DatabaseTime`)."""
+        return DatabaseTime(self._database_clock) if clock is time.time else clock
+
+    def _database_clock(self) -> float:
+        with self.single() as db:
+            row = db.one("SELECT extract(epoch FROM clock_timestamp())::float8 AS now")
+        assert row is not None
+        return float(row["now"])
 
     @property
     def location(self) -> str:
@@ -462,22 +475,25 @@ class PostgresStore(QueueStore):
     def _bounded(self, *, writing: bool) -> Iterator[psycopg.Connection[Row]]:
         """This thread's connection for one transaction, an outage in it answered as one, and the
         connection cut if the transaction outlasts `TRANSACTION_BOUND`."""
-        self._threads.local.bound = None
-        with self.health.guarded(self._outage_of, writing=writing):
+        bound = None
+
+        def outage_of(error: BaseException) -> Outage | None:
+            if bound is not None and bound.fired:
+                where = f"PostgreSQL at {describe(self.url)}"
+                return Outage(f"{where} did not answer within {TRANSACTION_BOUND:g} s", unreachable=True)
+            return self._outage_of(error)
+
+        with self.health.guarded(outage_of, writing=writing):
             connection = self._connection()
             with self._watchdog.bound(TRANSACTION_BOUND, partial(_cut, connection)) as bound:
-                self._threads.local.bound = bound
                 yield connection
 
     def _outage_of(self, error: BaseException) -> Outage | None:
-        where = f"PostgreSQL at {describe(self.url)}"
-        bound = getattr(self._threads.local, "bound", None)
-        if bound is not None and bound.fired:
-            return Outage(f"{where} did not answer within {TRANSACTION_BOUND:g} s", unreachable=True)
         if isinstance(error, DatabaseUnusable):  # the connection could not be opened
             return Outage(error.message, unreachable=True)
         if not isinstance(error, psycopg.Error):
             return None
+        where = f"PostgreSQL at {describe(self.url)}"
         state = error.sqlstate or ""
         for prefix, cause, unreachable in OUTAGE_STATES:
             if state.startswith(prefix):

@@ -386,6 +386,7 @@ class SQLiteStore(QueueStore):
             self.path.parent.mkdir(parents=True, mode=0o700)
         _create_private(self.path)
         self._migrate(migrate)
+        self._start_clock()
 
     @property
     def location(self) -> str:
