@@ -91,6 +91,10 @@ class Service:
     log_path: Path
     serve_args: tuple[str, ...] = ()
     port: int = field(default_factory=free_port)
+    env: dict[str, str] = field(default_factory=dict)
+    """Set in the process's environment besides the test's own (a fake clock's)."""
+    prefix: tuple[str, ...] = ()
+    """A command the service runs under (`unshare`, to give it a small disk of its own)."""
     process: subprocess.Popen[bytes] | None = None
     served: bool = False
     """Whether it has served once: its port is then known to clients and never changes."""
@@ -120,11 +124,12 @@ class Service:
         """Start the process and return at once (`wait_until_serving` waits for it)."""
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = self.log_path.open("ab")
+        command = reviewer_command("serve", "--db", str(self.db), "--port", str(self.port), *self.serve_args)
         self.process = subprocess.Popen(
-            reviewer_command("serve", "--db", str(self.db), "--port", str(self.port), *self.serve_args),
+            [*self.prefix, *command],
             stdout=log,
             stderr=log,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
         )
 
     def wait_until_serving(self) -> None:
