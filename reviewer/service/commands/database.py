@@ -81,7 +81,7 @@ def run_db_restore(args: argparse.Namespace) -> int:
 
     from reviewer.queue.config import default_db_path
     from reviewer.service.errors import DatabaseUnusable
-    from reviewer.service.store.migrations import restore_sqlite
+    from reviewer.service.store.restore import restore_sqlite
 
     database = Path(args.db) if args.db else default_db_path()
     if str(database).startswith(("postgresql://", "postgres://")):
@@ -89,15 +89,16 @@ def run_db_restore(args: argparse.Namespace) -> int:
     if not args.backup.is_file():
         return refusal("db restore", f"{args.backup} is not a file")
     try:
-        version, carried, replaced = restore_sqlite(args.backup, database, time.time())
+        carried = restore_sqlite(args.backup, database, time.time())
     except DatabaseUnusable as error:
         return refusal("db restore", error.message)
     except OSError as error:
         return refusal("db restore", f"cannot restore over {database}: {error.strerror}")
-    kept = f"; the replaced file is {replaced}" if replaced is not None else ""
+    kept = f"; the replaced file is {carried.replaced}" if carried.replaced is not None else ""
     print(
-        f"restored {args.backup} (queue schema version {version}) as {database}; {carried} notification(s) "
-        f"delivered since are marked so, and are not sent again{kept}",
+        f"restored {args.backup} (queue schema version {carried.version}) as {database}{kept}",
         file=sys.stderr,
     )
+    for line in carried.lines():
+        print(f"  {line}", file=sys.stderr)
     return 0

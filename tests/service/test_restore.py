@@ -1,0 +1,102 @@
+"""`reviewer db restore` reopens nothing: what was decided, run or revoked after the backup stays
+decided, closed or revoked in the restored queue, served by a real `reviewer serve` on the file."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from tests.queue_harness import (
+    Service,
+    claimed_report,
+    decide,
+    reviewer_command,
+    submit,
+)
+
+
+def run_reviewer(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(reviewer_command(*args), capture_output=True, text=True, check=False)
+
+
+def test_a_restore_closes_what_moved_on_since_the_backup_and_keeps_revocations(tmp_path: Path) -> None:
+    database = tmp_path / "queue.sqlite3"
+    backup = tmp_path / "before.backup"
+    service = Service(db=database, log_path=tmp_path / "service.log")
+    service.start()
+    tokens = service.tokens({"alice": "reviewer", "bob": "reviewer", "agent": "agent"})
+    with service.client(tokens["alice"]) as alice, service.client(tokens["agent"]) as agent:
+        ran = submit(agent, "ran-after-backup")["plan_sha256"]
+        approved = submit(agent, "approved-after-backup")["plan_sha256"]
+        submit(agent, "untouched")
+        taken = run_reviewer("db", "backup", str(backup), "--db", str(database))
+        assert taken.returncode == 0, taken.stderr
+        assert decide(alice, "ran-after-backup", 1, ran).status_code == 201
+        report = claimed_report(agent, "ran-after-backup", 1, ran, ended="completed")
+        assert agent.post("/v1/proposals/ran-after-backup/executions", json=report).status_code == 201
+        assert decide(alice, "approved-after-backup", 1, approved).status_code == 201
+        submit(agent, "submitted-after-backup")
+    assert run_reviewer("token", "revoke", "bob", "--db", str(database)).returncode == 0
+    service.stop()
+
+    restored = run_reviewer("db", "restore", str(backup), "--db", str(database))
+
+    service.start()
+    try:
+        with service.client(tokens["alice"]) as alice, service.client(tokens["bob"]) as bob:
+            states = {
+                proposal_id: alice.get(f"/v1/proposals/{proposal_id}/decision").json()
+                for proposal_id in ("ran-after-backup", "approved-after-backup", "untouched")
+            }
+            missing = alice.get("/v1/proposals/submitted-after-backup/decision")
+            again = decide(alice, "ran-after-backup", 1, ran)
+            bob_refused = bob.get("/v1/proposals")
+            untouched = states["untouched"]["plan_sha256"]
+            still_decidable = decide(alice, "untouched", 1, untouched)
+    finally:
+        service.stop()
+    assert restored.returncode == 0, restored.stderr
+    said = restored.stderr
+    assert (
+        "2 proposal(s) closed by the restore (decide them again): approved-after-backup, ran-after-backup"
+        in said
+    )
+    assert "1 proposal(s) submitted after the backup are not in it: submitted-after-backup" in said
+    assert "1 token(s) revoked, expired or rotated since stay so" in said
+    for closed in ("ran-after-backup", "approved-after-backup"):
+        assert states[closed]["state"] == "expired", states[closed]
+        assert states[closed]["reason"].startswith("closed by a restore of the queue's database")
+    assert states["untouched"]["state"] == "pending"
+    assert again.status_code == 409, again.text
+    assert missing.status_code == 404
+    assert bob_refused.status_code == 401
+    assert still_decidable.status_code == 201, still_decidable.text
+
+
+def test_a_restore_over_a_damaged_file_closes_every_open_proposal(tmp_path: Path) -> None:
+    """Nothing says what moved on after the backup: any open proposal may have, so each is closed."""
+    database = tmp_path / "queue.sqlite3"
+    backup = tmp_path / "before.backup"
+    service = Service(db=database, log_path=tmp_path / "service.log")
+    service.start()
+    tokens = service.tokens({"alice": "reviewer", "agent": "agent"})
+    with service.client(tokens["agent"]) as agent:
+        submit(agent, "open-at-backup")
+    assert run_reviewer("db", "backup", str(backup), "--db", str(database)).returncode == 0
+    service.stop()
+    database.write_bytes(b"not a database" * 100)
+
+    restored = run_reviewer("db", "restore", str(backup), "--db", str(database))
+
+    service.start()
+    try:
+        with service.client(tokens["alice"]) as alice:
+            state = alice.get("/v1/proposals/open-at-backup/decision").json()["state"]
+    finally:
+        service.stop()
+    assert restored.returncode == 0, restored.stderr
+    assert (
+        "the file replaced could not be read: every proposal open in the backup is closed" in restored.stderr
+    )
+    assert "1 proposal(s) closed by the restore (decide them again): open-at-backup" in restored.stderr
+    assert state == "expired"
