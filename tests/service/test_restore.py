@@ -3,6 +3,7 @@ decided, closed or revoked in the restored queue, served by a real `reviewer ser
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from tests.queue_harness import (
     reviewer_command,
     submit,
 )
+from tests.service.ports import free_port
 
 
 def run_reviewer(*args: str) -> subprocess.CompletedProcess[str]:
@@ -100,3 +102,30 @@ def test_a_restore_over_a_damaged_file_closes_every_open_proposal(tmp_path: Path
     )
     assert "1 proposal(s) closed by the restore (decide them again): open-at-backup" in restored.stderr
     assert state == "expired"
+
+
+def test_serve_refuses_a_file_with_a_broken_index_naming_the_restore(tmp_path: Path) -> None:
+    """An index page overwritten: the queue would answer some pages and 500 on others; it refuses
+    to start instead, in one line."""
+    database = tmp_path / "queue.sqlite3"
+    service = Service(db=database, log_path=tmp_path / "service.log")
+    service.start()
+    tokens = service.tokens({"agent": "agent"})
+    with service.client(tokens["agent"]) as agent:
+        for number in range(30):
+            submit(agent, f"filler-{number}")
+    service.stop()
+    with sqlite3.connect(database) as raw:
+        page_size = raw.execute("PRAGMA page_size").fetchone()[0]
+        (root,) = raw.execute("SELECT rootpage FROM sqlite_master WHERE name = 'trail_proposal'").fetchone()
+    with database.open("r+b") as file:
+        file.seek((root - 1) * page_size + 16)
+        file.write(b"\xff" * 64)
+
+    started = run_reviewer("serve", "--db", str(database), "--port", str(free_port()))
+
+    assert started.returncode == 1
+    lines = started.stderr.strip().splitlines()
+    assert len(lines) == 1, started.stderr
+    assert lines[0].startswith(f"reviewer serve: {database} is damaged (")
+    assert f"restore it from a backup with `reviewer db restore BACKUP --db {database}`" in lines[0]

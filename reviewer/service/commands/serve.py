@@ -133,6 +133,7 @@ def _serve(
         else None,
         migrate=not args.no_migrate,
     )
+    store.check_before_serving()
     if store.created:
         log.info("created a new, empty queue in %s", store.location)
     logged = store.log_earlier_events()

@@ -184,6 +184,10 @@ class QueueStore(ABC):
     """The schema version this store migrated the database from when it opened it, if it did."""
 
     @abstractmethod
+    def check_before_serving(self) -> None:
+        """Raise `DatabaseUnusable` for a database `serve` must not serve as it is (a damaged file)."""
+
+    @abstractmethod
     def schema_version(self) -> int:
         """The version of the tables the database holds now (a query: raises when it does not answer)."""
 

@@ -412,6 +412,10 @@ class PostgresStore(QueueStore):
         if self.upgraded_from is not None:
             migrations.log_upgraded(migrations.Upgrade(self.location, self.upgraded_from))
 
+    def check_before_serving(self) -> None:
+        """Nothing to read first: PostgreSQL checks its own pages (with checksums, where initdb
+        turned them on) as it reads them, and refuses a damaged one with an error of its own."""
+
     def _upgrade(self, db: _PostgresTransaction, upgrade: migrations.Upgrade) -> None:
         migrations.log_upgrade(upgrade, None)
         connection = self._connection()

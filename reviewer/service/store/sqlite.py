@@ -521,6 +521,21 @@ class SQLiteStore(QueueStore):
     def close(self) -> None:
         self._threads.close()
 
+    def check_before_serving(self) -> None:
+        """`PRAGMA quick_check` (every page and index entry read, no cross-check of index contents):
+        a file with a broken page or index is refused before it serves wrong answers or 500s."""
+        try:
+            problems = [row[0] for row in self._connection().execute("PRAGMA quick_check(5)")]
+        except sqlite3.DatabaseError as error:
+            problems = [str(error)]
+        if problems != ["ok"]:
+            lines = [" ".join(line.split()) for problem in problems for line in problem.splitlines()]
+            said = "; ".join(line for line in lines if line and not line.startswith("***"))
+            raise DatabaseUnusable(
+                f"{self.path} is damaged ({said[:200]}); restore it from a backup with "
+                f"`reviewer db restore BACKUP --db {self.path}` (it keeps this file beside it)"
+            )
+
     # for tests and operators
 
     def integrity_check(self) -> str:
