@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import gc
 import os
+import tempfile
 
 import pytest
 
 os.environ.pop("NO_COLOR", None)
+# What the queue and the executors remember (signed logs, trail checkpoints, ledgers) goes to a state
+# folder of this run's, never the user's: a memory left by an earlier run must not meet a database
+# of this one that happens to have the same name.
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="reviewer-test-state-")
 
 # Each worker allocates through tens of thousands of Textual frames, parsed plans and hypothesis
 # examples: a collection every 700 allocations, each walking everything pytest and the app imported,

@@ -44,6 +44,7 @@ from reviewer.service.oidc import IdentityTokens
 from reviewer.service.request_log import RequestLog
 from reviewer.service.responses import error_json, error_response
 from reviewer.service.routes import decisions, health, identity, metrics, proposals, runs, trail
+from reviewer.service.signed_memory import SignedMemory
 from reviewer.service.store import (
     DEFAULT_APPROVAL_TTL,
     DEFAULT_CLAIM_LEASE,
@@ -85,6 +86,7 @@ def create_app(
     keep_deliveries: float | None = None,
     identity_tokens: IdentityTokens | None = None,
     trail_key: Ed25519PrivateKey | None = None,
+    signed_memory: SignedMemory | None = None,
 ) -> FastAPI:
     """The service on the database `db` names (or on `store`), with an injectable clock and TTLs.
 
@@ -96,7 +98,7 @@ def create_app(
     describes the API, holds no data.
     With `identity_tokens` (`serve --oidc-issuer`), reviewers sign in through that OpenID provider.
     `trail_key` (`serve --trail-key`) signs the trail's checkpoints; without it the queue keeps its
-    log and signs none.
+    log and signs none. `signed_memory` remembers the largest log it signed, outside the database.
     """
     queue: QueueStore = store or open_store(
         db,
@@ -139,6 +141,7 @@ def create_app(
     app.state.store = queue
     app.state.identity_tokens = identity_tokens
     app.state.trail_key = trail_key
+    app.state.signed_memory = signed_memory
     for router in ROUTERS:
         app.include_router(router)
 

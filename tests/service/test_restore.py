@@ -15,6 +15,7 @@ from tests.queue_harness import (
     submit,
 )
 from tests.service.ports import free_port
+from tests.service.postgres import Cluster, postgres_bindir
 
 
 def run_reviewer(*args: str) -> subprocess.CompletedProcess[str]:
@@ -129,3 +130,57 @@ def test_serve_refuses_a_file_with_a_broken_index_naming_the_restore(tmp_path: P
     assert len(lines) == 1, started.stderr
     assert lines[0].startswith(f"reviewer serve: {database} is damaged (")
     assert f"restore it from a backup with `reviewer db restore BACKUP --db {database}`" in lines[0]
+
+
+def test_a_postgresql_copy_restored_from_an_older_dump_is_refused_until_db_reopen(
+    postgres_cluster: Cluster, tmp_path: Path
+) -> None:
+    """The queue remembers the largest log it signed outside the database: `pg_restore` of a dump
+    taken before a decision brings back a shorter trail, which `serve` refuses in one line naming
+    `reviewer db reopen`; that closes what the copy left open, and the queue serves again."""
+    url = postgres_cluster.fresh_database()
+    key = tmp_path / "trail_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    memory = tmp_path / "signed.json"
+    signing = ("--trail-key", str(key), "--signed-memory", str(memory))
+    service = Service(db=url, log_path=tmp_path / "service.log", serve_args=signing)
+    service.start()
+    tokens = service.tokens({"alice": "reviewer", "agent": "agent"})
+    dump = tmp_path / "queue.dump"
+    bindir = postgres_bindir()
+    with service.client(tokens["alice"]) as alice, service.client(tokens["agent"]) as agent:
+        submit(agent, "open-at-dump")
+        assert alice.get("/v1/trail/checkpoint").status_code == 200
+        subprocess.run([str(bindir / "pg_dump"), "-Fc", "-f", str(dump), url], check=True)
+        digest = submit(agent, "after-dump")["plan_sha256"]
+        assert decide(alice, "after-dump", 1, digest).status_code == 201
+        signed_size = alice.get("/v1/trail/checkpoint").json()["size"]
+    service.stop()
+    restore = [str(bindir / "pg_restore"), "--clean", "--if-exists", "-d", url, str(dump)]
+    subprocess.run(restore, check=True, capture_output=True)
+
+    refused = run_reviewer("serve", "--db", url, "--port", str(free_port()), *signing)
+    reopened = run_reviewer("db", "reopen", "--db", url, "--signed-memory", str(memory))
+
+    service.start()
+    try:
+        with service.client(tokens["alice"]) as alice:
+            closed = alice.get("/v1/proposals/open-at-dump/decision").json()
+            gone = alice.get("/v1/proposals/after-dump/decision")
+            checkpoint = alice.get("/v1/trail/checkpoint")
+    finally:
+        service.stop()
+    assert refused.returncode == 1
+    line = refused.stderr.strip()
+    assert "\n" not in line, refused.stderr
+    assert f"trail holds 1 entries, fewer than the {signed_size} this queue signed before" in line
+    assert (
+        f"run `reviewer db reopen --db {url.replace('postgres@', '')}`" in line
+        or "reviewer db reopen" in line
+    )
+    assert reopened.returncode == 0, reopened.stderr
+    assert "1 proposal(s) it left open are closed (decide them again): open-at-dump" in reopened.stderr
+    assert (closed["state"], closed["reason"][:27]) == ("expired", "closed by a restore of the ")
+    assert gone.status_code == 404
+    assert checkpoint.status_code == 200
+    assert checkpoint.json()["size"] == 1

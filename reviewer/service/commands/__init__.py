@@ -14,7 +14,13 @@ from pathlib import Path
 from typing import Final
 
 from reviewer.policy.expressions import DEFAULT_DEADLINE
-from reviewer.service.commands.database import run_db_backup, run_db_restore, run_db_upgrade, run_notify_list
+from reviewer.service.commands.database import (
+    run_db_backup,
+    run_db_reopen,
+    run_db_restore,
+    run_db_upgrade,
+    run_notify_list,
+)
 from reviewer.service.commands.serve import run_serve
 from reviewer.service.commands.tokens import (
     run_keys_add,
@@ -105,6 +111,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="FILE",
         help="an OpenSSH Ed25519 private key (ssh-keygen -t ed25519 -N '') that signs the trail's "
         "checkpoints; auditors verify exports with its .pub (`reviewer trail verify`)",
+    )
+    serve.add_argument(
+        "--signed-memory",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="where the queue remembers the largest trail it signed, to refuse a database restored "
+        "from an older copy (default: one file per database in the user's state folder; replicas may "
+        "share one on a volume)",
     )
     serve.add_argument(
         "--policy-principal",
@@ -355,7 +370,7 @@ def _operating_options(serve: argparse.ArgumentParser) -> None:
 
 
 def register_db(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add `db upgrade`, `db backup` and `db restore` to the `reviewer` command line."""
+    """Add `db upgrade`, `db backup`, `db restore` and `db reopen` to the `reviewer` command line."""
     db = subparsers.add_parser(
         "db",
         help="upgrade, back up or restore the queue's database",
@@ -383,6 +398,20 @@ def register_db(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
     restore.add_argument("backup", type=Path, metavar="BACKUP")
     _db_option(restore)
     restore.set_defaults(func=run_db_restore)
+    reopen = db_commands.add_parser(
+        "reopen",
+        help="serve a database restored from an older copy: close every proposal it left open and "
+        "remember its trail as the one signed (stop every replica first)",
+    )
+    _db_option(reopen)
+    reopen.add_argument(
+        "--signed-memory",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the file `serve --signed-memory` names (default: the state folder's, as serve's)",
+    )
+    reopen.set_defaults(func=run_db_reopen)
 
 
 def _db_option(parser: argparse.ArgumentParser) -> None:

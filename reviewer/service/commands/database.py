@@ -1,4 +1,5 @@
-"""`reviewer db upgrade|backup|restore` and `reviewer notify list`: the queue's database and its outbox."""
+"""`reviewer db upgrade|backup|restore|reopen` and `reviewer notify list`: the queue's database and
+its outbox."""
 
 from __future__ import annotations
 
@@ -101,4 +102,29 @@ def run_db_restore(args: argparse.Namespace) -> int:
     )
     for line in carried.lines():
         print(f"  {line}", file=sys.stderr)
+    return 0
+
+
+def run_db_reopen(args: argparse.Namespace) -> int:
+    """Close what a restored copy left open, and remember its trail as the one signed from now on."""
+    from reviewer.service.errors import DatabaseUnusable
+    from reviewer.service.signed_memory import Signed, SignedMemory, default_memory
+    from reviewer.service.store.proposals import CLOSED_BY_RESTORE
+
+    try:
+        with opened(args) as store:
+            closed = store.close_open_proposals(CLOSED_BY_RESTORE)
+            head = store.trail_head()
+            memory = SignedMemory(args.signed_memory or default_memory(store.location))
+            memory.replace(Signed(head.size, head.root))
+            location = store.location
+    except DatabaseUnusable as error:
+        return refusal("db reopen", error.message)
+    shown = ", ".join(closed[:10]) + (f" and {len(closed) - 10} more" if len(closed) > 10 else "")
+    print(
+        f"reopened {location}: {len(closed)} proposal(s) it left open are closed (decide them again)"
+        + (f": {shown}" if closed else "")
+        + f"; its trail of {head.size} entries is the one remembered in {memory.path}",
+        file=sys.stderr,
+    )
     return 0

@@ -116,6 +116,7 @@ def _serve(
     from reviewer.service.log_format import configure_logging
     from reviewer.service.notifications.targets import describe, notifying
     from reviewer.service.server import ListenRefused
+    from reviewer.service.signed_memory import SignedMemory, check_extends, default_memory
 
     configure_logging(args.log_format)
     log = logging.getLogger("reviewer.service")
@@ -134,6 +135,10 @@ def _serve(
         migrate=not args.no_migrate,
     )
     store.check_before_serving()
+    signed_memory = None
+    if trail_key is not None:
+        signed_memory = SignedMemory(args.signed_memory or default_memory(store.location))
+        check_extends(signed_memory, store)
     if store.created:
         log.info("created a new, empty queue in %s", store.location)
     logged = store.log_earlier_events()
@@ -146,6 +151,7 @@ def _serve(
         api_docs=args.api_docs,
         identity_tokens=identity_tokens,
         trail_key=trail_key,
+        signed_memory=signed_memory,
     )
     log.info("queue database: %s", store.location)
     if identity_tokens is not None:

@@ -13,6 +13,7 @@ proof (reviewers and auditors) is the entry and its inclusion proof in a tree of
 from __future__ import annotations
 
 import base64
+import logging
 from collections.abc import Iterator
 from typing import Annotated
 
@@ -23,8 +24,9 @@ from fastapi.responses import StreamingResponse
 from reviewer.queue.messages import TrailCheckpoint
 from reviewer.service.auth import Role
 from reviewer.service.deps import Caller, Store, require_role
-from reviewer.service.errors import Forbidden, NotFound
+from reviewer.service.errors import DatabaseUnusable, Forbidden, NotFound
 from reviewer.service.responses import errors, json_response
+from reviewer.service.signed_memory import SignedMemory
 from reviewer.service.store import QueueStore
 from reviewer.service.store.trail import EXPORT_BATCH
 from reviewer.trail import checkpoint as checkpoints
@@ -45,6 +47,19 @@ def _key(request: Request) -> Ed25519PrivateKey:
     return key
 
 
+def _remember(request: Request, size: int, root: bytes) -> None:
+    """Keep the largest log signed outside the database (`signed_memory`): a copy restored from an
+    older backup is then refused at start. A memory that cannot be written is logged, and the
+    checkpoint still served: executors remember it too."""
+    memory: SignedMemory | None = getattr(request.app.state, "signed_memory", None)
+    if memory is None:
+        return
+    try:
+        memory.remember(size, root)
+    except DatabaseUnusable as error:
+        logging.getLogger("reviewer.service").warning("%s", error.message)
+
+
 @router.get("/checkpoint", responses=errors(404))
 def checkpoint(
     request: Request,
@@ -58,6 +73,7 @@ def checkpoint(
     key = _key(request)
     head = store.trail_head(since)
     signed = checkpoints.sign(key, head.size, head.root)
+    _remember(request, head.size, head.root)
     proof = None if head.consistency is None else [base64.b64encode(h).decode() for h in head.consistency]
     return json_response(
         TrailCheckpoint(

@@ -464,6 +464,12 @@ class QueueStore(ABC):
         with self.write() as db:
             return trail.catch_up(db)
 
+    def close_open_proposals(self, reason: str) -> list[str]:
+        """`reviewer db reopen`: close every proposal a restored copy left open (`proposals.CLOSE`)."""
+        now = self.clock()
+        with self.write() as db:
+            return proposals.close_open(db, reason, now)
+
     def trail_head(self, since: int | None = None) -> trail.Head:
         """The log's size and root now, with the consistency proof from `since` entries when that
         is a size the log had (one snapshot, so the proof is of this very root)."""

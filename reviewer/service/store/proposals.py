@@ -301,3 +301,29 @@ def get_revision_body(db: Transaction, identity: Identity, proposal_id: str, rev
 def decision_state(store: StoreState, db: Transaction, identity: Identity, proposal_id: str) -> DecisionState:
     row = index.visible(db, identity, proposal_id)
     return decisions.voted_state(store, db, row, store.clock())
+
+
+CLOSED_BY_RESTORE: Final = (
+    "closed by a restore of the queue's database from a backup: it may have been decided or run "
+    "after the backup was taken; submit the plan again"
+)
+CLOSE: Final = (
+    "UPDATE proposals SET reason = :reason, deadline = :now, "
+    "pending_expires_at = CASE WHEN decision IS NULL THEN :now ELSE pending_expires_at END, "
+    "approval_expires_at = CASE WHEN decision = 'approve' AND claimed_at IS NULL THEN :now "
+    "ELSE approval_expires_at END, "
+    "lease_expires_at = CASE WHEN claimed_at IS NOT NULL THEN :now ELSE lease_expires_at END "
+    "WHERE proposal_id = :proposal_id"
+)
+"""Close one proposal for good, as a restore does: pending or approved, it expires now; claimed, its
+lease ends now (its outcome is unknown); `reason` says why. Time only moves forward, so it stays so."""
+OPEN_STATES: Final = frozenset({"pending", "approved", "claimed"})
+
+
+def close_open(db: Transaction, reason: str, now: float) -> list[str]:
+    """Close every proposal still open (pending, approved, claimed without a report); their ids."""
+    rows = db.all("SELECT * FROM proposals ORDER BY proposal_id")
+    closing = [row["proposal_id"] for row in rows if rules.state_of(row, now) in OPEN_STATES]
+    for proposal_id in closing:
+        db.run(CLOSE, reason=reason, now=now, proposal_id=proposal_id)
+    return closing

@@ -31,6 +31,7 @@ from typing import Final
 from reviewer.service import rules
 from reviewer.service.errors import DatabaseUnusable
 from reviewer.service.store.migrations import backup_sqlite
+from reviewer.service.store.proposals import CLOSE, CLOSED_BY_RESTORE, OPEN_STATES
 
 FINISHED_COLUMNS: Final = ("state", "attempts", "last_error", "finished_at")
 """What a finished delivery carries over to a restored backup."""
@@ -45,11 +46,6 @@ TOKEN_COLUMNS: Final = (
 """What a token became since the backup (those of them both files hold)."""
 MOVES: Final = ("latest_revision", "decision", "decided_at", "claim_id", "executed_at")
 """The columns of a proposal's row that change when it moves on (every schema since 2 has them)."""
-OPEN_STATES: Final = frozenset({"pending", "approved", "claimed"})
-CLOSED_BY_RESTORE: Final = (
-    "closed by a restore of the queue's database from a backup: it may have been decided or run "
-    "after the backup was taken; submit the plan again"
-)
 
 
 @dataclass
@@ -174,17 +170,8 @@ def _moved_on(target: sqlite3.Connection, current: sqlite3.Connection) -> tuple[
 
 
 def _close(target: sqlite3.Connection, proposal_ids: list[str], now: float) -> list[str]:
-    """Each one expires now (pending or approved) or has its claim's lease end now (claimed)."""
     for proposal_id in proposal_ids:
-        target.execute(
-            "UPDATE proposals SET reason = :reason, deadline = :now, "
-            "pending_expires_at = CASE WHEN decision IS NULL THEN :now ELSE pending_expires_at END, "
-            "approval_expires_at = CASE WHEN decision = 'approve' AND claimed_at IS NULL THEN :now "
-            "ELSE approval_expires_at END, "
-            "lease_expires_at = CASE WHEN claimed_at IS NOT NULL THEN :now ELSE lease_expires_at END "
-            "WHERE proposal_id = :proposal_id",
-            {"reason": CLOSED_BY_RESTORE, "now": now, "proposal_id": proposal_id},
-        )
+        target.execute(CLOSE, {"reason": CLOSED_BY_RESTORE, "now": now, "proposal_id": proposal_id})
     return proposal_ids
 
 

@@ -1,0 +1,144 @@
+"""The newest trail log this queue signed a checkpoint of, remembered outside its database.
+
+A database restored from an older copy (`pg_restore`, a snapshot, `reviewer db restore`) holds a
+trail shorter than one the queue already signed, or another one: served as it is, it would reopen
+what was decided since, and every executor that saw the newer checkpoint would refuse it. So a
+queue that signs checkpoints (`serve --trail-key`) keeps the size and root of the largest log it
+signed in a file of its own (`serve --signed-memory FILE`, by default one per database in the
+user's state folder), and `serve` refuses to start on a log that does not extend it, naming
+`reviewer db reopen`, which closes what the copy left open and makes the copy's log the one
+remembered.
+
+Replicas on one database may share the file (a volume of their own): every write is checked
+under an exclusive lock and renamed into place, so a smaller size never replaces a larger one.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import fcntl
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import platformdirs
+
+from reviewer.private_files import write_private
+from reviewer.queue.config import APP_NAME
+from reviewer.service.errors import DatabaseUnusable
+from reviewer.service.store import QueueStore
+from reviewer.trail.merkle import ProofError, verify_consistency
+
+MEMORY_FORMAT: Final = "reviewer.queue-signed-log/v1"
+
+
+def default_memory(location: str) -> Path:
+    """`~/.local/state/reviewer/signed/<hash of the database's location>.json`."""
+    name = hashlib.sha256(location.encode()).hexdigest()[:32]
+    return Path(platformdirs.user_state_dir(APP_NAME, appauthor=False)) / "signed" / f"{name}.json"
+
+
+@dataclass(frozen=True)
+class Signed:
+    size: int
+    root: bytes
+
+
+class SignedMemory:
+    """The file that remembers the largest log signed for one database."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._largest = -1
+        """The largest size written or read by this process: a smaller one needs no file access."""
+        self._lock = threading.Lock()
+
+    def read(self) -> Signed | None:
+        try:
+            data = json.loads(self.path.read_text())
+            signed = Signed(int(data["size"]), base64.b64decode(data["root"], validate=True))
+            if data.get("format") != MEMORY_FORMAT or signed.size < 0:
+                raise ValueError("not a remembered log")
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError, binascii.Error) as error:
+            raise DatabaseUnusable(
+                f"cannot read the signed log remembered in {self.path} ({error}); restore or remove it"
+            ) from None
+        return signed
+
+    def remember(self, size: int, root: bytes) -> None:
+        """Called with each checkpoint signed: kept when larger than the one remembered."""
+        if size <= self._largest:
+            return
+        with self._lock, self._locked():
+            saved = self.read()
+            if saved is None or size > saved.size:
+                self._write(Signed(size, root))
+            self._largest = max(size, saved.size if saved is not None else -1)
+
+    def replace(self, signed: Signed) -> None:
+        """`reviewer db reopen`: the copy's log is the one remembered from now on."""
+        with self._lock, self._locked():
+            self._write(signed)
+            self._largest = signed.size
+
+    def _write(self, signed: Signed) -> None:
+        document = {
+            "format": MEMORY_FORMAT,
+            "size": signed.size,
+            "root": base64.b64encode(signed.root).decode(),
+        }
+        try:
+            write_private(self.path, json.dumps(document).encode())
+        except OSError as error:
+            raise DatabaseUnusable(
+                f"cannot remember the signed log in {self.path}: {error.strerror}"
+            ) from None
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            descriptor = os.open(self.path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as error:
+            raise DatabaseUnusable(
+                f"cannot remember the signed log in {self.path}: {error.strerror}"
+            ) from None
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(descriptor)
+
+    def _unwritable(self, error: OSError) -> DatabaseUnusable:
+        return DatabaseUnusable(f"cannot remember the signed log in {self.path}: {error.strerror}")
+
+
+def check_extends(memory: SignedMemory, store: QueueStore) -> None:
+    """Refuse (`DatabaseUnusable`) a store whose trail does not extend the log remembered."""
+    saved = memory.read()
+    if saved is None or saved.size == 0:
+        return
+    head = store.trail_head(saved.size)
+    location, size = store.location, head.size
+    reopen = f"run `reviewer db reopen --db {location}` to close what the copy left open, then start again"
+    if size < saved.size:
+        raise DatabaseUnusable(
+            f"{location}'s trail holds {size} entries, fewer than the {saved.size} this queue signed "
+            f"before (a copy restored from a backup?); {reopen}"
+        )
+    try:
+        verify_consistency(saved.size, saved.root, size, head.root, head.consistency or [])
+    except ProofError:
+        raise DatabaseUnusable(
+            f"{location}'s trail is not the one this queue signed before ({saved.size} entries remembered "
+            f"in {memory.path}): another database, or a copy of another history; {reopen}"
+        ) from None
