@@ -282,3 +282,13 @@ def test_show_prints_outcome_unknown_for_a_run_that_never_reported(tmp_path: Pat
         "! outcome unknown: the run claimed by agent did not report by the end of its lease; it may have "
         "written, and never runs again"
     ) in shown.stdout
+
+
+def test_a_refusal_with_a_nul_is_refused_as_invalid_and_stores_nothing(queue: tuple[Service, Actors]) -> None:
+    """PostgreSQL's text holds no NUL: such words are a 422 on every store, never a failure inside."""
+    _, actors = queue
+    proposal_id = unique_id("nul")
+    digest = submit(actors.agent, proposal_id)["plan_sha256"]
+    answer = refuse(actors.agent, proposal_id, digest, "n1", message="Trail\x00Refused")
+    assert answer.status_code == 422 and answer.json()["error"] == "invalid", answer.text
+    assert actors.alice.get(f"/v1/proposals/{proposal_id}/decision").json().get("refusals", []) == []

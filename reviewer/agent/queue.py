@@ -33,7 +33,7 @@ from reviewer.agent.tools import GatedTool, WriteTool
 from reviewer.agent.waiting import Patience, Result
 from reviewer.audit.registry import AuditSource
 from reviewer.plan.proposal import MAX_STRING_CHARS, Proposal, plan_sha256
-from reviewer.plan.sanitize import clip
+from reviewer.plan.sanitize import clip, safe_text
 from reviewer.queue.client import ClaimRefused, NotFound, QueueClient, QueueError, StaleRevision
 from reviewer.queue.messages import (
     AuditVerification,
@@ -242,7 +242,8 @@ class QueueAgent:
     ) -> None:
         """Tell the queue this executor refused the approval (one Idempotency-Key for every try). A
         refusal the queue cannot be told of is still raised, with a note that the queue does not know."""
-        message = clip(f"{type(refused).__name__}: {refused}", MAX_REFUSAL_MESSAGE)
+        # Escaped here too: the words may quote a hostile queue, and no store should meet a NUL.
+        message = safe_text(clip(f"{type(refused).__name__}: {refused}", MAX_REFUSAL_MESSAGE))
         reporting = partial(
             self.client.report_refusal,
             proposal_id,

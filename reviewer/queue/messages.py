@@ -290,7 +290,8 @@ class RefusalReport(Message):
     revision: RevisionNumber
     plan_sha256: Sha256
     kind: RefusalKind
-    message: str = Field(min_length=1, max_length=MAX_STRING_CHARS)
+    message: str = Field(min_length=1, max_length=MAX_STRING_CHARS, pattern=r"^[^\x00]*$")
+    """The executor's words (no NUL: PostgreSQL's text holds none); shown escaped, as all agent text."""
 
 
 class Claim(Message):
