@@ -3,6 +3,7 @@ a digest `reviewer approve` accepts, and messages that say what happened."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -22,9 +23,11 @@ from tests.queue_harness import (
     Service,
     claimed_report,
     decide,
+    make_actors,
     mint_tokens,
     reviewer_command,
     served_with_actors,
+    start_service,
     submit,
     unique_id,
 )
@@ -214,3 +217,78 @@ def tls_queue(tmp_path: Path) -> Iterator[tuple[str, Path, str]]:
     finally:
         process.terminate()
         process.wait(10)
+
+
+HOSTILE = "\x1b[2J\x1b]0;owned\x07[bold red]all fine[/] \u202etxt.exe"
+"""A refusal's words as a compromised executor might send them: a screen clear, a title change,
+Rich markup and a bidi override."""
+
+
+def refuse(
+    client: httpx.Client, proposal_id: str, digest: str, key: str, **changes: object
+) -> httpx.Response:
+    refusal = {"revision": 1, "plan_sha256": digest, "kind": "ledger", "message": HOSTILE, **changes}
+    return client.post(
+        f"/v1/proposals/{proposal_id}/refusals", json=refusal, headers={"Idempotency-Key": key}
+    )
+
+
+def test_show_prints_an_executors_refusal_with_its_hostile_words_inert(queue: tuple[Service, Actors]) -> None:
+    """Only the proposal's own agent reports a refusal of it; `show` prints who refused, why and when,
+    every control character escaped and the markup as plain brackets; `--json` carries it too."""
+    _, actors = queue
+    proposal_id = unique_id("refused")
+    digest = submit(actors.agent, proposal_id)["plan_sha256"]
+    assert decide(actors.alice, proposal_id, 1, digest).status_code == 201
+    assert refuse(actors.other_agent, proposal_id, digest, "r1").status_code == 404
+    assert refuse(actors.alice, proposal_id, digest, "r1").status_code == 403
+    assert refuse(actors.agent, proposal_id, "0" * 64, "r1").status_code == 412
+    assert refuse(actors.agent, proposal_id, digest, "r1", kind="shrug").status_code == 422
+    assert refuse(actors.agent, proposal_id, digest, "r1", message="").status_code == 422
+    unkeyed = {"revision": 1, "plan_sha256": digest, "kind": "trail", "message": "m"}
+    assert actors.agent.post(f"/v1/proposals/{proposal_id}/refusals", json=unkeyed).status_code == 400
+    stored = refuse(actors.agent, proposal_id, digest, "r1")
+    assert stored.status_code == 201, stored.text
+    assert stored.json()["state"] == "approved"
+    shown = run(queue, "show", proposal_id, columns=400)
+    assert shown.returncode == 0, shown.stderr
+    [line] = [line for line in shown.stdout.splitlines() if "refused by executor" in line]
+    assert line.startswith("! refused by executor agent (ledger), 20")
+    assert "\\x1b[2J\\x1b]0;owned\\x07[bold red]all fine[/] \\u202etxt.exe" in line
+    assert "it claimed nothing and ran nothing" in line
+    assert not any(character in shown.stdout for character in "\x1b\x07\u202e")
+    scripted = json.loads(run(queue, "show", proposal_id, "--json").stdout)
+    [refused] = scripted["refusals"]
+    assert (refused["kind"], refused["message"], refused["refused_by"]) == ("ledger", HOSTILE, "agent")
+
+
+def test_show_prints_outcome_unknown_for_a_run_that_never_reported(tmp_path: Path) -> None:
+    """A claim whose lease ended without a report: the run may have written, and `show` says so."""
+    with contextlib.ExitStack() as stack:
+        service = start_service(tmp_path, "--claim-lease", "0")
+        stack.callback(service.stop)
+        actors = make_actors(service)
+        stack.callback(actors.close)
+        proposal_id = unique_id("lost-run")
+        digest = submit(actors.agent, proposal_id)["plan_sha256"]
+        assert decide(actors.alice, proposal_id, 1, digest).status_code == 201
+        shown_before = run((service, actors), "show", proposal_id, columns=400).stdout
+        claimed_report(actors.agent, proposal_id, 1, digest)
+        shown = run((service, actors), "show", proposal_id, columns=400)
+    assert "outcome unknown" not in shown_before
+    assert shown.returncode == 0, shown.stderr
+    assert f"{proposal_id} revision 1 of 1: claimed" in shown.stdout
+    assert (
+        "! outcome unknown: the run claimed by agent did not report by the end of its lease; it may have "
+        "written, and never runs again"
+    ) in shown.stdout
+
+
+def test_a_refusal_with_a_nul_is_refused_as_invalid_and_stores_nothing(queue: tuple[Service, Actors]) -> None:
+    """PostgreSQL's text holds no NUL: such words are a 422 on every store, never a failure inside."""
+    _, actors = queue
+    proposal_id = unique_id("nul")
+    digest = submit(actors.agent, proposal_id)["plan_sha256"]
+    answer = refuse(actors.agent, proposal_id, digest, "n1", message="Trail\x00Refused")
+    assert answer.status_code == 422 and answer.json()["error"] == "invalid", answer.text
+    assert actors.alice.get(f"/v1/proposals/{proposal_id}/decision").json().get("refusals", []) == []

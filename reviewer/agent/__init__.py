@@ -62,6 +62,7 @@ from reviewer.agent.errors import (
     ToolDefinitionError,
     UnknownBackend,
     UnresolvablePlaceholder,
+    UnsignedApproval,
     WritesKept,
 )
 from reviewer.agent.execution import Approval, Execution, execute_approved, local_approval, real_run
@@ -158,6 +159,7 @@ __all__ = [
     "TransportBackend",
     "UnknownBackend",
     "UnresolvablePlaceholder",
+    "UnsignedApproval",
     "Verification",
     "WriteTool",
     "WritesKept",

@@ -87,6 +87,11 @@ class NotApproved(NoApproval):
         )
 
 
+class UnsignedApproval(NotApproved):
+    """The queue says approved, but not enough of the people this runner trusts signed exactly this
+    proposal, revision and digest: the queue's word alone runs nothing here."""
+
+
 class TargetMismatch(NoApproval):
     """The real run's client points at another API than the one the plan was approved for."""
 

@@ -24,6 +24,7 @@ from reviewer.agent.errors import (
     ProposalRejected,
     ReportNotStored,
     RunStopped,
+    UnsignedApproval,
 )
 from reviewer.agent.execution import DEFAULT_REQUEST_ID_HEADER, Approval, Execution
 from reviewer.agent.fitting import fit_calls
@@ -32,14 +33,26 @@ from reviewer.agent.tools import GatedTool, WriteTool
 from reviewer.agent.waiting import Patience, Result
 from reviewer.audit.registry import AuditSource
 from reviewer.plan.proposal import MAX_STRING_CHARS, Proposal, plan_sha256
+from reviewer.plan.sanitize import clip, safe_text
 from reviewer.queue.client import ClaimRefused, NotFound, QueueClient, QueueError, StaleRevision
-from reviewer.queue.messages import AuditVerification, DecisionState, ExecutionReport, SubmissionAnswer
-from reviewer.queue.trail_memory import check_trail
+from reviewer.queue.messages import (
+    AuditVerification,
+    DecisionState,
+    ExecutionReport,
+    RefusalKind,
+    SubmissionAnswer,
+)
+from reviewer.queue.trail_memory import TrailRefused, check_trail
 from reviewer.signing.allowed_signers import AllowedSigners
 from reviewer.signing.signed_approvals import SignedStatement, check_signed_approvals
 
 DEFAULT_POLL_INTERVAL = 2.0
 DEFAULT_DECISION_TIMEOUT = 15 * 60.0
+REFUSAL_REPORT_TIMEOUT = 60.0
+"""The longest a refusal waits for an away queue to hear of it: the refusal is raised after that with a
+note, never held for the queue's whole outage."""
+MAX_REFUSAL_MESSAGE = 2000
+"""Characters of the refusal's words sent to the queue: enough for why, small in every decision state."""
 
 
 _INTERRUPTIONS: Final = (asyncio.CancelledError, KeyboardInterrupt, SystemExit)
@@ -185,13 +198,7 @@ class QueueAgent:
         execution = Execution(
             approval, client, audit, allow_any_target=allow_any_target, request_id_header=request_id_header
         )
-        if self.allowed_signers is not None:  # checked again now: the approval may be a stale object
-            state = await self.state(approval.proposal_id)
-            self._require_revision(state, approval.revision, approval.plan_sha256)
-            self._require_signatures(state)
-        if self.ledger is not None:
-            self.ledger.require_unclaimed(approval.proposal_id, approval.revision, approval.plan_sha256)
-        await check_trail(self.client)
+        await self._check_before_claim(approval)
         execution.claim_id = await self._claim(approval)
         if self.ledger is not None:
             await self._record_in_ledger(self.ledger, execution)
@@ -213,6 +220,44 @@ class QueueAgent:
             raise RunStopped(execution, execution.summary()) from error
         execution.raise_for_stop()
         return execution
+
+    async def _check_before_claim(self, approval: Approval) -> None:
+        """This executor's own word on the approval, before its claim: the signatures it trusts (asked
+        again now: the approval may be a stale object), its ledger, and the queue's trail. A refusal
+        is reported to the queue, so reviewers see why an approval sits unrun, then raised."""
+        try:
+            if self.allowed_signers is not None:
+                state = await self.state(approval.proposal_id)
+                self._require_revision(state, approval.revision, approval.plan_sha256)
+                self._require_signatures(state)
+            if self.ledger is not None:
+                self.ledger.require_unclaimed(approval.proposal_id, approval.revision, approval.plan_sha256)
+            await check_trail(self.client)
+        except (UnsignedApproval, AlreadyRun, LedgerError, TrailRefused) as refused:
+            await self._report_refusal(approval.proposal_id, approval.revision, approval.plan_sha256, refused)
+            raise
+
+    async def _report_refusal(
+        self, proposal_id: str, revision: int, plan_sha256: str, refused: Exception
+    ) -> None:
+        """Tell the queue this executor refused the approval (one Idempotency-Key for every try). A
+        refusal the queue cannot be told of is still raised, with a note that the queue does not know."""
+        # Escaped here too: the words may quote a hostile queue, and no store should meet a NUL.
+        message = safe_text(clip(f"{type(refused).__name__}: {refused}", MAX_REFUSAL_MESSAGE))
+        reporting = partial(
+            self.client.report_refusal,
+            proposal_id,
+            revision,
+            plan_sha256,
+            _refusal_kind(refused),
+            message,
+            str(uuid.uuid4()),
+        )
+        until = self.patience.clock() + min(self.outage_timeout, REFUSAL_REPORT_TIMEOUT)
+        try:
+            await asyncio.shield(self._patiently(reporting, f"reporting the refusal of {proposal_id}", until))
+        except (QueueError, ValidationError) as lost:
+            refused.add_note(f"the queue at {self.client.base_url} was not told of this refusal: {lost}")
 
     async def _record_in_ledger(self, ledger: Ledger, execution: Execution) -> None:
         """On disk before the first write. Refused (another run on this host got here first, or the
@@ -304,7 +349,7 @@ class QueueAgent:
             [SignedStatement(item.statement, item.signature) for item in state.signatures],
         )
         if not check.authorized:
-            raise NotApproved(
+            raise UnsignedApproval(
                 state.proposal_id,
                 state.revision,
                 f"the queue says {state.state}, but this runner requires signed approvals: {check.explain()}",
@@ -313,11 +358,17 @@ class QueueAgent:
     async def _approval(self, state: DecisionState) -> Approval:
         reading = partial(self.client.get_revision, state.proposal_id, state.revision)
         proposal = await self._patiently(reading, f"reading the approved plan of {state.proposal_id}")
-        if plan_sha256(proposal) != state.plan_sha256:
-            raise NotApproved(
-                state.proposal_id, state.revision, "the queue's copy of the plan does not match its digest"
-            )
-        self._require_signatures(state)
+        try:
+            if plan_sha256(proposal) != state.plan_sha256:
+                raise NotApproved(
+                    state.proposal_id,
+                    state.revision,
+                    "the queue's copy of the plan does not match its digest",
+                )
+            self._require_signatures(state)
+        except NotApproved as refused:
+            await self._report_refusal(state.proposal_id, state.revision, state.plan_sha256, refused)
+            raise
         expires_at = state.expires_at.isoformat() if state.expires_at else None
         return Approval(proposal, state.plan_sha256, state.decided_by or "unknown reviewer", expires_at)
 
@@ -333,6 +384,17 @@ class QueueAgent:
             raise NotApproved(
                 state.proposal_id, revision, "the queue holds another plan under this revision number"
             )
+
+
+def _refusal_kind(refused: Exception) -> RefusalKind:
+    """The queue's word for why this executor refused an approval."""
+    if isinstance(refused, TrailRefused):
+        return "trail"
+    if isinstance(refused, UnsignedApproval):
+        return "signatures"
+    if isinstance(refused, AlreadyRun | LedgerError):
+        return "ledger"
+    return "other"
 
 
 def _run_note(execution: Execution) -> str | None:

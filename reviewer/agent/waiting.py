@@ -3,7 +3,10 @@
 An agent that waits for a decision outlives the queue's process: the decision is in the queue's
 database, and the queue comes back to it. `Patience` runs one queue request again with backoff while
 the queue does not answer (or answers that it failed), for as long as the caller's deadline allows,
-and says once that the queue is away and once that it is back. Only requests that are safe to send
+and says once that the queue is away and once that it is back. A queue that hangs (its database
+paused, a proxy holding the connection) fails no request for a long while: the client's own timeout
+and retries take most of a minute. So a request still unanswered after `silence` seconds is said
+too, once per outage, and the wait goes on. Only requests that are safe to send
 again go through it: reads, and writes under a key the queue stores them by (a submission is stored
 by its revision, a claim and a report by their Idempotency-Key), so none is made twice.
 """
@@ -26,6 +29,8 @@ Say = Callable[[str], None]
 
 MAX_BACKOFF: Final = 30.0
 """The longest pause between two tries: a queue back after an upgrade is found within this."""
+DEFAULT_SILENCE: Final = 10.0
+"""Seconds a request may go unanswered before the wait says so: the client's timeout for one try."""
 
 
 def is_away(error: BaseException) -> bool:
@@ -45,12 +50,15 @@ class Patience:
     """Backoff through the queue's absence, one instance per agent so it says each outage once.
 
     `clock` and `sleep` are the monotonic clock and the pause (a test gives its own); `say` gets the
-    two lines an outage makes (a logger's warning by default); `first_pause` is the first backoff."""
+    two lines an outage makes (a logger's warning by default); `first_pause` is the first backoff;
+    `silence` the seconds a request may go unanswered before the wait says the queue is silent (a
+    test gives a fraction of a second)."""
 
     say: Say = _log_warning
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], Awaitable[object]] = asyncio.sleep
     first_pause: float = 0.5
+    silence: float = DEFAULT_SILENCE
     away_since: float | None = field(default=None, init=False)
 
     async def call(
@@ -61,9 +69,10 @@ class Patience:
         pause = self.first_pause
         while True:
             try:
-                answer = await request()
+                answer = await self._heard(request, what, where)
             except Exception as error:
                 if not is_away(error):
+                    self._came_back(where)  # a refusal is an answer: the queue is there
                     raise
                 self._went_away(error, what, where)
                 remaining = until - self.clock()
@@ -75,6 +84,21 @@ class Patience:
                 continue
             self._came_back(where)
             return answer
+
+    async def _heard(self, request: Callable[[], Awaitable[Result]], what: str, where: str) -> Result:
+        """`request()`'s answer; one still awaited after `silence` seconds starts an outage, said once."""
+        if self.away_since is not None:  # an outage already said: waited through as it is
+            return await request()
+        sent = asyncio.ensure_future(request())
+        try:
+            await asyncio.wait({sent}, timeout=self.silence)
+            if not sent.done():
+                self.away_since = self.clock()
+                silent = f"the queue at {where} has not answered for {self.silence:g} s while {what}"
+                self.say(f"{silent}; still waiting")
+            return await sent
+        finally:
+            sent.cancel()  # left only when this wait is cancelled: the request goes with it
 
     def _went_away(self, error: Exception, what: str, where: str) -> None:
         if self.away_since is not None:

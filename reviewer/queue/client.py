@@ -29,6 +29,8 @@ from reviewer.queue.messages import (
     ExecutionReport,
     ProposalPage,
     ProposalRecord,
+    RefusalKind,
+    RefusalReport,
     State,
     StoredExecution,
     SubmissionAnswer,
@@ -390,6 +392,28 @@ class QueueClient:
             f"/v1/proposals/{_segment(proposal_id)}/executions",
             expect=(201,),
             content=report.model_dump_json(exclude_none=True),
+            headers={"Content-Type": "application/json", "Idempotency-Key": key},
+        )
+        return DecisionState.model_validate_json(response.content)
+
+    async def report_refusal(
+        self,
+        proposal_id: str,
+        revision: int,
+        plan_sha256: str,
+        kind: RefusalKind,
+        message: str,
+        idempotency_key: str | None = None,
+    ) -> DecisionState:
+        """Say this executor refused the approval before claiming it; a lost answer is retried with
+        the same key, so it is stored once."""
+        request = RefusalReport(revision=revision, plan_sha256=plan_sha256, kind=kind, message=message)
+        key = idempotency_key or str(uuid.uuid4())
+        response = await self._request(
+            "POST",
+            f"/v1/proposals/{_segment(proposal_id)}/refusals",
+            expect=(201,),
+            content=request.model_dump_json(),
             headers={"Content-Type": "application/json", "Idempotency-Key": key},
         )
         return DecisionState.model_validate_json(response.content)

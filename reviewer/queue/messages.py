@@ -36,6 +36,10 @@ TrailEventKind = Literal[
 ]
 """`withdrawn`: an approval that stopped counting when the key that signed it was removed; its `seq`
 is the withdrawn approval's, and `reason` says which key."""
+RefusalKind = Literal["trail", "signatures", "ledger", "other"]
+"""Why an executor refused an approval before claiming it: the queue's trail went backwards or forked
+since the executor last saw it; the approval's signatures do not satisfy the signers it trusts; its
+own ledger says it already ran this approval; or anything else it checks."""
 RunEnding = Literal["completed", "stopped", "failed", "cancelled"]
 """How a real run ended: every planned call ran; it stopped before a call that was not the plan's (or
 after one the API refused); the task or framework raised; or it was cancelled."""
@@ -138,6 +142,19 @@ class PolicyState(Message):
     alarms: list[str] = Field(default_factory=list)
 
 
+class ExecutorRefusal(Message):
+    """An executor's refusal of an approval before it claimed it, as the queue stored it: who refused
+    (the agent token's name), when, why (`kind`) and the executor's own words. `message` is the
+    executor's text: untrusted, sanitize to show."""
+
+    revision: int
+    plan_sha256: str
+    kind: RefusalKind
+    message: str
+    refused_by: str
+    at: datetime
+
+
 class DecisionState(Message):
     """The state of a proposal's latest revision.
 
@@ -167,6 +184,7 @@ class DecisionState(Message):
     signatures_required: bool = False
     signatures: list[DecisionSignature] = Field(default_factory=list)
     policy: PolicyState | None = None
+    refusals: list[ExecutorRefusal] = Field(default_factory=list)
 
 
 class ProposalSummary(Message):
@@ -263,6 +281,17 @@ class ClaimRequest(Message):
 
     revision: RevisionNumber
     plan_sha256: Sha256
+
+
+class RefusalReport(Message):
+    """An executor's word that it refused the approval of one revision's exact plan before claiming it
+    (`POST /v1/proposals/{id}/refusals`): nothing of it ran, and the reviewers should know why."""
+
+    revision: RevisionNumber
+    plan_sha256: Sha256
+    kind: RefusalKind
+    message: str = Field(min_length=1, max_length=MAX_STRING_CHARS, pattern=r"^[^\x00]*$")
+    """The executor's words (no NUL: PostgreSQL's text holds none); shown escaped, as all agent text."""
 
 
 class Claim(Message):

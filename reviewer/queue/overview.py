@@ -17,10 +17,20 @@ from reviewer.plan.proposal import Proposal, plan_sha256
 from reviewer.plan.sanitize import clip, safe_text
 from reviewer.policy.quorum import describe_approvals
 from reviewer.queue.client import QueueClient
-from reviewer.queue.messages import ProposalSummary
+from reviewer.queue.messages import DecisionState, ProposalSummary
 from reviewer.reading.analysis import Analysis
 from reviewer.reading.plain import call_lines, common_args, common_lines, extremes_lines
 from reviewer.reading.totals import Total, totals_words
+
+
+@dataclass(frozen=True)
+class Refused:
+    """An executor's refusal of the revision (it claimed nothing and ran nothing); `message` raw."""
+
+    kind: str
+    message: str
+    refused_by: str
+    at: str
 
 
 @dataclass(frozen=True)
@@ -54,6 +64,10 @@ class PlanSummary:
     approvals_required: int = 1
     totals: tuple[Total, ...] = ()
     """The money the plan moves, per currency (`reviewer.reading.totals`)."""
+    claimed_by: str | None = None
+    outcome_unknown: bool = False
+    """A run claimed the approval and did not report by the end of its lease: it may have written."""
+    refusals: list[Refused] = field(default_factory=list)
 
     def approve_argv(self, queue_url: str | None = None) -> list[str]:
         """The command that approves exactly this revision (empty when the digest does not match)."""
@@ -87,6 +101,15 @@ class QueueFacts:
     state: str
     approvals: list[str] = field(default_factory=list)
     approvals_required: int = 1
+    claimed_by: str | None = None
+    outcome_unknown: bool = False
+    refusals: list[Refused] = field(default_factory=list)
+
+
+def refusals_of(latest: DecisionState) -> list[Refused]:
+    return [
+        Refused(item.kind, item.message, item.refused_by, item.at.isoformat()) for item in latest.refusals
+    ]
 
 
 def summarize(proposal: Proposal, facts: QueueFacts, analysis: Analysis | None = None) -> PlanSummary:
@@ -116,6 +139,9 @@ def summarize(proposal: Proposal, facts: QueueFacts, analysis: Analysis | None =
         approvals=facts.approvals,
         approvals_required=facts.approvals_required,
         totals=analysis.totals,
+        claimed_by=facts.claimed_by,
+        outcome_unknown=facts.outcome_unknown,
+        refusals=facts.refusals,
     )
 
 
@@ -157,14 +183,18 @@ async def one_summary(
         raise LookupError(f"{proposal_id} has no revision {number} (latest: {record.latest.revision})")
     proposal = await client.get_revision(proposal_id, number)
     latest = record.latest
+    current = number == latest.revision
     facts = QueueFacts(
         info.plan_sha256,
         info.submitted_by,
         info.submitted_at.isoformat(),
         latest.revision,
-        latest.state if number == latest.revision else "superseded",
+        latest.state if current else "superseded",
         list(latest.approvals),
         latest.approvals_required,
+        claimed_by=latest.claimed_by if current else None,
+        outcome_unknown=current and bool(latest.outcome_unknown),
+        refusals=refusals_of(latest) if current else [],
     )
     analysis = Analysis(proposal)
     return summarize(proposal, facts, analysis), analysis
@@ -239,6 +269,7 @@ def show_lines(
     lines.extend(
         _wrapped(f"proposed by {_shown(summary.proposed_by, 64)}, {summary.submitted_at[:19]}", width)
     )
+    lines.extend(run_lines(summary, width))
     lines.extend(_wrapped(counts(summary), width))
     if summary.totals:
         lines.extend(_wrapped(f"moves {totals_words(summary.totals, limit=20)}", width))
@@ -265,6 +296,28 @@ def show_lines(
         lines.append(" ".join(argv[:3]) + " \\")
         lines.append("  " + " ".join(argv[3:-2]) + " \\")
         lines.append("  " + " ".join(argv[-2:]))
+    return lines
+
+
+def run_lines(summary: PlanSummary, width: int) -> list[str]:
+    """What became of the approval: a run whose outcome nobody knows, and each executor that refused it."""
+    lines: list[str] = []
+    if summary.outcome_unknown:
+        lines.extend(
+            _wrapped(
+                f"! outcome unknown: the run claimed by {_shown(summary.claimed_by or 'a runner', 64)} did "
+                "not report by the end of its lease; it may have written, and never runs again",
+                width,
+            )
+        )
+    for refused in summary.refusals:
+        lines.extend(
+            _wrapped(
+                f"! refused by executor {_shown(refused.refused_by, 64)} ({_shown(refused.kind, 20)}), "
+                f"{refused.at[:19]}: {_shown(refused.message, 600)}; it claimed nothing and ran nothing",
+                width,
+            )
+        )
     return lines
 
 

@@ -30,7 +30,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Receive, Scope, Send
 
 from reviewer.plan.proposal import MAX_BODY_BYTES, MAX_CALLS, MAX_DEPTH, MAX_STRING_CHARS, Proposal
-from reviewer.queue.messages import ClaimRequest, DecisionRequest, ErrorBody, ExecutionReport
+from reviewer.queue.messages import ClaimRequest, DecisionRequest, ErrorBody, ExecutionReport, RefusalReport
 from reviewer.service.auth import redact_tokens
 from reviewer.service.bodies import validation_message
 from reviewer.service.deps import required_idempotency_key
@@ -238,7 +238,7 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
     if isinstance(calls, dict):
         calls["maxItems"] = MAX_CALLS
         calls["minItems"] = 1
-    for model in (DecisionRequest, ClaimRequest, ExecutionReport):
+    for model in (DecisionRequest, ClaimRequest, ExecutionReport, RefusalReport):
         schemas[model.__name__] = model.model_json_schema(ref_template="#/components/schemas/{model}")
     schemas["ExecutionReport"]["description"] = LIMITS.replace("calls,", "calls in the plan,", 1)
     return document

@@ -1,11 +1,13 @@
 """`GET /metrics`: the queue's figures in Prometheus's text format (`prometheus_client`).
 
-What every replica shares (proposals pending, decision latency, decisions, runs, the outbox) is
+What every replica shares (proposals pending, decision latency, decisions, runs, executors'
+refusals, the outbox) is
 read from the store when Prometheus scrapes, by a custom collector: any replica answers the same
 figures, so a dashboard may scrape one or all and take the maximum, never a sum. What is a
 replica's own (the HTTP requests it served) is a counter in its process, to be summed across
 replicas. Labels are bounded and hold no secret: policy environments (the operator's names), a
-decision's kind, a run's ending, a notification target's origin and URL digest, a route's template.
+decision's kind, a run's ending, a refusal's kind, a notification target's origin and URL digest,
+a route's template.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class QueueFigures(Collector):
         yield decision_latency(figures)
         yield decisions(figures)
         yield runs(figures)
+        yield refusals(figures)
         yield from outbox(figures)
 
 
@@ -61,6 +64,10 @@ HELP: Final = {
     "reviewer_runs": (
         "Claimed runs by ending: completed, stopped, failed, cancelled, reported (no ending "
         "given), running (within its lease) or unknown (its lease ended without a report)."
+    ),
+    "reviewer_executor_refusals": (
+        "Approvals an executor refused before claiming them, by kind: trail (the queue's trail went "
+        "backwards or forked), signatures, ledger (it ran before), other."
     ),
     "reviewer_outbox_backlog": (
         "Notifications not yet delivered and still retried, by target (origin and URL digest)."
@@ -124,6 +131,14 @@ def runs(figures: Figures) -> Metric:
     family = gauge("reviewer_runs", "ending")
     for ending, count in figures.runs.items():
         family.add_metric([ending], count)
+    return family
+
+
+def refusals(figures: Figures) -> Metric:
+    """Every refusal an executor reported: an approval that sits approved and will not run there."""
+    family = counter("reviewer_executor_refusals", "kind")
+    for kind, count in figures.refusals.items():
+        family.add_metric([kind], count)
     return family
 
 

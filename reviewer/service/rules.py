@@ -370,6 +370,23 @@ def check_report(
     return claim
 
 
+def check_refusal(row: Row, stored_sha256: str | None, revision: int, plan_sha256: str) -> None:
+    """An executor's refusal names a revision the queue holds with that very digest (412 otherwise).
+
+    Nothing about the proposal's state is checked: a refusal is a fact about what the executor was
+    offered, true whatever the proposal became meanwhile (and an executor refusing because its own
+    ledger ran the approval may be offered one the queue shows as executed, or approved again).
+    """
+    if stored_sha256 != plan_sha256:
+        what = "no revision" if stored_sha256 is None else "another plan under revision"
+        raise StaleRevision(
+            f"{row['proposal_id']!r} holds {what} {revision} with plan_sha256 {plan_sha256}; "
+            f"its latest is revision {row['latest_revision']} with plan_sha256 {row['plan_sha256']}",
+            latest_revision=row["latest_revision"],
+            latest_plan_sha256=row["plan_sha256"],
+        )
+
+
 def earlier_answer(row: Row | None, fingerprint: str, what: str, answer_model: type[Answer]) -> Answer | None:
     """The answer already given under this token's Idempotency-Key, if any; 422 if it came with
     another body."""

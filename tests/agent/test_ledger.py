@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import stat
 import subprocess
@@ -83,3 +84,33 @@ def test_racing_processes_record_an_approval_once(tmp_path: Path) -> None:
 def test_an_executor_that_checks_signatures_must_name_its_ledger() -> None:
     with pytest.raises(LedgerRequired, match="ledger=PATH"):
         QueueAgent(QueueClient("http://127.0.0.1:9", "token"), allowed_signers=AllowedSigners())
+
+
+def test_a_refusal_the_queue_cannot_hear_is_raised_all_the_same_with_a_note(tmp_path: Path) -> None:
+    """The ledger refuses an approval it ran, and the queue is down: the executor tries to tell it for
+    as long as its patience allows, then raises the ledger's refusal itself, noting that the queue
+    does not know; nothing is claimed, and the queue's absence never hides why nothing ran."""
+    from reviewer.agent import Patience, local_approval
+    from reviewer.plan.proposal import parse_proposal, plan_sha256
+    from tests.queue_harness import body
+    from tests.queue_harness import proposal as proposal_document
+    from tests.service.ports import free_port
+
+    proposal = parse_proposal(body(proposal_document("ran-before")), "a test's plan")
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    ledger.claim(proposal.proposal_id, proposal.revision, plan_sha256(proposal))
+    said: list[str] = []
+    down = f"http://127.0.0.1:{free_port()}"
+
+    async def refused() -> AlreadyRun:
+        async with QueueClient(down, "token", retries=0) as queue:
+            patience = Patience(say=said.append, first_pause=0.05)
+            agent = QueueAgent(queue, ledger=ledger, patience=patience, outage_timeout=0.5)
+            with pytest.raises(AlreadyRun) as raised:
+                await agent.execute(local_approval(proposal), client=None)
+        return raised.value
+
+    error = asyncio.run(refused())
+    assert "claimed exactly this signed approval" in str(error)
+    assert error.__notes__[-1].startswith(f"the queue at {down} was not told of this refusal: ")
+    assert f"is away (QueueUnreachable) while reporting the refusal of {proposal.proposal_id}" in said[0]

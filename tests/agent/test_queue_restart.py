@@ -205,3 +205,49 @@ def test_a_submission_whose_answer_was_lost_is_stored_once(tmp_path: Path) -> No
 
 async def _close_t1() -> None:
     await tools.update_ticket(id="t1", status="closed")
+
+
+def test_a_queue_that_hangs_is_said_once_per_outage_while_the_wait_goes_on() -> None:
+    """A loopback queue that reads requests and answers nothing (a paused database): the first try is
+    still unanswered after the wait's silence (`reviewer run` waits 10 s; a fraction here), which is
+    said once; the try times out and the next hangs too, said no more; once it answers, the queue is
+    said to be back. A second outage is said again."""
+    from reviewer.agent import QueueAgent
+    from reviewer.agent.waiting import DEFAULT_SILENCE
+
+    assert DEFAULT_SILENCE == 10.0 and Patience().silence == DEFAULT_SILENCE
+    state = b'{"proposal_id": "p", "revision": 1, "plan_sha256": "' + b"a" * 64 + b'", "state": "pending"}'
+    holds = [None, 0.4, 0.0, 0.4]  # forever (the client times out), then seconds before answering
+
+    async def hung_queue(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await reader.readuntil(b"\r\n\r\n"):
+            hold = holds.pop(0)
+            if hold is None:
+                await asyncio.Event().wait()
+            await asyncio.sleep(hold)
+            head = (
+                f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(state)}\r\n\r\n"
+            )
+            writer.write(head.encode() + state)
+            await writer.drain()
+
+    async def scenario() -> list[str]:
+        said: list[str] = []
+        server = await asyncio.start_server(hung_queue, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        async with server, QueueClient(url, "token", retries=0, timeout=0.6) as client:
+            agent = QueueAgent(client, patience=Patience(say=said.append, first_pause=0.01, silence=0.2))
+            assert (await agent.state("p")).state == "pending"
+            assert len(said) == 2, said
+            assert (
+                said[0]
+                == f"the queue at {url} has not answered for 0.2 s while asking the state of p; still waiting"
+            )
+            assert said[1].startswith(f"the queue at {url} is back after ")
+            await agent.state("p")  # answered at once: nothing said
+            assert len(said) == 2, said
+            await agent.state("p")  # another outage
+            assert len(said) == 4 and "has not answered for 0.2 s" in said[2], said
+        return said
+
+    asyncio.run(scenario())

@@ -123,6 +123,11 @@ def test_the_figures_are_what_the_queue_holds_after_a_day_from_either_replica(re
     assert decide(second["alice"], "run-ok", 1, digests["run-ok"]).status_code == 201  # 100 s
     report = claimed_report(first["agent"], "run-ok", 1, digests["run-ok"], ended="completed")
     assert first["agent"].post("/v1/proposals/run-ok/executions", json=report).status_code == 201
+    refused = {"revision": 1, "plan_sha256": digests["run-ok"], "kind": "ledger", "message": "AlreadyRun"}
+    headers = {"Idempotency-Key": "refusal-1"}
+    for _ in range(2):  # a retry under its key is counted once
+        answer = second["agent"].post("/v1/proposals/run-ok/refusals", json=refused, headers=headers)
+        assert answer.status_code == 201, answer.text
     replicas.now[0] = START + 1000
     assert decide(second["bob"], "refused", 1, digests["refused"], "reject", reason="no").status_code == 201
     replicas.now[0] = START + 2000
@@ -171,6 +176,10 @@ def test_the_figures_are_what_the_queue_holds_after_a_day_from_either_replica(re
         "failed": 0,
         "cancelled": 0,
         "reported": 0,
+    }
+    assert samples(figures["reviewer_executor_refusals"]) == {
+        ("reviewer_executor_refusals_total", (("kind", kind),)): int(kind == "ledger")
+        for kind in ("trail", "signatures", "ledger", "other")
     }
     still_pending = [d for d in outbox if d.state == "pending"]
     assert samples(figures["reviewer_outbox_backlog"]) == {

@@ -204,6 +204,7 @@ def version_4_postgresql(cluster: Cluster) -> str:
             raw.execute(f"ALTER TABLE {table} DROP CONSTRAINT {constraint}")
             raw.execute(f"ALTER TABLE {table} ADD CONSTRAINT {constraint} CHECK ({before})")
         raw.execute("DROP TABLE trail_log")  # migration 8's
+        raw.execute("DROP TABLE refusals")  # migration 9's
         raw.execute(
             "INSERT INTO tokens (name, role, token_sha256, created_at) VALUES ('alice', 'reviewer', 'x', 1)"
         )
@@ -241,10 +242,12 @@ def test_a_postgresql_database_newer_than_the_release_is_refused_naming_both(
 ) -> None:
     url = version_4_postgresql(postgres_cluster)
     with psycopg.connect(url, autocommit=True) as raw:
-        raw.execute("UPDATE reviewer_schema SET version = 9")
+        raw.execute(f"UPDATE reviewer_schema SET version = {SCHEMA_VERSION + 1}")
     refused = run("serve", "--db", url, "--port", str(free_port()))
     assert refused.returncode == 1
-    assert f"holds queue schema version 9, newer than version {SCHEMA_VERSION}" in refused.stderr
+    assert f"holds queue schema version {SCHEMA_VERSION + 1}, newer than version {SCHEMA_VERSION}" in (
+        refused.stderr
+    )
 
 
 SCHEMA_5_CHECKS = {
@@ -260,18 +263,22 @@ def version_5_sqlite(path: Path) -> Path:
     """An SQLite queue as schema 5 left it, holding a decided, claimed and reported proposal."""
     from reviewer.service.store.sqlite import (
         IDENTITY_COLUMNS,
+        REFUSALS_SCHEMA,
         SCHEMA,
         TRAIL_LOG_SCHEMA,
         _append_only_triggers,
     )
 
-    schema = SCHEMA.replace(IDENTITY_COLUMNS, "").replace(TRAIL_LOG_SCHEMA, "")  # migrations 7's and 8's
+    # migrations 7's, 8's and 9's
+    schema = SCHEMA.replace(IDENTITY_COLUMNS, "").replace(TRAIL_LOG_SCHEMA, "").replace(REFUSALS_SCHEMA, "")
     for now, before in SCHEMA_5_CHECKS.items():
         assert now in schema
         schema = schema.replace(now, before)
     with sqlite3.connect(path) as db:
         triggers = "\n".join(
-            line for line in _append_only_triggers().splitlines() if " trail_log " not in line
+            line
+            for line in _append_only_triggers().splitlines()
+            if " trail_log " not in line and " refusals " not in line
         )
         db.executescript(schema + triggers + "PRAGMA user_version = 5;")
         db.executescript(
@@ -400,6 +407,7 @@ INSERT INTO tokens (id, name, role, token_sha256, created_at, kind)
 INSERT INTO tokens (id, name, role, token_sha256, created_at, previous_sha256, previous_expires_at)
     VALUES (6, 'deploy', 'agent', 'h3', 3, 'h0', 50);
 DROP TABLE trail_log;
+DROP TABLE refusals;
 PRAGMA user_version = 7;
 """
         )
@@ -460,3 +468,60 @@ def test_a_database_missing_what_its_version_says_it_has_is_refused_before_the_n
     assert refused.returncode != 0
     assert "says queue schema version 5, but it lacks the table outbox that step 4 adds" in refused.stderr
     assert user_version(database) == 5
+
+
+def test_migration_9_adds_the_append_only_refusals_and_keeps_every_row(tmp_path: Path) -> None:
+    """A version-8 file (this schema less the refusals) gains the table, append-only, and loses nothing:
+    a decided proposal reads the same, now with no refusal, and an executor's refusal is then kept."""
+    from reviewer.queue.messages import RefusalReport
+    from reviewer.service.store import StoreSettings
+    from reviewer.service.store.sqlite import SQLiteStore
+
+    database = version_5_sqlite(tmp_path / "queue.sqlite3")
+    settings = StoreSettings(clock=lambda: 10.0, pending_ttl=10, approval_ttl=10)
+    SQLiteStore(database, settings).close()  # to version 9, then back to a version-8 file
+    with sqlite3.connect(database) as raw:
+        raw.executescript("DROP TABLE refusals; PRAGMA user_version = 8;")
+    raw.close()
+    tables = ("decisions", "trail", "claims", "executions", "proposals", "tokens", "trail_log")
+    before = {table: dump_table(database, table) for table in tables}
+    store = SQLiteStore(database, settings)
+    try:
+        assert store.upgraded_from == 8 and user_version(database) == SCHEMA_VERSION
+        assert {table: dump_table(database, table) for table in tables} == before
+        with store.write() as db:
+            db.run(
+                "INSERT INTO tokens (name, role, token_sha256, created_at) VALUES ('agent', 'agent', 'h', 1)"
+            )
+        agent = store.resolve_token("h")
+        assert agent is not None
+        report = RefusalReport(revision=1, plan_sha256="a" * 64, kind="ledger", message="AlreadyRun")
+        with pytest.raises(Exception, match="another plan"):  # the fixture's digest is 'a'
+            store.record_refusal(agent, "ran", report, "k")
+        _, state = store.record_refusal(agent, "ran", report.model_copy(update={"plan_sha256": "a"}), "k")
+        assert [refusal.kind for refusal in state.refusals] == ["ledger"]
+    finally:
+        store.close()
+    with sqlite3.connect(database) as raw, pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        raw.execute("DELETE FROM refusals")
+    raw.close()
+    [*_, backup] = backups_of(database)
+    assert user_version(backup) == 8
+
+
+def test_migration_9_on_postgresql_adds_the_append_only_refusals(
+    tmp_path: Path, postgres_cluster: Cluster
+) -> None:
+    url = version_4_postgresql(postgres_cluster)
+    store = open_store(url, clock=lambda: 10.0, pending_ttl=10, approval_ttl=10, create=False)
+    try:
+        assert store.upgraded_from == 4
+        assert store.figures(()).refusals == {"trail": 0, "signatures": 0, "ledger": 0, "other": 0}
+    finally:
+        store.close()
+    with psycopg.connect(url, autocommit=True) as raw:
+        assert raw.execute("SELECT version FROM reviewer_schema").fetchone() == (SCHEMA_VERSION,)
+        triggers = raw.execute(
+            "SELECT tgname FROM pg_trigger WHERE tgrelid = 'refusals'::regclass AND NOT tgisinternal"
+        ).fetchall()
+    assert triggers == [("refusals_append_only",)]

@@ -15,7 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from reviewer.queue.messages import ClaimRequest, DecisionRequest, ExecutionReport
+from reviewer.queue.messages import ClaimRequest, DecisionRequest, ExecutionReport, RefusalReport
 from reviewer.service.auth import Identity, hash_token, mint_token
 from reviewer.service.errors import (
     BadRequest,
@@ -687,3 +687,83 @@ def test_a_worker_threads_connection_ends_with_its_thread(database: str, store: 
         worker.start()
         worker.join()
     assert open_connections() <= 3, "the living threads' and the last ended one's, not forty"
+
+
+# executors' refusals: kept once per key, listed with the revision refused, counted, append-only
+
+
+def refusal(
+    kind: str = "trail", message: str = "TrailRefused: the log shrank", revision: int = 1
+) -> RefusalReport:
+    return RefusalReport(revision=revision, plan_sha256=f"{revision:064x}", kind=kind, message=message)  # type: ignore[arg-type]
+
+
+def test_a_refusal_is_listed_with_the_approval_it_refused_and_changes_no_state(
+    store: QueueStore, clock: Clock
+) -> None:
+    agent = identity(store, "agent", "agent")
+    alice = identity(store, "alice", "reviewer")
+    store.submit(agent, submission("p"))
+    store.decide(alice, "p", decision(1), "k")
+    clock.now += 5
+    replayed, answer = store.record_refusal(agent, "p", refusal(), "r1")
+    assert not replayed
+    assert answer.state == "approved" and answer.decided_by == "alice"
+    [stored] = answer.refusals
+    assert (stored.kind, stored.message, stored.refused_by, stored.revision) == (
+        "trail",
+        "TrailRefused: the log shrank",
+        "agent",
+        1,
+    )
+    assert stored.at.timestamp() == START + 5
+    assert store.decision_state(alice, "p").refusals == [stored]
+    assert store.get_record(alice, "p").latest.refusals == [stored]
+    assert [event.event for event in store.get_record(alice, "p").history] == ["submitted", "approved"]
+
+
+def test_a_retry_under_its_key_is_stored_once_and_another_body_under_it_is_refused(store: QueueStore) -> None:
+    agent = identity(store, "agent", "agent")
+    alice = identity(store, "alice", "reviewer")
+    store.submit(agent, submission("p"))
+    store.decide(alice, "p", decision(1), "k")
+    first = store.record_refusal(agent, "p", refusal(), "r1")[1]
+    assert store.record_refusal(agent, "p", refusal(), "r1") == (True, first)
+    with pytest.raises(IdempotencyMismatch):
+        store.record_refusal(agent, "p", refusal("ledger"), "r1")
+    store.record_refusal(agent, "p", refusal("signatures", "UnsignedApproval: 0 of 1"), "r2")
+    kinds = [item.kind for item in store.decision_state(alice, "p").refusals]
+    assert kinds == ["trail", "signatures"]
+    assert store.figures(()).refusals == {"trail": 1, "signatures": 1, "ledger": 0, "other": 0}
+
+
+def test_only_the_owner_reports_and_only_of_a_revision_the_queue_holds(store: QueueStore) -> None:
+    agent = identity(store, "agent", "agent")
+    other = identity(store, "other", "agent")
+    alice = identity(store, "alice", "reviewer")
+    store.submit(agent, submission("p"))
+    store.decide(alice, "p", decision(1), "k")
+    with pytest.raises(NotFound):
+        store.record_refusal(other, "p", refusal(), "r")
+    with pytest.raises(StaleRevision, match="no revision 2"):
+        store.record_refusal(agent, "p", refusal(revision=2), "r")
+    with pytest.raises(StaleRevision, match="another plan under revision 1"):
+        store.record_refusal(
+            agent, "p", RefusalReport(revision=1, plan_sha256="f" * 64, kind="other", message="x"), "r"
+        )
+    assert store.decision_state(alice, "p").refusals == []
+    assert sum(store.figures(()).refusals.values()) == 0
+
+
+def test_a_refusal_belongs_to_its_revision_and_the_table_is_append_only(store: QueueStore) -> None:
+    agent = identity(store, "agent", "agent")
+    alice = identity(store, "alice", "reviewer")
+    store.submit(agent, submission("p"))
+    store.decide(alice, "p", decision(1), "k")
+    store.record_refusal(agent, "p", refusal(), "r1")
+    store.submit(agent, submission("p", 2))
+    assert store.decision_state(alice, "p").refusals == []  # revision 2 was refused by nobody
+    for statement in ("UPDATE refusals SET message = 'fine'", "DELETE FROM refusals"):
+        with pytest.raises(Exception, match="append-only"), store.write() as db:
+            db.run(statement)
+    assert store.figures(()).refusals["trail"] == 1

@@ -63,7 +63,7 @@ def sqlite_queue(tmp: Path, key: Path) -> Queue:
     database = tmp / "queue.sqlite3"
     service = Service(db=database, log_path=tmp / "service.log", serve_args=("--trail-key", str(key)))
     service.start()
-    tokens = service.tokens({"alice": "reviewer", "agent": "agent", "audit": "auditor"})
+    tokens = service.tokens({"alice": "reviewer", "agent": "agent", "audit": "auditor", "metrics": "metrics"})
 
     def backup(copy: Path) -> None:
         source, target = sqlite3.connect(database), sqlite3.connect(copy)
@@ -98,7 +98,9 @@ def postgres_queue(tmp: Path, key: Path, cluster: Cluster) -> Queue:
         for n in (1, 2)
     ]
     start_together(*replicas)
-    tokens = replicas[0].tokens({"alice": "reviewer", "agent": "agent", "audit": "auditor"})
+    tokens = replicas[0].tokens(
+        {"alice": "reviewer", "agent": "agent", "audit": "auditor", "metrics": "metrics"}
+    )
     name = url.rsplit("/", 1)[1]
 
     def backup(copy: Path) -> None:
@@ -199,8 +201,9 @@ async def remember(queue: Queue, memory: Path) -> int:
     return seen.size
 
 
-async def refused_run(queue: Queue, memory: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """An executor (the agent library's) refuses to run a proposal the queue says is approved."""
+async def refused_run(queue: Queue, memory: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    """An executor (the agent library's) refuses to run a proposal the queue says is approved, and tells
+    the queue why; the proposal's id and the refusal's words."""
     monkeypatch.setattr("reviewer.queue.trail_memory.memory_dir", lambda: memory)
     proposal_id = unique_id("trail-run")
     with queue.replica(0).client(queue.tokens["agent"]) as agent:
@@ -214,7 +217,10 @@ async def refused_run(queue: Queue, memory: Path, monkeypatch: pytest.MonkeyPatc
             await agent_side.execute(approval, client=None, tools=[])
         state = await client.decision_state(proposal_id)
     assert state.state == "approved", "the refused executor claimed nothing"
-    return str(refused.value)
+    [reported] = state.refusals  # and the queue was told why
+    assert (reported.kind, reported.refused_by) == ("trail", "agent")
+    assert reported.message == f"TrailRefused: {refused.value}"
+    return proposal_id, str(refused.value)
 
 
 def test_the_trail_proves_its_history_and_shows_a_rollback_a_fork_and_an_edit(
@@ -260,7 +266,16 @@ def test_the_trail_proves_its_history_and_shows_a_rollback_a_fork_and_an_edit(
     with pytest.raises(TrailRefused, match="went backwards: 6 entries now, and 8"):
         asyncio.run(remember(queue, memory))
     # A new proposal and its approval grow the restored log back to 8 entries, other ones: a fork.
-    assert "forked" in asyncio.run(refused_run(queue, memory, monkeypatch))
+    refused_id, refusal = asyncio.run(refused_run(queue, memory, monkeypatch))
+    assert "forked" in refusal
+    capsys.readouterr()
+    monkeypatch.setenv("COLUMNS", "400")
+    assert cli(monkeypatch, queue.tokens["alice"], "show", refused_id, "--queue", queue.replicas[0].url) == 0
+    shown = capsys.readouterr().out
+    assert "! refused by executor agent (trail), " in shown and f"TrailRefused: {refusal}" in shown
+    with queue.replicas[-1].client(queue.tokens["metrics"]) as prometheus:
+        metrics = prometheus.get("/metrics").text
+    assert 'reviewer_executor_refusals_total{kind="trail"} 1.0' in metrics
 
     queue.restart(lambda: queue.rename("alice", "mallory"))
     code, said = verify(queue, monkeypatch, capsys, tmp_path, trail_key, first)

@@ -491,8 +491,12 @@ def test_a_runner_that_requires_signatures_refuses_a_forged_approval_and_runs_a_
         refused = asyncio.run(run(forged["proposal_id"]))
         assert isinstance(refused, NotApproved), refused
         assert "requires signed approvals: 0 of 2" in str(refused)
-        assert team.state(forged["proposal_id"])["state"] == "approved", "no claim was made"
+        state = team.state(forged["proposal_id"])
+        assert state["state"] == "approved", "no claim was made"
         assert api_server.store.request_log == []
+        [reported] = state["refusals"]  # the reviewers see why the approval sits unrun
+        assert (reported["kind"], reported["refused_by"]) == ("signatures", "agent")
+        assert reported["message"].startswith("UnsignedApproval: ") and "0 of 2" in reported["message"]
 
         signed = submitted(unique_id("signed-run"))
         for who in ("alice", "bob"):
@@ -522,6 +526,12 @@ def test_a_runner_that_requires_signatures_refuses_a_forged_approval_and_runs_a_
         assert isinstance(again, AlreadyRun), again
         assert "ledger" in str(again) and "claimed exactly this signed approval" in str(again)
         assert len(api_server.store.request_log) == 1, "the executor sent nothing the second time"
+        [reported] = team.state(signed["proposal_id"])["refusals"]
+        assert (reported["kind"], reported["refused_by"]) == ("ledger", "agent")
+        assert (
+            reported["message"].startswith("AlreadyRun: ")
+            and str(tmp_path / "ledger.jsonl") in (reported["message"])
+        )
 
         offer_again(signed["proposal_id"])
         forgetful = asyncio.run(run(signed["proposal_id"], tmp_path / "another-executor.jsonl"))

@@ -1,4 +1,5 @@
-"""Real runs: an agent claims an approval before its first write and reports the run under the claim."""
+"""Real runs: an agent claims an approval before its first write and reports the run under the claim,
+or says it refused the approval and claimed nothing."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from reviewer.queue.messages import Claim, ClaimRequest, DecisionState, ExecutionHistory
+from reviewer.queue.messages import Claim, ClaimRequest, DecisionState, ExecutionHistory, RefusalReport
 from reviewer.service.bodies import parse_report, read_body
 from reviewer.service.deps import (
     IDEMPOTENCY_KEY_PATTERN,
@@ -62,6 +63,23 @@ async def report_execution(
         store.record_execution, identity, proposal_id, report, raw, key
     )
     return created(answer, replayed)
+
+
+@proposal_write(router, "refusals", DecisionState, "RefusalReport")
+async def report_refusal(
+    request: Request,
+    identity: Caller,
+    store: Store,
+    proposal_id: ProposalId,
+    idempotency_key: RequiredIdempotencyKey,
+) -> Response:
+    """Say that this executor refused the approval before claiming it (the queue's trail went
+    backwards or forked, the signatures do not satisfy its signers, its ledger says it ran): the
+    proposal's state does not change, and its decision state lists the refusal for the reviewers."""
+    store_it = partial(store.record_refusal, identity, proposal_id)
+    return await keyed_write(
+        request, identity, "agent", "report refusals", idempotency_key, "a refusal", RefusalReport, store_it
+    )
 
 
 @router.get("/v1/proposals/{proposal_id}/executions", response_model=ExecutionHistory, responses=errors(404))

@@ -9,8 +9,8 @@ and replicas alike. The SQL is written once with `:name` parameters in the subse
 PostgreSQL share; a backend (`store.sqlite.SQLiteStore`, `store.postgres.PostgresStore`) brings only
 its connections, its transactions and its schema, and `store.opener` opens the one `--db` names.
 
-Revisions, decisions, executions and the trail are append-only (the backends' triggers refuse
-UPDATE and DELETE); `proposals` is the one mutable table, an index of each proposal's latest
+Revisions, decisions, executions, executors' refusals and the trail are append-only (the backends'
+triggers refuse UPDATE and DELETE); `proposals` is the one mutable table, an index of each proposal's latest
 revision and its state, rewritten in the same transaction as the history.
 """
 
@@ -32,6 +32,7 @@ from reviewer.queue.messages import (
     ExecutionReport,
     ProposalPage,
     ProposalRecord,
+    RefusalReport,
     State,
     SubmissionAnswer,
 )
@@ -445,6 +446,19 @@ class QueueStore(ABC):
                 return True, answer
         self._announce_events()
         return False, answer
+
+    def record_refusal(
+        self, identity: Identity, proposal_id: str, report: RefusalReport, idempotency_key: str
+    ) -> tuple[bool, DecisionState]:
+        """Store an executor's refusal of an approval before its claim; answers (True, the first
+        answer) for a retry under its key. Refusals in order: 404 (not this agent's proposal), 412
+        (no revision stored with that digest). The proposal's state does not change."""
+        fingerprint = idempotency.fingerprint(proposal_id, report)
+        now = self.clock()
+        with self.write() as db:
+            return runs.record_refusal(
+                self, db, identity, proposal_id, report, idempotency_key, fingerprint, now
+            )
 
     def list_executions(self, identity: Identity, proposal_id: str) -> bytes:
         """The JSON of `ExecutionHistory`: the reports stored for a proposal, oldest first, as sent.

@@ -25,7 +25,7 @@ from reviewer.service.signed_decisions import (
     with_votes,
     without_removed_keys,
 )
-from reviewer.service.store import events, idempotency, index, outbox, tokens
+from reviewer.service.store import events, idempotency, index, outbox, refusals, tokens
 from reviewer.service.store.base import StoreState, Transaction
 
 TRAIL_EVENTS: Final[dict[Decision, str]] = {
@@ -204,13 +204,17 @@ def ended_tokens(db: Transaction, proposal_id: str, revision: int, now: float) -
 
 
 def voted_state(store: StoreState, db: Transaction, row: Row, now: float) -> DecisionState:
-    """The decision state with the quorum so far and the signed decisions of the latest revision."""
+    """The decision state with the quorum so far, the signed decisions and the executors' refusals of
+    the latest revision."""
     proposal_id, revision = row["proposal_id"], row["latest_revision"]
     verdict = verdict_of(store, db, proposal_id, revision)
     state = with_votes(
         rules.decision_state(row, now), verdict.requirement, cast_decisions(db, proposal_id, revision, now)
     )
-    return state if store.policy.trivial else state.model_copy(update={"policy": policy_state(verdict)})
+    update: dict[str, object] = {"refusals": refusals.refusals_of(db, proposal_id, revision)}
+    if not store.policy.trivial:
+        update["policy"] = policy_state(verdict)
+    return state.model_copy(update=update)
 
 
 def decide(

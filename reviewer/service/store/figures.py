@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import get_args
 
+from reviewer.queue.messages import RefusalKind
 from reviewer.service.store import decisions, index
 from reviewer.service.store.base import StoreState, Transaction
 
 RUN_ENDINGS = ("completed", "stopped", "failed", "cancelled", "reported", "running", "unknown")
 DECISION_KINDS = ("approve", "reject", "request_changes")
+REFUSAL_KINDS: tuple[str, ...] = get_args(RefusalKind)
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,8 @@ class Figures:
     runs: dict[str, int]
     """Claimed runs by ending (`RUN_ENDINGS`): a report's, `running` within its lease, `unknown` past it."""
     outbox: tuple[OutboxCount, ...]
+    refusals: dict[str, int]
+    """Executors' refusals of approvals by kind, every kind of `REFUSAL_KINDS` present."""
 
 
 def read(store: StoreState, db: Transaction, now: float, latency_bounds: Sequence[float]) -> Figures:
@@ -58,6 +63,7 @@ def read(store: StoreState, db: Transaction, now: float, latency_bounds: Sequenc
         decisions=decisions_by_kind(db),
         runs=runs_by_ending(db, now),
         outbox=outbox_counts(db),
+        refusals=refusals_by_kind(db),
     )
 
 
@@ -97,6 +103,14 @@ def decisions_by_kind(db: Transaction) -> dict[str, int]:
         for row in db.all("SELECT decision, COUNT(*) AS count FROM decisions GROUP BY decision")
     }
     return {kind: found.get(kind, 0) for kind in DECISION_KINDS}
+
+
+def refusals_by_kind(db: Transaction) -> dict[str, int]:
+    found = {
+        row["kind"]: int(row["count"])
+        for row in db.all("SELECT kind, COUNT(*) AS count FROM refusals GROUP BY kind")
+    }
+    return {kind: found.get(kind, 0) for kind in REFUSAL_KINDS}
 
 
 def runs_by_ending(db: Transaction, now: float) -> dict[str, int]:

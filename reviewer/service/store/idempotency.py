@@ -8,7 +8,14 @@ from typing import Any
 
 import msgspec
 
-from reviewer.queue.messages import Claim, ClaimRequest, DecisionRequest, DecisionState, ExecutionReport
+from reviewer.queue.messages import (
+    Claim,
+    ClaimRequest,
+    DecisionRequest,
+    DecisionState,
+    ExecutionReport,
+    RefusalReport,
+)
 from reviewer.service import rules
 from reviewer.service.auth import Identity
 from reviewer.service.rules import Row
@@ -16,7 +23,9 @@ from reviewer.service.store import index, tokens
 from reviewer.service.store.base import Clock, Transaction
 
 
-def fingerprint(proposal_id: str, request: DecisionRequest | ClaimRequest | ExecutionReport) -> str:
+def fingerprint(
+    proposal_id: str, request: DecisionRequest | ClaimRequest | ExecutionReport | RefusalReport
+) -> str:
     """What makes two requests "the same body" for an Idempotency-Key: equal fields, in any key order.
 
     msgspec writes the sorted JSON of the model's fields as they are (no `model_dump` copy): a 64 MB

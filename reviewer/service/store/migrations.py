@@ -31,6 +31,7 @@ STEPS: Final = {
     6: "the decision request_changes, and its trail event changes_requested",
     7: "reviewers signed in by an OpenID provider, break-glass tokens, the deciding identity in the trail",
     8: "the trail's Merkle log (every event a leaf, checkpoints signed with --trail-key), and auditor tokens",
+    9: "executors' refusals of approvals (a trail that went backwards, signatures, a ledger), append-only",
 }
 """What each numbered step adds; the backends hold its SQL under the same number."""
 
@@ -40,6 +41,7 @@ MARKS: Final[dict[int, tuple[tuple[str, str | None], ...]]] = {
     5: (("tokens", "expires_at"), ("tokens", "previous_sha256"), ("tokens", "previous_expires_at")),
     7: (("tokens", "kind"), ("tokens", "issuer"), ("tokens", "subject"), ("trail", "identity")),
     8: (("trail_log", None),),
+    9: (("refusals", None),),
 }
 """The tables (column None) and columns each step adds, in both backends: what tells a database's
 tables from the version number it claims. A step that only widens a CHECK leaves no mark."""

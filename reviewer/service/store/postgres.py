@@ -124,6 +124,23 @@ CREATE TRIGGER trail_log_append_only BEFORE UPDATE OR DELETE ON trail_log
     FOR EACH ROW EXECUTE FUNCTION reviewer_append_only();
 """
 """The trail's Merkle log (`reviewer.service.store.trail`), append-only (version 8: migration step 8)."""
+REFUSALS_SCHEMA = """
+CREATE TABLE refusals (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    proposal_id TEXT NOT NULL REFERENCES proposals (proposal_id),
+    revision BIGINT NOT NULL,
+    plan_sha256 TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    message TEXT NOT NULL,
+    refused_by TEXT NOT NULL,
+    refused_at DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX refusals_proposal ON refusals (proposal_id, revision);
+CREATE TRIGGER refusals_append_only BEFORE UPDATE OR DELETE ON refusals
+    FOR EACH ROW EXECUTE FUNCTION reviewer_append_only();
+"""
+"""Executors' refusals of approvals, append-only (version 9: migration step 9), as
+`store.sqlite.REFUSALS_SCHEMA` says."""
 TOKEN_ROLES: Final = ", ".join(f"'{role}'" for role in ROLES)
 
 SCHEMA = (
@@ -278,6 +295,7 @@ CREATE TABLE reviewer_schema (version INTEGER NOT NULL);
 """
     + OUTBOX_SCHEMA
     + TRAIL_LOG_SCHEMA
+    + REFUSALS_SCHEMA
 )
 
 IDENTITY_COLUMNS: Final = """
@@ -312,6 +330,7 @@ ALTER TABLE tokens DROP CONSTRAINT tokens_role_check;
 ALTER TABLE tokens ADD CONSTRAINT tokens_role_check CHECK (role IN ({TOKEN_ROLES}));
 """
     + TRAIL_LOG_SCHEMA,
+    9: REFUSALS_SCHEMA,
 }
 """Each numbered step of `reviewer.service.store.migrations.STEPS` in PostgreSQL's words."""
 OLDEST_VERSION: Final = 3

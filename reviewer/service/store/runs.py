@@ -1,5 +1,6 @@
-"""Runs: an approval claimed for one run, the report of that run stored under its claim, and the
-reports of a proposal as the agents sent them, as functions of one open transaction."""
+"""Runs: an approval claimed for one run, the report of that run stored under its claim, the
+reports of a proposal as the agents sent them, and an approval its executor refused to claim, as
+functions of one open transaction."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ from typing import Final
 
 import msgspec
 
-from reviewer.queue.messages import Claim, ClaimRequest, DecisionState, ExecutionReport
+from reviewer.queue.messages import Claim, ClaimRequest, DecisionState, ExecutionReport, RefusalReport
 from reviewer.service import rules
 from reviewer.service.auth import Identity
 from reviewer.service.rules import Row
-from reviewer.service.store import decisions, events, idempotency, index, outbox, tokens
+from reviewer.service.store import decisions, events, idempotency, index, outbox, refusals, tokens
 from reviewer.service.store.base import Clock, StoreState, Transaction
 
 
@@ -80,6 +81,37 @@ def claim_approval(
     )
     idempotency.remember(db, identity, idempotency_key, fingerprint, claim, now)
     return False, claim
+
+
+def record_refusal(
+    store: StoreState,
+    db: Transaction,
+    identity: Identity,
+    proposal_id: str,
+    report: RefusalReport,
+    idempotency_key: str,
+    fingerprint: str,
+    now: float,
+) -> tuple[bool, DecisionState]:
+    """Store an executor's refusal of an approval it did not claim (`QueueStore.record_refusal`) in
+    the caller's write transaction; the answer is the decision state that now lists it."""
+    row, earlier = idempotency.idempotent_write(
+        db, identity, proposal_id, idempotency_key, fingerprint, "refusal", DecisionState, store.clock
+    )
+    if earlier is not None:
+        return True, earlier
+    stored = db.one(
+        "SELECT plan_sha256 FROM revisions WHERE proposal_id = :proposal_id AND revision = :revision",
+        proposal_id=proposal_id,
+        revision=report.revision,
+    )
+    rules.check_refusal(
+        row, None if stored is None else stored["plan_sha256"], report.revision, report.plan_sha256
+    )
+    refusals.append(db, identity, proposal_id, report, now)
+    answer = decisions.voted_state(store, db, row, now)
+    idempotency.remember(db, identity, idempotency_key, fingerprint, answer, now)
+    return False, answer
 
 
 def check_report_allowed(

@@ -94,6 +94,23 @@ CREATE TABLE IF NOT EXISTS trail_log (
 """The trail's Merkle log (`reviewer.service.store.trail`): each leaf's bytes, its hash and the
 hashes of the subtrees it completes (version 8: migration step 8)."""
 
+REFUSALS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS refusals (
+    id INTEGER PRIMARY KEY,
+    proposal_id TEXT NOT NULL REFERENCES proposals(proposal_id),
+    revision INTEGER NOT NULL,
+    plan_sha256 TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    message TEXT NOT NULL,
+    refused_by TEXT NOT NULL,
+    refused_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS refusals_proposal ON refusals(proposal_id, revision);
+"""
+"""Executors' refusals of approvals before their claim (`reviewer.service.store.refusals`), append-only
+(version 9: migration step 9). `kind` has no CHECK: the API admits only `RefusalKind`'s words, and a
+new word must not cost SQLite a rebuild of the table."""
+
 TOKENS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS {table} (
     id INTEGER PRIMARY KEY,
@@ -271,6 +288,7 @@ CREATE TABLE IF NOT EXISTS idempotency (
     + SSH_KEYS_SCHEMA
     + OUTBOX_SCHEMA
     + TRAIL_LOG_SCHEMA
+    + REFUSALS_SCHEMA
 )
 
 IDENTITY_COLUMNS: Final = (
@@ -320,11 +338,12 @@ MIGRATIONS: Final = {
     + f"INSERT INTO tokens_v8 ({TOKENS_V7_COLUMNS}) SELECT {TOKENS_V7_COLUMNS} FROM tokens;\n"
     "DROP TABLE tokens;\n"
     "ALTER TABLE tokens_v8 RENAME TO tokens;\n" + TOKENS_INDEX + TOKENS_SUBJECT_INDEX + TRAIL_LOG_SCHEMA,
+    9: REFUSALS_SCHEMA,
 }
 """Each numbered step of `reviewer.service.store.migrations.STEPS` in SQLite's words."""
 OLDEST_VERSION: Final = 2
 
-APPEND_ONLY_TABLES = ("revisions", "decisions", "claims", "executions", "trail", "trail_log")
+APPEND_ONLY_TABLES = ("revisions", "decisions", "claims", "executions", "trail", "trail_log", "refusals")
 
 
 def _append_only_triggers() -> str:

@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # imported where used: the demo's first paint should not wait
     from reviewer.queue.messages import (
         DecisionSignature,
         DecisionState,
+        ExecutorRefusal,
         PolicyState,
         ProposalRecord,
         StoredExecution,
@@ -131,6 +132,8 @@ class QueueItem:
     claimed_by: str | None = None
     outcome_unknown: bool = False
     """A run claimed the approval and has not reported by the end of its lease: it may have written."""
+    refusals: list[ExecutorRefusal] = field(default_factory=list)
+    """Executors that refused the latest revision's approval before claiming it (their words untrusted)."""
     reason: str | None = None
     expires_at: datetime | None = None
     history: list[TrailEvent] = field(default_factory=list)
@@ -250,6 +253,7 @@ class QueueItem:
         self.decided_by = latest.decided_by
         self.claimed_by = latest.claimed_by
         self.outcome_unknown = bool(latest.outcome_unknown)
+        self.refusals = list(latest.refusals)
         self.reason = latest.reason
         self.expires_at = latest.expires_at
         self.approvals = list(latest.approvals)
@@ -269,7 +273,26 @@ class QueueItem:
     def state_words(self) -> str:
         """The queue's state as the chrome shows it: `approved by alice`, `claimed by agent-7`,
         `executed by runner-1` (whoever reported the run, never the approver), or while a quorum
-        gathers `pending · 1 of 2 approvals (alice)`."""
+        gathers `pending · 1 of 2 approvals (alice)`; then who refused to run it, if an executor did
+        (`refusal_words` says why, in the alarm line)."""
+        words = self._decided_words()
+        if not self.refusals:
+            return words
+        return (
+            f"{words} · refused by executor {', '.join(sorted({shown(r.refused_by) for r in self.refusals}))}"
+        )
+
+    def refusal_words(self) -> list[str]:
+        """Each executor's refusal of the latest revision for the review screen's alarm line, newest
+        first: who, why (`trail`, `signatures`, `ledger`, `other`) and its words, sanitized (an
+        executor's text is untrusted)."""
+        return [
+            f"refused by executor {shown(refusal.refused_by)} ({shown(refusal.kind, 20)}): "
+            f"{shown(refusal.message, 300)}"
+            for refusal in reversed(self.refusals)
+        ]
+
+    def _decided_words(self) -> str:
         if self.state == "claimed":
             words = f"claimed by {shown(self.claimed_by)} (running)"
             if self.outcome_unknown:

@@ -285,6 +285,34 @@ def test_a_claimed_run_shows_as_running_then_executed_in_the_list_and_the_chrome
     run(scenario)
 
 
+def test_an_executors_refusal_is_in_the_review_screens_chrome_with_its_words_inert(queue: Queue) -> None:
+    """An approval its executor refused (a trail that forked) stays approved; the chrome says who
+    refused it, why, and its words with every control character escaped and its markup as text."""
+
+    async def scenario() -> None:
+        app = queue.app(poll_interval=60)
+        async with app.run_test(size=(160, 30)) as pilot, queue.agent() as agent, queue.reviewer() as alice:
+            proposal_id = unique_id("refused")
+            answer = await agent.submit(plan(proposal_id))
+            await alice.decide(proposal_id, 1, answer.plan_sha256, "approve")
+            words = "TrailRefused: \x1b[2J[bold red]forked[/] \u202eok"
+            await agent.report_refusal(proposal_id, 1, answer.plan_sha256, "trail", words)
+            app.poll_now()
+            await until(pilot, lambda: bool(getattr(app.items.get(proposal_id), "refusals", [])), "refused")
+            item = app.items[proposal_id]
+            assert item.state == "approved"
+            assert item.state_words() == "approved by alice · refused by executor agent"
+            await open_proposal(pilot, app, proposal_id)
+            assert "approved by alice · refused by executor agent" in shown_text(app, "#chrome")
+            alarms = shown_text(app, "#alarms")
+            assert alarms.startswith(
+                "refused by executor agent (trail): TrailRefused: \\x1b[2J[bold red]forked[/] \\u202eok"
+            ), alarms
+            assert "\x1b" not in alarms and "\u202e" not in alarms
+
+    run(scenario)
+
+
 def test_a_claim_past_its_lease_without_a_report_is_an_unknown_outcome(tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
     """A run that claimed the approval and never reported (a crashed runner) may have written: the
     list says `unknown`, the chrome says why, and it is not approvable or re-runnable."""
