@@ -4,10 +4,11 @@ A database restored from an older copy (`pg_restore`, a snapshot, `reviewer db r
 trail shorter than one the queue already signed, or another one: served as it is, it would reopen
 what was decided since, and every executor that saw the newer checkpoint would refuse it. So a
 queue that signs checkpoints (`serve --trail-key`) keeps the size and root of the largest log it
-signed in a file of its own (`serve --signed-memory FILE`, by default one per database in the
-user's state folder), and `serve` refuses to start on a log that does not extend it, naming
-`reviewer db reopen`, which closes what the copy left open and makes the copy's log the one
-remembered.
+signed in a file of its own (`serve --signed-memory FILE`, by default one per trail key in the
+user's state folder: a key signs one log, whatever database holds it), `serve` refuses to start on
+a log that does not extend it, naming `reviewer db reopen`, which closes what the copy left open and
+makes the copy's log the one remembered, and a running queue never signs a smaller log than one it
+signed (a database swapped under it).
 
 Replicas on one database may share the file (a volume of their own): every write is checked
 under an exclusive lock and renamed into place, so a smaller size never replaces a larger one.
@@ -39,10 +40,20 @@ from reviewer.trail.merkle import ProofError, verify_consistency
 MEMORY_FORMAT: Final = "reviewer.queue-signed-log/v1"
 
 
-def default_memory(location: str) -> Path:
-    """`~/.local/state/reviewer/signed/<hash of the database's location>.json`."""
-    name = hashlib.sha256(location.encode()).hexdigest()[:32]
+def default_memory(public_key: str) -> Path:
+    """`~/.local/state/reviewer/signed/<hash of the trail key's OpenSSH public key>.json`."""
+    name = hashlib.sha256(" ".join(public_key.split()[:2]).encode()).hexdigest()[:32]
     return Path(platformdirs.user_state_dir(APP_NAME, appauthor=False)) / "signed" / f"{name}.json"
+
+
+class SmallerLog(Exception):
+    """The log is smaller than one this queue signed: its database was replaced under it."""
+
+    def __init__(self, size: int, signed: int) -> None:
+        super().__init__(
+            f"the queue's trail holds {size} entries, fewer than the {signed} it signed before: its "
+            "database was replaced by an older copy; its operator runs `reviewer db reopen`"
+        )
 
 
 @dataclass(frozen=True)
@@ -75,14 +86,20 @@ class SignedMemory:
         return signed
 
     def remember(self, size: int, root: bytes) -> None:
-        """Called with each checkpoint signed: kept when larger than the one remembered."""
-        if size <= self._largest:
+        """Called before each checkpoint is signed: kept when larger than the one remembered;
+        `SmallerLog` when smaller (the checkpoint must not be signed)."""
+        if size < self._largest:
+            raise SmallerLog(size, self._largest)
+        if size == self._largest:
             return
         with self._lock, self._locked():
             saved = self.read()
+            if saved is not None and size < saved.size:
+                self._largest = saved.size
+                raise SmallerLog(size, saved.size)
             if saved is None or size > saved.size:
                 self._write(Signed(size, root))
-            self._largest = max(size, saved.size if saved is not None else -1)
+            self._largest = size
 
     def replace(self, signed: Signed) -> None:
         """`reviewer db reopen`: the copy's log is the one remembered from now on."""

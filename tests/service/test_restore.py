@@ -136,8 +136,9 @@ def test_a_postgresql_copy_restored_from_an_older_dump_is_refused_until_db_reope
     postgres_cluster: Cluster, tmp_path: Path
 ) -> None:
     """The queue remembers the largest log it signed outside the database: `pg_restore` of a dump
-    taken before a decision brings back a shorter trail, which `serve` refuses in one line naming
-    `reviewer db reopen`; that closes what the copy left open, and the queue serves again."""
+    taken before a decision brings back a shorter trail, which the running queue refuses to sign and
+    `serve` refuses to start on, in one line naming `reviewer db reopen`; that closes what the copy
+    left open, and the queue serves again."""
     url = postgres_cluster.fresh_database()
     key = tmp_path / "trail_key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
@@ -155,9 +156,10 @@ def test_a_postgresql_copy_restored_from_an_older_dump_is_refused_until_db_reope
         digest = submit(agent, "after-dump")["plan_sha256"]
         assert decide(alice, "after-dump", 1, digest).status_code == 201
         signed_size = alice.get("/v1/trail/checkpoint").json()["size"]
+        restore = [str(bindir / "pg_restore"), "--clean", "--if-exists", "-d", url, str(dump)]
+        subprocess.run(restore, check=True, capture_output=True)  # under the running queue
+        unsigned = alice.get("/v1/trail/checkpoint")
     service.stop()
-    restore = [str(bindir / "pg_restore"), "--clean", "--if-exists", "-d", url, str(dump)]
-    subprocess.run(restore, check=True, capture_output=True)
 
     refused = run_reviewer("serve", "--db", url, "--port", str(free_port()), *signing)
     reopened = run_reviewer("db", "reopen", "--db", url, "--signed-memory", str(memory))
@@ -170,6 +172,8 @@ def test_a_postgresql_copy_restored_from_an_older_dump_is_refused_until_db_reope
             checkpoint = alice.get("/v1/trail/checkpoint")
     finally:
         service.stop()
+    assert unsigned.status_code == 503, unsigned.text
+    assert f"fewer than the {signed_size} it signed before" in unsigned.json()["message"]
     assert refused.returncode == 1
     line = refused.stderr.strip()
     assert "\n" not in line, refused.stderr

@@ -404,12 +404,15 @@ def register_db(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
         "remember its trail as the one signed (stop every replica first)",
     )
     _db_option(reopen)
-    reopen.add_argument(
-        "--signed-memory",
+    memory = reopen.add_mutually_exclusive_group(required=True)
+    memory.add_argument(
+        "--trail-key",
         type=Path,
-        default=None,
         metavar="FILE",
-        help="the file `serve --signed-memory` names (default: the state folder's, as serve's)",
+        help="the key `serve --trail-key` signs with: its log's memory is the state folder's, as serve's",
+    )
+    memory.add_argument(
+        "--signed-memory", type=Path, metavar="FILE", help="the file `serve --signed-memory` names"
     )
     reopen.set_defaults(func=run_db_reopen)
 

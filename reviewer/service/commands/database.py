@@ -110,12 +110,20 @@ def run_db_reopen(args: argparse.Namespace) -> int:
     from reviewer.service.errors import DatabaseUnusable
     from reviewer.service.signed_memory import Signed, SignedMemory, default_memory
     from reviewer.service.store.proposals import CLOSED_BY_RESTORE
+    from reviewer.trail import checkpoint as checkpoints
 
+    try:
+        if args.signed_memory is not None:
+            memory = SignedMemory(args.signed_memory)
+        else:
+            key = checkpoints.load_private_key(args.trail_key)
+            memory = SignedMemory(default_memory(checkpoints.openssh_public(key.public_key())))
+    except checkpoints.CheckpointError as error:
+        return refusal("db reopen", f"--trail-key: {error}")
     try:
         with opened(args) as store:
             closed = store.close_open_proposals(CLOSED_BY_RESTORE)
             head = store.trail_head()
-            memory = SignedMemory(args.signed_memory or default_memory(store.location))
             memory.replace(Signed(head.size, head.root))
             location = store.location
     except DatabaseUnusable as error:

@@ -117,6 +117,7 @@ def _serve(
     from reviewer.service.notifications.targets import describe, notifying
     from reviewer.service.server import ListenRefused
     from reviewer.service.signed_memory import SignedMemory, check_extends, default_memory
+    from reviewer.trail import checkpoint as checkpoints
 
     configure_logging(args.log_format)
     log = logging.getLogger("reviewer.service")
@@ -137,7 +138,8 @@ def _serve(
     store.check_before_serving()
     signed_memory = None
     if trail_key is not None:
-        signed_memory = SignedMemory(args.signed_memory or default_memory(store.location))
+        public_key = checkpoints.openssh_public(trail_key.public_key())
+        signed_memory = SignedMemory(args.signed_memory or default_memory(public_key))
         check_extends(signed_memory, store)
     if store.created:
         log.info("created a new, empty queue in %s", store.location)

@@ -24,9 +24,9 @@ from fastapi.responses import StreamingResponse
 from reviewer.queue.messages import TrailCheckpoint
 from reviewer.service.auth import Role
 from reviewer.service.deps import Caller, Store, require_role
-from reviewer.service.errors import DatabaseUnusable, Forbidden, NotFound
+from reviewer.service.errors import DatabaseUnusable, Forbidden, NotFound, Unavailable
 from reviewer.service.responses import errors, json_response
-from reviewer.service.signed_memory import SignedMemory
+from reviewer.service.signed_memory import SignedMemory, SmallerLog
 from reviewer.service.store import QueueStore
 from reviewer.service.store.trail import EXPORT_BATCH
 from reviewer.trail import checkpoint as checkpoints
@@ -49,13 +49,16 @@ def _key(request: Request) -> Ed25519PrivateKey:
 
 def _remember(request: Request, size: int, root: bytes) -> None:
     """Keep the largest log signed outside the database (`signed_memory`): a copy restored from an
-    older backup is then refused at start. A memory that cannot be written is logged, and the
-    checkpoint still served: executors remember it too."""
+    older backup is then refused at start, and a smaller log is never signed (503). A memory that
+    cannot be written is logged, and the checkpoint still served: executors remember it too."""
     memory: SignedMemory | None = getattr(request.app.state, "signed_memory", None)
     if memory is None:
         return
     try:
         memory.remember(size, root)
+    except SmallerLog as smaller:
+        logging.getLogger("reviewer.service").error("%s", smaller)
+        raise Unavailable(str(smaller)) from None
     except DatabaseUnusable as error:
         logging.getLogger("reviewer.service").warning("%s", error.message)
 
@@ -72,8 +75,8 @@ def checkpoint(
         raise Forbidden(f"a metrics token ({identity.name}) reads /metrics only, not the trail")
     key = _key(request)
     head = store.trail_head(since)
-    signed = checkpoints.sign(key, head.size, head.root)
     _remember(request, head.size, head.root)
+    signed = checkpoints.sign(key, head.size, head.root)
     proof = None if head.consistency is None else [base64.b64encode(h).decode() for h in head.consistency]
     return json_response(
         TrailCheckpoint(
