@@ -61,7 +61,8 @@ def trail_key(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def sqlite_queue(tmp: Path, key: Path) -> Queue:
     database = tmp / "queue.sqlite3"
-    service = Service(db=database, log_path=tmp / "service.log", serve_args=("--trail-key", str(key)))
+    signing = ("--trail-key", str(key), "--signed-memory", str(tmp / "signed.json"))
+    service = Service(db=database, log_path=tmp / "service.log", serve_args=signing)
     service.start()
     tokens = service.tokens({"alice": "reviewer", "agent": "agent", "audit": "auditor", "metrics": "metrics"})
 
@@ -93,10 +94,8 @@ def sqlite_queue(tmp: Path, key: Path) -> Queue:
 
 def postgres_queue(tmp: Path, key: Path, cluster: Cluster) -> Queue:
     url = cluster.fresh_database()
-    replicas = [
-        Service(db=url, log_path=tmp / f"replica{n}.log", serve_args=("--trail-key", str(key)))
-        for n in (1, 2)
-    ]
+    signing = ("--trail-key", str(key), "--signed-memory", str(tmp / "signed.json"))  # shared, as on a volume
+    replicas = [Service(db=url, log_path=tmp / f"replica{n}.log", serve_args=signing) for n in (1, 2)]
     start_together(*replicas)
     tokens = replicas[0].tokens(
         {"alice": "reviewer", "agent": "agent", "audit": "auditor", "metrics": "metrics"}
@@ -259,7 +258,13 @@ def test_the_trail_proves_its_history_and_shows_a_rollback_a_fork_and_an_edit(
     code, said = verify(queue, monkeypatch, capsys, tmp_path, trail_key, first, since=6)
     assert code == 0, said  # the two entries since the first checkpoint extend it
 
-    queue.restart(lambda: queue.restore(older_copy))
+    # Restored behind the queue's back, its own memory of what it signed wiped too (one who can
+    # replace the database may reach the host's files): the executors are the last line, and hold it.
+    def restored_and_forgotten() -> None:
+        queue.restore(older_copy)
+        (tmp_path / "signed.json").unlink()
+
+    queue.restart(restored_and_forgotten)
     code, said = verify(queue, monkeypatch, capsys, tmp_path, trail_key, newest)
     assert code == 1
     assert "went backwards" in said and "8 entries" in said
