@@ -52,6 +52,7 @@ from reviewer.service.store import (
     Clock,
     QueueStore,
 )
+from reviewer.service.store.clock import TimeKeeper
 from reviewer.service.store.opener import open_store
 
 ROUTERS: Final = (
@@ -113,12 +114,15 @@ def create_app(
     )
     queue.health.serving = True
     deliverer = Deliverer(queue, senders, clock=clock) if senders else None
+    time_keeper = TimeKeeper(queue.keep_time)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if deliverer is not None:
             deliverer.start()
+        time_keeper.start()
         yield
+        time_keeper.stop()
         if deliverer is not None:
             deliverer.stop()
         if queue.policy_evaluator is not None:

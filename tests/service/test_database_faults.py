@@ -310,11 +310,17 @@ def test_a_clock_stepped_back_moves_no_expiry_back(tmp_path: Path) -> None:
             clock.write_text("-1h")  # three hours back: before the proposal was submitted
             after_step = alice.get("/v1/proposals/stale/decision").json()["state"]
             approving = decide(alice, "stale", 1, digest)
+        service.stop()  # and started again on the clock set back: it kept the time it used
+        service.start()
+        with service.client(tokens["alice"]) as alice:
+            after_restart = alice.get("/v1/proposals/stale/decision").json()["state"]
+            approving_after_restart = decide(alice, "stale", 1, digest)
     finally:
         service.stop()
-    assert (expired, after_step) == ("expired", "expired")
+    assert (expired, after_step, after_restart) == ("expired", "expired", "expired")
     assert approving.status_code == 409, approving.text
-    assert "behind a time the queue already used" in service.log()
+    assert approving_after_restart.status_code == 409, approving_after_restart.text
+    assert service.log().count("behind a time the queue already used") == 2
 
 
 @needs_faketime

@@ -131,11 +131,23 @@ class QueueStore(ABC):
         return clock
 
     def _start_clock(self) -> None:
-        """After the database opened: the clock never answers earlier than the trail's newest entry."""
+        """After the database opened: the clock never answers earlier than the trail's newest entry
+        nor the latest time the queue kept (`keep_time`)."""
         with self.read() as db:
-            row = db.one("SELECT max(at) AS at FROM trail")
-        if row is not None and row["at"] is not None:
-            self.forward_clock.raise_floor(float(row["at"]))
+            row = db.one(
+                "SELECT (SELECT max(at) FROM trail) AS recorded, (SELECT max(at) FROM queue_clock) AS kept"
+            )
+        assert row is not None
+        for floor in (row["recorded"], row["kept"]):
+            if floor is not None:
+                self.forward_clock.raise_floor(float(floor))
+
+    def keep_time(self) -> None:
+        """Write the queue's time down (`clock.TimeKeeper` does, every few seconds and at shutdown),
+        so a restart on a clock set back starts no earlier than a time the queue used."""
+        now = self.clock()
+        with self.write() as db:
+            db.run("UPDATE queue_clock SET at = :now WHERE at < :now", now=now)
 
     @abstractmethod
     def write(self) -> AbstractContextManager[Transaction]:

@@ -20,8 +20,9 @@ SCHEMA_VERSION: Final = 9
 """The version of the tables a database holds: 2 added claims, 3 reviewers' SSH keys and signed
 decisions in the trail, 4 the notifications' outbox, 5 metrics tokens, token expiry and rotation,
 6 requests for changes, 7 reviewers signed in by the team's provider and break-glass tokens, 8 the
-trail's Merkle log and auditor tokens, 9 executors' refusals of approvals. An older database is
-brought up to date by numbered steps (`reviewer.service.store.migrations`), a newer one refused."""
+trail's Merkle log and auditor tokens, 9 executors' refusals of approvals and the queue's clock. An
+older database is brought up to date by numbered steps (`reviewer.service.store.migrations`), a
+newer one refused."""
 DECISION_CHECK: Final = "decision IN ('approve', 'reject', 'request_changes')"
 TRAIL_EVENT_CHECK: Final = (
     "event IN ('submitted', 'approved', 'rejected', 'changes_requested', 'claimed', 'executed')"

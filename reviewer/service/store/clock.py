@@ -6,9 +6,10 @@ replica whose clock runs behind), an expired approval would be claimable again, 
 would answer one question two ways. So the store never reads a process's clock as is:
 
 - `ForwardClock` never answers earlier than a time it already gave, nor earlier than the latest
-  time the queue recorded (its trail's newest entry, read when the store opens, so a restart on a
-  clock set back changes nothing). A step back is logged once; the queue's time then stands still
-  until the clock catches up.
+  time the queue recorded (its trail's newest entry, and the time `TimeKeeper` writes down every
+  few seconds and at shutdown, both read when the store opens, so a restart on a clock set back
+  changes nothing). A step back is logged once; the queue's time then stands still until the clock
+  catches up.
 - `DatabaseTime` (PostgreSQL, on the real clock) reads the database's clock, which every replica
   shares, and between two readings advances by this process's monotonic clock, which no step of the
   system clock moves: replicas agree to within the time of one round trip.
@@ -104,3 +105,36 @@ class DatabaseTime:
         with self._lock:
             self._base = base
         return base
+
+
+KEEP_EVERY: Final = 5.0
+"""Seconds between two writes of the queue's time (one statement under the write lock)."""
+
+
+class TimeKeeper:
+    """A thread that calls `keep` (`QueueStore.keep_time`) every `KEEP_EVERY` seconds and once more
+    when stopped; a failure (the database away) is tried again at the next turn."""
+
+    def __init__(self, keep: Callable[[], None], every: float = KEEP_EVERY) -> None:
+        self._keep = keep
+        self._every = every
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="reviewer-time-keeper", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join()
+        self._keep_quietly()
+
+    def _run(self) -> None:
+        while not self._stopping.wait(self._every):
+            self._keep_quietly()
+
+    def _keep_quietly(self) -> None:
+        try:
+            self._keep()
+        except Exception:  # an outage is logged by the store's health; the next turn tries again
+            logger.debug("keeping the queue's time failed", exc_info=True)

@@ -31,7 +31,8 @@ STEPS: Final = {
     6: "the decision request_changes, and its trail event changes_requested",
     7: "reviewers signed in by an OpenID provider, break-glass tokens, the deciding identity in the trail",
     8: "the trail's Merkle log (every event a leaf, checkpoints signed with --trail-key), and auditor tokens",
-    9: "executors' refusals of approvals (a trail that went backwards, signatures, a ledger), append-only",
+    9: "executors' refusals of approvals (a trail that went backwards, signatures, a ledger), append-only, "
+    "and the latest time the queue used",
 }
 """What each numbered step adds; the backends hold its SQL under the same number."""
 

@@ -141,6 +141,11 @@ CREATE TRIGGER refusals_append_only BEFORE UPDATE OR DELETE ON refusals
 """
 """Executors' refusals of approvals, append-only (version 9: migration step 9), as
 `store.sqlite.REFUSALS_SCHEMA` says."""
+QUEUE_CLOCK_SCHEMA = """
+CREATE TABLE IF NOT EXISTS queue_clock (at DOUBLE PRECISION NOT NULL);
+INSERT INTO queue_clock (at) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM queue_clock);
+"""
+"""The latest time the queue used, as `store.sqlite.QUEUE_CLOCK_SCHEMA` says (version 9)."""
 TOKEN_ROLES: Final = ", ".join(f"'{role}'" for role in ROLES)
 
 SCHEMA = (
@@ -296,6 +301,7 @@ CREATE TABLE reviewer_schema (version INTEGER NOT NULL);
     + OUTBOX_SCHEMA
     + TRAIL_LOG_SCHEMA
     + REFUSALS_SCHEMA
+    + QUEUE_CLOCK_SCHEMA
 )
 
 IDENTITY_COLUMNS: Final = """
@@ -330,7 +336,7 @@ ALTER TABLE tokens DROP CONSTRAINT tokens_role_check;
 ALTER TABLE tokens ADD CONSTRAINT tokens_role_check CHECK (role IN ({TOKEN_ROLES}));
 """
     + TRAIL_LOG_SCHEMA,
-    9: REFUSALS_SCHEMA,
+    9: REFUSALS_SCHEMA + QUEUE_CLOCK_SCHEMA,
 }
 """Each numbered step of `reviewer.service.store.migrations.STEPS` in PostgreSQL's words."""
 OLDEST_VERSION: Final = 3

@@ -111,6 +111,13 @@ CREATE INDEX IF NOT EXISTS refusals_proposal ON refusals(proposal_id, revision);
 (version 9: migration step 9). `kind` has no CHECK: the API admits only `RefusalKind`'s words, and a
 new word must not cost SQLite a rebuild of the table."""
 
+QUEUE_CLOCK_SCHEMA = """
+CREATE TABLE IF NOT EXISTS queue_clock (at REAL NOT NULL);
+INSERT INTO queue_clock (at) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM queue_clock);
+"""
+"""The latest time the queue used, one row kept by `QueueStore.keep_time` (version 9: migration step
+9): a restart on a clock set back starts no earlier. Created where missing, so it leaves no mark."""
+
 TOKENS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS {table} (
     id INTEGER PRIMARY KEY,
@@ -289,6 +296,7 @@ CREATE TABLE IF NOT EXISTS idempotency (
     + OUTBOX_SCHEMA
     + TRAIL_LOG_SCHEMA
     + REFUSALS_SCHEMA
+    + QUEUE_CLOCK_SCHEMA
 )
 
 IDENTITY_COLUMNS: Final = (
@@ -338,7 +346,7 @@ MIGRATIONS: Final = {
     + f"INSERT INTO tokens_v8 ({TOKENS_V7_COLUMNS}) SELECT {TOKENS_V7_COLUMNS} FROM tokens;\n"
     "DROP TABLE tokens;\n"
     "ALTER TABLE tokens_v8 RENAME TO tokens;\n" + TOKENS_INDEX + TOKENS_SUBJECT_INDEX + TRAIL_LOG_SCHEMA,
-    9: REFUSALS_SCHEMA,
+    9: REFUSALS_SCHEMA + QUEUE_CLOCK_SCHEMA,
 }
 """Each numbered step of `reviewer.service.store.migrations.STEPS` in SQLite's words."""
 OLDEST_VERSION: Final = 2
