@@ -19,7 +19,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import platformdirs
+
 from reviewer.agent.errors import AgentError, NotApproved
+from reviewer.queue.config import APP_NAME
+
+
+def default_ledger() -> Path:
+    """`~/.local/state/reviewer/ledger.jsonl` (XDG_STATE_HOME is honoured): the one ledger of this
+    user's executors on this host, `reviewer run` and `mcp-gate` alike, so an approval one of them ran
+    is refused by the other too."""
+    return Path(platformdirs.user_state_dir(APP_NAME, appauthor=False)) / "ledger.jsonl"
 
 
 class LedgerError(AgentError):

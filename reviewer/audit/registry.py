@@ -7,6 +7,7 @@ Harlequin's adapters plug in. The built-in kinds cannot be replaced.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from importlib.metadata import entry_points
@@ -42,6 +43,8 @@ KEEPS_ONLY_KEPT_WRITES: Final = frozenset({"api", "sample"})
 """The kinds whose log holds only the writes the API kept (the sample API's): an entry of a dry-run
 request is then a write the API made, so a dry run learns how many it kept. Other logs record every
 request, honoured or not."""
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+"""A character no URL's path carries: the run's client would refuse it mid-run, not at the start."""
 THROUGH_THE_API: Final = "api"
 """The kind read through the run's own API client (`api:/v1/audit`): its base URL, headers and auth."""
 
@@ -131,6 +134,11 @@ def audit_source(
         raise BadAuditSource(
             f"--audit api:{location[:80]!r}: give the log's path on the API (api:/v1/audit); it is read "
             "through the run's own client, with the API's credential, so it names no other host"
+        )
+    if kind == THROUGH_THE_API and (control := _CONTROL.search(location)):
+        raise BadAuditSource(
+            f"--audit api:{location[:80]!r}: the path holds a control character (U+{ord(control[0]):04X}), "
+            "which no URL carries; give the log's path as the API serves it"
         )
     if kind == THROUGH_THE_API and headers:
         raise BadAuditSource(

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from reviewer.audit.options import add_source_options
 from reviewer.sandbox.options import add_sandbox_options
+from reviewer.signing.options import add_signer_options
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -77,6 +78,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="how long a call waits for a queue that is away (restarting, upgrading) before it answers "
         "that it is (default 60; the host asks again later)",
     )
+    add_signer_options(gate)
     add_sandbox_options(gate, role="upstream")
     gate.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS...")
     gate.set_defaults(func=_run)

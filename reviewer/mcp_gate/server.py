@@ -25,6 +25,7 @@ from reviewer.agent.errors import AgentError
 from reviewer.agent.gate import AGENT_TOKEN_ENV, Gate, MissingAgentToken
 from reviewer.agent.session import PlanSession
 from reviewer.agent.shaped import shape
+from reviewer.agent.signer_options import trust_from_options
 from reviewer.agent.tools import WriteTool
 from reviewer.agent.waiting import Patience
 from reviewer.audit.checks import check_readable
@@ -480,6 +481,9 @@ async def serve_host(options: argparse.Namespace, upstream: Upstream, name: str,
         ),
         decision_timeout=options.decision_timeout,
         patience=Patience(say=say),
+        allowed_signers=options.trust.allowed_signers,
+        signatures_required=options.trust.signatures_required,
+        ledger=options.trust.ledger,
     )
     recording = RecordingFile.of(options.queue, gate.target.api)
     handlers = McpGate(upstream, gate, options.policy, title=options.title, recording=recording)
@@ -532,10 +536,13 @@ def run(options: argparse.Namespace) -> int:
             options.tools, options.read or [], options.effect or [], options.trust_read_only_hints
         )
         options.audit_source = audit_source_of(options)
+        options.trust = trust_from_options(options)
         options.sandbox = sandbox_from_options(options, os.environ, options.audit_files, role="upstream")
     except (TrustConfigError, ValueError, AuditSourceUnreadable, SandboxRefused) as error:
         print(f"reviewer mcp-gate: {error}", file=sys.stderr)
         return 2
     print(f"reviewer mcp-gate: {options.sandbox.describe()}", file=sys.stderr, flush=True)
+    if trusted := options.trust.describe():
+        print(f"reviewer mcp-gate: {trusted}", file=sys.stderr, flush=True)
     anyio.run(serve, options, token)
     return 0

@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING
 
 from reviewer.audit.options import add_source_options
 from reviewer.sandbox.options import add_sandbox_options
+from reviewer.signing.options import add_signer_options
 
 if TYPE_CHECKING:
     from reviewer.agent.sandbox_check import SandboxCheck
+    from reviewer.agent.signer_options import ApprovalTrust
     from reviewer.audit.registry import AuditSource
 
 
@@ -151,6 +153,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "REVIEWER_FEEDBACK holding their words and submit the next revision, up to N in all (default 1: "
         "a request for changes ends the run)",
     )
+    add_signer_options(parser)
     add_sandbox_options(parser, role="agent")
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS...")
     parser.set_defaults(func=_run)
@@ -210,6 +213,7 @@ def _run(options: argparse.Namespace) -> int:
         sandbox_credentials = read_credentials(options.sandbox_header, environ, "--sandbox-header")
         audit_credentials = read_credentials(options.audit_header, environ, "--audit-header")
         audit = _audit_option(options.audit, options.audit_field, audit_credentials.headers)
+        trust = _trust_option(options)
         # COMMAND gets none of the API's, the sandbox's or the audit log's credentials.
         withheld = every_secret(credentials, sandbox_credentials, audit_credentials)
         # No secret stays in this process's initial environment, and no process of this user may read it.
@@ -217,6 +221,8 @@ def _run(options: argparse.Namespace) -> int:
         scrub_initial_environment(withheld_variables(environ, withheld.from_env, withheld.secrets))
         sandbox = sandbox_from_options(options, environ, withheld.from_files, role="agent")
         print(f"reviewer run: {sandbox.describe()}", file=sys.stderr, flush=True)
+        if trusted := trust.describe():
+            print(f"reviewer run: {trusted}", file=sys.stderr, flush=True)
         settings = RunSettings(
             api=check_api_url(options.api),
             command=command,
@@ -239,11 +245,23 @@ def _run(options: argparse.Namespace) -> int:
             decision_timeout=options.decision_timeout,
             poll_interval=max(options.poll_interval, 0.05),
             max_revisions=options.max_revisions,
+            trust=trust,
         )
     except SandboxRefused as refused:
         print(f"reviewer run: {refused}", file=sys.stderr)
         return 2
     return asyncio.run(run(settings))
+
+
+def _trust_option(options: argparse.Namespace) -> ApprovalTrust:
+    """`--allowed-signers`, `--signatures` and `--ledger` as what an approval must hold to run."""
+    from reviewer.agent.signer_options import BadSignerOption, trust_from_options
+    from reviewer.run.errors import RunRefused
+
+    try:
+        return trust_from_options(options)
+    except BadSignerOption as error:
+        raise RunRefused(str(error)) from None
 
 
 def _sandbox_option(options: argparse.Namespace, headers: dict[str, str]) -> SandboxCheck | None:

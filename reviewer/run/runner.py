@@ -31,8 +31,10 @@ from reviewer.agent.errors import (
 from reviewer.agent.execution import DEFAULT_REQUEST_ID_HEADER, Execution
 from reviewer.agent.feedback import Feedback
 from reviewer.agent.gate import Gate, new_proposal_id
+from reviewer.agent.ledger import LedgerError
 from reviewer.agent.replan import Replan, until_decided
 from reviewer.agent.sandbox_check import SandboxCheck
+from reviewer.agent.signer_options import ApprovalTrust
 from reviewer.agent.tools import ACTIVE_RUN
 from reviewer.agent.waiting import Patience
 from reviewer.audit.checks import alarm_line
@@ -84,6 +86,8 @@ class RunSettings:
     poll_interval: float = 2.0
     max_revisions: int = 1
     """Plans COMMAND may make when reviewers ask for changes (`--max-revisions`); 1 ends the run."""
+    trust: ApprovalTrust = field(default_factory=ApprovalTrust)
+    """`--allowed-signers`, `--signatures`, `--ledger`: what an approval holds before it runs."""
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
@@ -190,6 +194,9 @@ async def _run(settings: RunSettings) -> int:
             poll_interval=settings.poll_interval,
             decision_timeout=settings.decision_timeout,
             patience=Patience(say=lambda line: say(safe_text(line))),
+            allowed_signers=settings.trust.allowed_signers,
+            signatures_required=settings.trust.signatures_required,
+            ledger=settings.trust.ledger,
             **backend_options,
         )
         proposal_id = new_proposal_id(title)
@@ -348,7 +355,7 @@ async def decide_and_run(
     except ChangesRequested:
         raise  # `plan_until_decided` plans again or ends the run
     except NoApproval as refused:
-        say(f"not approved: {refused}")
+        say(safe_text(f"not approved: {refused}"))
         return 1
     if http_gate.late_requests:
         say(
@@ -374,8 +381,8 @@ async def decide_and_run(
         execution = await gate.execute(approval, task=rerun if settings.rerun else None)
     except RunStopped as stopped:
         execution = stopped.execution
-    except NoApproval as refused:
-        say(f"not run: {refused}")
+    except (NoApproval, LedgerError) as refused:
+        say(safe_text(f"not run: {refused}"))
         return 1
     status = report(gate, execution, approval.approved_by)
     await report_audit(gate, execution)

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Final, Literal
 
 import reviewer
+from reviewer.plan.sanitize import clip, safe_text
 from reviewer.queue.config import config_dir, data_dir, token_file
 from reviewer.sandbox.egress import Allowed
 from reviewer.sandbox.errors import SandboxRefused
@@ -55,6 +56,8 @@ from reviewer.sandbox.syscall_filter import FilterUnavailable, no_unix_sockets
 SandboxKind = Literal["namespaces", "another user", "none"]
 Role = Literal["agent", "upstream"]
 PROBE_TIMEOUT_SECONDS: Final = 10.0
+MAX_REASON_CHARS: Final = 200
+"""Characters of bubblewrap's own reason kept in a line: enough for its sentence, never a screenful."""
 PRIVATE_FOLDERS: Final = ("/tmp", "/var/tmp", "/run", "/dev/shm")
 """Empty in the sandbox: where tmux, screen, D-Bus, ssh-agent and gpg-agent keep their sockets."""
 SYSTEM_FOLDERS: Final = ("/usr", "/nix/store", "/gnu/store")
@@ -151,6 +154,8 @@ class Sandbox:
     `namespaces` only with --allow-weaker-sandbox, where none could be loaded."""
     weaker: str | None = None
     """Why the filter is missing, said at the start of the run."""
+    fallback: str | None = None
+    """`another user`: why no namespace could be made (bubblewrap's own words), said at the start."""
     role: Role = "agent"
     """`agent`: `reviewer run`'s COMMAND, which writes the folder it was started in and reaches the
     gate; `upstream`: mcp-gate's server, which has neither."""
@@ -231,7 +236,8 @@ class Sandbox:
             )
         if self.kind == "another user":
             return (
-                f"sandbox: another user (uid {self.uid}, made for this run; no namespace could be made): "
+                f"sandbox: another user (uid {self.uid}, made for this run; no namespace could be made: "
+                f"{self.fallback or 'unknown'}): "
                 "COMMAND reads and writes only what every user may, keeps the network (on a cloud instance "
                 "its metadata address and the instance's credentials too), and every process of that uid "
                 "is killed when the run ends"
@@ -527,11 +533,20 @@ def _namespaces_refused(prefix: Sequence[str], syscall_filter: bytes | None = No
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as error:
-        return f"bwrap did not start: {error}"
+        return f"bwrap did not start: {clip(safe_text(str(error)), MAX_REASON_CHARS)}"
     if probe.returncode != 0:
-        said = probe.stderr.decode("utf-8", "replace").strip().splitlines()
-        return f"bwrap could not make the namespaces: {said[-1][:200] if said else probe.returncode}"
+        return f"bwrap could not make the namespaces: {bwrap_reason(probe.stderr, probe.returncode)}"
     return None
+
+
+def bwrap_reason(stderr: bytes, returncode: int) -> str:
+    """bubblewrap's own reason for failing, as one line a terminal shows as written: its last line
+    (where it says what failed), control characters escaped, at most `MAX_REASON_CHARS`; its exit
+    status when it said nothing."""
+    lines = [line for line in stderr.decode("utf-8", "replace").splitlines() if line.strip()]
+    if not lines:
+        return f"it exited with status {returncode} and said nothing"
+    return clip(safe_text(lines[-1].strip()), MAX_REASON_CHARS)
 
 
 def _filter_for(prefix: Sequence[str]) -> tuple[bytes | None, str | None]:
@@ -647,6 +662,7 @@ def choose_sandbox(
             "another user",
             ("setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"),
             uid=uid,
+            fallback=refused,
         )
     raise SandboxRefused(
         f"COMMAND cannot be sandboxed here ({refused}); {NO_SANDBOX_COST}. Install bubblewrap, allow "

@@ -527,3 +527,61 @@ def test_an_audit_source_that_cannot_be_read_is_refused_before_the_upstream_star
     )
     assert ended.returncode == 2 and said in ended.stderr, ended.stderr
     assert not started.exists()
+
+
+def test_an_unsigned_approval_is_answered_not_run_when_the_gate_requires_signatures(
+    queue: Queue, tmp_path: Path
+) -> None:
+    """`--allowed-signers FILE`: the queue's word "approved" (a reviewer approved without signing)
+    is not enough; the status answers `not run` with the refusal, marked isError, the upstream gets
+    nothing, and the queue is told. A `--signatures` of 0 is one line at the start."""
+    from tests.signing.ssh import make_key
+
+    key = make_key(tmp_path, "alice")
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_text(f"alice {key.public_file.read_text()}")
+    log = tmp_path / "upstream.log"
+    signers = ("--allowed-signers", str(allowed))
+
+    async def scenario() -> Any:
+        async with gate(queue, log, trust=(*TICKET_TRUST, *signers)) as host:
+            await host.call_tool("close_ticket", {"id": "t1"})
+            submitted = answer(await host.call_tool("reviewer_submit_plan", {}))
+            await reviewer_decides(queue.url, queue.reviewer_token, submitted["proposal_id"], "approve")
+            status = await host.call_tool("reviewer_plan_status", {"proposal_id": submitted["proposal_id"]})
+        async with QueueClient(queue.url, queue.agent_token) as client:
+            state = await client.decision_state(submitted["proposal_id"])
+        assert state.state == "approved" and [refusal.kind for refusal in state.refusals] == ["signatures"]
+        return status
+
+    status = asyncio.run(scenario())
+    assert status.is_error, status.content
+    said = status.structured_content
+    assert said["state"] == "not run", said
+    assert "requires signed approvals: 0 of 1 signed approvals" in said["reason"], said
+    assert upstream_writes(log) == []
+
+    started = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reviewer",
+            "mcp-gate",
+            "--queue",
+            queue.url,
+            *signers,
+            "--signatures",
+            "0",
+            "--",
+            sys.executable,
+            str(UPSTREAM),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=BOUND,
+        env={**os.environ, "REVIEWER_AGENT_TOKEN": queue.agent_token, "XDG_STATE_HOME": str(tmp_path / "s")},
+        check=False,
+    )
+    assert started.returncode == 2 and started.stderr == (
+        "reviewer mcp-gate: --signatures must be 1 or more, not 0\n"
+    ), started.stderr

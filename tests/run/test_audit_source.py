@@ -174,6 +174,27 @@ def test_audit_options_without_a_source_to_read_them_are_refused(
     assert status == 2 and said in stderr, stderr
 
 
+@pytest.mark.parametrize("path", ["/v1/au\tdit", "/v1/audit\n", "/v1/\x1b[2Jaudit", "/v1/\x85audit"])
+def test_a_control_character_in_an_api_audit_path_is_one_line_and_nothing_starts(
+    queue: Queue, sample_api: SampleApi, tmp_path: Path, path: str
+) -> None:
+    """A tab pasted into `--audit api:PATH` used to end in the HTTP client's traceback once the run had
+    begun; it is refused with one line, escaped, before COMMAND starts."""
+    started = tmp_path / "started"
+    run = start_run(
+        queue,
+        sample_api,
+        "--no-sandbox",
+        "--audit",
+        f"api:{path}",
+        command=[sys.executable, "-c", f"open({str(started)!r}, 'w')"],
+    )
+    status, stderr = run.finish()
+    assert status == 2 and stderr.count("\n") == 1, stderr
+    assert stderr.startswith(f"reviewer run: --audit api:{path!r}: the path holds a control character (U+")
+    assert not started.exists() and sample_api.requests() == []
+
+
 def test_a_server_dry_run_the_api_ignored_is_said_truthfully(
     queue: Queue, proxied: tuple[SampleApi, Proxy], tmp_path: Path
 ) -> None:

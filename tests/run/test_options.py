@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import base64
+import os
+import shlex
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -135,6 +139,77 @@ def test_without_a_sandbox_run_refuses_unless_told_and_root_runs_command_as_a_fr
         assert launch.argv[:2] == ["setpriv", f"--reuid={as_another.uid}"]
         assert launch.argv[-2:] == ["node", "agent.mjs"] and launch.pass_fds == ()
     assert sandbox.choose_sandbox({}).uid != as_another.uid, "each run has a uid of its own"
+
+
+NAMESPACES_USED_UP = "echo {limit} > /proc/sys/user/max_user_namespaces"
+"""Run in a user namespace of its own (as its root), this leaves no user namespace for bubblewrap to
+make: the kernel refuses it as a machine with user namespaces turned off does, in bwrap's own words."""
+
+
+def without_namespaces(
+    command: list[str], *, as_root: bool, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`command` where bubblewrap cannot make its namespaces: as root of a user namespace whose limit
+    is 0, or (`as_root` False) as uid 1000 of the one namespace a limit of 1 lets it have."""
+    inner = shlex.join(command)
+    if not as_root:
+        inner = f"unshare --user --map-user=1000 --map-group=1000 {inner}"
+    script = f"{NAMESPACES_USED_UP.format(limit=0 if as_root else 1)} && exec {inner}"
+    return subprocess.run(
+        ["unshare", "--user", "--map-root-user", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=cwd,
+        env={**os.environ, "REVIEWER_AGENT_TOKEN": "never-used"},
+    )
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None or shutil.which("unshare") is None, reason="no bwrap")
+def test_a_run_whose_namespaces_cannot_be_made_says_bubblewraps_own_reason(tmp_path: Path) -> None:
+    """Refused as an ordinary user, and fallen back to another uid as root: either way the line says
+    what bubblewrap said, not only that it failed."""
+    refused = without_namespaces(
+        [sys.executable, "-m", "reviewer", "run", "--api", "http://127.0.0.1:9", "--", "true"],
+        as_root=False,
+        cwd=tmp_path,
+    )
+    lines = refused.stderr.splitlines()
+    assert refused.returncode == 2 and len(lines) == 1, refused.stderr
+    assert lines[0].startswith(
+        "reviewer run: COMMAND cannot be sandboxed here (bwrap could not make the "
+        "namespaces: bwrap: Creating new namespace failed"
+    ), lines[0]
+    assert "--no-sandbox" in lines[0]
+
+    fell_back = without_namespaces(
+        [
+            sys.executable,
+            "-c",
+            "from reviewer.sandbox.modes import choose_sandbox; print(choose_sandbox({}).describe())",
+        ],
+        as_root=True,
+    )
+    assert fell_back.returncode == 0, fell_back.stderr
+    assert fell_back.stdout.startswith("sandbox: another user (uid "), fell_back.stdout
+    assert (
+        "no namespace could be made: bwrap could not make the namespaces: bwrap: Creating new namespace "
+        "failed: nesting depth or /proc/sys/user/max_*_namespaces exceeded (ENOSPC))"
+    ) in fell_back.stdout
+
+
+def test_bubblewraps_reason_is_its_last_line_escaped_and_bounded() -> None:
+    """What bwrap writes reaches the operator's terminal: an escape sequence in it is shown, not
+    obeyed, and a flood is cut to one bounded line."""
+    from reviewer.sandbox.modes import MAX_REASON_CHARS, bwrap_reason
+
+    said = bwrap_reason(
+        b"bwrap: warning\nbwrap: Can't bind \x1b]0;owned\x07/run/x\t" + b"y" * 5000 + b"\n\n", 1
+    )
+    assert said.startswith("bwrap: Can't bind \\x1b]0;owned\\x07/run/x\\t"), said
+    assert "\n" not in said and "\x1b" not in said and len(said) <= MAX_REASON_CHARS
+    assert bwrap_reason(b"", 3) == "it exited with status 3 and said nothing"
 
 
 def test_as_another_user_a_secret_any_user_may_open_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.signing.ssh import Agent
+from tests.signing.ssh import Agent, running_agent
 
 
 @pytest.fixture
@@ -23,12 +20,5 @@ def keys(tmp_path: Path) -> Path:
 @pytest.fixture
 def agent(tmp_path: Path) -> Iterator[Agent]:
     """A real ssh-agent on its own socket, killed after the test."""
-    socket_path = tmp_path / "agent.sock"
-    started = subprocess.run(
-        ["ssh-agent", "-s", "-a", str(socket_path)], check=True, capture_output=True, text=True
-    )
-    pid = int(started.stdout.split("SSH_AGENT_PID=")[1].split(";")[0])
-    try:
-        yield Agent(str(socket_path), pid)
-    finally:
-        os.kill(pid, signal.SIGTERM)
+    with running_agent(tmp_path / "agent.sock") as running:
+        yield running

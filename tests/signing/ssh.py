@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +50,19 @@ class Agent:
             env={**os.environ, **self.environ},
             capture_output=True,
         )
+
+
+@contextmanager
+def running_agent(socket_path: Path) -> Iterator[Agent]:
+    """A real ssh-agent listening at `socket_path`, killed at the end."""
+    started = subprocess.run(
+        ["ssh-agent", "-s", "-a", str(socket_path)], check=True, capture_output=True, text=True
+    )
+    pid = int(started.stdout.split("SSH_AGENT_PID=")[1].split(";")[0])
+    try:
+        yield Agent(str(socket_path), pid)
+    finally:
+        os.kill(pid, signal.SIGTERM)
 
 
 def ssh_keygen_verify(
