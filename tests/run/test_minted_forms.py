@@ -1,7 +1,8 @@
 """`reviewer run` with a child that does what SDKs do: put a minted id into a URL path percent-encoded
-(as Stripe's `Customer.modify` does) or every byte escaped, into a query plus-encoded; retry a write
-under the same `Idempotency-Key` or `amz-sdk-invocation-id`; upload bytes. The plan reads each
-placeholder as `<id from call 1>`, holds a retry once, and the approved run sends exactly that."""
+(`quote`), plus-encoded (as Stripe's `Customer.modify` does) or every byte escaped, and into a query
+plus-encoded; retry a write under the same `Idempotency-Key` or `amz-sdk-invocation-id`; upload
+bytes. The plan reads each placeholder as `<id from call 1>`, holds a retry once, and the approved run
+sends exactly that."""
 
 from __future__ import annotations
 
@@ -46,6 +47,8 @@ CHILD = textwrap.dedent(
         send("PATCH", "/v1/tickets/t1?" + query, {"status": "closed", "mergedInto": minted})
         escaped = "".join(f"%{byte:02X}" for byte in minted.encode())
         send("PATCH", "/v1/tickets/" + escaped, {"status": "closed"})
+        # Stripe's SDK writes an id into a path with quote_plus: a space would come back as a +.
+        send("PATCH", "/v1/tickets/" + urllib.parse.quote_plus(minted), {"title": "Printer out"})
     elif mode == "retries":
         for headers in ([("Idempotency-Key", "k-1")], [("Idempotency-Key", "k-1")],
                         [("amz-sdk-invocation-id", "5f0c")], [("amz-sdk-invocation-id", "5f0c")], [], []):
@@ -85,10 +88,11 @@ def test_a_minted_id_percent_or_plus_encoded_is_read_back_as_its_placeholder_and
         "/v1/tickets/<id from call 1>",
         "/v1/tickets/t1",
         "/v1/tickets/<id from call 1>",
+        "/v1/tickets/<id from call 1>",
     ]
     assert calls[2]["request"]["query"] == {"notify": "<id from call 1>", "note": "merged into"}
     assert calls[2]["request"]["body"] == {"status": "closed", "mergedInto": "<id from call 1>"}
-    assert [call["effect"] for call in calls] == ["create", "update", "update", "update"]
+    assert [call["effect"] for call in calls] == ["create", "update", "update", "update", "update"]
     assert sample_api.requests() == []  # the default dry run only records
     reviewer_decides(queue, proposal_id)
     status, stderr = run.finish()
@@ -98,6 +102,7 @@ def test_a_minted_id_percent_or_plus_encoded_is_read_back_as_its_placeholder_and
         ("POST", "/v1/tickets", {}),
         ("PATCH", "/v1/tickets/tk-4", {}),
         ("PATCH", "/v1/tickets/t1", {"notify": "tk-4", "note": "merged into"}),
+        ("PATCH", "/v1/tickets/tk-4", {}),
         ("PATCH", "/v1/tickets/tk-4", {}),
     ]
     assert sample_api.real_requests()[2]["body"]["mergedInto"] == "tk-4"
