@@ -181,3 +181,22 @@ async def test_a_byte_a_url_cannot_hold_is_a_400_naming_it_and_nothing_is_record
     assert f"holds {named}, which a URL cannot carry; not recorded, not sent" in answered.json()["detail"]
     assert recording.calls == [] and http_gate.spoiled is None
     assert api_server.store.request_log == [] and api_server.store.audit == []
+
+
+@pytest.mark.anyio
+async def test_a_placeholder_inside_a_body_held_as_bytes_spoils_the_dry_run(
+    api_server: RunningSampleApi,
+) -> None:
+    """No placeholder can be filled in inside bytes the plan holds exactly: sent as written, it would
+    reach the API as the text `rvw--id--from-call-1--`."""
+    async with httpx.AsyncClient(base_url=api_server.base_url) as api:
+        recording = Recording(RecordBackend())
+        http_gate = HttpGate(api, api_server.base_url, mode=DryMode(recording))
+        async with serving(http_gate) as url, httpx.AsyncClient(base_url=url) as child:
+            minted = (await child.post("/v1/tickets", json={"title": "x"})).json()["id"]
+            upload = await child.put(
+                "/v1/files/a.txt", content=f"ticket {minted}".encode(), headers={"content-type": "text/plain"}
+            )
+    assert minted == MINTED_1 and upload.status_code == 400
+    assert "carries a placeholder inside bytes" in (http_gate.spoiled or "")
+    assert len(recording.calls) == 1
