@@ -21,6 +21,7 @@ from pathlib import Path
 
 import platformdirs
 
+from reviewer import json_text
 from reviewer.agent.errors import AgentError, NotApproved
 from reviewer.queue.config import APP_NAME
 
@@ -136,7 +137,7 @@ def _entries(content: bytes, path: Path) -> list[LedgerEntry]:
         if not raw.strip():
             continue
         try:
-            fields = json.loads(raw)
+            fields = json_text.loads(raw)
             entries.append(
                 LedgerEntry(
                     str(fields["proposal_id"]),

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final
 
+from reviewer import json_text
 from reviewer.private_files import write_private
 
 FORMAT: Final = "reviewer.mcp-gate.recording/v1"
@@ -146,7 +147,7 @@ class RecordingFile:
 
     def _read(self) -> dict[str, Any]:
         try:
-            document = json.loads(self.path.read_bytes())
+            document = json_text.loads(self.path.read_bytes())
         except FileNotFoundError:
             return {"format": FORMAT, "calls": []}
         except (OSError, ValueError) as error:

@@ -23,6 +23,7 @@ from typing import Any, Final
 import httpx
 import jwt
 
+from reviewer import json_text
 from reviewer.queue.client import QueueError
 from reviewer.queue.messages import ProviderSignIn
 
@@ -69,7 +70,7 @@ class ProviderSession:
 
     @classmethod
     def from_json(cls, text: str) -> ProviderSession:
-        document = json.loads(text)
+        document = json_text.loads(text)
         if not isinstance(document, dict) or document.pop("format", None) != SESSION_FORMAT:
             raise ValueError("not a sign-in session")
         session = cls(**document)

@@ -26,6 +26,7 @@ from typing import Final
 
 import platformdirs
 
+from reviewer import json_text
 from reviewer.private_files import write_private
 from reviewer.queue.client import NotFound, QueueClient, QueueError
 from reviewer.queue.config import APP_NAME
@@ -59,7 +60,7 @@ def memory_file(queue_url: str, directory: Path | None = None) -> Path:
 
 def _read(path: Path) -> Remembered | None:
     try:
-        data = json.loads(path.read_text())
+        data = json_text.loads(path.read_text())
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as error:

@@ -31,6 +31,7 @@ from typing import Final
 
 import platformdirs
 
+from reviewer import json_text
 from reviewer.private_files import write_private
 from reviewer.queue.config import APP_NAME
 from reviewer.service.errors import DatabaseUnusable
@@ -73,7 +74,7 @@ class SignedMemory:
 
     def read(self) -> Signed | None:
         try:
-            data = json.loads(self.path.read_text())
+            data = json_text.loads(self.path.read_text())
             signed = Signed(int(data["size"]), base64.b64decode(data["root"], validate=True))
             if data.get("format") != MEMORY_FORMAT or signed.size < 0:
                 raise ValueError("not a remembered log")

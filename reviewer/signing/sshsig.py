@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import os
 import re
 import stat
@@ -29,6 +28,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 
+from reviewer import json_text
 from reviewer.plan.proposal import PROPOSAL_ID_PATTERN, canonical_json
 from reviewer.signing._ssh_agent import (
     SSH_AGENT_RSA_SHA2_512,
@@ -141,8 +141,8 @@ class DecisionStatement:
         if len(raw) > MAX_STATEMENT_BYTES:
             raise BadStatement(f"statement: {len(raw):,} bytes; at most {MAX_STATEMENT_BYTES:,}", "statement")
         try:
-            value = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            value = json_text.loads(raw)
+        except ValueError as error:
             raise BadStatement(f"statement: not JSON ({error})", "statement") from error
         if not isinstance(value, dict):
             raise BadStatement("statement: not a JSON object", "statement")

@@ -189,6 +189,27 @@ def test_an_execution_report_nested_too_deep_is_422_and_the_claim_still_waits(ac
     assert actors.agent.get(f"/v1/proposals/{proposal_id}/decision").json()["state"] == "claimed"
 
 
+def test_a_signed_statement_nested_too_deep_is_422_naming_it_and_the_proposal_stays_pending(
+    actors: Actors,
+) -> None:
+    """4,000 brackets fit the statement's 4,096 bytes; read, they would recurse past Python's limit."""
+    proposal_id = unique_id("deep-statement")
+    digest = submit(actors.agent, proposal_id)["plan_sha256"]
+    response = actors.alice.post(
+        f"/v1/proposals/{proposal_id}/decisions",
+        json={
+            "revision": 1,
+            "plan_sha256": digest,
+            "decision": "approve",
+            "statement": "[" * 4000,
+            "signature": "-----BEGIN SSH SIGNATURE-----\nAAAA\n-----END SSH SIGNATURE-----\n",
+        },
+        headers={"Idempotency-Key": unique_id("key")},
+    )
+    assert_refused(response, 422, "statement: not JSON (JSON nested too deep to read)")
+    assert actors.agent.get(f"/v1/proposals/{proposal_id}/decision").json()["state"] == "pending"
+
+
 @pytest.mark.usefixtures("unchanged")
 @pytest.mark.parametrize(
     ("method", "path", "status"),
