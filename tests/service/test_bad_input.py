@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from reviewer.plan.proposal import MAX_BODY_BYTES
-from tests.queue_harness import Actors, body, claimed_report, decide, proposal, submit, unique_id
+from tests.queue_harness import (
+    Actors,
+    Service,
+    body,
+    claimed_report,
+    decide,
+    proposal,
+    reviewer_command,
+    submit,
+    unique_id,
+)
 
 
 @pytest.fixture
@@ -190,22 +202,35 @@ def test_an_execution_report_nested_too_deep_is_422_and_the_claim_still_waits(ac
 
 
 def test_a_signed_statement_nested_too_deep_is_422_naming_it_and_the_proposal_stays_pending(
-    actors: Actors,
+    actors: Actors, service: Service, tmp_path: Path
 ) -> None:
-    """4,000 brackets fit the statement's 4,096 bytes; read, they would recurse past Python's limit."""
+    """4,000 brackets fit the statement's 4,096 bytes; read, they would recurse past Python's limit.
+    The statement is read once the reviewer has a key, so this one has one."""
+    name = unique_id("signer")
+    token = service.token(name, "reviewer")
+    key = tmp_path / "key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    added = subprocess.run(
+        reviewer_command("keys", "add", name, f"{key}.pub", "--db", str(service.db)),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert added.returncode == 0, added.stderr
     proposal_id = unique_id("deep-statement")
     digest = submit(actors.agent, proposal_id)["plan_sha256"]
-    response = actors.alice.post(
-        f"/v1/proposals/{proposal_id}/decisions",
-        json={
-            "revision": 1,
-            "plan_sha256": digest,
-            "decision": "approve",
-            "statement": "[" * 4000,
-            "signature": "-----BEGIN SSH SIGNATURE-----\nAAAA\n-----END SSH SIGNATURE-----\n",
-        },
-        headers={"Idempotency-Key": unique_id("key")},
-    )
+    with service.client(token) as signer:
+        response = signer.post(
+            f"/v1/proposals/{proposal_id}/decisions",
+            json={
+                "revision": 1,
+                "plan_sha256": digest,
+                "decision": "approve",
+                "statement": "[" * 4000,
+                "signature": "-----BEGIN SSH SIGNATURE-----\nAAAA\n-----END SSH SIGNATURE-----\n",
+            },
+            headers={"Idempotency-Key": unique_id("key")},
+        )
     assert_refused(response, 422, "statement: not JSON (JSON nested too deep to read)")
     assert actors.agent.get(f"/v1/proposals/{proposal_id}/decision").json()["state"] == "pending"
 
