@@ -21,6 +21,7 @@ from reviewer.agent.errors import (
     UnknownBackend,
 )
 from reviewer.agent.http_values import CallAnswer, HttpRequest, new_request_id
+from reviewer.agent.xml_answers import xml_fields
 from reviewer.plan.bodies import wire_bytes
 from reviewer.plan.proposal import DryRunVia, OutcomeStatus
 
@@ -53,6 +54,9 @@ def answer_from_response(response: httpx.Response) -> CallAnswer:
     """
     body = _json_or_none(response)
     if response.is_success:
+        if isinstance(body, str):  # an answer in XML is read as fields (`reviewer.agent.xml_answers`)
+            fields = xml_fields(response.content)
+            body = body if fields is None else fields
         return CallAnswer("ok", response.status_code, None, body)
     if response.is_redirect:
         return CallAnswer("error", response.status_code, redirect_message(response), None)
