@@ -59,7 +59,8 @@ _FORM: Final = "application/x-www-form-urlencoded"
 def effect_of(operation: str) -> Effect:
     """An operation's effect by its verb: a read, a delete (Delete, Remove, Terminate), a create
     (Create, Put, Run, Copy, Upload, Send, Publish: each makes something new, or a new version of it),
-    else an update. The verb is AWS's own naming rule, so one rule covers every service."""
+    else an update. The verb is AWS's own naming rule, so one rule covers every service. The plan raises
+    it to what the method does at least (`proposal.raised_effect`): S3's PutObject, a PUT, is an update."""
     if operation.startswith(READS):
         return "read"
     if operation.startswith(DELETES):
