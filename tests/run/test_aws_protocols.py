@@ -21,9 +21,10 @@ from botocore.awsrequest import HeadersDict
 
 from reviewer.agent.xml_answers import xml_fields
 from reviewer.plan.placeholders import as_minted, placeholder
-from reviewer.run.aws_protocols import AwsApi, effect_of
+from reviewer.run.aws_protocols import AwsApi
 from tests.run.conftest import ROOT, Queue, RunProcess, proposal, reviewer_decides
-from tests.run.test_any_api import MOTO, Moto, moto  # noqa: F401  (the fixture)
+from tests.run.test_any_api import MOTO, Moto
+from tests.run.test_any_api import moto as moto  # the fixture: moto's server, authentication on
 
 BUCKET = "protocol-bucket"
 AGENT = textwrap.dedent(
@@ -87,31 +88,31 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def boto(moto: Moto, service: str) -> Any:
+def boto(server: Moto, service: str) -> Any:
     import boto3
 
     return boto3.client(
         service,
-        endpoint_url=moto.url,
+        endpoint_url=server.url,
         region_name="us-east-1",
-        aws_access_key_id=moto.key_id,
-        aws_secret_access_key=moto.secret,
+        aws_access_key_id=server.key_id,
+        aws_secret_access_key=server.secret,
     )
 
 
-def start(moto: Moto, queue: Queue, tmp_path: Path, service: str, scenario: str) -> RunProcess:
+def start(server: Moto, queue: Queue, tmp_path: Path, service: str, scenario: str) -> RunProcess:
     agent = tmp_path / "agent.py"
     agent.write_text(AGENT)
     environment = {
         **os.environ,
-        "AWS_ACCESS_KEY_ID": moto.key_id,
-        "AWS_SECRET_ACCESS_KEY": moto.secret,
+        "AWS_ACCESS_KEY_ID": server.key_id,
+        "AWS_SECRET_ACCESS_KEY": server.secret,
         "AWS_EC2_METADATA_DISABLED": "true",
         "REVIEWER_AGENT_TOKEN": queue.agent_token,
         "PYTHONUNBUFFERED": "1",
     }
     process = subprocess.Popen(
-        [sys.executable, "-m", "reviewer", "run", "--api", moto.url, "--queue", queue.url]
+        [sys.executable, "-m", "reviewer", "run", "--api", server.url, "--queue", queue.url]
         + ["--readable", str(tmp_path), "--api-auth", f"aws-sigv4:{service}:us-east-1"]
         + ["--poll-interval", "0.1", "--", sys.executable, str(agent), scenario],
         stdout=subprocess.PIPE,
@@ -124,9 +125,9 @@ def start(moto: Moto, queue: Queue, tmp_path: Path, service: str, scenario: str)
 
 
 def dry_run(
-    moto: Moto, queue: Queue, tmp_path: Path, service: str, scenario: str
+    server: Moto, queue: Queue, tmp_path: Path, service: str, scenario: str
 ) -> tuple[RunProcess, str, list[dict[str, Any]]]:
-    run = start(moto, queue, tmp_path, service, scenario)
+    run = start(server, queue, tmp_path, service, scenario)
     proposal_id, revision = run.wait_for_plan()
     return run, proposal_id, proposal(queue, proposal_id, revision)["calls"]
 
@@ -148,6 +149,13 @@ def finish(run: RunProcess) -> str:
     return stdout
 
 
+def reject(queue: Queue, run: RunProcess, proposal_id: str) -> str:
+    """The reviewer rejects the plan (for a call the real run cannot send yet); the child's output."""
+    reviewer_decides(queue, proposal_id, "reject", "dry run only")
+    stdout, _ = run.process.communicate(timeout=90)
+    return stdout
+
+
 def approve(queue: Queue, run: RunProcess, proposal_id: str) -> str:
     reviewer_decides(queue, proposal_id)
     return finish(run)
@@ -155,14 +163,17 @@ def approve(queue: Queue, run: RunProcess, proposal_id: str) -> str:
 
 @pytest.fixture
 def bucket(moto: Moto) -> Moto:
+    """The bucket holding `old.txt` alone (moto lives for the module)."""
     s3 = boto(moto, "s3")
     s3.create_bucket(Bucket=BUCKET)
+    for item in s3.list_objects_v2(Bucket=BUCKET).get("Contents", []):
+        s3.delete_object(Bucket=BUCKET, Key=item["Key"])
     s3.put_object(Bucket=BUCKET, Key="old.txt", Body=b"old")
     return moto
 
 
-def keys(moto: Moto) -> set[str]:
-    return {item["Key"] for item in boto(moto, "s3").list_objects_v2(Bucket=BUCKET).get("Contents", [])}
+def keys(server: Moto) -> set[str]:
+    return {item["Key"] for item in boto(server, "s3").list_objects_v2(Bucket=BUCKET).get("Contents", [])}
 
 
 def test_s3_writes_are_answered_as_s3_answers_and_a_multipart_upload_chains_through_approval(
@@ -190,3 +201,205 @@ def test_s3_writes_are_answered_as_s3_answers_and_a_multipart_upload_chains_thro
     assert keys(bucket) == {"new.txt", "big.bin"}
     assert s3.get_object(Bucket=BUCKET, Key="big.bin")["Body"].read() == b"part"
     assert s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", []) == []
+
+
+FORM = {"content-type": "application/x-www-form-urlencoded; charset=utf-8"}
+OPERATIONS = [
+    # service, method, path, query, headers, body: the operation, its effect, what it produces
+    ("s3", "PUT", "/b/k", {}, {}, b"hi", "PutObject", "create", ()),
+    ("s3", "PUT", "/b/k", {}, {"x-amz-copy-source": "b/a"}, b"", "CopyObject", "create", ("ETag",)),
+    ("s3", "POST", "/b", {"delete": ""}, {}, b"<Delete/>", "DeleteObjects", "delete", ()),
+    ("s3", "POST", "/b/k", {"uploads": ""}, {}, b"", "CreateMultipartUpload", "create", ("UploadId",)),
+    ("s3", "PUT", "/b/k", {"partNumber": "1", "uploadId": "u"}, {}, b"p", "UploadPart", "create", ()),
+    ("s3", "GET", "/b", {"list-type": "2"}, {}, b"", "ListObjectsV2", "read", ()),
+    ("iam", "POST", "/", {}, FORM, b"Action=ListUsers&Version=2010-05-08", "ListUsers", "read", ()),
+    ("iam", "GET", "/", {"Action": "DeleteUser", "UserName": "a"}, {}, b"", "DeleteUser", "delete", ()),
+    ("sts", "POST", "/", {}, FORM, b"Action=GetCallerIdentity", "GetCallerIdentity", "read", ()),
+    ("sns", "POST", "/", {}, FORM, b"Action=CreateTopic&Name=t", "CreateTopic", "create", ("TopicArn",)),
+    (
+        "sqs",
+        "POST",
+        "/",
+        {},
+        {"x-amz-target": "AmazonSQS.CreateQueue"},
+        b'{"QueueName": "q"}',
+        "CreateQueue",
+        "create",
+        ("QueueUrl",),
+    ),
+    (
+        "dynamodb",
+        "POST",
+        "/",
+        {},
+        {"x-amz-target": "DynamoDB_20120810.GetItem"},
+        b"{}",
+        "GetItem",
+        "read",
+        (),
+    ),
+    (
+        "dynamodb",
+        "POST",
+        "/",
+        {},
+        {"x-amz-target": "DynamoDB_20120810.UpdateItem"},
+        b"{}",
+        "UpdateItem",
+        "update",
+        (),
+    ),
+    ("ec2", "POST", "/", {}, FORM, b"Action=DescribeInstances", "DescribeInstances", "read", ()),
+    ("ec2", "POST", "/", {}, FORM, b"Action=TerminateInstances", "TerminateInstances", "delete", ()),
+    ("ec2", "POST", "/", {}, FORM, b"Action=RunInstances", "RunInstances", "create", ("reservationId",)),
+]
+
+
+@pytest.mark.parametrize(
+    ("service", "method", "path", "query", "headers", "body", "name", "effect", "produces"), OPERATIONS
+)
+def test_each_request_is_named_by_its_operation_and_its_answer_parses_with_botocore(
+    service: str,
+    method: str,
+    path: str,
+    query: dict[str, str],
+    headers: dict[str, str],
+    body: bytes,
+    name: str,
+    effect: str,
+    produces: tuple[str, ...],
+) -> None:
+    api = AwsApi.load(service)
+    assert api is not None
+    operation = api.operation_of(method, path, query, headers, body)
+    assert operation is not None and (operation.name, operation.effect) == (name, effect)
+    assert set(produces) <= set(operation.produces())
+    # The dry run hands the child each produced value as a minted placeholder.
+    result = as_minted({path: placeholder(path, 4) for path in operation.produces()})
+    answer = operation.answer(result)
+    parser = parsers.create_parser(operation.protocol)
+    parsed = parser.parse(
+        {"status_code": answer.status, "headers": HeadersDict(answer.headers), "body": answer.content},
+        operation.model.output_shape,
+    )
+    assert "Error" not in parsed
+    read_back = (
+        xml_fields(answer.content) if answer.content.startswith(b"<") else json.loads(answer.content or b"{}")
+    )
+    for produced in produces:
+        # Where the placeholder says, as the real run reads the real answer (`xml_fields`, JSON).
+        assert read_back is not None and read_back[produced] == f"rvw--{produced}--from-call-4--"
+        assert produced in json.dumps(parsed) or produced.lower() in json.dumps(parsed).lower()
+
+
+def test_an_s3_write_with_no_output_body_is_an_empty_200_with_the_etag_of_its_bytes() -> None:
+    api = AwsApi.load("s3")
+    assert api is not None
+    operation = api.operation_of("PUT", "/b/k", {}, {}, b"hello")
+    assert operation is not None
+    answer = operation.answer({})
+    assert (answer.status, answer.content) == (200, b"")
+    assert answer.headers == {"ETag": f'"{hashlib.md5(b"hello").hexdigest()}"'}
+
+
+def test_a_query_answer_reads_back_below_its_result_and_an_xml_bomb_is_no_fields() -> None:
+    api = AwsApi.load("iam")
+    assert api is not None
+    operation = api.operation_of(
+        "POST", "/", {}, FORM, b"Action=CreateUser&UserName=night-shift&Path=%2Fops%2F"
+    )
+    assert operation is not None and operation.name == "CreateUser"
+    assert "User.Arn" in operation.produces() and "User.UserName" not in operation.produces()
+    answer = operation.answer({"User.Arn": "rvw--User-Arn--from-call-1--"})
+    read = xml_fields(answer.content)
+    assert read is not None
+    assert read["User"]["UserName"] == "night-shift" and read["User"]["Path"] == "/ops/"
+    assert read["User"]["Arn"] == "rvw--User-Arn--from-call-1--"
+    bomb = b'<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "aaaa">]><x>&a;</x>'
+    assert xml_fields(bomb) is None and xml_fields(b"not xml") is None
+
+
+@pytest.fixture
+def aws(moto: Moto) -> Moto:
+    return moto
+
+
+def test_iam_list_users_passes_and_create_user_is_answered_as_iam_answers(
+    aws: Moto, queue: Queue, tmp_path: Path
+) -> None:
+    run, proposal_id, calls = dry_run(aws, queue, tmp_path, "iam", "iam")
+    assert [call["tool"] for call in calls] == ["iam:CreateUser"], "the read is in the plan"
+    assert calls[0]["effect"] == "create"
+    iam = boto(aws, "iam")
+    assert "night-shift" not in [user["UserName"] for user in iam.list_users()["Users"]]
+    seen = child_saw(run, approve(queue, run, proposal_id), requests=2)
+    assert "gate" in seen["users"], "ListUsers did not reach moto"
+    assert seen["arn"] == "rvw--User-Arn--from-call-1--"
+    assert iam.get_user(UserName="night-shift")["User"]["UserName"] == "night-shift"
+
+
+def test_sts_get_caller_identity_is_a_read_and_makes_no_plan(aws: Moto, queue: Queue, tmp_path: Path) -> None:
+    run = start(aws, queue, tmp_path, "sts", "sts")
+    stdout, stderr = run.process.communicate(timeout=90)
+    assert run.process.returncode == 0, stderr
+    seen = child_saw(run, stdout, requests=1)
+    assert seen["account"] == boto(aws, "sts").get_caller_identity()["Account"]
+    assert "made no write" in stderr
+
+
+def test_an_sns_topic_arn_chains_from_create_topic_to_publish_through_approval(
+    aws: Moto, queue: Queue, tmp_path: Path
+) -> None:
+    run, proposal_id, calls = dry_run(aws, queue, tmp_path, "sns", "sns")
+    assert [call["tool"] for call in calls] == ["sns:CreateTopic", "sns:Publish"]
+    assert calls[1]["args"]["TopicArn"] == "<TopicArn from call 1>"
+    sns = boto(aws, "sns")
+    assert not [topic for topic in sns.list_topics()["Topics"] if topic["TopicArn"].endswith(":alerts")]
+    seen = child_saw(run, approve(queue, run, proposal_id), requests=2)
+    assert (seen["topic"], seen["message"]) == (
+        "rvw--TopicArn--from-call-1--",
+        "rvw--MessageId--from-call-2--",
+    )
+    assert [topic for topic in sns.list_topics()["Topics"] if topic["TopicArn"].endswith(":alerts")]
+
+
+def test_an_sqs_queue_url_chains_from_create_queue_to_send_message(
+    aws: Moto, queue: Queue, tmp_path: Path
+) -> None:
+    run, proposal_id, calls = dry_run(aws, queue, tmp_path, "sqs", "sqs")
+    assert [call["tool"] for call in calls] == ["sqs:CreateQueue", "sqs:SendMessage"]
+    assert calls[1]["args"]["QueueUrl"] == "<QueueUrl from call 1>"
+    assert "QueueUrls" not in boto(aws, "sqs").list_queues(QueueNamePrefix="jobs")
+    seen = child_saw(run, reject(queue, run, proposal_id), requests=2)
+    assert seen["url"] == "rvw--QueueUrl--from-call-1--"
+    assert seen["message"] == "rvw--MessageId--from-call-2--"
+
+
+def test_dynamodb_get_item_passes_and_put_and_delete_are_named_apart(
+    aws: Moto, queue: Queue, tmp_path: Path
+) -> None:
+    table = boto(aws, "dynamodb")
+    table.create_table(
+        TableName="things",
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    table.put_item(TableName="things", Item={"id": {"S": "kept"}})
+    run, proposal_id, calls = dry_run(aws, queue, tmp_path, "dynamodb", "dynamodb")
+    assert [call["tool"] for call in calls] == ["dynamodb:PutItem", "dynamodb:DeleteItem"]
+    assert [call["effect"] for call in calls] == ["create", "delete"]
+    assert "Item" in table.get_item(TableName="things", Key={"id": {"S": "kept"}})
+    assert "Item" not in table.get_item(TableName="things", Key={"id": {"S": "new"}})
+    seen = child_saw(run, reject(queue, run, proposal_id), requests=3)
+    assert seen["got"] == "kept", "GetItem did not reach moto"
+
+
+def test_s3_copy_object_is_named_and_answered_with_its_copy_object_result(
+    bucket: Moto, queue: Queue, tmp_path: Path
+) -> None:
+    run, proposal_id, calls = dry_run(bucket, queue, tmp_path, "s3", "s3-copy")
+    assert [call["tool"] for call in calls] == ["s3:CopyObject"]
+    assert keys(bucket) == {"old.txt"}
+    seen = child_saw(run, reject(queue, run, proposal_id), requests=1)
+    assert seen["copied"] == "rvw--ETag--from-call-1--"
