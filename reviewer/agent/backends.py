@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Final, Protocol
 
 import httpx
 
+from reviewer.agent.dry_run_verdicts import dry_run_verdict
 from reviewer.agent.errors import (
     DryRunParameterUnknown,
     LiveClientRefused,
@@ -179,7 +180,7 @@ class ServerBackend:
             response = await self.client.send(built, follow_redirects=False)
         except httpx.HTTPError as error:
             return CallAnswer("error", None, f"{type(error).__name__}: {error}", None), sent
-        return answer_from_response(response), sent
+        return dry_run_verdict(response, answer_from_response(response)), sent
 
     async def aclose(self) -> None:
         """The client belongs to the runner, which closes it."""
