@@ -21,7 +21,7 @@ _EC2_VALIDATED: Final = b"<Code>DryRunOperation</Code>"
 
 def dry_run_verdict(response: httpx.Response, answer: CallAnswer) -> CallAnswer:
     """`answer`, or, when `response` is an API's way of saying its dry run would have succeeded, an
-    accepted answer (200, no result: what the write produces is only a placeholder yet) noting so."""
+    accepted answer (200, no result: what the write produces is only a placeholder yet) saying so."""
     if response.status_code == 412 and _EC2_VALIDATED in response.content[:4096]:
-        return CallAnswer("ok", 200, None, None, f"{VALIDATED} (EC2 DryRunOperation)")
+        return CallAnswer("ok", 200, f"{VALIDATED} (EC2 DryRunOperation)", None)
     return answer

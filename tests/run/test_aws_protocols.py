@@ -77,6 +77,10 @@ AGENT = textwrap.dedent(
         table.put_item(TableName="things", Item={"id": {"S": "new"}})
         seen["got"] = table.get_item(TableName="things", Key={"id": {"S": "kept"}})["Item"]["id"]["S"]
         table.delete_item(TableName="things", Key={"id": {"S": "kept"}})
+    elif scenario == "ec2":
+        ec2 = client("ec2")
+        seen["before"] = len(ec2.describe_instances()["Reservations"])
+        seen["reservation"] = ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1)["ReservationId"]
     print("SEEN", json.dumps(seen), flush=True)
     print("SENDS", len(sends), flush=True)
     """
@@ -100,7 +104,9 @@ def boto(server: Moto, service: str) -> Any:
     )
 
 
-def start(server: Moto, queue: Queue, tmp_path: Path, service: str, scenario: str) -> RunProcess:
+def start(
+    server: Moto, queue: Queue, tmp_path: Path, service: str, scenario: str, *options: str
+) -> RunProcess:
     agent = tmp_path / "agent.py"
     agent.write_text(AGENT)
     environment = {
@@ -114,7 +120,7 @@ def start(server: Moto, queue: Queue, tmp_path: Path, service: str, scenario: st
     process = subprocess.Popen(
         [sys.executable, "-m", "reviewer", "run", "--api", server.url, "--queue", queue.url]
         + ["--readable", str(tmp_path), "--api-auth", f"aws-sigv4:{service}:us-east-1"]
-        + ["--poll-interval", "0.1", "--", sys.executable, str(agent), scenario],
+        + ["--poll-interval", "0.1", *options, "--", sys.executable, str(agent), scenario],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -125,9 +131,9 @@ def start(server: Moto, queue: Queue, tmp_path: Path, service: str, scenario: st
 
 
 def dry_run(
-    server: Moto, queue: Queue, tmp_path: Path, service: str, scenario: str
+    server: Moto, queue: Queue, tmp_path: Path, service: str, scenario: str, *options: str
 ) -> tuple[RunProcess, str, list[dict[str, Any]]]:
-    run = start(server, queue, tmp_path, service, scenario)
+    run = start(server, queue, tmp_path, service, scenario, *options)
     proposal_id, revision = run.wait_for_plan()
     return run, proposal_id, proposal(queue, proposal_id, revision)["calls"]
 
@@ -403,3 +409,16 @@ def test_s3_copy_object_is_named_and_answered_with_its_copy_object_result(
     assert keys(bucket) == {"old.txt"}
     seen = child_saw(run, reject(queue, run, proposal_id), requests=1)
     assert seen["copied"] == "rvw--ETag--from-call-1--"
+
+
+def test_ec2s_own_dry_run_verdict_is_read_as_validated_and_answered_as_run_instances(
+    aws: Moto, queue: Queue, tmp_path: Path
+) -> None:
+    options = ("--via", "server", "--dry-run-param", "DryRun=true")
+    run, proposal_id, calls = dry_run(aws, queue, tmp_path, "ec2", "ec2", *options)
+    assert [call["tool"] for call in calls] == ["ec2:RunInstances"], "DescribeInstances is in the plan"
+    outcome = calls[0]["outcome"]
+    assert outcome["status"] == "ok" and "the API validated it" in outcome["message"], outcome
+    assert boto(aws, "ec2").describe_instances()["Reservations"] == [], "the dry run started an instance"
+    seen = child_saw(run, reject(queue, run, proposal_id), requests=2)
+    assert seen["reservation"] == "rvw--reservationId--from-call-1--"
