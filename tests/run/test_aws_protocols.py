@@ -80,7 +80,8 @@ AGENT = textwrap.dedent(
     elif scenario == "ec2":
         ec2 = client("ec2")
         seen["before"] = len(ec2.describe_instances()["Reservations"])
-        seen["reservation"] = ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1)["ReservationId"]
+        started = ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1)
+        seen["reservation"] = started["ReservationId"]
     print("SEEN", json.dumps(seen), flush=True)
     print("SENDS", len(sends), flush=True)
     """
