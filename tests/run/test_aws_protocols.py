@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from botocore import parsers
 from botocore.awsrequest import HeadersDict
@@ -423,3 +424,19 @@ def test_ec2s_own_dry_run_verdict_is_read_as_validated_and_answered_as_run_insta
     assert boto(aws, "ec2").describe_instances()["Reservations"] == [], "the dry run started an instance"
     seen = child_saw(run, reject(queue, run, proposal_id), requests=2)
     assert seen["reservation"] == "rvw--reservationId--from-call-1--"
+
+
+def test_only_ec2s_dry_run_operation_reads_as_validated_and_other_412s_stay_refusals() -> None:
+    from reviewer.agent.backends import answer_from_response
+    from reviewer.agent.dry_run_verdicts import dry_run_verdict
+
+    def verdict(status: int, body: bytes) -> tuple[str, str | None]:
+        response = httpx.Response(status, content=body)
+        answer = dry_run_verdict(response, answer_from_response(response))
+        return answer.status, answer.message
+
+    validated = b"<Response><Errors><Error><Code>DryRunOperation</Code></Error></Errors></Response>"
+    assert verdict(412, validated) == ("ok", "the API validated it (EC2 DryRunOperation)")
+    unauthorized = b"<Response><Errors><Error><Code>UnauthorizedOperation</Code></Error></Errors></Response>"
+    assert verdict(403, unauthorized)[0] == "refused"
+    assert verdict(412, b"<Error><Code>PreconditionFailed</Code></Error>")[0] == "refused"
