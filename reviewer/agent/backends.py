@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Final, Protocol
 
 import httpx
 
+from reviewer.agent.dry_run_verdicts import dry_run_verdict
 from reviewer.agent.errors import (
     DryRunParameterUnknown,
     LiveClientRefused,
@@ -21,6 +22,7 @@ from reviewer.agent.errors import (
     UnknownBackend,
 )
 from reviewer.agent.http_values import CallAnswer, HttpRequest, new_request_id
+from reviewer.agent.xml_answers import xml_fields
 from reviewer.plan.bodies import wire_bytes
 from reviewer.plan.proposal import DryRunVia, OutcomeStatus
 
@@ -53,6 +55,9 @@ def answer_from_response(response: httpx.Response) -> CallAnswer:
     """
     body = _json_or_none(response)
     if response.is_success:
+        if isinstance(body, str):  # an answer in XML is read as fields (`reviewer.agent.xml_answers`)
+            fields = xml_fields(response.content)
+            body = body if fields is None else fields
         return CallAnswer("ok", response.status_code, None, body)
     if response.is_redirect:
         return CallAnswer("error", response.status_code, redirect_message(response), None)
@@ -175,7 +180,7 @@ class ServerBackend:
             response = await self.client.send(built, follow_redirects=False)
         except httpx.HTTPError as error:
             return CallAnswer("error", None, f"{type(error).__name__}: {error}", None), sent
-        return answer_from_response(response), sent
+        return dry_run_verdict(response, answer_from_response(response)), sent
 
     async def aclose(self) -> None:
         """The client belongs to the runner, which closes it."""

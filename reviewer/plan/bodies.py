@@ -41,9 +41,13 @@ def media_type(content_type: str | None) -> str:
     return (content_type or "").split(";", 1)[0].strip().lower()
 
 
+AWS_JSON: Final = "application/x-amz-json-"
+"""AWS's JSON protocol (DynamoDB, SQS: `application/x-amz-json-1.0`) is JSON under its own name."""
+
+
 def body_kind(content_type: str | None) -> BodyKind:
     kind = media_type(content_type)
-    if not kind or kind == "application/json" or kind.endswith("+json"):
+    if not kind or kind == "application/json" or kind.endswith("+json") or kind.startswith(AWS_JSON):
         return "json"
     return "form" if kind == FORM else "bytes"
 

@@ -16,6 +16,7 @@ from reviewer.agent.tools import WriteTool
 from reviewer.plan.bodies import fields_as_arguments
 from reviewer.plan.dry_run_params import without_dry_run_params
 from reviewer.plan.proposal import Effect
+from reviewer.run.answers import AnswerForm
 from reviewer.run.openapi import METHOD_EFFECTS, ApiDocument, Operation
 
 
@@ -39,6 +40,8 @@ class GateCall:
     request: HttpRequest
     produces: tuple[str, ...]
     operation: Operation | None = None
+    answer_form: AnswerForm | None = None
+    """How its answer is written in the API's own protocol (`reviewer.run.answers`); None for JSON."""
 
     @property
     def is_read(self) -> bool:

@@ -38,6 +38,8 @@ from reviewer.plan.bodies import OCTETS, BodyError, body_kind, by_name, bytes_bo
 from reviewer.plan.hosts import dot_segments
 from reviewer.plan.placeholders import MINTED, as_minted, from_minted
 from reviewer.plan.proposal import MAX_BODY_BYTES, MAX_CALLS, locate_limit_violation, value_within_limits
+from reviewer.run.answers import Rendered
+from reviewer.run.aws_protocols import AwsApi, AwsOperation
 from reviewer.run.calls import GateCall, UndeclaredOperation, describe
 from reviewer.run.openapi import METHOD_EFFECTS, ApiDocument
 from reviewer.run.retries import KeyReused, Retries, fingerprint, retry_key
@@ -97,8 +99,13 @@ def _header_text(text: str) -> str:
     return text.encode("ascii", "replace").decode("ascii").replace("\r", " ").replace("\n", " ")[:2000]
 
 
-def _answer_of(answer: CallAnswer, ok_status: int, extra: Mapping[str, str]) -> Answer:
+def _answer_of(
+    answer: CallAnswer, ok_status: int, extra: Mapping[str, str], call: GateCall | None = None
+) -> Answer:
     headers = {**extra, **({"reviewer-note": _header_text(answer.note)} if answer.note else {})}
+    if answer.status in ("ok", "recorded") and call is not None and call.answer_form is not None:
+        rendered = call.answer_form(answer.result)
+        return Answer(rendered.status, rendered, {**rendered.headers, **headers})
     if answer.status in ("ok", "recorded"):
         body = answer.result if answer.result is not None else {}
         return Answer(answer.http_status or ok_status, body, headers)
@@ -164,7 +171,7 @@ class DryMode:
                     answer.status, None, None, {**as_minted(shaped), **(answer.result or {})}, answer.note
                 )
         ok_status = 201 if call.request.method == "POST" else 200
-        return _answer_of(answer, ok_status, {"reviewer-dry-run": via})
+        return _answer_of(answer, ok_status, {"reviewer-dry-run": via}, call)
 
 
 class RealMode:
@@ -184,7 +191,7 @@ class RealMode:
             return refusal(409, f"reviewer run: {stop}")
         except AgentError as refused:
             return refusal(409, f"reviewer run: {refused}")
-        return _answer_of(answer, 200, {})
+        return _answer_of(answer, 200, {}, call)
 
 
 @dataclass
@@ -195,6 +202,8 @@ class HttpGate:
     api: httpx.AsyncClient
     api_url: str
     document: ApiDocument | None = None
+    aws: AwsApi | None = None
+    """The AWS service's model, when the gate signs for one: it names operations and writes answers."""
     mode: Mode | None = None
     spoiled: str | None = None
     late_requests: list[str] = field(default_factory=list)
@@ -248,6 +257,9 @@ class HttpGate:
                 return refusal(413, f"reviewer run: the body of {where} is over {READ_BODY_LIMIT} bytes")
             self.spoil(f"the write bodies passed the proposal limit ({WRITE_BODY_BUDGET} bytes in one plan)")
             return refusal(413, f"reviewer run: {self.spoiled}")
+        aws = self.aws.operation_of(method, path, query, _headers(scope), raw) if self.aws else None
+        if aws is not None:
+            is_read = aws.is_read
         checked = self.api.build_request(method, path, params=query or None)
         # httpx resolves dot segments as it builds the URL, so they are refused here, as the child sent them.
         reason = dot_segments(path) or off_target(path, checked.url, self.api_url)
@@ -265,11 +277,11 @@ class HttpGate:
             return refusal(400, f"reviewer run: {where}: its content type holds control characters; not sent")
         key = retry_key(scope.get("headers", []))
         if key is None:
-            return await self._write(mode, method, path, query, raw, content_type, where)
+            return await self._write(mode, method, path, query, raw, content_type, where, aws)
         sent = fingerprint(method, path, scope.get("query_string", b""), raw)
         try:
             return await self.retries.within(mode).answer(
-                key, sent, lambda: self._write(mode, method, path, query, raw, content_type, where)
+                key, sent, lambda: self._write(mode, method, path, query, raw, content_type, where, aws)
             )
         except KeyReused as reused:
             return refusal(422, f"reviewer run: {where}: {reused}; not recorded, not sent")
@@ -283,6 +295,7 @@ class HttpGate:
         raw: bytes,
         content_type: str | None,
         where: str,
+        aws: AwsOperation | None = None,
     ) -> Answer:
         self.write_bytes += len(raw)
         self.writes_seen += 1
@@ -305,6 +318,8 @@ class HttpGate:
             self.spoil(f"the body of {where} passes a proposal limit at {locate_limit_violation(body)}")
             return refusal(413, f"reviewer run: {self.spoiled}")
         call = describe(method, path, query, body, self.document, content_type)
+        if aws is not None:
+            call = aws.named(call)
         try:
             return await mode.write(call)
         except DryRunAlarm as alarm:
@@ -319,6 +334,8 @@ class HttpGate:
             for name, value in scope.get("headers", [])
             if name.decode("latin-1").lower() in FORWARDED_HEADERS
         }
+        if self.aws is not None and "x-amz-target" in (found := _headers(scope)):
+            headers["x-amz-target"] = found["x-amz-target"]  # a JSON-protocol read's operation
         request = self.api.build_request(
             method,
             mode.resolve(path),
@@ -347,6 +364,10 @@ class HttpGate:
             await send({"type": "http.response.body", "body": b""})
         finally:
             await response.aclose()
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    return {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope.get("headers", [])}
 
 
 def _header(scope: Scope, name: str) -> str | None:
@@ -440,8 +461,12 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
 
 
 async def _send_json(send: Send, answer: Answer) -> None:
-    body = msgspec.json.encode(answer.body)
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if isinstance(answer.body, Rendered):
+        body, kind = answer.body.content, answer.body.content_type
+    else:
+        body, kind = msgspec.json.encode(answer.body), "application/json"
+    headers = [(b"content-length", str(len(body)).encode())]
+    headers += [(b"content-type", kind.encode("latin-1"))] if kind else []
     headers += [(name.encode("latin-1"), value.encode("latin-1")) for name, value in answer.headers.items()]
     await send({"type": "http.response.start", "status": answer.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -43,6 +43,7 @@ from reviewer.audit.registry import AuditSource
 from reviewer.plan.proposal import Agent, Proposal, ProposalError, Target, dumps, scan_proposal
 from reviewer.plan.sanitize import safe_text
 from reviewer.queue.client import QueueClient, QueueError
+from reviewer.run.aws_protocols import aws_api_of
 from reviewer.run.child import ChildExit, child_environment, run_child
 from reviewer.run.errors import ChildFailed, DryRunSpoiled, RunRefused
 from reviewer.run.gate import DryMode, HttpGate, RealMode
@@ -200,7 +201,7 @@ async def _run(settings: RunSettings) -> int:
             **backend_options,
         )
         proposal_id = new_proposal_id(title)
-        http_gate = HttpGate(api, settings.api, settings.document)
+        http_gate = HttpGate(api, settings.api, settings.document, aws_api_of(settings.credentials.auth))
         async with gate_endpoint(http_gate, settings.sandbox) as (gate_url, inner_services):
             environment = child_environment(
                 settings.environ,
