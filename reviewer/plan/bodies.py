@@ -142,6 +142,21 @@ def fields_as_arguments(content_type: str | None, body: Any) -> Any:
     return body
 
 
+def without_bytes_view(args: dict[str, Any], content_type: str | None, body: Any) -> dict[str, Any]:
+    """`args` without what `fields_as_arguments` made of a body held as bytes (its length, digest and
+    preview, merged in or under `body`): that preview shows bytes (a PNG's header holds NULs), not text
+    anyone wrote, so a check for hidden characters in text passes it by. Arguments of the agent's own,
+    and the arguments of any other body, come back as they are."""
+    if body is None or held_as(content_type, body) != "bytes":
+        return args
+    view = body_view(content_type, body)
+    if args.get("body") == view:
+        return {name: value for name, value in args.items() if name != "body"}
+    if isinstance(view, dict) and all(args.get(name) == value for name, value in view.items()):
+        return {name: value for name, value in args.items() if name not in view}
+    return args
+
+
 def body_view(content_type: str | None, body: Any) -> Any:
     """The body as the review screen shows it: JSON and forms as fields; bytes as content type,
     length, SHA-256 and a preview (text for the screen to sanitize, undecodable bytes as escapes);

@@ -9,6 +9,13 @@ is text that looks like a placeholder, not one; so is `<a..b from call 1>`, whos
 segment. What the grammar accepts, `field_of` can read from any JSON result, so a plan never holds a
 placeholder that the real run could not resolve by its form alone; and `unresolvable_in` finds the
 ones that name no earlier call of the plan, which the dry run and the queue refuse.
+
+A placeholder cannot travel as it is through a program's HTTP client: its `<`, `>` and spaces are
+percent-encoded into a path, plus-encoded into a query or form, and come back written otherwise. So
+what a client is handed is its minted form (`rvw--id--from-call-1--`), made only of letters, digits,
+`-` and `_`, which no client changes; `as_minted` writes a value's placeholders that way and
+`from_minted` reads them back (once the transport's own encoding is undone), and the plan keeps the
+readable form for the review.
 """
 
 from __future__ import annotations
@@ -32,6 +39,18 @@ PLACEHOLDER_BYTES: Final[re.Pattern[bytes]] = re.compile(PLACEHOLDER.pattern.enc
 encoded arguments is exactly a match in one of their strings (a match cannot span a quote)."""
 MARK: Final = " from call "
 """Text without this holds no placeholder: the cheap test before a regular expression runs."""
+
+_MINTED_UNIT: Final = r"(?:[A-Za-z0-9]|_[_h])+"
+MINTED: Final[re.Pattern[str]] = re.compile(
+    rf"rvw--({_MINTED_UNIT}(?:-{_MINTED_UNIT})*)--from-call-([0-9]{{1,16}})--", re.ASCII
+)
+"""A placeholder's minted form: `rvw--FIELD--from-call-N--`, FIELD written with `.` as `-`, `_` as `__`
+and `-` as `_h` (so FIELD holds no `--`, and the form ends where it says). Read back only where the
+placeholder it stands for is one the grammar accepts."""
+MINTED_MARK: Final = "--from-call-"
+"""Text without this holds no minted placeholder."""
+_MINTED_ESCAPES: Final = {"_": "__", "-": "_h", ".": "-"}
+_MINTED_UNESCAPE: Final = re.compile(r"_[_h]|-")
 
 
 ABSENT: Final = json_paths.ABSENT
@@ -57,6 +76,11 @@ class Reference:
 
     def text(self) -> str:
         return placeholder(self.field, self.seq)
+
+    def minted(self) -> str:
+        """The placeholder's minted form, what a client is handed (see the module)."""
+        field = "".join(_MINTED_ESCAPES.get(character, character) for character in self.field)
+        return f"rvw--{field}--from-call-{self.seq}--"
 
 
 def placeholder(field: str, seq: int) -> str:
@@ -135,3 +159,38 @@ def resolve(value: Any, lookup: Callable[[Reference], Any]) -> Any:
 def from_results(results: Mapping[int, Any]) -> Callable[[Reference], Any]:
     """A lookup that reads each placeholder from the result of the call it names (seq -> result)."""
     return lambda reference: field_of(results.get(reference.seq, ABSENT), reference.field)
+
+
+def _minted_reference(match: re.Match[str]) -> Reference | None:
+    """What a minted form names, when the placeholder it spells is one the grammar accepts."""
+    field = _MINTED_UNESCAPE.sub(lambda found: {"__": "_", "_h": "-", "-": "."}[found[0]], match.group(1))
+    return Reference.parse(placeholder(field, int(match.group(2))))
+
+
+def as_minted(value: Any) -> Any:
+    """`value` as a client is handed it: each placeholder, anywhere in it (keys too), in its minted form."""
+    return _rewrite(value, MARK, PLACEHOLDER, lambda match: Reference.of(match).minted())
+
+
+def from_minted(value: Any) -> Any:
+    """`value` as the plan holds it: each minted form, anywhere in it (keys too), read back as the
+    placeholder it stands for; one that spells no placeholder the grammar accepts stays as it is."""
+
+    def readable(match: re.Match[str]) -> str:
+        reference = _minted_reference(match)
+        return match.group(0) if reference is None else reference.text()
+
+    return _rewrite(value, MINTED_MARK, MINTED, readable)
+
+
+def _rewrite(value: Any, mark: str, pattern: re.Pattern[str], replace: Callable[[re.Match[str]], str]) -> Any:
+    if isinstance(value, str):
+        return pattern.sub(replace, value) if mark in value else value
+    if isinstance(value, Mapping):
+        return {
+            _rewrite(key, mark, pattern, replace): _rewrite(item, mark, pattern, replace)
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_rewrite(item, mark, pattern, replace) for item in value]
+    return value

@@ -22,6 +22,7 @@ from typing import Any, Final
 
 import msgspec
 
+from reviewer.plan.bodies import without_bytes_view
 from reviewer.plan.lookalikes import lookalike_identifier
 from reviewer.plan.minted import CallGlance, Use, uses_by_call
 from reviewer.plan.placeholders import MARK, PLACEHOLDER, PLACEHOLDER_BYTES
@@ -298,6 +299,16 @@ def _executed_parts(call: Call) -> tuple[Any, ...]:
     return (call.args, request.path, request.query, request.body)
 
 
+def as_text(call: Call) -> Call:
+    """The call as its text is checked for hidden characters: without the view of a body held as bytes
+    (`reviewer.plan.bodies.without_bytes_view`), whose bytes are shown, and never read as text."""
+    request = call.request
+    if request is None or request.body is None or call.args is None:
+        return call
+    args = without_bytes_view(call.args, request.content_type, request.body)
+    return call if args is call.args else msgspec.structs.replace(call, args=args)
+
+
 def value_has_hidden(value: Any) -> bool:
     """Whether any string (or key) in a proposal value carries a hidden character."""
     try:
@@ -399,7 +410,7 @@ class Analysis:
             depends_on=depends_on,
             unresolved=tuple(p for p in placeholders if not p.resolvable),
             resource=resource,
-            hidden_characters=value_has_hidden(call),
+            hidden_characters=value_has_hidden(as_text(call)),
             lookalike=call_lookalike(call),
             written_before=written_before,
         )
@@ -622,9 +633,13 @@ class Analysis:
             return True
         calls = self.proposal.calls
         if isinstance(calls, CallList):  # runs bounded by bytes: a few huge calls are not decoded at once
-            return any(value_has_hidden(calls[window]) for window in calls.chunks(limit_calls=SCAN_CHUNK))
+            return any(
+                value_has_hidden([as_text(call) for call in calls[window]])
+                for window in calls.chunks(limit_calls=SCAN_CHUNK)
+            )
         return any(
-            value_has_hidden(calls[start : start + SCAN_CHUNK]) for start in range(0, len(calls), SCAN_CHUNK)
+            value_has_hidden([as_text(call) for call in calls[start : start + SCAN_CHUNK]])
+            for start in range(0, len(calls), SCAN_CHUNK)
         )
 
     @cached_property

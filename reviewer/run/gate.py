@@ -7,7 +7,11 @@ credential, their answers streamed back. Every write goes to the gate's mode: th
 before it sends it). Between and after them every request is refused. Every request is checked first:
 its path must stay under the API's base URL, a write's body is recorded as it is (JSON, a form's
 fields or its exact bytes, `reviewer.plan.bodies`), and what the dry run holds
-stays within the proposal limits, or the dry run is spoiled and the child stopped.
+stays within the proposal limits, or the dry run is spoiled and the child stopped. A placeholder
+reaches the child in its minted form (`rvw--id--from-call-1--`, `reviewer.plan.placeholders`), which
+no client encodes, and is read back wherever the child sends it (the path, the query, a form, JSON, a
+read's headers), once the transport's encoding is undone; the plan holds it readable. A write the
+child's SDK retries under the same key is one call (`reviewer.run.retries`).
 """
 
 from __future__ import annotations
@@ -32,9 +36,11 @@ from reviewer.agent.shaped import shaped_answer
 from reviewer.agent.tools import ToolRunner
 from reviewer.plan.bodies import OCTETS, BodyError, body_kind, by_name, bytes_body, media_type, record_body
 from reviewer.plan.hosts import dot_segments
+from reviewer.plan.placeholders import MINTED, as_minted, from_minted
 from reviewer.plan.proposal import MAX_BODY_BYTES, MAX_CALLS, locate_limit_violation, value_within_limits
 from reviewer.run.calls import GateCall, UndeclaredOperation, describe
 from reviewer.run.openapi import METHOD_EFFECTS, ApiDocument
+from reviewer.run.retries import KeyReused, Retries, fingerprint, retry_key
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -104,9 +110,10 @@ def _answer_of(answer: CallAnswer, ok_status: int, extra: Mapping[str, str]) -> 
 class DryMode:
     """The dry run: each write is recorded by the library's `Recording`, one at a time in arrival order.
 
-    A value a write produces reaches the child as a placeholder (`<id from call 1>`); a later request
-    that carries it (the placeholder, or the minted value itself, found by value) is sent to the API
-    with the dry run's own value, while the plan keeps the placeholder. One that no placeholder can
+    A value a write produces reaches the child as a placeholder in its minted form
+    (`rvw--id--from-call-1--`); a later request that carries it (that form, or the minted value
+    itself, found by value) is sent to the API with the dry run's own value, while the plan keeps the
+    placeholder (`<id from call 1>`). One that no placeholder can
     stand for spoils the dry run, naming the call, the field and the value. With `watch_kept` (a server
     dry run), the recording's audit log is read after each write: a kept write stops the dry run
     (`DryRunAlarm`).
@@ -118,7 +125,7 @@ class DryMode:
         self._lock = asyncio.Lock()
 
     def resolve(self, value: Any) -> Any:
-        return substitute(value, self.recording.dry_values)
+        return substitute(from_minted(value), self.recording.dry_values)
 
     async def write(self, call: GateCall) -> Answer:
         async with self._lock:
@@ -144,13 +151,17 @@ class DryMode:
                         "parameter (--dry-run-param) or use --via record"
                     )
         via = self.recording.via
+        if answer.result is not None:
+            answer = CallAnswer(
+                answer.status, answer.http_status, answer.message, as_minted(answer.result), answer.note
+            )
         if answer.status == "recorded":
             schema = call.operation.response_schema if call.operation is not None else None
             values = call.request.body if isinstance(call.request.body, Mapping) else {}
             shaped = shaped_answer(schema, values, seq)
             if shaped is not None:
                 answer = CallAnswer(
-                    answer.status, None, None, {**shaped, **(answer.result or {})}, answer.note
+                    answer.status, None, None, {**as_minted(shaped), **(answer.result or {})}, answer.note
                 )
         ok_status = 201 if call.request.method == "POST" else 200
         return _answer_of(answer, ok_status, {"reviewer-dry-run": via})
@@ -191,6 +202,8 @@ class HttpGate:
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     writes_seen: int = 0
     write_bytes: int = 0
+    retries: Retries[Answer] = field(default_factory=Retries)
+    """The writes of the open run that carried a retry key: a retry is answered from them."""
 
     def spoil(self, reason: str) -> None:
         if self.spoiled is None:
@@ -222,7 +235,7 @@ class HttpGate:
             return refusal(409, "reviewer run: no run is open at this gate (the dry run is over); not sent")
         if method not in METHOD_EFFECTS:
             return refusal(405, f"reviewer run: {method[:20]} is neither a read nor a write the gate knows")
-        query = _query(scope.get("query_string", b""))
+        query = from_minted(_query(scope.get("query_string", b"")))
         try:
             described = describe(method, path, query, None, self.document)
         except UndeclaredOperation as undeclared:
@@ -243,13 +256,23 @@ class HttpGate:
         if is_read:
             await self._pass_through(scope, send, mode, method, path, query, raw)
             return None
+        path = from_minted(path)
         problem = path_problem(path)
         if problem is not None:
             return refusal(400, f"reviewer run: {where}: {problem}; not recorded, not sent")
         content_type = _header(scope, "content-type")
         if content_type is not None and not (content_type.isascii() and content_type.isprintable()):
             return refusal(400, f"reviewer run: {where}: its content type holds control characters; not sent")
-        return await self._write(mode, method, path, query, raw, content_type, where)
+        key = retry_key(scope.get("headers", []))
+        if key is None:
+            return await self._write(mode, method, path, query, raw, content_type, where)
+        sent = fingerprint(method, path, scope.get("query_string", b""), raw)
+        try:
+            return await self.retries.within(mode).answer(
+                key, sent, lambda: self._write(mode, method, path, query, raw, content_type, where)
+            )
+        except KeyReused as reused:
+            return refusal(422, f"reviewer run: {where}: {reused}; not recorded, not sent")
 
     async def _write(
         self,
@@ -271,6 +294,13 @@ class HttpGate:
         except BodyError as error:
             self.spoil(f"the body of {where} is {error}")
             return refusal(400, f"reviewer run: {self.spoiled}")
+        if _held_as_bytes(body) and MINTED.search(raw.decode("latin-1")):
+            self.spoil(
+                f"the body of {where} carries a placeholder inside bytes the plan holds exactly, where "
+                "it cannot be filled in; send it in JSON, a form, the query or the path"
+            )
+            return refusal(400, f"reviewer run: {self.spoiled}")
+        body = from_minted(body)
         if not value_within_limits(body, 3):
             self.spoil(f"the body of {where} passes a proposal limit at {locate_limit_violation(body)}")
             return refusal(413, f"reviewer run: {self.spoiled}")
@@ -285,7 +315,7 @@ class HttpGate:
         self, scope: Scope, send: Send, mode: Mode, method: str, path: str, query: dict[str, Any], raw: bytes
     ) -> None:
         headers = {
-            name.decode("latin-1").lower(): value.decode("latin-1")
+            name.decode("latin-1").lower(): mode.resolve(value.decode("latin-1"))
             for name, value in scope.get("headers", [])
             if name.decode("latin-1").lower() in FORWARDED_HEADERS
         }
@@ -326,6 +356,10 @@ def _header(scope: Scope, name: str) -> str | None:
     return None
 
 
+def _held_as_bytes(body: Any) -> bool:
+    return isinstance(body, Mapping) and set(body) == {"base64"}
+
+
 def _recorded_body(content_type: str | None, raw: bytes) -> tuple[str | None, Any]:
     """The content type and body the plan records of a write (`reviewer.plan.bodies`): JSON as its
     value, a form by its fields, anything else as its exact bytes. A body that says nothing of its type
@@ -348,7 +382,8 @@ def _recorded_body(content_type: str | None, raw: bytes) -> tuple[str | None, An
 def request_path(scope: Scope) -> str:
     """The path as the child sent it, its escapes of `/ # ? % \\` kept: decoded, `%2F` would turn into a
     separator and `%23` into a `#` that cuts the URL the gate sends. Other escapes are decoded, so a
-    placeholder (`<id from call 1>`) reads as the plan writes it; httpx encodes them again alike."""
+    placeholder's minted form reads as it was handed out however the client escaped it (and a
+    placeholder written out, `<id from call 1>`, as the plan writes it); httpx encodes them again alike."""
     raw = scope.get("raw_path")
     if not isinstance(raw, bytes) or not raw:
         return str(scope["path"])

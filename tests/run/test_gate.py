@@ -15,6 +15,8 @@ from reviewer.run.serving import serving
 from reviewer.sample_api.server import RunningSampleApi, sample_api_in_thread
 
 SECRET = "gate-test-secret"
+MINTED_1 = "rvw--id--from-call-1--"
+"""`<id from call 1>` as the child is handed it."""
 
 
 @pytest.fixture(scope="module")
@@ -43,11 +45,11 @@ async def test_a_dry_write_carries_the_gates_credential_and_its_id_comes_back_as
     child, _, recording = gate
     created = await child.post("/v1/tickets", json={"title": "Printer on fire"})
     assert created.status_code == 201
-    assert created.json()["id"] == "<id from call 1>"
+    assert created.json()["id"] == MINTED_1
     assert created.headers["reviewer-dry-run"] == "server"
     assert "Nothing was written" in created.headers["reviewer-note"]
     # A read that names the placeholder reaches the API with the dry run's own value.
-    read = await child.get("/v1/tickets/<id from call 1>")
+    read = await child.get(f"/v1/tickets/{MINTED_1}")
     assert read.json() == {"detail": "no ticket tk-4"}
     assert [call.request.query for call in recording.calls if call.request] == [{"dryRun": "All"}]
     assert api_server.store.audit == []
@@ -150,7 +152,7 @@ async def test_a_record_dry_run_sends_no_write(api_server: RunningSampleApi) -> 
             deleted = await child.delete("/v1/tickets/t3")
             http_gate.mode = None
             late = await child.post("/v1/tickets", json={"title": "late"})
-    assert (created.status_code, created.json()) == (201, {"id": "<id from call 1>"})
+    assert (created.status_code, created.json()) == (201, {"id": MINTED_1})
     assert (deleted.status_code, deleted.json()) == (200, {})
     assert late.status_code == 409 and http_gate.late_requests == ["POST /v1/tickets"]
     assert api_server.store.request_log == []
@@ -179,3 +181,22 @@ async def test_a_byte_a_url_cannot_hold_is_a_400_naming_it_and_nothing_is_record
     assert f"holds {named}, which a URL cannot carry; not recorded, not sent" in answered.json()["detail"]
     assert recording.calls == [] and http_gate.spoiled is None
     assert api_server.store.request_log == [] and api_server.store.audit == []
+
+
+@pytest.mark.anyio
+async def test_a_placeholder_inside_a_body_held_as_bytes_spoils_the_dry_run(
+    api_server: RunningSampleApi,
+) -> None:
+    """No placeholder can be filled in inside bytes the plan holds exactly: sent as written, it would
+    reach the API as the text `rvw--id--from-call-1--`."""
+    async with httpx.AsyncClient(base_url=api_server.base_url) as api:
+        recording = Recording(RecordBackend())
+        http_gate = HttpGate(api, api_server.base_url, mode=DryMode(recording))
+        async with serving(http_gate) as url, httpx.AsyncClient(base_url=url) as child:
+            minted = (await child.post("/v1/tickets", json={"title": "x"})).json()["id"]
+            upload = await child.put(
+                "/v1/files/a.txt", content=f"ticket {minted}".encode(), headers={"content-type": "text/plain"}
+            )
+    assert minted == MINTED_1 and upload.status_code == 400
+    assert "carries a placeholder inside bytes" in (http_gate.spoiled or "")
+    assert len(recording.calls) == 1

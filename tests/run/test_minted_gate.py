@@ -58,7 +58,11 @@ async def test_a_minted_id_the_child_learned_by_value_is_recorded_as_its_placeho
                 json={"title": "Printer still on fire", "links": [{"ticket": learned}]},
             )
             await recording.finish()
-        assert ticket == {"id": FROM_CALL_1, "title": "Printer on fire", "status": "<status from call 1>"}
+        assert ticket == {
+            "id": "rvw--id--from-call-1--",
+            "title": "Printer on fire",
+            "status": "rvw--status--from-call-1--",
+        }
         assert learned == "tk-4" and renamed.status_code == 404  # the dry run's own id, which names nothing
         proposal = recording.to_proposal(
             proposal_id="gate-minted",
