@@ -51,6 +51,7 @@ from reviewer.plan.matching import MISSING, FieldChange, match_call, plain
 from reviewer.plan.minted import Use, hard_coded
 from reviewer.plan.placeholders import ABSENT, field_of, from_results, placeholders_in, references_in, resolve
 from reviewer.plan.proposal import Call, Proposal, plan_sha256
+from reviewer.plan.request_headers import HeaderError
 from reviewer.plan.sanitize import clip
 from reviewer.queue.messages import AuditVerification, RunEnding, SentRequestId
 from reviewer.reading.audit_matching import AuditMatch
@@ -383,6 +384,7 @@ class Execution:
             resolve(without_dry_run_params(request.get("query")), real) or None,
             resolve(request.get("body"), real),
             request.get("content_type"),
+            resolve(request.get("headers"), real) or None,
         )
 
     def _stop_at(self, position: int, tool_name: str, reason: str, actual: Any = None) -> NoReturn:
@@ -478,7 +480,10 @@ class Execution:
             return await self._write_through_sdk(planned, arguments, dropped, tool.write)
         if self.client is None:
             self._stop_at(position, planned.tool, "it is an HTTP request and this run was given no client")
-        built = build_request(self.client, request)
+        try:
+            built = build_request(self.client, request)
+        except HeaderError as error:
+            self._stop_at(position, planned.tool, f"its headers cannot be sent: {error}")
         # Without an approved base URL (allow_any_target), the client's own is the one not to leave.
         approved_url = self.approval.proposal.target.base_url or str(self.client.base_url)
         reason = off_target(request.path, built.url, approved_url)

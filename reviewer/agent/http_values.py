@@ -69,6 +69,8 @@ class HttpRequest:
     content_type: str | None = None
     """How `body` is written (`reviewer.plan.bodies`): None for JSON; a form's `[[name, value], ...]`
     or `bytes_body(raw)` with the content type sent."""
+    headers: Mapping[str, str] | None = None
+    """The headers that carry meaning, by lower-case name (`reviewer.plan.request_headers`)."""
 
     def to_proposal(self) -> Request:
         return Request(
@@ -77,11 +79,16 @@ class HttpRequest:
             query=dict(self.query) if self.query else None,
             body=self.body,
             content_type=self.content_type,
+            headers=dict(self.headers) if self.headers else None,
         )
 
+    def parts(self) -> tuple[Any, ...]:
+        """Where a placeholder may stand in this request: the path, the query, the body and the headers."""
+        return (self.path, self.query, self.body, self.headers)
+
     def with_parts(self, path: str, query: Mapping[str, Any] | None, body: Any) -> HttpRequest:
-        """This request with another path, query and body, its method and content type kept."""
-        return HttpRequest(self.method, path, query, body, self.content_type)
+        """This request with another path, query and body, its method, content type and headers kept."""
+        return HttpRequest(self.method, path, query, body, self.content_type, self.headers)
 
 
 @dataclass(frozen=True)

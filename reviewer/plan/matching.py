@@ -2,7 +2,7 @@
 
 The executor asks before it sends a call; verification asks again afterwards, from the run's report.
 Both compare what executes (the arguments, and the request: method, path, query without a server dry
-run's own parameter, body) after resolving each placeholder of the plan from the real result of the
+run's own parameter, body, headers) after resolving each placeholder of the plan from the real result of the
 call it names. Leaves compare as JSON does, so `true` is not `1` although Python's `==` says it is,
 while `1` and `1.0` are the same number.
 """
@@ -67,6 +67,7 @@ def executed_part(args: Mapping[str, Any] | None, request: Any) -> dict[str, Any
             "path": sent.get("path"),
             "query": without_dry_run_params(sent.get("query")) or None,
             "body": sent.get("body"),
+            "headers": sent.get("headers") or None,
         }
     return {"args": plain(args) or {}, "request": sent}
 

@@ -38,6 +38,7 @@ from reviewer.plan.bodies import OCTETS, BodyError, body_kind, by_name, bytes_bo
 from reviewer.plan.hosts import dot_segments
 from reviewer.plan.placeholders import MINTED, as_minted, from_minted
 from reviewer.plan.proposal import MAX_BODY_BYTES, MAX_CALLS, locate_limit_violation, value_within_limits
+from reviewer.plan.request_headers import HeaderError, check_headers, meaningful_headers
 from reviewer.run.calls import GateCall, UndeclaredOperation, describe
 from reviewer.run.openapi import METHOD_EFFECTS, ApiDocument
 from reviewer.run.retries import KeyReused, Retries, fingerprint, retry_key
@@ -204,6 +205,8 @@ class HttpGate:
     write_bytes: int = 0
     retries: Retries[Answer] = field(default_factory=Retries)
     """The writes of the open run that carried a retry key: a retry is answered from them."""
+    own_headers: tuple[str, ...] = ()
+    """Headers the executor writes itself (its request id), left out of the plan like the credential's."""
 
     def spoil(self, reason: str) -> None:
         if self.spoiled is None:
@@ -263,13 +266,23 @@ class HttpGate:
         content_type = _header(scope, "content-type")
         if content_type is not None and not (content_type.isascii() and content_type.isprintable()):
             return refusal(400, f"reviewer run: {where}: its content type holds control characters; not sent")
+        sent_headers = [
+            (name.decode("latin-1"), value.decode("latin-1")) for name, value in scope.get("headers", [])
+        ]
+        headers = from_minted(
+            meaningful_headers(sent_headers, also=(*self.api.headers.keys(), *self.own_headers))
+        )
+        try:
+            check_headers(headers)
+        except HeaderError as error:
+            return refusal(400, f"reviewer run: {where}: a header {error}; not recorded, not sent")
         key = retry_key(scope.get("headers", []))
         if key is None:
-            return await self._write(mode, method, path, query, raw, content_type, where)
-        sent = fingerprint(method, path, scope.get("query_string", b""), raw)
+            return await self._write(mode, method, path, query, raw, content_type, headers, where)
+        sent = fingerprint(method, path, scope.get("query_string", b""), raw, headers)
         try:
             return await self.retries.within(mode).answer(
-                key, sent, lambda: self._write(mode, method, path, query, raw, content_type, where)
+                key, sent, lambda: self._write(mode, method, path, query, raw, content_type, headers, where)
             )
         except KeyReused as reused:
             return refusal(422, f"reviewer run: {where}: {reused}; not recorded, not sent")
@@ -282,6 +295,7 @@ class HttpGate:
         query: dict[str, Any],
         raw: bytes,
         content_type: str | None,
+        headers: dict[str, str],
         where: str,
     ) -> Answer:
         self.write_bytes += len(raw)
@@ -304,7 +318,7 @@ class HttpGate:
         if not value_within_limits(body, 3):
             self.spoil(f"the body of {where} passes a proposal limit at {locate_limit_violation(body)}")
             return refusal(413, f"reviewer run: {self.spoiled}")
-        call = describe(method, path, query, body, self.document, content_type)
+        call = describe(method, path, query, body, self.document, content_type, headers)
         try:
             return await mode.write(call)
         except DryRunAlarm as alarm:
