@@ -21,7 +21,8 @@ from reviewer.agent.errors import (
     UnknownBackend,
 )
 from reviewer.agent.http_values import CallAnswer, HttpRequest, new_request_id
-from reviewer.plan.bodies import wire_bytes
+from reviewer.plan.bodies import BodyError, wire_bytes
+from reviewer.plan.exact_bodies import check_text
 from reviewer.plan.proposal import DryRunVia, OutcomeStatus
 from reviewer.plan.request_headers import HeaderError, check_headers
 
@@ -97,15 +98,21 @@ def build_request(client: httpx.AsyncClient, request: HttpRequest) -> httpx.Requ
     a real run checks the very URL it sends."""
     params = dict(request.query) if request.query else None
     headers = sent_headers(client, request)
-    content = wire_bytes(request.content_type, request.body)
-    if content is None:  # JSON, sent under its own media type when the plan names one (merge-patch+json)
+    if request.text is not None:  # the exact text of a JSON or form body, once it reads as the body
+        content = check_text(request.content_type, request.text, request.body)
+        headers["content-type"] = request.content_type or "application/json"
+        return client.build_request(
+            request.method, request.path, params=params, content=content, headers=headers
+        )
+    written = wire_bytes(request.content_type, request.body)
+    if written is None:  # JSON, sent under its own media type when the plan names one (merge-patch+json)
         if request.content_type:
             headers["content-type"] = request.content_type
         return client.build_request(
             request.method, request.path, params=params, json=request.body, headers=headers
         )
     headers["content-type"] = request.content_type or ""  # only JSON goes without one
-    return client.build_request(request.method, request.path, params=params, content=content, headers=headers)
+    return client.build_request(request.method, request.path, params=params, content=written, headers=headers)
 
 
 def sent_headers(client: httpx.AsyncClient, request: HttpRequest) -> dict[str, str]:
@@ -182,8 +189,8 @@ class ServerBackend:
         self.write_requests += 1
         try:
             built = build_request(self.client, sent)
-        except HeaderError as error:
-            return CallAnswer("error", None, f"its headers cannot be sent: {error}; not sent", None), None
+        except (HeaderError, BodyError) as error:
+            return CallAnswer("error", None, f"it cannot be sent as recorded: {error}; not sent", None), None
         built.headers[self.request_id_header] = request_id = new_request_id()
         self.sent[request_id] = sent
         try:

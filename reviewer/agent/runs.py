@@ -22,6 +22,7 @@ from reviewer.agent.placeholders import placeholder, substitute
 from reviewer.agent.tools import ToolRunner, WriteTool, call_maybe_async, plain_result
 from reviewer.audit.checks import alarm_line
 from reviewer.audit.registry import AuditSource, audit_source
+from reviewer.plan.exact_bodies import filled
 from reviewer.plan.minted import (
     InputValues,
     Minted,
@@ -30,7 +31,7 @@ from reviewer.plan.minted import (
     minted_fields,
     with_placeholders,
 )
-from reviewer.plan.placeholders import Reference, references_in, unresolvable_in
+from reviewer.plan.placeholders import ABSENT, Reference, references_in, unresolvable_in
 from reviewer.plan.proposal import (
     FORMAT_V1,
     Agent,
@@ -295,7 +296,10 @@ class Recording:
             body, body_uses = self.minted.scan(planned.body, "request.body")
             headers, header_uses = self.minted.scan(planned.headers, "request.headers")
             uses += path_uses + query_uses + body_uses + header_uses
-            planned = replace(planned.with_parts(path, query, body), headers=headers)
+            # A body that carried a dry value by value is written out from its fields in the real run:
+            # its exact text holds the dry run's value where the plan holds the placeholder.
+            text = None if body_uses else planned.text
+            planned = replace(planned.with_parts(path, query, body), headers=headers, text=text)
         unsafe = next((use for use in uses if use.problem is not None), None)
         if unsafe is not None:
             self.stopped = MintedValueUnsafe(unsafe.sentence(seq, tool.name))
@@ -312,6 +316,11 @@ class Recording:
                 substitute(planned.body, self.dry_values),
             ),
             headers=substitute(planned.headers, self.dry_values),
+            text=None
+            if planned.text is None
+            else filled(
+                planned.content_type, planned.text, lambda found: self.dry_values.get(found.text(), ABSENT)
+            ),
         )
         answer, sent = await self.backend.answer(to_send)
         recorded_query = planned.query

@@ -63,13 +63,15 @@ def describe(
     document: ApiDocument | None,
     content_type: str | None = None,
     headers: Mapping[str, str] | None = None,
+    text: list[str] | None = None,
 ) -> GateCall:
     """The call a request is (its body written as `content_type` says, `reviewer.plan.bodies`, with
-    the headers that carry meaning, `reviewer.plan.request_headers`); `UndeclaredOperation` when a
-    document is given and does not have it."""
+    the headers that carry meaning, `reviewer.plan.request_headers`, and a JSON or form body's exact
+    `text`, `reviewer.plan.exact_bodies`); `UndeclaredOperation` when a document is given and does not
+    have it."""
     query = without_dry_run_params(query)
     headers = dict(headers) if headers else None
-    request = HttpRequest(method, path, query or None, body, content_type, headers)
+    request = HttpRequest(method, path, query or None, body, content_type, headers, text)
     fields = fields_as_arguments(content_type, body)
     if document is None:
         effect = METHOD_EFFECTS[method]

@@ -35,6 +35,7 @@ from reviewer.agent.runs import Recording
 from reviewer.agent.shaped import shaped_answer
 from reviewer.agent.tools import ToolRunner
 from reviewer.plan.bodies import OCTETS, BodyError, body_kind, by_name, bytes_body, media_type, record_body
+from reviewer.plan.exact_bodies import ambiguity, as_chunks
 from reviewer.plan.hosts import dot_segments
 from reviewer.plan.placeholders import MINTED, as_minted, from_minted
 from reviewer.plan.proposal import MAX_BODY_BYTES, MAX_CALLS, locate_limit_violation, value_within_limits
@@ -303,6 +304,11 @@ class HttpGate:
         if self.writes_seen > MAX_CALLS:
             self.spoil(f"the dry run made more writes than a plan may hold ({MAX_CALLS})")
             return refusal(413, f"reviewer run: {self.spoiled}")
+        ambiguous = ambiguity(content_type, raw)
+        if ambiguous is not None:
+            self.writes_seen -= 1
+            self.write_bytes -= len(raw)
+            return refusal(400, f"reviewer run: {where}: {ambiguous}; not recorded, not sent")
         try:
             content_type, body = _recorded_body(content_type, raw)
         except BodyError as error:
@@ -318,7 +324,8 @@ class HttpGate:
         if not value_within_limits(body, 3):
             self.spoil(f"the body of {where} passes a proposal limit at {locate_limit_violation(body)}")
             return refusal(413, f"reviewer run: {self.spoiled}")
-        call = describe(method, path, query, body, self.document, content_type, headers)
+        text = None if body is None or _held_as_bytes(body) else as_chunks(from_minted(raw.decode("utf-8")))
+        call = describe(method, path, query, body, self.document, content_type, headers, text)
         try:
             return await mode.write(call)
         except DryRunAlarm as alarm:
