@@ -57,7 +57,8 @@ CHILD = textwrap.dedent(
             "x-amz-target": "DynamoDB_20120810." + operation,
         }})
     send("POST", "/items", {EXACT_JSON!r}, {{"content-type": "application/json"}})
-    send("POST", "/charges", b"amount=100;amount=999999", {{"content-type": "application/x-www-form-urlencoded"}})
+    form = {{"content-type": "application/x-www-form-urlencoded"}}
+    send("POST", "/charges", b"amount=100;amount=999999", form)
     send("POST", "/charges", b'{{"amount": 100, "amount": 999999}}', {{"content-type": "application/json"}})
     """
 )
@@ -143,7 +144,8 @@ def test_headers_and_exact_bytes_are_planned_shown_decided_and_sent(
             """
             [[rules]]
             name = "copies out of secrets"
-            when = 'plan.calls.exists(c, "headers" in c.args && "x-amz-copy-source" in c.args.headers && c.args.headers["x-amz-copy-source"].startsWith("/secrets/"))'
+            when = '''plan.calls.exists(c, "headers" in c.args && "x-amz-copy-source" in c.args.headers
+                && c.args.headers["x-amz-copy-source"].startsWith("/secrets/"))'''
             reject = "no copies out of secrets"
             """
         )
