@@ -23,8 +23,10 @@ from reviewer.agent.errors import (
 )
 from reviewer.agent.http_values import CallAnswer, HttpRequest, new_request_id
 from reviewer.agent.xml_answers import xml_fields
-from reviewer.plan.bodies import wire_bytes
+from reviewer.plan.bodies import BodyError, wire_bytes
+from reviewer.plan.exact_bodies import check_text
 from reviewer.plan.proposal import DryRunVia, OutcomeStatus
+from reviewer.plan.request_headers import HeaderError, check_headers
 
 KUBERNETES_DRY_RUN_QUERY: Final[Mapping[str, str]] = {"dryRun": "All"}
 """The dry-run parameter of a known API, Kubernetes. It is never assumed: most APIs have no dry run,
@@ -100,14 +102,31 @@ def build_request(client: httpx.AsyncClient, request: HttpRequest) -> httpx.Requ
     """The request exactly as httpx will put it on the wire (the URL merged with the client's base), so
     a real run checks the very URL it sends."""
     params = dict(request.query) if request.query else None
-    content = wire_bytes(request.content_type, request.body)
-    if content is None:  # JSON, sent under its own media type when the plan names one (merge-patch+json)
-        json_type = {"content-type": request.content_type} if request.content_type else None
+    headers = sent_headers(client, request)
+    if request.text is not None:  # the exact text of a JSON or form body, once it reads as the body
+        content = check_text(request.content_type, request.text, request.body)
+        headers["content-type"] = request.content_type or "application/json"
         return client.build_request(
-            request.method, request.path, params=params, json=request.body, headers=json_type
+            request.method, request.path, params=params, content=content, headers=headers
         )
-    headers = {"content-type": request.content_type or ""}  # only JSON goes without one
-    return client.build_request(request.method, request.path, params=params, content=content, headers=headers)
+    written = wire_bytes(request.content_type, request.body)
+    if written is None:  # JSON, sent under its own media type when the plan names one (merge-patch+json)
+        if request.content_type:
+            headers["content-type"] = request.content_type
+        return client.build_request(
+            request.method, request.path, params=params, json=request.body, headers=headers
+        )
+    headers["content-type"] = request.content_type or ""  # only JSON goes without one
+    return client.build_request(request.method, request.path, params=params, content=written, headers=headers)
+
+
+def sent_headers(client: httpx.AsyncClient, request: HttpRequest) -> dict[str, str]:
+    """The request's own headers (`reviewer.plan.request_headers`) as sent; `HeaderError` for one the
+    client sets itself (its credential): a plan never replaces who the executor is, and a request
+    without it would not be the one approved."""
+    headers = dict(request.headers or {})
+    check_headers(headers, also=client.headers.keys())
+    return headers
 
 
 async def send(client: httpx.AsyncClient, request: HttpRequest) -> httpx.Response:
@@ -173,7 +192,10 @@ class ServerBackend:
             return CallAnswer("error", None, message, None), None
         sent = request.with_parts(request.path, {**(request.query or {}), **self.dry_run_query}, request.body)
         self.write_requests += 1
-        built = build_request(self.client, sent)
+        try:
+            built = build_request(self.client, sent)
+        except (HeaderError, BodyError) as error:
+            return CallAnswer("error", None, f"it cannot be sent as recorded: {error}; not sent", None), None
         built.headers[self.request_id_header] = request_id = new_request_id()
         self.sent[request_id] = sent
         try:

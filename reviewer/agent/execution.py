@@ -45,12 +45,15 @@ from reviewer.agent.http_values import CallAnswer, HttpRequest, new_request_id
 from reviewer.agent.runs import RecordedCall, running
 from reviewer.agent.tools import GatedTool, WriteTool, call_maybe_async, plain_result, spec_of
 from reviewer.audit.registry import AuditSource
+from reviewer.plan.bodies import BodyError
 from reviewer.plan.dry_run_params import without_dry_run_params
+from reviewer.plan.exact_bodies import filled
 from reviewer.plan.hosts import destination, dot_segments, fully_unquoted
 from reviewer.plan.matching import MISSING, FieldChange, match_call, plain
 from reviewer.plan.minted import Use, hard_coded
 from reviewer.plan.placeholders import ABSENT, field_of, from_results, placeholders_in, references_in, resolve
 from reviewer.plan.proposal import Call, Proposal, plan_sha256
+from reviewer.plan.request_headers import HeaderError
 from reviewer.plan.sanitize import clip
 from reviewer.queue.messages import AuditVerification, RunEnding, SentRequestId
 from reviewer.reading.audit_matching import AuditMatch
@@ -383,6 +386,10 @@ class Execution:
             resolve(without_dry_run_params(request.get("query")), real) or None,
             resolve(request.get("body"), real),
             request.get("content_type"),
+            resolve(request.get("headers"), real) or None,
+            None
+            if request.get("text") is None
+            else filled(request.get("content_type"), request["text"], real),
         )
 
     def _stop_at(self, position: int, tool_name: str, reason: str, actual: Any = None) -> NoReturn:
@@ -478,7 +485,10 @@ class Execution:
             return await self._write_through_sdk(planned, arguments, dropped, tool.write)
         if self.client is None:
             self._stop_at(position, planned.tool, "it is an HTTP request and this run was given no client")
-        built = build_request(self.client, request)
+        try:
+            built = build_request(self.client, request)
+        except (HeaderError, BodyError) as error:
+            self._stop_at(position, planned.tool, f"it cannot be sent as approved: {error}")
         # Without an approved base URL (allow_any_target), the client's own is the one not to leave.
         approved_url = self.approval.proposal.target.base_url or str(self.client.base_url)
         reason = off_target(request.path, built.url, approved_url)

@@ -69,6 +69,11 @@ class HttpRequest:
     content_type: str | None = None
     """How `body` is written (`reviewer.plan.bodies`): None for JSON; a form's `[[name, value], ...]`
     or `bytes_body(raw)` with the content type sent."""
+    headers: Mapping[str, str] | None = None
+    """The headers that carry meaning, by lower-case name (`reviewer.plan.request_headers`)."""
+    text: list[str] | None = None
+    """A JSON or form body's exact text, placeholders written as in `body`
+    (`reviewer.plan.exact_bodies`): sent as it is, once filled in; None to write `body` out."""
 
     def to_proposal(self) -> Request:
         return Request(
@@ -77,11 +82,18 @@ class HttpRequest:
             query=dict(self.query) if self.query else None,
             body=self.body,
             content_type=self.content_type,
+            headers=dict(self.headers) if self.headers else None,
+            text=list(self.text) if self.text is not None else None,
         )
 
+    def parts(self) -> tuple[Any, ...]:
+        """Where a placeholder may stand in this request: the path, the query, the body and the headers."""
+        return (self.path, self.query, self.body, self.headers, self.text)
+
     def with_parts(self, path: str, query: Mapping[str, Any] | None, body: Any) -> HttpRequest:
-        """This request with another path, query and body, its method and content type kept."""
-        return HttpRequest(self.method, path, query, body, self.content_type)
+        """This request with another path, query and body, its method, content type, headers and text
+        kept (a text that no longer reads as the body is refused when it is sent)."""
+        return HttpRequest(self.method, path, query, body, self.content_type, self.headers, self.text)
 
 
 @dataclass(frozen=True)

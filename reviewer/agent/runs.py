@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from operator import attrgetter
 from typing import Any, Protocol
@@ -22,6 +22,7 @@ from reviewer.agent.placeholders import placeholder, substitute
 from reviewer.agent.tools import ToolRunner, WriteTool, call_maybe_async, plain_result
 from reviewer.audit.checks import alarm_line
 from reviewer.audit.registry import AuditSource, audit_source
+from reviewer.plan.exact_bodies import filled
 from reviewer.plan.minted import (
     InputValues,
     Minted,
@@ -30,7 +31,7 @@ from reviewer.plan.minted import (
     minted_fields,
     with_placeholders,
 )
-from reviewer.plan.placeholders import Reference, references_in, unresolvable_in
+from reviewer.plan.placeholders import ABSENT, Reference, references_in, unresolvable_in
 from reviewer.plan.proposal import (
     FORMAT_V1,
     Agent,
@@ -239,7 +240,7 @@ class Recording:
         # Checked before the seq is taken, so a refused call leaves no gap in the plan.
         seq = self._seqs_issued + 1
         planned: HttpRequest | None = tool.request_for(arguments) if tool.sends_http else None
-        parts = [arguments] if planned is None else [arguments, planned.path, planned.query, planned.body]
+        parts = [arguments] if planned is None else [arguments, *planned.parts()]
         unresolvable = unresolvable_in(parts, seq, range(1, seq))
         if unresolvable:
             raise UnresolvablePlaceholder(tool.name, seq, unresolvable[0].text())
@@ -252,7 +253,7 @@ class Recording:
             answer, sent, recorded_request = await self._answer_http(planned)
         else:
             answer = await self._answer_sdk(tool, arguments)
-        inputs = [arguments] if planned is None else [arguments, planned.path, planned.query, planned.body]
+        inputs = [arguments] if planned is None else [arguments, *planned.parts()]
         # What the backend saw (placeholders put in) counts as input too: a create that echoes an
         # earlier create's id mints nothing new.
         minted = minted_by(tool, seq, planned, [*inputs, substitute(inputs, self.dry_values)], answer)
@@ -293,8 +294,12 @@ class Recording:
             path, path_uses = self.minted.scan(planned.path, "request.path", path=True)
             query, query_uses = self.minted.scan(planned.query, "request.query")
             body, body_uses = self.minted.scan(planned.body, "request.body")
-            uses += path_uses + query_uses + body_uses
-            planned = planned.with_parts(path, query, body)
+            headers, header_uses = self.minted.scan(planned.headers, "request.headers")
+            uses += path_uses + query_uses + body_uses + header_uses
+            # A body that carried a dry value by value is written out from its fields in the real run:
+            # its exact text holds the dry run's value where the plan holds the placeholder.
+            text = None if body_uses else planned.text
+            planned = replace(planned.with_parts(path, query, body), headers=headers, text=text)
         unsafe = next((use for use in uses if use.problem is not None), None)
         if unsafe is not None:
             self.stopped = MintedValueUnsafe(unsafe.sentence(seq, tool.name))
@@ -304,10 +309,18 @@ class Recording:
     async def _answer_http(self, planned: HttpRequest) -> tuple[CallAnswer, HttpRequest | None, HttpRequest]:
         """The backend's answer, what it sent, and the request as the plan records it (placeholders
         kept, a server dry run's own query parameter shown)."""
-        to_send = planned.with_parts(
-            substitute(planned.path, self.dry_values),
-            substitute(planned.query, self.dry_values),
-            substitute(planned.body, self.dry_values),
+        to_send = replace(
+            planned.with_parts(
+                substitute(planned.path, self.dry_values),
+                substitute(planned.query, self.dry_values),
+                substitute(planned.body, self.dry_values),
+            ),
+            headers=substitute(planned.headers, self.dry_values),
+            text=None
+            if planned.text is None
+            else filled(
+                planned.content_type, planned.text, lambda found: self.dry_values.get(found.text(), ABSENT)
+            ),
         )
         answer, sent = await self.backend.answer(to_send)
         recorded_query = planned.query

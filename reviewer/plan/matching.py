@@ -2,9 +2,9 @@
 
 The executor asks before it sends a call; verification asks again afterwards, from the run's report.
 Both compare what executes (the arguments, and the request: method, path, query without a server dry
-run's own parameter, body) after resolving each placeholder of the plan from the real result of the
-call it names. Leaves compare as JSON does, so `true` is not `1` although Python's `==` says it is,
-while `1` and `1.0` are the same number.
+run's own parameter, body, headers, a body's exact text) after resolving each placeholder of the plan
+from the real result of the call it names. Leaves compare as JSON does, so `true` is not `1` although
+Python's `==` says it is, while `1` and `1.0` are the same number.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any, Final
 import msgspec
 
 from reviewer.plan.dry_run_params import without_dry_run_params
+from reviewer.plan.exact_bodies import filled
 from reviewer.plan.placeholders import ABSENT, Reference, field_of, placeholders_in, resolve
 from reviewer.plan.proposal import Call
 
@@ -67,6 +68,8 @@ def executed_part(args: Mapping[str, Any] | None, request: Any) -> dict[str, Any
             "path": sent.get("path"),
             "query": without_dry_run_params(sent.get("query")) or None,
             "body": sent.get("body"),
+            "headers": sent.get("headers") or None,
+            "text": "".join(sent["text"]) if isinstance(sent.get("text"), list) else None,
         }
     return {"args": plain(args) or {}, "request": sent}
 
@@ -90,6 +93,10 @@ def match_call(
             resolutions.append(FieldChange(text, text, value, "resolved from the real run"))
         return value
 
+    text = written["request"].get("text") if isinstance(written["request"], dict) else None
+    if text is not None and planned.request is not None:
+        # Filled as the executor fills it: a JSON string that is only the placeholder takes the value.
+        written["request"]["text"] = "".join(filled(planned.request.content_type, [text], lookup))
     resolved = resolve(written, lookup)
     return CallMatch(
         differences=tuple(differences(resolved, real)),

@@ -18,7 +18,9 @@ import msgspec
 import rfc8785
 
 from reviewer.plan.bodies import BodyError, check_body
+from reviewer.plan.exact_bodies import check_text
 from reviewer.plan.placeholders import MARK, unresolvable_in
+from reviewer.plan.request_headers import HeaderError, check_headers
 
 FORMAT_V1: Final = "reviewer.proposal/v1"
 
@@ -134,6 +136,14 @@ class Request(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc
     content_type: str | None = None
     """How `body` is written (`reviewer.plan.bodies`): absent for JSON, a form's fields, or the exact
     bytes in base64. Absent on every plan written before bodies other than JSON were recorded."""
+    text: list[str] | None = None
+    """A JSON or form body's exact text, in pieces, each placeholder written as in `body`
+    (`reviewer.plan.exact_bodies`): what the real run sends, placeholders filled in place, once it
+    reads as `body`. Absent for a body held as bytes, and on plans written before it was recorded."""
+    headers: dict[str, str] | None = None
+    """The headers that carry meaning, by lower-case name (`reviewer.plan.request_headers`): the real
+    run sends them, placeholders resolved. Absent when there are none, and on every plan written before
+    headers were recorded."""
 
 
 class Outcome(msgspec.Struct, forbid_unknown_fields=True, gc=False):
@@ -529,6 +539,16 @@ def _check_calls(raws: list[msgspec.Raw], source: str, pause: Pause = _no_pause)
                 check_body(call.request.content_type, call.request.body)
             except BodyError as error:
                 raise ProposalError(source, f"{at}.request.body: {error}") from None
+        if call.request is not None and call.request.text is not None:
+            try:
+                check_text(call.request.content_type, call.request.text, call.request.body)
+            except BodyError as error:
+                raise ProposalError(source, f"{at}.request.text: {error}") from None
+        if call.request is not None and call.request.headers is not None:
+            try:
+                check_headers(call.request.headers)
+            except HeaderError as error:
+                raise ProposalError(source, f"{at}.request.headers: {error}") from None
         seqs.add(call.seq)
 
 
@@ -539,7 +559,12 @@ def _call_within_limits(call: Call) -> bool:
     values: list[tuple[Any, int]] = [(call.args, 4)]
     if call.request is not None:
         texts += (call.request.method, call.request.path, call.request.content_type)
-        values += ((call.request.query, 5), (call.request.body, 5))
+        values += (
+            (call.request.query, 5),
+            (call.request.body, 5),
+            (call.request.headers, 5),
+            (call.request.text, 5),
+        )
     if call.outcome is not None:
         texts.append(call.outcome.message)
         values.append((call.outcome.result, 5))

@@ -2,7 +2,9 @@
 
 With an OpenAPI document a call is named by its `operationId` and its arguments are the path
 parameters and the body's fields; without one it is `METHOD /path` and its arguments the body's
-fields. A query parameter named like the dry-run flag is dropped: the flag belongs to the runner.
+fields. A query parameter named like the dry-run flag is dropped: the flag belongs to the runner. The headers
+that carry meaning (`reviewer.plan.request_headers`) are part of the request and, under `headers`, of
+the arguments, so the reviewer reads them and a policy can decide on them.
 """
 
 from __future__ import annotations
@@ -63,16 +65,25 @@ def describe(
     body: Any,
     document: ApiDocument | None,
     content_type: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    text: list[str] | None = None,
 ) -> GateCall:
-    """The call a request is (its body written as `content_type` says, `reviewer.plan.bodies`);
-    `UndeclaredOperation` when a document is given and does not have it."""
+    """The call a request is (its body written as `content_type` says, `reviewer.plan.bodies`, with
+    the headers that carry meaning, `reviewer.plan.request_headers`, and a JSON or form body's exact
+    `text`, `reviewer.plan.exact_bodies`); `UndeclaredOperation` when a document is given and does not
+    have it."""
     query = without_dry_run_params(query)
-    request = HttpRequest(method, path, query or None, body, content_type)
+    headers = dict(headers) if headers else None
+    request = HttpRequest(method, path, query or None, body, content_type, headers, text)
     fields = fields_as_arguments(content_type, body)
     if document is None:
         effect = METHOD_EFFECTS[method]
         return GateCall(
-            f"{method} {path}", effect, _arguments({}, fields), request, ("id",) if method == "POST" else ()
+            f"{method} {path}",
+            effect,
+            _arguments({}, fields, headers),
+            request,
+            ("id",) if method == "POST" else (),
         )
     found = document.match(method, path)
     if found is None:
@@ -81,18 +92,20 @@ def describe(
     return GateCall(
         operation.operation_id,
         operation.effect,
-        _arguments(parameters, fields),
+        _arguments(parameters, fields, headers),
         request,
         operation.produces,
         operation,
     )
 
 
-def _arguments(path_parameters: dict[str, str], body: Any) -> dict[str, Any]:
-    """What the reviewer reads as the call's arguments: path parameters, then the body's fields (the
-    body whole under `body` when it is not an object or a field would shadow a path parameter)."""
+def _arguments(path_parameters: dict[str, str], body: Any, headers: dict[str, str] | None) -> dict[str, Any]:
+    """What the reviewer and a policy read as the call's arguments: path parameters, then the body's
+    fields (the body whole under `body` when it is not an object or a field would shadow a path
+    parameter or `headers`), then the headers the plan holds under `headers`."""
+    held = {"headers": headers} if headers else {}
     if body is None:
-        return dict(path_parameters)
-    if isinstance(body, dict) and not set(body) & set(path_parameters):
-        return {**path_parameters, **body}
-    return {**path_parameters, "body": body}
+        return {**path_parameters, **held}
+    if isinstance(body, dict) and not set(body) & {*path_parameters, *held}:
+        return {**path_parameters, **body, **held}
+    return {**path_parameters, "body": body, **held}

@@ -35,9 +35,11 @@ from reviewer.agent.runs import Recording
 from reviewer.agent.shaped import shaped_answer
 from reviewer.agent.tools import ToolRunner
 from reviewer.plan.bodies import OCTETS, BodyError, body_kind, by_name, bytes_body, media_type, record_body
+from reviewer.plan.exact_bodies import ambiguity, as_chunks
 from reviewer.plan.hosts import dot_segments
 from reviewer.plan.placeholders import MINTED, as_minted, from_minted
 from reviewer.plan.proposal import MAX_BODY_BYTES, MAX_CALLS, locate_limit_violation, value_within_limits
+from reviewer.plan.request_headers import HeaderError, check_headers, meaningful_headers
 from reviewer.run.answers import Rendered
 from reviewer.run.aws_protocols import AwsApi, AwsOperation
 from reviewer.run.calls import GateCall, UndeclaredOperation, describe
@@ -213,6 +215,8 @@ class HttpGate:
     write_bytes: int = 0
     retries: Retries[Answer] = field(default_factory=Retries)
     """The writes of the open run that carried a retry key: a retry is answered from them."""
+    own_headers: tuple[str, ...] = ()
+    """Headers the executor writes itself (its request id), left out of the plan like the credential's."""
 
     def spoil(self, reason: str) -> None:
         if self.spoiled is None:
@@ -275,13 +279,25 @@ class HttpGate:
         content_type = _header(scope, "content-type")
         if content_type is not None and not (content_type.isascii() and content_type.isprintable()):
             return refusal(400, f"reviewer run: {where}: its content type holds control characters; not sent")
+        sent_headers = [
+            (name.decode("latin-1"), value.decode("latin-1")) for name, value in scope.get("headers", [])
+        ]
+        headers = from_minted(
+            meaningful_headers(sent_headers, also=(*self.api.headers.keys(), *self.own_headers))
+        )
+        try:
+            check_headers(headers)
+        except HeaderError as error:
+            return refusal(400, f"reviewer run: {where}: a header {error}; not recorded, not sent")
         key = retry_key(scope.get("headers", []))
         if key is None:
-            return await self._write(mode, method, path, query, raw, content_type, where, aws)
-        sent = fingerprint(method, path, scope.get("query_string", b""), raw)
+            return await self._write(mode, method, path, query, raw, content_type, headers, where, aws)
+        sent = fingerprint(method, path, scope.get("query_string", b""), raw, headers)
         try:
             return await self.retries.within(mode).answer(
-                key, sent, lambda: self._write(mode, method, path, query, raw, content_type, where, aws)
+                key,
+                sent,
+                lambda: self._write(mode, method, path, query, raw, content_type, headers, where, aws),
             )
         except KeyReused as reused:
             return refusal(422, f"reviewer run: {where}: {reused}; not recorded, not sent")
@@ -294,6 +310,7 @@ class HttpGate:
         query: dict[str, Any],
         raw: bytes,
         content_type: str | None,
+        headers: dict[str, str],
         where: str,
         aws: AwsOperation | None = None,
     ) -> Answer:
@@ -302,6 +319,11 @@ class HttpGate:
         if self.writes_seen > MAX_CALLS:
             self.spoil(f"the dry run made more writes than a plan may hold ({MAX_CALLS})")
             return refusal(413, f"reviewer run: {self.spoiled}")
+        ambiguous = ambiguity(content_type, raw)
+        if ambiguous is not None:
+            self.writes_seen -= 1
+            self.write_bytes -= len(raw)
+            return refusal(400, f"reviewer run: {where}: {ambiguous}; not recorded, not sent")
         try:
             content_type, body = _recorded_body(content_type, raw)
         except BodyError as error:
@@ -317,7 +339,8 @@ class HttpGate:
         if not value_within_limits(body, 3):
             self.spoil(f"the body of {where} passes a proposal limit at {locate_limit_violation(body)}")
             return refusal(413, f"reviewer run: {self.spoiled}")
-        call = describe(method, path, query, body, self.document, content_type)
+        text = None if body is None or _held_as_bytes(body) else as_chunks(from_minted(raw.decode("utf-8")))
+        call = describe(method, path, query, body, self.document, content_type, headers, text)
         if aws is not None:
             call = aws.named(call)
         try:

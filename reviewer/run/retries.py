@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Generic, TypeVar
 
@@ -37,10 +37,14 @@ def retry_key(headers: Iterable[tuple[bytes, bytes]]) -> tuple[str, str] | None:
     return None
 
 
-def fingerprint(method: str, path: str, query: bytes, body: bytes) -> str:
-    """What a retry repeats exactly: the method, the path and query as sent, and the body's bytes."""
+def fingerprint(
+    method: str, path: str, query: bytes, body: bytes, headers: Mapping[str, str] | None = None
+) -> str:
+    """What a retry repeats exactly: the method, the path and query as sent, the body's bytes and the
+    headers the plan holds (`reviewer.plan.request_headers`; an attempt counter is not one of them)."""
     digest = hashlib.sha256()
-    for part in (method.encode(), path.encode("utf-8", "surrogatepass"), query, body):
+    held = "\n".join(f"{name}:{value}" for name, value in sorted((headers or {}).items()))
+    for part in (method.encode(), path.encode("utf-8", "surrogatepass"), query, body, held.encode("utf-8")):
         digest.update(len(part).to_bytes(8, "big") + part)
     return digest.hexdigest()
 

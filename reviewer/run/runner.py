@@ -201,7 +201,13 @@ async def _run(settings: RunSettings) -> int:
             **backend_options,
         )
         proposal_id = new_proposal_id(title)
-        http_gate = HttpGate(api, settings.api, settings.document, aws_api_of(settings.credentials.auth))
+        http_gate = HttpGate(
+            api,
+            settings.api,
+            settings.document,
+            aws_api_of(settings.credentials.auth),
+            own_headers=(settings.request_id_header,),
+        )
         async with gate_endpoint(http_gate, settings.sandbox) as (gate_url, inner_services):
             environment = child_environment(
                 settings.environ,
