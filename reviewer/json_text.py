@@ -9,13 +9,16 @@ not what it should be", naming why.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 
-def loads(text: str | bytes) -> Any:
-    """`json.loads`, whose every refusal is a `ValueError` (nesting too deep included)."""
+def loads(text: str | bytes, **options: Any) -> Any:
+    """`json.loads(text, **options)`, whose every refusal is a `ValueError` (nesting too deep
+    included). The standard library's `json` is imported on the first call: the demo's start, which
+    reads no JSON text this way, does not pay for it."""
+    import json
+
     try:
-        return json.loads(text)
+        return json.loads(text, **options)
     except RecursionError:
         raise ValueError("JSON nested too deep to read") from None

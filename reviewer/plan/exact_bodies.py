@@ -18,12 +18,12 @@ name that repeats is no such body: every parser reads all its values, and the pl
 
 from __future__ import annotations
 
-import json
 import re
 import urllib.parse
 from collections.abc import Callable
 from typing import Any, Final
 
+from reviewer import json_text
 from reviewer.plan.bodies import BodyError, body_kind, record_body
 from reviewer.plan.placeholders import ABSENT, PLACEHOLDER, Reference
 
@@ -38,7 +38,7 @@ def ambiguity(content_type: str | None, raw: bytes) -> str | None:
         return "a form body with a raw ';', which some servers read as a field separator; send it as %3B"
     if kind == "json":
         try:
-            json.loads(raw, object_pairs_hook=_unique_keys)
+            json_text.loads(raw, object_pairs_hook=_unique_keys)
         except _DuplicateKey as duplicate:
             return f"a JSON body whose object names the key {str(duplicate)[:80]!r} twice; send each key once"
         except ValueError:
@@ -74,6 +74,8 @@ def filled(content_type: str | None, text: list[str], lookup: Callable[[Referenc
         return as_chunks(PLACEHOLDER.sub(in_form, joined))
     whole = re.compile('"' + PLACEHOLDER.pattern + '"|' + PLACEHOLDER.pattern)
 
+    import json  # here, not at the top: loading a plan (the demo's start) needs it not
+
     def in_json(match: re.Match[str]) -> str:
         inner = PLACEHOLDER.search(match.group(0))
         assert inner is not None
@@ -100,7 +102,7 @@ def check_text(content_type: str | None, text: Any, body: Any) -> bytes:
         read = record_body(content_type, raw)[1]
     else:
         try:
-            read = json.loads(raw)
+            read = json_text.loads(raw)
         except ValueError as error:
             raise BodyError(f"the body's text is not JSON: {error}") from None
     if not _same(read, body):
