@@ -188,3 +188,28 @@ def test_a_postgresql_copy_restored_from_an_older_dump_is_refused_until_db_reope
     assert gone.status_code == 404
     assert checkpoint.status_code == 200
     assert checkpoint.json()["size"] == 1
+
+
+def test_db_reopen_without_a_trail_key_closes_what_the_copy_left_open(tmp_path: Path) -> None:
+    """A queue that signs no trail: `reopen` still closes every open proposal, and remembers nothing."""
+    database = tmp_path / "queue.sqlite3"
+    service = Service(db=database, log_path=tmp_path / "service.log")
+    service.start()
+    tokens = service.tokens({"alice": "reviewer", "agent": "agent"})
+    with service.client(tokens["agent"]) as agent:
+        submit(agent, "left-open")
+    service.stop()
+
+    reopened = run_reviewer("db", "reopen", "--db", str(database))
+
+    service.start()
+    try:
+        with service.client(tokens["alice"]) as alice:
+            state = alice.get("/v1/proposals/left-open/decision").json()
+    finally:
+        service.stop()
+    assert reopened.returncode == 0, reopened.stderr
+    assert reopened.stderr.strip() == (
+        f"reopened {database}: 1 proposal(s) it left open are closed (decide them again): left-open"
+    )
+    assert state["state"] == "expired" and state["reason"].startswith("closed by a restore")

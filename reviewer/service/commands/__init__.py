@@ -400,11 +400,12 @@ def register_db(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
     restore.set_defaults(func=run_db_restore)
     reopen = db_commands.add_parser(
         "reopen",
-        help="serve a database restored from an older copy: close every proposal it left open and "
-        "remember its trail as the one signed (stop every replica first)",
+        help="serve a database restored from an older copy: close every proposal it left open and, "
+        "for a queue that signs its trail, remember the copy's log as the one signed (stop every "
+        "replica first)",
     )
     _db_option(reopen)
-    memory = reopen.add_mutually_exclusive_group(required=True)
+    memory = reopen.add_mutually_exclusive_group()
     memory.add_argument(
         "--trail-key",
         type=Path,

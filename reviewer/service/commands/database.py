@@ -106,16 +106,18 @@ def run_db_restore(args: argparse.Namespace) -> int:
 
 
 def run_db_reopen(args: argparse.Namespace) -> int:
-    """Close what a restored copy left open, and remember its trail as the one signed from now on."""
+    """Close what a restored copy left open; for a queue that signs its trail (`--trail-key` or
+    `--signed-memory`), remember the copy's log as the one signed from now on."""
     from reviewer.service.errors import DatabaseUnusable
     from reviewer.service.signed_memory import Signed, SignedMemory, default_memory
     from reviewer.service.store.proposals import CLOSED_BY_RESTORE
     from reviewer.trail import checkpoint as checkpoints
 
+    memory = None
     try:
         if args.signed_memory is not None:
             memory = SignedMemory(args.signed_memory)
-        else:
+        elif args.trail_key is not None:
             key = checkpoints.load_private_key(args.trail_key)
             memory = SignedMemory(default_memory(checkpoints.openssh_public(key.public_key())))
     except checkpoints.CheckpointError as error:
@@ -124,15 +126,21 @@ def run_db_reopen(args: argparse.Namespace) -> int:
         with opened(args) as store:
             closed = store.close_open_proposals(CLOSED_BY_RESTORE)
             head = store.trail_head()
-            memory.replace(Signed(head.size, head.root))
+            if memory is not None:
+                memory.replace(Signed(head.size, head.root))
             location = store.location
     except DatabaseUnusable as error:
         return refusal("db reopen", error.message)
     shown = ", ".join(closed[:10]) + (f" and {len(closed) - 10} more" if len(closed) > 10 else "")
+    remembered = (
+        f"; its trail of {head.size} entries is the one remembered in {memory.path}"
+        if memory is not None
+        else ""
+    )
     print(
         f"reopened {location}: {len(closed)} proposal(s) it left open are closed (decide them again)"
         + (f": {shown}" if closed else "")
-        + f"; its trail of {head.size} entries is the one remembered in {memory.path}",
+        + remembered,
         file=sys.stderr,
     )
     return 0
