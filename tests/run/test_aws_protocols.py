@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -27,6 +29,7 @@ from reviewer.run.aws_protocols import AwsApi
 from tests.run.conftest import ROOT, Queue, RunProcess, proposal, reviewer_decides
 from tests.run.test_any_api import MOTO, Moto
 from tests.run.test_any_api import moto as moto  # the fixture: moto's server, authentication on
+from tests.system.documented import as_run, documented_block
 
 BUCKET = "protocol-bucket"
 AGENT = textwrap.dedent(
@@ -523,3 +526,56 @@ def test_only_ec2s_dry_run_operation_reads_as_validated_and_other_412s_stay_refu
     unauthorized = b"<Response><Errors><Error><Code>UnauthorizedOperation</Code></Error></Errors></Response>"
     assert verdict(403, unauthorized)[0] == "refused"
     assert verdict(412, b"<Error><Code>PreconditionFailed</Code></Error>")[0] == "refused"
+
+
+AWS_CLI = shutil.which("aws", path=str(Path(sys.executable).parent))
+
+
+@pytest.mark.skipif(
+    AWS_CLI is None and not os.environ.get("CI"),
+    reason="the AWS CLI is not installed: pip install awscli (the test extra has it)",
+)
+def test_the_aws_cli_put_object_as_the_docs_give_it_is_planned_and_written_once_approved(
+    bucket: Moto, queue: Queue, tmp_path: Path
+) -> None:
+    """docs/any-language.md's `aws s3api put-object` line, as written, with the CLI's own retries: the
+    child exits 0 in the dry run, the plan holds one `s3:PutObject` with the CLI's checksum, moto gets
+    it once approved."""
+    assert AWS_CLI is not None, "the AWS CLI is not installed; the test extra has it"
+    (documented,) = documented_block(
+        "any-language.md", "reviewer run --api https://s3.us-east-1.amazonaws.com"
+    )
+    words = shlex.split(
+        as_run(documented, {"https://s3.us-east-1.amazonaws.com": bucket.url, "reports": BUCKET})
+    )
+    assert words[:2] == ["reviewer", "run"] and words[-3] == "sh", words
+    # The CLI beside this Python, as the environment's PATH finds it; the queue, as any run is given one.
+    (tmp_path / "today.txt").write_text("the day report")
+    environment = {
+        **os.environ,
+        "PATH": f"{Path(AWS_CLI).parent}:{os.environ['PATH']}",
+        "AWS_ACCESS_KEY_ID": bucket.key_id,
+        "AWS_SECRET_ACCESS_KEY": bucket.secret,
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "REVIEWER_AGENT_TOKEN": queue.agent_token,
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reviewer", *words[1 : words.index("--")]]
+        + ["--queue", queue.url, "--poll-interval", "0.1", *words[words.index("--") :]],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment,
+        cwd=tmp_path,
+    )
+    run = RunProcess(process)
+    proposal_id, revision = run.wait_for_plan()
+    (call,) = proposal(queue, proposal_id, revision)["calls"]
+    assert (call["tool"], call["request"]["path"]) == ("s3:PutObject", f"/{BUCKET}/today.txt")
+    assert "x-amz-checksum-crc32" in call["request"]["headers"], "the CLI's checksum is not in the plan"
+    assert keys(bucket) == {"old.txt"}, "the dry run wrote"
+    since = len(bucket.received())
+    printed = json.loads(approve(queue, run, proposal_id))
+    assert printed["ETag"] == f'"{hashlib.md5(b"the day report").hexdigest()}"'
+    assert writes(bucket, since) == [f"PUT /{BUCKET}/today.txt"], "the approved put is sent once"
+    assert boto(bucket, "s3").get_object(Bucket=BUCKET, Key="today.txt")["Body"].read() == b"the day report"
