@@ -1,4 +1,4 @@
-"""boto3 itself, with its default retries, under `reviewer run --api-auth aws-sigv4:...` against moto's
+"""boto3, the AWS CLI and the AWS SDK for JavaScript v3, with their default retries, under `reviewer run --api-auth aws-sigv4:...` against moto's
 server with its authentication on: reads pass through, writes are named by operation, every recorded
 write is answered in the form botocore parses (XML for S3, IAM, SNS; JSON for SQS, DynamoDB), and a
 value only the real write produces (a multipart `UploadId`, a `TopicArn`, a `QueueUrl`) chains through
@@ -579,3 +579,60 @@ def test_the_aws_cli_put_object_as_the_docs_give_it_is_planned_and_written_once_
     assert printed["ETag"] == f'"{hashlib.md5(b"the day report").hexdigest()}"'
     assert writes(bucket, since) == [f"PUT /{BUCKET}/today.txt"], "the approved put is sent once"
     assert boto(bucket, "s3").get_object(Bucket=BUCKET, Key="today.txt")["Body"].read() == b"the day report"
+
+
+NODE = shutil.which("node")
+JS_SDK = ROOT / ".test-sdks" / "node_modules"
+
+
+@pytest.mark.skipif(
+    (NODE is None or not (JS_SDK / "@aws-sdk" / "client-s3").is_dir()) and not os.environ.get("CI"),
+    reason="the AWS SDK for JavaScript is not installed: npm install --prefix .test-sdks @aws-sdk/client-s3 "
+    "(.ci/run does)",
+)
+def test_the_javascript_sdks_put_then_copy_are_planned_by_operation_and_sent_once_approved(
+    bucket: Moto, queue: Queue, tmp_path: Path
+) -> None:
+    """The AWS SDK for JavaScript v3 with its defaults: each answer parses at the first attempt, the
+    plan names both writes with the copy's source and metadata, and the approved run copies the bytes
+    its own put wrote."""
+    assert NODE is not None, "node is not installed"
+    agent = Path(__file__).with_name("aws_js_agent.cjs")
+    environment = {
+        **os.environ,
+        "AWS_ACCESS_KEY_ID": bucket.key_id,
+        "AWS_SECRET_ACCESS_KEY": bucket.secret,
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "REVIEWER_AGENT_TOKEN": queue.agent_token,
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reviewer", "run", "--api", bucket.url, "--queue", queue.url]
+        + ["--readable", str(JS_SDK), "--api-auth", "aws-sigv4:s3:us-east-1", "--poll-interval", "0.1"]
+        + ["--", NODE, str(agent), str(JS_SDK), BUCKET],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment,
+        cwd=ROOT,
+    )
+    run = RunProcess(process)
+    proposal_id, revision = run.wait_for_plan()
+    put, copy = proposal(queue, proposal_id, revision)["calls"]
+    assert (put["tool"], copy["tool"]) == ("s3:PutObject", "s3:CopyObject")
+    assert copy["request"]["headers"]["x-amz-copy-source"] == f"{BUCKET}/js.txt"
+    assert copy["request"]["headers"]["x-amz-meta-owner"] == "javascript"
+    assert keys(bucket) == {"old.txt"}, "the dry run wrote"
+    since = len(bucket.received())
+    stdout = approve(queue, run, proposal_id)
+    seen = json.loads(next(line for line in stdout.splitlines() if line.startswith("SEEN "))[5:])
+    assert seen["attempts"] == [1, 1], "the SDK retried an answer it could not parse"
+    assert seen["put"] == f'"{hashlib.md5(b"from javascript").hexdigest()}"'
+    assert seen["copied"] == "rvw--ETag--from-call-2--"
+    assert writes(bucket, since) == [
+        f"PUT /{BUCKET}/js.txt?x-id=PutObject",
+        f"PUT /{BUCKET}/js-copy.txt?x-id=CopyObject",
+    ], "each approved write is sent once, with the query the SDK sent"
+    s3 = boto(bucket, "s3")
+    copied = s3.get_object(Bucket=BUCKET, Key="js-copy.txt")
+    assert copied["Body"].read() == b"from javascript"
+    assert copied["Metadata"] == {"owner": "javascript"}
