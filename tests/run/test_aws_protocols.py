@@ -1,9 +1,10 @@
-"""boto3, the AWS CLI and the AWS SDK for JavaScript v3, with their default retries, under `reviewer run --api-auth aws-sigv4:...` against moto's
-server with its authentication on: reads pass through, writes are named by operation, every recorded
-write is answered in the form botocore parses (XML for S3, IAM, SNS; JSON for SQS, DynamoDB), and a
-value only the real write produces (a multipart `UploadId`, a `TopicArn`, a `QueueUrl`) chains through
-the plan and is resolved after approval. After approval moto holds exactly the approved state, each
-write sent once, counted from moto's own request log (its recorder), a retry botocore decides on too."""
+"""boto3, the AWS CLI and the AWS SDK for JavaScript v3, with their default retries, under `reviewer run
+--api-auth aws-sigv4:...` against moto's server with its authentication on: reads pass through, writes
+are named by operation, every recorded write is answered in the form the SDK parses (XML for S3, IAM,
+SNS; JSON for SQS, DynamoDB), and a value only the real write produces (a multipart `UploadId`, a
+`TopicArn`, a `QueueUrl`) chains through the plan and is resolved after approval. After approval moto
+holds exactly the approved state, each write sent once, counted from moto's own request log (its
+recorder), a retry botocore decides on too."""
 
 from __future__ import annotations
 
