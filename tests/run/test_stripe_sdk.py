@@ -104,6 +104,7 @@ def test_stripes_sdk_creates_then_modifies_what_it_created_through_approval(
         "POST",
         "/v1/customers/<id from call 1>",
     )
+    assert modify["effect"] == "update", "a POST to the customer call 1 created is an update of it"
     assert customers(localstripe) == [], "the dry run created a customer"
     reviewer_decides(queue, proposal_id)
     stdout, rest = run.process.communicate(timeout=90)
