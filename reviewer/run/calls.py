@@ -2,9 +2,12 @@
 
 With an OpenAPI document a call is named by its `operationId` and its arguments are the path
 parameters and the body's fields; without one it is `METHOD /path` and its arguments the body's
-fields. A query parameter named like the dry-run flag is dropped: the flag belongs to the runner. The headers
-that carry meaning (`reviewer.plan.request_headers`) are part of the request and, under `headers`, of
-the arguments, so the reviewer reads them and a policy can decide on them.
+fields, its effect its method's, but for a POST to an object an earlier call of the plan produced (a
+path ending in its placeholder, `/v1/customers/<id from call 1>`, as Stripe's SDK modifies): that
+changes the object, an update, never less than a POST's floor. A query parameter named like the
+dry-run flag is dropped: the flag belongs to the runner. The headers that carry meaning
+(`reviewer.plan.request_headers`) are part of the request and, under `headers`, of the arguments, so
+the reviewer reads them and a policy can decide on them.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from reviewer.agent.http_values import HttpRequest
 from reviewer.agent.tools import WriteTool
 from reviewer.plan.bodies import fields_as_arguments
 from reviewer.plan.dry_run_params import without_dry_run_params
+from reviewer.plan.placeholders import Reference
 from reviewer.plan.proposal import Effect
 from reviewer.run.answers import AnswerForm
 from reviewer.run.openapi import METHOD_EFFECTS, ApiDocument, Operation
@@ -77,7 +81,9 @@ def describe(
     request = HttpRequest(method, path, query or None, body, content_type, headers, text)
     fields = fields_as_arguments(content_type, body)
     if document is None:
-        effect = METHOD_EFFECTS[method]
+        effect: Effect = METHOD_EFFECTS[method]
+        if method == "POST" and Reference.parse(path.rstrip("/").rsplit("/", 1)[-1]) is not None:
+            effect = "update"
         return GateCall(
             f"{method} {path}",
             effect,

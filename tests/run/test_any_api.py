@@ -15,6 +15,7 @@ import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -59,6 +60,13 @@ class Moto:
     url: str
     key_id: str
     secret: str
+    recording: Path
+    """moto's own log of every request it was sent (its recorder), one JSON object a line."""
+
+    def received(self) -> list[dict[str, Any]]:
+        """Every request moto was sent so far, in order: method, url, headers, body."""
+        lines = self.recording.read_text().splitlines() if self.recording.exists() else []
+        return [json.loads(line) for line in lines]
 
     def s3(self, secret: str | None = None) -> httpx.Client:
         """An httpx client to S3 signed by `AwsSigV4Auth` with this key (or another secret)."""
@@ -80,12 +88,18 @@ def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moto]:
     import boto3
 
     port = free_port()
-    log = tmp_path_factory.mktemp("moto") / "moto.log"
+    folder = tmp_path_factory.mktemp("moto")
+    recording = folder / "requests.jsonl"
     process = subprocess.Popen(
         [MOTO, "-p", str(port)],
-        stdout=log.open("wb"),
+        stdout=(folder / "moto.log").open("wb"),
         stderr=subprocess.STDOUT,
-        env={**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "3"},
+        env={
+            **os.environ,
+            "INITIAL_NO_AUTH_ACTION_COUNT": "3",
+            "MOTO_ENABLE_RECORDING": "true",
+            "MOTO_RECORDER_FILEPATH": str(recording),
+        },
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -106,7 +120,7 @@ def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moto]:
             PolicyDocument='{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"*","Resource":"*"}]}',
         )
         key = iam.create_access_key(UserName="gate")["AccessKey"]
-        yield Moto(url, key["AccessKeyId"], key["SecretAccessKey"])
+        yield Moto(url, key["AccessKeyId"], key["SecretAccessKey"], recording)
     finally:
         process.terminate()
         process.wait(10)

@@ -1,14 +1,18 @@
-"""boto3 itself, with its default retries, under `reviewer run --api-auth aws-sigv4:...` against moto's
-server with its authentication on: reads pass through, writes are named by operation, every recorded
-write is answered in the form botocore parses (XML for S3, IAM, SNS; JSON for SQS, DynamoDB), and a
-value only the real write produces (a multipart `UploadId`, a `TopicArn`) chains through the plan and
-is resolved after approval."""
+"""boto3, the AWS CLI and the AWS SDK for JavaScript v3, with their default retries, under `reviewer run
+--api-auth aws-sigv4:...` against moto's server with its authentication on: reads pass through, writes
+are named by operation, every recorded write is answered in the form the SDK parses (XML for S3, IAM,
+SNS; JSON for SQS, DynamoDB), and a value only the real write produces (a multipart `UploadId`, a
+`TopicArn`, a `QueueUrl`) chains through the plan and is resolved after approval. After approval moto
+holds exactly the approved state, each write sent once, counted from moto's own request log (its
+recorder), a retry botocore decides on too."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -26,6 +30,7 @@ from reviewer.run.aws_protocols import AwsApi
 from tests.run.conftest import ROOT, Queue, RunProcess, proposal, reviewer_decides
 from tests.run.test_any_api import MOTO, Moto
 from tests.run.test_any_api import moto as moto  # the fixture: moto's server, authentication on
+from tests.system.documented import as_run, documented_block
 
 BUCKET = "protocol-bucket"
 AGENT = textwrap.dedent(
@@ -57,8 +62,21 @@ AGENT = textwrap.dedent(
     elif scenario == "s3-copy":
         s3 = client("s3")
         seen["copied"] = s3.copy_object(
-            Bucket="BUCKET", Key="copy.txt", CopySource={"Bucket": "BUCKET", "Key": "old.txt"}
+            Bucket="BUCKET", Key="copy.txt", CopySource={"Bucket": "BUCKET", "Key": "old.txt"},
+            ServerSideEncryption="AES256", Tagging="team=ops", TaggingDirective="REPLACE",
+            Metadata={"owner": "night-shift"}, MetadataDirective="REPLACE",
         )["CopyObjectResult"]["ETag"]
+    elif scenario == "s3-delete":
+        s3 = client("s3")
+        deleted = s3.delete_object(Bucket="BUCKET", Key="old.txt")
+        seen["deleted"] = deleted["ResponseMetadata"]["HTTPStatusCode"]
+    elif scenario == "s3-retry":
+        s3 = client("s3")
+        def once(attempts, **_):
+            # A retry the SDK itself decides on, after a first attempt that succeeded.
+            return 0 if attempts == 1 else None
+        s3.meta.events.register("needs-retry.s3.PutObject", once)
+        seen["put"] = s3.put_object(Bucket="BUCKET", Key="new.txt", Body=b"hello")["ETag"]
     elif scenario == "iam":
         iam = client("iam")
         seen["users"] = sorted(user["UserName"] for user in iam.list_users()["Users"])
@@ -178,6 +196,19 @@ def bucket(moto: Moto) -> Moto:
         s3.delete_object(Bucket=BUCKET, Key=item["Key"])
     s3.put_object(Bucket=BUCKET, Key="old.txt", Body=b"old")
     return moto
+
+
+def writes(server: Moto, since: int) -> list[str]:
+    """The writes moto was sent after its `since`th request, each named as it was sent: the method and
+    path, with the operation a JSON protocol names in `X-Amz-Target`."""
+    named = []
+    for request in server.received()[since:]:
+        if request["method"] in ("GET", "HEAD"):
+            continue
+        target = {name.lower(): value for name, value in request["headers"].items()}.get("x-amz-target")
+        path = "/" + request["url"].split("/", 3)[3]
+        named.append(f"{request['method']} {path}" + (f" {target}" if target else ""))
+    return named
 
 
 def keys(server: Moto) -> set[str]:
@@ -371,19 +402,28 @@ def test_an_sns_topic_arn_chains_from_create_topic_to_publish_through_approval(
     assert [topic for topic in sns.list_topics()["Topics"] if topic["TopicArn"].endswith(":alerts")]
 
 
-def test_an_sqs_queue_url_chains_from_create_queue_to_send_message(
+def test_an_sqs_queue_url_chains_from_create_queue_to_send_message_through_approval(
     aws: Moto, queue: Queue, tmp_path: Path
 ) -> None:
     run, proposal_id, calls = dry_run(aws, queue, tmp_path, "sqs", "sqs")
     assert [call["tool"] for call in calls] == ["sqs:CreateQueue", "sqs:SendMessage"]
     assert calls[1]["args"]["QueueUrl"] == "<QueueUrl from call 1>"
-    assert "QueueUrls" not in boto(aws, "sqs").list_queues(QueueNamePrefix="jobs")
-    seen = child_saw(run, reject(queue, run, proposal_id), requests=2)
+    sqs = boto(aws, "sqs")
+    assert "QueueUrls" not in sqs.list_queues(QueueNamePrefix="jobs"), "the dry run made the queue"
+    since = len(aws.received())
+    seen = child_saw(run, approve(queue, run, proposal_id), requests=2)
+    assert writes(aws, since) == [
+        "POST / AmazonSQS.CreateQueue",
+        "POST / AmazonSQS.SendMessage",
+    ], "each approved write is sent once"
     assert seen["url"] == "rvw--QueueUrl--from-call-1--"
     assert seen["message"] == "rvw--MessageId--from-call-2--"
+    url = sqs.get_queue_url(QueueName="jobs")["QueueUrl"]
+    received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert [message["Body"] for message in received] == ["go"]
 
 
-def test_dynamodb_get_item_passes_and_put_and_delete_are_named_apart(
+def test_dynamodb_get_item_passes_and_put_and_delete_are_named_apart_and_sent_as_approved(
     aws: Moto, queue: Queue, tmp_path: Path
 ) -> None:
     table = boto(aws, "dynamodb")
@@ -399,18 +439,65 @@ def test_dynamodb_get_item_passes_and_put_and_delete_are_named_apart(
     assert [call["effect"] for call in calls] == ["create", "delete"]
     assert "Item" in table.get_item(TableName="things", Key={"id": {"S": "kept"}})
     assert "Item" not in table.get_item(TableName="things", Key={"id": {"S": "new"}})
-    seen = child_saw(run, reject(queue, run, proposal_id), requests=3)
+    since = len(aws.received())
+    seen = child_saw(run, approve(queue, run, proposal_id), requests=3)
     assert seen["got"] == "kept", "GetItem did not reach moto"
+    assert writes(aws, since) == [
+        "POST / DynamoDB_20120810.PutItem",
+        "POST / DynamoDB_20120810.DeleteItem",
+    ], "each approved write is sent once"
+    items = table.scan(TableName="things")["Items"]
+    assert items == [{"id": {"S": "new"}}]
 
 
-def test_s3_copy_object_is_named_and_answered_with_its_copy_object_result(
+def test_s3_copy_object_with_encryption_tags_and_metadata_is_planned_and_copied_as_approved(
     bucket: Moto, queue: Queue, tmp_path: Path
 ) -> None:
     run, proposal_id, calls = dry_run(bucket, queue, tmp_path, "s3", "s3-copy")
     assert [call["tool"] for call in calls] == ["s3:CopyObject"]
-    assert keys(bucket) == {"old.txt"}
-    seen = child_saw(run, reject(queue, run, proposal_id), requests=1)
+    headers = calls[0]["request"]["headers"]
+    assert headers["x-amz-copy-source"] == f"{BUCKET}/old.txt"
+    assert headers["x-amz-server-side-encryption"] == "AES256"
+    assert headers["x-amz-tagging"] == "team=ops"
+    assert headers["x-amz-meta-owner"] == "night-shift"
+    assert keys(bucket) == {"old.txt"}, "the dry run copied"
+    since = len(bucket.received())
+    seen = child_saw(run, approve(queue, run, proposal_id), requests=1)
     assert seen["copied"] == "rvw--ETag--from-call-1--"
+    assert writes(bucket, since) == [f"PUT /{BUCKET}/copy.txt"], "the copy is sent once"
+    s3 = boto(bucket, "s3")
+    copy = s3.get_object(Bucket=BUCKET, Key="copy.txt")
+    assert copy["Body"].read() == b"old", "the copy does not hold the source's bytes"
+    assert copy["ServerSideEncryption"] == "AES256"
+    assert copy["Metadata"] == {"owner": "night-shift"}
+    tags = s3.get_object_tagging(Bucket=BUCKET, Key="copy.txt")["TagSet"]
+    assert tags == [{"Key": "team", "Value": "ops"}]
+
+
+def test_s3_delete_object_is_planned_and_deletes_once_approved(
+    bucket: Moto, queue: Queue, tmp_path: Path
+) -> None:
+    run, proposal_id, calls = dry_run(bucket, queue, tmp_path, "s3", "s3-delete")
+    assert [(call["tool"], call["effect"]) for call in calls] == [("s3:DeleteObject", "delete")]
+    assert keys(bucket) == {"old.txt"}, "the dry run deleted"
+    since = len(bucket.received())
+    seen = child_saw(run, approve(queue, run, proposal_id), requests=1)
+    assert seen["deleted"] == 204
+    assert writes(bucket, since) == [f"DELETE /{BUCKET}/old.txt"], "the delete is sent once"
+    assert keys(bucket) == set()
+
+
+def test_a_put_object_retried_through_botocores_needs_retry_event_is_one_call_and_one_write(
+    bucket: Moto, queue: Queue, tmp_path: Path
+) -> None:
+    run, proposal_id, calls = dry_run(bucket, queue, tmp_path, "s3", "s3-retry")
+    assert [call["tool"] for call in calls] == ["s3:PutObject"], "the retry is a call of its own"
+    assert keys(bucket) == {"old.txt"}
+    since = len(bucket.received())
+    seen = child_saw(run, approve(queue, run, proposal_id), requests=2)
+    assert seen["put"] == f'"{hashlib.md5(b"hello").hexdigest()}"'
+    assert writes(bucket, since) == [f"PUT /{BUCKET}/new.txt"], "the approved put is sent once"
+    assert boto(bucket, "s3").get_object(Bucket=BUCKET, Key="new.txt")["Body"].read() == b"hello"
 
 
 def test_ec2s_own_dry_run_verdict_is_read_as_validated_and_answered_as_run_instances(
@@ -440,3 +527,113 @@ def test_only_ec2s_dry_run_operation_reads_as_validated_and_other_412s_stay_refu
     unauthorized = b"<Response><Errors><Error><Code>UnauthorizedOperation</Code></Error></Errors></Response>"
     assert verdict(403, unauthorized)[0] == "refused"
     assert verdict(412, b"<Error><Code>PreconditionFailed</Code></Error>")[0] == "refused"
+
+
+AWS_CLI = shutil.which("aws", path=str(Path(sys.executable).parent))
+
+
+@pytest.mark.skipif(
+    AWS_CLI is None and not os.environ.get("CI"),
+    reason="the AWS CLI is not installed: pip install awscli (the test extra has it)",
+)
+def test_the_aws_cli_put_object_as_the_docs_give_it_is_planned_and_written_once_approved(
+    bucket: Moto, queue: Queue, tmp_path: Path
+) -> None:
+    """docs/any-language.md's `aws s3api put-object` line, as written, with the CLI's own retries: the
+    child exits 0 in the dry run, the plan holds one `s3:PutObject` with the CLI's checksum, moto gets
+    it once approved."""
+    assert AWS_CLI is not None, "the AWS CLI is not installed; the test extra has it"
+    (documented,) = documented_block(
+        "any-language.md", "reviewer run --api https://s3.us-east-1.amazonaws.com"
+    )
+    words = shlex.split(
+        as_run(documented, {"https://s3.us-east-1.amazonaws.com": bucket.url, "reports": BUCKET})
+    )
+    assert words[:2] == ["reviewer", "run"] and words[-3] == "sh", words
+    # The CLI beside this Python, as the environment's PATH finds it; the queue, as any run is given one.
+    (tmp_path / "today.txt").write_text("the day report")
+    environment = {
+        **os.environ,
+        "PATH": f"{Path(AWS_CLI).parent}:{os.environ['PATH']}",
+        "AWS_ACCESS_KEY_ID": bucket.key_id,
+        "AWS_SECRET_ACCESS_KEY": bucket.secret,
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "REVIEWER_AGENT_TOKEN": queue.agent_token,
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reviewer", *words[1 : words.index("--")]]
+        + ["--queue", queue.url, "--poll-interval", "0.1", *words[words.index("--") :]],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment,
+        cwd=tmp_path,
+    )
+    run = RunProcess(process)
+    proposal_id, revision = run.wait_for_plan()
+    (call,) = proposal(queue, proposal_id, revision)["calls"]
+    assert (call["tool"], call["request"]["path"]) == ("s3:PutObject", f"/{BUCKET}/today.txt")
+    assert "x-amz-checksum-crc32" in call["request"]["headers"], "the CLI's checksum is not in the plan"
+    assert keys(bucket) == {"old.txt"}, "the dry run wrote"
+    since = len(bucket.received())
+    printed = json.loads(approve(queue, run, proposal_id))
+    assert printed["ETag"] == f'"{hashlib.md5(b"the day report").hexdigest()}"'
+    assert writes(bucket, since) == [f"PUT /{BUCKET}/today.txt"], "the approved put is sent once"
+    assert boto(bucket, "s3").get_object(Bucket=BUCKET, Key="today.txt")["Body"].read() == b"the day report"
+
+
+NODE = shutil.which("node")
+JS_SDK = ROOT / ".test-sdks" / "node_modules"
+
+
+@pytest.mark.skipif(
+    (NODE is None or not (JS_SDK / "@aws-sdk" / "client-s3").is_dir()) and not os.environ.get("CI"),
+    reason="the AWS SDK for JavaScript is not installed: npm install --prefix .test-sdks @aws-sdk/client-s3 "
+    "(.ci/run does)",
+)
+def test_the_javascript_sdks_put_then_copy_are_planned_by_operation_and_sent_once_approved(
+    bucket: Moto, queue: Queue, tmp_path: Path
+) -> None:
+    """The AWS SDK for JavaScript v3 with its defaults: each answer parses at the first attempt, the
+    plan names both writes with the copy's source and metadata, and the approved run copies the bytes
+    its own put wrote."""
+    assert NODE is not None, "node is not installed"
+    agent = Path(__file__).with_name("aws_js_agent.cjs")
+    environment = {
+        **os.environ,
+        "AWS_ACCESS_KEY_ID": bucket.key_id,
+        "AWS_SECRET_ACCESS_KEY": bucket.secret,
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "REVIEWER_AGENT_TOKEN": queue.agent_token,
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reviewer", "run", "--api", bucket.url, "--queue", queue.url]
+        + ["--readable", str(JS_SDK), "--api-auth", "aws-sigv4:s3:us-east-1", "--poll-interval", "0.1"]
+        + ["--", NODE, str(agent), str(JS_SDK), BUCKET],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment,
+        cwd=ROOT,
+    )
+    run = RunProcess(process)
+    proposal_id, revision = run.wait_for_plan()
+    put, copy = proposal(queue, proposal_id, revision)["calls"]
+    assert (put["tool"], copy["tool"]) == ("s3:PutObject", "s3:CopyObject")
+    assert copy["request"]["headers"]["x-amz-copy-source"] == f"{BUCKET}/js.txt"
+    assert copy["request"]["headers"]["x-amz-meta-owner"] == "javascript"
+    assert keys(bucket) == {"old.txt"}, "the dry run wrote"
+    since = len(bucket.received())
+    stdout = approve(queue, run, proposal_id)
+    seen = json.loads(next(line for line in stdout.splitlines() if line.startswith("SEEN "))[5:])
+    assert seen["attempts"] == [1, 1], "the SDK retried an answer it could not parse"
+    assert seen["put"] == f'"{hashlib.md5(b"from javascript").hexdigest()}"'
+    assert seen["copied"] == "rvw--ETag--from-call-2--"
+    assert writes(bucket, since) == [
+        f"PUT /{BUCKET}/js.txt?x-id=PutObject",
+        f"PUT /{BUCKET}/js-copy.txt?x-id=CopyObject",
+    ], "each approved write is sent once, with the query the SDK sent"
+    s3 = boto(bucket, "s3")
+    copied = s3.get_object(Bucket=BUCKET, Key="js-copy.txt")
+    assert copied["Body"].read() == b"from javascript"
+    assert copied["Metadata"] == {"owner": "javascript"}
