@@ -200,6 +200,7 @@ def _claimed_at(state: DecisionState, execution: StoredExecution, calls: Sequenc
 
 def _print(result: AuditMatch, source_name: str, window: Window) -> None:
     from reviewer.plan.sanitize import safe_text
+    from reviewer.reading.audit_matching import excluded_words
 
     for call in result.calls:
         print(safe_text(_call_line(call)))
@@ -217,8 +218,11 @@ def _print(result: AuditMatch, source_name: str, window: Window) -> None:
     if result.dry_runs_in_window:
         notes.append(
             f"{result.dry_runs_in_window} dry-run requests in the window (the API's own word, or the "
-            "gate's request ids), not counted as writes"
+            "request ids the proposal names), not counted as writes"
         )
+    excluded = excluded_words(result.gate_dry_runs)
+    if excluded:
+        notes.append(excluded)
     for note in notes:
         print(safe_text(f"note: {note}"))
     if not result.complete:

@@ -35,6 +35,8 @@ def reported_audit(result: AuditMatch, source_name: str) -> AuditVerification:
         unplanned=[unplanned_write(one.row, one.notes) for one in result.unplanned[:MAX_UNPLANNED_LISTED]],
         unplanned_count=len(result.unplanned),
     )
+    if result.gate_dry_runs:
+        verification["dry_run_entries_excluded"] = result.gate_dry_runs
     if result.rows_in_window == 0:
         verification["problem"] = f"no entries in the run's window ({result.rows_read} read)"
     elif result.malformed_count:

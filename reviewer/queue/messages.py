@@ -374,6 +374,11 @@ class AuditVerification(TypedDict):
     unplanned: Annotated[list[UnplannedWrite], Field(max_length=MAX_UNPLANNED_LISTED)]
     unplanned_count: Annotated[int, Field(ge=0, le=MAX_SAFE_INTEGER)]
     problem: NotRequired[AuditText | None]
+    dry_run_entries_excluded: NotRequired[Annotated[int, Field(ge=0, le=MAX_SAFE_INTEGER)]]
+    """Entries in the log left out as the dry run's own requests, known by the request ids the
+    proposal names (`dry_run.request_ids`): whoever ran the dry run wrote those ids, the agent's own
+    process for the Python library, so this rests on the proposal's word, not the API's. Absent when
+    none was left out, and from older runners."""
 
 
 class ExecutionReport(Message):

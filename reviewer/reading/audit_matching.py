@@ -164,7 +164,9 @@ class AuditMatch:
     malformed_count: int = 0
     gate_dry_runs: int = 0
     """Entries the gate's own dry-run requests left, known by the request ids it sent them with: the
-    log shows they were asked, not whether the API honoured the dry run."""
+    log shows they were asked, not whether the API honoured the dry run. The ids are the proposal's
+    (`dry_run.request_ids`), written by whoever ran the dry run: these entries are left out on the
+    proposal's word (`excluded_words`)."""
 
     @property
     def matched(self) -> int:
@@ -186,6 +188,24 @@ class AuditMatch:
             f"audit: {self.matched} of {len(self.calls)} calls matched; "
             f"{len(self.unplanned)} writes in the audit log no approved call made"
         )
+
+
+def excluded_words(count: int) -> str:
+    """What a verification says of the entries it left out as the dry run's own (`gate_dry_runs`);
+    empty for none.
+
+    The request ids come from the proposal, and so from whoever ran its dry run: `reviewer run`'s gate,
+    or for the Python library the agent's own process. Nothing in a plan records which in a way the
+    agent could not write itself (`dry_run.via` and the agent's name are the submitter's to set, and
+    `dry_run` is outside the digest), so the words always say it rests on the proposal, never on the
+    gate: an agent that names an id chooses which entry is taken for its own dry run's."""
+    if count <= 0:
+        return ""
+    entries = "audit entry" if count == 1 else "audit entries"
+    return (
+        f"{count} {entries} excluded as the dry run's own requests, by request ids the proposal names "
+        "(the proposal's word, not the API's)"
+    )
 
 
 def sent_calls(

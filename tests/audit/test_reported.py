@@ -4,8 +4,10 @@ the log made visible and within the queue's limits."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -172,3 +174,66 @@ def test_an_unreadable_source_says_so_without_its_secrets_wherever_it_is_shown()
     with pytest.raises(AuditSourceUnreadable) as raised:
         list(source.rows())
     assert "s3cr3t" not in str(raised.value) and "https://logs.example/api/audit" in str(raised.value)
+
+
+EXCLUDED_LINE = (
+    "note: 1 audit entry excluded as the dry run's own requests, by request ids the proposal names "
+    "(the proposal's word, not the API's)"
+)
+
+
+def test_an_entry_left_out_as_the_dry_runs_own_is_counted_and_said_to_rest_on_the_proposal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An nginx log whose first entry carries a request id the proposal names as its dry run's: the
+    entry is left out of the writes, the report counts it, and `reviewer verify` says that rests on
+    the ids the proposal names, not on the API. A log with no such entry says nothing of it."""
+    from reviewer.audit.checks import run_against
+    from reviewer.audit.commands import _print
+    from reviewer.reading.audit_matching import Window
+    from reviewer.tui.screens.audit_source import checked_audit
+
+    window = Window(AT, AT + timedelta(minutes=1))
+    log = tmp_path / "access.log"
+    log.write_text(
+        nginx_line(1, "POST", "/v1/tickets?dryRun=All", 201, "dry-1")
+        + nginx_line(2, "POST", "/v1/tickets", 201, "rid-1"),
+        encoding="utf-8",
+    )
+    source = audit_source(f"access-log:{log}")
+    result = run_against(source, [CALL], window, ["dry-1"])
+    assert (result.verified, result.gate_dry_runs) == (True, 1)
+    reported = reported_audit(result, source.name)
+    TypeAdapter(AuditVerification).validate_python(reported, strict=True)
+    assert reported.get("dry_run_entries_excluded") == 1
+    assert checked_audit(dict(reported)).get("dry_run_entries_excluded") == 1
+    _print(result, source.name, window)
+    assert EXCLUDED_LINE in capsys.readouterr().out.splitlines()
+
+    result = run_against(source, [CALL], window, ["another-id"])
+    assert result.gate_dry_runs == 0
+    assert "dry_run_entries_excluded" not in reported_audit(result, source.name)
+    _print(result, source.name, window)
+    assert "excluded as the dry run's own" not in capsys.readouterr().out
+
+
+def test_a_report_from_before_the_count_still_loads_and_a_count_past_the_bound_does_not() -> None:
+    older = {
+        "source": "access-log:a.log",
+        "complete": True,
+        "calls": [],
+        "unplanned": [],
+        "unplanned_count": 0,
+    }
+    TypeAdapter(AuditVerification).validate_python(older, strict=True)
+    with pytest.raises(ValueError):
+        TypeAdapter(AuditVerification).validate_python({**older, "dry_run_entries_excluded": -1})
+
+
+def nginx_line(second: int, method: str, uri: str, status: int, request_id: str) -> str:
+    """One line as the nginx format of docs/audit-logs.md writes it."""
+    time = (AT + timedelta(seconds=second)).isoformat()
+    return (
+        json.dumps({"time": time, "method": method, "uri": uri, "status": status, "request_id": request_id})
+        + "\n"
+    )

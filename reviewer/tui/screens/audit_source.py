@@ -127,7 +127,26 @@ def call_detail(audited: AuditVerification, seq: int, *, http: bool, refused: bo
 
 def unplanned_writes(audited: AuditVerification) -> Text:
     """The section "Unplanned writes": each write in the run's window no approved call made, with its
-    actor; or "none found" (which a log that cannot vouch for the run does not make a clean bill)."""
+    actor; or "none found" (which a log that cannot vouch for the run does not make a clean bill). Then
+    how many entries were left out as the dry run's own, on the proposal's word, if any were."""
+    text = _unplanned_list(audited)
+    excluded = _excluded(audited)
+    if excluded:
+        text.append("\n")
+        text.append_text(role_text(excluded, "warn"))
+    return text
+
+
+def _excluded(audited: AuditVerification) -> str:
+    """`1 audit entry excluded as the dry run's own requests, by request ids the proposal names (...)`,
+    or empty: the runner's count, worded as `reviewer verify` words it."""
+    from reviewer.reading.audit_matching import excluded_words
+
+    count = audited.get("dry_run_entries_excluded") or 0
+    return excluded_words(count) if isinstance(count, int) else ""
+
+
+def _unplanned_list(audited: AuditVerification) -> Text:
     count = audited["unplanned_count"]
     if count == 0:
         text = Text.assemble(("Unplanned writes", "bold"), ": ")
