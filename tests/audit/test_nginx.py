@@ -53,6 +53,10 @@ def test_a_gated_run_is_verified_call_by_call_by_request_id(queue: Queue, proxy:
     for entry in report.request_ids or []:
         assert len(entry["request_id"]) == 32 and int(entry["request_id"], 16) >= 0  # 128 random bits
     assert "4 dry-run requests in the window" in result.stdout
+    assert (
+        "note: 4 audit entries excluded as the dry run's own requests, by request ids the proposal names "
+        "(the proposal's word, not the API's)"
+    ) in lines
 
 
 def test_a_second_clients_write_during_the_run_is_reported_as_unplanned(queue: Queue, proxy: Proxy) -> None:
@@ -146,6 +150,7 @@ def test_in_a_log_without_ids_two_candidates_leave_the_call_ambiguous_and_the_ru
         line.endswith("by method and path only: this log keeps no request ids") for line in call_lines[1:]
     ), call_lines
     assert lines[-1].startswith("audit: 3 of 4 calls matched; ")
+    assert "excluded as the dry run's own" not in result.stdout  # no entry carries an id to leave out
 
 
 def test_a_write_dressed_as_a_dry_run_is_in_the_writes_around_alarm(

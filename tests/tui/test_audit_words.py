@@ -112,3 +112,18 @@ def test_an_unplanned_write_shows_what_makes_it_stand_out() -> None:
     shown = unplanned_writes(audited).plain
     assert "DELETE /v1/tickets/t2 204 by an unnamed actor at 2026-12-02 01:00:03Z" in shown
     assert shown.endswith(": reuses call 1's request id\\x1b[2J")
+
+
+def test_entries_left_out_as_the_dry_runs_own_are_said_to_rest_on_the_proposal() -> None:
+    """The `v` screen's unplanned section ends with the runner's count of entries left out as the dry
+    run's own, worded as `reviewer verify` words it; none left out (or a report from before the count)
+    says nothing of it."""
+    clean: Any = {**AUDITED, "unplanned": [], "unplanned_count": 0}
+    shown = unplanned_writes({**clean, "dry_run_entries_excluded": 2})
+    assert shown.plain.splitlines()[-1] == (
+        "2 audit entries excluded as the dry run's own requests, by request ids the proposal names "
+        "(the proposal's word, not the API's)"
+    )
+    assert "warn" in styles(shown)
+    for quiet in (clean, {**clean, "dry_run_entries_excluded": 0}):
+        assert "excluded" not in unplanned_writes(quiet).plain
