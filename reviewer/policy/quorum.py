@@ -68,11 +68,17 @@ class Vote:
     identity: str | None = None
     """Who cast it as the trail records it; a provider's `oidc:ISSUER#SUBJECT` names one person
     whatever name (email) they signed in under."""
+    person_id: str | None = None
+    """The provider's name for the person behind the vote (`oidc:ISSUER#SUBJECT`): a provider
+    session's own, or that of the person a minted token was bound to (`token create --person`)."""
 
-    def same_person(self, reviewer: str, identity: str | None) -> bool:
-        """Whether `reviewer` (signed in as `identity`) is the person who cast this vote: one name
-        folded (`person`), or one provider person under two names."""
+    def same_person(self, reviewer: str, identity: str | None, person_id: str | None = None) -> bool:
+        """Whether `reviewer` (signed in as `identity`, the person `person_id`) is the person who
+        cast this vote: one name folded (`person`), one provider person under two names, or one
+        person behind a provider session and a token bound to them (or two such tokens)."""
         if person(self.reviewer) == person(reviewer):
+            return True
+        if person_id is not None and self.person_id == person_id:
             return True
         return identity is not None and self.identity == identity and identity.startswith(PROVIDER_PREFIX)
 
@@ -110,7 +116,7 @@ def tally(votes: Iterable[Vote], required: int) -> Tally:
     for vote in votes:
         if vote.decision == "reject":
             return Tally("rejected", required, tuple(approvals), vote.reviewer, vote.reason)
-        if not any(earlier.same_person(vote.reviewer, vote.identity) for earlier in counted):
+        if not any(earlier.same_person(vote.reviewer, vote.identity, vote.person_id) for earlier in counted):
             counted.append(vote)
             approvals.append(vote.reviewer)
         if len(approvals) >= required:
@@ -122,13 +128,17 @@ VoteRefusal = Literal["not_listed", "already_approved"]
 
 
 def refuse_vote(
-    requirement: Requirement, votes: Iterable[Vote], reviewer: str, identity: str | None = None
+    requirement: Requirement,
+    votes: Iterable[Vote],
+    reviewer: str,
+    identity: str | None = None,
+    person_id: str | None = None,
 ) -> VoteRefusal | None:
     """Why `reviewer` (signed in as `identity`) may not add a decision now, or None. A state that is
     no longer pending is the caller's 409; this only answers what the policy adds: a list of who may
     decide, one vote each person."""
     if not requirement.may_decide(reviewer):
         return "not_listed"
-    if any(vote.same_person(reviewer, identity) for vote in votes):
+    if any(vote.same_person(reviewer, identity, person_id) for vote in votes):
         return "already_approved"
     return None

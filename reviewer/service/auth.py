@@ -41,7 +41,8 @@ class Identity:
     role: Role
     kind: Kind = "minted"
     subject: str | None = None
-    """The provider's `iss` and `sub` of a person signed in through it, as `ISSUER#SUBJECT`."""
+    """The provider's `iss` and `sub` of a person signed in through it, as `ISSUER#SUBJECT`; for a
+    minted reviewer token, those of the person it was bound to (`token create --person`), if any."""
 
     @property
     def principal(self) -> str:
@@ -50,6 +51,12 @@ class Identity:
         if self.kind == "provider" and self.subject is not None:
             return f"oidc:{self.subject}"
         return f"{'break-glass' if self.kind == 'break-glass' else 'token'}:{self.name}"
+
+    @property
+    def person_id(self) -> str | None:
+        """The provider's person behind the caller, `oidc:ISSUER#SUBJECT`: a quorum counts them once
+        whatever token or session they decide through. None for a minted token bound to no one."""
+        return None if self.subject is None else f"oidc:{self.subject}"
 
 
 def mint_token() -> str:

@@ -56,6 +56,8 @@ class CastDecision:
     """Its place in the trail."""
     identity: str | None = None
     """Who cast it, as the trail records it (`oidc:ISSUER#SUBJECT` for a provider's person)."""
+    person_id: str | None = None
+    """The provider's person behind it (`Vote.person_id`)."""
 
     def vote(self) -> Vote:
         return Vote(
@@ -63,6 +65,7 @@ class CastDecision:
             "reject" if self.decision == "reject" else "approve",
             self.reason or "",
             self.identity,
+            self.person_id,
         )
 
 
@@ -143,6 +146,7 @@ def admit_decision(
     registered_keys: Iterable[PublicKey],
     environment: str | None,
     identity: str | None = None,
+    person_id: str | None = None,
 ) -> VerifiedSignature | None:
     """Refuse what the policy or the signature rules forbid; return the verified signature, if any.
 
@@ -150,7 +154,7 @@ def admit_decision(
     may decide (403), one vote each (409), then the signature (422, naming the field).
     """
     where = f"environment {environment!r}" if environment else "proposals without an environment"
-    refusal = refuse_vote(rule, [item.vote() for item in cast], reviewer, identity)
+    refusal = refuse_vote(rule, [item.vote() for item in cast], reviewer, identity, person_id)
     if refusal == "not_listed":
         listed = rule.listed()
         raise Forbidden(f"{reviewer} may not decide {where}; the policy lists {listed}")

@@ -192,3 +192,23 @@ def test_token_and_key_commands_import_neither_the_web_stack_nor_the_rule_langua
     assert done.stdout.startswith("rvw_"), "the token was minted"
     loaded = set(done.stderr.split())
     assert not {"fastapi", "starlette", "uvicorn", "cel", "reviewer.service.app"} & loaded
+
+
+def test_a_token_bound_to_a_person_is_listed_with_them_and_a_malformed_person_is_one_line(
+    tmp_path: Path,
+) -> None:
+    from reviewer.service.store.opener import open_store
+
+    database = tmp_path / "q.sqlite3"
+    open_store(database, clock=lambda: 1.0, pending_ttl=1, approval_ttl=1, create=True).close()
+    issuer = "https://sso.example.com/realms/platform"
+    create = ("token", "create", "--db", str(database), "--name")
+    made = run(*create, "dave-glass", "--role", "reviewer", "--break-glass", "--person", f"{issuer}#dave-7")
+    assert made.returncode == 0, made.stderr
+    listed = run("token", "list", "--db", str(database)).stdout
+    assert "dave-glass\treviewer\t" in listed and f"\tbreak-glass\tfor {issuer}#dave-7" in listed
+    malformed = [("no-hash-mark", "reviewer"), ("#dave", "reviewer"), (f"{issuer}#", "reviewer")]
+    for bad, role in [*malformed, (f"{issuer}#dave", "agent")]:
+        refused = run(*create, "x", "--role", role, "--person", bad)
+        assert refused.returncode == 2
+        assert one_line(refused).startswith("reviewer token create: --person is a reviewer's provider")

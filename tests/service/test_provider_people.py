@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from reviewer.service.auth import Identity, hash_token, mint_token
 from reviewer.service.errors import Conflict, Forbidden, Unauthorized
 from reviewer.service.oidc import ProviderPerson
 from reviewer.service.store import QueueStore
@@ -236,5 +237,62 @@ def test_one_person_under_two_emails_is_one_approval_of_a_quorum_of_two(database
         bob = store.sign_in(person("bob"))
         store.decide(bob, "p", decision(), "k3")
         assert store.decision_state(agent, "p").state == "approved"
+    finally:
+        store.close()
+
+
+def bound_token(store: QueueStore, name: str, subject: str, kind: str = "minted") -> Identity:
+    """A minted reviewer token bound to the provider's person `subject` (`token create --person`)."""
+    token = mint_token()
+    store.create_token(name, "reviewer", hash_token(token), None, kind, (ISSUER, subject))  # type: ignore[arg-type]
+    found = store.resolve_token(hash_token(token))
+    assert found is not None
+    return found
+
+
+def test_a_token_bound_to_a_person_and_their_provider_sign_in_are_one_approval_of_two(
+    database: str, clock: Clock
+) -> None:
+    """dave approves through the provider, then through the break-glass token the operator bound to
+    him: one person, one approval; either order; the trail still says which way each came."""
+    store = quorum_of_two(database, clock)
+    try:
+        agent = identity(store, "agent", "agent")
+        dave = store.sign_in(person("dave"))
+        glass = bound_token(store, "dave-glass", "dave", "break-glass")
+        assert glass.principal == "break-glass:dave-glass" and glass.person_id == dave.person_id
+        for proposal_id, first, second in (("p1", dave, glass), ("p2", glass, dave)):
+            store.submit(agent, submission(proposal_id))
+            store.decide(first, proposal_id, decision(), f"{proposal_id}-k1")
+            with pytest.raises(Conflict, match="already approved this revision"):
+                store.decide(second, proposal_id, decision(), f"{proposal_id}-k2")
+            assert store.decision_state(agent, proposal_id).state == "pending"
+        erin = store.sign_in(person("erin"))
+        store.decide(erin, "p1", decision(), "p1-k3")
+        assert store.decision_state(agent, "p1").state == "approved"
+    finally:
+        store.close()
+
+
+def test_two_tokens_bound_to_one_person_are_one_approval_and_unbound_ones_two(
+    database: str, clock: Clock
+) -> None:
+    store = quorum_of_two(database, clock)
+    try:
+        agent = identity(store, "agent", "agent")
+        first, second = (
+            bound_token(store, "frank-laptop", "frank"),
+            bound_token(store, "frank-phone", "frank"),
+        )
+        store.submit(agent, submission("bound"))
+        store.decide(first, "bound", decision(), "b1")
+        with pytest.raises(Conflict, match="already approved this revision"):
+            store.decide(second, "bound", decision(), "b2")
+        ann, ben = identity(store, "ann", "reviewer"), identity(store, "ben", "reviewer")
+        assert ann.person_id is None
+        store.submit(agent, submission("unbound"))
+        store.decide(ann, "unbound", decision(), "u1")
+        store.decide(ben, "unbound", decision(), "u2")
+        assert store.decision_state(agent, "unbound").state == "approved"
     finally:
         store.close()

@@ -221,6 +221,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "in through the provider accepts no other minted reviewer token, and the trail marks its "
         "decisions break-glass (give it an --expires-in)",
     )
+    create.add_argument(
+        "--person",
+        default=None,
+        metavar="ISSUER#SUBJECT",
+        help="the identity provider's person this reviewer's token belongs to (as `token list` shows "
+        "a signed-in person): a quorum counts their token and their provider sign-in as one person",
+    )
     _db_option(create)
     create.set_defaults(func=run_token_create)
     listing = commands.add_parser("list", help="list token names and roles (never the tokens)")

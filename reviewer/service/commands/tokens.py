@@ -23,6 +23,17 @@ def run_token_create(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    person = None
+    if args.person is not None:
+        issuer, mark, subject = args.person.partition("#")  # an issuer has no fragment: the first # ends it
+        if args.role != "reviewer" or not mark or not issuer or not subject:
+            print(
+                "reviewer token create: --person is a reviewer's provider identity, ISSUER#SUBJECT "
+                "(as `reviewer token list` shows a signed-in person)",
+                file=sys.stderr,
+            )
+            return 2
+        person = (issuer, subject)
     try:
         keys = [(PublicKey.from_file(path), _key_comment(path)) for path in args.ssh_key]
     except SigningError as error:
@@ -38,6 +49,7 @@ def run_token_create(args: argparse.Namespace) -> int:
                 hash_token(token),
                 expires_at,
                 "break-glass" if args.break_glass else "minted",
+                person,
             )
             for key, comment in keys:
                 store.add_ssh_key(args.name, key, comment)
@@ -134,9 +146,10 @@ def run_token_list(args: argparse.Namespace) -> int:
         if token.revoked_at is None and token.previous_valid_until and token.previous_valid_until > now:
             status += f", rotated: the old token works until {token.previous_valid_until:%Y-%m-%d %H:%M}"
         # Names made before the name rules may hold anything: shown with hidden characters escaped.
+        bound = f"\tfor {safe_text(token.subject)}" if token.subject else ""
         how = {
-            "minted": "",
-            "break-glass": "\tbreak-glass",
+            "minted": bound,
+            "break-glass": "\tbreak-glass" + bound,
             "provider": f"\t{safe_text(token.subject or '')}",
         }
         print(

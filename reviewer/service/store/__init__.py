@@ -213,13 +213,15 @@ class QueueStore(ABC):
         token_sha256: str,
         expires_at: float | None = None,
         kind: Kind = "minted",
+        person: tuple[str, str] | None = None,
     ) -> None:
         """Mint under `name` (see `rules.check_new_token` for the rules a name follows), valid until
         `expires_at` (seconds since the epoch) or for ever; `kind` break-glass for a reviewer's token
-        on a queue that signs reviewers in through the provider."""
+        on a queue that signs reviewers in through the provider; `person` the provider's (issuer,
+        subject) of the reviewer it belongs to, so a quorum counts them once."""
         rules.check_token_name(name)
         with self.write() as db:
-            tokens.create_token(db, name, role, token_sha256, expires_at, self.clock(), kind)
+            tokens.create_token(db, name, role, token_sha256, expires_at, self.clock(), kind, person)
 
     def list_tokens(self) -> list[TokenInfo]:
         with self.read() as db:

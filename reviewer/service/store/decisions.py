@@ -8,7 +8,7 @@ from typing import Final
 
 from reviewer.plan.proposal import Proposal, scan_proposal
 from reviewer.policy.bounded import EvaluatorClosed
-from reviewer.policy.quorum import Requirement
+from reviewer.policy.quorum import PROVIDER_PREFIX, Requirement
 from reviewer.policy.verdict import ChangeRequest, Verdict, evaluate
 from reviewer.queue.messages import Decision, DecisionRequest, DecisionState, State, TrailEvent
 from reviewer.service import rules
@@ -126,6 +126,7 @@ def cast_and_withdrawn(
         proposal_id=proposal_id,
         revision=revision,
     )
+    bound = bound_tokens(db) if rows else []
     cast = [
         CastDecision(
             reviewer=row["actor"],
@@ -137,6 +138,7 @@ def cast_and_withdrawn(
             key_fingerprint=row["key_fingerprint"],
             seq=row["seq"],
             identity=row["identity"],
+            person_id=person_behind(row, bound),
         )
         for row in rows
     ]
@@ -163,6 +165,30 @@ def cast_and_withdrawn(
     ] + ended
     decided_at = None if decided is None else rules.required_timestamp(decided["decided_at"])
     return without_removed_keys(cast, removals, decided_at)
+
+
+def bound_tokens(db: Transaction) -> list[Row]:
+    """The minted reviewer tokens bound to a provider's person (`token create --person`)."""
+    return db.all(
+        "SELECT name, issuer, subject, created_at, revoked_at FROM tokens "
+        "WHERE kind <> 'provider' AND subject IS NOT NULL"
+    )
+
+
+def person_behind(row: Row, bound: list[Row]) -> str | None:
+    """The provider's person behind a decision in the trail: the identity the trail recorded for a
+    provider session; for a minted token, the person the token of that name valid when it decided
+    was bound to (None when it was bound to no one)."""
+    identity = row["identity"]
+    if identity is not None and identity.startswith(PROVIDER_PREFIX):
+        return str(identity)
+    for token in bound:
+        valid_then = token["created_at"] <= row["at"] and (
+            token["revoked_at"] is None or token["revoked_at"] >= row["at"]
+        )
+        if valid_then and rules.same_name(token["name"], row["actor"]):
+            return f"{PROVIDER_PREFIX}{token['issuer']}#{token['subject']}"
+    return None
 
 
 def ended_tokens(db: Transaction, proposal_id: str, revision: int, now: float) -> list[KeyRemoval]:
@@ -245,6 +271,7 @@ def decide(
         tokens.signing_keys(db, identity.name),
         environment,
         identity.principal,
+        identity.person_id,
     )
     index.append_trail(
         db,

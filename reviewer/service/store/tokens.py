@@ -34,7 +34,8 @@ class TokenInfo:
 
 
 TOKEN_COLUMNS: Final = (
-    "tokens.id, tokens.name, tokens.role, tokens.token_sha256, tokens.previous_sha256, tokens.kind"
+    "tokens.id, tokens.name, tokens.role, tokens.token_sha256, tokens.previous_sha256, tokens.kind, "
+    "tokens.issuer, tokens.subject"
 )
 """What `identity_of` reads of a token's row."""
 TOKEN_VALID: Final = (
@@ -68,17 +69,22 @@ def create_token(
     expires_at: float | None,
     now: float,
     kind: Kind = "minted",
+    person: tuple[str, str] | None = None,
 ) -> None:
+    """`person`: the provider's (issuer, subject) of the person a reviewer's token belongs to."""
     rules.check_new_token(name, role, _same_person(db, name))
+    issuer, subject = person if person is not None else (None, None)
     db.run(
-        "INSERT INTO tokens (name, role, token_sha256, created_at, expires_at, kind) "
-        "VALUES (:name, :role, :token_sha256, :now, :expires_at, :kind)",
+        "INSERT INTO tokens (name, role, token_sha256, created_at, expires_at, kind, issuer, subject) "
+        "VALUES (:name, :role, :token_sha256, :now, :expires_at, :kind, :issuer, :subject)",
         name=name,
         role=role,
         token_sha256=token_sha256,
         now=now,
         expires_at=expires_at,
         kind=kind,
+        issuer=issuer,
+        subject=subject,
     )
 
 
@@ -184,7 +190,10 @@ def identity_of(row: Row | None, token_sha256: str) -> Identity | None:
         return None
     current = hashes_match(row["token_sha256"], token_sha256)
     previous = row["previous_sha256"] is not None and hashes_match(row["previous_sha256"], token_sha256)
-    return Identity(row["id"], row["name"], row["role"], row["kind"]) if current or previous else None
+    if not (current or previous):
+        return None
+    bound = None if row["subject"] is None else f"{row['issuer']}#{row['subject']}"
+    return Identity(row["id"], row["name"], row["role"], row["kind"], bound)
 
 
 # reviewers' SSH keys
