@@ -82,14 +82,21 @@ COMMAND_MODULES = tuple(dict.fromkeys(module for _, module, _ in COMMANDS))
 """The modules that add sub-commands, in the order help lists them."""
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser that runs `command`: its module registers its sub-commands in full, every other
-    command is listed by its name and help line only. Without a known command (`reviewer --help`, a
-    mistyped name) every command is listed that way, and none of their modules is imported."""
+def top_level() -> argparse.ArgumentParser:
+    """`reviewer` itself, before any command: its description and `--version`."""
     parser = argparse.ArgumentParser(
         prog="reviewer",
         description="Review an AI agent's dry-run plans before they write to a real API.",
     )
+    parser.add_argument("--version", action=_Version)
+    return parser
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser that runs `command`: its module registers its sub-commands in full, every other
+    command is listed by its name and help line only. Without a known command (`reviewer --help`, a
+    mistyped name) every command is listed that way, and none of their modules is imported."""
+    parser = top_level()
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
     chosen = next((module for name, module, _ in COMMANDS if name == command), None)
     registered = False
@@ -100,6 +107,23 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             importlib.import_module(module).register(subparsers)
             registered = True
     return parser
+
+
+class _Version(argparse.Action):
+    """`reviewer --version`: the release and the queue schema it writes, then exit. An action of
+    its own so the release is looked up only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **_: object) -> None:
+        super().__init__(
+            option_strings, dest, nargs=0, help="print the release and the queue schema it writes"
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from reviewer import DISTRIBUTION, release
+        from reviewer.service.store.base import SCHEMA_VERSION
+
+        print(f"{DISTRIBUTION} {release()} (queue schema {SCHEMA_VERSION})")
+        parser.exit()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

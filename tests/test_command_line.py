@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from reviewer.__main__ import COMMAND_MODULES, COMMANDS, build_parser
+from reviewer.__main__ import COMMAND_MODULES, COMMANDS, build_parser, top_level
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def every_module_registered() -> argparse.ArgumentParser:
     """The parser as it was built before the table: every command module registers its commands."""
-    parser = argparse.ArgumentParser(prog="reviewer", description=build_parser().description)
+    parser = top_level()
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
     for module in COMMAND_MODULES:
         importlib.import_module(module).register(subparsers)
@@ -73,3 +73,16 @@ def test_a_mistyped_command_is_refused_with_every_name() -> None:
     assert done.returncode == 2
     assert "invalid choice: 'sevre'" in done.stderr
     assert all(f"'{name}'" in done.stderr for name, _, _ in COMMANDS)
+
+
+def test_version_names_the_release_and_the_queue_schema_it_writes() -> None:
+    """As the installed metadata says; `serve`'s first log line and `/healthz` name the same."""
+    from reviewer import release
+    from reviewer.service.store.base import SCHEMA_VERSION
+
+    printed = subprocess.run(
+        [sys.executable, "-m", "reviewer", "--version"], capture_output=True, text=True, check=False
+    )
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout == f"reviewer-gate {release()} (queue schema {SCHEMA_VERSION})\n"
+    assert release() == "0.1.0"

@@ -257,3 +257,13 @@ def test_every_citation_of_the_design_page_names_one_of_its_sections() -> None:
     unknown = {section: where for section, where in cited.items() if section not in sections}
     assert unknown == {}
     assert {"Verifying against audit logs", "Decision rules"} <= set(cited)
+
+
+def test_the_operating_page_lists_every_migration_step_the_code_has() -> None:
+    """Each step as `migrations.STEPS` words it, in order, and none the code does not have: a release
+    that adds a step and not its line fails here."""
+    from reviewer.service.store.migrations import STEPS
+
+    page = (ROOT / "docs" / "operating.md").read_text(encoding="utf-8")
+    listed = re.findall(r"^- (\d+): (.+)$", page, re.MULTILINE)
+    assert listed == [(str(step), words) for step, words in STEPS.items()]

@@ -11,6 +11,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from reviewer import release
 from reviewer.service.app import create_app
 from reviewer.service.store import SCHEMA_VERSION
 from tests.queue_harness import Service, start_service
@@ -30,7 +31,13 @@ def test_sqlite_probes_answer_without_a_token_and_say_nothing_of_the_queue(tmp_p
         docs = probe(service, "/docs")
     finally:
         service.stop()
-    assert (healthy.status_code, healthy.json()) == (200, {"status": "serving"})
+    assert healthy.status_code == 200
+    assert healthy.json() == {"status": "serving", "release": release(), "schema_version": SCHEMA_VERSION}
+    assert release() == "0.1.0"  # the version pyproject.toml gives: the installed project's
+    first = service.log().splitlines()[0]
+    assert first.endswith(
+        f"reviewer.service: reviewer-gate {release()}, writing queue schema {SCHEMA_VERSION}"
+    )
     assert (ready.status_code, ready.json()) == (200, {"status": "ready", "schema_version": SCHEMA_VERSION})
     assert docs.status_code == 404  # the Swagger UI only with --api-docs
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from reviewer import DISTRIBUTION, release
 from reviewer.service.commands.support import refusal, store_of
 
 if TYPE_CHECKING:
@@ -117,10 +118,12 @@ def _serve(
     from reviewer.service.notifications.targets import describe, notifying
     from reviewer.service.server import ListenRefused
     from reviewer.service.signed_memory import SignedMemory, check_extends, default_memory
+    from reviewer.service.store.base import SCHEMA_VERSION
     from reviewer.trail import checkpoint as checkpoints
 
     configure_logging(args.log_format)
     log = logging.getLogger("reviewer.service")
+    log.info("%s %s, writing queue schema %d", DISTRIBUTION, release(), SCHEMA_VERSION)
     evaluator = None
     if policy is not None and not policy.trivial:
         evaluator = PolicyEvaluator(policy, args.policy_deadline, signing=signing is not None)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 
+from reviewer import release
 from reviewer.service.deps import Store
 from reviewer.service.errors import DatabaseUnusable
 from reviewer.service.store import SCHEMA_VERSION, QueueStore
@@ -20,9 +21,17 @@ router = APIRouter(tags=["operations"], include_in_schema=False)
 NOT_CACHED = {"Cache-Control": "no-store"}
 
 
+RELEASE = release()
+"""Read once: the release serving does not change while it serves."""
+
+
 @router.get("/healthz")
 async def healthz() -> Response:
-    return JSONResponse({"status": "serving"}, headers=NOT_CACHED)
+    """The process serves, which release it is and the schema it writes (a rolling upgrade's probe
+    tells the replicas apart); nothing else is read."""
+    return JSONResponse(
+        {"status": "serving", "release": RELEASE, "schema_version": SCHEMA_VERSION}, headers=NOT_CACHED
+    )
 
 
 @router.get("/readyz")
