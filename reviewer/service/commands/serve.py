@@ -123,7 +123,6 @@ def _serve(
 
     configure_logging(args.log_format)
     log = logging.getLogger("reviewer.service")
-    log.info("%s %s, writing queue schema %d", DISTRIBUTION, release(), SCHEMA_VERSION)
     evaluator = None
     if policy is not None and not policy.trivial:
         evaluator = PolicyEvaluator(policy, args.policy_deadline, signing=signing is not None)
@@ -144,6 +143,8 @@ def _serve(
         public_key = checkpoints.openssh_public(trail_key.public_key())
         signed_memory = SignedMemory(args.signed_memory or default_memory(public_key))
         check_extends(signed_memory, store)
+    # Once the database is accepted: a refusal before it stays the one line it is.
+    log.info("%s %s, writing queue schema %d", DISTRIBUTION, release(), SCHEMA_VERSION)
     if store.created:
         log.info("created a new, empty queue in %s", store.location)
     logged = store.log_earlier_events()
