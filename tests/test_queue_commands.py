@@ -179,6 +179,18 @@ def test_login_with_no_input_says_what_is_wrong(queue: tuple[Service, Actors]) -
     assert "no token was given (the input ended" in result.stderr
 
 
+def test_login_reads_the_queue_from_reviewer_queue_as_every_command_does(
+    queue: tuple[Service, Actors], tmp_path: Path
+) -> None:
+    """`run` sets REVIEWER_QUEUE to the service; without it and --queue, login says what to give."""
+    result = run(queue, "login", XDG_CONFIG_HOME=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "as alice (reviewer)" in result.stdout
+    unnamed = run(queue, "login", REVIEWER_QUEUE="", XDG_CONFIG_HOME=str(tmp_path / "other"))
+    assert unnamed.returncode == 2
+    assert unnamed.stderr == "reviewer login: name the queue: --queue URL, or REVIEWER_QUEUE\n"
+
+
 def test_login_takes_the_token_from_reviewer_token(queue: tuple[Service, Actors], tmp_path: Path) -> None:
     service, actors = queue
     result = run(queue, "login", "--queue", service.url, XDG_CONFIG_HOME=str(tmp_path))

@@ -21,9 +21,12 @@ CA_FILE_HELP = (
 )
 
 
-def add_queue_options(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
-    """`--queue URL` (`required`, else from the config) and `--ca-file FILE`: how to reach the queue."""
-    queue_help = "the queue's URL" if required else "the queue's URL (default: from the config)"
+def add_queue_options(
+    parser: argparse.ArgumentParser, *, required: bool = False, default: str = "from the config"
+) -> None:
+    """`--queue URL` (`required`, else `default` says where it comes from) and `--ca-file FILE`:
+    how to reach the queue."""
+    queue_help = "the queue's URL" if required else f"the queue's URL (default: {default})"
     parser.add_argument("--queue", metavar="URL", required=required, help=queue_help)
     parser.add_argument("--ca-file", type=Path, metavar="FILE", help=CA_FILE_HELP)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -65,7 +66,7 @@ def register(subparsers: Any) -> None:
         "whose reviewers sign in through the team's OpenID provider, run the device sign-in instead: "
         "open the URL it prints, enter the code, and the session (renewed as it ends) is stored there.",
     )
-    add_queue_options(login, required=True)
+    add_queue_options(login, default="REVIEWER_QUEUE")
     login.set_defaults(func=run_login)
 
 
@@ -124,12 +125,16 @@ def _credential(settings: Settings) -> Secret | httpx.Auth:
 def run_login(options: argparse.Namespace) -> int:
     """Check the token before storing it: a typo found now is not a 401 found mid-incident."""
     from reviewer.queue.client import QueueError, QueueUnreachable, Unauthorized
-    from reviewer.queue.config import TOKEN_ENV, ConfigError, normalize_queue_url
+    from reviewer.queue.config import QUEUE_ENV, TOKEN_ENV, ConfigError, normalize_queue_url
     from reviewer.queue.trust import use_ca_file
 
+    named = options.queue or os.environ.get(QUEUE_ENV)  # as every other command reads it
+    if not named:
+        print(f"reviewer login: name the queue: --queue URL, or {QUEUE_ENV}", file=sys.stderr)
+        return 2
     try:
         use_ca_file(options.ca_file)
-        queue_url = normalize_queue_url(options.queue)
+        queue_url = normalize_queue_url(named)
     except ConfigError as error:
         print(f"reviewer login: {error}", file=sys.stderr)
         return 2
