@@ -166,6 +166,11 @@ def start_run(
         "PYTHONUNBUFFERED": "1",
     }
     arguments = run_arguments(queue, api, "--poll-interval", "0.1", *options, command=command)
+    return launch_run(arguments, environment, cwd)
+
+
+def launch_run(arguments: list[str], environment: dict[str, str], cwd: Path = ROOT) -> RunProcess:
+    """`python -m reviewer ARGUMENTS` (a `run`), its stdout and stderr piped, in `environment`."""
     process = subprocess.Popen(
         [sys.executable, "-m", "reviewer", *arguments],
         stdout=subprocess.PIPE,

@@ -25,7 +25,7 @@ from reviewer.plan.bodies import body_view, exact_bytes
 from reviewer.plan.proposal import parse_proposal
 from reviewer.run.errors import RunRefused
 from reviewer.run.options import read_api_auth, read_credentials, with_api_auth
-from tests.run.conftest import ROOT, Queue, RunProcess, proposal, reviewer_decides
+from tests.run.conftest import ROOT, Queue, RunProcess, launch_run, proposal, reviewer_decides
 from tests.service.ports import free_port
 
 MOTO = shutil.which("moto_server", path=str(Path(sys.executable).parent))
@@ -361,17 +361,13 @@ def run_child_against(
         "REVIEWER_AGENT_TOKEN": queue.agent_token,
         "PYTHONUNBUFFERED": "1",
     }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "reviewer", "run", "--api", moto.url, "--queue", queue.url]
+    run = launch_run(
+        ["run", "--api", moto.url, "--queue", queue.url]
         + ["--readable", str(tmp_path)]  # the child's script
         + ["--api-auth", auth, "--poll-interval", "0.1", "--", sys.executable, str(child), *arguments],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=environment,
-        cwd=ROOT,
+        environment,
     )
-    return process, RunProcess(process)
+    return run.process, run
 
 
 def test_an_s3_upload_is_approved_as_its_exact_bytes_and_sent_as_them(
@@ -465,24 +461,20 @@ def test_a_placeholder_in_a_form_field_is_shown_and_replayed_resolved(queue: Que
     agent.write_text(FORM_AGENT)
     with serving_json_server(tmp_path / "api") as (api, data):
         environment = {**os.environ, "REVIEWER_AGENT_TOKEN": queue.agent_token, "PYTHONUNBUFFERED": "1"}
-        process = subprocess.Popen(
-            [sys.executable, "-m", "reviewer", "run", "--api", api.url, "--queue", queue.url]
+        run = launch_run(
+            ["run", "--api", api.url, "--queue", queue.url]
             + ["--readable", str(tmp_path)]  # the child's script
             + ["--poll-interval", "0.1", "--", sys.executable, str(agent)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=environment,
-            cwd=ROOT,
+            environment,
+            ROOT,
         )
-        run = RunProcess(process)
         proposal_id, revision = run.wait_for_plan()
         patch = proposal(queue, proposal_id, revision)["calls"][1]
         assert patch["request"]["body"] == [["mergedInto", "<id from call 1>"], ["status", "closed"]]
         assert patch["args"] == {"mergedInto": "<id from call 1>", "status": "closed"}
         reviewer_decides(queue, proposal_id)
-        _, rest = process.communicate(timeout=60)
-        assert process.returncode == 0, "".join(run.lines) + rest
+        code, said = run.finish()
+        assert code == 0, said
         tickets = {str(ticket["id"]): ticket for ticket in json.loads(data.read_text())["tickets"]}
     created = [ticket for ticket in tickets.values() if ticket["title"] == "Printer on fire"]
     assert len(created) == 1

@@ -13,7 +13,6 @@ import json
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -27,7 +26,7 @@ from botocore.awsrequest import HeadersDict
 from reviewer.agent.xml_answers import xml_fields
 from reviewer.plan.placeholders import as_minted, placeholder
 from reviewer.run.aws_protocols import AwsApi
-from tests.run.conftest import ROOT, Queue, RunProcess, proposal, reviewer_decides
+from tests.run.conftest import ROOT, Queue, RunProcess, launch_run, proposal, reviewer_decides
 from tests.run.test_any_api import MOTO, Moto
 from tests.run.test_any_api import moto as moto  # the fixture: moto's server, authentication on
 from tests.system.documented import as_run, documented_block
@@ -137,17 +136,12 @@ def start(
         "REVIEWER_AGENT_TOKEN": queue.agent_token,
         "PYTHONUNBUFFERED": "1",
     }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "reviewer", "run", "--api", server.url, "--queue", queue.url]
+    return launch_run(
+        ["run", "--api", server.url, "--queue", queue.url]
         + ["--readable", str(tmp_path), "--api-auth", f"aws-sigv4:{service}:us-east-1"]
         + ["--poll-interval", "0.1", *options, "--", sys.executable, str(agent), scenario],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=environment,
-        cwd=ROOT,
+        environment,
     )
-    return RunProcess(process)
 
 
 def dry_run(
@@ -560,16 +554,12 @@ def test_the_aws_cli_put_object_as_the_docs_give_it_is_planned_and_written_once_
         "AWS_EC2_METADATA_DISABLED": "true",
         "REVIEWER_AGENT_TOKEN": queue.agent_token,
     }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "reviewer", *words[1 : words.index("--")]]
+    run = launch_run(
+        words[1 : words.index("--")]
         + ["--queue", queue.url, "--poll-interval", "0.1", *words[words.index("--") :]],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=environment,
-        cwd=tmp_path,
+        environment,
+        tmp_path,
     )
-    run = RunProcess(process)
     proposal_id, revision = run.wait_for_plan()
     (call,) = proposal(queue, proposal_id, revision)["calls"]
     assert (call["tool"], call["request"]["path"]) == ("s3:PutObject", f"/{BUCKET}/today.txt")
@@ -606,17 +596,13 @@ def test_the_javascript_sdks_put_then_copy_are_planned_by_operation_and_sent_onc
         "AWS_EC2_METADATA_DISABLED": "true",
         "REVIEWER_AGENT_TOKEN": queue.agent_token,
     }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "reviewer", "run", "--api", bucket.url, "--queue", queue.url]
+    run = launch_run(
+        ["run", "--api", bucket.url, "--queue", queue.url]
         + ["--readable", str(JS_SDK), "--api-auth", "aws-sigv4:s3:us-east-1", "--poll-interval", "0.1"]
         + ["--", NODE, str(agent), str(JS_SDK), BUCKET],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=environment,
-        cwd=ROOT,
+        environment,
+        ROOT,
     )
-    run = RunProcess(process)
     proposal_id, revision = run.wait_for_plan()
     put, copy = proposal(queue, proposal_id, revision)["calls"]
     assert (put["tool"], copy["tool"]) == ("s3:PutObject", "s3:CopyObject")

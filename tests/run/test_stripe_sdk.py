@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.run.conftest import ROOT, Queue, RunProcess, proposal, reviewer_decides
+from tests.run.conftest import ROOT, Queue, launch_run, proposal, reviewer_decides
 from tests.service.ports import free_port
 
 LOCALSTRIPE = shutil.which("localstripe", path=str(Path(sys.executable).parent))
@@ -85,17 +85,13 @@ def test_stripes_sdk_creates_then_modifies_what_it_created_through_approval(
         "REVIEWER_AGENT_TOKEN": queue.agent_token,
         "PYTHONUNBUFFERED": "1",
     }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "reviewer", "run", "--api", localstripe, "--queue", queue.url]
+    run = launch_run(
+        ["run", "--api", localstripe, "--queue", queue.url]
         + ["--api-header", "Authorization: Bearer env:STRIPE_KEY", "--readable", str(tmp_path)]
         + ["--poll-interval", "0.1", "--", sys.executable, str(agent)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=environment,
-        cwd=ROOT,
+        environment,
+        ROOT,
     )
-    run = RunProcess(process)
     proposal_id, revision = run.wait_for_plan()
     create, modify = proposal(queue, proposal_id, revision)["calls"]
     assert (create["request"]["method"], create["request"]["path"]) == ("POST", "/v1/customers")
