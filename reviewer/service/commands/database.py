@@ -111,6 +111,7 @@ def run_db_reopen(args: argparse.Namespace) -> int:
     from reviewer.service.errors import DatabaseUnusable
     from reviewer.service.signed_memory import Signed, SignedMemory, default_memory
     from reviewer.service.store.proposals import CLOSED_BY_RESTORE
+    from reviewer.service.store.restore import counted
     from reviewer.trail import checkpoint as checkpoints
 
     memory = None
@@ -131,15 +132,14 @@ def run_db_reopen(args: argparse.Namespace) -> int:
             location = store.location
     except DatabaseUnusable as error:
         return refusal("db reopen", error.message)
-    shown = ", ".join(closed[:10]) + (f" and {len(closed) - 10} more" if len(closed) > 10 else "")
     remembered = (
         f"; its trail of {head.size} entries is the one remembered in {memory.path}"
         if memory is not None
         else ""
     )
     print(
-        f"reopened {location}: {len(closed)} proposal(s) it left open are closed (decide them again)"
-        + (f": {shown}" if closed else "")
+        f"reopened {location}: "
+        + counted(closed, "proposal(s) it left open are closed (decide them again)")
         + remembered,
         file=sys.stderr,
     )

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
+from reviewer.plan.sanitize import safe_text
 from reviewer.service import rules
 from reviewer.service.errors import DatabaseUnusable
 from reviewer.service.store.migrations import backup_sqlite
@@ -71,17 +72,21 @@ class Carried:
         if not self.replaced_read:
             why = "could not be read" if self.replaced is not None else "did not exist"
             said.append(f"the file replaced {why}: every proposal open in the backup is closed")
-        said.append(_count_with_ids(self.closed, "proposal(s) closed by the restore (decide them again)"))
+        said.append(counted(self.closed, "proposal(s) closed by the restore (decide them again)"))
         if self.missing:
-            said.append(_count_with_ids(self.missing, "proposal(s) submitted after the backup are not in it"))
+            said.append(counted(self.missing, "proposal(s) submitted after the backup are not in it"))
         said.append(f"{self.tokens} token(s) revoked, expired or rotated since stay so")
         said.append(f"{self.keys} SSH key(s) removed since stay removed")
         said.append(f"{self.deliveries} notification(s) delivered since are not sent again")
         return said
 
 
-def _count_with_ids(ids: list[str], what: str) -> str:
-    shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+def counted(ids: list[str], what: str) -> str:
+    """`N what: id, id, ...` for the operator: ten ids at most, each escaped (a file being replaced
+    may hold anything)."""
+    shown = ", ".join(safe_text(id_) for id_ in ids[:10]) + (
+        f" and {len(ids) - 10} more" if len(ids) > 10 else ""
+    )
     return f"{len(ids)} {what}" + (f": {shown}" if ids else "")
 
 
