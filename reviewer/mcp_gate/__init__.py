@@ -10,9 +10,9 @@ operator trusts read-only hints (`--trust-read-only-hints`) and the tool says re
 saying destructive. Any other call is recorded (`dry_run.via: record`) and answered at once with what
 was recorded and a placeholder for its result, in the shape of the tool's output schema when it
 declares one (the host's client validates structured content against it). Effects never overstate nor
-understate: `--effect` says, else an update when the tool hints `destructiveHint` (it may overwrite: the
-reviewer is told so), a create when it hints `destructiveHint: false`, else an effect unknown (`other`).
-`delete` comes only from the operator.
+understate: `--effect` says, else an update when the tool hints `destructiveHint` (it may overwrite:
+the reviewer is told so), a create when it hints `destructiveHint: false`, else an effect unknown
+(effect `other`). `delete` comes only from the operator.
 
 The proposal names the upstream (`--name`, else the command and its arguments) and pins the definitions
 of its tools (`Target.tools_sha256`). Once a reviewer approves, `reviewer_plan_status` lists the tools

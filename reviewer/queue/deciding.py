@@ -1,7 +1,8 @@
 """Sending a decision under the reviewer's own credential, signed when a key is configured.
 
-One path for the command line (`reviewer approve` / `reviewer reject`) and the terminal app, so a
-decision is signed the same way wherever it is made, and a signing failure (no agent, the key not
+One signing for the command line (`reviewer approve` / `reviewer reject`, through `send_decision`) and
+the terminal app (which sends with its own retry key), so a decision is signed the same way wherever it
+is made, and a signing failure (no agent, the key not
 in it, a key file others can read) stops it before anything reaches the queue.
 """
 
