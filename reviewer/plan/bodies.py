@@ -45,9 +45,17 @@ AWS_JSON: Final = "application/x-amz-json-"
 """AWS's JSON protocol (DynamoDB, SQS: `application/x-amz-json-1.0`) is JSON under its own name."""
 
 
+def is_json(content_type: str | None) -> bool:
+    """The one rule for a JSON body, the queue's and the plan's: no media type at all, `application/json`,
+    or any type with the `+json` structured syntax suffix (RFC 6839: `application/merge-patch+json`,
+    `text/vnd.example+json`), parameters such as `charset` aside."""
+    kind = media_type(content_type)
+    return not kind or kind == "application/json" or kind.endswith("+json")
+
+
 def body_kind(content_type: str | None) -> BodyKind:
     kind = media_type(content_type)
-    if not kind or kind == "application/json" or kind.endswith("+json") or kind.startswith(AWS_JSON):
+    if is_json(content_type) or kind.startswith(AWS_JSON):
         return "json"
     return "form" if kind == FORM else "bytes"
 

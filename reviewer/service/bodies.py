@@ -14,6 +14,7 @@ from fastapi import Request
 from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect
 
+from reviewer.plan.bodies import is_json
 from reviewer.plan.proposal import (
     MAX_BODY_BYTES,
     MAX_DEPTH,
@@ -33,22 +34,11 @@ from reviewer.service.store import Submission
 Model = TypeVar("Model", bound=BaseModel)
 
 
-def is_json_media_type(content_type: str | None) -> bool:
-    """`application/json` (parameters such as charset allowed) or a `+json` type; no header counts as JSON,
-    so `curl --data-binary @plan.json` works, but a form or text body is refused rather than guessed at."""
-    if content_type is None:
-        return True
-    media_type = content_type.split(";", 1)[0].strip().lower()
-    return media_type == "application/json" or (
-        media_type.startswith("application/") and media_type.endswith("+json")
-    )
-
-
 async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytearray:
     """The request body, refused with 413 as soon as it passes `limit` (before it is all in memory),
     and with 415 before a byte is read when its Content-Type says it is not JSON."""
     content_type = request.headers.get("content-type")
-    if not is_json_media_type(content_type):
+    if not is_json(content_type):
         raise NotJSON(
             f"the body is sent as {safe_text(content_type or '')[:100]!r}; send JSON with "
             "Content-Type: application/json"

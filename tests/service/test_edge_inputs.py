@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from reviewer.plan.bodies import body_kind
 from tests.queue_harness import (
     Actors,
     Service,
@@ -49,15 +50,25 @@ def test_a_body_that_says_it_is_not_json_is_415_and_changes_nothing(
         response = client.post(
             path, content=raw, headers={"Content-Type": content_type, "Idempotency-Key": unique_id()}
         )
+        assert body_kind(content_type) != "json"
         assert response.status_code == 415, (path, response.text)
         assert response.json()["error"] == "unsupported_media_type"
         assert "application/json" in response.json()["message"]
 
 
 @pytest.mark.parametrize(
-    "content_type", ["application/json", "application/json; charset=utf-8", "application/merge-patch+json"]
+    "content_type",
+    [
+        "application/json",
+        "application/json; charset=utf-8",
+        "application/merge-patch+json",
+        "text/vnd.example+json",
+        "APPLICATION/JSON",
+    ],
 )
 def test_json_media_types_are_read(actors: Actors, content_type: str) -> None:
+    """The queue reads as JSON what a plan holds as JSON: one rule (`reviewer.plan.bodies.is_json`)."""
+    assert body_kind(content_type) == "json"
     response = actors.agent.post(
         "/v1/proposals",
         content=json.dumps(proposal(unique_id())).encode(),
