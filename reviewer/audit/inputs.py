@@ -26,6 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from reviewer.credential_specs import CredentialSpecError, header_sources, read_header
 from reviewer.reading.audit_rows import MalformedLine
 from reviewer.redaction import header_secrets, redact
 
@@ -273,40 +274,22 @@ def _rotation_number(path: Path) -> int:
 
 
 def credential_header(spec: str, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
-    """`NAME: [PREFIX ]env:VAR` or `NAME: [PREFIX ]file:PATH` as a header and its value: the secret is
-    never a value on the command line, where every user of the machine can read it."""
-    environ = os.environ if environ is None else environ
-    name, colon, rest = spec.partition(":")
-    name = name.strip()
-    prefix, _, source = rest.strip().rpartition(" ")
-    if not colon or not name or " " in name:
-        raise AuditSourceUnreadable(f"--audit-header {name[:40]!r}: write NAME: env:VAR or NAME: file:PATH")
-    if source.startswith("env:") and source[4:]:
-        secret = environ.get(source[4:], "")
-    elif source.startswith("file:") and source[5:]:
-        try:
-            secret = Path(source[5:]).read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as error:
-            raise AuditSourceUnreadable(f"--audit-header {name}: cannot read {source[5:]}: {error}") from None
-    else:
-        raise AuditSourceUnreadable(
-            f"--audit-header {name}: give env:VAR or file:PATH (after an optional prefix such as Bearer); "
-            "a value on the command line is visible to every user of the machine"
-        )
-    if not secret or any(character in secret for character in "\r\n\0"):
-        raise AuditSourceUnreadable(f"--audit-header {name}: {source} is empty or holds a line break")
-    return name, f"{prefix.strip()} {secret}" if prefix.strip() else secret
+    """`NAME: [PREFIX ]env:VAR` or `NAME: [PREFIX ]file:PATH` as a header and its value, by the rules
+    every command reads a credential with (`reviewer.credential_specs`)."""
+    try:
+        header = read_header(spec, os.environ if environ is None else environ, "--audit-header")
+    except CredentialSpecError as error:
+        raise AuditSourceUnreadable(str(error)) from None
+    return header.name, header.value
 
 
 def credential_files(specs: Iterable[str]) -> set[str]:
-    """The files `credential_header` reads for these specs (`NAME: [PREFIX ]file:PATH`): what a
-    process the reader starts must not be shown."""
-    sources = (spec.partition(":")[2].strip().rpartition(" ")[2] for spec in specs)
-    return {source[5:] for source in sources if source.startswith("file:") and source[5:]}
+    """The files `credential_header` reads for these specs: what a process the reader starts must not
+    be shown."""
+    return header_sources(specs)[1]
 
 
 def credential_variables(specs: Iterable[str]) -> set[str]:
-    """The environment variables `credential_header` reads for these specs (`NAME: [PREFIX ]env:VAR`):
-    what a process the reader starts must not be given."""
-    sources = (spec.partition(":")[2].strip().rpartition(" ")[2] for spec in specs)
-    return {source[4:] for source in sources if source.startswith("env:") and source[4:]}
+    """The environment variables `credential_header` reads for these specs: what a process the reader
+    starts must not be given."""
+    return header_sources(specs)[0]

@@ -16,11 +16,10 @@ from typing import Final
 
 import httpx
 
+from reviewer import credential_specs
+from reviewer.credential_specs import CredentialSpecError, read_header
 from reviewer.plan.hosts import is_loopback
 from reviewer.run.errors import RunRefused
-
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
-_HOP_BY_HOP = frozenset({"host", "connection", "content-length", "transfer-encoding", "te", "upgrade"})
 
 
 def check_api_url(url: str, option: str = "--api") -> str:
@@ -75,23 +74,11 @@ def every_secret(*credentials: Credentials) -> Credentials:
 def read_secret(source: str, environ: Mapping[str, str], what: str) -> tuple[str, str | None, str | None]:
     """`env:VAR` or `file:PATH` (`what` naming the option, in what is refused) as the secret it holds,
     and the variable or the file it came from."""
-    if source.startswith("env:") and source[4:]:
-        secret = environ.get(source[4:])
-        if not secret:
-            raise RunRefused(f"{what}: the environment variable {source[4:]} is not set")
-        return secret, source[4:], None
-    if source.startswith("file:") and source[5:]:
-        try:
-            secret = Path(source[5:]).read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as error:
-            raise RunRefused(f"{what}: cannot read {source[5:]}: {error}") from None
-        if not secret:
-            raise RunRefused(f"{what}: {source[5:]} is empty")
-        return secret, None, source[5:]
-    raise RunRefused(
-        f"{what}: a value on the command line is visible to every user of the machine; give env:VAR or "
-        "file:PATH (after an optional prefix such as Bearer)"
-    )
+    try:
+        secret = credential_specs.read_secret(source, environ, what)
+    except CredentialSpecError as error:
+        raise RunRefused(str(error)) from None
+    return secret.value, secret.variable, secret.path
 
 
 def read_credentials(
@@ -100,25 +87,16 @@ def read_credentials(
     """Each `NAME: [PREFIX ]env:VAR` or `NAME: [PREFIX ]file:PATH` as a header and its secret (`option`
     names the flag they came from, in what is refused: `--sandbox-header` and `--audit-header` are read
     the same way)."""
-    headers: dict[str, str] = {}
-    from_env: set[str] = set()
-    from_files: set[str] = set()
-    secrets: list[str] = []
-    for spec in specs:
-        name, colon, rest = spec.partition(":")
-        name = name.strip()
-        if not colon or not _HEADER_NAME.match(name) or name.lower() in _HOP_BY_HOP:
-            raise RunRefused(f"{option} {name[:40]!r}...: write NAME: env:VAR or NAME: file:PATH")
-        prefix, _, source = rest.strip().rpartition(" ")
-        secret, variable, path = read_secret(source, environ, f"{option} {name}")
-        from_env.update([variable] if variable else [])
-        from_files.update([path] if path else [])
-        value = f"{prefix.strip()} {secret}" if prefix.strip() else secret
-        if any(character in value for character in "\r\n\0"):
-            raise RunRefused(f"{option} {name}: the value holds a line break")
-        headers[name] = value
-        secrets.append(secret)
-    return Credentials(headers, frozenset(from_env), frozenset(from_files), tuple(secrets))
+    try:
+        headers = [read_header(spec, environ, option) for spec in specs]
+    except CredentialSpecError as error:
+        raise RunRefused(str(error)) from None
+    return Credentials(
+        {header.name: header.value for header in headers},
+        frozenset(header.secret.variable for header in headers if header.secret.variable),
+        frozenset(header.secret.path for header in headers if header.secret.path),
+        tuple(header.secret.value for header in headers),
+    )
 
 
 AWS_VARIABLES: Final = frozenset(

@@ -43,7 +43,7 @@ def test_a_credential_comes_from_the_environment_or_a_file_never_the_command_lin
     assert credential_header(f"X-Key: file:{secret_file}", {}) == ("X-Key", "from-file")
     with pytest.raises(AuditSourceUnreadable, match="visible to every user"):
         credential_header("Authorization: Bearer s3cr3t", {})
-    with pytest.raises(AuditSourceUnreadable, match="empty"):
+    with pytest.raises(AuditSourceUnreadable, match="UNSET is not set"):
         credential_header("Authorization: env:UNSET", {})
 
 
