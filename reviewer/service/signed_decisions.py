@@ -234,14 +234,8 @@ class PolicySigning:
     principal: str
 
     def sign(self, proposal_id: str, revision: int, plan_sha256: str, now: float) -> VerifiedSignature:
-        statement = DecisionStatement(
-            proposal_id=proposal_id,
-            revision=revision,
-            plan_sha256=plan_sha256,
-            decision="approve",
-            reviewer=self.principal,
-            signed_at=datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        )
+        at = datetime.fromtimestamp(now, UTC)
+        statement = DecisionStatement.now(proposal_id, revision, plan_sha256, "approve", self.principal, at)
         signature = sign_statement(statement, self.signer)
         return VerifiedSignature(statement.to_bytes().decode(), signature, self.signer.public_key.fingerprint)
 

@@ -73,6 +73,8 @@ _MIN_RSA_BITS: Final = 1024
 _PROPOSAL_ID: Final = re.compile(PROPOSAL_ID_PATTERN)
 _REVIEWER_NAME: Final = re.compile(REVIEWER_NAME_PATTERN)
 _SHA256_HEX: Final = re.compile(r"^[0-9a-f]{64}$")
+SIGNED_AT_FORMAT: Final = "%Y-%m-%dT%H:%M:%SZ"
+"""When a statement was signed: UTC, in whole seconds (`2026-11-30T09:00:00Z`)."""
 _SIGNED_AT: Final = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 
 
@@ -179,9 +181,7 @@ class DecisionStatement:
     ) -> DecisionStatement:
         """A statement signed at `clock` (now by default), in whole seconds, UTC."""
         moment = (clock or datetime.now(UTC)).astimezone(UTC)
-        return cls(
-            proposal_id, revision, plan_sha256, decision, reviewer, moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-        )
+        return cls(proposal_id, revision, plan_sha256, decision, reviewer, moment.strftime(SIGNED_AT_FORMAT))
 
     def names(self, proposal_id: str, revision: int, plan_sha256: str, decision: DecisionKind) -> str | None:
         """None when the statement is about exactly this decision; otherwise what differs."""
@@ -214,7 +214,7 @@ def _check_statement_fields(statement: DecisionStatement) -> None:
     if not isinstance(statement.signed_at, str) or not _SIGNED_AT.match(statement.signed_at):
         raise bad("signed_at", "must be a UTC time like 2026-11-30T09:00:00Z")
     try:
-        datetime.strptime(statement.signed_at, "%Y-%m-%dT%H:%M:%SZ")
+        datetime.strptime(statement.signed_at, SIGNED_AT_FORMAT)
     except ValueError as error:
         raise bad("signed_at", "is not a real date and time") from error
 
