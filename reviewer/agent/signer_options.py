@@ -18,6 +18,7 @@ from pathlib import Path
 
 from reviewer.agent.ledger import Ledger, LedgerError, default_ledger
 from reviewer.plan.sanitize import safe_text
+from reviewer.private_files import private_folder
 from reviewer.signing.allowed_signers import AllowedSigners, AllowedSignersError
 
 
@@ -77,7 +78,7 @@ def _usable_ledger(path: Path, *, default: bool = False) -> Path:
     ledger that cannot be kept would refuse every approval after a reviewer approved it."""
     if default:
         try:
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            private_folder(path.parent)
         except OSError as error:
             raise BadSignerOption(f"the ledger's folder cannot be made: {safe_text(str(error))}") from None
     elif not path.parent.is_dir():

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from reviewer import json_text
-from reviewer.private_files import write_private
+from reviewer.private_files import private_folder, write_private
 
 FORMAT: Final = "reviewer.mcp-gate.recording/v1"
 
@@ -89,7 +89,7 @@ class RecordingFile:
     def save(self, calls: list[RecordedCall], upstream: str) -> None:
         """Write this gate's calls in place of those it kept, the other gates' calls as they are
         (0600, replaced atomically: a gate killed meanwhile leaves the previous file whole)."""
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_folder(self.path.parent)
         with self._locked():
             try:
                 document = self._read()

@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 import platformdirs
 
 from reviewer.plan.hosts import is_loopback
-from reviewer.private_files import write_private
+from reviewer.private_files import private_folder, write_private
 from reviewer.queue.terminal_alerts import DESKTOP_PROTOCOLS, TerminalAlerts
 from reviewer.queue.trust import use_ca_file
 
@@ -263,16 +263,10 @@ def read_credential(path: Path | None = None) -> Secret | ProviderSession | None
         raise TokenFileUnsafe(f"{path} does not hold a token: run `reviewer login` again") from None
 
 
-def _private_folder(folder: Path) -> None:
-    """Create `folder` with 0700, or tighten it: it holds the token."""
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if stat.S_IMODE(folder.stat().st_mode) != 0o700:
-        folder.chmod(0o700)
-
-
 def _write_private(path: Path, data: bytes) -> None:
-    """Write `data` to `path` atomically, 0600, in a folder only its owner may enter."""
-    _private_folder(path.parent)
+    """Write `data` to `path` atomically, 0600, in a folder only its owner may enter (the config
+    folder, which holds the token: tightened to 0700 if it was wider)."""
+    private_folder(path.parent, tighten=True)
     write_private(path, data)
 
 

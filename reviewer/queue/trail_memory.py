@@ -15,10 +15,8 @@ import asyncio
 import base64
 import binascii
 import contextlib
-import fcntl
 import hashlib
 import json
-import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +25,7 @@ from typing import Final
 import platformdirs
 
 from reviewer import json_text
-from reviewer.private_files import write_private
+from reviewer.private_files import locked, write_private
 from reviewer.queue.client import NotFound, QueueClient, QueueError
 from reviewer.queue.config import APP_NAME
 from reviewer.trail import checkpoint as checkpoints
@@ -92,21 +90,16 @@ def _write(path: Path, queue_url: str, remembered: Remembered) -> None:
 
 @contextlib.asynccontextmanager
 async def _locked(path: Path) -> AsyncIterator[None]:
-    """An exclusive `flock` on the memory's lock file while it is read, checked and written: two
-    executors on one host checking at once never write an older checkpoint over a newer one."""
-    lock = path.with_suffix(".lock")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        descriptor = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError as error:
-        raise TrailRefused(
-            f"cannot keep the trail's checkpoint in {lock} ({error.strerror}); nothing was run"
-        ) from None
-    try:
-        await asyncio.to_thread(fcntl.flock, descriptor, fcntl.LOCK_EX)  # off the loop: others wait
+    """The memory's lock held while it is read, checked and written: two executors on one host checking
+    at once never write an older checkpoint over a newer one. Taken off the loop: others wait."""
+    with contextlib.ExitStack() as held:
+        try:
+            await asyncio.to_thread(held.enter_context, locked(path))
+        except OSError as error:
+            raise TrailRefused(
+                f"cannot keep the trail's checkpoint beside {path} ({error.strerror}); nothing was run"
+            ) from None
         yield
-    finally:
-        os.close(descriptor)
 
 
 async def check_trail(client: QueueClient, directory: Path | None = None) -> checkpoints.Checkpoint | None:

@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import fcntl
 import hashlib
 import json
-import os
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -32,7 +30,7 @@ from typing import Final
 import platformdirs
 
 from reviewer import json_text
-from reviewer.private_files import write_private
+from reviewer.private_files import locked, write_private
 from reviewer.queue.config import APP_NAME
 from reviewer.service.errors import DatabaseUnusable
 from reviewer.service.store import QueueStore
@@ -123,18 +121,12 @@ class SignedMemory:
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            descriptor = os.open(self.path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as error:
-            raise DatabaseUnusable(
-                f"cannot remember the signed log in {self.path}: {error.strerror}"
-            ) from None
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX)
+        with ExitStack() as held:
+            try:
+                held.enter_context(locked(self.path))
+            except OSError as error:
+                raise self._unwritable(error) from None
             yield
-        finally:
-            os.close(descriptor)
 
     def _unwritable(self, error: OSError) -> DatabaseUnusable:
         return DatabaseUnusable(f"cannot remember the signed log in {self.path}: {error.strerror}")

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
+from reviewer.private_files import private_folder
 from reviewer.service.auth import ROLES
 from reviewer.service.errors import DatabaseUnusable
 from reviewer.service.rules import Row
@@ -409,8 +410,7 @@ class SQLiteStore(QueueStore):
                 f"no queue database at {self.path}; check the path, or start "
                 f"`reviewer serve --db {self.path}` once to create it"
             )
-        if not self.path.parent.exists():
-            self.path.parent.mkdir(parents=True, mode=0o700)
+        private_folder(self.path.parent)
         _create_private(self.path)
         self._migrate(migrate)
         self._start_clock()
