@@ -11,13 +11,14 @@ secret. Whatever credential the request already carried (an agent's own `Authori
 
 from __future__ import annotations
 
-import re
 import time
-from collections.abc import AsyncGenerator, Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any, Final
 from urllib.parse import quote_plus
 
 import httpx
+
+from reviewer.queue.bearer import Renewal, RenewedBearer, oauth_refusal
 
 SIGV4_HEADERS: Final = frozenset(
     {"authorization", "x-amz-date", "x-amz-security-token", "x-amz-content-sha256"}
@@ -86,7 +87,7 @@ class AwsSigV4Auth(httpx.Auth):
         yield request
 
 
-class OAuth2ClientCredentials(httpx.Auth):
+class OAuth2ClientCredentials(RenewedBearer):
     """OAuth 2.0's client credentials grant (RFC 6749 section 4.4): a bearer token fetched from
     `token_url` with the client's id and secret (HTTP Basic, as the RFC recommends), kept until shortly
     before it expires, and fetched again then or when the API answers 401 to it.
@@ -105,6 +106,7 @@ class OAuth2ClientCredentials(httpx.Auth):
         scope: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__()
         self.token_url = token_url
         self._client = (client_id, client_secret)
         self._scope = scope
@@ -129,9 +131,9 @@ class OAuth2ClientCredentials(httpx.Auth):
         if response.status_code == 401 and credentials != self._forms[-1]:
             return False
         if response.status_code != 200:
-            raise RequestAuthError(
-                f"{where} answered {response.status_code}{_error_code(response)} to the client credentials"
-            )
+            refusal = oauth_refusal(response)  # its code alone: the description is the provider's free text
+            code = f" ({refusal.code})" if refusal.code else ""
+            raise RequestAuthError(f"{where} answered {response.status_code}{code} to the client credentials")
         try:
             answer = response.json()
             token = answer["access_token"]
@@ -147,47 +149,14 @@ class OAuth2ClientCredentials(httpx.Auth):
         self._forms = [credentials]
         return True
 
-    def _fresh(self) -> bool:
-        return self._token is not None and self._clock() < self._expires_at
+    def token(self) -> str | None:
+        return self._token
 
-    def _with_token(self, request: httpx.Request) -> httpx.Request:
-        request.headers["authorization"] = f"Bearer {self._token}"
-        return request
+    def due(self) -> bool:
+        return self._token is None or self._clock() >= self._expires_at
 
-    def sync_auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        fetch = not self._fresh()
-        while True:
-            if fetch:
-                for token_request, credentials in self._token_requests():
-                    token_response = yield token_request
-                    token_response.read()
-                    if self._took(token_response, credentials):
-                        break
-            response = yield self._with_token(request)
-            if response.status_code != 401 or fetch:
+    def renewal(self) -> Renewal:
+        for token_request, credentials in self._token_requests():
+            token_response = yield token_request
+            if self._took(token_response, credentials):
                 return
-            fetch = True  # a kept token the API no longer takes: one fresh one, once
-
-    async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
-        fetch = not self._fresh()
-        while True:
-            if fetch:
-                for token_request, credentials in self._token_requests():
-                    token_response = yield token_request
-                    await token_response.aread()
-                    if self._took(token_response, credentials):
-                        break
-            response = yield self._with_token(request)
-            if response.status_code != 401 or fetch:
-                return
-            fetch = True  # a kept token the API no longer takes: one fresh one, once
-
-
-def _error_code(response: httpx.Response) -> str:
-    """` (invalid_scope)`: the RFC 6749 error code a refusal names, when it is one (a short word of
-    lowercase letters and underscores: never the provider's free text, which may hold anything)."""
-    try:
-        code = response.json().get("error")
-    except (ValueError, AttributeError):
-        return ""
-    return f" ({code})" if isinstance(code, str) and re.fullmatch(r"[a-z_]{1,40}", code) else ""

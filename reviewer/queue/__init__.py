@@ -1,4 +1,4 @@
 """The queue's client side: the wire messages (`messages`), the HTTP client (`client`), the reviewer's
-config (`config`), signing in (`sign_in`, `provider_login`), deciding (`deciding`), the shell's
+config (`config`), signing in (`sign_in`, `provider_login`) with a bearer token renewed (`bearer`), deciding (`deciding`), the shell's
 commands (`commands`: `list`, `show`, `approve`, `reject`, `request-changes`) with their summary
 (`overview`) and the trail's (`trail_commands`, `trail_memory`)."""

@@ -12,10 +12,9 @@ at the provider first, transparently: a person the provider no longer signs in i
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
-from collections.abc import AsyncGenerator, Callable, Generator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import cached_property
 from typing import Any, Final
@@ -24,6 +23,7 @@ import httpx
 import jwt
 
 from reviewer import json_text
+from reviewer.queue.bearer import Renewal, RenewedBearer, oauth_refusal
 from reviewer.queue.client import QueueError
 from reviewer.queue.messages import ProviderSignIn
 
@@ -101,7 +101,7 @@ def start_device_grant(
 ) -> DeviceCode:
     answer = _post(http, device_authorization_endpoint, {"client_id": client_id, "scope": scopes})
     if answer.status_code != 200:
-        raise SignInFailed(f"the provider refused to start the sign-in: {_oauth_error(answer)}")
+        raise SignInFailed(f"the provider refused to start the sign-in: {oauth_refusal(answer).words()}")
     body = _json(answer)
     try:
         return DeviceCode(
@@ -151,7 +151,7 @@ def poll_device_grant(
             raise SignInFailed("the sign-in was declined at the provider")
         if error == "expired_token":
             raise SignInFailed("the code expired before the sign-in was finished; run `reviewer login` again")
-        raise SignInFailed(f"the provider refused the sign-in: {_oauth_error(answer)}")
+        raise SignInFailed(f"the provider refused the sign-in: {oauth_refusal(answer).words()}")
 
 
 def session_from(
@@ -189,9 +189,8 @@ def renewal_request(session: ProviderSession) -> httpx.Request:
 
 def renewed(session: ProviderSession, answer: httpx.Response) -> ProviderSession:
     if answer.status_code != 200:
-        raise SignInFailed(
-            f"the provider did not renew the session ({_oauth_error(answer)}); run `reviewer login` again"
-        )
+        refusal = oauth_refusal(answer).words()
+        raise SignInFailed(f"the provider did not renew the session ({refusal}); run `reviewer login` again")
     return session_from(
         _json(answer),
         session.issuer,
@@ -202,7 +201,7 @@ def renewed(session: ProviderSession, answer: httpx.Response) -> ProviderSession
     )
 
 
-class RenewingAuth(httpx.Auth):
+class RenewingAuth(RenewedBearer):
     """The identity token as the bearer credential, renewed at the provider before the queue's
     session ends or after the queue refused it, and stored again (`store`) each time. One renewal
     at a time: a provider that rotates refresh tokens treats a second use of one as theft."""
@@ -214,15 +213,18 @@ class RenewingAuth(httpx.Auth):
         clock: Callable[[], float] = time.time,
         reload: Callable[[], ProviderSession | None] = lambda: None,
     ) -> None:
+        super().__init__()
         self.session = session
         self.store = store
         self.clock = clock
         self.reload = reload
         """The session as stored now: another process (the app, a second command) may have renewed
         it, and a rotated refresh token used twice makes a provider end the whole sign-in."""
-        self._renewing = asyncio.Lock()
 
-    def _due(self) -> bool:
+    def token(self) -> str:
+        return self.session.id_token
+
+    def due(self) -> bool:
         if self.clock() < self.session.ends_at() - RENEW_BEFORE:
             return False
         stored = self.reload()
@@ -231,44 +233,10 @@ class RenewingAuth(httpx.Auth):
         self.session = stored
         return self.clock() >= stored.ends_at() - RENEW_BEFORE
 
-    def _update(self, session: ProviderSession) -> None:
-        self.session = session
-        self.store(session)
-
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        """The same steps for a synchronous client (one thread: no lock)."""
-        if self._due():
-            answer = yield renewal_request(self.session)
-            answer.read()
-            self._update(renewed(self.session, answer))
-        request.headers["Authorization"] = f"Bearer {self.session.id_token}"
-        response = yield request
-        if response.status_code == 401:
-            answer = yield renewal_request(self.session)
-            answer.read()
-            self._update(renewed(self.session, answer))
-            request.headers["Authorization"] = f"Bearer {self.session.id_token}"
-            yield request
-
-    async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
-        used = self.session.id_token
-        if self._due():
-            async with self._renewing:
-                if self.session.id_token == used:  # nobody renewed it while this request waited
-                    answer = yield renewal_request(self.session)
-                    await answer.aread()
-                    self._update(renewed(self.session, answer))
-        used = self.session.id_token
-        request.headers["Authorization"] = f"Bearer {used}"
-        response = yield request
-        if response.status_code == 401:
-            async with self._renewing:
-                if self.session.id_token == used:
-                    answer = yield renewal_request(self.session)
-                    await answer.aread()
-                    self._update(renewed(self.session, answer))
-            request.headers["Authorization"] = f"Bearer {self.session.id_token}"
-            yield request
+    def renewal(self) -> Renewal:
+        answer = yield renewal_request(self.session)
+        self.session = renewed(self.session, answer)
+        self.store(self.session)
 
 
 def device_sign_in(
@@ -319,19 +287,6 @@ def _json(answer: httpx.Response) -> dict[str, Any]:
         raise SignInFailed(f"the provider answered {answer.status_code} without a JSON object")
     body: dict[str, Any] = answer.json()
     return body
-
-
-def _oauth_error(answer: httpx.Response) -> str:
-    """The OAuth error code and description (RFC 6749 5.2), never the body's tokens."""
-    if not _is_json(answer):
-        return f"HTTP {answer.status_code}"
-    from reviewer.plan.sanitize import safe_text
-
-    body = answer.json()
-    words = [str(body.get("error", f"HTTP {answer.status_code}"))[:100]]
-    if isinstance(body.get("error_description"), str):
-        words.append(body["error_description"][:300])
-    return safe_text(": ".join(words))  # the provider's words reach the terminal: nothing in them is obeyed
 
 
 __all__ = [
