@@ -52,8 +52,8 @@ def write_log(path: Path, lines: int) -> dict[str, object]:
 
 def read_and_match(log: Path, run_file: Path) -> None:
     """In this process: read `log`, match the run, print seconds, rows and peak memory as JSON."""
+    from reviewer.audit.matching import SentCall, Window, match_audit
     from reviewer.audit.registry import audit_source
-    from reviewer.reading.audit_matching import SentCall, Window, match_audit
 
     run = json.loads(run_file.read_text())
     calls = [

@@ -72,8 +72,8 @@ READS = [
 def read_one(spec: str) -> dict[str, object]:
     """One source read to its end, or refused, in this process: how it ended and what it cost."""
     from reviewer.audit.inputs import AuditSourceUnreadable
+    from reviewer.audit.matching import Window, match_audit
     from reviewer.audit.registry import audit_source
-    from reviewer.reading.audit_matching import Window, match_audit
 
     started = time.perf_counter()
     try:

@@ -44,7 +44,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "trail",
-        "reviewer.queue.trail_commands",
+        "reviewer.trail.commands",
         "the trail's signed checkpoints: print one, export the entries, verify an export offline",
     ),
     ("policy", "reviewer.policy.commands", "test a queue policy file"),

@@ -8,9 +8,9 @@ import pytest
 
 from reviewer.agent.ledger import Ledger, LedgerError
 from reviewer.mcp_gate.recordings import RecordingFile, RecordingUnreadable
-from reviewer.queue.trail_memory import TrailRefused, _read
 from reviewer.service.errors import DatabaseUnusable
 from reviewer.service.signed_memory import SignedMemory
+from reviewer.trail.memory import TrailRefused, _read
 
 DEEP = "[" * 5000
 

@@ -78,12 +78,12 @@ from reviewer.agent.runs import RecordedCall, Recording, dry_run
 from reviewer.agent.sandbox_check import SandboxCheck
 from reviewer.agent.tools import GatedTool, ToolArgumentError, WriteTool, sdk_tool, write_tool
 from reviewer.agent.waiting import Patience
+from reviewer.audit.matching import AuditMatch
 from reviewer.audit.registry import AuditSource, audit_source
 from reviewer.plan.dry_run_params import names_dry_run
 from reviewer.plan.proposal import Agent, Call, Proposal, Request, SandboxProof, Target
 from reviewer.queue.client import QueueClient
 from reviewer.queue.messages import AuditVerification, DecisionState, SentRequestId, SubmissionAnswer
-from reviewer.reading.audit_matching import AuditMatch
 from reviewer.reading.verification import Verification
 from reviewer.signing.allowed_signers import AllowedSigners
 

@@ -19,10 +19,10 @@ from reviewer.agent.errors import AgentError
 from reviewer.agent.http_values import HttpRequest
 from reviewer.audit.checks import RealRun, check_readable, verify_run, writes_during_dry_run
 from reviewer.audit.inputs import AuditSourceUnreadable
+from reviewer.audit.matching import AuditMatch, RequestLine
 from reviewer.audit.registry import AuditSource
 from reviewer.audit.reported import late_audit, unreadable_audit
 from reviewer.queue.messages import AuditVerification
-from reviewer.reading.audit_matching import AuditMatch, RequestLine
 
 LOG_SETTLE_SECONDS: Final = 0.25
 """A server writes a request's access-log line after it answered (nginx, in its log phase): the dry

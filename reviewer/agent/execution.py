@@ -44,6 +44,7 @@ from reviewer.agent.errors import (
 from reviewer.agent.http_values import CallAnswer, HttpRequest, new_request_id
 from reviewer.agent.runs import RecordedCall, running
 from reviewer.agent.tools import GatedTool, WriteTool, call_maybe_async, plain_result, spec_of
+from reviewer.audit.matching import AuditMatch
 from reviewer.audit.registry import AuditSource
 from reviewer.plan.bodies import BodyError
 from reviewer.plan.dry_run_params import without_dry_run_params
@@ -56,7 +57,6 @@ from reviewer.plan.proposal import Call, Proposal, plan_sha256
 from reviewer.plan.request_headers import HeaderError
 from reviewer.plan.sanitize import clip
 from reviewer.queue.messages import AuditVerification, RunEnding, SentRequestId
-from reviewer.reading.audit_matching import AuditMatch
 
 DEFAULT_REQUEST_ID_HEADER: Final = "X-Request-Id"
 """The header each real write carries its own request id in; `Audit-ID` for Kubernetes (its audit

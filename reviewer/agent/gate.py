@@ -42,11 +42,11 @@ from reviewer.agent.runs import Recording, running
 from reviewer.agent.sandbox_check import SandboxCheck
 from reviewer.agent.tools import GatedTool, WriteTool
 from reviewer.agent.waiting import Patience
+from reviewer.audit.matching import AuditMatch
 from reviewer.audit.registry import AuditSource, audit_source
 from reviewer.plan.proposal import Agent, Proposal, Target
 from reviewer.queue.client import QueueClient
 from reviewer.queue.messages import DecisionState, SubmissionAnswer
-from reviewer.reading.audit_matching import AuditMatch
 from reviewer.reading.verification import Verification, compare_execution
 from reviewer.signing.allowed_signers import AllowedSigners
 

@@ -42,9 +42,9 @@ from reviewer.queue.messages import (
     RefusalKind,
     SubmissionAnswer,
 )
-from reviewer.queue.trail_memory import TrailRefused, check_trail
 from reviewer.signing.allowed_signers import AllowedSigners
 from reviewer.signing.signed_approvals import SignedStatement, check_signed_approvals
+from reviewer.trail.memory import TrailRefused, check_trail
 
 DEFAULT_POLL_INTERVAL = 2.0
 DEFAULT_DECISION_TIMEOUT = 15 * 60.0

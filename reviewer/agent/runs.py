@@ -21,6 +21,7 @@ from reviewer.agent.notes import dry_run_note
 from reviewer.agent.placeholders import placeholder, substitute
 from reviewer.agent.tools import ToolRunner, WriteTool, call_maybe_async, plain_result
 from reviewer.audit.checks import alarm_line
+from reviewer.audit.matching import AuditMatch
 from reviewer.audit.registry import AuditSource, audit_source
 from reviewer.plan.exact_bodies import filled
 from reviewer.plan.minted import (
@@ -44,7 +45,6 @@ from reviewer.plan.proposal import (
     Target,
     raised_effect,
 )
-from reviewer.reading.audit_matching import AuditMatch
 
 log = logging.getLogger(__name__)
 

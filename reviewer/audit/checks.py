@@ -19,11 +19,7 @@ import httpx
 import msgspec
 
 from reviewer.audit.inputs import AuditSourceUnreadable
-from reviewer.audit.registry import AuditSource
-from reviewer.audit.reported import reported_audit, unreadable_audit
-from reviewer.plan.proposal import Call, Proposal
-from reviewer.queue.messages import AuditVerification
-from reviewer.reading.audit_matching import (
+from reviewer.audit.matching import (
     AuditMatch,
     RequestLine,
     SentCall,
@@ -32,7 +28,11 @@ from reviewer.reading.audit_matching import (
     sent_calls,
     tool_calls,
 )
-from reviewer.reading.audit_rows import MalformedLine
+from reviewer.audit.registry import AuditSource
+from reviewer.audit.reported import reported_audit, unreadable_audit
+from reviewer.audit.rows import MalformedLine
+from reviewer.plan.proposal import Call, Proposal
+from reviewer.queue.messages import AuditVerification
 
 
 class _Approved(Protocol):

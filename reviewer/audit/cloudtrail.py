@@ -14,7 +14,7 @@ import msgspec
 
 from reviewer.audit.fields import BadField, dig, document_entries, rows_from, text_field, time_field
 from reviewer.audit.inputs import AuditInput
-from reviewer.reading.audit_rows import AuditRow, MalformedLine
+from reviewer.audit.rows import AuditRow, MalformedLine
 
 DRY_RUN_ERROR: Final = "Client.DryRunOperation"
 READ_PREFIXES: Final = ("Get", "Describe", "List", "Lookup", "Head", "Search", "BatchGet")

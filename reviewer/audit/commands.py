@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 from reviewer.audit.options import add_source_options
 
 if TYPE_CHECKING:  # every command registers through this module: keep `reviewer --help` light
+    from reviewer.audit.matching import AuditMatch, CallInLog, SentCall, Unplanned, Window
     from reviewer.audit.registry import AuditSource
+    from reviewer.audit.rows import AuditRow
     from reviewer.queue.messages import DecisionState, StoredExecution
-    from reviewer.reading.audit_matching import AuditMatch, CallInLog, SentCall, Unplanned, Window
-    from reviewer.reading.audit_rows import AuditRow
     from reviewer.reading.minted_checks import MintedCheck
 
 EXIT_VERIFIED, EXIT_NOT_VERIFIED, EXIT_USAGE = 0, 1, 2
@@ -160,9 +160,9 @@ async def _run_of(
     answers did not give."""
     import httpx
 
+    from reviewer.audit.matching import Window, sent_calls
     from reviewer.queue import client as queue
     from reviewer.queue.config import ConfigError, load_settings
-    from reviewer.reading.audit_matching import Window, sent_calls
     from reviewer.reading.minted_checks import minted_value_checks, reported_calls
 
     try:
@@ -199,8 +199,8 @@ def _claimed_at(state: DecisionState, execution: StoredExecution, calls: Sequenc
 
 
 def _print(result: AuditMatch, source_name: str, window: Window) -> None:
+    from reviewer.audit.matching import excluded_words
     from reviewer.plan.sanitize import safe_text
-    from reviewer.reading.audit_matching import excluded_words
 
     for call in result.calls:
         print(safe_text(_call_line(call)))

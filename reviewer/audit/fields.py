@@ -16,8 +16,8 @@ from typing import Any, Final
 import msgspec
 
 from reviewer.audit.inputs import MAX_LINE_BYTES, AuditInput
+from reviewer.audit.rows import AuditRow, MalformedLine, utc_time
 from reviewer.plan.json_paths import ABSENT, at_path
-from reviewer.reading.audit_rows import AuditRow, MalformedLine, utc_time
 
 
 class BadField(ValueError):

@@ -26,8 +26,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from reviewer.audit.rows import MalformedLine
 from reviewer.credential_specs import CredentialSpecError, header_sources, read_header
-from reviewer.reading.audit_rows import MalformedLine
 from reviewer.redaction import header_secrets, redact
 
 MAX_LINE_BYTES: Final = 1024 * 1024

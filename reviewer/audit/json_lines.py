@@ -30,7 +30,7 @@ from reviewer.audit.fields import (
     time_field,
 )
 from reviewer.audit.inputs import AuditInput
-from reviewer.reading.audit_rows import WRITE_METHODS, AuditRow, MalformedLine, has_dry_run_param
+from reviewer.audit.rows import WRITE_METHODS, AuditRow, MalformedLine, has_dry_run_param
 
 
 class BadFieldMapping(ValueError):

@@ -23,7 +23,7 @@ from reviewer.audit.fields import (
     time_field,
 )
 from reviewer.audit.inputs import AuditInput
-from reviewer.reading.audit_rows import AuditRow, MalformedLine, has_dry_run_param
+from reviewer.audit.rows import AuditRow, MalformedLine, has_dry_run_param
 
 VERB_METHODS: Final = {
     "create": "POST",

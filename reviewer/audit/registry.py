@@ -19,8 +19,8 @@ from reviewer.audit.cloudtrail import read_cloudtrail
 from reviewer.audit.inputs import AuditInput, AuditSourceUnreadable, fetched_through
 from reviewer.audit.json_lines import BadFieldMapping, read_access_log, read_jsonl, read_sample
 from reviewer.audit.k8s import read_k8s
+from reviewer.audit.rows import AuditRow, MalformedLine
 from reviewer.audit.stripe import read_stripe
-from reviewer.reading.audit_rows import AuditRow, MalformedLine
 
 Reader = Callable[[AuditInput, Mapping[str, str]], Iterable[AuditRow | MalformedLine]]
 

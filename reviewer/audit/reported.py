@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from reviewer.audit.matching import AuditMatch, CallInLog
+from reviewer.audit.rows import AuditRow
 from reviewer.plan.sanitize import clip, safe_text
 from reviewer.queue.messages import (
     MAX_UNPLANNED_LISTED,
@@ -19,8 +21,6 @@ from reviewer.queue.messages import (
     AuditVerification,
     UnplannedWrite,
 )
-from reviewer.reading.audit_matching import AuditMatch, CallInLog
-from reviewer.reading.audit_rows import AuditRow
 
 TEXT_LIMIT: Final = 500
 """The queue's limit on one audit string (`reviewer.queue.messages.AuditText`)."""

@@ -13,7 +13,7 @@ from typing import Any
 
 from reviewer.audit.fields import BadField, dig, document_entries, rows_from, text_field, time_field
 from reviewer.audit.inputs import AuditInput
-from reviewer.reading.audit_rows import AuditRow, MalformedLine
+from reviewer.audit.rows import AuditRow, MalformedLine
 
 
 def read_stripe(source: AuditInput, mapping: Mapping[str, str]) -> Iterator[AuditRow | MalformedLine]:

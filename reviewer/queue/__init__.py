@@ -1,4 +1,5 @@
 """The queue's client side: the wire messages (`messages`), the HTTP client (`client`), the reviewer's
-config (`config`), signing in (`sign_in`, `provider_login`) with a bearer token renewed (`bearer`), deciding (`deciding`), the shell's
-commands (`commands`: `list`, `show`, `approve`, `reject`, `request-changes`) with their summary
-(`overview`) and the trail's (`trail_commands`, `trail_memory`)."""
+config (`config`), signing in (`sign_in`, `provider_login`) with a bearer token kept renewed
+(`bearer`), deciding (`deciding`), the shell's commands (`commands`: `list`, `show`, `approve`,
+`reject`, `request-changes`) with their summary (`overview`). The trail's commands and an executor's
+memory of it are `reviewer.trail`'s."""

@@ -1,5 +1,5 @@
 """How a real run compares with its approved plan (`compare_execution`); the API's audit log is held
-against it by `reviewer.reading.audit_matching`.
+against it by `reviewer.audit.matching`.
 
 The executor sends the plan's calls in order and stops at the first call that is not the plan's, so
 the real calls are lined up with the plan in order. Each one is *same*, *same once placeholders

@@ -17,9 +17,9 @@ import httpx
 import pytest
 
 from reviewer.agent import Gate, GateResult
+from reviewer.audit.matching import unplanned_rows
 from reviewer.plan.proposal import Proposal
 from reviewer.reading.analysis import Analysis
-from reviewer.reading.audit_matching import unplanned_rows
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
 from tests.agent.fixtures import Queue

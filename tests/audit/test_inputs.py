@@ -22,7 +22,7 @@ from reviewer.audit.inputs import (
     credential_header,
 )
 from reviewer.audit.registry import ENTRY_POINT_GROUP, BadAuditSource, audit_source
-from reviewer.reading.audit_rows import AuditRow, MalformedLine
+from reviewer.audit.rows import AuditRow, MalformedLine
 
 
 def test_standard_input_is_read_line_by_line(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from reviewer.reading.audit_matching import SentCall, Window, match_audit
-from reviewer.reading.audit_rows import AuditRow
+from reviewer.audit.matching import SentCall, Window, match_audit
+from reviewer.audit.rows import AuditRow
 
 START = datetime(2026, 12, 2, 1, 0, tzinfo=UTC)
 END = START + timedelta(minutes=1)
@@ -102,8 +102,8 @@ def test_a_log_of_kept_writes_looks_for_no_refused_call_and_shows_one_the_api_ke
     from reviewer.audit.checks import run_against
     from reviewer.audit.inputs import AuditInput
     from reviewer.audit.json_lines import read_sample
+    from reviewer.audit.matching import SentCall, Window
     from reviewer.audit.registry import AuditSource
-    from reviewer.reading.audit_matching import SentCall, Window
 
     now = datetime.now(UTC)
     created = SentCall(1, "create", "POST", "/v1/tickets", (), 201, ("rid-1",), now)

@@ -16,11 +16,11 @@ from pydantic import TypeAdapter
 
 from reviewer.audit.checks import verify_run
 from reviewer.audit.inputs import AuditInput, AuditSourceUnreadable
+from reviewer.audit.matching import AuditMatch, CallInLog, SentCall, Unplanned
 from reviewer.audit.registry import AuditSource, audit_source
 from reviewer.audit.reported import TEXT_LIMIT, reported_audit, unreadable_audit
+from reviewer.audit.rows import AuditRow, MalformedLine
 from reviewer.queue.messages import MAX_UNPLANNED_LISTED, AuditVerification
-from reviewer.reading.audit_matching import AuditMatch, CallInLog, SentCall, Unplanned
-from reviewer.reading.audit_rows import AuditRow, MalformedLine
 
 AT = datetime(2026, 12, 2, 1, 0, tzinfo=UTC)
 CALL = SentCall(1, "create_ticket", "POST", "/v1/tickets", (), 201, ("rid-1",))
@@ -190,7 +190,7 @@ def test_an_entry_left_out_as_the_dry_runs_own_is_counted_and_said_to_rest_on_th
     the ids the proposal names, not on the API. A log with no such entry says nothing of it."""
     from reviewer.audit.checks import run_against
     from reviewer.audit.commands import _print
-    from reviewer.reading.audit_matching import Window
+    from reviewer.audit.matching import Window
     from reviewer.tui.screens.audit_source import checked_audit
 
     window = Window(AT, AT + timedelta(minutes=1))

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import httpx
 
 from reviewer.agent import execute_approved, local_approval
+from reviewer.audit.matching import SentCall, Window, match_audit, unplanned_rows
 from reviewer.audit.registry import audit_source
-from reviewer.reading.audit_matching import SentCall, Window, match_audit, unplanned_rows
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
 from tests.agent.helpers import dry_proposal

@@ -14,9 +14,9 @@ from pydantic import TypeAdapter
 
 from reviewer.audit.inputs import AuditInput
 from reviewer.audit.registry import AuditSource
+from reviewer.audit.rows import AuditRow, MalformedLine
 from reviewer.plan.proposal import MAX_CALLS
 from reviewer.queue.messages import AuditVerification
-from reviewer.reading.audit_rows import AuditRow, MalformedLine
 from reviewer.sample_api.server import RunningSampleApi
 from tests.agent.fixtures import Queue
 from tests.audit.gated import executions, gated_run

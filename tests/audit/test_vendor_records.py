@@ -10,9 +10,9 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from reviewer.audit.matching import SentCall, Window, match_audit, unplanned_rows
 from reviewer.audit.registry import audit_source
-from reviewer.reading.audit_matching import SentCall, Window, match_audit, unplanned_rows
-from reviewer.reading.audit_rows import AuditRow, MalformedLine
+from reviewer.audit.rows import AuditRow, MalformedLine
 
 START = datetime(2026, 12, 2, 1, 0, tzinfo=UTC)
 WINDOW = Window(START, START + timedelta(minutes=1))

@@ -26,7 +26,7 @@ import pytest
 from reviewer.__main__ import main
 from reviewer.agent.queue import QueueAgent
 from reviewer.queue.client import QueueClient
-from reviewer.queue.trail_memory import TrailRefused, check_trail
+from reviewer.trail.memory import TrailRefused, check_trail
 from tests.queue_harness import Service, decide, start_together, submit, unique_id
 from tests.service.postgres import Cluster
 
@@ -203,7 +203,7 @@ async def remember(queue: Queue, memory: Path) -> int:
 async def refused_run(queue: Queue, memory: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
     """An executor (the agent library's) refuses to run a proposal the queue says is approved, and tells
     the queue why; the proposal's id and the refusal's words."""
-    monkeypatch.setattr("reviewer.queue.trail_memory.memory_dir", lambda: memory)
+    monkeypatch.setattr("reviewer.trail.memory.memory_dir", lambda: memory)
     proposal_id = unique_id("trail-run")
     with queue.replica(0).client(queue.tokens["agent"]) as agent:
         digest = submit(agent, proposal_id)["plan_sha256"]

@@ -54,11 +54,11 @@ import pytest
 from reviewer.queue.config import CONFIG_FILE_NAME, TOKEN_FILE_NAME, load_settings, read_credential
 from reviewer.queue.messages import AuditVerification
 from reviewer.queue.sign_in import ProviderSession
-from reviewer.queue.trail_memory import memory_file
 from reviewer.reading.verification import Verification
 from reviewer.sample_api.server import RunningSampleApi
 from reviewer.service.notifications.chat import WORD_JOINER
 from reviewer.service.store.opener import open_store
+from reviewer.trail.memory import memory_file
 from reviewer.tui.app import ReviewerApp
 from reviewer.tui.model.queue_source import QueueSource
 from tests.adapters.test_readme_example import shortest_example

@@ -14,8 +14,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from reviewer.queue.client import QueueClient
-from reviewer.queue.trail_memory import TrailRefused, check_trail, memory_file
 from reviewer.trail import checkpoint, merkle
+from reviewer.trail.memory import TrailRefused, check_trail, memory_file
 
 URL = "http://queue.test"
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
+from reviewer.audit.rows import utc_time
 from reviewer.plan.sanitize import clip, safe_text
-from reviewer.reading.audit_rows import utc_time
 from reviewer.tui.palette import role_text
 
 if TYPE_CHECKING:  # read in the screen's worker, so the queue's models load off the first paint
@@ -52,7 +52,7 @@ def source_summary(audited: AuditVerification) -> Text:
 
 
 BY_TIME = "time of the tool call"
-"""How the runner matched a tool's write that is no HTTP request (`reviewer.reading.audit_matching`)."""
+"""How the runner matched a tool's write that is no HTTP request (`reviewer.audit.matching`)."""
 MATCHED_WORDS = {
     "request id": ("matched", "ok", "matched", "by request id"),
     "method, path, query and time": (
@@ -140,7 +140,7 @@ def unplanned_writes(audited: AuditVerification) -> Text:
 def _excluded(audited: AuditVerification) -> str:
     """`1 audit entry excluded as the dry run's own requests, by request ids the proposal names (...)`,
     or empty: the runner's count, worded as `reviewer verify` words it."""
-    from reviewer.reading.audit_matching import excluded_words
+    from reviewer.audit.matching import excluded_words
 
     count = audited.get("dry_run_entries_excluded") or 0
     return excluded_words(count) if isinstance(count, int) else ""

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 from urllib.parse import unquote
 
-from reviewer.reading.audit_rows import (
+from reviewer.audit.rows import (
     WRITE_METHODS,
     AuditRow,
     MalformedLine,
