@@ -26,7 +26,7 @@ from typing import Final
 
 import pytest
 
-from tests.run.conftest import ROOT
+from tests.run.harness import ROOT
 
 OPERATOR: Final = 65534
 """The operator: `nobody`, who owns nothing the tests do not hand it."""

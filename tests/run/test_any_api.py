@@ -25,7 +25,7 @@ from reviewer.plan.bodies import body_view, exact_bytes
 from reviewer.plan.proposal import parse_proposal
 from reviewer.run.errors import RunRefused
 from reviewer.run.options import read_api_auth, read_credentials, with_api_auth
-from tests.run.conftest import ROOT, Queue, RunProcess, launch_run, proposal, reviewer_decides
+from tests.run.harness import ROOT, Queue, RunProcess, launch_run, proposal, reviewer_decides
 from tests.service.ports import free_port
 
 MOTO = shutil.which("moto_server", path=str(Path(sys.executable).parent))

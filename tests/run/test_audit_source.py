@@ -18,7 +18,7 @@ import pytest
 from reviewer.plan.proposal import parse_proposal
 from reviewer.reading.analysis import Analysis
 from tests.audit.nginx import Proxy, nginx_in_front_of
-from tests.run.conftest import API_TOKEN, Queue, SampleApi, proposal, reviewer_decides, start_run
+from tests.run.harness import API_TOKEN, Queue, SampleApi, proposal, reviewer_decides, start_run
 
 AGENTS = str(Path(__file__).with_name("agents.py"))
 

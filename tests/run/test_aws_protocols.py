@@ -26,7 +26,7 @@ from botocore.awsrequest import HeadersDict
 from reviewer.agent.xml_answers import xml_fields
 from reviewer.plan.placeholders import as_minted, placeholder
 from reviewer.run.aws_protocols import AwsApi
-from tests.run.conftest import ROOT, Queue, RunProcess, launch_run, proposal, reviewer_decides
+from tests.run.harness import ROOT, Queue, RunProcess, launch_run, proposal, reviewer_decides
 from tests.run.test_any_api import MOTO, Moto
 from tests.run.test_any_api import moto as moto  # the fixture: moto's server, authentication on
 from tests.system.documented import as_run, documented_block

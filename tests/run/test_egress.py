@@ -26,7 +26,7 @@ from reviewer.sandbox.egress import (
     parse_host_port,
     serving_egress,
 )
-from tests.run.conftest import ROOT, Queue, SampleApi, start_run
+from tests.run.harness import ROOT, Queue, SampleApi, start_run
 from tests.run.other_users import require_other_users
 from tests.service.ports import free_port
 

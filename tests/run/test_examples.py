@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.run.conftest import (
+from tests.run.harness import (
     API_TOKEN,
     ROOT,
     Queue,

@@ -12,7 +12,7 @@ from pathlib import Path
 from reviewer.agent import Gate, GateResult, ProposalExpired
 from reviewer.sample_api import tools
 from tests.queue_harness import start_service
-from tests.run.conftest import Queue, SampleApi, start_run
+from tests.run.harness import Queue, SampleApi, start_run
 from tests.service.notifications.receiver import Receiver, notify_options
 
 AGENTS = str(Path(__file__).with_name("agents.py"))

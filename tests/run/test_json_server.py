@@ -18,7 +18,7 @@ import pytest
 
 from reviewer.plan.proposal import parse_proposal
 from reviewer.reading.analysis import Analysis, Verdict
-from tests.run.conftest import ROOT, Queue, SampleApi, proposal, reviewer_decides, start_run
+from tests.run.harness import ROOT, Queue, SampleApi, proposal, reviewer_decides, start_run
 from tests.service.ports import free_port
 from tests.system.documented import as_run, documented_block
 

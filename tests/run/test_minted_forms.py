@@ -19,7 +19,7 @@ import pytest
 
 from reviewer.plan.proposal import parse_proposal
 from reviewer.reading.analysis import Analysis
-from tests.run.conftest import Queue, SampleApi, proposal, reviewer_decides, start_run
+from tests.run.harness import Queue, SampleApi, proposal, reviewer_decides, start_run
 
 CHILD = textwrap.dedent(
     """

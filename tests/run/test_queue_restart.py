@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.queue_harness import start_service
-from tests.run.conftest import Queue, SampleApi, reviewer_decides, start_run
+from tests.run.harness import Queue, SampleApi, reviewer_decides, start_run
 
 AGENTS = str(Path(__file__).with_name("agents.py"))
 

@@ -12,7 +12,7 @@ import pytest
 
 from reviewer.agent.feedback import Feedback
 from reviewer.run.replan import FEEDBACK_ENV, FEEDBACK_LIMIT, feedback_text, with_feedback_env
-from tests.run.conftest import Queue, RunProcess, SampleApi, proposal, reviewer_decides, start_run
+from tests.run.harness import Queue, RunProcess, SampleApi, proposal, reviewer_decides, start_run
 
 NODE = shutil.which("node")
 REPLAN_AGENT = str(Path(__file__).with_name("replan_agent.mjs"))

@@ -22,7 +22,7 @@ from reviewer.plan.proposal import parse_proposal, plan_sha256
 from reviewer.policy.file import parse_policy
 from reviewer.policy.verdict import evaluate
 from tests.queue_harness import reviewer_command
-from tests.run.conftest import Queue, proposal, reviewer_decides, start_run
+from tests.run.harness import Queue, proposal, reviewer_decides, start_run
 
 COPY_HEADERS = {
     "x-amz-copy-source": "/reports/source.txt",

@@ -17,7 +17,7 @@ import pytest
 from reviewer.run.commands import _sandbox_option, register
 from reviewer.run.errors import RunRefused
 from reviewer.sample_api.server import sample_api_in_thread
-from tests.run.conftest import API_TOKEN, ROOT, Queue, SampleApi, proposal, reviewer_decides, start_run
+from tests.run.harness import API_TOKEN, ROOT, Queue, SampleApi, proposal, reviewer_decides, start_run
 
 AGENTS = str(Path(__file__).with_name("agents.py"))
 

@@ -30,7 +30,7 @@ import pytest
 
 from reviewer.sandbox.errors import SandboxRefused
 from reviewer.sandbox.modes import Reach, check_reach, namespace_prefix
-from tests.run.conftest import (
+from tests.run.harness import (
     API_TOKEN,
     Queue,
     RunProcess,

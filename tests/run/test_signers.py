@@ -21,7 +21,7 @@ import pytest
 
 from reviewer.signing.sshsig import DecisionStatement, sign_statement, signer_for
 from tests.queue_harness import reviewer_command, start_service, unique_id
-from tests.run.conftest import WAITS, Queue, RunProcess, SampleApi, start_run
+from tests.run.harness import WAITS, Queue, RunProcess, SampleApi, start_run
 from tests.signing.ssh import Agent, SshKey, make_key, running_agent
 
 POLICY = """\

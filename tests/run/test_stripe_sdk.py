@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.run.conftest import ROOT, Queue, launch_run, proposal, reviewer_decides
+from tests.run.harness import ROOT, Queue, launch_run, proposal, reviewer_decides
 from tests.service.ports import free_port
 
 LOCALSTRIPE = shutil.which("localstripe", path=str(Path(sys.executable).parent))

@@ -7,21 +7,13 @@ from collections.abc import Iterator
 import pytest
 
 from tests.queue_harness import Actors, Service, make_actors, start_service
-from tests.service.postgres import Cluster, start_cluster
+from tests.service.postgres import postgres_cluster
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "slow: takes seconds (races, crashes, fuzzing); still in the default run"
     )
-
-
-@pytest.fixture(scope="session")
-def postgres_cluster() -> Iterator[Cluster]:
-    """One throwaway PostgreSQL cluster for the whole run; tests take fresh databases from it."""
-    cluster = start_cluster()
-    yield cluster
-    cluster.stop()
 
 
 @pytest.fixture(scope="module")
@@ -38,3 +30,6 @@ def actors(service: Service) -> Iterator[Actors]:
     made = make_actors(service)
     yield made
     made.close()
+
+
+__all__ = ["actors", "postgres_cluster", "service"]

@@ -12,10 +12,12 @@ import shutil
 import signal
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from tests.service.ports import free_port
 
@@ -130,3 +132,11 @@ def start_cluster() -> Cluster:
     cluster = Cluster(Path(tempfile.mkdtemp(prefix="reviewer-pg-")))
     cluster.start()
     return cluster
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[Cluster]:
+    """One throwaway PostgreSQL cluster for the whole run; tests take fresh databases from it."""
+    cluster = start_cluster()
+    yield cluster
+    cluster.stop()

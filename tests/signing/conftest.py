@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.signing.ssh import Agent, running_agent
+from tests.signing.ssh import agent
 
 
 @pytest.fixture
@@ -17,8 +16,4 @@ def keys(tmp_path: Path) -> Path:
     return folder
 
 
-@pytest.fixture
-def agent(tmp_path: Path) -> Iterator[Agent]:
-    """A real ssh-agent on its own socket, killed after the test."""
-    with running_agent(tmp_path / "agent.sock") as running:
-        yield running
+__all__ = ["agent", "keys"]

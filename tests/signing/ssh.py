@@ -10,6 +10,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from reviewer.signing.sshsig import NAMESPACE, PublicKey
 
 
@@ -117,3 +119,10 @@ def ssh_keygen_sign(
     text = signature_file.read_text()
     signature_file.unlink()
     return text
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Iterator[Agent]:
+    """A real ssh-agent on its own socket, killed after the test."""
+    with running_agent(tmp_path / "agent.sock") as running:
+        yield running

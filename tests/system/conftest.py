@@ -4,7 +4,7 @@ cluster, and a real ssh-agent: the fixtures the agent, service and signing tests
 from __future__ import annotations
 
 from tests.agent.fixtures import _sample_api_server, sample_api
-from tests.service.conftest import postgres_cluster
-from tests.signing.conftest import agent
+from tests.service.postgres import postgres_cluster
+from tests.signing.ssh import agent
 
 __all__ = ["_sample_api_server", "agent", "postgres_cluster", "sample_api"]

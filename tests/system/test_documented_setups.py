@@ -30,7 +30,7 @@ from tests.audit.nginx import NGINX
 from tests.mcp_gate.test_official import answer
 from tests.mcp_gate.test_official import server as official_server
 from tests.queue_harness import body, decide, mint_tokens, proposal, submit
-from tests.run.conftest import WAITS, RunProcess
+from tests.run.harness import WAITS, RunProcess
 from tests.service.notifications.receiver import Receiver
 from tests.service.ports import free_port
 from tests.service.postgres import Cluster

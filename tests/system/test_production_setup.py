@@ -66,7 +66,7 @@ from tests.agent.fixtures import Queue
 from tests.agent.helpers import received, reviewer_decides, reviewer_decides_next
 from tests.mcp_gate.test_server import answer, gate, upstream_writes
 from tests.queue_harness import Service, proposal, reviewer_command, start_together, unique_id
-from tests.run.conftest import RunProcess
+from tests.run.harness import RunProcess
 from tests.service.notifications.receiver import Arrival, Receiver
 from tests.service.oidc import Provider, reviewer_login, running_provider
 from tests.service.postgres import Cluster
