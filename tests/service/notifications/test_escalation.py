@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from reviewer.policy.file import parse_policy
+from reviewer.queue.messages import DecisionRequest
 from reviewer.service.auth import Identity
 from reviewer.service.bodies import submission
 from reviewer.service.notifications.chat import chat_text
@@ -32,8 +33,7 @@ from tests.service.test_store_contract import Clock, clock, database, identity
 __all__ = ["clock", "database"]  # fixtures of the store contract, used here too
 
 MINUTE = 60.0
-POLICY = parse_policy(
-    """\
+LADDER = """\
 [environments.staging]
 approvals = 1
 
@@ -44,9 +44,9 @@ after = "30m"
 [[environments.staging.escalation]]
 after = "90m"
 """
-)
-"""The queue's harness proposals run in staging; its plans expire after an hour (`Queue`), so the
+"""The queue's harness proposals run in staging. `Queue`'s plans expire after an hour, so there the
 third step never comes: the expiry ends the ladder first."""
+POLICY = parse_policy(LADDER)
 
 
 @pytest.fixture
@@ -131,8 +131,6 @@ def test_a_re_plan_ends_the_revisions_ladder_and_the_new_revision_climbs_its_own
 
 
 def test_a_request_for_changes_ends_the_ladder(queue: Queue, receiver: Receiver) -> None:
-    from reviewer.queue.messages import DecisionRequest
-
     digest = queue.submit("asked")
     move(queue, 10)
     request = DecisionRequest(revision=1, plan_sha256=digest, decision="request_changes", reason="keep t2")

@@ -13,18 +13,9 @@ import pytest
 
 from tests.queue_harness import Service, decide, reviewer_command, submit
 from tests.service.notifications.receiver import Arrival, Receiver, notify_options
+from tests.service.notifications.test_escalation import LADDER
 from tests.service.ports import free_port
 from tests.service.test_database_faults import faked_clock, needs_faketime
-
-LADDER = """\
-[environments.staging]
-approvals = 1
-
-[[environments.staging.escalation]]
-after = "10m"
-[[environments.staging.escalation]]
-after = "30m"
-"""
 
 
 @pytest.fixture
@@ -76,7 +67,7 @@ def test_serve_pages_step_1_then_step_2_and_nothing_once_decided(tmp_path: Path,
         "proposal.escalated",
         "proposal.decided",
     ]
-    assert "[environments.staging] 1 approval; escalates after 10m, 30m" in service.log()
+    assert "[environments.staging] 1 approval; escalates after 10m, 30m, 1h30m" in service.log()
 
 
 @pytest.mark.parametrize(
@@ -85,15 +76,19 @@ def test_serve_pages_step_1_then_step_2_and_nothing_once_decided(tmp_path: Path,
         (
             LADDER + '[[environments.staging.escalation]]\nafter = "25h"\n',
             "",
-            "policy.toml line 9: escalation step 3 of staging (after 1d1h) comes once its plans "
+            "policy.toml line 11: escalation step 4 of staging (after 1d1h) comes once its plans "
             "expired (--pending-ttl 86400): it is never sent; not started",
         ),
-        (LADDER, "proposal.escalated:3=", "proposal.escalated:3 is never sent: the longest ladder in"),
+        (
+            LADDER,
+            "proposal.escalated:4=",
+            "proposal.escalated:4 is never sent: the longest ladder in --policy has 3",
+        ),
         ("", "proposal.escalated=", "proposal.escalated is never sent: no --policy escalates"),
         (
             LADDER + '[[environments.staging.escalation]]\nafter = "20m"\n',
             "",
-            "policy.toml line 9: escalation step 3 (after 20m) is not later than step 2 (after 30m)",
+            "policy.toml line 11: escalation step 4 (after 20m) is not later than step 3 (after 1h30m)",
         ),
     ],
     ids=[
