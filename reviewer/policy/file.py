@@ -12,6 +12,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Final
 
@@ -148,8 +149,17 @@ class Policy:
         return any(environment.escalation for environment in (self.default, *self.environments.values()))
 
     def ladder_for(self, environment: str | None) -> tuple[EscalationStep, ...]:
-        """The escalation steps of the environment named `environment` (None: `[default]`)."""
-        return (self.named(environment) or self.default).escalation
+        """The escalation steps of the environment named `environment` (None: `[default]`); a
+        verdict's environment, its own name, is found without folding it again (the sweep asks this
+        for every pending plan, every few seconds)."""
+        ladder = self._ladders.get(environment)
+        return ladder if ladder is not None else (self.named(environment) or self.default).escalation
+
+    @cached_property
+    def _ladders(self) -> dict[str | None, tuple[EscalationStep, ...]]:
+        return {None: self.default.escalation} | {
+            environment.name: environment.escalation for environment in self.environments.values()
+        }
 
     def named(self, environment: str | None) -> Environment | None:
         """The environment whose name `environment` is or passes for (same `folded` form), or None."""

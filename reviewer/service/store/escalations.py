@@ -51,13 +51,20 @@ def sweep(store: StoreState, db: Transaction, now: float) -> int:
     """Write `proposal.escalated` for every step that came due and is not written yet; answers how
     many. A step older than the outbox keeps its deliveries is not sent late (as a reminder)."""
     kept_since = now - store.notifying.keep_deliveries
+    due = due_rows(store, db, now)
+    if not due:
+        return 0
+    sent = {
+        row["event_key"]
+        for row in db.all("SELECT DISTINCT event_key FROM outbox WHERE event = 'proposal.escalated'")
+    }
     written = 0
-    for row, ladder in due_rows(store, db, now):
+    for row, ladder in due:
         body: bytes | None = None
         for step in due_steps(ladder, row["submitted_at"], now):
             revision = row["latest_revision"]
             key = events.event_key("proposal.escalated", row["proposal_id"], revision, str(step))
-            if row["submitted_at"] + ladder[step - 1].after < kept_since or outbox.already_written(db, key):
+            if row["submitted_at"] + ladder[step - 1].after < kept_since or key in sent:
                 continue
             if body is None:
                 body = outbox.revision_body(db, row)
