@@ -7,6 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from reviewer.policy.file import parse_policy
+from reviewer.service.notifications.targets import split_events
+
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "policies.md"
 
@@ -36,9 +39,6 @@ def test_the_page_s_policy_checks_and_explains_as_shown(tmp_path: Path) -> None:
 
 
 def test_the_page_s_escalation_reads_as_three_steps_and_its_targets_each_choose_one() -> None:
-    from reviewer.policy.file import parse_policy
-    from reviewer.service.notifications.targets import split_events
-
     text = PAGE.read_text()
     ladder = re.search(r"```toml\n(\[\[environments\.production\.escalation\]\].*?)```", text, re.S)
     policy = parse_policy(ladder.group(1))  # type: ignore[union-attr]
