@@ -1,7 +1,7 @@
 """The queue's storage: the queue API's operations as transactions, on any SQL database.
 
 `QueueStore` is the face: each operation opens one transaction and calls the module of its
-aggregate (`tokens`, `proposals`, `decisions`, `runs`, `idempotency`, `outbox`), whose plain
+aggregate (`tokens`, `proposals`, `decisions`, `runs`, `idempotency`, `outbox`, `escalations`), whose plain
 functions of that transaction read the rows they need, ask `reviewer.service.rules` what the rules
 allow, and write that. Each read-then-write runs in one serialized write transaction (the backend's
 `write()`), so a refusal never leaves a partial write and the rules hold across threads, processes
