@@ -12,9 +12,11 @@ import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Final
 
+from reviewer.policy.escalation import EscalationStep, ladder_words, read_ladder
 from reviewer.policy.expressions import Expression, ExpressionError, compile_expression
 from reviewer.policy.names import BaseUrlPattern, folded
 from reviewer.policy.quorum import MAX_APPROVALS, Requirement
@@ -24,11 +26,11 @@ _REVIEWER_PATTERN: Final = re.compile(r"^[A-Za-z0-9._%+@*?-]{1,254}$")
 """A token name, or the name a reviewer signed in through the OpenID provider decides under (an email
 address), with * and ? as in `finance-*` or `*@example.com`."""
 _REQUIREMENT_KEYS: Final = ("approvals", "signatures", "reviewers")
-_ENVIRONMENT_KEYS: Final = frozenset({*_REQUIREMENT_KEYS, "base_urls", "allow_policy_approval"})
+_ENVIRONMENT_KEYS: Final = frozenset({*_REQUIREMENT_KEYS, "base_urls", "allow_policy_approval", "escalation"})
 _RULE_KEYS: Final = frozenset({"name", "when", *_REQUIREMENT_KEYS, "reject", "approve"})
 _KEY_LINE: Final = re.compile(r'^\s*("(?:[^"\\]|\\.)*"|[A-Za-z0-9_-]+)\s*=')
 _HEADER_LINE: Final = re.compile(r"^\s*\[[^\[]")
-_ARRAY_HEADER_LINE: Final = re.compile(r"^\s*\[\[\s*([A-Za-z0-9_-]+)\s*\]\]")
+_ARRAY_HEADER_LINE: Final = re.compile(r"^\s*\[\[")
 
 
 class PolicyError(ValueError):
@@ -47,6 +49,8 @@ class Environment:
     requirement: Requirement = Requirement()
     base_urls: tuple[BaseUrlPattern, ...] = ()
     allow_policy_approval: bool = False
+    escalation: tuple[EscalationStep, ...] = ()
+    """Its plans' escalation steps (`reviewer.policy.escalation`), none by default."""
 
 
 @dataclass(frozen=True)
@@ -139,6 +143,24 @@ class Policy:
         """No environment and no rule: every plan gets the default without reading its body."""
         return not self.environments and not self.rules
 
+    @property
+    def escalates(self) -> bool:
+        """Whether some environment (or `[default]`) has escalation steps."""
+        return any(environment.escalation for environment in (self.default, *self.environments.values()))
+
+    def ladder_for(self, environment: str | None) -> tuple[EscalationStep, ...]:
+        """The escalation steps of the environment named `environment` (None: `[default]`); a
+        verdict's environment, its own name, is found without folding it again (the sweep asks this
+        for every pending plan, every few seconds)."""
+        ladder = self._ladders.get(environment)
+        return ladder if ladder is not None else (self.named(environment) or self.default).escalation
+
+    @cached_property
+    def _ladders(self) -> dict[str | None, tuple[EscalationStep, ...]]:
+        return {None: self.default.escalation} | {
+            environment.name: environment.escalation for environment in self.environments.values()
+        }
+
     def named(self, environment: str | None) -> Environment | None:
         """The environment whose name `environment` is or passes for (same `folded` form), or None."""
         if environment is None:
@@ -177,11 +199,12 @@ class Policy:
                 f"; owns {', '.join(p.text for p in environment.base_urls)}" if environment.base_urls else ""
             )
             by_policy = "; policy may approve" if environment.allow_policy_approval else ""
+            ladder = f"; {ladder_words(environment.escalation)}" if environment.escalation else ""
             who = f" by {requirement.listed()}" if requirement.reviewers else ""
             signed = ", signed" if requirement.signatures else ""
             lines.append(
                 f"[{_table_name(environment.name)}] {requirement.approvals} approval"
-                f"{'s' if requirement.approvals != 1 else ''}{signed}{who}{owns}{by_policy}"
+                f"{'s' if requirement.approvals != 1 else ''}{signed}{who}{owns}{by_policy}{ladder}"
                 + ("" if environment.name != "default" or self.has_default else " (no [default] in the file)")
             )
         for rule in self.rules:
@@ -296,7 +319,8 @@ class _Reader:
         if not isinstance(allow, bool):
             self.fail((*path, "allow_policy_approval"), "allow_policy_approval must be true or false")
             allow = False
-        return Environment(name, requirement, tuple(patterns), allow)
+        ladder = read_ladder(table.get("escalation", []), path, self.fail, self.lines.line_of)
+        return Environment(name, requirement, tuple(patterns), allow, ladder)
 
     def requirement(self, table: dict[str, Any], path: tuple[str, ...]) -> Requirement:
         approvals = self.approvals(table, path) or 1
@@ -421,21 +445,21 @@ class _KeyLines:
 
     A table header is read by tomllib itself, so quoted names (`[environments."eu west"]`) map right;
     every prefix of a header is where that table is first named, so `[environment.production]`
-    on line 4 is reported on line 4. The n-th `[[rules]]` is path ("rules", "n").
+    on line 4 is reported on line 4. The n-th `[[rules]]` is path ("rules", "n"), the n-th
+    `[[environments.production.escalation]]` ("environments", "production", "escalation", "n").
     """
 
     def __init__(self, text: str) -> None:
         self._lines: dict[tuple[str, ...], int] = {}
         table: tuple[str, ...] = ()
-        arrays: dict[str, int] = {}
+        arrays: dict[tuple[str, ...], int] = {}
         for number, line in enumerate(text.splitlines(), start=1):
-            array = _ARRAY_HEADER_LINE.match(line)
+            array = _ARRAY_HEADER_LINE.match(line) and _header_path(line)
             if array:
-                name = array.group(1)
-                table = (name, str(arrays.get(name, 0)))
-                arrays[name] = arrays.get(name, 0) + 1
-                self._lines.setdefault((name,), number)
-                self._lines.setdefault(table, number)
+                table = (*array, str(arrays.get(array, 0)))
+                arrays[array] = arrays.get(array, 0) + 1
+                for end in range(1, len(table) + 1):
+                    self._lines.setdefault(table[:end], number)
                 continue
             if _HEADER_LINE.match(line):
                 table = _header_path(line) or table

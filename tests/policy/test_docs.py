@@ -7,6 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from reviewer.policy.file import parse_policy
+from reviewer.service.notifications.targets import split_events
+
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "policies.md"
 
@@ -33,3 +36,13 @@ def test_the_page_s_policy_checks_and_explains_as_shown(tmp_path: Path) -> None:
     )
     shown = re.search(r"```\n(k8s-shop-scale-down.*?)```", text, re.S).group(1)  # type: ignore[union-attr]
     assert shown in explained.stdout
+
+
+def test_the_page_s_escalation_reads_as_three_steps_and_its_targets_each_choose_one() -> None:
+    text = PAGE.read_text()
+    ladder = re.search(r"```toml\n(\[\[environments\.production\.escalation\]\].*?)```", text, re.S)
+    policy = parse_policy(ladder.group(1))  # type: ignore[union-attr]
+    assert [step.after for step in policy.ladder_for("production")] == [600, 1800, 7200]
+    command = re.search(r"```\n(reviewer serve --policy policy.toml \\\n.*?)```", text, re.S)
+    chosen = [split_events(value)[0] for value in re.findall(r"--notify '([^']+)'", command.group(1))]  # type: ignore[union-attr]
+    assert chosen == [frozenset({f"proposal.escalated:{step}"}) for step in (1, 2, 3)]

@@ -1,5 +1,6 @@
 """The production set-up the docs recommend, run as one system: `reviewer serve` with docs/policies.md's
-policy file (its CEL rules), docs/notifications.md's Slack-and-pager line (each service replaced by a
+policy file (its CEL rules, its escalation steps), docs/notifications.md's Slack-and-pager line
+(each service replaced by a
 receiver on loopback: Apprise's `json://` for Slack, a webhook for the pager, its event filter kept)
 and a signed webhook for every event with the secret file made by the page's own command, reviewers
 signed in through the team's OpenID provider as docs/operating.md sets it up (npm's `oidc-provider`,
@@ -28,7 +29,9 @@ wrote (the replicas' logs, the agents', the `mcp-gate`'s stderr, `reviewer login
 nor alice's identity and refresh tokens from the provider.
 
 Not run here yet: the pager's own events (`run.unknown` waits out a lease and the 5 s sweep;
-`tests/service/notifications/test_serve_notify.py` delivers it to a filtered target); executors
+`tests/service/notifications/test_serve_notify.py` delivers it to a filtered target); the escalation
+steps' pages (the first is ten minutes away; `tests/service/notifications/test_escalation.py` and
+`test_serve_escalation.py` page them on a moved clock); executors
 refusing a trail that went backwards (`tests/service/test_trail.py`).
 """
 
@@ -591,3 +594,4 @@ def test_the_documented_production_setup_runs_each_kind_of_agent_to_executed(
     }.items():
         assert value and value not in logs, f"{name} is in a log"
     assert "notifying http://127.0.0.1" in logs and "only proposal.reminder, run.unknown" in logs
+    assert "escalates after 10m, 30m" in logs, "the page's production escalation, loaded"

@@ -141,9 +141,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="append",
         default=[],
         metavar="[EVENTS=]URL",
-        help="post each event (proposal.waiting, proposal.reminder, proposal.decided, run.ended, "
-        "run.unknown) to URL: a signed webhook (https://, or http:// to loopback) or an Apprise URL "
-        "(slack://, pagerduty://, ...); EVENTS=URL (comma-separated) sends only those; repeatable",
+        help="post each event (proposal.waiting, proposal.reminder, proposal.escalated, proposal.decided, "
+        "run.ended, run.unknown, ...) to URL: a signed webhook (https://, or http:// to loopback) or an "
+        "Apprise URL (slack://, pagerduty://, ...); EVENTS=URL (comma-separated) sends only those, "
+        "proposal.escalated:2=URL only that step; repeatable",
     )
     serve.add_argument(
         "--notify-secret-file",

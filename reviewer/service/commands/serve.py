@@ -70,6 +70,9 @@ def run_serve(args: argparse.Namespace) -> int:
         )
     except NotifyRefused as error:
         return refusal("serve", error.message)
+    never_sent = _escalation_never_sent(args, policy, notify_senders)
+    if never_sent is not None:
+        return refusal("serve", never_sent)
     try:
         identity_tokens = _identity_tokens(args)
     except ValueError as error:
@@ -197,6 +200,37 @@ def _serve(
 
     asyncio.run(serve())
     return 0 if server.started else 1
+
+
+def _escalation_never_sent(
+    args: argparse.Namespace, policy: Policy | None, chosen: list[Sender]
+) -> str | None:
+    """What escalation could never send, in one line: a step no sooner than plans expire (the
+    expiry ends the ladder first), or a `--notify` filter naming a step no environment's ladder has."""
+    from reviewer.service.store.base import DEFAULT_PENDING_TTL
+
+    pending_ttl = DEFAULT_PENDING_TTL if args.pending_ttl is None else args.pending_ttl
+    environments = () if policy is None else (policy.default, *policy.environments.values())
+    for environment in environments:
+        for number, step in enumerate(environment.escalation, start=1):
+            if step.after >= pending_ttl:
+                return (
+                    f"{args.policy} line {step.line}: escalation step {number} of {environment.name} (after "
+                    f"{step.words}) comes once its plans expired (--pending-ttl {pending_ttl:g}): it is "
+                    "never sent; not started"
+                )
+    longest = max((len(environment.escalation) for environment in environments), default=0)
+    for sender in chosen:
+        for name in sorted(sender.events or ()):
+            event, _, step_number = name.partition(":")
+            if event == "proposal.escalated" and int(step_number or 1) > longest:
+                has = (
+                    f"the longest ladder in --policy has {longest} steps"
+                    if longest
+                    else "no --policy escalates"
+                )
+                return f"--notify {sender.name}: {name} is never sent: {has}"
+    return None
 
 
 def _identity_tokens(args: argparse.Namespace) -> IdentityTokens | None:

@@ -39,11 +39,14 @@ def chat_text(document: dict[str, Any]) -> tuple[str, str]:
     event = document.get("event")
     title = inert(str(document.get("title") or document.get("proposal_id")))
     opener = f"Open it: {document['open']}"
-    if event in ("proposal.waiting", "proposal.reminder"):
+    if event in ("proposal.waiting", "proposal.reminder", "proposal.escalated"):
         waited = int(document.get("waited_seconds") or 0)
-        heading = (
-            "Waiting for review" if event == "proposal.waiting" else f"Still waiting ({waited // 60} min)"
-        )
+        heading = {
+            "proposal.waiting": "Waiting for review",
+            "proposal.reminder": f"Still waiting ({waited // 60} min)",
+            "proposal.escalated": f"Escalated, step {document.get('step')} of {document.get('of')} "
+            f"({waited // 60} min waiting)",
+        }[event]
         where = " ".join(
             inert(str(part)) for part in (document.get("api"), document.get("environment")) if part
         )

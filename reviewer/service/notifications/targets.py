@@ -18,13 +18,18 @@ from typing import Final
 from urllib.parse import urlsplit
 
 from reviewer.plan.hosts import is_loopback
+from reviewer.policy.escalation import MAX_STEPS
 from reviewer.service.notifications.sender import WEBHOOK_SCHEMES, NotifyRefused, Sender, target_name
 from reviewer.service.store import DEFAULT_KEEP_DELIVERIES, Notifying
 from reviewer.service.store.events import EVENT_NAMES
 
 MAX_SECRET_BYTES: Final = 4096
-_EVENTS_PREFIX: Final = re.compile(r"((?:proposal|run)\.[a-z]+(?:,(?:proposal|run)\.[a-z]+)*)=(.+)", re.S)
-"""`run.unknown,proposal.reminder=URL`: a target that gets only those events (a pager, say)."""
+_EVENT: Final = r"(?:proposal|run)\.[a-z_]+(?::[0-9]+)?"
+_EVENTS_PREFIX: Final = re.compile(rf"({_EVENT}(?:,{_EVENT})*)=(.+)", re.S)
+"""`run.unknown,proposal.reminder=URL`: a target that gets only those events (a pager, say);
+`proposal.escalated:2=URL` only the second step of each escalation."""
+STEPPED_EVENTS: Final = ("proposal.escalated",)
+"""The events a filter may name one step of (`EVENT:STEP`)."""
 
 
 def check_webhook_url(url: str) -> str:
@@ -100,9 +105,14 @@ def split_events(value: str) -> tuple[frozenset[str] | None, str]:
     if match is None:
         return None, value
     chosen = frozenset(match[1].split(","))
-    unknown = sorted(chosen - set(EVENT_NAMES))
-    if unknown:
-        raise NotifyRefused(f"--notify: no event {unknown[0]!r}; the events are {', '.join(EVENT_NAMES)}")
+    for name in sorted(chosen):
+        event, _, step = name.partition(":")
+        if event not in EVENT_NAMES:
+            raise NotifyRefused(f"--notify: no event {event!r}; the events are {', '.join(EVENT_NAMES)}")
+        if step and event not in STEPPED_EVENTS:
+            raise NotifyRefused(f"--notify: {name!r}: only {', '.join(STEPPED_EVENTS)} has steps")
+        if step and not 1 <= int(step) <= MAX_STEPS:
+            raise NotifyRefused(f"--notify: {name!r}: escalation steps are numbered 1 to {MAX_STEPS}")
     return chosen, match[2]
 
 

@@ -1,7 +1,7 @@
 """The queue's storage: the queue API's operations as transactions, on any SQL database.
 
 `QueueStore` is the face: each operation opens one transaction and calls the module of its
-aggregate (`tokens`, `proposals`, `decisions`, `runs`, `idempotency`, `outbox`), whose plain
+aggregate (`tokens`, `proposals`, `decisions`, `runs`, `idempotency`, `outbox`, `escalations`), whose plain
 functions of that transaction read the rows they need, ask `reviewer.service.rules` what the rules
 allow, and write that. Each read-then-write runs in one serialized write transaction (the backend's
 `write()`), so a refusal never leaves a partial write and the rules hold across threads, processes
@@ -41,6 +41,7 @@ from reviewer.service.auth import Identity, Kind, Role
 from reviewer.service.errors import DatabaseUnavailable, Forbidden
 from reviewer.service.store import (
     decisions,
+    escalations,
     events,
     figures,
     idempotency,
@@ -528,14 +529,17 @@ class QueueStore(ABC):
                 self.on_event()
 
     def sweep_events(self) -> int:
-        """Write the events that time alone makes true: reminders of pending proposals, claims whose
-        lease ran out without a report, and pending proposals and unclaimed approvals that expired.
-        Answers how many were written; any replica may sweep."""
+        """Write the events that time alone makes true: reminders and escalation steps of pending
+        proposals, claims whose lease ran out without a report, and pending proposals and unclaimed
+        approvals that expired. Answers how many were written; any replica may sweep."""
         if not self.notifying.targets:
             return 0
         now = self.clock()
+        if self.policy.escalates:
+            with self.read() as db:  # the environments of revisions not seen yet, off the write lock
+                escalations.due_rows(self, db, now)
         with self.write() as db:
-            written = outbox.sweep(self, db, now)
+            written = outbox.sweep(self, db, now) + escalations.sweep(self, db, now)
         self._announce_events()
         return written
 

@@ -56,7 +56,8 @@ class Notifying:
     targets: tuple[str, ...] = ()
     """The targets' names (never their URLs, which may carry a chat service's secret)."""
     only: dict[str, frozenset[str]] = field(default_factory=dict)
-    """Targets that get only some events (a pager: `run.unknown`), by name; the others get all."""
+    """Targets that get only some events (a pager: `run.unknown`, or one escalation step:
+    `proposal.escalated:2`), by name; the others get all."""
     remind_after: float | None = None
     give_up_after: float = DEFAULT_GIVE_UP_AFTER
     keep_deliveries: float = DEFAULT_KEEP_DELIVERIES

@@ -27,6 +27,7 @@ from reviewer.service.rules import Row, required_timestamp
 EventName = Literal[
     "proposal.waiting",
     "proposal.reminder",
+    "proposal.escalated",
     "proposal.decided",
     "proposal.changes_requested",
     "proposal.expired",
@@ -74,6 +75,13 @@ def event_key(event: EventName, proposal_id: str, revision: int, detail: str = "
     """What makes two events one: a retry, a second replica's sweep or a restart writes the same key,
     and the outbox keeps one row per key and target."""
     return f"{event}:{proposal_id}:{revision}" + (f":{detail}" if detail else "")
+
+
+def chosen(events: frozenset[str], document: dict[str, Any]) -> bool:
+    """Whether a target given `events` (`--notify EVENTS=URL`) gets `document`: its event named, or
+    for a step of a ladder, the event and that step (`proposal.escalated:2`)."""
+    event = document["event"]
+    return event in events or ("step" in document and f"{event}:{document['step']}" in events)
 
 
 def reminder_number(submitted_at: float, now: float, remind_after: float | None) -> int:
@@ -201,6 +209,12 @@ def waiting(
         "expires_at": required_timestamp(row["pending_expires_at"]).isoformat(),
         **reading,
     }
+
+
+def escalated(row: Row, body: bytes, now: float, step: int, of: int) -> dict[str, Any]:
+    """`proposal.escalated`: what `proposal.waiting` says, at `step` of the environment's `of`
+    escalation steps, for whoever that step pages."""
+    return {**waiting(row, body, now, "proposal.escalated"), "step": step, "of": of}
 
 
 def decided(row: Row, now: float, event: EventName = "proposal.decided") -> dict[str, Any]:

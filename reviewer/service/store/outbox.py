@@ -46,7 +46,7 @@ def emit(store: StoreState, db: Transaction, now: float, key: str, document: dic
     body = events.encode(document, event_id)
     store.emitted.pending = True
     for target in store.notifying.targets:
-        if target in store.notifying.only and document["event"] not in store.notifying.only[target]:
+        if target in store.notifying.only and not events.chosen(store.notifying.only[target], document):
             continue
         db.run(
             "INSERT INTO outbox (event_id, event_key, event, proposal_id, target, created_at, body, "
@@ -68,6 +68,17 @@ def already_written(db: Transaction, key: str) -> bool:
     return db.one("SELECT 1 AS written FROM outbox WHERE event_key = :key LIMIT 1", key=key) is not None
 
 
+def revision_body(db: Transaction, row: Row) -> bytes:
+    """The stored plan of a `proposals` row's latest revision, for the event that names it."""
+    stored = db.one(
+        "SELECT body FROM revisions WHERE proposal_id = :proposal_id AND revision = :revision",
+        proposal_id=row["proposal_id"],
+        revision=row["latest_revision"],
+    )
+    assert stored is not None
+    return bytes(stored["body"])
+
+
 def sweep(store: StoreState, db: Transaction, now: float) -> int:
     """The events that time alone makes true (`QueueStore.sweep_events`), written; answers how many."""
     written = 0
@@ -87,13 +98,7 @@ def sweep(store: StoreState, db: Transaction, now: float) -> int:
             due = row["submitted_at"] + number * remind_after
             if number == 0 or due < kept_since or already_written(db, key):
                 continue
-            body = db.one(
-                "SELECT body FROM revisions WHERE proposal_id = :proposal_id AND revision = :revision",
-                proposal_id=row["proposal_id"],
-                revision=row["latest_revision"],
-            )
-            assert body is not None
-            emit(store, db, now, key, events.waiting(row, bytes(body["body"]), now, "proposal.reminder"))
+            emit(store, db, now, key, events.waiting(row, revision_body(db, row), now, "proposal.reminder"))
             written += 1
     for row in db.all(
         "SELECT * FROM proposals WHERE claim_id IS NOT NULL AND executed_at IS NULL "

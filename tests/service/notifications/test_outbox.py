@@ -20,6 +20,7 @@ import httpx
 import msgspec
 import pytest
 
+from reviewer.policy.file import Policy
 from reviewer.queue.messages import ClaimRequest, DecisionRequest
 from reviewer.service.auth import Identity
 from reviewer.service.bodies import parse_report, submission
@@ -52,7 +53,14 @@ def receiver() -> Iterator[Receiver]:
 class Queue:
     """A store that notifies one webhook receiver, its delivery loop, and the actors that use it."""
 
-    def __init__(self, database: str, clock: Clock, receiver: Receiver, **notifying: float) -> None:
+    def __init__(
+        self,
+        database: str,
+        clock: Clock,
+        receiver: Receiver,
+        policy: Policy | None = None,
+        **notifying: float,
+    ) -> None:
         self.clock = clock
         self.sender = WebhookSender(receiver.url, SECRET, timeout=2, clock=clock)
         self.store: QueueStore = open_store(
@@ -60,6 +68,7 @@ class Queue:
             clock=clock,
             pending_ttl=3600,
             approval_ttl=600,
+            policy=policy,
             notifying=Notifying(targets=(self.sender.name,), **notifying),  # type: ignore[arg-type]
             create=True,
         )
