@@ -216,7 +216,7 @@ async def _decide(options: argparse.Namespace) -> int:
         raise DecisionFailed(f"{error}; nothing was sent") from None
     except queue.StaleRevision as error:
         raise DecisionFailed(stale_words(error, proposal_id, options.revision, digest)) from None
-    except LookupError as error:  # no id begins so, or several do: nothing was sent
+    except LookupError as error:  # no id holds it, or several do: nothing was sent
         raise DecisionFailed(f"{error}\nnothing was sent") from None
     except queue.QueueError as error:
         raise DecisionFailed(str(error)) from None

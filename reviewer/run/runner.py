@@ -30,7 +30,7 @@ from reviewer.agent.errors import (
 )
 from reviewer.agent.execution import DEFAULT_REQUEST_ID_HEADER, Execution
 from reviewer.agent.feedback import Feedback
-from reviewer.agent.gate import Gate, new_proposal_id
+from reviewer.agent.gate import Gate
 from reviewer.agent.ledger import LedgerError
 from reviewer.agent.replan import Replan, until_decided
 from reviewer.agent.sandbox_check import SandboxCheck
@@ -43,6 +43,7 @@ from reviewer.audit.registry import AuditSource
 from reviewer.plan.proposal import Agent, Proposal, ProposalError, Target, dumps, scan_proposal
 from reviewer.plan.sanitize import safe_text
 from reviewer.queue.client import QueueClient, QueueError
+from reviewer.queue.ids import new_proposal_id
 from reviewer.run.aws_protocols import aws_api_of
 from reviewer.run.child import ChildExit, child_environment, run_child
 from reviewer.run.errors import ChildFailed, DryRunSpoiled, RunRefused
