@@ -164,8 +164,8 @@ def reviewer_login(queue_url: str, home: Path, person: str) -> tuple[int, str, s
     printed = []
     for line in process.stdout:
         printed.append(line)
-        complete = re.search(r"\(or open (\S+), which holds the code\)", line)
-        if complete:
+        complete = re.fullmatch(r"  (\S+)\n", line)
+        if complete and printed[-2] == "or open this one, which holds the code:\n":
             break
     else:
         process.wait(30)
