@@ -43,6 +43,7 @@ from reviewer.agent.waiting import Patience
 from reviewer.audit.registry import AuditSource, audit_source
 from reviewer.plan.proposal import Agent, Proposal, Target
 from reviewer.queue.client import QueueClient
+from reviewer.queue.config import AGENT_TOKEN_ENV as AGENT_TOKEN_ENV  # the agent library says it too
 from reviewer.queue.ids import new_proposal_id
 from reviewer.queue.messages import DecisionState, SubmissionAnswer
 from reviewer.reading.audit_matching import AuditMatch
@@ -52,7 +53,6 @@ from reviewer.signing.allowed_signers import AllowedSigners
 log = logging.getLogger(__name__)
 """Says what a run waits for: the line that opens the plan once it is submitted, then the decision."""
 
-AGENT_TOKEN_ENV: Final = "REVIEWER_AGENT_TOKEN"
 """Where the gate finds the agent's queue token when none is passed: never a command-line argument,
 which other users of the machine can read."""
 

@@ -8,7 +8,6 @@ reviewer through a queue (`--queue URL`) or, without a queue, locally for the wa
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,6 @@ COLUMN_TITLES: Final = {
     "record": "record",
     "real": "real run",
 }
-AGENT_TOKEN_VARIABLE: Final = "REVIEWER_AGENT_TOKEN"
 DEFAULT_WAIT_SECONDS: Final = 600.0
 
 
@@ -52,7 +50,7 @@ def register(subparsers: Any) -> None:
         metavar="URL",
         help=(
             "submit the server dry run's plan to this queue and run it for real only once a reviewer "
-            f"approves it (the agent token comes from ${AGENT_TOKEN_VARIABLE} or --token-file)"
+            "approves it (the agent token comes from $REVIEWER_AGENT_TOKEN or --token-file)"
         ),
     )
     parser.add_argument("--token-file", type=Path, help="file holding the agent token for --queue")
@@ -90,10 +88,12 @@ def run_walkthrough(options: argparse.Namespace) -> int:
 
     from rich.console import Console
 
+    from reviewer.queue.config import ConfigError, agent_token
+
     console = Console()
     try:
-        token = _agent_token(options) if options.queue else None
-    except WalkthroughError as error:
+        token = agent_token(options.token_file).reveal() if options.queue else None
+    except ConfigError as error:
         console.print(f"walkthrough: {error}", markup=False, highlight=False, soft_wrap=True)
         return 2
     from reviewer.sample_api.server import sample_api_in_thread
@@ -115,22 +115,6 @@ def run_walkthrough(options: argparse.Namespace) -> int:
             return 1
     render(result, console)
     return 0
-
-
-def _agent_token(options: argparse.Namespace) -> str:
-    token_file: Path | None = options.token_file
-    if token_file is not None:
-        try:
-            return token_file.read_text().strip()
-        except OSError as error:
-            raise WalkthroughError(f"cannot read the token file {token_file}: {error.strerror}") from None
-    token = os.environ.get(AGENT_TOKEN_VARIABLE, "").strip()
-    if not token:
-        raise WalkthroughError(
-            f"--queue needs an agent token: set {AGENT_TOKEN_VARIABLE} or pass --token-file "
-            "(mint one with `reviewer token create --name walkthrough-agent --role agent`)"
-        )
-    return token
 
 
 async def walk(

@@ -99,7 +99,7 @@ def test_the_command_line_registers_walkthrough_and_sample_api() -> None:
 
 
 def test_the_walkthrough_with_a_queue_and_no_token_says_how_to_get_one(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.delenv(walkthrough.AGENT_TOKEN_VARIABLE, raising=False)
+    monkeypatch.delenv("REVIEWER_AGENT_TOKEN", raising=False)
     parser = argparse.ArgumentParser()
     walkthrough.register(parser.add_subparsers())
     options = parser.parse_args(["walkthrough", "--queue", "http://127.0.0.1:1"])
@@ -115,7 +115,7 @@ def test_an_executor_refusal_is_one_line(queue: Queue, monkeypatch, capsys, tmp_
     from reviewer.queue.trail_memory import memory_file
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.setenv(walkthrough.AGENT_TOKEN_VARIABLE, queue.agent_token)
+    monkeypatch.setenv("REVIEWER_AGENT_TOKEN", queue.agent_token)
     remembered = memory_file(queue.url)
     remembered.parent.mkdir(parents=True)
     remembered.write_text('{"format": "something else"}')
