@@ -42,6 +42,12 @@ def new_proposal_id(title: str) -> str:
     return f"{random}-{words}" if words else random
 
 
+def review_command(proposal_id: str) -> str:
+    """The command line that opens the proposal in the terminal app: what a page, or `reviewer
+    submit`, tells its reader."""
+    return f"reviewer review {proposal_id}"
+
+
 CANDIDATES_SHOWN: Final = 8
 """Ids an ambiguous prefix lists; past these, how many more."""
 PAGE: Final = 200

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from reviewer.plan.sanitize import clip, safe_text
+from reviewer.queue.ids import new_proposal_id, review_command
 
 if TYPE_CHECKING:
     from reviewer.plan.proposal import Proposal
@@ -90,7 +91,6 @@ def check_files(paths: list[Path], *, fresh_ids: bool) -> list[Checked]:
     """Every file read and checked, or `SubmitRefused` (exit 2) naming each one that is not a proposal
     the queue would take: one line a file."""
     from reviewer.plan.proposal import ProposalError, dumps, parse_proposal
-    from reviewer.queue.ids import new_proposal_id
 
     problems: list[str] = []
     read: list[tuple[Path, bytes, Proposal]] = []
@@ -125,7 +125,7 @@ def submitted_lines(path: Path, answer: SubmissionAnswer) -> list[str]:
     return [
         f"{_path_words(path)}: {proposal_id} revision {answer.revision} "
         f"(sha256 {answer.plan_sha256[:12]}…), {safe_text(answer.state)}",
-        f"  reviewer review {proposal_id}",
+        f"  {review_command(proposal_id)}",
     ]
 
 
