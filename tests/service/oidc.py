@@ -160,6 +160,12 @@ def reviewer_login(queue_url: str, home: Path, person: str) -> tuple[int, str, s
         text=True,
         env={**environment, "XDG_CONFIG_HOME": str(home)},
     )
+    return signed_in_by(process, person)
+
+
+def signed_in_by(process: subprocess.Popen[str], person: str) -> tuple[int, str, str, str]:
+    """The person's steps at the provider, from the address a running `reviewer login` prints (the
+    one that holds the code), until it ends; (exit, stdout, stderr, the provider's last page)."""
     assert process.stdout is not None
     printed = []
     for line in process.stdout:
