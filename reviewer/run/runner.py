@@ -44,6 +44,7 @@ from reviewer.plan.proposal import Agent, Proposal, ProposalError, Target, dumps
 from reviewer.plan.sanitize import safe_text
 from reviewer.queue.client import QueueClient, QueueError
 from reviewer.queue.ids import new_proposal_id
+from reviewer.queue.trail_memory import TrailRefused
 from reviewer.run.aws_protocols import aws_api_of
 from reviewer.run.child import ChildExit, child_environment, run_child
 from reviewer.run.errors import ChildFailed, DryRunSpoiled, RunRefused
@@ -389,7 +390,7 @@ async def decide_and_run(
         execution = await gate.execute(approval, task=rerun if settings.rerun else None)
     except RunStopped as stopped:
         execution = stopped.execution
-    except (NoApproval, LedgerError) as refused:
+    except (NoApproval, LedgerError, TrailRefused) as refused:  # this executor's own word: one line
         say(safe_text(f"not run: {refused}"))
         return 1
     status = report(gate, execution, approval.approved_by)
