@@ -1,1 +1,2 @@
-"""The queue's client side: its messages, the HTTP client, the config, deciding, approve and reject."""
+"""The queue's client side: its messages, the HTTP client, the config, ids, deciding, approve and
+reject, submitting proposal files."""
