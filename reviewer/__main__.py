@@ -43,6 +43,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "one plan's summary, alarms, full digest and the line that approves it",
     ),
     (
+        "submit",
+        "reviewer.queue.commands",
+        "put proposal files on a live queue under an agent token, and print the line that opens each",
+    ),
+    (
         "trail",
         "reviewer.trail.commands",
         "the trail's signed checkpoints: print one, export the entries, verify an export offline",

@@ -116,6 +116,30 @@ def test_list_names_what_waits_newest_first_with_its_alarms(
     assert re.fullmatch("[0-9a-f]{64}", entry["plan_sha256"]) and entry["digest_matches"] is True
 
 
+def test_list_and_show_give_times_with_their_zone(queue: tuple[Service, Actors]) -> None:
+    """A time without its zone is an hour off for half of a team: `list` and `show` say UTC, and
+    the time they print is the queue's, turned to UTC."""
+    from datetime import UTC, datetime
+
+    proposal_id = unique_id("zoned")
+    submit_sample(queue[1], "deskline-merge.server.json", proposal_id)
+    scripted = json.loads(run(queue, "list", "--json").stdout)
+    entry = next(entry for entry in scripted if entry["proposal_id"] == proposal_id)
+    submitted = datetime.fromisoformat(entry["submitted_at"]).astimezone(UTC)
+    listed = run(queue, "list", columns=120).stdout
+    block = listed[listed.index(proposal_id) :].split("\n\n")[0]
+    assert f" · {submitted:%Y-%m-%d %H:%M} UTC" in block, block
+    shown = run(queue, "show", proposal_id, columns=120).stdout
+    assert f", {submitted:%Y-%m-%d %H:%M:%S} UTC" in shown, shown
+
+
+def test_a_time_in_another_zone_is_said_in_utc() -> None:
+    from reviewer.queue.overview import moment_words
+
+    assert moment_words("2026-03-29T01:30:00+02:00") == "2026-03-28 23:30 UTC"
+    assert moment_words("2026-03-29T01:30:07", seconds=True) == "2026-03-29 01:30:07 UTC"
+
+
 def test_show_of_an_unknown_proposal_says_so(queue: tuple[Service, Actors]) -> None:
     result = run(queue, "show", unique_id("missing"))
     assert result.returncode == 1 and "reviewer show:" in result.stderr and "Traceback" not in result.stderr

@@ -1,5 +1,5 @@
 """Triage from a shell against a real queue on a loopback port: `reviewer show` reads every call of a
-plan and the money it moves, any unique start of an id works in every command that takes one, and a
+plan and the money it moves, any unique part of an id works in every command that takes one, and a
 reader that stops early (`| head`) ends the command quietly."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ _ids = iter(range(1_000_000))
 
 
 def fresh(word: str) -> str:
-    """An id no other test of this module begins: `word`, the process, a counter, then `-x`."""
+    """An id no other test of this module holds a piece of: `word`, the process, a counter, then `-x`."""
     return f"{word}{os.getpid()}n{next(_ids)}-x"
 
 
@@ -148,15 +148,15 @@ def test_an_ambiguous_start_lists_the_candidates_and_sends_nothing(queue: tuple[
     submit(actors.agent, second, title="Close t2")
     result = run(queue, "reject", word, "--revision", "1", "--reason", "no")
     assert result.returncode == 1, result.stdout
-    assert f"'{word}' begins 2 proposal ids" in result.stderr and "nothing was sent" in result.stderr
+    assert f"'{word}' is part of 2 proposal ids" in result.stderr and "nothing was sent" in result.stderr
     assert f"  {second}  rev 1  pending  Close t2" in result.stderr.splitlines()
     assert f"  {first}  rev 1  pending  Close t1" in result.stderr.splitlines()
     assert "Traceback" not in result.stderr
     for proposal_id in (first, second):
         assert actors.alice.get(f"/v1/proposals/{proposal_id}/decision").json()["state"] == "pending"
     shown = run(queue, "show", word)
-    assert shown.returncode == 1 and "begins 2 proposal ids" in shown.stderr
-    exact = run(queue, "show", first, "--json")  # a whole id is itself, though none other begins so
+    assert shown.returncode == 1 and "is part of 2 proposal ids" in shown.stderr
+    exact = run(queue, "show", first, "--json")  # a whole id is itself, though others hold it
     assert json.loads(exact.stdout)["proposal_id"] == first
 
 
@@ -173,7 +173,8 @@ def test_a_planted_id_that_is_the_start_of_the_announced_one_names_neither(
     submit(actors.agent, planted, title="Close t1")
     for command in (["show", planted], ["reject", planted, "--revision", "1", "--reason", "no"]):
         typed = run(queue, *command)
-        assert typed.returncode == 1 and f"'{planted}' begins 2 proposal ids" in typed.stderr, typed.stderr
+        assert typed.returncode == 1, typed.stderr
+        assert f"'{planted}' is part of 2 proposal ids" in typed.stderr, typed.stderr
         assert f"  {announced}  rev 1  pending  Close t1" in typed.stderr.splitlines()
         assert f"  {planted}  rev 1  pending  Close t1" in typed.stderr.splitlines()
     assert actors.alice.get(f"/v1/proposals/{planted}/decision").json()["state"] == "pending"
@@ -181,6 +182,27 @@ def test_a_planted_id_that_is_the_start_of_the_announced_one_names_neither(
     assert exact.returncode == 0 and json.loads(exact.stdout)["proposal_id"] == planted, exact.stderr
     longer = run(queue, "show", announced[:14], "--json")
     assert json.loads(longer.stdout)["proposal_id"] == announced
+
+
+def test_the_end_of_the_random_part_names_the_proposal_and_a_planted_start_names_neither(
+    queue: tuple[Service, Actors],
+) -> None:
+    """Ids lead with their random part; a reviewer who can see only its end types that. An agent
+    that plants an id beginning with those characters makes them name neither proposal: a start is
+    not preferred to a middle."""
+    from reviewer.queue.ids import ID_RANDOM_CHARS, new_proposal_id
+
+    actors = queue[1]
+    announced = new_proposal_id("Close t1")
+    end_of_random = announced[ID_RANDOM_CHARS - 6 : ID_RANDOM_CHARS]
+    submit(actors.agent, announced, title="Close t1")
+    shown = run(queue, "show", end_of_random, "--json")
+    assert shown.returncode == 0 and json.loads(shown.stdout)["proposal_id"] == announced, shown.stderr
+    planted = f"{end_of_random}-close-t1"
+    submit(actors.agent, planted, title="Close t1")
+    typed = run(queue, "show", end_of_random)
+    assert typed.returncode == 1 and f"'{end_of_random}' is part of 2 proposal ids" in typed.stderr
+    assert f"  {planted}  rev 1  pending  Close t1" in typed.stderr.splitlines()
 
 
 @pytest.mark.parametrize("command", ["show", "list"])
@@ -262,7 +284,7 @@ def test_review_takes_the_start_of_an_id(queue: tuple[Service, Actors]) -> None:
     assert asyncio.run(_whole_id(Settings(service.url, token), word[:-1])) == f"{word}-only"
     submit(actors.agent, f"{word}-again")
     result = run(queue, "review", word)
-    assert result.returncode == 1 and f"'{word}' begins 2 proposal ids" in result.stderr, result.stderr
+    assert result.returncode == 1 and f"'{word}' is part of 2 proposal ids" in result.stderr, result.stderr
     assert asyncio.run(_whole_id(Settings("http://127.0.0.1:9", token), word)) == word
 
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
-import secrets
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
@@ -46,6 +44,8 @@ from reviewer.audit.matching import AuditMatch
 from reviewer.audit.registry import AuditSource, audit_source
 from reviewer.plan.proposal import Agent, Proposal, Target
 from reviewer.queue.client import QueueClient
+from reviewer.queue.config import AGENT_TOKEN_ENV as AGENT_TOKEN_ENV  # the agent library says it too
+from reviewer.queue.ids import new_proposal_id
 from reviewer.queue.messages import DecisionState, SubmissionAnswer
 from reviewer.reading.verification import Verification, compare_execution
 from reviewer.signing.allowed_signers import AllowedSigners
@@ -53,7 +53,6 @@ from reviewer.signing.allowed_signers import AllowedSigners
 log = logging.getLogger(__name__)
 """Says what a run waits for: the line that opens the plan once it is submitted, then the decision."""
 
-AGENT_TOKEN_ENV: Final = "REVIEWER_AGENT_TOKEN"
 """Where the gate finds the agent's queue token when none is passed: never a command-line argument,
 which other users of the machine can read."""
 
@@ -72,24 +71,6 @@ class MissingAgentToken(AgentError):
             f"no agent token: set {AGENT_TOKEN_ENV} (mint one on the queue's host with "
             "`reviewer token create --name NAME --role agent`) or pass token= to Gate"
         )
-
-
-ID_ALPHABET: Final = "23456789abcdefghjkmnpqrstvwxyz"
-"""Letters and digits no one misreads on a phone: no 0/o, 1/l/i, and no u."""
-ID_RANDOM_CHARS: Final = 10
-"""About 49 random bits: two ids alike are unlikely among a queue's millions (birthday bound 2^-10
-at a million), and the first four or five characters already tell a queue's proposals apart."""
-ID_MAX_CHARS: Final = 24
-
-
-def new_proposal_id(title: str) -> str:
-    """An id a person can type: random characters first, so the start of it (`reviewer show k3j5`)
-    names one proposal even when the same task runs every day under the same title, then the title's
-    first words, so a page or a log line still says what it is. At most `ID_MAX_CHARS` characters."""
-    random = "".join(secrets.choice(ID_ALPHABET) for _ in range(ID_RANDOM_CHARS))
-    room = ID_MAX_CHARS - ID_RANDOM_CHARS - 1
-    words = re.sub(r"[^A-Za-z0-9]+", "-", title).strip("-").lower()[:room].rstrip("-")
-    return f"{random}-{words}" if words else random
 
 
 @dataclass

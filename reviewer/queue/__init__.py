@@ -1,5 +1,6 @@
 """The queue's client side: the wire messages (`messages`), the HTTP client (`client`), the reviewer's
 config (`config`), signing in (`sign_in`, `provider_login`) with a bearer token kept renewed
-(`bearer`), deciding (`deciding`), the shell's commands (`commands`: `list`, `show`, `approve`,
-`reject`, `request-changes`) with their summary (`overview`). The trail's commands and an executor's
-memory of it are `reviewer.trail`'s."""
+(`bearer`), the ids a person types (`ids`), deciding (`deciding`), the shell's commands (`commands`:
+`list`, `show`, `approve`, `reject`, `request-changes`) with their summary (`overview`), and putting
+proposal files on a queue (`submitting`). The trail's commands and an executor's memory of it are
+`reviewer.trail`'s."""

@@ -1,5 +1,6 @@
 """`reviewer approve`, `reviewer reject` and `reviewer request-changes`: decide from the command line, as
-the app does; `reviewer list` and `reviewer show`: read what waits, and the digest an approval names.
+the app does; `reviewer list` and `reviewer show`: read what waits, and the digest an approval names;
+`reviewer submit`: put proposal files on the queue as an agent would (`reviewer.queue.submitting`).
 
 The same credential (the reviewer's token from `reviewer login` or `REVIEWER_TOKEN`) and the same
 signing (`reviewer.queue.deciding`), for the reviewer who read the plan elsewhere, or scripts a second
@@ -76,6 +77,26 @@ def register(subparsers: Any) -> None:
     _reading_options(show)
     show.set_defaults(func=run_reading, reading="show")
 
+    submit = subparsers.add_parser(
+        "submit",
+        help="put proposal files on a live queue under an agent token, and print the line that opens each",
+        description="Check every FILE as the queue checks a proposal, then submit them in the order given "
+        "under an agent token ($REVIEWER_AGENT_TOKEN or --token-file). A file that is not a proposal the "
+        "queue would take is named with the format's words, and then none is sent. Prints each id, "
+        "revision and state, and the `reviewer review ID` line that opens it.",
+    )
+    submit.add_argument("files", nargs="+", type=Path, metavar="FILE", help="a proposal file (JSON)")
+    from reviewer.queue.trust import add_queue_options
+
+    add_queue_options(submit, default="REVIEWER_QUEUE")
+    submit.add_argument("--token-file", type=Path, metavar="FILE", help="a file holding the agent token")
+    submit.add_argument(
+        "--new-id",
+        action="store_true",
+        help="file each proposal under a fresh id (one a proposal id, shared by its revisions' files)",
+    )
+    submit.set_defaults(func=_run_submit)
+
 
 def _with_reason(subparsers: Any, name: str, *, help: str, description: str, reason_help: str) -> None:
     """`reject` and `request-changes`: a decision that approves nothing, so it takes the queue's digest."""
@@ -104,6 +125,12 @@ def _common_options(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="sign with this SSH key: a .pub file signs through ssh-agent, a private key file by itself",
     )
+
+
+def _run_submit(options: argparse.Namespace) -> int:
+    from reviewer.queue.submitting import run_submit
+
+    return run_submit(options)
 
 
 def run_decision(options: argparse.Namespace) -> int:
@@ -216,7 +243,7 @@ async def _decide(options: argparse.Namespace) -> int:
         raise DecisionFailed(f"{error}; nothing was sent") from None
     except queue.StaleRevision as error:
         raise DecisionFailed(stale_words(error, proposal_id, options.revision, digest)) from None
-    except LookupError as error:  # no id begins so, or several do: nothing was sent
+    except LookupError as error:  # no id holds it, or several do: nothing was sent
         raise DecisionFailed(f"{error}\nnothing was sent") from None
     except queue.QueueError as error:
         raise DecisionFailed(str(error)) from None

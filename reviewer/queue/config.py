@@ -45,6 +45,8 @@ if TYPE_CHECKING:  # httpx and the JOSE library load only for a queue that signs
 APP_NAME = "reviewer"
 QUEUE_ENV: Final = "REVIEWER_QUEUE"
 TOKEN_ENV: Final = "REVIEWER_TOKEN"
+AGENT_TOKEN_ENV: Final = "REVIEWER_AGENT_TOKEN"
+"""An agent's token, which proposes; never the reviewer's `REVIEWER_TOKEN`, which decides."""
 SIGNING_KEY_ENV: Final = "REVIEWER_SIGNING_KEY"
 CONFIG_FILE_NAME: Final = "config.toml"
 TOKEN_FILE_NAME: Final = "token"
@@ -98,6 +100,14 @@ class BadConfigFile(ConfigError):
 class NoToken(ConfigError):
     def __init__(self, path: Path) -> None:
         super().__init__(f"no token: run `reviewer login --queue URL` (it writes {path}) or set {TOKEN_ENV}")
+
+
+class NoAgentToken(ConfigError):
+    def __init__(self, option: str) -> None:
+        super().__init__(
+            f"no agent token: set {AGENT_TOKEN_ENV} or pass {option} (mint one on the queue's host with "
+            "`reviewer token create --name NAME --role agent`)"
+        )
 
 
 class TokenFileUnsafe(ConfigError):
@@ -353,6 +363,26 @@ def reviewer_settings(queue: str | None, ca_file: Path | None) -> Settings:
     `--queue` and `--ca-file` (which every queue client this process opens then trusts)."""
     use_ca_file(ca_file)
     return load_settings(queue)
+
+
+def agent_token(
+    token_file: Path | None, option: str = "--token-file", environ: Mapping[str, str] | None = None
+) -> Secret:
+    """The agent token of a command that proposes (`submit`, `walkthrough --queue`): the file
+    `option` names, else `REVIEWER_AGENT_TOKEN`."""
+    if token_file is not None:
+        try:
+            token = token_file.read_text().strip()
+        except OSError as error:
+            raise ConfigError(f"cannot read the token file {token_file}: {error.strerror}") from None
+        if not token:
+            raise ConfigError(f"the token file {token_file} is empty")
+        return Secret(token)
+    environ = os.environ if environ is None else environ
+    token = environ.get(AGENT_TOKEN_ENV, "").strip()
+    if not token:
+        raise NoAgentToken(option)
+    return Secret(token)
 
 
 def configured_signing_key(

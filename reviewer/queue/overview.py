@@ -12,6 +12,7 @@ from __future__ import annotations
 import shlex
 import textwrap
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 
 from reviewer.plan.proposal import Proposal, plan_sha256
 from reviewer.plan.sanitize import clip, safe_text
@@ -200,6 +201,15 @@ async def one_summary(
     return summarize(proposal, facts, analysis), analysis
 
 
+def moment_words(iso_time: str, *, seconds: bool = False) -> str:
+    """`2026-12-06 23:40 UTC`: a queue's time in UTC, saying so, for readers in any zone (a time
+    without its zone is an hour off for half of a team). A time the queue gave without a zone is its
+    UTC, as every queue writes."""
+    moment = datetime.fromisoformat(iso_time)
+    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return f"{moment:%Y-%m-%d %H:%M:%S} UTC" if seconds else f"{moment:%Y-%m-%d %H:%M} UTC"
+
+
 def _shown(value: str, limit: int = 300) -> str:
     return safe_text(clip(value, limit))
 
@@ -236,7 +246,7 @@ def list_lines(summaries: list[PlanSummary], width: int) -> list[str]:
         where = (
             f"{_shown(summary.environment or 'no environment', 40)} · by {_shown(summary.proposed_by, 64)}"
         )
-        lines.extend(_wrapped(f"{where} · {summary.submitted_at[:16].replace('T', ' ')}", width, "  "))
+        lines.extend(_wrapped(f"{where} · {moment_words(summary.submitted_at)}", width, "  "))
         lines.extend(_wrapped(counts(summary), width, "  "))
         if summary.totals:
             lines.extend(_wrapped(f"moves {totals_words(summary.totals)}", width, "  "))
@@ -266,9 +276,8 @@ def show_lines(
             width,
         )
     )
-    lines.extend(
-        _wrapped(f"proposed by {_shown(summary.proposed_by, 64)}, {summary.submitted_at[:19]}", width)
-    )
+    proposed_at = moment_words(summary.submitted_at, seconds=True)
+    lines.extend(_wrapped(f"proposed by {_shown(summary.proposed_by, 64)}, {proposed_at}", width))
     lines.extend(run_lines(summary, width))
     lines.extend(_wrapped(counts(summary), width))
     if summary.totals:

@@ -258,9 +258,13 @@ def device_sign_in(
     code = start_device_grant(
         http, provider.device_authorization_endpoint, provider.client_id, provider.scopes
     )
-    say(f"To sign in, open {safe_text(code.verification_uri)} and enter the code {safe_text(code.user_code)}")
+    # Each address alone on its line, nothing after it: what a terminal selects by a double click
+    # (or a phone's SSH app by a tap) is the address and no comma or bracket.
+    say(f"To sign in, open this address and enter the code {safe_text(code.user_code)}:")
+    say(f"  {safe_text(code.verification_uri)}")
     if code.verification_uri_complete:
-        say(f"  (or open {safe_text(code.verification_uri_complete)}, which holds the code)")
+        say("or open this one, which holds the code:")
+        say(f"  {safe_text(code.verification_uri_complete)}")
     say(f"Waiting for the sign-in at {safe_text(provider.issuer)} (the code works {code.expires_in:g} s) ...")
     tokens = poll_device_grant(http, provider.token_endpoint, provider.client_id, code, sleep=sleep)
     return session_from(

@@ -30,7 +30,7 @@ from reviewer.agent.errors import (
 )
 from reviewer.agent.execution import DEFAULT_REQUEST_ID_HEADER, Execution
 from reviewer.agent.feedback import Feedback
-from reviewer.agent.gate import Gate, new_proposal_id
+from reviewer.agent.gate import Gate
 from reviewer.agent.ledger import LedgerError
 from reviewer.agent.replan import Replan, until_decided
 from reviewer.agent.sandbox_check import SandboxCheck
@@ -43,6 +43,7 @@ from reviewer.audit.registry import AuditSource
 from reviewer.plan.proposal import Agent, Proposal, ProposalError, Target, dumps, scan_proposal
 from reviewer.plan.sanitize import safe_text
 from reviewer.queue.client import QueueClient, QueueError
+from reviewer.queue.ids import new_proposal_id
 from reviewer.run.aws_protocols import aws_api_of
 from reviewer.run.child import ChildExit, child_environment, run_child
 from reviewer.run.errors import ChildFailed, DryRunSpoiled, RunRefused
@@ -54,6 +55,7 @@ from reviewer.run.serving import gate_service, serving
 from reviewer.sandbox.egress import EGRESS_PORT, EgressProxy, proxy_environment, serving_egress
 from reviewer.sandbox.handover import InnerService
 from reviewer.sandbox.modes import GATE_PORT, Sandbox
+from reviewer.trail.memory import TrailRefused
 
 REACHABILITY_TIMEOUT = 10.0
 
@@ -388,7 +390,7 @@ async def decide_and_run(
         execution = await gate.execute(approval, task=rerun if settings.rerun else None)
     except RunStopped as stopped:
         execution = stopped.execution
-    except (NoApproval, LedgerError) as refused:
+    except (NoApproval, LedgerError, TrailRefused) as refused:  # this executor's own word: one line
         say(safe_text(f"not run: {refused}"))
         return 1
     status = report(gate, execution, approval.approved_by)

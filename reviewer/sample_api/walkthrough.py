@@ -8,8 +8,6 @@ reviewer through a queue (`--queue URL`) or, without a queue, locally for the wa
 from __future__ import annotations
 
 import argparse
-import os
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +27,6 @@ COLUMN_TITLES: Final = {
     "record": "record",
     "real": "real run",
 }
-AGENT_TOKEN_VARIABLE: Final = "REVIEWER_AGENT_TOKEN"
 DEFAULT_WAIT_SECONDS: Final = 600.0
 
 
@@ -53,7 +50,7 @@ def register(subparsers: Any) -> None:
         metavar="URL",
         help=(
             "submit the server dry run's plan to this queue and run it for real only once a reviewer "
-            f"approves it (the agent token comes from ${AGENT_TOKEN_VARIABLE} or --token-file)"
+            "approves it (the agent token comes from $REVIEWER_AGENT_TOKEN or --token-file)"
         ),
     )
     parser.add_argument("--token-file", type=Path, help="file holding the agent token for --queue")
@@ -91,11 +88,13 @@ def run_walkthrough(options: argparse.Namespace) -> int:
 
     from rich.console import Console
 
+    from reviewer.queue.config import ConfigError, agent_token
+
     console = Console()
     try:
-        token = _agent_token(options) if options.queue else None
-    except WalkthroughError as error:
-        console.print(f"walkthrough: {error}", markup=False, highlight=False)
+        token = agent_token(options.token_file).reveal() if options.queue else None
+    except ConfigError as error:
+        console.print(f"walkthrough: {error}", markup=False, highlight=False, soft_wrap=True)
         return 2
     from reviewer.sample_api.server import sample_api_in_thread
 
@@ -112,26 +111,10 @@ def run_walkthrough(options: argparse.Namespace) -> int:
                 )
             )
         except WalkthroughError as error:
-            console.print(f"walkthrough: {error}", markup=False, highlight=False)
+            console.print(f"walkthrough: {error}", markup=False, highlight=False, soft_wrap=True)
             return 1
     render(result, console)
     return 0
-
-
-def _agent_token(options: argparse.Namespace) -> str:
-    token_file: Path | None = options.token_file
-    if token_file is not None:
-        try:
-            return token_file.read_text().strip()
-        except OSError as error:
-            raise WalkthroughError(f"cannot read the token file {token_file}: {error.strerror}") from None
-    token = os.environ.get(AGENT_TOKEN_VARIABLE, "").strip()
-    if not token:
-        raise WalkthroughError(
-            f"--queue needs an agent token: set {AGENT_TOKEN_VARIABLE} or pass --token-file "
-            "(mint one with `reviewer token create --name walkthrough-agent --role agent`)"
-        )
-    return token
 
 
 async def walk(
@@ -147,6 +130,7 @@ async def walk(
 
     from reviewer.agent import execute_approved, local_approval
     from reviewer.queue.client import QueueClient
+    from reviewer.queue.ids import new_proposal_id
     from reviewer.sample_api import tools
 
     columns: list[Column] = []
@@ -154,7 +138,7 @@ async def walk(
         for mode in DRY_MODES:
             await _reset(api)
             recording, proposal = await tools.dry_run_reference(
-                api, mode, f"walkthrough-{mode}-{uuid.uuid4().hex[:8]}", base_url
+                api, mode, new_proposal_id("walkthrough"), base_url
             )
             columns.append(
                 Column(mode, proposal.calls, recording.write_requests, recording.writes_kept, proposal)
@@ -168,14 +152,11 @@ async def walk(
         else:
             assert token is not None
             async with QueueClient(queue_url, token) as queue_client:
-                from reviewer.agent import QueueAgent, RunStopped
+                from reviewer.agent import QueueAgent
 
                 agent = QueueAgent(queue_client, poll_interval=0.5)
                 approval = await _approval_from_queue(agent, plan, wait, console)
-                try:
-                    execution = await agent.execute(approval, client=api, audit=tools.AUDIT)
-                except RunStopped as stopped:  # the reference delete is refused for real: shown, not fatal
-                    execution = stopped.execution
+                execution = await _execute(agent, approval, api)
     columns.append(
         Column("real", execution.executed_calls(), execution.write_requests, execution.writes_kept)
     )
@@ -202,6 +183,23 @@ async def _approval_from_queue(
         )
     except (AgentError, QueueError) as error:
         raise WalkthroughError(str(error)) from error
+
+
+async def _execute(agent: QueueAgent, approval: Approval, api: Any) -> Execution:
+    """The approved plan run for real. The reference delete is refused by the API: shown in the
+    table, not fatal. The executor's own refusal (a trail that went backwards, a claim already made)
+    is one line of words, and nothing ran."""
+    from reviewer.agent import AgentError, RunStopped
+    from reviewer.queue.client import QueueError
+    from reviewer.sample_api import tools
+
+    try:
+        return await agent.execute(approval, client=api, audit=tools.AUDIT)
+    except RunStopped as stopped:
+        stopped_run: Execution = stopped.execution
+        return stopped_run
+    except (AgentError, QueueError) as refused:
+        raise WalkthroughError(f"the executor refused the approval: {refused}") from refused
 
 
 async def _reset(api: Any) -> None:

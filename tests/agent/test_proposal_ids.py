@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from reviewer.agent.gate import ID_MAX_CHARS, new_proposal_id
 from reviewer.plan.proposal import PROPOSAL_ID_PATTERN
+from reviewer.queue.ids import ID_MAX_CHARS, new_proposal_id
 
 TITLE = "Merge t1 and t2 into a new ticket, delete t3"
 

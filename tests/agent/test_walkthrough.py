@@ -99,9 +99,46 @@ def test_the_command_line_registers_walkthrough_and_sample_api() -> None:
 
 
 def test_the_walkthrough_with_a_queue_and_no_token_says_how_to_get_one(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.delenv(walkthrough.AGENT_TOKEN_VARIABLE, raising=False)
+    monkeypatch.delenv("REVIEWER_AGENT_TOKEN", raising=False)
     parser = argparse.ArgumentParser()
     walkthrough.register(parser.add_subparsers())
     options = parser.parse_args(["walkthrough", "--queue", "http://127.0.0.1:1"])
     assert options.func(options) == 2
     assert "reviewer token create" in capsys.readouterr().out
+
+
+def test_an_executor_refusal_is_one_line(queue: Queue, monkeypatch, capsys, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The executor's memory of the queue's trail is damaged: the reviewer approves, the executor
+    refuses the approval, and the walkthrough says so in one line (no traceback, no table), exit 1."""
+    import threading
+
+    from reviewer.trail.memory import memory_file
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("REVIEWER_AGENT_TOKEN", queue.agent_token)
+    remembered = memory_file(queue.url)
+    remembered.parent.mkdir(parents=True)
+    remembered.write_text('{"format": "something else"}')
+
+    async def reviewer_approves() -> None:
+        async with QueueClient(queue.url, queue.reviewer_token) as reviewer:
+            pending = await first_pending(
+                reviewer, lambda item: "walkthrough" in item.proposal_id, "the walkthrough's proposal"
+            )
+            await reviewer.decide(pending.proposal_id, 1, pending.plan_sha256, "approve", "walkthrough")
+
+    approving = threading.Thread(target=asyncio.run, args=(reviewer_approves(),))
+    approving.start()
+    parser = argparse.ArgumentParser()
+    walkthrough.register(parser.add_subparsers())
+    options = parser.parse_args(["walkthrough", "--queue", queue.url, "--wait", "20"])
+    try:
+        assert options.func(options) == 1
+    finally:
+        approving.join(timeout=30)
+    said = capsys.readouterr().out.splitlines()
+    assert said[-1] == (
+        f"walkthrough: the executor refused the approval: {remembered} is not a remembered trail "
+        "checkpoint; restore or remove it"
+    )
+    assert not any("Traceback" in line or "real run" in line for line in said), said

@@ -242,6 +242,29 @@ def test_an_approval_the_ledger_holds_is_refused_in_one_line_and_nothing_is_sent
     assert not default_ledger(tmp_path).exists(), "--ledger moved it"
 
 
+def test_an_approval_from_a_queue_whose_trail_this_executor_cannot_check_is_refused_in_one_line(
+    team: Team, sample_api: SampleApi, tmp_path: Path
+) -> None:
+    """The executor's memory of the queue's trail is damaged: the approval is refused before it is
+    claimed, in one line that says what to do ("restore or remove it"), and nothing is sent."""
+    from reviewer.trail.memory import memory_file
+
+    remembered = memory_file(team.queue.url, tmp_path / "state" / "reviewer" / "trail")
+    remembered.parent.mkdir(parents=True)
+    remembered.write_text("{}")
+    run = start(team, sample_api, tmp_path)
+    proposal_id, _ = run.wait_for_plan()
+    team.approve("alice", proposal_id)
+    status, stderr = run.finish()
+    line = refused_line(stderr)
+    assert status == 1, stderr
+    assert (
+        line
+        == f"reviewer run: not run: {remembered} is not a remembered trail checkpoint; restore or remove it"
+    )
+    assert sample_api.requests() == []
+
+
 def write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path

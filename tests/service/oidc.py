@@ -160,12 +160,18 @@ def reviewer_login(queue_url: str, home: Path, person: str) -> tuple[int, str, s
         text=True,
         env={**environment, "XDG_CONFIG_HOME": str(home)},
     )
+    return signed_in_by(process, person)
+
+
+def signed_in_by(process: subprocess.Popen[str], person: str) -> tuple[int, str, str, str]:
+    """The person's steps at the provider, from the address a running `reviewer login` prints (the
+    one that holds the code), until it ends; (exit, stdout, stderr, the provider's last page)."""
     assert process.stdout is not None
     printed = []
     for line in process.stdout:
         printed.append(line)
-        complete = re.search(r"\(or open (\S+), which holds the code\)", line)
-        if complete:
+        complete = re.fullmatch(r"  (\S+)\n", line)
+        if complete and printed[-2] == "or open this one, which holds the code:\n":
             break
     else:
         process.wait(30)

@@ -116,7 +116,8 @@ def test_the_default_interval_is_five_seconds_and_the_codes_printed_are_made_saf
     assert endpoint.slept == [5.0]
     assert session.id_token == "a.b.c" and session.refresh_token == "r"
     assert "\x1b" not in "".join(printed) and "\x07" not in "".join(printed)
-    assert printed[0].startswith("To sign in, open https://idp.example/device and enter the code WDJB-MJHT")
+    assert printed[0].startswith("To sign in, open this address and enter the code WDJB-MJHT")
+    assert printed[1] == "  https://idp.example/device", "the address alone: a terminal selects it whole"
     assert "a.b.c" not in repr(session)
 
 

@@ -95,7 +95,9 @@ def test_alice_signs_in_with_the_device_grant_lists_and_approves_under_her_name(
     assert code == 0, err
     assert page == "Sign-in Success"
     assert re.search(
-        r"To sign in, open http://127\.0\.0\.1:\d+/device and enter the code [A-Z]{4}-[A-Z]{4}", out
+        r"To sign in, open this address and enter the code [A-Z]{4}-[A-Z]{4}:\n"
+        r"  http://127\.0\.0\.1:\d+/device\n",
+        out,
     )
     assert (
         f"signed in to {team.queue.url} as alice@example.com (reviewer) through {team.provider.issuer}" in out

@@ -54,6 +54,7 @@ _SYNOPSIS: Final = re.compile(r"\[[^\]]*(\||\.\.\.)[^\]]*\]|\]\.\.\.|[A-Z]+\.\.\
 NOT_RUN: Final[Mapping[str, str]] = {
     "pip install 'reviewer-gate[notify]'": "installs into the environment; .ci/run installs the notify extra",
     "pip install 'reviewer-gate[postgres]'": "installs into the environment; .ci/run installs psycopg",
+    "npm install --prefix idp oidc-provider@9.13.3": "the test links the copy .ci/run installs in .test-idp",
     "reviewer": "the terminal app, interactive; tests/tui drives it against a served queue",
 }
 """Commands the suite cannot run as written, each with the reason: one small list."""

@@ -12,7 +12,8 @@ gives her (`reviewer keys add alice@example.com`). The README's Python agent and
 log; approved with `reviewer approve` on her stored session, signing with her key held only in a real
 ssh-agent) and an `mcp-gate` agent (an MCP host over stdio, in front of tests/mcp_gate's upstream
 server) run through to `executed`, each executor keeping its state in a folder of its own, and a plan
-whose dry run kept writes is rejected by the policy's CEL rule.
+whose dry run kept writes, put on the queue with `reviewer submit FILE`, is rejected by the policy's
+CEL rule.
 
 It asserts what a team relies on: the run ends executed with its report stored, each decision named
 as the provider names alice (`alice@example.com`, in the queue, the signed approval, the webhook and
@@ -345,16 +346,27 @@ def verified_with_v(
     return asyncio.run(scenario())
 
 
-def submit_a_plan_whose_dry_run_kept_writes(queue: str, token: str) -> None:
+def submit_a_plan_whose_dry_run_kept_writes(queue: str, token: str, folder: Path) -> str:
     """A plan whose dry run the API did not honour, as an agent without the Python gate (which
-    refuses to send one) submits it: the policy's `kept writes` rule rejects it at once."""
+    refuses to send one) puts it on the queue, with `reviewer submit FILE`: the policy's `kept writes`
+    rule rejects it at once. What the command printed."""
     document = proposal(unique_id("kept"))
     document["dry_run"] = {"via": "server", "write_requests": 2, "writes_kept": 1}
+    plan = folder / "kept-writes.json"
+    plan.write_text(json.dumps(document))
+    submitted = subprocess.run(
+        reviewer_command("submit", str(plan), "--queue", queue),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "REVIEWER_AGENT_TOKEN": token},
+        timeout=60,
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    assert submitted.stdout.splitlines()[0].endswith(", rejected"), submitted.stdout
     with httpx.Client(base_url=queue, headers={"Authorization": f"Bearer {token}"}) as agent:
-        answer = agent.post("/v1/proposals", json=document)
-        assert answer.status_code == 201 and answer.json()["state"] == "rejected", answer.text
         state = agent.get(f"/v1/proposals/{document['proposal_id']}/decision").json()
     assert state["decided_by"] == "policy:kept writes", state
+    return submitted.stdout + submitted.stderr
 
 
 def notify_list(db: str) -> list[list[str]]:
@@ -506,7 +518,7 @@ def test_the_documented_production_setup_runs_each_kind_of_agent_to_executed(
         assert [call["verdict"] for call in audited["calls"]] == ["matched"] and audited["complete"], audited
         # Both agents record their dry run: only the two approved runs reach the API.
         assert [entry["query"] for entry in received(sample_api)] == [{}, {}]
-        submit_a_plan_whose_dry_run_kept_writes(services[-1].url, agent_token)
+        outputs.append(submit_a_plan_whose_dry_run_kept_writes(services[-1].url, agent_token, tmp_path))
 
         wait_for_delivered(db, 2 * len(EVENTS))
         rows = notify_list(db)

@@ -41,7 +41,10 @@ def test_a_decision_is_an_api_activity_update_naming_who_what_and_the_leaf() -> 
         600303,
     )
     assert event["time"] == 1_780_000_000_500
-    assert event["actor"] == {"user": {"name": "alice", "uid": "oidc:https://id.example#alice-7"}}
+    assert event["actor"] == {
+        "user": {"name": "alice", "uid": "oidc:https://id.example#alice-7", "type_id": 1, "type": "User"}
+    }
+    assert event["api"]["service"] == {"name": "reviewer queue", "uid": "reviewer.trail/0123"}
     assert event["resources"][0] == {
         "type": "proposal",
         "uid": "p-1",
@@ -51,6 +54,45 @@ def test_a_decision_is_an_api_activity_update_naming_who_what_and_the_leaf() -> 
     assert event["unmapped"]["signed"]["key_fingerprint"] == "SHA256:abc"
     submitted = api_activity({**content, "event": "submitted"}, "x", "o")
     assert (submitted["activity_id"], submitted["type_uid"]) == (1, 600301)
+    assert (submitted["actor"]["user"]["type_id"], submitted["actor"]["user"]["type"]) == (4, "Service")
+
+
+def nulls_in(value: object, path: str = "$") -> list[str]:
+    if isinstance(value, dict):
+        return [found for key, item in value.items() for found in nulls_in(item, f"{path}.{key}")]
+    if isinstance(value, list):
+        return [found for index, item in enumerate(value) for found in nulls_in(item, f"{path}[{index}]")]
+    return [path] if value is None or value == {} else []
+
+
+@pytest.mark.parametrize("event", ["submitted", "approved", "claimed", "executed", "a-later-event"])
+def test_an_event_carries_what_the_ocsf_models_require_and_no_null(event: str) -> None:
+    """OCSF 1.3.0's required attributes of the base event, API Activity and the objects it holds
+    (actor: a user, named; api: an operation; metadata: the product and the schema version), the
+    user's `type_id` and the service's `uid` that loaders built on the OCSF models ask for; a leaf
+    of an old release, with no identity, no reason and no signature, leaves them out rather than
+    writing nulls, in `unmapped` and everywhere."""
+    content = json.loads(
+        leaf(
+            index=0,
+            seq=1,
+            at=1_780_000_000.0,
+            actor="deploy-bot",
+            event=event,
+            proposal_id="p-1",
+            revision=1,
+            plan_sha256="5be1" * 16,
+            reason=None,
+        )
+    )
+    ocsf = api_activity(content, "bGVhZg==", "reviewer.trail/0123")
+    assert nulls_in(ocsf) == []
+    assert REQUIRED | {"actor", "api", "src_endpoint"} <= set(ocsf)
+    user = ocsf["actor"]["user"]
+    assert user["name"] == "deploy-bot" and user["type_id"] in (0, 1, 4) and "uid" not in user
+    assert ocsf["api"]["operation"] == event and ocsf["api"]["service"]["uid"] == "reviewer.trail/0123"
+    assert {"name", "vendor_name"} <= set(ocsf["metadata"]["product"]) and ocsf["metadata"]["version"]
+    assert ocsf["unmapped"] == {"trail_seq": 1}
 
 
 def export_body(entries: int, *, broken: int | None = None, last_newline: bool = True) -> bytes:

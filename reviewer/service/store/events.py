@@ -20,6 +20,7 @@ import msgspec
 
 from reviewer.plan.proposal import Proposal, parse_proposal
 from reviewer.plan.sanitize import clip, safe_text
+from reviewer.queue.ids import review_command
 from reviewer.reading.analysis import Analysis
 from reviewer.reading.totals import totals_words
 from reviewer.service.rules import Row, required_timestamp
@@ -38,11 +39,6 @@ EVENT_NAMES: Final[tuple[EventName, ...]] = get_args(EventName)
 FORMAT: Final = "reviewer.event/v1"
 MAX_TEXT_CHARS: Final = 300
 """An agent's title in a page or a chat line: enough to recognise the plan, never a 10 MB string."""
-
-
-def review_command(proposal_id: str) -> str:
-    """The command line that opens the proposal in the terminal app: what a page tells its reader."""
-    return f"reviewer review {proposal_id}"
 
 
 def agent_text(text: str | None) -> str | None:
