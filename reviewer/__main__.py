@@ -43,6 +43,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "one plan's summary, alarms, full digest and the line that approves it",
     ),
     (
+        "passkey",
+        "reviewer.queue.passkey_commands",
+        "enrol, list and remove your passkeys for the review page; export them for executors",
+    ),
+    (
         "trail",
         "reviewer.queue.trail_commands",
         "the trail's signed checkpoints: print one, export the entries, verify an export offline",

@@ -73,6 +73,12 @@ def register(subparsers: Any) -> None:
     )
     show.add_argument("proposal_id", metavar="ID", help=ID_HELP)
     show.add_argument("--revision", type=int, metavar="N", help="a revision other than the latest")
+    show.add_argument(
+        "--link",
+        action="store_true",
+        help="print only the link of the latest revision's review page (a queue with --web-origin), "
+        "to open on a phone and decide there with a passkey",
+    )
     _reading_options(show)
     show.set_defaults(func=run_reading, reading="show")
 
@@ -155,6 +161,10 @@ async def _read(options: argparse.Namespace) -> int:
                     page_lines(list_lines(summaries, width))
                 return 0
             proposal_id = await resolve_proposal_id(client, options.proposal_id)
+            if options.link:
+                link = await client.review_link(proposal_id)
+                print(json.dumps(link.model_dump(mode="json")) if options.json else link.review)
+                return 0
             summary, analysis = await one_summary(client, proposal_id, options.revision)
     except LookupError as error:
         raise DecisionFailed(str(error)) from None

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from reviewer.service.rules import Row
-from reviewer.service.store import events
+from reviewer.service.store import events, passkeys
 from reviewer.service.store.base import Notifying, StoreState, Transaction
 
 
@@ -93,7 +93,9 @@ def sweep(store: StoreState, db: Transaction, now: float) -> int:
                 revision=row["latest_revision"],
             )
             assert body is not None
-            emit(store, db, now, key, events.waiting(row, bytes(body["body"]), now, "proposal.reminder"))
+            reminder = events.waiting(row, bytes(body["body"]), now, "proposal.reminder")
+            links = passkeys.event_links(store, db, row["proposal_id"], row["latest_revision"])
+            emit(store, db, now, key, reminder | links)
             written += 1
     for row in db.all(
         "SELECT * FROM proposals WHERE claim_id IS NOT NULL AND executed_at IS NULL "

@@ -1,0 +1,310 @@
+"""The review page and passkey enrolment in a real browser: Debian's chromium through Playwright, the
+DevTools virtual authenticator as the reviewer's phone, the real queue on a loopback port.
+
+A reviewer enrols under their own token and approves from the page; the queue records the assertion
+beside the statement. What a link scanner, a stale page, a replayed assertion, a stranger's passkey,
+a removed passkey and an agent's hostile title can do is tried, and each decides nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, expect
+
+from reviewer.signing.passkeys import AllowedPasskeys, PasskeyAssertion, verify_with_passkeys
+from tests.queue_harness import Service, body, proposal, submit, unique_id
+from tests.service.ports import free_port
+from tests.service.web.browser import Device, chromium, device
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def web_queue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    """A queue serving pages at http://localhost:PORT (an IP address is no relying party id)."""
+    folder = tmp_path_factory.mktemp("web-queue")
+    port = free_port()
+    running = Service(
+        db=folder / "queue.sqlite3",
+        log_path=folder / "service.log",
+        port=port,
+        serve_args=("--web-origin", f"http://localhost:{port}"),
+    )
+    running.start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def tokens(web_queue: Service) -> dict[str, str]:
+    return web_queue.tokens({"alice": "reviewer", "bob": "reviewer", "agent": "agent"})
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with chromium() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def alice_phone(web_queue: Service, tokens: dict[str, str], browser: Browser) -> Iterator[Device]:
+    """Alice's phone, her passkey enrolled on it through the page her one-time link opens."""
+    phone = device(browser)
+    enrol(web_queue, tokens["alice"], phone)
+    yield phone
+    phone.close()
+
+
+def client(service: Service, token: str) -> httpx.Client:
+    return service.client(token)
+
+
+def enrol(service: Service, token: str, phone: Device) -> str:
+    """Enrol a passkey on `phone` for the token's reviewer; the one-time link it spent."""
+    with client(service, token) as reviewer:
+        made = reviewer.post("/v1/passkeys/links")
+    assert made.status_code == 201, made.text
+    link = made.json()["link"]
+    phone.page.goto(link)
+    phone.page.get_by_role("button", name="Register passkey").click()
+    expect(phone.page.locator("#status")).to_have_text(re.compile("^Registered"))
+    return str(link)
+
+
+def submitted(service: Service, tokens: dict[str, str], revision: int = 1, **kwargs: Any) -> dict[str, Any]:
+    with client(service, tokens["agent"]) as agent:
+        return submit(agent, kwargs.pop("proposal_id", unique_id("page")), revision, **kwargs)
+
+
+def review_link(service: Service, token: str, proposal_id: str) -> str:
+    with client(service, token) as reviewer:
+        answer = reviewer.get(f"/v1/proposals/{proposal_id}/link")
+    assert answer.status_code == 200, answer.text
+    return str(answer.json()["review"])
+
+
+def state_of(service: Service, token: str, proposal_id: str) -> dict[str, Any]:
+    with client(service, token) as reviewer:
+        answer = reviewer.get(f"/v1/proposals/{proposal_id}/decision")
+    assert answer.status_code == 200, answer.text
+    result: dict[str, Any] = answer.json()
+    return result
+
+
+def press(phone: Device, button: str, reason: str = "") -> str:
+    """Press a decision button on the open review page; the status line once the queue answered."""
+    page = phone.page
+    page.wait_for_selector("main[data-ready='true']")
+    if reason:
+        page.fill("#reason", reason)
+    page.get_by_role("button", name=button, exact=True).click()
+    expect(page.locator("#status")).to_have_text(re.compile("^(Done|Nothing)"))
+    return str(page.text_content("#status"))
+
+
+def test_enrolled_passkey_approves_from_the_page_and_the_decision_holds_its_assertion(
+    web_queue: Service, tokens: dict[str, str], alice_phone: Device
+) -> None:
+    answer = submitted(web_queue, tokens)
+    proposal_id = answer["proposal_id"]
+    alice_phone.page.goto(review_link(web_queue, tokens["alice"], proposal_id))
+
+    assert press(alice_phone, "Approve") == "Done: the proposal is approved."
+    state = state_of(web_queue, tokens["alice"], proposal_id)
+    assert state["state"] == "approved" and state["decided_by"] == "alice"
+    [signed] = state["signatures"]
+    assert signed["key_fingerprint"].startswith("passkey:")
+    with client(web_queue, tokens["alice"]) as reviewer:
+        exported = AllowedPasskeys.parse(reviewer.get("/v1/passkeys/export").text)
+        history = reviewer.get(f"/v1/proposals/{proposal_id}").json()["history"]
+    statement, passkey = verify_with_passkeys(signed["statement"], signed["signature"], exported.passkeys)
+    assert (statement.proposal_id, statement.revision, statement.reviewer) == (proposal_id, 1, "alice")
+    assert statement.plan_sha256 == answer["plan_sha256"] and passkey.reviewer == "alice"
+    [approved] = [event for event in history if event["event"] == "approved"]
+    assert approved["signature"] == signed["signature"]
+    assertion = PasskeyAssertion.parse(approved["signature"])
+    assert assertion.credential_id == alice_phone.credentials()[0]["credentialId"].rstrip("=").replace(
+        "+", "-"
+    ).replace("/", "_")
+
+
+def test_a_link_scanners_get_and_head_decide_nothing(
+    web_queue: Service, tokens: dict[str, str], alice_phone: Device
+) -> None:
+    proposal_id = submitted(web_queue, tokens)["proposal_id"]
+    link = review_link(web_queue, tokens["alice"], proposal_id)
+    base = link.split("?")[0]
+    with httpx.Client() as scanner:
+        for method in ("GET", "HEAD"):
+            for url in (link, f"{base}/statement?key=x", f"{base}/decision?key=x"):
+                scanner.request(method, url)
+        page = scanner.get(link)
+    assert state_of(web_queue, tokens["alice"], proposal_id)["state"] == "pending"
+    assert "set-cookie" not in page.headers
+    csp = page.headers["content-security-policy"]
+    assert "frame-ancestors 'none'" in csp and "script-src 'self'" in csp and "'unsafe-inline'" not in csp
+
+
+def test_the_page_of_a_superseded_revision_approves_nothing(
+    web_queue: Service, tokens: dict[str, str], alice_phone: Device
+) -> None:
+    first = submitted(web_queue, tokens)
+    proposal_id = first["proposal_id"]
+    alice_phone.page.goto(review_link(web_queue, tokens["alice"], proposal_id))
+    alice_phone.page.wait_for_selector("main[data-ready='true']")
+    submitted(web_queue, tokens, 2, proposal_id=proposal_id, calls=3)
+
+    status = press(alice_phone, "Approve")
+    assert status.startswith("Nothing was decided: revision 1 was superseded by revision 2")
+    assert state_of(web_queue, tokens["alice"], proposal_id)["state"] == "pending"
+    alice_phone.page.reload()
+    assert alice_phone.page.locator("#superseded").is_visible()
+    assert alice_phone.page.get_by_role("button", name="Approve").count() == 0
+
+
+def test_an_assertion_replayed_on_another_proposal_or_revision_is_refused(
+    web_queue: Service, tokens: dict[str, str], alice_phone: Device
+) -> None:
+    bound = submitted(web_queue, tokens)["proposal_id"]
+    other = submitted(web_queue, tokens)["proposal_id"]
+    sent: list[dict[str, Any]] = []
+    alice_phone.page.on(
+        "request",
+        lambda request: sent.append(request.post_data_json) if request.url.endswith("/decision") else None,
+    )
+    alice_phone.page.goto(review_link(web_queue, tokens["alice"], bound))
+    assert press(alice_phone, "Reject", reason="not tonight") == "Done: the proposal is rejected."
+    [captured] = sent
+    origin = {"Origin": web_queue.url.replace("127.0.0.1", "localhost")}
+    other_key = review_link(web_queue, tokens["alice"], other).split("key=")[1]
+    with httpx.Client(base_url=web_queue.url, headers=origin) as attacker:
+        on_other = attacker.post(f"/review/{other}/1/decision", json={**captured, "key": other_key})
+        submitted(web_queue, tokens, 2, proposal_id=bound, calls=3)
+        again = attacker.post(f"/review/{bound}/2/decision", json=captured)
+    assert on_other.status_code in (403, 422), on_other.text
+    assert again.status_code in (403, 409, 412, 422), again.text
+    assert state_of(web_queue, tokens["alice"], other)["state"] == "pending"
+    assert state_of(web_queue, tokens["alice"], bound)["state"] == "pending"
+
+
+def test_a_passkey_never_enrolled_approves_nothing(
+    web_queue: Service, tokens: dict[str, str], browser: Browser, alice_phone: Device
+) -> None:
+    proposal_id = submitted(web_queue, tokens)["proposal_id"]
+    stranger = device(browser)
+    try:
+        stranger.add_stranger_credential("localhost")
+        stranger.page.goto(review_link(web_queue, tokens["alice"], proposal_id))
+        answer = stranger.page.evaluate(STRANGER_APPROVES, proposal_id)
+    finally:
+        stranger.close()
+    assert answer["status"] == 403, answer
+    assert "not enrolled" in answer["body"]["message"]
+    assert state_of(web_queue, tokens["alice"], proposal_id)["state"] == "pending"
+
+
+STRANGER_APPROVES = """
+async (proposalId) => {
+  const key = document.getElementById("page").dataset.key;
+  const post = (url, body) => fetch(url, {method: "POST", headers: {"Content-Type": "application/json"},
+    body: JSON.stringify(body)});
+  const asked = await (await post(`/review/${proposalId}/1/statement`,
+    {key, decision: "approve", reviewer: "alice"})).json();
+  const b64 = (buffer) => btoa(String.fromCharCode(...new Uint8Array(buffer)))
+    .replace(/\\+/g, "-").replace(/\\//g, "_").replace(/=+$/, "");
+  const challenge = Uint8Array.from(atob(asked.publicKey.challenge.replace(/-/g, "+").replace(/_/g, "/")),
+    (c) => c.charCodeAt(0));
+  const got = await navigator.credentials.get({publicKey: {challenge, rpId: "localhost",
+    userVerification: "required"}});
+  const assertion = {id: got.id, rawId: b64(got.rawId), type: got.type, response: {
+    clientDataJSON: b64(got.response.clientDataJSON), authenticatorData: b64(got.response.authenticatorData),
+    signature: b64(got.response.signature)}};
+  const answer = await post(`/review/${proposalId}/1/decision`, {key, statement: asked.statement, assertion});
+  return {status: answer.status, body: await answer.json()};
+}
+"""
+
+
+def test_a_removed_passkey_decides_nothing_at_once(
+    web_queue: Service, tokens: dict[str, str], browser: Browser
+) -> None:
+    bob_phone = device(browser)
+    try:
+        enrol(web_queue, tokens["bob"], bob_phone)
+        with client(web_queue, tokens["bob"]) as bob:
+            [listed] = bob.get("/v1/passkeys").json()["passkeys"]
+            assert bob.delete(f"/v1/passkeys/{listed['credential_id'][:12]}").status_code == 204
+            assert bob.get("/v1/passkeys").json()["passkeys"] == []
+        proposal_id = submitted(web_queue, tokens)["proposal_id"]
+        bob_phone.page.goto(review_link(web_queue, tokens["bob"], proposal_id))
+        status = press(bob_phone, "Approve")
+    finally:
+        bob_phone.close()
+    assert status.startswith("Nothing was decided: no passkey is enrolled for 'bob' on this queue")
+    assert state_of(web_queue, tokens["alice"], proposal_id)["state"] == "pending"
+
+
+def test_an_enrolment_link_registers_once(
+    web_queue: Service, tokens: dict[str, str], browser: Browser
+) -> None:
+    phone = device(browser)
+    try:
+        link = enrol(web_queue, tokens["bob"], phone)
+        again = httpx.get(link.replace("localhost", "127.0.0.1"))
+    finally:
+        phone.close()
+    assert again.status_code == 404 and "unknown, used or expired" in again.text
+    assert "Register passkey" not in again.text
+
+
+HOSTILE_TITLES = [
+    '<script>alert("title")</script><img src=x onerror=alert("img")>',
+    "Close tickets \u202egnp.exe\u202c now <a href='https://evil.example'>click</a>",
+    "<b>" + "A" * 100_000,
+]
+
+
+@pytest.mark.parametrize("title", HOSTILE_TITLES, ids=["markup", "bidi", "100kb"])
+def test_hostile_titles_render_inert(
+    web_queue: Service, tokens: dict[str, str], alice_phone: Device, title: str
+) -> None:
+    proposal_id = submitted(web_queue, tokens, title=title)["proposal_id"]
+    page = alice_phone.page
+    page.goto(review_link(web_queue, tokens["alice"], proposal_id))
+    page.wait_for_selector("main[data-ready='true']")
+    shown = page.text_content("h1.claim") or ""
+    assert page.locator("img").count() == 0 and page.locator("a[href*='evil']").count() == 0
+    assert page.locator("script").count() == 1 and page.locator("b").count() == 0
+    assert alice_phone.dialogs == []
+    assert "\u202e" not in shown and len(shown) < 3000
+    if "script" in title:
+        assert '<script>alert("title")</script>' in shown
+
+
+def test_the_queue_refuses_a_page_post_from_another_origin(
+    web_queue: Service, tokens: dict[str, str]
+) -> None:
+    proposal_id = submitted(web_queue, tokens)["proposal_id"]
+    key = review_link(web_queue, tokens["alice"], proposal_id).split("key=")[1]
+    answer = httpx.post(
+        f"{web_queue.url}/review/{proposal_id}/1/statement",
+        json={"key": key, "decision": "approve", "reviewer": "alice"},
+        headers={"Origin": "https://evil.example"},
+    )
+    assert answer.status_code == 403 and "must come from http://localhost" in answer.json()["message"]
+
+
+def test_without_a_web_origin_no_page_is_served(service: Service) -> None:
+    agent = service.token(unique_id("agent"), "agent")
+    with service.client(agent) as client:
+        proposal_id = unique_id("plain")
+        assert client.post("/v1/proposals", content=body(proposal(proposal_id))).status_code == 201
+        for path in (f"/review/{proposal_id}/1", "/static/review.js", "/v1/passkeys"):
+            assert client.get(path).status_code == 404, path
+    assert json.loads(httpx.get(f"{service.url}/openapi.json").text)["paths"].get("/v1/passkeys") is None
