@@ -8,33 +8,53 @@ a removed passkey and an agent's hostile title can do is tried, and each decides
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from playwright.sync_api import Browser, expect
 
+from reviewer.agent.errors import UnsignedApproval
+from reviewer.agent.queue import QueueAgent
+from reviewer.queue.client import QueueClient
+from reviewer.signing.allowed_signers import AllowedSigners
 from reviewer.signing.passkeys import AllowedPasskeys, PasskeyAssertion, verify_with_passkeys
-from tests.queue_harness import Service, body, proposal, submit, unique_id
+from tests.queue_harness import Service, body, decide, proposal, submit, unique_id
 from tests.service.ports import free_port
 from tests.service.web.browser import Device, chromium, device
 
 pytestmark = pytest.mark.slow
 
 
+PRODUCTION = {"api": "deskline", "base_url": "https://api.prod.example/v1", "environment": "production"}
+POLICY = """
+[default]
+approvals = 1
+
+[environments.production]
+base_urls = ["https://api.prod.example/*"]
+signatures = "passkey"
+"""
+
+
 @pytest.fixture(scope="module")
 def web_queue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    """A queue serving pages at http://localhost:PORT (an IP address is no relying party id)."""
+    """A queue serving pages at http://localhost:PORT (an IP address is no relying party id), whose
+    policy asks production's decisions for a passkey."""
     folder = tmp_path_factory.mktemp("web-queue")
+    (folder / "policy.toml").write_text(POLICY)
     port = free_port()
     running = Service(
         db=folder / "queue.sqlite3",
         log_path=folder / "service.log",
         port=port,
-        serve_args=("--web-origin", f"http://localhost:{port}"),
+        serve_args=("--web-origin", f"http://localhost:{port}", "--policy", str(folder / "policy.toml")),
     )
     running.start()
     yield running
@@ -132,6 +152,44 @@ def test_enrolled_passkey_approves_from_the_page_and_the_decision_holds_its_asse
     assert assertion.credential_id == alice_phone.credentials()[0]["credentialId"].rstrip("=").replace(
         "+", "-"
     ).replace("/", "_")
+
+
+def test_where_a_passkey_is_required_the_executor_runs_only_what_a_registered_passkey_approved(
+    web_queue: Service, tokens: dict[str, str], alice_phone: Device, tmp_path: Path
+) -> None:
+    document = {**proposal(unique_id("prod")), "target": PRODUCTION}
+    with client(web_queue, tokens["agent"]) as agent:
+        answer = agent.post("/v1/proposals", content=body(document)).json()
+    proposal_id, digest = answer["proposal_id"], answer["plan_sha256"]
+    with client(web_queue, tokens["alice"]) as alice:
+        unsigned = decide(alice, proposal_id, 1, digest)
+    assert unsigned.status_code == 422 and "bound by a passkey" in unsigned.json()["message"]
+
+    alice_phone.page.goto(review_link(web_queue, tokens["alice"], proposal_id))
+    assert press(alice_phone, "Approve") == "Done: the proposal is approved."
+    with client(web_queue, tokens["alice"]) as alice:
+        exported = AllowedPasskeys.parse(alice.get("/v1/passkeys/export").text)
+
+    def executor(passkeys: AllowedPasskeys, ledger: Path) -> Any:
+        queue = QueueClient(web_queue.url, tokens["agent"])
+        agent = QueueAgent(queue, allowed_signers=AllowedSigners(passkeys=passkeys), ledger=ledger)
+        return queue, agent.wait_for_decision(proposal_id, 1, plan_digest=digest, timeout=5)
+
+    async def run(passkeys: AllowedPasskeys, ledger: Path) -> Any:
+        queue, waiting = executor(passkeys, ledger)
+        async with queue:
+            return await waiting
+
+    approval = beside_the_browser(run(exported, tmp_path / "ledger.jsonl"))
+    assert approval.plan_sha256 == digest
+    with pytest.raises(UnsignedApproval, match="0 of 1 signed approvals"):
+        beside_the_browser(run(AllowedPasskeys(), tmp_path / "other-ledger.jsonl"))
+
+
+def beside_the_browser(work: Any) -> Any:
+    """Run an executor's coroutine in a thread of its own: Playwright's sync API holds this one's loop."""
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(asyncio.run, work).result()
 
 
 def test_a_link_scanners_get_and_head_decide_nothing(
