@@ -100,8 +100,10 @@ class Withdrawal:
                 f"{self.approval.reviewer}'s {self.removal.cause}; the approval it cast no longer "
                 "counts toward the quorum"
             )
+        what = "passkey" if self.removal.fingerprint.startswith("passkey:") else "key"
+        named = self.removal.fingerprint.removeprefix("passkey:")
         return (
-            f"{self.approval.reviewer}'s key {self.removal.fingerprint} was removed; the approval it "
+            f"{self.approval.reviewer}'s {what} {named} was removed; the approval it "
             "signed no longer counts toward the quorum"
         )
 

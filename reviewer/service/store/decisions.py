@@ -125,7 +125,7 @@ def cast_and_withdrawn(
     db: Transaction, proposal_id: str, revision: int, now: float
 ) -> tuple[list[CastDecision], list[Withdrawal]]:
     """The decisions on this revision that count at `now`, and the approvals withdrawn since their
-    key was removed or their token ended (`without_removed_keys`)."""
+    key or passkey was removed or their token ended (`without_removed_keys`)."""
     rows = db.all(
         "SELECT seq, actor, identity, event, reason, at, statement, signature, key_fingerprint FROM trail "
         "WHERE proposal_id = :proposal_id AND revision = :revision AND event IN ('approved', 'rejected') "
@@ -157,7 +157,7 @@ def cast_and_withdrawn(
         "WHERE proposal_id = :proposal_id AND revision = :revision AND event = 'approved')",
         proposal_id=proposal_id,
         revision=revision,
-    )
+    ) + passkeys.removed_signers(db, proposal_id, revision)
     ended = ended_tokens(db, proposal_id, revision, now)
     if not removed and not ended:
         return cast, []

@@ -17,6 +17,7 @@ from reviewer.service import rules
 from reviewer.service.auth import Identity
 from reviewer.service.errors import Conflict, Forbidden, NotFound
 from reviewer.service.review_links import review_link
+from reviewer.service.rules import Row
 from reviewer.service.store.base import StoreState, Transaction
 from reviewer.signing.passkeys import RegisteredPasskey
 
@@ -191,6 +192,20 @@ def deciding_passkey(
         row["name"], row["credential_id"], row["public_key"], row["rp_id"], row["origin"]
     )
     return passkey, int(row["sign_count"]), identity
+
+
+def removed_signers(db: Transaction, proposal_id: str, revision: int) -> list[Row]:
+    """The passkeys removed that made approvals of this revision, as the removed SSH keys are read
+    (`name`, `fingerprint` as the trail records it, `removed_at`): their approvals are withdrawn."""
+    return db.all(
+        "SELECT tokens.name AS name, 'passkey:' || passkeys.credential_id AS fingerprint, "
+        "passkeys.removed_at FROM passkeys JOIN tokens ON tokens.id = passkeys.token_id "
+        "WHERE passkeys.removed_at IS NOT NULL "
+        "AND 'passkey:' || passkeys.credential_id IN (SELECT key_fingerprint FROM trail "
+        "WHERE proposal_id = :proposal_id AND revision = :revision AND event = 'approved')",
+        proposal_id=proposal_id,
+        revision=revision,
+    )
 
 
 def count_signature(db: Transaction, credential_id: str, sign_count: int) -> None:

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
+import subprocess
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -23,15 +26,17 @@ from playwright.sync_api import Browser, expect
 from reviewer.agent.errors import UnsignedApproval
 from reviewer.agent.queue import QueueAgent
 from reviewer.queue.client import QueueClient
+from reviewer.service.store.opener import open_store
 from reviewer.signing.allowed_signers import AllowedSigners
 from reviewer.signing.passkeys import AllowedPasskeys, PasskeyAssertion, verify_with_passkeys
-from tests.queue_harness import Service, body, decide, proposal, submit, unique_id
+from tests.queue_harness import Service, body, decide, proposal, reviewer_command, submit, unique_id
 from tests.service.ports import free_port
 from tests.service.web.browser import Device, chromium, device
 
 pytestmark = pytest.mark.slow
 
 
+PAYMENTS = {"api": "deskline", "base_url": "https://api.payments.example/v1", "environment": "payments"}
 PRODUCTION = {"api": "deskline", "base_url": "https://api.prod.example/v1", "environment": "production"}
 POLICY = """
 [default]
@@ -40,6 +45,10 @@ approvals = 1
 [environments.production]
 base_urls = ["https://api.prod.example/*"]
 signatures = "passkey"
+
+[environments.payments]
+base_urls = ["https://api.payments.example/*"]
+approvals = 2
 """
 
 
@@ -74,11 +83,23 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture(scope="module")
 def alice_phone(web_queue: Service, tokens: dict[str, str], browser: Browser) -> Iterator[Device]:
-    """Alice's phone, her passkey enrolled on it through the page her one-time link opens."""
+    """Alice's phone, her passkey enrolled on it through the page the link `reviewer passkey enroll`
+    printed opens."""
+    printed = reviewer_cli(web_queue, tokens["alice"], "passkey", "enroll")
+    assert printed.returncode == 0, printed.stderr
+    link = printed.stdout.splitlines()[-1]
+    assert link.startswith(f"http://localhost:{web_queue.port}/passkeys/register/")
     phone = device(browser)
-    enrol(web_queue, tokens["alice"], phone)
+    register_on(phone, link)
     yield phone
     phone.close()
+
+
+def reviewer_cli(service: Service, token: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "REVIEWER_TOKEN": token, "XDG_CONFIG_HOME": str(Path(service.db).parent / "none")}
+    return subprocess.run(
+        reviewer_command(*args, "--queue", service.url), capture_output=True, text=True, env=env, timeout=60
+    )
 
 
 def client(service: Service, token: str) -> httpx.Client:
@@ -90,11 +111,15 @@ def enrol(service: Service, token: str, phone: Device) -> str:
     with client(service, token) as reviewer:
         made = reviewer.post("/v1/passkeys/links")
     assert made.status_code == 201, made.text
-    link = made.json()["link"]
+    link = str(made.json()["link"])
+    register_on(phone, link)
+    return link
+
+
+def register_on(phone: Device, link: str) -> None:
     phone.page.goto(link)
     phone.page.get_by_role("button", name="Register passkey").click()
     expect(phone.page.locator("#status")).to_have_text(re.compile("^Registered"))
-    return str(link)
 
 
 def submitted(service: Service, tokens: dict[str, str], revision: int = 1, **kwargs: Any) -> dict[str, Any]:
@@ -149,9 +174,7 @@ def test_enrolled_passkey_approves_from_the_page_and_the_decision_holds_its_asse
     [approved] = [event for event in history if event["event"] == "approved"]
     assert approved["signature"] == signed["signature"]
     assertion = PasskeyAssertion.parse(approved["signature"])
-    assert assertion.credential_id == alice_phone.credentials()[0]["credentialId"].rstrip("=").replace(
-        "+", "-"
-    ).replace("/", "_")
+    assert assertion.credential_id == b64url_of(alice_phone.credentials()[0]["credentialId"])
 
 
 def test_where_a_passkey_is_required_the_executor_runs_only_what_a_registered_passkey_approved(
@@ -190,6 +213,27 @@ def beside_the_browser(work: Any) -> Any:
     """Run an executor's coroutine in a thread of its own: Playwright's sync API holds this one's loop."""
     with ThreadPoolExecutor(1) as thread:
         return thread.submit(asyncio.run, work).result()
+
+
+def test_the_command_line_lists_exports_and_links(
+    web_queue: Service, tokens: dict[str, str], alice_phone: Device, tmp_path: Path
+) -> None:
+    proposal_id = submitted(web_queue, tokens)["proposal_id"]
+    listed = reviewer_cli(web_queue, tokens["alice"], "passkey", "list")
+    shown = reviewer_cli(web_queue, tokens["alice"], "show", proposal_id, "--link")
+    exported = reviewer_cli(
+        web_queue, tokens["alice"], "passkey", "export", "--out", str(tmp_path / "keys.json")
+    )
+    [credential] = alice_phone.credentials()
+    assert listed.stdout.startswith(b64url_of(credential["credentialId"]) + "  passkey  added ")
+    assert shown.stdout.strip() == review_link(web_queue, tokens["alice"], proposal_id)
+    assert exported.stdout.startswith("wrote 1 passkey(s) of 1 reviewer(s)")
+    [passkey] = AllowedPasskeys.read(tmp_path / "keys.json").passkeys
+    assert (passkey.reviewer, passkey.rp_id) == ("alice", "localhost")
+
+
+def b64url_of(standard_base64: str) -> str:
+    return standard_base64.rstrip("=").replace("+", "-").replace("/", "_")
 
 
 def test_a_link_scanners_get_and_head_decide_nothing(
@@ -306,6 +350,42 @@ def test_a_removed_passkey_decides_nothing_at_once(
         bob_phone.close()
     assert status.startswith("Nothing was decided: no passkey is enrolled for 'bob' on this queue")
     assert state_of(web_queue, tokens["alice"], proposal_id)["state"] == "pending"
+
+
+def test_removing_a_passkey_withdraws_its_pending_approval_and_an_ended_token_ends_its_passkey(
+    web_queue: Service, tokens: dict[str, str], browser: Browser
+) -> None:
+    carol_token = web_queue.token(unique_id("carol"), "reviewer")
+    carol = device(browser)
+    try:
+        enrol(web_queue, carol_token, carol)
+        with client(web_queue, tokens["agent"]) as agent:
+            first, second = (
+                agent.post(
+                    "/v1/proposals", content=body({**proposal(unique_id("pay")), "target": PAYMENTS})
+                ).json()
+                for _ in range(2)
+            )
+        carol.page.goto(review_link(web_queue, carol_token, first["proposal_id"]))
+        assert press(carol, "Approve") == "Done: the proposal is pending (1 of 2 approvals)."
+        with client(web_queue, carol_token) as reviewer:
+            [listed] = reviewer.get("/v1/passkeys").json()["passkeys"]
+            assert reviewer.delete(f"/v1/passkeys/{listed['credential_id']}").status_code == 204
+        assert state_of(web_queue, tokens["alice"], first["proposal_id"])["approvals"] == []
+
+        enrol(web_queue, carol_token, carol)
+        store = open_store(web_queue.db, clock=time.time, pending_ttl=60, approval_ttl=60, create=False)
+        try:
+            [name] = [token.name for token in store.list_tokens() if token.name.startswith("carol")]
+            assert store.revoke_token(name)
+        finally:
+            store.close()
+        carol.page.goto(review_link(web_queue, tokens["alice"], second["proposal_id"]))
+        status = press(carol, "Approve")
+    finally:
+        carol.close()
+    assert status.startswith("Nothing was decided: no passkey is enrolled for")
+    assert state_of(web_queue, tokens["alice"], second["proposal_id"])["approvals"] == []
 
 
 def test_an_enrolment_link_registers_once(
