@@ -5,6 +5,7 @@ tests fail (they do not skip) where chromium is missing, as CI installs it (`.ci
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -13,7 +14,10 @@ from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from playwright.sync_api import Browser, BrowserContext, CDPSession, Page, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, CDPSession, Page, expect, sync_playwright
+
+from tests.queue_harness import Service
+from tests.service.ports import free_port
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -94,3 +98,32 @@ def device(browser: Browser, viewport: tuple[int, int] = (390, 844)) -> Device:
         },
     )
     return Device(context, page, cdp, added["authenticatorId"], dialogs)
+
+
+def web_service(folder: Path, *serve_args: str) -> Service:
+    """A queue serving pages at http://localhost:PORT (an IP address is no relying party id)."""
+    port = free_port()
+    running = Service(
+        db=folder / "queue.sqlite3",
+        log_path=folder / "service.log",
+        port=port,
+        serve_args=("--web-origin", f"http://localhost:{port}", *serve_args),
+    )
+    running.start()
+    return running
+
+
+def enrol(service: Service, token: str, phone: Device) -> str:
+    """Enrol a passkey on `phone` for the token's reviewer; the one-time link it spent."""
+    with service.client(token) as reviewer:
+        made = reviewer.post("/v1/passkeys/links")
+    assert made.status_code == 201, made.text
+    link = str(made.json()["link"])
+    register_on(phone, link)
+    return link
+
+
+def register_on(phone: Device, link: str) -> None:
+    phone.page.goto(link)
+    phone.page.get_by_role("button", name="Register passkey").click()
+    expect(phone.page.locator("#status")).to_have_text(re.compile("^Registered"))

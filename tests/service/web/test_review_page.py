@@ -30,8 +30,7 @@ from reviewer.service.store.opener import open_store
 from reviewer.signing.allowed_signers import AllowedSigners
 from reviewer.signing.passkeys import AllowedPasskeys, PasskeyAssertion, verify_with_passkeys
 from tests.queue_harness import Service, body, decide, proposal, reviewer_command, submit, unique_id
-from tests.service.ports import free_port
-from tests.service.web.browser import Device, chromium, device
+from tests.service.web.browser import Device, chromium, device, enrol, register_on, web_service
 
 pytestmark = pytest.mark.slow
 
@@ -58,14 +57,7 @@ def web_queue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     policy asks production's decisions for a passkey."""
     folder = tmp_path_factory.mktemp("web-queue")
     (folder / "policy.toml").write_text(POLICY)
-    port = free_port()
-    running = Service(
-        db=folder / "queue.sqlite3",
-        log_path=folder / "service.log",
-        port=port,
-        serve_args=("--web-origin", f"http://localhost:{port}", "--policy", str(folder / "policy.toml")),
-    )
-    running.start()
+    running = web_service(folder, "--policy", str(folder / "policy.toml"))
     yield running
     running.stop()
 
@@ -104,22 +96,6 @@ def reviewer_cli(service: Service, token: str, *args: str) -> subprocess.Complet
 
 def client(service: Service, token: str) -> httpx.Client:
     return service.client(token)
-
-
-def enrol(service: Service, token: str, phone: Device) -> str:
-    """Enrol a passkey on `phone` for the token's reviewer; the one-time link it spent."""
-    with client(service, token) as reviewer:
-        made = reviewer.post("/v1/passkeys/links")
-    assert made.status_code == 201, made.text
-    link = str(made.json()["link"])
-    register_on(phone, link)
-    return link
-
-
-def register_on(phone: Device, link: str) -> None:
-    phone.page.goto(link)
-    phone.page.get_by_role("button", name="Register passkey").click()
-    expect(phone.page.locator("#status")).to_have_text(re.compile("^Registered"))
 
 
 def submitted(service: Service, tokens: dict[str, str], revision: int = 1, **kwargs: Any) -> dict[str, Any]:
