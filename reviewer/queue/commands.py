@@ -162,7 +162,7 @@ async def _read(options: argparse.Namespace) -> int:
                 return 0
             proposal_id = await resolve_proposal_id(client, options.proposal_id)
             if options.link:
-                link = await client.review_link(proposal_id)
+                link = await _review_link(client, proposal_id)
                 print(json.dumps(link.model_dump(mode="json")) if options.json else link.review)
                 return 0
             summary, analysis = await one_summary(client, proposal_id, options.revision)
@@ -177,6 +177,20 @@ async def _read(options: argparse.Namespace) -> int:
     else:
         page_lines(show_lines(summary, width, options.queue, analysis))
     return 0
+
+
+async def _review_link(client: Any, proposal_id: str) -> Any:
+    """The latest revision's review page; a queue that serves none says how to turn them on."""
+    from reviewer.queue.client import QueueRefused
+
+    try:
+        return await client.review_link(proposal_id)
+    except QueueRefused as refused:
+        if refused.status == 404 and refused.code == "not_found":
+            raise DecisionFailed(
+                "this queue serves no review pages (its operator starts it with --web-origin)"
+            ) from None
+        raise
 
 
 class DecisionFailed(Exception):

@@ -70,8 +70,9 @@ if TYPE_CHECKING:  # the WebAuthn library loads only on a queue that serves the 
 
 ENROLMENTS_PER_MINUTE: Final = 20
 """Enrolment requests (links, options, registrations) a minute from one address or one token."""
-DECISIONS_PER_MINUTE: Final = 30
-"""A page's statement and decision requests a minute from one address."""
+DECISIONS_PER_MINUTE: Final = 60
+"""A page's statement and decision requests a minute from one address (two a decision; reviewers
+behind one office address share it)."""
 
 LIMITS: Final = (
     f"Limits: a body up to {MAX_BODY_BYTES:,} bytes (413 beyond), strings up to {MAX_STRING_CHARS:,} "

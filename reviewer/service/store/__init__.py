@@ -127,6 +127,7 @@ class QueueStore(ABC):
         """Called after a write that wrote an event committed: the delivery loop wakes at once."""
         self.emitted = threading.local()
         """Whether this thread's transaction wrote an event, for `_announce_events` after it committed."""
+        self._review_link_secret: bytes | None = None
         self.web_origin: str | None = None
         """The review pages' origin (`serve --web-origin`): its events carry each page's link."""
         self.health = DatabaseHealth()
@@ -357,9 +358,14 @@ class QueueStore(ABC):
             return passkeys.registered(db, self.clock())
 
     def review_link_secret(self) -> bytes:
-        """The key that signs the review pages' links (made once, kept in the database)."""
-        with self.write() as db:
-            return bytes.fromhex(passkeys.review_link_secret(db, secrets.token_hex(32)))
+        """The key that signs the review pages' links: made once, kept in the database (every replica
+        reads the same), and in memory once read, so a page's GET takes no write lock."""
+        if self._review_link_secret is None:
+            with self.write() as db:
+                self._review_link_secret = bytes.fromhex(
+                    passkeys.review_link_secret(db, secrets.token_hex(32))
+                )
+        return self._review_link_secret
 
     def decide_by_passkey(
         self, proposal_id: str, statement: str, assertion: PasskeyAssertion, reason: str

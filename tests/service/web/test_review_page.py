@@ -212,6 +212,23 @@ def b64url_of(standard_base64: str) -> str:
     return standard_base64.rstrip("=").replace("+", "-").replace("/", "_")
 
 
+def test_request_changes_from_the_page_carries_the_reason_to_the_agent(
+    web_queue: Service, tokens: dict[str, str], alice_phone: Device
+) -> None:
+    proposal_id = submitted(web_queue, tokens)["proposal_id"]
+    alice_phone.page.goto(review_link(web_queue, tokens["alice"], proposal_id))
+    assert press(alice_phone, "Request changes") == "Nothing was decided: say why in the reason box first."
+    assert press(alice_phone, "Request changes", reason="keep t2 open") == (
+        "Done: the proposal is changes_requested."
+    )
+    state = state_of(web_queue, tokens["agent"], proposal_id)
+    assert (state["state"], state["reason"], state["decided_by"]) == (
+        "changes_requested",
+        "keep t2 open",
+        "alice",
+    )
+
+
 def test_a_link_scanners_get_and_head_decide_nothing(
     web_queue: Service, tokens: dict[str, str], alice_phone: Device
 ) -> None:

@@ -70,8 +70,8 @@ async function register() {
 async function decide(decision, buttons) {
   const reviewer = document.getElementById("reviewer").value.trim();
   const reason = document.getElementById("reason").value;
-  if (!reviewer) return say("Say who you are (your reviewer name) first.");
-  if (decision !== "approve" && !reason.trim()) return say("Say why in the reason box first.");
+  if (!reviewer) return say("Nothing was decided: say who you are (your reviewer name) first.");
+  if (decision !== "approve" && !reason.trim()) return say("Nothing was decided: say why in the reason box first.");
   const base = `/review/${encodeURIComponent(page.dataset.proposal)}/${page.dataset.revision}`;
   const key = page.dataset.key;
   buttons.forEach((button) => (button.disabled = true));
