@@ -368,13 +368,18 @@ class QueueStore(ABC):
         return self._review_link_secret
 
     def decide_by_passkey(
-        self, proposal_id: str, statement: str, assertion: PasskeyAssertion, reason: str
+        self,
+        proposal_id: str,
+        statement: str,
+        assertion: PasskeyAssertion,
+        reason: str,
+        provider_signs_in: bool = False,
     ) -> tuple[bool, DecisionState]:
         """A decision from the review page by the passkey's owner (`decisions.decide_by_passkey`)."""
         now = self.clock()
         with self.write() as db:
             replayed, answer = decisions.decide_by_passkey(
-                self, db, proposal_id, statement, assertion, reason, now
+                self, db, proposal_id, statement, assertion, reason, now, provider_signs_in
             )
         if not replayed:
             self._announce_events()

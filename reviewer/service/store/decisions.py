@@ -17,7 +17,7 @@ from reviewer.policy.verdict import ChangeRequest, Verdict, evaluate
 from reviewer.queue.messages import Decision, DecisionRequest, DecisionState, State, TrailEvent
 from reviewer.service import rules
 from reviewer.service.auth import Identity
-from reviewer.service.errors import Invalid, SignatureRefused, Unavailable
+from reviewer.service.errors import Forbidden, Invalid, SignatureRefused, Unavailable
 from reviewer.service.rules import Row
 from reviewer.service.signed_decisions import (
     CastDecision,
@@ -336,11 +336,19 @@ def decide_by_passkey(
     assertion: PasskeyAssertion,
     reason: str,
     now: float,
+    provider_signs_in: bool = False,
 ) -> tuple[bool, DecisionState]:
     """A decision from the review page: the passkey's owner decides, under the same rules as
     `decide`, once the assertion holds over the statement (origin, RP id, user verification, a
-    counter past the one kept) and the statement names this proposal, its reviewer and a time now."""
+    counter past the one kept) and the statement names this proposal, its reviewer and a time now.
+    Where reviewers sign in through the provider, a passkey a plain minted token enrolled (before
+    the provider was set up) decides nothing, as that token does not."""
     passkey, sign_count, identity = passkeys.deciding_passkey(db, assertion.credential_id, now)
+    if provider_signs_in and identity.kind == "minted":
+        raise Forbidden(
+            f"this passkey was enrolled under {identity.name}'s minted token, and reviewers sign in "
+            "through the identity provider here; enrol it again after `reviewer login`"
+        )
     try:
         statement = DecisionStatement.parse(statement_text)
     except SigningError as error:

@@ -300,8 +300,9 @@ async def decision(
             assertion = PasskeyAssertion.from_browser(body.assertion)
         except SigningError as error:
             raise SignatureRefused(str(error)) from None
+        provider_signs_in = request.app.state.identity_tokens is not None
         _, state = await run_in_threadpool(
-            store.decide_by_passkey, proposal_id, body.statement, assertion, body.reason
+            store.decide_by_passkey, proposal_id, body.statement, assertion, body.reason, provider_signs_in
         )
     except ServiceError as refused:
         return page_error(refused)
