@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Final
 
 from reviewer.signing.allowed_signers import AllowedSigners
-from reviewer.signing.passkeys import is_passkey_assertion, verify_with_passkeys
+from reviewer.signing.passkeys import PasskeyAssertion, is_passkey_assertion, verify_with_passkeys
 from reviewer.signing.sshsig import NAMESPACE, DecisionStatement, PublicKey, SigningError, SshSignature
 
 MAX_CHECKED: Final = 100
@@ -87,12 +87,23 @@ def verify_trusted(
             key.blob,
             allowed.allows(statement.reviewer, key, NAMESPACE, at),
         )
+    statement_by_passkey(item, proposal_id, revision, plan_sha256)
     statement, passkey = verify_with_passkeys(item.statement, item.signature, allowed.passkeys.passkeys)
+    blob = f"passkey:{passkey.credential_id}".encode()
+    return Verified(statement, f"passkey {passkey.credential_id[:16]}", blob, True)
+
+
+def statement_by_passkey(
+    item: SignedStatement, proposal_id: str, revision: int, plan_sha256: str
+) -> tuple[DecisionStatement, str]:
+    """The statement a passkey's assertion is over, when it names this proposal, revision and digest,
+    and the passkey's credential id; the assertion itself is checked against registered keys only
+    (`verify_trusted`), since it carries none."""
+    statement = DecisionStatement.parse(item.statement)
     different = statement.names(proposal_id, revision, plan_sha256, statement.decision)
     if different:
         raise SigningError(f"names another decision ({different})")
-    blob = f"passkey:{passkey.credential_id}".encode()
-    return Verified(statement, f"passkey {passkey.credential_id[:16]}", blob, True)
+    return statement, PasskeyAssertion.parse(item.signature).credential_id
 
 
 def verify_decision(
