@@ -418,6 +418,15 @@ def test_hostile_titles_render_inert(
         assert '<script>alert("title")</script>' in shown
 
 
+def test_a_large_plan_is_paged_200_calls_at_a_time(web_queue: Service, tokens: dict[str, str]) -> None:
+    proposal_id = submitted(web_queue, tokens, calls=450)["proposal_id"]
+    link = review_link(web_queue, tokens["alice"], proposal_id).replace("localhost", "127.0.0.1", 1)
+    pages = [httpx.get(f"{link}&page={number}").text for number in (1, 3)]
+    assert [page.count("<li>#") for page in pages] == [200, 50]
+    assert "<li>#1 " in pages[0] and "<li>#401 " in pages[1] and "<li>#450 " in pages[1]
+    assert "page 3 of 3" in pages[1] and ">Approve<" in pages[1]
+
+
 def test_the_queue_refuses_a_page_post_from_another_origin(
     web_queue: Service, tokens: dict[str, str]
 ) -> None:
