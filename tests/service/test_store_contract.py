@@ -808,6 +808,14 @@ def test_a_passkey_enrols_once_decides_as_its_owner_once_each_and_nothing_once_r
         counted = phone.assert_over(second.to_bytes(), counter=2)
         store.decide_by_passkey("p-2", second.to_bytes().decode(), counted, "", provider_signs_in=True)
 
+    stale = statement("p-3")
+    clock.now += 301  # a statement the page asked for more than five minutes ago
+    with pytest.raises(
+        SignatureRefused, match="not within 300 s of the queue's time; press the button again"
+    ):
+        counted = phone.assert_over(stale.to_bytes(), counter=3)
+        store.decide_by_passkey("p-3", stale.to_bytes().decode(), counted, "")
+
     assert store.remove_passkey(alice, phone.registered().credential_id[:6])
     third = statement("p-3")
     with pytest.raises(Forbidden, match="not enrolled on this queue, was removed"):

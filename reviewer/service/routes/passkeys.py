@@ -5,7 +5,6 @@ review link (`reviewer show ID --link`)."""
 
 from __future__ import annotations
 
-import secrets
 from datetime import UTC, datetime
 from typing import Annotated
 
@@ -13,6 +12,7 @@ from fastapi import APIRouter, Path, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from reviewer.queue.passkey_messages import EnrolmentLink, PasskeyEntry, PasskeyListing, ReviewLink
+from reviewer.service.auth import mint_token
 from reviewer.service.deps import Caller, Store, require_role
 from reviewer.service.errors import NotFound
 from reviewer.service.responses import errors, json_response
@@ -30,7 +30,7 @@ async def enrolment_link(request: Request, identity: Caller, store: Store) -> Re
     """A one-time link whose page registers a passkey for the caller (a reviewer) alone."""
     require_role(identity, "reviewer", "enrol a passkey")
     web_of(request).enrolment_limit.check(f"token:{identity.token_id}")
-    link = secrets.token_urlsafe(32)
+    link = mint_token()  # token-shaped: the access log and every error message redact it
     expires_at = await run_in_threadpool(store.create_passkey_link, identity, link_sha256(link))
     origin = web_of(request).relying_party.origin
     return json_response(

@@ -392,6 +392,8 @@ def test_an_enrolment_link_registers_once(
         phone.close()
     assert again.status_code == 404 and "unknown, used or expired" in again.text
     assert "Register passkey" not in again.text
+    secret = link.rsplit("/", 1)[1]
+    assert secret.startswith("rvw_") and secret not in web_queue.log()  # the access log redacts it
 
 
 HOSTILE_TITLES = [
