@@ -298,8 +298,14 @@ async def decision(
         await require_key(store, proposal_id, body.key)
         try:
             assertion = PasskeyAssertion.from_browser(body.assertion)
+            named = DecisionStatement.parse(body.statement)
         except SigningError as error:
             raise SignatureRefused(str(error)) from None
+        if named.revision != revision:
+            raise SignatureRefused(
+                f"statement.revision is {named.revision}, but this is the page of revision {revision}; "
+                "nothing was decided"
+            )
         provider_signs_in = request.app.state.identity_tokens is not None
         _, state = await run_in_threadpool(
             store.decide_by_passkey, proposal_id, body.statement, assertion, body.reason, provider_signs_in

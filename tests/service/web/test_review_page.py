@@ -282,8 +282,11 @@ def test_an_assertion_replayed_on_another_proposal_or_revision_is_refused(
         on_other = attacker.post(f"/review/{other}/1/decision", json={**captured, "key": other_key})
         submitted(web_queue, tokens, 2, proposal_id=bound, calls=3)
         again = attacker.post(f"/review/{bound}/2/decision", json=captured)
-    assert on_other.status_code in (403, 422), on_other.text
-    assert again.status_code in (403, 409, 412, 422), again.text
+        stale = attacker.post(f"/review/{bound}/1/decision", json=captured)
+    assert on_other.status_code == 422, on_other.text
+    assert "statement.proposal_id is" in on_other.json()["message"]
+    assert again.status_code == 422 and "this is the page of revision 2" in again.json()["message"]
+    assert stale.status_code in (409, 412, 422), stale.text
     assert state_of(web_queue, tokens["alice"], other)["state"] == "pending"
     assert state_of(web_queue, tokens["alice"], bound)["state"] == "pending"
 
