@@ -48,6 +48,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "put proposal files on a live queue under an agent token, and print the line that opens each",
     ),
     (
+        "passkey",
+        "reviewer.queue.passkey_commands",
+        "enrol, list and remove your passkeys for the review page; export them for executors",
+    ),
+    (
         "trail",
         "reviewer.trail.commands",
         "the trail's signed checkpoints: print one, export the entries, verify an export offline",

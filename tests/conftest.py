@@ -58,6 +58,7 @@ LONGEST_FIRST = (
     "tests/run/test_run.py",
     "tests/tui/test_loading.py",
     "tests/service/test_replicas.py",
+    "tests/service/web/test_review_page.py",
     "tests/service/notifications/test_serve_notify.py",
     "tests/service/test_crash.py",
     "tests/service/test_edge_timeouts.py",

@@ -13,13 +13,14 @@ that does not read) is refused at the start in one line, not found out after a p
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from reviewer.agent.ledger import Ledger, LedgerError, default_ledger
 from reviewer.plan.sanitize import safe_text
 from reviewer.private_files import private_folder
 from reviewer.signing.allowed_signers import AllowedSigners, AllowedSignersError
+from reviewer.signing.passkeys import AllowedPasskeys, AllowedPasskeysError
 
 
 class BadSignerOption(ValueError):
@@ -49,27 +50,51 @@ class ApprovalTrust:
 def trust_from_options(options: argparse.Namespace) -> ApprovalTrust:
     """What `add_signer_options`' options ask of an approval; `BadSignerOption` saying what is wrong."""
     required = 1 if options.signatures is None else options.signatures
-    if options.allowed_signers is None:
+    passkeys_file = getattr(options, "allowed_passkeys", None)
+    if options.allowed_signers is None and passkeys_file is None:
         if options.signatures is not None:
-            raise BadSignerOption("--signatures counts signatures of --allowed-signers FILE: name the file")
+            raise BadSignerOption(
+                "--signatures counts signatures of --allowed-signers FILE (or --allowed-passkeys FILE): "
+                "name the file"
+            )
         return ApprovalTrust(ledger=_usable_ledger(options.ledger) if options.ledger else None)
     if required < 1:
         raise BadSignerOption(f"--signatures must be 1 or more, not {required}")
     try:
-        allowed = AllowedSigners.read(options.allowed_signers)
+        allowed = (
+            AllowedSigners.read(options.allowed_signers) if options.allowed_signers else AllowedSigners()
+        )
     except AllowedSignersError as error:
         raise BadSignerOption(f"--allowed-signers: {safe_text(str(error))}") from None
+    if passkeys_file is not None:
+        try:
+            allowed = replace(allowed, passkeys=AllowedPasskeys.read(passkeys_file))
+        except AllowedPasskeysError as error:
+            raise BadSignerOption(f"--allowed-passkeys: {safe_text(str(error))}") from None
     keys = {signer.key.blob for signer in allowed.signers if not signer.cert_authority}
-    if len(keys) < required:
-        raise BadSignerOption(
-            f"--allowed-signers {safe_text(str(options.allowed_signers))} names {len(keys)} key(s), and "
-            f"--signatures {required} asks for {required} distinct people: no approval could ever run"
+    reviewers = allowed.passkeys.reviewers()
+    named = [
+        f"{option} {safe_text(str(path))}"
+        for option, path in (
+            ("--allowed-signers", options.allowed_signers),
+            ("--allowed-passkeys", passkeys_file),
         )
+        if path is not None
+    ]
+    if len(keys) + len(reviewers) < required:
+        counted = f"{len(keys)} key(s)" + (
+            f" and {len(reviewers)} reviewer(s) with passkeys" if passkeys_file else ""
+        )
+        raise BadSignerOption(
+            f"{' and '.join(named)} {'names' if len(named) == 1 else 'name'} {counted}, and --signatures "
+            f"{required} asks for {required} distinct people: no approval could ever run"
+        )
+    sources = " and ".join(str(path) for path in (options.allowed_signers, passkeys_file) if path is not None)
     return ApprovalTrust(
         allowed,
         required,
         _usable_ledger(options.ledger or default_ledger(), default=options.ledger is None),
-        str(options.allowed_signers),
+        sources,
     )
 
 

@@ -19,7 +19,7 @@ from typing import Any, Final
 from reviewer.policy.escalation import EscalationStep, ladder_words, read_ladder
 from reviewer.policy.expressions import Expression, ExpressionError, compile_expression
 from reviewer.policy.names import BaseUrlPattern, folded
-from reviewer.policy.quorum import MAX_APPROVALS, Requirement
+from reviewer.policy.quorum import MAX_APPROVALS, Requirement, Signatures, signed_words
 
 MAX_RULES: Final = 200
 _REVIEWER_PATTERN: Final = re.compile(r"^[A-Za-z0-9._%+@*?-]{1,254}$")
@@ -61,7 +61,7 @@ class PolicyRule:
     when: Expression
     line: int
     approvals: int | None = None
-    signatures: bool = False
+    signatures: Signatures = False
     reviewers: tuple[str, ...] = ()
     reject: str | None = None
     approve: bool = False
@@ -76,7 +76,7 @@ class PolicyRule:
         if self.approvals is not None:
             parts.append(f"{self.approvals} approval{'s' if self.approvals != 1 else ''}")
         if self.signatures:
-            parts.append("signatures")
+            parts.append("passkey signatures" if self.signatures == "passkey" else "signatures")
         if self.reviewers:
             parts.append(f"reviewers {', '.join(self.reviewers)}")
         return "needs " + (" and ".join(parts) if parts else "a human")
@@ -201,7 +201,7 @@ class Policy:
             by_policy = "; policy may approve" if environment.allow_policy_approval else ""
             ladder = f"; {ladder_words(environment.escalation)}" if environment.escalation else ""
             who = f" by {requirement.listed()}" if requirement.reviewers else ""
-            signed = ", signed" if requirement.signatures else ""
+            signed = f", {signed_words(requirement.signatures)}" if requirement.signatures else ""
             lines.append(
                 f"[{_table_name(environment.name)}] {requirement.approvals} approval"
                 f"{'s' if requirement.approvals != 1 else ''}{signed}{who}{owns}{by_policy}{ladder}"
@@ -324,7 +324,7 @@ class _Reader:
 
     def requirement(self, table: dict[str, Any], path: tuple[str, ...]) -> Requirement:
         approvals = self.approvals(table, path) or 1
-        signatures = self.flag(table, path, "signatures")
+        signatures = self.signatures(table, path)
         reviewers = self.reviewers(table, path)
         if (
             reviewers
@@ -349,6 +349,14 @@ class _Reader:
             self.fail((*path, "approvals"), f"approvals must be a whole number from 1 to {MAX_APPROVALS}")
             return None
         return approvals
+
+    def signatures(self, table: dict[str, Any], path: tuple[str, ...]) -> Signatures:
+        """`signatures`: true (an SSH signature or a passkey assertion), false, or "passkey"."""
+        value = table.get("signatures", False)
+        if value != "passkey" and not isinstance(value, bool):
+            self.fail((*path, "signatures"), 'signatures must be true, false or "passkey"')
+            return False
+        return "passkey" if value == "passkey" else bool(value)
 
     def flag(self, table: dict[str, Any], path: tuple[str, ...], key: str) -> bool:
         value = table.get(key, False)
@@ -418,7 +426,7 @@ class _Reader:
             except ExpressionError as error:
                 self.fail((*path, "when"), f"rule {name!r}: when: {error}")
         approvals = self.approvals(table, path)
-        signatures = self.flag(table, path, "signatures")
+        signatures = self.signatures(table, path)
         approve = self.flag(table, path, "approve")
         reviewers = self.reviewers(table, path)
         reject = table.get("reject")
@@ -427,7 +435,7 @@ class _Reader:
                 (*path, "reject"), "reject is the reason sent to the agent (text, up to 1,000 characters)"
             )
             reject = None
-        asked = [approvals is not None or signatures or bool(reviewers), reject is not None, approve]
+        asked = [approvals is not None or bool(signatures) or bool(reviewers), reject is not None, approve]
         if sum(asked) != 1:
             self.fail(
                 path,

@@ -26,6 +26,20 @@ def person(name: str) -> str:
     return folded(name).translate(_SEPARATORS)
 
 
+Signatures = bool | Literal["passkey"]
+"""A policy's `signatures`: none, an SSH signature or a passkey assertion (true), or a passkey's only."""
+
+
+def stricter_signatures(one: Signatures, other: Signatures) -> Signatures:
+    """What both ask at once: a passkey where either names it, else a signature where either wants one."""
+    return "passkey" if "passkey" in (one, other) else one or other
+
+
+def signed_words(signatures: Signatures) -> str:
+    """How the screen and `policy explain` say it: "signed", "signed by a passkey", or nothing."""
+    return "signed by a passkey" if signatures == "passkey" else "signed" if signatures else ""
+
+
 @dataclass(frozen=True)
 class Requirement:
     """What deciding a proposal takes: approvals, signatures, and who may decide.
@@ -35,7 +49,7 @@ class Requirement:
     """
 
     approvals: int = 1
-    signatures: bool = False
+    signatures: Signatures = False
     reviewers: tuple[tuple[str, ...], ...] = ()
 
     def may_decide(self, reviewer: str) -> bool:
@@ -50,7 +64,9 @@ class Requirement:
             listed for listed in other.reviewers if listed not in self.reviewers
         )
         return Requirement(
-            max(self.approvals, other.approvals), self.signatures or other.signatures, reviewers
+            max(self.approvals, other.approvals),
+            stricter_signatures(self.signatures, other.signatures),
+            reviewers,
         )
 
     def listed(self) -> str:

@@ -27,7 +27,7 @@ from reviewer.plan.proposal import CallList, Effect, Proposal, is_destructive
 from reviewer.policy.expressions import EvaluationError, context
 from reviewer.policy.file import Environment, Policy, PolicyRule
 from reviewer.policy.names import folded
-from reviewer.policy.quorum import Requirement
+from reviewer.policy.quorum import Requirement, signed_words
 from reviewer.reading.analysis import Analysis
 from reviewer.reading.totals import plan_totals
 
@@ -94,7 +94,7 @@ def needs(verdict: Verdict) -> str:
     noun = "approval" if requirement.approvals == 1 else "approvals"
     text = f"needs {requirement.approvals} {noun}"
     if requirement.signatures:
-        text += ", signed"
+        text += f", {signed_words(requirement.signatures)}"
     if requirement.reviewers:
         text += f", by {requirement.listed()}"
     asking = [
@@ -389,12 +389,14 @@ def evaluate(
         if failed is not None:
             reason = f"{reason} (the rule failed to evaluate, {failed[:FAILED_ERROR_LENGTH]}, so it rejects)"
         return Verdict(name, requirement, "reject", f"policy:{rejecting.name}", reason, **common)  # type: ignore[arg-type]
-    can_sign = signing or not requirement.signatures
+    can_sign = (signing and requirement.signatures is True) or not requirement.signatures
     if approving and not human and not environment_alarms and environment.allow_policy_approval and can_sign:
         return Verdict(name, requirement, "approve", f"policy:{approving[0].name}", **common)  # type: ignore[arg-type]
     if approving and not (environment.allow_policy_approval and can_sign):
         why = (
-            "the queue has no --policy-key to sign with"
+            "only a reviewer's passkey signs here"
+            if environment.allow_policy_approval and requirement.signatures == "passkey"
+            else "the queue has no --policy-key to sign with"
             if environment.allow_policy_approval
             else f"[{environment.name}] does not allow it"
         )

@@ -37,6 +37,7 @@ from reviewer.queue.messages import (
     TrailCheckpoint,
     Whoami,
 )
+from reviewer.queue.passkey_messages import EnrolmentLink, PasskeyListing, ReviewLink
 from reviewer.queue.trust import trusted_certificates
 
 Answer = TypeVar("Answer", bound=BaseModel)
@@ -365,6 +366,29 @@ class QueueClient:
 
     async def decision_state(self, proposal_id: str) -> DecisionState:
         return await self._get(f"/v1/proposals/{_segment(proposal_id)}/decision", DecisionState)
+
+    async def review_link(self, proposal_id: str) -> ReviewLink:
+        """The review page of the latest revision (a queue serving pages, `serve --web-origin`)."""
+        return await self._get(f"/v1/proposals/{_segment(proposal_id)}/link", ReviewLink)
+
+    async def enrolment_link(self) -> EnrolmentLink:
+        """A one-time link whose page registers a passkey for the caller."""
+        response = await self._request("POST", "/v1/passkeys/links", expect=(201,))
+        return EnrolmentLink.model_validate_json(response.content)
+
+    async def list_passkeys(self) -> PasskeyListing:
+        return await self._get("/v1/passkeys", PasskeyListing)
+
+    async def remove_passkey(self, credential_id: str) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9_-]{4,1400}", credential_id):
+            raise ValueError(
+                f"{credential_id[:60]!r} is not a passkey's id (base64url, 4 characters or more)"
+            )
+        await self._request("DELETE", f"/v1/passkeys/{credential_id}", expect=(204,))
+
+    async def export_passkeys(self) -> bytes:
+        """Every registered passkey, as executors' `--allowed-passkeys` file."""
+        return (await self._request("GET", "/v1/passkeys/export")).content
 
     async def claim(
         self, proposal_id: str, revision: int, plan_sha256: str, idempotency_key: str | None = None

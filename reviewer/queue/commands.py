@@ -74,6 +74,12 @@ def register(subparsers: Any) -> None:
     )
     show.add_argument("proposal_id", metavar="ID", help=ID_HELP)
     show.add_argument("--revision", type=int, metavar="N", help="a revision other than the latest")
+    show.add_argument(
+        "--link",
+        action="store_true",
+        help="print only the link of the latest revision's review page (a queue with --web-origin), "
+        "to open on a phone and decide there with a passkey",
+    )
     _reading_options(show)
     show.set_defaults(func=run_reading, reading="show")
 
@@ -182,6 +188,10 @@ async def _read(options: argparse.Namespace) -> int:
                     page_lines(list_lines(summaries, width))
                 return 0
             proposal_id = await resolve_proposal_id(client, options.proposal_id)
+            if options.link:
+                link = await _review_link(client, proposal_id)
+                print(json.dumps(link.model_dump(mode="json")) if options.json else link.review)
+                return 0
             summary, analysis = await one_summary(client, proposal_id, options.revision)
     except LookupError as error:
         raise DecisionFailed(str(error)) from None
@@ -194,6 +204,20 @@ async def _read(options: argparse.Namespace) -> int:
     else:
         page_lines(show_lines(summary, width, options.queue, analysis))
     return 0
+
+
+async def _review_link(client: Any, proposal_id: str) -> Any:
+    """The latest revision's review page; a queue that serves none says how to turn them on."""
+    from reviewer.queue.client import QueueRefused
+
+    try:
+        return await client.review_link(proposal_id)
+    except QueueRefused as refused:
+        if refused.status == 404 and refused.code == "not_found":
+            raise DecisionFailed(
+                "this queue serves no review pages (its operator starts it with --web-origin)"
+            ) from None
+        raise
 
 
 class DecisionFailed(Exception):

@@ -18,7 +18,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -65,6 +65,15 @@ ROUTERS: Final = (
     trail.router,
 )
 
+if TYPE_CHECKING:  # the WebAuthn library loads only on a queue that serves the pages
+    from reviewer.service.web.relying_party import RelyingParty
+
+ENROLMENTS_PER_MINUTE: Final = 20
+"""Enrolment requests (links, options, registrations) a minute from one address or one token."""
+DECISIONS_PER_MINUTE: Final = 60
+"""A page's statement and decision requests a minute from one address (two a decision; reviewers
+behind one office address share it)."""
+
 LIMITS: Final = (
     f"Limits: a body up to {MAX_BODY_BYTES:,} bytes (413 beyond), strings up to {MAX_STRING_CHARS:,} "
     f"characters, nesting up to {MAX_DEPTH} levels, up to {MAX_CALLS:,} calls, numbers within +-2^53 "
@@ -88,6 +97,7 @@ def create_app(
     identity_tokens: IdentityTokens | None = None,
     trail_key: Ed25519PrivateKey | None = None,
     signed_memory: SignedMemory | None = None,
+    web_origin: RelyingParty | None = None,
 ) -> FastAPI:
     """The service on the database `db` names (or on `store`), with an injectable clock and TTLs.
 
@@ -100,6 +110,8 @@ def create_app(
     With `identity_tokens` (`serve --oidc-issuer`), reviewers sign in through that OpenID provider.
     `trail_key` (`serve --trail-key`) signs the trail's checkpoints; without it the queue keeps its
     log and signs none. `signed_memory` remembers the largest log it signed, outside the database.
+    With `web_origin` (`serve --web-origin`), the review pages, passkey enrolment and their API
+    routes are served (`reviewer.service.web`); without it, none of them.
     """
     queue: QueueStore = store or open_store(
         db,
@@ -148,6 +160,19 @@ def create_app(
     app.state.signed_memory = signed_memory
     for router in ROUTERS:
         app.include_router(router)
+    if web_origin is not None:
+        from reviewer.service.routes import passkeys
+        from reviewer.service.web import pages
+        from reviewer.service.web.limits import RateLimit
+
+        queue.web_origin = web_origin.origin
+        app.state.web = pages.WebPages(
+            web_origin,
+            enrolment_limit=RateLimit(ENROLMENTS_PER_MINUTE, clock),
+            decision_limit=RateLimit(DECISIONS_PER_MINUTE, clock),
+        )
+        app.include_router(passkeys.router)
+        app.include_router(pages.router)
 
     @app.exception_handler(ServiceError)
     async def on_service_error(request: Request, error: ServiceError) -> Response:

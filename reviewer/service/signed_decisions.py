@@ -100,8 +100,10 @@ class Withdrawal:
                 f"{self.approval.reviewer}'s {self.removal.cause}; the approval it cast no longer "
                 "counts toward the quorum"
             )
+        what = "passkey" if self.removal.fingerprint.startswith("passkey:") else "key"
+        named = self.removal.fingerprint.removeprefix("passkey:")
         return (
-            f"{self.approval.reviewer}'s key {self.removal.fingerprint} was removed; the approval it "
+            f"{self.approval.reviewer}'s {what} {named} was removed; the approval it "
             "signed no longer counts toward the quorum"
         )
 
@@ -147,11 +149,14 @@ def admit_decision(
     environment: str | None,
     identity: str | None = None,
     person_id: str | None = None,
+    passkey: VerifiedSignature | None = None,
 ) -> VerifiedSignature | None:
     """Refuse what the policy or the signature rules forbid; return the verified signature, if any.
 
     Called after the 412 and 409 checks (the revision is the latest and still pending). Order: who
-    may decide (403), one vote each (409), then the signature (422, naming the field).
+    may decide (403), one vote each (409), then the signature (422, naming the field). `passkey` is
+    a passkey's assertion the store already verified (`decisions.decide_by_passkey`): it meets any
+    `signatures`; an SSH signature meets all but `signatures = "passkey"`.
     """
     where = f"environment {environment!r}" if environment else "proposals without an environment"
     refusal = refuse_vote(rule, [item.vote() for item in cast], reviewer, identity, person_id)
@@ -164,6 +169,13 @@ def admit_decision(
             f"{reviewer} already approved this revision ({so_far.describe()}); "
             "another reviewer must approve it",
             state="pending",
+        )
+    if passkey is not None:
+        return passkey
+    if rule.signatures == "passkey":
+        raise SignatureRefused(
+            f"signature: the policy requires decisions bound by a passkey for {where}; decide on the "
+            "review page (`reviewer show ID --link`)"
         )
     if request.statement is None and request.signature is None:
         if rule.signatures:
@@ -219,7 +231,7 @@ def with_votes(state: DecisionState, rule: Requirement, cast: Sequence[CastDecis
         update={
             "approvals": list(so_far.approvals),
             "approvals_required": rule.approvals,
-            "signatures_required": rule.signatures,
+            "signatures_required": bool(rule.signatures),
             "signatures": signatures,
         }
     )

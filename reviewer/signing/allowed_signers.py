@@ -32,6 +32,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Final
 
+from reviewer.signing.passkeys import AllowedPasskeys
 from reviewer.signing.sshsig import PublicKey, SigningError
 
 _PRINCIPALS_END: Final = " \t\r\n"
@@ -88,6 +89,9 @@ class AllowedSigner:
 @dataclass(frozen=True)
 class AllowedSigners:
     signers: tuple[AllowedSigner, ...] = field(default_factory=tuple)
+    passkeys: AllowedPasskeys = field(default_factory=AllowedPasskeys)
+    """The passkeys trusted beside the SSH keys (`--allowed-passkeys`, the file `reviewer passkey
+    export` writes): a passkey's assertion counts for the reviewer it is registered to."""
 
     @classmethod
     def parse(cls, text: str, source: str = "allowed signers") -> AllowedSigners:

@@ -1,5 +1,6 @@
 """The options that say which approvals an executor runs, declared once for `reviewer run` and
-`reviewer mcp-gate`: `--allowed-signers FILE`, `--signatures N` and `--ledger PATH`. Light on purpose:
+`reviewer mcp-gate`: `--allowed-signers FILE`, `--allowed-passkeys FILE`, `--signatures N` and
+`--ledger PATH`. Light on purpose:
 every command registers when `reviewer --help` starts, so they are read (`reviewer.agent.signer_options`)
 only when a command runs."""
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 
 def add_signer_options(parser: argparse.ArgumentParser) -> None:
-    """`--allowed-signers FILE`, `--signatures N` and `--ledger PATH`."""
+    """`--allowed-signers FILE`, `--allowed-passkeys FILE`, `--signatures N` and `--ledger PATH`."""
     parser.add_argument(
         "--allowed-signers",
         type=Path,
@@ -21,10 +22,19 @@ def add_signer_options(parser: argparse.ArgumentParser) -> None:
         "make this executor run anything",
     )
     parser.add_argument(
+        "--allowed-passkeys",
+        type=Path,
+        metavar="FILE",
+        help="run an approval only when people signed exactly this plan, counting the passkeys this "
+        "file lists (`reviewer passkey export` writes it) beside --allowed-signers: an approval from "
+        "the review page is verified here, offline",
+    )
+    parser.add_argument(
         "--signatures",
         type=int,
         metavar="N",
-        help="distinct people of --allowed-signers who must have signed the approval (default 1)",
+        help="distinct people of --allowed-signers and --allowed-passkeys who must have signed the "
+        "approval (default 1)",
     )
     parser.add_argument(
         "--ledger",

@@ -1,5 +1,5 @@
-"""The executor's own check of an approval: enough distinct people, in its allowed-signers file,
-signed exactly this proposal, revision and digest.
+"""The executor's own check of an approval: enough distinct people, in its allowed-signers file (or
+its passkeys file), signed exactly this proposal, revision and digest.
 
 A pure function of what the queue returned and what the executor holds: the queue's word
 ("approved") is not evidence, so a database edited by hand, or a queue host in someone else's hands,
@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Final
 
 from reviewer.signing.allowed_signers import AllowedSigners
+from reviewer.signing.passkeys import PasskeyAssertion, is_passkey_assertion, verify_with_passkeys
 from reviewer.signing.sshsig import NAMESPACE, DecisionStatement, PublicKey, SigningError, SshSignature
 
 MAX_CHECKED: Final = 100
@@ -56,6 +57,53 @@ class ApprovalCheck:
         problems = [f"{check.reviewer or '?'}: {check.problem}" for check in self.checks if check.problem]
         refused = f"; not counted: {'; '.join(problems)}" if problems else ""
         return f"{counted}{names}{refused}"
+
+
+@dataclass(frozen=True)
+class Verified:
+    """A statement whose signature holds, who may have made it, and what names the key that did."""
+
+    statement: DecisionStatement
+    key_name: str
+    key_blob: bytes
+    allowed: bool
+
+
+def verify_trusted(
+    allowed: AllowedSigners,
+    item: SignedStatement,
+    proposal_id: str,
+    revision: int,
+    plan_sha256: str,
+    at: datetime,
+) -> Verified:
+    """An SSHSIG checked against the allowed-signers lines, or a passkey's assertion against the
+    passkeys file (a passkey counts for the reviewer it is registered to, and no other)."""
+    if not is_passkey_assertion(item.signature):
+        statement, key = verify_decision(item, proposal_id, revision, plan_sha256)
+        return Verified(
+            statement,
+            f"key {key.fingerprint}",
+            key.blob,
+            allowed.allows(statement.reviewer, key, NAMESPACE, at),
+        )
+    statement_by_passkey(item, proposal_id, revision, plan_sha256)
+    statement, passkey = verify_with_passkeys(item.statement, item.signature, allowed.passkeys.passkeys)
+    blob = f"passkey:{passkey.credential_id}".encode()
+    return Verified(statement, f"passkey {passkey.credential_id[:16]}", blob, True)
+
+
+def statement_by_passkey(
+    item: SignedStatement, proposal_id: str, revision: int, plan_sha256: str
+) -> tuple[DecisionStatement, str]:
+    """The statement a passkey's assertion is over, when it names this proposal, revision and digest,
+    and the passkey's credential id; the assertion itself is checked against registered keys only
+    (`verify_trusted`), since it carries none."""
+    statement = DecisionStatement.parse(item.statement)
+    different = statement.names(proposal_id, revision, plan_sha256, statement.decision)
+    if different:
+        raise SigningError(f"names another decision ({different})")
+    return statement, PasskeyAssertion.parse(item.signature).credential_id
 
 
 def verify_decision(
@@ -101,28 +149,28 @@ def check_signed_approvals(
             )
             break
         try:
-            statement, key = verify_decision(item, proposal_id, revision, plan_sha256)
+            verified = verify_trusted(allowed, item, proposal_id, revision, plan_sha256, moment)
         except SigningError as error:
             claimed = _claimed_reviewer(item.statement)
             checks.append(SignatureCheck(claimed, None, False, str(error)))
             continue
-        reviewer, decision = statement.reviewer, statement.decision
+        reviewer, decision = verified.statement.reviewer, verified.statement.decision
 
         def refuse(problem: str, reviewer: str = reviewer, decision: str = decision) -> None:
             checks.append(SignatureCheck(reviewer, decision, False, problem))
 
-        if not allowed.allows(reviewer, key, NAMESPACE, moment):
-            refuse(f"the key {key.fingerprint} is not allowed to sign for {reviewer}")
+        if not verified.allowed:
+            refuse(f"the {verified.key_name} is not allowed to sign for {reviewer}")
             continue
         if decision != "approve":  # a rejection, or changes asked for: either one approves nothing
             rejected_by.append(reviewer)
             checks.append(SignatureCheck(reviewer, decision, True))
             continue
-        if reviewer in signers or key.blob in keys_used:
+        if reviewer in signers or verified.key_blob in keys_used:
             refuse("the same person (name or key) counts once")
             continue
         signers.append(reviewer)
-        keys_used.add(key.blob)
+        keys_used.add(verified.key_blob)
         checks.append(SignatureCheck(reviewer, decision, True))
     return ApprovalCheck(
         authorized=not rejected_by and len(signers) >= required,

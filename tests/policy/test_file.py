@@ -38,6 +38,15 @@ def test_the_example_reads_as_written() -> None:
     assert policy.requirement_for(None) == Rule(1, False)
 
 
+def test_signatures_may_name_a_passkey_and_the_passkey_wins_when_requirements_meet() -> None:
+    policy = parse_policy('[environments.production]\nsignatures = "passkey"\n')
+    passkey = policy.requirement_for("production")
+    assert passkey == Rule(1, "passkey")
+    assert Rule(2, True).stricter(passkey) == Rule(2, "passkey")
+    assert passkey.stricter(Rule(1, False)).signatures == "passkey"
+    assert Rule(1, False).stricter(Rule(1, True)).signatures is True
+
+
 def test_an_environment_name_cannot_dodge_its_rule_by_case_or_spaces() -> None:
     policy = parse_policy(EXAMPLE)
     assert policy.requirement_for(" Production ") == policy.requirement_for("production")
@@ -54,7 +63,10 @@ def test_no_file_means_one_approval_unsigned_by_anyone() -> None:
     [
         ("[default]\napprovals = 0\n", "line 2: approvals must be a whole number from 1 to 20"),
         ("[default]\napprovals = true\n", "line 2: approvals must be"),
-        ('\n[environments.prod]\nsignatures = "yes"\n', "line 3: signatures must be true or false"),
+        (
+            '\n[environments.prod]\nsignatures = "yes"\n',
+            'line 3: signatures must be true, false or "passkey"',
+        ),
         ('[environments.prod]\napprovals = 1\nreviewrs = ["a"]\n', "line 3: unknown key 'reviewrs'"),
         ("[environments.prod]\nreviewers = []\n", "line 2: reviewers must be a list"),
         ('[environments.prod]\nreviewers = ["al ice"]\n', "line 2: 'al ice' is not a reviewer's name"),

@@ -19,9 +19,11 @@ from typing import Any
 import httpx
 import pytest
 
+from reviewer.signing.passkeys import AllowedPasskeys
 from reviewer.signing.sshsig import DecisionStatement, sign_statement, signer_for
 from tests.queue_harness import reviewer_command, start_service, unique_id
 from tests.run.harness import WAITS, Queue, RunProcess, SampleApi, start_run
+from tests.signing.authenticator import Authenticator
 from tests.signing.ssh import Agent, SshKey, make_key, running_agent
 
 POLICY = """\
@@ -283,8 +285,24 @@ def write(path: Path, text: str) -> Path:
             ("--allowed-signers", "{good}", "--ledger", "{torn}"),
             "--ledger: the executor's ledger {torn} line 1",
         ),
+        (("--allowed-passkeys", "{bad}"), "--allowed-passkeys: {bad}: not JSON"),
+        (
+            ("--allowed-signers", "{good}", "--allowed-passkeys", "{passkeys}", "--signatures", "3"),
+            "--allowed-signers {good} and --allowed-passkeys {passkeys} name 1 key(s) and 1 reviewer(s) "
+            "with passkeys, and --signatures 3 asks",
+        ),
     ],
-    ids=["missing", "malformed", "zero", "more than the file", "no file", "no folder", "bad ledger"],
+    ids=[
+        "missing",
+        "malformed",
+        "zero",
+        "more than the file",
+        "no file",
+        "no folder",
+        "bad ledger",
+        "passkeys malformed",
+        "more than both files",
+    ],
 )
 def test_bad_signer_options_are_one_line_before_command_starts(
     team: Team, sample_api: SampleApi, tmp_path: Path, options: tuple[str, ...], said: str
@@ -294,6 +312,9 @@ def test_bad_signer_options_are_one_line_before_command_starts(
         "bad": str(write(tmp_path / "bad", "alice ssh-ed25519 not-base64!\n")),
         "good": str(team.allowed_signers("alice")),
         "torn": str(write(tmp_path / "torn.jsonl", "not json\n")),
+        "passkeys": str(
+            write(tmp_path / "passkeys.json", AllowedPasskeys((Authenticator().registered(),)).to_text())
+        ),
     }
     run = start(team, sample_api, tmp_path, *(option.format(**names) for option in options))
     status, stderr = run.finish()

@@ -205,6 +205,7 @@ def version_4_postgresql(cluster: Cluster) -> str:
             raw.execute(f"ALTER TABLE {table} ADD CONSTRAINT {constraint} CHECK ({before})")
         raw.execute("DROP TABLE trail_log")  # migration 8's
         raw.execute("DROP TABLE refusals")  # migration 9's
+        raw.execute("DROP TABLE passkeys, passkey_links, review_link_key")  # migration 10's
         raw.execute(
             "INSERT INTO tokens (name, role, token_sha256, created_at) VALUES ('alice', 'reviewer', 'x', 1)"
         )
@@ -263,14 +264,16 @@ def version_5_sqlite(path: Path) -> Path:
     """An SQLite queue as schema 5 left it, holding a decided, claimed and reported proposal."""
     from reviewer.service.store.sqlite import (
         IDENTITY_COLUMNS,
+        PASSKEYS_SCHEMA,
         REFUSALS_SCHEMA,
         SCHEMA,
         TRAIL_LOG_SCHEMA,
         _append_only_triggers,
     )
 
-    # migrations 7's, 8's and 9's
+    # migrations 7's, 8's, 9's and 10's
     schema = SCHEMA.replace(IDENTITY_COLUMNS, "").replace(TRAIL_LOG_SCHEMA, "").replace(REFUSALS_SCHEMA, "")
+    schema = schema.replace(PASSKEYS_SCHEMA, "")
     for now, before in SCHEMA_5_CHECKS.items():
         assert now in schema
         schema = schema.replace(now, before)
@@ -408,6 +411,9 @@ INSERT INTO tokens (id, name, role, token_sha256, created_at, previous_sha256, p
     VALUES (6, 'deploy', 'agent', 'h3', 3, 'h0', 50);
 DROP TABLE trail_log;
 DROP TABLE refusals;
+DROP TABLE passkeys;
+DROP TABLE passkey_links;
+DROP TABLE review_link_key;
 PRAGMA user_version = 7;
 """
         )
@@ -479,9 +485,12 @@ def test_migration_9_adds_the_append_only_refusals_and_keeps_every_row(tmp_path:
 
     database = version_5_sqlite(tmp_path / "queue.sqlite3")
     settings = StoreSettings(clock=lambda: 10.0, pending_ttl=10, approval_ttl=10)
-    SQLiteStore(database, settings).close()  # to version 9, then back to a version-8 file
+    SQLiteStore(database, settings).close()  # to this version, then back to a version-8 file
     with sqlite3.connect(database) as raw:
-        raw.executescript("DROP TABLE refusals; PRAGMA user_version = 8;")
+        raw.executescript(
+            "DROP TABLE refusals; DROP TABLE passkeys; DROP TABLE passkey_links; DROP TABLE review_link_key; "
+            "PRAGMA user_version = 8;"
+        )
     raw.close()
     tables = ("decisions", "trail", "claims", "executions", "proposals", "tokens", "trail_log")
     before = {table: dump_table(database, table) for table in tables}

@@ -767,3 +767,59 @@ def test_a_refusal_belongs_to_its_revision_and_the_table_is_append_only(store: Q
         with pytest.raises(Exception, match="append-only"), store.write() as db:
             db.run(statement)
     assert store.figures(()).refusals["trail"] == 1
+
+
+def test_a_passkey_enrols_once_decides_as_its_owner_once_each_and_nothing_once_removed(
+    store: QueueStore, clock: Clock
+) -> None:
+    from datetime import UTC, datetime
+
+    from reviewer.service.errors import SignatureRefused
+    from reviewer.signing.sshsig import DecisionStatement
+    from tests.signing.authenticator import Authenticator
+
+    alice, agent = identity(store, "alice", "reviewer"), identity(store, "agent", "agent")
+    phone, link = Authenticator(), "1" * 64
+    store.create_passkey_link(alice, link)
+    assert store.passkey_challenge(link, "Y2hhbGxlbmdl") == "alice"
+    store.register_passkey(link, phone.registered(), 0, "phone")
+    with pytest.raises(NotFound, match="unknown, used or expired"):
+        store.passkey_link_owner(link)
+    assert [(item.reviewer, item.label) for item in store.list_passkeys(alice)] == [("alice", "phone")]
+    assert store.registered_passkeys() == [phone.registered()]
+
+    def statement(proposal_id: str) -> DecisionStatement:
+        moment = datetime.fromtimestamp(clock.now, UTC)
+        return DecisionStatement.now(proposal_id, 1, f"{1:064x}", "approve", "alice", moment)
+
+    for proposal_id in ("p-1", "p-2", "p-3"):
+        store.submit(agent, submission(proposal_id))
+    first = statement("p-1")
+    assertion = phone.assert_over(first.to_bytes(), counter=1)
+    _, state = store.decide_by_passkey("p-1", first.to_bytes().decode(), assertion, "")
+    assert (state.state, state.decided_by) == ("approved", "alice")
+    assert state.signatures[0].key_fingerprint == f"passkey:{phone.registered().credential_id}"
+    with pytest.raises(SignatureRefused, match="statement.proposal_id is 'p-1', not 'p-2'"):
+        store.decide_by_passkey("p-2", first.to_bytes().decode(), assertion, "")
+    second = statement("p-2")
+    with pytest.raises(SignatureRefused, match="(?i)count"):  # a clone's counter, not past the one kept
+        store.decide_by_passkey("p-2", second.to_bytes().decode(), phone.assert_over(second.to_bytes()), "")
+    with pytest.raises(Forbidden, match="minted token, and reviewers sign in through the identity provider"):
+        counted = phone.assert_over(second.to_bytes(), counter=2)
+        store.decide_by_passkey("p-2", second.to_bytes().decode(), counted, "", provider_signs_in=True)
+
+    stale = statement("p-3")
+    clock.now += 301  # a statement the page asked for more than five minutes ago
+    with pytest.raises(
+        SignatureRefused, match="not within 300 s of the queue's time; press the button again"
+    ):
+        counted = phone.assert_over(stale.to_bytes(), counter=3)
+        store.decide_by_passkey("p-3", stale.to_bytes().decode(), counted, "")
+
+    assert store.remove_passkey(alice, phone.registered().credential_id[:6])
+    third = statement("p-3")
+    with pytest.raises(Forbidden, match="not enrolled on this queue, was removed"):
+        store.decide_by_passkey(
+            "p-3", third.to_bytes().decode(), phone.assert_over(third.to_bytes(), counter=5), ""
+        )
+    assert store.list_passkeys(alice) == [] and store.registered_passkeys() == []

@@ -419,7 +419,7 @@ def test_serve_refuses_a_broken_policy_and_names_the_line(tmp_path: Path) -> Non
     )
     assert started.returncode == 2
     assert started.stderr.strip() == (
-        f"reviewer serve: {policy} line 3: signatures must be true or false; not started"
+        f'reviewer serve: {policy} line 3: signatures must be true, false or "passkey"; not started'
     )
 
 

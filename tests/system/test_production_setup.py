@@ -20,7 +20,8 @@ as the provider names alice (`alice@example.com`, in the queue, the signed appro
 the chat line), and alice's app (`reviewer review` on her stored session, driven by Textual's pilot)
 shows after `v` every call of each run matching its plan, the `reviewer run` call matched to the
 API's audit line; each target gets exactly its events, each once under its delivery id, the webhook's
-checked by the page's Stripe snippet; `reviewer notify list` shows every delivery delivered; the trail
+checked by the page's Stripe snippet, each waiting event's `links.review` opening its review page (each
+replica serving pages with `--web-origin`); `reviewer notify list` shows every delivery delivered; the trail
 page's `reviewer trail checkpoint` (from one replica), `export` (from the other) and `verify --key
 trail_key.pub --checkpoint` hold over everything the test did, the export names each of alice's
 decisions `oidc:ISSUER#alice`, and the checkpoint each executor remembered is one the export extends;
@@ -73,6 +74,7 @@ from tests.queue_harness import Service, proposal, reviewer_command, start_toget
 from tests.run.harness import RunProcess
 from tests.service.notifications.receiver import Arrival, Receiver
 from tests.service.oidc import Provider, reviewer_login, running_provider
+from tests.service.ports import free_port
 from tests.service.postgres import Cluster
 from tests.signing.ssh import Agent, SshKey, make_key
 from tests.system.documented import Command, Shell, as_run, documented_block, fenced, page_function
@@ -421,6 +423,26 @@ def exported_leaves(export: Path) -> list[dict[str, Any]]:
     return [entry["leaf"] for entry in entries]
 
 
+def review_pages_open(arrived: list[Arrival], ports: list[int]) -> None:
+    """Each waiting event links to its revision's review page, which opens (a GET, deciding nothing)
+    and shows the run's end: `executed`, no button."""
+    waiting = [
+        event
+        for event in map(json.loads, (arrival.body for arrival in arrived))
+        if event["event"] == "proposal.waiting"
+    ]
+    assert len(waiting) == 3, waiting
+    for event in waiting:
+        link = event["links"]["review"]
+        origin = next(
+            f"http://localhost:{port}" for port in ports if link.startswith(f"http://localhost:{port}/")
+        )
+        assert link.startswith(f"{origin}/review/{event['proposal_id']}/1?key="), link
+        page = httpx.get(link.replace("localhost", "127.0.0.1", 1))
+        assert page.status_code == 200 and "frame-ancestors 'none'" in page.headers["content-security-policy"]
+        assert '<span class="badge">executed</span>' in page.text and ">Approve<" not in page.text
+
+
 @pytest.mark.parametrize("store", ["sqlite", "postgresql"])
 def test_the_documented_production_setup_runs_each_kind_of_agent_to_executed(
     store: str,
@@ -459,9 +481,15 @@ def test_the_documented_production_setup_runs_each_kind_of_agent_to_executed(
         *serve_options(serve_signing_in, {"https://sso.example.com/realms/platform": provider.issuer}),
         *serve_options(serve_signing, trail_key),
     )
+    ports = [free_port() for _ in range(replicas)]  # each replica serves the review pages at its own origin
     services = [
-        Service(db=db, log_path=tmp_path / f"replica-{number}.log", serve_args=serve_args)
-        for number in range(replicas)
+        Service(
+            db=db,
+            log_path=tmp_path / f"replica-{number}.log",
+            port=port,
+            serve_args=(*serve_args, "--web-origin", f"http://localhost:{port}"),
+        )
+        for number, port in enumerate(ports)
     ]
     if store == "sqlite":
         services[0].start()
@@ -521,6 +549,7 @@ def test_the_documented_production_setup_runs_each_kind_of_agent_to_executed(
         outputs.append(submit_a_plan_whose_dry_run_kept_writes(services[-1].url, agent_token, tmp_path))
 
         wait_for_delivered(db, 2 * len(EVENTS))
+        review_pages_open(receivers["webhook"].accepted(), ports)
         rows = notify_list(db)
         outputs += ["\t".join(row) for row in rows]
         assert [row[4] for row in rows] == ["delivered"] * 2 * len(EVENTS), rows

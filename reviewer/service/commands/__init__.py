@@ -113,6 +113,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "checkpoints; auditors verify exports with its .pub (`reviewer trail verify`)",
     )
     serve.add_argument(
+        "--web-origin",
+        default=None,
+        metavar="ORIGIN",
+        help="serve the review pages and passkey enrolment at this origin, as browsers reach it "
+        "(https://queue.example, or http://localhost:PORT on one machine); the passkeys' relying "
+        "party is its host. Without it, no page is served",
+    )
+    serve.add_argument(
         "--signed-memory",
         type=Path,
         default=None,

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from reviewer.service.server import Listening
     from reviewer.service.signed_decisions import PolicySigning
     from reviewer.service.store import QueueStore
+    from reviewer.service.web.relying_party import RelyingParty
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -44,6 +45,14 @@ def run_serve(args: argparse.Namespace) -> int:
             trail_key = load_private_key(args.trail_key)
         except CheckpointError as error:
             return refusal("serve", f"--trail-key: {error}")
+    web_origin = None
+    if args.web_origin is not None:
+        from reviewer.service.web.relying_party import BadOrigin, RelyingParty
+
+        try:
+            web_origin = RelyingParty.parse(args.web_origin)
+        except BadOrigin as error:
+            return refusal("serve", str(error))
     signing = None
     if args.policy_key is not None:
         from reviewer.service.signed_decisions import PolicySigning
@@ -92,7 +101,9 @@ def run_serve(args: argparse.Namespace) -> int:
     except ListenRefused as error:
         return refusal("serve", error.message)
     try:
-        return _serve(args, listening, listener, policy, notify_senders, signing, identity_tokens, trail_key)
+        return _serve(
+            args, listening, listener, policy, notify_senders, signing, identity_tokens, trail_key, web_origin
+        )
     except (ListenRefused, DatabaseUnusable) as error:
         return refusal("serve", error.message)
     finally:
@@ -108,6 +119,7 @@ def _serve(
     signing: PolicySigning | None = None,
     identity_tokens: IdentityTokens | None = None,
     trail_key: Ed25519PrivateKey | None = None,
+    web_origin: RelyingParty | None = None,
 ) -> int:
     import asyncio
     import ssl
@@ -161,8 +173,13 @@ def _serve(
         identity_tokens=identity_tokens,
         trail_key=trail_key,
         signed_memory=signed_memory,
+        web_origin=web_origin,
     )
     log.info("queue database: %s", store.location)
+    if web_origin is not None:
+        log.info(
+            "review pages and passkey enrolment at %s (relying party %s)", web_origin.origin, web_origin.rp_id
+        )
     if identity_tokens is not None:
         settings = identity_tokens.settings
         log.info(

@@ -16,6 +16,7 @@ revision and its state, rewritten in the same transaction as the history.
 
 from __future__ import annotations
 
+import secrets
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -46,6 +47,7 @@ from reviewer.service.store import (
     figures,
     idempotency,
     outbox,
+    passkeys,
     proposals,
     runs,
     tokens,
@@ -71,8 +73,10 @@ from reviewer.service.store.decisions import TRAIL_EVENTS
 from reviewer.service.store.figures import Figures
 from reviewer.service.store.outages import DatabaseHealth
 from reviewer.service.store.outbox import Delivery
+from reviewer.service.store.passkeys import PasskeyInfo
 from reviewer.service.store.proposals import ListVersion, Submission
 from reviewer.service.store.tokens import RegisteredKey, TokenInfo
+from reviewer.signing.passkeys import PasskeyAssertion, RegisteredPasskey
 from reviewer.signing.sshsig import PublicKey
 
 if TYPE_CHECKING:  # the JOSE library loads only where a queue signs reviewers in through a provider
@@ -124,6 +128,9 @@ class QueueStore(ABC):
         """Called after a write that wrote an event committed: the delivery loop wakes at once."""
         self.emitted = threading.local()
         """Whether this thread's transaction wrote an event, for `_announce_events` after it committed."""
+        self._review_link_secret: bytes | None = None
+        self.web_origin: str | None = None
+        """The review pages' origin (`serve --web-origin`): its events carry each page's link."""
         self.health = DatabaseHealth()
         """Whether writes fail now, and whether the database answers at all (`store.outages`)."""
 
@@ -309,6 +316,75 @@ class QueueStore(ABC):
     def list_ssh_keys(self, name: str | None = None) -> list[RegisteredKey]:
         with self.read() as db:
             return tokens.list_ssh_keys(db, name)
+
+    # passkeys
+
+    def create_passkey_link(self, identity: Identity, link_sha256: str) -> float:
+        """Record a one-time enrolment link for the caller's own sign-in; when it expires."""
+        with self.write() as db:
+            tokens.require_active(db, identity, self.clock)
+            return passkeys.create_link(db, identity, link_sha256, self.clock())
+
+    def passkey_link_owner(self, link_sha256: str) -> str:
+        """The reviewer a usable enrolment link enrols (404 otherwise)."""
+        with self.single() as db:
+            return passkeys.link_owner(db, link_sha256, self.clock())[0]
+
+    def passkey_challenge(self, link_sha256: str, challenge: str) -> str:
+        """Give an enrolment link's page its registration challenge; the reviewer it enrols."""
+        with self.write() as db:
+            return passkeys.set_challenge(db, link_sha256, challenge, self.clock())
+
+    def registration_challenge(self, link_sha256: str) -> tuple[str, str | None]:
+        with self.single() as db:
+            return passkeys.link_owner(db, link_sha256, self.clock())
+
+    def register_passkey(
+        self, link_sha256: str, passkey: RegisteredPasskey, sign_count: int, label: str
+    ) -> None:
+        with self.write() as db:
+            passkeys.register(db, link_sha256, passkey, sign_count, label, self.clock())
+
+    def list_passkeys(self, identity: Identity | None) -> list[PasskeyInfo]:
+        with self.read() as db:
+            return passkeys.list_passkeys(db, identity, self.clock())
+
+    def remove_passkey(self, identity: Identity, credential_id: str) -> bool:
+        with self.write() as db:
+            tokens.require_active(db, identity, self.clock)
+            return passkeys.remove_passkey(db, identity, credential_id, self.clock())
+
+    def registered_passkeys(self) -> list[RegisteredPasskey]:
+        with self.read() as db:
+            return passkeys.registered(db, self.clock())
+
+    def review_link_secret(self) -> bytes:
+        """The key that signs the review pages' links: made once, kept in the database (every replica
+        reads the same), and in memory once read, so a page's GET takes no write lock."""
+        if self._review_link_secret is None:
+            with self.write() as db:
+                self._review_link_secret = bytes.fromhex(
+                    passkeys.review_link_secret(db, secrets.token_hex(32))
+                )
+        return self._review_link_secret
+
+    def decide_by_passkey(
+        self,
+        proposal_id: str,
+        statement: str,
+        assertion: PasskeyAssertion,
+        reason: str,
+        provider_signs_in: bool = False,
+    ) -> tuple[bool, DecisionState]:
+        """A decision from the review page by the passkey's owner (`decisions.decide_by_passkey`)."""
+        now = self.clock()
+        with self.write() as db:
+            replayed, answer = decisions.decide_by_passkey(
+                self, db, proposal_id, statement, assertion, reason, now, provider_signs_in
+            )
+        if not replayed:
+            self._announce_events()
+        return replayed, answer
 
     # proposals
 

@@ -4,7 +4,11 @@ revision's final decision, as functions of one open transaction."""
 
 from __future__ import annotations
 
+import hashlib
+from datetime import UTC, datetime
 from typing import Final
+
+from pydantic import ValidationError
 
 from reviewer.plan.proposal import Proposal, scan_proposal
 from reviewer.policy.bounded import EvaluatorClosed
@@ -13,11 +17,12 @@ from reviewer.policy.verdict import ChangeRequest, Verdict, evaluate
 from reviewer.queue.messages import Decision, DecisionRequest, DecisionState, State, TrailEvent
 from reviewer.service import rules
 from reviewer.service.auth import Identity
-from reviewer.service.errors import Unavailable
+from reviewer.service.errors import Forbidden, Invalid, SignatureRefused, Unavailable
 from reviewer.service.rules import Row
 from reviewer.service.signed_decisions import (
     CastDecision,
     KeyRemoval,
+    VerifiedSignature,
     Withdrawal,
     admit_decision,
     outcome,
@@ -25,8 +30,10 @@ from reviewer.service.signed_decisions import (
     with_votes,
     without_removed_keys,
 )
-from reviewer.service.store import events, idempotency, index, outbox, refusals, tokens
+from reviewer.service.store import events, idempotency, index, outbox, passkeys, refusals, tokens
 from reviewer.service.store.base import StoreState, Transaction
+from reviewer.signing.passkeys import PasskeyAssertion
+from reviewer.signing.sshsig import DecisionStatement, SigningError
 
 TRAIL_EVENTS: Final[dict[Decision, str]] = {
     "approve": "approved",
@@ -118,7 +125,7 @@ def cast_and_withdrawn(
     db: Transaction, proposal_id: str, revision: int, now: float
 ) -> tuple[list[CastDecision], list[Withdrawal]]:
     """The decisions on this revision that count at `now`, and the approvals withdrawn since their
-    key was removed or their token ended (`without_removed_keys`)."""
+    key or passkey was removed or their token ended (`without_removed_keys`)."""
     rows = db.all(
         "SELECT seq, actor, identity, event, reason, at, statement, signature, key_fingerprint FROM trail "
         "WHERE proposal_id = :proposal_id AND revision = :revision AND event IN ('approved', 'rejected') "
@@ -150,7 +157,7 @@ def cast_and_withdrawn(
         "WHERE proposal_id = :proposal_id AND revision = :revision AND event = 'approved')",
         proposal_id=proposal_id,
         revision=revision,
-    )
+    ) + passkeys.removed_signers(db, proposal_id, revision)
     ended = ended_tokens(db, proposal_id, revision, now)
     if not removed and not ended:
         return cast, []
@@ -252,8 +259,10 @@ def decide(
     idempotency_key: str,
     fingerprint: str,
     now: float,
+    passkey: VerifiedSignature | None = None,
 ) -> tuple[bool, DecisionState]:
-    """A reviewer's decision (`QueueStore.decide`) in the caller's write transaction."""
+    """A reviewer's decision (`QueueStore.decide`) in the caller's write transaction; `passkey`, the
+    assertion `decide_by_passkey` verified."""
     row, earlier = idempotency.idempotent_write(
         db, identity, proposal_id, idempotency_key, fingerprint, "decision", DecisionState, store.clock
     )
@@ -272,6 +281,7 @@ def decide(
         environment,
         identity.principal,
         identity.person_id,
+        passkey,
     )
     index.append_trail(
         db,
@@ -311,6 +321,72 @@ def decide(
     answer = with_votes(index.answer(db, proposal_id, now), rule, cast)
     idempotency.remember(db, identity, idempotency_key, fingerprint, answer, now)
     return False, answer
+
+
+PASSKEY_FRESHNESS: Final = 300.0
+"""How old a statement a passkey signed may be when it arrives: the page asks for one when the button
+is pressed, so an older one is a replay, or a page left open on a decision already made elsewhere."""
+
+
+def decide_by_passkey(
+    store: StoreState,
+    db: Transaction,
+    proposal_id: str,
+    statement_text: str,
+    assertion: PasskeyAssertion,
+    reason: str,
+    now: float,
+    provider_signs_in: bool = False,
+) -> tuple[bool, DecisionState]:
+    """A decision from the review page: the passkey's owner decides, under the same rules as
+    `decide`, once the assertion holds over the statement (origin, RP id, user verification, a
+    counter past the one kept) and the statement names this proposal, its reviewer and a time now.
+    Where reviewers sign in through the provider, a passkey a plain minted token enrolled (before
+    the provider was set up) decides nothing, as that token does not."""
+    passkey, sign_count, identity = passkeys.deciding_passkey(db, assertion.credential_id, now)
+    if provider_signs_in and identity.kind == "minted":
+        raise Forbidden(
+            f"this passkey was enrolled under {identity.name}'s minted token, and reviewers sign in "
+            "through the identity provider here; enrol it again after `reviewer login`"
+        )
+    try:
+        statement = DecisionStatement.parse(statement_text)
+    except SigningError as error:
+        raise SignatureRefused(str(error)) from None
+    if statement.proposal_id != proposal_id:
+        raise SignatureRefused(f"statement.proposal_id is {statement.proposal_id!r}, not {proposal_id!r}")
+    if statement.reviewer != identity.name:
+        raise SignatureRefused(
+            f"statement.reviewer is {statement.reviewer!r}, but the passkey is {identity.name!r}'s"
+        )
+    signed_at = datetime.strptime(statement.signed_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    if not now - PASSKEY_FRESHNESS <= signed_at <= now + 60:
+        raise SignatureRefused(
+            f"statement.signed_at is {statement.signed_at}, not within {PASSKEY_FRESHNESS:.0f} s of the "
+            "queue's time; press the button again"
+        )
+    try:
+        counted = passkey.verify(statement.to_bytes(), assertion, sign_count)
+    except SigningError as error:
+        raise SignatureRefused(str(error)) from None
+    passkeys.count_signature(db, passkey.credential_id, counted)
+    try:
+        request = DecisionRequest(
+            revision=statement.revision,
+            plan_sha256=statement.plan_sha256,
+            decision=statement.decision,
+            reason=reason,
+            statement=statement_text,
+            signature=assertion.to_text(),
+        )
+    except ValidationError as error:
+        raise Invalid(
+            "; ".join(str(problem["msg"]).removeprefix("Value error, ") for problem in error.errors())
+        ) from None
+    verified = VerifiedSignature(statement_text, assertion.to_text(), f"passkey:{passkey.credential_id}")
+    key = "passkey-" + hashlib.sha256(statement_text.encode()).hexdigest()[:48]
+    fingerprint = idempotency.fingerprint(proposal_id, request)
+    return decide(store, db, identity, proposal_id, request, key, fingerprint, now, verified)
 
 
 def pending_candidates(db: Transaction, now: float) -> list[tuple[str, int]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from reviewer.policy.escalation import EscalationStep, due_steps
 from reviewer.service import rules
 from reviewer.service.rules import Row
-from reviewer.service.store import decisions, events, outbox
+from reviewer.service.store import decisions, events, outbox, passkeys
 from reviewer.service.store.base import StoreState, Transaction
 
 Ladder = tuple[EscalationStep, ...]
@@ -69,6 +69,7 @@ def sweep(store: StoreState, db: Transaction, now: float) -> int:
             if body is None:
                 body = outbox.revision_body(db, row)
             document = events.escalated(row, body, now, step, len(ladder))
-            outbox.emit(store, db, now, key, document)
+            links = passkeys.event_links(store, db, row["proposal_id"], revision)
+            outbox.emit(store, db, now, key, document | links)
             written += 1
     return written

@@ -33,6 +33,8 @@ STEPS: Final = {
     8: "the trail's Merkle log (every event a leaf, checkpoints signed with --trail-key), and auditor tokens",
     9: "executors' refusals of approvals (a trail that went backwards, signatures, a ledger), append-only, "
     "and the latest time the queue used",
+    10: "reviewers' passkeys (each bound to the sign-in that enrolled it), their one-time enrolment links, "
+    "and the key of the review pages' links",
 }
 """What each numbered step adds; the backends hold its SQL under the same number."""
 
@@ -43,6 +45,7 @@ MARKS: Final[dict[int, tuple[tuple[str, str | None], ...]]] = {
     7: (("tokens", "kind"), ("tokens", "issuer"), ("tokens", "subject"), ("trail", "identity")),
     8: (("trail_log", None),),
     9: (("refusals", None),),
+    10: (("passkeys", None), ("passkey_links", None), ("review_link_key", None)),
 }
 """The tables (column None) and columns each step adds, in both backends: what tells a database's
 tables from the version number it claims. A step that only widens a CHECK leaves no mark."""

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from reviewer.service.rules import Row
-from reviewer.service.store import events
+from reviewer.service.store import events, passkeys
 from reviewer.service.store.base import Notifying, StoreState, Transaction
 
 
@@ -98,7 +98,9 @@ def sweep(store: StoreState, db: Transaction, now: float) -> int:
             due = row["submitted_at"] + number * remind_after
             if number == 0 or due < kept_since or already_written(db, key):
                 continue
-            emit(store, db, now, key, events.waiting(row, revision_body(db, row), now, "proposal.reminder"))
+            reminder = events.waiting(row, revision_body(db, row), now, "proposal.reminder")
+            links = passkeys.event_links(store, db, row["proposal_id"], row["latest_revision"])
+            emit(store, db, now, key, reminder | links)
             written += 1
     for row in db.all(
         "SELECT * FROM proposals WHERE claim_id IS NOT NULL AND executed_at IS NULL "

@@ -146,6 +146,34 @@ CREATE TABLE IF NOT EXISTS queue_clock (at DOUBLE PRECISION NOT NULL);
 INSERT INTO queue_clock (at) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM queue_clock);
 """
 """The latest time the queue used, as `store.sqlite.QUEUE_CLOCK_SCHEMA` says (version 9)."""
+PASSKEYS_SCHEMA = """
+CREATE TABLE passkeys (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    credential_id TEXT NOT NULL UNIQUE,
+    token_id BIGINT NOT NULL REFERENCES tokens (id),
+    public_key TEXT NOT NULL,
+    sign_count BIGINT NOT NULL,
+    rp_id TEXT NOT NULL,
+    origin TEXT NOT NULL,
+    label TEXT NOT NULL,
+    added_at DOUBLE PRECISION NOT NULL,
+    removed_at DOUBLE PRECISION
+);
+CREATE INDEX passkeys_token ON passkeys (token_id);
+CREATE TABLE passkey_links (
+    link_sha256 TEXT PRIMARY KEY,
+    token_id BIGINT NOT NULL REFERENCES tokens (id),
+    challenge TEXT,
+    created_at DOUBLE PRECISION NOT NULL,
+    expires_at DOUBLE PRECISION NOT NULL,
+    used_at DOUBLE PRECISION
+);
+CREATE TABLE IF NOT EXISTS review_link_key (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    secret TEXT NOT NULL
+);
+"""
+"""Reviewers' passkeys and their enrolment links (version 10), as `store.sqlite.PASSKEYS_SCHEMA` says."""
 TOKEN_ROLES: Final = ", ".join(f"'{role}'" for role in ROLES)
 
 SCHEMA = (
@@ -302,6 +330,7 @@ CREATE TABLE reviewer_schema (version INTEGER NOT NULL);
     + TRAIL_LOG_SCHEMA
     + REFUSALS_SCHEMA
     + QUEUE_CLOCK_SCHEMA
+    + PASSKEYS_SCHEMA
 )
 
 IDENTITY_COLUMNS: Final = """
@@ -337,6 +366,7 @@ ALTER TABLE tokens ADD CONSTRAINT tokens_role_check CHECK (role IN ({TOKEN_ROLES
 """
     + TRAIL_LOG_SCHEMA,
     9: REFUSALS_SCHEMA + QUEUE_CLOCK_SCHEMA,
+    10: PASSKEYS_SCHEMA,
 }
 """Each numbered step of `reviewer.service.store.migrations.STEPS` in PostgreSQL's words."""
 OLDEST_VERSION: Final = 3

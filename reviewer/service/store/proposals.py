@@ -22,7 +22,7 @@ from reviewer.service import rules
 from reviewer.service.auth import Identity
 from reviewer.service.errors import NotFound
 from reviewer.service.rules import Row
-from reviewer.service.store import decisions, events, index, outbox, tokens
+from reviewer.service.store import decisions, events, index, outbox, passkeys, tokens
 from reviewer.service.store.base import StoreState, Transaction
 
 
@@ -158,7 +158,8 @@ def submit(
             db,
             now,
             events.event_key("proposal.waiting", submission.proposal_id, submission.revision),
-            events.waiting(stored_row, bytes(submission.body), now, reading=reading),
+            events.waiting(stored_row, bytes(submission.body), now, reading=reading)
+            | passkeys.event_links(store, db, submission.proposal_id, submission.revision),
         )
     return True, SubmissionAnswer(
         proposal_id=submission.proposal_id,

@@ -119,6 +119,37 @@ INSERT INTO queue_clock (at) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM queue_cloc
 """The latest time the queue used, one row kept by `QueueStore.keep_time` (version 9: migration step
 9): a restart on a clock set back starts no earlier. Created where missing, so it leaves no mark."""
 
+PASSKEYS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS passkeys (
+    id INTEGER PRIMARY KEY,
+    credential_id TEXT NOT NULL UNIQUE,
+    token_id INTEGER NOT NULL REFERENCES tokens(id),
+    public_key TEXT NOT NULL,
+    sign_count INTEGER NOT NULL,
+    rp_id TEXT NOT NULL,
+    origin TEXT NOT NULL,
+    label TEXT NOT NULL,
+    added_at REAL NOT NULL,
+    removed_at REAL
+);
+CREATE INDEX IF NOT EXISTS passkeys_token ON passkeys(token_id);
+CREATE TABLE IF NOT EXISTS passkey_links (
+    link_sha256 TEXT PRIMARY KEY,
+    token_id INTEGER NOT NULL REFERENCES tokens(id),
+    challenge TEXT,
+    created_at REAL NOT NULL,
+    expires_at REAL NOT NULL,
+    used_at REAL
+);
+CREATE TABLE IF NOT EXISTS review_link_key (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    secret TEXT NOT NULL
+);
+"""
+"""Reviewers' passkeys, each bound to the sign-in (the tokens row) that enrolled it, so the end of
+that sign-in ends the passkey's power; the one-time enrolment links, kept by their SHA-256; and the
+key of the review pages' links, one random secret every replica shares (version 10: migration step 10)."""
+
 TOKENS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS {table} (
     id INTEGER PRIMARY KEY,
@@ -298,6 +329,7 @@ CREATE TABLE IF NOT EXISTS idempotency (
     + TRAIL_LOG_SCHEMA
     + REFUSALS_SCHEMA
     + QUEUE_CLOCK_SCHEMA
+    + PASSKEYS_SCHEMA
 )
 
 IDENTITY_COLUMNS: Final = (
@@ -348,6 +380,7 @@ MIGRATIONS: Final = {
     "DROP TABLE tokens;\n"
     "ALTER TABLE tokens_v8 RENAME TO tokens;\n" + TOKENS_INDEX + TOKENS_SUBJECT_INDEX + TRAIL_LOG_SCHEMA,
     9: REFUSALS_SCHEMA + QUEUE_CLOCK_SCHEMA,
+    10: PASSKEYS_SCHEMA,
 }
 """Each numbered step of `reviewer.service.store.migrations.STEPS` in SQLite's words."""
 OLDEST_VERSION: Final = 2

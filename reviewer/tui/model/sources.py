@@ -342,10 +342,12 @@ class QueueItem:
     def signature_words(self) -> list[tuple[str, bool]]:
         """Each signed decision on the latest revision as words, and whether it checked out here:
         a valid signature by the key it carries over a statement naming this revision and digest.
-        Whether that key is the reviewer's is the queue's registration (and the executor's file)."""
+        Whether that key is the reviewer's is the queue's registration (and the executor's file). A
+        passkey's assertion carries no key: here its statement is read, the queue checked the rest."""
         if not self.signatures:
             return []
-        from reviewer.signing.signed_approvals import SignedStatement, verify_decision
+        from reviewer.signing.passkeys import is_passkey_assertion
+        from reviewer.signing.signed_approvals import SignedStatement, statement_by_passkey, verify_decision
         from reviewer.signing.sshsig import SigningError
 
         revision = self.latest_revision
@@ -354,12 +356,17 @@ class QueueItem:
         for item in self.signatures:
             signed = SignedStatement(item.statement, item.signature)
             try:
-                statement, key = verify_decision(signed, self.proposal_id, revision, digest)
+                if is_passkey_assertion(item.signature):
+                    statement, passkey = statement_by_passkey(signed, self.proposal_id, revision, digest)
+                    signer = f"passkey {passkey[:12]}… (checked by the queue)"
+                else:
+                    statement, key = verify_decision(signed, self.proposal_id, revision, digest)
+                    signer = f"✓ {key.fingerprint[:19]}…"
             except SigningError as error:
                 words.append((f"{shown(item.reviewer, 20)} ✗ {safe_text(clip(str(error), 60))}", False))
                 continue
             verb = "approved" if statement.decision == "approve" else "rejected"
-            words.append((f"{shown(statement.reviewer, 20)} {verb} ✓ {key.fingerprint[:19]}…", True))
+            words.append((f"{shown(statement.reviewer, 20)} {verb} {signer}", True))
         return words
 
     def drift_base(self, revision: int) -> int | None:
