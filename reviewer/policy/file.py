@@ -11,24 +11,26 @@ import hashlib
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
 from reviewer.policy.expressions import Expression, ExpressionError, compile_expression
 from reviewer.policy.names import BaseUrlPattern, folded
 from reviewer.policy.quorum import MAX_APPROVALS, Requirement
+from reviewer.policy.windows import MAX_WINDOWS, Window, WindowError, read_window
 
 MAX_RULES: Final = 200
 _REVIEWER_PATTERN: Final = re.compile(r"^[A-Za-z0-9._%+@*?-]{1,254}$")
 """A token name, or the name a reviewer signed in through the OpenID provider decides under (an email
 address), with * and ? as in `finance-*` or `*@example.com`."""
 _REQUIREMENT_KEYS: Final = ("approvals", "signatures", "reviewers")
-_ENVIRONMENT_KEYS: Final = frozenset({*_REQUIREMENT_KEYS, "base_urls", "allow_policy_approval"})
+_ENVIRONMENT_KEYS: Final = frozenset({*_REQUIREMENT_KEYS, "base_urls", "allow_policy_approval", "windows"})
 _RULE_KEYS: Final = frozenset({"name", "when", *_REQUIREMENT_KEYS, "reject", "approve"})
 _KEY_LINE: Final = re.compile(r'^\s*("(?:[^"\\]|\\.)*"|[A-Za-z0-9_-]+)\s*=')
 _HEADER_LINE: Final = re.compile(r"^\s*\[[^\[]")
-_ARRAY_HEADER_LINE: Final = re.compile(r"^\s*\[\[\s*([A-Za-z0-9_-]+)\s*\]\]")
+_ARRAY_HEADER_LINE: Final = re.compile(r"^\s*\[\[([^\]]+)\]\]")
 
 
 class PolicyError(ValueError):
@@ -47,6 +49,8 @@ class Environment:
     requirement: Requirement = Requirement()
     base_urls: tuple[BaseUrlPattern, ...] = ()
     allow_policy_approval: bool = False
+    windows: tuple[Window, ...] = ()
+    """When its approved plans may run (`reviewer.policy.windows`); none: any time."""
 
 
 @dataclass(frozen=True)
@@ -184,6 +188,9 @@ class Policy:
                 f"{'s' if requirement.approvals != 1 else ''}{signed}{who}{owns}{by_policy}"
                 + ("" if environment.name != "default" or self.has_default else " (no [default] in the file)")
             )
+            lines.extend(
+                f"  window {window.describe()} (line {window.line})" for window in environment.windows
+            )
         for rule in self.rules:
             lines.append(
                 f"rule {rule.name!r} (line {rule.line}): when {rule.when.source.strip()} → {rule.asks()}"
@@ -296,7 +303,25 @@ class _Reader:
         if not isinstance(allow, bool):
             self.fail((*path, "allow_policy_approval"), "allow_policy_approval must be true or false")
             allow = False
-        return Environment(name, requirement, tuple(patterns), allow)
+        return Environment(name, requirement, tuple(patterns), allow, self.windows(table, path))
+
+    def windows(self, table: dict[str, Any], path: tuple[str, ...]) -> tuple[Window, ...]:
+        declared = table.get("windows", [])
+        if not isinstance(declared, list) or len(declared) > MAX_WINDOWS:
+            self.fail(
+                (*path, "windows"), f"windows are [[{'.'.join(path)}.windows]] tables, at most {MAX_WINDOWS}"
+            )
+            return ()
+        windows = []
+        for index, window in enumerate(declared):
+            where = (*path, "windows", str(index))
+            try:
+                windows.append(
+                    replace(read_window(window, datetime.now(UTC)), line=self.lines.line_of(where))
+                )
+            except WindowError as error:
+                self.fail(where if error.key is None else (*where, error.key), str(error))
+        return tuple(windows)
 
     def requirement(self, table: dict[str, Any], path: tuple[str, ...]) -> Requirement:
         approvals = self.approvals(table, path) or 1
@@ -421,21 +446,24 @@ class _KeyLines:
 
     A table header is read by tomllib itself, so quoted names (`[environments."eu west"]`) map right;
     every prefix of a header is where that table is first named, so `[environment.production]`
-    on line 4 is reported on line 4. The n-th `[[rules]]` is path ("rules", "n").
+    on line 4 is reported on line 4. The n-th `[[rules]]` is path ("rules", "n"), the n-th
+    `[[environments.NAME.windows]]` ("environments", NAME, "windows", "n").
     """
 
     def __init__(self, text: str) -> None:
         self._lines: dict[tuple[str, ...], int] = {}
         table: tuple[str, ...] = ()
         arrays: dict[str, int] = {}
+        """How many `[[...]]` entries of each array (dotted path) were read so far."""
         for number, line in enumerate(text.splitlines(), start=1):
             array = _ARRAY_HEADER_LINE.match(line)
             if array:
-                name = array.group(1)
-                table = (name, str(arrays.get(name, 0)))
-                arrays[name] = arrays.get(name, 0) + 1
-                self._lines.setdefault((name,), number)
-                self._lines.setdefault(table, number)
+                array_path = _header_path(f"[{array.group(1)}]") or (array.group(1).strip(),)
+                counted = ".".join(array_path)
+                table = (*array_path, str(arrays.get(counted, 0)))
+                arrays[counted] = arrays.get(counted, 0) + 1
+                for end in range(1, len(table) + 1):
+                    self._lines.setdefault(table[:end], number)
                 continue
             if _HEADER_LINE.match(line):
                 table = _header_path(line) or table
