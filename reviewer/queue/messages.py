@@ -161,6 +161,26 @@ class WindowState(Message):
     break_glass: list[str] = Field(default_factory=list)
     break_glass_required: int | None = None
 
+    def words(self) -> str:
+        """One line, as `reviewer show`, `reviewer approve` and the review screen say it: "runs from
+        2027-01-04 08:00 UTC (inside the deny window 'year-end freeze'; break glass 1 of 2: bob)"."""
+        from reviewer.plan.sanitize import safe_text
+        from reviewer.policy.windows import kept_text, when
+
+        given = ", ".join(safe_text(name) for name in self.break_glass)
+        if self.may_run and self.kind is not None:
+            return f"may run now: glass broken by {given} ({safe_text(self.window or '')} set aside)"
+        if self.may_run:
+            until = "" if self.runs_until is None else f" until {when(self.runs_until)}"
+            closing = f" ({safe_text(self.window)} closes)" if self.window and self.runs_until else ""
+            return f"may run now{until}{closing}"
+        glass = ""
+        if self.break_glass_required is not None:
+            glass = f"; break glass {len(self.break_glass)} of {self.break_glass_required}"
+            glass += f": {given}" if given else ""
+        kept, _, runs = kept_text(self.kind, safe_text(self.window or ""), self.runs_from).partition("; ")
+        return f"{runs} ({kept}{glass})"
+
 
 class ExecutorRefusal(Message):
     """An executor's refusal of an approval before it claimed it, as the queue stored it: who refused
