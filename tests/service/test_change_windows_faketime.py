@@ -25,7 +25,7 @@ import pytest
 from tests.agent.loopback import LoopbackServer, loopback_servers
 from tests.builders import proposal_document
 from tests.policy.test_windows import POLICY
-from tests.queue_harness import PYTHON, Service, decide, unique_id
+from tests.queue_harness import PYTHON, Service, decide, reviewer_command, unique_id
 from tests.service.notifications.receiver import Receiver, notify_options
 from tests.service.test_database_faults import faked_clock, needs_faketime
 
@@ -62,24 +62,28 @@ class Scene:
     def client(self, name: str) -> httpx.Client:
         return self.service.client(self.tokens[name])
 
+    def reviewer(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """A `reviewer` command as alice, on the real clock: the queue's decides."""
+        return subprocess.run(
+            reviewer_command(*args),
+            env={
+                **os.environ,
+                "REVIEWER_QUEUE": self.service.url,
+                "REVIEWER_TOKEN": self.tokens["alice"],
+                "XDG_CONFIG_HOME": str(self.clock.parent / "no-config"),
+                "COLUMNS": "200",
+            },
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
     def approved(self, environment: str, *glass: tuple[str, str]) -> str:
         """A one-write plan of `environment`, submitted and approved (or broken glass for, by each
         (reviewer, reason)); its proposal id."""
         proposal_id = unique_id("window")
-        document = proposal_document(
-            [
-                {
-                    "tool": "create_invoice",
-                    "effect": "create",
-                    "args": {"proposal": proposal_id},
-                    "request": {"method": "POST", "path": f"/invoices/{proposal_id}", "body": {"n": 1}},
-                    "outcome": {"status": "ok", "http_status": 201},
-                }
-            ],
-            proposal_id=proposal_id,
-            target={"api": "billing", "base_url": self.api.url, "environment": environment},
-            dry_run={"via": "record"},
-        )
+        document = self.document(proposal_id, environment)
         with self.client("agent") as agent:
             submitted = agent.post("/v1/proposals", content=json.dumps(document).encode())
             assert submitted.status_code == 201, submitted.text
@@ -102,6 +106,23 @@ class Scene:
                     answer = decide(client, proposal_id, 1, digest)
                 assert answer.status_code == 201, answer.text
         return proposal_id
+
+    def document(self, proposal_id: str, environment: str) -> dict[str, object]:
+        """A plan of one write to the API, in `environment`."""
+        return proposal_document(
+            [
+                {
+                    "tool": "create_invoice",
+                    "effect": "create",
+                    "args": {"proposal": proposal_id},
+                    "request": {"method": "POST", "path": f"/invoices/{proposal_id}", "body": {"n": 1}},
+                    "outcome": {"status": "ok", "http_status": 201},
+                }
+            ],
+            proposal_id=proposal_id,
+            target={"api": "billing", "base_url": self.api.url, "environment": environment},
+            dry_run={"via": "record"},
+        )
 
     def agent_at(self, wall_time: str, proposal_id: str) -> subprocess.CompletedProcess[str]:
         """The agent, its own clock at `wall_time` (UTC), running the approved plan once."""
@@ -170,6 +191,30 @@ def test_in_the_freeze_nothing_is_written_and_the_agent_names_the_window(scene: 
         and arrival.document["event"] == "proposal.waiting"
     ]
     assert waiting[0]["runs_from"] == "2027-01-04T08:00:00+00:00"
+
+
+def test_show_and_approve_say_when_it_runs_and_break_glass_from_the_command_line(scene: Scene) -> None:
+    scene.at("2026-12-29 12:00:00")
+    with scene.client("agent") as agent:
+        proposal_id = unique_id("window")
+        document = scene.document(proposal_id, "production")
+        digest = agent.post("/v1/proposals", content=json.dumps(document).encode()).json()["plan_sha256"]
+    shown = scene.reviewer("show", proposal_id)
+    assert shown.returncode == 0, shown.stderr
+    assert (
+        "runs from 2027-01-04 08:00 UTC (inside the deny window 'year-end freeze'; break glass 0 of 2)"
+        in " ".join(shown.stdout.split())
+    )
+    approve = ("approve", proposal_id, "--revision", "1", "--digest", digest)
+    unexplained = scene.reviewer(*approve, "--break-glass", " ")
+    assert unexplained.returncode == 2
+    assert unexplained.stderr.strip().endswith(
+        "--break-glass must say why the plan cannot wait; nothing was sent"
+    )
+    approved = scene.reviewer(*approve, "--break-glass", "the invoices of the 31st must go out")
+    assert approved.returncode == 0, approved.stderr
+    assert "approved by alice (unsigned); runs from 2027-01-04 08:00 UTC" in approved.stdout
+    assert "break glass 1 of 2: alice)" in approved.stdout
 
 
 def test_two_break_glass_approvals_in_the_freeze_write_once_with_both_reasons(scene: Scene) -> None:
