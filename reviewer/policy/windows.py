@@ -32,6 +32,10 @@ MAX_WINDOWS: Final = 50
 LOOK_AHEAD: Final = timedelta(days=400)
 """How far `runs_from` and `runs_until` look: past a year and a month, a window is as good as never."""
 _MAX_STEPS: Final = 2000
+_ONE_SECOND: Final = timedelta(seconds=1)
+_TRANSITION_SLACK: Final = timedelta(hours=3)
+"""More than any zone's offset changes by at once (two hours, in history): wall times this near a change
+are searched around, since the same wall time may stand for two instants, or none."""
 _DURATION_PART: Final = re.compile(r"(\d+(?:\.\d+)?)([dhms])")
 _DURATION_UNITS: Final = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
 
@@ -79,7 +83,8 @@ class Window:
         """The latest time this window opened at or before `at` (UTC), within its duration and a
         day of slack; None when it did not open then."""
         local = at.astimezone(self.time_zone).replace(tzinfo=None)
-        search = croniter(self.schedule, local + timedelta(hours=3))
+        slack = self._slack(at)
+        search = croniter(self.schedule, local + slack + _ONE_SECOND)
         earliest = local - self.duration - timedelta(days=1)
         latest: datetime | None = None
         for _ in range(_MAX_STEPS):
@@ -89,9 +94,16 @@ class Window:
             opened = _instant(wall, self.time_zone)
             if opened <= at and (latest is None or opened > latest):
                 latest = opened
-            if latest is not None and wall < local - timedelta(hours=3):
+            if latest is not None and wall < local - slack:
                 break
         return latest
+
+    def _slack(self, at: datetime) -> timedelta:
+        """How far wall times near `at` may stand out of order: as far as a change of the zone's offset
+        moves them, when one happens within `_TRANSITION_SLACK`; else not at all."""
+        before = (at - _TRANSITION_SLACK).astimezone(self.time_zone).utcoffset()
+        after = (at + _TRANSITION_SLACK).astimezone(self.time_zone).utcoffset()
+        return _TRANSITION_SLACK if before != after else timedelta(0)
 
     def covering(self, at: datetime) -> tuple[datetime, datetime] | None:
         """(opened, closes) of this window's opening that covers `at`, or None."""
@@ -103,7 +115,7 @@ class Window:
     def next_opening(self, after: datetime) -> datetime | None:
         """The first time at or after `after` this window opens; None within `LOOK_AHEAD`."""
         local = after.astimezone(self.time_zone).replace(tzinfo=None)
-        search = croniter(self.schedule, local - timedelta(hours=3, seconds=1))
+        search = croniter(self.schedule, local - self._slack(after) - _ONE_SECOND)
         for _ in range(_MAX_STEPS):
             try:
                 wall = search.get_next(datetime)
