@@ -196,7 +196,7 @@ CHANGES_WORDS: Final = ReasonWords(
 BREAK_GLASS_WORDS: Final = ReasonWords(
     "Approve with break glass",
     "enter  approve, breaking glass      escape  back",
-    "why it cannot wait (required, kept in the trail), enter to send",
+    "why it cannot wait (required; the trail keeps it)",
     "Breaking glass needs a reason: the trail keeps it.",
     "approve, letting the plan run outside its change windows",
 )
