@@ -1,4 +1,5 @@
-"""Change windows at the queue, on an injected clock (in-process ASGI), with a real agent and a real API.
+"""Change windows at the queue, on an injected clock (in-process ASGI), with a real agent and a real API,
+on SQLite and PostgreSQL.
 
 The queue's clock decides: a claim in the year-end freeze is refused naming the window and when the plan
 may run next, nothing reaches the API and the approval stays unused for Monday; two reviewers breaking
@@ -31,6 +32,7 @@ from reviewer.service.store.opener import open_store
 from tests.agent.loopback import LoopbackServer, created, loopback_servers
 from tests.builders import proposal_document
 from tests.policy.test_windows import POLICY
+from tests.service.postgres import Cluster
 
 BERLIN = ZoneInfo("Europe/Berlin")
 DAY = 86400.0
@@ -54,11 +56,20 @@ class Queue:
         return QueueAgent(client, poll_interval=0.01, patience=Patience(clock=lambda: self.now[0]))
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a fresh queue lives: an SQLite path or a new PostgreSQL database's URL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "queue.sqlite3")
+    cluster: Cluster = request.getfixturevalue("postgres_cluster")
+    return cluster.fresh_database()
+
+
 @pytest.fixture
-def queue(tmp_path: Path) -> Iterator[Queue]:
+def queue(database: str) -> Iterator[Queue]:
     now = [berlin(2026, 12, 28, 10, 0)]  # a Monday inside the freeze
     store = open_store(
-        tmp_path / "queue.sqlite3",
+        database,
         clock=lambda: now[0],
         pending_ttl=60 * DAY,
         approval_ttl=60 * DAY,
