@@ -47,6 +47,12 @@ after one the API refused); the task or framework raised; or it was cancelled.""
 BREAK_GLASS_PREFIX = "break glass: "
 """How the trail words a break-glass approval's reason: `break glass: the payment API is down`."""
 
+
+def is_break_glass(reason: str | None) -> bool:
+    """Whether an approval's reason, as the trail keeps it, is a break-glass approval's."""
+    return (reason or "").startswith(BREAK_GLASS_PREFIX)
+
+
 RevisionNumber = Annotated[int, Field(ge=1, le=MAX_SAFE_INTEGER)]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 ClaimId = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]

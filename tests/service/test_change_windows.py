@@ -25,7 +25,7 @@ import pytest
 from reviewer.agent import OutsideChangeWindow, QueueAgent, RunStopped, WindowClosed
 from reviewer.agent.waiting import Patience
 from reviewer.policy.file import parse_policy
-from reviewer.queue.client import QueueClient
+from reviewer.queue.client import Conflict, QueueClient
 from reviewer.service.app import create_app
 from reviewer.service.auth import hash_token, mint_token
 from reviewer.service.store.opener import open_store
@@ -186,6 +186,24 @@ def test_two_reviewers_breaking_glass_run_it_in_the_freeze_with_both_reasons_in_
         ("alice", "break glass: the payroll run failed"),
         ("bob", "break glass: confirmed with finance"),
     ]
+
+
+def test_a_reviewer_who_approved_may_break_glass_on_it_once(queue: Queue, api: LoopbackServer) -> None:
+    """Alice approved before anyone saw the freeze: her break glass joins her approval (one person,
+    one vote), a second from her is refused, and bob's makes two."""
+    digest = asyncio.run(approve(queue, "afterwards", plan("afterwards", api.url)))
+
+    async def glass(reviewer: str, reason: str) -> Any:
+        async with queue.client(reviewer) as client:
+            return await client.decide("afterwards", 1, digest, "approve", reason, break_glass=True)
+
+    assert asyncio.run(glass("alice", "month-end invoices")).window.break_glass == ["alice"]
+    with pytest.raises(Conflict, match="alice already approved this revision"):
+        asyncio.run(glass("alice", "really"))
+    answer = asyncio.run(glass("bob", "agreed"))
+    assert (answer.state, answer.approvals, answer.window.may_run) == ("approved", ["alice"], True)
+    assert asyncio.run(run(queue, "afterwards", api.url)).ok
+    assert writes(api) == [("POST", "/invoices/1")]
 
 
 def test_an_ordinary_approval_cannot_pass_for_breaking_glass(queue: Queue, api: LoopbackServer) -> None:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from reviewer.policy.file import Policy
 from reviewer.policy.quorum import tally
 from reviewer.policy.windows import kept_text, standing
-from reviewer.queue.messages import BREAK_GLASS_PREFIX, WindowState
+from reviewer.queue.messages import WindowState, is_break_glass
 from reviewer.service.errors import OutsideWindow
 from reviewer.service.signed_decisions import CastDecision
 
@@ -40,11 +40,7 @@ def window_state(
 
 def break_glass_given(cast: Sequence[CastDecision]) -> list[str]:
     """The reviewers whose counted approvals broke glass, once each person."""
-    votes = [
-        item.vote()
-        for item in cast
-        if item.decision == "approve" and (item.reason or "").startswith(BREAK_GLASS_PREFIX)
-    ]
+    votes = [item.vote() for item in cast if item.decision == "approve" and is_break_glass(item.reason)]
     return list(tally(votes, len(votes) + 1).approvals)
 
 
