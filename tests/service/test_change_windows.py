@@ -269,3 +269,17 @@ def test_the_claim_says_until_when_in_the_queues_time(queue: Queue, api: Loopbac
     window = asyncio.run(claim()).window
     assert window is not None and window.may_run
     assert window.runs_until == datetime(2027, 1, 5, 17, 0, tzinfo=BERLIN).astimezone(UTC)
+
+
+def test_glass_broken_inside_the_window_lets_the_run_outlast_it(queue: Queue, api: LoopbackServer) -> None:
+    queue.now[0] = berlin(2027, 1, 5, 16, 58)
+
+    def slow_first_write(server: LoopbackServer, handler: BaseHTTPRequestHandler) -> None:
+        queue.now[0] += 180
+        created(server, handler)
+
+    api.answer = slow_first_write
+    glass = (("alice", "the migration must finish tonight"), ("bob", "on call agrees"))
+    asyncio.run(approve(queue, "overtime", plan("overtime", api.url, calls=2), *glass))
+    assert asyncio.run(run(queue, "overtime", api.url)).ok
+    assert writes(api) == [("POST", "/invoices/1"), ("POST", "/invoices/2")]

@@ -27,12 +27,16 @@ def window_state(
     given = break_glass_given(cast)
     required = current.break_glass_approvals
     broken = not current.open and required is not None and len(given) >= required
+    until = current.runs_until
+    if until is not None and given:  # glass broken ahead of the window that ends the span: it runs on
+        ahead = standing(declared, until).break_glass_approvals
+        until = None if ahead is not None and len(given) >= ahead else until
     return WindowState(
         may_run=current.open or broken,
         window=current.window,
         kind=current.kind,
         runs_from=None if broken else current.runs_from,
-        runs_until=current.runs_until,
+        runs_until=until,
         break_glass=given,
         break_glass_required=required,
     )
