@@ -328,7 +328,8 @@ class DecisionRequest(Message):
             raise ValueError("reason: required when the decision is request_changes; say what to change")
         if self.break_glass and (self.decision != "approve" or not self.reason.strip()):
             raise ValueError("break_glass: an approval only, with a reason saying why it cannot wait")
-        if not self.break_glass and self.reason.casefold().startswith(BREAK_GLASS_PREFIX):
+        posing = self.decision == "approve" and self.reason.casefold().startswith(BREAK_GLASS_PREFIX)
+        if posing and not self.break_glass:
             raise ValueError(
                 f"reason: {BREAK_GLASS_PREFIX!r} begins a break-glass approval only; say it otherwise"
             )
