@@ -50,6 +50,7 @@ from reviewer.agent.errors import (
     NotApproved,
     NoTarget,
     OffTarget,
+    OutsideChangeWindow,
     PlanStop,
     ProposalExpired,
     ProposalRejected,
@@ -63,6 +64,7 @@ from reviewer.agent.errors import (
     UnknownBackend,
     UnresolvablePlaceholder,
     UnsignedApproval,
+    WindowClosed,
     WritesKept,
 )
 from reviewer.agent.execution import Approval, Execution, execute_approved, local_approval, real_run
@@ -130,6 +132,7 @@ __all__ = [
     "NotApproved",
     "OAuth2ClientCredentials",
     "OffTarget",
+    "OutsideChangeWindow",
     "Patience",
     "PlanStop",
     "Proposal",
@@ -161,6 +164,7 @@ __all__ = [
     "UnresolvablePlaceholder",
     "UnsignedApproval",
     "Verification",
+    "WindowClosed",
     "WriteTool",
     "WritesKept",
     "audit_source",

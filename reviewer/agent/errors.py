@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 
@@ -87,6 +88,26 @@ class NotApproved(NoApproval):
         )
 
 
+class OutsideChangeWindow(NotApproved):
+    """The queue's change windows keep the approved plan from running now: `window` names the window,
+    `runs_from` when it may run next (None: no window lets it soon). The approval was not used: run it
+    again from then, or ask reviewers to break glass."""
+
+    def __init__(
+        self, proposal_id: str, revision: int, why: str, window: str | None, runs_from: datetime | None
+    ) -> None:
+        self.window = window
+        self.runs_from = runs_from
+        self.why = why
+        NoApproval.__init__(
+            self,
+            proposal_id,
+            revision,
+            f"{why}. Nothing was sent: run it again then, or ask reviewers to approve it with "
+            "--break-glass REASON",
+        )
+
+
 class UnsignedApproval(NotApproved):
     """The queue says approved, but not enough of the people this runner trusts signed exactly this
     proposal, revision and digest: the queue's word alone runs nothing here."""
@@ -139,6 +160,10 @@ class PlanStop(AgentError):
             f"real call {position} ({tool}) stopped before it was sent: {reason}. "
             "The approved plan does not cover it; re-plan, submit the new revision and get it approved."
         )
+
+
+class WindowClosed(PlanStop):
+    """The run outlasted its change window: it stopped before the next write, which was not sent."""
 
 
 class ProposalRejected(NoApproval):

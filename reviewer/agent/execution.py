@@ -19,6 +19,7 @@ calls). Either way every call passes the same gate before it is sent:
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -40,6 +41,7 @@ from reviewer.agent.errors import (
     RunEnded,
     RunStopped,
     TargetMismatch,
+    WindowClosed,
 )
 from reviewer.agent.http_values import CallAnswer, HttpRequest, new_request_id
 from reviewer.agent.runs import RecordedCall, running
@@ -257,6 +259,11 @@ class Execution:
     audit_verification: AuditVerification | None = None
     """That verification as the report carries it: the source's name, each call's verdict, the writes
     nobody approved; or why the source could not be read."""
+    window_closes: float | None = None
+    """When the change window this run was claimed in closes, on `monotonic` (None: no window ends it):
+    the queue said how long it stays open, by its own clock, and no write is sent after that."""
+    window_name: str | None = None
+    monotonic: Callable[[], float] = time.monotonic
     _lock: asyncio.Lock = field(init=False, repr=False, default_factory=asyncio.Lock)
     _closed: bool = field(init=False, repr=False, default=False)
 
@@ -479,6 +486,7 @@ class Execution:
         """Put one approved call on the wire (or through its vendor SDK), exactly as checked; recorded
         before it leaves, so a run cancelled while waiting for the answer still reports that the call
         may have been made."""
+        self._require_window(position, planned.tool)
         if request is None:
             if tool is None or tool.write is None:
                 self._stop_at(position, planned.tool, "the plan has no request for it; pass its write tool")
@@ -512,6 +520,19 @@ class Execution:
         if record.answer.result is not None:
             self.real_results[planned.seq] = plain(record.answer.result)
         return record.answer
+
+    def _require_window(self, position: int, tool_name: str) -> None:
+        """Stop before this write when the change window the run was claimed in has closed."""
+        if self.window_closes is None or self.monotonic() < self.window_closes:
+            return
+        window = f"the change window {self.window_name!r}" if self.window_name else "its change window"
+        self.stop = WindowClosed(
+            position,
+            tool_name,
+            f"{window} closed during the run (by the queue's clock); this write and the ones after it "
+            "were not sent: submit them again for a run inside a window",
+        )
+        raise self.stop
 
     def _stop_after_redirect(self, position: int, planned: Call, answer: CallAnswer) -> None:
         """A 3xx is the call's answer and the end of the run: nothing after it is sent."""

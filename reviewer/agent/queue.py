@@ -20,6 +20,7 @@ from reviewer.agent.errors import (
     DecisionTimeout,
     LedgerRequired,
     NotApproved,
+    OutsideChangeWindow,
     ProposalExpired,
     ProposalRejected,
     ReportNotStored,
@@ -34,7 +35,14 @@ from reviewer.agent.waiting import Patience, Result
 from reviewer.audit.registry import AuditSource
 from reviewer.plan.proposal import MAX_STRING_CHARS, Proposal, plan_sha256
 from reviewer.plan.sanitize import clip, safe_text
-from reviewer.queue.client import ClaimRefused, NotFound, QueueClient, QueueError, StaleRevision
+from reviewer.queue.client import (
+    ClaimRefused,
+    NotFound,
+    OutsideWindow,
+    QueueClient,
+    QueueError,
+    StaleRevision,
+)
 from reviewer.queue.messages import (
     AuditVerification,
     DecisionState,
@@ -199,7 +207,7 @@ class QueueAgent:
             approval, client, audit, allow_any_target=allow_any_target, request_id_header=request_id_header
         )
         await self._check_before_claim(approval)
-        execution.claim_id = await self._claim(approval)
+        await self._claim(approval, execution)
         if self.ledger is not None:
             await self._record_in_ledger(self.ledger, execution)
         error = await execution.run(task if task is not None else partial(execution.replay, tools))
@@ -274,18 +282,35 @@ class QueueAgent:
                 refused.add_note(f"the queue's claim could not be released: {lost}")
             raise
 
-    async def _claim(self, approval: Approval) -> str:
-        """This run's claim id; a refusal (not approved now, or another run holds it) is `NotApproved`.
-        One Idempotency-Key for every try: a claim whose answer was lost in an outage is this run's."""
+    async def _claim(self, approval: Approval, execution: Execution) -> None:
+        """Claim the run (`execution.claim_id`), and learn until when its change window lets it write; a
+        refusal is `OutsideChangeWindow` (the windows keep it now) or `NotApproved` (not approved now, or
+        another run holds it). One Idempotency-Key for every try: a claim whose answer was lost in an
+        outage is this run's.
+
+        The queue's clock decides, never this process's: the claim says when the window closes in the
+        queue's time, and the run counts down the time left from before it asked, on its monotonic clock.
+        """
         key = str(uuid.uuid4())
         claiming = partial(
             self.client.claim, approval.proposal_id, approval.revision, approval.plan_sha256, key
         )
+        asked_at = self.patience.clock()
         try:
             claim = await self._patiently(claiming, f"claiming {approval.proposal_id}")
+        except OutsideWindow as kept:
+            raise OutsideChangeWindow(
+                approval.proposal_id, approval.revision, kept.body.message, kept.window, kept.runs_from
+            ) from None
         except (ClaimRefused, StaleRevision, NotFound) as refused:
             raise NotApproved(approval.proposal_id, approval.revision, refused.body.message) from None
-        return claim.claim_id
+        execution.claim_id = claim.claim_id
+        window = claim.window
+        if window is not None and window.runs_until is not None:
+            left = (window.runs_until - claim.claimed_at).total_seconds()
+            execution.window_closes = asked_at + left
+            execution.window_name = window.window
+            execution.monotonic = self.patience.clock
 
     async def report(self, execution: Execution) -> DecisionState:
         """Send the real calls, how the run ended and its audit verification, under its claim;

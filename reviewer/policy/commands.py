@@ -59,11 +59,33 @@ def run_check(args: argparse.Namespace) -> int:
         return 2
     for line in policy.describe():
         print(line)
+    _print_openings(policy)
     if not policy.has_default:
         print(f"{args.file}: no [default]: a plan of no listed environment needs 1 approval from anyone")
     if policy.rules and args.calls > 0:
         _print_costs(args.file, policy, args.calls, args.deadline)
     return 0
+
+
+def _print_openings(policy: Policy) -> None:
+    """When each environment with change windows may run plans: now (until when), and its next openings."""
+    from datetime import UTC, datetime
+
+    from reviewer.policy.windows import next_openings, standing, when
+
+    now = datetime.now(UTC)
+    for environment in policy.environments.values():
+        if not environment.windows:
+            continue
+        current = standing(environment.windows, now)
+        if current.open:
+            until = "" if current.runs_until is None else f" until {when(current.runs_until)}"
+            said = f"plans may run now{until}"
+        else:
+            said = f"plans may not run now ({current.window})"
+        openings = next_openings(environment.windows, now)
+        listed = ", ".join(when(opening) for opening in openings) or "none within the next 400 days"
+        print(f"[environments.{environment.name}] {said}; next openings: {listed}")
 
 
 def _read_policy(file: Path, command: str) -> Policy | None:

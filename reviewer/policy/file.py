@@ -11,7 +11,8 @@ import hashlib
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Final
@@ -20,13 +21,16 @@ from reviewer.policy.escalation import EscalationStep, ladder_words, read_ladder
 from reviewer.policy.expressions import Expression, ExpressionError, compile_expression
 from reviewer.policy.names import BaseUrlPattern, folded
 from reviewer.policy.quorum import MAX_APPROVALS, Requirement, Signatures, signed_words
+from reviewer.policy.windows import MAX_WINDOWS, Window, WindowError, read_window
 
 MAX_RULES: Final = 200
 _REVIEWER_PATTERN: Final = re.compile(r"^[A-Za-z0-9._%+@*?-]{1,254}$")
 """A token name, or the name a reviewer signed in through the OpenID provider decides under (an email
 address), with * and ? as in `finance-*` or `*@example.com`."""
 _REQUIREMENT_KEYS: Final = ("approvals", "signatures", "reviewers")
-_ENVIRONMENT_KEYS: Final = frozenset({*_REQUIREMENT_KEYS, "base_urls", "allow_policy_approval", "escalation"})
+_ENVIRONMENT_KEYS: Final = frozenset(
+    {*_REQUIREMENT_KEYS, "base_urls", "allow_policy_approval", "escalation", "windows"}
+)
 _RULE_KEYS: Final = frozenset({"name", "when", *_REQUIREMENT_KEYS, "reject", "approve"})
 _KEY_LINE: Final = re.compile(r'^\s*("(?:[^"\\]|\\.)*"|[A-Za-z0-9_-]+)\s*=')
 _HEADER_LINE: Final = re.compile(r"^\s*\[[^\[]")
@@ -51,6 +55,8 @@ class Environment:
     allow_policy_approval: bool = False
     escalation: tuple[EscalationStep, ...] = ()
     """Its plans' escalation steps (`reviewer.policy.escalation`), none by default."""
+    windows: tuple[Window, ...] = ()
+    """When its approved plans may run (`reviewer.policy.windows`); none: any time."""
 
 
 @dataclass(frozen=True)
@@ -207,6 +213,9 @@ class Policy:
                 f"{'s' if requirement.approvals != 1 else ''}{signed}{who}{owns}{by_policy}{ladder}"
                 + ("" if environment.name != "default" or self.has_default else " (no [default] in the file)")
             )
+            lines.extend(
+                f"  window {window.describe()} (line {window.line})" for window in environment.windows
+            )
         for rule in self.rules:
             lines.append(
                 f"rule {rule.name!r} (line {rule.line}): when {rule.when.source.strip()} → {rule.asks()}"
@@ -320,7 +329,26 @@ class _Reader:
             self.fail((*path, "allow_policy_approval"), "allow_policy_approval must be true or false")
             allow = False
         ladder = read_ladder(table.get("escalation", []), path, self.fail, self.lines.line_of)
-        return Environment(name, requirement, tuple(patterns), allow, ladder)
+        windows = self.windows(table, path)
+        return Environment(name, requirement, tuple(patterns), allow, ladder, windows)
+
+    def windows(self, table: dict[str, Any], path: tuple[str, ...]) -> tuple[Window, ...]:
+        declared = table.get("windows", [])
+        if not isinstance(declared, list) or len(declared) > MAX_WINDOWS:
+            self.fail(
+                (*path, "windows"), f"windows are [[{'.'.join(path)}.windows]] tables, at most {MAX_WINDOWS}"
+            )
+            return ()
+        windows = []
+        for index, window in enumerate(declared):
+            where = (*path, "windows", str(index))
+            try:
+                windows.append(
+                    replace(read_window(window, datetime.now(UTC)), line=self.lines.line_of(where))
+                )
+            except WindowError as error:
+                self.fail(where if error.key is None else (*where, error.key), str(error))
+        return tuple(windows)
 
     def requirement(self, table: dict[str, Any], path: tuple[str, ...]) -> Requirement:
         approvals = self.approvals(table, path) or 1
@@ -454,7 +482,8 @@ class _KeyLines:
     A table header is read by tomllib itself, so quoted names (`[environments."eu west"]`) map right;
     every prefix of a header is where that table is first named, so `[environment.production]`
     on line 4 is reported on line 4. The n-th `[[rules]]` is path ("rules", "n"), the n-th
-    `[[environments.production.escalation]]` ("environments", "production", "escalation", "n").
+    `[[environments.production.escalation]]` ("environments", "production", "escalation", "n"),
+    and `[[environments.NAME.windows]]` ("environments", NAME, "windows", "n").
     """
 
     def __init__(self, text: str) -> None:

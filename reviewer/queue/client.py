@@ -152,6 +152,16 @@ class ClaimRefused(Conflict):
         self.claimed_by = body.claimed_by
 
 
+class OutsideWindow(ClaimRefused):
+    """409 on a claim: the plan may not run now under its environment's change windows (`window`),
+    and may from `runs_from`; the approval was not used."""
+
+    def __init__(self, status: int, body: ErrorBody) -> None:
+        super().__init__(status, body)
+        self.window = body.window
+        self.runs_from = body.runs_from
+
+
 class StaleRevision(QueueRefused):
     """412: the revision or digest named is not the latest; nothing changed. Review the latest."""
 
@@ -169,6 +179,7 @@ _BY_CODE: Final[dict[str, type[QueueRefused]]] = {
     "not_pending": AlreadyDecided,
     "execution_refused": ExecutionRefused,
     "claim_refused": ClaimRefused,
+    "outside_window": OutsideWindow,
     "idempotency_key_reused": IdempotencyKeyReused,
 }
 _BY_STATUS: Final[dict[int, type[QueueRefused]]] = {
@@ -342,10 +353,12 @@ class QueueClient:
         idempotency_key: str | None = None,
         statement: str | None = None,
         signature: str | None = None,
+        break_glass: bool = False,
     ) -> DecisionState:
         """Approve or reject; a lost answer is retried with the same key, so it is decided once.
 
-        `statement` and `signature` carry a signed decision (`reviewer.queue.deciding` makes them)."""
+        `statement` and `signature` carry a signed decision (`reviewer.queue.deciding` makes them);
+        `break_glass` approves so the plan may run outside its change windows (`reason` says why)."""
         request = DecisionRequest(
             revision=revision,
             plan_sha256=plan_sha256,
@@ -353,6 +366,8 @@ class QueueClient:
             reason=reason,
             statement=statement,
             signature=signature,
+            # Left out unless given: a queue of a release before change windows refuses the field.
+            break_glass=True if break_glass else None,
         )
         key = idempotency_key or str(uuid.uuid4())
         response = await self._request(

@@ -35,6 +35,12 @@ def register(subparsers: Any) -> None:
     approve.add_argument("proposal_id", metavar="ID", help=ID_HELP)
     approve.add_argument("--revision", type=int, required=True, metavar="N")
     approve.add_argument("--digest", required=True, metavar="SHA256", help="the plan digest you reviewed")
+    approve.add_argument(
+        "--break-glass",
+        metavar="REASON",
+        help="also let the plan run outside its change windows once the policy's number of reviewers "
+        "did so; REASON (why it cannot wait) goes in the trail",
+    )
     _common_options(approve)
     approve.set_defaults(func=run_decision, decision="approve", reason="")
 
@@ -240,6 +246,10 @@ async def _decide(options: argparse.Namespace) -> int:
         raise DecisionFailed("--revision must be 1 or more", 2)
     if decision != "approve" and not options.reason.strip():
         raise DecisionFailed("--reason must say why (or what to change); nothing was sent", 2)
+    break_glass = getattr(options, "break_glass", None)
+    if break_glass is not None and not break_glass.strip():
+        raise DecisionFailed("--break-glass must say why the plan cannot wait; nothing was sent", 2)
+    reason = break_glass if break_glass is not None else options.reason
     digest = options.digest.strip().lower() if options.digest else None
     if digest is not None and not _DIGEST.match(digest):
         raise DecisionFailed(
@@ -258,7 +268,14 @@ async def _decide(options: argparse.Namespace) -> int:
                 digest = await _digest_of(client, proposal_id, options.revision)
             try:
                 state = await send_decision(
-                    client, proposal_id, options.revision, digest, decision, options.reason, signer
+                    client,
+                    proposal_id,
+                    options.revision,
+                    digest,
+                    decision,
+                    reason,
+                    signer,
+                    break_glass=break_glass is not None,
                 )
             except queue.AlreadyDecided as error:
                 ran_by = await _who_ran(client, proposal_id) if error.state == "executed" else None
@@ -307,7 +324,8 @@ def describe(state: DecisionState, signed: bool) -> str:
     by = safe_text(state.decided_by or "")
     head = f"{state.proposal_id} revision {state.revision} (sha256 {state.plan_sha256[:12]}…)"
     if state.state == "approved":
-        return f"{head}: approved by {by} ({how})"
+        runs = "" if state.window is None else f"; {state.window.words()}"
+        return f"{head}: approved by {by} ({how}){runs}"
     if state.state == "rejected":
         reason = safe_text(state.reason or "")
         return f"{head}: rejected by {by} ({how})" + (f": {reason}" if reason else "")

@@ -42,10 +42,14 @@ async def send_decision(
     reason: str = "",
     signer: Signer | None = None,
     clock: datetime | None = None,
+    break_glass: bool = False,
 ) -> DecisionState:
-    """Decide, signing first when `signer` is given; the statement names the token's own identity."""
+    """Decide, signing first when `signer` is given; the statement names the token's own identity.
+    `break_glass`: an approval that lets the plan run outside its change windows (`reason` says why)."""
     if signer is None:
-        return await client.decide(proposal_id, revision, plan_sha256, decision, reason)
+        return await client.decide(
+            proposal_id, revision, plan_sha256, decision, reason, break_glass=break_glass
+        )
     identity = await client.whoami()
     signed = await sign_decision(signer, proposal_id, revision, plan_sha256, decision, identity.name, clock)
     return await client.decide(
@@ -56,6 +60,7 @@ async def send_decision(
         reason,
         statement=signed.statement,
         signature=signed.signature,
+        break_glass=break_glass,
     )
 
 

@@ -44,6 +44,15 @@ RunEnding = Literal["completed", "stopped", "failed", "cancelled"]
 """How a real run ended: every planned call ran; it stopped before a call that was not the plan's (or
 after one the API refused); the task or framework raised; or it was cancelled."""
 
+BREAK_GLASS_PREFIX = "break glass: "
+"""How the trail words a break-glass approval's reason: `break glass: the payment API is down`."""
+
+
+def is_break_glass(reason: str | None) -> bool:
+    """Whether an approval's reason, as the trail keeps it, is a break-glass approval's."""
+    return (reason or "").startswith(BREAK_GLASS_PREFIX)
+
+
 RevisionNumber = Annotated[int, Field(ge=1, le=MAX_SAFE_INTEGER)]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 ClaimId = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
@@ -142,6 +151,43 @@ class PolicyState(Message):
     alarms: list[str] = Field(default_factory=list)
 
 
+class WindowState(Message):
+    """Whether the revision's plan may run now under its environment's change windows, by the queue's
+    clock (never the agent's): `may_run`, and then `runs_until` (the queue's time the allowed span ends,
+    None: no window ends it) and the `window` it ends at; or else the `window` that keeps it and
+    `runs_from`, when it may run next (None: not within 400 days). `break_glass` names the reviewers whose
+    break-glass approvals count; `break_glass_required` of them let it run at once, whatever the windows."""
+
+    may_run: bool
+    window: str | None = None
+    kind: Literal["allow", "deny"] | None = None
+    """What keeps a plan that may not run: a deny window it is inside, or allow windows it is outside."""
+    runs_from: datetime | None = None
+    runs_until: datetime | None = None
+    break_glass: list[str] = Field(default_factory=list)
+    break_glass_required: int | None = None
+
+    def words(self) -> str:
+        """One line, as `reviewer show`, `reviewer approve` and the review screen say it: "runs from
+        2027-01-04 08:00 UTC (inside the deny window 'year-end freeze'; break glass 1 of 2: bob)"."""
+        from reviewer.plan.sanitize import safe_text
+        from reviewer.policy.windows import kept_text, when
+
+        given = ", ".join(safe_text(name) for name in self.break_glass)
+        if self.may_run and self.kind is not None:
+            return f"may run now: glass broken by {given} ({safe_text(self.window or '')} set aside)"
+        if self.may_run:
+            until = "" if self.runs_until is None else f" until {when(self.runs_until)}"
+            closing = f" ({safe_text(self.window)} closes)" if self.window and self.runs_until else ""
+            return f"may run now{until}{closing}"
+        glass = ""
+        if self.break_glass_required is not None:
+            glass = f"; break glass {len(self.break_glass)} of {self.break_glass_required}"
+            glass += f": {given}" if given else ""
+        kept, _, runs = kept_text(self.kind, safe_text(self.window or ""), self.runs_from).partition("; ")
+        return f"{runs} ({kept}{glass})"
+
+
 class ExecutorRefusal(Message):
     """An executor's refusal of an approval before it claimed it, as the queue stored it: who refused
     (the agent token's name), when, why (`kind`) and the executor's own words. `message` is the
@@ -185,6 +231,8 @@ class DecisionState(Message):
     signatures: list[DecisionSignature] = Field(default_factory=list)
     policy: PolicyState | None = None
     refusals: list[ExecutorRefusal] = Field(default_factory=list)
+    window: WindowState | None = None
+    """Set when the environment declares change windows: whether the plan may run now."""
 
 
 class ProposalSummary(Message):
@@ -267,12 +315,24 @@ class DecisionRequest(Message):
     reason: str = Field(default="", max_length=MAX_STRING_CHARS)
     statement: str | None = Field(default=None, max_length=MAX_STATEMENT_BYTES)
     signature: str | None = Field(default=None, max_length=MAX_SIGNATURE_CHARS)
+    break_glass: bool | None = None
+    """True: an approval that also lets the plan run outside its change windows once enough reviewers gave
+    one (`reason` says why, and the trail keeps it as `break glass: REASON`); given on a revision
+    already approved, it adds that word without deciding again."""
 
     @model_validator(mode="after")
     def _changes_need_a_reason(self) -> DecisionRequest:
-        """Asking for changes without saying which leaves the agent nothing to re-plan from."""
+        """Asking for changes without saying which leaves the agent nothing to re-plan from; breaking
+        glass without saying why leaves the trail nothing to answer for."""
         if self.decision == "request_changes" and not self.reason.strip():
             raise ValueError("reason: required when the decision is request_changes; say what to change")
+        if self.break_glass and (self.decision != "approve" or not self.reason.strip()):
+            raise ValueError("break_glass: an approval only, with a reason saying why it cannot wait")
+        posing = self.decision == "approve" and self.reason.casefold().startswith(BREAK_GLASS_PREFIX)
+        if posing and not self.break_glass:
+            raise ValueError(
+                f"reason: {BREAK_GLASS_PREFIX!r} begins a break-glass approval only; say it otherwise"
+            )
         return self
 
 
@@ -308,6 +368,9 @@ class Claim(Message):
     claimed_by: str
     claimed_at: datetime
     lease_expires_at: datetime
+    window: WindowState | None = None
+    """Set under change windows: `runs_until` is when this run must stop before its next write, in the
+    queue's time (the executor counts down from `claimed_at` on its own monotonic clock)."""
 
 
 class SentRequestId(TypedDict):
@@ -448,3 +511,7 @@ class ErrorBody(Message):
     claimed_by: str | None = None
     latest_revision: int | None = None
     latest_plan_sha256: str | None = None
+    window: str | None = None
+    """On a claim refused outside the change windows: the window that keeps the plan."""
+    runs_from: datetime | None = None
+    """... and when it may run next (absent: no window lets it within 400 days)."""

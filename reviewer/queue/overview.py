@@ -69,6 +69,8 @@ class PlanSummary:
     outcome_unknown: bool = False
     """A run claimed the approval and did not report by the end of its lease: it may have written."""
     refusals: list[Refused] = field(default_factory=list)
+    runs: str | None = None
+    """When the plan may run under its change windows (`WindowState.words`); None without windows."""
 
     def approve_argv(self, queue_url: str | None = None) -> list[str]:
         """The command that approves exactly this revision (empty when the digest does not match)."""
@@ -105,6 +107,7 @@ class QueueFacts:
     claimed_by: str | None = None
     outcome_unknown: bool = False
     refusals: list[Refused] = field(default_factory=list)
+    runs: str | None = None
 
 
 def refusals_of(latest: DecisionState) -> list[Refused]:
@@ -143,6 +146,7 @@ def summarize(proposal: Proposal, facts: QueueFacts, analysis: Analysis | None =
         claimed_by=facts.claimed_by,
         outcome_unknown=facts.outcome_unknown,
         refusals=facts.refusals,
+        runs=facts.runs,
     )
 
 
@@ -196,6 +200,7 @@ async def one_summary(
         claimed_by=latest.claimed_by if current else None,
         outcome_unknown=current and bool(latest.outcome_unknown),
         refusals=refusals_of(latest) if current else [],
+        runs=latest.window.words() if current and latest.window is not None else None,
     )
     analysis = Analysis(proposal)
     return summarize(proposal, facts, analysis), analysis
@@ -287,6 +292,8 @@ def show_lines(
     if summary.state == "pending":
         approvals = describe_approvals(map(_shown, summary.approvals), summary.approvals_required)
         lines.extend(_wrapped(f"approvals: {approvals} so far", width))
+    if summary.runs is not None and summary.state in ("pending", "approved"):
+        lines.extend(_wrapped(summary.runs, width))
     if analysis is not None:
         lines.extend(plan_lines(analysis, width))
     lines.append("plan sha256 (the queue's):")

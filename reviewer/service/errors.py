@@ -71,6 +71,13 @@ class ClaimRefused(Conflict):
     code = "claim_refused"
 
 
+class OutsideWindow(ClaimRefused):
+    """A claim of an approval whose plan may not run now under its environment's change windows; the
+    approval stays unclaimed for a run inside one (or once enough reviewers broke glass)."""
+
+    code = "outside_window"
+
+
 class StaleRevision(ServiceError):
     """The request names a revision or digest that is not the latest: nothing was changed."""
 

@@ -268,9 +268,12 @@ def require_latest(row: Row, revision: int, plan_sha256: str) -> None:
         )
 
 
-def check_decision(row: Row, identity: Identity, revision: int, plan_sha256: str, now: float) -> None:
+def check_decision(
+    row: Row, identity: Identity, revision: int, plan_sha256: str, now: float, break_glass: bool = False
+) -> None:
     """May this reviewer decide the proposal now? Refusals in order: 412 (not the latest revision),
-    403 (the decider's name owns the proposal), 409 (not pending). The route refused non-reviewers."""
+    403 (the decider's name owns the proposal), 409 (not pending; a break-glass approval may also be
+    added to an approval no run claimed yet). The route refused non-reviewers."""
     require_latest(row, revision, plan_sha256)
     if same_name(row["owner"], identity.name):
         raise Forbidden(
@@ -278,7 +281,7 @@ def check_decision(row: Row, identity: Identity, revision: int, plan_sha256: str
             "another reviewer must decide",
         )
     state = state_of(row, now)
-    if state != "pending":
+    if state != "pending" and not (break_glass and state == "approved"):
         who = f" by {row['decided_by']}" if row["decided_by"] else ""
         raise NotPending(
             f"revision {row['latest_revision']} of {row['proposal_id']!r} is already {state}{who}; "

@@ -20,6 +20,7 @@ from reviewer.queue.messages import (
     DecisionState,
     PolicyRuleState,
     PolicyState,
+    is_break_glass,
 )
 from reviewer.service.errors import AlreadyApproved, Forbidden, SignatureRefused
 from reviewer.signing.sshsig import (
@@ -160,6 +161,10 @@ def admit_decision(
     """
     where = f"environment {environment!r}" if environment else "proposals without an environment"
     refusal = refuse_vote(rule, [item.vote() for item in cast], reviewer, identity, person_id)
+    if refusal == "already_approved" and request.break_glass:
+        # Breaking glass on one's own approval adds that word, not a second vote: once a person.
+        theirs = [item for item in cast if item.vote().same_person(reviewer, identity, person_id)]
+        refusal = None if not any(is_break_glass(item.reason) for item in theirs) else refusal
     if refusal == "not_listed":
         listed = rule.listed()
         raise Forbidden(f"{reviewer} may not decide {where}; the policy lists {listed}")

@@ -93,6 +93,14 @@ def test_approve_confirmation(snap_compare, sample_folder) -> None:
     assert snap_compare(app, terminal_size=(100, 30), run_before=open_first("a"))
 
 
+def test_break_glass_confirmation(snap_compare, sample_folder) -> None:
+    """Pressing g: the approval's dialog (revision, proposal, full sha256, counts, alarms, demo: nothing
+    will be sent) titled "Approve with break glass", with a field asking why it cannot wait and the
+    keys enter and escape."""
+    app = ReviewerApp(sample_folder(SERVER))
+    assert snap_compare(app, terminal_size=(100, 30), run_before=open_first("g"))
+
+
 def test_demo_decision_is_not_sent(snap_compare, sample_folder) -> None:
     """After a then y in the demo: the banner under the panes and a notification say the approval
     of revision 1 was "not sent (demo)"."""

@@ -14,7 +14,14 @@ from reviewer.plan.proposal import Proposal, scan_proposal
 from reviewer.policy.bounded import EvaluatorClosed
 from reviewer.policy.quorum import PROVIDER_PREFIX, Requirement
 from reviewer.policy.verdict import ChangeRequest, Verdict, evaluate
-from reviewer.queue.messages import Decision, DecisionRequest, DecisionState, State, TrailEvent
+from reviewer.queue.messages import (
+    BREAK_GLASS_PREFIX,
+    Decision,
+    DecisionRequest,
+    DecisionState,
+    State,
+    TrailEvent,
+)
 from reviewer.service import rules
 from reviewer.service.auth import Identity
 from reviewer.service.errors import Forbidden, Invalid, SignatureRefused, Unavailable
@@ -30,10 +37,19 @@ from reviewer.service.signed_decisions import (
     with_votes,
     without_removed_keys,
 )
-from reviewer.service.store import events, idempotency, index, outbox, passkeys, refusals, tokens
+from reviewer.service.store import (
+    change_windows,
+    events,
+    idempotency,
+    index,
+    outbox,
+    passkeys,
+    refusals,
+    tokens,
+)
 from reviewer.service.store.base import StoreState, Transaction
 from reviewer.signing.passkeys import PasskeyAssertion
-from reviewer.signing.sshsig import DecisionStatement, SigningError
+from reviewer.signing.sshsig import SIGNED_AT_FORMAT, DecisionStatement, SigningError
 
 TRAIL_EVENTS: Final[dict[Decision, str]] = {
     "approve": "approved",
@@ -241,12 +257,12 @@ def voted_state(store: StoreState, db: Transaction, row: Row, now: float) -> Dec
     the latest revision."""
     proposal_id, revision = row["proposal_id"], row["latest_revision"]
     verdict = verdict_of(store, db, proposal_id, revision)
-    state = with_votes(
-        rules.decision_state(row, now), verdict.requirement, cast_decisions(db, proposal_id, revision, now)
-    )
+    cast = cast_decisions(db, proposal_id, revision, now)
+    state = with_votes(rules.decision_state(row, now), verdict.requirement, cast)
     update: dict[str, object] = {"refusals": refusals.refusals_of(db, proposal_id, revision)}
     if not store.policy.trivial:
         update["policy"] = policy_state(verdict)
+        update["window"] = change_windows.window_state(store.policy, verdict.environment, cast, now)
     return state.model_copy(update=update)
 
 
@@ -268,7 +284,10 @@ def decide(
     )
     if earlier is not None:
         return True, earlier
-    rules.check_decision(row, identity, request.revision, request.plan_sha256, now)
+    rules.check_decision(row, identity, request.revision, request.plan_sha256, now, bool(request.break_glass))
+    already_approved = rules.state_of(row, now) == "approved"
+    if request.break_glass:
+        request = request.model_copy(update={"reason": BREAK_GLASS_PREFIX + request.reason})
     rule, environment = rule_of(store, db, proposal_id, request.revision)
     cast = cast_decisions(db, proposal_id, request.revision, now)
     signed = admit_decision(
@@ -315,10 +334,14 @@ def decide(
         )
     )
     result = outcome(rule, cast)
-    if result.state != "pending":
+    if result.state != "pending" and not already_approved:
         decided_by = ", ".join(result.approvals) if result.state == "approved" else identity.name
         record_decision(store, db, proposal_id, request, decided_by, now)
+    if request.break_glass:
+        emit_break_glass(store, db, proposal_id, identity.name, request.reason, environment, cast, now)
     answer = with_votes(index.answer(db, proposal_id, now), rule, cast)
+    window = change_windows.window_state(store.policy, environment, cast, now)
+    answer = answer.model_copy(update={"window": window})
     idempotency.remember(db, identity, idempotency_key, fingerprint, answer, now)
     return False, answer
 
@@ -359,7 +382,7 @@ def decide_by_passkey(
         raise SignatureRefused(
             f"statement.reviewer is {statement.reviewer!r}, but the passkey is {identity.name!r}'s"
         )
-    signed_at = datetime.strptime(statement.signed_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    signed_at = datetime.strptime(statement.signed_at, SIGNED_AT_FORMAT).replace(tzinfo=UTC).timestamp()
     if not now - PASSKEY_FRESHNESS <= signed_at <= now + 60:
         raise SignatureRefused(
             f"statement.signed_at is {statement.signed_at}, not within {PASSKEY_FRESHNESS:.0f} s of the "
@@ -387,6 +410,32 @@ def decide_by_passkey(
     key = "passkey-" + hashlib.sha256(statement_text.encode()).hexdigest()[:48]
     fingerprint = idempotency.fingerprint(proposal_id, request)
     return decide(store, db, identity, proposal_id, request, key, fingerprint, now, verified)
+
+
+def emit_break_glass(
+    store: StoreState,
+    db: Transaction,
+    proposal_id: str,
+    reviewer: str,
+    reason: str,
+    environment: str | None,
+    cast: list[CastDecision],
+    now: float,
+) -> None:
+    """`proposal.break_glass` for a break-glass approval, with who broke glass so far of how many."""
+    if not store.notifying.targets:
+        return
+    row = index.proposal_row(db, proposal_id)
+    window = change_windows.window_state(store.policy, environment, cast, now)
+    given = change_windows.break_glass_given(cast)
+    required = None if window is None else window.break_glass_required
+    outbox.emit(
+        store,
+        db,
+        now,
+        events.event_key("proposal.break_glass", proposal_id, row["latest_revision"], reviewer),
+        events.break_glass(row, reviewer, reason.removeprefix(BREAK_GLASS_PREFIX), given, required, now),
+    )
 
 
 def pending_candidates(db: Transaction, now: float) -> list[tuple[str, int]]:

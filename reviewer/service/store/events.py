@@ -14,6 +14,7 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any, Final, Literal, get_args
 
 import msgspec
@@ -32,6 +33,7 @@ EventName = Literal[
     "proposal.decided",
     "proposal.changes_requested",
     "proposal.expired",
+    "proposal.break_glass",
     "run.ended",
     "run.unknown",
 ]
@@ -182,9 +184,11 @@ def waiting(
     now: float,
     event: EventName = "proposal.waiting",
     reading: dict[str, Any] | None = None,
+    runs_from: datetime | None = None,
 ) -> dict[str, Any]:
     """`proposal.waiting` (or `proposal.reminder`) for a `proposals` row and its revision's stored body;
-    `reading` is `plan_reading` of that body, `reading_of` it when not given."""
+    `reading` is `plan_reading` of that body, `reading_of` it when not given. `runs_from` is set when
+    the plan's change windows would not let it run now (`runs_from` null: none lets it soon)."""
     plan = _plan_decoder.decode(body)
     if reading is None:
         reading = reading_of(row["plan_sha256"], body)
@@ -204,6 +208,23 @@ def waiting(
         "waited_seconds": max(0, round(now - row["submitted_at"])),
         "expires_at": required_timestamp(row["pending_expires_at"]).isoformat(),
         **reading,
+        **({} if runs_from is None else {"runs_from": runs_from.isoformat()}),
+    }
+
+
+def break_glass(
+    row: Row, reviewer: str, reason: str, given: Sequence[str], required: int | None, now: float
+) -> dict[str, Any]:
+    """`proposal.break_glass`: a reviewer approved so that the plan may run outside its change windows,
+    why, and who broke glass so far of how many it takes."""
+    return {
+        **_base("proposal.break_glass", row["proposal_id"], row["latest_revision"], now),
+        "title": agent_text(row["title"]),
+        "reviewer": reviewer,
+        "reason": agent_text(reason),
+        "break_glass": list(given),
+        "break_glass_required": required,
+        "plan_sha256": row["plan_sha256"],
     }
 
 

@@ -22,7 +22,7 @@ from reviewer.service import rules
 from reviewer.service.auth import Identity
 from reviewer.service.errors import NotFound
 from reviewer.service.rules import Row
-from reviewer.service.store import decisions, events, index, outbox, passkeys, tokens
+from reviewer.service.store import change_windows, decisions, events, index, outbox, passkeys, tokens
 from reviewer.service.store.base import StoreState, Transaction
 
 
@@ -153,12 +153,14 @@ def submit(
     )
     if state == "pending" and store.notifying.targets:
         stored_row = index.proposal_row(db, submission.proposal_id)
+        windows = change_windows.window_state(store.policy, verdict.environment, [], now)
+        runs_from = None if windows is None or windows.may_run else windows.runs_from
         outbox.emit(
             store,
             db,
             now,
             events.event_key("proposal.waiting", submission.proposal_id, submission.revision),
-            events.waiting(stored_row, bytes(submission.body), now, reading=reading)
+            events.waiting(stored_row, bytes(submission.body), now, reading=reading, runs_from=runs_from)
             | passkeys.event_links(store, db, submission.proposal_id, submission.revision),
         )
     return True, SubmissionAnswer(

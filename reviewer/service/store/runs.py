@@ -15,7 +15,16 @@ from reviewer.queue.messages import Claim, ClaimRequest, DecisionState, Executio
 from reviewer.service import rules
 from reviewer.service.auth import Identity
 from reviewer.service.rules import Row
-from reviewer.service.store import decisions, events, idempotency, index, outbox, refusals, tokens
+from reviewer.service.store import (
+    change_windows,
+    decisions,
+    events,
+    idempotency,
+    index,
+    outbox,
+    refusals,
+    tokens,
+)
 from reviewer.service.store.base import Clock, StoreState, Transaction
 
 
@@ -36,6 +45,10 @@ def claim_approval(
     if earlier is not None:
         return True, earlier
     rules.check_claim(row, request.revision, request.plan_sha256, now)
+    environment = decisions.environment(store, db, proposal_id, request.revision)
+    cast = decisions.cast_decisions(db, proposal_id, request.revision, now)
+    window = change_windows.window_state(store.policy, environment, cast, now)
+    change_windows.require_may_run(window, proposal_id, request.revision)
     lease_expires_at = now + store.claim_lease
     claim = Claim(
         claim_id=uuid.uuid4().hex,
@@ -45,6 +58,7 @@ def claim_approval(
         claimed_by=identity.name,
         claimed_at=rules.required_timestamp(now),
         lease_expires_at=rules.required_timestamp(lease_expires_at),
+        window=window,
     )
     db.run(
         "INSERT INTO claims (claim_id, decision_id, proposal_id, revision, plan_sha256, claimed_by, "

@@ -80,6 +80,7 @@ class QueueDecider:
                 idempotency_key=str(uuid.uuid4()),
                 statement=signed.statement if signed else None,
                 signature=signed.signature if signed else None,
+                break_glass=decision == "break_glass",
             )
         except SigningError as error:
             return failed(f"not sent: {safe_text(clip(str(error), 200))}")
@@ -175,6 +176,7 @@ class Backoff:
 
 DECISIONS: dict[str, Decision] = {
     "approve": "approve",
+    "break_glass": "approve",
     "reject": "reject",
     "request_changes": "request_changes",
 }

@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # imported where used: the demo's first paint should not wait
         StoredExecution,
         TrailEvent,
         Whoami,
+        WindowState,
     )
     from reviewer.reading.analysis import Analysis
     from reviewer.reading.drift import Drift
@@ -147,6 +148,8 @@ class QueueItem:
     """The latest revision's quorum so far and its signed decisions, from the queue's record."""
     policy: PolicyState | None = None
     """What the queue's policy asks of the latest revision, and its alarms of where the plan runs."""
+    window: WindowState | None = None
+    """Whether the latest revision's plan may run now under its environment's change windows."""
     drifts_viewed: set[tuple[int, int]] = field(default_factory=set)
     """(base, revision) pairs whose drift the reviewer has seen: the queue's Δ mark is cleared."""
     _analyses: dict[int, Analysis] = field(default_factory=dict, repr=False)
@@ -260,6 +263,7 @@ class QueueItem:
         self.approvals_required = latest.approvals_required
         self.signatures = list(latest.signatures)
         self.policy = latest.policy
+        self.window = latest.window
 
     @property
     def state_label(self) -> str:
@@ -337,6 +341,8 @@ class QueueItem:
         words = [safe_text(clip(sentence, 200)) for sentence in policy.alarms]
         if policy.outcome == "human" and policy.rules:
             words.insert(0, safe_text(clip(policy.needs, 200)))
+        if self.window is not None and self.state in ("pending", "approved"):
+            words.insert(0, self.window.words())
         return words
 
     def signature_words(self) -> list[tuple[str, bool]]:
@@ -445,11 +451,13 @@ def no_longer_pending(item: QueueItem, revision: int) -> str | None:
 
 def local_refusal(item: QueueItem, revision: int, decision: str) -> str | None:
     """Why the app will not send this decision at all, or None: a proposal no longer pending for
-    either; for an approval also your own proposal or a digest mismatch (rejecting stays possible)."""
+    either (a break-glass approval may join an approval no run claimed yet); for an approval also your
+    own proposal or a digest mismatch (rejecting stays possible)."""
     finished = no_longer_pending(item, revision)
-    if finished:
+    joins_approval = decision == "break_glass" and item.state == "approved"
+    if finished and not (joins_approval and revision == item.latest_revision):
         return finished
-    if decision != "approve":
+    if decision not in ("approve", "break_glass"):
         return None
     if item.mine:
         return "you proposed this: another reviewer must approve it"

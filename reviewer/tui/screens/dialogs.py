@@ -193,6 +193,23 @@ CHANGES_WORDS: Final = ReasonWords(
 )
 
 
+BREAK_GLASS_WORDS: Final = ReasonWords(
+    "Approve with break glass",
+    "enter  approve, breaking glass      escape  back",
+    "why it cannot wait (required; the trail keeps it)",
+    "Breaking glass needs a reason: the trail keeps it.",
+    "approve, letting the plan run outside its change windows",
+)
+
+
+class BreakGlassScreen(ReasonScreen):
+    """An approval that also lets the plan run outside its change windows, once as many reviewers as
+    the window asks broke glass: it asks why, and the trail keeps the words."""
+
+    BINDINGS: ClassVar[list[BindingType]] = reason_bindings(BREAK_GLASS_WORDS)
+    WORDS = BREAK_GLASS_WORDS
+
+
 class RejectScreen(ReasonScreen):
     """Asks why: a rejection carries a reason the agent can act on."""
 

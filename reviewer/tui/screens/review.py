@@ -26,6 +26,7 @@ from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.model.sources import QueueItem, local_refusal, shown
 from reviewer.tui.palette import role_text
 from reviewer.tui.screens.dialogs import (
+    BreakGlassScreen,
     ConfirmScreen,
     ReasonScreen,
     RejectScreen,
@@ -142,6 +143,7 @@ class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         Binding("a", "approve", "Approve"),
         Binding("x", "reject", "Reject"),
         Binding("c", "request_changes", "Request changes"),
+        Binding("g", "break_glass", "Approve with break glass", show=False),
         Binding("d", "drift", "Drift"),
         Binding("v", "verify", "Verify"),
         Binding("f", "first_delete", "First delete"),
@@ -503,25 +505,39 @@ class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         """The confirmation names the digest it shows; while the checks or the digest are unfinished
         it says so, and its `y` sends nothing (the digest it would name is not known). An approval
         the app refuses on its own (your own proposal, a digest mismatch) gets no confirmation."""
-        refused = local_refusal(self.item, self.revision, "approve")
+        self._approve("approve")
+
+    def action_break_glass(self) -> None:
+        """Approve so the plan may run outside its change windows: the dialog shows what an approval's
+        shows and asks why it cannot wait. Also given on an approval no run claimed yet."""
+        self._approve("break_glass")
+
+    def _approve(self, decision: str) -> None:
+        refused = local_refusal(self.item, self.revision, decision)
         if refused:
             self.show_decision(refused, error=True)
-            self.notify(refused, title="Not approved", severity="warning")
+            title = "Glass not broken" if decision == "break_glass" else "Not approved"
+            self.notify(refused, title=title, severity="warning")
             return
         blocker = self.item.approval_blocker(self.revision)
         shown_digest = None if blocker else self.item.digests.get(self.revision)
 
-        def confirmed(answer: bool | None) -> None:
+        def confirmed(answer: bool | str | None) -> None:
             if not answer:
                 return
             if shown_digest is None:
                 self.show_decision(f"not approved: {blocker}", error=True)
                 return
-            self.post_message(self.DecisionRequested(self.item, self.revision, "approve", "", shown_digest))
+            reason = answer if isinstance(answer, str) else ""
+            self.post_message(
+                self.DecisionRequested(self.item, self.revision, decision, reason, shown_digest)
+            )
 
         self.app.clear_notifications()  # at 80x24 a notification would cover the dialog's keys
         body = self._decision_body("Approve", blocker)
-        if kept_writes(self.analysis.proposal) and not blocker:
+        if decision == "break_glass":
+            self.app.push_screen(BreakGlassScreen(body), confirmed)
+        elif kept_writes(self.analysis.proposal) and not blocker:
             self.app.push_screen(TypedConfirmScreen("Approve: writes again", body, KEPT_WORD), confirmed)
         else:
             self.app.push_screen(ConfirmScreen("Approve", body), confirmed)
