@@ -3,10 +3,11 @@ for a SIEM that reads OCSF rather than the export format.
 
 One event per entry: a submission is a Create (activity 1), every other event an Update (3) of the
 proposal, named in `api.operation`; the actor is the token's name as the trail records it; the
-proposal is the resource; `metadata.uid` is the entry's leaf hash and `metadata.sequence` its
-position, so an event can be traced back to the leaf an export proves. The queue does not record the
-caller's address: `src_endpoint` names the queue's log (its checkpoint origin). What the OCSF
-classes have no field for (a signed decision, a report's digest, the trail's `seq`) is `unmapped`.
+proposal is the resource (none for the end of a reviewer's sign-in); `metadata.uid` is the entry's
+leaf hash and `metadata.sequence` its position, so an event can be traced back to the leaf an export
+proves. The queue does not record the caller's address: `src_endpoint` names the queue's log (its
+checkpoint origin). What the OCSF classes have no field for (a signed decision, a report's digest,
+the trail's `seq`) is `unmapped`.
 """
 
 from __future__ import annotations
@@ -39,8 +40,7 @@ def api_activity(leaf: dict[str, Any], leaf_hash: str, origin: str) -> dict[str,
         "severity": "Informational",
         "status_id": SUCCESS,
         "status": "Success",
-        "message": f"{leaf.get('actor')} {leaf.get('event')} proposal {leaf.get('proposal_id')} "
-        f"revision {leaf.get('revision')}",
+        "message": _message(leaf),
         "actor": {"user": {"name": leaf.get("actor"), "uid": leaf.get("identity")}},
         "api": {"operation": leaf.get("event"), "service": {"name": "reviewer queue"}, "version": "v1"},
         "src_endpoint": {"svc_name": "reviewer queue", "uid": origin},
@@ -50,7 +50,9 @@ def api_activity(leaf: dict[str, Any], leaf_hash: str, origin: str) -> dict[str,
                 "uid": leaf.get("proposal_id"),
                 "data": {"revision": leaf.get("revision"), "plan_sha256": leaf.get("plan_sha256")},
             }
-        ],
+        ]
+        if leaf.get("proposal_id") is not None
+        else [],
         "metadata": {
             "version": OCSF_VERSION,
             "product": {"name": "reviewer", "vendor_name": "reviewer"},
@@ -65,3 +67,11 @@ def api_activity(leaf: dict[str, Any], leaf_hash: str, origin: str) -> dict[str,
             "trail_seq": leaf.get("seq"),
         },
     }
+
+
+def _message(leaf: dict[str, Any]) -> str:
+    """`alice approved proposal P revision 2`; a sign-in's end concerns no proposal."""
+    said = f"{leaf.get('actor')} {leaf.get('event')}"
+    if leaf.get("proposal_id") is None:
+        return said
+    return f"{said} proposal {leaf.get('proposal_id')} revision {leaf.get('revision')}"

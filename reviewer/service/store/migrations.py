@@ -33,6 +33,7 @@ STEPS: Final = {
     8: "the trail's Merkle log (every event a leaf, checkpoints signed with --trail-key), and auditor tokens",
     9: "executors' refusals of approvals (a trail that went backwards, signatures, a ledger), append-only, "
     "and the latest time the queue used",
+    10: "the end of a reviewer's sign-in and each approval it withdrew, as trail events of their own",
 }
 """What each numbered step adds; the backends hold its SQL under the same number."""
 
