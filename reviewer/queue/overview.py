@@ -15,9 +15,9 @@ from dataclasses import asdict, dataclass, field
 
 from reviewer.plan.proposal import Proposal, plan_sha256
 from reviewer.plan.sanitize import clip, safe_text
-from reviewer.policy.quorum import describe_approvals
+from reviewer.policy.quorum import describe_approvals, describe_withdrawals
 from reviewer.queue.client import QueueClient
-from reviewer.queue.messages import DecisionState, ProposalSummary
+from reviewer.queue.messages import DecisionState, ProposalSummary, withdrawals_of
 from reviewer.reading.analysis import Analysis
 from reviewer.reading.plain import call_lines, common_args, common_lines, extremes_lines
 from reviewer.reading.totals import Total, totals_words
@@ -68,6 +68,8 @@ class PlanSummary:
     outcome_unknown: bool = False
     """A run claimed the approval and did not report by the end of its lease: it may have written."""
     refusals: list[Refused] = field(default_factory=list)
+    withdrawn: list[tuple[str, str]] = field(default_factory=list)
+    """Each approval of this revision that stopped counting: who cast it, what ended it (raw)."""
 
     def approve_argv(self, queue_url: str | None = None) -> list[str]:
         """The command that approves exactly this revision (empty when the digest does not match)."""
@@ -104,6 +106,7 @@ class QueueFacts:
     claimed_by: str | None = None
     outcome_unknown: bool = False
     refusals: list[Refused] = field(default_factory=list)
+    withdrawn: list[tuple[str, str]] = field(default_factory=list)
 
 
 def refusals_of(latest: DecisionState) -> list[Refused]:
@@ -142,6 +145,7 @@ def summarize(proposal: Proposal, facts: QueueFacts, analysis: Analysis | None =
         claimed_by=facts.claimed_by,
         outcome_unknown=facts.outcome_unknown,
         refusals=facts.refusals,
+        withdrawn=facts.withdrawn,
     )
 
 
@@ -195,6 +199,7 @@ async def one_summary(
         claimed_by=latest.claimed_by if current else None,
         outcome_unknown=current and bool(latest.outcome_unknown),
         refusals=refusals_of(latest) if current else [],
+        withdrawn=withdrawals_of(record.history, number),
     )
     analysis = Analysis(proposal)
     return summarize(proposal, facts, analysis), analysis
@@ -278,6 +283,9 @@ def show_lines(
     if summary.state == "pending":
         approvals = describe_approvals(map(_shown, summary.approvals), summary.approvals_required)
         lines.extend(_wrapped(f"approvals: {approvals} so far", width))
+    if summary.withdrawn:
+        withdrawn = describe_withdrawals((_shown(who, 64), why) for who, why in summary.withdrawn)
+        lines.extend(_wrapped(withdrawn, width))
     if analysis is not None:
         lines.extend(plan_lines(analysis, width))
     lines.append("plan sha256 (the queue's):")
