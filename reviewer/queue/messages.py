@@ -58,6 +58,20 @@ class Message(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
+class QueueVersion(Message):
+    """`GET /v1`, asked without a token: the release, the queue schema it writes, and the proposal
+    format with every field it reads (`reviewer.plan.format_fields`), so an agent of another release
+    leaves out what this queue would refuse. Read by releases to come as well: unknown fields in it
+    are ignored, not refused."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
+
+    release: str
+    schema_version: int
+    proposal_format: str
+    proposal_fields: list[str]
+
+
 class Whoami(Message):
     name: str
     role: Role
@@ -187,7 +201,9 @@ class DecisionState(Message):
     signatures_required: bool = False
     signatures: list[DecisionSignature] = Field(default_factory=list)
     policy: PolicyState | None = None
-    refusals: list[ExecutorRefusal] = Field(default_factory=list)
+    refusals: list[ExecutorRefusal] = Field(default_factory=list, exclude_if=lambda refusals: not refusals)
+    """Left out of the answer when there are none: an agent of a release before executors reported
+    refusals refuses a field it does not know, and reads the state without it."""
 
 
 class ProposalSummary(Message):
