@@ -310,17 +310,24 @@ class QueueItem:
         if self.state == "changes_requested":
             return f"changes requested by {shown(self.decided_by)}: {shown(self.reason or '', 200)}"
         if self.state == "pending":
-            from reviewer.policy.quorum import describe_approvals, describe_withdrawals
-            from reviewer.queue.messages import withdrawals_of
+            from reviewer.policy.quorum import describe_approvals
 
             parts = ["pending"]
             if self.approvals_required > 1:
                 parts.append(describe_approvals(map(shown, self.approvals), self.approvals_required))
-            withdrawn = withdrawals_of(self.history, self.latest_revision) if self.revisions else []
-            if withdrawn:
-                parts.append(describe_withdrawals((shown(who), why) for who, why in withdrawn))
-            return " · ".join(parts)
+            return " · ".join([*parts, *self.withdrawal_words()])
         return self.state
+
+    def withdrawal_words(self) -> list[str]:
+        """The latest revision's approvals that stopped counting, with who and what ended them, as
+        the queue's trail says (`1 approval withdrawn (alice, sign-in ended)`); none while not pending."""
+        from reviewer.policy.quorum import describe_withdrawals
+        from reviewer.queue.messages import withdrawals_of
+
+        if self.state != "pending" or not self.revisions:
+            return []
+        withdrawn = withdrawals_of(self.history, self.latest_revision)
+        return [describe_withdrawals((shown(who), why) for who, why in withdrawn)] if withdrawn else []
 
     def revision_state_words(self, revision: int) -> tuple[str, str]:
         """The chrome's state of `revision` and its `STATE_STYLES` key: the queue's state for the latest

@@ -124,6 +124,8 @@ def test_an_open_app_follows_a_withdrawn_approval_and_an_ended_sign_in(team: Tea
             withdrawn = "0 of 2 approvals · 1 approval withdrawn (alice@example.com, sign-in ended)"
             await until(pilot, lambda: "withdrawn (alice@" in chrome(app), "the withdrawal, at the next poll")
             assert withdrawn in app.items[waiting].state_words()  # the chrome clips a part at 80 cells
+            alarm = "1 approval withdrawn (alice@example.com, sign-in ended)"
+            await until(pilot, lambda: alarm in shown_text(app, "#alarms"), "the alarm line, whole")
             assert "approvals (alice@example.com)" not in chrome(app)
 
     async def alice_sees_her_sign_in_end() -> None:
