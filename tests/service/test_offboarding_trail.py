@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import time
+from pathlib import Path
 
 import pytest
 
 from reviewer.service.errors import Forbidden
 from reviewer.service.store import QueueStore
 from reviewer.trail.ocsf import api_activity
+from tests.queue_harness import reviewer_command
 from tests.service.test_provider_people import ISSUER, person
 from tests.service.test_store_contract import (
     START,
@@ -126,3 +130,28 @@ def test_revoking_an_agent_token_records_no_sign_in(database: str, clock: Clock)
         assert leaves(store) == []
     finally:
         store.close()
+
+
+def test_token_revoke_says_the_end_and_each_approval_it_withdrew(tmp_path: Path) -> None:
+    """The operator who runs `reviewer token revoke` reads, on stderr, the lines a queue logs for it."""
+    database = str(tmp_path / "queue.sqlite3")
+    now = Clock()
+    now.now = time.time()  # the command's own clock follows
+    store = quorum_of_two(database, now)
+    try:
+        bob = identity(store, "bob", "reviewer")
+        store.submit(identity(store, "agent", "agent"), submission("p"))
+        store.decide(bob, "p", decision(), "b-p")
+    finally:
+        store.close()
+    revoked = subprocess.run(
+        reviewer_command("token", "revoke", "--db", database, "bob"),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert revoked.stderr.splitlines() == [
+        "sign-in ended: bob (token:bob): token revoked",
+        "approval withdrawn: bob on proposal p revision 1 (sign-in ended: token revoked)",
+        "revoked bob",
+    ]
