@@ -95,6 +95,8 @@ class Service:
     """Set in the process's environment besides the test's own (a fake clock's)."""
     prefix: tuple[str, ...] = ()
     """A command the service runs under (`unshare`, to give it a small disk of its own)."""
+    python: tuple[str, ...] = (PYTHON,)
+    """The interpreter that runs `reviewer serve`: another release's (`tests.service.previous_release`)."""
     process: subprocess.Popen[bytes] | None = None
     served: bool = False
     """Whether it has served once: its port is then known to clients and never changes."""
@@ -124,7 +126,8 @@ class Service:
         """Start the process and return at once (`wait_until_serving` waits for it)."""
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = self.log_path.open("ab")
-        command = reviewer_command("serve", "--db", str(self.db), "--port", str(self.port), *self.serve_args)
+        command = [*self.python, "-m", "reviewer", "serve", "--db", str(self.db), "--port", str(self.port)]
+        command += self.serve_args
         self.process = subprocess.Popen(
             [*self.prefix, *command],
             stdout=log,

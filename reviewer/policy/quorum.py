@@ -121,6 +121,14 @@ def describe_approvals(approvals: Iterable[str], required: int) -> str:
     return f"{len(names)} of {required} {noun}{listed}"
 
 
+def describe_withdrawals(withdrawn: Iterable[tuple[str, str]]) -> str:
+    """The approvals that stopped counting, in one wording for the command line and the app, each
+    with who cast it and what ended it: "1 approval withdrawn (alice, sign-in ended)"."""
+    items = list(withdrawn)
+    noun = "approval" if len(items) == 1 else "approvals"
+    return f"{len(items)} {noun} withdrawn ({'; '.join(f'{who}, {why}' for who, why in items)})"
+
+
 def tally(votes: Iterable[Vote], required: int) -> Tally:
     """Pending until `required` distinct reviewers approved; the first rejection rejects.
 

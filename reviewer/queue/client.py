@@ -17,6 +17,7 @@ from typing import Any, Final, TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
+from reviewer.plan.format_fields import fit_for_queue, refused_field, without_fields
 from reviewer.plan.proposal import PROPOSAL_ID_PATTERN, Proposal, dumps, parse_proposal
 from reviewer.queue.messages import (
     Claim,
@@ -29,6 +30,7 @@ from reviewer.queue.messages import (
     ExecutionReport,
     ProposalPage,
     ProposalRecord,
+    QueueVersion,
     RefusalKind,
     RefusalReport,
     State,
@@ -51,6 +53,7 @@ it, but only after a reset and a delay)."""
 _PARSE_IN_THREAD_BYTES: Final = 1024 * 1024
 _PROPOSAL_ID: Final = re.compile(PROPOSAL_ID_PATTERN)
 _DOT_SEGMENTS: Final = frozenset({".", ".."})
+_NOT_ASKED: Final = object()
 
 
 class QueueError(Exception):
@@ -242,6 +245,7 @@ class QueueClient:
                 raise ValueError("the token is empty or contains whitespace or control characters")
             headers["Authorization"] = f"Bearer {token}"
         self.base_url = base_url.rstrip("/")
+        self._version: QueueVersion | None | object = _NOT_ASKED
         self.retries = retries
         self.retry_delay = retry_delay
         self._http = httpx.AsyncClient(
@@ -296,17 +300,43 @@ class QueueClient:
     async def whoami(self) -> Whoami:
         return await self._get("/v1/whoami", Whoami)
 
+    async def queue_version(self) -> QueueVersion | None:
+        """The queue's release and what it reads (`GET /v1`), asked once; None from a queue of a
+        release before it answered that."""
+        if self._version is _NOT_ASKED:
+            response = await self._request("GET", "/v1", expect=(200, 404))
+            self._version = (
+                QueueVersion.model_validate_json(response.content) if response.status_code == 200 else None
+            )
+        return self._version if isinstance(self._version, QueueVersion) else None
+
     async def submit(self, proposal: bytes | Proposal) -> SubmissionAnswer:
-        """Submit a revision; sending the same one again (a retry) answers the stored record."""
+        """Submit a revision; sending the same one again (a retry) answers the stored record.
+
+        What the queue does not read of the dry run's account is left out first, as the queue says
+        (`GET /v1`), or, for a queue of an earlier release, as its refusal names it: a rolled-back
+        queue, or a replica not yet upgraded, takes the same plan and digest (`format_fields`)."""
         body = proposal if isinstance(proposal, bytes) else dumps(proposal)
-        response = await self._request(
-            "POST",
-            "/v1/proposals",
-            expect=(200, 201),
-            content=body,
-            headers={"Content-Type": "application/json"},
-        )
-        return SubmissionAnswer.model_validate_json(response.content)
+        version = await self.queue_version()
+        body = fit_for_queue(body, None if version is None else frozenset(version.proposal_fields))
+        left_out: set[str] = set()
+        while True:
+            try:
+                response = await self._request(
+                    "POST",
+                    "/v1/proposals",
+                    expect=(200, 201),
+                    content=body,
+                    headers={"Content-Type": "application/json"},
+                )
+            except InvalidRequest as refused:
+                field = refused_field(refused.body.message)
+                if field is None or field in left_out:
+                    raise
+                left_out.add(field)
+                body = without_fields(body, [field])
+                continue
+            return SubmissionAnswer.model_validate_json(response.content)
 
     async def list_proposals(
         self,

@@ -6,8 +6,9 @@ answered as the agent's own JSON bytes, so a 100,000-call plan never passes thro
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, Final, Literal, NotRequired
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from typing_extensions import TypedDict
@@ -34,8 +35,10 @@ Decision = Literal["approve", "reject", "request_changes"]
 TrailEventKind = Literal[
     "submitted", "approved", "rejected", "changes_requested", "claimed", "executed", "withdrawn"
 ]
-"""`withdrawn`: an approval that stopped counting when the key that signed it was removed; its `seq`
-is the withdrawn approval's, and `reason` says which key."""
+"""`withdrawn`: an approval that stopped counting, and `reason` says why. When the trail recorded it
+(the reviewer's sign-in ended: out of the group, or revoked) it has a `seq` of its own; when the queue
+computes it as it answers (the key that signed it was removed, the token expired) its `seq` is the
+withdrawn approval's."""
 RefusalKind = Literal["trail", "signatures", "ledger", "other"]
 """Why an executor refused an approval before claiming it: the queue's trail went backwards or forked
 since the executor last saw it; the approval's signatures do not satisfy the signers it trusts; its
@@ -62,6 +65,20 @@ class Message(BaseModel):
     """Base of every API message: unknown fields are refused, not silently dropped."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+
+class QueueVersion(Message):
+    """`GET /v1`, asked without a token: the release, the queue schema it writes, and the proposal
+    format with every field it reads (`reviewer.plan.format_fields`), so an agent of another release
+    leaves out what this queue would refuse. Read by releases to come as well: unknown fields in it
+    are ignored, not refused."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
+
+    release: str
+    schema_version: int
+    proposal_format: str
+    proposal_fields: list[str]
 
 
 class Whoami(Message):
@@ -230,9 +247,12 @@ class DecisionState(Message):
     signatures_required: bool = False
     signatures: list[DecisionSignature] = Field(default_factory=list)
     policy: PolicyState | None = None
-    refusals: list[ExecutorRefusal] = Field(default_factory=list)
-    window: WindowState | None = None
-    """Set when the environment declares change windows: whether the plan may run now."""
+    refusals: list[ExecutorRefusal] = Field(default_factory=list, exclude_if=lambda refusals: not refusals)
+    """Left out of the answer when there are none: an agent of a release before executors reported
+    refusals refuses a field it does not know, and reads the state without it."""
+    window: WindowState | None = Field(default=None, exclude_if=lambda window: window is None)
+    """Set when the environment declares change windows: whether the plan may run now (left out
+    otherwise, for the same agents)."""
 
 
 class ProposalSummary(Message):
@@ -286,6 +306,31 @@ class TrailEvent(Message):
     """How the actor signed in: `token:NAME`, `break-glass:NAME` (a reviewer's token for when the
     identity provider is down), `oidc:ISSUER#SUBJECT` (the provider's person), `policy:RULE`; None
     for events recorded before the queue kept it."""
+
+
+WITHDRAWAL_CAUSES: Final = (
+    ("sign-in", "sign-in ended"),
+    ("expired", "token expired"),
+    ("revoked", "token revoked"),
+    ("key", "key removed"),
+)
+"""What ended a withdrawn approval, by the words its reason holds, in the few words a line shows."""
+
+
+def withdrawals_of(history: Iterable[TrailEvent], revision: int) -> list[tuple[str, str]]:
+    """Who cast each approval of `revision` that was withdrawn, and what ended it, in trail order."""
+    return [
+        (event.actor, _withdrawal_cause(event))
+        for event in history
+        if event.event == "withdrawn" and event.revision == revision
+    ]
+
+
+def _withdrawal_cause(event: TrailEvent) -> str:
+    """Read past the name the reason starts with (`alice's token expired`): a name is anyone's words."""
+    reason = event.reason or ""
+    reason = reason.removeprefix(f"{event.actor}'s ")
+    return next((cause for said, cause in WITHDRAWAL_CAUSES if said in reason), "withdrawn")
 
 
 class ProposalRecord(Message):

@@ -16,9 +16,9 @@ from datetime import UTC, datetime
 
 from reviewer.plan.proposal import Proposal, plan_sha256
 from reviewer.plan.sanitize import clip, safe_text
-from reviewer.policy.quorum import describe_approvals
+from reviewer.policy.quorum import describe_approvals, describe_withdrawals
 from reviewer.queue.client import QueueClient
-from reviewer.queue.messages import DecisionState, ProposalSummary
+from reviewer.queue.messages import DecisionState, ProposalSummary, withdrawals_of
 from reviewer.reading.analysis import Analysis
 from reviewer.reading.plain import call_lines, common_args, common_lines, extremes_lines
 from reviewer.reading.totals import Total, totals_words
@@ -71,6 +71,8 @@ class PlanSummary:
     refusals: list[Refused] = field(default_factory=list)
     runs: str | None = None
     """When the plan may run under its change windows (`WindowState.words`); None without windows."""
+    withdrawn: list[tuple[str, str]] = field(default_factory=list)
+    """Each approval of this revision that stopped counting: who cast it, what ended it (raw)."""
 
     def approve_argv(self, queue_url: str | None = None) -> list[str]:
         """The command that approves exactly this revision (empty when the digest does not match)."""
@@ -108,6 +110,7 @@ class QueueFacts:
     outcome_unknown: bool = False
     refusals: list[Refused] = field(default_factory=list)
     runs: str | None = None
+    withdrawn: list[tuple[str, str]] = field(default_factory=list)
 
 
 def refusals_of(latest: DecisionState) -> list[Refused]:
@@ -147,6 +150,7 @@ def summarize(proposal: Proposal, facts: QueueFacts, analysis: Analysis | None =
         outcome_unknown=facts.outcome_unknown,
         refusals=facts.refusals,
         runs=facts.runs,
+        withdrawn=facts.withdrawn,
     )
 
 
@@ -201,6 +205,7 @@ async def one_summary(
         outcome_unknown=current and bool(latest.outcome_unknown),
         refusals=refusals_of(latest) if current else [],
         runs=latest.window.words() if current and latest.window is not None else None,
+        withdrawn=withdrawals_of(record.history, number),
     )
     analysis = Analysis(proposal)
     return summarize(proposal, facts, analysis), analysis
@@ -294,6 +299,9 @@ def show_lines(
         lines.extend(_wrapped(f"approvals: {approvals} so far", width))
     if summary.runs is not None and summary.state in ("pending", "approved"):
         lines.extend(_wrapped(summary.runs, width))
+    if summary.withdrawn:
+        withdrawn = describe_withdrawals((_shown(who, 64), why) for who, why in summary.withdrawn)
+        lines.extend(_wrapped(withdrawn, width))
     if analysis is not None:
         lines.extend(plan_lines(analysis, width))
     lines.append("plan sha256 (the queue's):")

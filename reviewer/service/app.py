@@ -43,7 +43,7 @@ from reviewer.service.notifications.targets import notifying
 from reviewer.service.oidc import IdentityTokens
 from reviewer.service.request_log import RequestLog
 from reviewer.service.responses import error_json, error_response
-from reviewer.service.routes import decisions, health, identity, metrics, proposals, runs, trail
+from reviewer.service.routes import decisions, health, identity, metrics, proposals, runs, trail, version
 from reviewer.service.signed_memory import SignedMemory
 from reviewer.service.store import (
     DEFAULT_APPROVAL_TTL,
@@ -63,6 +63,7 @@ ROUTERS: Final = (
     health.router,
     metrics.router,
     trail.router,
+    version.router,
 )
 
 if TYPE_CHECKING:  # the WebAuthn library loads only on a queue that serves the pages

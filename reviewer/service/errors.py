@@ -41,6 +41,14 @@ class Forbidden(ServiceError):
     code = "forbidden"
 
 
+class OutsideTheGroup(Forbidden):
+    """A provider's person whose identity token no longer counts them in the reviewers group: their
+    sign-in on the queue ended (their pending approvals withdrawn). A client says so in those words;
+    only the provider can let them back in, never a token from the queue."""
+
+    code = "not_in_reviewers_group"
+
+
 class NotFound(ServiceError):
     status = 404
     code = "not_found"

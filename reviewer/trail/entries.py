@@ -34,9 +34,9 @@ def leaf(
     at: float,
     actor: str,
     event: str,
-    proposal_id: str,
-    revision: int,
-    plan_sha256: str,
+    proposal_id: str | None,
+    revision: int | None,
+    plan_sha256: str | None,
     reason: str | None,
     statement: str | None = None,
     signature: str | None = None,
@@ -44,7 +44,8 @@ def leaf(
     report_sha256: str | None = None,
     identity: str | None = None,
 ) -> bytes:
-    """The bytes leaf `index` of the log holds for the trail event `seq`."""
+    """The bytes leaf `index` of the log holds for the trail event `seq`; the end of a reviewer's
+    sign-in (`sign_in_ended`) concerns no proposal: its proposal, revision and digest are null."""
     signed = (
         None
         if signature is None
@@ -159,7 +160,9 @@ def describe(leaf_bytes: bytes) -> str:
         parts = _described.decode(leaf_bytes)
     except msgspec.DecodeError:
         return "a leaf that is not a JSON object"
-    words = [_shown(parts.event, 40) + ":", "proposal", _shown(parts.proposal_id, 80)]
+    words = [_shown(parts.event, 40) + ":"]
+    if parts.proposal_id is not None:
+        words += ["proposal", _shown(parts.proposal_id, 80)]
     if parts.revision is not None:
         words += ["revision", _shown(parts.revision, 20)]
     if parts.actor is not None:

@@ -4,12 +4,13 @@ for a SIEM that reads OCSF rather than the export format.
 One event per entry: a submission is a Create (activity 1), every other event an Update (3) of the
 proposal, named in `api.operation`; the actor is the token's name as the trail records it, a
 service account (`type_id` 4) for an agent's events and a user (1) for a reviewer's; the proposal is
-the resource; `metadata.uid` is the entry's leaf hash and `metadata.sequence` its position, so an
-event can be traced back to the leaf an export proves. The queue does not record the caller's
-address: `src_endpoint` names the queue's log (its checkpoint origin), which is also `api.service.uid`,
-the one name a queue's replicas share. What the OCSF classes have no field for (a signed decision, a
-report's digest, the trail's `seq`) is `unmapped`. An attribute the leaf does not hold is left out,
-never written as null: loaders built on the OCSF models refuse a null where they expect a value.
+the resource (none for the end of a reviewer's sign-in); `metadata.uid` is the entry's leaf hash and
+`metadata.sequence` its position, so an event can be traced back to the leaf an export proves. The
+queue does not record the caller's address: `src_endpoint` names the queue's log (its checkpoint
+origin), which is also `api.service.uid`, the one name a queue's replicas share. What the OCSF
+classes have no field for (a signed decision, a report's digest, the trail's `seq`) is `unmapped`. An
+attribute the leaf does not hold is left out, never written as null: loaders built on the OCSF
+models refuse a null where they expect a value.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ INFORMATIONAL: Final = 1
 SUCCESS: Final = 1
 SERVICE_NAME: Final = "reviewer queue"
 AGENT_EVENTS: Final = frozenset({"submitted", "claimed", "executed"})
-REVIEWER_EVENTS: Final = frozenset({"approved", "rejected", "changes_requested"})
+REVIEWER_EVENTS: Final = frozenset(
+    {"approved", "rejected", "changes_requested", "sign_in_ended", "withdrawn"}
+)
 USER_TYPES: Final = {"Unknown": 0, "User": 1, "Service": 4}
 """OCSF's user `type_id`s the trail's actors are: a reviewer, a person; an agent's token, a service
 account; anyone else (an event a later release adds) unknown."""
@@ -49,8 +52,7 @@ def api_activity(leaf: dict[str, Any], leaf_hash: str, origin: str) -> dict[str,
             "severity": "Informational",
             "status_id": SUCCESS,
             "status": "Success",
-            "message": f"{leaf.get('actor')} {leaf.get('event')} proposal {leaf.get('proposal_id')} "
-            f"revision {leaf.get('revision')}",
+            "message": _message(leaf),
             "actor": {"user": {"name": leaf.get("actor"), "uid": leaf.get("identity"), **_user_type(leaf)}},
             "api": {
                 "operation": leaf.get("event"),
@@ -64,7 +66,9 @@ def api_activity(leaf: dict[str, Any], leaf_hash: str, origin: str) -> dict[str,
                     "uid": leaf.get("proposal_id"),
                     "data": {"revision": leaf.get("revision"), "plan_sha256": leaf.get("plan_sha256")},
                 }
-            ],
+            ]
+            if leaf.get("proposal_id") is not None
+            else [],
             "metadata": {
                 "version": OCSF_VERSION,
                 "product": {"name": "reviewer", "vendor_name": "reviewer"},
@@ -100,3 +104,11 @@ def _pruned(value: Any) -> Any:
     if isinstance(value, list):
         return [_pruned(item) for item in value if item is not None]
     return value
+
+
+def _message(leaf: dict[str, Any]) -> str:
+    """`alice approved proposal P revision 2`; a sign-in's end concerns no proposal."""
+    said = f"{leaf.get('actor')} {leaf.get('event')}"
+    if leaf.get("proposal_id") is None:
+        return said
+    return f"{said} proposal {leaf.get('proposal_id')} revision {leaf.get('revision')}"

@@ -508,7 +508,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
     async def watch_queue(self) -> None:
         """Poll, wait, poll again: the next poll is scheduled only once the last one has finished."""
         from reviewer.queue.client import Forbidden, Unauthorized
-        from reviewer.tui.model.queue_source import problem_words, token_refused
+        from reviewer.tui.model.queue_source import forbidden_words, problem_words, token_refused
 
         queue = self.queue
         assert queue is not None
@@ -524,13 +524,8 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
             except Unauthorized:
                 self.post_message(PollingStopped(token_refused(queue.login_hint)))
                 return
-            except Forbidden:
-                self.post_message(
-                    PollingStopped(
-                        f"this token may not list proposals (not a reviewer's): run `{queue.login_hint}` "
-                        "with a reviewer token"
-                    )
-                )
+            except Forbidden as error:
+                self.post_message(PollingStopped(forbidden_words(error, queue.login_hint)))
                 return
             except Exception as error:  # unreachable, 5xx, an unreadable answer: back off, never crash
                 delay = queue.backoff.next_delay()
@@ -621,8 +616,13 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         self.refresh_status()
 
     def on_polling_stopped(self, message: PollingStopped) -> None:
+        """The queue refused this reviewer: the status line, and the decision line of every open
+        review (which said what the last decision sent), take the queue's words at once."""
         self.link.stopped = message.reason
         self.refresh_status()
+        for item in self.items.values():
+            for screen in self.open_reviews(item):
+                screen.show_decision(message.reason, error=True)
         self.notify(message.reason, title="Queue", severity="error", timeout=30)
 
     def on_proposal_fetched(self, message: ProposalFetched) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from reviewer.service.store import SCHEMA_VERSION
+from reviewer.service.store import SCHEMA_VERSION, TRAIL_EVENT_CHECK
 from reviewer.service.store.opener import open_store
 from tests.queue_harness import PYTHON, Service, reviewer_command, start_together
 from tests.service.ports import free_port
@@ -253,11 +253,13 @@ def test_a_postgresql_database_newer_than_the_release_is_refused_naming_both(
 
 SCHEMA_5_CHECKS = {
     "decision IN ('approve', 'reject', 'request_changes')": "decision IN ('approve', 'reject')",
-    "event IN ('submitted', 'approved', 'rejected', 'changes_requested', 'claimed', 'executed')": (
-        "event IN ('submitted', 'approved', 'rejected', 'claimed', 'executed')"
+    TRAIL_EVENT_CHECK: "event IN ('submitted', 'approved', 'rejected', 'claimed', 'executed')",
+    "proposal_id TEXT,\n    revision INTEGER,\n    plan_sha256 TEXT,": (
+        "proposal_id TEXT NOT NULL,\n    revision INTEGER NOT NULL,\n    plan_sha256 TEXT NOT NULL,"
     ),
 }
-"""What migration 6 changed: the CHECKs of `decisions.decision` and `trail.event` before it."""
+"""What migrations 6 and 11 changed: the CHECKs of `decisions.decision` and `trail.event` before
+them, and a trail event that always named a proposal."""
 
 
 def version_5_sqlite(path: Path) -> Path:
@@ -271,7 +273,7 @@ def version_5_sqlite(path: Path) -> Path:
         _append_only_triggers,
     )
 
-    # migrations 7's, 8's, 9's and 10's
+    # migrations 7's, 8's, 9's and 10's (11 changed what SCHEMA_5_CHECKS puts back)
     schema = SCHEMA.replace(IDENTITY_COLUMNS, "").replace(TRAIL_LOG_SCHEMA, "").replace(REFUSALS_SCHEMA, "")
     schema = schema.replace(PASSKEYS_SCHEMA, "")
     for now, before in SCHEMA_5_CHECKS.items():
@@ -534,3 +536,51 @@ def test_migration_9_on_postgresql_adds_the_append_only_refusals(
             "SELECT tgname FROM pg_trigger WHERE tgrelid = 'refusals'::regclass AND NOT tgisinternal"
         ).fetchall()
     assert triggers == [("refusals_append_only",)]
+
+
+def test_migration_10_takes_sign_in_ends_in_a_trail_that_keeps_its_rows_index_and_triggers(
+    tmp_path: Path,
+) -> None:
+    """The trail is built again (SQLite changes a CHECK no other way): every row and seq kept, its
+    index and append-only triggers back, and the end of a reviewer's sign-in (no proposal) accepted."""
+    from reviewer.service.store import StoreSettings
+    from reviewer.service.store.sqlite import SQLiteStore
+
+    database = version_5_sqlite(tmp_path / "queue.sqlite3")
+    before = dump_table(database, "trail")
+    settings = StoreSettings(clock=lambda: 10.0, pending_ttl=10, approval_ttl=10)
+    store = SQLiteStore(database, settings)
+    try:
+        assert store.upgraded_from == 5 and user_version(database) == SCHEMA_VERSION
+        assert [row[: len(before[0])] for row in dump_table(database, "trail")] == before
+        with store.write() as db:
+            db.run(
+                "INSERT INTO tokens (name, role, token_sha256, created_at) VALUES ('bob', 'reviewer', 'h', 1)"
+            )
+        assert store.revoke_token("bob")
+        assert [json.loads(leaf)["event"] for *_, leaf in store.trail_entries(0, store.trail_head().size)][
+            -1
+        ] == "sign_in_ended"
+    finally:
+        store.close()
+    with sqlite3.connect(database) as raw:
+        assert raw.execute("SELECT name FROM sqlite_master WHERE name = 'trail_proposal'").fetchone()
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            raw.execute("DELETE FROM trail")
+    raw.close()
+
+
+def test_migration_10_on_postgresql_takes_sign_in_ends_in_the_trail(postgres_cluster: Cluster) -> None:
+    url = version_4_postgresql(postgres_cluster)
+    store = open_store(url, clock=lambda: 10.0, pending_ttl=10, approval_ttl=10, create=False)
+    try:
+        with store.write() as db:
+            db.run(
+                "INSERT INTO tokens (name, role, token_sha256, created_at) VALUES ('bob', 'reviewer', 'h', 1)"
+            )
+        assert store.revoke_token("bob")
+    finally:
+        store.close()
+    with psycopg.connect(url, autocommit=True) as raw:
+        ended = raw.execute("SELECT actor, proposal_id, reason FROM trail WHERE event = 'sign_in_ended'")
+        assert ended.fetchall() == [("bob", None, "token revoked")]

@@ -173,7 +173,7 @@ def test_a_session_renews_at_the_provider_and_follows_what_it_says_of_the_person
             assert state["state"] == "pending" and state["approvals"] == []
             history = team.agent.get("/v1/proposals/oidc-renewal").json()["history"]
             assert history[-1]["event"] == "withdrawn" and history[-1]["actor"] == "alice@example.com"
-            assert "alice@example.com's sign-in was ended" in history[-1]["reason"]
+            assert "alice@example.com's sign-in ended: out of the reviewers group" in history[-1]["reason"]
 
             team.provider.set_person("alice", groups=["reviewers"], disabled=True)
             later[0] = auth.session.ends_at() + 1

@@ -56,12 +56,14 @@ from typing import Any
 import httpx
 import pytest
 
+from reviewer.plan.format_fields import proposal_fields
 from reviewer.queue.config import CONFIG_FILE_NAME, TOKEN_FILE_NAME, load_settings, read_credential
 from reviewer.queue.messages import AuditVerification
 from reviewer.queue.sign_in import ProviderSession
 from reviewer.reading.verification import Verification
 from reviewer.sample_api.server import RunningSampleApi
 from reviewer.service.notifications.chat import WORD_JOINER
+from reviewer.service.store import SCHEMA_VERSION
 from reviewer.service.store.opener import open_store
 from reviewer.trail.memory import memory_file
 from reviewer.tui.app import ReviewerApp
@@ -498,6 +500,11 @@ def test_the_documented_production_setup_runs_each_kind_of_agent_to_executed(
     states = {name: tmp_path / "state" / name for name in ("readme-agent", "reviewer-run", "mcp-gate")}
     try:
         tokens = services[0].tokens({"my-agent": "agent"})  # a machine keeps its minted token
+        # Each replica says what it reads, as an agent asks it before submitting (`GET /v1`).
+        for service in services:
+            said = httpx.get(f"{service.url}/v1").json()
+            assert said["schema_version"] == SCHEMA_VERSION
+            assert said["proposal_fields"] == list(proposal_fields())
         signer = Signer(make_key(tmp_path, "alice"), agent)
         signer.agent.add(signer.key)
         signer.key.private.unlink()  # only the agent holds it now

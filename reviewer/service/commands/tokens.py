@@ -160,9 +160,18 @@ def run_token_list(args: argparse.Namespace) -> int:
 
 
 def run_token_revoke(args: argparse.Namespace) -> int:
+    """Revoke; a reviewer's end and each pending approval it withdrew are said on stderr in the lines
+    a queue logs for them (`reviewer.service.store.endings`)."""
+    import logging
+
     from reviewer.plan.sanitize import safe_text
     from reviewer.service.errors import DatabaseUnusable
+    from reviewer.service.store.endings import log as endings_log
 
+    said = logging.StreamHandler(sys.stderr)
+    said.setFormatter(logging.Formatter("%(message)s"))
+    endings_log.addHandler(said)
+    endings_log.setLevel(logging.INFO)
     try:
         with opened(args) as store:
             revoked = store.revoke_token(args.name)

@@ -39,9 +39,10 @@ from reviewer.queue.messages import (
 )
 from reviewer.service import rules
 from reviewer.service.auth import Identity, Kind, Role
-from reviewer.service.errors import DatabaseUnavailable, Forbidden
+from reviewer.service.errors import DatabaseUnavailable, OutsideTheGroup
 from reviewer.service.store import (
     decisions,
+    endings,
     escalations,
     events,
     figures,
@@ -252,9 +253,19 @@ class QueueStore(ABC):
             return tokens.token_refusal(db, token_sha256, now)
 
     def revoke_token(self, name: str) -> bool:
-        """Revoke the active token of `name` (without regard to case); False when there is none."""
+        """Revoke the active token of `name` (without regard to case); False when there is none. A
+        reviewer's end, and each pending approval it withdrew, go in the trail and the log."""
+        now = self.clock()
         with self.write() as db:
-            return tokens.revoke_token(db, name, self.clock())
+            active = tokens.active_tokens(db, name)
+            revoked = tokens.revoke_token(db, name, now)
+            ended = [
+                endings.record_ending(db, row["id"], endings.revoked(row["kind"]), now) for row in active
+            ]
+        for ending in ended:
+            if ending is not None:
+                ending.log()
+        return revoked
 
     def resolve_token(self, token_sha256: str) -> Identity | None:
         with self.single() as db:
@@ -279,6 +290,8 @@ class QueueStore(ABC):
                 return Identity(known["id"], known["name"], "reviewer", "provider", subject)
         elif known is None or person.issued_at < known["created_at"]:
             raise self._outside_the_group(person)  # nothing to end: none, or a session it predates
+        now = self.clock()
+        ending = None
         with self.write() as db:
             token_id = tokens.sign_in(
                 db,
@@ -288,15 +301,19 @@ class QueueStore(ABC):
                 person.reviewer,
                 person.issued_at,
                 person.session_ends_at,
-                self.clock(),
+                now,
             )
+            if token_id is None and known is not None:
+                ending = endings.record_ending(db, known["id"], endings.OUT_OF_GROUP, now)
+        if ending is not None:
+            ending.log()
         if token_id is None:
             raise self._outside_the_group(person)
         return Identity(token_id, person.name, "reviewer", "provider", subject)
 
     @staticmethod
-    def _outside_the_group(person: ProviderPerson) -> Forbidden:
-        return Forbidden(
+    def _outside_the_group(person: ProviderPerson) -> OutsideTheGroup:
+        return OutsideTheGroup(
             f"{person.name} is not in the queue's reviewers group at the identity provider; ask for it there"
         )
 

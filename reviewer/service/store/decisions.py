@@ -559,7 +559,10 @@ def with_withdrawals(
     history: list[TrailEvent], withdrawn: list[Withdrawal], revision: int, plan_sha256: str
 ) -> list[TrailEvent]:
     """The trail with a `withdrawn` event where each withdrawn approval stopped counting (when its key
-    was removed); it carries the seq of the approval it withdraws."""
+    was removed, or its token expired); it carries the seq of the approval it withdraws. A withdrawal
+    the trail recorded itself (a sign-in that ended, `endings`) is already there, under its own seq."""
+    recorded = {(event.revision, event.actor.casefold()) for event in history if event.event == "withdrawn"}
+    withdrawn = [item for item in withdrawn if (revision, item.approval.reviewer.casefold()) not in recorded]
     events = [
         TrailEvent(
             seq=item.approval.seq or 0,

@@ -44,20 +44,21 @@ def append_trail(
     now: float,
     actor: str,
     event: str,
-    proposal_id: str,
-    revision: int,
-    plan_sha256: str,
+    proposal_id: str | None,
+    revision: int | None,
+    plan_sha256: str | None,
     reason: str | None = None,
     signed: VerifiedSignature | None = None,
     identity: str | None = None,
     report_sha256: str | None = None,
 ) -> int:
     """Append to the trail, and to its Merkle log (`store.trail`) in the same transaction; its `seq`
-    is the list's version and cursor, so it must grow in commit order, which the one write lock of
-    `write()` gives on both backends (and the log one order on every replica). The events a replica
-    of an older release wrote since the log's last leaf are logged first (`trail.catch_up`), so the
-    log holds every event in `seq` order. `identity` is how the actor signed in (`Identity.principal`:
-    `token:NAME`, `break-glass:NAME`, `oidc:ISSUER#SUBJECT`)."""
+        is the list's version and cursor, so it must grow in commit order, which the one write lock of
+        `write()` gives on both backends (and the log one order on every replica). The events a replica
+        of an older release wrote since the log's last leaf are logged first (`trail.catch_up`), so the
+        log holds every event in `seq` order. `identity` is how the actor signed in (`Identity.principal`:
+        `token:NAME`, `break-glass:NAME`, `oidc:ISSUER#SUBJECT`). An event that concerns no proposal (a
+    sign-in's end) has no proposal, revision or digest."""
     trail.catch_up(db)
     fields = {
         "at": now,

@@ -35,6 +35,7 @@ STEPS: Final = {
     "and the latest time the queue used",
     10: "reviewers' passkeys (each bound to the sign-in that enrolled it), their one-time enrolment links, "
     "and the key of the review pages' links",
+    11: "the end of a reviewer's sign-in and each approval it withdrew, as trail events of their own",
 }
 """What each numbered step adds; the backends hold its SQL under the same number."""
 

@@ -286,9 +286,9 @@ CREATE TABLE trail (
     event TEXT NOT NULL CONSTRAINT trail_event_check CHECK ("""
     + TRAIL_EVENT_CHECK
     + """),
-    proposal_id TEXT NOT NULL,
-    revision BIGINT NOT NULL,
-    plan_sha256 TEXT NOT NULL,
+    proposal_id TEXT,
+    revision BIGINT,
+    plan_sha256 TEXT,
     reason TEXT,
     statement TEXT,
     signature TEXT,
@@ -367,6 +367,12 @@ ALTER TABLE tokens ADD CONSTRAINT tokens_role_check CHECK (role IN ({TOKEN_ROLES
     + TRAIL_LOG_SCHEMA,
     9: REFUSALS_SCHEMA + QUEUE_CLOCK_SCHEMA,
     10: PASSKEYS_SCHEMA,
+    11: f"""
+ALTER TABLE trail DROP CONSTRAINT trail_event_check;
+ALTER TABLE trail ADD CONSTRAINT trail_event_check CHECK ({TRAIL_EVENT_CHECK});
+ALTER TABLE trail ALTER COLUMN proposal_id DROP NOT NULL, ALTER COLUMN revision DROP NOT NULL,
+    ALTER COLUMN plan_sha256 DROP NOT NULL;
+""",
 }
 """Each numbered step of `reviewer.service.store.migrations.STEPS` in PostgreSQL's words."""
 OLDEST_VERSION: Final = 3

@@ -214,9 +214,9 @@ CREATE TABLE IF NOT EXISTS {{table}} (
     at REAL NOT NULL,
     actor TEXT NOT NULL,
     event TEXT NOT NULL CHECK ({TRAIL_EVENT_CHECK}),
-    proposal_id TEXT NOT NULL,
-    revision INTEGER NOT NULL,
-    plan_sha256 TEXT NOT NULL,
+    proposal_id TEXT,
+    revision INTEGER,
+    plan_sha256 TEXT,
     reason TEXT,
     statement TEXT,
     signature TEXT,
@@ -381,8 +381,16 @@ MIGRATIONS: Final = {
     "ALTER TABLE tokens_v8 RENAME TO tokens;\n" + TOKENS_INDEX + TOKENS_SUBJECT_INDEX + TRAIL_LOG_SCHEMA,
     9: REFUSALS_SCHEMA + QUEUE_CLOCK_SCHEMA,
     10: PASSKEYS_SCHEMA,
+    11: _rebuilt(
+        "trail",
+        TRAIL_SCHEMA + "ALTER TABLE {table} ADD COLUMN identity TEXT;\n",
+        TRAIL_COLUMNS + ", identity",
+    )
+    + TRAIL_INDEX,
 }
-"""Each numbered step of `reviewer.service.store.migrations.STEPS` in SQLite's words."""
+"""Each numbered step of `reviewer.service.store.migrations.STEPS` in SQLite's words (10 builds the
+trail again: its CHECK takes the events `sign_in_ended` and `withdrawn`, and a sign-in's end
+concerns no proposal)."""
 OLDEST_VERSION: Final = 2
 
 APPEND_ONLY_TABLES = ("revisions", "decisions", "claims", "executions", "trail", "trail_log", "refusals")

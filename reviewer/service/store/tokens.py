@@ -147,6 +147,13 @@ def token_refusal(db: Transaction, token_sha256: str, now: float) -> str | None:
     return expiry(row, now)
 
 
+def active_tokens(db: Transaction, name: str) -> list[Row]:
+    """The id and kind of each active token of `name` (without regard to case): what a revocation ends."""
+    return db.all(
+        "SELECT id, kind FROM tokens WHERE lower(name) = lower(:name) AND revoked_at IS NULL", name=name
+    )
+
+
 def revoke_token(db: Transaction, name: str, now: float) -> bool:
     revoked = db.run(
         "UPDATE tokens SET revoked_at = :now WHERE lower(name) = lower(:name) AND revoked_at IS NULL",

@@ -60,7 +60,7 @@ def append(db: Transaction, trail_row: Mapping[str, Any], report_sha256: str | N
         actor=trail_row["actor"],
         event=trail_row["event"],
         proposal_id=trail_row["proposal_id"],
-        revision=int(trail_row["revision"]),
+        revision=None if trail_row["revision"] is None else int(trail_row["revision"]),
         plan_sha256=trail_row["plan_sha256"],
         reason=trail_row["reason"],
         statement=trail_row["statement"],

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Final
 
 import httpx
 
@@ -131,6 +132,8 @@ class QueueDecider:
             )
         if isinstance(error, Conflict) and error.code == "already_approved":
             return failed(safe_text(clip(error.body.message, 200)))
+        if isinstance(error, Forbidden) and error.code == OUTSIDE_THE_GROUP:
+            return failed(forbidden_words(error, self.login_hint))
         if isinstance(error, Forbidden):
             words = "you proposed this" if item.mine else f"your token may not decide: {error.body.message}"
             return failed(safe_text(clip(words, 200)))
@@ -148,6 +151,21 @@ class QueueDecider:
 
 def failed(message: str) -> DecisionOutcome:
     return DecisionOutcome(False, message, error=True)
+
+
+OUTSIDE_THE_GROUP: Final = "not_in_reviewers_group"
+"""The queue's code for a provider's person no longer in its reviewers group (their sign-in ended)."""
+
+
+def forbidden_words(error: Forbidden, login_hint: str) -> str:
+    """A 403 that stops the app, in words that say what helps: on a queue that signs reviewers in
+    through a provider, only the provider's group does (the queue refuses minted reviewer tokens)."""
+    if error.code == OUTSIDE_THE_GROUP:
+        return (
+            "your sign-in ended: not in the reviewers group at the identity provider; your pending "
+            f"approvals no longer count and decisions are not sent (ask for the group, then `{login_hint}`)"
+        )
+    return f"this token may not list proposals (not a reviewer's): run `{login_hint}` with a reviewer token"
 
 
 def token_refused(login_hint: str) -> str:
@@ -242,6 +260,9 @@ class QueueSource:
         self._etag: str | None = None
         self._synced: dict[str, ProposalSummary] = {}
         self._fetched: set[tuple[str, int]] = set()
+        self._gathering: set[str] = set()
+        """Pending proposals whose quorum gathers: another reviewer's approval, or one withdrawn when
+        its reviewer's sign-in ended, changes their record but not their summary."""
         self._executions_fetched: dict[str, set[int]] = {}
 
     async def connect(self) -> Whoami | None:
@@ -253,15 +274,18 @@ class QueueSource:
         return self.identity
 
     async def poll(self) -> AsyncIterator[Fetched]:
-        """One poll: each proposal whose summary changed since the last poll, fetched. The ETag is
-        kept only once every change is fetched, so a poll cut off midway is redone in full."""
+        """One poll: each proposal whose summary changed since the last poll, fetched, and, once the
+        list changed at all, each pending one whose quorum gathers (its approvals are not in the
+        summary). The ETag is kept only once every change is fetched, so a poll cut off midway is
+        redone in full."""
         self.polls += 1
         listing = await self.poll_client.list_proposals(etag=self._etag)
         self.polls_not_modified += listing.not_modified
         if listing.not_modified:
             return
         for summary in await self._all_summaries(listing):
-            if self._synced.get(summary.proposal_id) != summary:
+            gathering = summary.state == "pending" and summary.proposal_id in self._gathering
+            if gathering or self._synced.get(summary.proposal_id) != summary:
                 yield await self.fetch(summary.proposal_id)
                 self._synced[summary.proposal_id] = summary
         self._etag = listing.etag
@@ -289,6 +313,10 @@ class QueueSource:
         once and checks, hashes (against the queue's digest) and analyses it in its completion thread.
         """
         record = await self.poll_client.get_proposal(proposal_id)
+        if record.latest.state == "pending" and record.latest.approvals_required > 1:
+            self._gathering.add(proposal_id)
+        else:
+            self._gathering.discard(proposal_id)
         queue_digests = {info.revision: info.plan_sha256 for info in record.revisions}
         latest = record.latest.revision
         wanted = {latest - 1, latest} - {0} if previous else {latest}

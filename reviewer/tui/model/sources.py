@@ -277,7 +277,8 @@ class QueueItem:
     def state_words(self) -> str:
         """The queue's state as the chrome shows it: `approved by alice`, `claimed by agent-7`,
         `executed by runner-1` (whoever reported the run, never the approver), or while a quorum
-        gathers `pending · 1 of 2 approvals (alice)`; then who refused to run it, if an executor did
+        gathers `pending · 1 of 2 approvals (alice)`, with any approval withdrawn since
+        (`1 approval withdrawn (bob, sign-in ended)`); then who refused to run it, if an executor did
         (`refusal_words` says why, in the alarm line)."""
         words = self._decided_words()
         if not self.refusals:
@@ -312,11 +313,25 @@ class QueueItem:
             return f"{self.state} by {shown(self.decided_by)}"
         if self.state == "changes_requested":
             return f"changes requested by {shown(self.decided_by)}: {shown(self.reason or '', 200)}"
-        if self.state == "pending" and self.approvals_required > 1:
+        if self.state == "pending":
             from reviewer.policy.quorum import describe_approvals
 
-            return f"pending · {describe_approvals(map(shown, self.approvals), self.approvals_required)}"
+            parts = ["pending"]
+            if self.approvals_required > 1:
+                parts.append(describe_approvals(map(shown, self.approvals), self.approvals_required))
+            return " · ".join([*parts, *self.withdrawal_words()])
         return self.state
+
+    def withdrawal_words(self) -> list[str]:
+        """The latest revision's approvals that stopped counting, with who and what ended them, as
+        the queue's trail says (`1 approval withdrawn (alice, sign-in ended)`); none while not pending."""
+        from reviewer.policy.quorum import describe_withdrawals
+        from reviewer.queue.messages import withdrawals_of
+
+        if self.state != "pending" or not self.revisions:
+            return []
+        withdrawn = withdrawals_of(self.history, self.latest_revision)
+        return [describe_withdrawals((shown(who), why) for who, why in withdrawn)] if withdrawn else []
 
     def revision_state_words(self, revision: int) -> tuple[str, str]:
         """The chrome's state of `revision` and its `STATE_STYLES` key: the queue's state for the latest

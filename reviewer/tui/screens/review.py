@@ -250,7 +250,8 @@ class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
             latest = self.revision == self.item.latest_revision
             policy = self.item.policy_words() if latest else []
             refusals = self.item.refusal_words() if latest else []
-            alarms = [*refusals, *policy, *(figures.alarms if figures is not None else ())]
+            withdrawn = self.item.withdrawal_words() if latest else []
+            alarms = [*refusals, *withdrawn, *policy, *(figures.alarms if figures is not None else ())]
             self.show_alarms(Text(" · ".join(alarms), "bold"))
         if figures is not None:
             proof = proof_word(figures.proposal.dry_run)
@@ -272,7 +273,9 @@ class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         parts.append((words, STATE_STYLES.get(label, "")))
         parts.append(self.digest_part())
         parts.append(("by you", "bold reverse") if item.mine else f"by {item.proposed_by}")
-        if self.revision == item.latest_revision and (item.policy_words() or item.refusals):
+        if self.revision == item.latest_revision and (
+            item.policy_words() or item.refusals or item.withdrawal_words()
+        ):
             self._show_progress()
         self._show_digest_alarm()
         self.query_one(Chrome).show(self.who, *parts)
