@@ -60,6 +60,7 @@ KINDS: Final[dict[str, tuple[Severity, str, str]]] = {
     "lookalike_host": (Severity.STOP, "host", "the base URL reaches another host than it seems to"),
     "environment": (Severity.STOP, "env", "the policy says the plan runs elsewhere than it claims"),
     "unproven_dry_run": (Severity.DANGER, "unproven", "nothing proved the API honoured the dry run"),
+    "not_validated": (Severity.DANGER, "untested", "nothing was validated: approved, it runs unchecked"),
     "minted_values": (Severity.DANGER, "minted", "a value only a real write produces is sent as written"),
     "hidden_characters": (Severity.DANGER, "hidden", "hidden characters in the text"),
     "lookalike_text": (Severity.DANGER, "letters", "look-alike letters in a name, or text not in NFC"),
@@ -74,12 +75,18 @@ KINDS: Final[dict[str, tuple[Severity, str, str]]] = {
     "fake_refusals": (Severity.CAUTION, "shape", "a fake refused a request's shape"),
     "no_outcome": (Severity.CAUTION, "silent", "calls without a dry-run answer"),
     "unsummarised_fields": (Severity.CAUTION, "fields", "more numeric fields than are summarised"),
-    "not_validated": (Severity.CAUTION, "untested", "nothing was validated: a fake, a transport or a record"),
 }
 """Each kind's severity outside production, its word, and what raises it (the help lists them);
 within a severity, the earlier is worse (grades are sorted by severity, then by this order). Besides
 the analysis's alarms: `broken`, `digest` and `environment` come from the caller, `money` and
 `destroys` from the figures `grade` is given."""
+
+UNTESTED_WORDS: Final = {
+    "fake": ("by fake", "a fake answered: the shape only"),
+    "record": ("recorded", "the calls were only written down"),
+    "transport": ("unsent", "the calls were caught before they left: nothing answered"),
+}
+"""`not_validated` in the words of how the dry run ran, so the same plan tried two ways reads apart."""
 
 WORSE_IN_PRODUCTION: Final = frozenset({"deletes", "destroys", "money"})
 PRODUCTION_NAMES: Final = frozenset({"production", "prod", "prd", "live"})
@@ -98,19 +105,21 @@ def grade(
     *,
     money_out: Decimal = Decimal(0),
     destroys: bool = False,
+    via: str | None = None,
     extra: Iterable[str] = (),
 ) -> tuple[Grade, ...]:
     """Every grade a proposal earns, worst first: one per alarm name (names it does not know are
     graded with caution, under their own name, so a newer alarm is never dropped), `money` when the
     largest sum moved in one currency reaches `MONEY_AT_A_GLANCE`, `destroys` for destructive updates,
-    and the `extra` kinds the caller knows of (`broken`, `digest`, `environment`)."""
+    and the `extra` kinds the caller knows of (`broken`, `digest`, `environment`). `via` (the dry
+    run's `via`) words `not_validated`: `by fake`, `recorded`, `unsent`."""
     kinds = dict.fromkeys([*extra, *alarm_names])
     if money_out >= MONEY_AT_A_GLANCE:
         kinds["money"] = None
     if destroys:
         kinds["destroys"] = None
     production = in_production(environment)
-    grades = [_graded(kind, production) for kind in kinds]
+    grades = [_graded(kind, production, via) for kind in kinds]
     return tuple(sorted(grades, key=lambda graded: (-graded.severity, _ORDER.get(graded.kind, len(_ORDER)))))
 
 
@@ -127,8 +136,10 @@ def danger_order(grades: tuple[Grade, ...]) -> tuple[int, int, int]:
     return (-first.severity, _ORDER.get(first.kind, len(_ORDER)), -len(grades))
 
 
-def _graded(kind: str, production: bool) -> Grade:
+def _graded(kind: str, production: bool, via: str | None) -> Grade:
     severity, word, _meaning = KINDS.get(kind, (Severity.CAUTION, kind[:WORD_WIDTH], ""))
+    if kind == "not_validated" and via in UNTESTED_WORDS:
+        word = UNTESTED_WORDS[via][0]
     if production and kind in WORSE_IN_PRODUCTION:
         severity = Severity(min(severity + 1, Severity.STOP))
     return Grade(kind, severity, word)

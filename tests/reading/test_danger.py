@@ -15,6 +15,7 @@ from reviewer.reading.danger import (
     KINDS,
     LABEL_WIDTH,
     MONEY_AT_A_GLANCE,
+    UNTESTED_WORDS,
     WORD_WIDTH,
     Severity,
     danger_order,
@@ -37,14 +38,17 @@ def sample_grade(name: str) -> str:
         proposal.target.environment,
         money_out=money,
         destroys=ratios.destructive > ratios.deletes,
+        via=proposal.dry_run.via,
     )
     first = worst(grades)
     return first.label() if first else ""
 
 
 def test_the_samples_read_apart_by_kind_and_severity() -> None:
-    """What used to be eight identical `!`: kept writes stop, deletes in production stop, deletes in
-    staging and hidden characters are dangers, an untested triage is a caution."""
+    """What used to be eight identical `!`: kept writes stop, deletes in production stop; deletes in
+    staging, hidden characters, an outlier, money in production and a plan nothing validated are
+    dangers, the last in the words of how its dry run ran (the same merge tried three ways reads
+    three ways)."""
     assert {
         name: sample_grade(name)
         for name in (
@@ -55,6 +59,8 @@ def test_the_samples_read_apart_by_kind_and_severity() -> None:
             "billing-refunds.outlier.json",
             "billing-refunds-2000.server.json",
             "deskline-triage.rev2.json",
+            "deskline-merge.fake.json",
+            "deskline-merge.record.json",
         )
     } == {
         "crm-dedupe.writes-kept.json": "!!! kept",
@@ -63,7 +69,9 @@ def test_the_samples_read_apart_by_kind_and_severity() -> None:
         "hostile-markup.json": "!!  hidden",
         "billing-refunds.outlier.json": "!!  outlier",
         "billing-refunds-2000.server.json": "!!  money",
-        "deskline-triage.rev2.json": "!   untested",
+        "deskline-triage.rev2.json": "!!  unsent",
+        "deskline-merge.fake.json": "!!  by fake",
+        "deskline-merge.record.json": "!!  recorded",
     }
 
 
@@ -79,8 +87,9 @@ def test_production_makes_deletes_destroying_updates_and_money_one_step_worse() 
 
 
 def test_the_worst_comes_first_and_the_callers_kinds_count() -> None:
-    grades = grade(["not_validated", "deletes", "real_refusals"], "staging", extra=["broken"])
-    assert [graded.kind for graded in grades] == ["broken", "deletes", "real_refusals", "not_validated"]
+    grades = grade(["real_refusals", "deletes", "not_validated"], "staging", extra=["broken"])
+    assert [graded.kind for graded in grades] == ["broken", "not_validated", "deletes", "real_refusals"]
+    assert grades[1].word == "untested", "a dry run of a kind this release does not know"
 
 
 def test_an_alarm_this_release_does_not_know_is_kept_as_a_caution_under_its_own_name() -> None:
@@ -91,6 +100,7 @@ def test_an_alarm_this_release_does_not_know_is_kept_as_a_caution_under_its_own_
 def test_every_alarm_the_analysis_raises_has_its_own_word() -> None:
     assert set(ALARM_NAMES) <= set(KINDS)
     words = [word for _severity, word, _meaning in KINDS.values()]
+    words += [word for word, _meaning in UNTESTED_WORDS.values()]
     assert len(set(words)) == len(words)
     assert all(len(word) <= WORD_WIDTH for word in words)
 
