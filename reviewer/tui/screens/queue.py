@@ -72,17 +72,18 @@ LIVE_COLUMNS = (
     QueueColumn("proposal", "title", 0),
     QueueColumn("env", "environment", 10),
     QueueColumn("host", "host", 20, gives_way=1, grows_to=48),
-    QueueColumn("proposed by", "proposer", 13, gives_way=3),
+    QueueColumn("proposed by", "proposer", 13, gives_way=5),
     QueueColumn("rev", "rev", 3, gives_way=4),
     QueueColumn("calls", "calls", 5, gives_way=2),
     QueueColumn("c/u/d", "effects", 10, gives_way=7, keeps_title=10),
-    QueueColumn("dry run", "via", 9, gives_way=6),
+    QueueColumn("dry run", "via", 9, gives_way=3),
     QueueColumn("state", "state", 8, gives_way=8, keeps_title=12),
-    QueueColumn("age", "age", 4, gives_way=5),
+    QueueColumn("age", "age", 4, gives_way=6),
 )
 """Live: the queue's record of who proposed it instead of the agent's own name, and how long a pending
-proposal has waited. The state gives way last, on a phone's 50 columns, where the line under the table
-says the highlighted proposal's state."""
+proposal has waited. Who proposed it (`you` among them) stays longer than the dry run's kind, which
+the danger column words when it validated nothing. The state gives way last, on a phone's 50
+columns, where the line under the table says the highlighted proposal's state."""
 
 TITLE_WIDE = 60
 """A title this wide reads whole in most queues: cells beyond it go to the columns that grow (the
