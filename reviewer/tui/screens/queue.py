@@ -159,6 +159,9 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         self._listed: list[str] = []
         """The ids of the rows in the table, in its order."""
         self._fill_pending = False
+        self._readings: dict[str, RowReading] = {}
+        """Each proposal's row as read when it last changed (`show_item` forgets it): sorting and
+        filtering thousands of rows reads none of them again."""
 
     def compose(self) -> ComposeResult:
         yield Chrome(id="chrome")
@@ -249,9 +252,9 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         """The rows the table shows: those the filter keeps, in the order chosen."""
         items = newest_first(list(self.items.values()))
         if self.filter_words:
-            items = [item for item in items if matches(item, self.filter_words)]
+            items = [item for item in items if self.read(item).matches(self.filter_words)]
         if self.order == "danger":
-            items.sort(key=lambda item: danger_order(row_grades(item)))
+            items.sort(key=lambda item: danger_order(self.read(item).grades))
         return items
 
     def _fill_table(self) -> None:
@@ -284,6 +287,7 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         table has its columns (the screen still mounting), the item waits in `items`, and its row is
         added with the columns: the first frame then shows it."""
         self.items[item.proposal_id] = item
+        self._readings.pop(item.proposal_id, None)
         if not self._columns:
             return
         table = self.query_one("#queue", DataTable)
@@ -293,7 +297,7 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
                 table.update_cell(item.proposal_id, column.key, value)
             if self.order != "newest" or not self._still_listed(item):
                 self._fill_table_soon()
-        elif self.filter_words and not matches(item, self.filter_words):
+        elif self.filter_words and not self.read(item).matches(self.filter_words):
             pass  # filtered out: only the chrome's count changes
         elif (
             self.order == "newest"
@@ -314,9 +318,15 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
             self._fill_pending = True
             self.call_after_refresh(self._fill_table)
 
+    def read(self, item: QueueItem) -> RowReading:
+        reading = self._readings.get(item.proposal_id)
+        if reading is None:
+            reading = self._readings[item.proposal_id] = RowReading.of(item)
+        return reading
+
     def _still_listed(self, item: QueueItem) -> bool:
         """Whether a row the table shows still passes the filter (its text may have changed)."""
-        return not self.filter_words or matches(item, self.filter_words)
+        return not self.filter_words or self.read(item).matches(self.filter_words)
 
     def show_broken(self, broken: BrokenFile) -> None:
         self.broken.append(broken)
@@ -358,7 +368,7 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
 
     def row_cells(self, item: QueueItem, cursor: bool = False) -> tuple[Text, ...]:
         """One cell per column of `self.columns`; the first holds the marks (`▶` on the cursor's row)."""
-        base = queue_row(item)
+        base = self.read(item).cells
         mark = Text(CURSOR_GLYPH if cursor else " ", "bold")
         if not self.live:
             mark.append_text(base[0])
@@ -552,7 +562,7 @@ def compact(count: int) -> str:
     return figure + suffix
 
 
-def queue_row(item: QueueItem) -> tuple[Text, ...]:
+def queue_row(item: QueueItem, grades: tuple[Grade, ...] | None = None) -> tuple[Text, ...]:
     """The row as soon as the scan listed it, one cell per `QUEUE_COLUMNS` (the mark without the
     cursor): the counts of effects, the danger and the host follow when the analysis is done (`…`
     until then), and `broken` replaces the state if the checks refuse it."""
@@ -560,7 +570,7 @@ def queue_row(item: QueueItem) -> tuple[Text, ...]:
     figures = item.figures()
     revisions = f"{proposal.revision}" + (f"/{len(item.revisions)}" if len(item.revisions) > 1 else "")
     broken = item.latest_revision in item.problems
-    grades = row_grades(item)
+    grades = row_grades(item) if grades is None else grades
     if figures is None:
         danger = danger_cell(grades) if broken else role_text("…", "muted")
         effects = role_text("…", "muted")
@@ -596,19 +606,29 @@ def queue_row(item: QueueItem) -> tuple[Text, ...]:
     )
 
 
-def row_words(item: QueueItem) -> str:
-    """Every text of a row as the table shows it (its hidden columns too), the id, the API and who
-    proposed it: what `/` searches, case aside."""
-    cells = " ".join(value.plain for value in queue_row(item))
-    proposal = item.latest
-    record = f"{item.proposed_by} {item.state_label} {shown(proposal.proposal_id, 128)}"
-    return f"{cells} {record} {safe_text(clip(proposal.target.api, 80))}".casefold()
+@dataclass(frozen=True)
+class RowReading:
+    """A proposal's row read once: its cells (`queue_row`), its grades, and the text `/` searches."""
 
+    cells: tuple[Text, ...]
+    grades: tuple[Grade, ...]
+    words: str
+    """Every text of the row as the table shows it (its hidden columns too), the id, the API and who
+    proposed it, case folded."""
 
-def matches(item: QueueItem, words: str) -> bool:
-    """Whether each of the words (split at spaces) is somewhere in the row's text."""
-    text = row_words(item)
-    return all(word in text for word in words.casefold().split())
+    @classmethod
+    def of(cls, item: QueueItem) -> RowReading:
+        grades = row_grades(item)
+        cells = queue_row(item, grades)
+        proposal = item.latest
+        record = f"{item.proposed_by} {item.state_label} {shown(proposal.proposal_id, 128)}"
+        api = safe_text(clip(proposal.target.api, 80))
+        words = f"{' '.join(value.plain for value in cells)} {record} {api}".casefold()
+        return cls(cells, grades, words)
+
+    def matches(self, words: str) -> bool:
+        """Whether each of the words (split at spaces) is somewhere in the row's text, case aside."""
+        return all(word in self.words for word in words.casefold().split())
 
 
 def host_of(base_url: str) -> str:
