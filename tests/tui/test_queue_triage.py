@@ -78,6 +78,23 @@ async def test_the_sorted_queue_keeps_the_cursor_on_its_proposal() -> None:
         assert column(app, "mark")[1].startswith("▶"), "the second most dangerous, after the kept writes"
 
 
+async def test_a_proposal_that_turns_worse_while_sorted_takes_its_place_and_s_keeps_it_there() -> None:
+    """The refunds, refused by the checks after the rows were sorted (as a poll's news arrives), read
+    "!!! broken" and move first; `s` twice re-orders the rows in place and finds them first again."""
+    app = ReviewerApp(SAMPLES)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until_loaded(pilot)
+        await press(pilot, "s")
+        refunds = app.items["billing-refunds-bulk-2000"]
+        refunds.problems[refunds.latest_revision] = "a call the checks refuse"
+        app.queue_screen.show_item(refunds)
+        await wait_until_loaded(pilot)
+        assert column(app, "danger")[0] == "!!! broken"
+        await press(pilot, "s", "s")
+        assert column(app, "danger")[0] == "!!! broken" and "by danger" in chrome(app)
+        assert sorted(column(app, "danger")) == sorted([*SAMPLE_GRADES[1:], "!!! broken"])
+
+
 async def test_slash_filters_on_any_text_of_a_row_enter_keeps_it_escape_clears_it() -> None:
     """`infra-agent` is the agent's name, in a column 80x24 has no room for: it still matches."""
     app = ReviewerApp(SAMPLES)

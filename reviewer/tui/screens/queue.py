@@ -411,7 +411,29 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
     def action_sort(self) -> None:
         """The next order: newest first, or the most dangerous first (ties newest first)."""
         self.order = self.ORDERS[(self.ORDERS.index(self.order) + 1) % len(self.ORDERS)]
-        self._fill_table()
+        self._reorder()
+
+    def _reorder(self) -> None:
+        """The rows the table holds, in the order chosen, moved in place (`DataTable.sort`) rather
+        than added again: 3,000 rows re-added cost about a second. A row is known by its title cell,
+        the very object its reading holds; if any row's cell is not its reading's (none should be),
+        the table is filled again instead."""
+        table = self.query_one("#queue", DataTable)
+        ordered = self.listed()
+        ranks = {id(self.read(item).cells[TITLE_CELL]): rank for rank, item in enumerate(ordered)}
+        if len(ranks) != table.row_count or not self._columns:
+            self._fill_table()
+            return
+        try:
+            table.sort("title", key=lambda title: ranks[id(title)])
+        except KeyError:
+            self._fill_table()
+            return
+        self._listed = [item.proposal_id for item in ordered]
+        if self._cursor_id in self._listed:
+            table.move_cursor(row=self._listed.index(self._cursor_id))
+        self.refresh_chrome()
+        self._describe_highlighted()
 
     def action_filter(self) -> None:
         """The filter's line, where the reviewer types; the rows follow each key."""
@@ -604,6 +626,10 @@ def queue_row(item: QueueItem, grades: tuple[Grade, ...] | None = None) -> tuple
         Text(proposal.dry_run.via, "" if proposal.dry_run.via == "server" else "warn"),
         Text("broken", "danger") if broken else Text(item.state),
     )
+
+
+TITLE_CELL = 2
+"""Where `queue_row` puts the title: after the marks and the danger."""
 
 
 @dataclass(frozen=True)
