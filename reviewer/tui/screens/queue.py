@@ -158,7 +158,7 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         """What `/` filters on (case aside): a row stays when any of its text holds it."""
         self._listed: list[str] = []
         """The ids of the rows in the table, in its order."""
-        self._fill_pending = False
+        self._arrange_pending = False
         self._readings: dict[str, RowReading] = {}
         """Each proposal's row as read when it last changed (`show_item` forgets it): sorting and
         filtering thousands of rows reads none of them again."""
@@ -259,7 +259,6 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
 
     def _fill_table(self) -> None:
         """Every row again, filtered and in order, the cursor kept on its proposal."""
-        self._fill_pending = False
         table = self.query_one("#queue", DataTable)
         cursor_id = self._cursor_id
         table.clear()
@@ -296,7 +295,7 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
             for column, value in zip(self._columns, cells, strict=True):
                 table.update_cell(item.proposal_id, column.key, value)
             if self.order != "newest" or not self._still_listed(item):
-                self._fill_table_soon()
+                self._arrange_soon()
         elif self.filter_words and not self.read(item).matches(self.filter_words):
             pass  # filtered out: only the chrome's count changes
         elif (
@@ -307,16 +306,17 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
             table.add_row(*self._shown_cells(item, False), key=item.proposal_id)
             self._listed.append(item.proposal_id)
         else:
-            self._fill_table_soon()
+            self._arrange_soon()
         self.refresh_chrome()
         self._describe_highlighted()
 
-    def _fill_table_soon(self) -> None:
-        """One `_fill_table` after this frame, however many rows changed in it: a poll or the analyses
-        of many proposals re-order a sorted or filtered table once, not once per proposal."""
-        if not self._fill_pending:
-            self._fill_pending = True
-            self.call_after_refresh(self._fill_table)
+    def _arrange_soon(self) -> None:
+        """One `_reorder` after this frame, however many rows changed in it: a poll or the analyses
+        of many proposals re-order a sorted or filtered table once, not once per proposal (in place
+        when the same rows stay, else filled again)."""
+        if not self._arrange_pending:
+            self._arrange_pending = True
+            self.call_after_refresh(self._reorder)
 
     def read(self, item: QueueItem) -> RowReading:
         reading = self._readings.get(item.proposal_id)
@@ -418,6 +418,7 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         than added again: 3,000 rows re-added cost about a second. A row is known by its title cell,
         the very object its reading holds; if any row's cell is not its reading's (none should be),
         the table is filled again instead."""
+        self._arrange_pending = False
         table = self.query_one("#queue", DataTable)
         ordered = self.listed()
         ranks = {id(self.read(item).cells[TITLE_CELL]): rank for rank, item in enumerate(ordered)}
