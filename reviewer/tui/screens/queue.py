@@ -306,9 +306,11 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
             table.add_row(*self._shown_cells(item, False), key=item.proposal_id)
             self._listed.append(item.proposal_id)
         else:
-            self._arrange_soon()
+            self._fill_table()  # a new row in its place at once: what the app lists, the table holds
+            return
         self.refresh_chrome()
-        self._describe_highlighted()
+        if self._cursor_id in (None, item.proposal_id):  # the line under the table says only its row
+            self._describe_highlighted()
 
     def _arrange_soon(self) -> None:
         """One `_reorder` after this frame, however many rows changed in it: a poll or the analyses
