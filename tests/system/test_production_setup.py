@@ -55,6 +55,7 @@ from typing import Any
 
 import httpx
 import pytest
+from textual.widgets import DataTable
 
 from reviewer.plan.format_fields import proposal_fields
 from reviewer.queue.config import CONFIG_FILE_NAME, TOKEN_FILE_NAME, load_settings, read_credential
@@ -80,7 +81,7 @@ from tests.service.ports import free_port
 from tests.service.postgres import Cluster
 from tests.signing.ssh import Agent, SshKey, make_key
 from tests.system.documented import Command, Shell, as_run, documented_block, fenced, page_function
-from tests.tui.live.helpers import open_proposal, until
+from tests.tui.live.helpers import until
 
 pytest.importorskip("apprise", reason="the notify extra: pip install 'reviewer-gate[notify]'")
 
@@ -319,8 +320,8 @@ def verified_with_v(
 ) -> dict[str, tuple[Verification, AuditVerification | None]]:
     """What the reviewer's app shows after `v` on each executed proposal: the app on `queue` as
     `reviewer review` runs it (signed in with the session alice's `reviewer login` stored, renewed as
-    it ends), each proposal opened from the list, its real run fetched, `v` pressed, then back to
-    the list."""
+    it ends), each proposal found in the list with `/` and its id, opened, its real run fetched, `v`
+    pressed, then back to the whole list (`escape` clears the filter)."""
     from reviewer.tui.screens.verification import VerificationScreen
 
     folder = alice.home / "reviewer"
@@ -335,7 +336,11 @@ def verified_with_v(
         async with app.run_test(size=(100, 30)) as pilot:
             await until(pilot, lambda: set(proposal_ids) <= set(app.items), "the executed proposals listed")
             for proposal_id in proposal_ids:
-                await open_proposal(pilot, app, proposal_id)
+                await pilot.press("slash", *proposal_id, "enter")
+                found = app.items[proposal_id]
+                await until(pilot, lambda: app.queue_screen.highlighted_item() is found, "found with /")  # noqa: B023
+                await pilot.press("enter")
+                await until(pilot, lambda: getattr(app.screen, "item", None) is found, "its review")  # noqa: B023
                 await until(pilot, lambda: 1 in app.items[proposal_id].executions, "its real run")  # noqa: B023
                 await until(pilot, lambda: 1 in app.items[proposal_id].verified, "its digest checked")  # noqa: B023
                 await pilot.press("v")
@@ -345,6 +350,9 @@ def verified_with_v(
                 shown[proposal_id] = screen.verification, screen.audited
                 await pilot.press("escape", "escape")
                 await until(pilot, lambda: app.screen is app.queue_screen, "the list again")
+                await pilot.press("escape")
+                table = app.queue_screen.query_one("#queue", DataTable)
+                await until(pilot, lambda: table.row_count == len(app.items), "the whole list again")  # noqa: B023
         return shown
 
     return asyncio.run(scenario())

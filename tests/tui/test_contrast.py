@@ -19,6 +19,9 @@ SCREENS = {
     "queue": ((), ()),
     "queue, cursor on an alarm row": ((), ("down",)),
     "queue, cursor on a re-planned row": ((), ("down",) * 6),
+    "queue by danger, cursor on a kept write": ((), ("s", "home")),
+    "queue, the filter's line empty": ((), ("slash",)),
+    "queue, filtered": ((), ("slash", *"merge", "enter")),
     "review, cursor on the refused delete": (MERGE, ("enter", "end")),
     "review, cursor on chain noise": (MERGE, ("enter", "down")),
     "review, writes kept": (("crm-dedupe.writes-kept.json",), ("enter",)),
@@ -168,3 +171,23 @@ async def test_the_verification_cursor_shows_in_every_mode(palette: str, tmp_pat
             assert "PATCH …ickets/t1" in "".join(text for text, _, _ in rows[marked[0]])
             words = [(text, style) for text, style, _ in rows[marked[0]] if style and text.strip("│ ")]
             assert words and all(style.underline or style.reverse for _, style in words), (mode, words)
+
+
+@pytest.mark.parametrize("palette", list(APPS))
+async def test_the_danger_column_reads_in_every_mode_at_a_phones_width(palette: str, monkeypatch) -> None:
+    """At 50x20 every grade is readable (4.5:1 in truecolor, 256 and 16 colours) and bold; without
+    colour a stop ("!!!") is reversed and a danger ("!!") underlined, so the two differ by more than
+    their count of "!"."""
+    modes = APPS[palette]
+    app = make_app(SAMPLES, modes[0], monkeypatch)
+    async with app.run_test(size=(50, 20)) as pilot:
+        await wait_until_loaded(pilot)
+        for mode in modes:
+            assert low_contrast(app, shown_in=shown_in(mode)) == [], mode
+        stop, danger = styles_of(app, "!!! kept"), styles_of(app, "!!  by fake")
+        assert stop and danger
+        assert all(style.bold and not style.dim for style in stop + danger)
+        if palette == "no colour":
+            assert all(style.reverse for style in stop) and all(style.underline for style in danger)
+        else:
+            assert {style.color for style in stop}.isdisjoint(style.color for style in danger)

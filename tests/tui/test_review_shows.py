@@ -56,9 +56,9 @@ async def test_a_thousand_of_each_effect_fit_whole_and_a_delete_gets_its_mark(tm
     app = ReviewerApp(tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_until_loaded(pilot)
-        mark, *_, calls, effects, _via, _state = queue_cells(app)
+        _mark, danger, *_, calls, effects, _via, _state = queue_cells(app)
         assert (calls, effects) == ("3k", "1k/1k/1k")
-        assert "!" in mark, "a plan that deletes 1,000 records is marked"
+        assert danger == "!!! delete", "a plan that deletes 1,000 records in production is graded so"
         detail = str(app.screen.query_one("#queue-detail", Static).render())
         assert "3,000 calls, 1,000 create, 1,000 update, 1,000 delete" in detail
 
@@ -78,7 +78,7 @@ async def test_a_plan_without_deletes_or_alarms_has_no_mark(tmp_path: Path) -> N
     app = ReviewerApp(tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_until_loaded(pilot)
-        assert "!" not in queue_cells(app)[0]
+        assert queue_cells(app)[:2] == ["▶", ""]
 
 
 async def test_one_delete_in_two_thousand_is_not_zero_percent(tmp_path: Path) -> None:

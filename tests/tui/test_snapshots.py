@@ -29,11 +29,14 @@ def open_first(*extra_keys: str):  # type: ignore[no-untyped-def]
 
 
 def test_queue_screen(snap_compare) -> None:
-    """The queue of every bundled sample: one row each with title, environment, agent, revision ("2/2" for
-    the re-planned triage), calls, c/u/d counts and the dry-run kind; ▶ on the cursor's row; a red
-    "!" on the proposals with alarms (writes kept, real refusals, hidden characters, a value far
-    outside the rest, nothing validated), none on the clean 2,000-call refund plan; under the table
-    the highlighted proposal's id, environment, API, agent and file; the chrome says "demo" and "9
+    """The queue of every bundled sample: one row each with its danger, title, environment, agent,
+    revision ("2/2" for the re-planned triage), calls, c/u/d counts and the dry-run kind; ▶ on the
+    cursor's row; the danger column gives each row's worst grade, its severity in `!` and a word:
+    red "!!! kept" (the CRM writes kept) and "!!! delete" (the Kubernetes deletes in production),
+    amber "!! money" (the 2,000 refunds in production), "!! outlier", "!! hidden", and the merge
+    tried three ways as "!! by fake", "!! recorded" and "!! delete", the triage "!! unsent"; under the
+    table the highlighted proposal's worst grade first ("!! moves EUR 84,641.64 (1,800 calls), in
+    production"), then its id, environment, API, agent and file; the chrome says "demo" and "9
     proposals"."""
     assert snap_compare(ReviewerApp(SAMPLES), terminal_size=(100, 30), run_before=wait_until_loaded)
 
@@ -115,16 +118,18 @@ def test_reject_asks_for_a_reason(snap_compare, sample_folder) -> None:
 
 
 def test_help_screen(snap_compare) -> None:
-    """Pressing ?: every key of the queue, the review and the confirmation, and what each dry-run
-    verdict and flag means."""
+    """Pressing ?: every key of the queue (enter, / Filter, s Sort, up, down, pgup, pgdn, home, end,
+    escape Clear the filter, r), the review and the confirmation, and what each dry-run verdict, flag
+    and danger word means (below the fold)."""
     assert snap_compare(
         ReviewerApp(SAMPLES), terminal_size=(100, 30), press=["question_mark"], run_before=wait_until_loaded
     )
 
 
 def test_queue_at_80x24(snap_compare) -> None:
-    """The queue at 80x24: the marks, title (cut with an ellipsis at 22), env, rev, c/u/d and dry run
-    fit; agent, host, calls and the demo's state column gave way; nothing needs horizontal scrolling."""
+    """The queue at 80x24: the marks, danger, title (cut with an ellipsis at 16), env, rev, c/u/d and
+    dry run fit; agent, host, calls and the demo's state column gave way; nothing needs horizontal
+    scrolling; the footer offers / Filter and s Sort."""
     assert snap_compare(ReviewerApp(SAMPLES), terminal_size=(80, 24), run_before=wait_until_loaded)
 
 
@@ -139,9 +144,9 @@ def test_review_at_80x24(snap_compare, sample_folder) -> None:
 
 def test_broken_file_listed(snap_compare, sample_folder) -> None:
     """A folder with one good proposal and two broken files: the good one is listed; the one whose
-    second call has a wrong type is listed from its header and then marked broken (a red "!" and
-    "broken" in its row); under the table, below a red "2 file(s) could not be read", the broken ones
-    are named with the reason (the field for the wrong type, "not valid JSON")."""
+    second call has a wrong type is listed from its header and then marked broken (a red "!!! broken"
+    and "broken" in its row); under the table, below a red "2 file(s) could not be read", the broken
+    ones are named with the reason (the field for the wrong type, "not valid JSON")."""
     folder: Path = sample_folder(SERVER)
     (folder / "truncated.json").write_text('{"format": "reviewer.proposal/v1", "calls": [')
     wrong_type = (folder / SERVER).read_text().replace('"seq": 2', '"seq": "2"')
@@ -238,20 +243,54 @@ def test_drift_without_colour(snap_compare, sample_folder, monkeypatch) -> None:
 
 
 def test_queue_in_16_colours(snap_compare) -> None:
-    """The queue in 16 colours: header and zebra rows on black, every "!" and c/u/d count with a
-    delete in bright red, counts whole (2k for the 2,000-call plan)."""
+    """The queue in 16 colours: header and zebra rows on black, every "!!!" grade and c/u/d count
+    with a delete in bright red, the "!!" grades in yellow, counts whole (2k for the 2,000-call
+    plan)."""
     app = ReviewerApp(SAMPLES, color_system="standard")
     assert snap_compare(app, terminal_size=(100, 30), run_before=wait_until_loaded)
 
 
 def test_queue_without_colour(snap_compare, monkeypatch) -> None:
-    """The queue with NO_COLOR: the "!" marks and delete counts reversed, the cursor row reversed
-    whole and marked ▶."""
+    """The queue with NO_COLOR: the "!!!" grades and delete counts reversed, the "!!" grades bold and
+    underlined, the cursor row reversed whole and marked ▶."""
     monkeypatch.setenv("NO_COLOR", "1")
     assert snap_compare(ReviewerApp(SAMPLES), terminal_size=(100, 30), run_before=wait_until_loaded)
 
 
 # --- what an on-call engineer reads at 80x24 ------------------------------------------------------
+
+
+def test_queue_by_danger_at_80x24(snap_compare) -> None:
+    """`s` at 80x24: the rows worst first, "!!! kept" then "!!! delete" (the Kubernetes plan) in red,
+    then the "!!" grades, "!! money" last; the chrome says "by danger"; the cursor stayed on the
+    refunds, now the last row."""
+    assert snap_compare(
+        ReviewerApp(SAMPLES), terminal_size=(80, 24), press=["s"], run_before=wait_until_loaded
+    )
+
+
+def test_queue_filtered_at_80x24(snap_compare) -> None:
+    """`/` then "merge t1" and enter at 80x24: the filter's line over the table holds "merge t1";
+    the three merges are the only rows ("!! by fake", "!! recorded", "!! delete"), the chrome says
+    "3 of 9 match /merge t1"."""
+    keys = ["slash", *"merge t1", "enter"]
+    assert snap_compare(
+        ReviewerApp(SAMPLES), terminal_size=(80, 24), press=keys, run_before=wait_until_loaded
+    )
+
+
+@pytest.mark.parametrize("colours", ["truecolor", "standard", "nocolor"])
+def test_queue_at_50x20(snap_compare, colours: str, monkeypatch) -> None:
+    """A phone's 50x20, in truecolor, 16 colours and without colour, the cursor on the Kubernetes
+    plan: seven rows, no two alike (the merge tried three ways reads "!! by fake", "!! recorded",
+    "!! delete"); columns danger, title and env; under the table its worst alarm first and whole,
+    "!!! 3 deletes: persistent_volume_claim, namespace, persistent_volume, in production"; the demo's
+    line keeps "decisions are not sent" and ends with "…"."""
+    if colours == "nocolor":
+        monkeypatch.setenv("NO_COLOR", "1")
+    app = ReviewerApp(SAMPLES, color_system=None if colours in ("truecolor", "nocolor") else colours)
+    assert snap_compare(app, terminal_size=(50, 20), press=["end"], run_before=wait_until_loaded)
+
 
 QUEUE_ROWS = {"clean row": 0, "alarm row": 1, "re-planned row": 6}
 
@@ -267,16 +306,18 @@ def queue_after(presses: int):  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("row", list(QUEUE_ROWS))
 def test_queue_cursor_in_16_colours(snap_compare, row: str) -> None:
-    """The queue at 80x24 in 16 colours, the cursor on a clean row, a row with alarms ("!") or the
-    re-planned triage ("Δ!", rev "2/2"): ▶ in the first column of that row only, the row underlined;
-    the columns env (production / staging), rev, c/u/d and dry run all shown, titles cut at 22."""
+    """The queue at 80x24 in 16 colours, the cursor on the refunds ("!! money"), the outlier ("!!
+    outlier") or the re-planned triage ("Δ", "!! unsent", rev "2/2"): ▶ in the first column of that
+    row only, the row underlined; the columns danger, env (production / staging), rev, c/u/d and dry
+    run all shown, titles cut at 16."""
     app = ReviewerApp(SAMPLES, color_system="standard")
     assert snap_compare(app, terminal_size=(80, 24), run_before=queue_after(QUEUE_ROWS[row]))
 
 
 @pytest.mark.parametrize("row", list(QUEUE_ROWS))
 def test_queue_cursor_without_colour(snap_compare, row: str, monkeypatch) -> None:
-    """The same with NO_COLOR: the cursor's row reversed whole and marked ▶; the "!" marks reversed."""
+    """The same with NO_COLOR: the cursor's row reversed whole and marked ▶; the "!!!" grades
+    reversed, the "!!" grades bold and underlined."""
     monkeypatch.setenv("NO_COLOR", "1")
     assert snap_compare(ReviewerApp(SAMPLES), terminal_size=(80, 24), run_before=queue_after(QUEUE_ROWS[row]))
 

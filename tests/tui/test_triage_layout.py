@@ -10,7 +10,7 @@ import pytest
 from reviewer.plan.proposal import parse_proposal
 from reviewer.reading.analysis import Analysis, Verdict
 from reviewer.tui.screens.dialogs import VERDICT_HELP
-from reviewer.tui.screens.queue import LIVE_COLUMNS, QUEUE_COLUMNS, fit_columns
+from reviewer.tui.screens.queue import LIVE_COLUMNS, QUEUE_COLUMNS, TITLE_WIDE, fit_columns
 from reviewer.tui.widgets.chrome import id_part
 from reviewer.tui.widgets.plan_view import PlanView, call_cell
 
@@ -59,7 +59,7 @@ def test_the_queue_host_widens_on_a_wide_terminal(columns) -> None:
     """At 200 columns the host column holds `k8s-prod-eu1.internal.example:6443` whole (it was cut at
     20 cells); at 100 it keeps its 20, and the title its room."""
     wide = {column.key: column.width for column in fit_columns(columns, 200)}
-    assert wide["host"] >= len("k8s-prod-eu1.internal.example:6443") and wide["title"] >= 72
+    assert wide["host"] >= len("k8s-prod-eu1.internal.example:6443") and wide["title"] >= TITLE_WIDE
     assert {column.key: column.width for column in fit_columns(columns, 100)}.get("host", 20) == 20
 
 

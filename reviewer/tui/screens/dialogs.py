@@ -16,6 +16,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
+from reviewer.reading.danger import KINDS, UNTESTED_WORDS
+
 Answer = TypeVar("Answer")
 """What a dialog's dismissal carries: a yes or no, or a reason."""
 
@@ -23,7 +25,7 @@ HelpSection = tuple[str, list[tuple[str, str]]]
 """A screen's name and its keys as (keys as shown, what they do), built from the bindings."""
 
 
-KEY_WORDS = {"question_mark": "?", "pageup": "pgup", "pagedown": "pgdn"}
+KEY_WORDS = {"question_mark": "?", "slash": "/", "pageup": "pgup", "pagedown": "pgdn"}
 
 
 def key_words(binding: Binding) -> str:
@@ -243,6 +245,11 @@ class HelpScreen(ModalScreen[None]):
             parts.append(Text(""))
         parts.append(Text("Dry-run verdicts", "bold underline"))
         parts.append(two_columns(VERDICT_HELP, 16))
+        parts.append(Text(""))
+        parts.append(
+            Text("Queue danger: the worst of a proposal, !!! stop, !! danger, ! caution", "bold underline")
+        )
+        parts.append(two_columns(danger_help(), 16))
         with VerticalScroll(classes="dialog help") as dialog:
             dialog.border_title = "Keys"
             yield Static(Group(*parts))
@@ -288,5 +295,15 @@ VERDICT_HELP = (
         "letters or text not in NFC, ←#N = chained to call N, ?#N = names no earlier call, +N = N more flags",
     ),
     ("marks", "▶ cursor, + added, ~ changed, - removed, · dry-run answer changed"),
-    ("queue marks", "▶ cursor, • new, Δ re-planned and the drift not yet viewed, ! alarms or deletes"),
+    ("queue marks", "▶ cursor, • new, Δ re-planned and the drift not yet viewed"),
 )
+
+
+def danger_help() -> list[tuple[str, str]]:
+    """Each word of the queue's danger column, at the severity it starts at, and what raises it."""
+    rows = []
+    for kind, (severity, word, meaning) in KINDS.items():
+        rows.append((f"{'!' * severity:<3} {word}", meaning))
+        if kind == "not_validated":
+            rows.extend((f"{'!' * severity:<3} {how}", said) for how, said in UNTESTED_WORDS.values())
+    return rows

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import ClassVar
 
 from rich.text import Text
@@ -13,15 +14,25 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, Input, Static
 
 from reviewer.plan.sanitize import clip, safe_text, steady_width
+from reviewer.reading.danger import (
+    LABEL_WIDTH,
+    WORSE_IN_PRODUCTION,
+    Grade,
+    Severity,
+    danger_order,
+    grade,
+    in_production,
+    worst,
+)
 from reviewer.tui.failures import ReportsWorkerFailures
 from reviewer.tui.model.sources import BrokenFile, QueueItem, shown
 from reviewer.tui.palette import role_text
 from reviewer.tui.screens.styled_once import StyledOnce
 from reviewer.tui.widgets.cells import CURSOR_GLYPH, cell
-from reviewer.tui.widgets.chrome import Chrome, KeysFooter
+from reviewer.tui.widgets.chrome import Chrome, KeysFooter, Part
 
 
 @dataclass(frozen=True)
@@ -32,7 +43,7 @@ class QueueColumn:
     """Cells wide; the title's width is what the others leave."""
     gives_way: int = 0
     """Order in which a narrow terminal drops the column (1 first); 0: never dropped. The columns that
-    decide (the marks, the environment, the state) never give way: the title is cut instead."""
+    decide (the marks, the danger, the environment) never give way: the title is cut instead."""
     keeps_title: int = 0
     """With `gives_way`: the title's cells under which this column gives way (`TITLE_ROOM` if 0)."""
     grows_to: int = 0
@@ -40,7 +51,8 @@ class QueueColumn:
 
 
 QUEUE_COLUMNS = (
-    QueueColumn(" ", "mark", 3),
+    QueueColumn(" ", "mark", 2),
+    QueueColumn("danger", "danger", LABEL_WIDTH),
     QueueColumn("proposal", "title", 0),
     QueueColumn("env", "environment", 10),
     QueueColumn("host", "host", 20, gives_way=2, grows_to=48),
@@ -55,22 +67,25 @@ QUEUE_COLUMNS = (
 "demo" unless the file is broken, which the mark says too) gives way early."""
 
 LIVE_COLUMNS = (
-    QueueColumn(" ", "mark", 4),
+    QueueColumn(" ", "mark", 3),
+    QueueColumn("danger", "danger", LABEL_WIDTH),
     QueueColumn("proposal", "title", 0),
     QueueColumn("env", "environment", 10),
     QueueColumn("host", "host", 20, gives_way=1, grows_to=48),
-    QueueColumn("proposed by", "proposer", 13, gives_way=3),
+    QueueColumn("proposed by", "proposer", 13, gives_way=5),
     QueueColumn("rev", "rev", 3, gives_way=4),
     QueueColumn("calls", "calls", 5, gives_way=2),
     QueueColumn("c/u/d", "effects", 10, gives_way=7, keeps_title=10),
-    QueueColumn("dry run", "via", 9, gives_way=6),
-    QueueColumn("state", "state", 8),
-    QueueColumn("age", "age", 4, gives_way=5),
+    QueueColumn("dry run", "via", 9, gives_way=3),
+    QueueColumn("state", "state", 8, gives_way=8, keeps_title=12),
+    QueueColumn("age", "age", 4, gives_way=6),
 )
 """Live: the queue's record of who proposed it instead of the agent's own name, and how long a pending
-proposal has waited."""
+proposal has waited. Who proposed it (`you` among them) stays longer than the dry run's kind, which
+the danger column words when it validated nothing. The state gives way last, on a phone's 50
+columns, where the line under the table says the highlighted proposal's state."""
 
-TITLE_WIDE = 72
+TITLE_WIDE = 60
 """A title this wide reads whole in most queues: cells beyond it go to the columns that grow (the
 target's host, whole at 200 columns)."""
 TITLE_ROOM = 16
@@ -103,12 +118,20 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open", "Open", priority=True),
+        Binding("slash", "filter", "Filter"),
+        Binding("s", "sort", "Sort"),
         Binding("up,k", "move(-1)", "Up", show=False, priority=True),
         Binding("down,j", "move(1)", "Down", show=False, priority=True),
+        Binding("pageup", "page(-1)", "Page up", show=False, priority=True),
+        Binding("pagedown", "page(1)", "Page down", show=False, priority=True),
         Binding("home", "jump(0)", "First", show=False, priority=True),
         Binding("end", "jump(-1)", "Last", show=False, priority=True),
+        Binding("escape", "clear_filter", "Clear the filter", show=False),
         Binding("r", "retry", "Retry now"),
     ]
+    AUTO_FOCUS = "#queue"
+    ORDERS: ClassVar[tuple[str, ...]] = ("newest", "danger")
+    """`s` steps through them: newest submission first, or the worst grade first."""
 
     @dataclass
     class OpenRequested(Message):
@@ -130,9 +153,21 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         self._columns: list[QueueColumn] = []
         self._cursor_id: str | None = None
         self._shown = False
+        self.order = "newest"
+        self.filter_words = ""
+        """What `/` filters on (case aside): a row stays when any of its text holds it."""
+        self._listed: list[str] = []
+        """The ids of the rows in the table, in its order."""
+        self._arrange_pending = False
+        self._readings: dict[str, RowReading] = {}
+        """Each proposal's row as read when it last changed (`show_item` forgets it): sorting and
+        filtering thousands of rows reads none of them again."""
 
     def compose(self) -> ComposeResult:
         yield Chrome(id="chrome")
+        yield Input(
+            placeholder="filter: any text of a row; enter keeps it, escape clears it", id="queue-filter"
+        )
         yield DataTable(id="queue", cursor_type="row", zebra_stripes=True)
         yield Static(id="queue-detail")
         yield Static(id="broken")
@@ -145,7 +180,8 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         self._describe_highlighted()
         self._describe_broken()
         if self.mode == "demo":
-            self.show_status(Text("demo: proposals from files; decisions are not sent", "italic"))
+            note = "demo: decisions are not sent; proposals from files"
+            self.show_status(Text(note, "italic", no_wrap=True, overflow="ellipsis"))
         if self.live and self.now is not None:
             self.set_interval(30, self.refresh_ages)
 
@@ -177,15 +213,23 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
 
     def refresh_chrome(self) -> None:
         count = len(self.items)
-        proposals = f"{count} proposal{'s' if count != 1 else ''}"
+        proposals: Part = f"{count} proposal{'s' if count != 1 else ''}"
+        if self.filter_words:
+            listed, words = len(self._listed), self.filter_words
+            proposals = (f"{listed} of {count} match /{words}", "bold", f"{listed}/{count} /{words}")
+        views = ("by danger",) if self.order == "danger" else ()
         if not self.live:
-            self.query_one(Chrome).show(self.mode, proposals)
+            self.query_one(Chrome).show(self.mode, proposals, *views)
             return
         items = list(self.items.values())
         pending = sum(item.state == "pending" for item in items)
         new = sum(item.is_new for item in items)
         self.query_one(Chrome).show(
-            self.who, proposals, f"{pending} pending", (f"{new} new", "bold") if new else f"{new} new"
+            self.who,
+            proposals,
+            *views,
+            f"{pending} pending",
+            (f"{new} new", "bold") if new else f"{new} new",
         )
 
     def on_resize(self, event: events.Resize) -> None:
@@ -204,17 +248,29 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
             table.add_column(column.label, key=column.key, width=column.width)
         self._fill_table()
 
+    def listed(self) -> list[QueueItem]:
+        """The rows the table shows: those the filter keeps, in the order chosen."""
+        items = newest_first(list(self.items.values()))
+        if self.filter_words:
+            items = [item for item in items if self.read(item).matches(self.filter_words)]
+        if self.order == "danger":
+            items.sort(key=lambda item: danger_order(self.read(item).grades))
+        return items
+
     def _fill_table(self) -> None:
-        """Every row again, newest submission first, the cursor kept on its proposal."""
+        """Every row again, filtered and in order, the cursor kept on its proposal."""
         table = self.query_one("#queue", DataTable)
         cursor_id = self._cursor_id
         table.clear()
-        ordered = newest_first(list(self.items.values()))
+        ordered = self.listed()
+        self._listed = [item.proposal_id for item in ordered]
         for item in ordered:
             table.add_row(*self._shown_cells(item, item.proposal_id == cursor_id), key=item.proposal_id)
         if table.row_count:
-            ids = [item.proposal_id for item in ordered]
+            ids = self._listed
             table.move_cursor(row=ids.index(cursor_id) if cursor_id in ids else 0)
+        self.refresh_chrome()
+        self._describe_highlighted()
 
     def _shown_cells(self, item: QueueItem, cursor: bool) -> list[Text]:
         visible = {column.key for column in self._columns}
@@ -230,6 +286,7 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         table has its columns (the screen still mounting), the item waits in `items`, and its row is
         added with the columns: the first frame then shows it."""
         self.items[item.proposal_id] = item
+        self._readings.pop(item.proposal_id, None)
         if not self._columns:
             return
         table = self.query_one("#queue", DataTable)
@@ -237,12 +294,41 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
             cells = self._shown_cells(item, item.proposal_id == self._cursor_id)
             for column, value in zip(self._columns, cells, strict=True):
                 table.update_cell(item.proposal_id, column.key, value)
-        elif newest_first(list(self.items.values()))[-1] is item:
+            if self.order != "newest" or not self._still_listed(item):
+                self._arrange_soon()
+        elif self.filter_words and not self.read(item).matches(self.filter_words):
+            pass  # filtered out: only the chrome's count changes
+        elif (
+            self.order == "newest"
+            and not self.filter_words
+            and newest_first(list(self.items.values()))[-1] is item
+        ):
             table.add_row(*self._shown_cells(item, False), key=item.proposal_id)
+            self._listed.append(item.proposal_id)
         else:
-            self._fill_table()
+            self._fill_table()  # a new row in its place at once: what the app lists, the table holds
+            return
         self.refresh_chrome()
-        self._describe_highlighted()
+        if self._cursor_id in (None, item.proposal_id):  # the line under the table says only its row
+            self._describe_highlighted()
+
+    def _arrange_soon(self) -> None:
+        """One `_reorder` after this frame, however many rows changed in it: a poll or the analyses
+        of many proposals re-order a sorted or filtered table once, not once per proposal (in place
+        when the same rows stay, else filled again)."""
+        if not self._arrange_pending:
+            self._arrange_pending = True
+            self.call_after_refresh(self._reorder)
+
+    def read(self, item: QueueItem) -> RowReading:
+        reading = self._readings.get(item.proposal_id)
+        if reading is None:
+            reading = self._readings[item.proposal_id] = RowReading.of(item)
+        return reading
+
+    def _still_listed(self, item: QueueItem) -> bool:
+        """Whether a row the table shows still passes the filter (its text may have changed)."""
+        return not self.filter_words or self.read(item).matches(self.filter_words)
 
     def show_broken(self, broken: BrokenFile) -> None:
         self.broken.append(broken)
@@ -284,18 +370,16 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
 
     def row_cells(self, item: QueueItem, cursor: bool = False) -> tuple[Text, ...]:
         """One cell per column of `self.columns`; the first holds the marks (`▶` on the cursor's row)."""
-        base = queue_row(item)
+        base = self.read(item).cells
         mark = Text(CURSOR_GLYPH if cursor else " ", "bold")
         if not self.live:
             mark.append_text(base[0])
             return (mark, *base[1:])
         mark.append("•" if item.is_new else " ", "bold")
         mark.append_text(base[0])
-        if item.local_digests and "!" not in base[0].plain:
-            mark.append("!", "danger")
         proposer = Text("you", "bold reverse") if item.mine else cell(item.proposed_by, 13)
         state = Text(item.state_label, STATE_STYLES.get(item.state_label, ""))
-        return (mark, *base[1:4], proposer, *base[5:9], state, self.age_cell(item))
+        return (mark, *base[1:5], proposer, *base[6:10], state, self.age_cell(item))
 
     def age_cell(self, item: QueueItem) -> Text:
         """How long the latest revision has waited, while it waits: 45s, 12m, 3h, 2d."""
@@ -320,9 +404,65 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         if table.row_count:
             table.move_cursor(row=row if row >= 0 else table.row_count - 1)
 
+    def action_page(self, pages: int) -> None:
+        """A page of rows up or down: as many as the table shows at once, less one kept in sight."""
+        table = self.query_one("#queue", DataTable)
+        rows = table.scrollable_content_region.height - (1 if table.show_header else 0)
+        self.action_move(pages * max(1, rows - 1))
+
+    def action_sort(self) -> None:
+        """The next order: newest first, or the most dangerous first (ties newest first)."""
+        self.order = self.ORDERS[(self.ORDERS.index(self.order) + 1) % len(self.ORDERS)]
+        self._reorder()
+
+    def _reorder(self) -> None:
+        """The rows the table holds, in the order chosen, moved in place (`DataTable.sort`) rather
+        than added again: 3,000 rows re-added cost about a second. A row is known by its title cell,
+        the very object its reading holds; if any row's cell is not its reading's (none should be),
+        the table is filled again instead."""
+        self._arrange_pending = False
+        table = self.query_one("#queue", DataTable)
+        ordered = self.listed()
+        ranks = {id(self.read(item).cells[TITLE_CELL]): rank for rank, item in enumerate(ordered)}
+        if len(ranks) != table.row_count or not self._columns:
+            self._fill_table()
+            return
+        try:
+            table.sort("title", key=lambda title: ranks[id(title)])
+        except KeyError:
+            self._fill_table()
+            return
+        self._listed = [item.proposal_id for item in ordered]
+        if self._cursor_id in self._listed:
+            table.move_cursor(row=self._listed.index(self._cursor_id))
+        self.refresh_chrome()
+        self._describe_highlighted()
+
+    def action_filter(self) -> None:
+        """The filter's line, where the reviewer types; the rows follow each key."""
+        field = self.query_one("#queue-filter", Input)
+        field.add_class("-shown")
+        field.focus()
+
+    @on(Input.Changed, "#queue-filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.filter_words = event.value.strip()
+        self._fill_table()
+
+    def action_clear_filter(self) -> None:
+        field = self.query_one("#queue-filter", Input)
+        field.remove_class("-shown")
+        self.query_one("#queue", DataTable).focus()
+        if field.value:
+            field.value = ""  # its Changed message fills the table again
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """`r` (poll the queue now) only where there is a queue."""
-        return self.live if action == "retry" else True
+        """`r` (poll the queue now) only where there is a queue; escape only with a filter to clear."""
+        if action == "retry":
+            return self.live
+        if action == "clear_filter":
+            return bool(self.filter_words) or self.query_one("#queue-filter", Input).has_class("-shown")
+        return True
 
     def action_retry(self) -> None:
         """Poll at once instead of waiting out the back-off (up to 30 s) after the queue was down."""
@@ -331,6 +471,13 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
             poll_now()
 
     def action_open(self) -> None:
+        """Enter in the filter's line keeps the filter and goes back to the rows; on a row, opens it."""
+        field = self.query_one("#queue-filter", Input)
+        if field.has_focus:
+            if not field.value:
+                field.remove_class("-shown")
+            self.query_one("#queue", DataTable).focus()
+            return
         item = self.highlighted_item()
         if item is not None:
             self.post_message(self.OpenRequested(item.proposal_id))
@@ -380,17 +527,51 @@ def age_words(age: timedelta) -> str:
     return f"{seconds}s"
 
 
-def marks(item: QueueItem, alarms: tuple[str, ...], destructive: int = 0) -> Text:
-    """Δ when the latest revision drifted from the one seen (until that drift was viewed), ! when the
-    proposal raises alarms or may destroy anything: a delete, or a call marked `destructive` (an MCP
-    tool's `delete_entities` is an update that destroys), as `plan.counts.destructive` counts them."""
+def marks(item: QueueItem) -> Text:
+    """Δ when the latest revision drifted from the one seen (until that drift was viewed)."""
     text = Text()
     drifted = item.latest_drift()
     if drifted and (drifted[0], item.latest_revision) not in item.drifts_viewed:
         text.append("Δ", "warn.strong")
-    if alarms or destructive:
-        text.append("!", "danger")
     return text
+
+
+SEVERITY_ROLES = {Severity.STOP: "danger", Severity.DANGER: "warn.strong", Severity.CAUTION: "warn"}
+"""A grade's colour follows its count of `!`, which says the severity without colour."""
+
+
+def row_grades(item: QueueItem) -> tuple[Grade, ...]:
+    """The latest revision's grades, worst first (`reviewer.reading.danger`), from what the row holds:
+    the analysis's alarms and figures once computed, the checks' refusal, the queue's digest and its
+    policy's alarms of where the plan runs."""
+    extra = [
+        kind
+        for kind, raised in (
+            ("broken", item.latest_revision in item.problems),
+            ("digest", bool(item.local_digests)),
+            ("environment", bool(item.policy and item.policy.alarms)),
+        )
+        if raised
+    ]
+    environment = item.latest.target.environment
+    figures = item.figures()
+    if figures is None:
+        return grade((), environment, extra=extra)
+    ratios = figures.ratios
+    return grade(
+        figures.alarm_names,
+        environment,
+        money_out=max((total.out for total in figures.totals), default=Decimal(0)),
+        destroys=ratios.destructive > ratios.deletes,
+        via=item.latest.dry_run.via,
+        extra=extra,
+    )
+
+
+def danger_cell(grades: tuple[Grade, ...]) -> Text:
+    """The worst grade: `!!! kept`; empty for a plan with none."""
+    first = worst(grades)
+    return role_text(first.label(), SEVERITY_ROLES[first.severity]) if first else Text("")
 
 
 def compact(count: int) -> str:
@@ -406,23 +587,25 @@ def compact(count: int) -> str:
     return figure + suffix
 
 
-def queue_row(item: QueueItem) -> tuple[Text, ...]:
+def queue_row(item: QueueItem, grades: tuple[Grade, ...] | None = None) -> tuple[Text, ...]:
     """The row as soon as the scan listed it, one cell per `QUEUE_COLUMNS` (the mark without the
-    cursor): the counts of effects, the alarm mark and the host follow when the analysis is done (`…`
+    cursor): the counts of effects, the danger and the host follow when the analysis is done (`…`
     until then), and `broken` replaces the state if the checks refuse it."""
     proposal = item.latest
     figures = item.figures()
     revisions = f"{proposal.revision}" + (f"/{len(item.revisions)}" if len(item.revisions) > 1 else "")
+    broken = item.latest_revision in item.problems
+    grades = row_grades(item) if grades is None else grades
     if figures is None:
-        mark, effects = Text("…", "muted"), Text("…", "muted")
+        danger = danger_cell(grades) if broken else role_text("…", "muted")
+        effects = role_text("…", "muted")
     else:
         ratios = figures.ratios
-        mark = marks(item, figures.alarms, ratios.destructive)
+        danger = danger_cell(grades)
         effects = Text(
             f"{compact(ratios.creates)}/{compact(ratios.updates)}/{compact(ratios.deletes)}",
             "danger" if ratios.deletes else "",
         )
-    broken = item.latest_revision in item.problems
     environment = proposal.target.environment
     base_url = proposal.target.base_url
     if not base_url:
@@ -434,7 +617,8 @@ def queue_row(item: QueueItem) -> tuple[Text, ...]:
             else Text("…", "muted")
         )
     return (
-        Text("!", "danger") if broken else mark,
+        marks(item),
+        danger,
         Text(steady_width(safe_text(clip(proposal.title, 300))), no_wrap=True, overflow="ellipsis"),
         cell(environment, 10, "bold") if environment else Text("none", "muted"),
         host,
@@ -445,6 +629,35 @@ def queue_row(item: QueueItem) -> tuple[Text, ...]:
         Text(proposal.dry_run.via, "" if proposal.dry_run.via == "server" else "warn"),
         Text("broken", "danger") if broken else Text(item.state),
     )
+
+
+TITLE_CELL = 2
+"""Where `queue_row` puts the title: after the marks and the danger."""
+
+
+@dataclass(frozen=True)
+class RowReading:
+    """A proposal's row read once: its cells (`queue_row`), its grades, and the text `/` searches."""
+
+    cells: tuple[Text, ...]
+    grades: tuple[Grade, ...]
+    words: str
+    """Every text of the row as the table shows it (its hidden columns too), the id, the API and who
+    proposed it, case folded."""
+
+    @classmethod
+    def of(cls, item: QueueItem) -> RowReading:
+        grades = row_grades(item)
+        cells = queue_row(item, grades)
+        proposal = item.latest
+        record = f"{item.proposed_by} {item.state_label} {shown(proposal.proposal_id, 128)}"
+        api = safe_text(clip(proposal.target.api, 80))
+        words = f"{' '.join(value.plain for value in cells)} {record} {api}".casefold()
+        return cls(cells, grades, words)
+
+    def matches(self, words: str) -> bool:
+        """Whether each of the words (split at spaces) is somewhere in the row's text, case aside."""
+        return all(word in self.words for word in words.casefold().split())
 
 
 def host_of(base_url: str) -> str:
@@ -466,8 +679,6 @@ def host_of(base_url: str) -> str:
 def describe_record(item: QueueItem) -> Text:
     """The queue's record of the highlighted proposal (live): state, proposer, signatures, trail."""
     text = Text()
-    if item.local_digests:
-        text.append("! the fetched plan does not hash to the queue's digest: do not approve\n", "danger")
     text.append("queue: ", "muted")
     text.append(item.state_words(), STATE_STYLES.get(item.state_label, ""))
     text.append(f" · proposed by {shown(item.proposed_by)}")
@@ -490,9 +701,13 @@ def describe_record(item: QueueItem) -> Text:
 
 
 def describe(item: QueueItem) -> Text:
-    """The highlighted proposal's alarms, spelled out under the table."""
+    """The highlighted proposal under the table: its worst grade first, whole (on a phone's 20 lines
+    the rest may be cut, never that), then its id and where it runs, its counts, the other grades."""
     proposal = item.latest
     text = Text()
+    sentences = [(graded, grade_sentence(item, graded)) for graded in row_grades(item)]
+    for graded, sentence in sentences[:1]:
+        text.append(f"{graded.bangs} {sentence}\n", SEVERITY_ROLES[graded.severity])
     text.append(safe_text(clip(proposal.proposal_id, 128)), "bold")
     text.append(f"  {safe_text(clip(proposal.target.environment or 'no environment', 40))} · ")
     text.append(safe_text(clip(proposal.target.api, 40)))
@@ -502,17 +717,40 @@ def describe(item: QueueItem) -> Text:
     if drifted is not None:
         base, drift = drifted
         text.append(f"Δ rev {item.latest_revision} drifted from rev {base}: {drift.summary}\n", "warn.strong")
-    problem = item.problems.get(item.latest_revision)
-    if problem is not None:
-        text.append(f"! broken: {safe_text(clip(problem, 200))}\n", "danger")
     figures = item.figures()
     if figures is None:
         calls = len(item.latest.calls)
         text.append(f"{calls:,} calls; still computing: " + ", ".join(item.still_computing()) + "\n", "muted")
-        return text
-    from reviewer.tui.widgets.panes import summary_counts  # with the analysis: not before the first row
+    else:
+        from reviewer.tui.widgets.panes import summary_counts  # with the analysis: not before the first row
 
-    text.append(summary_counts(figures) + "\n")
-    for alarm in figures.alarms:
-        text.append(f"! {alarm}\n", "danger")
+        text.append(summary_counts(figures) + "\n")
+    for graded, sentence in sentences[1:]:
+        text.append(f"{graded.bangs} {sentence}\n", SEVERITY_ROLES[graded.severity])
     return text
+
+
+def grade_sentence(item: QueueItem, graded: Grade) -> str:
+    """A grade in the analysis's own words (its alarm's sentence), or in words of what raised it;
+    "in production" where that made it worse."""
+    figures = item.figures()
+    said = dict(figures.named_alarms) if figures is not None else {}
+    if graded.kind in said:
+        sentence = said[graded.kind]
+    elif graded.kind == "broken":
+        sentence = f"broken: {safe_text(clip(item.problems.get(item.latest_revision, ''), 200))}"
+    elif graded.kind == "digest":
+        sentence = "the fetched plan does not hash to the queue's digest: do not approve"
+    elif graded.kind == "environment" and item.policy is not None and item.policy.alarms:
+        sentence = safe_text(clip(item.policy.alarms[0], 200))
+    elif graded.kind == "money" and figures is not None and figures.totals:
+        largest = max(figures.totals, key=lambda total: total.out)
+        sentence = f"moves {largest.words()}"
+    elif graded.kind == "destroys" and figures is not None:
+        marked = figures.ratios.destructive - figures.ratios.deletes
+        sentence = f"{marked:,} update{'s' if marked != 1 else ''} marked destructive"
+    else:
+        sentence = graded.word
+    if graded.kind in WORSE_IN_PRODUCTION and in_production(item.latest.target.environment):
+        sentence += ", in production"
+    return sentence

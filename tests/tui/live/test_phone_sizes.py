@@ -37,9 +37,10 @@ def reviewed(*keys: str):  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("size", PHONE_SIZES)
 def test_queue_at_phone_size(snap_compare, size: tuple[int, int]) -> None:
-    """The live queue in a phone's SSH app: three rows with their marks (• new, ! alarms on the
-    Kubernetes plan), the title cut, env and state whole (at 50 columns the c/u/d counts give way: the
-    line under the table says "9 calls, 0 create, 6 update, 3 delete" and the alarms); the chrome keeps
+    """The live queue in a phone's SSH app: three rows with their marks (• new) and danger (a red
+    "!!! delete" on the Kubernetes plan), the title cut, env whole; at 60 columns the state too, at
+    50 the state and the c/u/d counts give way: the line under the table leads with the worst alarm
+    whole, then says "9 calls, 0 create, 6 update, 3 delete" and "queue: pending"; the chrome keeps
     who is signed in; the footer's keys, `?` in sight."""
     assert snap_compare(phone_app(), terminal_size=size, run_before=loaded(3))
 

@@ -92,7 +92,8 @@ def opened(count: int, proposal_id: str, *keys: str):  # type: ignore[no-untyped
 
 def test_connected(snap_compare) -> None:
     """The live queue, served by MockTransport from fixed answers: three rows, newest first; ▶ on the
-    cursor's row, underlined; "•" marks the two pending proposals nobody opened; the one alice
+    cursor's row, underlined; "•" marks the two pending proposals nobody opened; the danger column
+    grades each by its worst alarm; the one alice
     proposed shows "you" (reversed) as proposer; env "staging" on each; the pending ones waited
     "12m" (fixed clock); the refund shows state "approved" in green. The detail under the table
     gives the queue's state, proposer and trail. The chrome reads "alice (reviewer) │ 3 proposals │
@@ -106,7 +107,8 @@ def test_connected(snap_compare) -> None:
 
 
 def test_unreachable(snap_compare) -> None:
-    """A queue that refuses every connection (MockTransport raising ConnectError): an empty list, the
+    """A queue that refuses every connection (MockTransport raising ConnectError): an empty list (its
+    header from danger to age), the
     chrome says "live" (nobody signed in yet), the status line says "queue unreachable, retrying in 30 s"
     in yellow with the queue's URL, the first backoff step under a fixed clock."""
 
