@@ -324,12 +324,13 @@ class QueueItem:
 
     def withdrawal_words(self) -> list[str]:
         """The latest revision's approvals that stopped counting, with who and what ended them, as
-        the queue's trail says (`1 approval withdrawn (alice, sign-in ended)`); none while not pending."""
+        the queue's trail says (`1 approval withdrawn (alice, sign-in ended)`); none while not pending.
+        A file's proposal has no history: the demo loads neither the queue's messages nor the policy."""
+        if self.state != "pending" or not self.revisions or not self.history:
+            return []
         from reviewer.policy.quorum import describe_withdrawals
         from reviewer.queue.messages import withdrawals_of
 
-        if self.state != "pending" or not self.revisions:
-            return []
         withdrawn = withdrawals_of(self.history, self.latest_revision)
         return [describe_withdrawals((shown(who), why) for who, why in withdrawn)] if withdrawn else []
 
