@@ -59,6 +59,7 @@ def append_trail(
     log holds every event in `seq` order. `identity` is how the actor signed in (`Identity.principal`:
     `token:NAME`, `break-glass:NAME`, `oidc:ISSUER#SUBJECT`)."""
     trail.catch_up(db)
+    db.changed.add(proposal_id)
     fields = {
         "at": now,
         "actor": actor,
