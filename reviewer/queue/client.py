@@ -207,6 +207,15 @@ class Listing:
         return self.page is None
 
 
+@dataclass(frozen=True)
+class DecisionPoll:
+    """One answer about a decision: the state, and its ETag (None from a queue that sends none),
+    which the next long poll names so it is answered only once the state differs."""
+
+    state: DecisionState
+    etag: str | None
+
+
 class QueueClient:
     """The queue API over httpx; `transport=` lets tests use `httpx.MockTransport` or ASGI.
 
@@ -230,6 +239,7 @@ class QueueClient:
                 raise ValueError("the token is empty or contains whitespace or control characters")
             headers["Authorization"] = f"Bearer {token}"
         self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
         self.retries = retries
         self.retry_delay = retry_delay
         self._http = httpx.AsyncClient(
@@ -365,6 +375,27 @@ class QueueClient:
 
     async def decision_state(self, proposal_id: str) -> DecisionState:
         return await self._get(f"/v1/proposals/{_segment(proposal_id)}/decision", DecisionState)
+
+    async def await_decision(
+        self, proposal_id: str, *, wait: float, known: DecisionPoll | None = None
+    ) -> DecisionPoll:
+        """The decision's state once it differs from `known` (without it: once it is not pending),
+        or as it is after `wait` seconds: a long poll, answered by the queue the moment a reviewer
+        decides. A queue that does not wait (an older release) answers at once: the caller paces
+        its next ask."""
+        headers = {"If-None-Match": known.etag} if known is not None and known.etag else {}
+        response = await self._request(
+            "GET",
+            f"/v1/proposals/{_segment(proposal_id)}/decision",
+            expect=(200, 304),
+            params={"wait": f"{wait:.3f}"},
+            headers=headers,
+            timeout=httpx.Timeout(self.timeout, read=self.timeout + wait),
+        )
+        etag = response.headers.get("etag")
+        if response.status_code == 304 and known is not None:
+            return DecisionPoll(known.state, etag or known.etag)
+        return DecisionPoll(DecisionState.model_validate_json(response.content), etag)
 
     async def claim(
         self, proposal_id: str, revision: int, plan_sha256: str, idempotency_key: str | None = None

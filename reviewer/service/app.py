@@ -226,7 +226,9 @@ class QueueApp(FastAPI):
         **settings: Any,
     ) -> None:
         super().__init__(**settings)
-        self.state.metrics = Metrics(store, self.router.routes, waits)
+        # The routers' own routes: the app's list holds each included router as one entry.
+        routes = [route for router in ROUTERS for route in router.routes]
+        self.state.metrics = Metrics(store, routes, waits)
         idle_poll = IdlePoll(self.routed, store, waits, provider_signs_in)
         self.front = RequestLog(
             idle_poll, on_response=self.state.metrics.count_request, every_line=every_access_line

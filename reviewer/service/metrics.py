@@ -176,7 +176,7 @@ class Metrics:
             ["route", "method", "status"],
             registry=self.registry,
         )
-        self.routes = [route for route in routes if isinstance(route, Route)]
+        self.routes = routes
 
     def count_request(self, scope: Scope, status: int) -> None:
         self.requests.labels(route_label(scope, self.routes), scope["method"], str(status)).inc()
@@ -185,13 +185,13 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-def route_label(scope: Scope, routes: Sequence[Route]) -> str:
+def route_label(scope: Scope, routes: Sequence[BaseRoute]) -> str:
     """The template of the route that served the request (`/v1/proposals/{proposal_id}`), never
     the path the caller sent; a request answered before routing is matched against the routes."""
     route = scope.get("route")
     if isinstance(route, Route):
         return route.path
     for candidate in routes:
-        if candidate.path_regex.match(scope["path"]):
+        if isinstance(candidate, Route) and candidate.path_regex.match(scope["path"]):
             return candidate.path
     return UNMATCHED
