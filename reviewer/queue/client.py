@@ -312,16 +312,26 @@ class QueueClient:
         cursor: str | None = None,
         etag: str | None = None,
         limit: int | None = None,
+        wait: float = 0.0,
     ) -> Listing:
-        """A page of summaries; pass the last `Listing.etag` to get `not_modified` at almost no cost."""
-        params = {
+        """A page of summaries; pass the last `Listing.etag` to get `not_modified` at almost no cost,
+        and `wait` with it to have the queue hold the answer until something changes (a long poll,
+        at most that many seconds; a queue that does not wait answers at once)."""
+        params: dict[str, str | int] = {
             key: value
             for key, value in (("state", state), ("cursor", cursor), ("limit", limit))
             if value is not None
         }
+        if wait > 0:
+            params["wait"] = f"{wait:.3f}"
         headers = {"If-None-Match": etag} if etag else {}
         response = await self._request(
-            "GET", "/v1/proposals", expect=(200, 304), params=params, headers=headers
+            "GET",
+            "/v1/proposals",
+            expect=(200, 304),
+            params=params,
+            headers=headers,
+            timeout=httpx.Timeout(self.timeout, read=self.timeout + wait),
         )
         new_etag = response.headers.get("etag")
         if response.status_code == 304:

@@ -92,6 +92,23 @@ def test_a_proposal_decided_by_another_reviewer_says_by_whom(queue: Queue) -> No
     run(scenario)
 
 
+def test_a_new_proposal_reaches_an_idle_app_through_its_long_poll(queue: Queue) -> None:
+    """The app's poll after its first answer is held by the queue until something changes: with a
+    poll interval of an hour, only that held poll can bring the new row."""
+
+    async def scenario() -> None:
+        app = queue.app(poll_interval=3600)
+        async with app.run_test(size=(100, 30)) as pilot, queue.agent() as agent:
+            await until(pilot, lambda: "queue answered" in status(app), "the first answer")
+            await until(pilot, lambda: app.queue.polls == 2, "the second poll, held by the queue")
+            proposal_id = unique_id("held")
+            await agent.submit(plan(proposal_id))
+            await until(pilot, lambda: proposal_id in app.queue_screen.items, "the row")
+            assert app.queue.polls == 2  # the held poll brought it; no other poll was sent
+
+    run(scenario)
+
+
 def test_the_queue_stopped_and_restarted_the_app_says_so_and_recovers(queue: Queue) -> None:
     async def scenario() -> None:
         app = queue.app(poll_interval=0.2, retry_base=0.2, max_backoff=0.8)
