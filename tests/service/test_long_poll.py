@@ -178,6 +178,19 @@ def test_a_shutdown_answers_every_waiting_request_at_once(tmp_path: Path) -> Non
     assert (answered.status_code, answered.headers["etag"]) == (304, etag)
 
 
+def test_a_long_poll_ends_when_the_proposal_expires_though_no_write_says_so(tmp_path: Path) -> None:
+    """Expiry is time alone: the waiter reads again at the state's own deadline."""
+    service = start_service(tmp_path, "--pending-ttl", "1")
+    try:
+        with service.client(service.token("agent", "agent")) as agent:
+            proposal_id = unique_id("expiring")
+            submit(agent, proposal_id)
+            answered = decision_of(agent, proposal_id)  # no If-None-Match: held while pending
+    finally:
+        service.stop()
+    assert (answered.status_code, answered.json()["state"]) == (200, "expired")
+
+
 @pytest.mark.slow
 def test_a_decision_on_one_replica_answers_the_long_poll_held_by_another(
     postgres_cluster: Cluster, tmp_path: Path
