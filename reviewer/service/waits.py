@@ -43,6 +43,8 @@ class Waits:
         self.waiting: dict[str, set[asyncio.Event]] = {}
         self.closing = False
         """Set once the server shuts down: no request waits from then on."""
+        self.held = 0
+        """How many requests wait now: a number, which `/metrics` reads from its own thread."""
 
     def changed(self, proposal_ids: frozenset[str] | None) -> None:
         """The store's `on_change`, from any thread: wake the requests waiting on these proposals
@@ -65,7 +67,7 @@ class Waits:
         self._wake(None)
 
     def count(self) -> int:
-        return sum(len(events) for events in self.waiting.values())
+        return self.held
 
     @contextlib.contextmanager
     def watching(self, key: str) -> Iterator[asyncio.Event]:
@@ -73,9 +75,11 @@ class Waits:
         self.loop = asyncio.get_running_loop()
         event = asyncio.Event()
         self.waiting.setdefault(key, set()).add(event)
+        self.held += 1
         try:
             yield event
         finally:
+            self.held -= 1
             events = self.waiting.get(key)
             if events is not None:
                 events.discard(event)
