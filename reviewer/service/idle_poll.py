@@ -27,24 +27,33 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reviewer.service.auth import hash_token
 from reviewer.service.deps import minted_reviewer_refused, usable_token
+from reviewer.service.errors import Invalid
+from reviewer.service.responses import error_response
 from reviewer.service.routes.proposals import DEFAULT_LIMIT, etag_matches, list_etag
 from reviewer.service.store import ListVersion, QueueStore
-from reviewer.service.waits import ANY_PROPOSAL, Waits
+from reviewer.service.waits import ANY_PROPOSAL, MAX_WAIT, Waits
 
 LIST_PATH = "/v1/proposals"
 
 
 def wait_asked(query_string: bytes) -> float | None:
-    """The seconds of a query that is `wait=N` alone (0 for none); None for any other query."""
+    """The seconds of a query that is `wait=N` alone (0 for none); None for any other query, which
+    goes the ordinary way. `Invalid` when N is not a number of seconds, 0 or more."""
     if not query_string:
         return 0.0
     try:
         pairs = parse_qsl(query_string.decode("ascii"), strict_parsing=True)
-        ((name, value),) = pairs
-        seconds = float(value)
-    except ValueError:
+    except ValueError:  # not ASCII, or not name=value pairs: the ordinary way answers it
         return None
-    return seconds if name == "wait" and math.isfinite(seconds) and seconds >= 0 else None
+    if len(pairs) != 1 or pairs[0][0] != "wait":
+        return None
+    try:
+        seconds = float(pairs[0][1])
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise Invalid(f"$.query.wait: a number of seconds, 0 or more (at most {MAX_WAIT:g} are waited)")
+    return seconds
 
 
 class IdlePoll:
@@ -64,7 +73,11 @@ class IdlePoll:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         wait = None
         if scope["type"] == "http" and scope["method"] == "GET" and scope["path"] == LIST_PATH:
-            wait = wait_asked(scope.get("query_string", b""))
+            try:
+                wait = wait_asked(scope.get("query_string", b""))
+            except Invalid as refused:
+                await error_response(refused)(scope, receive, send)
+                return
         if wait is not None:
             unchanged = await self.waits.hold(
                 ANY_PROPOSAL,

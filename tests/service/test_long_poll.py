@@ -115,6 +115,9 @@ def test_a_wait_that_is_no_number_of_seconds_is_refused_in_one_line(
         assert refused.json()["error"] == "invalid"
         assert "wait" in refused.json()["message"] and words in refused.json()["message"]
         assert "\n" not in refused.json()["message"]
+        listed = actors.alice.get("/v1/proposals", params={"wait": wait})
+        assert (listed.status_code, listed.json()["error"]) == (422, "invalid")
+        assert listed.json()["message"].startswith("$.query.wait: a number of seconds, 0 or more")
 
 
 def test_the_apps_list_poll_waits_for_any_new_proposal(
