@@ -71,6 +71,12 @@ async def current_caller(
 Caller = Annotated[Identity, Depends(current_caller)]
 
 
+async def caller_again(request: Request, store: QueueStore) -> Identity:
+    """The caller's identity read again from its token, for a request held in a long poll: a token
+    revoked or expired while it waits is refused at its next reading, as every write refuses it."""
+    return await current_caller(request, store, await _bearer(request))
+
+
 def minted_caller(
     store: QueueStore, credentials: HTTPAuthorizationCredentials | None, provider_signs_in: bool
 ) -> Identity:

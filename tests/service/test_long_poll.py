@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -20,6 +21,7 @@ from tests.queue_harness import (
     Service,
     decide,
     make_actors,
+    reviewer_command,
     start_service,
     start_together,
     submit,
@@ -82,6 +84,30 @@ def test_a_long_poll_is_answered_by_the_approval_it_waits_for(
     assert (answered.json()["state"], answered.json()["decided_by"]) == ("approved", "alice")
     assert answered.headers["etag"] != pending.headers["etag"]
     assert figure(metrics, "reviewer_waiting_requests") == 0
+
+
+def test_a_token_revoked_while_its_long_poll_is_held_is_refused_at_the_next_reading(
+    served: tuple[Service, Actors, httpx.Client],
+) -> None:
+    service, actors, metrics = served
+    token = service.token("short-lived-agent", "agent")
+    with service.client(token) as agent:
+        proposal_id = unique_id("revoked")
+        digest = submit(agent, proposal_id)["plan_sha256"]
+        etag = agent.get(f"/v1/proposals/{proposal_id}/decision").headers["etag"]
+        with ThreadPoolExecutor(1) as pool:
+            waiting = pool.submit(decision_of, agent, proposal_id, **{"If-None-Match": etag})
+            until_waiting(metrics, 1)
+            revoked = subprocess.run(
+                reviewer_command("token", "revoke", "--db", str(service.db), "short-lived-agent"),
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            assert revoked.returncode == 0, revoked.stderr
+            assert decide(actors.alice, proposal_id, 1, digest).status_code == 201  # wakes the waiter
+            answered = waiting.result(timeout=LONG)
+    assert (answered.status_code, answered.json()["error"]) == (401, "unauthorized")
 
 
 def test_a_wait_that_runs_out_answers_the_unchanged_state(

@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from reviewer.queue.messages import DecisionRequest, DecisionState
 from reviewer.service.auth import Identity
-from reviewer.service.deps import Caller, Store, WaitingRequests
+from reviewer.service.deps import Caller, Store, WaitingRequests, caller_again
 from reviewer.service.responses import errors
 from reviewer.service.routes.proposals import ProposalId, etag_matches
 from reviewer.service.routes.writes import RequiredIdempotencyKey, keyed_write, proposal_write
@@ -97,17 +97,19 @@ async def decision_state(
     the answer comes as soon as the state changes (a long poll), so a run starts within
     milliseconds of its approval and an idle wait costs one request every `wait` seconds."""
     known = request.headers.get("if-none-match")
+    reads = 0
+
+    async def reading() -> StateRead:
+        nonlocal identity, reads
+        if reads:  # held: the token is read again, so a revoked one is refused now
+            identity = await caller_again(request, store)
+        reads += 1
+        return await run_in_threadpool(read_state, store, identity, proposal_id)
 
     def unchanged(read: StateRead) -> bool:
         return etag_matches(known, read.etag) if known else read.state.state == "pending"
 
-    read = await waits.hold(
-        proposal_id,
-        wait,
-        partial(run_in_threadpool, read_state, store, identity, proposal_id),
-        unchanged,
-        partial(seconds_to_change, store),
-    )
+    read = await waits.hold(proposal_id, wait, reading, unchanged, partial(seconds_to_change, store))
     headers = {"ETag": read.etag, "Cache-Control": "no-cache"}
     if etag_matches(known, read.etag):
         return Response(status_code=304, headers=headers)
