@@ -9,6 +9,7 @@ import httpx
 import msgspec
 
 from reviewer.plan.proposal import parse_proposal
+from reviewer.tui.model.queue_source import DEFAULT_LIST_WAIT
 from tests.queue_harness import body, proposal, reviewer_command, unique_id
 from tests.tui.live.helpers import (
     Queue,
@@ -97,7 +98,7 @@ def test_a_new_proposal_reaches_an_idle_app_through_its_long_poll(queue: Queue) 
     poll interval of an hour, only that held poll can bring the new row."""
 
     async def scenario() -> None:
-        app = queue.app(poll_interval=3600)
+        app = queue.app(poll_interval=3600, list_wait=DEFAULT_LIST_WAIT)
         async with app.run_test(size=(100, 30)) as pilot, queue.agent() as agent:
             await until(pilot, lambda: "queue answered" in status(app), "the first answer")
             await until(pilot, lambda: app.queue.polls == 2, "the second poll, held by the queue")
