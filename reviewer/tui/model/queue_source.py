@@ -204,9 +204,10 @@ class QueueSource:
     A poll asks for the list with its ETag and fetches what changed. Once it holds an ETag, a poll is
     a long poll: the queue answers the moment anything changes, or a bodiless 304 after `list_wait`
     seconds, so an idle app costs one request every `list_wait` seconds and sees a new proposal at
-    once. A poll that was not held (the first, the first after a failure) is followed at once by a
-    held one; a held poll by the next `poll_interval` after its start at the soonest, so a queue
-    that does not wait is still asked only every `poll_interval`.
+    once. A poll that brought news, or was not held (the first, the first after a failure), is
+    followed at once by a held one; one that brought nothing new, or no ETag, by the next
+    `poll_interval` after its start at the soonest, so a queue that does not wait is still asked
+    only every `poll_interval`.
     Polls fail fast (no client retries), and the caller backs off with `backoff`; decisions go
     through `decider`, whose client retries dropped connections with the decision's key.
     """
@@ -268,7 +269,7 @@ class QueueSource:
         asked_at = self.clock()
         held = self._etag is not None and self.backoff.failures == 0  # after a failure: answered at once
         listing = await self.poll_client.list_proposals(etag=self._etag, wait=self.list_wait if held else 0.0)
-        self.pause = max(0.0, self.poll_interval - (self.clock() - asked_at)) if held else 0.0
+        self.pause = self._pause_after(held, listing.etag, asked_at)
         self.polls_not_modified += listing.not_modified
         if listing.not_modified:
             return
@@ -277,6 +278,14 @@ class QueueSource:
                 yield await self.fetch(summary.proposal_id)
                 self._synced[summary.proposal_id] = summary
         self._etag = listing.etag
+
+    def _pause_after(self, held: bool, etag: str | None, asked_at: float) -> float:
+        """Nothing before the next poll when it will be held (`list_wait`, an ETag) and this one
+        brought news or was not held; else what is left of `poll_interval`."""
+        changed = etag != self._etag
+        if etag is not None and self.list_wait > 0 and (changed or not held):
+            return 0.0
+        return max(0.0, self.poll_interval - (self.clock() - asked_at))
 
     async def _all_summaries(self, listing: Listing) -> list[ProposalSummary]:
         assert listing.page is not None
