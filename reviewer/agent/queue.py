@@ -37,6 +37,7 @@ from reviewer.plan.proposal import MAX_STRING_CHARS, Proposal, plan_sha256
 from reviewer.plan.sanitize import clip, safe_text
 from reviewer.queue.client import (
     ClaimRefused,
+    DecisionPoll,
     NotFound,
     OutsideWindow,
     QueueClient,
@@ -56,6 +57,8 @@ from reviewer.trail.memory import TrailRefused, check_trail
 
 DEFAULT_POLL_INTERVAL = 2.0
 DEFAULT_DECISION_TIMEOUT = 15 * 60.0
+DEFAULT_DECISION_WAIT: Final = 30.0
+"""Seconds a long poll for a decision is held by the queue: well under a proxy's read timeout."""
 REFUSAL_REPORT_TIMEOUT = 60.0
 """The longest a refusal waits for an away queue to hear of it: the refusal is raised after that with a
 note, never held for the queue's whole outage."""
@@ -84,6 +87,7 @@ class QueueAgent:
         ledger: Ledger | Path | str | None = None,
         patience: Patience | None = None,
         outage_timeout: float = DEFAULT_DECISION_TIMEOUT,
+        decision_wait: float = DEFAULT_DECISION_WAIT,
     ) -> None:
         """A queue that is away (restarted, upgraded) is waited for with `patience`'s backoff, at most
         `outage_timeout` seconds for a request outside the wait for a decision (whose own deadline
@@ -104,14 +108,23 @@ class QueueAgent:
         self.ledger = ledger if isinstance(ledger, Ledger) or ledger is None else Ledger(ledger)
         self.patience = patience or Patience()
         self.outage_timeout = outage_timeout
+        self.decision_wait = decision_wait
+        """Seconds each long poll for a decision asks the queue to hold it (the queue caps it)."""
 
     async def _patiently(
-        self, request: Callable[[], Awaitable[Result]], what: str, until: float | None = None
+        self,
+        request: Callable[[], Awaitable[Result]],
+        what: str,
+        until: float | None = None,
+        held: float = 0.0,
     ) -> Result:
-        """`request()` through an outage of the queue, until `until` (monotonic) or `outage_timeout`."""
+        """`request()` through an outage of the queue, until `until` (monotonic) or `outage_timeout`;
+        `held` is how long the queue may rightly hold it (a long poll's wait)."""
         if until is None:
             until = self.patience.clock() + self.outage_timeout
-        return await self.patience.call(request, until=until, what=what, where=self.client.base_url)
+        return await self.patience.call(
+            request, until=until, what=what, where=self.client.base_url, held=held
+        )
 
     async def submit(self, proposal: Proposal) -> SubmissionAnswer:
         """Submit a revision; sent again through an outage, it is stored once (by its revision)."""
@@ -127,8 +140,11 @@ class QueueAgent:
         timeout: float = DEFAULT_DECISION_TIMEOUT,
         poll_interval: float | None = None,
     ) -> Approval:
-        """Poll until this revision is decided; return the approval, or raise why there is none.
+        """Wait until this revision is decided; return the approval, or raise why there is none.
 
+        Each ask is a long poll (`QueueClient.await_decision`): the queue answers the moment a
+        reviewer decides, so the run starts within milliseconds of the approval. A queue that
+        answers at once instead (an older release) is asked again every `poll_interval` seconds.
         The approval carries the plan as the queue stores it (what the reviewer saw), checked
         against the digest the approval names. `plan_digest`, when given, must be that digest too.
         """
@@ -136,9 +152,16 @@ class QueueAgent:
         clock = self.patience.clock
         deadline = clock() + timeout
         until = deadline
-        asking = partial(self.client.decision_state, proposal_id)
+        known: DecisionPoll | None = None
         while True:
-            state = await self._patiently(asking, f"waiting for a decision on {proposal_id}", until)
+            asked_at = clock()
+            wait = max(0.0, min(self.decision_wait, deadline - asked_at))
+            asking = partial(self.client.await_decision, proposal_id, wait=wait, known=known)
+            answer = await self._patiently(
+                asking, f"waiting for a decision on {proposal_id}", until, held=wait
+            )
+            unchanged = answer.state == known.state if known else answer.state.state == "pending"
+            known, state = answer, answer.state
             until = min(deadline, clock() + _seconds_left(state) + interval)
             self._require_revision(state, revision, plan_digest)
             if state.state == "approved":
@@ -154,7 +177,9 @@ class QueueAgent:
             remaining = deadline - clock()
             if remaining <= 0:
                 raise DecisionTimeout(proposal_id, revision, timeout)
-            await self.patience.sleep(min(interval, remaining))
+            early = interval - (clock() - asked_at)
+            if unchanged and early > 0:  # answered at once with nothing new: a queue that does not wait
+                await self.patience.sleep(min(early, remaining))
 
     async def submit_and_wait(
         self, proposal: Proposal, *, timeout: float = DEFAULT_DECISION_TIMEOUT

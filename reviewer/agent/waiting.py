@@ -62,14 +62,21 @@ class Patience:
     away_since: float | None = field(default=None, init=False)
 
     async def call(
-        self, request: Callable[[], Awaitable[Result]], *, until: float, what: str, where: str
+        self,
+        request: Callable[[], Awaitable[Result]],
+        *,
+        until: float,
+        what: str,
+        where: str,
+        held: float = 0.0,
     ) -> Result:
         """`request()`, sent again while the queue is away until the monotonic time `until`; the last
-        error is raised once that passes. `what` names the request and `where` the queue in the lines."""
+        error is raised once that passes. `what` names the request and `where` the queue in the lines;
+        `held` the seconds the queue may rightly hold it (a long poll's wait) before it is silent."""
         pause = self.first_pause
         while True:
             try:
-                answer = await self._heard(request, what, where)
+                answer = await self._heard(request, what, where, held)
             except Exception as error:
                 if not is_away(error):
                     self._came_back(where)  # a refusal is an answer: the queue is there
@@ -85,16 +92,19 @@ class Patience:
             self._came_back(where)
             return answer
 
-    async def _heard(self, request: Callable[[], Awaitable[Result]], what: str, where: str) -> Result:
-        """`request()`'s answer; one still awaited after `silence` seconds starts an outage, said once."""
+    async def _heard(
+        self, request: Callable[[], Awaitable[Result]], what: str, where: str, held: float
+    ) -> Result:
+        """`request()`'s answer; one still awaited `silence` seconds after the `held` seconds the queue
+        may take starts an outage, said once."""
         if self.away_since is not None:  # an outage already said: waited through as it is
             return await request()
         sent = asyncio.ensure_future(request())
         try:
-            await asyncio.wait({sent}, timeout=self.silence)
+            await asyncio.wait({sent}, timeout=held + self.silence)
             if not sent.done():
                 self.away_since = self.clock()
-                silent = f"the queue at {where} has not answered for {self.silence:g} s while {what}"
+                silent = f"the queue at {where} has not answered for {held + self.silence:g} s while {what}"
                 self.say(f"{silent}; still waiting")
             return await sent
         finally:

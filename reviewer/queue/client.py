@@ -222,6 +222,15 @@ class Listing:
         return self.page is None
 
 
+@dataclass(frozen=True)
+class DecisionPoll:
+    """One answer about a decision: the state, and its ETag (None from a queue that sends none),
+    which the next long poll names so it is answered only once the state differs."""
+
+    state: DecisionState
+    etag: str | None
+
+
 class QueueClient:
     """The queue API over httpx; `transport=` lets tests use `httpx.MockTransport` or ASGI.
 
@@ -246,6 +255,7 @@ class QueueClient:
             headers["Authorization"] = f"Bearer {token}"
         self.base_url = base_url.rstrip("/")
         self._version: QueueVersion | None | object = _NOT_ASKED
+        self.timeout = timeout
         self.retries = retries
         self.retry_delay = retry_delay
         self._http = httpx.AsyncClient(
@@ -344,16 +354,26 @@ class QueueClient:
         cursor: str | None = None,
         etag: str | None = None,
         limit: int | None = None,
+        wait: float = 0.0,
     ) -> Listing:
-        """A page of summaries; pass the last `Listing.etag` to get `not_modified` at almost no cost."""
-        params = {
+        """A page of summaries; pass the last `Listing.etag` to get `not_modified` at almost no cost,
+        and `wait` with it to have the queue hold the answer until something changes (a long poll,
+        at most that many seconds; a queue that does not wait answers at once)."""
+        params: dict[str, str | int] = {
             key: value
             for key, value in (("state", state), ("cursor", cursor), ("limit", limit))
             if value is not None
         }
+        if wait > 0:
+            params["wait"] = f"{wait:.3f}"
         headers = {"If-None-Match": etag} if etag else {}
         response = await self._request(
-            "GET", "/v1/proposals", expect=(200, 304), params=params, headers=headers
+            "GET",
+            "/v1/proposals",
+            expect=(200, 304),
+            params=params,
+            headers=headers,
+            timeout=httpx.Timeout(self.timeout, read=self.timeout + wait),
         )
         new_etag = response.headers.get("etag")
         if response.status_code == 304:
@@ -434,6 +454,27 @@ class QueueClient:
     async def export_passkeys(self) -> bytes:
         """Every registered passkey, as executors' `--allowed-passkeys` file."""
         return (await self._request("GET", "/v1/passkeys/export")).content
+
+    async def await_decision(
+        self, proposal_id: str, *, wait: float, known: DecisionPoll | None = None
+    ) -> DecisionPoll:
+        """The decision's state once it differs from `known` (without it: once it is not pending),
+        or as it is after `wait` seconds: a long poll, answered by the queue the moment a reviewer
+        decides. A queue that does not wait (an older release) answers at once: the caller paces
+        its next ask."""
+        headers = {"If-None-Match": known.etag} if known is not None and known.etag else {}
+        response = await self._request(
+            "GET",
+            f"/v1/proposals/{_segment(proposal_id)}/decision",
+            expect=(200, 304),
+            params={"wait": f"{wait:.3f}"},
+            headers=headers,
+            timeout=httpx.Timeout(self.timeout, read=self.timeout + wait),
+        )
+        etag = response.headers.get("etag")
+        if response.status_code == 304 and known is not None:
+            return DecisionPoll(known.state, etag or known.etag)
+        return DecisionPoll(DecisionState.model_validate_json(response.content), etag)
 
     async def claim(
         self, proposal_id: str, revision: int, plan_sha256: str, idempotency_key: str | None = None

@@ -142,7 +142,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=float,
         default=2.0,
         metavar="SECONDS",
-        help="how often to ask the queue (default 2)",
+        help="how often to ask a queue that answers at once; a queue that holds the ask until the "
+        "decision (a long poll) is asked again as soon as it answers (default 2)",
     )
     parser.add_argument(
         "--max-revisions",

@@ -4,15 +4,17 @@ The routes live on `APIRouter`s in `reviewer.service.routes`, one module per thi
 the caller and the store as dependencies (`reviewer.service.deps`); bodies are read and parsed by
 `reviewer.service.bodies`, so every refusal is a JSON `ErrorBody` naming the problem. This module
 wires them together: the store, the access log and the idle poll's short way in front of FastAPI
-(`QueueApp`), the error handlers, and an OpenAPI document that says what the service does
-(required headers, the proposal's limits, the bodies the routes read themselves). Every store call
-(the token included) runs in the thread pool, never on the event loop: a database that hangs holds
-up the requests that wait on it, and `/healthz` still answers. A database outage is answered `503`
-with `Retry-After` (`reviewer.service.store.outages`).
+(`QueueApp`), the requests that wait for a change (`reviewer.service.waits`), the error handlers,
+and an OpenAPI document that says what the service does (required headers, the proposal's limits,
+the bodies the routes read themselves). Every store call (the token included) runs in the thread
+pool, never on the event loop: a database that hangs holds up the requests that wait on it, and
+`/healthz` still answers. A database outage is answered `503` with `Retry-After`
+(`reviewer.service.store.outages`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -54,6 +56,7 @@ from reviewer.service.store import (
 )
 from reviewer.service.store.clock import TimeKeeper
 from reviewer.service.store.opener import open_store
+from reviewer.service.waits import Waits
 
 ROUTERS: Final = (
     identity.router,
@@ -99,6 +102,7 @@ def create_app(
     trail_key: Ed25519PrivateKey | None = None,
     signed_memory: SignedMemory | None = None,
     web_origin: RelyingParty | None = None,
+    every_access_line: bool = False,
 ) -> FastAPI:
     """The service on the database `db` names (or on `store`), with an injectable clock and TTLs.
 
@@ -113,6 +117,7 @@ def create_app(
     log and signs none. `signed_memory` remembers the largest log it signed, outside the database.
     With `web_origin` (`serve --web-origin`), the review pages, passkey enrolment and their API
     routes are served (`reviewer.service.web`); without it, none of them.
+    `every_access_line` (`serve --access-log all`) logs polls answered 304 too, one line each.
     """
     queue: QueueStore = store or open_store(
         db,
@@ -128,13 +133,20 @@ def create_app(
     queue.health.serving = True
     deliverer = Deliverer(queue, senders, clock=clock) if senders else None
     time_keeper = TimeKeeper(queue.keep_time)
+    waits = Waits()
+    queue.on_change = waits.changed
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if deliverer is not None:
             deliverer.start()
         time_keeper.start()
+        waits.loop = asyncio.get_running_loop()
+        stop_hearing = queue.hear_other_writers()
         yield
+        waits.release()
+        if stop_hearing is not None:
+            stop_hearing()
         time_keeper.stop()
         if deliverer is not None:
             deliverer.stop()
@@ -144,7 +156,9 @@ def create_app(
 
     app = QueueApp(
         queue,
+        waits,
         provider_signs_in=identity_tokens is not None,
+        every_access_line=every_access_line,
         title="reviewer queue",
         version="1",
         description=(
@@ -156,6 +170,7 @@ def create_app(
         redoc_url="/redoc" if api_docs else None,
     )
     app.state.store = queue
+    app.state.waits = waits
     app.state.identity_tokens = identity_tokens
     app.state.trail_key = trail_key
     app.state.signed_memory = signed_memory
@@ -228,11 +243,22 @@ class QueueApp(FastAPI):
     FastAPI's own middleware (errors, telemetry, body limit) nor its router, and is logged like
     every other request."""
 
-    def __init__(self, store: QueueStore, provider_signs_in: bool = False, **settings: Any) -> None:
+    def __init__(
+        self,
+        store: QueueStore,
+        waits: Waits,
+        provider_signs_in: bool = False,
+        every_access_line: bool = False,
+        **settings: Any,
+    ) -> None:
         super().__init__(**settings)
-        self.state.metrics = Metrics(store, self.router.routes)
-        idle_poll = IdlePoll(self.routed, store, provider_signs_in)
-        self.front = RequestLog(idle_poll, on_response=self.state.metrics.count_request)
+        # The routers' own routes: the app's list holds each included router as one entry.
+        routes = [route for router in ROUTERS for route in router.routes]
+        self.state.metrics = Metrics(store, routes, waits)
+        idle_poll = IdlePoll(self.routed, store, waits, provider_signs_in)
+        self.front = RequestLog(
+            idle_poll, on_response=self.state.metrics.count_request, every_line=every_access_line
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.front(scope, receive, send)

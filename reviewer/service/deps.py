@@ -15,6 +15,7 @@ from reviewer.service.auth import Identity, Role, hash_token
 from reviewer.service.errors import BadRequest, Forbidden, Unauthorized
 from reviewer.service.oidc import IdentityTokens, TokenRefused, looks_like_jwt
 from reviewer.service.store import QueueStore
+from reviewer.service.waits import Waits
 
 MAX_TOKEN_CHARS: Final = 512
 """Far beyond the tokens `reviewer token create` mints; a longer one is refused unhashed."""
@@ -41,6 +42,15 @@ async def get_store(request: Request) -> QueueStore:
 Store = Annotated[QueueStore, Depends(get_store)]
 
 
+async def get_waits(request: Request) -> Waits:
+    """The requests waiting for a change on this replica (`create_app` makes one per app)."""
+    waits: Waits = request.app.state.waits
+    return waits
+
+
+WaitingRequests = Annotated[Waits, Depends(get_waits)]
+
+
 async def current_caller(
     request: Request,
     store: Store,
@@ -59,6 +69,12 @@ async def current_caller(
 
 
 Caller = Annotated[Identity, Depends(current_caller)]
+
+
+async def caller_again(request: Request, store: QueueStore) -> Identity:
+    """The caller's identity read again from its token, for a request held in a long poll: a token
+    revoked or expired while it waits is refused at its next reading, as every write refuses it."""
+    return await current_caller(request, store, await _bearer(request))
 
 
 def minted_caller(

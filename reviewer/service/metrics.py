@@ -1,13 +1,12 @@
 """`GET /metrics`: the queue's figures in Prometheus's text format (`prometheus_client`).
 
 What every replica shares (proposals pending, decision latency, decisions, runs, executors'
-refusals, the outbox) is
-read from the store when Prometheus scrapes, by a custom collector: any replica answers the same
-figures, so a dashboard may scrape one or all and take the maximum, never a sum. What is a
-replica's own (the HTTP requests it served) is a counter in its process, to be summed across
-replicas. Labels are bounded and hold no secret: policy environments (the operator's names), a
-decision's kind, a run's ending, a refusal's kind, a notification target's origin and URL digest,
-a route's template.
+refusals, the outbox) is read from the store when Prometheus scrapes, by a custom collector: any
+replica answers the same figures, so a dashboard may scrape one or all and take the maximum, never
+a sum. What is a replica's own (the HTTP requests it served, polls answered 304 among them, and the
+requests it holds in a long poll now) is kept in its process, to be summed across replicas. Labels
+are bounded and hold no secret: policy environments (the operator's names), a decision's kind, a
+run's ending, a refusal's kind, a notification target's origin and URL digest, a route's template.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Final
 
-from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -28,6 +27,7 @@ from starlette.types import Scope
 
 from reviewer.service.store import QueueStore
 from reviewer.service.store.figures import Figures
+from reviewer.service.waits import Waits
 
 DECISION_BUCKETS: Final = (60.0, 300.0, 900.0, 1800.0, 3600.0, 4 * 3600.0, 24 * 3600.0)
 """Seconds from a revision's submission to its decision: a minute to a day (the pending TTL)."""
@@ -162,16 +162,21 @@ def outbox(figures: Figures) -> Iterator[Metric]:
 class Metrics:
     """One app's registry: the shared figures, and the HTTP requests this replica served."""
 
-    def __init__(self, store: QueueStore, routes: Sequence[BaseRoute]) -> None:
+    def __init__(self, store: QueueStore, routes: Sequence[BaseRoute], waits: Waits) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(QueueFigures(store))
+        Gauge(
+            "reviewer_waiting_requests",
+            "Requests this replica holds until what they ask about changes (long polls with ?wait=).",
+            registry=self.registry,
+        ).set_function(waits.count)
         self.requests = Counter(
             "reviewer_http_requests",
             "HTTP requests this replica answered, by route template, method and status.",
             ["route", "method", "status"],
             registry=self.registry,
         )
-        self.routes = [route for route in routes if isinstance(route, Route)]
+        self.routes = routes
 
     def count_request(self, scope: Scope, status: int) -> None:
         self.requests.labels(route_label(scope, self.routes), scope["method"], str(status)).inc()
@@ -180,13 +185,13 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-def route_label(scope: Scope, routes: Sequence[Route]) -> str:
+def route_label(scope: Scope, routes: Sequence[BaseRoute]) -> str:
     """The template of the route that served the request (`/v1/proposals/{proposal_id}`), never
     the path the caller sent; a request answered before routing is matched against the routes."""
     route = scope.get("route")
     if isinstance(route, Route):
         return route.path
     for candidate in routes:
-        if candidate.path_regex.match(scope["path"]):
+        if isinstance(candidate, Route) and candidate.path_regex.match(scope["path"]):
             return candidate.path
     return UNMATCHED

@@ -8,6 +8,7 @@ logs that it relies on it). uvicorn is imported only when the server is configur
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,3 +90,15 @@ class Listening:
             timeout_keep_alive=int(min(self.header_timeout, 5)) or 1,
             ws="none",  # no route speaks WebSocket: uvicorn would import an implementation for nothing
         )
+
+    def server(self, config: Any, on_shutdown: Callable[[], None]) -> Any:
+        """uvicorn's server, calling `on_shutdown` the moment it starts to shut down: before it waits
+        for the requests in flight, so a long poll is answered then rather than at its wait's end."""
+        import uvicorn
+
+        class Server(uvicorn.Server):
+            async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+                on_shutdown()
+                await super().shutdown(sockets)
+
+        return Server(config)

@@ -506,7 +506,8 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
 
     @work(group="queue-poll", exit_on_error=False)
     async def watch_queue(self) -> None:
-        """Poll, wait, poll again: the next poll is scheduled only once the last one has finished."""
+        """Poll, wait, poll again: the next poll is scheduled only once the last one has finished (at
+        once after a long poll the queue held, `QueueSource.pause`)."""
         from reviewer.queue.client import Forbidden, Unauthorized
         from reviewer.tui.model.queue_source import forbidden_words, problem_words, token_refused
 
@@ -521,6 +522,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
                 async for fetched in queue.poll():
                     self.post_message(ProposalFetched(fetched))
                 self.post_message(QueueAnswered(queue.clock()))
+                delay = queue.pause
             except Unauthorized:
                 self.post_message(PollingStopped(token_refused(queue.login_hint)))
                 return

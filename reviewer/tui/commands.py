@@ -54,7 +54,8 @@ def register(subparsers: Any) -> None:
         type=float,
         default=2.0,
         metavar="SECONDS",
-        help="seconds between polls of the queue (default: 2)",
+        help="the least seconds between two polls the queue answered at once; an idle poll is held by "
+        "the queue until something changes (default: 2)",
     )
     review.set_defaults(func=run_review)
 

@@ -20,7 +20,7 @@ from tests.queue_harness import body, proposal
 def test_an_unchanged_poll_is_one_statement_and_a_revocation_refuses_the_next(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    app = create_app(tmp_path / "q.sqlite3")
+    app = create_app(tmp_path / "q.sqlite3", every_access_line=True)  # a 304 logged, by its caller
     store = app.state.store
     assert isinstance(store, SQLiteStore)
     tokens = {name: mint_token() for name in ("alice", "agent")}

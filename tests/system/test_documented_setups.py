@@ -14,6 +14,7 @@ import ssl
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -374,13 +375,9 @@ def test_any_language_node_agent_runs_its_approved_plan_and_reports_as_the_page_
 
 
 def nginx_as_the_page_configures_it(shell: Shell, backend: str) -> tuple[str, Path]:
-    """docs/audit-logs.md's `http` block, as written but for its two ports and its log's folder, in a
-    file with what nginx needs to run as a test's (no daemon, its pid and temporary files in the
-    test's folder); the proxy's URL and the log it writes once it answers."""
-    if NGINX is None:
-        pytest.skip("nginx is not installed (Debian's package `nginx`; .ci/run installs it)")
+    """docs/audit-logs.md's `http` block, as written but for its two ports and its log's folder; the
+    proxy's URL and the log it writes once it answers."""
     port, folder = free_port(), shell.folder / "nginx"
-    (folder / "temp").mkdir(parents=True)
     http = fenced("audit-logs.md", "http {")
     for placeholder, value in {
         "127.0.0.1:8080": f"127.0.0.1:{port}",
@@ -389,6 +386,15 @@ def nginx_as_the_page_configures_it(shell: Shell, backend: str) -> tuple[str, Pa
     }.items():
         assert placeholder in http
         http = http.replace(placeholder, value)
+    return nginx_serving(shell, folder, http, f"http://127.0.0.1:{port}/v1/stats"), folder / "api-access.log"
+
+
+def nginx_serving(shell: Shell, folder: Path, http: str, probe: str) -> str:
+    """nginx running `http` as a test's (no daemon, its pid and temporary files in `folder`), once
+    `probe` answers 200 through it; the proxy's URL."""
+    if NGINX is None:
+        pytest.skip("nginx is not installed (Debian's package `nginx`; .ci/run installs it)")
+    (folder / "temp").mkdir(parents=True)
     temp = "".join(
         f"{kind}_temp_path {folder}/temp/{kind};"
         for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
@@ -398,12 +404,11 @@ def nginx_as_the_page_configures_it(shell: Shell, backend: str) -> tuple[str, Pa
         f"events {{ worker_connections 64; }}\n{http.replace('http {', 'http { ' + temp, 1)}"
     )
     shell.start(f"{NGINX} -p {folder} -c {folder}/nginx.conf &")
-    url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 15
-    while not answers(f"{url}/v1/stats"):
+    while not answers(probe):
         assert time.monotonic() < deadline, (folder / "error.log").read_text()
         time.sleep(0.02)
-    return url, folder / "api-access.log"
+    return probe[: probe.index("/", len("http://"))]
 
 
 def answers(url: str) -> bool:
@@ -430,6 +435,34 @@ def test_audit_logs_nginx_set_up_verifies_a_gated_run_call_by_call(
     assert [line.split(": ")[0] for line in calls] == [line.split(": ")[0] for line in shown[:4]]
     assert all(line.endswith(", by request id") for line in calls), calls
     assert lines[-1] == "audit: 4 of 4 calls matched; 0 writes in the audit log no approved call made"
+
+
+def test_operating_s_nginx_block_passes_a_long_poll_held_by_the_queue(
+    shell: Shell, served_queue: tuple[str, dict[str, str]]
+) -> None:
+    """docs/operating.md's `location /` block in front of the queue: a long poll through nginx is
+    held by the queue and comes back as the queue answered it, a 304 with the same ETag when its wait
+    runs out, and the approval when a reviewer approves."""
+    url, tokens = served_queue
+    port = free_port()
+    upstream = url.removeprefix("http://")
+    location = fenced("operating.md", "location / {", "nginx")
+    server = f"server {{ listen 127.0.0.1:{port}; {location} }}"
+    http = f"http {{ upstream reviewer_queue {{ server {upstream}; }} {server} }}"
+    proxy = nginx_serving(shell, shell.folder / "nginx", http, f"http://127.0.0.1:{port}/healthz")
+    with client(proxy, tokens["my-agent"]) as agent, client(proxy, tokens["alice"]) as alice:
+        digest = submit(agent, "held-0001")["plan_sha256"]
+        path = "/v1/proposals/held-0001/decision"
+        etag = agent.get(path).headers["etag"]
+        started = time.monotonic()
+        held = agent.get(path, params={"wait": 1}, headers={"If-None-Match": etag})
+        assert time.monotonic() - started >= 1
+        assert (held.status_code, held.headers["etag"]) == (304, etag)
+        with ThreadPoolExecutor(1) as pool:
+            waiting = pool.submit(agent.get, path, params={"wait": 30}, headers={"If-None-Match": etag})
+            assert decide(alice, "held-0001", 1, digest).status_code == 201
+            answered = waiting.result(timeout=40)
+    assert (answered.status_code, answered.json()["state"]) == (200, "approved")
 
 
 def test_decisions_a_request_for_changes_closes_the_revision_and_the_next_one_counts_its_own_quorum(

@@ -379,6 +379,13 @@ def _operating_options(serve: argparse.ArgumentParser) -> None:
         help="text lines, or one JSON object a line with the request's id (default: text)",
     )
     serve.add_argument(
+        "--access-log",
+        choices=("skip-304", "all"),
+        default="skip-304",
+        help="a line for every request but the polls answered 304 (counted in /metrics), or for "
+        "every request (default: skip-304)",
+    )
+    serve.add_argument(
         "--api-docs",
         action="store_true",
         help="serve the API's documentation pages at /docs and /redoc (off: both load scripts from a CDN)",

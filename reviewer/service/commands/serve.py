@@ -124,8 +124,6 @@ def _serve(
     import asyncio
     import ssl
 
-    import uvicorn
-
     from reviewer.policy.bounded import PolicyEvaluator
     from reviewer.service.app import create_app
     from reviewer.service.deadlines import DescriptorExhaustionLog
@@ -174,6 +172,7 @@ def _serve(
         trail_key=trail_key,
         signed_memory=signed_memory,
         web_origin=web_origin,
+        every_access_line=args.access_log == "all",
     )
     log.info("queue database: %s", store.location)
     if web_origin is not None:
@@ -209,7 +208,7 @@ def _serve(
         store.close()
         raise ListenRefused(f"cannot use the TLS certificate or key: {error}") from None
     log.info("listening on %s://%s:%d", listening.scheme, listening.host, listening.port)
-    server = uvicorn.Server(config)
+    server = listening.server(config, app.state.waits.release)
 
     async def serve() -> None:
         asyncio.get_running_loop().set_exception_handler(DescriptorExhaustionLog())

@@ -127,6 +127,9 @@ class QueueStore(ABC):
         self.notifying = settings.notifying
         self.on_event: Callable[[], None] | None = None
         """Called after a write that wrote an event committed: the delivery loop wakes at once."""
+        self.on_change: Callable[[frozenset[str] | None], None] | None = None
+        """Told the proposals each committed write changed (None: any may have), from the writing
+        thread or a listener's: the requests waiting on them wake (`reviewer.service.waits`)."""
         self.emitted = threading.local()
         """Whether this thread's transaction wrote an event, for `_announce_events` after it committed."""
         self._review_link_secret: bytes | None = None
@@ -173,6 +176,17 @@ class QueueStore(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    def announce(self, changed: set[str]) -> None:
+        """After a write transaction committed: `on_change` hears the proposals it changed."""
+        if changed and self.on_change is not None:
+            self.on_change(frozenset(changed))
+
+    def hear_other_writers(self) -> Callable[[], None] | None:
+        """Start telling `on_change` of the changes other processes commit (another replica's), as
+        they commit; answers the function that stops it, or None where the database cannot tell
+        (SQLite: a waiting request finds them by reading again, `waits.RECHECK_SECONDS`)."""
+        return None
 
     ROW_LOCK: str = ""
     """Appended to the outbox's claiming SELECT: PostgreSQL's `FOR UPDATE SKIP LOCKED`."""

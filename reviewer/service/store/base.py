@@ -91,6 +91,10 @@ class StoreSettings:
 class Transaction(Protocol):
     """One open transaction: statements with `:name` parameters, rows readable by column name."""
 
+    changed: set[str]
+    """The proposals this transaction changed: once it commits, the store announces them, and the
+    requests waiting on them wake (`QueueStore.on_change`)."""
+
     def one(self, sql: str, **params: Any) -> Row | None: ...
     def all(self, sql: str, **params: Any) -> list[Row]: ...
     def run(self, sql: str, **params: Any) -> int: ...

@@ -53,13 +53,15 @@ def append_trail(
     report_sha256: str | None = None,
 ) -> int:
     """Append to the trail, and to its Merkle log (`store.trail`) in the same transaction; its `seq`
-        is the list's version and cursor, so it must grow in commit order, which the one write lock of
-        `write()` gives on both backends (and the log one order on every replica). The events a replica
-        of an older release wrote since the log's last leaf are logged first (`trail.catch_up`), so the
-        log holds every event in `seq` order. `identity` is how the actor signed in (`Identity.principal`:
-        `token:NAME`, `break-glass:NAME`, `oidc:ISSUER#SUBJECT`). An event that concerns no proposal (a
-    sign-in's end) has no proposal, revision or digest."""
+    is the list's version and cursor, so it must grow in commit order, which the one write lock of
+    `write()` gives on both backends (and the log one order on every replica). The events a replica
+    of an older release wrote since the log's last leaf are logged first (`trail.catch_up`), so the
+    log holds every event in `seq` order. `identity` is how the actor signed in (`Identity.principal`:
+    `token:NAME`, `break-glass:NAME`, `oidc:ISSUER#SUBJECT`). An event that concerns no proposal (a
+    sign-in's end) has no proposal, revision or digest, and wakes no one waiting on a proposal."""
     trail.catch_up(db)
+    if proposal_id is not None:
+        db.changed.add(proposal_id)
     fields = {
         "at": now,
         "actor": actor,

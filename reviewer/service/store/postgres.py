@@ -15,6 +15,10 @@ it holds the write lock loses it (and its transaction) after `idle_in_transactio
 so the other replicas write again. A connection the server closed while it sat idle (a restart) is
 noticed before it is used and replaced.
 
+A write that changed proposals says so on the `CHANGES` channel (`NOTIFY`, sent at its commit), and
+each replica `LISTEN`s on one connection of its own (`ChangeListener`), so a decision taken through
+one replica wakes the requests waiting for it on every other within milliseconds.
+
 psycopg is imported only here, so the SQLite default needs nothing from it.
 """
 
@@ -22,10 +26,12 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import select
 import socket
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache, partial
 from typing import Any, Final
@@ -50,6 +56,10 @@ from reviewer.service.store.clock import DatabaseTime
 from reviewer.service.store.outages import Outage, Watchdog
 
 WRITE_LOCK: Final = 0x72657669  # "revi": the advisory lock every write transaction holds
+CHANGES: Final = "reviewer_changes"
+"""The channel a write's `NOTIFY` names; the payload is the writing replica's id and a proposal's."""
+LISTEN_RETRY: Final = 2.0
+"""Seconds between two tries to listen again after the listening connection failed."""
 CONNECT_TIMEOUT: Final = 2
 """Seconds to open a connection (libpq's `connect_timeout`, its least)."""
 SESSION_SETTINGS: Final = {
@@ -399,6 +409,7 @@ def describe(url: str) -> str:
 class _PostgresTransaction:
     def __init__(self, connection: psycopg.Connection[Row] | psycopg.Cursor[Row]) -> None:
         self.connection = connection  # a cursor executes the same way, and answers with itself
+        self.changed: set[str] = set()
 
     # Each answer is named with its type: without the postgres extra installed, psycopg is unknown to
     # the type checker, and the core install is checked too.
@@ -427,6 +438,8 @@ class PostgresStore(QueueStore):
     ) -> None:
         super().__init__(settings)
         self.url = url
+        self.replica = secrets.token_hex(6)
+        """Names this process in its `NOTIFY`s, so its listener skips what it announced itself."""
         self._threads: ThreadConnections[psycopg.Connection[Row]] = ThreadConnections()
         self._watchdog = Watchdog()
         self._migrate(create, migrate)
@@ -572,7 +585,11 @@ class PostgresStore(QueueStore):
         """A transaction holding the one write lock from before its first read, released at commit."""
         with self._bounded(writing=True) as connection, connection.transaction():
             connection.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-            yield _PostgresTransaction(connection)
+            db = _PostgresTransaction(connection)
+            yield db
+            for proposal_id in sorted(db.changed):  # delivered at the commit, and only if it commits
+                connection.execute("SELECT pg_notify(%s, %s)", (CHANGES, f"{self.replica} {proposal_id}"))
+        self.announce(db.changed)
 
     ROW_LOCK = " FOR UPDATE SKIP LOCKED"
     PROBE_WRITE = "UPDATE reviewer_schema SET version = version"
@@ -599,6 +616,50 @@ class PostgresStore(QueueStore):
 
     def close(self) -> None:
         self._threads.close()
+
+    def hear_other_writers(self) -> Callable[[], None]:
+        listener = ChangeListener(self, self.replica)
+        listener.start()
+        return listener.stop
+
+
+class ChangeListener(threading.Thread):
+    """`LISTEN`s on `CHANGES` on a connection of its own, and tells the store's `on_change` what
+    other replicas changed. A connection lost is opened again every `LISTEN_RETRY` seconds; once it
+    listens again, every waiting request is told that anything may have changed (a `NOTIFY` sent
+    meanwhile reached nobody)."""
+
+    def __init__(self, store: PostgresStore, replica: str) -> None:
+        super().__init__(name="reviewer-changes", daemon=True)
+        self.store = store
+        self.own_prefix = f"{replica} "
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                with psycopg.connect(
+                    self.store.url,
+                    autocommit=True,
+                    connect_timeout=CONNECT_TIMEOUT,
+                    options=_options(self.store.url),
+                    **KEEPALIVES,
+                ) as connection:
+                    connection.execute(f"LISTEN {CHANGES}")
+                    self.tell(None)
+                    while not self.stopping.is_set():
+                        for note in connection.notifies(timeout=1.0):
+                            if not note.payload.startswith(self.own_prefix):
+                                self.tell(frozenset({note.payload.partition(" ")[2]}))
+            except psycopg.Error:
+                self.stopping.wait(LISTEN_RETRY)
+
+    def tell(self, changed: frozenset[str] | None) -> None:
+        if self.store.on_change is not None:
+            self.store.on_change(changed)
+
+    def stop(self) -> None:
+        self.stopping.set()
 
 
 def _options(url: str) -> str:

@@ -329,4 +329,5 @@ def close_open(db: Transaction, reason: str, now: float) -> list[str]:
     closing = [row["proposal_id"] for row in rows if rules.state_of(row, now) in OPEN_STATES]
     for proposal_id in closing:
         db.run(CLOSE, reason=reason, now=now, proposal_id=proposal_id)
+        db.changed.add(proposal_id)
     return closing

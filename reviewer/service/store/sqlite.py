@@ -421,6 +421,7 @@ def _create_private(path: Path) -> None:
 class _SQLiteTransaction:
     def __init__(self, connection: sqlite3.Connection) -> None:
         self.connection = connection
+        self.changed: set[str] = set()
 
     def one(self, sql: str, **params: Any) -> Row | None:
         row: Row | None = self.connection.execute(sql, params).fetchone()
@@ -557,6 +558,7 @@ class SQLiteStore(QueueStore):
         """A `BEGIN IMMEDIATE` transaction: the write lock is taken before the first read."""
         with self.health.guarded(outage_of, writing=True), self._transaction("BEGIN IMMEDIATE") as db:
             yield db
+        self.announce(db.changed)
 
     @contextmanager
     def read(self) -> Iterator[_SQLiteTransaction]:

@@ -201,6 +201,8 @@ DECISIONS: dict[str, Decision] = {
 """The screens' decision words as the queue's; anything else is sent as the safe one, a rejection."""
 STATE_WORDS = {"approved": "approved", "rejected": "rejected", "changes_requested": "changes requested"}
 
+DEFAULT_LIST_WAIT = 25.0
+"""Seconds the queue holds an idle poll of the list: one request every 25 s, under a proxy's timeout."""
 MAX_LIST_PAGES = 10
 """Pages of summaries read per changed poll (50 each): the newest 500 proposals are listed."""
 FROM_QUEUE = "from the queue"
@@ -219,7 +221,13 @@ class Fetched:
 class QueueSource:
     """Live review's source of proposals: the queue, polled under the reviewer's token.
 
-    A poll asks for the list with its ETag (an idle poll is a bodiless 304) and fetches what changed.
+    A poll asks for the list with its ETag and fetches what changed. Once it holds an ETag, a poll is
+    a long poll: the queue answers the moment anything changes, or a bodiless 304 after `list_wait`
+    seconds, so an idle app costs one request every `list_wait` seconds and sees a new proposal at
+    once. A poll that brought news, or was not held (the first, the first after a failure), is
+    followed at once by a held one; one that brought nothing new, or no ETag, by the next
+    `poll_interval` after its start at the soonest, so a queue that does not wait is still asked
+    only every `poll_interval`.
     Polls fail fast (no client retries), and the caller backs off with `backoff`; decisions go
     through `decider`, whose client retries dropped connections with the decision's key.
     """
@@ -232,6 +240,7 @@ class QueueSource:
         transport: httpx.AsyncBaseTransport | None = None,
         clock: Callable[[], float] = time.monotonic,
         poll_interval: float = 2.0,
+        list_wait: float = DEFAULT_LIST_WAIT,
         retry_base: float = 1.0,
         max_backoff: float = 30.0,
         jitter: float = 0.1,
@@ -252,6 +261,9 @@ class QueueSource:
         self.clock = clock
         self.now = now
         self.poll_interval = poll_interval
+        self.list_wait = list_wait
+        self.pause = poll_interval
+        """Seconds from the end of the last poll to the next."""
         self.backoff = Backoff(retry_base, max_backoff, jitter)
         self.identity: Whoami | None = None
         self.polls = 0
@@ -279,7 +291,10 @@ class QueueSource:
         summary). The ETag is kept only once every change is fetched, so a poll cut off midway is
         redone in full."""
         self.polls += 1
-        listing = await self.poll_client.list_proposals(etag=self._etag)
+        asked_at = self.clock()
+        held = self._etag is not None and self.backoff.failures == 0  # after a failure: answered at once
+        listing = await self.poll_client.list_proposals(etag=self._etag, wait=self.list_wait if held else 0.0)
+        self.pause = self._pause_after(held, listing.etag, asked_at)
         self.polls_not_modified += listing.not_modified
         if listing.not_modified:
             return
@@ -289,6 +304,14 @@ class QueueSource:
                 yield await self.fetch(summary.proposal_id)
                 self._synced[summary.proposal_id] = summary
         self._etag = listing.etag
+
+    def _pause_after(self, held: bool, etag: str | None, asked_at: float) -> float:
+        """Nothing before the next poll when it will be held (`list_wait`, an ETag) and this one
+        brought news or was not held; else what is left of `poll_interval`."""
+        changed = etag != self._etag
+        if etag is not None and self.list_wait > 0 and (changed or not held):
+            return 0.0
+        return max(0.0, self.poll_interval - (self.clock() - asked_at))
 
     async def _all_summaries(self, listing: Listing) -> list[ProposalSummary]:
         assert listing.page is not None

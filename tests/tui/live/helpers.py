@@ -36,6 +36,9 @@ class Queue:
         return QueueClient(self.url, self.tokens[name])
 
     def app(self, name: str = "alice", **options: Any) -> ReviewerApp:
+        """The app on this queue as `name`. Its polls are answered at once unless a test gives
+        `list_wait`: a scenario that polls with `poll_now` sees the queue only when it asks."""
+        options.setdefault("list_wait", 0.0)
         options.setdefault("poll_interval", 0.3)
         options.setdefault("retry_base", 0.2)
         options.setdefault("max_backoff", 1.0)

@@ -9,6 +9,7 @@ import httpx
 import msgspec
 
 from reviewer.plan.proposal import parse_proposal
+from reviewer.tui.model.queue_source import DEFAULT_LIST_WAIT
 from tests.queue_harness import body, proposal, reviewer_command, unique_id
 from tests.tui.live.helpers import (
     Queue,
@@ -88,6 +89,23 @@ def test_a_proposal_decided_by_another_reviewer_says_by_whom(queue: Queue) -> No
             await bob.decide(proposal_id, 1, answer.plan_sha256, "reject", "not today")
             await decide_from_keyboard(pilot, "a", "y")
             await until(pilot, lambda: "already decided by bob" in shown_text(app, "#decision"), "the 409")
+
+    run(scenario)
+
+
+def test_a_new_proposal_reaches_an_idle_app_through_its_long_poll(queue: Queue) -> None:
+    """The app's poll after its first answer is held by the queue until something changes: with a
+    poll interval of an hour, only that held poll can bring the new row."""
+
+    async def scenario() -> None:
+        app = queue.app(poll_interval=3600, list_wait=DEFAULT_LIST_WAIT)
+        async with app.run_test(size=(100, 30)) as pilot, queue.agent() as agent:
+            await until(pilot, lambda: "queue answered" in status(app), "the first answer")
+            await until(pilot, lambda: app.queue.polls == 2, "the second poll, held by the queue")
+            proposal_id = unique_id("held")
+            await agent.submit(plan(proposal_id))
+            await until(pilot, lambda: proposal_id in app.queue_screen.items, "the row")
+            assert app.queue.polls_not_modified == 0  # the second poll was held, not answered 304
 
     run(scenario)
 

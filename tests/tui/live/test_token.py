@@ -122,7 +122,7 @@ def test_the_token_is_in_no_log_line_nor_on_screen(
     caplog.set_level(logging.DEBUG)
 
     async def scenario() -> None:
-        app = queue.app(poll_interval=0.1)
+        app = queue.app(poll_interval=0.1, list_wait=0.1)  # each poll held a tenth of a second
         async with app.run_test(size=(100, 30)) as pilot:
             await until(pilot, lambda: "queue answered" in status(app), "the first answer")
             source = app.queue
