@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from reviewer.service.commands.support import opened, refusal
+from reviewer.service.commands.support import db_option, opened, refusal
 
 
 def run_notify_list(args: argparse.Namespace) -> int:
@@ -144,3 +145,64 @@ def run_db_reopen(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def register_notify(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `notify list` to the `reviewer` command line."""
+    notify = subparsers.add_parser(
+        "notify", help="the queue's notifications", description="The notifications the queue delivered."
+    )
+    notify_commands = notify.add_subparsers(title="notify commands", metavar="COMMAND", required=True)
+    deliveries = notify_commands.add_parser("list", help="list the newest deliveries and their state")
+    deliveries.add_argument("--limit", type=int, default=50, help="how many (default: 50)")
+    db_option(deliveries)
+    deliveries.set_defaults(func=run_notify_list)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `db upgrade`, `db backup`, `db restore` and `db reopen` to the `reviewer` command line."""
+    db = subparsers.add_parser(
+        "db",
+        help="upgrade, back up or restore the queue's database",
+        description="The queue's database: migrate it to this release's schema, or copy it.",
+    )
+    db_commands = db.add_subparsers(title="db commands", metavar="COMMAND", required=True)
+    upgrade = db_commands.add_parser(
+        "upgrade",
+        help="migrate the database to this release's schema (an SQLite file is backed up next to it first)",
+    )
+    db_option(upgrade)
+    upgrade.set_defaults(func=run_db_upgrade)
+    backup = db_commands.add_parser(
+        "backup",
+        help="copy an SQLite queue to PATH while it serves (PostgreSQL: pg_dump, see docs/operating.md)",
+    )
+    backup.add_argument("path", type=Path, metavar="PATH")
+    db_option(backup)
+    backup.set_defaults(func=run_db_backup)
+    restore = db_commands.add_parser(
+        "restore",
+        help="put an SQLite backup in place of the queue (a rollback; stop every replica first); "
+        "notifications delivered since stay delivered",
+    )
+    restore.add_argument("backup", type=Path, metavar="BACKUP")
+    db_option(restore)
+    restore.set_defaults(func=run_db_restore)
+    reopen = db_commands.add_parser(
+        "reopen",
+        help="serve a database restored from an older copy: close every proposal it left open and, "
+        "for a queue that signs its trail, remember the copy's log as the one signed (stop every "
+        "replica first)",
+    )
+    db_option(reopen)
+    memory = reopen.add_mutually_exclusive_group()
+    memory.add_argument(
+        "--trail-key",
+        type=Path,
+        metavar="FILE",
+        help="the key `serve --trail-key` signs with: its log's memory is the state folder's, as serve's",
+    )
+    memory.add_argument(
+        "--signed-memory", type=Path, metavar="FILE", help="the file `serve --signed-memory` names"
+    )
+    reopen.set_defaults(func=run_db_reopen)

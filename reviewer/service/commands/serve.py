@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reviewer import DISTRIBUTION, release
-from reviewer.service.commands.support import refusal, store_of
+from reviewer.policy.expressions import DEFAULT_DEADLINE
+from reviewer.service.commands.support import db_option, duration, refusal, store_of
+from reviewer.service.timeouts import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -344,3 +346,220 @@ def _report_policy(
     changed = store.reevaluate_pending()
     if changed:
         log.info("policy: %d pending proposals evaluated again under this policy", changed)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `serve` to the `reviewer` command line."""
+    serve = subparsers.add_parser(
+        "serve",
+        help="run the queue service",
+        description="Run the queue service (HTTP or HTTPS, on SQLite or PostgreSQL).",
+    )
+    db_option(serve)
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
+    serve.add_argument("--port", type=int, default=8470, help="port to listen on (default: 8470)")
+    serve.add_argument(
+        "--pending-ttl",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long an undecided proposal stays pending (default: one day)",
+    )
+    serve.add_argument(
+        "--approval-ttl",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long an approval may wait for a run to claim it (default: one hour)",
+    )
+    serve.add_argument(
+        "--claim-lease",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long a claimed run may take before its outcome shows as unknown (default: one hour)",
+    )
+    serve.add_argument(
+        "--header-timeout",
+        type=float,
+        default=DEFAULT_HEADER_TIMEOUT,
+        metavar="SECONDS",
+        help="close a connection whose request headers are not complete by then "
+        f"(default: {DEFAULT_HEADER_TIMEOUT:g})",
+    )
+    serve.add_argument(
+        "--body-timeout",
+        type=float,
+        default=DEFAULT_BODY_TIMEOUT,
+        metavar="SECONDS",
+        help="close a connection whose request body is not complete by then "
+        f"(default: {DEFAULT_BODY_TIMEOUT:g})",
+    )
+    serve.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this certificate (PEM)")
+    serve.add_argument("--tls-key", metavar="FILE", help="the certificate's private key (PEM)")
+    serve.add_argument(
+        "--behind-tls-proxy",
+        action="store_true",
+        help="allow plain HTTP on a non-loopback address because a TLS-terminating proxy is the only way in",
+    )
+    serve.add_argument(
+        "--policy",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="a TOML policy: environments (by base URL or name) and rules on the plan in CEL "
+        "(default: one approval by any reviewer, unsigned); `reviewer policy check FILE` tests one",
+    )
+    serve.add_argument(
+        "--policy-key",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the queue's own SSH private key, to sign what the policy approves where signatures "
+        "are required",
+    )
+    serve.add_argument(
+        "--trail-key",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="an OpenSSH Ed25519 private key (ssh-keygen -t ed25519 -N '') that signs the trail's "
+        "checkpoints; auditors verify exports with its .pub (`reviewer trail verify`)",
+    )
+    serve.add_argument(
+        "--web-origin",
+        default=None,
+        metavar="ORIGIN",
+        help="serve the review pages and passkey enrolment at this origin, as browsers reach it "
+        "(https://queue.example, or http://localhost:PORT on one machine); the passkeys' relying "
+        "party is its host. Without it, no page is served",
+    )
+    serve.add_argument(
+        "--signed-memory",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="where the queue remembers the largest trail it signed, to refuse a database restored "
+        "from an older copy (default: one file per database in the user's state folder; replicas may "
+        "share one on a volume)",
+    )
+    serve.add_argument(
+        "--policy-principal",
+        default="queue-policy",
+        metavar="NAME",
+        help="the name the queue signs its approvals as, for the executors' allowed-signers files "
+        "(default: queue-policy)",
+    )
+    serve.add_argument(
+        "--policy-deadline",
+        type=float,
+        default=DEFAULT_DEADLINE,
+        metavar="SECONDS",
+        help="how long evaluating the policy on one plan may take; past it the plan needs at least "
+        "what every rule not yet decided asks (default: %(default)g)",
+    )
+    serve.add_argument(
+        "--notify",
+        action="append",
+        default=[],
+        metavar="[EVENTS=]URL",
+        help="post each event (proposal.waiting, proposal.reminder, proposal.escalated, proposal.decided, "
+        "run.ended, run.unknown, ...) to URL: a signed webhook (https://, or http:// to loopback) or an "
+        "Apprise URL (slack://, pagerduty://, ...); EVENTS=URL (comma-separated) sends only those, "
+        "proposal.escalated:2=URL only that step; repeatable",
+    )
+    serve.add_argument(
+        "--notify-secret-file",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the secret that signs each webhook (Reviewer-Signature); needed with --notify",
+    )
+    serve.add_argument(
+        "--remind-after",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="notify again, every SECONDS, while a proposal is still pending (default: never)",
+    )
+    serve.add_argument(
+        "--notify-keep",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long a delivered or failed notification stays listed by `notify list`, then is "
+        "deleted (default: 604800, a week)",
+    )
+    _operating_options(serve)
+    _sign_in_options(serve)
+    serve.set_defaults(func=run_serve)
+
+
+def _sign_in_options(serve: argparse.ArgumentParser) -> None:
+    """`serve`'s options for reviewers signing in through the team's OpenID provider."""
+    group = serve.add_argument_group(
+        "signing reviewers in through an OpenID provider",
+        "Reviewers run `reviewer login --queue URL` (the device authorization grant) instead of "
+        "pasting a minted token; agents keep minted tokens. See docs/operating.md.",
+    )
+    group.add_argument(
+        "--oidc-issuer", metavar="URL", help="the provider's issuer URL, exactly as it writes it"
+    )
+    group.add_argument("--oidc-client-id", metavar="ID", help="the public client registered for reviewer")
+    group.add_argument(
+        "--oidc-reviewers", metavar="GROUP", help="the group whose members may decide (in the groups claim)"
+    )
+    group.add_argument(
+        "--oidc-groups-claim",
+        default="groups",
+        metavar="CLAIM",
+        help="the identity token's claim that lists the person's groups (default: groups)",
+    )
+    group.add_argument(
+        "--oidc-name-claim",
+        default="email",
+        metavar="CLAIM",
+        help="the claim decisions name the person by, and policies' reviewers lists match (default: email)",
+    )
+    group.add_argument(
+        "--oidc-scopes",
+        default=None,
+        metavar="SCOPES",
+        help="the scopes `reviewer login` asks for (default: openid email groups offline_access)",
+    )
+    group.add_argument(
+        "--oidc-session",
+        type=duration,
+        default=None,
+        metavar="DURATION",
+        help="how long a sign-in decides before the client renews it with its refresh token, at most "
+        "(default: 10m; a shorter identity token lifetime wins)",
+    )
+
+
+def _operating_options(serve: argparse.ArgumentParser) -> None:
+    """`serve`'s options for operators: migrations, the log's format, the API's documentation pages."""
+    serve.add_argument(
+        "--no-migrate",
+        action="store_true",
+        help="refuse to start on a database of an older schema instead of migrating it "
+        "(then `reviewer db upgrade` migrates it, after a backup)",
+    )
+    serve.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="text lines, or one JSON object a line with the request's id (default: text)",
+    )
+    serve.add_argument(
+        "--access-log",
+        choices=("skip-304", "all"),
+        default="skip-304",
+        help="a line for every request but the polls answered 304 (counted in /metrics), or for "
+        "every request (default: skip-304)",
+    )
+    serve.add_argument(
+        "--api-docs",
+        action="store_true",
+        help="serve the API's documentation pages at /docs and /redoc (off: both load scripts from a CDN)",
+    )

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from reviewer.policy.bounded import PolicyEvaluator
@@ -67,3 +68,37 @@ def store_of(
 def refusal(command: str, message: str) -> int:
     print(f"reviewer {command}: {message}", file=sys.stderr)
     return 1
+
+
+def db_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--db",
+        default=None,
+        metavar="PATH_OR_URL",
+        # Not the path itself: finding it loads the platform's folder rules, which every command
+        # (the demo's start among them) would then pay for.
+        help="the queue's SQLite file, or a postgresql:// URL "
+        "(default: queue.sqlite3 in reviewer's user data folder, e.g. ~/.local/share/reviewer)",
+    )
+
+
+LATEST_EXPIRY: Final = 253402300799.0
+"""9999-12-31 23:59:59 UTC, the last second a date shows: a later expiry could not be listed."""
+
+
+def duration(text: str) -> float:
+    """`90d`, `12h`, `30m`, `45s` or a number of seconds, more than 0."""
+    units = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+    number, unit = (text[:-1], units[text[-1]]) if text[-1:] in units else (text, 1.0)
+    try:
+        seconds = float(number) * unit
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 90d, 12h, 30m or 3600") from None
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: a duration is more than 0")
+    if time.time() + seconds >= LATEST_EXPIRY:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} ends after the year 9999, past any time the queue stores; "
+            "leave --expires-in out for a token that does not expire"
+        )
+    return seconds

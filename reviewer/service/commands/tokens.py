@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from reviewer.service.commands.support import opened, refusal
+from reviewer.service.commands.support import db_option, duration, opened, refusal
 
 
 def run_token_create(args: argparse.Namespace) -> int:
@@ -200,3 +200,115 @@ def run_token_rotate(args: argparse.Namespace) -> int:
     print(token)
     print(f"rotated {safe_text(args.name)}: the old token works {args.grace:g} s more", file=sys.stderr)
     return 0
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `token` and `keys` to the `reviewer` command line."""
+    token = subparsers.add_parser(
+        "token",
+        help="mint, list, rotate and revoke the queue's tokens",
+        description="Manage the queue's tokens.",
+    )
+    commands = token.add_subparsers(title="token commands", metavar="COMMAND", required=True)
+    create = commands.add_parser("create", help="mint a token and print it, once")
+    create.add_argument(
+        "--name",
+        required=True,
+        help="who holds it, shown as the author of decisions: 1 to 64 of A-Z a-z 0-9 . _ -",
+    )
+    create.add_argument(
+        "--role",
+        required=True,
+        choices=("agent", "reviewer", "metrics", "auditor"),
+        help="agent (submits, runs), reviewer (decides), metrics (reads /metrics only), "
+        "auditor (reads the trail only)",
+    )
+    create.add_argument(
+        "--ssh-key",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a reviewer's SSH public key (.pub) that signs their decisions; repeatable",
+    )
+    create.add_argument(
+        "--expires-in",
+        type=duration,
+        default=None,
+        metavar="DURATION",
+        help="the token stops working after DURATION (90d, 12h, 30m or seconds; default: never)",
+    )
+    create.add_argument(
+        "--break-glass",
+        action="store_true",
+        help="a reviewer's token for when the OpenID provider is down: a queue that signs reviewers "
+        "in through the provider accepts no other minted reviewer token, and the trail marks its "
+        "decisions break-glass (give it an --expires-in)",
+    )
+    create.add_argument(
+        "--person",
+        default=None,
+        metavar="ISSUER#SUBJECT",
+        help="the identity provider's person this reviewer's token belongs to (as `token list` shows "
+        "a signed-in person): a quorum counts their token and their provider sign-in as one person",
+    )
+    db_option(create)
+    create.set_defaults(func=run_token_create)
+    listing = commands.add_parser("list", help="list token names and roles (never the tokens)")
+    db_option(listing)
+    listing.set_defaults(func=run_token_list)
+    _token_rotate_command(commands)
+    revoke = commands.add_parser("revoke", help="revoke the active token of NAME")
+    revoke.add_argument("name", metavar="NAME")
+    db_option(revoke)
+    revoke.set_defaults(func=run_token_revoke)
+
+    keys = subparsers.add_parser(
+        "keys",
+        help="register and remove reviewers' SSH signing keys",
+        description="The SSH public keys each reviewer signs decisions with. The queue verifies a signed "
+        "decision against these; an executor checks it against its own allowed-signers file.",
+    )
+    key_commands = keys.add_subparsers(title="keys commands", metavar="COMMAND", required=True)
+    add = key_commands.add_parser("add", help="register a public key (.pub) for reviewer NAME")
+    add.add_argument("name", metavar="NAME")
+    add.add_argument("key_file", type=Path, metavar="FILE")
+    db_option(add)
+    add.set_defaults(func=run_keys_add)
+    remove = key_commands.add_parser("remove", help="remove NAME's key by its SHA256: fingerprint")
+    remove.add_argument("name", metavar="NAME")
+    remove.add_argument("fingerprint", metavar="FINGERPRINT")
+    db_option(remove)
+    remove.set_defaults(func=run_keys_remove)
+    show = key_commands.add_parser("list", help="list registered keys (of NAME, or everyone's)")
+    show.add_argument("name", nargs="?", metavar="NAME")
+    show.add_argument(
+        "--allowed-signers",
+        action="store_true",
+        help="print them as an OpenSSH allowed-signers file (review it before an executor trusts it)",
+    )
+    db_option(show)
+    show.set_defaults(func=run_keys_list)
+
+
+def _token_rotate_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    rotate = commands.add_parser(
+        "rotate", help="give NAME's token a new secret, printed once; the old one works a grace period more"
+    )
+    rotate.add_argument("name", metavar="NAME")
+    rotate.add_argument(
+        "--grace",
+        type=duration,
+        default=3600.0,
+        metavar="DURATION",
+        help="how long the replaced token keeps working, for clients to switch (default: 1h)",
+    )
+    rotate.add_argument(
+        "--expires-in",
+        type=duration,
+        default=None,
+        metavar="DURATION",
+        help="the new token stops working after DURATION (default: never)",
+    )
+    db_option(rotate)
+    rotate.set_defaults(func=run_token_rotate)
