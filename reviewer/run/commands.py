@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from reviewer.agent.sandbox_check import SandboxCheck
     from reviewer.agent.signer_options import ApprovalTrust
     from reviewer.audit.registry import AuditSource
+    from reviewer.run.runner import RunSettings
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -161,6 +162,36 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _run(options: argparse.Namespace) -> int:
+    """Read the options (`settings_from`), seal this process, make the sandbox, then run."""
+    from dataclasses import replace
+
+    from reviewer.run.runner import run
+    from reviewer.run.sealed import make_undumpable, scrub_initial_environment
+    from reviewer.sandbox.environment import withheld_variables
+    from reviewer.sandbox.errors import SandboxRefused
+    from reviewer.sandbox.options import sandbox_from_options
+
+    try:
+        settings = settings_from(options, dict(os.environ))
+        withheld = settings.withheld or settings.credentials
+        # No secret stays in this process's initial environment, and no process of this user may read
+        # it, before anything is started (the sandbox's probes are processes).
+        make_undumpable()
+        scrub_initial_environment(withheld_variables(settings.environ, withheld.from_env, withheld.secrets))
+        sandbox = sandbox_from_options(options, settings.environ, withheld.from_files, role="agent")
+    except SandboxRefused as refused:
+        print(f"reviewer run: {refused}", file=sys.stderr)
+        return 2
+    print(f"reviewer run: {sandbox.describe()}", file=sys.stderr, flush=True)
+    if trusted := settings.trust.describe():
+        print(f"reviewer run: {trusted}", file=sys.stderr, flush=True)
+    return asyncio.run(run(replace(settings, sandbox=sandbox)))
+
+
+def settings_from(options: argparse.Namespace, environ: dict[str, str]) -> RunSettings:
+    """What `reviewer run` was told, read and checked (`RunRefused` naming the option): the secrets read
+    from `environ` and files, nothing of this process changed. The sandbox is not in it: it is made
+    once the process is sealed."""
     from reviewer.agent.execution import DEFAULT_REQUEST_ID_HEADER
     from reviewer.agent.gate import AGENT_TOKEN_ENV, DEFAULT_QUEUE_URL
     from reviewer.run.errors import RunRefused
@@ -173,85 +204,62 @@ def _run(options: argparse.Namespace) -> int:
         read_credentials,
         with_api_auth,
     )
-    from reviewer.run.runner import RunSettings, run
-    from reviewer.run.sealed import make_undumpable, scrub_initial_environment
-    from reviewer.sandbox.environment import withheld_variables
-    from reviewer.sandbox.errors import SandboxRefused
-    from reviewer.sandbox.options import sandbox_from_options
+    from reviewer.run.runner import RunSettings
 
     command = list(options.command)
     if command and command[0] == "--":
         command = command[1:]
-    try:
-        if not command:
-            raise RunRefused(
-                "name the agent's command after --, e.g. reviewer run --api URL -- node agent.mjs"
-            )
-        environ = dict(os.environ)
-        token = environ.get(AGENT_TOKEN_ENV)
-        if not token:
-            raise RunRefused(
-                f"no agent token: set {AGENT_TOKEN_ENV} (mint one on the queue's host with "
-                "`reviewer token create --name NAME --role agent`); COMMAND never sees it"
-            )
-        for name, value in (("--timeout", options.timeout), ("--decision-timeout", options.decision_timeout)):
-            if not value > 0:
-                raise RunRefused(f"{name} must be a positive number of seconds")
-        if options.max_revisions < 1:
-            raise RunRefused(f"--max-revisions must be 1 or more, not {options.max_revisions}")
-        api_auth = None
-        if options.api_auth:
-            api_auth = read_api_auth(
-                options.api_auth,
-                environ,
-                client_id=options.api_auth_client_id,
-                client_secret=options.api_auth_client_secret,
-                scope=options.api_auth_scope,
-            )
-        elif options.api_auth_client_id or options.api_auth_client_secret or options.api_auth_scope:
-            raise RunRefused("--api-auth-client-id, -secret and -scope go with --api-auth oauth2:TOKEN_URL")
-        credentials = with_api_auth(read_credentials(options.api_header, environ), api_auth)
-        sandbox_credentials = read_credentials(options.sandbox_header, environ, "--sandbox-header")
-        audit_credentials = read_credentials(options.audit_header, environ, "--audit-header")
-        audit = _audit_option(options.audit, options.audit_field, audit_credentials.headers)
-        trust = _trust_option(options)
-        # COMMAND gets none of the API's, the sandbox's or the audit log's credentials.
-        withheld = every_secret(credentials, sandbox_credentials, audit_credentials)
-        # No secret stays in this process's initial environment, and no process of this user may read it.
-        make_undumpable()
-        scrub_initial_environment(withheld_variables(environ, withheld.from_env, withheld.secrets))
-        sandbox = sandbox_from_options(options, environ, withheld.from_files, role="agent")
-        print(f"reviewer run: {sandbox.describe()}", file=sys.stderr, flush=True)
-        if trusted := trust.describe():
-            print(f"reviewer run: {trusted}", file=sys.stderr, flush=True)
-        settings = RunSettings(
-            api=check_api_url(options.api),
-            command=command,
-            agent_token=token,
-            queue=options.queue or DEFAULT_QUEUE_URL,
-            credentials=credentials,
-            withheld=withheld,
-            sandbox=sandbox,
-            environ=environ,
-            via=options.via,
-            dry_run_query=parse_dry_run_param(options.dry_run_param) if options.dry_run_param else None,
-            document=ApiDocument.load(options.openapi) if options.openapi else None,
-            audit=audit,
-            sandbox_api=_sandbox_option(options, sandbox_credentials.headers),
-            request_id_header=options.request_id_header or DEFAULT_REQUEST_ID_HEADER,
-            title=options.title,
-            environment=options.environment,
-            rerun=options.rerun,
-            timeout=options.timeout,
-            decision_timeout=options.decision_timeout,
-            poll_interval=max(options.poll_interval, 0.05),
-            max_revisions=options.max_revisions,
-            trust=trust,
+    if not command:
+        raise RunRefused("name the agent's command after --, e.g. reviewer run --api URL -- node agent.mjs")
+    token = environ.get(AGENT_TOKEN_ENV)
+    if not token:
+        raise RunRefused(
+            f"no agent token: set {AGENT_TOKEN_ENV} (mint one on the queue's host with "
+            "`reviewer token create --name NAME --role agent`); COMMAND never sees it"
         )
-    except SandboxRefused as refused:
-        print(f"reviewer run: {refused}", file=sys.stderr)
-        return 2
-    return asyncio.run(run(settings))
+    for name, value in (("--timeout", options.timeout), ("--decision-timeout", options.decision_timeout)):
+        if not value > 0:
+            raise RunRefused(f"{name} must be a positive number of seconds")
+    if options.max_revisions < 1:
+        raise RunRefused(f"--max-revisions must be 1 or more, not {options.max_revisions}")
+    api_auth = None
+    if options.api_auth:
+        api_auth = read_api_auth(
+            options.api_auth,
+            environ,
+            client_id=options.api_auth_client_id,
+            client_secret=options.api_auth_client_secret,
+            scope=options.api_auth_scope,
+        )
+    elif options.api_auth_client_id or options.api_auth_client_secret or options.api_auth_scope:
+        raise RunRefused("--api-auth-client-id, -secret and -scope go with --api-auth oauth2:TOKEN_URL")
+    credentials = with_api_auth(read_credentials(options.api_header, environ), api_auth)
+    sandbox_credentials = read_credentials(options.sandbox_header, environ, "--sandbox-header")
+    audit_credentials = read_credentials(options.audit_header, environ, "--audit-header")
+    return RunSettings(
+        api=check_api_url(options.api),
+        command=command,
+        agent_token=token,
+        queue=options.queue or DEFAULT_QUEUE_URL,
+        credentials=credentials,
+        # COMMAND gets none of the API's, the sandbox's or the audit log's credentials.
+        withheld=every_secret(credentials, sandbox_credentials, audit_credentials),
+        environ=environ,
+        via=options.via,
+        dry_run_query=parse_dry_run_param(options.dry_run_param) if options.dry_run_param else None,
+        document=ApiDocument.load(options.openapi) if options.openapi else None,
+        audit=_audit_option(options.audit, options.audit_field, audit_credentials.headers),
+        sandbox_api=_sandbox_option(options, sandbox_credentials.headers),
+        request_id_header=options.request_id_header or DEFAULT_REQUEST_ID_HEADER,
+        title=options.title,
+        environment=options.environment,
+        rerun=options.rerun,
+        timeout=options.timeout,
+        decision_timeout=options.decision_timeout,
+        poll_interval=max(options.poll_interval, 0.05),
+        max_revisions=options.max_revisions,
+        trust=_trust_option(options),
+    )
 
 
 def _trust_option(options: argparse.Namespace) -> ApprovalTrust:

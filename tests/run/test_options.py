@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import base64
 import os
 import shlex
@@ -290,3 +291,32 @@ def test_the_child_gets_no_variable_that_says_where_a_host_socket_listens(tmp_pa
         }
         environment = child_environment(environ, api_url="http://127.0.0.1:8479", proposal_id="p")
     assert sorted(environment) == ["NOT_A_SOCKET", "PATH", "REVIEWER_API_URL", "REVIEWER_PROPOSAL_ID"]
+
+
+def run_options(*arguments: str) -> argparse.Namespace:
+    from reviewer.__main__ import build_parser
+
+    return build_parser("run").parse_args(["run", *arguments])
+
+
+def test_the_options_are_read_without_touching_the_process() -> None:
+    """`settings_from` reads and checks everything from the options and the environment it is handed;
+    sealing the process and making the sandbox are `reviewer run`'s next steps, not its."""
+    from reviewer.run.commands import settings_from
+
+    environ = {"API_TOKEN": "s3cret", "REVIEWER_AGENT_TOKEN": "agent-token", "HOME": "/nonexistent"}
+    before = dict(os.environ)
+    options = run_options(
+        "--api", "https://api.example/v1", "--api-header", "Authorization: Bearer env:API_TOKEN",
+        "--environment", "staging", "--", "node", "agent.mjs",
+    )  # fmt: skip
+    settings = settings_from(options, environ)
+    assert dict(os.environ) == before
+    assert settings.command == ["node", "agent.mjs"] and settings.agent_token == "agent-token"
+    assert settings.credentials.headers == {"Authorization": "Bearer s3cret"}
+    assert settings.withheld is not None and settings.withheld.from_env == {"API_TOKEN"}
+    assert settings.sandbox.kind == "none" and settings.environment == "staging"
+    with pytest.raises(RunRefused, match="no agent token"):
+        settings_from(options, {"API_TOKEN": "s3cret"})
+    with pytest.raises(RunRefused, match="name the agent's command"):
+        settings_from(run_options("--api", "https://api.example/v1"), environ)
