@@ -205,6 +205,7 @@ def version_4_postgresql(cluster: Cluster) -> str:
             raw.execute(f"ALTER TABLE {table} ADD CONSTRAINT {constraint} CHECK ({before})")
         raw.execute("DROP TABLE trail_log")  # migration 8's
         raw.execute("DROP TABLE refusals")  # migration 9's
+        raw.execute("ALTER TABLE proposals DROP COLUMN summary")  # migration 10's
         raw.execute(
             "INSERT INTO tokens (name, role, token_sha256, created_at) VALUES ('alice', 'reviewer', 'x', 1)"
         )
@@ -263,14 +264,17 @@ def version_5_sqlite(path: Path) -> Path:
     """An SQLite queue as schema 5 left it, holding a decided, claimed and reported proposal."""
     from reviewer.service.store.sqlite import (
         IDENTITY_COLUMNS,
+        READING_COLUMN,
         REFUSALS_SCHEMA,
         SCHEMA,
         TRAIL_LOG_SCHEMA,
         _append_only_triggers,
     )
 
-    # migrations 7's, 8's and 9's
-    schema = SCHEMA.replace(IDENTITY_COLUMNS, "").replace(TRAIL_LOG_SCHEMA, "").replace(REFUSALS_SCHEMA, "")
+    # migrations 7's, 8's, 9's and 10's
+    schema = SCHEMA
+    for added in (IDENTITY_COLUMNS, TRAIL_LOG_SCHEMA, REFUSALS_SCHEMA, READING_COLUMN):
+        schema = schema.replace(added, "")
     for now, before in SCHEMA_5_CHECKS.items():
         assert now in schema
         schema = schema.replace(now, before)
@@ -318,6 +322,8 @@ def test_migration_6_rebuilds_decisions_and_trail_keeping_rows_ids_and_the_appen
     after = {table: dump_table(database, table) for table in tables}
     assert {row[-1] for row in after["trail"]} == {None}  # migration 7's `identity`, unknown before it
     after["trail"] = [row[:-1] for row in after["trail"]]
+    assert {row[-1] for row in after["proposals"]} == {None}  # migration 10's reading: read when listed
+    after["proposals"] = [row[:-1] for row in after["proposals"]]
     assert after == before
     with sqlite3.connect(database) as db:
         db.execute("PRAGMA foreign_keys = ON")
@@ -408,6 +414,7 @@ INSERT INTO tokens (id, name, role, token_sha256, created_at, previous_sha256, p
     VALUES (6, 'deploy', 'agent', 'h3', 3, 'h0', 50);
 DROP TABLE trail_log;
 DROP TABLE refusals;
+ALTER TABLE proposals DROP COLUMN summary;
 PRAGMA user_version = 7;
 """
         )
@@ -481,14 +488,18 @@ def test_migration_9_adds_the_append_only_refusals_and_keeps_every_row(tmp_path:
     settings = StoreSettings(clock=lambda: 10.0, pending_ttl=10, approval_ttl=10)
     SQLiteStore(database, settings).close()  # to version 9, then back to a version-8 file
     with sqlite3.connect(database) as raw:
-        raw.executescript("DROP TABLE refusals; PRAGMA user_version = 8;")
+        raw.executescript(
+            "DROP TABLE refusals; ALTER TABLE proposals DROP COLUMN summary; PRAGMA user_version = 8;"
+        )
     raw.close()
-    tables = ("decisions", "trail", "claims", "executions", "proposals", "tokens", "trail_log")
+    tables = ("decisions", "trail", "claims", "executions", "tokens", "trail_log")
     before = {table: dump_table(database, table) for table in tables}
+    proposals_before = dump_table(database, "proposals")
     store = SQLiteStore(database, settings)
     try:
         assert store.upgraded_from == 8 and user_version(database) == SCHEMA_VERSION
         assert {table: dump_table(database, table) for table in tables} == before
+        assert [row[:-1] for row in dump_table(database, "proposals")] == proposals_before
         with store.write() as db:
             db.run(
                 "INSERT INTO tokens (name, role, token_sha256, created_at) VALUES ('agent', 'agent', 'h', 1)"
@@ -525,3 +536,42 @@ def test_migration_9_on_postgresql_adds_the_append_only_refusals(
             "SELECT tgname FROM pg_trigger WHERE tgrelid = 'refusals'::regclass AND NOT tgisinternal"
         ).fetchall()
     assert triggers == [("refusals_append_only",)]
+
+
+def test_migration_10_keeps_each_proposal_and_lists_one_stored_before_with_its_plan_read(
+    tmp_path: Path,
+) -> None:
+    """A version-9 file (this schema less the stored readings) gains the column, every row kept; a
+    proposal submitted before it is listed with the reading of its stored plan, one submitted after
+    with the reading stored beside it, the two alike."""
+    from reviewer.service.auth import Identity
+    from reviewer.service.bodies import submission
+    from reviewer.service.store import StoreSettings
+    from reviewer.service.store.sqlite import SQLiteStore
+    from tests.queue_harness import body, proposal
+
+    database = tmp_path / "queue.sqlite3"
+    settings = StoreSettings(clock=lambda: 10.0, pending_ttl=100, approval_ttl=100)
+    store = SQLiteStore(database, settings)
+    with store.write() as db:
+        db.run("INSERT INTO tokens (name, role, token_sha256, created_at) VALUES ('agent', 'agent', 'h', 1)")
+    agent = store.resolve_token("h")
+    assert isinstance(agent, Identity)
+    store.submit(agent, submission(body(proposal("before", calls=3))))
+    store.close()
+    with sqlite3.connect(database) as raw:
+        raw.executescript("ALTER TABLE proposals DROP COLUMN summary; PRAGMA user_version = 9;")
+    raw.close()
+    before = dump_table(database, "proposals")
+    store = SQLiteStore(database, settings)
+    try:
+        assert store.upgraded_from == 9 and user_version(database) == SCHEMA_VERSION
+        assert [row[:-1] for row in dump_table(database, "proposals")] == before
+        store.submit(agent, submission(body(proposal("after", calls=3))))
+        listed = {
+            summary.proposal_id: summary.reading for summary in store.list_proposals(None, None, 10).proposals
+        }
+    finally:
+        store.close()
+    assert listed["before"] is not None and listed["before"] == listed["after"]
+    assert (listed["before"].updates, listed["before"].environment) == (3, "staging")

@@ -16,7 +16,7 @@ from reviewer.policy.verdict import Verdict
 from reviewer.service.rules import Row
 from reviewer.service.signed_decisions import PolicySigning
 
-SCHEMA_VERSION: Final = 9
+SCHEMA_VERSION: Final = 10
 """The version of the tables a database holds: 2 added claims, 3 reviewers' SSH keys and signed
 decisions in the trail, 4 the notifications' outbox, 5 metrics tokens, token expiry and rotation,
 6 requests for changes, 7 reviewers signed in by the team's provider and break-glass tokens, 8 the

@@ -33,6 +33,7 @@ STEPS: Final = {
     8: "the trail's Merkle log (every event a leaf, checkpoints signed with --trail-key), and auditor tokens",
     9: "executors' refusals of approvals (a trail that went backwards, signatures, a ledger), append-only, "
     "and the latest time the queue used",
+    10: "the reading of each proposal's latest revision (counts, alarms, money), stored for the list",
 }
 """What each numbered step adds; the backends hold its SQL under the same number."""
 
@@ -43,6 +44,7 @@ MARKS: Final[dict[int, tuple[tuple[str, str | None], ...]]] = {
     7: (("tokens", "kind"), ("tokens", "issuer"), ("tokens", "subject"), ("trail", "identity")),
     8: (("trail_log", None),),
     9: (("refusals", None),),
+    10: (("proposals", "summary"),),
 }
 """The tables (column None) and columns each step adds, in both backends: what tells a database's
 tables from the version number it claims. A step that only widens a CHECK leaves no mark."""

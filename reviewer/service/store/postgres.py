@@ -314,6 +314,9 @@ ALTER TABLE trail ADD COLUMN identity TEXT;
 """
 """Version 7, as `store.sqlite.IDENTITY_COLUMNS` says; a new database gets the same columns."""
 SCHEMA += IDENTITY_COLUMNS
+READING_COLUMN: Final = "ALTER TABLE proposals ADD COLUMN summary TEXT;\n"
+"""Version 10, as `store.sqlite.READING_COLUMN` says; a new database gets the same column."""
+SCHEMA += READING_COLUMN
 
 MIGRATIONS: Final = {
     4: OUTBOX_SCHEMA,
@@ -337,6 +340,7 @@ ALTER TABLE tokens ADD CONSTRAINT tokens_role_check CHECK (role IN ({TOKEN_ROLES
 """
     + TRAIL_LOG_SCHEMA,
     9: REFUSALS_SCHEMA + QUEUE_CLOCK_SCHEMA,
+    10: READING_COLUMN,
 }
 """Each numbered step of `reviewer.service.store.migrations.STEPS` in PostgreSQL's words."""
 OLDEST_VERSION: Final = 3
