@@ -10,7 +10,7 @@ import asyncio
 import re
 import ssl
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
@@ -302,13 +302,17 @@ class QueueClient:
         cursor: str | None = None,
         etag: str | None = None,
         limit: int | None = None,
+        filters: Mapping[str, str] | None = None,
     ) -> Listing:
-        """A page of summaries; pass the last `Listing.etag` to get `not_modified` at almost no cost."""
-        params = {
+        """A page of summaries, narrowed by `filters` (the list's query words: `environment`, `agent`,
+        `alarm`, `older_than`, `yours`); pass the last `Listing.etag` to get `not_modified` at almost
+        no cost."""
+        params: dict[str, str | int] = {
             key: value
             for key, value in (("state", state), ("cursor", cursor), ("limit", limit))
             if value is not None
         }
+        params.update(filters or {})
         headers = {"If-None-Match": etag} if etag else {}
         response = await self._request(
             "GET", "/v1/proposals", expect=(200, 304), params=params, headers=headers

@@ -36,8 +36,6 @@ class NamedAlarm:
 class PlanReading:
     """What one revision's plan does, as the list and the notifications say it."""
 
-    environment: str | None
-    base_url: str | None
     api: str
     calls: int
     creates: int
@@ -47,6 +45,9 @@ class PlanReading:
     unknown: int
     """Calls whose effect nobody knows (an MCP tool that says nothing of itself)."""
     destructive: int
+    environment: str | None = None
+    """As the agent wrote it (`target.environment`); the policy's own is found from the base URL."""
+    base_url: str | None = None
     alarms: tuple[NamedAlarm, ...] = ()
     """Worst first."""
     more_alarms: int = 0
