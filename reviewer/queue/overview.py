@@ -15,17 +15,18 @@ import textwrap
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from reviewer.plan.proposal import Proposal, plan_sha256
 from reviewer.plan.sanitize import clip, safe_text
 from reviewer.policy.quorum import describe_approvals
 from reviewer.queue.client import QueueClient
 from reviewer.queue.messages import DecisionState, ProposalSummary
-from reviewer.reading.analysis import Analysis
-from reviewer.reading.plain import call_lines, common_args, common_lines, extremes_lines
 from reviewer.reading.summary import PlanReading, counts_words, read_plan
 from reviewer.reading.totals import totals_words
+
+if TYPE_CHECKING:  # `show` reads a plan's calls; the list only what the queue stored of each
+    from reviewer.reading.analysis import Analysis
 
 MAX_PAGE: Final = 200
 """Proposals a list request asks for at once: the most the queue answers in a page."""
@@ -231,6 +232,8 @@ async def one_summary(
         outcome_unknown=current and bool(latest.outcome_unknown),
         refusals=refusals_of(latest) if current else [],
     )
+    from reviewer.reading.analysis import Analysis
+
     analysis = Analysis(proposal)
     return summarize(proposal, facts, analysis), analysis
 
@@ -363,6 +366,8 @@ def run_lines(summary: PlanSummary, width: int) -> list[str]:
 
 def plan_lines(analysis: Analysis, width: int) -> list[str]:
     """The extremes, then every call: the arguments its tool's calls share said once above them."""
+    from reviewer.reading.plain import call_lines, common_args, common_lines, extremes_lines
+
     lines: list[str] = []
     extremes = extremes_lines(analysis.extremes)
     if extremes:
@@ -381,6 +386,8 @@ def plan_lines(analysis: Analysis, width: int) -> list[str]:
 
 def plan_json(analysis: Analysis) -> dict[str, object]:
     """What `plan_lines` says, for `reviewer show --json`."""
+    from reviewer.reading.plain import call_lines, common_args, common_lines, extremes_lines
+
     common = common_args(analysis)
     return {
         "extremes": extremes_lines(analysis.extremes),

@@ -9,14 +9,16 @@ of 3 does. `PlanReading` holds agent text clipped but raw: each reader sanitizes
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from reviewer.plan.proposal import Proposal
 from reviewer.plan.sanitize import clip, safe_text
-from reviewer.reading.analysis import Analysis
 from reviewer.reading.totals import Total, totals_words
+
+if TYPE_CHECKING:  # the list reads stored readings: it never loads the analysis
+    from reviewer.plan.proposal import Proposal
+    from reviewer.reading.analysis import Analysis
 
 MAX_TEXT_CHARS: Final = 300
 """An agent's string in a reading: enough to recognise it, never a 1 MB string in every list row."""
@@ -62,7 +64,10 @@ class PlanReading:
 
 def read_plan(proposal: Proposal, analysis: Analysis | None = None) -> PlanReading:
     """The reading of `proposal`; pass the `analysis` already made of it so the calls are walked once."""
-    analysis = Analysis(proposal) if analysis is None else analysis
+    if analysis is None:
+        from reviewer.reading.analysis import Analysis
+
+        analysis = Analysis(proposal)
     ratios = analysis.ratios
     named = analysis.named_alarms
     target = proposal.target

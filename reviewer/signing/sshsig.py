@@ -38,6 +38,7 @@ from reviewer.signing._ssh_agent import (
     agent_socket_path,
 )
 from reviewer.signing._ssh_wire import WireError, WireReader, encode_mpint, encode_string, encode_uint32
+from reviewer.signing.bounds import MAX_SIGNATURE_CHARS, MAX_STATEMENT_BYTES
 
 NAMESPACE: Final = "reviewer-decision@v1"
 STATEMENT_FORMAT: Final = "reviewer.decision/v1"
@@ -52,9 +53,6 @@ _SSHSIG_VERSION: Final = 1
 _ARMOR_BEGIN: Final = "-----BEGIN SSH SIGNATURE-----"
 _ARMOR_END: Final = "-----END SSH SIGNATURE-----"
 _ARMOR_WIDTH: Final = 70
-MAX_SIGNATURE_CHARS: Final = 16 * 1024
-"""Far above any key type's signature (RSA-16384 is about 5 KB armored); a bound for hostile input."""
-MAX_STATEMENT_BYTES: Final = 4096
 
 _HASHES: Final[dict[str, type[hashes.HashAlgorithm]]] = {"sha256": hashes.SHA256, "sha512": hashes.SHA512}
 _ECDSA_HASHES: Final[dict[str, type[hashes.HashAlgorithm]]] = {
