@@ -215,7 +215,7 @@ async def _decide(options: argparse.Namespace) -> int:
     from reviewer.queue.config import ConfigError, configured_signer, reviewer_settings
     from reviewer.queue.deciding import not_pending_words, send_decision, stale_words
     from reviewer.queue.ids import resolve_proposal_id
-    from reviewer.signing.sshsig import SigningError
+    from reviewer.signing.basics import SigningError
 
     decision: Decision = options.decision
     if options.revision < 1:

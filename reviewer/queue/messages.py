@@ -14,7 +14,7 @@ from typing_extensions import TypedDict
 
 from reviewer.plan.proposal import MAX_CALLS, MAX_SAFE_INTEGER, MAX_STRING_CHARS
 from reviewer.reading.summary import PlanReading
-from reviewer.signing.bounds import MAX_SIGNATURE_CHARS, MAX_STATEMENT_BYTES
+from reviewer.signing.basics import MAX_SIGNATURE_CHARS, MAX_STATEMENT_BYTES
 
 Role = Literal["agent", "reviewer", "metrics", "auditor"]
 State = Literal["pending", "approved", "claimed", "rejected", "changes_requested", "expired", "executed"]

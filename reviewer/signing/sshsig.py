@@ -38,7 +38,8 @@ from reviewer.signing._ssh_agent import (
     agent_socket_path,
 )
 from reviewer.signing._ssh_wire import WireError, WireReader, encode_mpint, encode_string, encode_uint32
-from reviewer.signing.bounds import MAX_SIGNATURE_CHARS, MAX_STATEMENT_BYTES
+from reviewer.signing.basics import MAX_SIGNATURE_CHARS, MAX_STATEMENT_BYTES
+from reviewer.signing.basics import SigningError as SigningError  # every signing module raises it from here
 
 NAMESPACE: Final = "reviewer-decision@v1"
 STATEMENT_FORMAT: Final = "reviewer.decision/v1"
@@ -72,18 +73,6 @@ _PROPOSAL_ID: Final = re.compile(PROPOSAL_ID_PATTERN)
 _REVIEWER_NAME: Final = re.compile(REVIEWER_NAME_PATTERN)
 _SHA256_HEX: Final = re.compile(r"^[0-9a-f]{64}$")
 _SIGNED_AT: Final = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
-
-
-class SigningError(Exception):
-    """A signature could not be made or checked; the message is one line that says why.
-
-    `field` names what was wrong when the cause is input (`signature`, `statement.revision`), so
-    the queue can answer a 4xx naming it.
-    """
-
-    def __init__(self, message: str, field: str = "") -> None:
-        super().__init__(message)
-        self.field = field
 
 
 class KeyFileError(SigningError):
