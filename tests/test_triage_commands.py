@@ -284,4 +284,4 @@ def test_show_counts_calls_of_unknown_effect_and_reads_apart_never_as_creates() 
         plan_sha256="0" * 64, proposed_by="agent", submitted_at="now", latest_revision=1, state="pending"
     )
     lines = reading_lines(summarize(proposal, facts).reading, 100)
-    assert lines[0] == "4 calls: 1 create, 2 calls of unknown effect, 1 read"
+    assert lines[0] == "4 calls, 1 create, 0 update, 0 delete, 2 effect unknown, 1 read"

@@ -109,7 +109,8 @@ def from_stored(text: str | bytes) -> PlanReading:
 
 
 def effects_words(reading: PlanReading) -> str:
-    """`1 create, 2 updates, 1 delete, 3 reads`: each effect the plan has, or `no calls`."""
+    """`1 create, 2 updates, 1 delete, 3 reads`: each effect the plan has, or `no calls`, for the
+    one-line sentence of a page or a chat line."""
     effects = (
         (reading.creates, "create"),
         (reading.updates, "update"),
@@ -121,10 +122,23 @@ def effects_words(reading: PlanReading) -> str:
 
 
 def counts_words(reading: PlanReading) -> str:
-    """`5 calls: 1 create, 2 updates, 1 delete, 1 read`: the counts as every reader words them."""
-    if not reading.calls:
-        return "no calls"
-    return f"{_count(reading.calls, 'call')}: {effects_words(reading)}"
+    """`5 calls, 1 create, 2 update, 0 delete, 1 effect unknown, 1 read`: the counts as the list,
+    `show`, the review screen and its confirmation word them (every write effect, even at 0, so an
+    approver reads "0 delete"; calls marked destructive that are not deletes as `N more destructive`)."""
+    parts = [
+        f"{reading.calls:,} calls",
+        f"{reading.creates:,} create",
+        f"{reading.updates:,} update",
+        f"{reading.deletes:,} delete",
+    ]
+    if reading.unknown:
+        parts.append(f"{reading.unknown:,} effect unknown")
+    if reading.reads:
+        parts.append(f"{reading.reads:,} read")
+    marked = reading.destructive - reading.deletes
+    if marked:
+        parts.append(f"{marked:,} more destructive")
+    return ", ".join(parts)
 
 
 def one_line(reading: PlanReading, shown_alarms: int = 3) -> str:

@@ -13,6 +13,7 @@ from reviewer.reading.summary import (
     NamedAlarm,
     PlanReading,
     counts_words,
+    effects_words,
     from_stored,
     one_line,
     read_plan,
@@ -40,13 +41,17 @@ def test_a_stored_reading_reads_back_the_same_to_the_cent() -> None:
     assert (again.creates, again.deletes, again.calls) == (2, 1, 3) and "deletes" in again.alarm_names
 
 
-def test_counts_are_worded_once_each_noun_in_its_number() -> None:
+def test_counts_are_worded_one_way_every_write_effect_even_at_zero() -> None:
     reading = PlanReading(
-        api="x", calls=5, creates=1, updates=2, deletes=0, reads=1, unknown=1, destructive=0
+        api="x", calls=6, creates=1, updates=2, deletes=0, reads=1, unknown=1, destructive=1
     )
-    assert counts_words(reading) == "5 calls: 1 create, 2 updates, 1 call of unknown effect, 1 read"
+    assert (
+        counts_words(reading)
+        == "6 calls, 1 create, 2 update, 0 delete, 1 effect unknown, 1 read, 1 more destructive"
+    )
+    assert effects_words(reading) == "1 create, 2 updates, 1 call of unknown effect, 1 read"
     none = PlanReading(api="x", calls=0, creates=0, updates=0, deletes=0, reads=0, unknown=0, destructive=0)
-    assert counts_words(none) == "no calls"
+    assert effects_words(none) == "no calls"
 
 
 def test_the_sentence_shows_hidden_characters_and_counts_the_alarms_it_leaves_out() -> None:

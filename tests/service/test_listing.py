@@ -182,7 +182,7 @@ def test_reviewer_list_shows_yours_and_with_all_the_rest_after_them(queue: tuple
     heading = "waiting in environments the policy does not let you decide:"
     assert every.index(stage) < every.index(heading) < every.index(prod)
     assert every[every.index(prod) :].splitlines()[3:5] == [
-        "  9 calls: 6 updates, 3 deletes",
+        "  9 calls, 0 create, 6 update, 3 delete",
         "  ! 1 real refusal",
     ]
     one = json.loads(run_list(queue, "bob", "--alarm", "deletes", "--limit", "1", "--json").stdout)
