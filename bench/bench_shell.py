@@ -28,11 +28,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
 
-from reviewer.service.auth import Identity, hash_token, mint_token
-from reviewer.service.bodies import submission
-from reviewer.service.store.opener import open_store
+from reviewer.service.auth import Identity, hash_token  # noqa: E402
+from reviewer.service.bodies import submission  # noqa: E402
+from reviewer.service.store.opener import open_store  # noqa: E402
+from tests.queue_harness import mint_tokens, start_service  # noqa: E402
 
 PYTHON = sys.executable
 ENVIRONMENTS = ("production", "staging", "sandbox")
@@ -147,42 +149,20 @@ class Queue:
 
 @contextmanager
 def served(folder: Path) -> Iterator[Queue]:
-    db = folder / "queue.sqlite3"
-    port = free_port()
-    log = (folder / "serve.log").open("wb")
-    process = subprocess.Popen(
-        [PYTHON, "-m", "reviewer", "serve", "--db", str(db), "--port", str(port)], stdout=log, stderr=log
-    )
-    url = f"http://127.0.0.1:{port}"
+    """The real `reviewer serve` on an SQLite file in `folder`, started as the tests start it, with a
+    reviewer's token and an agent's."""
+    service = start_service(folder)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                httpx.get(f"{url}/v1/whoami", timeout=5)
-                break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        store = open_store(db, clock=time.time, pending_ttl=86400, approval_ttl=86400, create=False)
+        tokens = mint_tokens(service.db, {"alice": "reviewer", "agent": "agent"})
+        store = open_store(service.db, clock=time.time, pending_ttl=86400, approval_ttl=86400, create=False)
         try:
-            reviewer_token, agent_token = mint_token(), mint_token()
-            store.create_token("alice", "reviewer", hash_token(reviewer_token))
-            store.create_token("agent", "agent", hash_token(agent_token))
-            agent = store.resolve_token(hash_token(agent_token))
+            agent = store.resolve_token(hash_token(tokens["agent"]))
         finally:
             store.close()
         assert agent is not None
-        yield Queue(url, db, reviewer_token, agent)
+        yield Queue(service.url, Path(service.db), tokens["alice"], agent)
     finally:
-        process.terminate()
-        process.wait(10)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+        service.stop()
 
 
 @dataclass
