@@ -50,6 +50,8 @@ class PlanReading:
     environment: str | None = None
     """As the agent wrote it (`target.environment`); the policy's own is found from the base URL."""
     base_url: str | None = None
+    via: str = ""
+    """How the dry run was made (`server`, `fake`, `transport`, `record`): only `server` asked the API."""
     alarms: tuple[NamedAlarm, ...] = ()
     """Worst first."""
     more_alarms: int = 0
@@ -74,6 +76,7 @@ def read_plan(proposal: Proposal, analysis: Analysis | None = None) -> PlanReadi
     return PlanReading(
         environment=_clipped(target.environment),
         base_url=_clipped(target.base_url),
+        via=clip(proposal.dry_run.via, MAX_TEXT_CHARS),
         api=clip(target.api, MAX_TEXT_CHARS),
         calls=ratios.calls,
         creates=ratios.creates,

@@ -250,9 +250,11 @@ class QueueSource:
         self.decider.identity = self.identity
         return self.identity
 
-    async def poll(self) -> AsyncIterator[Fetched]:
-        """One poll: each proposal whose summary changed since the last poll, fetched. The ETag is
-        kept only once every change is fetched, so a poll cut off midway is redone in full."""
+    async def poll(self) -> AsyncIterator[Fetched | ProposalSummary]:
+        """One poll: each proposal whose summary changed since the last poll, as the list row when it
+        waits (with the queue's reading of its plan: one request a page, whatever the number
+        pending), else fetched (`_fetched_by_poll`). The ETag is kept only once every change is
+        taken, so a poll cut off midway is redone in full."""
         self.polls += 1
         listing = await self.poll_client.list_proposals(etag=self._etag)
         self.polls_not_modified += listing.not_modified
@@ -260,9 +262,18 @@ class QueueSource:
             return
         for summary in await self._all_summaries(listing):
             if self._synced.get(summary.proposal_id) != summary:
-                yield await self.fetch(summary.proposal_id)
+                yield await self.fetch(summary.proposal_id) if self._fetched_by_poll(summary) else summary
                 self._synced[summary.proposal_id] = summary
         self._etag = listing.etag
+
+    def _fetched_by_poll(self, summary: ProposalSummary) -> bool:
+        """Whether the poll fetches this proposal's record and latest revision: when the app holds a
+        revision of it already (opened, or fetched before: a re-plan is compared with it), when it
+        no longer waits (who decided, the executors' refusals and the runs are in its record), or
+        when the queue sent no reading of its plan."""
+        if summary.reading is None or summary.state != "pending":
+            return True
+        return any(proposal_id == summary.proposal_id for proposal_id, _number in self._fetched)
 
     async def _all_summaries(self, listing: Listing) -> list[ProposalSummary]:
         assert listing.page is not None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual import events, on
@@ -22,6 +22,9 @@ from reviewer.tui.palette import role_text
 from reviewer.tui.screens.styled_once import StyledOnce
 from reviewer.tui.widgets.cells import CURSOR_GLYPH, cell
 from reviewer.tui.widgets.chrome import Chrome, KeysFooter
+
+if TYPE_CHECKING:
+    from reviewer.queue.messages import ProposalSummary
 
 
 @dataclass(frozen=True)
@@ -409,7 +412,10 @@ def compact(count: int) -> str:
 def queue_row(item: QueueItem) -> tuple[Text, ...]:
     """The row as soon as the scan listed it, one cell per `QUEUE_COLUMNS` (the mark without the
     cursor): the counts of effects, the alarm mark and the host follow when the analysis is done (`…`
-    until then), and `broken` replaces the state if the checks refuse it."""
+    until then), and `broken` replaces the state if the checks refuse it. A proposal not fetched yet
+    is listed from the queue's reading of it (`listed_row`)."""
+    if not item.revisions and item.listing is not None:
+        return listed_row(item, item.listing)
     proposal = item.latest
     figures = item.figures()
     revisions = f"{proposal.revision}" + (f"/{len(item.revisions)}" if len(item.revisions) > 1 else "")
@@ -444,6 +450,38 @@ def queue_row(item: QueueItem) -> tuple[Text, ...]:
         effects,
         Text(proposal.dry_run.via, "" if proposal.dry_run.via == "server" else "warn"),
         Text("broken", "danger") if broken else Text(item.state),
+    )
+
+
+def listed_row(item: QueueItem, row: ProposalSummary) -> tuple[Text, ...]:
+    """`queue_row` from the queue's list row: the figures the queue read at submission, the same
+    cells a fetched and analysed revision fills."""
+    reading = row.reading
+    if reading is None:  # a queue that reads no plans at submission: its proposals are fetched
+        mark, effects, environment, base_url, via = Text("…", "muted"), Text("…", "muted"), None, None, "…"
+    else:
+        mark = marks(item, reading.alarm_names, reading.destructive)
+        effects = Text(
+            f"{compact(reading.creates)}/{compact(reading.updates)}/{compact(reading.deletes)}",
+            "danger" if reading.deletes else "",
+        )
+        environment, base_url, via = reading.environment, reading.base_url, reading.via
+    host = (
+        Text(steady_width(safe_text(clip(host_of(base_url), 300))), no_wrap=True, overflow="ellipsis")
+        if base_url
+        else Text("any", "muted")
+    )
+    return (
+        mark,
+        Text(steady_width(safe_text(clip(row.title, 300))), no_wrap=True, overflow="ellipsis"),
+        cell(environment, 10, "bold") if environment else Text("none", "muted"),
+        host,
+        cell(row.agent_name, 14),
+        Text(f"{row.revision}"),
+        Text(compact(row.call_count), justify="right"),
+        effects,
+        Text(via, "" if via == "server" else "warn"),
+        Text(item.state),
     )
 
 
@@ -491,6 +529,8 @@ def describe_record(item: QueueItem) -> Text:
 
 def describe(item: QueueItem) -> Text:
     """The highlighted proposal's alarms, spelled out under the table."""
+    if not item.revisions and item.listing is not None:
+        return describe_listed(item.listing)
     proposal = item.latest
     text = Text()
     text.append(safe_text(clip(proposal.proposal_id, 128)), "bold")
@@ -515,4 +555,29 @@ def describe(item: QueueItem) -> Text:
     text.append(summary_counts(figures) + "\n")
     for alarm in figures.alarms:
         text.append(f"! {alarm}\n", "danger")
+    return text
+
+
+def describe_listed(row: ProposalSummary) -> Text:
+    """`describe` from the queue's list row, before the proposal is opened and its plan fetched."""
+    from reviewer.reading.summary import counts_words
+    from reviewer.reading.totals import totals_words
+    from reviewer.tui.widgets.panes import MONEY_LINES
+
+    reading = row.reading
+    text = Text()
+    text.append(safe_text(clip(row.proposal_id, 128)), "bold")
+    environment = reading.environment if reading is not None else None
+    text.append(f"  {safe_text(clip(environment or 'no environment', 40))} · ")
+    text.append(safe_text(clip(reading.api if reading is not None else "?", 40)))
+    text.append(f" · by {safe_text(clip(row.agent_name, 60))}")
+    text.append(" · the queue's reading; enter fetches the plan\n", "muted")
+    if reading is None:
+        return text
+    text.append(counts_words(reading))
+    if reading.totals:
+        text.append(f", moving {totals_words(reading.totals, limit=MONEY_LINES)}")
+    text.append("\n")
+    for alarm in reading.alarms:
+        text.append(f"! {safe_text(alarm.text)}\n", "danger")
     return text
