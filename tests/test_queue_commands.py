@@ -113,7 +113,8 @@ def test_list_names_what_waits_newest_first_with_its_alarms(
     assert ids.index(newer) < ids.index(older)
     entry = scripted[ids.index(newer)]
     assert entry["environment"] == "production" and entry["deletes"] == 3
-    assert re.fullmatch("[0-9a-f]{64}", entry["plan_sha256"]) and entry["digest_matches"] is True
+    assert re.fullmatch("[0-9a-f]{64}", entry["plan_sha256"])
+    assert entry["digest_matches"] is None and entry["approve_command"] == []  # `show` fetches and checks
 
 
 def test_list_and_show_give_times_with_their_zone(queue: tuple[Service, Actors]) -> None:

@@ -10,7 +10,7 @@ import asyncio
 import re
 import ssl
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
@@ -355,10 +355,12 @@ class QueueClient:
         etag: str | None = None,
         limit: int | None = None,
         wait: float = 0.0,
+        filters: Mapping[str, str] | None = None,
     ) -> Listing:
-        """A page of summaries; pass the last `Listing.etag` to get `not_modified` at almost no cost,
-        and `wait` with it to have the queue hold the answer until something changes (a long poll,
-        at most that many seconds; a queue that does not wait answers at once)."""
+        """A page of summaries, narrowed by `filters` (the list's query words: `environment`, `agent`,
+        `alarm`, `older_than`, `yours`); pass the last `Listing.etag` to get `not_modified` at almost
+        no cost, and `wait` with it to have the queue hold the answer until something changes (a long
+        poll, at most that many seconds; a queue that does not wait answers at once)."""
         params: dict[str, str | int] = {
             key: value
             for key, value in (("state", state), ("cursor", cursor), ("limit", limit))
@@ -366,6 +368,7 @@ class QueueClient:
         }
         if wait > 0:
             params["wait"] = f"{wait:.3f}"
+        params.update(filters or {})
         headers = {"If-None-Match": etag} if etag else {}
         response = await self._request(
             "GET",

@@ -63,9 +63,22 @@ def register(subparsers: Any) -> None:
 
     listing = subparsers.add_parser(
         "list",
-        help="what waits for a decision, newest first, with environment and alarms",
-        description="List the queue's pending proposals, newest submission first: environment, "
-        "counts and alarms of each. Under your reviewer token, as the app is.",
+        help="what waits for your decision, newest first, with environment and alarms",
+        description="List the queue's pending proposals in the environments the queue's policy lets "
+        "you decide, newest submission first: environment, counts, money and alarms of each, as the "
+        "queue read them at submission. Under your reviewer token, as the app is.",
+    )
+    listing.add_argument("--environment", metavar="ENV", help="only plans that say this environment")
+    listing.add_argument("--agent", metavar="NAME", help="only plans this agent submitted")
+    listing.add_argument(
+        "--alarm", metavar="KIND", help="only plans raising this alarm (deletes, writes_kept ...)"
+    )
+    listing.add_argument(
+        "--older-than", metavar="DURATION", help="only plans waiting this long at least: 30m, 12h, 2d"
+    )
+    listing.add_argument("--limit", type=int, metavar="N", help="at most N proposals")
+    listing.add_argument(
+        "--all", action="store_true", help="every environment: those you do not decide after yours"
     )
     _reading_options(listing)
     listing.set_defaults(func=run_reading, reading="list")
@@ -187,11 +200,14 @@ async def _read(options: argparse.Namespace) -> int:
     try:
         async with queue.QueueClient(settings.queue_url, settings.credential()) as client:
             if options.reading == "list":
-                summaries = await pending_summaries(client)
+                if options.limit is not None and options.limit < 1:
+                    raise DecisionFailed("--limit must be 1 or more", 2)
+                waiting = await pending_summaries(client, list_filters(options), options.limit)
                 if options.json:
-                    print(json.dumps([summary.as_json(options.queue) for summary in summaries], indent=2))
+                    rows = [summary.as_json(options.queue) for summary in waiting.summaries]
+                    print(json.dumps(rows, indent=2))
                 else:
-                    page_lines(list_lines(summaries, width))
+                    page_lines(list_lines(waiting, width))
                 return 0
             proposal_id = await resolve_proposal_id(client, options.proposal_id)
             if options.link:
@@ -226,6 +242,23 @@ async def _review_link(client: Any, proposal_id: str) -> Any:
         raise
 
 
+def list_filters(options: argparse.Namespace) -> dict[str, str]:
+    """`reviewer list`'s options as the queue's list takes them; the queue checks each."""
+    filters = {
+        name: value
+        for name, value in (
+            ("environment", options.environment),
+            ("agent", options.agent),
+            ("alarm", options.alarm),
+            ("older_than", options.older_than),
+        )
+        if value is not None
+    }
+    if not options.all:
+        filters["yours"] = "true"
+    return filters
+
+
 class DecisionFailed(Exception):
     """Why nothing was decided (or what the queue refused), in one line."""
 
@@ -239,7 +272,7 @@ async def _decide(options: argparse.Namespace) -> int:
     from reviewer.queue.config import ConfigError, configured_signer, reviewer_settings
     from reviewer.queue.deciding import not_pending_words, send_decision, stale_words
     from reviewer.queue.ids import resolve_proposal_id
-    from reviewer.signing.sshsig import SigningError
+    from reviewer.signing.basics import SigningError
 
     decision: Decision = options.decision
     if options.revision < 1:

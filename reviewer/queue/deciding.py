@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from reviewer.plan.sanitize import clip, safe_text
 from reviewer.queue.client import AlreadyDecided, QueueClient, StaleRevision
 from reviewer.queue.messages import Decision, DecisionState
-from reviewer.signing.signed_approvals import SignedStatement
-from reviewer.signing.sshsig import DecisionStatement, Signer, sign_statement
+
+if TYPE_CHECKING:  # an unsigned decision loads no cryptography
+    from reviewer.signing.signed_approvals import SignedStatement
+    from reviewer.signing.sshsig import Signer
 
 
 async def sign_decision(
@@ -28,6 +31,9 @@ async def sign_decision(
     clock: datetime | None = None,
 ) -> SignedStatement:
     """Sign in a thread: an agent may wait for its user to confirm (`ssh-add -c`) or a key to be touched."""
+    from reviewer.signing.signed_approvals import SignedStatement
+    from reviewer.signing.sshsig import DecisionStatement, sign_statement
+
     statement = DecisionStatement.now(proposal_id, revision, plan_sha256, decision, reviewer, clock)
     signature = await asyncio.to_thread(sign_statement, statement, signer)
     return SignedStatement(statement.to_bytes().decode(), signature)

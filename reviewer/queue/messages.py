@@ -14,7 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from typing_extensions import TypedDict
 
 from reviewer.plan.proposal import MAX_CALLS, MAX_SAFE_INTEGER, MAX_STRING_CHARS
-from reviewer.signing.sshsig import MAX_SIGNATURE_CHARS, MAX_STATEMENT_BYTES
+from reviewer.reading.summary import PlanReading
+from reviewer.signing.basics import MAX_SIGNATURE_CHARS, MAX_STATEMENT_BYTES
 
 Role = Literal["agent", "reviewer", "metrics", "auditor"]
 State = Literal["pending", "approved", "claimed", "rejected", "changes_requested", "expired", "executed"]
@@ -271,6 +272,10 @@ class ProposalSummary(Message):
     expires_at: datetime | None = None
     claimed_by: str | None = None
     outcome_unknown: bool | None = None
+    reading: PlanReading | None = None
+    """What the plan does, read once when it was submitted: where, counts, alarms worst first, money."""
+    yours: bool = True
+    """Whether the environment the policy gives it lets this reviewer decide it."""
 
 
 class ProposalPage(Message):

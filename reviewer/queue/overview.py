@@ -1,7 +1,8 @@
 """What waits and what one plan asks: `reviewer list` and `reviewer show`, without the app.
 
 A reviewer on a phone's SSH session, or a script, reads the queue here: each pending proposal with its
-environment, counts, money and alarms, and one revision as the review screen reads it (its claim,
+environment, counts, money and alarms as the queue read them at submission (one request a page,
+whatever the number pending), and one revision as the review screen reads it (its claim,
 counts, alarms, extremes and every call) with the full digest and the exact `reviewer approve` line.
 The digest shown is the queue's, and only once the fetched plan hashes to it. Every string from a
 proposal is sanitized for the terminal; `--json` escapes it as JSON does.
@@ -11,17 +12,25 @@ from __future__ import annotations
 
 import shlex
 import textwrap
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Final
 
 from reviewer.plan.proposal import Proposal, plan_sha256
 from reviewer.plan.sanitize import clip, safe_text
 from reviewer.policy.quorum import describe_approvals, describe_withdrawals
 from reviewer.queue.client import QueueClient
 from reviewer.queue.messages import DecisionState, ProposalSummary, withdrawals_of
-from reviewer.reading.analysis import Analysis
 from reviewer.reading.plain import call_lines, common_args, common_lines, extremes_lines
-from reviewer.reading.totals import Total, totals_words
+from reviewer.reading.summary import PlanReading, counts_words, read_plan
+from reviewer.reading.totals import totals_words
+
+if TYPE_CHECKING:  # `show` reads a plan's calls; the list only what the queue stored of each
+    from reviewer.reading.analysis import Analysis
+
+MAX_PAGE: Final = 200
+"""Proposals a list request asks for at once: the most the queue answers in a page."""
 
 
 @dataclass(frozen=True)
@@ -43,28 +52,18 @@ class PlanSummary:
     latest_revision: int
     title: str
     task: str | None
-    environment: str | None
-    base_url: str | None
-    api: str
     proposed_by: str
     submitted_at: str
     state: str
-    calls: int
-    creates: int
-    updates: int
-    deletes: int
-    reads: int
-    unknown: int
-    """Calls whose effect nobody knows (an MCP tool that says nothing of itself): never creates."""
-    alarms: list[str]
+    reading: PlanReading | None
+    """What the plan does (`reviewer.reading.summary`); None for a plan the queue could not read."""
     plan_sha256: str
     """The queue's digest of this revision: the one `reviewer approve` must name."""
-    digest_matches: bool
-    """Whether the plan fetched hashes to it: when not, nothing here offers to approve it."""
+    digest_matches: bool | None
+    """Whether the plan fetched hashes to it: when not, nothing here offers to approve it. None in
+    the list, which fetches no plan (`reviewer show` does, and checks)."""
     approvals: list[str] = field(default_factory=list)
     approvals_required: int = 1
-    totals: tuple[Total, ...] = ()
-    """The money the plan moves, per currency (`reviewer.reading.totals`)."""
     claimed_by: str | None = None
     outcome_unknown: bool = False
     """A run claimed the approval and did not report by the end of its lease: it may have written."""
@@ -73,9 +72,11 @@ class PlanSummary:
     """When the plan may run under its change windows (`WindowState.words`); None without windows."""
     withdrawn: list[tuple[str, str]] = field(default_factory=list)
     """Each approval of this revision that stopped counting: who cast it, what ended it (raw)."""
+    yours: bool = True
+    """Whether the environment the queue's policy gives it lets this reviewer decide it."""
 
     def approve_argv(self, queue_url: str | None = None) -> list[str]:
-        """The command that approves exactly this revision (empty when the digest does not match)."""
+        """The command that approves exactly this revision (empty unless the digest was checked)."""
         if not self.digest_matches:
             return []
         queue = ["--queue", queue_url] if queue_url else []
@@ -91,8 +92,28 @@ class PlanSummary:
         ]
 
     def as_json(self, queue_url: str | None = None) -> dict[str, object]:
-        shown = {**asdict(self), "totals": [total.as_json() for total in self.totals]}
-        return {**shown, "approve_command": self.approve_argv(queue_url)}
+        shown = {key: value for key, value in asdict(self).items() if key != "reading"}
+        return {**shown, **reading_json(self.reading), "approve_command": self.approve_argv(queue_url)}
+
+
+def reading_json(reading: PlanReading | None) -> dict[str, object]:
+    """The reading's fields as `--json` gives them beside the queue's, the amounts as strings."""
+    if reading is None:
+        return {"plan_read": False}
+    return {
+        "environment": reading.environment,
+        "base_url": reading.base_url,
+        "api": reading.api,
+        "calls": reading.calls,
+        "creates": reading.creates,
+        "updates": reading.updates,
+        "deletes": reading.deletes,
+        "reads": reading.reads,
+        "unknown": reading.unknown,
+        "alarms": [alarm.text for alarm in reading.alarms],
+        "alarm_names": list(reading.alarm_names),
+        "totals": [total.as_json() for total in reading.totals],
+    }
 
 
 @dataclass(frozen=True)
@@ -120,32 +141,21 @@ def refusals_of(latest: DecisionState) -> list[Refused]:
 
 
 def summarize(proposal: Proposal, facts: QueueFacts, analysis: Analysis | None = None) -> PlanSummary:
-    analysis = Analysis(proposal) if analysis is None else analysis
-    ratios = analysis.ratios
+    """A fetched revision as `show` tells it: its plan read as the queue reads it at submission."""
     return PlanSummary(
         proposal_id=proposal.proposal_id,
         revision=proposal.revision,
         latest_revision=facts.latest_revision,
         title=proposal.title,
         task=proposal.task,
-        environment=proposal.target.environment,
-        base_url=proposal.target.base_url,
-        api=proposal.target.api,
         proposed_by=facts.proposed_by,
         submitted_at=facts.submitted_at,
         state=facts.state,
-        calls=ratios.calls,
-        creates=ratios.creates,
-        updates=ratios.updates,
-        deletes=ratios.deletes,
-        reads=ratios.reads,
-        unknown=ratios.other,
-        alarms=list(analysis.alarms),
+        reading=read_plan(proposal, analysis),
         plan_sha256=facts.plan_sha256,
         digest_matches=plan_sha256(proposal) == facts.plan_sha256,
         approvals=facts.approvals,
         approvals_required=facts.approvals_required,
-        totals=analysis.totals,
         claimed_by=facts.claimed_by,
         outcome_unknown=facts.outcome_unknown,
         refusals=facts.refusals,
@@ -154,30 +164,56 @@ def summarize(proposal: Proposal, facts: QueueFacts, analysis: Analysis | None =
     )
 
 
-async def pending_summaries(client: QueueClient) -> list[PlanSummary]:
-    """Every pending proposal's latest revision, newest submission first."""
-    waiting: list[ProposalSummary] = []
+def listed(row: ProposalSummary) -> PlanSummary:
+    """A row of the queue's list as the list tells it: the reading the queue stored at submission."""
+    return PlanSummary(
+        proposal_id=row.proposal_id,
+        revision=row.revision,
+        latest_revision=row.revision,
+        title=row.title,
+        task=None,
+        proposed_by=row.proposed_by,
+        submitted_at=row.submitted_at.isoformat(),
+        state=row.state,
+        reading=row.reading,
+        plan_sha256=row.plan_sha256,
+        digest_matches=None,
+        claimed_by=row.claimed_by,
+        outcome_unknown=bool(row.outcome_unknown),
+        yours=row.yours,
+    )
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """What `reviewer list` found: the pending it shows, and whether `limit` left more unshown."""
+
+    summaries: list[PlanSummary]
+    more: bool = False
+
+
+async def pending_summaries(
+    client: QueueClient, filters: Mapping[str, str], limit: int | None = None
+) -> Waiting:
+    """The pending proposals the queue's `filters` keep (`GET /v1/proposals`'s words), newest
+    submission first, up to `limit`: one request a page, whatever the number pending."""
+    found: list[PlanSummary] = []
     cursor = None
-    while True:
-        listing = await client.list_proposals(state="pending", cursor=cursor)
+    while limit is None or len(found) < limit:
+        page_size = MAX_PAGE if limit is None else min(MAX_PAGE, limit - len(found))
+        listing = await client.list_proposals(
+            state="pending", cursor=cursor, limit=page_size, filters=filters
+        )
         assert listing.page is not None  # no etag was sent, so the answer is a page
-        waiting.extend(listing.page.proposals)
+        found.extend(listed(row) for row in listing.page.proposals)
         cursor = listing.page.next_cursor
         if cursor is None:
-            break
-    waiting.sort(key=lambda summary: summary.submitted_at, reverse=True)
-    summaries = []
-    for summary in waiting:
-        proposal = await client.get_revision(summary.proposal_id, summary.revision)
-        facts = QueueFacts(
-            summary.plan_sha256,
-            summary.proposed_by,
-            summary.submitted_at.isoformat(),
-            summary.revision,
-            summary.state,
-        )
-        summaries.append(summarize(proposal, facts))
-    return summaries
+            return Waiting(sorted(found, key=_yours_then_newest))
+    return Waiting(sorted(found[:limit], key=_yours_then_newest), more=True)
+
+
+def _yours_then_newest(summary: PlanSummary) -> tuple[bool, float]:
+    return (not summary.yours, -datetime.fromisoformat(summary.submitted_at).timestamp())
 
 
 async def one_summary(
@@ -207,6 +243,8 @@ async def one_summary(
         runs=latest.window.words() if current and latest.window is not None else None,
         withdrawn=withdrawals_of(record.history, number),
     )
+    from reviewer.reading.analysis import Analysis
+
     analysis = Analysis(proposal)
     return summarize(proposal, facts, analysis), analysis
 
@@ -231,38 +269,43 @@ def _wrapped(text: str, width: int, indent: str = "") -> list[str]:
     return wrapped or [indent]
 
 
-def counts(summary: PlanSummary) -> str:
-    parts = [
-        f"{summary.calls:,} calls",
-        f"{summary.creates:,} create",
-        f"{summary.updates:,} update",
-        f"{summary.deletes:,} delete",
-    ]
-    if summary.unknown:
-        parts.append(f"{summary.unknown:,} effect unknown")
-    if summary.reads:
-        parts.append(f"{summary.reads:,} read")
-    return ", ".join(parts)
+def reading_lines(
+    reading: PlanReading | None, width: int, indent: str = "", currencies: int = 3
+) -> list[str]:
+    """The counts, the money and each alarm (`!`), as the list and `show` both say them."""
+    if reading is None:
+        return _wrapped("the queue could not read this plan: see `reviewer show`", width, indent)
+    lines = _wrapped(counts_words(reading), width, indent)
+    if reading.totals:
+        lines.extend(_wrapped(f"moves {totals_words(reading.totals, limit=currencies)}", width, indent))
+    for alarm in reading.alarms:
+        lines.extend(_wrapped(f"! {_shown(alarm.text)}", width, indent))
+    if reading.more_alarms:
+        lines.extend(_wrapped(f"! and {reading.more_alarms:,} more alarms", width, indent))
+    return lines
 
 
-def list_lines(summaries: list[PlanSummary], width: int) -> list[str]:
-    """The list for a terminal `width` wide: a few short lines a proposal, its alarms marked `!`."""
-    if not summaries:
-        return ["nothing waits: no proposal is pending"]
+def list_lines(waiting: Waiting, width: int) -> list[str]:
+    """The list for a terminal `width` wide: a few short lines a proposal, its alarms marked `!`;
+    those whose environment the reviewer does not decide after the rest, under a line saying so."""
+    if not waiting.summaries:
+        return ["nothing waits for you: no proposal is pending here (`--all`: every environment)"]
     lines: list[str] = []
-    for summary in summaries:
+    others = False
+    for summary in waiting.summaries:
+        if not summary.yours and not others:
+            others = True
+            lines.extend(_wrapped("waiting in environments the policy does not let you decide:", width))
+            lines.append("")
         lines.append(f"{_shown(summary.proposal_id, 128)}  rev {summary.revision}")
         lines.extend(_wrapped(_shown(summary.title), width, "  "))
-        where = (
-            f"{_shown(summary.environment or 'no environment', 40)} · by {_shown(summary.proposed_by, 64)}"
-        )
+        environment = summary.reading.environment if summary.reading else None
+        where = f"{_shown(environment or 'no environment', 40)} · by {_shown(summary.proposed_by, 64)}"
         lines.extend(_wrapped(f"{where} · {moment_words(summary.submitted_at)}", width, "  "))
-        lines.extend(_wrapped(counts(summary), width, "  "))
-        if summary.totals:
-            lines.extend(_wrapped(f"moves {totals_words(summary.totals)}", width, "  "))
-        for alarm in summary.alarms:
-            lines.extend(_wrapped(f"! {_shown(alarm)}", width, "  "))
+        lines.extend(reading_lines(summary.reading, width, "  "))
         lines.append("")
+    if waiting.more:
+        lines.extend(_wrapped(f"{len(waiting.summaries):,} shown; more wait (a larger --limit)", width))
     lines.extend(_wrapped("reviewer show ID (or its start): every call, the approve line", width))
     return lines
 
@@ -279,21 +322,21 @@ def show_lines(
     lines.extend(_wrapped(_shown(summary.title), width))
     if summary.task:
         lines.extend(_wrapped(f"task: {_shown(summary.task, 600)}", width))
+    reading = summary.reading
+    environment, base_url, api = (
+        (reading.environment, reading.base_url, reading.api) if reading else (None, None, "?")
+    )
     lines.extend(
         _wrapped(
-            f"runs on {_shown(summary.environment or 'no environment', 40)} · "
-            f"{_shown(summary.base_url or 'no base URL', 200)} · {_shown(summary.api, 40)}",
+            f"runs on {_shown(environment or 'no environment', 40)} · "
+            f"{_shown(base_url or 'no base URL', 200)} · {_shown(api, 40)}",
             width,
         )
     )
     proposed_at = moment_words(summary.submitted_at, seconds=True)
     lines.extend(_wrapped(f"proposed by {_shown(summary.proposed_by, 64)}, {proposed_at}", width))
     lines.extend(run_lines(summary, width))
-    lines.extend(_wrapped(counts(summary), width))
-    if summary.totals:
-        lines.extend(_wrapped(f"moves {totals_words(summary.totals, limit=20)}", width))
-    for alarm in summary.alarms:
-        lines.extend(_wrapped(f"! {_shown(alarm)}", width))
+    lines.extend(reading_lines(reading, width, currencies=20))
     if summary.state == "pending":
         approvals = describe_approvals(map(_shown, summary.approvals), summary.approvals_required)
         lines.extend(_wrapped(f"approvals: {approvals} so far", width))
@@ -347,6 +390,7 @@ def run_lines(summary: PlanSummary, width: int) -> list[str]:
 
 def plan_lines(analysis: Analysis, width: int) -> list[str]:
     """The extremes, then every call: the arguments its tool's calls share said once above them."""
+
     lines: list[str] = []
     extremes = extremes_lines(analysis.extremes)
     if extremes:
@@ -365,6 +409,7 @@ def plan_lines(analysis: Analysis, width: int) -> list[str]:
 
 def plan_json(analysis: Analysis) -> dict[str, object]:
     """What `plan_lines` says, for `reviewer show --json`."""
+
     common = common_args(analysis)
     return {
         "extremes": extremes_lines(analysis.extremes),

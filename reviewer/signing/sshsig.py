@@ -38,6 +38,8 @@ from reviewer.signing._ssh_agent import (
     agent_socket_path,
 )
 from reviewer.signing._ssh_wire import WireError, WireReader, encode_mpint, encode_string, encode_uint32
+from reviewer.signing.basics import MAX_SIGNATURE_CHARS, MAX_STATEMENT_BYTES
+from reviewer.signing.basics import SigningError as SigningError  # every signing module raises it from here
 
 NAMESPACE: Final = "reviewer-decision@v1"
 STATEMENT_FORMAT: Final = "reviewer.decision/v1"
@@ -52,9 +54,6 @@ _SSHSIG_VERSION: Final = 1
 _ARMOR_BEGIN: Final = "-----BEGIN SSH SIGNATURE-----"
 _ARMOR_END: Final = "-----END SSH SIGNATURE-----"
 _ARMOR_WIDTH: Final = 70
-MAX_SIGNATURE_CHARS: Final = 16 * 1024
-"""Far above any key type's signature (RSA-16384 is about 5 KB armored); a bound for hostile input."""
-MAX_STATEMENT_BYTES: Final = 4096
 
 _HASHES: Final[dict[str, type[hashes.HashAlgorithm]]] = {"sha256": hashes.SHA256, "sha512": hashes.SHA512}
 _ECDSA_HASHES: Final[dict[str, type[hashes.HashAlgorithm]]] = {
@@ -76,18 +75,6 @@ _SHA256_HEX: Final = re.compile(r"^[0-9a-f]{64}$")
 SIGNED_AT_FORMAT: Final = "%Y-%m-%dT%H:%M:%SZ"
 """When a statement was signed: UTC, in whole seconds (`2026-11-30T09:00:00Z`)."""
 _SIGNED_AT: Final = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
-
-
-class SigningError(Exception):
-    """A signature could not be made or checked; the message is one line that says why.
-
-    `field` names what was wrong when the cause is input (`signature`, `statement.revision`), so
-    the queue can answer a 4xx naming it.
-    """
-
-    def __init__(self, message: str, field: str = "") -> None:
-        super().__init__(message)
-        self.field = field
 
 
 class KeyFileError(SigningError):

@@ -48,6 +48,7 @@ from reviewer.tui.messages import (
     QueueAnswered,
     QueueConnected,
     QueueDown,
+    QueueRowListed,
     ScanDone,
 )
 from reviewer.tui.model.sources import (
@@ -453,7 +454,12 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         self.list_broken(message.broken)
 
     def on_queue_screen_open_requested(self, message: QueueScreen.OpenRequested) -> None:
-        self.push_screen(self.create_review_screen(self.items[message.proposal_id]))
+        item = self.items[message.proposal_id]
+        if not item.revisions:  # listed from the queue's row: its plan is fetched, then opened
+            self.open_first = message.proposal_id
+            self.fetch_first(message.proposal_id)
+            return
+        self.push_screen(self.create_review_screen(item))
         if self.queue is not None:
             self.fetch_opened(message.proposal_id)
 
@@ -509,6 +515,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         """Poll, wait, poll again: the next poll is scheduled only once the last one has finished (at
         once after a long poll the queue held, `QueueSource.pause`)."""
         from reviewer.queue.client import Forbidden, Unauthorized
+        from reviewer.queue.messages import ProposalSummary
         from reviewer.tui.model.queue_source import forbidden_words, problem_words, token_refused
 
         queue = self.queue
@@ -519,8 +526,12 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
                 identity = await queue.connect()
                 if identity is not None:
                     self.post_message(QueueConnected(identity))
-                async for fetched in queue.poll():
-                    self.post_message(ProposalFetched(fetched))
+                async for taken in queue.poll():
+                    self.post_message(
+                        QueueRowListed(taken)
+                        if isinstance(taken, ProposalSummary)
+                        else ProposalFetched(taken)
+                    )
                 self.post_message(QueueAnswered(queue.clock()))
                 delay = queue.pause
             except Unauthorized:
@@ -646,24 +657,33 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
         for job in listed:
             self.enqueue_completion(job)
         self._refresh_open_reviews(proposal_id)
-        self.tell_terminal(fetched.record)
+        latest = fetched.record.latest
         item = self.items.get(proposal_id)
+        held = item.revisions.get(latest.revision) if item is not None else None
+        self.tell_terminal(proposal_id, latest.revision, latest.state, held.title if held else None)
         if proposal_id == self.open_first and item is not None and item.revisions:
             self.open_first = None
             self.push_screen(self.create_review_screen(item))
             self.fetch_opened(proposal_id)  # what opening it from the list fetches: drift, real runs
 
-    def tell_terminal(self, record: ProposalRecord) -> None:
+    def on_queue_row_listed(self, message: QueueRowListed) -> None:
+        """A proposal listed from the queue's row (its plan fetched when it is opened)."""
+        row = message.row
+        item = self.items.get(row.proposal_id)
+        if item is None:
+            item = self.items[row.proposal_id] = self.create_item(row.proposal_id)
+        item.take_listing(row, self.link.identity)
+        self.list_item(item)
+        self.tell_terminal(row.proposal_id, row.revision, row.state, row.title)
+
+    def tell_terminal(self, proposal_id: str, revision: int, state: str, title: str | None) -> None:
         """Ring, retitle the window and raise a desktop notification for a newly pending revision."""
-        latest = record.latest
         before = len(self.pending_watch.pending)
-        ring = self.pending_watch.observe(record.proposal_id, latest.revision, latest.state)
+        ring = self.pending_watch.observe(proposal_id, revision, state)
         pending = len(self.pending_watch.pending)
         if not ring and pending == before:
             return
-        item = self.items.get(record.proposal_id)
-        proposal = item.revisions.get(latest.revision) if item is not None else None
-        title = None if proposal is None or not self.pending_watch.first_poll_done else proposal.title
+        title = title if self.pending_watch.first_poll_done else None
         written = alert_bytes(self.alerts, desktop_protocol(self.alerts), pending, ring, title)
         if self.alerts.title and not self._title_saved:
             written, self._title_saved = SAVE_TITLE + written, True

@@ -15,7 +15,7 @@ from reviewer.tui.model.sources import BrokenFile, ExecutionRecord
 
 if TYPE_CHECKING:
     from reviewer.plan.proposal import Proposal
-    from reviewer.queue.messages import Whoami
+    from reviewer.queue.messages import ProposalSummary, Whoami
     from reviewer.reading.drift import Drift
     from reviewer.tui.model.queue_source import Fetched
 
@@ -112,6 +112,13 @@ class PollingStopped(Message):
     """Polling ended for good (a refused token): only the reviewer can fix it."""
 
     reason: str
+
+
+@dataclass
+class QueueRowListed(Message):
+    """A proposal as the queue's list row tells it, before any of its revisions is fetched."""
+
+    row: ProposalSummary
 
 
 @dataclass

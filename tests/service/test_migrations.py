@@ -206,6 +206,7 @@ def version_4_postgresql(cluster: Cluster) -> str:
         raw.execute("DROP TABLE trail_log")  # migration 8's
         raw.execute("DROP TABLE refusals")  # migration 9's
         raw.execute("DROP TABLE passkeys, passkey_links, review_link_key")  # migration 10's
+        raw.execute("ALTER TABLE proposals DROP COLUMN summary")  # migration 12's
         raw.execute(
             "INSERT INTO tokens (name, role, token_sha256, created_at) VALUES ('alice', 'reviewer', 'x', 1)"
         )
@@ -267,15 +268,17 @@ def version_5_sqlite(path: Path) -> Path:
     from reviewer.service.store.sqlite import (
         IDENTITY_COLUMNS,
         PASSKEYS_SCHEMA,
+        READING_COLUMN,
         REFUSALS_SCHEMA,
         SCHEMA,
         TRAIL_LOG_SCHEMA,
         _append_only_triggers,
     )
 
-    # migrations 7's, 8's, 9's and 10's (11 changed what SCHEMA_5_CHECKS puts back)
-    schema = SCHEMA.replace(IDENTITY_COLUMNS, "").replace(TRAIL_LOG_SCHEMA, "").replace(REFUSALS_SCHEMA, "")
-    schema = schema.replace(PASSKEYS_SCHEMA, "")
+    # migrations 7's, 8's, 9's, 10's and 12's (11 changed what SCHEMA_5_CHECKS puts back)
+    schema = SCHEMA
+    for added in (IDENTITY_COLUMNS, TRAIL_LOG_SCHEMA, REFUSALS_SCHEMA, PASSKEYS_SCHEMA, READING_COLUMN):
+        schema = schema.replace(added, "")
     for now, before in SCHEMA_5_CHECKS.items():
         assert now in schema
         schema = schema.replace(now, before)
@@ -323,6 +326,8 @@ def test_migration_6_rebuilds_decisions_and_trail_keeping_rows_ids_and_the_appen
     after = {table: dump_table(database, table) for table in tables}
     assert {row[-1] for row in after["trail"]} == {None}  # migration 7's `identity`, unknown before it
     after["trail"] = [row[:-1] for row in after["trail"]]
+    assert {row[-1] for row in after["proposals"]} == {None}  # migration 10's reading: read when listed
+    after["proposals"] = [row[:-1] for row in after["proposals"]]
     assert after == before
     with sqlite3.connect(database) as db:
         db.execute("PRAGMA foreign_keys = ON")
@@ -416,6 +421,7 @@ DROP TABLE refusals;
 DROP TABLE passkeys;
 DROP TABLE passkey_links;
 DROP TABLE review_link_key;
+ALTER TABLE proposals DROP COLUMN summary;
 PRAGMA user_version = 7;
 """
         )
@@ -491,15 +497,17 @@ def test_migration_9_adds_the_append_only_refusals_and_keeps_every_row(tmp_path:
     with sqlite3.connect(database) as raw:
         raw.executescript(
             "DROP TABLE refusals; DROP TABLE passkeys; DROP TABLE passkey_links; DROP TABLE review_link_key; "
-            "PRAGMA user_version = 8;"
+            "ALTER TABLE proposals DROP COLUMN summary; PRAGMA user_version = 8;"
         )
     raw.close()
-    tables = ("decisions", "trail", "claims", "executions", "proposals", "tokens", "trail_log")
+    tables = ("decisions", "trail", "claims", "executions", "tokens", "trail_log")
     before = {table: dump_table(database, table) for table in tables}
+    proposals_before = dump_table(database, "proposals")
     store = SQLiteStore(database, settings)
     try:
         assert store.upgraded_from == 8 and user_version(database) == SCHEMA_VERSION
         assert {table: dump_table(database, table) for table in tables} == before
+        assert [row[:-1] for row in dump_table(database, "proposals")] == proposals_before
         with store.write() as db:
             db.run(
                 "INSERT INTO tokens (name, role, token_sha256, created_at) VALUES ('agent', 'agent', 'h', 1)"
@@ -538,7 +546,7 @@ def test_migration_9_on_postgresql_adds_the_append_only_refusals(
     assert triggers == [("refusals_append_only",)]
 
 
-def test_migration_10_takes_sign_in_ends_in_a_trail_that_keeps_its_rows_index_and_triggers(
+def test_migration_11_takes_sign_in_ends_in_a_trail_that_keeps_its_rows_index_and_triggers(
     tmp_path: Path,
 ) -> None:
     """The trail is built again (SQLite changes a CHECK no other way): every row and seq kept, its
@@ -570,7 +578,7 @@ def test_migration_10_takes_sign_in_ends_in_a_trail_that_keeps_its_rows_index_an
     raw.close()
 
 
-def test_migration_10_on_postgresql_takes_sign_in_ends_in_the_trail(postgres_cluster: Cluster) -> None:
+def test_migration_11_on_postgresql_takes_sign_in_ends_in_the_trail(postgres_cluster: Cluster) -> None:
     url = version_4_postgresql(postgres_cluster)
     store = open_store(url, clock=lambda: 10.0, pending_ttl=10, approval_ttl=10, create=False)
     try:
@@ -584,3 +592,45 @@ def test_migration_10_on_postgresql_takes_sign_in_ends_in_the_trail(postgres_clu
     with psycopg.connect(url, autocommit=True) as raw:
         ended = raw.execute("SELECT actor, proposal_id, reason FROM trail WHERE event = 'sign_in_ended'")
         assert ended.fetchall() == [("bob", None, "token revoked")]
+
+
+def test_migration_12_keeps_each_proposal_and_lists_one_stored_before_with_its_plan_read(
+    tmp_path: Path,
+) -> None:
+    """A version-9 file (this schema less the passkeys and the stored readings) gains the column, every
+    row kept; a proposal submitted before it is listed with the reading of its stored plan, one
+    submitted after with the reading stored beside it, the two alike."""
+    from reviewer.service.auth import Identity
+    from reviewer.service.bodies import submission
+    from reviewer.service.store import StoreSettings
+    from reviewer.service.store.sqlite import SQLiteStore
+    from tests.queue_harness import body, proposal
+
+    database = tmp_path / "queue.sqlite3"
+    settings = StoreSettings(clock=lambda: 10.0, pending_ttl=100, approval_ttl=100)
+    store = SQLiteStore(database, settings)
+    with store.write() as db:
+        db.run("INSERT INTO tokens (name, role, token_sha256, created_at) VALUES ('agent', 'agent', 'h', 1)")
+    agent = store.resolve_token("h")
+    assert isinstance(agent, Identity)
+    store.submit(agent, submission(body(proposal("before", calls=3))))
+    store.close()
+    with sqlite3.connect(database) as raw:
+        raw.executescript(
+            "ALTER TABLE proposals DROP COLUMN summary; DROP TABLE passkeys; DROP TABLE passkey_links; "
+            "DROP TABLE review_link_key; PRAGMA user_version = 9;"
+        )
+    raw.close()
+    before = dump_table(database, "proposals")
+    store = SQLiteStore(database, settings)
+    try:
+        assert store.upgraded_from == 9 and user_version(database) == SCHEMA_VERSION
+        assert [row[:-1] for row in dump_table(database, "proposals")] == before
+        store.submit(agent, submission(body(proposal("after", calls=3))))
+        listed = {
+            summary.proposal_id: summary.reading for summary in store.list_proposals(None, None, 10).proposals
+        }
+    finally:
+        store.close()
+    assert listed["before"] is not None and listed["before"] == listed["after"]
+    assert (listed["before"].updates, listed["before"].environment) == (3, "staging")

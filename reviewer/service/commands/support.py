@@ -87,15 +87,13 @@ LATEST_EXPIRY: Final = 253402300799.0
 
 
 def duration(text: str) -> float:
-    """`90d`, `12h`, `30m`, `45s` or a number of seconds, more than 0."""
-    units = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
-    number, unit = (text[:-1], units[text[-1]]) if text[-1:] in units else (text, 1.0)
+    """`90d`, `12h`, `30m`, `45s` or a number of seconds, more than 0 (`listing.duration_seconds`)."""
+    from reviewer.service.listing import duration_seconds
+
     try:
-        seconds = float(number) * unit
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 90d, 12h, 30m or 3600") from None
-    if not 0 < seconds < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r}: a duration is more than 0")
+        seconds = duration_seconds(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
     if time.time() + seconds >= LATEST_EXPIRY:
         raise argparse.ArgumentTypeError(
             f"{text!r} ends after the year 9999, past any time the queue stores; "

@@ -14,6 +14,7 @@ from reviewer.plan.proposal import MAX_SAFE_INTEGER, PROPOSAL_ID_PATTERN
 from reviewer.queue.messages import ProposalPage, ProposalRecord, State, SubmissionAnswer
 from reviewer.service.bodies import read_body, submission
 from reviewer.service.deps import Caller, Store, require_role
+from reviewer.service.listing import list_filter
 from reviewer.service.responses import errors, json_body, json_response
 
 MAX_PAGE: Final = 200
@@ -56,7 +57,7 @@ async def submit(request: Request, identity: Caller, store: Store) -> Response:
 @router.get(
     "/v1/proposals",
     response_model=ProposalPage,
-    responses={304: {"description": "Nothing changed since the ETag given"}, **errors(403)},
+    responses={304: {"description": "Nothing changed since the ETag given"}, **errors(400, 403)},
 )
 async def list_proposals(
     identity: Caller,
@@ -66,17 +67,37 @@ async def list_proposals(
         str | None, Query(pattern=CURSOR_PATTERN, description="`next_cursor` of a page")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_LIMIT,
+    environment: Annotated[str | None, Query(description="only plans that say this environment")] = None,
+    agent: Annotated[
+        str | None, Query(description="only plans this agent submitted (its token's or its own name)")
+    ] = None,
+    alarm: Annotated[str | None, Query(description="only plans raising this alarm, by name")] = None,
+    older_than: Annotated[
+        str | None, Query(description="only revisions waiting this long: 90s, 30m, 12h, 2d or seconds")
+    ] = None,
+    yours: Annotated[
+        bool, Query(description="only plans in environments the policy lets you decide")
+    ] = False,
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
-    """Summaries, newest submission first; send the last ETag in If-None-Match to get a bodiless 304."""
+    """Summaries, newest submission first, each with its reading (counts, alarms, money) and whether
+    you may decide it; filtered by the query; send the last ETag in If-None-Match to get a bodiless 304."""
     require_role(identity, "reviewer", "list proposals")
+    wanted = list_filter(state, environment, agent, alarm, older_than, yours)
     version = await run_in_threadpool(store.list_version)
-    etag = list_etag(version.last_seq, version.next_deadline, state, cursor, limit)
+    narrowed = (environment, agent, alarm, older_than, yours)
+    if any(narrowed):  # a filter's answer is the caller's, and one of rows' ages changes by the second
+        now = int(store.clock()) if older_than else None
+        etag = list_etag(
+            version.last_seq, version.next_deadline, state, cursor, limit, *narrowed, identity.name, now
+        )
+    else:
+        etag = list_etag(version.last_seq, version.next_deadline, state, cursor, limit)
     headers = {"ETag": etag, "Cache-Control": "no-cache"}
     if etag_matches(if_none_match, etag):
         return Response(status_code=304, headers=headers)
     before_seq = None if cursor is None else int(cursor)
-    page = await run_in_threadpool(store.list_proposals, state, before_seq, limit)
+    page = await run_in_threadpool(store.list_proposals, state, before_seq, limit, wanted, identity.name)
     return json_response(page, headers=headers)
 
 

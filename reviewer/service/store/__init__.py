@@ -21,6 +21,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Final
 
 from reviewer.policy.file import Policy
@@ -37,14 +38,16 @@ from reviewer.queue.messages import (
     State,
     SubmissionAnswer,
 )
+from reviewer.reading.analysis import Analysis
+from reviewer.reading.summary import read_plan
 from reviewer.service import rules
 from reviewer.service.auth import Identity, Kind, Role
 from reviewer.service.errors import DatabaseUnavailable, OutsideTheGroup
+from reviewer.service.listing import Chooser, ListFilter
 from reviewer.service.store import (
     decisions,
     endings,
     escalations,
-    events,
     figures,
     idempotency,
     outbox,
@@ -422,19 +425,19 @@ class QueueStore(ABC):
     def submit(self, identity: Identity, submission: Submission) -> tuple[bool, SubmissionAnswer]:
         """Store a revision; answers (False, its record) when this very plan is already stored.
 
-        The policy's verdict is evaluated before the write lock is taken (it may read 200,000
-        calls); a policy that rejects or approves decides in the same transaction as the revision.
+        The plan is read once, before the write lock is taken (it may hold 200,000 calls): one
+        analysis for the policy's verdict and the reading stored for the list and the notifications.
+        A policy that rejects or approves decides in the same transaction as the revision.
         """
         verdict = None
         asked: tuple[ChangeRequest, ...] = ()
-        if submission.proposal is not None and not self.policy.trivial:
+        proposal = submission.proposal
+        analysis = None if proposal is None else Analysis(proposal)
+        if proposal is not None and not self.policy.trivial:
             with self.read() as db:
                 asked = decisions.changes_requested_before(db, submission.proposal_id, submission.revision)
-            verdict = decisions.evaluate_policy(self, submission.body, submission.proposal, asked)
-        reading = None
-        if submission.proposal is not None and self.notifying.targets:  # what its page will say
-            reading = events.plan_reading(submission.proposal)
-            events.remember_reading(submission.plan_sha256, reading)
+            verdict = decisions.evaluate_policy(self, submission.body, proposal, asked, analysis)
+        reading = None if proposal is None else read_plan(proposal, analysis)
         now = self.clock()
         with self.write() as db:
             stored, answer = proposals.submit(self, db, identity, submission, verdict, asked, now, reading)
@@ -456,13 +459,22 @@ class QueueStore(ABC):
 
     LIST_BATCH: Final = 500
 
-    def list_proposals(self, state: State | None, before_seq: int | None, limit: int) -> ProposalPage:
-        """Newest first; a state filter is applied with `rules.state_of`, batch by batch, so the state
-        is derived in one place rather than in each database's SQL dialect."""
+    def list_proposals(
+        self,
+        state: State | None,
+        before_seq: int | None,
+        limit: int,
+        wanted: ListFilter | None = None,
+        reviewer: str = "",
+    ) -> ProposalPage:
+        """Newest first, the rows `wanted` keeps for `reviewer` (`reviewer.service.listing`); the state
+        is derived with `rules.state_of`, in one place rather than in each database's SQL dialect."""
+        wanted = replace(wanted or ListFilter(), state=state)
         now = self.clock()
         with self.read() as db:
-            chosen = proposals.listed_rows(db, state, before_seq, limit, now, self.LIST_BATCH)
-        return proposals.page(chosen, limit, now)
+            chooser = Chooser(wanted, self.policy, reviewer, now, proposals.reading_in(db))
+            chosen, next_seq = proposals.listed_rows(db, chooser, before_seq, limit, self.LIST_BATCH)
+        return proposals.page(chosen, next_seq, now)
 
     def get_record(self, identity: Identity, proposal_id: str) -> ProposalRecord:
         now = self.clock()

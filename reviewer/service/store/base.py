@@ -16,15 +16,14 @@ from reviewer.policy.verdict import Verdict
 from reviewer.service.rules import Row
 from reviewer.service.signed_decisions import PolicySigning
 
-SCHEMA_VERSION: Final = 11
+SCHEMA_VERSION: Final = 12
 """The version of the tables a database holds: 2 added claims, 3 reviewers' SSH keys and signed
 decisions in the trail, 4 the notifications' outbox, 5 metrics tokens, token expiry and rotation,
 6 requests for changes, 7 reviewers signed in by the team's provider and break-glass tokens, 8 the
 trail's Merkle log and auditor tokens, 9 executors' refusals of approvals and the queue's clock, 10
 reviewers' passkeys for the review pages, 11 the ends of reviewers' sign-ins and the approvals they
-withdrew in the trail. An
-older database is brought up to date by numbered steps (`reviewer.service.store.migrations`), a
-newer one refused."""
+withdrew in the trail, 12 each proposal's reading stored for the list. An older database is
+brought up to date by numbered steps (`reviewer.service.store.migrations`), a newer one refused."""
 DECISION_CHECK: Final = "decision IN ('approve', 'reject', 'request_changes')"
 TRAIL_EVENT_CHECK: Final = (
     "event IN ('submitted', 'approved', 'rejected', 'changes_requested', 'claimed', 'executed', "

@@ -22,6 +22,7 @@ from reviewer.queue.messages import (
     State,
     TrailEvent,
 )
+from reviewer.reading.analysis import Analysis
 from reviewer.service import rules
 from reviewer.service.auth import Identity
 from reviewer.service.errors import Forbidden, Invalid, SignatureRefused, Unavailable
@@ -88,10 +89,12 @@ def evaluate_policy(
     body: bytes | bytearray,
     proposal: Proposal | None,
     asked: tuple[ChangeRequest, ...],
+    analysis: Analysis | None = None,
 ) -> Verdict:
-    """The policy's verdict on the proposal whose JSON is `body` (parsed as `proposal`, if given),
-    after the changes `asked` of its earlier revisions. The queue stopping meanwhile is a 503, not a
-    verdict: the caller's transaction writes nothing and the agent submits again."""
+    """The policy's verdict on the proposal whose JSON is `body` (parsed as `proposal`, if given, and
+    read as `analysis`), after the changes `asked` of its earlier revisions. The queue stopping
+    meanwhile is a 503, not a verdict: the caller's transaction writes nothing and the agent submits
+    again."""
     if store.policy_evaluator is not None:
         try:
             return store.policy_evaluator.verdict(bytes(body), proposal, asked)
@@ -99,7 +102,13 @@ def evaluate_policy(
             raise Unavailable("the queue is stopping; submit the plan again") from closed
     if proposal is None:
         proposal = scan_proposal(bytes(body), "stored proposal")
-    return evaluate(store.policy, proposal, signing=store.policy_signing is not None, changes_requested=asked)
+    return evaluate(
+        store.policy,
+        proposal,
+        analysis,
+        signing=store.policy_signing is not None,
+        changes_requested=asked,
+    )
 
 
 def changes_requested_before(db: Transaction, proposal_id: str, revision: int) -> tuple[ChangeRequest, ...]:

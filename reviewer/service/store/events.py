@@ -13,17 +13,16 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final, Literal, get_args
 
 import msgspec
 
-from reviewer.plan.proposal import Proposal, parse_proposal
+from reviewer.plan.proposal import parse_proposal
 from reviewer.plan.sanitize import clip, safe_text
 from reviewer.queue.ids import review_command
-from reviewer.reading.analysis import Analysis
-from reviewer.reading.totals import totals_words
+from reviewer.reading.summary import PlanReading, from_stored, one_line, read_plan
 from reviewer.service.rules import Row, required_timestamp
 
 EventName = Literal[
@@ -107,74 +106,46 @@ MAX_ALARMS: Final = 10
 """Alarms an event names; a plan can raise a few more, and the review screen shows them all."""
 
 
-def plan_reading(proposal: Proposal) -> dict[str, Any]:
+def reading_document(reading: PlanReading) -> dict[str, Any]:
     """What a plan does, for a page to say in one line: the counts of each effect, the alarms (by
     name, in words), the money it moves per currency, and `summary`, all of it in one sentence:
-    "2 updates, 1 delete in production; 1 real refusal". The queue computes it before it takes its
-    write lock (a plan may hold 200,000 calls)."""
-    analysis = Analysis(proposal)
-    ratios = analysis.ratios
-    counts = {
-        "creates": ratios.creates,
-        "updates": ratios.updates,
-        "deletes": ratios.deletes,
-        "other": ratios.reads + ratios.other,
-        "destructive": ratios.destructive,
-    }
-    alarms = [
-        {"name": name, "text": agent_text(sentence)} for name, sentence in analysis.named_alarms[:MAX_ALARMS]
-    ]
-    effects = ", ".join(
-        f"{number:,} {noun if number == 1 else noun + 's'}"
-        for number, noun in (
-            (ratios.creates, "create"),
-            (ratios.updates, "update"),
-            (ratios.deletes, "delete"),
-            (ratios.other, "unknown-effect call"),
-            (ratios.reads, "read"),
-        )
-        if number
-    )
-    summary = (effects or "no calls") + f" in {agent_text(proposal.target.environment) or 'no environment'}"
-    if analysis.totals:
-        summary += f", moving {totals_words(analysis.totals, limit=2)}"
-    if alarms:
-        summary += "; " + "; ".join(str(alarm["text"]) for alarm in alarms[:3])
-        if len(analysis.named_alarms) > 3:
-            summary += f" (+{len(analysis.named_alarms) - 3} more alarms)"
+    "2 updates, 1 delete in production; 1 real refusal" (`reviewer.reading.summary.one_line`)."""
     return {
-        "counts": counts,
-        "alarms": alarms,
-        "totals": [total.as_json() for total in analysis.totals],
-        "summary": clip(summary, 2 * MAX_TEXT_CHARS),
+        "counts": {
+            "creates": reading.creates,
+            "updates": reading.updates,
+            "deletes": reading.deletes,
+            "other": reading.reads + reading.unknown,
+            "destructive": reading.destructive,
+        },
+        "alarms": [{"name": alarm.name, "text": alarm.text} for alarm in reading.alarms[:MAX_ALARMS]],
+        "totals": [total.as_json() for total in reading.totals],
+        "summary": one_line(reading),
     }
 
 
 READINGS_KEPT: Final = 1024
-"""Plans whose reading this process remembers, by digest: a reminder of a plan submitted here reuses
-the reading its first page had, instead of reading 200,000 calls again in the sweep's transaction."""
-_readings: OrderedDict[str, dict[str, Any]] = OrderedDict()
+"""Readings of plans stored before the queue kept one beside each proposal, remembered by digest: a
+reminder or a list page reads such a plan once per process, not once per sweep or poll."""
+_readings: OrderedDict[str, PlanReading] = OrderedDict()
 _readings_lock = threading.Lock()
 
 
-def remember_reading(plan_sha256: str, reading: dict[str, Any]) -> None:
-    """Keep `reading` (`plan_reading` of the plan with this digest) for the plan's later pages."""
-    with _readings_lock:
-        _readings[plan_sha256] = reading
-        _readings.move_to_end(plan_sha256)
-        while len(_readings) > READINGS_KEPT:
-            _readings.popitem(last=False)
-
-
-def reading_of(plan_sha256: str, body: bytes) -> dict[str, Any]:
-    """`plan_reading` of the stored `body` whose digest is `plan_sha256`: remembered, or read now (a
-    restart, or another replica's submission) and remembered. A digest names one plan, so what it
-    says of the plan never changes."""
+def row_reading(row: Row, body: Callable[[], bytes]) -> PlanReading:
+    """The reading stored in a `proposals` row; for a row stored before readings were kept, the
+    reading of its revision's `body()`, read once and remembered by digest (a digest names one
+    plan, so what it says of the plan never changes)."""
+    if row["summary"] is not None:
+        return from_stored(row["summary"])
+    plan_sha256 = row["plan_sha256"]
     with _readings_lock:
         known = _readings.get(plan_sha256)
     if known is None:
-        known = plan_reading(parse_proposal(body, "stored proposal"))
-        remember_reading(plan_sha256, known)
+        known = read_plan(parse_proposal(body(), "stored proposal"))
+        with _readings_lock:
+            _readings[plan_sha256] = known
+            while len(_readings) > READINGS_KEPT:
+                _readings.popitem(last=False)
     return known
 
 
@@ -183,15 +154,15 @@ def waiting(
     body: bytes,
     now: float,
     event: EventName = "proposal.waiting",
-    reading: dict[str, Any] | None = None,
+    reading: PlanReading | None = None,
     runs_from: datetime | None = None,
 ) -> dict[str, Any]:
     """`proposal.waiting` (or `proposal.reminder`) for a `proposals` row and its revision's stored body;
-    `reading` is `plan_reading` of that body, `reading_of` it when not given. `runs_from` is set when
-    the plan's change windows would not let it run now (`runs_from` null: none lets it soon)."""
+    `reading` is the body's, `row_reading` of the row when not given. `runs_from` is set when the
+    plan's change windows would not let it run now (`runs_from` null: none lets it soon)."""
     plan = _plan_decoder.decode(body)
     if reading is None:
-        reading = reading_of(row["plan_sha256"], body)
+        reading = row_reading(row, lambda: body)
     return {
         **_base(event, row["proposal_id"], row["latest_revision"], now),
         "title": agent_text(row["title"]),
@@ -207,7 +178,7 @@ def waiting(
         "submitted_at": required_timestamp(row["submitted_at"]).isoformat(),
         "waited_seconds": max(0, round(now - row["submitted_at"])),
         "expires_at": required_timestamp(row["pending_expires_at"]).isoformat(),
-        **reading,
+        **reading_document(reading),
         **({} if runs_from is None else {"runs_from": runs_from.isoformat()}),
     }
 

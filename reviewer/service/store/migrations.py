@@ -36,6 +36,7 @@ STEPS: Final = {
     10: "reviewers' passkeys (each bound to the sign-in that enrolled it), their one-time enrolment links, "
     "and the key of the review pages' links",
     11: "the end of a reviewer's sign-in and each approval it withdrew, as trail events of their own",
+    12: "the reading of each proposal's latest revision (counts, alarms, money), stored for the list",
 }
 """What each numbered step adds; the backends hold its SQL under the same number."""
 
@@ -47,6 +48,7 @@ MARKS: Final[dict[int, tuple[tuple[str, str | None], ...]]] = {
     8: (("trail_log", None),),
     9: (("refusals", None),),
     10: (("passkeys", None), ("passkey_links", None), ("review_link_key", None)),
+    12: (("proposals", "summary"),),
 }
 """The tables (column None) and columns each step adds, in both backends: what tells a database's
 tables from the version number it claims. A step that only widens a CHECK leaves no mark."""

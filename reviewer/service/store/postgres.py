@@ -353,6 +353,9 @@ ALTER TABLE trail ADD COLUMN identity TEXT;
 """
 """Version 7, as `store.sqlite.IDENTITY_COLUMNS` says; a new database gets the same columns."""
 SCHEMA += IDENTITY_COLUMNS
+READING_COLUMN: Final = "ALTER TABLE proposals ADD COLUMN summary TEXT;\n"
+"""Version 10, as `store.sqlite.READING_COLUMN` says; a new database gets the same column."""
+SCHEMA += READING_COLUMN
 
 MIGRATIONS: Final = {
     4: OUTBOX_SCHEMA,
@@ -383,6 +386,7 @@ ALTER TABLE trail ADD CONSTRAINT trail_event_check CHECK ({TRAIL_EVENT_CHECK});
 ALTER TABLE trail ALTER COLUMN proposal_id DROP NOT NULL, ALTER COLUMN revision DROP NOT NULL,
     ALTER COLUMN plan_sha256 DROP NOT NULL;
 """,
+    12: READING_COLUMN,
 }
 """Each numbered step of `reviewer.service.store.migrations.STEPS` in PostgreSQL's words."""
 OLDEST_VERSION: Final = 3

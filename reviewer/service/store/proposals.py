@@ -3,10 +3,11 @@ its version, a proposal's record and its revisions' bodies, as functions of one 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
-from reviewer.plan.proposal import Proposal
+from reviewer.plan.proposal import Proposal, ProposalError
 from reviewer.policy.verdict import ChangeRequest, Verdict
 from reviewer.queue.messages import (
     DecisionState,
@@ -14,13 +15,15 @@ from reviewer.queue.messages import (
     ProposalRecord,
     ProposalSummary,
     RevisionInfo,
-    State,
     SubmissionAnswer,
     TrailEvent,
 )
+from reviewer.reading import summary
+from reviewer.reading.summary import PlanReading
 from reviewer.service import rules
 from reviewer.service.auth import Identity
 from reviewer.service.errors import NotFound
+from reviewer.service.listing import Chooser, Listed
 from reviewer.service.rules import Row
 from reviewer.service.store import change_windows, decisions, events, index, outbox, passkeys, tokens
 from reviewer.service.store.base import StoreState, Transaction
@@ -64,11 +67,11 @@ def submit(
     verdict: Verdict | None,
     asked: tuple[ChangeRequest, ...],
     now: float,
-    reading: dict[str, Any] | None = None,
+    reading: PlanReading | None = None,
 ) -> tuple[bool, SubmissionAnswer]:
     """Store a revision (`QueueStore.submit`) in the caller's write transaction; answers (False, its
     record) when this very plan is already stored. `verdict` was evaluated before the lock, after the
-    changes `asked` of earlier revisions; `reading` (`events.plan_reading`) too, for its page."""
+    changes `asked` of earlier revisions; `reading` too, stored for the list and the waiting event."""
     tokens.require_active(db, identity, store.clock)
     row = db.one(
         "SELECT * FROM proposals WHERE proposal_id = :proposal_id", proposal_id=submission.proposal_id
@@ -104,9 +107,9 @@ def submit(
     # clears the decision of the revision it supersedes.
     db.run(
         "INSERT INTO proposals (proposal_id, owner, latest_revision, latest_seq, plan_sha256, "
-        "title, agent_name, call_count, submitted_at, pending_expires_at, deadline) "
+        "title, agent_name, call_count, submitted_at, pending_expires_at, deadline, summary) "
         "VALUES (:proposal_id, :owner, :revision, :seq, :plan_sha256, :title, :agent_name, "
-        ":call_count, :now, :pending_expires_at, :pending_expires_at) "
+        ":call_count, :now, :pending_expires_at, :pending_expires_at, :summary) "
         "ON CONFLICT (proposal_id) DO UPDATE SET latest_revision = excluded.latest_revision, "
         "latest_seq = excluded.latest_seq, plan_sha256 = excluded.plan_sha256, "
         "title = excluded.title, agent_name = excluded.agent_name, "
@@ -114,7 +117,7 @@ def submit(
         "pending_expires_at = excluded.pending_expires_at, decision = NULL, decided_by = NULL, "
         "decided_at = NULL, reason = NULL, decision_id = NULL, approval_expires_at = NULL, "
         "claim_id = NULL, claimed_by = NULL, claimed_at = NULL, lease_expires_at = NULL, "
-        "executed_at = NULL, deadline = excluded.deadline",
+        "executed_at = NULL, deadline = excluded.deadline, summary = excluded.summary",
         proposal_id=submission.proposal_id,
         owner=identity.name,
         revision=submission.revision,
@@ -125,6 +128,7 @@ def submit(
         call_count=submission.call_count,
         now=now,
         pending_expires_at=pending_expires_at,
+        summary=None if reading is None else summary.stored(reading),
     )
     db.run(
         "INSERT INTO revisions (proposal_id, revision, plan_sha256, title, call_count, submitted_by, "
@@ -193,29 +197,59 @@ def caller_and_list_version(
     return identity, ListVersion(int(row["last_seq"]), row["next_deadline"])
 
 
+MAX_SCANNED: Final = 5000
+"""Rows one list request reads at most: a filter that matches little answers what it found and a
+cursor to read on from, never a walk of the whole history in one request."""
+
+
 def listed_rows(
-    db: Transaction, state: State | None, before_seq: int | None, limit: int, now: float, batch_size: int
-) -> list[Row]:
-    """Up to `limit + 1` rows of the list, newest first (`QueueStore.list_proposals`)."""
+    db: Transaction, chooser: Chooser, before_seq: int | None, limit: int, batch_size: int
+) -> tuple[list[Listed], int | None]:
+    """Up to `limit` rows of the list that `chooser` keeps, newest first (`QueueStore.list_proposals`),
+    and the cursor of the next page (None at the end)."""
     before = before_seq if before_seq is not None else 2**62
-    chosen: list[Row] = []
-    while len(chosen) <= limit:
+    chosen: list[Listed] = []
+    scanned = 0
+    size = limit + 1  # enough when the filter keeps every row, as the unfiltered list's does
+    while scanned < MAX_SCANNED:
         batch = db.all(
             "SELECT * FROM proposals WHERE latest_seq < :before ORDER BY latest_seq DESC LIMIT :batch",
             before=before,
-            batch=batch_size if state is not None else limit + 1,
+            batch=size,
         )
-        chosen.extend(row for row in batch if state is None or rules.state_of(row, now) == state)
-        if len(batch) < (batch_size if state is not None else limit + 1) or state is None:
-            break
-        before = batch[-1]["latest_seq"]
-    return chosen
+        for row in batch:
+            scanned += 1
+            before = row["latest_seq"]
+            listed = chooser.choose(row)
+            if listed is None:
+                continue
+            if len(chosen) == limit:
+                return chosen, chosen[-1].row["latest_seq"]
+            chosen.append(listed)
+        if len(batch) < size:
+            return chosen, None
+        size = batch_size
+    return chosen, before
 
 
-def page(chosen: list[Row], limit: int, now: float) -> ProposalPage:
+def reading_in(db: Transaction) -> Callable[[Row], PlanReading | None]:
+    """Each listed row's reading: the one stored with it, or (a row stored before readings were kept)
+    its latest revision's, read once; None for a body that is not a plan (a store test's)."""
+
+    def reading_of(row: Row) -> PlanReading | None:
+        try:
+            return events.row_reading(row, lambda: get_body(db, row["proposal_id"], row["latest_revision"]))
+        except ProposalError:
+            return None
+
+    return reading_of
+
+
+def page(chosen: list[Listed], next_seq: int | None, now: float) -> ProposalPage:
     """The page of the rows `listed_rows` chose, and the cursor of the next one."""
     summaries = []
-    for row in chosen[:limit]:
+    for listed in chosen:
+        row = listed.row
         decision_state = rules.decision_state(row, now)
         summaries.append(
             ProposalSummary(
@@ -232,10 +266,11 @@ def page(chosen: list[Row], limit: int, now: float) -> ProposalPage:
                 expires_at=decision_state.expires_at,
                 claimed_by=decision_state.claimed_by,
                 outcome_unknown=decision_state.outcome_unknown,
+                reading=listed.reading,
+                yours=listed.yours,
             )
         )
-    next_cursor = str(chosen[limit - 1]["latest_seq"]) if len(chosen) > limit else None
-    return ProposalPage(proposals=summaries, next_cursor=next_cursor)
+    return ProposalPage(proposals=summaries, next_cursor=None if next_seq is None else str(next_seq))
 
 
 def get_record(
@@ -291,6 +326,10 @@ def get_record(
 
 def get_revision_body(db: Transaction, identity: Identity, proposal_id: str, revision: int) -> bytes:
     index.visible(db, identity, proposal_id)
+    return get_body(db, proposal_id, revision)
+
+
+def get_body(db: Transaction, proposal_id: str, revision: int) -> bytes:
     row = db.one(
         "SELECT body FROM revisions WHERE proposal_id = :proposal_id AND revision = :revision",
         proposal_id=proposal_id,

@@ -344,6 +344,10 @@ IDENTITY_COLUMNS: Final = (
 person by issuer and subject, with the end of their session), and the deciding identity in the trail.
 Nullable or defaulted columns, so no row changes; a new database gets them the same way."""
 SCHEMA += IDENTITY_COLUMNS
+READING_COLUMN: Final = "ALTER TABLE proposals ADD COLUMN summary TEXT;\n"
+"""Version 10: the reading of each proposal's latest revision (`reviewer.reading.summary`), stored at
+submission for the list; NULL on a row stored before, which is read from its body when listed."""
+SCHEMA += READING_COLUMN
 TOKENS_V7_COLUMNS: Final = TOKENS_COLUMNS + ", kind, issuer, subject, session_ends_at"
 TOKENS_SUBJECT_INDEX: Final = "CREATE INDEX IF NOT EXISTS tokens_subject ON tokens(issuer, subject);\n"
 
@@ -387,6 +391,7 @@ MIGRATIONS: Final = {
         TRAIL_COLUMNS + ", identity",
     )
     + TRAIL_INDEX,
+    12: READING_COLUMN,
 }
 """Each numbered step of `reviewer.service.store.migrations.STEPS` in SQLite's words (10 builds the
 trail again: its CHECK takes the events `sign_in_ended` and `withdrawn`, and a sign-in's end

@@ -11,9 +11,10 @@ from typing import Final
 from reviewer.plan.proposal import scan_proposal
 from reviewer.plan.sanitize import clip, safe_text
 from reviewer.policy.quorum import describe_approvals
-from reviewer.queue.overview import PlanSummary, QueueFacts, counts, summarize
+from reviewer.queue.overview import PlanSummary, QueueFacts, summarize
 from reviewer.reading.analysis import Analysis
 from reviewer.reading.plain import call_lines, common_args, common_lines, extremes_lines
+from reviewer.reading.summary import counts_words
 from reviewer.reading.totals import totals_words
 from reviewer.service.auth import Identity
 from reviewer.service.errors import NotFound
@@ -87,6 +88,8 @@ def review_view(store: QueueStore, proposal_id: str, revision: int, page: int) -
     )
     analysis = Analysis(proposal)
     summary = summarize(proposal, facts, analysis)
+    reading = summary.reading
+    assert reading is not None  # `summarize` reads the plan it is given
     pages = max(1, -(-len(analysis) // CALLS_PER_PAGE))
     page = min(max(page, 1), pages)
     common = common_args(analysis)
@@ -103,18 +106,18 @@ def review_view(store: QueueStore, proposal_id: str, revision: int, page: int) -
         state=summary.state,
         title=_shown(summary.title, 2000),
         task=_shown(summary.task, 2000),
-        environment=_shown(summary.environment or "no environment", 80),
-        base_url=_shown(summary.base_url or "no base URL", 300),
-        api=_shown(summary.api, 80),
+        environment=_shown(reading.environment or "no environment", 80),
+        base_url=_shown(reading.base_url or "no base URL", 300),
+        api=_shown(reading.api, 80),
         proposed_by=_shown(summary.proposed_by, 80),
-        counts=counts(summary),
-        money=totals_words(summary.totals, limit=20) if summary.totals else "",
-        alarms=[_shown(alarm, 600) for alarm in summary.alarms],
+        counts=counts_words(reading),
+        money=totals_words(reading.totals, limit=20) if reading.totals else "",
+        alarms=[_shown(alarm.text, 600) for alarm in reading.alarms],
         needs=_shown(latest.policy.needs if latest.policy and current else "", 300),
         approvals=_approvals(summary) if current else "",
         decided=_decided(latest.decided_by, latest.reason) if current and summary.state != "pending" else "",
         plan_sha256=summary.plan_sha256,
-        digest_matches=summary.digest_matches,
+        digest_matches=summary.digest_matches is True,
         extremes=extremes_lines(analysis.extremes),
         common=common_lines(common),
         calls=calls,

@@ -285,11 +285,12 @@ class QueueSource:
         self.decider.identity = self.identity
         return self.identity
 
-    async def poll(self) -> AsyncIterator[Fetched]:
-        """One poll: each proposal whose summary changed since the last poll, fetched, and, once the
-        list changed at all, each pending one whose quorum gathers (its approvals are not in the
-        summary). The ETag is kept only once every change is fetched, so a poll cut off midway is
-        redone in full."""
+    async def poll(self) -> AsyncIterator[Fetched | ProposalSummary]:
+        """One poll: each proposal whose summary changed since the last poll, as the list row when it
+        waits (with the queue's reading of its plan: one request a page, whatever the number
+        pending), else fetched (`_fetched_by_poll`); and, once the list changed at all, each pending
+        one whose quorum gathers, fetched (its approvals are not in the summary). The ETag is kept
+        only once every change is taken, so a poll cut off midway is redone in full."""
         self.polls += 1
         asked_at = self.clock()
         held = self._etag is not None and self.backoff.failures == 0  # after a failure: answered at once
@@ -301,7 +302,8 @@ class QueueSource:
         for summary in await self._all_summaries(listing):
             gathering = summary.state == "pending" and summary.proposal_id in self._gathering
             if gathering or self._synced.get(summary.proposal_id) != summary:
-                yield await self.fetch(summary.proposal_id)
+                fetched = gathering or self._fetched_by_poll(summary)
+                yield await self.fetch(summary.proposal_id) if fetched else summary
                 self._synced[summary.proposal_id] = summary
         self._etag = listing.etag
 
@@ -312,6 +314,15 @@ class QueueSource:
         if etag is not None and self.list_wait > 0 and (changed or not held):
             return 0.0
         return max(0.0, self.poll_interval - (self.clock() - asked_at))
+
+    def _fetched_by_poll(self, summary: ProposalSummary) -> bool:
+        """Whether the poll fetches this proposal's record and latest revision: when the app holds a
+        revision of it already (opened, or fetched before: a re-plan is compared with it), when it
+        no longer waits (who decided, the executors' refusals and the runs are in its record), or
+        when the queue sent no reading of its plan."""
+        if summary.reading is None or summary.state != "pending":
+            return True
+        return any(proposal_id == summary.proposal_id for proposal_id, _number in self._fetched)
 
     async def _all_summaries(self, listing: Listing) -> list[ProposalSummary]:
         assert listing.page is not None

@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # imported where used: the demo's first paint should not wait
         ExecutorRefusal,
         PolicyState,
         ProposalRecord,
+        ProposalSummary,
         StoredExecution,
         TrailEvent,
         Whoami,
@@ -158,9 +159,27 @@ class QueueItem:
     """Drifts computed from the scans before the checks, for the drift view only: the queue's mark
     and the re-plan notice wait for the checked comparison (`keep_drift`)."""
 
+    listing: ProposalSummary | None = None
+    """The queue's list row, while no revision is fetched (live): what the queue read of the plan
+    when it was submitted. The revision is fetched when the reviewer opens the proposal."""
+
     @property
     def latest_revision(self) -> int:
+        if not self.revisions and self.listing is not None:
+            return self.listing.revision
         return max(tuple(self.revisions))
+
+    def take_listing(self, row: ProposalSummary, me: Whoami | None) -> None:
+        """The queue's list row as the truth about state and proposer, for a proposal listed before
+        any of its revisions is fetched."""
+        self.listing = row
+        self.state = row.state
+        self.decided_by = row.decided_by
+        self.claimed_by = row.claimed_by
+        self.outcome_unknown = bool(row.outcome_unknown)
+        self.expires_at = row.expires_at
+        self.proposed_by = row.proposed_by
+        self.mine = me is not None and row.proposed_by == me.name
 
     @property
     def latest(self) -> Proposal:
@@ -223,21 +242,24 @@ class QueueItem:
         return f"changes requested by {shown(asked.actor)}: {shown(asked.reason or '', 200)}"
 
     def submitted_at(self, revision: int) -> datetime | None:
-        """When the queue received `revision` (its trail; None in the demo, whose trail is empty)."""
+        """When the queue received `revision` (its trail, or its list row before the trail is fetched;
+        None in the demo, whose trail is empty)."""
+        listed = self.listing.submitted_at if self.listing and self.listing.revision == revision else None
         return next(
             (
                 event.at
                 for event in reversed(self.history)
                 if event.event == "submitted" and event.revision == revision
             ),
-            None,
+            listed,
         )
 
     @property
     def is_new(self) -> bool:
         """Pending with a revision newer than any the reviewer opened (`seen_revision`, set on opening)."""
         opened = self.seen_revision or 0
-        return bool(self.revisions) and self.state == "pending" and self.latest_revision > opened
+        listed = bool(self.revisions) or self.listing is not None
+        return listed and self.state == "pending" and self.latest_revision > opened
 
     def apply(self, record: ProposalRecord, me: Whoami | None) -> None:
         """Take the queue's record as the truth about state, proposer and history."""

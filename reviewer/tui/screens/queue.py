@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual import events, on
@@ -33,6 +33,9 @@ from reviewer.tui.palette import role_text
 from reviewer.tui.screens.styled_once import StyledOnce
 from reviewer.tui.widgets.cells import CURSOR_GLYPH, cell
 from reviewer.tui.widgets.chrome import Chrome, KeysFooter, Part
+
+if TYPE_CHECKING:
+    from reviewer.queue.messages import ProposalSummary
 
 
 @dataclass(frozen=True)
@@ -553,6 +556,18 @@ def row_grades(item: QueueItem) -> tuple[Grade, ...]:
         )
         if raised
     ]
+    if not item.revisions:  # listed from the queue's reading, not fetched yet
+        reading = item.listing.reading if item.listing is not None else None
+        if reading is None:
+            return grade((), None, extra=extra)
+        return grade(
+            reading.alarm_names,
+            reading.environment,
+            money_out=max((total.out for total in reading.totals), default=Decimal(0)),
+            destroys=reading.destructive > reading.deletes,
+            via=reading.via,
+            extra=extra,
+        )
     environment = item.latest.target.environment
     figures = item.figures()
     if figures is None:
@@ -590,7 +605,10 @@ def compact(count: int) -> str:
 def queue_row(item: QueueItem, grades: tuple[Grade, ...] | None = None) -> tuple[Text, ...]:
     """The row as soon as the scan listed it, one cell per `QUEUE_COLUMNS` (the mark without the
     cursor): the counts of effects, the danger and the host follow when the analysis is done (`…`
-    until then), and `broken` replaces the state if the checks refuse it."""
+    until then), and `broken` replaces the state if the checks refuse it. A proposal not fetched yet
+    is listed from the queue's reading of it (`listed_row`)."""
+    if not item.revisions and item.listing is not None:
+        return listed_row(item, item.listing, row_grades(item) if grades is None else grades)
     proposal = item.latest
     figures = item.figures()
     revisions = f"{proposal.revision}" + (f"/{len(item.revisions)}" if len(item.revisions) > 1 else "")
@@ -649,15 +667,55 @@ class RowReading:
     def of(cls, item: QueueItem) -> RowReading:
         grades = row_grades(item)
         cells = queue_row(item, grades)
-        proposal = item.latest
-        record = f"{item.proposed_by} {item.state_label} {shown(proposal.proposal_id, 128)}"
-        api = safe_text(clip(proposal.target.api, 80))
+        reading = item.listing.reading if not item.revisions and item.listing is not None else None
+        api = item.latest.target.api if item.revisions else (reading.api if reading is not None else "")
+        record = f"{item.proposed_by} {item.state_label} {shown(item.proposal_id, 128)}"
+        api = safe_text(clip(api, 80))
         words = f"{' '.join(value.plain for value in cells)} {record} {api}".casefold()
         return cls(cells, grades, words)
 
     def matches(self, words: str) -> bool:
         """Whether each of the words (split at spaces) is somewhere in the row's text, case aside."""
         return all(word in self.words for word in words.casefold().split())
+
+
+def listed_row(item: QueueItem, row: ProposalSummary, grades: tuple[Grade, ...]) -> tuple[Text, ...]:
+    """`queue_row` from the queue's list row: the figures the queue read at submission, the same
+    cells a fetched and analysed revision fills."""
+    reading = row.reading
+    if reading is None:  # a queue that reads no plans at submission: its proposals are fetched
+        danger, effects, environment, base_url, via = (
+            role_text("…", "muted"),
+            role_text("…", "muted"),
+            None,
+            None,
+            "…",
+        )
+    else:
+        danger = danger_cell(grades)
+        effects = Text(
+            f"{compact(reading.creates)}/{compact(reading.updates)}/{compact(reading.deletes)}",
+            "danger" if reading.deletes else "",
+        )
+        environment, base_url, via = reading.environment, reading.base_url, reading.via
+    host = (
+        Text(steady_width(safe_text(clip(host_of(base_url), 300))), no_wrap=True, overflow="ellipsis")
+        if base_url
+        else Text("any", "muted")
+    )
+    return (
+        marks(item),
+        danger,
+        Text(steady_width(safe_text(clip(row.title, 300))), no_wrap=True, overflow="ellipsis"),
+        cell(environment, 10, "bold") if environment else Text("none", "muted"),
+        host,
+        cell(row.agent_name, 14),
+        Text(f"{row.revision}"),
+        Text(compact(row.call_count), justify="right"),
+        effects,
+        Text(via, "" if via == "server" else "warn"),
+        Text(item.state),
+    )
 
 
 def host_of(base_url: str) -> str:
@@ -702,7 +760,10 @@ def describe_record(item: QueueItem) -> Text:
 
 def describe(item: QueueItem) -> Text:
     """The highlighted proposal under the table: its worst grade first, whole (on a phone's 20 lines
-    the rest may be cut, never that), then its id and where it runs, its counts, the other grades."""
+    the rest may be cut, never that), then its id and where it runs, its counts, the other grades. A
+    proposal not fetched yet is told from the queue's reading of it (`describe_listed`)."""
+    if not item.revisions and item.listing is not None:
+        return describe_listed(item.listing)
     proposal = item.latest
     text = Text()
     sentences = [(graded, grade_sentence(item, graded)) for graded in row_grades(item)]
@@ -754,3 +815,28 @@ def grade_sentence(item: QueueItem, graded: Grade) -> str:
     if graded.kind in WORSE_IN_PRODUCTION and in_production(item.latest.target.environment):
         sentence += ", in production"
     return sentence
+
+
+def describe_listed(row: ProposalSummary) -> Text:
+    """`describe` from the queue's list row, before the proposal is opened and its plan fetched."""
+    from reviewer.reading.summary import counts_words
+    from reviewer.reading.totals import totals_words
+    from reviewer.tui.widgets.panes import MONEY_LINES
+
+    reading = row.reading
+    text = Text()
+    text.append(safe_text(clip(row.proposal_id, 128)), "bold")
+    environment = reading.environment if reading is not None else None
+    text.append(f"  {safe_text(clip(environment or 'no environment', 40))} · ")
+    text.append(safe_text(clip(reading.api if reading is not None else "?", 40)))
+    text.append(f" · by {safe_text(clip(row.agent_name, 60))}")
+    text.append(" · the queue's reading; enter fetches the plan\n", "muted")
+    if reading is None:
+        return text
+    text.append(counts_words(reading))
+    if reading.totals:
+        text.append(f", moving {totals_words(reading.totals, limit=MONEY_LINES)}")
+    text.append("\n")
+    for alarm in reading.alarms:
+        text.append(f"! {safe_text(alarm.text)}\n", "danger")
+    return text

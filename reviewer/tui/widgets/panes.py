@@ -14,6 +14,7 @@ from reviewer.plan.proposal import Call, DryRun, Proposal, audit_read, dumps, sa
 from reviewer.plan.sanitize import clip, safe_text
 from reviewer.reading.analysis import Analysis, Extremes, NumericField, PlanRow, Ratios, Verdict
 from reviewer.reading.plain import number
+from reviewer.reading.summary import counts_words, read_plan
 from reviewer.reading.totals import Total, totals_words
 from reviewer.tui.palette import role_text
 
@@ -293,21 +294,7 @@ def detail_text(row: PlanRow, call: Call, kept: str | None = None, dry_run: DryR
 def summary_counts(analysis: Analysis) -> str:
     """What is being approved, for the confirmation and the queue's line: counts of each effect, the
     calls marked destructive that are not deletes (an update that destroys), the money it moves."""
-    ratios = analysis.ratios
-    parts = [
-        f"{ratios.calls:,} calls",
-        f"{ratios.creates:,} create",
-        f"{ratios.updates:,} update",
-        f"{ratios.deletes:,} delete",
-    ]
-    if ratios.other:
-        parts.append(f"{ratios.other:,} effect unknown")
-    if ratios.reads:
-        parts.append(f"{ratios.reads:,} read")
-    marked = ratios.destructive - ratios.deletes
-    if marked:
-        parts.append(f"{marked:,} more destructive")
-    words = ", ".join(parts)
+    words = counts_words(read_plan(analysis.proposal, analysis))
     if analysis.totals:
         words += f", moving {totals_words(analysis.totals, limit=MONEY_LINES)}"
     return words

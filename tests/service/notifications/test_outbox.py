@@ -582,6 +582,7 @@ def test_event_documents_carry_agent_text_with_its_hidden_characters_shown() -> 
         "plan_sha256": "0" * 64,
         "submitted_at": START,
         "pending_expires_at": START + 1,
+        "summary": None,
     }
     document = events.waiting(row, body(proposal("p", calls=1)), START)
     assert "\u202e" not in document["title"] and len(document["title"]) <= events.MAX_TEXT_CHARS

@@ -26,6 +26,7 @@ from reviewer.queue.messages import (
     TrailEvent,
     Whoami,
 )
+from reviewer.reading.summary import read_plan
 from tests.queue_harness import body, proposal
 
 AT = datetime(2026, 10, 15, 9, 0, tzinfo=UTC)
@@ -63,6 +64,8 @@ class FakeQueue:
     replan_after_decision: dict[str, bytes] = field(default_factory=dict)
     """The agent's next revision, submitted as soon as the decision on the current one is answered
     (a request for changes, and the re-plan that answers it before the app's next poll)."""
+    reads_plans: bool = False
+    """Each list row carries the reading of its plan, as the queue stores one at submission."""
 
     def add(
         self,
@@ -123,6 +126,7 @@ class FakeQueue:
                     submitted_at=AT,
                     state=entry.state,
                     decided_by=entry.decided_by,  # type: ignore[arg-type]
+                    reading=read_plan(parse_proposal(entry.plans[-1])) if self.reads_plans else None,
                 )
             )
         page = ProposalPage(proposals=summaries)
