@@ -37,6 +37,7 @@ def test_thirty_pending_are_listed_from_the_list_alone_and_one_is_fetched_when_o
             assert not item.revisions
             cells = [cell.plain for cell in queue_row(item)]
             assert cells[1:] == [
+                "",  # the danger: none, as the queue read the plan
                 "Merge tickets",
                 "staging",
                 "127.0.0.1:8080",
