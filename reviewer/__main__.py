@@ -35,7 +35,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     (
         "list",
         "reviewer.queue.commands",
-        "what waits for a decision, newest first, with environment and alarms",
+        "what waits for your decision, newest first, with environment and alarms",
     ),
     (
         "show",

@@ -73,11 +73,13 @@ def fit_for_queue(body: bytes, read: frozenset[str] | None) -> bytes:
 
 
 def _unread(value: dict[str, Any], path: str, read: frozenset[str]) -> Iterator[str]:
+    """The fields under `path` the queue does not read. Only a struct's fields are fields: a map the
+    format holds (the sandbox proof's `query`, its parameter names as keys) is read whole."""
     for key, item in value.items():
         field = f"{path}.{key}"
         if field not in read:
             yield field
-        elif isinstance(item, dict):
+        elif isinstance(item, dict) and any(known.startswith(f"{field}.") for known in read):
             yield from _unread(item, field, read)
 
 
