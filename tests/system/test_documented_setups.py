@@ -171,7 +171,7 @@ def test_policies_page_s_file_decides_as_the_page_says_and_explains_its_samples(
     the page shows."""
     (shell.folder / "policy.toml").write_text(POLICY_FILE)
     key = make_key(shell.folder, "queue_ed25519")
-    (served,) = documented_block("policies.md", "reviewer serve --policy policy.toml")
+    (served,) = documented_block("policies.md", "reviewer serve --policy policy.toml --policy-key")
     url = serve(shell, as_run(served, {"/etc/reviewer/queue_ed25519": str(key.private)}), free_port())
     agent = mint_tokens(shell.folder / "data" / "reviewer" / "queue.sqlite3", {"my-agent": "agent"})[
         "my-agent"
@@ -228,11 +228,17 @@ def test_reviewing_from_the_command_line_after_login_approves_with_the_line_show
     (login,) = documented_block("reviewing.md", "reviewer login --queue")
     shell.run(f"REVIEWER_TOKEN={tokens['alice']} " + as_run(login, {"https://queue.example:8470": url}))
     ids = {"ID": "review-0001", "k3j5": "review-0"}  # the page's id, and the start of one
-    listed, shown, as_json, by_prefix, exactly = (
-        shell.run(as_run(command, {word: ids[word] for word in ids if word in command.text})).stdout
+    said = {
+        command.text.split("#")[0].strip(): shell.run(
+            as_run(command, {word: ids[word] for word in ids if word in command.text})
+        ).stdout
         for command in documented_block("reviewing.md", "reviewer list")
-    )
-    assert "review-0001" in listed and document_digest(as_json) in by_prefix
+    }
+    listed, every, narrowed, for_a_script, shown, as_json, by_prefix, exactly = said.values()
+    assert "review-0001" in listed and "review-0001" in every
+    assert "review-0001" not in narrowed  # a staging plan with no delete, of a minute ago
+    assert json.loads(for_a_script) == []  # no agent of that name
+    assert document_digest(as_json) in by_prefix
     assert document_digest(as_json) in exactly
     document = json.loads(as_json)
     assert document["plan_sha256"] in shown
