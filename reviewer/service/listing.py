@@ -16,7 +16,7 @@ from reviewer.policy.verdict import resolve_environment
 from reviewer.reading.analysis import ALARM_NAMES
 from reviewer.reading.summary import PlanReading
 from reviewer.service import rules
-from reviewer.service.errors import BadRequest
+from reviewer.service.errors import Invalid
 from reviewer.service.rules import Row
 
 MAX_FILTER_CHARS: Final = 300
@@ -59,18 +59,19 @@ def list_filter(
     older_than: str | None,
     yours: bool,
 ) -> ListFilter:
-    """The filter a list request's query words ask for; `BadRequest`, in words, for a value it cannot be."""
+    """The filter a list request's query words ask for; `Invalid` (a 422, as a bad `wait` is), in
+    words, for a value it cannot be."""
     for name, value in (("environment", environment), ("agent", agent)):
         if value is not None and not 0 < len(value) <= MAX_FILTER_CHARS:
-            raise BadRequest(f"{name} must be 1 to {MAX_FILTER_CHARS} characters")
+            raise Invalid(f"{name} must be 1 to {MAX_FILTER_CHARS} characters")
     if alarm is not None and alarm not in ALARM_NAMES:
-        raise BadRequest(f"alarm {alarm[:40]!r} is none of the alarms: {', '.join(ALARM_NAMES)}")
+        raise Invalid(f"alarm {alarm[:40]!r} is none of the alarms: {', '.join(ALARM_NAMES)}")
     seconds = None
     if older_than is not None:
         try:
             seconds = duration_seconds(older_than[:40])
         except ValueError as error:
-            raise BadRequest(f"older_than: {error}") from None
+            raise Invalid(f"older_than: {error}") from None
     return ListFilter(state, environment, agent, alarm, seconds, yours)
 
 

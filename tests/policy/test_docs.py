@@ -9,6 +9,7 @@ from pathlib import Path
 
 from reviewer.policy.file import parse_policy
 from reviewer.service.notifications.targets import split_events
+from tests.system.documented import documented_block
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "policies.md"
@@ -46,6 +47,6 @@ def test_the_page_s_escalation_reads_as_three_steps_and_its_targets_each_choose_
     ladder = re.search(r"```toml\n(\[\[environments\.production\.escalation\]\].*?)```", text, re.S)
     policy = parse_policy(ladder.group(1))  # type: ignore[union-attr]
     assert [step.after for step in policy.ladder_for("production")] == [600, 1800, 7200]
-    command = re.search(r"```\n(reviewer serve --policy policy.toml \\\n.*?)```", text, re.S)
-    chosen = [split_events(value)[0] for value in re.findall(r"--notify '([^']+)'", command.group(1))]  # type: ignore[union-attr]
+    (command,) = documented_block("policies.md", "reviewer serve --policy policy.toml --notify")
+    chosen = [split_events(value)[0] for value in re.findall(r"--notify '([^']+)'", command.text)]
     assert chosen == [frozenset({f"proposal.escalated:{step}"}) for step in (1, 2, 3)]

@@ -14,7 +14,7 @@ from reviewer.plan.proposal import MAX_SAFE_INTEGER, PROPOSAL_ID_PATTERN
 from reviewer.queue.messages import ProposalPage, ProposalRecord, State, SubmissionAnswer
 from reviewer.service.bodies import read_body, submission
 from reviewer.service.deps import Caller, Store, require_role
-from reviewer.service.listing import list_filter
+from reviewer.service.listing import MAX_FILTER_CHARS, list_filter
 from reviewer.service.responses import errors, json_body, json_response
 
 MAX_PAGE: Final = 200
@@ -57,7 +57,7 @@ async def submit(request: Request, identity: Caller, store: Store) -> Response:
 @router.get(
     "/v1/proposals",
     response_model=ProposalPage,
-    responses={304: {"description": "Nothing changed since the ETag given"}, **errors(400, 403)},
+    responses={304: {"description": "Nothing changed since the ETag given"}, **errors(403, 422)},
 )
 async def list_proposals(
     identity: Caller,
@@ -67,9 +67,17 @@ async def list_proposals(
         str | None, Query(pattern=CURSOR_PATTERN, description="`next_cursor` of a page")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_LIMIT,
-    environment: Annotated[str | None, Query(description="only plans that say this environment")] = None,
+    environment: Annotated[
+        str | None,
+        Query(min_length=1, max_length=MAX_FILTER_CHARS, description="only plans that say this environment"),
+    ] = None,
     agent: Annotated[
-        str | None, Query(description="only plans this agent submitted (its token's or its own name)")
+        str | None,
+        Query(
+            min_length=1,
+            max_length=MAX_FILTER_CHARS,
+            description="only plans this agent submitted (its token's or its own name)",
+        ),
     ] = None,
     alarm: Annotated[str | None, Query(description="only plans raising this alarm, by name")] = None,
     older_than: Annotated[
