@@ -43,6 +43,8 @@ class ReviewView:
     money: str
     alarms: list[str]
     needs: str
+    runs: str
+    """When the plan may run under its change windows (`WindowState.words`): "runs from ..."."""
     approvals: str
     decided: str
     plan_sha256: str
@@ -114,6 +116,7 @@ def review_view(store: QueueStore, proposal_id: str, revision: int, page: int) -
         money=totals_words(reading.totals, limit=20) if reading.totals else "",
         alarms=[_shown(alarm.text, 600) for alarm in reading.alarms],
         needs=_shown(latest.policy.needs if latest.policy and current else "", 300),
+        runs=latest.window.words() if current and latest.window is not None else "",
         approvals=_approvals(summary) if current else "",
         decided=_decided(latest.decided_by, latest.reason) if current and summary.state != "pending" else "",
         plan_sha256=summary.plan_sha256,

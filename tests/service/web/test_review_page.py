@@ -9,6 +9,7 @@ a removed passkey and an agent's hostile title can do is tried, and each decides
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import os
 import re
@@ -37,6 +38,7 @@ pytestmark = pytest.mark.slow
 
 PAYMENTS = {"api": "deskline", "base_url": "https://api.payments.example/v1", "environment": "payments"}
 PRODUCTION = {"api": "deskline", "base_url": "https://api.prod.example/v1", "environment": "production"}
+FROZEN = {"api": "deskline", "base_url": "https://api.frozen.example/v1", "environment": "frozen"}
 POLICY = """
 [default]
 approvals = 1
@@ -48,6 +50,16 @@ signatures = "passkey"
 [environments.payments]
 base_urls = ["https://api.payments.example/*"]
 approvals = 2
+
+[environments.frozen]
+base_urls = ["https://api.frozen.example/*"]
+
+[[environments.frozen.windows]]
+name = "always frozen"
+kind = "deny"
+schedule = "0 0 * * *"
+duration = "24h"
+time_zone = "UTC"
 """
 
 
@@ -453,3 +465,18 @@ def test_without_a_web_origin_no_page_is_served(service: Service) -> None:
         for path in (f"/review/{proposal_id}/1", "/static/review.js", "/v1/passkeys"):
             assert client.get(path).status_code == 404, path
     assert json.loads(httpx.get(f"{service.url}/openapi.json").text)["paths"].get("/v1/passkeys") is None
+
+
+def test_a_plan_its_change_windows_keep_from_running_says_so_on_its_page(
+    web_queue: Service, tokens: dict[str, str]
+) -> None:
+    """The page says when the plan may run, in the words `reviewer show` and the app use."""
+    from reviewer.queue.messages import WindowState
+
+    document = {**proposal(unique_id("frozen")), "target": FROZEN}
+    with client(web_queue, tokens["agent"]) as agent:
+        proposal_id = agent.post("/v1/proposals", content=body(document)).json()["proposal_id"]
+    window = WindowState.model_validate(state_of(web_queue, tokens["alice"], proposal_id)["window"])
+    assert not window.may_run and "always frozen" in window.words()
+    link = review_link(web_queue, tokens["alice"], proposal_id).replace("localhost", "127.0.0.1", 1)
+    assert window.words() in html.unescape(httpx.get(link).text)
