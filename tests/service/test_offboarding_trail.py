@@ -1,7 +1,7 @@
 """Offboarding in the trail, on both stores (SQLite and PostgreSQL): the end of a reviewer's sign-in
-(out of the provider's group, or revoked on the queue) is an entry of its own, and so is each pending
-approval it withdrew, each with who and why, logged one line each; a decided proposal keeps its
-approval, and nothing is recorded twice."""
+(out of the provider's group, revoked on the queue, or a token's lifetime run out) is an entry of
+its own, and so is each pending approval it withdrew, each with who and why, logged one line each;
+a decided proposal keeps its approval, and nothing is recorded twice."""
 
 from __future__ import annotations
 
@@ -118,6 +118,48 @@ def test_a_revoked_reviewer_token_ends_in_the_trail_once_and_the_history_does_no
         history = store.get_record(agent, "p").history
         assert [event.event for event in history] == ["submitted", "approved", "withdrawn"]
         assert store.decision_state(agent, "p").approvals == []
+    finally:
+        store.close()
+
+
+def test_an_expired_reviewer_token_ends_in_the_trail_when_the_queue_keeps_its_time(
+    database: str, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """carol's token lasts 20 s; she approved p (waiting for a second approval). The queue writes its
+    time down every few seconds (`keep_time`): the first time after her expiry records her end, why
+    (token expired) and the approval it withdrew, logged one line each; the next records nothing."""
+    from reviewer.service.auth import hash_token, mint_token
+
+    store = quorum_of_two(database, clock)
+    try:
+        secret = mint_token()
+        store.create_token("carol", "reviewer", hash_token(secret), expires_at=START + 20)
+        carol = store.resolve_token(hash_token(secret))
+        agent = identity(store, "agent", "agent")
+        store.submit(agent, submission("p"))
+        assert carol is not None and store.decide(carol, "p", decision(), "c-p")[1].state == "pending"
+        clock.now = START + 10
+        store.keep_time()
+        assert [leaf["event"] for leaf in leaves(store)] == ["submitted", "approved"]
+        clock.now = START + 25
+        with caplog.at_level(logging.INFO, "reviewer.service.store.endings"):
+            store.keep_time()
+        ended, withdrawn = leaves(store)[-2:]
+        assert (ended["event"], ended["actor"], ended["identity"], ended["reason"]) == (
+            "sign_in_ended",
+            "carol",
+            "token:carol",
+            "token expired",
+        )
+        assert (withdrawn["event"], withdrawn["proposal_id"]) == ("withdrawn", "p")
+        assert "carol's token expired" in str(withdrawn["reason"])
+        assert [record.getMessage() for record in caplog.records] == [
+            "sign-in ended: carol (token:carol): token expired",
+            "approval withdrawn: carol on proposal p revision 1 (sign-in ended: token expired)",
+        ]
+        clock.now = START + 30
+        store.keep_time()
+        assert len(leaves(store)) == 4
     finally:
         store.close()
 

@@ -159,10 +159,16 @@ class QueueStore(ABC):
 
     def keep_time(self) -> None:
         """Write the queue's time down (`clock.TimeKeeper` does, every few seconds and at shutdown),
-        so a restart on a clock set back starts no earlier than a time the queue used."""
+        so a restart on a clock set back starts no earlier than a time the queue used; and record
+        what the time that passed since ended: the reviewer tokens that expired in it
+        (`endings.record_expiries`), as the trail records a revoked one."""
         now = self.clock()
         with self.write() as db:
+            kept = db.one("SELECT at FROM queue_clock")
             db.run("UPDATE queue_clock SET at = :now WHERE at < :now", now=now)
+            ended = endings.record_expiries(db, kept["at"], now) if kept else []
+        for ending in ended:
+            ending.log()
 
     @abstractmethod
     def write(self) -> AbstractContextManager[Transaction]:

@@ -28,6 +28,8 @@ ENDED_ON_THE_QUEUE: Final = "ended on the queue"
 """The operator ran `reviewer token revoke` on a provider's person."""
 REVOKED: Final = "token revoked"
 """The operator revoked a minted reviewer token."""
+EXPIRED: Final = "token expired"
+"""A reviewer token reached the end of its lifetime (`token create --expires-in`)."""
 
 
 def revoked(kind: str) -> str:
@@ -88,6 +90,23 @@ def record_ending(db: Transaction, token_id: int, cause: str, now: float) -> End
     )
     if token is None or token["role"] != "reviewer" or token["revoked_at"] != now:
         return None
+    return _record(db, token, cause, now)
+
+
+def record_expiries(db: Transaction, since: float, now: float) -> list[Ending]:
+    """Record the end of each reviewer token whose lifetime ran out after `since` (the last time the
+    queue wrote its time down) and by `now`, and the pending approvals it withdrew: the queue
+    notices an expiry within a few seconds of it, or, after a stop, at its next start."""
+    expired = db.all(
+        "SELECT id, name, role, kind, issuer, subject, revoked_at FROM tokens WHERE role = 'reviewer' "
+        "AND revoked_at IS NULL AND expires_at > :since AND expires_at <= :now ORDER BY expires_at, id",
+        since=since,
+        now=now,
+    )
+    return [_record(db, token, EXPIRED, now) for token in expired]
+
+
+def _record(db: Transaction, token: Row, cause: str, now: float) -> Ending:
     identity = identity_of(token)
     index.append_trail(db, now, token["name"], "sign_in_ended", None, None, None, cause, identity=identity)
     withdrawn = tuple(
@@ -140,7 +159,7 @@ def _recorded(db: Transaction, proposal_id: str, revision: int, reviewer: str) -
 
 def withdrawal_reason(reviewer: str, cause: str) -> str:
     """The `withdrawn` entry's reason, in the words the queue gives a withdrawal it computes."""
-    ended = "token was revoked" if cause == REVOKED else f"sign-in ended: {cause}"
+    ended = {REVOKED: "token was revoked", EXPIRED: "token expired"}.get(cause, f"sign-in ended: {cause}")
     return f"{reviewer}'s {ended}; the approval it cast no longer counts toward the quorum"
 
 
