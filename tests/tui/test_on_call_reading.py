@@ -17,7 +17,7 @@ from reviewer.reading.analysis import Analysis
 from reviewer.tui.app import ReviewerApp
 from reviewer.tui.model.sources import QueueItem
 from reviewer.tui.palette import THEME
-from reviewer.tui.screens.dialogs import ConfirmScreen, TypedConfirmScreen
+from reviewer.tui.screens.dialogs import BreakGlassScreen, ConfirmScreen, TypedConfirmScreen
 from reviewer.tui.screens.drift import DriftScreen
 from reviewer.tui.screens.queue import LIVE_COLUMNS, QUEUE_COLUMNS, fit_columns, newest_first
 from reviewer.tui.screens.review import ReviewScreen
@@ -217,6 +217,29 @@ async def test_writes_kept_read_kept_and_approving_them_needs_the_word_typed(sam
         assert app.screen is dialog, "y is not the word"
         await pilot.press("escape", "a")
         await pilot.press(*"again", "enter")
+        await wait_until_loaded(pilot)
+        assert isinstance(app.screen, ReviewScreen)
+        assert "not sent (demo)" in plain(app.screen.query_one("#decision", Static))
+
+
+async def test_breaking_glass_on_kept_writes_needs_the_word_typed_first(sample_folder) -> None:
+    """Break glass is an approval: on a plan whose dry run kept writes it asks the word approving asks,
+    then why it cannot wait; escape at the word sends nothing."""
+    app = ReviewerApp(sample_folder(KEPT))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until_loaded(pilot)
+        await pilot.press("enter")
+        await wait_until_loaded(pilot)
+        await pilot.press("g")
+        await wait_until_loaded(pilot)
+        assert isinstance(app.screen, TypedConfirmScreen)
+        await pilot.press("escape")
+        await wait_until_loaded(pilot)
+        assert isinstance(app.screen, ReviewScreen)
+        await pilot.press("g", *"again", "enter")
+        await wait_until_loaded(pilot)
+        assert isinstance(app.screen, BreakGlassScreen)
+        await pilot.press(*"the freeze blocks a fix", "enter")
         await wait_until_loaded(pilot)
         assert isinstance(app.screen, ReviewScreen)
         assert "not sent (demo)" in plain(app.screen.query_one("#decision", Static))

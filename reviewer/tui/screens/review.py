@@ -538,9 +538,19 @@ class ReviewScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
 
         self.app.clear_notifications()  # at 80x24 a notification would cover the dialog's keys
         body = self._decision_body("Approve", blocker)
+        writes_again = kept_writes(self.analysis.proposal) and not blocker
         if decision == "break_glass":
-            self.app.push_screen(BreakGlassScreen(body), confirmed)
-        elif kept_writes(self.analysis.proposal) and not blocker:
+            glass = BreakGlassScreen(body)
+            if writes_again:  # breaking glass asks the word an approval of kept writes asks, then why
+
+                def typed(answer: bool | None) -> None:
+                    if answer:
+                        self.app.push_screen(glass, confirmed)
+
+                self.app.push_screen(TypedConfirmScreen("Approve: writes again", body, KEPT_WORD), typed)
+            else:
+                self.app.push_screen(glass, confirmed)
+        elif writes_again:
             self.app.push_screen(TypedConfirmScreen("Approve: writes again", body, KEPT_WORD), confirmed)
         else:
             self.app.push_screen(ConfirmScreen("Approve", body), confirmed)
