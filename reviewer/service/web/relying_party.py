@@ -19,8 +19,10 @@ from webauthn.helpers.structs import (
 
 from reviewer.signing.passkeys import BadAssertion, RegisteredPasskey
 
-LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
-"""Where a browser allows WebAuthn over plain HTTP: this machine only."""
+LOOPBACK_HOST = "localhost"
+"""Where a browser allows WebAuthn over plain HTTP: this machine, by name (an address is no RP id)."""
+DEFAULT_PORTS = {"https": 443, "http": 80}
+"""Ports a browser leaves out of the origin it reports."""
 
 
 class BadOrigin(ValueError):
@@ -36,7 +38,7 @@ class RelyingParty:
     @classmethod
     def parse(cls, text: str) -> RelyingParty:
         parts = urlsplit(text.strip())
-        loopback = parts.hostname is not None and parts.netloc.split(":")[0] in LOOPBACK_HOSTS
+        loopback = parts.hostname == LOOPBACK_HOST
         if (
             parts.scheme not in ("https", "http")
             or not parts.hostname
@@ -50,7 +52,11 @@ class RelyingParty:
                 f"--web-origin {text!r}: give the page's origin, https://HOST[:PORT] (or "
                 "http://localhost:PORT on one machine), with no path"
             )
-        return cls(f"{parts.scheme}://{parts.netloc.lower()}")
+        try:
+            port = "" if parts.port in (None, DEFAULT_PORTS[parts.scheme]) else f":{parts.port}"
+        except ValueError:
+            raise BadOrigin(f"--web-origin {text!r}: the port is not a number from 0 to 65535") from None
+        return cls(f"{parts.scheme}://{parts.hostname.lower()}{port}")
 
     @property
     def rp_id(self) -> str:
