@@ -787,6 +787,7 @@ def test_a_passkey_enrols_once_decides_as_its_owner_once_each_and_nothing_once_r
         store.passkey_link_owner(link)
     assert [(item.reviewer, item.label) for item in store.list_passkeys(alice)] == [("alice", "phone")]
     assert store.registered_passkeys() == [phone.registered()]
+    assert store.registered_passkeys(provider_signs_in=True) == []  # as deciding by it is refused there
 
     def statement(proposal_id: str) -> DecisionStatement:
         moment = datetime.fromtimestamp(clock.now, UTC)

@@ -61,11 +61,12 @@ async def remove_passkey(identity: Caller, store: Store, credential_id: Credenti
 
 
 @router.get("/v1/passkeys/export", responses=errors(403))
-async def export_passkeys(identity: Caller, store: Store) -> Response:
+async def export_passkeys(request: Request, identity: Caller, store: Store) -> Response:
     """Every passkey that may decide now, as the file executors verify assertions with
     (`--allowed-passkeys`): reviewer, credential id, COSE public key, RP id and origin."""
     require_role(identity, ("reviewer", "auditor"), "export the passkeys")
-    registered = await run_in_threadpool(store.registered_passkeys)
+    provider_signs_in = request.app.state.identity_tokens is not None
+    registered = await run_in_threadpool(store.registered_passkeys, provider_signs_in)
     return Response(AllowedPasskeys(tuple(registered)).to_text(), media_type="application/json")
 
 

@@ -394,9 +394,9 @@ class QueueStore(ABC):
             tokens.require_active(db, identity, self.clock)
             return passkeys.remove_passkey(db, identity, credential_id, self.clock())
 
-    def registered_passkeys(self) -> list[RegisteredPasskey]:
+    def registered_passkeys(self, provider_signs_in: bool = False) -> list[RegisteredPasskey]:
         with self.read() as db:
-            return passkeys.registered(db, self.clock())
+            return passkeys.registered(db, self.clock(), provider_signs_in)
 
     def review_link_secret(self) -> bytes:
         """The key that signs the review pages' links: made once, kept in the database (every replica

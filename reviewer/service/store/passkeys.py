@@ -153,13 +153,17 @@ def remove_passkey(db: Transaction, identity: Identity, credential_id: str, now:
     return True
 
 
-def registered(db: Transaction, now: float) -> list[RegisteredPasskey]:
-    """Every passkey that may decide now, with its owner's current name (`reviewer passkey export`)."""
+def registered(db: Transaction, now: float, provider_signs_in: bool = False) -> list[RegisteredPasskey]:
+    """Every passkey that may decide now, with its owner's current name (`reviewer passkey export`):
+    where reviewers sign in through the provider, none a plain minted token enrolled, as the queue
+    takes no decision from one (`decisions.decide_by_passkey`)."""
     rows = db.all(
         "SELECT tokens.name, passkeys.credential_id, passkeys.public_key, passkeys.rp_id, passkeys.origin "
         f"FROM passkeys JOIN tokens ON tokens.id = passkeys.token_id WHERE passkeys.removed_at IS NULL "
-        f"AND {_ACTIVE_OWNER} ORDER BY tokens.name, passkeys.added_at",
+        f"AND {_ACTIVE_OWNER} AND NOT (:provider AND tokens.kind = 'minted') "
+        "ORDER BY tokens.name, passkeys.added_at",
         now=now,
+        provider=provider_signs_in,
     )
     return [
         RegisteredPasskey(row["name"], row["credential_id"], row["public_key"], row["rp_id"], row["origin"])
