@@ -107,7 +107,9 @@ class Waits:
                 left = until - loop.time()
                 if left <= 0:
                     break
-                deadline = seconds_to_change(answer)  # one already passed is found by the recheck
+                # Off the loop: the answer's deadline is read against the store's clock, which on
+                # PostgreSQL is the database's and may wait on it. One already passed is rechecked.
+                deadline = await asyncio.to_thread(seconds_to_change, answer)
                 pause = min(left, RECHECK_SECONDS, deadline + DEADLINE_MARGIN if deadline > 0 else math.inf)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(woken.wait(), pause)

@@ -73,8 +73,14 @@ def read_state(store: QueueStore, identity: Identity, proposal_id: str) -> State
 
 def seconds_to_change(store: QueueStore, read: StateRead) -> float:
     """Seconds until time alone changes the state (a pending proposal or an approval expires, a
-    claimed run's lease ends and its outcome becomes unknown); infinite when no deadline is ahead."""
-    deadlines: list[datetime | None] = [read.state.expires_at, read.state.lease_expires_at]
+    claimed run's lease ends and its outcome becomes unknown, a change window opens or closes);
+    infinite when no deadline is ahead."""
+    window = read.state.window
+    deadlines: list[datetime | None] = [
+        read.state.expires_at,
+        read.state.lease_expires_at,
+        *((window.runs_from, window.runs_until) if window is not None else ()),
+    ]
     now = store.clock()
     ahead = [moment.timestamp() - now for moment in deadlines if moment is not None]
     return min((seconds for seconds in ahead if seconds > 0), default=float("inf"))
