@@ -160,6 +160,14 @@ def test_an_ambiguous_start_lists_the_candidates_and_sends_nothing(queue: tuple[
     assert json.loads(exact.stdout)["proposal_id"] == first
 
 
+def test_text_with_no_letter_or_digit_names_no_proposal(queue: tuple[Service, Actors]) -> None:
+    """ "" and "-" are part of every id: they name none, though one proposal waits alone."""
+    for typed in ("", "-", ".-_"):
+        result = run(queue, "reject", typed, "--revision", "1", "--reason", "no")
+        assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+        assert "is part of" not in result.stderr
+
+
 def test_a_planted_id_that_is_the_start_of_the_announced_one_names_neither(
     queue: tuple[Service, Actors],
 ) -> None:

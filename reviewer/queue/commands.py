@@ -69,7 +69,7 @@ def register(subparsers: Any) -> None:
         "queue read them at submission. Under your reviewer token, as the app is.",
     )
     listing.add_argument("--environment", metavar="ENV", help="only plans that say this environment")
-    listing.add_argument("--agent", metavar="NAME", help="only plans this agent submitted")
+    listing.add_argument("--agent", metavar="NAME", help="only plans the agent token NAME submitted")
     listing.add_argument(
         "--alarm", metavar="KIND", help="only plans raising this alarm (deletes, writes_kept ...)"
     )

@@ -92,6 +92,8 @@ async def resolve_proposal_id(client: QueueClient, typed: str) -> str:
 
     Raises `UnknownProposal`, `AmbiguousProposal`, `ValueError` (not an id's characters) or the
     client's `QueueError`."""
+    if not any(character.isalnum() for character in typed):  # "" or "-" is part of every id
+        raise UnknownProposal(typed)
     if typed.startswith(EXACT):
         try:
             await client.get_proposal(typed[len(EXACT) :])

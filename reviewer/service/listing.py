@@ -101,7 +101,8 @@ class Chooser:
             return None
         if wanted.older_than is not None and row["submitted_at"] > self.now - wanted.older_than:
             return None
-        if wanted.agent is not None and wanted.agent not in (row["owner"], row["agent_name"]):
+        # The submitting token, never the name a plan gives its agent: any token may write that one.
+        if wanted.agent is not None and wanted.agent != row["owner"]:
             return None
         reading = self.reading_of(row)
         if wanted.environment is not None and (reading is None or reading.environment != wanted.environment):

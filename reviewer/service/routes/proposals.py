@@ -76,7 +76,7 @@ async def list_proposals(
         Query(
             min_length=1,
             max_length=MAX_FILTER_CHARS,
-            description="only plans this agent submitted (its token's or its own name)",
+            description="only plans the agent token of this name submitted",
         ),
     ] = None,
     alarm: Annotated[str | None, Query(description="only plans raising this alarm, by name")] = None,
