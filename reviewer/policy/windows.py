@@ -32,6 +32,9 @@ DEFAULT_BREAK_GLASS_APPROVALS: Final = 2
 MAX_BREAK_GLASS_APPROVALS: Final = 10
 MAX_WINDOWS: Final = 50
 LOOK_AHEAD: Final = timedelta(days=400)
+EVER: Final = timedelta(days=4 * 366 + 1)
+"""How far a schedule is searched before it is refused as never opening: every calendar day, 29
+February too, comes within it, so a file is read alike whatever the day it is read."""
 """How far `runs_from` and `runs_until` look: past a year and a month, a window is as good as never."""
 _MAX_STEPS: Final = 2000
 _ONE_SECOND: Final = timedelta(seconds=1)
@@ -74,8 +77,9 @@ class Window:
 
     def describe(self) -> str:
         """`allow "working hours": 0 9 * * 1-5 for 8h, Europe/Berlin` as `policy check` lists it."""
+        lasting = durations.duration_words(int(self.duration.total_seconds()))
         return (
-            f"{self.kind} {self.name!r}: {self.schedule} for {_spoken(self.duration)}, {self.time_zone.key}"
+            f"{self.kind} {self.name!r}: {self.schedule} for {lasting}, {self.time_zone.key}"
             f"; break glass with {self.break_glass_approvals}"
         )
 
@@ -112,8 +116,8 @@ class Window:
             return None
         return opened, opened + self.duration
 
-    def next_opening(self, after: datetime) -> datetime | None:
-        """The first time at or after `after` this window opens; None within `LOOK_AHEAD`."""
+    def next_opening(self, after: datetime, within: timedelta = LOOK_AHEAD) -> datetime | None:
+        """The first time at or after `after` this window opens; None within `within`."""
         local = after.astimezone(self.time_zone).replace(tzinfo=None)
         search = croniter(self.schedule, local - self._slack(after) - _ONE_SECOND)
         for _ in range(_MAX_STEPS):
@@ -123,7 +127,7 @@ class Window:
                 return None
             opened = _instant(wall, self.time_zone)
             if opened >= after:
-                return opened if opened - after <= LOOK_AHEAD else None
+                return opened if opened - after <= within else None
         return None
 
 
@@ -183,10 +187,8 @@ def read_window(table: Any, now: datetime) -> Window:
             "break_glass_approvals",
         )
     window = Window(name, kind, schedule, length, zone, needed)
-    if window.next_opening(now) is None:
-        raise WindowError(
-            f"window {name!r}: schedule {schedule!r} never opens (within {LOOK_AHEAD.days} days)", "schedule"
-        )
+    if window.next_opening(now, EVER) is None:
+        raise WindowError(f"window {name!r}: schedule {schedule!r} never opens", "schedule")
     return window
 
 
@@ -349,15 +351,3 @@ def _instant(wall: datetime, zone: ZoneInfo) -> datetime:
         else:
             early = middle
     return datetime.fromtimestamp(late, UTC)
-
-
-def _spoken(duration: timedelta) -> str:
-    seconds = int(duration.total_seconds())
-    hours, rest = divmod(seconds, 3600)
-    minutes, seconds = divmod(rest, 60)
-    text = (
-        (f"{hours}h" if hours else "")
-        + (f"{minutes}m" if minutes else "")
-        + (f"{seconds}s" if seconds else "")
-    )
-    return text or "0s"

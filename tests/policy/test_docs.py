@@ -27,7 +27,7 @@ def test_the_page_s_policy_checks_and_explains_as_shown(tmp_path: Path) -> None:
     )
     assert checked.returncode == 0, checked.stderr
     # The freeze the page's production keeps is listed, with when production's plans may run next.
-    assert "window deny 'year-end freeze': 0 0 24 12 * for 216h, Europe/Berlin" in checked.stdout
+    assert "window deny 'year-end freeze': 0 0 24 12 * for 9d, Europe/Berlin" in checked.stdout
     assert re.search(r"\[environments\.production\] plans may .*; next openings: \d{4}-", checked.stdout)
     samples = sorted(ROOT.glob("sample_proposals/*.server.json")) + sorted(
         ROOT.glob("sample_proposals/*.writes-kept.json")

@@ -202,3 +202,11 @@ def test_runs_from_is_the_first_minute_a_plan_may_run(minutes: int) -> None:
     assert current.runs_from is not None and current.runs_from > now
     assert standing(WINDOWS, current.runs_from).open
     assert not standing(WINDOWS, current.runs_from - timedelta(minutes=1)).open
+
+
+def test_a_leap_day_window_is_read_alike_whatever_the_day_the_file_is_read() -> None:
+    """29 February opens more than 400 days after some days of the year: a file holding it must not
+    load on a restart in March and be refused on one in January."""
+    table = {"name": "leap day", "kind": "deny", "schedule": "0 0 29 2 *", "duration": "1h"}
+    for today in (datetime(2027, 1, 1, tzinfo=UTC), datetime(2027, 3, 1, tzinfo=UTC)):
+        assert read_window({**table, "time_zone": "UTC"}, today).name == "leap day"

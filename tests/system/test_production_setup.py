@@ -652,4 +652,4 @@ def test_the_documented_production_setup_runs_each_kind_of_agent_to_executed(
     assert "notifying http://127.0.0.1" in logs and "only proposal.reminder, run.unknown" in logs
     assert "escalates after 10m, 30m" in logs, "the page's production escalation, loaded"
     # The documented policy's change window is on: the runs above, none in production, were not kept.
-    assert "window deny 'year-end freeze': 0 0 24 12 * for 216h, Europe/Berlin" in logs
+    assert "window deny 'year-end freeze': 0 0 24 12 * for 9d, Europe/Berlin" in logs
