@@ -12,13 +12,13 @@ from fastapi import APIRouter, Path, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from reviewer.queue.passkey_messages import EnrolmentLink, PasskeyEntry, PasskeyListing, ReviewLink
-from reviewer.service.auth import mint_token
+from reviewer.service.auth import hash_token, mint_token
 from reviewer.service.deps import Caller, Store, require_role
 from reviewer.service.errors import NotFound
 from reviewer.service.responses import errors, json_response
 from reviewer.service.review_links import review_link
 from reviewer.service.routes.proposals import ProposalId
-from reviewer.service.web.pages import link_sha256, web_of
+from reviewer.service.web.pages import web_of
 from reviewer.signing.passkeys import AllowedPasskeys
 
 router = APIRouter(tags=["passkeys"])
@@ -31,7 +31,7 @@ async def enrolment_link(request: Request, identity: Caller, store: Store) -> Re
     require_role(identity, "reviewer", "enrol a passkey")
     web_of(request).enrolment_limit.check(f"token:{identity.token_id}")
     link = mint_token()  # token-shaped: the access log and every error message redact it
-    expires_at = await run_in_threadpool(store.create_passkey_link, identity, link_sha256(link))
+    expires_at = await run_in_threadpool(store.create_passkey_link, identity, hash_token(link))
     origin = web_of(request).relying_party.origin
     return json_response(
         EnrolmentLink(

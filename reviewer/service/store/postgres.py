@@ -24,6 +24,7 @@ psycopg is imported only here, so the SQLite default needs nothing from it.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import secrets
@@ -656,6 +657,11 @@ class ChangeListener(threading.Thread):
                             if not note.payload.startswith(self.own_prefix):
                                 self.tell(frozenset({note.payload.partition(" ")[2]}))
             except psycopg.Error:
+                self.stopping.wait(LISTEN_RETRY)
+            except Exception:  # a bug must not end the thread: the replica would hear no other again
+                logging.getLogger(__name__).warning(
+                    "listening for other replicas' changes failed", exc_info=True
+                )
                 self.stopping.wait(LISTEN_RETRY)
 
     def tell(self, changed: frozenset[str] | None) -> None:

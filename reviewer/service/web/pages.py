@@ -9,7 +9,6 @@ cookie (the queue sets none); every page forbids framing, inline script and thir
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from dataclasses import dataclass
 from importlib.resources import files
@@ -23,6 +22,7 @@ from starlette.concurrency import run_in_threadpool
 from webauthn.helpers import base64url_to_bytes, bytes_to_base64url
 
 from reviewer.plan.proposal import MAX_STRING_CHARS, PROPOSAL_ID_PATTERN
+from reviewer.service.auth import hash_token
 from reviewer.service.errors import (
     BadRequest,
     Forbidden,
@@ -37,7 +37,7 @@ from reviewer.service.store import QueueStore
 from reviewer.service.web.limits import RateLimit
 from reviewer.service.web.relying_party import RelyingParty
 from reviewer.service.web.review_view import PAGE_READER, review_view
-from reviewer.signing.passkeys import PasskeyAssertion
+from reviewer.signing.passkeys import PasskeyAssertion, statement_challenge
 from reviewer.signing.sshsig import DecisionKind, DecisionStatement, SigningError
 
 router = APIRouter(include_in_schema=False)
@@ -114,10 +114,6 @@ RevisionPath = Annotated[int, Path(ge=1, le=2**31)]
 LinkPath = Annotated[str, Path(pattern=r"^[A-Za-z0-9_-]{20,64}$")]
 
 
-def link_sha256(link: str) -> str:
-    return hashlib.sha256(link.encode()).hexdigest()
-
-
 # --- static files ------------------------------------------------------------------------------
 
 
@@ -138,7 +134,7 @@ async def static_file(name: str) -> Response:
 async def register_page(request: Request, link: LinkPath) -> Response:
     """The page with the Register passkey button; shows who it enrols, spends nothing."""
     try:
-        reviewer = await run_in_threadpool(store_of(request).passkey_link_owner, link_sha256(link))
+        reviewer = await run_in_threadpool(store_of(request).passkey_link_owner, hash_token(link))
     except NotFound as missing:
         return page("gone.html", 404, message=missing.message)
     return page("register.html", reviewer=reviewer, link=link, rp_id=web_of(request).relying_party.rp_id)
@@ -157,7 +153,7 @@ async def registration_options(request: Request, link: LinkPath) -> Response:
         web.enrolment_limit.check(client_of(request))
         challenge = secrets.token_bytes(32)
         reviewer = await run_in_threadpool(
-            store_of(request).passkey_challenge, link_sha256(link), bytes_to_base64url(challenge)
+            store_of(request).passkey_challenge, hash_token(link), bytes_to_base64url(challenge)
         )
     except ServiceError as refused:
         return page_error(refused)
@@ -172,7 +168,7 @@ async def register(request: Request, link: LinkPath, body: RegistrationBody) -> 
     try:
         require_same_origin(request, web)
         web.enrolment_limit.check(client_of(request))
-        reviewer, challenge = await run_in_threadpool(store.registration_challenge, link_sha256(link))
+        reviewer, challenge = await run_in_threadpool(store.registration_challenge, hash_token(link))
         if challenge is None:
             raise BadRequest("ask for the registration options first (press Register passkey)")
         try:
@@ -182,7 +178,7 @@ async def register(request: Request, link: LinkPath, body: RegistrationBody) -> 
         except SigningError as error:
             raise SignatureRefused(str(error)) from None
         label = " ".join(body.label.split()) or "passkey"
-        await run_in_threadpool(store.register_passkey, link_sha256(link), passkey, sign_count, label)
+        await run_in_threadpool(store.register_passkey, hash_token(link), passkey, sign_count, label)
     except ServiceError as refused:
         return page_error(refused)
     return page_json({"reviewer": reviewer, "credential_id": passkey.credential_id})
@@ -274,7 +270,7 @@ async def statement(
         {
             "statement": text,
             "publicKey": {
-                "challenge": bytes_to_base64url(hashlib.sha256(made.to_bytes()).digest()),
+                "challenge": bytes_to_base64url(statement_challenge(made.to_bytes())),
                 "rpId": web.relying_party.rp_id,
                 "allowCredentials": [{"type": "public-key", "id": item} for item in credentials],
                 "userVerification": "required",
