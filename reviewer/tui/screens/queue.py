@@ -209,10 +209,14 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
             self.show_item(item)
 
     def refresh_ages(self) -> None:
-        """The age column counts on while the screen stays open."""
+        """The age column counts on while the screen stays open: that cell alone, every row's reading
+        (its grades, cells and searched words) kept, and the order untouched."""
+        if not self._columns or "age" not in {column.key for column in self._columns}:
+            return
+        table = self.query_one("#queue", DataTable)
         for item in list(self.items.values()):
-            if item.state == "pending":
-                self.show_item(item)
+            if item.state == "pending" and item.proposal_id in table.rows:
+                table.update_cell(item.proposal_id, "age", self.age_cell(item))
 
     def refresh_chrome(self) -> None:
         count = len(self.items)

@@ -54,3 +54,33 @@ def test_thirty_pending_are_listed_from_the_list_alone_and_one_is_fetched_when_o
             assert fetched == {"/v1/proposals/listed-0001", "/v1/proposals/listed-0001/revisions/1"}
 
     run(scenario)
+
+
+def test_the_age_column_counts_on_and_keeps_every_rows_reading() -> None:
+    """Every 30 s the age cells are written again, and nothing else: the rows' readings (their grades,
+    cells and searched words) stay as they were read, so a large queue is not read again."""
+    from datetime import UTC, datetime, timedelta
+
+    fake = FakeQueue(reads_plans=True)
+    for number in range(5):
+        fake.add(f"aged-{number:04d}", calls=3)
+    moment = [datetime.now(UTC)]
+    source = QueueSource("http://queue.test", Secret("t"), transport=httpx.MockTransport(fake.answer))
+    source.now = lambda: moment[0]
+
+    async def scenario() -> None:
+        app = ReviewerApp(source)
+        async with app.run_test(size=(120, 30)) as pilot:
+            await until(pilot, lambda: len(app.queue_screen.items) == 5, "five rows")
+            screen = app.queue_screen
+            readings = {key: screen.read(item) for key, item in screen.items.items()}
+            table = screen.query_one("#queue")
+            before = table.get_cell("aged-0001", "age").plain  # type: ignore[attr-defined]
+            moment[0] += timedelta(days=30)
+            screen.refresh_ages()
+            await pilot.pause()
+            after = table.get_cell("aged-0001", "age").plain  # type: ignore[attr-defined]
+            assert after.endswith("d") and int(after[:-1]) == int(before[:-1]) + 30
+            assert all(screen.read(item) is readings[key] for key, item in screen.items.items())
+
+    run(scenario)
