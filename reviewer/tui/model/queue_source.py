@@ -272,6 +272,8 @@ class QueueSource:
         self._etag: str | None = None
         self._synced: dict[str, ProposalSummary] = {}
         self._fetched: set[tuple[str, int]] = set()
+        self._fetched_ids: set[str] = set()
+        """The proposals of which a revision was fetched: a poll fetches their changes in full."""
         self._gathering: set[str] = set()
         """Pending proposals whose quorum gathers: another reviewer's approval, or one withdrawn when
         its reviewer's sign-in ended, changes their record but not their summary."""
@@ -322,7 +324,7 @@ class QueueSource:
         when the queue sent no reading of its plan."""
         if summary.reading is None or summary.state != "pending":
             return True
-        return any(proposal_id == summary.proposal_id for proposal_id, _number in self._fetched)
+        return summary.proposal_id in self._fetched_ids
 
     async def _all_summaries(self, listing: Listing) -> list[ProposalSummary]:
         assert listing.page is not None
@@ -365,10 +367,12 @@ class QueueSource:
                     raise ProposalError("the queue", answered)
             except (NotFound, ProposalError) as error:
                 self._fetched.add((proposal_id, number))
+                self._fetched_ids.add(proposal_id)
                 fetched.broken.append(BrokenFile(f"{proposal_id} revision {number}", str(error)))
                 continue
             fetched.revisions.append((proposal, queue_digests.get(number, "")))
             self._fetched.add((proposal_id, number))
+            self._fetched_ids.add(proposal_id)
         return fetched
 
     async def fetch_executions(self, record: ProposalRecord) -> list[ExecutionRecord | BrokenFile]:

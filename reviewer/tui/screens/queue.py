@@ -717,7 +717,7 @@ def listed_row(item: QueueItem, row: ProposalSummary, grades: tuple[Grade, ...])
         Text(f"{row.revision}"),
         Text(compact(row.call_count), justify="right"),
         effects,
-        Text(via, "" if via == "server" else "warn"),
+        Text(safe_text(clip(via, 9)), "" if via == "server" else "warn"),
         Text(item.state),
     )
 
