@@ -156,6 +156,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         quiet_stdout()
         return 0
+    except ValueError as error:  # a CA file (--ca-file, REVIEWER_CA_FILE) every command's client reads
+        from reviewer.plan.sanitize import clip, safe_text
+        from reviewer.queue.trust import UnreadableCaFile
+
+        if not isinstance(error, UnreadableCaFile):
+            raise
+        print(f"reviewer {command}: {safe_text(clip(str(error), 600))}; nothing was sent", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

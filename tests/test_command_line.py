@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -86,3 +87,24 @@ def test_version_names_the_release_and_the_queue_schema_it_writes() -> None:
     assert printed.returncode == 0, printed.stderr
     assert printed.stdout == f"reviewer-gate {release()} (queue schema {SCHEMA_VERSION})\n"
     assert release() == "0.1.0"
+
+
+def test_a_ca_file_that_is_not_one_is_one_line_for_every_command(tmp_path: Path) -> None:
+    """Every command's queue client reads REVIEWER_CA_FILE: one that holds no certificate is a line
+    naming it, for `login`, `list` and `show` alike, never a traceback."""
+    not_a_certificate = tmp_path / "ca.pem"
+    not_a_certificate.write_text("not a certificate\n")
+    environment = {**os.environ, "REVIEWER_CA_FILE": str(not_a_certificate), "REVIEWER_TOKEN": "t"}
+    for command in (["list"], ["show", "p-1"], ["login"]):
+        ran = subprocess.run(
+            [sys.executable, "-m", "reviewer", *command, "--queue", "https://queue.example"],
+            capture_output=True,
+            text=True,
+            env=environment,
+            timeout=60,
+        )
+        assert ran.returncode == 2, (command, ran.stderr)
+        assert (
+            ran.stderr.startswith(f"reviewer {command[0]}: REVIEWER_CA_FILE=")
+            and "Traceback" not in ran.stderr
+        )

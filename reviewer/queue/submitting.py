@@ -72,11 +72,7 @@ async def _submit(options: argparse.Namespace) -> int:
     except ConfigError as error:
         raise SubmitRefused(f"{error}; nothing was submitted", 2) from None
     use_ca_file(options.ca_file)
-    try:
-        client = QueueClient(queue_url, token.reveal())  # reads --ca-file's certificates now
-    except ValueError as error:
-        raise SubmitRefused(f"{safe_text(clip(str(error), 600))}; nothing was submitted", 2) from None
-    async with client:
+    async with QueueClient(queue_url, token.reveal()) as client:
         for index, item in enumerate(checked):
             try:
                 answer = await client.submit(item.body)
