@@ -1,0 +1,94 @@
+"""`tools/walk.py`: the walk of one submission through the queue's code stays as short as measured.
+
+The figures the walk is held to are those docs/design.md, "The walk of a submission" shows: a change
+that reads the plan a second time, or sends the submission back and forth between more modules, fails
+here and says by how much.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tools.walk import Layers
+
+PROJECT = Path(__file__).resolve().parent.parent
+MEASURED_CLIMBS = 125
+"""Climbs back up of the walk at the time it was measured (300 stays in 38 rooms)."""
+
+
+@pytest.fixture(scope="module")
+def walk() -> dict[str, Any]:
+    environment = dict(os.environ, PYTHONPATH=str(PROJECT))
+    done = subprocess.run(
+        [sys.executable, str(PROJECT / "tools" / "walk.py"), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+        env=environment,
+    )
+    drawn: dict[str, Any] = json.loads(done.stdout)
+    return drawn
+
+
+def test_the_plan_is_parsed_and_read_once_per_submission(walk: dict[str, Any]) -> None:
+    calls = walk["calls"]
+    assert calls["reviewer.plan.proposal.scan_proposal"] == 1
+    assert calls["reviewer.reading.analysis.Analysis.__init__"] == 1
+    assert calls["reviewer.reading.summary.read_plan"] == 1
+
+
+def test_the_policy_is_asked_once_and_its_history_read_on_each_side_of_the_write_lock(
+    walk: dict[str, Any],
+) -> None:
+    calls = walk["calls"]
+    assert calls["reviewer.service.store.decisions.evaluate_policy"] == 1
+    assert calls["reviewer.service.store.decisions.changes_requested_before"] == 2
+    assert walk["entries"]["reviewer.service.store.decisions"] <= 4
+
+
+def test_the_walk_climbs_back_up_no_more_than_measured(walk: dict[str, Any]) -> None:
+    stays = walk["stays"]
+    assert stays[0] == "reviewer.service.app"
+    assert walk["entries"]["reviewer.service.routes.proposals"] == 1
+    assert len(walk["climbs"]) <= MEASURED_CLIMBS, f"{len(walk['climbs'])} climbs, measured {MEASURED_CLIMBS}"
+    assert walk["rooms"] == len(set(stays))
+    assert all(before != after for before, after in zip(stays, stays[1:], strict=False))
+
+
+def test_a_climb_is_judged_by_the_contract_that_tells_two_modules_apart(tmp_path: Path) -> None:
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text(
+        """
+[[tool.importlinter.contracts]]
+name = "outer"
+type = "forbidden"
+source_modules = ["top"]
+forbidden_modules = ["bottom"]
+
+[[tool.importlinter.contracts]]
+name = "outer layers"
+type = "layers"
+layers = ["top", "middle | side", "bottom"]
+
+[[tool.importlinter.contracts]]
+name = "inside the middle"
+type = "layers"
+layers = ["middle.upper", "middle.lower"]
+"""
+    )
+    layers = Layers(pyproject)
+    assert layers.climbs("bottom", "middle")
+    assert layers.climbs("bottom.deep.module", "top.app")  # a module no layer names is its package's
+    assert not layers.climbs("top", "bottom")
+    assert not layers.climbs("middle", "side")  # one layer
+    assert layers.climbs("middle.lower", "middle.upper")  # told apart by the inner contract
+    assert not layers.climbs("middle.upper.part", "middle.lower")
+    assert not layers.climbs("elsewhere", "top")  # in no contract: nothing to judge
