@@ -234,7 +234,7 @@ def printed(drawn: dict[str, Any], sample: str, most: int = 6) -> str:
         if end - index >= 4:
             up = len(climbs.intersection(range(index, end)))
             pair = f"{_short(stays[index])} <-> {_short(stays[index + 1])}"
-            lines.append(f"{index + 1:3}   {pair}: {end - index} stays, {up} climbs")
+            lines.append(f"{index + 1:3}   {pair}: {end - index} stays, {up} climb{'' if up == 1 else 's'}")
         else:
             end = index + 1
             lines.append(f"{index + 1:3} {'^' if index in climbs else ' '} {_short(stays[index])}")
