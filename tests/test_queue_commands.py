@@ -329,3 +329,24 @@ def test_a_refusal_with_a_nul_is_refused_as_invalid_and_stores_nothing(queue: tu
     answer = refuse(actors.agent, proposal_id, digest, "n1", message="Trail\x00Refused")
     assert answer.status_code == 422 and answer.json()["error"] == "invalid", answer.text
     assert actors.alice.get(f"/v1/proposals/{proposal_id}/decision").json().get("refusals", []) == []
+
+
+def test_the_shell_commands_load_no_pydantic_and_no_event_loop(queue: tuple[Service, Actors]) -> None:
+    """`list`, `show`, `approve` and `reject` run once and exit: what they load before their first
+    request is what a phone's SSH session waits for, so they read the queue's answers with msgspec
+    views over a synchronous client (the app's models and asyncio cost more than the requests)."""
+    approving, rejecting = unique_id("loads-approve"), unique_id("loads-reject")
+    answer = submit_sample(queue[1], "k8s-shop-scale-down.server.json", approving)
+    submit_sample(queue[1], "deskline-merge.server.json", rejecting)
+    commands = {
+        "list": ["list"],
+        "show": ["show", approving],
+        "approve": ["approve", approving, "--revision", "1", "--digest", answer["plan_sha256"]],
+        "reject": ["reject", rejecting, "--revision", "1", "--reason", "not now"],
+    }
+    for name, args in commands.items():
+        ran = run(queue, *args, PYTHONPROFILEIMPORTTIME="1")
+        assert ran.returncode == 0, ran.stderr[-2000:]
+        loaded = {line.rsplit("|", 1)[-1].strip() for line in ran.stderr.splitlines() if "|" in line}
+        assert "reviewer.queue.shell_client" in loaded, name
+        assert not loaded & {"pydantic", "asyncio", "reviewer.queue.messages"}, name

@@ -280,8 +280,6 @@ def test_show_goes_through_the_pager_on_a_terminal(queue: tuple[Service, Actors]
 def test_review_takes_the_start_of_an_id(queue: tuple[Service, Actors]) -> None:
     """`reviewer review START` opens the whole id's proposal; an ambiguous start lists the
     candidates before any screen starts; a queue that cannot answer leaves the id as typed."""
-    import asyncio
-
     from reviewer.queue.config import Secret, Settings
     from reviewer.tui.commands import _whole_id
 
@@ -289,11 +287,11 @@ def test_review_takes_the_start_of_an_id(queue: tuple[Service, Actors]) -> None:
     word = fresh("opened")[:-2]
     submit(actors.agent, f"{word}-only")
     token = Secret(actors.tokens["alice"])
-    assert asyncio.run(_whole_id(Settings(service.url, token), word[:-1])) == f"{word}-only"
+    assert _whole_id(Settings(service.url, token), word[:-1]) == f"{word}-only"
     submit(actors.agent, f"{word}-again")
     result = run(queue, "review", word)
     assert result.returncode == 1 and f"'{word}' is part of 2 proposal ids" in result.stderr, result.stderr
-    assert asyncio.run(_whole_id(Settings("http://127.0.0.1:9", token), word)) == word
+    assert _whole_id(Settings("http://127.0.0.1:9", token), word) == word
 
 
 def test_show_counts_calls_of_unknown_effect_and_reads_apart_never_as_creates() -> None:

@@ -23,7 +23,7 @@ from reviewer.agent.errors import AgentError
 from reviewer.agent.gate import Gate
 from reviewer.agent.session import PlanSession
 from reviewer.agent.tools import GatedTool, WriteTool, spec_of
-from reviewer.queue.client import QueueError
+from reviewer.queue.refusals import QueueError
 
 SUBMIT_TOOL = "reviewer_submit_plan"
 STATUS_TOOL = "reviewer_plan_status"

@@ -35,15 +35,7 @@ from reviewer.agent.waiting import Patience, Result
 from reviewer.audit.registry import AuditSource
 from reviewer.plan.proposal import MAX_STRING_CHARS, Proposal, plan_sha256
 from reviewer.plan.sanitize import clip, safe_text
-from reviewer.queue.client import (
-    ClaimRefused,
-    DecisionPoll,
-    NotFound,
-    OutsideWindow,
-    QueueClient,
-    QueueError,
-    StaleRevision,
-)
+from reviewer.queue.client import DecisionPoll, QueueClient
 from reviewer.queue.messages import (
     AuditVerification,
     DecisionState,
@@ -51,6 +43,7 @@ from reviewer.queue.messages import (
     RefusalKind,
     SubmissionAnswer,
 )
+from reviewer.queue.refusals import ClaimRefused, NotFound, OutsideWindow, QueueError, StaleRevision
 from reviewer.signing.allowed_signers import AllowedSigners
 from reviewer.signing.signed_approvals import SignedStatement, check_signed_approvals
 from reviewer.trail.memory import TrailRefused, check_trail

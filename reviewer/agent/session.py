@@ -28,8 +28,8 @@ from reviewer.agent.replan import next_revision
 from reviewer.agent.runs import Recording
 from reviewer.agent.tools import WriteTool
 from reviewer.plan.proposal import Proposal
-from reviewer.queue.client import NotFound
 from reviewer.queue.messages import DecisionState, StoredExecution, SubmissionAnswer
+from reviewer.queue.refusals import NotFound
 
 ReplayTools = Callable[[Proposal], Awaitable[Iterable[WriteTool]]]
 """The write tools that replay an approved plan; raises when this process must not run it."""

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
-from reviewer.queue.client import QueueServerError, QueueUnreachable, UntrustedCertificate
+from reviewer.queue.refusals import QueueServerError, QueueUnreachable, UntrustedCertificate
 
 log = logging.getLogger("reviewer.agent")
 

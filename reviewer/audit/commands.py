@@ -161,8 +161,9 @@ async def _run_of(
     import httpx
 
     from reviewer.audit.matching import Window, sent_calls
-    from reviewer.queue import client as queue
+    from reviewer.queue.client import QueueClient
     from reviewer.queue.config import ConfigError, load_settings
+    from reviewer.queue.refusals import QueueError
     from reviewer.reading.minted_checks import minted_value_checks, reported_calls
 
     try:
@@ -170,14 +171,14 @@ async def _run_of(
     except ConfigError as error:
         raise VerifyFailed(str(error), EXIT_USAGE) from None
     try:
-        async with queue.QueueClient(settings.queue_url, settings.credential()) as client:
+        async with QueueClient(settings.queue_url, settings.credential()) as client:
             executions = await client.get_executions(options.proposal_id)
             if not executions:
                 raise VerifyFailed(f"{options.proposal_id} has no real run reported; nothing to verify")
             execution = executions[-1]
             state = await client.decision_state(options.proposal_id)
             proposal = await client.get_revision(options.proposal_id, execution.revision)
-    except queue.QueueError as error:
+    except QueueError as error:
         raise VerifyFailed(str(error)) from None
     except ValueError as error:  # a proposal id outside the format, refused before any request
         raise VerifyFailed(str(error), EXIT_USAGE) from None

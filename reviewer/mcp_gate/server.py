@@ -53,7 +53,8 @@ from reviewer.plan.dry_run_params import names_dry_run
 from reviewer.plan.placeholders import Reference
 from reviewer.plan.proposal import Proposal, Target
 from reviewer.plan.sanitize import safe_text
-from reviewer.queue.client import QueueClient, QueueError
+from reviewer.queue.client import QueueClient
+from reviewer.queue.refusals import QueueError
 from reviewer.sandbox.egress import EGRESS_PORT, EgressProxy, proxy_environment, serving_egress
 from reviewer.sandbox.environment import sandboxed_environment
 from reviewer.sandbox.errors import SandboxRefused

@@ -189,9 +189,9 @@ _ESCAPED_CONTROL: Final = re.compile(rb"\\(?:[bfr]|u000[0-8bBcCdDeEfF]|u001[0-9a
 
 
 @cache
-def _raw_hidden_patterns() -> dict[int, re.Pattern[bytes]]:
-    """One pattern per UTF-8 lead byte: each starts with a literal byte, so `re` scans at memchr speed.
-    Built on first use, not at import: it takes longer than the first frame of the app.
+def _raw_hidden_alternatives() -> dict[int, bytes]:
+    """One pattern's source per UTF-8 lead byte: each starts with a literal byte, so `re` scans at
+    memchr speed, and a lead byte absent from a text costs no pattern at all (`_raw_hidden_pattern`).
 
     Built from `_HIDDEN_RANGES`, the one definition of a hidden character. Lone surrogates cannot be
     encoded as UTF-8 at all (encoding fails, which callers treat as hidden) and C0 controls are
@@ -214,13 +214,21 @@ def _raw_hidden_patterns() -> dict[int, re.Pattern[bytes]]:
         escaped_prefix = b"".join(b"\\x%02x" % byte for byte in prefix)
         byte_class = b"".join(b"\\x%02x" % byte for byte in sorted(last_bytes))
         alternatives.setdefault(prefix[0], []).append(escaped_prefix + b"[" + byte_class + b"]")
-    return {lead: re.compile(b"|".join(items)) for lead, items in alternatives.items()}
+    return {lead: b"|".join(items) for lead, items in alternatives.items()}
+
+
+@cache
+def _raw_hidden_pattern(lead: int) -> re.Pattern[bytes]:
+    """The hidden characters whose UTF-8 starts with `lead`, compiled on the first text holding it
+    (all of them take longer to compile than a shell command's requests: an ASCII plan needs none)."""
+    return re.compile(_raw_hidden_alternatives()[lead])
 
 
 def prepare_hidden_patterns() -> None:
     """Build the patterns `json_has_hidden` scans with (about 20 ms) ahead of their first use, off
     the path that needs them: the first rows of a plan opened would otherwise wait for them."""
-    _raw_hidden_patterns()
+    for lead in _raw_hidden_alternatives():
+        _raw_hidden_pattern(lead)
 
 
 def json_has_hidden(encoded: bytes) -> bool:
@@ -230,8 +238,8 @@ def json_has_hidden(encoded: bytes) -> bool:
     a 25 MB plan is scanned in tens of milliseconds. An escape counts only when the backslash that
     starts it is not itself escaped, i.e. an even number of backslashes precedes it.
     """
-    for lead, pattern in _raw_hidden_patterns().items():
-        if lead in encoded and pattern.search(encoded):
+    for lead in _raw_hidden_alternatives():
+        if lead in encoded and _raw_hidden_pattern(lead).search(encoded):
             return True
     for match in _ESCAPED_CONTROL.finditer(encoded):
         start = backslash = match.start()

@@ -1,6 +1,8 @@
-"""`QueueClient`: the async HTTP client of the queue API, and the errors it raises.
+"""`QueueClient`: the async HTTP client of the queue API; the errors it raises are
+`reviewer.queue.refusals`'.
 
-Used by the terminal app and the agent library alike; it imports no Textual. The token travels
+Used by the terminal app and the agent library alike; it imports no Textual (a shell command, which
+asks once and exits, uses `reviewer.queue.shell_client`). The token travels
 only in the `Authorization` header: it is in no URL, log line, exception message or repr.
 """
 
@@ -8,24 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import re
-import ssl
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 import httpx
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from reviewer.plan.format_fields import fit_for_queue, refused_field, without_fields
-from reviewer.plan.proposal import PROPOSAL_ID_PATTERN, Proposal, dumps, parse_proposal
+from reviewer.plan.proposal import Proposal, dumps, parse_proposal
 from reviewer.queue.messages import (
     Claim,
     ClaimRequest,
     Decision,
     DecisionRequest,
     DecisionState,
-    ErrorBody,
     ExecutionHistory,
     ExecutionReport,
     ProposalPage,
@@ -40,174 +40,24 @@ from reviewer.queue.messages import (
     Whoami,
 )
 from reviewer.queue.passkey_messages import EnrolmentLink, PasskeyListing, ReviewLink
-from reviewer.queue.trust import trusted_certificates
+from reviewer.queue.refusals import (
+    InvalidRequest,
+    is_untrusted,
+    refusal,
+    unreachable,
+)
+from reviewer.queue.shell_client import (
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT,
+    connection_options,
+    retry_delays,
+    segment,
+)
 
 Answer = TypeVar("Answer", bound=BaseModel)
 
-DEFAULT_TIMEOUT: Final = 10.0
-DEFAULT_RETRIES: Final = 3
-KEEPALIVE_EXPIRY: Final = 2.0
-"""Seconds an idle connection is kept for the next request: under the service's keep-alive (5 s), so
-a poll is not sent down a connection the service is closing at that moment (the retry would cover
-it, but only after a reset and a delay)."""
 _PARSE_IN_THREAD_BYTES: Final = 1024 * 1024
-_PROPOSAL_ID: Final = re.compile(PROPOSAL_ID_PATTERN)
-_DOT_SEGMENTS: Final = frozenset({".", ".."})
 _NOT_ASKED: Final = object()
-
-
-class QueueError(Exception):
-    """Anything that kept a queue request from succeeding; the message says what to do."""
-
-
-class QueueUnreachable(QueueError):
-    """No HTTP answer at all (refused, timed out, cut off): the queue may be down or the URL wrong."""
-
-
-class UntrustedCertificate(QueueUnreachable):
-    """The queue answered over TLS with a certificate this machine does not trust: a private CA's,
-    or a self-signed one. Retrying cannot help; trusting the CA does."""
-
-
-def _is_untrusted(error: BaseException) -> bool:
-    while error is not None:
-        if isinstance(error, ssl.SSLCertVerificationError):
-            return True
-        error = error.__cause__ or error.__context__  # type: ignore[assignment]
-    return False
-
-
-def unreachable(base_url: str, error: httpx.TransportError) -> QueueUnreachable:
-    """Why the queue did not answer, in words that say what to do."""
-    if _is_untrusted(error):
-        return UntrustedCertificate(
-            f"the queue at {base_url} answered with a TLS certificate this machine does not trust "
-            "(a private CA's, or self-signed): pass --ca-file FILE, or set SSL_CERT_FILE (or "
-            "REQUESTS_CA_BUNDLE) to the CA that signed it"
-        )
-    return QueueUnreachable(
-        f"the queue at {base_url} did not answer ({type(error).__name__}); "
-        "check that `reviewer serve` runs there and the URL is right"
-    )
-
-
-class QueueRefused(QueueError):
-    """The queue answered with an error; `status`, `code` and `body` (its ErrorBody) say which."""
-
-    hint = ""
-
-    def __init__(self, status: int, body: ErrorBody) -> None:
-        self.status = status
-        self.code = body.error
-        self.body = body
-        hint = f"; {self.hint}" if self.hint else ""
-        super().__init__(f"{body.message} (HTTP {status}){hint}")
-
-
-class InvalidRequest(QueueRefused):
-    """400, 413 or 422: the request itself is wrong (a bug in the caller or a plan over the limits)."""
-
-
-class IdempotencyKeyReused(InvalidRequest):
-    """422: an Idempotency-Key was sent again with another decision."""
-
-
-class Unauthorized(QueueRefused):
-    hint = "check REVIEWER_TOKEN or the token file; the operator mints tokens with `reviewer token create`"
-
-
-class Forbidden(QueueRefused):
-    """403: the token's role may not do this (an agent deciding, a reviewer submitting)."""
-
-
-class NotFound(QueueRefused):
-    """404: no such proposal or revision, or a proposal another agent submitted."""
-
-
-class Conflict(QueueRefused):
-    """409: the request contradicts what the queue holds (revision number, owner, state)."""
-
-
-class AlreadyDecided(Conflict):
-    """409 on a decision: the proposal is no longer pending. `state` and `decided_by` say why."""
-
-    def __init__(self, status: int, body: ErrorBody) -> None:
-        super().__init__(status, body)
-        self.state = body.state
-        self.decided_by = body.decided_by
-
-
-class ExecutionRefused(Conflict):
-    """409 on an execution: no current, unused approval (pending, rejected, expired, executed)."""
-
-    def __init__(self, status: int, body: ErrorBody) -> None:
-        super().__init__(status, body)
-        self.state = body.state
-
-
-class ClaimRefused(Conflict):
-    """409 on a claim: the approval is not there to take (pending, rejected, expired, executed, or
-    held by another run: `claimed_by` names it)."""
-
-    def __init__(self, status: int, body: ErrorBody) -> None:
-        super().__init__(status, body)
-        self.state = body.state
-        self.claimed_by = body.claimed_by
-
-
-class OutsideWindow(ClaimRefused):
-    """409 on a claim: the plan may not run now under its environment's change windows (`window`),
-    and may from `runs_from`; the approval was not used."""
-
-    def __init__(self, status: int, body: ErrorBody) -> None:
-        super().__init__(status, body)
-        self.window = body.window
-        self.runs_from = body.runs_from
-
-
-class StaleRevision(QueueRefused):
-    """412: the revision or digest named is not the latest; nothing changed. Review the latest."""
-
-    def __init__(self, status: int, body: ErrorBody) -> None:
-        super().__init__(status, body)
-        self.latest_revision = body.latest_revision
-        self.latest_plan_sha256 = body.latest_plan_sha256
-
-
-class QueueServerError(QueueRefused):
-    hint = "the queue failed; try again, and tell its operator if it persists"
-
-
-_BY_CODE: Final[dict[str, type[QueueRefused]]] = {
-    "not_pending": AlreadyDecided,
-    "execution_refused": ExecutionRefused,
-    "claim_refused": ClaimRefused,
-    "outside_window": OutsideWindow,
-    "idempotency_key_reused": IdempotencyKeyReused,
-}
-_BY_STATUS: Final[dict[int, type[QueueRefused]]] = {
-    400: InvalidRequest,
-    401: Unauthorized,
-    403: Forbidden,
-    404: NotFound,
-    409: Conflict,
-    412: StaleRevision,
-    413: InvalidRequest,
-    422: InvalidRequest,
-}
-
-
-def refusal(response: httpx.Response) -> QueueRefused:
-    """The typed error for an error response, even one without a JSON body (a proxy's 502)."""
-    try:
-        body = ErrorBody.model_validate_json(response.content)
-    except ValidationError:
-        reason = response.reason_phrase or "error"
-        body = ErrorBody(error="http_error", message=f"the queue answered {response.status_code} {reason}")
-    kind = _BY_CODE.get(body.error) or _BY_STATUS.get(response.status_code)
-    if kind is None:
-        kind = QueueServerError if response.status_code >= 500 else QueueRefused
-    return kind(response.status_code, body)
 
 
 @dataclass(frozen=True)
@@ -248,25 +98,13 @@ class QueueClient:
         retries: int = DEFAULT_RETRIES,
         retry_delay: float = 0.2,
     ) -> None:
-        headers = {"Accept": "application/json"}
-        if isinstance(token, str):
-            if not token or any(character.isspace() for character in token) or not token.isprintable():
-                raise ValueError("the token is empty or contains whitespace or control characters")
-            headers["Authorization"] = f"Bearer {token}"
         self.base_url = base_url.rstrip("/")
         self._version: QueueVersion | None | object = _NOT_ASKED
         self.timeout = timeout
         self.retries = retries
         self.retry_delay = retry_delay
         self._http = httpx.AsyncClient(
-            base_url=self.base_url,
-            auth=None if isinstance(token, str) else token,
-            headers=headers,
-            transport=transport,
-            timeout=timeout,
-            follow_redirects=False,
-            limits=httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY),
-            verify=trusted_certificates(),
+            base_url=self.base_url, transport=transport, **connection_options(token, timeout)
         )
 
     def __repr__(self) -> str:
@@ -289,13 +127,12 @@ class QueueClient:
         expect: tuple[int, ...] = (200,),
         **kwargs: Any,
     ) -> httpx.Response:
-        attempts = 1 + self.retries
-        for attempt in range(attempts):
+        for delay in [*retry_delays(self.retries, self.retry_delay), None]:
             try:
                 response = await self._http.request(method, path, **kwargs)
             except httpx.TransportError as error:
-                if attempt + 1 < attempts and not _is_untrusted(error):
-                    await asyncio.sleep(self.retry_delay * 2**attempt)
+                if delay is not None and not is_untrusted(error):
+                    await asyncio.sleep(delay)
                     continue
                 raise unreachable(self.base_url, error) from error
             if response.status_code in expect:
@@ -384,12 +221,12 @@ class QueueClient:
         return Listing(page=ProposalPage.model_validate_json(response.content), etag=new_etag)
 
     async def get_proposal(self, proposal_id: str) -> ProposalRecord:
-        return await self._get(f"/v1/proposals/{_segment(proposal_id)}", ProposalRecord)
+        return await self._get(f"/v1/proposals/{segment(proposal_id)}", ProposalRecord)
 
     async def get_revision(self, proposal_id: str, revision: int) -> Proposal:
         """One revision, whole, decoded with the proposal format's own checks (off the loop if large)."""
         response = await self._request(
-            "GET", f"/v1/proposals/{_segment(proposal_id)}/revisions/{int(revision)}"
+            "GET", f"/v1/proposals/{segment(proposal_id)}/revisions/{int(revision)}"
         )
         source = f"{proposal_id} revision {revision} from the queue"
         if len(response.content) > _PARSE_IN_THREAD_BYTES:
@@ -425,7 +262,7 @@ class QueueClient:
         key = idempotency_key or str(uuid.uuid4())
         response = await self._request(
             "POST",
-            f"/v1/proposals/{_segment(proposal_id)}/decisions",
+            f"/v1/proposals/{segment(proposal_id)}/decisions",
             expect=(201,),
             content=request.model_dump_json(exclude_none=True),
             headers={"Content-Type": "application/json", "Idempotency-Key": key},
@@ -433,11 +270,11 @@ class QueueClient:
         return DecisionState.model_validate_json(response.content)
 
     async def decision_state(self, proposal_id: str) -> DecisionState:
-        return await self._get(f"/v1/proposals/{_segment(proposal_id)}/decision", DecisionState)
+        return await self._get(f"/v1/proposals/{segment(proposal_id)}/decision", DecisionState)
 
     async def review_link(self, proposal_id: str) -> ReviewLink:
         """The review page of the latest revision (a queue serving pages, `serve --web-origin`)."""
-        return await self._get(f"/v1/proposals/{_segment(proposal_id)}/link", ReviewLink)
+        return await self._get(f"/v1/proposals/{segment(proposal_id)}/link", ReviewLink)
 
     async def enrolment_link(self) -> EnrolmentLink:
         """A one-time link whose page registers a passkey for the caller."""
@@ -468,7 +305,7 @@ class QueueClient:
         headers = {"If-None-Match": known.etag} if known is not None and known.etag else {}
         response = await self._request(
             "GET",
-            f"/v1/proposals/{_segment(proposal_id)}/decision",
+            f"/v1/proposals/{segment(proposal_id)}/decision",
             expect=(200, 304),
             params={"wait": f"{wait:.3f}"},
             headers=headers,
@@ -487,7 +324,7 @@ class QueueClient:
         key = idempotency_key or str(uuid.uuid4())
         response = await self._request(
             "POST",
-            f"/v1/proposals/{_segment(proposal_id)}/claims",
+            f"/v1/proposals/{segment(proposal_id)}/claims",
             expect=(201,),
             content=request.model_dump_json(),
             headers={"Content-Type": "application/json", "Idempotency-Key": key},
@@ -502,7 +339,7 @@ class QueueClient:
         key = idempotency_key or str(uuid.uuid4())
         response = await self._request(
             "POST",
-            f"/v1/proposals/{_segment(proposal_id)}/executions",
+            f"/v1/proposals/{segment(proposal_id)}/executions",
             expect=(201,),
             content=report.model_dump_json(exclude_none=True),
             headers={"Content-Type": "application/json", "Idempotency-Key": key},
@@ -524,7 +361,7 @@ class QueueClient:
         key = idempotency_key or str(uuid.uuid4())
         response = await self._request(
             "POST",
-            f"/v1/proposals/{_segment(proposal_id)}/refusals",
+            f"/v1/proposals/{segment(proposal_id)}/refusals",
             expect=(201,),
             content=request.model_dump_json(),
             headers={"Content-Type": "application/json", "Idempotency-Key": key},
@@ -564,12 +401,5 @@ class QueueClient:
 
     async def get_executions(self, proposal_id: str) -> list[StoredExecution]:
         """The execution reports the queue stored for a proposal, oldest first (empty if it never ran)."""
-        history = await self._get(f"/v1/proposals/{_segment(proposal_id)}/executions", ExecutionHistory)
+        history = await self._get(f"/v1/proposals/{segment(proposal_id)}/executions", ExecutionHistory)
         return history.executions
-
-
-def _segment(proposal_id: str) -> str:
-    """A proposal id as one URL path segment; ids outside the format's pattern are refused here."""
-    if not _PROPOSAL_ID.match(proposal_id) or proposal_id in _DOT_SEGMENTS:
-        raise ValueError(f"{proposal_id[:60]!r} is not a proposal id ([A-Za-z0-9._-], 1 to 128 characters)")
-    return proposal_id

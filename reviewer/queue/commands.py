@@ -11,15 +11,16 @@ without one, so it takes the digest the queue holds for that revision.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import re
 import sys
-from collections.abc import Coroutine
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:  # every command registers through this module: `reviewer demo` must not load pydantic
-    from reviewer.queue.messages import Decision, DecisionState
+    from reviewer.queue.answers import StateFields
+    from reviewer.queue.messages import Decision
+    from reviewer.queue.shell_client import ShellQueue
 
 _DIGEST: Final = re.compile(r"^[0-9a-f]{64}$")
 ID_HELP: Final = "the proposal's id, or any start of it that no other id shares"
@@ -159,28 +160,29 @@ def _run_submit(options: argparse.Namespace) -> int:
 
 
 def run_decision(options: argparse.Namespace) -> int:
-    return _exit_code(f"reviewer {options.decision.replace('_', '-')}", _decide(options))
+    return _exit_code(f"reviewer {options.decision.replace('_', '-')}", _decide, options)
 
 
 def run_reading(options: argparse.Namespace) -> int:
     """`reviewer list` and `reviewer show`: the queue read under the reviewer's token."""
-    return _exit_code(f"reviewer {options.reading}", _read(options))
+    return _exit_code(f"reviewer {options.reading}", _read, options)
 
 
-def _exit_code(command: str, work: Coroutine[Any, Any, int]) -> int:
+def _exit_code(command: str, work: Callable[[argparse.Namespace], int], options: argparse.Namespace) -> int:
     """Run a command's work; what it failed on is one line on stderr, named by `command`."""
     try:
-        return asyncio.run(work)
+        return work(options)
     except DecisionFailed as error:
         print(f"{command}: {error}", file=sys.stderr)
         return error.exit_code
 
 
-async def _read(options: argparse.Namespace) -> int:
+def _read(options: argparse.Namespace) -> int:
     import json
     import shutil
 
-    from reviewer.queue import client as queue
+    import msgspec
+
     from reviewer.queue.config import ConfigError, reviewer_settings
     from reviewer.queue.ids import resolve_proposal_id
     from reviewer.queue.overview import (
@@ -191,6 +193,8 @@ async def _read(options: argparse.Namespace) -> int:
         show_lines,
     )
     from reviewer.queue.pager import page_lines
+    from reviewer.queue.refusals import QueueError
+    from reviewer.queue.shell_client import ShellQueue
 
     try:
         settings = reviewer_settings(options.queue, options.ca_file)
@@ -198,26 +202,26 @@ async def _read(options: argparse.Namespace) -> int:
         raise DecisionFailed(str(error), 2) from None
     width = shutil.get_terminal_size((100, 24)).columns
     try:
-        async with queue.QueueClient(settings.queue_url, settings.credential()) as client:
+        with ShellQueue(settings.queue_url, settings.credential()) as client:
             if options.reading == "list":
                 if options.limit is not None and options.limit < 1:
                     raise DecisionFailed("--limit must be 1 or more", 2)
-                waiting = await pending_summaries(client, list_filters(options), options.limit)
+                waiting = pending_summaries(client, list_filters(options), options.limit)
                 if options.json:
                     rows = [summary.as_json(options.queue) for summary in waiting.summaries]
                     print(json.dumps(rows, indent=2))
                 else:
                     page_lines(list_lines(waiting, width))
                 return 0
-            proposal_id = await resolve_proposal_id(client, options.proposal_id)
+            proposal_id = resolve_proposal_id(client, options.proposal_id)
             if options.link:
-                link = await _review_link(client, proposal_id)
-                print(json.dumps(link.model_dump(mode="json")) if options.json else link.review)
+                link = _review_link(client, proposal_id)
+                print(json.dumps(msgspec.to_builtins(link)) if options.json else link.review)
                 return 0
-            summary, analysis = await one_summary(client, proposal_id, options.revision)
+            summary, analysis = one_summary(client, proposal_id, options.revision)
     except LookupError as error:
         raise DecisionFailed(str(error)) from None
-    except queue.QueueError as error:
+    except QueueError as error:
         raise DecisionFailed(str(error)) from None
     except ValueError as error:  # a proposal id outside the format, refused before any request
         raise DecisionFailed(str(error), 2) from None
@@ -228,12 +232,12 @@ async def _read(options: argparse.Namespace) -> int:
     return 0
 
 
-async def _review_link(client: Any, proposal_id: str) -> Any:
+def _review_link(client: ShellQueue, proposal_id: str) -> Any:
     """The latest revision's review page; a queue that serves none says how to turn them on."""
-    from reviewer.queue.client import QueueRefused
+    from reviewer.queue.refusals import QueueRefused
 
     try:
-        return await client.review_link(proposal_id)
+        return client.review_link(proposal_id)
     except QueueRefused as refused:
         if refused.status == 404 and refused.code == "not_found":
             raise DecisionFailed(
@@ -267,11 +271,12 @@ class DecisionFailed(Exception):
         self.exit_code = exit_code
 
 
-async def _decide(options: argparse.Namespace) -> int:
-    from reviewer.queue import client as queue
+def _decide(options: argparse.Namespace) -> int:
     from reviewer.queue.config import ConfigError, configured_signer, reviewer_settings
     from reviewer.queue.deciding import not_pending_words, send_decision, stale_words
     from reviewer.queue.ids import resolve_proposal_id
+    from reviewer.queue.refusals import AlreadyDecided, QueueError, StaleRevision
+    from reviewer.queue.shell_client import ShellQueue
     from reviewer.signing.basics import SigningError
 
     decision: Decision = options.decision
@@ -295,12 +300,12 @@ async def _decide(options: argparse.Namespace) -> int:
         raise DecisionFailed(f"{error}; nothing was sent", 2) from None
     proposal_id = options.proposal_id
     try:
-        async with queue.QueueClient(settings.queue_url, settings.credential()) as client:
-            proposal_id = await resolve_proposal_id(client, proposal_id)
+        with ShellQueue(settings.queue_url, settings.credential()) as client:
+            proposal_id = resolve_proposal_id(client, proposal_id)
             if digest is None:
-                digest = await _digest_of(client, proposal_id, options.revision)
+                digest = _digest_of(client, proposal_id, options.revision)
             try:
-                state = await send_decision(
+                state = send_decision(
                     client,
                     proposal_id,
                     options.revision,
@@ -310,16 +315,16 @@ async def _decide(options: argparse.Namespace) -> int:
                     signer,
                     break_glass=break_glass is not None,
                 )
-            except queue.AlreadyDecided as error:
-                ran_by = await _who_ran(client, proposal_id) if error.state == "executed" else None
+            except AlreadyDecided as error:
+                ran_by = _who_ran(client, proposal_id) if error.state == "executed" else None
                 raise DecisionFailed(f"not sent: {not_pending_words(error, ran_by)}") from None
     except SigningError as error:
         raise DecisionFailed(f"{error}; nothing was sent") from None
-    except queue.StaleRevision as error:
+    except StaleRevision as error:
         raise DecisionFailed(stale_words(error, proposal_id, options.revision, digest)) from None
     except LookupError as error:  # no id holds it, or several do: nothing was sent
         raise DecisionFailed(f"{error}\nnothing was sent") from None
-    except queue.QueueError as error:
+    except QueueError as error:
         raise DecisionFailed(str(error)) from None
     except ValueError as error:  # a proposal id outside the format, refused before any request
         raise DecisionFailed(str(error), 2) from None
@@ -327,20 +332,20 @@ async def _decide(options: argparse.Namespace) -> int:
     return 0
 
 
-async def _who_ran(client: Any, proposal_id: str) -> str | None:
+def _who_ran(client: ShellQueue, proposal_id: str) -> str | None:
     """The agent whose run executed the proposal, from its trail (None if the trail cannot be read)."""
-    from reviewer.queue.client import QueueError
+    from reviewer.queue.refusals import QueueError
 
     try:
-        record = await client.get_proposal(proposal_id)
+        record = client.record(proposal_id)
     except QueueError:
         return None
     runs = [event.actor for event in record.history if event.event == "executed"]
     return runs[-1] if runs else None
 
 
-async def _digest_of(client: Any, proposal_id: str, revision: int) -> str:
-    record = await client.get_proposal(proposal_id)
+def _digest_of(client: ShellQueue, proposal_id: str, revision: int) -> str:
+    record = client.record(proposal_id)
     for info in record.revisions:
         if info.revision == revision:
             digest: str = info.plan_sha256
@@ -348,16 +353,17 @@ async def _digest_of(client: Any, proposal_id: str, revision: int) -> str:
     raise DecisionFailed(f"{proposal_id} has no revision {revision} (latest: {record.latest.revision})")
 
 
-def describe(state: DecisionState, signed: bool) -> str:
+def describe(state: StateFields, signed: bool) -> str:
     """One line for the terminal: what the queue now says, in the words the app uses."""
     from reviewer.plan.sanitize import safe_text
     from reviewer.policy.quorum import describe_approvals
+    from reviewer.queue.answers import window_words
 
     how = "signed" if signed else "unsigned"
     by = safe_text(state.decided_by or "")
     head = f"{state.proposal_id} revision {state.revision} (sha256 {state.plan_sha256[:12]}…)"
     if state.state == "approved":
-        runs = "" if state.window is None else f"; {state.window.words()}"
+        runs = "" if state.window is None else f"; {window_words(state.window)}"
         return f"{head}: approved by {by} ({how}){runs}"
     if state.state == "rejected":
         reason = safe_text(state.reason or "")

@@ -1,24 +1,43 @@
 """Sending a decision under the reviewer's own credential, signed when a key is configured.
 
 One signing for the command line (`reviewer approve` / `reviewer reject`, through `send_decision`) and
-the terminal app (which sends with its own retry key), so a decision is signed the same way wherever it
-is made, and a signing failure (no agent, the key not
-in it, a key file others can read) stops it before anything reaches the queue.
+the terminal app (which sends with its own retry key, through `sign_decision`), so a decision is signed
+the same way wherever it is made, and a signing failure (no agent, the key not in it, a key file
+others can read) stops it before anything reaches the queue.
 """
 
 from __future__ import annotations
 
-import asyncio
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from reviewer.plan.sanitize import clip, safe_text
-from reviewer.queue.client import AlreadyDecided, QueueClient, StaleRevision
-from reviewer.queue.messages import Decision, DecisionState
+from reviewer.queue.refusals import AlreadyDecided, StaleRevision
 
-if TYPE_CHECKING:  # an unsigned decision loads no cryptography
+if TYPE_CHECKING:  # an unsigned decision loads no cryptography, and the command line no pydantic
+    from reviewer.queue.answers import StateFields
+    from reviewer.queue.messages import Decision
+    from reviewer.queue.shell_client import ShellQueue
     from reviewer.signing.signed_approvals import SignedStatement
     from reviewer.signing.sshsig import Signer
+
+
+def signed_statement(
+    signer: Signer,
+    proposal_id: str,
+    revision: int,
+    plan_sha256: str,
+    decision: Decision,
+    reviewer: str,
+    clock: datetime | None = None,
+) -> SignedStatement:
+    """The decision statement, signed: an agent may wait for its user to confirm (`ssh-add -c`) or
+    a key to be touched."""
+    from reviewer.signing.signed_approvals import SignedStatement
+    from reviewer.signing.sshsig import DecisionStatement, sign_statement
+
+    statement = DecisionStatement.now(proposal_id, revision, plan_sha256, decision, reviewer, clock)
+    return SignedStatement(statement.to_bytes().decode(), sign_statement(statement, signer))
 
 
 async def sign_decision(
@@ -30,17 +49,16 @@ async def sign_decision(
     reviewer: str,
     clock: datetime | None = None,
 ) -> SignedStatement:
-    """Sign in a thread: an agent may wait for its user to confirm (`ssh-add -c`) or a key to be touched."""
-    from reviewer.signing.signed_approvals import SignedStatement
-    from reviewer.signing.sshsig import DecisionStatement, sign_statement
+    """`signed_statement` in a thread, so the app goes on drawing while the key is confirmed."""
+    import asyncio
 
-    statement = DecisionStatement.now(proposal_id, revision, plan_sha256, decision, reviewer, clock)
-    signature = await asyncio.to_thread(sign_statement, statement, signer)
-    return SignedStatement(statement.to_bytes().decode(), signature)
+    return await asyncio.to_thread(
+        signed_statement, signer, proposal_id, revision, plan_sha256, decision, reviewer, clock
+    )
 
 
-async def send_decision(
-    client: QueueClient,
+def send_decision(
+    client: ShellQueue,
     proposal_id: str,
     revision: int,
     plan_sha256: str,
@@ -49,16 +67,14 @@ async def send_decision(
     signer: Signer | None = None,
     clock: datetime | None = None,
     break_glass: bool = False,
-) -> DecisionState:
+) -> StateFields:
     """Decide, signing first when `signer` is given; the statement names the token's own identity.
     `break_glass`: an approval that lets the plan run outside its change windows (`reason` says why)."""
     if signer is None:
-        return await client.decide(
-            proposal_id, revision, plan_sha256, decision, reason, break_glass=break_glass
-        )
-    identity = await client.whoami()
-    signed = await sign_decision(signer, proposal_id, revision, plan_sha256, decision, identity.name, clock)
-    return await client.decide(
+        return client.decide(proposal_id, revision, plan_sha256, decision, reason, break_glass=break_glass)
+    identity = client.whoami()
+    signed = signed_statement(signer, proposal_id, revision, plan_sha256, decision, identity.name, clock)
+    return client.decide(
         proposal_id,
         revision,
         plan_sha256,

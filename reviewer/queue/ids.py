@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import AsyncIterator
-from typing import Final
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Final
 
 from reviewer.plan.sanitize import clip, safe_text
-from reviewer.queue.client import NotFound, QueueClient
-from reviewer.queue.messages import ProposalSummary
+from reviewer.queue.refusals import NotFound
+
+if TYPE_CHECKING:  # `reviewer demo` and the agents make ids: they load no client
+    from reviewer.queue.answers import RowFields
+    from reviewer.queue.shell_client import ShellQueue
 
 ID_ALPHABET: Final = "23456789abcdefghjkmnpqrstvwxyz"
 """Letters and digits no one misreads on a phone: no 0/o, 1/l/i, and no u."""
@@ -66,7 +69,7 @@ class UnknownProposal(LookupError):
 class AmbiguousProposal(LookupError):
     """What was typed is part of several ids: it names none of them."""
 
-    def __init__(self, typed: str, candidates: list[ProposalSummary]) -> None:
+    def __init__(self, typed: str, candidates: list[RowFields]) -> None:
         self.candidates = candidates
         shown = [
             f"  {safe_text(candidate.proposal_id)}  rev {candidate.revision}  {candidate.state}  "
@@ -86,7 +89,7 @@ EXACT: Final = "="
 """Before an id, names that whole id only (`=a55aa`), where it is also part of others."""
 
 
-async def resolve_proposal_id(client: QueueClient, typed: str) -> str:
+def resolve_proposal_id(client: ShellQueue, typed: str) -> str:
     """The whole id `typed` names: the one id that holds it anywhere (itself included), or with `=`,
     itself.
 
@@ -96,14 +99,14 @@ async def resolve_proposal_id(client: QueueClient, typed: str) -> str:
         raise UnknownProposal(typed)
     if typed.startswith(EXACT):
         try:
-            await client.get_proposal(typed[len(EXACT) :])
+            client.record(typed[len(EXACT) :])
         except NotFound:
             raise UnknownProposal(typed) from None
         return typed[len(EXACT) :]
-    candidates = [summary async for summary in _listed(client) if typed in summary.proposal_id]
+    candidates = [row for row in _listed(client) if typed in row.proposal_id]
     if not candidates:
         try:  # listed or not (another's, past its pages), a whole id the queue holds is itself
-            await client.get_proposal(typed)
+            client.record(typed)
         except NotFound:
             raise UnknownProposal(typed) from None
         return typed
@@ -112,14 +115,12 @@ async def resolve_proposal_id(client: QueueClient, typed: str) -> str:
     return candidates[0].proposal_id
 
 
-async def _listed(client: QueueClient) -> AsyncIterator[ProposalSummary]:
+def _listed(client: ShellQueue) -> Iterator[RowFields]:
     """Every proposal the queue lists, newest first, page by page."""
     cursor = None
     while True:
-        listing = await client.list_proposals(cursor=cursor, limit=PAGE)
-        assert listing.page is not None  # no etag was sent, so the answer is a page
-        for summary in listing.page.proposals:
-            yield summary
-        cursor = listing.page.next_cursor
+        page = client.list_page(None, cursor, PAGE)
+        yield from page.proposals
+        cursor = page.next_cursor
         if cursor is None:
             return

@@ -6,14 +6,14 @@ answered as the agent's own JSON bytes, so a 100,000-call plan never passes thro
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import datetime
-from typing import Annotated, Any, Final, Literal, NotRequired
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from typing_extensions import TypedDict
 
 from reviewer.plan.proposal import MAX_CALLS, MAX_SAFE_INTEGER, MAX_STRING_CHARS
+from reviewer.queue.answers import window_words
 from reviewer.reading.summary import PlanReading
 from reviewer.signing.basics import MAX_SIGNATURE_CHARS, MAX_STATEMENT_BYTES
 
@@ -186,24 +186,9 @@ class WindowState(Message):
     break_glass_required: int | None = None
 
     def words(self) -> str:
-        """One line, as `reviewer show`, `reviewer approve` and the review screen say it: "runs from
-        2027-01-04 08:00 UTC (inside the deny window 'year-end freeze'; break glass 1 of 2: bob)"."""
-        from reviewer.plan.sanitize import safe_text
-        from reviewer.policy.windows import kept_text, when
-
-        given = ", ".join(safe_text(name) for name in self.break_glass)
-        if self.may_run and self.kind is not None:
-            return f"may run now: glass broken by {given} ({safe_text(self.window or '')} set aside)"
-        if self.may_run:
-            until = "" if self.runs_until is None else f" until {when(self.runs_until)}"
-            closing = f" ({safe_text(self.window)} closes)" if self.window and self.runs_until else ""
-            return f"may run now{until}{closing}"
-        glass = ""
-        if self.break_glass_required is not None:
-            glass = f"; break glass {len(self.break_glass)} of {self.break_glass_required}"
-            glass += f": {given}" if given else ""
-        kept, _, runs = kept_text(self.kind, safe_text(self.window or ""), self.runs_from).partition("; ")
-        return f"{runs} ({kept}{glass})"
+        """One line, as `reviewer show`, `reviewer approve` and the review screen say it
+        (`reviewer.queue.answers.window_words`)."""
+        return window_words(self)
 
 
 class ExecutorRefusal(Message):
@@ -311,31 +296,6 @@ class TrailEvent(Message):
     """How the actor signed in: `token:NAME`, `break-glass:NAME` (a reviewer's token for when the
     identity provider is down), `oidc:ISSUER#SUBJECT` (the provider's person), `policy:RULE`; None
     for events recorded before the queue kept it."""
-
-
-WITHDRAWAL_CAUSES: Final = (
-    ("sign-in", "sign-in ended"),
-    ("expired", "token expired"),
-    ("revoked", "token revoked"),
-    ("key", "key removed"),
-)
-"""What ended a withdrawn approval, by the words its reason holds, in the few words a line shows."""
-
-
-def withdrawals_of(history: Iterable[TrailEvent], revision: int) -> list[tuple[str, str]]:
-    """Who cast each approval of `revision` that was withdrawn, and what ended it, in trail order."""
-    return [
-        (event.actor, _withdrawal_cause(event))
-        for event in history
-        if event.event == "withdrawn" and event.revision == revision
-    ]
-
-
-def _withdrawal_cause(event: TrailEvent) -> str:
-    """Read past the name the reason starts with (`alice's token expired`): a name is anyone's words."""
-    reason = event.reason or ""
-    reason = reason.removeprefix(f"{event.actor}'s ")
-    return next((cause for said, cause in WITHDRAWAL_CAUSES if said in reason), "withdrawn")
 
 
 class ProposalRecord(Message):

@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING, Final
 from reviewer.plan.proposal import Proposal, plan_sha256
 from reviewer.plan.sanitize import clip, safe_text
 from reviewer.policy.quorum import describe_approvals, describe_withdrawals
-from reviewer.queue.client import QueueClient
-from reviewer.queue.messages import DecisionState, ProposalSummary, withdrawals_of
-from reviewer.reading.plain import call_lines, common_args, common_lines, extremes_lines
+from reviewer.queue.answers import RowFields, StateFields, window_words, withdrawals_of
+from reviewer.queue.shell_client import ShellQueue
 from reviewer.reading.summary import PlanReading, counts_words, read_plan
 from reviewer.reading.totals import totals_words
 
@@ -134,7 +133,7 @@ class QueueFacts:
     withdrawn: list[tuple[str, str]] = field(default_factory=list)
 
 
-def refusals_of(latest: DecisionState) -> list[Refused]:
+def refusals_of(latest: StateFields) -> list[Refused]:
     return [
         Refused(item.kind, item.message, item.refused_by, item.at.isoformat()) for item in latest.refusals
     ]
@@ -164,7 +163,7 @@ def summarize(proposal: Proposal, facts: QueueFacts, analysis: Analysis | None =
     )
 
 
-def listed(row: ProposalSummary) -> PlanSummary:
+def listed(row: RowFields) -> PlanSummary:
     """A row of the queue's list as the list tells it: the reading the queue stored at submission."""
     return PlanSummary(
         proposal_id=row.proposal_id,
@@ -192,21 +191,16 @@ class Waiting:
     more: bool = False
 
 
-async def pending_summaries(
-    client: QueueClient, filters: Mapping[str, str], limit: int | None = None
-) -> Waiting:
+def pending_summaries(client: ShellQueue, filters: Mapping[str, str], limit: int | None = None) -> Waiting:
     """The pending proposals the queue's `filters` keep (`GET /v1/proposals`'s words), newest
     submission first, up to `limit`: one request a page, whatever the number pending."""
     found: list[PlanSummary] = []
     cursor = None
     while limit is None or len(found) < limit:
         page_size = MAX_PAGE if limit is None else min(MAX_PAGE, limit - len(found))
-        listing = await client.list_proposals(
-            state="pending", cursor=cursor, limit=page_size, filters=filters
-        )
-        assert listing.page is not None  # no etag was sent, so the answer is a page
-        found.extend(listed(row) for row in listing.page.proposals)
-        cursor = listing.page.next_cursor
+        page = client.list_page("pending", cursor, page_size, filters)
+        found.extend(listed(row) for row in page.proposals)
+        cursor = page.next_cursor
         if cursor is None:
             return Waiting(sorted(found, key=_yours_then_newest))
     return Waiting(sorted(found[:limit], key=_yours_then_newest), more=True)
@@ -216,17 +210,15 @@ def _yours_then_newest(summary: PlanSummary) -> tuple[bool, float]:
     return (not summary.yours, -datetime.fromisoformat(summary.submitted_at).timestamp())
 
 
-async def one_summary(
-    client: QueueClient, proposal_id: str, revision: int | None
-) -> tuple[PlanSummary, Analysis]:
+def one_summary(client: ShellQueue, proposal_id: str, revision: int | None) -> tuple[PlanSummary, Analysis]:
     """One revision (the latest by default), with the queue's state and quorum, and its analysis."""
-    record = await client.get_proposal(proposal_id)
+    record = client.record(proposal_id)
     infos = {info.revision: info for info in record.revisions}
     number = revision if revision is not None else record.latest.revision
     info = infos.get(number)
     if info is None:
         raise LookupError(f"{proposal_id} has no revision {number} (latest: {record.latest.revision})")
-    proposal = await client.get_revision(proposal_id, number)
+    proposal = client.revision(proposal_id, number)
     latest = record.latest
     current = number == latest.revision
     facts = QueueFacts(
@@ -240,7 +232,7 @@ async def one_summary(
         claimed_by=latest.claimed_by if current else None,
         outcome_unknown=current and bool(latest.outcome_unknown),
         refusals=refusals_of(latest) if current else [],
-        runs=latest.window.words() if current and latest.window is not None else None,
+        runs=window_words(latest.window) if current and latest.window is not None else None,
         withdrawn=withdrawals_of(record.history, number),
     )
     from reviewer.reading.analysis import Analysis
@@ -390,6 +382,7 @@ def run_lines(summary: PlanSummary, width: int) -> list[str]:
 
 def plan_lines(analysis: Analysis, width: int) -> list[str]:
     """The extremes, then every call: the arguments its tool's calls share said once above them."""
+    from reviewer.reading.plain import call_lines, common_args, common_lines, extremes_lines
 
     lines: list[str] = []
     extremes = extremes_lines(analysis.extremes)
@@ -409,6 +402,7 @@ def plan_lines(analysis: Analysis, width: int) -> list[str]:
 
 def plan_json(analysis: Analysis) -> dict[str, object]:
     """What `plan_lines` says, for `reviewer show --json`."""
+    from reviewer.reading.plain import call_lines, common_args, common_lines, extremes_lines
 
     common = common_args(analysis)
     return {

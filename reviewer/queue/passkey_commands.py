@@ -60,8 +60,9 @@ def register(subparsers: Any) -> None:
 
 
 def run_passkey(options: argparse.Namespace) -> int:
-    from reviewer.queue import client as queue
+    from reviewer.queue.client import QueueClient
     from reviewer.queue.config import ConfigError, reviewer_settings
+    from reviewer.queue.refusals import QueueError, QueueRefused
 
     command = f"reviewer passkey {options.action}"
     try:
@@ -69,17 +70,17 @@ def run_passkey(options: argparse.Namespace) -> int:
     except ConfigError as error:
         print(f"{command}: {error}", file=sys.stderr)
         return 2
-    action: Callable[[queue.QueueClient], Awaitable[str]] = ACTIONS[options.action](options)
+    action: Callable[[QueueClient], Awaitable[str]] = ACTIONS[options.action](options)
 
     async def work() -> str:
-        async with queue.QueueClient(settings.queue_url, settings.credential()) as client:
+        async with QueueClient(settings.queue_url, settings.credential()) as client:
             return await action(client)
 
     try:
         print(asyncio.run(work()))
-    except queue.QueueError as error:
+    except QueueError as error:
         if (
-            isinstance(error, queue.QueueRefused)
+            isinstance(error, QueueRefused)
             and error.status == 404
             and error.code == "not_found"
             and options.action != "remove"

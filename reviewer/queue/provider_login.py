@@ -10,9 +10,10 @@ import sys
 
 import httpx
 
-from reviewer.queue.client import Forbidden, QueueClient, QueueError, Unauthorized, unreachable
+from reviewer.queue.client import QueueClient
 from reviewer.queue.config import Secret, config_file, store_sign_in, token_file
 from reviewer.queue.messages import ProviderSignIn, SignInMethods
+from reviewer.queue.refusals import Forbidden, QueueError, Unauthorized, unreachable
 from reviewer.queue.sign_in import ProviderSession, SignInFailed, device_sign_in
 from reviewer.queue.trust import trusted_certificates
 

@@ -24,8 +24,8 @@ import jwt
 
 from reviewer import json_text
 from reviewer.queue.bearer import Renewal, RenewedBearer, oauth_refusal
-from reviewer.queue.client import QueueError
 from reviewer.queue.messages import ProviderSignIn
+from reviewer.queue.refusals import QueueError
 
 DEVICE_CODE_GRANT: Final = "urn:ietf:params:oauth:grant-type:device_code"
 DEFAULT_INTERVAL: Final = 5.0

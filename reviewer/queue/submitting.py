@@ -58,8 +58,9 @@ def run_submit(options: argparse.Namespace) -> int:
 
 
 async def _submit(options: argparse.Namespace) -> int:
-    from reviewer.queue.client import QueueClient, QueueError
+    from reviewer.queue.client import QueueClient
     from reviewer.queue.config import QUEUE_ENV, ConfigError, agent_token, normalize_queue_url
+    from reviewer.queue.refusals import QueueError
     from reviewer.queue.trust import use_ca_file
 
     checked = check_files(options.files, fresh_ids=options.new_id)

@@ -42,8 +42,9 @@ from reviewer.audit.commands import unplanned_text
 from reviewer.audit.registry import AuditSource
 from reviewer.plan.proposal import Agent, Proposal, ProposalError, Target, dumps, scan_proposal
 from reviewer.plan.sanitize import safe_text
-from reviewer.queue.client import QueueClient, QueueError
+from reviewer.queue.client import QueueClient
 from reviewer.queue.ids import new_proposal_id
+from reviewer.queue.refusals import QueueError
 from reviewer.run.aws_protocols import aws_api_of
 from reviewer.run.child import ChildExit, child_environment, run_child
 from reviewer.run.errors import ChildFailed, DryRunSpoiled, RunRefused

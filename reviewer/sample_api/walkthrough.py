@@ -167,7 +167,7 @@ async def _approval_from_queue(
     agent: QueueAgent, plan: Proposal, wait: float, console: Console | None
 ) -> Approval:
     from reviewer.agent import AgentError
-    from reviewer.queue.client import QueueError
+    from reviewer.queue.refusals import QueueError
 
     try:
         answer = await agent.submit(plan)
@@ -190,7 +190,7 @@ async def _execute(agent: QueueAgent, approval: Approval, api: Any) -> Execution
     table, not fatal. The executor's own refusal (a trail that went backwards, a claim already made)
     is one line of words, and nothing ran."""
     from reviewer.agent import AgentError, RunStopped
-    from reviewer.queue.client import QueueError
+    from reviewer.queue.refusals import QueueError
     from reviewer.sample_api import tools
 
     try:

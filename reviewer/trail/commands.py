@@ -105,7 +105,7 @@ def run_prove(options: argparse.Namespace) -> int:
 
 
 async def _prove(options: argparse.Namespace) -> int:
-    from reviewer.queue.client import QueueError
+    from reviewer.queue.refusals import QueueError
 
     if options.index < 0 or (options.size is not None and options.size <= options.index):
         raise TrailCommandFailed("INDEX is an entry's position, 0 or more, and below --size", 2)
@@ -143,7 +143,7 @@ async def _client(options: argparse.Namespace) -> Any:
 
 
 async def _checkpoint(options: argparse.Namespace) -> int:
-    from reviewer.queue.client import QueueError
+    from reviewer.queue.refusals import QueueError
 
     async with await _client(options) as client:
         try:
@@ -164,7 +164,7 @@ async def _checkpoint(options: argparse.Namespace) -> int:
 
 
 async def _export(options: argparse.Namespace) -> int:
-    from reviewer.queue.client import QueueError
+    from reviewer.queue.refusals import QueueError
 
     if options.since < 0:
         raise TrailCommandFailed("--since is an entry number, 0 or more", 2)

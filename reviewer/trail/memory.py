@@ -26,8 +26,9 @@ import platformdirs
 
 from reviewer import json_text
 from reviewer.private_files import locked, write_private
-from reviewer.queue.client import NotFound, QueueClient, QueueError
+from reviewer.queue.client import QueueClient
 from reviewer.queue.config import APP_NAME
+from reviewer.queue.refusals import NotFound, QueueError
 from reviewer.trail import checkpoint as checkpoints
 from reviewer.trail.checkpoint import CheckpointError
 from reviewer.trail.merkle import ProofError, verify_consistency

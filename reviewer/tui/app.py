@@ -514,8 +514,8 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
     async def watch_queue(self) -> None:
         """Poll, wait, poll again: the next poll is scheduled only once the last one has finished (at
         once after a long poll the queue held, `QueueSource.pause`)."""
-        from reviewer.queue.client import Forbidden, Unauthorized
         from reviewer.queue.messages import ProposalSummary
+        from reviewer.queue.refusals import Forbidden, Unauthorized
         from reviewer.tui.model.queue_source import forbidden_words, problem_words, token_refused
 
         queue = self.queue
@@ -551,7 +551,7 @@ class ReviewerApp(ReportsWorkerFailures, App[None]):
     async def fetch_first(self, proposal_id: str) -> None:
         """The proposal `reviewer review ID` names, fetched at once rather than after the whole list:
         its review screen opens when it arrives (see `on_proposal_fetched`)."""
-        from reviewer.queue.client import NotFound
+        from reviewer.queue.refusals import NotFound
         from reviewer.tui.model.queue_source import problem_words
 
         queue = self.queue

@@ -102,7 +102,7 @@ def run_review(options: argparse.Namespace) -> int:
     open_first = options.proposal_id
     if open_first is not None:
         try:
-            open_first = asyncio.run(_whole_id(settings, open_first))
+            open_first = _whole_id(settings, open_first)
         except (LookupError, ValueError) as error:
             print(f"reviewer review: {error}", file=sys.stderr)
             return 1
@@ -125,8 +125,8 @@ def _credential(settings: Settings) -> Secret | httpx.Auth:
 
 def run_login(options: argparse.Namespace) -> int:
     """Check the token before storing it: a typo found now is not a 401 found mid-incident."""
-    from reviewer.queue.client import QueueError, QueueUnreachable, Unauthorized
     from reviewer.queue.config import QUEUE_ENV, TOKEN_ENV, ConfigError, normalize_queue_url
+    from reviewer.queue.refusals import QueueError, QueueUnreachable, Unauthorized
     from reviewer.queue.trust import use_ca_file
 
     named = options.queue or os.environ.get(QUEUE_ENV)  # as every other command reads it
@@ -208,7 +208,7 @@ async def _queue_answers(queue_url: str) -> str | None:
     not: said before the token is asked for, so a mistyped URL costs no paste."""
     import httpx
 
-    from reviewer.queue.client import unreachable
+    from reviewer.queue.refusals import unreachable
     from reviewer.queue.trust import trusted_certificates
 
     try:
@@ -225,15 +225,16 @@ async def _queue_answers(queue_url: str) -> str | None:
     return None
 
 
-async def _whole_id(settings: Settings, typed: str) -> str:
+def _whole_id(settings: Settings, typed: str) -> str:
     """The proposal `typed` names, a whole id or the unique start of one (`reviewer.queue.ids`). A
     queue that cannot answer now leaves it as typed: the app opens it once the queue lists it."""
-    from reviewer.queue.client import QueueClient, QueueError
     from reviewer.queue.ids import resolve_proposal_id
+    from reviewer.queue.refusals import QueueError
+    from reviewer.queue.shell_client import ShellQueue
 
     try:
-        async with QueueClient(settings.queue_url, settings.credential(), retries=1) as client:
-            return await resolve_proposal_id(client, typed)
+        with ShellQueue(settings.queue_url, settings.credential(), retries=1) as client:
+            return resolve_proposal_id(client, typed)
     except QueueError:
         return typed
 

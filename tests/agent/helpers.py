@@ -11,8 +11,9 @@ import httpx
 
 from reviewer.agent import Approval, Execution, execute_approved
 from reviewer.plan.proposal import Proposal
-from reviewer.queue.client import NotFound, QueueClient
+from reviewer.queue.client import QueueClient
 from reviewer.queue.messages import Decision, ProposalSummary
+from reviewer.queue.refusals import NotFound
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
 

@@ -21,7 +21,8 @@ from reviewer.agent import (
     WritesKept,
     sdk_tool,
 )
-from reviewer.queue.client import NotFound, QueueClient
+from reviewer.queue.client import QueueClient
+from reviewer.queue.refusals import NotFound
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
 from tests.agent.fixtures import Queue

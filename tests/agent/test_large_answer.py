@@ -10,7 +10,8 @@ from http.server import BaseHTTPRequestHandler
 
 from reviewer.agent import Gate, HttpRequest, write_tool
 from reviewer.agent.fitting import ANSWER_BYTES, HEAD_CHARS, clipped, fit_calls
-from reviewer.queue.client import NotFound, QueueClient
+from reviewer.queue.client import QueueClient
+from reviewer.queue.refusals import NotFound
 from tests.agent.fixtures import Queue
 from tests.agent.loopback import LoopbackServer, loopback_servers
 

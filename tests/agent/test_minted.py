@@ -32,8 +32,8 @@ from reviewer.agent import (
     write_tool,
 )
 from reviewer.plan.proposal import Agent, Call, DryRun, Outcome, Proposal, Request
-from reviewer.queue.client import NotFound
 from reviewer.queue.messages import ExecutionReport
+from reviewer.queue.refusals import NotFound
 from reviewer.reading.analysis import Analysis, Verdict
 from reviewer.reading.verification import compare_execution
 from reviewer.sample_api import tools

@@ -16,8 +16,9 @@ import pytest
 
 from reviewer.agent import Gate
 from reviewer.agent.waiting import Patience
-from reviewer.queue.client import QueueClient, QueueServerError, QueueUnreachable, UntrustedCertificate
+from reviewer.queue.client import QueueClient
 from reviewer.queue.messages import ErrorBody
+from reviewer.queue.refusals import QueueServerError, QueueUnreachable, UntrustedCertificate
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
 from tests.agent.helpers import received

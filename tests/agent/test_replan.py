@@ -11,7 +11,8 @@ import pytest
 
 from reviewer.agent import ChangesRequested, Feedback, Gate
 from reviewer.agent.replan import Replan, next_revision, until_decided
-from reviewer.queue.client import NotFound, QueueClient
+from reviewer.queue.client import QueueClient
+from reviewer.queue.refusals import NotFound
 from reviewer.sample_api import tools
 from reviewer.service.app import create_app
 from reviewer.service.auth import hash_token, mint_token

@@ -19,7 +19,8 @@ from reviewer.agent import (
     ProposalExpired,
     QueueAgent,
 )
-from reviewer.queue.client import NotFound, QueueClient
+from reviewer.queue.client import QueueClient
+from reviewer.queue.refusals import NotFound
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
 from reviewer.service.app import create_app

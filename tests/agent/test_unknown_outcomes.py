@@ -18,8 +18,9 @@ import pytest
 
 from reviewer.agent import Approval, QueueAgent, RunStopped, execute_approved, local_approval
 from reviewer.plan.proposal import parse_proposal
-from reviewer.queue.client import InvalidRequest, QueueClient
+from reviewer.queue.client import QueueClient
 from reviewer.queue.messages import ExecutionReport
+from reviewer.queue.refusals import InvalidRequest
 from tests.agent.fixtures import Queue
 from tests.agent.loopback import LoopbackServer, loopback_servers
 from tests.builders import proposal_document

@@ -25,7 +25,8 @@ import pytest
 from reviewer.agent import OutsideChangeWindow, QueueAgent, RunStopped, WindowClosed
 from reviewer.agent.waiting import Patience
 from reviewer.policy.file import parse_policy
-from reviewer.queue.client import Conflict, QueueClient
+from reviewer.queue.client import QueueClient
+from reviewer.queue.refusals import Conflict
 from reviewer.service.app import create_app
 from reviewer.service.auth import hash_token, mint_token
 from reviewer.service.store.opener import open_store

@@ -10,19 +10,19 @@ import httpx
 import pytest
 
 from reviewer.plan.proposal import parse_proposal, plan_sha256
-from reviewer.queue.client import (
+from reviewer.queue.client import QueueClient
+from reviewer.queue.messages import ExecutionReport
+from reviewer.queue.refusals import (
     AlreadyDecided,
     ClaimRefused,
     ExecutionRefused,
     Forbidden,
     InvalidRequest,
     NotFound,
-    QueueClient,
     QueueUnreachable,
     StaleRevision,
     Unauthorized,
 )
-from reviewer.queue.messages import ExecutionReport
 from tests.queue_harness import Actors, AnswerLostOnce, Service, body, free_port, proposal, submit, unique_id
 
 
@@ -202,7 +202,7 @@ def test_the_token_is_only_in_the_authorization_header() -> None:
 def test_an_idle_connection_is_dropped_by_the_client_before_the_service_closes_it() -> None:
     """A request sent down a connection the service is closing at that moment is reset: the client's
     pool lets go of an idle connection sooner than the service's keep-alive ends it."""
-    from reviewer.queue.client import KEEPALIVE_EXPIRY
+    from reviewer.queue.shell_client import KEEPALIVE_EXPIRY
     from reviewer.service.server import Listening
 
     keep_alive = Listening("127.0.0.1", 8000).uvicorn_config(app=None).timeout_keep_alive

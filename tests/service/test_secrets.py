@@ -13,7 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from reviewer.queue.client import QueueClient, QueueRefused
+from reviewer.queue.client import QueueClient
+from reviewer.queue.refusals import QueueRefused
 from reviewer.service.auth import mint_token, redact_tokens
 from tests.queue_harness import Service, body, decide, proposal, start_service, submit, unique_id
 

@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 import pytest
 
 from reviewer.policy.quorum import describe_withdrawals
-from reviewer.queue.messages import TrailEvent, withdrawals_of
+from reviewer.queue.answers import withdrawals_of
+from reviewer.queue.messages import TrailEvent
 
 
 def withdrawn(actor: str, reason: str, revision: int = 1) -> TrailEvent:

@@ -20,21 +20,20 @@ import httpx
 from reviewer.plan.proposal import Proposal, ProposalError
 from reviewer.plan.sanitize import clip, safe_text
 from reviewer.policy.quorum import describe_approvals
-from reviewer.queue.client import (
+from reviewer.queue.client import Listing, QueueClient
+from reviewer.queue.config import Secret
+from reviewer.queue.deciding import not_pending_words, sign_decision, stale_words
+from reviewer.queue.messages import Decision, ProposalRecord, ProposalSummary, Whoami
+from reviewer.queue.refusals import (
     AlreadyDecided,
     Conflict,
     Forbidden,
-    Listing,
     NotFound,
-    QueueClient,
     QueueError,
     QueueUnreachable,
     StaleRevision,
     Unauthorized,
 )
-from reviewer.queue.config import Secret
-from reviewer.queue.deciding import not_pending_words, sign_decision, stale_words
-from reviewer.queue.messages import Decision, ProposalRecord, ProposalSummary, Whoami
 from reviewer.signing.signed_approvals import SignedStatement
 from reviewer.signing.sshsig import Signer, SigningError
 from reviewer.tui.model.sources import (

@@ -351,7 +351,7 @@ class QueueItem:
         if self.state != "pending" or not self.revisions or not self.history:
             return []
         from reviewer.policy.quorum import describe_withdrawals
-        from reviewer.queue.messages import withdrawals_of
+        from reviewer.queue.answers import withdrawals_of
 
         withdrawn = withdrawals_of(self.history, self.latest_revision)
         return [describe_withdrawals((shown(who), why) for who, why in withdrawn)] if withdrawn else []

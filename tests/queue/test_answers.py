@@ -1,0 +1,68 @@
+"""The shell's views of the queue's answers (`reviewer.queue.answers`) read what the service sends:
+every field a view names is its message's, never required where the message may leave it out, and
+defaulted as the message defaults it."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+from pydantic import BaseModel
+
+from reviewer.queue import messages, passkey_messages
+from reviewer.queue.answers import VIEWED, StateFields, decoded, error_fields, window_words
+from reviewer.queue.messages import DecisionState, WindowState
+
+
+def message_named(name: str) -> type[BaseModel]:
+    model = getattr(messages, name, None) or getattr(passkey_messages, name)
+    assert isinstance(model, type) and issubclass(model, BaseModel)
+    return model
+
+
+@pytest.mark.parametrize("view", list(VIEWED), ids=lambda view: view.__name__)
+def test_each_view_reads_only_fields_its_message_sends_and_defaults_them_alike(
+    view: type[msgspec.Struct],
+) -> None:
+    model = message_named(VIEWED[view])
+    for field in msgspec.structs.fields(view):
+        assert field.name in model.model_fields, f"{view.__name__}.{field.name} is not {model.__name__}'s"
+        sent = model.model_fields[field.name]
+        if field.required:
+            assert sent.is_required(), f"{view.__name__} requires {field.name}, which the queue may leave out"
+        else:
+            assert not sent.is_required(), f"{view.__name__}.{field.name} has a default the queue never uses"
+            default = field.default if field.default is not msgspec.NODEFAULT else field.default_factory()
+            assert sent.get_default(call_default_factory=True) == default, field.name
+
+
+def test_a_state_the_service_writes_is_read_whole_and_worded_as_the_app_words_it() -> None:
+    window = WindowState(
+        may_run=False, window="year-end freeze", kind="deny", break_glass=["bob"], break_glass_required=2
+    )
+    state = DecisionState(
+        proposal_id="a55aa-close",
+        revision=2,
+        plan_sha256="0" * 64,
+        state="pending",
+        approvals=["alice"],
+        approvals_required=2,
+        window=window,
+    )
+    read = decoded(state.model_dump_json().encode(), StateFields)
+    assert (read.proposal_id, read.revision, read.approvals, read.approvals_required) == (
+        "a55aa-close",
+        2,
+        ["alice"],
+        2,
+    )
+    assert read.window is not None
+    assert window_words(read.window) == window.words()
+    assert "break glass 1 of 2: bob" in window.words()
+
+
+def test_a_body_that_is_not_the_queues_refusal_is_none() -> None:
+    assert error_fields(b"<html>502 Bad Gateway</html>") is None
+    assert error_fields(b"") is None
+    assert error_fields(b'{"message": "no code"}') is None
+    read = error_fields(b'{"error": "not_pending", "message": "m", "state": "approved", "extra": 1}')
+    assert read is not None and (read.error, read.state) == ("not_pending", "approved")
