@@ -36,7 +36,7 @@ from reviewer.plan.proposal import (
     sandbox_proof,
 )
 from reviewer.plan.sanitize import clip, json_has_hidden, safe_text, unnormalized
-from reviewer.reading.totals import Total, negative_amount_calls, plan_totals
+from reviewer.reading.totals import Money, Total, plan_money
 
 SCAN_CHUNK: Final = 4096
 """Calls decoded and scanned at a time by the whole-plan passes."""
@@ -616,14 +616,20 @@ class Analysis:
         return self.proposal.calls[index].seq in extremes.outlier_seqs
 
     @cached_property
-    def negative_amounts(self) -> int:
-        """The calls that carry an amount below zero (`reviewer.reading.totals`)."""
-        return negative_amount_calls(self.proposal.calls)
+    def money(self) -> Money:
+        """The money the plan moves and the calls moving it back (`reviewer.reading.totals`): one
+        walk of every call's arguments, which the totals and the alarm of negative amounts share."""
+        return plan_money(self.proposal.calls)
 
-    @cached_property
+    @property
+    def negative_amounts(self) -> int:
+        """The calls that carry an amount below zero."""
+        return self.money.negative_calls
+
+    @property
     def totals(self) -> tuple[Total, ...]:
-        """The money the plan moves, per currency (`reviewer.reading.totals`), largest first."""
-        return plan_totals(self.proposal.calls)
+        """The money the plan moves, per currency, largest first."""
+        return self.money.totals
 
     @cached_property
     def hidden_characters(self) -> bool:
