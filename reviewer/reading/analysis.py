@@ -506,11 +506,17 @@ class Analysis:
         dry_run = self.proposal.dry_run
         if dry_run.writes_kept is not None:
             return dry_run.writes_kept == 0
-        proof = sandbox_proof(dry_run)
-        if proof is None or call.request is None:
+        proved = self._sandbox_proved
+        if proved is None or call.request is None:
             return False
         query = call.request.query or {}
-        return all(query.get(name) == value for name, value in proof.query.items())
+        return all(query.get(name) == value for name, value in proved.items())
+
+    @cached_property
+    def _sandbox_proved(self) -> dict[str, str] | None:
+        """The dry-run parameter a sandbox check proved, or None: one plan's, read once for every call."""
+        proof = sandbox_proof(self.proposal.dry_run)
+        return None if proof is None else proof.query
 
     @cached_property
     def ratios(self) -> Ratios:
@@ -673,10 +679,10 @@ class Analysis:
     def deleted_kinds(self) -> str:
         """The kinds the plan deletes, first seen first: `persistent_volume_claim, namespace,
         persistent_volume`, or `ticket ×1,000`; past three kinds, how many more."""
+        written = Counter(deleted_kind(call) for call in self.proposal.calls if call.effect == "delete")
         kinds: Counter[str] = Counter()
-        for call in self.proposal.calls:
-            if call.effect == "delete":
-                kinds[safe_text(clip(deleted_kind(call), 40))] += 1
+        for kind, count in written.items():  # each kind made safe once, however many deletes name it
+            kinds[safe_text(clip(kind, 40))] += count
         shown = [
             kind if count == 1 else f"{kind} ×{count:,}"
             for kind, count in list(kinds.items())[:DELETED_KINDS_SHOWN]
