@@ -248,7 +248,7 @@ def summary(counts: dict[str, int]) -> str:
 
 
 def back_and_forth(stays: Sequence[str], start: int) -> int:
-    """Where the alternation of two modules that starts at `start` (A, B, A, B, ...) ends."""
+    """Where the alternation of two rooms that starts at `start` (A, B, A, B, ...) ends."""
     end = start + 2
     while end < len(stays) and stays[end] == stays[end - 2]:
         end += 1
