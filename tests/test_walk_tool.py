@@ -16,11 +16,14 @@ from typing import Any
 
 import pytest
 
-from tools.walk import Layers
+from tools.walk import Layers, by_package
 
 PROJECT = Path(__file__).resolve().parent.parent
-MEASURED_CLIMBS = 125
-"""Climbs back up of the walk at the time it was measured (300 stays in 38 rooms)."""
+MEASURED = {
+    "module": {"stays": 277, "rooms": 38, "climbs": 115},
+    "package": {"stays": 190, "rooms": 7, "climbs": 89},
+}
+"""The walk's figures at each grain when it was measured: no more stays and climbs back up than these."""
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +46,7 @@ def test_the_plan_is_parsed_and_read_once_per_submission(walk: dict[str, Any]) -
     assert calls["reviewer.plan.proposal.scan_proposal"] == 1
     assert calls["reviewer.reading.analysis.Analysis.__init__"] == 1
     assert calls["reviewer.reading.summary.read_plan"] == 1
+    assert calls["reviewer.reading.totals.plan_money"] == 1  # the totals and the negative amounts in one walk
 
 
 def test_the_policy_is_asked_once_and_its_history_read_on_each_side_of_the_write_lock(
@@ -58,9 +62,39 @@ def test_the_walk_climbs_back_up_no_more_than_measured(walk: dict[str, Any]) -> 
     stays = walk["stays"]
     assert stays[0] == "reviewer.service.app"
     assert walk["entries"]["reviewer.service.routes.proposals"] == 1
-    assert len(walk["climbs"]) <= MEASURED_CLIMBS, f"{len(walk['climbs'])} climbs, measured {MEASURED_CLIMBS}"
     assert walk["rooms"] == len(set(stays))
     assert all(before != after for before, after in zip(stays, stays[1:], strict=False))
+    for grain, measured in MEASURED.items():
+        seen = walk["grains"][grain]
+        for figure in ("stays", "climbs"):
+            assert seen[figure] <= measured[figure], (
+                f"by {grain}: {seen[figure]} {figure}, measured {measured}"
+            )
+
+
+def test_by_package_a_room_is_a_package_and_a_stay_a_run_inside_one(walk: dict[str, Any]) -> None:
+    packages = by_package(walk["stays"])
+    assert packages[:4] == [
+        "reviewer.service",
+        "reviewer.service.store",
+        "reviewer.service",
+        "reviewer.service.routes",
+    ]
+    assert {"reviewer.policy", "reviewer.reading", "reviewer.plan", "reviewer.trail"} <= set(packages)
+    assert all(before != after for before, after in zip(packages, packages[1:], strict=False))
+    package, module = walk["grains"]["package"], walk["grains"]["module"]
+    assert (package["stays"], package["rooms"]) == (len(packages), len(set(packages)))
+    assert module == {"stays": len(walk["stays"]), "rooms": walk["rooms"], "climbs": len(walk["climbs"])}
+
+
+def test_the_design_page_gives_the_figures_measured() -> None:
+    page = " ".join((PROJECT / "docs" / "design.md").read_text().split())
+    module, package = MEASURED["module"], MEASURED["package"]
+    assert (
+        f"By module the walk is {module['stays']} stays in {module['rooms']} rooms with "
+        f"{module['climbs']} climbs back up; by package, {package['stays']} stays in "
+        f"{package['rooms']} rooms with {package['climbs']} climbs."
+    ) in page
 
 
 def test_a_climb_is_judged_by_the_contract_that_tells_two_modules_apart(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@
     python tools/walk.py --json              the same as JSON (tests/test_walk_tool.py reads it)
     python tools/walk.py --sample FILE.json  another proposal (the default is a production delete)
     python tools/walk.py --layers PYPROJECT  climbs judged by another tree's contracts
+    python tools/walk.py --grain package     the walk a package a room, as a maintainer reads the house
 
 The service runs in this process (the app factory, FastAPI's TestClient, an SQLite file in a
 temporary folder, a fixed clock) under the policy `docs/policies.md` opens with: production with its
@@ -21,12 +22,16 @@ returns outside `reviewer` leave it where it is.
 
 - a **stay** is a run of consecutive moves inside one module (A, then B, then A again are three);
 - a **room** is a distinct module visited;
+- at the coarser grain (`--grain package`) a room is a package (`reviewer.policy`,
+  `reviewer.service.store`, `reviewer.reading`): the module walk with each module read as the package
+  it belongs to (a package's `__init__` as the package itself), and a stay a run inside one package;
 - a **climb** is a move to a module in a higher layer of the `layers` contracts in `pyproject.toml`
   (of the tree whose `reviewer` is imported, or the file `--layers` names, to judge two trees by one
   contract). A module no layer names is its package's; two modules one contract puts in the same
   layer are judged by the next contract that tells them apart.
 
-Nothing in the walk depends on timing, so two runs on one tree print the same.
+Nothing in the walk depends on timing, so two runs on one tree print the same. The closing lines give
+both grains' figures, whichever is drawn.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextvars
+import importlib
 import json
 import sys
 import tempfile
@@ -202,21 +208,47 @@ def walked(sample: Path) -> tuple[Walk, int]:
     return walk, status
 
 
-def figures(walk: Walk, layers: Layers) -> dict[str, Any]:
-    stays = walk.stays
+GRAINS = ("module", "package")
+
+
+def package_of(module: str) -> str:
+    """The package a module of `reviewer` belongs to: a package's own `__init__` is the package."""
+    return importlib.import_module(module).__package__ or module
+
+
+def by_package(stays: Sequence[str]) -> list[str]:
+    """The walk a package a room: each module read as its package, a run inside one package one stay."""
+    packages: list[str] = []
+    for module in stays:
+        package = package_of(module)
+        if not packages or packages[-1] != package:
+            packages.append(package)
+    return packages
+
+
+def figures(stays: Sequence[str], layers: Layers) -> dict[str, Any]:
+    """The stays, the climbs back up among them (by index), the rooms and how often each was entered."""
     climbs = [index for index in range(1, len(stays)) if layers.climbs(stays[index - 1], stays[index])]
-    entries = Counter(walk.stays)
+    entries = Counter(stays)
     return {
-        "stays": walk.stays,
+        "stays": list(stays),
         "climbs": climbs,
         "rooms": len(entries),
         "entries": dict(entries.most_common()),
-        "calls": dict(sorted(walk.calls.items())),
     }
 
 
+def counted(drawn: dict[str, Any]) -> dict[str, int]:
+    """A walk's figures as three numbers: stays, rooms, climbs back up."""
+    return {"stays": len(drawn["stays"]), "rooms": drawn["rooms"], "climbs": len(drawn["climbs"])}
+
+
+def summary(counts: dict[str, int]) -> str:
+    return f"{counts['stays']} stays in {counts['rooms']} rooms with {counts['climbs']} climbs back up"
+
+
 def back_and_forth(stays: Sequence[str], start: int) -> int:
-    """Where the alternation of two modules that starts at `start` (A, B, A, B, ...) ends."""
+    """Where the alternation of two rooms that starts at `start` (A, B, A, B, ...) ends."""
     end = start + 2
     while end < len(stays) and stays[end] == stays[end - 2]:
         end += 1
@@ -224,10 +256,10 @@ def back_and_forth(stays: Sequence[str], start: int) -> int:
 
 
 def printed(drawn: dict[str, Any], sample: str, most: int = 6) -> str:
-    """The walk one stay a line, a back-and-forth between two modules (A, B, A, B, ...) on one line
-    with its count of stays, then the figures."""
+    """The walk one stay a line, a back-and-forth between two rooms (A, B, A, B, ...) on one line
+    with its count of stays, then both grains' figures."""
     stays, climbs = drawn["stays"], set(drawn["climbs"])
-    lines = [f"POST /v1/proposals ({sample}): the walk, ^ a climb back up", ""]
+    lines = [f"POST /v1/proposals ({sample}): the walk by {drawn['grain']}, ^ a climb back up", ""]
     index = 0
     while index < len(stays):
         end = back_and_forth(stays, index)
@@ -240,7 +272,7 @@ def printed(drawn: dict[str, Any], sample: str, most: int = 6) -> str:
             lines.append(f"{index + 1:3} {'^' if index in climbs else ' '} {_short(stays[index])}")
         index = end
     lines.append("")
-    lines.append(f"{len(stays)} stays in {drawn['rooms']} rooms with {len(climbs)} climbs back up")
+    lines.extend(f"by {grain}: {summary(drawn['grains'][grain])}" for grain in GRAINS)
     often = list(drawn["entries"].items())[:most]
     lines.append("entered most often: " + ", ".join(f"{_short(name)} {n}" for name, n in often))
     return "\n".join(lines)
@@ -255,6 +287,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sample", type=Path, default=DEFAULT_SAMPLE, help="the proposal file to submit")
     parser.add_argument("--json", action="store_true", help="print the walk and its figures as JSON")
     parser.add_argument(
+        "--grain", choices=GRAINS, default="module", help="a room is a module (the default) or a package"
+    )
+    parser.add_argument(
         "--layers",
         type=Path,
         metavar="PYPROJECT",
@@ -268,7 +303,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if status != 201:
         print(f"walk: the queue answered the submission {status}, not 201: nothing to draw", file=sys.stderr)
         return 1
-    drawn = figures(walk, layers)
+    grains = {"module": figures(walk.stays, layers), "package": figures(by_package(walk.stays), layers)}
+    drawn = {
+        **grains[args.grain],
+        "grain": args.grain,
+        "grains": {grain: counted(seen) for grain, seen in grains.items()},
+        "calls": dict(sorted(walk.calls.items())),
+    }
     print(json.dumps(drawn, indent=2) if args.json else printed(drawn, args.sample.name))
     return 0
 

@@ -29,7 +29,7 @@ from reviewer.policy.file import Environment, Policy, PolicyRule
 from reviewer.policy.names import folded
 from reviewer.policy.quorum import Requirement, signed_words
 from reviewer.reading.analysis import Analysis
-from reviewer.reading.totals import plan_totals
+from reviewer.reading.totals import Total
 
 ENVIRONMENT_ALARMS = (
     "environment_mismatch",
@@ -222,11 +222,9 @@ def _call_heads(proposal: Proposal, with_args: bool) -> Iterable[_CallHead]:
     )
 
 
-def money_both_ways(proposal: Proposal, wanted: bool) -> dict[str, dict[str, float]]:
+def money_both_ways(totals: Sequence[Total]) -> dict[str, dict[str, float]]:
     """`plan.totals`, the money the plan's writes move out per currency (the amounts above zero),
-    and `plan.totals_in`, the money they move in (the amounts below zero, as positive figures):
-    read only by a policy that names them (`wanted`), since they walk every call's arguments."""
-    totals = plan_totals(proposal.calls) if wanted else ()
+    and `plan.totals_in`, the money they move in (the amounts below zero, as positive figures)."""
     return {
         "totals": {total.currency: float(total.out) for total in totals},
         "totals_in": {total.currency: float(total.back) for total in totals if total.back},
@@ -239,10 +237,13 @@ def activation(
     environment: Environment,
     alarms: list[str],
     changes_requested: Sequence[ChangeRequest] = (),
+    totals: Sequence[Total] = (),
 ) -> dict[str, Any]:
     """The values every rule reads, in one pass over the calls: the calls themselves only when a
     rule reads them as CEL values, else how many calls hold each distinct value of the fields the
-    walks by groups read (`reviewer.policy.expressions.Walk.fields`)."""
+    walks by groups read (`reviewer.policy.expressions.Walk.fields`). `totals`, the money the plan
+    moves (`Analysis.totals`), is read only by a policy that names it: it walks every call's
+    arguments."""
     calls: list[dict[str, Any]] = []
     keep_calls, keep_args, fields = policy.reads_call_list, policy.reads_args, policy.call_fields
     grouped = policy.grouped_fields
@@ -293,7 +294,7 @@ def activation(
             "tools": tools,
             # Money out and money in apart: ten refunds of +2,000,000 and ten of -2,000,000 must not
             # read as nothing moved.
-            **money_both_ways(proposal, policy.reads_totals),
+            **money_both_ways(totals),
             "dry_run": {
                 "via": dry_run.via,
                 "write_requests": dry_run.write_requests or 0,
@@ -331,7 +332,8 @@ def evaluate(
     signing: bool = False,
     changes_requested: Sequence[ChangeRequest] = (),
 ) -> Verdict:
-    """The policy's verdict on `proposal`; `analysis` is computed only when a rule reads `alarms`.
+    """The policy's verdict on `proposal`; `analysis` is computed only when a rule reads `alarms` or
+    the money the plan moves.
     `signing`: the queue has a key to sign its own approvals with (where signatures are required,
     an approval by policy without one is left to a human). `changes_requested`: what reviewers
     asked of the proposal's earlier revisions, oldest first."""
@@ -349,9 +351,11 @@ def evaluate(
             allow_policy_approval=environment.allow_policy_approval,
         )
     alarm_names = [alarm for alarm, _sentence in environment_alarms]
+    reading = analysis if analysis is not None else Analysis(proposal)  # costs nothing until read
     if policy.reads_alarms:
-        alarm_names = [*(analysis or Analysis(proposal)).alarm_names, *alarm_names]
-    values = context(activation(policy, proposal, environment, alarm_names, changes_requested))
+        alarm_names = [*reading.alarm_names, *alarm_names]
+    totals = reading.totals if policy.reads_totals else ()
+    values = context(activation(policy, proposal, environment, alarm_names, changes_requested, totals))
     matched: list[RuleMatch] = []
     rejecting: PolicyRule | None = None
     approving: list[PolicyRule] = []

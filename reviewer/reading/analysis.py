@@ -36,7 +36,7 @@ from reviewer.plan.proposal import (
     sandbox_proof,
 )
 from reviewer.plan.sanitize import clip, json_has_hidden, safe_text, unnormalized
-from reviewer.reading.totals import Total, negative_amount_calls, plan_totals
+from reviewer.reading.totals import Money, Total, plan_money
 
 SCAN_CHUNK: Final = 4096
 """Calls decoded and scanned at a time by the whole-plan passes."""
@@ -506,11 +506,17 @@ class Analysis:
         dry_run = self.proposal.dry_run
         if dry_run.writes_kept is not None:
             return dry_run.writes_kept == 0
-        proof = sandbox_proof(dry_run)
-        if proof is None or call.request is None:
+        proved = self._sandbox_proved
+        if proved is None or call.request is None:
             return False
         query = call.request.query or {}
-        return all(query.get(name) == value for name, value in proof.query.items())
+        return all(query.get(name) == value for name, value in proved.items())
+
+    @cached_property
+    def _sandbox_proved(self) -> dict[str, str] | None:
+        """The dry-run parameter a sandbox check proved, or None: one plan's, read once for every call."""
+        proof = sandbox_proof(self.proposal.dry_run)
+        return None if proof is None else proof.query
 
     @cached_property
     def ratios(self) -> Ratios:
@@ -616,14 +622,20 @@ class Analysis:
         return self.proposal.calls[index].seq in extremes.outlier_seqs
 
     @cached_property
-    def negative_amounts(self) -> int:
-        """The calls that carry an amount below zero (`reviewer.reading.totals`)."""
-        return negative_amount_calls(self.proposal.calls)
+    def money(self) -> Money:
+        """The money the plan moves and the calls moving it back (`reviewer.reading.totals`): one
+        walk of every call's arguments, which the totals and the alarm of negative amounts share."""
+        return plan_money(self.proposal.calls)
 
-    @cached_property
+    @property
+    def negative_amounts(self) -> int:
+        """The calls that carry an amount below zero."""
+        return self.money.negative_calls
+
+    @property
     def totals(self) -> tuple[Total, ...]:
-        """The money the plan moves, per currency (`reviewer.reading.totals`), largest first."""
-        return plan_totals(self.proposal.calls)
+        """The money the plan moves, per currency, largest first."""
+        return self.money.totals
 
     @cached_property
     def hidden_characters(self) -> bool:
@@ -667,10 +679,10 @@ class Analysis:
     def deleted_kinds(self) -> str:
         """The kinds the plan deletes, first seen first: `persistent_volume_claim, namespace,
         persistent_volume`, or `ticket ×1,000`; past three kinds, how many more."""
+        written = Counter(deleted_kind(call) for call in self.proposal.calls if call.effect == "delete")
         kinds: Counter[str] = Counter()
-        for call in self.proposal.calls:
-            if call.effect == "delete":
-                kinds[safe_text(clip(deleted_kind(call), 40))] += 1
+        for kind, count in written.items():  # each kind made safe once, however many deletes name it
+            kinds[safe_text(clip(kind, 40))] += count
         shown = [
             kind if count == 1 else f"{kind} ×{count:,}"
             for kind, count in list(kinds.items())[:DELETED_KINDS_SHOWN]

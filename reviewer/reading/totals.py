@@ -83,15 +83,28 @@ def money(amount: Decimal) -> str:
     return f"{amount:,.{places}f}"
 
 
-def plan_totals(calls: Iterable[Call]) -> tuple[Total, ...]:
-    """Each currency's total over the calls, largest first (then by name)."""
+@dataclass(frozen=True, slots=True)
+class Money:
+    """What a plan's writes move, read in one pass over their amounts."""
+
+    totals: tuple[Total, ...]
+    """Each currency's total, largest first (then by name)."""
+    negative_calls: int
+    """The calls, reads aside, that carry an amount below zero."""
+
+
+def plan_money(calls: Iterable[Call]) -> Money:
+    """Each currency's total over the calls, and the calls carrying an amount below zero: one walk of
+    each call's arguments serves both."""
     outs: dict[str, Decimal] = {}
     backs: dict[str, Decimal] = {}
     holders: dict[str, int] = {}
+    negative_calls = 0
     for call in calls:
         if call.effect == "read":  # a search by amount moves nothing
             continue
         seen: set[str] = set()
+        negative = False
         for currency, amount in call_amounts(call):
             if currency not in holders and len(holders) >= MAX_CURRENCIES:
                 currency = "other"
@@ -99,9 +112,11 @@ def plan_totals(calls: Iterable[Call]) -> tuple[Total, ...]:
                 outs[currency] = outs.get(currency, Decimal(0)) + amount
             else:
                 backs[currency] = backs.get(currency, Decimal(0)) - amount
+                negative = True
             if currency not in seen:
                 seen.add(currency)
                 holders[currency] = holders.get(currency, 0) + 1
+        negative_calls += negative
     totals = (
         Total(
             currency,
@@ -112,16 +127,8 @@ def plan_totals(calls: Iterable[Call]) -> tuple[Total, ...]:
         )
         for currency, count in holders.items()
     )
-    return tuple(sorted(totals, key=lambda total: (-max(total.out, total.back), total.currency)))
-
-
-def negative_amount_calls(calls: Iterable[Call]) -> int:
-    """The calls, reads aside, that carry an amount below zero."""
-    return sum(
-        1
-        for call in calls
-        if call.effect != "read" and any(amount < 0 for _currency, amount in call_amounts(call))
-    )
+    ordered = sorted(totals, key=lambda total: (-max(total.out, total.back), total.currency))
+    return Money(tuple(ordered), negative_calls)
 
 
 def call_amounts(call: Call) -> Iterator[tuple[str, Decimal]]:

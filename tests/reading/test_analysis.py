@@ -143,6 +143,16 @@ def test_many_deletes_of_one_kind_are_counted_and_many_kinds_are_cut() -> None:
     assert "1,004 deletes: ticket ×1,000, user, table, 2 more kinds" in alarms
 
 
+def test_kinds_told_apart_only_past_what_the_alarm_shows_are_counted_as_one() -> None:
+    """Each kind is clipped and made safe once, then counted: two tools differing only past the
+    40 characters shown read as one kind deleted twice, never as the same words listed twice."""
+    calls = [
+        {"seq": seq, "tool": f"delete_{'x' * 45}{end}", "effect": "delete", "args": {}}
+        for seq, end in ((1, "a"), (2, "b"))
+    ]
+    assert f"2 deletes: {'x' * 27}… (+19 chars) ×2" in plan(calls).alarms
+
+
 def test_a_refusal_of_a_resource_an_earlier_call_writes_is_chain_noise() -> None:
     """Close t3, then delete t3: the server's dry run judged the delete against a t3 still open
     (409), but the real run closes it first, so the refusal says nothing about the real run."""

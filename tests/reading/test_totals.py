@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from reviewer.plan.proposal import parse_proposal
 from reviewer.reading.analysis import Analysis
-from reviewer.reading.totals import MAX_CURRENCIES, money, plan_totals, totals_words
+from reviewer.reading.totals import MAX_CURRENCIES, money, plan_money, totals_words
 from tests.builders import proposal_document
 
 SAMPLES = Path(__file__).resolve().parents[2] / "reviewer" / "sample_proposals"
@@ -59,8 +59,9 @@ def test_a_hostile_currency_is_never_a_label_and_currencies_are_capped() -> None
 
 @given(st.lists(st.integers(min_value=1 - 2**53, max_value=2**53 - 1), min_size=1, max_size=30))
 def test_cents_add_up_exactly(cents: list[int]) -> None:
-    """However many and however large, cents sum exactly: no float ever rounds a refund away."""
-    totals = plan_totals(
+    """However many and however large, cents sum exactly: no float ever rounds a refund away; the
+    same walk of the amounts counts the calls moving money back."""
+    moved = plan_money(
         parse_proposal(
             json.dumps(
                 proposal_document(
@@ -73,7 +74,8 @@ def test_cents_add_up_exactly(cents: list[int]) -> None:
             "p",
         ).calls
     )
-    assert totals[0].amount == Decimal(sum(cents)) / 100
+    assert moved.totals[0].amount == Decimal(sum(cents)) / 100
+    assert moved.negative_calls == sum(1 for c in cents if c < 0)
 
 
 def test_money_reads_as_an_amount() -> None:
@@ -118,7 +120,7 @@ def test_money_that_cancels_out_is_said_both_ways_and_raises_the_alarm() -> None
     }
     assert "negative_amounts" in analysis.alarm_names
     assert any(alarm.startswith("5 calls with a negative amount") for alarm in analysis.alarms)
-    assert money_both_ways(analysis.proposal, True) == {
+    assert money_both_ways(analysis.totals) == {
         "totals": {"USD": 10_000_000.0},
         "totals_in": {"USD": 10_000_000.0},
     }
