@@ -17,7 +17,7 @@ from reviewer.sample_api import tools
 from tests.policy.test_windows import POLICY
 from tests.queue_harness import Service
 from tests.run.harness import Queue, SampleApi, reviewer_decides, start_run
-from tests.service.test_database_faults import faked_clock, needs_faketime
+from tests.service.store.test_database_faults import faked_clock, needs_faketime
 
 AGENTS = str(Path(__file__).with_name("agents.py"))
 

@@ -27,7 +27,7 @@ from tests.builders import proposal_document
 from tests.policy.test_windows import POLICY
 from tests.queue_harness import PYTHON, Service, decide, reviewer_command, unique_id
 from tests.service.notifications.receiver import Receiver, notify_options
-from tests.service.test_database_faults import faked_clock, needs_faketime
+from tests.service.store.test_database_faults import faked_clock, needs_faketime
 
 NIGHT = """
 [environments.night]

@@ -13,8 +13,8 @@ from reviewer.service.app import create_app
 from reviewer.service.auth import hash_token, mint_token
 from reviewer.service.errors import Unauthorized
 from reviewer.service.store import QueueStore
-from tests.service.test_command_line import run
-from tests.service.test_store_contract import submission
+from tests.service.commands.test_command_line import run
+from tests.service.store.test_store_contract import submission
 
 START = 1_800_000_000.0
 
