@@ -19,6 +19,7 @@ import pytest
 from reviewer.signing.allowed_signers import AllowedSigners
 from reviewer.signing.signed_approvals import SignedStatement, check_signed_approvals
 from reviewer.signing.sshsig import NAMESPACE, DecisionStatement
+from tests.policies import ONE_APPROVAL
 from tests.queue_harness import Service, body, decide, proposal, reviewer_command, start_service, unique_id
 from tests.signing.ssh import SshKey, make_key, ssh_keygen_verify
 
@@ -207,7 +208,7 @@ def test_look_alike_and_missing_environments_with_a_production_base_url_get_prod
 
 def test_a_changed_policy_decides_pending_proposals_at_restart_and_the_trail_says_so(tmp_path: Path) -> None:
     policy = tmp_path / "policy.toml"
-    policy.write_text("[default]\napprovals = 1\n")
+    policy.write_text(ONE_APPROVAL)
     service = start_service(tmp_path, "--policy", str(policy))
     try:
         with service.client(service.token("agent", "agent")) as agent:
@@ -233,7 +234,7 @@ def test_a_changed_policy_decides_pending_proposals_at_restart_and_the_trail_say
 def test_a_rule_that_does_not_compile_stops_serve_with_its_line(tmp_path: Path) -> None:
     policy = tmp_path / "policy.toml"
     policy.write_text(
-        "[default]\napprovals = 1\n\n[environment.production]\napprovals = 2\n\n"
+        ONE_APPROVAL + "\n[environment.production]\napprovals = 2\n\n"
         '[[rules]]\nname = "nested"\nwhen = "plan.calls.all(c, plan.calls.all(d, true))"\napprovals = 2\n'
     )
     started = subprocess.run(

@@ -16,6 +16,7 @@ from reviewer.policy.expressions import ExpressionError, compile_expression
 from reviewer.policy.file import PolicyError, parse_policy
 from reviewer.policy.verdict import evaluate, needs
 from tests.builders import proposal_document
+from tests.policies import ONE_APPROVAL
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_proposals"
 
@@ -365,11 +366,11 @@ approve = true
         target={"api": "refunds", "base_url": "https://api.staging.example/v1"},
     )
     proposal = parse_proposal(msgspec.json.encode(document))
-    verdict = evaluate(parse_policy("[default]\napprovals = 1\n" + rules), proposal, signing=True)
+    verdict = evaluate(parse_policy(ONE_APPROVAL + rules), proposal, signing=True)
     assert verdict.outcome == "reject" and verdict.decided_by == "policy:no huge refunds"
     assert "failed to evaluate" in (verdict.reason or "")
     approving_only = rules.split("[[rules]]")[0] + "[[rules]]" + rules.split("[[rules]]")[2]
-    verdict = evaluate(parse_policy("[default]\napprovals = 1\n" + approving_only), proposal, signing=True)
+    verdict = evaluate(parse_policy(ONE_APPROVAL + approving_only), proposal, signing=True)
     assert verdict.outcome == "human" and verdict.matched[0].error
 
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from reviewer.policy.file import PolicyError, parse_policy
 from reviewer.policy.windows import WindowError, next_openings, parse_duration, read_window, standing
+from tests.policies import ONE_APPROVAL
 
 BERLIN = ZoneInfo("Europe/Berlin")
 POLICY = """\
@@ -53,7 +54,7 @@ def test_the_policy_keeps_each_window_with_its_line() -> None:
     )
     assert (freeze.kind, freeze.break_glass_approvals, freeze.line) == ("deny", 2, 14)
     assert working.break_glass_approvals == 2  # the default
-    assert parse_policy("[default]\napprovals = 1\n").default.windows == ()
+    assert parse_policy(ONE_APPROVAL).default.windows == ()
 
 
 def test_a_tuesday_at_ten_in_berlin_runs_until_five() -> None:
