@@ -10,3 +10,20 @@ which a test adds its own rules."""
 TWO_APPROVALS = "[default]\napprovals = 2\n"
 """Every plan needs two reviewers: a quorum a first approval leaves pending, so that one can be
 withdrawn, or counted "1 of 2"."""
+
+DELETES_IN_PRODUCTION = """\
+[[rules]]
+name = "deletes in production"
+when = 'environment == "production" && plan.counts.delete > 0'
+approvals = 2
+"""
+"""A rule asking a second approval of a production plan that deletes: the rule an alarm names."""
+
+DRY_RUN_IGNORED = "the API ignored the dry-run flag; fix the tool before asking a human"
+"""Why the kept-writes rule rejects, unless a test gives its own reason."""
+
+
+def kept_writes(reason: str = DRY_RUN_IGNORED) -> str:
+    """A rule rejecting, before any human reads it, a plan whose dry run let writes through to the
+    API (`writes_kept`): the policy decides it, with `reason`."""
+    return f'[[rules]]\nname = "kept writes"\nwhen = "plan.dry_run.writes_kept > 0"\nreject = "{reason}"\n'

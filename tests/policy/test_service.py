@@ -19,11 +19,11 @@ import pytest
 from reviewer.signing.allowed_signers import AllowedSigners
 from reviewer.signing.signed_approvals import SignedStatement, check_signed_approvals
 from reviewer.signing.sshsig import NAMESPACE, DecisionStatement
-from tests.policies import ONE_APPROVAL
+from tests.policies import DELETES_IN_PRODUCTION, ONE_APPROVAL, kept_writes
 from tests.queue_harness import Service, body, decide, proposal, reviewer_command, start_service, unique_id
 from tests.signing.ssh import SshKey, make_key, ssh_keygen_verify
 
-POLICY = """\
+POLICY = f"""\
 [default]
 approvals = 1
 
@@ -37,16 +37,8 @@ base_urls = ["http://127.0.0.1:8080/*"]
 allow_policy_approval = true
 signatures = true
 
-[[rules]]
-name = "deletes in production"
-when = 'environment == "production" && plan.counts.delete > 0'
-approvals = 2
-
-[[rules]]
-name = "kept writes"
-when = "plan.dry_run.writes_kept > 0"
-reject = "the API ignored the dry-run flag; fix the tool before asking a human"
-
+{DELETES_IN_PRODUCTION}
+{kept_writes()}
 [[rules]]
 name = "small staging plans"
 when = 'environment == "staging" && size(plan.calls) <= 2 && plan.calls.all(c, c.effect != "delete")'
@@ -215,10 +207,7 @@ def test_a_changed_policy_decides_pending_proposals_at_restart_and_the_trail_say
             document = plan("http://127.0.0.1:8080", "staging", writes_kept=1)
             assert agent.post("/v1/proposals", content=body(document)).json()["state"] == "pending"
             service.stop()
-            policy.write_text(
-                '[default]\napprovals = 1\n\n[[rules]]\nname = "kept writes"\n'
-                'when = "plan.dry_run.writes_kept > 0"\nreject = "fix the tool"\n'
-            )
+            policy.write_text(ONE_APPROVAL + "\n" + kept_writes("fix the tool"))
             service.start()
             assert "policy: 1 pending proposals evaluated again under this policy" in service.log()
             record = agent.get(f"/v1/proposals/{document['proposal_id']}").json()

@@ -16,11 +16,11 @@ from reviewer.policy.expressions import ExpressionError, compile_expression
 from reviewer.policy.file import PolicyError, parse_policy
 from reviewer.policy.verdict import evaluate, needs
 from tests.builders import proposal_document
-from tests.policies import ONE_APPROVAL
+from tests.policies import DELETES_IN_PRODUCTION, ONE_APPROVAL, kept_writes
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_proposals"
 
-POLICY = """\
+POLICY = f"""\
 [default]
 approvals = 1
 
@@ -32,16 +32,8 @@ approvals = 1
 base_urls = ["https://api.staging.example/*"]
 allow_policy_approval = true
 
-[[rules]]
-name = "deletes in production"
-when = 'environment == "production" && plan.counts.delete > 0'
-approvals = 2
-
-[[rules]]
-name = "kept writes"
-when = "plan.dry_run.writes_kept > 0"
-reject = "the API ignored the dry-run flag; fix the tool before asking a human"
-
+{DELETES_IN_PRODUCTION}
+{kept_writes()}
 [[rules]]
 name = "one staging ticket"
 when = 'environment == "staging" && size(plan.calls) == 1 && plan.calls.all(c, c.effect == "create")'
