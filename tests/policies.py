@@ -3,6 +3,8 @@ one it means, or composes its own file from these and the lines only it needs.""
 
 from __future__ import annotations
 
+import json
+
 ONE_APPROVAL = "[default]\napprovals = 1\n"
 """Any plan needs one reviewer's approval: the smallest policy there is, and the head of a file to
 which a test adds its own rules."""
@@ -27,3 +29,11 @@ def kept_writes(reason: str = DRY_RUN_IGNORED) -> str:
     """A rule rejecting, before any human reads it, a plan whose dry run let writes through to the
     API (`writes_kept`): the policy decides it, with `reason`."""
     return f'[[rules]]\nname = "kept writes"\nwhen = "plan.dry_run.writes_kept > 0"\nreject = "{reason}"\n'
+
+
+def signed_in_production(approvals: int, *reviewers: str) -> str:
+    """One approval anywhere; in production `approvals` signed ones, from the named `reviewers` only
+    when any are named: the policy that makes a reviewer sign."""
+    named = f"reviewers = {json.dumps(list(reviewers))}\n" if reviewers else ""
+    return f"{ONE_APPROVAL}\n[environments.production]\napprovals = {approvals}\nsignatures = true\n{named}"
+
