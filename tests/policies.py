@@ -37,3 +37,8 @@ def signed_in_production(approvals: int, *reviewers: str) -> str:
     named = f"reviewers = {json.dumps(list(reviewers))}\n" if reviewers else ""
     return f"{ONE_APPROVAL}\n[environments.production]\napprovals = {approvals}\nsignatures = true\n{named}"
 
+
+def staging_approved_by_policy(base_url: str) -> str:
+    """A staging environment owning the URLs under `base_url`, whose plans a rule may approve with no
+    human (`allow_policy_approval`): where the policy's own approvals are tried."""
+    return f'[environments.staging]\nbase_urls = ["{base_url}/*"]\nallow_policy_approval = true\n'

@@ -19,7 +19,7 @@ import pytest
 from reviewer.signing.allowed_signers import AllowedSigners
 from reviewer.signing.signed_approvals import SignedStatement, check_signed_approvals
 from reviewer.signing.sshsig import NAMESPACE, DecisionStatement
-from tests.policies import DELETES_IN_PRODUCTION, ONE_APPROVAL, kept_writes
+from tests.policies import DELETES_IN_PRODUCTION, ONE_APPROVAL, kept_writes, staging_approved_by_policy
 from tests.queue_harness import Service, body, decide, proposal, reviewer_command, start_service, unique_id
 from tests.signing.ssh import SshKey, make_key, ssh_keygen_verify
 
@@ -32,10 +32,7 @@ base_urls = ["http://127.0.0.1:9/*"]
 approvals = 1
 reviewers = ["alice", "bob", "bbo"]
 
-[environments.staging]
-base_urls = ["http://127.0.0.1:8080/*"]
-allow_policy_approval = true
-signatures = true
+{staging_approved_by_policy("http://127.0.0.1:8080")}signatures = true
 
 {DELETES_IN_PRODUCTION}
 {kept_writes()}

@@ -16,9 +16,12 @@ from reviewer.policy.expressions import ExpressionError, compile_expression
 from reviewer.policy.file import PolicyError, parse_policy
 from reviewer.policy.verdict import evaluate, needs
 from tests.builders import proposal_document
-from tests.policies import DELETES_IN_PRODUCTION, ONE_APPROVAL, kept_writes
+from tests.policies import DELETES_IN_PRODUCTION, ONE_APPROVAL, kept_writes, staging_approved_by_policy
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_proposals"
+
+STAGING = staging_approved_by_policy("https://api.staging.example")
+"""The staging the verdicts are read in: its small plans a rule approves."""
 
 POLICY = f"""\
 [default]
@@ -28,10 +31,7 @@ approvals = 1
 base_urls = ["https://api.prod.example/*", "https://k8s-prod-eu1.internal.example:6443/*"]
 approvals = 1
 
-[environments.staging]
-base_urls = ["https://api.staging.example/*"]
-allow_policy_approval = true
-
+{STAGING}
 {DELETES_IN_PRODUCTION}
 {kept_writes()}
 [[rules]]
@@ -338,11 +338,8 @@ def test_a_rule_made_to_throw_asks_everything_it_asks_when_it_matches(
 
 
 def test_a_reject_rule_made_to_throw_rejects_and_an_approve_rule_leaves_it_to_a_human() -> None:
-    rules = """\
-[environments.staging]
-base_urls = ["https://api.staging.example/*"]
-allow_policy_approval = true
-
+    rules = f"""\
+{STAGING}
 [[rules]]
 name = "no huge refunds"
 when = 'plan.calls.exists(c, c.args.amount_cents > 1000000)'
