@@ -42,3 +42,36 @@ def staging_approved_by_policy(base_url: str) -> str:
     """A staging environment owning the URLs under `base_url`, whose plans a rule may approve with no
     human (`allow_policy_approval`): where the policy's own approvals are tried."""
     return f'[environments.staging]\nbase_urls = ["{base_url}/*"]\nallow_policy_approval = true\n'
+
+
+def window(
+    environment: str,
+    name: str,
+    kind: str,
+    schedule: str,
+    duration: str,
+    time_zone: str,
+    *,
+    break_glass: int | None = None,
+) -> str:
+    """One change window of `environment`: an "allow" window is the only time its plans run, a
+    "deny" window a time they do not, unless `break_glass` approvals (the default when None) break
+    the glass; it opens on the cron `schedule` in `time_zone` and stays open for `duration`."""
+    text = (
+        f'[[environments.{environment}.windows]]\nname = "{name}"\nkind = "{kind}"\n'
+        f'schedule = "{schedule}"\nduration = "{duration}"\ntime_zone = "{time_zone}"\n'
+    )
+    return text + (f"break_glass_approvals = {break_glass}\n" if break_glass else "")
+
+
+WORKING_HOURS_AND_YEAR_END_FREEZE = "\n".join(
+    (
+        f"{ONE_APPROVAL}\n[environments.production]\napprovals = 1\n",
+        window("production", "working hours", "allow", "0 9 * * 1-5", "8h", "Europe/Berlin"),
+        window(
+            "production", "year-end freeze", "deny", "0 0 24 12 *", "216h", "Europe/Berlin", break_glass=2
+        ),
+    )
+)
+"""Production runs in Berlin's working hours (Monday to Friday, 9 to 5) and not in the nine days
+from Christmas Eve, unless two approvals break the glass: the windows a queue's clock is tried on."""
