@@ -69,7 +69,7 @@ def mint_tokens(db: Path | str, roles: dict[str, str]) -> dict[str, str]:
     """A token for each name, with its role, minted as `reviewer token create` mints it (through the
     store of the queue's database) but in this process: run as commands, the suite's 136 tokens
     cost 90 CPU-seconds of Python start-ups. The command itself is tested in
-    `tests/service/test_command_line.py`."""
+    `tests/service/commands/test_command_line.py`."""
     store = open_store(
         db, clock=time.time, pending_ttl=DEFAULT_PENDING_TTL, approval_ttl=DEFAULT_APPROVAL_TTL, create=False
     )

@@ -32,6 +32,7 @@ from reviewer.service.app import create_app
 from reviewer.service.auth import hash_token, mint_token
 from reviewer.service.store.opener import open_store
 from tests.builders import proposal_document
+from tests.policies import ONE_APPROVAL
 from tests.queue_harness import Service, body, proposal, unique_id
 
 REVIEWER = [sys.executable, "-m", "reviewer"]
@@ -129,7 +130,7 @@ def test_the_deadline_bounds_the_whole_evaluation_however_many_reports_the_worke
     rules = "".join(
         f'[[rules]]\nname = "rule {number}"\nwhen = "true"\napprovals = 2\n' for number in range(8)
     )
-    policy = parse_policy("[default]\napprovals = 1\n" + rules)
+    policy = parse_policy(ONE_APPROVAL + rules)
     step = [0.0]
     now = [0.0]
 

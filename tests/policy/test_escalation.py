@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from reviewer.policy.durations import DurationError, duration_words, parse_duration
 from reviewer.policy.escalation import MAX_STEPS, EscalationStep, due_steps
 from reviewer.policy.file import PolicyError, parse_policy
+from tests.policies import ONE_APPROVAL
 
 LADDER = """\
 [default]
@@ -35,7 +36,7 @@ def test_the_steps_read_in_order_with_their_lines_and_only_where_declared() -> N
     assert policy.ladder_for("production") == (EscalationStep(600, 8), EscalationStep(5400, 11))
     assert policy.ladder_for("PRODUCTION") == policy.ladder_for("production")
     assert policy.ladder_for(None) == () and policy.ladder_for("staging") == ()
-    assert policy.escalates and not parse_policy("[default]\napprovals = 1\n").escalates
+    assert policy.escalates and not parse_policy(ONE_APPROVAL).escalates
     assert "[environments.production] 2 approvals; escalates after 10m, 1h30m" in policy.describe()
     assert policy.rules[0].line == 13, "a rule after the steps keeps its own line"
 

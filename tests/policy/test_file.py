@@ -11,18 +11,12 @@ from hypothesis import strategies as st
 from reviewer.policy.file import Policy, PolicyError, parse_policy, read_policy
 from reviewer.policy.quorum import Requirement as Rule
 from reviewer.policy.quorum import Vote, refuse_vote, tally
+from tests.policies import signed_in_production
 
-EXAMPLE = """\
+EXAMPLE = f"""\
 # Who must approve what, per target environment.
 
-[default]
-approvals = 1
-
-[environments.production]
-approvals = 2
-signatures = true
-reviewers = ["alice", "bob", "carol"]
-
+{signed_in_production(2, "alice", "bob", "carol")}
 [environments."eu west"]
 approvals = 1
 signatures = true

@@ -27,7 +27,7 @@ from tests.queue_harness import (
     submit,
     unique_id,
 )
-from tests.service.test_store_contract import identity
+from tests.service.store.test_store_contract import identity
 
 POLICY = """\
 [default]

@@ -19,10 +19,11 @@ import pytest
 from reviewer.signing.allowed_signers import AllowedSigners
 from reviewer.signing.signed_approvals import SignedStatement, check_signed_approvals
 from reviewer.signing.sshsig import NAMESPACE, DecisionStatement
+from tests.policies import DELETES_IN_PRODUCTION, ONE_APPROVAL, kept_writes, staging_approved_by_policy
 from tests.queue_harness import Service, body, decide, proposal, reviewer_command, start_service, unique_id
 from tests.signing.ssh import SshKey, make_key, ssh_keygen_verify
 
-POLICY = """\
+POLICY = f"""\
 [default]
 approvals = 1
 
@@ -31,21 +32,10 @@ base_urls = ["http://127.0.0.1:9/*"]
 approvals = 1
 reviewers = ["alice", "bob", "bbo"]
 
-[environments.staging]
-base_urls = ["http://127.0.0.1:8080/*"]
-allow_policy_approval = true
-signatures = true
+{staging_approved_by_policy("http://127.0.0.1:8080")}signatures = true
 
-[[rules]]
-name = "deletes in production"
-when = 'environment == "production" && plan.counts.delete > 0'
-approvals = 2
-
-[[rules]]
-name = "kept writes"
-when = "plan.dry_run.writes_kept > 0"
-reject = "the API ignored the dry-run flag; fix the tool before asking a human"
-
+{DELETES_IN_PRODUCTION}
+{kept_writes()}
 [[rules]]
 name = "small staging plans"
 when = 'environment == "staging" && size(plan.calls) <= 2 && plan.calls.all(c, c.effect != "delete")'
@@ -207,17 +197,14 @@ def test_look_alike_and_missing_environments_with_a_production_base_url_get_prod
 
 def test_a_changed_policy_decides_pending_proposals_at_restart_and_the_trail_says_so(tmp_path: Path) -> None:
     policy = tmp_path / "policy.toml"
-    policy.write_text("[default]\napprovals = 1\n")
+    policy.write_text(ONE_APPROVAL)
     service = start_service(tmp_path, "--policy", str(policy))
     try:
         with service.client(service.token("agent", "agent")) as agent:
             document = plan("http://127.0.0.1:8080", "staging", writes_kept=1)
             assert agent.post("/v1/proposals", content=body(document)).json()["state"] == "pending"
             service.stop()
-            policy.write_text(
-                '[default]\napprovals = 1\n\n[[rules]]\nname = "kept writes"\n'
-                'when = "plan.dry_run.writes_kept > 0"\nreject = "fix the tool"\n'
-            )
+            policy.write_text(ONE_APPROVAL + "\n" + kept_writes("fix the tool"))
             service.start()
             assert "policy: 1 pending proposals evaluated again under this policy" in service.log()
             record = agent.get(f"/v1/proposals/{document['proposal_id']}").json()
@@ -233,7 +220,7 @@ def test_a_changed_policy_decides_pending_proposals_at_restart_and_the_trail_say
 def test_a_rule_that_does_not_compile_stops_serve_with_its_line(tmp_path: Path) -> None:
     policy = tmp_path / "policy.toml"
     policy.write_text(
-        "[default]\napprovals = 1\n\n[environment.production]\napprovals = 2\n\n"
+        ONE_APPROVAL + "\n[environment.production]\napprovals = 2\n\n"
         '[[rules]]\nname = "nested"\nwhen = "plan.calls.all(c, plan.calls.all(d, true))"\napprovals = 2\n'
     )
     started = subprocess.run(

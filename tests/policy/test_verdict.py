@@ -16,10 +16,14 @@ from reviewer.policy.expressions import ExpressionError, compile_expression
 from reviewer.policy.file import PolicyError, parse_policy
 from reviewer.policy.verdict import evaluate, needs
 from tests.builders import proposal_document
+from tests.policies import DELETES_IN_PRODUCTION, ONE_APPROVAL, kept_writes, staging_approved_by_policy
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_proposals"
 
-POLICY = """\
+STAGING = staging_approved_by_policy("https://api.staging.example")
+"""The staging the verdicts are read in: its small plans a rule approves."""
+
+POLICY = f"""\
 [default]
 approvals = 1
 
@@ -27,20 +31,9 @@ approvals = 1
 base_urls = ["https://api.prod.example/*", "https://k8s-prod-eu1.internal.example:6443/*"]
 approvals = 1
 
-[environments.staging]
-base_urls = ["https://api.staging.example/*"]
-allow_policy_approval = true
-
-[[rules]]
-name = "deletes in production"
-when = 'environment == "production" && plan.counts.delete > 0'
-approvals = 2
-
-[[rules]]
-name = "kept writes"
-when = "plan.dry_run.writes_kept > 0"
-reject = "the API ignored the dry-run flag; fix the tool before asking a human"
-
+{STAGING}
+{DELETES_IN_PRODUCTION}
+{kept_writes()}
 [[rules]]
 name = "one staging ticket"
 when = 'environment == "staging" && size(plan.calls) == 1 && plan.calls.all(c, c.effect == "create")'
@@ -345,11 +338,8 @@ def test_a_rule_made_to_throw_asks_everything_it_asks_when_it_matches(
 
 
 def test_a_reject_rule_made_to_throw_rejects_and_an_approve_rule_leaves_it_to_a_human() -> None:
-    rules = """\
-[environments.staging]
-base_urls = ["https://api.staging.example/*"]
-allow_policy_approval = true
-
+    rules = f"""\
+{STAGING}
 [[rules]]
 name = "no huge refunds"
 when = 'plan.calls.exists(c, c.args.amount_cents > 1000000)'
@@ -365,11 +355,11 @@ approve = true
         target={"api": "refunds", "base_url": "https://api.staging.example/v1"},
     )
     proposal = parse_proposal(msgspec.json.encode(document))
-    verdict = evaluate(parse_policy("[default]\napprovals = 1\n" + rules), proposal, signing=True)
+    verdict = evaluate(parse_policy(ONE_APPROVAL + rules), proposal, signing=True)
     assert verdict.outcome == "reject" and verdict.decided_by == "policy:no huge refunds"
     assert "failed to evaluate" in (verdict.reason or "")
     approving_only = rules.split("[[rules]]")[0] + "[[rules]]" + rules.split("[[rules]]")[2]
-    verdict = evaluate(parse_policy("[default]\napprovals = 1\n" + approving_only), proposal, signing=True)
+    verdict = evaluate(parse_policy(ONE_APPROVAL + approving_only), proposal, signing=True)
     assert verdict.outcome == "human" and verdict.matched[0].error
 
 

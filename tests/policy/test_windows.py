@@ -12,31 +12,10 @@ from hypothesis import strategies as st
 
 from reviewer.policy.file import PolicyError, parse_policy
 from reviewer.policy.windows import WindowError, next_openings, parse_duration, read_window, standing
+from tests.policies import ONE_APPROVAL, WORKING_HOURS_AND_YEAR_END_FREEZE
 
 BERLIN = ZoneInfo("Europe/Berlin")
-POLICY = """\
-[default]
-approvals = 1
-
-[environments.production]
-approvals = 1
-
-[[environments.production.windows]]
-name = "working hours"
-kind = "allow"
-schedule = "0 9 * * 1-5"
-duration = "8h"
-time_zone = "Europe/Berlin"
-
-[[environments.production.windows]]
-name = "year-end freeze"
-kind = "deny"
-schedule = "0 0 24 12 *"
-duration = "216h"
-time_zone = "Europe/Berlin"
-break_glass_approvals = 2
-"""
-WINDOWS = parse_policy(POLICY).environments["production"].windows
+WINDOWS = parse_policy(WORKING_HOURS_AND_YEAR_END_FREEZE).environments["production"].windows
 
 
 def berlin(*fields: int) -> datetime:
@@ -53,7 +32,7 @@ def test_the_policy_keeps_each_window_with_its_line() -> None:
     )
     assert (freeze.kind, freeze.break_glass_approvals, freeze.line) == ("deny", 2, 14)
     assert working.break_glass_approvals == 2  # the default
-    assert parse_policy("[default]\napprovals = 1\n").default.windows == ()
+    assert parse_policy(ONE_APPROVAL).default.windows == ()
 
 
 def test_a_tuesday_at_ten_in_berlin_runs_until_five() -> None:
@@ -156,7 +135,7 @@ def test_a_window_at_half_past_two_on_the_fall_back_day_opens_once_the_first_tim
     ],
 )
 def test_a_bad_window_stops_the_policy_naming_its_line(field: str, value: str, words: str) -> None:
-    text = POLICY.replace(
+    text = WORKING_HOURS_AND_YEAR_END_FREEZE.replace(
         {
             "time_zone": 'time_zone = "Europe/Berlin"',
             "schedule": 'schedule = "0 9 * * 1-5"',
@@ -174,7 +153,12 @@ def test_a_bad_window_stops_the_policy_naming_its_line(field: str, value: str, w
 
 def test_an_unknown_key_in_a_window_is_named() -> None:
     with pytest.raises(PolicyError, match=r"line 12: unknown key 'timezone'"):
-        parse_policy(POLICY.replace('time_zone = "Europe/Berlin"\n', 'timezone = "Europe/Berlin"\n', 1), "p")
+        parse_policy(
+            WORKING_HOURS_AND_YEAR_END_FREEZE.replace(
+                'time_zone = "Europe/Berlin"\n', 'timezone = "Europe/Berlin"\n', 1
+            ),
+            "p",
+        )
 
 
 @pytest.mark.parametrize(

@@ -14,10 +14,10 @@ import pytest
 
 from reviewer.agent import Gate, GateResult, OutsideChangeWindow
 from reviewer.sample_api import tools
-from tests.policy.test_windows import POLICY
+from tests.policies import WORKING_HOURS_AND_YEAR_END_FREEZE
 from tests.queue_harness import Service
 from tests.run.harness import Queue, SampleApi, reviewer_decides, start_run
-from tests.service.test_database_faults import faked_clock, needs_faketime
+from tests.service.store.test_database_faults import faked_clock, needs_faketime
 
 AGENTS = str(Path(__file__).with_name("agents.py"))
 
@@ -49,7 +49,9 @@ def test_in_the_freeze_the_gate_and_reviewer_run_are_refused_naming_the_window(
 ) -> None:
     policy = tmp_path / "policy.toml"
     policy.write_text(
-        POLICY.replace("approvals = 1\n\n[[", f'approvals = 1\nbase_urls = ["{sample_api.url}/*"]\n\n[[', 1)
+        WORKING_HOURS_AND_YEAR_END_FREEZE.replace(
+            "approvals = 1\n\n[[", f'approvals = 1\nbase_urls = ["{sample_api.url}/*"]\n\n[[', 1
+        )
     )
     service = Service(
         db=tmp_path / "queue.sqlite3",

@@ -21,19 +21,13 @@ import pytest
 
 from reviewer.signing.passkeys import AllowedPasskeys
 from reviewer.signing.sshsig import DecisionStatement, sign_statement, signer_for
+from tests.policies import signed_in_production
 from tests.queue_harness import reviewer_command, start_service, unique_id
 from tests.run.harness import WAITS, Queue, RunProcess, SampleApi, start_run
 from tests.signing.authenticator import Authenticator
 from tests.signing.ssh import Agent, SshKey, make_key, running_agent
 
-POLICY = """\
-[default]
-approvals = 1
-
-[environments.production]
-approvals = 1
-signatures = true
-"""
+POLICY = signed_in_production(1)
 CLOSE_T1 = (
     "import os, urllib.request as u; u.urlopen(u.Request(os.environ['REVIEWER_API_URL'] + '/v1/tickets/t1', "
     "method='PATCH', data=b'{\"status\": \"closed\"}', headers={'content-type': 'application/json'}))"

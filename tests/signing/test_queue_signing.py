@@ -21,18 +21,11 @@ import pytest
 from reviewer.signing.allowed_signers import AllowedSigners
 from reviewer.signing.signed_approvals import SignedStatement, check_signed_approvals
 from reviewer.signing.sshsig import DecisionStatement, Signer, sign_statement, signer_for
+from tests.policies import signed_in_production
 from tests.queue_harness import Service, body, proposal, reviewer_command, start_service, unique_id
 from tests.signing.ssh import Agent, SshKey, make_key, ssh_keygen_verify
 
-POLICY = """\
-[default]
-approvals = 1
-
-[environments.production]
-approvals = 2
-signatures = true
-reviewers = ["alice", "bob", "carol"]
-"""
+POLICY = signed_in_production(2, "alice", "bob", "carol")
 
 
 @dataclass

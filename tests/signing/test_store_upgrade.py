@@ -10,7 +10,7 @@ from reviewer.service.store import SCHEMA_VERSION, StoreSettings
 from reviewer.service.store.sqlite import TRAIL_SIGNATURE_COLUMNS, SQLiteStore
 
 PREVIOUS_RELEASE = Path(__file__).parents[1] / "service" / "fixtures" / "queue_v3.sql"
-"""The version-3 file the previous release wrote (`tests/service/test_migrations.py` reads it too)."""
+"""The version-3 file the previous release wrote (`tests/service/store/test_migrations.py` reads it too)."""
 
 
 def version_2_database(path: Path) -> Path:

@@ -30,6 +30,7 @@ from tests.audit.gated import gated_run
 from tests.audit.nginx import NGINX
 from tests.mcp_gate.test_official import answer
 from tests.mcp_gate.test_official import server as official_server
+from tests.policies import TWO_APPROVALS
 from tests.queue_harness import body, decide, mint_tokens, proposal, submit
 from tests.run.harness import WAITS, RunProcess
 from tests.service.notifications.receiver import Receiver
@@ -477,7 +478,7 @@ def test_decisions_a_request_for_changes_closes_the_revision_and_the_next_one_co
     """docs/decisions.md: under two approvals, alice approves revision 1 and bob asks for changes,
     which closes it (`proposal.changes_requested` sent); revision 2 starts with no approval, so bob's
     approval alone leaves it pending (alice's vote stayed with revision 1)."""
-    (shell.folder / "policy.toml").write_text("[default]\napprovals = 2\n")
+    (shell.folder / "policy.toml").write_text(TWO_APPROVALS)
     (shell.folder / "secret").write_text("a shared secret")
     (shell.folder / "secret").chmod(0o600)
     receiver = Receiver().start()

@@ -34,7 +34,7 @@ Not run here yet: the pager's own events (`run.unknown` waits out a lease and th
 `tests/service/notifications/test_serve_notify.py` delivers it to a filtered target); the escalation
 steps' pages (the first is ten minutes away; `tests/service/notifications/test_escalation.py` and
 `test_serve_escalation.py` page them on a moved clock); executors
-refusing a trail that went backwards (`tests/service/test_trail.py`).
+refusing a trail that went backwards (`tests/service/routes/test_trail.py`).
 """
 
 from __future__ import annotations

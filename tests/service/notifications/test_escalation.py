@@ -28,7 +28,7 @@ from tests.queue_harness import body, proposal
 from tests.service.notifications.receiver import Arrival, Receiver
 from tests.service.notifications.test_outbox import SECRET, Queue
 from tests.service.postgres import Cluster
-from tests.service.test_store_contract import Clock, clock, database, identity
+from tests.service.store.test_store_contract import Clock, clock, database, identity
 
 __all__ = ["clock", "database"]  # fixtures of the store contract, used here too
 

@@ -35,8 +35,8 @@ from reviewer.service.store.proposals import ListVersion
 from reviewer.service.store.sqlite import SQLiteStore
 from tests.queue_harness import body, proposal
 from tests.service.notifications.receiver import Receiver
-from tests.service.test_migrations import previous_release_database
-from tests.service.test_store_contract import START, Clock, clock, database, identity
+from tests.service.store.test_migrations import previous_release_database
+from tests.service.store.test_store_contract import START, Clock, clock, database, identity
 
 __all__ = ["clock", "database"]  # fixtures of the store contract, used here too
 
@@ -558,7 +558,7 @@ def test_a_version_3_sqlite_file_gains_the_outbox_and_keeps_its_rows(tmp_path: P
 def test_a_version_3_postgresql_database_gains_the_outbox(postgres_cluster: object, clock: Clock) -> None:
     import psycopg
 
-    from tests.service.test_migrations import version_4_postgresql
+    from tests.service.store.test_migrations import version_4_postgresql
 
     url = version_4_postgresql(postgres_cluster)  # type: ignore[arg-type]
     with psycopg.connect(url, autocommit=True) as raw:

@@ -15,7 +15,7 @@ from tests.queue_harness import Service, decide, reviewer_command, submit
 from tests.service.notifications.receiver import Arrival, Receiver, notify_options
 from tests.service.notifications.test_escalation import LADDER
 from tests.service.ports import free_port
-from tests.service.test_database_faults import faked_clock, needs_faketime
+from tests.service.store.test_database_faults import faked_clock, needs_faketime
 
 
 @pytest.fixture

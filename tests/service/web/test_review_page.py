@@ -30,6 +30,7 @@ from reviewer.queue.client import QueueClient
 from reviewer.service.store.opener import open_store
 from reviewer.signing.allowed_signers import AllowedSigners
 from reviewer.signing.passkeys import AllowedPasskeys, PasskeyAssertion, verify_with_passkeys
+from tests.policies import window
 from tests.queue_harness import Service, body, decide, proposal, reviewer_command, submit, unique_id
 from tests.service.web.browser import Device, chromium, device, enrol, register_on, web_service
 
@@ -39,7 +40,7 @@ pytestmark = pytest.mark.slow
 PAYMENTS = {"api": "deskline", "base_url": "https://api.payments.example/v1", "environment": "payments"}
 PRODUCTION = {"api": "deskline", "base_url": "https://api.prod.example/v1", "environment": "production"}
 FROZEN = {"api": "deskline", "base_url": "https://api.frozen.example/v1", "environment": "frozen"}
-POLICY = """
+POLICY = f"""
 [default]
 approvals = 1
 
@@ -54,13 +55,7 @@ approvals = 2
 [environments.frozen]
 base_urls = ["https://api.frozen.example/*"]
 
-[[environments.frozen.windows]]
-name = "always frozen"
-kind = "deny"
-schedule = "0 0 * * *"
-duration = "24h"
-time_zone = "UTC"
-"""
+{window("frozen", "always frozen", "deny", "0 0 * * *", "24h", "UTC")}"""
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ from reviewer.tui.model.queue_source import QueueSource
 from reviewer.tui.widgets.chrome import Chrome
 from tests.queue_harness import Service, reviewer_command, start_service, submit, unique_id
 from tests.service.oidc import Provider, running_provider
-from tests.service.test_oidc import POLICY, documented_serve_options
+from tests.service.routes.test_oidc import POLICY, documented_serve_options
 from tests.tui.live.helpers import decide_from_keyboard, open_proposal, run, shown_text, status, until
 
 

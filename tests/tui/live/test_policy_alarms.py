@@ -8,21 +8,18 @@ from collections.abc import Iterator
 import pytest
 
 from reviewer.plan.proposal import parse_proposal
+from tests.policies import DELETES_IN_PRODUCTION
 from tests.queue_harness import body, proposal, start_service, unique_id
 from tests.tui.live.helpers import Queue, open_proposal, run, shown_text, until
 
-POLICY = """\
+POLICY = f"""\
 [default]
 approvals = 1
 
 [environments.production]
 base_urls = ["http://127.0.0.1:9/*"]
 
-[[rules]]
-name = "deletes in production"
-when = 'environment == "production" && plan.counts.delete > 0'
-approvals = 2
-"""
+{DELETES_IN_PRODUCTION}"""
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,8 @@
-"""Upgrades with a way back: a database of the previous release (schema 3, `fixtures/queue_v3.sql`)
-is backed up next to itself, migrated step by step, logged, and keeps every row; the backup is still
-the previous release's database. `--no-migrate`, `db upgrade`, `db backup`, and two PostgreSQL
-replicas starting together on an old schema (one migrates)."""
+"""Upgrades with a way back: a database of the previous release (schema 3,
+`tests/service/fixtures/queue_v3.sql`) is backed up next to itself, migrated step by step, logged,
+and keeps every row; the backup is still the previous release's database. `--no-migrate`,
+`db upgrade`, `db backup`, and two PostgreSQL replicas starting together on an old schema (one
+migrates)."""
 
 from __future__ import annotations
 
@@ -19,16 +20,16 @@ import pytest
 from reviewer.service.store import SCHEMA_VERSION, TRAIL_EVENT_CHECK
 from reviewer.service.store.opener import open_store
 from tests.queue_harness import PYTHON, Service, reviewer_command, start_together
+from tests.service.commands.test_command_line import run
 from tests.service.ports import free_port
 from tests.service.postgres import Cluster
-from tests.service.test_command_line import run
 
-FIXTURE = Path(__file__).with_name("fixtures") / "queue_v3.sql"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "queue_v3.sql"
 PREVIOUS_RELEASE = "e14a3aa"
 """The commit that made the fixture: the release before schema 4 and 5."""
 ALICE = "rvw_" + "A" * 43
 """The fixture's reviewer token (a test's own secret: only its hash is in the fixture)."""
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def previous_release_database(path: Path) -> Path:

@@ -25,7 +25,7 @@ from reviewer.service.store.sqlite import SQLiteStore
 from tests.builders import proposal_document
 from tests.queue_harness import Actors, Service, body, make_actors, proposal, reviewer_command, unique_id
 
-SAMPLES = Path(__file__).resolve().parents[2] / "sample_proposals"
+SAMPLES = Path(__file__).resolve().parents[3] / "sample_proposals"
 POLICY = """
 [environments.production]
 reviewers = ["bob"]

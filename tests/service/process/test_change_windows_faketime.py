@@ -24,22 +24,16 @@ import pytest
 
 from tests.agent.loopback import LoopbackServer, loopback_servers
 from tests.builders import proposal_document
-from tests.policy.test_windows import POLICY
+from tests.policies import WORKING_HOURS_AND_YEAR_END_FREEZE, window
 from tests.queue_harness import PYTHON, Service, decide, reviewer_command, unique_id
 from tests.service.notifications.receiver import Receiver, notify_options
-from tests.service.test_database_faults import faked_clock, needs_faketime
+from tests.service.store.test_database_faults import faked_clock, needs_faketime
 
-NIGHT = """
+NIGHT = f"""
 [environments.night]
 approvals = 1
 
-[[environments.night.windows]]
-name = "night shift"
-kind = "allow"
-schedule = "30 2 * * *"
-duration = "1h"
-time_zone = "Europe/Berlin"
-"""
+{window("night", "night shift", "allow", "30 2 * * *", "1h", "Europe/Berlin")}"""
 
 pytestmark = [
     needs_faketime,
@@ -153,7 +147,7 @@ class Scene:
 @pytest.fixture(scope="module")
 def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
     folder = tmp_path_factory.mktemp("windows")
-    (folder / "policy.toml").write_text(POLICY + NIGHT)
+    (folder / "policy.toml").write_text(WORKING_HOURS_AND_YEAR_END_FREEZE + NIGHT)
     clock = folder / "clock"
     receiver = Receiver().start()
     service = Service(

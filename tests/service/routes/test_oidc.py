@@ -24,15 +24,13 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from reviewer.queue.config import read_credential
 from reviewer.queue.sign_in import ProviderSession, RenewingAuth, SignInFailed
+from tests.policies import TWO_APPROVALS
 from tests.queue_harness import Service, reviewer_command, start_service, submit
 from tests.service.oidc import CLIENT_ID, Provider, reviewer_login, running_provider
 from tests.system.documented import as_run, documented_block
 
-POLICY = """\
-[default]
-approvals = 2
-reviewers = ["*@example.com", "ops-*"]
-"""
+POLICY = TWO_APPROVALS + 'reviewers = ["*@example.com", "ops-*"]\n'
+"""Two approvals of every plan, from people the provider names in example.com or `ops-*` only."""
 
 
 @dataclass

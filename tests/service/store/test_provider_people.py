@@ -10,7 +10,7 @@ from reviewer.service.auth import Identity, hash_token, mint_token
 from reviewer.service.errors import Conflict, Forbidden, Unauthorized
 from reviewer.service.oidc import ProviderPerson
 from reviewer.service.store import QueueStore
-from tests.service.test_store_contract import (
+from tests.service.store.test_store_contract import (
     START,
     Clock,
     clock,

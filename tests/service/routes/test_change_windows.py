@@ -32,7 +32,7 @@ from reviewer.service.auth import hash_token, mint_token
 from reviewer.service.store.opener import open_store
 from tests.agent.loopback import LoopbackServer, created, loopback_servers
 from tests.builders import proposal_document
-from tests.policy.test_windows import POLICY
+from tests.policies import WORKING_HOURS_AND_YEAR_END_FREEZE
 from tests.service.postgres import Cluster
 
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -74,7 +74,7 @@ def queue(database: str) -> Iterator[Queue]:
         clock=lambda: now[0],
         pending_ttl=60 * DAY,
         approval_ttl=60 * DAY,
-        policy=parse_policy(POLICY),
+        policy=parse_policy(WORKING_HOURS_AND_YEAR_END_FREEZE),
         create=True,
     )
     tokens = {name: mint_token() for name in ("alice", "bob", "agent")}

@@ -13,8 +13,9 @@ from reviewer.service.app import create_app
 from reviewer.service.auth import hash_token, mint_token
 from reviewer.service.errors import Unauthorized
 from reviewer.service.store import QueueStore
-from tests.service.test_command_line import run
-from tests.service.test_store_contract import submission
+from tests.policies import TWO_APPROVALS
+from tests.service.commands.test_command_line import run
+from tests.service.store.test_store_contract import submission
 
 START = 1_800_000_000.0
 
@@ -155,7 +156,7 @@ def test_an_expired_tokens_pending_approval_is_withdrawn_from_the_quorum(tmp_pat
     now = [START]
     app = create_app(tmp_path / "queue.sqlite3", clock=lambda: now[0])
     store: QueueStore = app.state.store
-    store.policy = parse_policy("[default]\napprovals = 2\n", "policy.toml")
+    store.policy = parse_policy(TWO_APPROVALS, "policy.toml")
     tokens = {name: mint_token() for name in ("alice", "bob", "carol", "agent")}
     for name, token in tokens.items():
         role = "agent" if name == "agent" else "reviewer"

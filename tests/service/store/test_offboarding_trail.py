@@ -17,8 +17,8 @@ from reviewer.service.errors import Forbidden
 from reviewer.service.store import QueueStore
 from reviewer.trail.ocsf import api_activity
 from tests.queue_harness import reviewer_command
-from tests.service.test_provider_people import ISSUER, person
-from tests.service.test_store_contract import (
+from tests.service.store.test_provider_people import ISSUER, person
+from tests.service.store.test_store_contract import (
     START,
     Clock,
     clock,
