@@ -276,6 +276,12 @@ class ProposalSummary(Message):
     """What the plan does, read once when it was submitted: where, counts, alarms worst first, money."""
     yours: bool = True
     """Whether the environment the policy gives it lets this reviewer decide it."""
+    approvals: list[str] = Field(default_factory=list)
+    """Pending: who approved this revision so far, as the trail records it (an approval withdrawn
+    when its reviewer's sign-in ended is taken out). Any approval cast or withdrawn changes the row,
+    so a reviewer's app knows which proposal's quorum moved without fetching each. The record
+    (`DecisionState.approvals`) is what counts: it also takes out an approval whose key was removed
+    since."""
 
 
 class ProposalPage(Message):
