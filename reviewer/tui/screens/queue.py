@@ -184,6 +184,7 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         self._listed: list[str] = []
         """The ids of the rows in the table, in its order."""
         self._arrange_pending = False
+        self._chrome_pending = False
         self._readings: dict[str, RowReading] = {}
         """Each proposal's row as read when it last changed (`show_item` forgets it): sorting and
         filtering thousands of rows reads none of them again."""
@@ -334,15 +335,38 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
                 self._arrange_soon()
         elif self._filter_terms and not self.read(item).matches(self._filter_terms):
             pass  # filtered out: only the chrome's count changes
-        elif self.order == "newest" and not self._filter_terms and self._newest_first()[-1] is item:
+        elif self.order == "newest" and not self._filter_terms and self._goes_last(item):
             table.add_row(*self._shown_cells(item, False), key=item.proposal_id)
             self._listed.append(item.proposal_id)
         else:
             self._fill_table()  # a new row in its place at once: what the app lists, the table holds
             return
-        self.refresh_chrome()
+        self._refresh_chrome_soon()
         if self._cursor_id in (None, item.proposal_id):  # the line under the table says only its row
             self._describe_highlighted()
+
+    def _goes_last(self, item: QueueItem) -> bool:
+        """Whether a new row sorts after every row of the table, newest first (`newest_first`), told
+        by the table's last row alone: a poll lists its rows newest first, so each new one goes
+        last, and comparing it with every proposal (or sorting them) cost each of 500 rows a walk
+        of the others."""
+        at = item.submitted_at(item.latest_revision)
+        if at is None or not self._listed:
+            return True  # an undated row keeps its place in the listing, after the dated ones
+        last = self.items.get(self._listed[-1])
+        last_at = last.submitted_at(last.latest_revision) if last is not None else None
+        return last_at is not None and last_at >= at
+
+    def _refresh_chrome_soon(self) -> None:
+        """One `refresh_chrome` after this frame, however many rows were listed in it: its counts
+        read every proposal."""
+        if not self._chrome_pending:
+            self._chrome_pending = True
+            self.call_after_refresh(self._refresh_chrome_now)
+
+    def _refresh_chrome_now(self) -> None:
+        self._chrome_pending = False
+        self.refresh_chrome()
 
     def _arrange_soon(self) -> None:
         """One `_reorder` after this frame, however many rows changed in it: a poll or the analyses
