@@ -6,8 +6,9 @@ files (as `bench_shell.py` does, the proposals written through the store: three 
 calls each), one per size, and runs the app in tmux at 80x24 against each in turn, the three
 alternating round by round so they meet the same load. The page is full when the status line says
 the queue answered, the top line counts every proposal the app lists (the newest 500 at most), and
-every line of the table shows a row (none, for the empty queue). Prints the medians, their ratio to
-the empty queue and the load average; asserts nothing.
+every line of the table shows a row (none, for the empty queue). Beside it, the CPU seconds the app
+spent from its start to its exit (GNU time; `q` is pressed once the page is full). Prints the
+medians, their ratios to the empty queue and the load average; asserts nothing.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from reviewer.service.routes.proposals import DEFAULT_LIMIT  # noqa: E402
 from reviewer.tui.model.queue_source import MAX_LIST_PAGES  # noqa: E402
 
 SIZES = (0, 300, 3_000)
+TIME = "/usr/bin/time"
+"""GNU time: the app's CPU seconds, written to a file when it exits."""
 LOOK = 0.02
 """Seconds between two looks at the pane."""
 TABLE_BOTTOM = "╰"
@@ -67,14 +70,19 @@ def environment_file(queue: Queue) -> Path:
     return path
 
 
-def first_full_page(term: Terminal, environment: Path, listed: int) -> float:
-    """Seconds from the Enter that starts the app to its first page full on screen; the app is then
-    stopped."""
+def first_full_page(term: Terminal, environment: Path, listed: int) -> tuple[float, float]:
+    """Seconds from the Enter that starts the app to its first page full on screen, and the CPU
+    seconds the app spent from its start to its exit (`q` as soon as the page was full: the load of
+    a shared machine moves this one less)."""
     term.clear()
-    started = term.type(f". {environment} && " + in_root(PYTHON, "-m", "reviewer"), "Enter")
+    cpu_file = environment.with_name("cpu")
+    cpu_file.unlink(missing_ok=True)
+    command = in_root(TIME, "-f", "%U %S", "-o", str(cpu_file), PYTHON, "-m", "reviewer")
+    started = term.type(f". {environment} && {command}", "Enter")
     seen = term.wait_until(lambda screen: full_page(screen, listed), f"{listed} proposals", poll=LOOK)
     term.stop()
-    return seen - started
+    user, system = cpu_file.read_text().split()[-2:]
+    return seen - started, float(user) + float(system)
 
 
 def main() -> None:
@@ -93,20 +101,27 @@ def main() -> None:
         term = Terminal(80, 24)
         stack.callback(term.close)
         times: dict[int, list[float]] = {pending: [] for pending in SIZES}
+        cpu: dict[int, list[float]] = {pending: [] for pending in SIZES}
         for _round in range(options.rounds):
             for pending in SIZES:
-                times[pending].append(first_full_page(term, environments[pending], listed_of(pending)))
-        empty = statistics.median(times[0])
+                wall, spent = first_full_page(term, environments[pending], listed_of(pending))
+                times[pending].append(wall)
+                cpu[pending].append(spent)
+        empty, empty_cpu = statistics.median(times[0]), statistics.median(cpu[0])
         print(f"start to the first full page, tmux at 80x24, sizes alternating, median of {options.rounds}")
-        print("| pending | listed | first full page | ratio to empty (goal ≤ 1.5) | rounds |")
-        print("| --- | --- | --- | --- | --- |")
+        print(
+            "| pending | listed | first full page | ratio to empty (goal ≤ 1.5) | the app's CPU | CPU ratio |"
+        )
+        print("| --- | --- | --- | --- | --- | --- |")
         for pending in SIZES:
-            figure = statistics.median(times[pending])
-            rounds = ", ".join(f"{seconds * 1000:,.0f}" for seconds in times[pending])
+            figure, spent = statistics.median(times[pending]), statistics.median(cpu[pending])
             print(
                 f"| {pending:,} | {listed_of(pending):,} | {figure * 1000:,.0f} ms | {figure / empty:.2f} | "
-                f"{rounds} |"
+                f"{spent * 1000:,.0f} ms | {spent / empty_cpu:.2f} |"
             )
+        for pending in SIZES:
+            rounds = ", ".join(f"{seconds * 1000:,.0f}" for seconds in times[pending])
+            print(f"{pending:,} pending, each round: {rounds} ms")
     print(f"{load_average()} after")
 
 
