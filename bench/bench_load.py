@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -77,12 +77,18 @@ class Terminal:
         return time.perf_counter()
 
     def wait_for(self, text: str, timeout: float = TIMEOUT) -> float:
+        return self.wait_until(lambda screen: text in screen, f"{text!r}", timeout)
+
+    def wait_until(
+        self, shows: Callable[[str], bool], what: str, timeout: float = TIMEOUT, poll: float = POLL
+    ) -> float:
+        """The moment a look at the pane (every `poll` seconds) first `shows` what is waited for."""
         deadline = time.perf_counter() + timeout
         while time.perf_counter() < deadline:
-            if text in self.screen():
+            if shows(self.screen()):
                 return time.perf_counter()
-            time.sleep(POLL)
-        raise TimeoutError(f"{text!r} never appeared:\n{self.screen()}")
+            time.sleep(poll)
+        raise TimeoutError(f"{what} never appeared:\n{self.screen()}")
 
     def run_until(self, command: str, text: str) -> float:
         """Seconds from typing `command` to `text` on screen; the program is then stopped."""

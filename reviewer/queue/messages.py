@@ -261,6 +261,13 @@ class ProposalSummary(Message):
     """What the plan does, read once when it was submitted: where, counts, alarms worst first, money."""
     yours: bool = True
     """Whether the environment the policy gives it lets this reviewer decide it."""
+    approvals: list[str] = Field(default_factory=list)
+    """Pending: who approved this revision so far, as the trail records it (an approval the trail
+    says was withdrawn, its reviewer's token revoked or expired or sign-in ended, is taken out). Any
+    approval cast or withdrawn changes the row, so a reviewer's app knows which proposal's quorum
+    moved without fetching each. The record (`DecisionState.approvals`) is what counts: it also
+    takes out an approval whose signing key or passkey was removed since, which the trail does not
+    record."""
 
 
 class ProposalPage(Message):

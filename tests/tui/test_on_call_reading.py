@@ -131,6 +131,32 @@ def test_rows_are_newest_submission_first_whenever_they_arrive() -> None:
     assert [item.proposal_id for item in newest_first(undated)] == ["x", "y"]
 
 
+async def test_rows_listed_one_by_one_take_the_places_newest_first_gives_them(tmp_path: Path) -> None:
+    """The table's order as rows arrive (a poll's newest first, then a newer one, a tie, one the
+    queue did not date, an older one after it) is `newest_first` of them all: a row goes last only
+    when it sorts last."""
+    arrivals = [
+        item_submitted("c", 30),
+        item_submitted("d", 40),
+        item_submitted("a", 5),
+        item_submitted("e", 40),
+        item_submitted("x", None),
+        item_submitted("f", 50),
+        item_submitted("g", 60),
+    ]
+    (tmp_path / "empty").mkdir()
+    app = ReviewerApp(tmp_path / "empty")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until_loaded(pilot)
+        table = app.queue_screen.query_one("#queue", DataTable)
+        for count, item in enumerate(arrivals, start=1):
+            app.queue_screen.show_item(item)
+            rows = [str(row.key.value) for row in table.ordered_rows]
+            assert rows == [shown.proposal_id for shown in newest_first(arrivals[:count])], count
+        await pilot.pause()
+        assert "7 proposals" in str(app.queue_screen.query_one("#chrome").render())
+
+
 async def test_the_drift_mark_clears_once_the_drift_was_viewed(sample_folder) -> None:
     app = ReviewerApp(sample_folder(*TRIAGE))
     async with app.run_test(size=(100, 30)) as pilot:

@@ -10,6 +10,8 @@ import pytest
 from textual.widgets import DataTable, Input
 
 from reviewer.tui.app import ReviewerApp
+from reviewer.tui.model.sources import QueueItem
+from reviewer.tui.screens.queue import FILTER_AT_ONCE, FILTER_PAUSE
 from tests.builders import proposal_document
 from tests.tui.contrast import screen_segments
 from tests.tui.helpers import SAMPLES, wait_until_loaded
@@ -165,6 +167,43 @@ async def test_page_keys_move_a_page_of_rows_and_home_and_end_reach_the_ends(tmp
         assert table.cursor_row == 0
         await press(pilot, "pageup")
         assert table.cursor_row == 0
+
+
+async def test_in_a_large_queue_a_word_typed_filters_once_after_the_keys_stop(tmp_path: Path) -> None:
+    """Over `FILTER_AT_ONCE` proposals, five keys typed fill the table once, when the screen's clock
+    says they stopped for `FILTER_PAUSE` (however long the machine took between them); a filter that
+    keeps every row fills nothing; enter applies what is typed at once."""
+    count = FILTER_AT_ONCE + 20
+    app = ReviewerApp(many_proposals(tmp_path / "many", count))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until_loaded(pilot)
+        screen = app.queue_screen
+        now = [0.0]
+        screen.clock = lambda: now[0]
+        fills: list[int] = []
+        fill_table = screen._fill_table
+
+        def counted_fill(ordered: list[QueueItem] | None = None) -> None:
+            fills.append(len(ordered or ()))
+            fill_table(ordered)
+
+        screen._fill_table = counted_fill  # type: ignore[method-assign]
+        await press(pilot, "slash", *"r 007")
+        await pilot.pause(3 * FILTER_PAUSE)
+        assert len(column(app, "title")) == count and fills == [], "still typing, by the clock"
+        now[0] += FILTER_PAUSE
+        await pilot.pause(3 * FILTER_PAUSE)
+        assert column(app, "title") == ["Plan number 007"] and len(fills) == 1
+        assert f"1 of {count} match /r 007" in chrome(app)
+        await press(pilot, *["backspace"] * 5, *"plan")
+        now[0] += FILTER_PAUSE
+        await pilot.pause(3 * FILTER_PAUSE)
+        assert len(column(app, "title")) == count and len(fills) == 2
+        await press(pilot, *" num", "enter")
+        assert f"{count} of {count} match /plan num" in chrome(app) and len(fills) == 2
+        await press(pilot, "slash", *"ber 11", "enter")
+        titles = column(app, "title")
+        assert len(titles) == 11 and all("11" in title for title in titles) and len(fills) == 3
 
 
 async def test_at_50x20_the_worst_alarm_and_the_demo_note_stay_whole() -> None:

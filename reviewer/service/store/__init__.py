@@ -480,7 +480,8 @@ class QueueStore(ABC):
         with self.read() as db:
             chooser = Chooser(wanted, self.policy, reviewer, now, proposals.reading_in(db))
             chosen, next_seq = proposals.listed_rows(db, chooser, before_seq, limit, self.LIST_BATCH)
-        return proposals.page(chosen, next_seq, now)
+            approvals = proposals.approvals_recorded(db, chosen)
+        return proposals.page(chosen, next_seq, now, approvals)
 
     def get_record(self, identity: Identity, proposal_id: str) -> ProposalRecord:
         now = self.clock()

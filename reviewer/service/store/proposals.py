@@ -245,8 +245,41 @@ def reading_in(db: Transaction) -> Callable[[Row], PlanReading | None]:
     return reading_of
 
 
-def page(chosen: list[Listed], next_seq: int | None, now: float) -> ProposalPage:
-    """The page of the rows `listed_rows` chose, and the cursor of the next one."""
+def approvals_recorded(db: Transaction, chosen: list[Listed]) -> dict[str, list[str]]:
+    """The approvals of each undecided row's latest revision as the trail records them (an approval
+    cast, less a `withdrawn` entry that took it back), in the order cast: one statement for the
+    whole page, over the span of `latest_seq` it covers (rows of that span the page left out are
+    read and dropped), never one a row."""
+    undecided = {listed.row["proposal_id"] for listed in chosen if listed.row["decision"] is None}
+    if not undecided:
+        return {}
+    spans = [listed.row["latest_seq"] for listed in chosen]
+    rows = db.all(
+        "SELECT trail.proposal_id, trail.actor, trail.event FROM proposals JOIN trail "
+        "ON trail.proposal_id = proposals.proposal_id AND trail.revision = proposals.latest_revision "
+        "WHERE proposals.latest_seq BETWEEN :oldest AND :newest AND proposals.decision IS NULL "
+        "AND trail.event IN ('approved', 'withdrawn') ORDER BY trail.seq",
+        oldest=min(spans),
+        newest=max(spans),
+    )
+    approvals: dict[str, dict[str, str]] = {}
+    for row in rows:
+        if row["proposal_id"] not in undecided:
+            continue
+        cast = approvals.setdefault(row["proposal_id"], {})
+        person = row["actor"].casefold()  # one person, whatever the case of the name
+        if row["event"] == "approved":
+            cast.setdefault(person, row["actor"])
+        else:
+            cast.pop(person, None)
+    return {proposal_id: list(cast.values()) for proposal_id, cast in approvals.items()}
+
+
+def page(
+    chosen: list[Listed], next_seq: int | None, now: float, approvals: dict[str, list[str]]
+) -> ProposalPage:
+    """The page of the rows `listed_rows` chose, with their `approvals_recorded`, and the cursor
+    of the next one."""
     summaries = []
     for listed in chosen:
         row = listed.row
@@ -268,6 +301,7 @@ def page(chosen: list[Listed], next_seq: int | None, now: float) -> ProposalPage
                 outcome_unknown=decision_state.outcome_unknown,
                 reading=listed.reading,
                 yours=listed.yours,
+                approvals=approvals.get(row["proposal_id"], []) if decision_state.state == "pending" else [],
             )
         )
     return ProposalPage(proposals=summaries, next_cursor=None if next_seq is None else str(next_seq))

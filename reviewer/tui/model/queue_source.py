@@ -272,10 +272,8 @@ class QueueSource:
         self._synced: dict[str, ProposalSummary] = {}
         self._fetched: set[tuple[str, int]] = set()
         self._fetched_ids: set[str] = set()
-        """The proposals of which a revision was fetched: a poll fetches their changes in full."""
-        self._gathering: set[str] = set()
-        """Pending proposals whose quorum gathers: another reviewer's approval, or one withdrawn when
-        its reviewer's sign-in ended, changes their record but not their summary."""
+        """The proposals of which a revision was fetched: a poll fetches their changes in full (an
+        approval cast or withdrawn among them: the list row names the approvals so far)."""
         self._executions_fetched: dict[str, set[int]] = {}
 
     async def connect(self) -> Whoami | None:
@@ -287,11 +285,11 @@ class QueueSource:
         return self.identity
 
     async def poll(self) -> AsyncIterator[Fetched | ProposalSummary]:
-        """One poll: each proposal whose summary changed since the last poll, as the list row when it
-        waits (with the queue's reading of its plan: one request a page, whatever the number
-        pending), else fetched (`_fetched_by_poll`); and, once the list changed at all, each pending
-        one whose quorum gathers, fetched (its approvals are not in the summary). The ETag is kept
-        only once every change is taken, so a poll cut off midway is redone in full."""
+        """One poll: each proposal whose summary changed since the last poll (its approvals so far
+        among what the summary holds), as the list row when it waits (with the queue's reading of
+        its plan: one request a page, whatever the number pending), else fetched
+        (`_fetched_by_poll`). The ETag is kept only once every change is taken, so a poll cut off
+        midway is redone in full."""
         self.polls += 1
         asked_at = self.clock()
         held = self._etag is not None and self.backoff.failures == 0  # after a failure: answered at once
@@ -301,9 +299,8 @@ class QueueSource:
         if listing.not_modified:
             return
         for summary in await self._all_summaries(listing):
-            gathering = summary.state == "pending" and summary.proposal_id in self._gathering
-            if gathering or self._synced.get(summary.proposal_id) != summary:
-                fetched = gathering or self._fetched_by_poll(summary)
+            if self._synced.get(summary.proposal_id) != summary:
+                fetched = self._fetched_by_poll(summary)
                 yield await self.fetch(summary.proposal_id) if fetched else summary
                 self._synced[summary.proposal_id] = summary
         self._etag = listing.etag
@@ -348,10 +345,6 @@ class QueueSource:
         once and checks, hashes (against the queue's digest) and analyses it in its completion thread.
         """
         record = await self.poll_client.get_proposal(proposal_id)
-        if record.latest.state == "pending" and record.latest.approvals_required > 1:
-            self._gathering.add(proposal_id)
-        else:
-            self._gathering.discard(proposal_id)
         queue_digests = {info.revision: info.plan_sha256 for info in record.revisions}
         latest = record.latest.revision
         wanted = {latest - 1, latest} - {0} if previous else {latest}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -14,6 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import DataTable, Input, Static
 
 from reviewer.plan.sanitize import clip, safe_text, steady_width
@@ -111,6 +113,13 @@ STATE_STYLES = {
 only a colour."""
 
 
+FILTER_PAUSE = 0.15
+"""Seconds the keys stop before a large queue's filter is applied: typing a word fills the table
+once, not once a key."""
+FILTER_AT_ONCE = 100
+"""Proposals up to which the filter follows each key: their rows fill the table within a frame."""
+
+
 class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
     """The first screen: one row per proposal, newest revision, newest submission first; enter opens
     its review. Live, it shows the queue's own record too: who proposed it, its state, how long a
@@ -142,12 +151,19 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
 
         proposal_id: str
 
-    def __init__(self, mode: str, now: Callable[[], datetime] | None = None) -> None:
-        """`now` is the wall clock a pending proposal's age is measured with (live; tests fix it)."""
+    def __init__(
+        self,
+        mode: str,
+        now: Callable[[], datetime] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`now` is the wall clock a pending proposal's age is measured with (live; tests fix it);
+        `clock` (seconds, any origin) tells when the keys of the filter stopped."""
         super().__init__()
         self.mode = mode
         self.live = mode == "live"
         self.now = now
+        self.clock = clock
         self.columns = LIVE_COLUMNS if self.live else QUEUE_COLUMNS
         self.who = mode
         """Who is signed in, once the queue said so (live); the chrome's first part."""
@@ -159,9 +175,16 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         self.order = "newest"
         self.filter_words = ""
         """What `/` filters on (case aside): a row stays when any of its text holds it."""
+        self._filter_terms: tuple[str, ...] = ()
+        """`filter_words` case folded and split at spaces: each must be in a row that stays."""
+        self._filter_timer: Timer | None = None
+        self._typed_at = 0.0
+        self._newest: list[QueueItem] | None = None
+        """`items` newest first, until one of them changes (`show_item`)."""
         self._listed: list[str] = []
         """The ids of the rows in the table, in its order."""
         self._arrange_pending = False
+        self._chrome_pending = False
         self._readings: dict[str, RowReading] = {}
         """Each proposal's row as read when it last changed (`show_item` forgets it): sorting and
         filtering thousands of rows reads none of them again."""
@@ -257,19 +280,25 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
 
     def listed(self) -> list[QueueItem]:
         """The rows the table shows: those the filter keeps, in the order chosen."""
-        items = newest_first(list(self.items.values()))
-        if self.filter_words:
-            items = [item for item in items if self.read(item).matches(self.filter_words)]
+        items = self._newest_first()
+        if self._filter_terms:
+            items = [item for item in items if self.read(item).matches(self._filter_terms)]
         if self.order == "danger":
             items.sort(key=lambda item: danger_order(self.read(item).grades))
         return items
 
-    def _fill_table(self) -> None:
-        """Every row again, filtered and in order, the cursor kept on its proposal."""
+    def _newest_first(self) -> list[QueueItem]:
+        if self._newest is None:
+            self._newest = newest_first(list(self.items.values()))
+        return list(self._newest)
+
+    def _fill_table(self, ordered: list[QueueItem] | None = None) -> None:
+        """Every row again, filtered and in order (`ordered`, when the caller has it: `listed()`),
+        the cursor kept on its proposal."""
         table = self.query_one("#queue", DataTable)
         cursor_id = self._cursor_id
         table.clear()
-        ordered = self.listed()
+        ordered = self.listed() if ordered is None else ordered
         self._listed = [item.proposal_id for item in ordered]
         for item in ordered:
             table.add_row(*self._shown_cells(item, item.proposal_id == cursor_id), key=item.proposal_id)
@@ -294,6 +323,7 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         added with the columns: the first frame then shows it."""
         self.items[item.proposal_id] = item
         self._readings.pop(item.proposal_id, None)
+        self._newest = None
         if not self._columns:
             return
         table = self.query_one("#queue", DataTable)
@@ -303,21 +333,40 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
                 table.update_cell(item.proposal_id, column.key, value)
             if self.order != "newest" or not self._still_listed(item):
                 self._arrange_soon()
-        elif self.filter_words and not self.read(item).matches(self.filter_words):
+        elif self._filter_terms and not self.read(item).matches(self._filter_terms):
             pass  # filtered out: only the chrome's count changes
-        elif (
-            self.order == "newest"
-            and not self.filter_words
-            and newest_first(list(self.items.values()))[-1] is item
-        ):
+        elif self.order == "newest" and not self._filter_terms and self._goes_last(item):
             table.add_row(*self._shown_cells(item, False), key=item.proposal_id)
             self._listed.append(item.proposal_id)
         else:
             self._fill_table()  # a new row in its place at once: what the app lists, the table holds
             return
-        self.refresh_chrome()
+        self._refresh_chrome_soon()
         if self._cursor_id in (None, item.proposal_id):  # the line under the table says only its row
             self._describe_highlighted()
+
+    def _goes_last(self, item: QueueItem) -> bool:
+        """Whether a new row sorts after every row of the table, newest first (`newest_first`), told
+        by the table's last row alone: a poll lists its rows newest first, so each new one goes
+        last, and comparing it with every proposal (or sorting them) cost each of 500 rows a walk
+        of the others."""
+        at = item.submitted_at(item.latest_revision)
+        if at is None or not self._listed:
+            return True  # an undated row keeps its place in the listing, after the dated ones
+        last = self.items.get(self._listed[-1])
+        last_at = last.submitted_at(last.latest_revision) if last is not None else None
+        return last_at is not None and last_at >= at
+
+    def _refresh_chrome_soon(self) -> None:
+        """One `refresh_chrome` after this frame, however many rows were listed in it: its counts
+        read every proposal."""
+        if not self._chrome_pending:
+            self._chrome_pending = True
+            self.call_after_refresh(self._refresh_chrome_now)
+
+    def _refresh_chrome_now(self) -> None:
+        self._chrome_pending = False
+        self.refresh_chrome()
 
     def _arrange_soon(self) -> None:
         """One `_reorder` after this frame, however many rows changed in it: a poll or the analyses
@@ -335,7 +384,7 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
 
     def _still_listed(self, item: QueueItem) -> bool:
         """Whether a row the table shows still passes the filter (its text may have changed)."""
-        return not self.filter_words or self.read(item).matches(self.filter_words)
+        return not self._filter_terms or self.read(item).matches(self._filter_terms)
 
     def show_broken(self, broken: BrokenFile) -> None:
         self.broken.append(broken)
@@ -446,22 +495,53 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         self._describe_highlighted()
 
     def action_filter(self) -> None:
-        """The filter's line, where the reviewer types; the rows follow each key."""
+        """The filter's line, where the reviewer types; the rows follow the keys."""
         field = self.query_one("#queue-filter", Input)
         field.add_class("-shown")
         field.focus()
 
     @on(Input.Changed, "#queue-filter")
-    def _filter_changed(self, event: Input.Changed) -> None:
-        self.filter_words = event.value.strip()
-        self._fill_table()
+    def _filter_changed(self) -> None:
+        """Up to `FILTER_AT_ONCE` proposals the rows follow each key; more, once the keys stop for
+        `FILTER_PAUSE` (3,000 rows take about a second to fill: a word typed would wait for each
+        of its letters)."""
+        if len(self.items) <= FILTER_AT_ONCE:
+            self.apply_filter()
+            return
+        self._typed_at = self.clock()
+        if self._filter_timer is None:
+            self._filter_timer = self.set_timer(FILTER_PAUSE, self._filter_after_pause)
+
+    def _filter_after_pause(self) -> None:
+        waited = self.clock() - self._typed_at
+        if waited < FILTER_PAUSE:  # a key came since the timer was set: wait for the rest
+            self._filter_timer = self.set_timer(FILTER_PAUSE - waited, self._filter_after_pause)
+            return
+        self.apply_filter()
+
+    def apply_filter(self) -> None:
+        """The filter's line as it stands, now (enter and escape do not wait for the pause); the
+        table is filled again only when the rows it shows change."""
+        if self._filter_timer is not None:
+            self._filter_timer.stop()
+            self._filter_timer = None
+        words = self.query_one("#queue-filter", Input).value.strip()
+        if words == self.filter_words:
+            return
+        self.filter_words, self._filter_terms = words, tuple(words.casefold().split())
+        ordered = self.listed()
+        if [item.proposal_id for item in ordered] == self._listed:
+            self.refresh_chrome()  # the same rows in the same order: only the count's words change
+            return
+        self._fill_table(ordered)
 
     def action_clear_filter(self) -> None:
         field = self.query_one("#queue-filter", Input)
         field.remove_class("-shown")
         self.query_one("#queue", DataTable).focus()
         if field.value:
-            field.value = ""  # its Changed message fills the table again
+            field.value = ""
+            self.apply_filter()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """`r` (poll the queue now) only where there is a queue; escape only with a filter to clear."""
@@ -481,6 +561,7 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         """Enter in the filter's line keeps the filter and goes back to the rows; on a row, opens it."""
         field = self.query_one("#queue-filter", Input)
         if field.has_focus:
+            self.apply_filter()
             if not field.value:
                 field.remove_class("-shown")
             self.query_one("#queue", DataTable).focus()
@@ -678,9 +759,9 @@ class RowReading:
         words = f"{' '.join(value.plain for value in cells)} {record} {api}".casefold()
         return cls(cells, grades, words)
 
-    def matches(self, words: str) -> bool:
-        """Whether each of the words (split at spaces) is somewhere in the row's text, case aside."""
-        return all(word in self.words for word in words.casefold().split())
+    def matches(self, terms: tuple[str, ...]) -> bool:
+        """Whether each of the terms (case folded) is somewhere in the row's text."""
+        return all(term in self.words for term in terms)
 
 
 def listed_row(item: QueueItem, row: ProposalSummary, grades: tuple[Grade, ...]) -> tuple[Text, ...]:

@@ -515,6 +515,46 @@ def test_revoking_a_token_withdraws_its_pending_approvals_on_either_database(
         store.close()
 
 
+def test_the_list_names_each_pending_rows_approvals_so_far_on_either_database(
+    database: str, clock: Clock
+) -> None:
+    """Two approvals needed: a row names alice's approval of p1; none on p2 once bob's token was
+    revoked (his withdrawal recorded), until Bob, a new token of the same person, approves again;
+    none on p3's second revision (alice approved the first); none on a decided plan. Read a page
+    at a time, a page's span of rows holding rows a filter left out, the rows say the same."""
+    store = quorum_of_two(database, clock)
+    try:
+        agent = identity(store, "agent", "agent")
+        alice, bob, carol = (identity(store, name, "reviewer") for name in ("alice", "bob", "carol"))
+        for proposal_id in ("p1", "p2", "p3", "p4", "p5"):
+            store.submit(agent, submission(proposal_id))
+        store.decide(alice, "p1", decision(1), "a1")
+        store.decide(bob, "p2", decision(1), "b2")
+        store.decide(alice, "p3", decision(1), "a3")
+        store.submit(agent, submission("p3", 2))
+        store.decide(alice, "p4", decision(1), "a4")
+        store.decide(carol, "p4", decision(1), "c4")
+        clock.now += 5
+        assert store.revoke_token("bob")
+
+        def approvals(state: str | None = None, limit: int = 50) -> dict[str, list[str]]:
+            found, cursor = {}, None
+            while True:
+                page = store.list_proposals(state, cursor, limit)  # type: ignore[arg-type]
+                found.update({row.proposal_id: row.approvals for row in page.proposals})
+                if page.next_cursor is None:
+                    return found
+                cursor = int(page.next_cursor)
+
+        expected = {"p1": ["alice"], "p2": [], "p3": [], "p4": [], "p5": []}
+        assert approvals() == expected and approvals(limit=1) == expected
+        assert approvals("pending", limit=2) == {"p1": ["alice"], "p2": [], "p3": [], "p5": []}
+        store.decide(identity(store, "Bob", "reviewer"), "p2", decision(1), "b2-again")
+        assert approvals()["p2"] == ["Bob"]
+    finally:
+        store.close()
+
+
 @pytest.mark.parametrize("other", ["agent1.", "Agent_1", "agent-l", "AGENT1"])
 def test_a_name_that_folds_to_an_agents_is_the_agent_and_never_a_reviewer(
     store: QueueStore, other: str

@@ -127,6 +127,7 @@ class FakeQueue:
                     state=entry.state,
                     decided_by=entry.decided_by,  # type: ignore[arg-type]
                     reading=read_plan(parse_proposal(entry.plans[-1])) if self.reads_plans else None,
+                    approvals=entry.approvals if entry.state == "pending" else [],
                 )
             )
         page = ProposalPage(proposals=summaries)
