@@ -91,6 +91,7 @@ class RowFields(msgspec.Struct, frozen=True):
     outcome_unknown: bool | None = None
     reading: PlanReading | None = None
     yours: bool = True
+    approvals: list[str] = []
 
 
 class PageFields(msgspec.Struct, frozen=True):

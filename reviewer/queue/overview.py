@@ -177,6 +177,7 @@ def listed(row: RowFields) -> PlanSummary:
         reading=row.reading,
         plan_sha256=row.plan_sha256,
         digest_matches=None,
+        approvals=list(row.approvals),
         claimed_by=row.claimed_by,
         outcome_unknown=bool(row.outcome_unknown),
         yours=row.yours,

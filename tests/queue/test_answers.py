@@ -66,3 +66,29 @@ def test_a_body_that_is_not_the_queues_refusal_is_none() -> None:
     assert error_fields(b'{"message": "no code"}') is None
     read = error_fields(b'{"error": "not_pending", "message": "m", "state": "approved", "extra": 1}')
     assert read is not None and (read.error, read.state) == ("not_pending", "approved")
+
+
+def test_a_listed_row_keeps_who_approved_it_so_far_for_list_json() -> None:
+    """A plan gathering its quorum says who approved it in `reviewer list --json`, as the queue
+    listed it (no request per row)."""
+    from datetime import UTC, datetime
+
+    from reviewer.queue.answers import PageFields
+    from reviewer.queue.messages import ProposalPage, ProposalSummary
+    from reviewer.queue.overview import listed
+
+    row = ProposalSummary(
+        proposal_id="a55aa-close",
+        revision=1,
+        title="t",
+        agent_name="a",
+        proposed_by="agent",
+        plan_sha256="0" * 64,
+        call_count=1,
+        submitted_at=datetime(2026, 12, 7, tzinfo=UTC),
+        state="pending",
+        approvals=["alice"],
+    )
+    page = decoded(ProposalPage(proposals=[row]).model_dump_json().encode(), PageFields)
+    summary = listed(page.proposals[0])
+    assert summary.approvals == ["alice"] and summary.as_json()["approvals"] == ["alice"]
