@@ -103,7 +103,7 @@ def resolve_proposal_id(client: ShellQueue, typed: str) -> str:
         except NotFound:
             raise UnknownProposal(typed) from None
         return typed[len(EXACT) :]
-    candidates = [row for row in _listed(client) if typed in row.proposal_id]
+    candidates = [row for row in _listed(client, typed) if typed in row.proposal_id]
     if not candidates:
         try:  # listed or not (another's, past its pages), a whole id the queue holds is itself
             client.record(typed)
@@ -115,11 +115,13 @@ def resolve_proposal_id(client: ShellQueue, typed: str) -> str:
     return candidates[0].proposal_id
 
 
-def _listed(client: ShellQueue) -> Iterator[RowFields]:
-    """Every proposal the queue lists, newest first, page by page."""
+def _listed(client: ShellQueue, holding: str) -> Iterator[RowFields]:
+    """Every proposal the queue lists whose id holds `holding`, newest first, page by page: one short
+    page from a queue that narrows the list so, every page from one of an earlier release, which
+    lists them all (the caller keeps those that hold it)."""
     cursor = None
     while True:
-        page = client.list_page(None, cursor, PAGE)
+        page = client.list_page(None, cursor, PAGE, {"holding": holding})
         yield from page.proposals
         cursor = page.next_cursor
         if cursor is None:

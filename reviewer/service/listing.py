@@ -49,6 +49,8 @@ class ListFilter:
     older_than: float | None = None
     """Seconds since its latest revision was submitted, at least."""
     yours: bool = False
+    holding: str | None = None
+    """Text its id holds: what a person typed of an id (`reviewer show k3j5`), found in one request."""
 
 
 def list_filter(
@@ -58,6 +60,7 @@ def list_filter(
     alarm: str | None,
     older_than: str | None,
     yours: bool,
+    holding: str | None = None,
 ) -> ListFilter:
     """The filter a list request's query words ask for; `Invalid` (a 422, as a bad `wait` is), in
     words, for a value it cannot be."""
@@ -72,7 +75,7 @@ def list_filter(
             seconds = duration_seconds(older_than[:40])
         except ValueError as error:
             raise Invalid(f"older_than: {error}") from None
-    return ListFilter(state, environment, agent, alarm, seconds, yours)
+    return ListFilter(state, environment, agent, alarm, seconds, yours, holding)
 
 
 @dataclass
@@ -100,6 +103,8 @@ class Chooser:
         if wanted.state is not None and rules.state_of(row, self.now) != wanted.state:
             return None
         if wanted.older_than is not None and row["submitted_at"] > self.now - wanted.older_than:
+            return None
+        if wanted.holding is not None and wanted.holding not in row["proposal_id"]:
             return None
         # The submitting token, never the name a plan gives its agent: any token may write that one.
         if wanted.agent is not None and wanted.agent != row["owner"]:

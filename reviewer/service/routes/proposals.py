@@ -86,14 +86,18 @@ async def list_proposals(
     yours: Annotated[
         bool, Query(description="only plans in environments the policy lets you decide")
     ] = False,
+    holding: Annotated[
+        str | None,
+        Query(min_length=1, max_length=128, description="only proposals whose id holds this text"),
+    ] = None,
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """Summaries, newest submission first, each with its reading (counts, alarms, money) and whether
     you may decide it; filtered by the query; send the last ETag in If-None-Match to get a bodiless 304."""
     require_role(identity, "reviewer", "list proposals")
-    wanted = list_filter(state, environment, agent, alarm, older_than, yours)
+    wanted = list_filter(state, environment, agent, alarm, older_than, yours, holding)
     version = await run_in_threadpool(store.list_version)
-    narrowed = (environment, agent, alarm, older_than, yours)
+    narrowed = (environment, agent, alarm, older_than, yours, holding)
     if any(narrowed):  # a filter's answer is the caller's, and one of rows' ages changes by the second
         now = int(store.clock()) if older_than else None
         etag = list_etag(

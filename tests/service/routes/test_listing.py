@@ -115,6 +115,11 @@ def test_filters_keep_an_environment_an_agent_or_an_alarm(queue: tuple[Service, 
     assert stage in staging and prod not in staging
     assert all(row["reading"]["environment"] == "staging" for row in staging.values())
     assert listed(actors.bob, older_than="1d") == {}  # nothing here waited a day
+    # What a person typed of an id: anywhere in it, in one request (`reviewer show k3j5`).
+    middle = prod[2:]
+    holding = listed(actors.bob, holding=middle)
+    assert prod in holding and stage not in holding
+    assert all(middle in proposal_id for proposal_id in holding)
 
 
 def test_a_filtered_list_is_paged_with_a_cursor(queue: tuple[Service, Actors]) -> None:
