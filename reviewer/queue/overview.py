@@ -256,6 +256,8 @@ def _shown(value: str, limit: int = 300) -> str:
 
 
 def _wrapped(text: str, width: int, indent: str = "") -> list[str]:
+    if len(indent) + len(text) <= width and text == text.strip() and text.isprintable():
+        return [indent + text]  # what wrap would make of a line that fits: 3,000 rows are 12,000 lines
     wrapped = textwrap.wrap(
         text, width, initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False
     )
