@@ -48,6 +48,9 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 
 LONGEST_FIRST = (
+    "tests/system/test_production_setup.py",
+    "tests/system/test_production_replicas.py",
+    "tests/system/test_documented_setups.py",
     "tests/mcp_gate/test_server.py",
     "tests/service/routes/test_fuzz.py",
     "tests/reading/test_drift.py",
@@ -67,10 +70,11 @@ LONGEST_FIRST = (
     "tests/service/routes/test_edge_memory.py",
     "tests/tui/live/test_live.py",
 )
-"""The files that take longest, longest first (wall seconds of a whole run, from 115 down to 27):
+"""The files that take longest, longest first (wall seconds of a whole run, from 137 down to 27):
 each worker takes whole files in this order, then the rest in collection order, so no worker is
 left alone with a long file at the end (by the number of tests, xdist's default, the 45 s fuzzing
-and the 20 s crash test, a test or two each, went last)."""
+and the 20 s crash test, a test or two each, went last; in collection order, the production set-up,
+a minute or two of waiting on each store, started among the last files)."""
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
