@@ -35,6 +35,10 @@ Not run here yet: the pager's own events (`run.unknown` waits out a lease and th
 steps' pages (the first is ten minutes away; `tests/service/notifications/test_escalation.py` and
 `test_serve_escalation.py` page them on a moved clock); executors
 refusing a trail that went backwards (`tests/service/routes/test_trail.py`).
+
+This file runs it on SQLite; `test_production_replicas.py` on PostgreSQL with two replicas, a file of
+its own because a file goes to one worker whole, and each store takes a minute or two on a loaded
+machine.
 """
 
 from __future__ import annotations
@@ -51,10 +55,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import pytest
+from textual.events import Paste
 from textual.widgets import DataTable
 
 from reviewer.plan.format_fields import proposal_fields
@@ -320,8 +325,9 @@ def verified_with_v(
 ) -> dict[str, tuple[Verification, AuditVerification | None]]:
     """What the reviewer's app shows after `v` on each executed proposal: the app on `queue` as
     `reviewer review` runs it (signed in with the session alice's `reviewer login` stored, renewed as
-    it ends), each proposal found in the list with `/` and its id, opened, its real run fetched, `v`
-    pressed, then back to the whole list (`escape` clears the filter)."""
+    it ends), each proposal found in the list with `/` and its id (pasted, as a terminal hands over a
+    copied id: typed, each of its letters would wait for the app to settle), opened, its real run
+    fetched, `v` pressed, then back to the whole list (`escape` clears the filter)."""
     from reviewer.tui.screens.verification import VerificationScreen
 
     folder = alice.home / "reviewer"
@@ -336,7 +342,9 @@ def verified_with_v(
         async with app.run_test(size=(100, 30)) as pilot:
             await until(pilot, lambda: set(proposal_ids) <= set(app.items), "the executed proposals listed")
             for proposal_id in proposal_ids:
-                await pilot.press("slash", *proposal_id, "enter")
+                await pilot.press("slash")
+                app.post_message(Paste(proposal_id))  # as the terminal hands over an id she copied
+                await pilot.press("enter")
                 found = app.items[proposal_id]
                 await until(pilot, lambda: app.queue_screen.highlighted_item() is found, "found with /")  # noqa: B023
                 await pilot.press("enter")
@@ -453,16 +461,16 @@ def review_pages_open(arrived: list[Arrival], ports: list[int]) -> None:
         assert '<span class="badge">executed</span>' in page.text and ">Approve<" not in page.text
 
 
-@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
-def test_the_documented_production_setup_runs_each_kind_of_agent_to_executed(
-    store: str,
-    request: pytest.FixtureRequest,
-    tmp_path: Path,
-    sample_api: RunningSampleApi,
-    receivers: dict[str, Receiver],
-    agent: Agent,
-    provider: Provider,
+def runs_each_kind_of_agent_to_executed(
+    store: Literal["sqlite", "postgresql"], request: pytest.FixtureRequest
 ) -> None:
+    """The whole set-up on `store`, from the fixtures of the test that asks (a module of its own
+    imports this one's `provider` and `receivers`)."""
+    tmp_path: Path = request.getfixturevalue("tmp_path")
+    sample_api: RunningSampleApi = request.getfixturevalue("sample_api")
+    receivers: dict[str, Receiver] = request.getfixturevalue("receivers")
+    agent: Agent = request.getfixturevalue("agent")
+    provider: Provider = request.getfixturevalue("provider")
     shell = Shell(tmp_path)
     # The secret file, made by the page's own command; the policy file, the page's own; the trail's
     # key, made by its page's command.
@@ -653,3 +661,9 @@ def test_the_documented_production_setup_runs_each_kind_of_agent_to_executed(
     assert "escalates after 10m, 30m" in logs, "the page's production escalation, loaded"
     # The documented policy's change window is on: the runs above, none in production, were not kept.
     assert "window deny 'year-end freeze': 0 0 24 12 * for 9d, Europe/Berlin" in logs
+
+
+def test_the_documented_production_setup_runs_each_kind_of_agent_to_executed(
+    request: pytest.FixtureRequest,
+) -> None:
+    runs_each_kind_of_agent_to_executed("sqlite", request)
