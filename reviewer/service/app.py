@@ -42,7 +42,6 @@ from reviewer.service.metrics import Metrics
 from reviewer.service.notifications.delivery import Deliverer
 from reviewer.service.notifications.sender import Sender
 from reviewer.service.notifications.targets import notifying
-from reviewer.service.oidc import IdentityTokens
 from reviewer.service.request_log import RequestLog
 from reviewer.service.responses import error_json, error_response
 from reviewer.service.routes import decisions, health, identity, metrics, proposals, runs, trail, version
@@ -69,7 +68,8 @@ ROUTERS: Final = (
     version.router,
 )
 
-if TYPE_CHECKING:  # the WebAuthn library loads only on a queue that serves the pages
+if TYPE_CHECKING:  # WebAuthn loads only with the pages, PyJWT only with a provider's sign-in
+    from reviewer.service.oidc import IdentityTokens
     from reviewer.service.web.relying_party import RelyingParty
 
 ENROLMENTS_PER_MINUTE: Final = 20
