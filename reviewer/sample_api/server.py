@@ -49,7 +49,11 @@ def sample_api_in_thread(
     store = TicketStore(ignore_dry_run=ignore_dry_run)
     sock = _bound_socket(port)
     config = uvicorn.Config(
-        create_app(store, write_token=write_token), log_level="warning", access_log=False, lifespan="off"
+        create_app(store, write_token=write_token),
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        ws="none",  # the sample API speaks no WebSocket: uvicorn would import an implementation for nothing
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="sample-api")
