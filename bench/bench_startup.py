@@ -2,8 +2,8 @@
 the exec to the first answer, the process stopped right after it.
 
 Run: `python bench/bench_startup.py [--runs 7] [--tree PATH]`. `--tree` runs the commands from another
-checkout's `reviewer` package (its folder goes first on PYTHONPATH), to compare two trees on one
-machine. The cases, each started `--runs` times, the cases alternating run by run:
+checkout's `reviewer` package (from its folder, which goes first on PYTHONPATH), to compare two
+trees on one machine. The cases, each started `--runs` times, the cases alternating run by run:
 
 - `serve`: `reviewer serve --db FILE` on a new SQLite file, to its first `200` on /healthz;
 - `serve --web-origin`: the same with the review pages and passkey enrolment on;
@@ -113,7 +113,7 @@ def run_once(api: str, queue: str, token: str) -> Callable[[dict[str, str]], flo
         command = reviewer("run", "--api", api, "--queue", queue, "--", "true")
         started = time.perf_counter()
         done = subprocess.run(
-            command, env={**env, "REVIEWER_AGENT_TOKEN": token}, capture_output=True, text=True, cwd=ROOT
+            command, env={**env, "REVIEWER_AGENT_TOKEN": token}, capture_output=True, text=True
         )
         wall = time.perf_counter() - started
         if "nothing was submitted" not in done.stderr:
@@ -131,7 +131,6 @@ def mcp_gate_once(env: dict[str, str]) -> float:
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        cwd=ROOT,
     )
     assert process.stdin is not None and process.stdout is not None
     process.stdin.write(json.dumps(INITIALIZE).encode() + b"\n")
@@ -164,6 +163,7 @@ def main() -> int:
     tree = options.tree.resolve()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")])}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # compiled once, as an installed release is
+    os.chdir(tree)  # `python -m` puts the working directory first on sys.path
     with tempfile.TemporaryDirectory() as folder, ExitStack() as stack:
         queue_port, api_port = free_port(), free_port()
         db = f"{folder}/queue.sqlite3"
