@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
@@ -68,7 +67,9 @@ ROUTERS: Final = (
     version.router,
 )
 
-if TYPE_CHECKING:  # WebAuthn loads only with the pages, PyJWT only with a provider's sign-in
+if TYPE_CHECKING:  # WebAuthn loads only with the pages, PyJWT with a provider, cryptography with keys
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     from reviewer.service.oidc import IdentityTokens
     from reviewer.service.web.relying_party import RelyingParty
 

@@ -5,6 +5,7 @@ has it off. Read from the real process: Python prints each import to stderr, the
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 from tests.policies import WORKING_HOURS_AND_YEAR_END_FREEZE
@@ -15,6 +16,7 @@ FEATURE_LIBRARIES = {
     "webauthn": "the review pages' passkeys (--web-origin)",
     "croniter": "a policy's change windows",
     "jwt": "reviewers signed in through a provider (--oidc-issuer)",
+    "cryptography": "the queue's own keys (--trail-key, --policy-key) and reviewers' signatures",
 }
 
 
@@ -41,11 +43,15 @@ def test_a_queue_with_no_feature_on_starts_without_the_features_libraries(tmp_pa
     assert sorted(set(FEATURE_LIBRARIES) & loaded) == []
 
 
-def test_pages_and_change_windows_load_their_libraries_before_the_first_request(tmp_path: Path) -> None:
+def test_pages_windows_and_a_trail_key_load_their_libraries_before_the_first_request(tmp_path: Path) -> None:
     policy = tmp_path / "policy.toml"
     policy.write_text(WORKING_HOURS_AND_YEAR_END_FREEZE)
+    trail_key = tmp_path / "trail_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(trail_key)], check=True)
     port = free_port()
     loaded = imported_at_start(
-        tmp_path, "--web-origin", f"http://localhost:{port}", "--policy", str(policy), port=port
+        tmp_path,
+        *("--web-origin", f"http://localhost:{port}", "--policy", str(policy), "--trail-key", str(trail_key)),
+        port=port,
     )
-    assert {"webauthn", "croniter"} <= loaded
+    assert {"webauthn", "croniter", "cryptography"} <= loaded
