@@ -77,4 +77,4 @@ def sample_api_in_thread(
 def serve_forever(*, port: int, ignore_dry_run: bool = False, write_token: str | None = None) -> None:
     """Serve in the foreground on loopback until interrupted (`reviewer sample-api`)."""
     app = create_app(ignore_dry_run=ignore_dry_run, write_token=write_token)
-    uvicorn.run(app, host=LOOPBACK, port=port, log_level="info")
+    uvicorn.run(app, host=LOOPBACK, port=port, log_level="info", ws="none")
