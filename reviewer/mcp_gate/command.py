@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from reviewer import collection_held
 from reviewer.audit.options import add_source_options
 from reviewer.sandbox.options import add_sandbox_options
 from reviewer.signing.options import add_signer_options
@@ -96,8 +97,9 @@ def _run(options: argparse.Namespace) -> int:
         print("reviewer mcp-gate: --decision-timeout must be more than 0 seconds", file=sys.stderr)
         return 2
     try:
-        from reviewer.agent.gate import DEFAULT_QUEUE_URL
-        from reviewer.mcp_gate.server import run
+        with collection_held():
+            from reviewer.agent.gate import DEFAULT_QUEUE_URL
+            from reviewer.mcp_gate.server import run
     except ModuleNotFoundError as missing:
         print(
             f"reviewer mcp-gate needs the MCP SDK ({missing.name}): pip install 'reviewer-gate[mcp]'",

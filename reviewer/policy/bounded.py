@@ -329,11 +329,18 @@ class _Worker:
     @classmethod
     def start(cls, policy: Policy, signing: bool) -> _Worker:
         # A fresh interpreter, not a fork (the service has threads whose locks a fork would copy) nor
-        # multiprocessing's spawn (which imports the parent's main script again).
+        # multiprocessing's spawn (which imports the parent's main script again); it imports with
+        # the garbage collector held, as a command starts (a fifth of its start, on the way of the
+        # first plan the policy reads).
         ours, theirs = socket.socketpair()
+        start = (
+            "import reviewer\n"
+            f"with reviewer.collection_held(): import {__name__} as m\n"
+            f"m._serve_evaluations({theirs.fileno()})"
+        )
         with theirs:
             process = subprocess.Popen(
-                [sys.executable, "-c", f"import {__name__} as m; m._serve_evaluations({theirs.fileno()})"],
+                [sys.executable, "-c", start],
                 pass_fds=[theirs.fileno()],
                 stdin=subprocess.DEVNULL,
                 env={**os.environ, "RUST_BACKTRACE": "0"},  # a rule out of memory: one line, not a trace

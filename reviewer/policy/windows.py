@@ -3,7 +3,8 @@
 A window opens at each time its cron `schedule` names, read as wall time in its IANA `time_zone`, and
 stays open for `duration` (elapsed time, so a window across a daylight-saving change lasts what it
 says). A plan may run inside an allow window (when the environment declares any) and outside every
-deny window. Times come from `zoneinfo` and `croniter`, never from arithmetic on wall clocks:
+deny window. Times come from `zoneinfo` and `croniter`, never from arithmetic on wall clocks (`croniter` is
+imported by the first window read, so a queue whose policy has none never loads it):
 
 - a wall time the clock skips (02:30 on the spring-forward day in Berlin) opens the window at the
   moment the clock jumps past it (03:00 local), as cron runs a job it would otherwise miss;
@@ -20,8 +21,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-from croniter import CroniterBadCronError, CroniterBadDateError, CroniterNotAlphaError, croniter
 
 from reviewer.policy import durations
 from reviewer.policy.durations import DurationError
@@ -86,6 +85,8 @@ class Window:
     def latest_opening(self, at: datetime) -> datetime | None:
         """The latest time this window opened at or before `at` (UTC), within its duration and a
         day of slack; None when it did not open then."""
+        from croniter import croniter
+
         local = at.astimezone(self.time_zone).replace(tzinfo=None)
         slack = self._slack(at)
         search = croniter(self.schedule, local + slack + _ONE_SECOND)
@@ -118,6 +119,8 @@ class Window:
 
     def next_opening(self, after: datetime, within: timedelta = LOOK_AHEAD) -> datetime | None:
         """The first time at or after `after` this window opens; None within `within`."""
+        from croniter import CroniterBadDateError, croniter
+
         local = after.astimezone(self.time_zone).replace(tzinfo=None)
         search = croniter(self.schedule, local - self._slack(after) - _ONE_SECOND)
         for _ in range(_MAX_STEPS):
@@ -152,6 +155,8 @@ def read_window(table: Any, now: datetime) -> Window:
             f'window {name!r}: schedule must be a cron expression of five fields, like "0 9 * * 1-5"',
             "schedule",
         )
+    from croniter import CroniterBadCronError, CroniterNotAlphaError, croniter
+
     try:
         croniter(schedule)
     except (CroniterBadCronError, CroniterNotAlphaError, ValueError) as error:

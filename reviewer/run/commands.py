@@ -9,6 +9,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from reviewer import collection_held
 from reviewer.audit.options import add_source_options
 from reviewer.sandbox.options import add_sandbox_options
 from reviewer.signing.options import add_signer_options
@@ -165,23 +166,26 @@ def _run(options: argparse.Namespace) -> int:
     """Read the options (`settings_from`), seal this process, make the sandbox, then run."""
     from dataclasses import replace
 
-    from reviewer.run.runner import run
-    from reviewer.run.sealed import make_undumpable, scrub_initial_environment
-    from reviewer.sandbox.environment import withheld_variables
-    from reviewer.sandbox.errors import SandboxRefused
-    from reviewer.sandbox.options import sandbox_from_options
+    with collection_held():
+        from reviewer.run.runner import run
+        from reviewer.run.sealed import make_undumpable, scrub_initial_environment
+        from reviewer.sandbox.environment import withheld_variables
+        from reviewer.sandbox.errors import SandboxRefused
+        from reviewer.sandbox.options import sandbox_from_options
 
-    try:
-        settings = settings_from(options, dict(os.environ))
-        withheld = settings.withheld or settings.credentials
-        # No secret stays in this process's initial environment, and no process of this user may read
-        # it, before anything is started (the sandbox's probes are processes).
-        make_undumpable()
-        scrub_initial_environment(withheld_variables(settings.environ, withheld.from_env, withheld.secrets))
-        sandbox = sandbox_from_options(options, settings.environ, withheld.from_files, role="agent")
-    except SandboxRefused as refused:
-        print(f"reviewer run: {refused}", file=sys.stderr)
-        return 2
+        try:
+            settings = settings_from(options, dict(os.environ))
+            withheld = settings.withheld or settings.credentials
+            # No secret stays in this process's initial environment, and no process of this user may
+            # read it, before anything is started (the sandbox's probes are processes).
+            make_undumpable()
+            scrub_initial_environment(
+                withheld_variables(settings.environ, withheld.from_env, withheld.secrets)
+            )
+            sandbox = sandbox_from_options(options, settings.environ, withheld.from_files, role="agent")
+        except SandboxRefused as refused:
+            print(f"reviewer run: {refused}", file=sys.stderr)
+            return 2
     print(f"reviewer run: {sandbox.describe()}", file=sys.stderr, flush=True)
     if trusted := settings.trust.describe():
         print(f"reviewer run: {trusted}", file=sys.stderr, flush=True)

@@ -94,6 +94,7 @@ async def _served(app: Any, sock: socket.socket) -> AsyncIterator[None]:
         log_level="warning",
         access_log=False,
         lifespan="off",
+        ws="none",  # the gate speaks no WebSocket: uvicorn would import an implementation for nothing
         limit_concurrency=MAX_CONNECTIONS,
         timeout_keep_alive=5,
         timeout_graceful_shutdown=2,

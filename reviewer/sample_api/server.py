@@ -49,7 +49,11 @@ def sample_api_in_thread(
     store = TicketStore(ignore_dry_run=ignore_dry_run)
     sock = _bound_socket(port)
     config = uvicorn.Config(
-        create_app(store, write_token=write_token), log_level="warning", access_log=False, lifespan="off"
+        create_app(store, write_token=write_token),
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        ws="none",  # the sample API speaks no WebSocket: uvicorn would import an implementation for nothing
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="sample-api")
@@ -73,4 +77,4 @@ def sample_api_in_thread(
 def serve_forever(*, port: int, ignore_dry_run: bool = False, write_token: str | None = None) -> None:
     """Serve in the foreground on loopback until interrupted (`reviewer sample-api`)."""
     app = create_app(ignore_dry_run=ignore_dry_run, write_token=write_token)
-    uvicorn.run(app, host=LOOPBACK, port=port, log_level="info")
+    uvicorn.run(app, host=LOOPBACK, port=port, log_level="info", ws="none")

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
@@ -42,7 +41,6 @@ from reviewer.service.metrics import Metrics
 from reviewer.service.notifications.delivery import Deliverer
 from reviewer.service.notifications.sender import Sender
 from reviewer.service.notifications.targets import notifying
-from reviewer.service.oidc import IdentityTokens
 from reviewer.service.request_log import RequestLog
 from reviewer.service.responses import error_json, error_response
 from reviewer.service.routes import decisions, health, identity, metrics, proposals, runs, trail, version
@@ -69,7 +67,10 @@ ROUTERS: Final = (
     version.router,
 )
 
-if TYPE_CHECKING:  # the WebAuthn library loads only on a queue that serves the pages
+if TYPE_CHECKING:  # WebAuthn loads only with the pages, PyJWT with a provider, cryptography with keys
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from reviewer.service.oidc import IdentityTokens
     from reviewer.service.web.relying_party import RelyingParty
 
 ENROLMENTS_PER_MINUTE: Final = 20

@@ -4,7 +4,7 @@ provides its session and current user, plus the Idempotency-Key rules the writes
 from __future__ import annotations
 
 import re
-from typing import Annotated, Final
+from typing import TYPE_CHECKING, Annotated, Final
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -13,9 +13,11 @@ from starlette.concurrency import run_in_threadpool
 from reviewer.service import rules
 from reviewer.service.auth import Identity, Role, hash_token
 from reviewer.service.errors import BadRequest, Forbidden, Unauthorized
-from reviewer.service.oidc import IdentityTokens, TokenRefused, looks_like_jwt
 from reviewer.service.store import QueueStore
 from reviewer.service.waits import Waits
+
+if TYPE_CHECKING:  # PyJWT loads only on a queue whose reviewers sign in through a provider
+    from reviewer.service.oidc import IdentityTokens
 
 MAX_TOKEN_CHARS: Final = 512
 """Far beyond the tokens `reviewer token create` mints; a longer one is refused unhashed."""
@@ -60,7 +62,7 @@ async def current_caller(
     on a queue that signs reviewers in through a provider, its identity token. Off the event loop,
     as every store call: a database that hangs holds up this request, never the others."""
     provider: IdentityTokens | None = request.app.state.identity_tokens
-    if credentials is not None and provider is not None and looks_like_jwt(credentials.credentials):
+    if credentials is not None and provider is not None and provider.reads(credentials.credentials):
         identity = await run_in_threadpool(provider_caller, store, provider, credentials.credentials)
     else:
         identity = await run_in_threadpool(minted_caller, store, credentials, provider is not None)
@@ -104,6 +106,8 @@ def minted_reviewer_refused(identity: Identity, provider_signs_in: bool) -> bool
 def provider_caller(store: QueueStore, provider: IdentityTokens, token: str) -> Identity:
     """The person the provider's identity token names, in a worker thread (the provider's keys may
     have to be fetched)."""
+    from reviewer.service.oidc import TokenRefused
+
     try:
         person = provider.check(token)
     except TokenRefused as refused:

@@ -166,6 +166,11 @@ class IdentityTokens:
             endpoints.jwks_uri, lifespan=3600, timeout=10, cooldown_duration=key_refresh_cooldown
         )
 
+    def reads(self, token: str) -> bool:
+        """Whether `token` is for this check to read: three base64url parts, what a provider's
+        identity token is (and a minted token never is)."""
+        return token.count(".") == 2 and len(token) <= MAX_ID_TOKEN_CHARS
+
     def check(self, token: str) -> ProviderPerson:
         """The person `token` names, or `TokenRefused` saying why it is not accepted."""
         if len(token) > MAX_ID_TOKEN_CHARS:
@@ -258,8 +263,3 @@ def groups_of(claim: object) -> list[str]:
     if isinstance(claim, list):
         return [group for group in claim if isinstance(group, str)]
     return []
-
-
-def looks_like_jwt(token: str) -> bool:
-    """Three base64url parts: what a provider's identity token is (and a minted token never is)."""
-    return token.count(".") == 2 and len(token) <= MAX_ID_TOKEN_CHARS

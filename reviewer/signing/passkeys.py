@@ -5,7 +5,8 @@ public keys, by the queue and offline by an executor (`reviewer passkey export` 
 The challenge the browser signs is the SHA-256 of the statement's exact bytes (section 11's RFC 8785
 JSON), so an assertion approves that one proposal, revision, digest and decision by that reviewer,
 and nothing else. The ceremonies, the COSE keys and the signature are the `webauthn` library's; user
-verification is always required.
+verification is always required. The library is imported where an assertion is first read or
+checked: a queue that serves no review page, and an executor without passkeys, never load it.
 """
 
 from __future__ import annotations
@@ -15,9 +16,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
-
-from webauthn import base64url_to_bytes, verify_authentication_response
-from webauthn.helpers.exceptions import InvalidAuthenticationResponse
 
 from reviewer import json_text
 from reviewer.plan.proposal import canonical_json
@@ -82,6 +80,8 @@ class PasskeyAssertion:
 
     @classmethod
     def _checked(cls, fields: dict[str, Any]) -> PasskeyAssertion:
+        from webauthn import base64url_to_bytes  # the library loads with the first assertion read
+
         for name, value in fields.items():
             if not isinstance(value, str) or not value or len(value) > MAX_ASSERTION_CHARS:
                 raise BadAssertion(f"assertion.{name}: missing or not base64url text", f"assertion.{name}")
@@ -131,6 +131,9 @@ class RegisteredPasskey:
         `sign_count` (0 offline: an executor's ledger refuses a replay); else `BadAssertion`."""
         if assertion.credential_id != self.credential_id:
             raise BadAssertion("signature: made with another passkey", "signature")
+        from webauthn import base64url_to_bytes, verify_authentication_response
+        from webauthn.helpers.exceptions import InvalidAuthenticationResponse
+
         try:
             verified = verify_authentication_response(
                 credential=assertion.browser_json(),

@@ -21,12 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, Literal, Protocol
-
-from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
-from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from reviewer import json_text
 from reviewer.plan.proposal import PROPOSAL_ID_PATTERN, canonical_json
@@ -40,6 +35,13 @@ from reviewer.signing._ssh_agent import (
 from reviewer.signing._ssh_wire import WireError, WireReader, encode_mpint, encode_string, encode_uint32
 from reviewer.signing.basics import MAX_SIGNATURE_CHARS, MAX_STATEMENT_BYTES
 from reviewer.signing.basics import SigningError as SigningError  # every signing module raises it from here
+
+if TYPE_CHECKING:  # cryptography loads with the first key read, or signature checked or made
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+    from cryptography.hazmat.primitives.hashes import HashAlgorithm
+
+    VerifyingKey = ed25519.Ed25519PublicKey | rsa.RSAPublicKey | ec.EllipticCurvePublicKey
+    SigningKey = ed25519.Ed25519PrivateKey | rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey
 
 NAMESPACE: Final = "reviewer-decision@v1"
 STATEMENT_FORMAT: Final = "reviewer.decision/v1"
@@ -55,15 +57,16 @@ _ARMOR_BEGIN: Final = "-----BEGIN SSH SIGNATURE-----"
 _ARMOR_END: Final = "-----END SSH SIGNATURE-----"
 _ARMOR_WIDTH: Final = 70
 
-_HASHES: Final[dict[str, type[hashes.HashAlgorithm]]] = {"sha256": hashes.SHA256, "sha512": hashes.SHA512}
-_ECDSA_HASHES: Final[dict[str, type[hashes.HashAlgorithm]]] = {
-    "ecdsa-sha2-nistp256": hashes.SHA256,
-    "ecdsa-sha2-nistp384": hashes.SHA384,
-    "ecdsa-sha2-nistp521": hashes.SHA512,
+_HASHES: Final = {"sha256": "SHA256", "sha512": "SHA512"}
+"""Each hash below by the name of its class in `cryptography.hazmat.primitives.hashes` (`_hash`)."""
+_ECDSA_HASHES: Final = {
+    "ecdsa-sha2-nistp256": "SHA256",
+    "ecdsa-sha2-nistp384": "SHA384",
+    "ecdsa-sha2-nistp521": "SHA512",
 }
-_RSA_SIGNATURE_HASHES: Final[dict[str, type[hashes.HashAlgorithm]]] = {
-    "rsa-sha2-256": hashes.SHA256,
-    "rsa-sha2-512": hashes.SHA512,
+_RSA_SIGNATURE_HASHES: Final = {
+    "rsa-sha2-256": "SHA256",
+    "rsa-sha2-512": "SHA512",
 }
 SUPPORTED_KEY_TYPES: Final = ("ssh-ed25519", "ssh-rsa", *_ECDSA_HASHES)
 _MIN_RSA_BITS: Final = 1024
@@ -209,9 +212,6 @@ def _check_statement_fields(statement: DecisionStatement) -> None:
 # --- public keys -------------------------------------------------------------------------------
 
 
-VerifyingKey = ed25519.Ed25519PublicKey | rsa.RSAPublicKey | ec.EllipticCurvePublicKey
-
-
 @dataclass(frozen=True)
 class PublicKey:
     """An SSH public key: its wire blob (what SSHSIG and the agent name it by) and its type."""
@@ -263,6 +263,10 @@ class PublicKey:
         return f"SHA256:{digest}"
 
     def verifying_key(self, field: str = "key") -> VerifyingKey:
+        from cryptography.exceptions import UnsupportedAlgorithm
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+
         if self.key_type not in SUPPORTED_KEY_TYPES:
             raise SigningError(
                 f"{field}: {self.key_type} keys are not supported (use ed25519, RSA or ECDSA)", field
@@ -283,7 +287,9 @@ class PublicKey:
 
 def signed_data(message: bytes, namespace: str = NAMESPACE, hash_algorithm: str = "sha512") -> bytes:
     """The bytes a key really signs for SSHSIG: the magic, the namespace and the message's hash."""
-    digest = hashes.Hash(_HASHES[hash_algorithm]())
+    from cryptography.hazmat.primitives import hashes
+
+    digest = hashes.Hash(_hash(_HASHES[hash_algorithm]))
     digest.update(message)
     return (
         _SSHSIG_MAGIC
@@ -361,6 +367,8 @@ class SshSignature:
         Says nothing about whether the key is trusted: the caller holds it against registered keys
         or an allowed-signers file.
         """
+        from cryptography.exceptions import InvalidSignature
+
         if self.namespace != namespace:
             raise BadSignature(f"{field}: made for namespace {self.namespace!r}, not {namespace!r}", field)
         try:
@@ -383,6 +391,9 @@ def _verify_raw(
     key: VerifyingKey, key_type: str, signature_format: str, signature: bytes, data: bytes
 ) -> None:
     """Raises when `signature` (of `signature_format`) is not `key`'s over `data`."""
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
+    from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+
     if isinstance(key, ed25519.Ed25519PublicKey):
         if signature_format != "ssh-ed25519":
             raise ValueError(signature_format)
@@ -390,14 +401,14 @@ def _verify_raw(
     elif isinstance(key, rsa.RSAPublicKey):
         if signature_format not in _RSA_SIGNATURE_HASHES:  # SSHSIG refuses SHA-1 `ssh-rsa`
             raise ValueError(signature_format)
-        key.verify(signature, data, padding.PKCS1v15(), _RSA_SIGNATURE_HASHES[signature_format]())
+        key.verify(signature, data, padding.PKCS1v15(), _hash(_RSA_SIGNATURE_HASHES[signature_format]))
     else:
         if signature_format != key_type:
             raise ValueError(signature_format)
         reader = WireReader(signature, "the ECDSA signature")
         r, s = reader.mpint(), reader.mpint()
         reader.expect_end()
-        key.verify(encode_dss_signature(r, s), data, ec.ECDSA(_ECDSA_HASHES[key_type]()))
+        key.verify(encode_dss_signature(r, s), data, ec.ECDSA(_hash(_ECDSA_HASHES[key_type])))
 
 
 # --- signing -----------------------------------------------------------------------------------
@@ -441,6 +452,8 @@ class KeyFileSigner:
     """Signs with an unencrypted OpenSSH private key file, refused like ssh does if others can read it."""
 
     def __init__(self, path: Path) -> None:
+        from cryptography.hazmat.primitives import serialization
+
         self._path = path
         self._private_key = _load_private_key(path)
         public = self._private_key.public_key().public_bytes(
@@ -453,6 +466,10 @@ class KeyFileSigner:
         return self._public_key
 
     def sign_blob(self, data: bytes) -> bytes:
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
+        from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+
         key = self._private_key
         if isinstance(key, ed25519.Ed25519PrivateKey):
             return encode_string("ssh-ed25519") + encode_string(key.sign(data))
@@ -461,14 +478,23 @@ class KeyFileSigner:
                 key.sign(data, padding.PKCS1v15(), hashes.SHA512())
             )
         key_type = self._public_key.key_type
-        r, s = decode_dss_signature(key.sign(data, ec.ECDSA(_ECDSA_HASHES[key_type]())))
+        r, s = decode_dss_signature(key.sign(data, ec.ECDSA(_hash(_ECDSA_HASHES[key_type]))))
         return encode_string(key_type) + encode_string(encode_mpint(r) + encode_mpint(s))
 
 
-SigningKey = ed25519.Ed25519PrivateKey | rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey
+def _hash(name: str) -> HashAlgorithm:
+    """A hash of `_HASHES` (or of the key types' tables) by its class's name."""
+    from cryptography.hazmat.primitives import hashes
+
+    algorithm: HashAlgorithm = getattr(hashes, name)()
+    return algorithm
 
 
 def _load_private_key(path: Path) -> SigningKey:
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+
     try:
         mode = path.stat().st_mode
         if mode & 0o077 and path.stat().st_uid == os.getuid():

@@ -4,7 +4,8 @@ an Ed25519 key kept in OpenSSH's format (as `ssh-keygen -t ed25519` writes it).
 A checkpoint's text is three lines (origin, size, base64 root) and a blank line; each signature
 line that follows is `— NAME BASE64(KEY_ID || SIGNATURE)`, where the key id is the first four bytes
 of SHA-256(NAME, a newline, 0x01, the 32-byte public key). The origin names the log and is the
-signing key's name, so a checkpoint of one queue never passes for another's.
+signing key's name, so a checkpoint of one queue never passes for another's. cryptography is
+imported where a key is read, written or checked: a queue without a trail key never loads it.
 """
 
 from __future__ import annotations
@@ -14,13 +15,12 @@ import binascii
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
-
-from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from typing import TYPE_CHECKING, Final
 
 from reviewer.trail.merkle import decoded_hash
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 SIGNATURE_PREFIX: Final = "\u2014 "
 """An em dash and a space start every signature line of a signed note."""
@@ -35,6 +35,8 @@ class CheckpointError(ValueError):
 
 
 def _raw(public: Ed25519PublicKey) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
     return public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
@@ -49,11 +51,17 @@ def key_id(name: str, public: Ed25519PublicKey) -> bytes:
 
 def openssh_public(public: Ed25519PublicKey) -> str:
     """`ssh-ed25519 AAAA...`, the line a `.pub` file holds."""
+    from cryptography.hazmat.primitives import serialization
+
     return public.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
 
 
 def load_private_key(path: Path) -> Ed25519PrivateKey:
     """An unencrypted OpenSSH Ed25519 private key (`ssh-keygen -t ed25519 -N ''`)."""
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     try:
         data = path.read_bytes()
     except OSError as error:
@@ -76,6 +84,10 @@ def load_private_key(path: Path) -> Ed25519PrivateKey:
 
 def parse_public_key(text: str, source: str) -> Ed25519PublicKey:
     """An `ssh-ed25519 AAAA... [comment]` line, as a `.pub` file or a queue's answer holds it."""
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
     try:
         key = serialization.load_ssh_public_key(text.strip().encode())
     except (ValueError, binascii.Error, UnicodeEncodeError, UnsupportedAlgorithm):
@@ -145,6 +157,8 @@ def _split_note(note: str, source: str) -> tuple[str, list[tuple[str, bytes]]]:
 def open_note(note: str, public: Ed25519PublicKey, name: str, source: str = "the note") -> str:
     """The text of a signed note, once a signature by `public` under `name` verifies. Signatures by
     other keys are ignored, as the signed-note spec says; a bad one by this key is refused."""
+    from cryptography.exceptions import InvalidSignature
+
     text, signatures = _split_note(note, source)
     wanted = key_id(name, public)
     for signer, signature in signatures:

@@ -6,10 +6,11 @@ import argparse
 import logging
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reviewer import DISTRIBUTION, release
+from reviewer import DISTRIBUTION, collection_held, release
 from reviewer.policy.expressions import DEFAULT_DEADLINE
 from reviewer.service.commands.support import db_option, duration, refusal, store_of
 from reviewer.service.timeouts import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT
@@ -27,6 +28,12 @@ if TYPE_CHECKING:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    with collection_held() as serving:
+        return _run_serve(args, serving)
+
+
+def _run_serve(args: argparse.Namespace, serving: Callable[[], None]) -> int:
+    """`run_serve` with collection held until `serving()`, which `_serve` calls as it starts serving."""
     from reviewer.policy.file import PolicyError, read_policy
     from reviewer.service.errors import DatabaseUnusable
     from reviewer.service.server import Listening, ListenRefused
@@ -104,7 +111,16 @@ def run_serve(args: argparse.Namespace) -> int:
         return refusal("serve", error.message)
     try:
         return _serve(
-            args, listening, listener, policy, notify_senders, signing, identity_tokens, trail_key, web_origin
+            args,
+            listening,
+            listener,
+            policy,
+            notify_senders,
+            serving,
+            signing,
+            identity_tokens,
+            trail_key,
+            web_origin,
         )
     except (ListenRefused, DatabaseUnusable) as error:
         return refusal("serve", error.message)
@@ -118,6 +134,7 @@ def _serve(
     listener: socket.socket,
     policy: Policy | None,
     notify_senders: list[Sender],
+    serving: Callable[[], None],
     signing: PolicySigning | None = None,
     identity_tokens: IdentityTokens | None = None,
     trail_key: Ed25519PrivateKey | None = None,
@@ -216,6 +233,7 @@ def _serve(
         asyncio.get_running_loop().set_exception_handler(DescriptorExhaustionLog())
         await server.serve(sockets=[listener])
 
+    serving()
     asyncio.run(serve())
     return 0 if server.started else 1
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fastapi import APIRouter, Request, Response
 
 from reviewer.queue.messages import ProviderSignIn, SignInMethods, Whoami
 from reviewer.service.deps import Caller
-from reviewer.service.oidc import IdentityTokens
 from reviewer.service.responses import errors, json_response
+
+if TYPE_CHECKING:  # PyJWT loads only on a queue whose reviewers sign in through a provider
+    from reviewer.service.oidc import IdentityTokens
 
 router = APIRouter(tags=["identity"])
 

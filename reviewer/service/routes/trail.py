@@ -15,9 +15,8 @@ from __future__ import annotations
 import base64
 import logging
 from collections.abc import Iterator
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
@@ -31,6 +30,9 @@ from reviewer.service.store import QueueStore
 from reviewer.service.store.trail import EXPORT_BATCH
 from reviewer.trail import checkpoint as checkpoints
 from reviewer.trail.entries import entry_line, header_line, proof_line
+
+if TYPE_CHECKING:  # a queue signs checkpoints with --trail-key only: cryptography loads with the key
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 router = APIRouter(prefix="/v1/trail", tags=["trail"])
 
