@@ -1,7 +1,7 @@
 """Sending a decision under the reviewer's own credential, signed when a key is configured.
 
 One signing for the command line (`reviewer approve` / `reviewer reject`, through `send_decision`) and
-the terminal app (which sends with its own retry key, through `sign_decision`), so a decision is signed
+the terminal app (which sends with its own retry key, signing in a thread), so a decision is signed
 the same way wherever it is made, and a signing failure (no agent, the key not in it, a key file
 others can read) stops it before anything reaches the queue.
 """
@@ -38,23 +38,6 @@ def signed_statement(
 
     statement = DecisionStatement.now(proposal_id, revision, plan_sha256, decision, reviewer, clock)
     return SignedStatement(statement.to_bytes().decode(), sign_statement(statement, signer))
-
-
-async def sign_decision(
-    signer: Signer,
-    proposal_id: str,
-    revision: int,
-    plan_sha256: str,
-    decision: Decision,
-    reviewer: str,
-    clock: datetime | None = None,
-) -> SignedStatement:
-    """`signed_statement` in a thread, so the app goes on drawing while the key is confirmed."""
-    import asyncio
-
-    return await asyncio.to_thread(
-        signed_statement, signer, proposal_id, revision, plan_sha256, decision, reviewer, clock
-    )
 
 
 def send_decision(

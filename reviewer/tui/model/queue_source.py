@@ -7,6 +7,7 @@ fetched for the app's handlers to store and show; nothing here touches an item a
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 import uuid
@@ -22,7 +23,7 @@ from reviewer.plan.sanitize import clip, safe_text
 from reviewer.policy.quorum import describe_approvals
 from reviewer.queue.client import Listing, QueueClient
 from reviewer.queue.config import Secret
-from reviewer.queue.deciding import not_pending_words, sign_decision, stale_words
+from reviewer.queue.deciding import not_pending_words, signed_statement, stale_words
 from reviewer.queue.messages import Decision, ProposalRecord, ProposalSummary, Whoami
 from reviewer.queue.refusals import (
     AlreadyDecided,
@@ -109,7 +110,10 @@ class QueueDecider:
         if self.identity is None:
             self.identity = await self.client.whoami()
         reviewer = self.identity.name
-        return await sign_decision(self.signer, proposal_id, revision, plan_sha256, decision, reviewer)
+        # In a thread: an agent may wait for its user to confirm (`ssh-add -c`), the app goes on drawing.
+        return await asyncio.to_thread(
+            signed_statement, self.signer, proposal_id, revision, plan_sha256, decision, reviewer
+        )
 
     def refused(self, item: QueueItem, error: QueueError) -> DecisionOutcome:
         """The queue's refusal in the reviewer's words."""

@@ -347,9 +347,7 @@ def test_an_ssh_key_bound_to_the_providers_person_signs_their_approvals(team: Te
     """`reviewer keys add NAME` binds a key to the name the provider gives the person (after their
     first sign-in): their signed approval verifies with `ssh-keygen -Y verify`, under that name, and
     a statement signed by another key, or naming another person, is refused."""
-    import asyncio
-
-    from reviewer.queue.deciding import sign_decision
+    from reviewer.queue.deciding import signed_statement
     from reviewer.signing.sshsig import NAMESPACE, KeyFileSigner
     from tests.signing.ssh import make_key, ssh_keygen_verify
 
@@ -365,8 +363,8 @@ def test_an_ssh_key_bound_to_the_providers_person_signs_their_approvals(team: Te
     assert bound.returncode == 0, bound.stderr
 
     def approve(key: Path, reviewer: str, idempotency_key: str) -> httpx.Response:
-        signed = asyncio.run(
-            sign_decision(KeyFileSigner(key), "oidc-signed", 1, submitted["plan_sha256"], "approve", reviewer)
+        signed = signed_statement(
+            KeyFileSigner(key), "oidc-signed", 1, submitted["plan_sha256"], "approve", reviewer
         )
         return httpx.post(
             f"{team.queue.url}/v1/proposals/oidc-signed/decisions",
