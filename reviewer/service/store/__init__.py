@@ -549,9 +549,12 @@ class QueueStore(ABC):
         fingerprint = idempotency.fingerprint(proposal_id, request)
         now = self.clock()
         with self.write() as db:
-            return runs.claim_approval(
+            answer = runs.claim_approval(
                 self, db, identity, proposal_id, request, idempotency_key, fingerprint, now
             )
+        if self.on_event is not None:  # its lease's end is a deadline: `run.unknown` goes out when it passes
+            self.on_event()
+        return answer
 
     def check_report_allowed(self, identity: Identity, proposal_id: str, idempotency_key: str | None) -> None:
         """Refuse a report before its body is read: a revoked token (401), a proposal this agent cannot

@@ -654,6 +654,17 @@ def test_a_wake_landing_after_the_sweep_read_its_deadlines_brings_the_earlier_on
     assert wake.waits == [(7200, True), (pytest.approx(3600 + PAST_DEADLINE), False)]
 
 
+def test_a_claim_wakes_the_sweep_so_its_leases_end_is_looked_for_then(queue: Queue) -> None:
+    """A claim writes no event, but its lease's end is a deadline (`run.unknown` when no report came):
+    the sweep is woken to read it, as after a submission, instead of finding it at its next interval."""
+    digest = queue.submit("claimed-now")
+    queue.approve("claimed-now", digest)
+    wakes: list[str] = []
+    queue.store.on_event = lambda: wakes.append("woken")
+    queue.claim("claimed-now", digest)
+    assert wakes == ["woken"]
+
+
 def test_an_event_queued_by_a_release_without_body_ids_is_delivered_with_its_delivery_id(
     tmp_path: Path, clock: Clock, receiver: Receiver
 ) -> None:
