@@ -36,6 +36,7 @@ def collection_held() -> Iterator[Callable[[], None]]:
 
     def resume() -> None:
         if not gc.isenabled():
+            gc.collect()  # what start-up left unreachable (a caught error's frames) is freed, not frozen
             gc.freeze()
             gc.enable()
 

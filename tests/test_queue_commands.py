@@ -350,3 +350,12 @@ def test_the_shell_commands_load_no_pydantic_and_no_event_loop(queue: tuple[Serv
         loaded = {line.rsplit("|", 1)[-1].strip() for line in ran.stderr.splitlines() if "|" in line}
         assert "reviewer.queue.shell_client" in loaded, name
         assert not loaded & {"pydantic", "asyncio", "reviewer.queue.messages"}, name
+
+
+def test_a_typed_id_no_id_could_hold_is_refused_before_any_request(queue: tuple[Service, Actors]) -> None:
+    """Too long, or outside the ids' characters (a newline's `$` passed a pattern once): one line, exit
+    2, as for a malformed id, never the queue's validation of a list word nor a traceback."""
+    for typed in ("x" * 129, "abc\n", "=abc\n", "a b"):
+        result = run(queue, "show", typed)
+        assert result.returncode == 2, (typed, result.stderr)
+        assert "is not a proposal id" in result.stderr and "Traceback" not in result.stderr, result.stderr

@@ -338,7 +338,7 @@ _ProposalEnvelope = msgspec.defstruct(
 )
 """The proposal with its calls left as raw JSON: the header is checked at once, each call after."""
 _envelope_decoder = msgspec.json.Decoder(_ProposalEnvelope)
-_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})\Z")
 
 
 def parse_proposal(data: bytes | str, source: str = "proposal") -> Proposal:
@@ -483,6 +483,10 @@ def field_message(message: str, at: str = "$") -> str:
 
 
 def _check_header(header: dict[str, Any], call_count: int, source: str) -> None:
+    # The pattern's `$` matches before a final newline too (in Python, not in the service's URL
+    # paths): `abc\n` would be a proposal no path can name, so none could decide it.
+    if header["proposal_id"].endswith("\n"):
+        raise ProposalError(source, "$.proposal_id: a proposal_id holds only A-Z, a-z, 0-9, '.', '_' and '-'")
     if not _RFC3339.match(header["created_at"]):
         raise ProposalError(source, "$.created_at: expected an RFC 3339 time such as 2026-10-15T09:00:00Z")
     if call_count > MAX_CALLS:

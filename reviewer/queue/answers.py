@@ -24,13 +24,34 @@ if TYPE_CHECKING:
 
 View = TypeVar("View", bound=msgspec.Struct)
 
+State = Literal["pending", "approved", "claimed", "rejected", "changes_requested", "expired", "executed"]
+"""The state of a proposal's latest revision, as the decision endpoint reports it.
+
+`changes_requested`: a reviewer asked for changes (`reason` says which); the revision is closed and
+the proposal waits for its agent's next revision;
+
+`claimed`: a run holds the approval (it can no longer expire or be superseded under the run);
+`executed`: that run's report is stored, whether it went well or not.
+"""
+TrailEventKind = Literal[
+    "submitted", "approved", "rejected", "changes_requested", "claimed", "executed", "withdrawn"
+]
+"""`withdrawn`: an approval that stopped counting, and `reason` says why. When the trail recorded it
+(the reviewer's sign-in ended: out of the group, or revoked) it has a `seq` of its own; when the queue
+computes it as it answers (the key that signed it was removed, the token expired) its `seq` is the
+withdrawn approval's."""
+RefusalKind = Literal["trail", "signatures", "ledger", "other"]
+"""Why an executor refused an approval before claiming it: the queue's trail went backwards or forked
+since the executor last saw it; the approval's signatures do not satisfy the signers it trusts; its
+own ledger says it already ran this approval; or anything else it checks."""
+
 
 class ErrorFields(msgspec.Struct, frozen=True):
     """A refusal (`ErrorBody`): its code, its words, and what a 409 or 412 adds."""
 
     error: str
     message: str
-    state: str | None = None
+    state: State | None = None
     decided_by: str | None = None
     claimed_by: str | None = None
     latest_revision: int | None = None
@@ -54,7 +75,7 @@ class WindowFields(msgspec.Struct, frozen=True):
 class RefusalFields(msgspec.Struct, frozen=True):
     """An executor's refusal of the approval (`ExecutorRefusal`)."""
 
-    kind: str
+    kind: RefusalKind
     message: str
     refused_by: str
     at: datetime
@@ -66,7 +87,7 @@ class StateFields(msgspec.Struct, frozen=True):
     proposal_id: str
     revision: int
     plan_sha256: str
-    state: str
+    state: State
     decided_by: str | None = None
     reason: str | None = None
     claimed_by: str | None = None
@@ -86,7 +107,7 @@ class RowFields(msgspec.Struct, frozen=True):
     proposed_by: str
     plan_sha256: str
     submitted_at: datetime
-    state: str
+    state: State
     claimed_by: str | None = None
     outcome_unknown: bool | None = None
     reading: PlanReading | None = None
@@ -114,7 +135,7 @@ class EventFields(msgspec.Struct, frozen=True):
     """One entry of a proposal's trail (`TrailEvent`)."""
 
     actor: str
-    event: str
+    event: TrailEventKind
     revision: int
     reason: str | None = None
 

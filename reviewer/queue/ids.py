@@ -103,7 +103,9 @@ def resolve_proposal_id(client: ShellQueue, typed: str) -> str:
         except NotFound:
             raise UnknownProposal(typed) from None
         return typed[len(EXACT) :]
-    candidates = [row for row in _listed(client, typed) if typed in row.proposal_id]
+    from reviewer.queue.shell_client import id_part  # the agents make ids here: they load no client
+
+    candidates = [row for row in _listed(client, id_part(typed)) if typed in row.proposal_id]
     if not candidates:
         try:  # listed or not (another's, past its pages), a whole id the queue holds is itself
             client.record(typed)

@@ -13,37 +13,20 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from typing_extensions import TypedDict
 
 from reviewer.plan.proposal import MAX_CALLS, MAX_SAFE_INTEGER, MAX_STRING_CHARS
+from reviewer.queue.answers import RefusalKind as RefusalKind
+from reviewer.queue.answers import State as State
+from reviewer.queue.answers import TrailEventKind as TrailEventKind
 from reviewer.queue.answers import window_words
 from reviewer.reading.summary import PlanReading
 from reviewer.signing.basics import MAX_SIGNATURE_CHARS, MAX_STATEMENT_BYTES
 
 Role = Literal["agent", "reviewer", "metrics", "auditor"]
-State = Literal["pending", "approved", "claimed", "rejected", "changes_requested", "expired", "executed"]
-"""The state of a proposal's latest revision, as the decision endpoint reports it.
-
-`changes_requested`: a reviewer asked for changes (`reason` says which); the revision is closed and
-the proposal waits for its agent's next revision;
-
-`claimed`: a run holds the approval (it can no longer expire or be superseded under the run);
-`executed`: that run's report is stored, whether it went well or not.
-"""
 RevisionState = Literal[
     "pending", "approved", "claimed", "rejected", "changes_requested", "expired", "executed", "superseded"
 ]
 """A stored revision's state: `superseded` once a newer revision exists (it then authorizes nothing)."""
 Decision = Literal["approve", "reject", "request_changes"]
 """`request_changes` closes the revision like a rejection, and asks its agent for the next one."""
-TrailEventKind = Literal[
-    "submitted", "approved", "rejected", "changes_requested", "claimed", "executed", "withdrawn"
-]
-"""`withdrawn`: an approval that stopped counting, and `reason` says why. When the trail recorded it
-(the reviewer's sign-in ended: out of the group, or revoked) it has a `seq` of its own; when the queue
-computes it as it answers (the key that signed it was removed, the token expired) its `seq` is the
-withdrawn approval's."""
-RefusalKind = Literal["trail", "signatures", "ledger", "other"]
-"""Why an executor refused an approval before claiming it: the queue's trail went backwards or forked
-since the executor last saw it; the approval's signatures do not satisfy the signers it trusts; its
-own ledger says it already ran this approval; or anything else it checks."""
 RunEnding = Literal["completed", "stopped", "failed", "cancelled"]
 """How a real run ended: every planned call ran; it stopped before a call that was not the plan's (or
 after one the API refused); the task or framework raised; or it was cancelled."""

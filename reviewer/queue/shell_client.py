@@ -71,9 +71,17 @@ def retry_delays(retries: int, delay: float) -> list[float]:
 
 def segment(proposal_id: str) -> str:
     """A proposal id as one URL path segment; ids outside the format's pattern are refused here."""
-    if not _PROPOSAL_ID.match(proposal_id) or proposal_id in _DOT_SEGMENTS:
-        raise ValueError(f"{proposal_id[:60]!r} is not a proposal id ([A-Za-z0-9._-], 1 to 128 characters)")
-    return proposal_id
+    if proposal_id in _DOT_SEGMENTS:
+        raise ValueError(f"{proposal_id!r} is not a proposal id")
+    return id_part(proposal_id)
+
+
+def id_part(text: str) -> str:
+    """`text` when some proposal id could hold it (the format's characters, 1 to 128 of them):
+    what is not is refused before any request, as no id holds it (a newline included)."""
+    if not _PROPOSAL_ID.fullmatch(text):
+        raise ValueError(f"{text[:60]!r} is not a proposal id ([A-Za-z0-9._-], 1 to 128 characters)")
+    return text
 
 
 class ShellQueue:

@@ -293,6 +293,11 @@ def test_bad_proposal_id_is_refused(proposal_id: str) -> None:
     assert "$.proposal_id" in rejection(proposal_with(proposal_id=proposal_id))
 
 
+def test_a_proposal_id_ending_in_a_newline_is_refused() -> None:
+    """The pattern's `$` matches before a final newline in Python: an id no URL path could name."""
+    assert "a proposal_id holds only" in rejection(proposal_with(proposal_id="planted\n"))
+
+
 def test_longest_proposal_id_is_accepted() -> None:
     assert parse(proposal_with(proposal_id="a." + "x" * 126)).proposal_id.endswith("x")
 

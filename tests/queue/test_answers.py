@@ -92,3 +92,14 @@ def test_a_listed_row_keeps_who_approved_it_so_far_for_list_json() -> None:
     page = decoded(ProposalPage(proposals=[row]).model_dump_json().encode(), PageFields)
     summary = listed(page.proposals[0])
     assert summary.approvals == ["alice"] and summary.as_json()["approvals"] == ["alice"]
+
+
+def test_a_state_outside_the_queues_words_is_not_read_as_one() -> None:
+    """A refusal or a state naming a state the queue never sends (escape codes, say) is not taken
+    for one: the refusal is worded as any answer that is not the queue's, the state is refused."""
+    hostile = '{"error": "not_pending", "message": "m", "state": "\\u001b]0;pwned\\u0007"}'
+    assert error_fields(hostile.encode()) is None
+    with pytest.raises(msgspec.ValidationError):
+        decoded(
+            b'{"proposal_id": "p", "revision": 1, "plan_sha256": "x", "state": "\\u001b[2J"}', StateFields
+        )
