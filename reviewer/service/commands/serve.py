@@ -226,6 +226,7 @@ def _serve(
     except (OSError, ssl.SSLError) as error:
         store.close()
         raise ListenRefused(f"cannot use the TLS certificate or key: {error}") from None
+    listener.listen(config.backlog)  # from here a connection waits in the backlog rather than being refused
     log.info("listening on %s://%s:%d", listening.scheme, listening.host, listening.port)
     server = listening.server(config, app.state.waits.release)
 
