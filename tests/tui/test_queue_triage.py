@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from textual import events
 from textual.widgets import DataTable, Input
 
 from reviewer.tui.app import ReviewerApp
@@ -218,3 +219,22 @@ async def test_at_50x20_the_worst_alarm_and_the_demo_note_stay_whole() -> None:
         assert "decisions are not sent" in text
         rows = [line for line in screen_lines(app)[3:10] if "…" in line]
         assert len(set(rows)) == len(rows) == 7, "seven rows, none alike"
+
+
+async def test_keys_typed_in_one_burst_after_slash_all_reach_the_filter() -> None:
+    """A fast typist, a paste or a slow SSH link delivers `/delete` in one read: every key after
+    the slash is the filter's, none a binding of the table (`s` would sort, `j` move, `r` retry),
+    and a slash in the filter's line is typed there."""
+    app = ReviewerApp(SAMPLES)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until_loaded(pilot)
+        assert app._driver is not None
+        for key, character in [("slash", "/"), *((letter, letter) for letter in "sjkr/delete")]:
+            key_event = events.Key(key, character)
+            key_event.set_sender(app)
+            app._driver.send_message(key_event)
+        await wait_until_loaded(pilot)
+        assert app.queue_screen.query_one("#queue-filter", Input).value == "sjkr/delete"
+        assert app.queue_screen.order == "newest", "s reached the table: it sorted"
+        await press(pilot, *["backspace"] * 3, "escape")
+        assert column(app, "danger") == SAMPLE_GRADES, "the rows as they were: nothing sorted or moved"

@@ -130,10 +130,13 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open", "Open", priority=True),
-        Binding("slash", "filter", "Filter"),
+        # Before the keys after it are handed on: a word typed in one burst after `/` is the filter's.
+        Binding("slash", "filter", "Filter", priority=True),
         Binding("s", "sort", "Sort"),
-        Binding("up,k", "move(-1)", "Up", show=False, priority=True),
-        Binding("down,j", "move(1)", "Down", show=False, priority=True),
+        Binding("up", "move(-1)", "Up", show=False, priority=True),
+        Binding("down", "move(1)", "Down", show=False, priority=True),
+        Binding("k", "move(-1)", "Up", show=False),  # letters: in the filter's line, they are typed
+        Binding("j", "move(1)", "Down", show=False),
         Binding("pageup", "page(-1)", "Page up", show=False, priority=True),
         Binding("pagedown", "page(1)", "Page down", show=False, priority=True),
         Binding("home", "jump(0)", "First", show=False, priority=True),
@@ -495,10 +498,12 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         self._describe_highlighted()
 
     def action_filter(self) -> None:
-        """The filter's line, where the reviewer types; the rows follow the keys."""
+        """The filter's line, where the reviewer types; the rows follow the keys. Focused now, not
+        once the keys already read are handled (`focus()` waits for them): a word typed in one burst
+        after the slash is the filter's, not the table's bindings."""
         field = self.query_one("#queue-filter", Input)
         field.add_class("-shown")
-        field.focus()
+        self.set_focus(field)
 
     @on(Input.Changed, "#queue-filter")
     def _filter_changed(self) -> None:
@@ -544,9 +549,12 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
             self.apply_filter()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """`r` (poll the queue now) only where there is a queue; escape only with a filter to clear."""
+        """`r` (poll the queue now) only where there is a queue; `/` but in the filter's line; escape
+        only with a filter to clear."""
         if action == "retry":
             return self.live
+        if action == "filter":  # in the filter's line, a slash is typed
+            return not self.query_one("#queue-filter", Input).has_focus
         if action == "clear_filter":
             return bool(self.filter_words) or self.query_one("#queue-filter", Input).has_class("-shown")
         return True
