@@ -4,6 +4,7 @@ command runs, so every other `reviewer` command starts as fast as before."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -69,7 +70,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=float,
         default=30.0,
         metavar="SECONDS",
-        help="how long the upstream may take to start and to answer one call (default 30)",
+        help="how long the upstream may take to answer one tool call (default 30)",
+    )
+    gate.add_argument(
+        "--upstream-start-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="how long the upstream may take to start and list its tools, and to answer any request "
+        "but a tool call (default: --upstream-timeout)",
     )
     gate.add_argument(
         "--decision-timeout",
@@ -93,9 +101,19 @@ def _run(options: argparse.Namespace) -> int:
         print("reviewer mcp-gate: name the upstream server's command after --", file=sys.stderr)
         return 2
     options.command = command
-    if not options.decision_timeout > 0:
-        print("reviewer mcp-gate: --decision-timeout must be more than 0 seconds", file=sys.stderr)
-        return 2
+    if options.upstream_start_timeout is None:
+        options.upstream_start_timeout = options.upstream_timeout
+    for flag, seconds in (
+        ("--upstream-timeout", options.upstream_timeout),
+        ("--upstream-start-timeout", options.upstream_start_timeout),
+        ("--decision-timeout", options.decision_timeout),
+    ):
+        if not 0 < seconds < math.inf:
+            print(
+                f"reviewer mcp-gate: {flag} must be a finite number of seconds above 0, not {seconds:g}",
+                file=sys.stderr,
+            )
+            return 2
     try:
         with collection_held():
             from reviewer.agent.gate import DEFAULT_QUEUE_URL

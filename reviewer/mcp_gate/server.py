@@ -435,10 +435,11 @@ async def serve(options: argparse.Namespace, token: str) -> None:
             upstream = Upstream(
                 StdioServerParameters(command=started[0], args=started[1:], env=environment),
                 timeout=options.upstream_timeout,
+                start_timeout=options.upstream_start_timeout,
             )
             await serving.enter_async_context(running_upstream(upstream))
             if point is not None:
-                await serve_egress(serving, point, sandbox, options.upstream_timeout)
+                await serve_egress(serving, point, sandbox, options.upstream_start_timeout)
             await serve_host(options, upstream, name, queue)
     finally:
         await queue.aclose()
@@ -464,7 +465,7 @@ async def serve_egress(
 
 async def serve_host(options: argparse.Namespace, upstream: Upstream, name: str, queue: QueueClient) -> None:
     """Answer the host on stdin/stdout until it closes them."""
-    with anyio.move_on_after(upstream.timeout):
+    with anyio.move_on_after(upstream.start_timeout):
         await upstream.ready.wait()
     capabilities = None
     if upstream.client is not None and upstream.failure is None:

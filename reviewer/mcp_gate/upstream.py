@@ -134,6 +134,9 @@ class Upstream:
 
     parameters: StdioServerParameters
     timeout: float
+    """Seconds one tool call may wait for its answer."""
+    start_timeout: float
+    """Seconds the upstream may take to start and list its tools, and to answer any other request."""
     host: HostRelay = field(default_factory=HostRelay)
     """Where the upstream's sampling, elicitation and roots requests go: the host's request under way."""
     client: Client | None = None
@@ -152,7 +155,7 @@ class Upstream:
                 client = await stack.enter_async_context(
                     Client(
                         self.parameters,
-                        read_timeout_seconds=self.timeout,
+                        read_timeout_seconds=self.start_timeout,
                         cache=None,
                         mode="legacy",
                         sampling_callback=self.host.sampling,
@@ -203,11 +206,12 @@ class Upstream:
             ) from None
 
     def no_answer(self) -> str:
-        return f"the upstream server did not answer within {self.timeout:g} s"
+        return f"the upstream server did not answer within {self.start_timeout:g} s of starting"
 
     async def connected(self) -> Client:
-        """The live client, or `UpstreamFailed` saying why there is none (waiting at most `timeout`)."""
-        with anyio.move_on_after(self.timeout):
+        """The live client, or `UpstreamFailed` saying why there is none (waiting at most
+        `start_timeout`)."""
+        with anyio.move_on_after(self.start_timeout):
             await self.ready.wait()
         if not self.ready.is_set():
             raise UpstreamFailed(self.no_answer())
@@ -223,7 +227,9 @@ class Upstream:
         own output schema is `UpstreamFailed`."""
         client = await self.connected()
         try:
-            return await client.call_tool(name, arguments, progress_callback=progress)
+            return await client.call_tool(
+                name, arguments, read_timeout_seconds=self.timeout, progress_callback=progress
+            )
         except MCPError as error:
             if error.error.code in (types.REQUEST_TIMEOUT, types.CONNECTION_CLOSED):
                 raise UpstreamNoAnswer(

@@ -33,7 +33,9 @@ BOUND = 120.0
 """Seconds the gate and the host wait for an answer that comes (a crash, a tool list): a bound, not a
 wait; a loaded machine took more than 5 s to start the upstream server."""
 HANG_TIMEOUT = 1
-"""The gate's wait for the upstream that never answers: the one case where the timeout is the event."""
+"""The gate's wait for the upstream that never answers (to start, or a call): the cases where the
+timeout is the event. A hang at the start is bounded by `--upstream-timeout` alone: the start's own
+timeout is that one unless given."""
 
 
 TICKET_TRUST = (
@@ -53,6 +55,7 @@ def gate(
     mode: str = "",
     trust: tuple[str, ...] = TICKET_TRUST,
     upstream_timeout: float = BOUND,
+    start_timeout: float | None = None,
     errlog: TextIO | None = None,
     audit_log: Path | None = None,
     state_home: Path | None = None,
@@ -76,6 +79,7 @@ def gate(
             "tickets",
             "--upstream-timeout",
             f"{upstream_timeout:g}",
+            *(() if start_timeout is None else ("--upstream-start-timeout", f"{start_timeout:g}")),
             *audit,
             *trust,
             # The upstream's sandbox: it writes its log (and the API's) in the test's folder alone.
@@ -379,7 +383,8 @@ def test_a_call_the_upstream_never_answers_ends_the_run_and_is_never_sent_again(
     log = tmp_path / "upstream.log"
 
     async def scenario() -> tuple[dict[str, Any], dict[str, Any]]:
-        async with gate(queue, log, mode, upstream_timeout=BOUND if mode == "dies" else 8) as host:
+        timeout = BOUND if mode == "dies" else HANG_TIMEOUT  # a call's, with BOUND to start in
+        async with gate(queue, log, mode, upstream_timeout=timeout, start_timeout=BOUND) as host:
             proposal_id = await record_and_submit(host)
             await reviewer_decides(queue.url, queue.reviewer_token, proposal_id, "approve")
             during = failed_run(await status(host, proposal_id), "mcp:tickets: the upstream server")

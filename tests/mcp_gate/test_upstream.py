@@ -65,3 +65,27 @@ def test_a_real_calls_result_keeps_every_block_links_whole_and_bytes_by_their_di
     }
     only_text = types.CallToolResult(content=[types.TextContent(type="text", text="done")])
     assert result_value(only_text) == {"content": "done"}, "a text answer is kept as it was"
+
+
+@pytest.mark.parametrize(
+    "timeouts",
+    [
+        ("--upstream-timeout", "0"),
+        ("--upstream-start-timeout", "-1"),
+        ("--upstream-timeout", "nan"),
+        ("--upstream-start-timeout", "inf"),
+        ("--decision-timeout", "0"),
+    ],
+)
+def test_a_timeout_that_could_never_end_a_wait_or_never_let_one_start_is_refused(
+    timeouts: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused before the upstream starts, in one line naming the option: 0 or less ends every wait at
+    once, nan or inf never ends one."""
+    from reviewer.__main__ import main
+
+    assert main(["mcp-gate", *timeouts, "--", "true"]) == 2
+    flag, seconds = timeouts[0], float(timeouts[1])
+    assert capsys.readouterr().err.splitlines() == [
+        f"reviewer mcp-gate: {flag} must be a finite number of seconds above 0, not {seconds:g}"
+    ]
