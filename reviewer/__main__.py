@@ -11,6 +11,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("demo", "reviewer.tui.commands", "review sample proposals offline; decisions are not sent"),
@@ -136,7 +137,18 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+def _without_httpx_command_line() -> None:
+    """httpx imports its own command line (click, rich's console, pygments) whenever they are
+    installed, as they are beside uvicorn and Textual: 30 ms of every command that speaks HTTP, for
+    a tool no command runs. Standing in for that module before httpx is first imported, in this
+    process alone, leaves `httpx.main` saying it cannot run; a program that imports `reviewer` as a
+    library is untouched."""
+    if "httpx" not in sys.modules:
+        sys.modules.setdefault("httpx._main", ModuleType("httpx._main"))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _without_httpx_command_line()
     arguments = list(sys.argv[1:] if argv is None else argv)
     if not arguments:
         arguments = ["review"]

@@ -334,7 +334,8 @@ def test_a_refusal_with_a_nul_is_refused_as_invalid_and_stores_nothing(queue: tu
 def test_the_shell_commands_load_no_pydantic_and_no_event_loop(queue: tuple[Service, Actors]) -> None:
     """`list`, `show`, `approve` and `reject` run once and exit: what they load before their first
     request is what a phone's SSH session waits for, so they read the queue's answers with msgspec
-    views over a synchronous client (the app's models and asyncio cost more than the requests)."""
+    views over a synchronous client (the app's models and asyncio cost more than the requests), and
+    httpx's own command line (click, rich, pygments) is not loaded with httpx."""
     approving, rejecting = unique_id("loads-approve"), unique_id("loads-reject")
     answer = submit_sample(queue[1], "k8s-shop-scale-down.server.json", approving)
     submit_sample(queue[1], "deskline-merge.server.json", rejecting)
@@ -350,6 +351,7 @@ def test_the_shell_commands_load_no_pydantic_and_no_event_loop(queue: tuple[Serv
         loaded = {line.rsplit("|", 1)[-1].strip() for line in ran.stderr.splitlines() if "|" in line}
         assert "reviewer.queue.shell_client" in loaded, name
         assert not loaded & {"pydantic", "asyncio", "reviewer.queue.messages"}, name
+        assert not loaded & {"httpx._main", "click", "pygments", "rich"}, "httpx's own command line"
 
 
 def test_a_typed_id_no_id_could_hold_is_refused_before_any_request(queue: tuple[Service, Actors]) -> None:
