@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import shlex
 import textwrap
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 from reviewer.plan.proposal import Proposal, plan_sha256
 from reviewer.plan.sanitize import clip, safe_text
@@ -133,6 +133,59 @@ class QueueFacts:
     withdrawn: list[tuple[str, str]] = field(default_factory=list)
 
 
+class _Revision(Protocol):
+    """One revision as a record lists it: the shell's view and the store's message alike."""
+
+    @property
+    def revision(self) -> int: ...
+    @property
+    def plan_sha256(self) -> str: ...
+    @property
+    def submitted_by(self) -> str: ...
+    @property
+    def submitted_at(self) -> datetime: ...
+
+
+class _Latest(Protocol):
+    """The proposal's state, which is its latest revision's."""
+
+    @property
+    def revision(self) -> int: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def approvals(self) -> Sequence[str]: ...
+    @property
+    def approvals_required(self) -> int: ...
+
+
+class _Record(Protocol):
+    @property
+    def latest(self) -> _Latest: ...
+    @property
+    def revisions(self) -> Sequence[_Revision]: ...
+
+
+def revision_facts(record: _Record, number: int) -> QueueFacts:
+    """What the queue records of revision `number` (`LookupError` when the record has none): who
+    submitted it and when, its digest, and the proposal's state and approvals, which are its own
+    while it is the latest revision and `superseded` once another came. `show` and the review page
+    read a revision by this one rule."""
+    info = next((item for item in record.revisions if item.revision == number), None)
+    if info is None:
+        raise LookupError(number)
+    latest = record.latest
+    return QueueFacts(
+        info.plan_sha256,
+        info.submitted_by,
+        info.submitted_at.isoformat(),
+        latest.revision,
+        latest.state if number == latest.revision else "superseded",
+        list(latest.approvals),
+        latest.approvals_required,
+    )
+
+
 def refusals_of(latest: StateFields) -> list[Refused]:
     return [
         Refused(item.kind, item.message, item.refused_by, item.at.isoformat()) for item in latest.refusals
@@ -214,28 +267,22 @@ def _yours_then_newest(summary: PlanSummary) -> tuple[bool, float]:
 def one_summary(client: ShellQueue, proposal_id: str, revision: int | None) -> tuple[PlanSummary, Analysis]:
     """One revision (the latest by default), with the queue's state and quorum, and its analysis."""
     record = client.record(proposal_id)
-    infos = {info.revision: info for info in record.revisions}
-    number = revision if revision is not None else record.latest.revision
-    info = infos.get(number)
-    if info is None:
-        raise LookupError(f"{proposal_id} has no revision {number} (latest: {record.latest.revision})")
-    proposal = client.revision(proposal_id, number)
     latest = record.latest
-    current = number == latest.revision
-    facts = QueueFacts(
-        info.plan_sha256,
-        info.submitted_by,
-        info.submitted_at.isoformat(),
-        latest.revision,
-        latest.state if current else "superseded",
-        list(latest.approvals),
-        latest.approvals_required,
-        claimed_by=latest.claimed_by if current else None,
-        outcome_unknown=current and bool(latest.outcome_unknown),
-        refusals=refusals_of(latest) if current else [],
-        runs=window_words(latest.window) if current and latest.window is not None else None,
-        withdrawn=withdrawals_of(record.history, number),
-    )
+    number = revision if revision is not None else latest.revision
+    try:
+        facts = revision_facts(record, number)
+    except LookupError:
+        raise LookupError(f"{proposal_id} has no revision {number} (latest: {latest.revision})") from None
+    proposal = client.revision(proposal_id, number)
+    if number == latest.revision:
+        facts = replace(
+            facts,
+            claimed_by=latest.claimed_by,
+            outcome_unknown=bool(latest.outcome_unknown),
+            refusals=refusals_of(latest),
+            runs=window_words(latest.window) if latest.window is not None else None,
+        )
+    facts = replace(facts, withdrawn=withdrawals_of(record.history, number))
     from reviewer.reading.analysis import Analysis
 
     analysis = Analysis(proposal)

@@ -107,3 +107,51 @@ def test_a_state_outside_the_queues_words_is_not_read_as_one() -> None:
         decoded(
             b'{"proposal_id": "p", "revision": 1, "plan_sha256": "x", "state": "\\u001b[2J"}', StateFields
         )
+
+
+def test_show_and_the_review_page_read_a_revision_by_one_rule() -> None:
+    """The store's record (the page reads it) and the shell's view of the same record sent as JSON
+    (`show` reads that) give the same facts of each revision: the latest one's state and approvals,
+    an earlier one `superseded`; a revision the record lacks is neither's."""
+    from datetime import UTC, datetime
+
+    from reviewer.queue.answers import RecordFields
+    from reviewer.queue.messages import ProposalRecord, RevisionInfo
+    from reviewer.queue.overview import revision_facts
+
+    submitted = [datetime(2026, 12, 7, 5, minute, tzinfo=UTC) for minute in (1, 2)]
+    record = ProposalRecord(
+        proposal_id="a55aa-close",
+        proposed_by="infra-agent",
+        latest=DecisionState(
+            proposal_id="a55aa-close",
+            revision=2,
+            plan_sha256="2" * 64,
+            state="approved",
+            approvals=["alice", "bob"],
+            approvals_required=2,
+        ),
+        revisions=[
+            RevisionInfo(
+                revision=number,
+                plan_sha256=str(number) * 64,
+                title="Close",
+                call_count=1,
+                submitted_by="infra-agent",
+                submitted_at=submitted[number - 1],
+                state="superseded" if number == 1 else "approved",
+            )
+            for number in (1, 2)
+        ],
+        history=[],
+    )
+    viewed = decoded(record.model_dump_json().encode(), RecordFields)
+    for number in (1, 2):
+        assert revision_facts(viewed, number) == revision_facts(record, number)
+    first, latest = revision_facts(record, 1), revision_facts(record, 2)
+    assert (first.plan_sha256, first.state, first.latest_revision) == ("1" * 64, "superseded", 2)
+    assert (latest.state, latest.approvals, latest.approvals_required) == ("approved", ["alice", "bob"], 2)
+    assert latest.submitted_at == submitted[1].isoformat() and latest.proposed_by == "infra-agent"
+    for shape in (record, viewed):
+        with pytest.raises(LookupError):
+            revision_facts(shape, 3)

@@ -11,7 +11,7 @@ from typing import Final
 from reviewer.plan.proposal import scan_proposal
 from reviewer.plan.sanitize import clip, safe_text
 from reviewer.policy.quorum import describe_approvals
-from reviewer.queue.overview import PlanSummary, QueueFacts, summarize
+from reviewer.queue.overview import PlanSummary, revision_facts, summarize
 from reviewer.reading.analysis import Analysis
 from reviewer.reading.plain import call_lines, common_args, common_lines, extremes_lines
 from reviewer.reading.summary import counts_words
@@ -73,21 +73,13 @@ def _shown(text: str | None, limit: int = 300) -> str:
 def review_view(store: QueueStore, proposal_id: str, revision: int, page: int) -> ReviewView:
     """The page of `revision` of `proposal_id` (404 when there is no such revision)."""
     record = store.get_record(PAGE_READER, proposal_id)
-    info = next((item for item in record.revisions if item.revision == revision), None)
-    if info is None:
-        raise NotFound(f"proposal {proposal_id!r} has no revision {revision}")
+    try:
+        facts = revision_facts(record, revision)
+    except LookupError:
+        raise NotFound(f"proposal {proposal_id!r} has no revision {revision}") from None
     proposal = scan_proposal(store.get_revision_body(PAGE_READER, proposal_id, revision), "stored proposal")
     latest = record.latest
     current = revision == latest.revision
-    facts = QueueFacts(
-        info.plan_sha256,
-        info.submitted_by,
-        info.submitted_at.isoformat(),
-        latest.revision,
-        latest.state if current else "superseded",
-        list(latest.approvals),
-        latest.approvals_required,
-    )
     analysis = Analysis(proposal)
     summary = summarize(proposal, facts, analysis)
     reading = summary.reading
