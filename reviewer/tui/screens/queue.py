@@ -553,8 +553,8 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
         only with a filter to clear."""
         if action == "retry":
             return self.live
-        if action == "filter":  # in the filter's line, a slash is typed
-            return not self.query_one("#queue-filter", Input).has_focus
+        if action == "filter":  # in the filter's line, a slash is typed (focused, said at once)
+            return self.focused is not self.query_one("#queue-filter", Input)
         if action == "clear_filter":
             return bool(self.filter_words) or self.query_one("#queue-filter", Input).has_class("-shown")
         return True
