@@ -225,6 +225,16 @@ KEY_OF = {"/": "slash"}
 """The key a terminal's character arrives as, where it is not the character itself."""
 
 
+async def burst(app: ReviewerApp, pilot, keys: str) -> None:  # type: ignore[no-untyped-def]
+    """`keys` as a terminal delivers them in one read: each handed on before any is handled."""
+    assert app._driver is not None
+    for character in keys:
+        key_event = events.Key(KEY_OF.get(character, character), character)
+        key_event.set_sender(app)
+        app._driver.send_message(key_event)
+    await wait_until_loaded(pilot)
+
+
 async def test_keys_typed_in_one_burst_after_slash_all_reach_the_filter() -> None:
     """A fast typist, a paste or a slow SSH link delivers `/delete` in one read: every key after
     the slash is the filter's, none a binding of the table (`s` would sort, `j` move, `r` retry),
@@ -232,13 +242,24 @@ async def test_keys_typed_in_one_burst_after_slash_all_reach_the_filter() -> Non
     app = ReviewerApp(SAMPLES)
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_until_loaded(pilot)
-        assert app._driver is not None
-        for character in "/sjkr/delete":
-            key_event = events.Key(KEY_OF.get(character, character), character)
-            key_event.set_sender(app)
-            app._driver.send_message(key_event)
-        await wait_until_loaded(pilot)
+        await burst(app, pilot, "/sjkr/delete")
         assert app.queue_screen.query_one("#queue-filter", Input).value == "sjkr/delete"
         assert app.queue_screen.order == "newest", "s reached the table: it sorted"
         await press(pilot, *["backspace"] * 3, "escape")
         assert column(app, "danger") == SAMPLE_GRADES, "the rows as they were: nothing sorted or moved"
+
+
+async def test_a_sort_typed_right_behind_cursor_moves_keeps_the_row_they_reached() -> None:
+    """`jjs` in one burst: the two moves reach the third row, and the sort keeps that proposal
+    under the cursor (it kept the first row's, whose highlight the table had said last)."""
+    app = ReviewerApp(SAMPLES)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until_loaded(pilot)
+        screen = app.queue_screen
+        await press(pilot, "down", "down")
+        third = screen.highlighted_item()
+        await press(pilot, "home")
+        await burst(app, pilot, "jjs")
+        reached = screen.highlighted_item()
+        assert screen.order == "danger" and third is not None and reached is not None
+        assert reached.proposal_id == third.proposal_id

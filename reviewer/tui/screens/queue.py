@@ -456,12 +456,19 @@ class QueueScreen(StyledOnce, ReportsWorkerFailures, Screen[None]):
     def action_move(self, step: int) -> None:
         table = self.query_one("#queue", DataTable)
         if table.row_count:
-            table.move_cursor(row=min(max(table.cursor_row + step, 0), table.row_count - 1))
+            self._cursor_to(min(max(table.cursor_row + step, 0), table.row_count - 1))
 
     def action_jump(self, row: int) -> None:
         table = self.query_one("#queue", DataTable)
         if table.row_count:
-            table.move_cursor(row=row if row >= 0 else table.row_count - 1)
+            self._cursor_to(row if row >= 0 else table.row_count - 1)
+
+    def _cursor_to(self, row: int) -> None:
+        """The cursor on `row`, and the screen told now which proposal it is on: a key right behind
+        (`s` in `jjs`, typed in one burst) re-orders around that proposal, not the one the table's
+        highlight message, still on its way, would name."""
+        self.query_one("#queue", DataTable).move_cursor(row=row)
+        self._describe_highlighted()
 
     def action_page(self, pages: int) -> None:
         """A page of rows up or down: as many as the table shows at once, less one kept in sight."""
