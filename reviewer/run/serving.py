@@ -30,6 +30,7 @@ from typing import Any, Final
 
 import uvicorn
 
+from reviewer.quiet_server import QuietServer
 from reviewer.sandbox.handover import InnerService
 
 LOOPBACK: Final = "127.0.0.1"
@@ -78,8 +79,9 @@ class OnlyItsChild:
         await self.app(inner_scope, receive, send)
 
 
-class _GateServer(uvicorn.Server):
-    """uvicorn without its signal handlers: `reviewer run` ends the gate itself, after the child."""
+class _GateServer(QuietServer):
+    """uvicorn (asleep while idle) without its signal handlers: `reviewer run` ends the gate itself,
+    after the child."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import uvicorn
 
+from reviewer.quiet_server import QuietServer
 from reviewer.sample_api.app import TicketStore, create_app
 
 LOOPBACK = "127.0.0.1"
@@ -55,7 +56,7 @@ def sample_api_in_thread(
         lifespan="off",
         ws="none",  # the sample API speaks no WebSocket: uvicorn would import an implementation for nothing
     )
-    server = uvicorn.Server(config)
+    server = QuietServer(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="sample-api")
     thread.start()
     deadline = time.monotonic() + 10
@@ -77,4 +78,4 @@ def sample_api_in_thread(
 def serve_forever(*, port: int, ignore_dry_run: bool = False, write_token: str | None = None) -> None:
     """Serve in the foreground on loopback until interrupted (`reviewer sample-api`)."""
     app = create_app(ignore_dry_run=ignore_dry_run, write_token=write_token)
-    uvicorn.run(app, host=LOOPBACK, port=port, log_level="info", ws="none")
+    QuietServer(uvicorn.Config(app, host=LOOPBACK, port=port, log_level="info", ws="none")).run()

@@ -92,11 +92,12 @@ class Listening:
         )
 
     def server(self, config: Any, on_shutdown: Callable[[], None]) -> Any:
-        """uvicorn's server, calling `on_shutdown` the moment it starts to shut down: before it waits
-        for the requests in flight, so a long poll is answered then rather than at its wait's end."""
-        import uvicorn
+        """uvicorn's server (asleep while idle), calling `on_shutdown` the moment it starts to shut
+        down: before it waits for the requests in flight, so a long poll is answered then rather than
+        at its wait's end."""
+        from reviewer.quiet_server import QuietServer
 
-        class Server(uvicorn.Server):
+        class Server(QuietServer):
             async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
                 on_shutdown()
                 await super().shutdown(sockets)
