@@ -2,10 +2,11 @@
 `reviewer run` puts before its child, and the sample API.
 
 uvicorn's own loop wakes ten times a second to look whether it should stop and, once a second, to
-renew its `date` header. On a small virtual machine each wake costs about a millisecond: a queue that
-waits all night, or a `reviewer run` waiting for its approval, used 1.3% of a core doing nothing. This
-server wakes once a second, for the header, and at once when asked to stop, by a signal or by
-`should_exit` set from any thread or task.
+renew its `date` header. On a small virtual machine each wake costs about half a millisecond: forty
+such loops, idle, took 11.5% of two cores from the work beside them, so a queue that waits all night,
+or a `reviewer run` waiting for its approval, used 0.6% of a core doing nothing. This server wakes
+once a second, for the header, and at once when asked to stop, by a signal or by `should_exit` set
+from any thread or task.
 """
 
 from __future__ import annotations
