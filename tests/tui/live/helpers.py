@@ -72,11 +72,17 @@ def status(app: ReviewerApp) -> str:
 
 
 async def open_proposal(pilot: Pilot[Any], app: ReviewerApp, proposal_id: str) -> None:
-    """Move the queue's cursor to `proposal_id`, press enter, and wait for its review screen."""
+    """Move the queue's cursor to `proposal_id`, press enter, and wait for its review screen and for
+    its checks and digest, which a decision names (the queue answers them in a worker of their own)."""
     table = app.queue_screen.query_one("#queue", DataTable)
     table.move_cursor(row=table.get_row_index(proposal_id))
     await pilot.press("enter")
-    await until(pilot, lambda: getattr(app.screen, "item", None) is app.items[proposal_id], "its review")
+    item = app.items[proposal_id]
+    await until(pilot, lambda: getattr(app.screen, "item", None) is item, "its review")
+    revision = app.screen.revision  # type: ignore[attr-defined]
+    await until(
+        pilot, lambda: revision in item.verified or revision in item.problems, "its checks and digest"
+    )
 
 
 async def decide_from_keyboard(pilot: Pilot[Any], *keys: str) -> None:
