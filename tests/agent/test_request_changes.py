@@ -170,9 +170,15 @@ def test_a_task_without_a_feedback_argument_is_called_as_before() -> None:
     assert with_feedback(plain, Feedback("x", "alice", 1)) is plain
 
 
+HELD = 0.1
+"""Seconds the queue holds each of an agent's asks for a decision in the injected-clock test."""
+
+
 def test_a_wait_ends_saying_the_plan_expired_pending_or_approved(tmp_path: Path) -> None:
     """The queue's clock (injected, in-process) moves a minute on every reading: a plan nobody decides
-    expires while the gate waits, and an approval the agent never claimed lapses."""
+    expires while the gate waits, and an approval the agent never claimed lapses. A long poll is held
+    in real seconds, which this clock does not move: each ask is held a tenth of a second, not the
+    agent's 30 s (two asks held 7.5 s each made this the suite's third longest test)."""
     ticks = itertools.count(1_800_000_000.0, 61.0)
     service = create_app(tmp_path / "q.sqlite3", clock=lambda: next(ticks), pending_ttl=600, approval_ttl=60)
     tokens = {name: mint_token() for name in ("alice", "agent")}
@@ -184,6 +190,7 @@ def test_a_wait_ends_saying_the_plan_expired_pending_or_approved(tmp_path: Path)
 
     async def nobody_decides() -> GateResult:
         async with Gate(queue=queue_client("agent"), poll_interval=0, decision_timeout=60) as gate:
+            gate.queue.decision_wait = HELD
 
             async def close_t1() -> None:
                 await tools.update_ticket(id="t1", status="closed")
@@ -198,7 +205,7 @@ def test_a_wait_ends_saying_the_plan_expired_pending_or_approved(tmp_path: Path)
 
     async def approval_lapses() -> None:
         async with queue_client("agent") as agent_client, queue_client("alice") as alice:
-            agent = QueueAgent(agent_client, poll_interval=0)
+            agent = QueueAgent(agent_client, poll_interval=0, decision_wait=HELD)
             gate = Gate(queue=agent_client)
             recording = await gate.dry_run(lambda: tools.update_ticket(id="t2", status="closed"))
             answer = await agent.submit(gate.propose(recording, title="Close t2", proposal_id="lapsed"))
