@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.serving import serve_in_thread, stop_serving
+
 Answer = Callable[["LoopbackServer", BaseHTTPRequestHandler], None]
 
 
@@ -62,12 +64,11 @@ def loopback_servers(count: int) -> Iterator[list[LoopbackServer]]:
             http = ThreadingHTTPServer(("127.0.0.1", 0), server.handler())
             http.daemon_threads = True
             server.url = f"http://127.0.0.1:{http.server_address[1]}"
-            threading.Thread(target=http.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
+            serve_in_thread(http)
             started.append(http)
         yield servers
     finally:
         for server in servers:
             server.released.set()
         for http in started:
-            http.shutdown()
-            http.server_close()
+            stop_serving(http)

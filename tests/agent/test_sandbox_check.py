@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -18,6 +17,7 @@ from reviewer.reading.analysis import Analysis, Verdict
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi, sample_api_in_thread
 from tests.agent.helpers import received
+from tests.serving import serving_in_thread
 
 AT = datetime(2026, 3, 1, 9, 30, tzinfo=UTC)
 
@@ -244,15 +244,8 @@ async def test_a_credential_echoed_across_the_quoted_limit_is_withheld_whole(sec
 @contextmanager
 def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     """A small real HTTP server on loopback for the block; its URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving_in_thread(ThreadingHTTPServer(("127.0.0.1", 0), handler)) as server:
         yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
 
 
 async def test_a_create_the_sandbox_refuses_proves_nothing(honest_sandbox: RunningSampleApi) -> None:

@@ -16,12 +16,13 @@ import os
 import socket
 import socketserver
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+
+from tests.serving import serve_in_thread
 
 pytest.importorskip("mcp")
 
@@ -109,7 +110,7 @@ def test_with_allow_net_the_upstream_reaches_the_named_host_through_the_proxy_an
     its relay's listener was handed to the gate for, over a handover point the gate removed once taken;
     the queue, through the proxy or not, is out of its reach."""
     echo_server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Echo)
-    threading.Thread(target=echo_server.serve_forever, daemon=True).start()
+    serve_in_thread(echo_server)
     echo = echo_server.server_address[1]
     queue_port = int(queue.url.rsplit(":", 1)[1].split("/")[0])
     parameters = StdioServerParameters(

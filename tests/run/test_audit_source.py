@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,6 +18,7 @@ from reviewer.plan.proposal import parse_proposal
 from reviewer.reading.analysis import Analysis
 from tests.audit.nginx import Proxy, nginx_in_front_of
 from tests.run.harness import API_TOKEN, Queue, SampleApi, proposal, reviewer_decides, start_run
+from tests.serving import serving_in_thread
 
 AGENTS = str(Path(__file__).with_name("agents.py"))
 
@@ -108,14 +108,8 @@ def log_behind_a_token(access_log: Path, token: str) -> Iterator[str]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving_in_thread(ThreadingHTTPServer(("127.0.0.1", 0), Handler)) as server:
         yield f"http://127.0.0.1:{server.server_address[1]}/log"
-    finally:
-        server.shutdown()
-        thread.join(timeout=10)
 
 
 def test_a_log_read_by_a_field_mapping_behind_a_credential_the_child_never_sees(

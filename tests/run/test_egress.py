@@ -11,7 +11,6 @@ import socket
 import socketserver
 import subprocess
 import sys
-import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -29,6 +28,7 @@ from reviewer.sandbox.egress import (
 from tests.run.harness import ROOT, Queue, SampleApi, start_run
 from tests.run.other_users import require_other_users
 from tests.service.ports import free_port
+from tests.serving import serving_in_thread
 
 
 class _Echo(socketserver.StreamRequestHandler):
@@ -42,10 +42,8 @@ def echo() -> Iterator[int]:
     """A TCP echo server on loopback: each line comes back after `echo: `."""
     server = socketserver.ThreadingTCPServer(("127.0.0.1", free_port()), _Echo)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
+    with serving_in_thread(server):
+        yield server.server_address[1]
 
 
 def test_allow_net_reads_host_port_as_the_executor_reads_a_host() -> None:

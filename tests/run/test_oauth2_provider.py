@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 
 from reviewer.agent import OAuth2ClientCredentials, RequestAuthError
 from tests.service.oidc import Provider, running_provider
+from tests.serving import serving_in_thread
 
 RUNNER_CLIENT = "ticket-runner"
 RUNNER_SECRET = "r:u/n+n%er secret"
@@ -68,10 +68,8 @@ def provider(tmp_path: Path) -> Iterator[Provider]:
 @pytest.fixture
 def api(provider: Provider) -> Iterator[IntrospectingApi]:
     served = IntrospectingApi(provider.issuer)
-    thread = threading.Thread(target=served.server.serve_forever, daemon=True)
-    thread.start()
-    yield served
-    served.server.shutdown()
+    with serving_in_thread(served.server):
+        yield served
 
 
 def send(api: IntrospectingApi, auth: OAuth2ClientCredentials, times: int) -> list[int]:

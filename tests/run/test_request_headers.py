@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,6 +22,7 @@ from reviewer.policy.file import parse_policy
 from reviewer.policy.verdict import evaluate
 from tests.queue_harness import reviewer_command
 from tests.run.harness import Queue, proposal, reviewer_decides, start_run
+from tests.serving import serving_in_thread
 
 COPY_HEADERS = {
     "x-amz-copy-source": "/reports/source.txt",
@@ -101,12 +101,8 @@ def recording_api() -> Iterator[RecordingApi]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield RecordingApi(f"http://127.0.0.1:{server.server_port}", received)
-    server.shutdown()
-    server.server_close()
+    with serving_in_thread(ThreadingHTTPServer(("127.0.0.1", 0), Handler)) as server:
+        yield RecordingApi(f"http://127.0.0.1:{server.server_port}", received)
 
 
 def test_headers_and_exact_bytes_are_planned_shown_decided_and_sent(

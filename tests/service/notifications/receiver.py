@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tests.service.ports import free_port
+from tests.serving import serve_in_thread, stop_serving
 
 Mode = Literal["ok", "fail", "redirect", "hang", "huge"]
 HUGE_BYTES = 10 * 1024 * 1024
@@ -98,7 +99,7 @@ class Receiver:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        serve_in_thread(self._server)
         return self
 
     def _record(self, arrival: Arrival) -> None:
@@ -110,8 +111,7 @@ class Receiver:
         """Down: the port refuses connections until `start` again."""
         self.release.set()
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            stop_serving(self._server)
             self._server = None
 
     def accepted(self) -> list[Arrival]:

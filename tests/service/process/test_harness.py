@@ -3,7 +3,6 @@ started, even when another process holds its port."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -12,6 +11,7 @@ import pytest
 
 from tests.queue_harness import Service
 from tests.service.ports import free_port
+from tests.serving import serving_in_thread
 
 
 class Impostor(BaseHTTPRequestHandler):
@@ -32,12 +32,8 @@ class Impostor(BaseHTTPRequestHandler):
 @pytest.fixture
 def taken_port() -> Iterator[int]:
     """A loopback port on which another HTTP server already answers."""
-    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Impostor)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
+    with serving_in_thread(ThreadingHTTPServer(("127.0.0.1", free_port()), Impostor)) as server:
+        yield server.server_address[1]
 
 
 def test_a_first_start_on_a_taken_port_moves_to_another_and_serves_there(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from reviewer.service.oidc import Endpoints, IdentityTokens, ProviderSettings, TokenRefused
+from tests.serving import serve_in_thread
 
 ISSUER = "https://idp.example"
 
@@ -43,7 +43,7 @@ class Keys:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/jwks"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        serve_in_thread(self.server)
 
     def add(self, kid: str) -> rsa.RSAPrivateKey:
         key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
