@@ -12,8 +12,7 @@ Server = TypeVar("Server", bound=socketserver.BaseServer)
 
 STOP_POLL = 0.02
 """Seconds between a serving thread's looks at whether it is asked to stop, which `shutdown` waits
-for: the standard library's 0.5 s cost each test that stopped a receiver a quarter second on average
-(the notification tests 23 s of their 26)."""
+for: at the standard library's 0.5 s, the outbox tests took 22.8 s run alone, 8.2 s at this."""
 
 
 def serve_in_thread(server: socketserver.BaseServer) -> threading.Thread:
