@@ -70,11 +70,12 @@ def toasts_stay_for_snapshots(request: pytest.FixtureRequest, monkeypatch: pytes
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto` (the suite's default): two workers a core. A worker waits on the subprocesses it
-    starts and on Textual's frames a good part of the time: on 2 cores, two workers kept 1.24 cores
-    busy (438 s), three 1.82 (381 s); with other work on the machine (load 4 to 5), three took
-    451 s and four 388 s."""
-    return max(2, (os.cpu_count() or 1) * 2)
+    """`-n auto` (the suite's default): five workers for two cores. A worker waits on the subprocesses
+    it starts and on Textual's frames a good part of the time: on 2 cores, two workers kept 1.24 cores
+    busy (438 s), three 1.82 (381 s). Since the app's tests settle sooner, four left 15% of the cores
+    idle: in two pairs of runs back to back (in either order), five took 316 s and 323 s where four
+    took 330 s and 339 s, and spent 2-3% less CPU. Six took longer than four (367 s against 350 s)."""
+    return max(2, (os.cpu_count() or 1) * 5 // 2)
 
 
 LONGEST_FIRST = (
