@@ -25,13 +25,14 @@ gc.set_threshold(50_000, 50, 100)
 def _settle_textual_apps_sooner() -> None:
     """A pilot's `press` and `pause` wait until the app's process looks idle: until a 20 ms sleep
     passes with under 1 ms of CPU, a window sized to outlast the wait for a screen's next frame at 60
-    a second. The app's 338 tests spent most of their time in those sleeps (the every-key test 96 of
-    its 111 s). Here a frame is due 2 ms after a change, and the window is 10 ms with under 0.5 ms of
-    CPU: the same share of idleness, over a window that still outlasts the frame several times. The
-    338 took 103 s on four workers before, 63 s after. (At 5 ms, 49 s, but a loaded machine that
-    held the process off its core for a whole window passed for idle: a resize was not yet laid out in
-    4 runs of 12.) What a test needs besides the screen (a worker's result, a queue's answer) it
-    waits for by name, as the live tests' `open_proposal` waits for the digest."""
+    a second. The app's 338 tests spent most of their time in those sleeps (two of the every-key
+    tests, run alone on a quiet machine: 8.7 of their 9.2 s). Here a frame is due 2 ms after a
+    change, and the window is 10 ms with under 0.5 ms of CPU: the same share of idleness, over a
+    window that still outlasts the frame several times. The 338 took 103 s on four workers before,
+    63 s after. (At 5 ms, 49 s, but a loaded machine that held the process off its core for a whole
+    window passed for idle: a resize was not yet laid out in 4 runs of 12.) What a test needs besides
+    the screen (a worker's result, a queue's answer) it waits for by name, as the live tests'
+    `open_proposal` waits for the digest."""
     import textual._wait
     import textual.screen
 
