@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.serving import serve_in_thread
+from tests.serving import serve_in_thread, stop_serving
 
 pytest.importorskip("mcp")
 
@@ -141,8 +141,7 @@ def test_with_allow_net_the_upstream_reaches_the_named_host_through_the_proxy_an
     try:
         through, refused, direct_echo, direct_queue = asyncio.run(scenario())
     finally:
-        echo_server.shutdown()
-        echo_server.server_close()
+        stop_serving(echo_server)
     said = errlog_path.read_text()
     assert f"no network but through a proxy (HTTPS_PROXY), 127.0.0.1:{echo}" in said, said
     assert through == "HTTP/1.1 200 Connection Established | echo: ping"

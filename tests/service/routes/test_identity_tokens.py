@@ -15,7 +15,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from reviewer.service.oidc import Endpoints, IdentityTokens, ProviderSettings, TokenRefused
-from tests.serving import serve_in_thread
+from tests.serving import serve_in_thread, stop_serving
 
 ISSUER = "https://idp.example"
 
@@ -57,7 +57,7 @@ class Keys:
 def keys(tmp_path: Path) -> Iterator[Keys]:
     served = Keys(tmp_path)
     yield served
-    served.server.shutdown()
+    stop_serving(served.server)
     served.server.server_close()
 
 
