@@ -24,6 +24,7 @@ from reviewer.service.auth import hash_token, mint_token
 from reviewer.service.store import DEFAULT_APPROVAL_TTL, DEFAULT_PENDING_TTL
 from reviewer.service.store.opener import open_store
 from tests.builders import proposal_document
+from tests.forked_commands import ForkedProcess, fork_or_none
 from tests.service.ports import free_port
 
 PYTHON = sys.executable
@@ -43,7 +44,9 @@ class PortTaken(RuntimeError):
     """The service could not bind its port: another process took it after the probe."""
 
 
-def wait_until_serving(url: str, process: subprocess.Popen[bytes], log: Callable[[], str]) -> None:
+def wait_until_serving(
+    url: str, process: subprocess.Popen[bytes] | ForkedProcess, log: Callable[[], str]
+) -> None:
     """Return once this process says it listens and the service answers HTTP at all (a 401 from
     `/v1/whoami`: nothing it must compute first, unlike the OpenAPI document, which took longer than a
     probe's timeout on a loaded machine). Without the first, an answer from another run's service on
@@ -97,7 +100,10 @@ class Service:
     """A command the service runs under (`unshare`, to give it a small disk of its own)."""
     python: tuple[str, ...] = (PYTHON,)
     """The interpreter that runs `reviewer serve`: another release's (`tests.service.previous_release`)."""
-    process: subprocess.Popen[bytes] | None = None
+    forked: bool = True
+    """Whether it may be forked from a Python that has imported the service (`tests.forked_commands`):
+    False for a test that measures the process as a fresh start makes it."""
+    process: subprocess.Popen[bytes] | ForkedProcess | None = None
     served: bool = False
     """Whether it has served once: its port is then known to clients and never changes."""
     _log_offset: int = 0
@@ -125,15 +131,18 @@ class Service:
     def launch(self) -> None:
         """Start the process and return at once (`wait_until_serving` waits for it)."""
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        log = self.log_path.open("ab")
-        command = [*self.python, "-m", "reviewer", "serve", "--db", str(self.db), "--port", str(self.port)]
-        command += self.serve_args
-        self.process = subprocess.Popen(
-            [*self.prefix, *command],
-            stdout=log,
-            stderr=log,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
-        )
+        arguments = ["serve", "--db", str(self.db), "--port", str(self.port), *self.serve_args]
+        environment = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
+        with self.log_path.open("ab") as log:
+            forked = None
+            if self.forked and not self.env and not self.prefix and self.python == (PYTHON,):
+                forked = fork_or_none(arguments, stdout=log, stderr=log, environment=environment)
+            self.process = forked or subprocess.Popen(
+                [*self.prefix, *self.python, "-m", "reviewer", *arguments],
+                stdout=log,
+                stderr=log,
+                env=environment,
+            )
 
     def wait_until_serving(self) -> None:
         assert self.process is not None
