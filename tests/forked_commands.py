@@ -1,19 +1,21 @@
-"""`reviewer` commands forked from a Python that has imported the queue service already.
+"""`reviewer` commands forked from a Python that has imported the queue service and `reviewer run`.
 
-A test that starts `reviewer serve` pays about 0.4 CPU-seconds of interpreter start-up and imports
-before the service runs a line of its own, and the suite starts it nearly two hundred times: a
-quarter of its CPU. Here each pytest worker keeps one Python, started on first use, that has imported
-what the service imports. A command is a child forked from it that runs `reviewer.__main__.main`
-with the test's arguments, working directory, environment and standard streams: a process of its
-own, which a test signals, kills and waits for as it would a `subprocess.Popen`, and which exits
-as Python does (threads joined, `atexit` run).
+A test that starts `reviewer serve` or `reviewer run` pays 0.4 to 0.5 CPU-seconds of interpreter
+start-up and imports before the command runs a line of its own, and the suite starts them about
+three hundred times: a third of its CPU. Here each pytest worker keeps one Python, started on first
+use, that has imported what those commands import. `reviewer_process` is `subprocess.Popen` of
+`python -m reviewer ARGS` whose child is forked from it and runs `reviewer.__main__.main` with the
+test's arguments, directory, environment and streams: a process of its own, which a test pipes,
+signals, kills and waits for as any other, and which exits as Python does (threads joined, `atexit`
+run). `run_reviewer` is `subprocess.run` of it.
 
-What a fork does not reproduce is the start-up itself. `fork_or_none` forks only a command whose
-environment is the one this Python started with (but for pytest's `PYTEST_CURRENT_TEST`, which the
-child is given anew), so nothing read from the environment at import can differ. Anything else (a
-fake clock's `LD_PRELOAD`, import profiling, a prefix or another interpreter) is started by
-`subprocess.Popen` as before, and the start-up has tests of its own
-(`tests/service/process/test_imports_at_start.py`, `tests/test_packaging.py`).
+What a fork does not reproduce is the start-up itself, so a command is forked only where its
+environment differs from the forking Python's in variables that no imported module read
+(`os.environ` is watched while they are imported) and that the interpreter, the C library and OpenSSL
+do not read as they start (`READ_AT_START`: a fake clock's `LD_PRELOAD`, import profiling, the
+streams' buffering). Anything else starts as before, as do commands under a prefix or another
+interpreter; the start-up has tests of its own (`tests/service/process/test_imports_at_start.py`,
+`tests/test_packaging.py`).
 
 Run as a script, this module is that Python: it listens on a Unix socket whose path it is given, and
 for each request (the arguments, the directory, the environment, and the three streams as passed
@@ -35,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,31 +48,76 @@ PRELOADED = (
     "uvicorn.protocols.http.h11_impl",
     "uvicorn.lifespan.on",
     "uvicorn.loops.asyncio",
+    "reviewer.run.runner",
+    "reviewer.run.gate",
+    "reviewer.run.serving",
+    "reviewer.sandbox.launcher",
 )
-"""What `reviewer serve` imports before it listens (`serve` imports the rest when it runs)."""
+"""What `reviewer serve` and `reviewer run` import before they serve (each imports the rest itself)."""
 
+SWITCH = "REVIEWER_TESTS_FORK"
+"""Set to 0 to start every command afresh: to compare the suite's time, or to rule a fork out."""
 MESSAGE_LIMIT = 1 << 20
 PER_TEST = "PYTEST_CURRENT_TEST"
-"""Set by pytest for each test: compared without it, and given to the child as the test's."""
+"""Set by pytest for each test: the child is given the test's."""
+READ_AT_START = ("PYTHON", "LD_", "LC_", "LANG", "TZ", "HOME", "OPENSSL", "SSL_", "FAKETIME")
+"""Variables the interpreter, the C library or OpenSSL read as a process starts: a command whose
+environment differs in one is never forked (its streams' buffering, its locale, its clock...)."""
 
 
-class ForkedProcess:
-    """A forked command, with as much of `subprocess.Popen` as the tests use."""
+class ForkedPopen(subprocess.Popen[Any]):
+    """`subprocess.Popen` of `python -m reviewer ARGS` whose child is forked from the forking Python:
+    pipes, text, `communicate`, `wait` and signals are `Popen`'s own; only starting the child and
+    learning its exit differ. Made by `reviewer_process`, which decides whether a fork may stand in."""
 
-    def __init__(self, args: Sequence[str], pid: int, channel: socket.socket) -> None:
-        self.args = list(args)
-        self.pid = pid
-        self.returncode: int | None = None
-        self._channel = channel
+    _channel: socket.socket
 
-    def poll(self) -> int | None:
+    def _execute_child(  # type: ignore[override]
+        self,
+        args: Sequence[str],
+        executable: Any,
+        preexec_fn: Any,
+        close_fds: bool,
+        pass_fds: Any,
+        cwd: Any,
+        env: Mapping[str, str] | None,
+        startupinfo: Any,
+        creationflags: Any,
+        shell: bool,
+        p2cread: int,
+        p2cwrite: int,
+        c2pread: int,
+        c2pwrite: int,
+        errread: int,
+        errwrite: int,
+        *_rest: Any,
+    ) -> None:
+        streams = [p2cread, c2pwrite, errwrite]
+        passed = [fd if fd != -1 else default for fd, default in zip(streams, (0, 1, 2), strict=True)]
+        request = {
+            "argv": list(args[3:]),  # after `python -m reviewer`
+            "cwd": os.fspath(cwd) if cwd is not None else os.getcwd(),
+            "umask": _current_umask(),
+            "env": dict(os.environ if env is None else env),
+        }
+        self._channel = _forker.fork(request, passed)
+        self.pid = int(self._channel.recv(64))
+        # What `Popen` does after its own fork: the child's ends of the pipes are the child's.
+        for child_end, parent_end in ((p2cread, p2cwrite), (c2pwrite, c2pread), (errwrite, errread)):
+            if child_end != -1 and parent_end != -1 and child_end != getattr(self, "_devnull", None):
+                os.close(child_end)
+        if hasattr(self, "_devnull"):
+            os.close(self._devnull)
+        self._closed_child_pipe_fds = True
+
+    def _internal_poll(self, *_args: Any, **_kwargs: Any) -> int | None:
         if self.returncode is None:
             self._channel.setblocking(False)
             with contextlib.suppress(BlockingIOError):
                 self._read_exit()
         return self.returncode
 
-    def wait(self, timeout: float | None = None) -> int:
+    def _wait(self, timeout: float | None) -> int:
         if self.returncode is None:
             self._channel.settimeout(timeout)
             try:
@@ -79,16 +126,6 @@ class ForkedProcess:
                 raise subprocess.TimeoutExpired(self.args, timeout or 0) from None
         assert self.returncode is not None
         return self.returncode
-
-    def send_signal(self, sig: int) -> None:
-        if self.poll() is None:
-            os.kill(self.pid, sig)
-
-    def terminate(self) -> None:
-        self.send_signal(signal.SIGTERM)
-
-    def kill(self) -> None:
-        self.send_signal(signal.SIGKILL)
 
     def _read_exit(self) -> None:
         answer = self._channel.recv(64)
@@ -105,25 +142,47 @@ class _Forker:
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._socket_path = ""
-        self.environment: dict[str, str] = {}
+        self._environment: dict[str, str] = {}
+        self._read_at_import: frozenset[str] | None = frozenset()
 
-    def start(self, environment: Mapping[str, str]) -> None:
+    def start(self) -> None:
         with self._lock:
             if self._process is not None:
                 return
             folder = tempfile.mkdtemp(prefix="reviewer-forks-")
             self._socket_path = os.path.join(folder, "socket")
-            self.environment = dict(environment)
+            self._environment = {**os.environ, "PYTHONUNBUFFERED": "1"}
             self._process = subprocess.Popen(
                 [sys.executable, __file__, self._socket_path],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
-                env=self.environment,
+                env=self._environment,
             )
             assert self._process.stdout is not None
-            if self._process.stdout.readline() != b"ready\n":
+            ready = json.loads(self._process.stdout.readline() or b"null")
+            if not isinstance(ready, dict):
                 raise RuntimeError("the forking Python did not start")
+            self._read_at_import = None if ready["read_all"] else frozenset(ready["read"])
             atexit.register(self._stop)
+
+    def forks(self, environment: Mapping[str, str]) -> bool:
+        """Whether a command with this environment may be forked: it differs from the forking Python's
+        only in variables no module it imported read, and none the interpreter reads as it starts."""
+        self.start()
+        differing = {
+            name
+            for name in environment.keys() | self._environment.keys()
+            if environment.get(name) != self._environment.get(name)
+        }
+        if self._read_at_import is None:
+            return differing <= {PER_TEST}
+        return not any(name in self._read_at_import or name.startswith(READ_AT_START) for name in differing)
+
+    def fork(self, request: dict[str, Any], fds: list[int]) -> socket.socket:
+        channel = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        channel.connect(self._socket_path)
+        socket.send_fds(channel, [json.dumps(request).encode()], fds)
+        return channel
 
     def _stop(self) -> None:
         """Close the forking Python's input, which ends it, and reap it."""
@@ -131,48 +190,47 @@ class _Forker:
         self._process.stdin.close()
         self._process.wait(10)
 
-    def forks(self, environment: Mapping[str, str]) -> bool:
-        """Whether a command with this environment may be forked: it is the forking Python's."""
-        return _without_test(environment) == _without_test(self.environment)
-
-    def fork(
-        self, args: Sequence[str], stdout: int, stderr: int, environment: Mapping[str, str]
-    ) -> ForkedProcess:
-        request = {
-            "argv": list(args),
-            "cwd": os.getcwd(),
-            "umask": _current_umask(),
-            "env": dict(environment),
-        }
-        channel = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        channel.connect(self._socket_path)
-        socket.send_fds(channel, [json.dumps(request).encode()], [0, stdout, stderr])
-        pid = int(channel.recv(64))
-        return ForkedProcess(args, pid, channel)
-
 
 _forker = _Forker()
 
 
-def fork_or_none(
+def reviewer_process(
+    args: Sequence[str], *, env: Mapping[str, str] | None = None, **options: Any
+) -> subprocess.Popen[Any]:
+    """`subprocess.Popen([python, "-m", "reviewer", *args], env=env, **options)`, forked where
+    `env` allows (`_Forker.forks`) and Linux can report a forked child's exit (`pidfd_open`)."""
+    command = [sys.executable, "-m", "reviewer", *args]
+    environment = os.environ if env is None else env
+    if os.environ.get(SWITCH) != "0" and hasattr(os, "pidfd_open") and _forker.forks(environment):
+        return ForkedPopen(command, env=env, **options)
+    return subprocess.Popen(command, env=env, **options)
+
+
+def run_reviewer(
     args: Sequence[str],
     *,
-    stdout: io.BufferedWriter,
-    stderr: io.BufferedWriter,
-    environment: Mapping[str, str],
-) -> ForkedProcess | None:
-    """`reviewer *args` forked with these streams, or None where a fork could differ from a real start:
-    an environment other than the one the forking Python started with (the first call's)."""
-    if not hasattr(os, "pidfd_open"):
-        return None
-    _forker.start(environment)
-    if not _forker.forks(environment):
-        return None
-    return _forker.fork(args, stdout.fileno(), stderr.fileno(), environment)
-
-
-def _without_test(environment: Mapping[str, str]) -> dict[str, str]:
-    return {name: value for name, value in environment.items() if name != PER_TEST}
+    input: str | bytes | None = None,
+    capture_output: bool = False,
+    timeout: float | None = None,
+    check: bool = False,
+    **options: Any,
+) -> subprocess.CompletedProcess[Any]:
+    """`subprocess.run` of `python -m reviewer ARGS`, through `reviewer_process`."""
+    if input is not None:
+        options["stdin"] = subprocess.PIPE
+    if capture_output:
+        options["stdout"] = options["stderr"] = subprocess.PIPE
+    with reviewer_process(args, **options) as process:
+        try:
+            stdout, stderr = process.communicate(input, timeout=timeout)
+        except BaseException:
+            process.kill()
+            raise
+        code = process.poll()
+        assert code is not None
+    if check and code:
+        raise subprocess.CalledProcessError(code, process.args, stdout, stderr)
+    return subprocess.CompletedProcess(process.args, code, stdout, stderr)
 
 
 def _current_umask() -> int:
@@ -186,12 +244,13 @@ def _current_umask() -> int:
 
 def _serve(socket_path: str) -> None:
     sys.path[0] = os.getcwd()  # as `python -m`, not the folder of this script
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
-        from reviewer.__main__ import main
+    with _environment_reads() as reads:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+            from reviewer.__main__ import main
 
-        main(["--version"])  # what every command does before it imports its own modules
-    for module in PRELOADED:
-        __import__(module)
+            main(["--version"])  # what every command does before it imports its own modules
+        for module in PRELOADED:
+            __import__(module)
     import gc
 
     gc.collect()
@@ -204,7 +263,7 @@ def _serve(socket_path: str) -> None:
     selector.register(listener, selectors.EVENT_READ, None)
     selector.register(sys.stdin.buffer, selectors.EVENT_READ, None)
     children: dict[int, tuple[int, socket.socket]] = {}
-    sys.stdout.write("ready\n")
+    sys.stdout.write(json.dumps(reads) + "\n")
     sys.stdout.flush()
     try:
         while True:
@@ -232,6 +291,51 @@ def _serve(socket_path: str) -> None:
         for pid, _ in children.values():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def _environment_reads() -> Iterator[dict[str, Any]]:
+    """The environment's variables read in the block (`read`), or whether it was read whole
+    (`read_all`: listed, copied), by code that reads `os.environ` or `os.getenv`; but for the
+    copies in `UNREAD_COPIES`."""
+    reads: dict[str, Any] = {"read": set(), "read_all": False}
+    environ = type(os.environ)
+    getitem, iterate = environ.__getitem__, environ.__iter__
+
+    def recorded_getitem(self: Any, name: str) -> str:
+        if not _copied_for_nobody():
+            reads["read"].add(name)
+        return getitem(self, name)
+
+    def recorded_iter(self: Any) -> Iterator[str]:
+        if not _copied_for_nobody():
+            reads["read_all"] = True
+        return iterate(self)
+
+    environ.__getitem__ = recorded_getitem  # type: ignore[method-assign]
+    environ.__iter__ = recorded_iter  # type: ignore[method-assign]
+    try:
+        yield reads
+    finally:
+        environ.__getitem__ = getitem  # type: ignore[method-assign]
+        environ.__iter__ = iterate  # type: ignore[method-assign]
+        reads["read"] = sorted(reads["read"])
+
+
+UNREAD_COPIES = {"wsgiref.handlers"}
+"""Modules that copy the whole environment at import for a use no command here has: `wsgiref`'s,
+for its CGI handler (imported with `prometheus_client`'s WSGI exposition)."""
+
+
+def _copied_for_nobody() -> bool:
+    frame = sys._getframe(2)
+    for _ in range(4):
+        if frame.f_globals.get("__name__") in UNREAD_COPIES:
+            return True
+        if frame.f_back is None:
+            return False
+        frame = frame.f_back
+    return False
 
 
 def _fork(channel: socket.socket) -> int:

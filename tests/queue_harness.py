@@ -24,7 +24,7 @@ from reviewer.service.auth import hash_token, mint_token
 from reviewer.service.store import DEFAULT_APPROVAL_TTL, DEFAULT_PENDING_TTL
 from reviewer.service.store.opener import open_store
 from tests.builders import proposal_document
-from tests.forked_commands import ForkedProcess, fork_or_none
+from tests.forked_commands import reviewer_process
 from tests.service.ports import free_port
 
 PYTHON = sys.executable
@@ -44,9 +44,7 @@ class PortTaken(RuntimeError):
     """The service could not bind its port: another process took it after the probe."""
 
 
-def wait_until_serving(
-    url: str, process: subprocess.Popen[bytes] | ForkedProcess, log: Callable[[], str]
-) -> None:
+def wait_until_serving(url: str, process: subprocess.Popen[bytes], log: Callable[[], str]) -> None:
     """Return once this process says it listens and the service answers HTTP at all (a 401 from
     `/v1/whoami`: nothing it must compute first, unlike the OpenAPI document, which took longer than a
     probe's timeout on a loaded machine). Without the first, an answer from another run's service on
@@ -103,7 +101,7 @@ class Service:
     forked: bool = True
     """Whether it may be forked from a Python that has imported the service (`tests.forked_commands`):
     False for a test that measures the process as a fresh start makes it."""
-    process: subprocess.Popen[bytes] | ForkedProcess | None = None
+    process: subprocess.Popen[bytes] | None = None
     served: bool = False
     """Whether it has served once: its port is then known to clients and never changes."""
     _log_offset: int = 0
@@ -134,15 +132,15 @@ class Service:
         arguments = ["serve", "--db", str(self.db), "--port", str(self.port), *self.serve_args]
         environment = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
         with self.log_path.open("ab") as log:
-            forked = None
-            if self.forked and not self.env and not self.prefix and self.python == (PYTHON,):
-                forked = fork_or_none(arguments, stdout=log, stderr=log, environment=environment)
-            self.process = forked or subprocess.Popen(
-                [*self.prefix, *self.python, "-m", "reviewer", *arguments],
-                stdout=log,
-                stderr=log,
-                env=environment,
-            )
+            if self.forked and not self.prefix and self.python == (PYTHON,):
+                self.process = reviewer_process(arguments, stdout=log, stderr=log, env=environment)
+            else:
+                self.process = subprocess.Popen(
+                    [*self.prefix, *self.python, "-m", "reviewer", *arguments],
+                    stdout=log,
+                    stderr=log,
+                    env=environment,
+                )
 
     def wait_until_serving(self) -> None:
         assert self.process is not None

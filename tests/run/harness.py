@@ -8,13 +8,13 @@ import contextlib
 import os
 import re
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 import httpx
 
+from tests.forked_commands import reviewer_process
 from tests.queue_harness import Service, decide, reviewer_command
 from tests.service.ports import free_port
 
@@ -145,8 +145,8 @@ def start_run(
 
 def launch_run(arguments: list[str], environment: dict[str, str], cwd: Path = ROOT) -> RunProcess:
     """`python -m reviewer ARGUMENTS` (a `run`), its stdout and stderr piped, in `environment`."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "reviewer", *arguments],
+    process = reviewer_process(
+        arguments,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

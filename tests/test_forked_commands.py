@@ -1,0 +1,79 @@
+"""The forking Python that spares the suite most `python -m reviewer` start-ups
+(`tests/forked_commands.py`): a forked command must look to a test as `subprocess.Popen`'s does, and
+a command whose start-up could differ must not be forked."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from reviewer.service.store.opener import open_store
+from tests.forked_commands import ForkedPopen, reviewer_process, run_reviewer
+from tests.service.ports import free_port
+
+FORKABLE = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
+def test_a_forked_command_answers_as_a_started_one_in_its_directory_and_environment(tmp_path: Path) -> None:
+    started = subprocess.run(
+        [sys.executable, "-m", "reviewer", "--version"], capture_output=True, text=True, env=FORKABLE
+    )
+    with reviewer_process(["--version"], stdout=subprocess.PIPE, text=True, env=FORKABLE) as process:
+        assert isinstance(process, ForkedPopen)
+        output, _ = process.communicate(timeout=30)
+    assert (process.returncode, output) == (started.returncode, started.stdout)
+
+    open_store(
+        tmp_path / "queue.sqlite3", clock=time.time, pending_ttl=60, approval_ttl=60, create=True
+    ).close()
+    created = run_reviewer(
+        ["token", "create", "--db", "queue.sqlite3", "--name", "ops", "--role", "agent"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=FORKABLE,
+    )
+    assert created.returncode == 0, created.stderr
+    listed = run_reviewer(
+        ["token", "list", "--db", str(tmp_path / "queue.sqlite3")], capture_output=True, text=True
+    )
+    assert "ops" in listed.stdout, "the token was made in the directory the command was given"
+    refused = run_reviewer(
+        ["token", "list", "--db", "none.sqlite3"], capture_output=True, text=True, env=FORKABLE
+    )
+    assert refused.returncode == 1 and "no queue database at none.sqlite3" in refused.stderr
+
+
+def test_a_forked_service_is_killed_waited_for_and_reports_the_signal(tmp_path: Path) -> None:
+    log = (tmp_path / "service.log").open("wb")
+    arguments = ["serve", "--db", str(tmp_path / "queue.sqlite3"), "--port", str(free_port())]
+    process = reviewer_process(arguments, stdout=log, stderr=log, env=FORKABLE)
+    assert isinstance(process, ForkedPopen)
+    try:
+        assert process.poll() is None
+        try:
+            process.wait(0.2)
+            raise AssertionError("a service does not end by itself")
+        except subprocess.TimeoutExpired:
+            pass
+    finally:
+        process.send_signal(signal.SIGKILL)
+    assert process.wait(30) == -signal.SIGKILL
+    assert Path(f"/proc/{process.pid}").exists() is False, "the forking Python reaped it"
+
+
+def test_an_environment_the_start_up_reads_is_started_not_forked() -> None:
+    for changed in (
+        {"PYTHONUNBUFFERED": ""},
+        {"LD_PRELOAD": ""},
+        {"LANG": "C"},
+        {"PYDANTIC_DISABLE_PLUGINS": "1"},
+    ):
+        with reviewer_process(
+            ["--version"], stdout=subprocess.DEVNULL, env={**FORKABLE, **changed}
+        ) as process:
+            assert not isinstance(process, ForkedPopen), changed
