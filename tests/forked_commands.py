@@ -55,7 +55,7 @@ PRELOADED = (
 )
 """What `reviewer serve` and `reviewer run` import before they serve (each imports the rest itself)."""
 
-SWITCH = "REVIEWER_TESTS_FORK"
+SWITCH = "TESTS_FORK_COMMANDS"
 """Set to 0 to start every command afresh: to compare the suite's time, or to rule a fork out."""
 MESSAGE_LIMIT = 1 << 20
 PER_TEST = "PYTEST_CURRENT_TEST"
@@ -71,6 +71,10 @@ class ForkedPopen(subprocess.Popen[Any]):
     learning its exit differ. Made by `reviewer_process`, which decides whether a fork may stand in."""
 
     _channel: socket.socket
+
+    def __init__(self, command: Sequence[str], *, forker: _Forker, **options: Any) -> None:
+        self._forker = forker
+        super().__init__(command, **options)
 
     def _execute_child(  # type: ignore[override]
         self,
@@ -100,7 +104,7 @@ class ForkedPopen(subprocess.Popen[Any]):
             "umask": _current_umask(),
             "env": dict(os.environ if env is None else env),
         }
-        self._channel = _forker.fork(request, passed)
+        self._channel = self._forker.fork(request, passed)
         self.pid = int(self._channel.recv(64))
         # What `Popen` does after its own fork: the child's ends of the pipes are the child's.
         for child_end, parent_end in ((p2cread, p2cwrite), (c2pwrite, c2pread), (errwrite, errread)):
@@ -138,7 +142,8 @@ class ForkedPopen(subprocess.Popen[Any]):
 class _Forker:
     """This worker's forking Python, started on first use."""
 
-    def __init__(self) -> None:
+    def __init__(self, unbuffered: str | None) -> None:
+        self._unbuffered = unbuffered
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._socket_path = ""
@@ -151,7 +156,11 @@ class _Forker:
                 return
             folder = tempfile.mkdtemp(prefix="reviewer-forks-")
             self._socket_path = os.path.join(folder, "socket")
-            self._environment = {**os.environ, "PYTHONUNBUFFERED": "1"}
+            self._environment = {
+                name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"
+            }
+            if self._unbuffered is not None:
+                self._environment["PYTHONUNBUFFERED"] = self._unbuffered
             self._process = subprocess.Popen(
                 [sys.executable, __file__, self._socket_path],
                 stdin=subprocess.PIPE,
@@ -191,23 +200,22 @@ class _Forker:
         self._process.wait(10)
 
 
-_forker = _Forker()
-
-
 def reviewer_process(
-    args: Sequence[str], *, env: Mapping[str, str] | None = None, **options: Any
+    command: Sequence[str], *, env: Mapping[str, str] | None = None, **options: Any
 ) -> subprocess.Popen[Any]:
-    """`subprocess.Popen([python, "-m", "reviewer", *args], env=env, **options)`, forked where
-    `env` allows (`_Forker.forks`) and Linux can report a forked child's exit (`pidfd_open`)."""
-    command = [sys.executable, "-m", "reviewer", *args]
+    """`subprocess.Popen(command, env=env, **options)`, forked where `command` is this interpreter's
+    `python -m reviewer ...`, `env` allows (`_Forker.forks`) and Linux can report a forked child's exit
+    (`pidfd_open`)."""
     environment = os.environ if env is None else env
-    if os.environ.get(SWITCH) != "0" and hasattr(os, "pidfd_open") and _forker.forks(environment):
-        return ForkedPopen(command, env=env, **options)
+    if list(command[:3]) == [sys.executable, "-m", "reviewer"] and _forking_on():
+        forker = _forker_for(environment)
+        if forker.forks(environment):
+            return ForkedPopen(command, env=env, forker=forker, **options)
     return subprocess.Popen(command, env=env, **options)
 
 
 def run_reviewer(
-    args: Sequence[str],
+    command: Sequence[str],
     *,
     input: str | bytes | None = None,
     capture_output: bool = False,
@@ -215,12 +223,12 @@ def run_reviewer(
     check: bool = False,
     **options: Any,
 ) -> subprocess.CompletedProcess[Any]:
-    """`subprocess.run` of `python -m reviewer ARGS`, through `reviewer_process`."""
+    """`subprocess.run(command, ...)` through `reviewer_process`."""
     if input is not None:
         options["stdin"] = subprocess.PIPE
     if capture_output:
         options["stdout"] = options["stderr"] = subprocess.PIPE
-    with reviewer_process(args, **options) as process:
+    with reviewer_process(command, **options) as process:
         try:
             stdout, stderr = process.communicate(input, timeout=timeout)
         except BaseException:
@@ -231,6 +239,22 @@ def run_reviewer(
     if check and code:
         raise subprocess.CalledProcessError(code, process.args, stdout, stderr)
     return subprocess.CompletedProcess(process.args, code, stdout, stderr)
+
+
+_forkers: dict[str | None, _Forker] = {}
+_forkers_lock = threading.Lock()
+
+
+def _forker_for(environment: Mapping[str, str]) -> _Forker:
+    """The forking Python for this buffering of the standard streams (`PYTHONUNBUFFERED`, which the
+    interpreter reads as it starts): the service's unbuffered log, a command's buffered output."""
+    unbuffered = environment.get("PYTHONUNBUFFERED")
+    with _forkers_lock:
+        return _forkers.setdefault(unbuffered, _Forker(unbuffered))
+
+
+def _forking_on() -> bool:
+    return os.environ.get(SWITCH) != "0" and hasattr(os, "pidfd_open")
 
 
 def _current_umask() -> int:

@@ -129,18 +129,13 @@ class Service:
     def launch(self) -> None:
         """Start the process and return at once (`wait_until_serving` waits for it)."""
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        arguments = ["serve", "--db", str(self.db), "--port", str(self.port), *self.serve_args]
-        environment = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
+        command = [*self.prefix, *self.python, "-m", "reviewer", "serve", "--db", str(self.db)]
+        command += ["--port", str(self.port), *self.serve_args]
+        start = reviewer_process if self.forked else subprocess.Popen
         with self.log_path.open("ab") as log:
-            if self.forked and not self.prefix and self.python == (PYTHON,):
-                self.process = reviewer_process(arguments, stdout=log, stderr=log, env=environment)
-            else:
-                self.process = subprocess.Popen(
-                    [*self.prefix, *self.python, "-m", "reviewer", *arguments],
-                    stdout=log,
-                    stderr=log,
-                    env=environment,
-                )
+            self.process = start(
+                command, stdout=log, stderr=log, env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
+            )
 
     def wait_until_serving(self) -> None:
         assert self.process is not None

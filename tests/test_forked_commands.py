@@ -11,18 +11,29 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from reviewer.service.store.opener import open_store
-from tests.forked_commands import ForkedPopen, reviewer_process, run_reviewer
+from tests.forked_commands import SWITCH, ForkedPopen, reviewer_process, run_reviewer
+from tests.queue_harness import reviewer_command
 from tests.service.ports import free_port
 
 FORKABLE = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
+@pytest.fixture(autouse=True)
+def forks_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are of the forks: on even in a run that turned them off."""
+    monkeypatch.delenv(SWITCH, raising=False)
 
 
 def test_a_forked_command_answers_as_a_started_one_in_its_directory_and_environment(tmp_path: Path) -> None:
     started = subprocess.run(
         [sys.executable, "-m", "reviewer", "--version"], capture_output=True, text=True, env=FORKABLE
     )
-    with reviewer_process(["--version"], stdout=subprocess.PIPE, text=True, env=FORKABLE) as process:
+    with reviewer_process(
+        reviewer_command("--version"), stdout=subprocess.PIPE, text=True, env=FORKABLE
+    ) as process:
         assert isinstance(process, ForkedPopen)
         output, _ = process.communicate(timeout=30)
     assert (process.returncode, output) == (started.returncode, started.stdout)
@@ -31,7 +42,7 @@ def test_a_forked_command_answers_as_a_started_one_in_its_directory_and_environm
         tmp_path / "queue.sqlite3", clock=time.time, pending_ttl=60, approval_ttl=60, create=True
     ).close()
     created = run_reviewer(
-        ["token", "create", "--db", "queue.sqlite3", "--name", "ops", "--role", "agent"],
+        reviewer_command("token", "create", "--db", "queue.sqlite3", "--name", "ops", "--role", "agent"),
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -39,19 +50,24 @@ def test_a_forked_command_answers_as_a_started_one_in_its_directory_and_environm
     )
     assert created.returncode == 0, created.stderr
     listed = run_reviewer(
-        ["token", "list", "--db", str(tmp_path / "queue.sqlite3")], capture_output=True, text=True
+        reviewer_command("token", "list", "--db", str(tmp_path / "queue.sqlite3")),
+        capture_output=True,
+        text=True,
     )
     assert "ops" in listed.stdout, "the token was made in the directory the command was given"
     refused = run_reviewer(
-        ["token", "list", "--db", "none.sqlite3"], capture_output=True, text=True, env=FORKABLE
+        reviewer_command("token", "list", "--db", "none.sqlite3"),
+        capture_output=True,
+        text=True,
+        env=FORKABLE,
     )
     assert refused.returncode == 1 and "no queue database at none.sqlite3" in refused.stderr
 
 
 def test_a_forked_service_is_killed_waited_for_and_reports_the_signal(tmp_path: Path) -> None:
     log = (tmp_path / "service.log").open("wb")
-    arguments = ["serve", "--db", str(tmp_path / "queue.sqlite3"), "--port", str(free_port())]
-    process = reviewer_process(arguments, stdout=log, stderr=log, env=FORKABLE)
+    command = reviewer_command("serve", "--db", str(tmp_path / "queue.sqlite3"), "--port", str(free_port()))
+    process = reviewer_process(command, stdout=log, stderr=log, env=FORKABLE)
     assert isinstance(process, ForkedPopen)
     try:
         assert process.poll() is None
@@ -68,12 +84,12 @@ def test_a_forked_service_is_killed_waited_for_and_reports_the_signal(tmp_path: 
 
 def test_an_environment_the_start_up_reads_is_started_not_forked() -> None:
     for changed in (
-        {"PYTHONUNBUFFERED": ""},
+        {"PYTHONPROFILEIMPORTTIME": "1"},
         {"LD_PRELOAD": ""},
         {"LANG": "C"},
         {"PYDANTIC_DISABLE_PLUGINS": "1"},
     ):
         with reviewer_process(
-            ["--version"], stdout=subprocess.DEVNULL, env={**FORKABLE, **changed}
+            reviewer_command("--version"), stdout=subprocess.DEVNULL, env={**FORKABLE, **changed}
         ) as process:
             assert not isinstance(process, ForkedPopen), changed

@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.forked_commands import reviewer_process, run_reviewer
 from tests.queue_harness import (
     STARTUP_TIMEOUT,
     Actors,
@@ -58,7 +59,7 @@ def run(
         COLUMNS=str(columns),
     )
     env.update(environ)
-    return subprocess.run(
+    return run_reviewer(
         reviewer_command(*args), capture_output=True, text=True, env=env, timeout=60, input=stdin
     )
 
@@ -194,7 +195,7 @@ def run_plain(args: list[str], environ: dict[str, str]) -> subprocess.CompletedP
         if key not in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "REVIEWER_CA_FILE", "XDG_CONFIG_HOME")
     }
     env.update(environ, XDG_CONFIG_HOME="/nonexistent-config")
-    return subprocess.run(reviewer_command(*args), capture_output=True, text=True, env=env, timeout=60)
+    return run_reviewer(reviewer_command(*args), capture_output=True, text=True, env=env, timeout=60)
 
 
 def test_login_with_no_input_says_what_is_wrong(queue: tuple[Service, Actors]) -> None:
@@ -233,7 +234,7 @@ def tls_queue(tmp_path: Path) -> Iterator[tuple[str, Path, str]]:
     names = ["-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)]
     subprocess.run([*openssl.split(), *names], check=True, capture_output=True)
     port = free_port()
-    process = subprocess.Popen(
+    process = reviewer_process(
         reviewer_command(
             "serve", "--db", str(db), "--port", str(port), "--tls-cert", str(cert), "--tls-key", str(key)
         ),

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.builders import proposal_document
+from tests.forked_commands import reviewer_process, run_reviewer
 from tests.queue_harness import Actors, Service, body, reviewer_command, served_with_actors, submit
 from tests.test_queue_commands import run, submit_sample
 
@@ -229,7 +230,7 @@ def test_a_pipe_closed_after_one_line_leaves_no_traceback(
         XDG_CONFIG_HOME=str(Path(service.db).parent / "no-config"),
     )
     args = [command, proposal_id] if command == "show" else [command]
-    writer = subprocess.Popen(
+    writer = reviewer_process(
         reviewer_command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
     )
     assert writer.stdout is not None and writer.stderr is not None
@@ -261,7 +262,7 @@ def test_show_goes_through_the_pager_on_a_terminal(queue: tuple[Service, Actors]
     )
     controller, terminal = pty.openpty()
     try:
-        finished = subprocess.run(
+        finished = run_reviewer(
             reviewer_command("show", proposal_id),
             stdin=subprocess.DEVNULL,
             stdout=terminal,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 from typing import Any
 
 import httpx
@@ -39,6 +38,7 @@ from reviewer.reading.verification import compare_execution
 from reviewer.sample_api import tools
 from reviewer.sample_api.server import RunningSampleApi
 from tests.agent.fixtures import Queue
+from tests.forked_commands import run_reviewer
 from tests.queue_harness import reviewer_command
 
 FROM_CALL_1 = placeholder("id", 1)
@@ -418,7 +418,7 @@ def test_a_run_that_wrote_to_the_resource_the_dry_run_imagined_is_different_and_
     assert "another resource" in verification.checks[1].fields[0].note
     assert verification.summary.startswith("naive: 1 of 2 identical; placeholders resolved: 1 of 2 match")
 
-    result = subprocess.run(
+    result = run_reviewer(
         reviewer_command(
             "verify",
             proposal.proposal_id,

@@ -16,6 +16,7 @@ from reviewer.queue.client import QueueClient
 from reviewer.queue.messages import StoredExecution
 from reviewer.sample_api import tools
 from tests.agent.fixtures import Queue
+from tests.forked_commands import run_reviewer
 from tests.queue_harness import reviewer_command
 
 
@@ -62,7 +63,7 @@ async def executions(queue: Queue, proposal_id: str) -> list[StoredExecution]:
 
 def verify(queue: Queue, proposal_id: str, source: str) -> subprocess.CompletedProcess[str]:
     environment = {**os.environ, "REVIEWER_TOKEN": queue.reviewer_token}
-    return subprocess.run(
+    return run_reviewer(
         reviewer_command("verify", proposal_id, "--audit", source, "--queue", queue.url),
         capture_output=True,
         text=True,

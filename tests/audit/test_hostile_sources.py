@@ -21,6 +21,7 @@ from bench.bench_hostile_audit import make_sources
 from reviewer.sample_api.server import RunningSampleApi
 from tests.agent.fixtures import Queue
 from tests.audit.gated import gated_run
+from tests.forked_commands import reviewer_process
 from tests.queue_harness import reviewer_command
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +66,7 @@ def verify(
 ) -> subprocess.Popen[str]:
     """`reviewer verify` started, with a reviewer's token, against `queue` (or another `queue_url`)."""
     environment = {**os.environ, "REVIEWER_TOKEN": queue.reviewer_token}
-    return subprocess.Popen(
+    return reviewer_process(
         reviewer_command("verify", proposal_id, "--audit", source, "--queue", queue_url or queue.url),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -19,6 +19,7 @@ import pytest
 from reviewer.signing.allowed_signers import AllowedSigners
 from reviewer.signing.signed_approvals import SignedStatement, check_signed_approvals
 from reviewer.signing.sshsig import NAMESPACE, DecisionStatement
+from tests.forked_commands import run_reviewer
 from tests.policies import DELETES_IN_PRODUCTION, ONE_APPROVAL, kept_writes, staging_approved_by_policy
 from tests.queue_harness import Service, body, decide, proposal, reviewer_command, start_service, unique_id
 from tests.signing.ssh import SshKey, make_key, ssh_keygen_verify
@@ -223,7 +224,7 @@ def test_a_rule_that_does_not_compile_stops_serve_with_its_line(tmp_path: Path) 
         ONE_APPROVAL + "\n[environment.production]\napprovals = 2\n\n"
         '[[rules]]\nname = "nested"\nwhen = "plan.calls.all(c, plan.calls.all(d, true))"\napprovals = 2\n'
     )
-    started = subprocess.run(
+    started = run_reviewer(
         reviewer_command(
             "serve", "--db", str(tmp_path / "q.sqlite3"), "--port", "1", "--policy", str(policy)
         ),
@@ -241,7 +242,7 @@ def test_a_rule_that_does_not_compile_stops_serve_with_its_line(tmp_path: Path) 
 def test_policy_check_reports_errors_by_line_and_what_it_loaded(tmp_path: Path) -> None:
     policy = tmp_path / "policy.toml"
     policy.write_text('[[rules]]\nname = "typo"\nwhen = \'enviroment == "production"\'\napprovals = 2\n')
-    checked = subprocess.run(reviewer_command("policy", "check", str(policy)), capture_output=True, text=True)
+    checked = run_reviewer(reviewer_command("policy", "check", str(policy)), capture_output=True, text=True)
     assert checked.returncode == 2
     assert checked.stderr.strip() == (
         f"reviewer policy check: {policy} line 3: rule 'typo': when: unknown name 'enviroment'; "

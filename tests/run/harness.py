@@ -49,7 +49,7 @@ class SampleApi:
 
 def start_sample_api(log: Path) -> SampleApi:
     port = free_port()
-    process = subprocess.Popen(
+    process = reviewer_process(
         reviewer_command("sample-api", "--port", str(port), "--write-token-env", "API_TOKEN"),
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
@@ -146,7 +146,7 @@ def start_run(
 def launch_run(arguments: list[str], environment: dict[str, str], cwd: Path = ROOT) -> RunProcess:
     """`python -m reviewer ARGUMENTS` (a `run`), its stdout and stderr piped, in `environment`."""
     process = reviewer_process(
-        arguments,
+        reviewer_command(*arguments),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ import pytest
 from reviewer.plan.proposal import parse_proposal, plan_sha256
 from reviewer.policy.file import parse_policy
 from reviewer.policy.verdict import evaluate
+from tests.forked_commands import run_reviewer
 from tests.queue_harness import reviewer_command
 from tests.run.harness import Queue, proposal, reviewer_decides, start_run
 from tests.serving import serving_in_thread
@@ -150,7 +150,7 @@ def test_headers_and_exact_bytes_are_planned_shown_decided_and_sent(
     other = msgspec.structs.replace(plan, calls=[changed, *plan.calls[1:]])
     assert evaluate(policy, other).outcome == "reject"
 
-    shown = subprocess.run(
+    shown = run_reviewer(
         reviewer_command("show", proposal_id),
         capture_output=True,
         text=True,

@@ -9,7 +9,6 @@ refused is one line, and the API receives nothing."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ import pytest
 
 from reviewer.signing.passkeys import AllowedPasskeys
 from reviewer.signing.sshsig import DecisionStatement, sign_statement, signer_for
+from tests.forked_commands import run_reviewer
 from tests.policies import signed_in_production
 from tests.queue_harness import reviewer_command, start_service, unique_id
 from tests.run.harness import WAITS, Queue, RunProcess, SampleApi, start_run
@@ -84,7 +84,7 @@ def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
             keys[name] = make_key(folder, name)
             agent.add(keys[name])
             keys[name].private.unlink()  # held by the ssh-agent alone
-            made = subprocess.run(
+            made = run_reviewer(
                 reviewer_command(
                     "token",
                     "create",

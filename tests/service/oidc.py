@@ -21,6 +21,7 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from tests.forked_commands import reviewer_process
 from tests.queue_harness import reviewer_command
 from tests.service.ports import free_port
 
@@ -152,7 +153,7 @@ def reviewer_login(queue_url: str, home: Path, person: str) -> tuple[int, str, s
     """`reviewer login --queue URL` (its configuration in `home`), with the person taking the steps it
     prints at the provider; (exit, stdout, stderr, the provider's last page)."""
     environment = {key: value for key, value in os.environ.items() if key != "REVIEWER_TOKEN"}
-    process = subprocess.Popen(
+    process = reviewer_process(
         reviewer_command("login", "--queue", queue_url),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,

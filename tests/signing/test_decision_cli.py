@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.forked_commands import run_reviewer
 from tests.queue_harness import (
     Actors,
     Service,
@@ -40,7 +41,7 @@ def run(
         XDG_CONFIG_HOME=str(Path(service.db).parent / "no-config"),
         **environ,
     )
-    return subprocess.run(reviewer_command(*args), capture_output=True, text=True, env=env, timeout=60)
+    return run_reviewer(reviewer_command(*args), capture_output=True, text=True, env=env, timeout=60)
 
 
 def state_of(queue: tuple[Service, Actors], proposal_id: str) -> dict[str, object]:

@@ -21,6 +21,7 @@ import pytest
 from reviewer.signing.allowed_signers import AllowedSigners
 from reviewer.signing.signed_approvals import SignedStatement, check_signed_approvals
 from reviewer.signing.sshsig import DecisionStatement, Signer, sign_statement, signer_for
+from tests.forked_commands import run_reviewer
 from tests.policies import signed_in_production
 from tests.queue_harness import Service, body, proposal, reviewer_command, start_service, unique_id
 from tests.signing.ssh import Agent, SshKey, make_key, ssh_keygen_verify
@@ -93,7 +94,7 @@ class Team:
 
 
 def run(service: Service, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return run_reviewer(
         reviewer_command(*args, "--db", str(service.db)), capture_output=True, text=True, timeout=60
     )
 
@@ -336,7 +337,7 @@ def test_reviewer_approve_signs_through_a_forwarded_agent(team: Team, agent: Age
         SSH_AUTH_SOCK=agent.socket,
         XDG_CONFIG_HOME=str(tokens_file),
     )
-    result = subprocess.run(
+    result = run_reviewer(
         reviewer_command(
             "approve", answer["proposal_id"], "--revision", "1", "--digest", answer["plan_sha256"]
         ),
@@ -402,7 +403,7 @@ def test_token_create_refuses_a_file_that_is_no_public_key(team: Team, tmp_path:
 def test_serve_refuses_a_broken_policy_and_names_the_line(tmp_path: Path) -> None:
     policy = tmp_path / "policy.toml"
     policy.write_text('[environments.production]\napprovals = 2\nsignatures = "yes"\n')
-    started = subprocess.run(
+    started = run_reviewer(
         reviewer_command(
             "serve", "--db", str(tmp_path / "q.sqlite3"), "--port", "1", "--policy", str(policy)
         ),

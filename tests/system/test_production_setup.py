@@ -77,6 +77,7 @@ from reviewer.tui.model.queue_source import QueueSource
 from tests.adapters.test_readme_example import shortest_example
 from tests.agent.fixtures import Queue
 from tests.agent.helpers import received, reviewer_decides, reviewer_decides_next
+from tests.forked_commands import reviewer_process, run_reviewer
 from tests.mcp_gate.test_server import answer, gate, upstream_writes
 from tests.queue_harness import Service, proposal, reviewer_command, start_together, unique_id
 from tests.run.harness import RunProcess
@@ -219,7 +220,7 @@ def alice_approves_signed(queue: str, alice: Alice, proposal_id: str, revision: 
         for k, v in os.environ.items()
         if k not in ("REVIEWER_SIGNING_KEY", "XDG_CONFIG_HOME", "REVIEWER_TOKEN")
     }
-    approve = subprocess.run(
+    approve = run_reviewer(
         reviewer_command(
             "approve",
             proposal_id,
@@ -257,7 +258,7 @@ def run_a_reviewer_run_agent(
     verified against the API's audit log."""
     arguments = ("--api", sample_api.base_url, "--queue", agent_queue, "--audit", "api:/v1/audit")
     run = RunProcess(
-        subprocess.Popen(
+        reviewer_process(
             reviewer_command(
                 "run",
                 *arguments,
@@ -374,7 +375,7 @@ def submit_a_plan_whose_dry_run_kept_writes(queue: str, token: str, folder: Path
     document["dry_run"] = {"via": "server", "write_requests": 2, "writes_kept": 1}
     plan = folder / "kept-writes.json"
     plan.write_text(json.dumps(document))
-    submitted = subprocess.run(
+    submitted = run_reviewer(
         reviewer_command("submit", str(plan), "--queue", queue),
         capture_output=True,
         text=True,
@@ -390,7 +391,7 @@ def submit_a_plan_whose_dry_run_kept_writes(queue: str, token: str, folder: Path
 
 
 def notify_list(db: str) -> list[list[str]]:
-    listing = subprocess.run(
+    listing = run_reviewer(
         reviewer_command("notify", "list", "--db", db), capture_output=True, text=True, check=True
     ).stdout
     return [line.split("\t") for line in listing.splitlines()]
@@ -526,7 +527,7 @@ def runs_each_kind_of_agent_to_executed(
         signer.key.private.unlink()  # only the agent holds it now
         alice, signed_in = alice_signs_in(services[-1].url, tmp_path, signer)
         # Her key is bound to the name the provider gives her, after her first sign-in.
-        keys_added = subprocess.run(
+        keys_added = run_reviewer(
             reviewer_command("keys", "add", "alice@example.com", str(signer.key.public_file), "--db", db),
             check=True,
             capture_output=True,

@@ -23,6 +23,7 @@ from reviewer.tui.screens.queue import LIVE_COLUMNS, QUEUE_COLUMNS, fit_columns,
 from reviewer.tui.screens.review import ReviewScreen
 from reviewer.tui.widgets.plan_view import PlanView
 from tests.builders import proposal_document
+from tests.forked_commands import run_reviewer
 from tests.tui.helpers import wait_until_loaded
 
 pytestmark = pytest.mark.anyio
@@ -409,14 +410,13 @@ def test_the_help_wraps_a_long_meaning_under_itself() -> None:
 
 def test_login_checks_the_queue_answers_before_asking_for_the_token(tmp_path: Path) -> None:
     import os
-    import subprocess
 
     from tests.queue_harness import reviewer_command
     from tests.service.ports import free_port
 
     port = free_port()  # a loopback port nobody listens on
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path)}
-    login = subprocess.run(
+    login = run_reviewer(
         reviewer_command("login", "--queue", f"http://127.0.0.1:{port}"),
         input="",
         capture_output=True,

@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from reviewer.service.store.opener import open_store
+from tests.forked_commands import reviewer_process, run_reviewer
 from tests.queue_harness import STARTUP_TIMEOUT, Service, reviewer_command
 from tests.service.ports import free_port
 from tests.service.postgres import Cluster
@@ -21,9 +22,7 @@ from tests.service.tls import self_signed
 
 
 def run(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        reviewer_command(*args), capture_output=True, text=True, timeout=timeout, check=False
-    )
+    return run_reviewer(reviewer_command(*args), capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def one_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -133,7 +132,7 @@ def test_https_with_a_certificate_and_key(tmp_path: Path) -> None:
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     self_signed(cert, key)
     port = free_port()
-    process = subprocess.Popen(
+    process = reviewer_process(
         reviewer_command(
             "serve",
             "--db",

@@ -5,12 +5,12 @@ page anyone stops `serve` with one line naming it.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.forked_commands import run_reviewer
 from tests.queue_harness import Service, decide, reviewer_command, submit
 from tests.service.notifications.receiver import Arrival, Receiver, notify_options
 from tests.service.notifications.test_escalation import LADDER
@@ -104,7 +104,7 @@ def test_a_ladder_that_never_pages_stops_serve_with_one_line(
     policy = tmp_path / "policy.toml"
     policy.write_text(ladder)
     notify, url, *secret = notify_options(receiver, tmp_path)
-    result = subprocess.run(
+    result = run_reviewer(
         reviewer_command(
             "serve",
             *("--db", str(tmp_path / "q.sqlite3"), "--port", str(free_port())),

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from reviewer.service.notifications.signature import verify
+from tests.forked_commands import run_reviewer
 from tests.queue_harness import Service, claimed_report, decide, reviewer_command, submit, unique_id
 from tests.service.notifications.receiver import Receiver
 from tests.service.ports import free_port
@@ -80,7 +81,7 @@ def test_a_service_killed_between_the_commit_and_the_delivery_delivers_after_res
     assert arrival.document["open"] == "reviewer review killed-0001"
     assert verify(arrival.headers["reviewer-signature"], arrival.body, SECRET.encode(), time.time())
     wait_until(lambda: outbox(db)[0][1] == "delivered", "the delivery recorded")
-    listing = subprocess.run(
+    listing = run_reviewer(
         reviewer_command("notify", "list", "--db", str(db)), capture_output=True, text=True, check=True
     ).stdout
     assert event_id in listing and "delivered" in listing and "killed-0001" in listing
@@ -269,7 +270,7 @@ def test_two_replicas_on_postgresql_deliver_each_event_once(
 def test_a_wrong_notify_url_stops_serve_with_one_line_naming_it(
     tmp_path: Path, secret_file: Path, notify: str, says: str
 ) -> None:
-    result = subprocess.run(
+    result = run_reviewer(
         reviewer_command(
             "serve",
             *("--db", str(tmp_path / "q.sqlite3"), "--port", str(free_port())),
@@ -289,7 +290,7 @@ def test_a_missing_or_readable_secret_file_stops_serve_with_one_line(
     tmp_path: Path, secret_file: Path
 ) -> None:
     def serve(*extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+        return run_reviewer(
             reviewer_command(
                 "serve",
                 "--db",

@@ -24,6 +24,7 @@ import pytest
 
 from tests.agent.loopback import LoopbackServer, loopback_servers
 from tests.builders import proposal_document
+from tests.forked_commands import run_reviewer
 from tests.policies import WORKING_HOURS_AND_YEAR_END_FREEZE, window
 from tests.queue_harness import PYTHON, Service, decide, reviewer_command, unique_id
 from tests.service.notifications.receiver import Receiver, notify_options
@@ -58,7 +59,7 @@ class Scene:
 
     def reviewer(self, *args: str) -> subprocess.CompletedProcess[str]:
         """A `reviewer` command as alice, on the real clock: the queue's decides."""
-        return subprocess.run(
+        return run_reviewer(
             reviewer_command(*args),
             env={
                 **os.environ,

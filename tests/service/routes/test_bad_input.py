@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from reviewer.plan.proposal import MAX_BODY_BYTES
+from tests.forked_commands import run_reviewer
 from tests.queue_harness import (
     Actors,
     Service,
@@ -210,7 +211,7 @@ def test_a_signed_statement_nested_too_deep_is_422_naming_it_and_the_proposal_st
     token = service.token(name, "reviewer")
     key = tmp_path / "key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
-    added = subprocess.run(
+    added = run_reviewer(
         reviewer_command("keys", "add", name, f"{key}.pub", "--db", str(service.db)),
         capture_output=True,
         text=True,

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 from typing import Any
 
 import httpx
 import pytest
 
 from reviewer.plan.bodies import body_kind
+from tests.forked_commands import run_reviewer
 from tests.queue_harness import (
     Actors,
     Service,
@@ -142,7 +142,7 @@ def test_a_reviewer_revoked_while_the_decision_body_arrives_decides_nothing(
             ).encode()
         )
         connection.sendall(decision[:10])
-        revoke = subprocess.run(
+        revoke = run_reviewer(
             reviewer_command("token", "revoke", name, "--db", str(service.db)),
             capture_output=True,
             check=False,

@@ -23,6 +23,7 @@ from reviewer.service.listing import ListFilter
 from reviewer.service.store import StoreSettings
 from reviewer.service.store.sqlite import SQLiteStore
 from tests.builders import proposal_document
+from tests.forked_commands import run_reviewer
 from tests.queue_harness import Actors, Service, body, make_actors, proposal, reviewer_command, unique_id
 
 SAMPLES = Path(__file__).resolve().parents[3] / "sample_proposals"
@@ -172,9 +173,7 @@ def run_list(queue: tuple[Service, Actors], who: str, *args: str) -> subprocess.
         XDG_CONFIG_HOME=str(Path(service.db).parent / "no-config"),
         COLUMNS="100",
     )
-    return subprocess.run(
-        reviewer_command("list", *args), capture_output=True, text=True, env=env, timeout=60
-    )
+    return run_reviewer(reviewer_command("list", *args), capture_output=True, text=True, env=env, timeout=60)
 
 
 def test_reviewer_list_shows_yours_and_with_all_the_rest_after_them(queue: tuple[Service, Actors]) -> None:

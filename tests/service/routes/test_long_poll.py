@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -16,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.forked_commands import run_reviewer
 from tests.queue_harness import (
     Actors,
     Service,
@@ -98,7 +98,7 @@ def test_a_token_revoked_while_its_long_poll_is_held_is_refused_at_the_next_read
         with ThreadPoolExecutor(1) as pool:
             waiting = pool.submit(decision_of, agent, proposal_id, **{"If-None-Match": etag})
             until_waiting(metrics, 1)
-            revoked = subprocess.run(
+            revoked = run_reviewer(
                 reviewer_command("token", "revoke", "--db", str(service.db), "short-lived-agent"),
                 capture_output=True,
                 text=True,

@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from reviewer.queue.config import read_credential
 from reviewer.queue.sign_in import ProviderSession, RenewingAuth, SignInFailed
+from tests.forked_commands import run_reviewer
 from tests.policies import TWO_APPROVALS
 from tests.queue_harness import Service, reviewer_command, start_service, submit
 from tests.service.oidc import CLIENT_ID, Provider, reviewer_login, running_provider
@@ -64,7 +65,7 @@ def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
 
 def cli(home: Path, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
     environment = {key: value for key, value in os.environ.items() if key != "REVIEWER_TOKEN"}
-    return subprocess.run(
+    return run_reviewer(
         reviewer_command(*args),
         capture_output=True,
         text=True,

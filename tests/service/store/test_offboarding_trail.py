@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
 import time
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 from reviewer.service.errors import Forbidden
 from reviewer.service.store import QueueStore
 from reviewer.trail.ocsf import api_activity
+from tests.forked_commands import run_reviewer
 from tests.queue_harness import reviewer_command
 from tests.service.store.test_provider_people import ISSUER, person
 from tests.service.store.test_store_contract import (
@@ -186,7 +186,7 @@ def test_token_revoke_says_the_end_and_each_approval_it_withdrew(tmp_path: Path)
         store.decide(bob, "p", decision(), "b-p")
     finally:
         store.close()
-    revoked = subprocess.run(
+    revoked = run_reviewer(
         reviewer_command("token", "revoke", "--db", database, "bob"),
         capture_output=True,
         text=True,

@@ -7,6 +7,7 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
+from tests import forked_commands
 from tests.queue_harness import (
     Service,
     claimed_report,
@@ -19,7 +20,7 @@ from tests.service.postgres import Cluster, postgres_bindir
 
 
 def run_reviewer(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(reviewer_command(*args), capture_output=True, text=True, check=False)
+    return forked_commands.run_reviewer(reviewer_command(*args), capture_output=True, text=True, check=False)
 
 
 def test_a_restore_closes_what_moved_on_since_the_backup_and_keeps_revocations(tmp_path: Path) -> None:

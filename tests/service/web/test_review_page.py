@@ -30,6 +30,7 @@ from reviewer.queue.client import QueueClient
 from reviewer.service.store.opener import open_store
 from reviewer.signing.allowed_signers import AllowedSigners
 from reviewer.signing.passkeys import AllowedPasskeys, PasskeyAssertion, verify_with_passkeys
+from tests.forked_commands import run_reviewer
 from tests.policies import window
 from tests.queue_harness import Service, body, decide, proposal, reviewer_command, submit, unique_id
 from tests.service.web.browser import Device, chromium, device, enrol, register_on, web_service
@@ -96,7 +97,7 @@ def alice_phone(web_queue: Service, tokens: dict[str, str], browser: Browser) ->
 
 def reviewer_cli(service: Service, token: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "REVIEWER_TOKEN": token, "XDG_CONFIG_HOME": str(Path(service.db).parent / "none")}
-    return subprocess.run(
+    return run_reviewer(
         reviewer_command(*args, "--queue", service.url), capture_output=True, text=True, env=env, timeout=60
     )
 

@@ -25,6 +25,7 @@ import pytest
 from reviewer.tui.app import ReviewerApp
 from reviewer.tui.model.queue_source import QueueSource
 from reviewer.tui.widgets.chrome import Chrome
+from tests.forked_commands import run_reviewer
 from tests.queue_harness import Service, reviewer_command, start_service, submit, unique_id
 from tests.service.oidc import Provider, running_provider
 from tests.service.routes.test_oidc import POLICY, documented_serve_options
@@ -59,7 +60,7 @@ class Team:
 
     def cli(self, token: str, *args: str) -> subprocess.CompletedProcess[str]:
         environment = {**os.environ, "REVIEWER_TOKEN": token, "COLUMNS": "200"}
-        return subprocess.run(
+        return run_reviewer(
             reviewer_command(*args), capture_output=True, text=True, env=environment, timeout=60
         )
 

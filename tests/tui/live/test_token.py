@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import stat
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from reviewer.queue.config import (
     write_configured_queue,
     write_token_file,
 )
+from tests.forked_commands import run_reviewer
 from tests.queue_harness import reviewer_command
 from tests.tui.live.helpers import Queue, run, status, until
 
@@ -82,7 +82,7 @@ def test_login_stores_the_token_privately_and_never_prints_it(queue: Queue, tmp_
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
     env.pop("REVIEWER_TOKEN", None)
     token = queue.tokens["alice"]
-    login = subprocess.run(
+    login = run_reviewer(
         reviewer_command("login", "--queue", queue.url),
         input=token + "\n",
         capture_output=True,
@@ -98,7 +98,7 @@ def test_login_stores_the_token_privately_and_never_prints_it(queue: Queue, tmp_
     assert stored.read_text().strip() == token
     assert f'queue = "{queue.url}"' in (stored.parent / "config.toml").read_text()
 
-    wrong = subprocess.run(
+    wrong = run_reviewer(
         reviewer_command("login", "--queue", queue.url),
         input="not-a-token\n",
         capture_output=True,
@@ -110,7 +110,7 @@ def test_login_stores_the_token_privately_and_never_prints_it(queue: Queue, tmp_
     assert stored.read_text().strip() == token  # a refused token replaces nothing
 
     stored.chmod(0o640)
-    review = subprocess.run(reviewer_command("review"), capture_output=True, text=True, env=env, timeout=60)
+    review = run_reviewer(reviewer_command("review"), capture_output=True, text=True, env=env, timeout=60)
     assert review.returncode == 2 and f"chmod 600 {stored}" in review.stderr
     assert token not in review.stdout + review.stderr
 
