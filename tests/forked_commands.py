@@ -1,21 +1,25 @@
-"""`reviewer` commands forked from a Python that has imported the queue service and `reviewer run`.
+"""`reviewer` commands forked from a Python that has imported the queue service.
 
-A test that starts `reviewer serve` or `reviewer run` pays 0.4 to 0.5 CPU-seconds of interpreter
-start-up and imports before the command runs a line of its own, and the suite starts them about
-three hundred times: a third of its CPU. Here each pytest worker keeps one Python, started on first
-use, that has imported what those commands import. `reviewer_process` is `subprocess.Popen` of
-`python -m reviewer ARGS` whose child is forked from it and runs `reviewer.__main__.main` with the
-test's arguments, directory, environment and streams: a process of its own, which a test pipes,
-signals, kills and waits for as any other, and which exits as Python does (threads joined, `atexit`
-run). `run_reviewer` is `subprocess.run` of it.
+A test that starts `reviewer serve` pays about 0.4 CPU-seconds of interpreter start-up and imports
+before the service runs a line of its own, and the suite starts it nearly two hundred times, besides
+the other commands it runs. Here each pytest worker keeps a Python, started on first use, that has
+imported what the service imports: one for each buffering of the standard streams
+(`PYTHONUNBUFFERED`: a service's log is written as it comes, a command's output when it ends).
+`reviewer_process` stands in for `subprocess.Popen` of `python -m reviewer ...`: its child is forked
+from that Python and runs `reviewer.__main__.main` with the test's arguments, directory and streams,
+a process of its own that a test pipes, signals, kills and waits for as any other, and that exits
+as Python does (threads joined, `atexit` run). `run_reviewer` stands in for `subprocess.run`.
+`TESTS_FORK_COMMANDS=0` turns the forks off.
 
-What a fork does not reproduce is the start-up itself, so a command is forked only where its
-environment differs from the forking Python's in variables that no imported module read
-(`os.environ` is watched while they are imported) and that the interpreter, the C library and OpenSSL
-do not read as they start (`READ_AT_START`: a fake clock's `LD_PRELOAD`, import profiling, the
-streams' buffering). Anything else starts as before, as do commands under a prefix or another
-interpreter; the start-up has tests of its own (`tests/service/process/test_imports_at_start.py`,
-`tests/test_packaging.py`).
+What a fork does not reproduce is the start-up, and the start-up reads the environment: so does a
+test, as an attacker would, in `/proc/PID/environ`, which shows the environment a process started
+with (a fork's is its forking Python's). A command is therefore forked only where its environment is
+the forking Python's, but for pytest's `PYTEST_CURRENT_TEST` (the child is given the test's). A
+command given a credential in its environment (every `reviewer run`), a fake clock's `LD_PRELOAD` or
+import profiling starts afresh, as do commands under a prefix or another interpreter. A fork's
+`/proc/PID/cmdline` is its forking Python's too: the tests that read a command line there read the
+gate's and `reviewer run`'s, never forked. The start-up has tests of its own
+(`tests/service/process/test_imports_at_start.py`, `tests/test_packaging.py`).
 
 Run as a script, this module is that Python: it listens on a Unix socket whose path it is given, and
 for each request (the arguments, the directory, the environment, and the three streams as passed
@@ -37,7 +41,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,25 +52,22 @@ PRELOADED = (
     "uvicorn.protocols.http.h11_impl",
     "uvicorn.lifespan.on",
     "uvicorn.loops.asyncio",
-    "reviewer.run.runner",
-    "reviewer.run.gate",
-    "reviewer.run.serving",
-    "reviewer.sandbox.launcher",
+    "reviewer.service.commands.tokens",
+    "reviewer.queue.commands",
+    "reviewer.queue.client",
 )
-"""What `reviewer serve` and `reviewer run` import before they serve (each imports the rest itself)."""
+"""What `reviewer serve` imports before it listens, and the queue's own commands (`token`, `show`,
+`approve`...): each imports the rest itself."""
 
 SWITCH = "TESTS_FORK_COMMANDS"
 """Set to 0 to start every command afresh: to compare the suite's time, or to rule a fork out."""
 MESSAGE_LIMIT = 1 << 20
 PER_TEST = "PYTEST_CURRENT_TEST"
 """Set by pytest for each test: the child is given the test's."""
-READ_AT_START = ("PYTHON", "LD_", "LC_", "LANG", "TZ", "HOME", "OPENSSL", "SSL_", "FAKETIME")
-"""Variables the interpreter, the C library or OpenSSL read as a process starts: a command whose
-environment differs in one is never forked (its streams' buffering, its locale, its clock...)."""
 
 
 class ForkedPopen(subprocess.Popen[Any]):
-    """`subprocess.Popen` of `python -m reviewer ARGS` whose child is forked from the forking Python:
+    """`subprocess.Popen` of `python -m reviewer ...` whose child is forked from a forking Python:
     pipes, text, `communicate`, `wait` and signals are `Popen`'s own; only starting the child and
     learning its exit differ. Made by `reviewer_process`, which decides whether a fork may stand in."""
 
@@ -148,7 +149,6 @@ class _Forker:
         self._process: subprocess.Popen[bytes] | None = None
         self._socket_path = ""
         self._environment: dict[str, str] = {}
-        self._read_at_import: frozenset[str] | None = frozenset()
 
     def start(self) -> None:
         with self._lock:
@@ -168,24 +168,14 @@ class _Forker:
                 env=self._environment,
             )
             assert self._process.stdout is not None
-            ready = json.loads(self._process.stdout.readline() or b"null")
-            if not isinstance(ready, dict):
+            if self._process.stdout.readline() != b"ready\n":
                 raise RuntimeError("the forking Python did not start")
-            self._read_at_import = None if ready["read_all"] else frozenset(ready["read"])
             atexit.register(self._stop)
 
     def forks(self, environment: Mapping[str, str]) -> bool:
-        """Whether a command with this environment may be forked: it differs from the forking Python's
-        only in variables no module it imported read, and none the interpreter reads as it starts."""
+        """Whether a command with this environment may be forked: it is the forking Python's."""
         self.start()
-        differing = {
-            name
-            for name in environment.keys() | self._environment.keys()
-            if environment.get(name) != self._environment.get(name)
-        }
-        if self._read_at_import is None:
-            return differing <= {PER_TEST}
-        return not any(name in self._read_at_import or name.startswith(READ_AT_START) for name in differing)
+        return _but_the_test(environment) == _but_the_test(self._environment)
 
     def fork(self, request: dict[str, Any], fds: list[int]) -> socket.socket:
         channel = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -253,6 +243,10 @@ def _forker_for(environment: Mapping[str, str]) -> _Forker:
         return _forkers.setdefault(unbuffered, _Forker(unbuffered))
 
 
+def _but_the_test(environment: Mapping[str, str]) -> dict[str, str]:
+    return {name: value for name, value in environment.items() if name != PER_TEST}
+
+
 def _forking_on() -> bool:
     return os.environ.get(SWITCH) != "0" and hasattr(os, "pidfd_open")
 
@@ -268,13 +262,12 @@ def _current_umask() -> int:
 
 def _serve(socket_path: str) -> None:
     sys.path[0] = os.getcwd()  # as `python -m`, not the folder of this script
-    with _environment_reads() as reads:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
-            from reviewer.__main__ import main
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+        from reviewer.__main__ import main
 
-            main(["--version"])  # what every command does before it imports its own modules
-        for module in PRELOADED:
-            __import__(module)
+        main(["--version"])  # what every command does before it imports its own modules
+    for module in PRELOADED:
+        __import__(module)
     import gc
 
     gc.collect()
@@ -287,7 +280,7 @@ def _serve(socket_path: str) -> None:
     selector.register(listener, selectors.EVENT_READ, None)
     selector.register(sys.stdin.buffer, selectors.EVENT_READ, None)
     children: dict[int, tuple[int, socket.socket]] = {}
-    sys.stdout.write(json.dumps(reads) + "\n")
+    sys.stdout.write("ready\n")
     sys.stdout.flush()
     try:
         while True:
@@ -315,51 +308,6 @@ def _serve(socket_path: str) -> None:
         for pid, _ in children.values():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-
-
-@contextlib.contextmanager
-def _environment_reads() -> Iterator[dict[str, Any]]:
-    """The environment's variables read in the block (`read`), or whether it was read whole
-    (`read_all`: listed, copied), by code that reads `os.environ` or `os.getenv`; but for the
-    copies in `UNREAD_COPIES`."""
-    reads: dict[str, Any] = {"read": set(), "read_all": False}
-    environ = type(os.environ)
-    getitem, iterate = environ.__getitem__, environ.__iter__
-
-    def recorded_getitem(self: Any, name: str) -> str:
-        if not _copied_for_nobody():
-            reads["read"].add(name)
-        return getitem(self, name)
-
-    def recorded_iter(self: Any) -> Iterator[str]:
-        if not _copied_for_nobody():
-            reads["read_all"] = True
-        return iterate(self)
-
-    environ.__getitem__ = recorded_getitem  # type: ignore[method-assign]
-    environ.__iter__ = recorded_iter  # type: ignore[method-assign]
-    try:
-        yield reads
-    finally:
-        environ.__getitem__ = getitem  # type: ignore[method-assign]
-        environ.__iter__ = iterate  # type: ignore[method-assign]
-        reads["read"] = sorted(reads["read"])
-
-
-UNREAD_COPIES = {"wsgiref.handlers"}
-"""Modules that copy the whole environment at import for a use no command here has: `wsgiref`'s,
-for its CGI handler (imported with `prometheus_client`'s WSGI exposition)."""
-
-
-def _copied_for_nobody() -> bool:
-    frame = sys._getframe(2)
-    for _ in range(4):
-        if frame.f_globals.get("__name__") in UNREAD_COPIES:
-            return True
-        if frame.f_back is None:
-            return False
-        frame = frame.f_back
-    return False
 
 
 def _fork(channel: socket.socket) -> int:
