@@ -98,9 +98,6 @@ class Service:
     """A command the service runs under (`unshare`, to give it a small disk of its own)."""
     python: tuple[str, ...] = (PYTHON,)
     """The interpreter that runs `reviewer serve`: another release's (`tests.service.previous_release`)."""
-    forked: bool = True
-    """Whether it may be forked from a Python that has imported the service (`tests.forked_commands`):
-    False for a test that measures the process as a fresh start makes it."""
     process: subprocess.Popen[bytes] | None = None
     served: bool = False
     """Whether it has served once: its port is then known to clients and never changes."""
@@ -131,9 +128,8 @@ class Service:
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         command = [*self.prefix, *self.python, "-m", "reviewer", "serve", "--db", str(self.db)]
         command += ["--port", str(self.port), *self.serve_args]
-        start = reviewer_process if self.forked else subprocess.Popen
-        with self.log_path.open("ab") as log:
-            self.process = start(
+        with self.log_path.open("ab") as log:  # forked where nothing tells a fork from a start
+            self.process = reviewer_process(
                 command, stdout=log, stderr=log, env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
             )
 

@@ -18,21 +18,22 @@ from tests.forked_commands import SWITCH, ForkedPopen, reviewer_process, run_rev
 from tests.queue_harness import reviewer_command
 from tests.service.ports import free_port
 
-FORKABLE = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
-
-@pytest.fixture(autouse=True)
-def forks_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These tests are of the forks: on even in a run that turned them off."""
+@pytest.fixture
+def forkable(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """A service's environment, with the forks on even in a run that turned them off."""
     monkeypatch.delenv(SWITCH, raising=False)
+    return {**os.environ, "PYTHONUNBUFFERED": "1"}
 
 
-def test_a_forked_command_answers_as_a_started_one_in_its_directory_and_environment(tmp_path: Path) -> None:
+def test_a_forked_command_answers_as_a_started_one_in_its_directory_and_environment(
+    tmp_path: Path, forkable: dict[str, str]
+) -> None:
     started = subprocess.run(
-        [sys.executable, "-m", "reviewer", "--version"], capture_output=True, text=True, env=FORKABLE
+        [sys.executable, "-m", "reviewer", "--version"], capture_output=True, text=True, env=forkable
     )
     with reviewer_process(
-        reviewer_command("--version"), stdout=subprocess.PIPE, text=True, env=FORKABLE
+        reviewer_command("--version"), stdout=subprocess.PIPE, text=True, env=forkable
     ) as process:
         assert isinstance(process, ForkedPopen)
         output, _ = process.communicate(timeout=30)
@@ -46,7 +47,7 @@ def test_a_forked_command_answers_as_a_started_one_in_its_directory_and_environm
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        env=FORKABLE,
+        env=forkable,
     )
     assert created.returncode == 0, created.stderr
     listed = run_reviewer(
@@ -59,15 +60,17 @@ def test_a_forked_command_answers_as_a_started_one_in_its_directory_and_environm
         reviewer_command("token", "list", "--db", "none.sqlite3"),
         capture_output=True,
         text=True,
-        env=FORKABLE,
+        env=forkable,
     )
     assert refused.returncode == 1 and "no queue database at none.sqlite3" in refused.stderr
 
 
-def test_a_forked_service_is_killed_waited_for_and_reports_the_signal(tmp_path: Path) -> None:
+def test_a_forked_service_is_killed_waited_for_and_reports_the_signal(
+    tmp_path: Path, forkable: dict[str, str]
+) -> None:
     log = (tmp_path / "service.log").open("wb")
     command = reviewer_command("serve", "--db", str(tmp_path / "queue.sqlite3"), "--port", str(free_port()))
-    process = reviewer_process(command, stdout=log, stderr=log, env=FORKABLE)
+    process = reviewer_process(command, stdout=log, stderr=log, env=forkable)
     assert isinstance(process, ForkedPopen)
     try:
         assert process.poll() is None
@@ -82,10 +85,12 @@ def test_a_forked_service_is_killed_waited_for_and_reports_the_signal(tmp_path: 
     assert Path(f"/proc/{process.pid}").exists() is False, "the forking Python reaped it"
 
 
-def test_a_command_whose_environment_is_not_the_forking_pythons_is_started_afresh() -> None:
+def test_a_command_whose_environment_is_not_the_forking_pythons_is_started_afresh(
+    forkable: dict[str, str],
+) -> None:
     """Its start-up would read it, and a test may read it in /proc/PID/environ as an attacker would."""
     for changed in ({"PYTHONPROFILEIMPORTTIME": "1"}, {"LD_PRELOAD": ""}, {"API_TOKEN": "secret"}):
         with reviewer_process(
-            reviewer_command("--version"), stdout=subprocess.DEVNULL, env={**FORKABLE, **changed}
+            reviewer_command("--version"), stdout=subprocess.DEVNULL, env={**forkable, **changed}
         ) as process:
             assert not isinstance(process, ForkedPopen), changed
