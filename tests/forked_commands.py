@@ -35,6 +35,7 @@ import io
 import json
 import os
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -147,6 +148,7 @@ class _Forker:
         self._unbuffered = unbuffered
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
+        self._folder = ""
         self._socket_path = ""
         self._environment: dict[str, str] = {}
 
@@ -154,8 +156,9 @@ class _Forker:
         with self._lock:
             if self._process is not None:
                 return
-            folder = tempfile.mkdtemp(prefix="reviewer-forks-")
-            self._socket_path = os.path.join(folder, "socket")
+            # 0700, as mkdtemp makes it: no other user may connect and ask for a fork.
+            self._folder = tempfile.mkdtemp(prefix="reviewer-forks-")
+            self._socket_path = os.path.join(self._folder, "socket")
             self._environment = {
                 name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"
             }
@@ -188,6 +191,7 @@ class _Forker:
         assert self._process is not None and self._process.stdin is not None
         self._process.stdin.close()
         self._process.wait(10)
+        shutil.rmtree(self._folder, ignore_errors=True)
 
 
 def reviewer_process(
