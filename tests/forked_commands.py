@@ -149,7 +149,7 @@ class _Forker:
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._folder = ""
-        self._socket_path = ""
+        self.socket_path = ""
         self._environment: dict[str, str] = {}
 
     def start(self) -> None:
@@ -158,14 +158,14 @@ class _Forker:
                 return
             # 0700, as mkdtemp makes it: no other user may connect and ask for a fork.
             self._folder = tempfile.mkdtemp(prefix="reviewer-forks-")
-            self._socket_path = os.path.join(self._folder, "socket")
+            self.socket_path = os.path.join(self._folder, "socket")
             self._environment = {
                 name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"
             }
             if self._unbuffered is not None:
                 self._environment["PYTHONUNBUFFERED"] = self._unbuffered
             self._process = subprocess.Popen(
-                [sys.executable, __file__, self._socket_path],
+                [sys.executable, __file__, self.socket_path],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 env=self._environment,
@@ -182,7 +182,7 @@ class _Forker:
 
     def fork(self, request: dict[str, Any], fds: list[int]) -> socket.socket:
         channel = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        channel.connect(self._socket_path)
+        channel.connect(self.socket_path)
         socket.send_fds(channel, [json.dumps(request).encode()], fds)
         return channel
 
@@ -237,6 +237,13 @@ def run_reviewer(
 
 _forkers: dict[str | None, _Forker] = {}
 _forkers_lock = threading.Lock()
+
+
+def forking_socket(environment: Mapping[str, str]) -> str:
+    """Where the forking Python for this environment listens (started if it was not)."""
+    forker = _forker_for(environment)
+    forker.start()
+    return forker.socket_path
 
 
 def _forker_for(environment: Mapping[str, str]) -> _Forker:
@@ -294,7 +301,11 @@ def _serve(socket_path: str) -> None:
                         return  # the worker is gone
                 elif key.fileobj is listener:
                     channel, _ = listener.accept()
-                    pid = _fork(channel)
+                    try:
+                        pid = _fork(channel)
+                    except (OSError, ValueError, KeyError):  # not a request: dropped, the others go on
+                        channel.close()
+                        continue
                     pidfd = os.pidfd_open(pid)
                     children[pidfd] = (pid, channel)
                     selector.register(pidfd, selectors.EVENT_READ, None)
@@ -316,7 +327,14 @@ def _serve(socket_path: str) -> None:
 
 def _fork(channel: socket.socket) -> int:
     message, fds, _, _ = socket.recv_fds(channel, MESSAGE_LIMIT, 3)
-    request: dict[str, Any] = json.loads(message)
+    try:
+        request: dict[str, Any] = json.loads(message)
+        if len(fds) != 3 or not {"argv", "cwd", "umask", "env"} <= request.keys():
+            raise ValueError("not a request")
+    except ValueError:
+        for fd in fds:
+            os.close(fd)
+        raise
     pid = os.fork()
     if pid == 0:
         _run_child(request, fds)

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from reviewer.service.store.opener import open_store
-from tests.forked_commands import SWITCH, ForkedPopen, reviewer_process, run_reviewer
+from tests.forked_commands import SWITCH, ForkedPopen, forking_socket, reviewer_process, run_reviewer
 from tests.queue_harness import reviewer_command
+from tests.run.other_users import as_user, require_other_users
 from tests.service.ports import free_port
 
 
@@ -94,3 +95,20 @@ def test_a_command_whose_environment_is_not_the_forking_pythons_is_started_afres
             reviewer_command("--version"), stdout=subprocess.DEVNULL, env={**forkable, **changed}
         ) as process:
             assert not isinstance(process, ForkedPopen), changed
+
+
+CONNECT = "import socket, sys; socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET).connect(sys.argv[1])"
+
+
+def test_another_user_cannot_ask_the_forking_python_for_a_command(forkable: dict[str, str]) -> None:
+    """The forking Python runs whatever it is asked as the suite's user: only that user may connect."""
+    require_other_users()
+    path = forking_socket(forkable)
+    python = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
+    assert subprocess.run([python, "-c", CONNECT, path]).returncode == 0, "the suite's own user connects"
+    refused = subprocess.run([*as_user(65534), python, "-c", CONNECT, path], capture_output=True, text=True)
+    assert refused.returncode != 0 and "PermissionError" in refused.stderr, refused.stderr
+    with reviewer_process(reviewer_command("--version"), stdout=subprocess.DEVNULL, env=forkable) as process:
+        assert isinstance(process, ForkedPopen) and process.wait(30) == 0, (
+            "a connection that asked nothing harmed nothing"
+        )
