@@ -159,11 +159,7 @@ class _Forker:
             # 0700, as mkdtemp makes it: no other user may connect and ask for a fork.
             self._folder = tempfile.mkdtemp(prefix="reviewer-forks-")
             self.socket_path = os.path.join(self._folder, "socket")
-            self._environment = {
-                name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"
-            }
-            if self._unbuffered is not None:
-                self._environment["PYTHONUNBUFFERED"] = self._unbuffered
+            self._environment = self._environment_now()
             self._process = subprocess.Popen(
                 [sys.executable, __file__, self.socket_path],
                 stdin=subprocess.PIPE,
@@ -176,9 +172,19 @@ class _Forker:
             atexit.register(self._stop)
 
     def forks(self, environment: Mapping[str, str]) -> bool:
-        """Whether a command with this environment may be forked: it is the forking Python's."""
+        """Whether a command with this environment may be forked: it is the forking Python's. None is
+        started for a command it could not fork."""
+        if _but_the_test(environment) != _but_the_test(self._environment or self._environment_now()):
+            return False
         self.start()
         return _but_the_test(environment) == _but_the_test(self._environment)
+
+    def _environment_now(self) -> dict[str, str]:
+        """The environment this Python starts with: this process's, with its own buffering."""
+        environment = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+        if self._unbuffered is not None:
+            environment["PYTHONUNBUFFERED"] = self._unbuffered
+        return environment
 
     def fork(self, request: dict[str, Any], fds: list[int]) -> socket.socket:
         channel = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)

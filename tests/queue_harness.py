@@ -1,5 +1,6 @@
-"""The real queue service for tests: `python -m reviewer serve` on a free loopback port, its tokens
-minted the way an operator mints them, and the requests every test makes of it.
+"""The real queue service for tests: `python -m reviewer serve` on a free loopback port (forked from
+a Python that has imported it, where nothing tells a fork from a start: `tests.forked_commands`),
+its tokens minted the way an operator mints them, and the requests every test makes of it.
 
 A plain module, imported by the test folders that need a queue; the fixtures that start one per
 module are in `tests/service/conftest.py`.

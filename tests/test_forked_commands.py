@@ -69,9 +69,9 @@ def test_a_forked_command_answers_as_a_started_one_in_its_directory_and_environm
 def test_a_forked_service_is_killed_waited_for_and_reports_the_signal(
     tmp_path: Path, forkable: dict[str, str]
 ) -> None:
-    log = (tmp_path / "service.log").open("wb")
     command = reviewer_command("serve", "--db", str(tmp_path / "queue.sqlite3"), "--port", str(free_port()))
-    process = reviewer_process(command, stdout=log, stderr=log, env=forkable)
+    with (tmp_path / "service.log").open("wb") as log:
+        process = reviewer_process(command, stdout=log, stderr=log, env=forkable)
     assert isinstance(process, ForkedPopen)
     try:
         assert process.poll() is None

@@ -1,4 +1,5 @@
-"""Fixtures that run the real queue service: `python -m reviewer serve` on a free loopback port."""
+"""Fixtures that run the real queue service: `python -m reviewer serve` on a free loopback port
+(`tests.queue_harness`)."""
 
 from __future__ import annotations
 
