@@ -1,10 +1,12 @@
 """The forking Python that spares the suite most `python -m reviewer` start-ups
 (`tests/forked_commands.py`): a forked command must look to a test as `subprocess.Popen`'s does, and
-a command whose environment is not the forking Python's must start afresh."""
+a command whose start-up would read what it is given must start afresh."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -14,7 +16,14 @@ from pathlib import Path
 import pytest
 
 from reviewer.service.store.opener import open_store
-from tests.forked_commands import SWITCH, ForkedPopen, forking_socket, reviewer_process, run_reviewer
+from tests.forked_commands import (
+    PER_TEST,
+    SWITCH,
+    ForkedPopen,
+    forking_python,
+    reviewer_process,
+    run_reviewer,
+)
 from tests.queue_harness import reviewer_command
 from tests.run.other_users import as_user, require_other_users
 from tests.service.ports import free_port
@@ -66,14 +75,26 @@ def test_a_forked_command_answers_as_a_started_one_in_its_directory_and_environm
     assert refused.returncode == 1 and "no queue database at none.sqlite3" in refused.stderr
 
 
-def test_a_forked_service_is_killed_waited_for_and_reports_the_signal(
+def test_a_forked_service_shows_its_own_start_is_killed_waited_for_and_reports_the_signal(
     tmp_path: Path, forkable: dict[str, str]
 ) -> None:
+    """`/proc/PID/cmdline` and `environ` show the command and environment it was given, as a
+    started one's would: tests read them as an attacker would, and a fork's are its forking
+    Python's unless it says otherwise. The forking Python never held the credential."""
+    credential = f"credential-{secrets.token_hex(16)}"
+    environment = {**forkable, "API_TOKEN": credential, PER_TEST: "a test of its own"}
     command = reviewer_command("serve", "--db", str(tmp_path / "queue.sqlite3"), "--port", str(free_port()))
     with (tmp_path / "service.log").open("wb") as log:
-        process = reviewer_process(command, stdout=log, stderr=log, env=forkable)
+        process = reviewer_process(command, stdout=log, stderr=log, env=environment)
     assert isinstance(process, ForkedPopen)
     try:
+        assert Path(f"/proc/{process.pid}/cmdline").read_bytes() == b"".join(
+            os.fsencode(argument) + b"\0" for argument in command
+        )
+        assert Path(f"/proc/{process.pid}/environ").read_bytes() == b"".join(
+            f"{name}={value}\0".encode() for name, value in environment.items()
+        )
+        assert credential.encode() not in memory_of(forking_python(environment).pid)
         assert process.poll() is None
         try:
             process.wait(0.2)
@@ -86,15 +107,43 @@ def test_a_forked_service_is_killed_waited_for_and_reports_the_signal(
     assert Path(f"/proc/{process.pid}").exists() is False, "the forking Python reaped it"
 
 
-def test_a_command_whose_environment_is_not_the_forking_pythons_is_started_afresh(
+def memory_of(pid: int) -> bytes:
+    """Every readable and writable mapping of process `pid`: its heap, its stacks, its data."""
+    memory = b""
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb") as mem:
+        for line in maps:
+            addresses, permissions = line.split()[:2]
+            if permissions.startswith("rw"):
+                start, end = (int(address, 16) for address in addresses.split("-"))
+                mem.seek(start)
+                with contextlib.suppress(OSError):
+                    memory += mem.read(end - start)
+    return memory
+
+
+def test_a_command_whose_start_up_reads_a_variable_it_is_given_is_started_afresh(
     forkable: dict[str, str],
 ) -> None:
-    """Its start-up would read it, and a test may read it in /proc/PID/environ as an attacker would."""
-    for changed in ({"PYTHONPROFILEIMPORTTIME": "1"}, {"LD_PRELOAD": ""}, {"API_TOKEN": "secret"}):
+    """The interpreter reads these as it starts (profiling, a preloaded library, the locale), or a
+    module the forking Python imported read it (pydantic's plugins): a fork would not honour them."""
+    for changed in (
+        {"PYTHONPROFILEIMPORTTIME": "1"},
+        {"LD_PRELOAD": ""},
+        {"LANG": "C"},
+        {"PYDANTIC_DISABLE_PLUGINS": "1"},
+    ):
         with reviewer_process(
             reviewer_command("--version"), stdout=subprocess.DEVNULL, env={**forkable, **changed}
         ) as process:
             assert not isinstance(process, ForkedPopen), changed
+    with reviewer_process(
+        reviewer_command("--version"), stdout=subprocess.DEVNULL, env={**forkable, "API_TOKEN": "x"}
+    ) as process:
+        assert isinstance(process, ForkedPopen), "a variable no start-up reads is the child's alone"
+    with reviewer_process(
+        reviewer_command("--version"), stdout=subprocess.DEVNULL, env=forkable, start_new_session=True
+    ) as process:
+        assert not isinstance(process, ForkedPopen), "an option a fork does not honour"
 
 
 CONNECT = "import socket, sys; socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET).connect(sys.argv[1])"
@@ -103,7 +152,7 @@ CONNECT = "import socket, sys; socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACK
 def test_another_user_cannot_ask_the_forking_python_for_a_command(forkable: dict[str, str]) -> None:
     """The forking Python runs whatever it is asked as the suite's user: only that user may connect."""
     require_other_users()
-    path = forking_socket(forkable)
+    path = forking_python(forkable).socket_path
     python = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
     assert subprocess.run([python, "-c", CONNECT, path]).returncode == 0, "the suite's own user connects"
     refused = subprocess.run([*as_user(65534), python, "-c", CONNECT, path], capture_output=True, text=True)

@@ -14,6 +14,7 @@ from typing import IO, Any
 
 import httpx
 
+from tests.forked_commands import reviewer_process
 from tests.queue_harness import Service, decide, reviewer_command
 from tests.service.ports import free_port
 
@@ -48,7 +49,7 @@ class SampleApi:
 
 def start_sample_api(log: Path) -> SampleApi:
     port = free_port()
-    process = subprocess.Popen(
+    process = reviewer_process(
         reviewer_command("sample-api", "--port", str(port), "--write-token-env", "API_TOKEN"),
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
@@ -144,7 +145,7 @@ def start_run(
 
 def launch_run(arguments: list[str], environment: dict[str, str], cwd: Path = ROOT) -> RunProcess:
     """`python -m reviewer ARGUMENTS` (a `run`), its stdout and stderr piped, in `environment`."""
-    process = subprocess.Popen(
+    process = reviewer_process(
         reviewer_command(*arguments),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
