@@ -1,6 +1,6 @@
 """The environment a sandboxed program starts with: the operator's, without the reviewer's variables,
-the agent socket, the variables a credential was read from, any variable holding one of their values,
-and the variables that say where a host socket listens."""
+the agent socket, the variables a credential was read from, any variable holding one of their secret
+values, and the variables that say where a host socket listens."""
 
 from __future__ import annotations
 
@@ -15,6 +15,21 @@ WITHHELD_PREFIX: Final = "REVIEWER_"
 """Every variable of the reviewer's: the queue tokens (the agent's could submit and run plans, a
 reviewer's approve them), the queue's URL, the configuration's place. What the sandboxed program is
 given of the reviewer's is set after (the gate's URL), never inherited."""
+SETTINGS_ENV: Final = frozenset(
+    {
+        "REVIEWER_QUEUE",
+        "REVIEWER_CA_FILE",
+        "REVIEWER_SIGNING_KEY",
+        "REVIEWER_API_URL",
+        "REVIEWER_PROPOSAL_ID",
+        "REVIEWER_FEEDBACK",
+    }
+)
+"""The reviewer's variables that hold no secret: the queue's URL, the paths of the CA file and of the
+signing key, and what `reviewer run` tells its program (the gate's URL, the proposal, a reviewer's
+words). Withheld by name like every `REVIEWER_` one, but their values are not looked for in other
+variables: `SSL_CERT_FILE` naming the same CA file stays, as does every variable that happens to
+hold a one-character feedback. Any other `REVIEWER_` variable's value counts as a secret."""
 HOST_SOCKET_ENV: Final = frozenset(
     {
         "TMUX",
@@ -52,11 +67,11 @@ def withheld_variables(
     environ: Mapping[str, str], withheld: Iterable[str] = (), secrets: Iterable[str] = ()
 ) -> set[str]:
     """The variables the child must not get: every `REVIEWER_` one, the agent socket, the variables the
-    credential was read from, and any variable that holds one of their values or a secret, under
-    whatever name and with whatever around it (`Bearer ...`)."""
+    credential was read from, and any variable that holds one of their values (but the reviewer's
+    `SETTINGS_ENV`) or a secret, under whatever name and with whatever around it (`Bearer ...`)."""
     named = {name for name in environ if name.startswith(WITHHELD_PREFIX)}
     named |= set(WITHHELD_ENV | set(withheld)) & environ.keys()
-    values = [value for value in (*secrets, *(environ[name] for name in named)) if value]
+    values = [value for value in (*secrets, *(environ[name] for name in named - SETTINGS_ENV)) if value]
     return named | {name for name, value in environ.items() if any(secret in value for secret in values)}
 
 

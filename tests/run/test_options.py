@@ -13,9 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from reviewer.run.child import child_environment
+from reviewer.queue.config import AGENT_TOKEN_ENV, QUEUE_ENV, SIGNING_KEY_ENV, TOKEN_ENV
+from reviewer.queue.trust import CA_VARIABLES
+from reviewer.run.child import API_URL_ENV, PROPOSAL_ID_ENV, child_environment
 from reviewer.run.errors import RunRefused
 from reviewer.run.options import check_api_url, parse_dry_run_param, read_credentials
+from reviewer.run.replan import FEEDBACK_ENV
+from reviewer.sandbox.environment import SETTINGS_ENV, withheld_variables
 from reviewer.sandbox.errors import SandboxRefused
 
 
@@ -102,6 +106,37 @@ def test_a_copy_of_a_prefixed_secret_under_another_name_is_withheld() -> None:
         secrets=credentials.secrets,
     )
     assert sorted(environment) == ["PATH", "REVIEWER_API_URL", "REVIEWER_PROPOSAL_ID"]
+
+
+def test_a_settings_value_is_not_taken_for_a_secret_but_any_other_reviewer_variables_is() -> None:
+    """The reviewer's settings are withheld by name alone: a one-character feedback would otherwise
+    take every variable holding a 1 (the executor's own `XDG_STATE_HOME` among them), and a CA file
+    the `SSL_CERT_FILE` naming it. A `REVIEWER_` variable the reviewer does not know may be a secret."""
+    environ = {
+        "PATH": "/bin",
+        "XDG_STATE_HOME": "/home/u1/.local/state",
+        "SSL_CERT_FILE": "/etc/ssl/corp.pem",
+        "QUEUE_DOCS": "see https://queue.example",
+        "REVIEWER_FEEDBACK": "1",
+        "REVIEWER_CA_FILE": "/etc/ssl/corp.pem",
+        "REVIEWER_QUEUE": "https://queue.example",
+        "REVIEWER_SIGNING_KEY": "/home/u1/.ssh/id_ed25519.pub",
+        "REVIEWER_TOKEN": "reviewer-token-value",
+        "ITS_COPY": "reviewer-token-value",
+        "REVIEWER_SOMETHING_NEW": "unknown-value",
+        "ITS_OTHER_COPY": "unknown-value",
+    }
+    assert withheld_variables(environ) == {name for name in environ if name.startswith("REVIEWER_")} | {
+        "ITS_COPY",
+        "ITS_OTHER_COPY",
+    }
+
+
+def test_the_settings_whose_values_are_no_secret_are_the_reviewers_own_and_no_token() -> None:
+    read_by_the_reviewer = {QUEUE_ENV, SIGNING_KEY_ENV, CA_VARIABLES[0]}
+    told_to_command = {API_URL_ENV, PROPOSAL_ID_ENV, FEEDBACK_ENV}
+    assert read_by_the_reviewer | told_to_command == SETTINGS_ENV
+    assert not SETTINGS_ENV & {TOKEN_ENV, AGENT_TOKEN_ENV}
 
 
 def test_without_a_sandbox_run_refuses_unless_told_and_root_runs_command_as_a_fresh_uid(

@@ -289,6 +289,38 @@ def test_a_sandbox_that_honours_the_parameter_proves_the_server_dry_run(
     assert SANDBOX_TOKEN not in seen.read_text(), "COMMAND never holds the sandbox's credential"
 
 
+def test_the_reviewers_settings_are_withheld_by_name_and_not_taken_for_secrets(
+    queue: Queue, sample_api: SampleApi, tmp_path: Path
+) -> None:
+    """`REVIEWER_CA_FILE` names the CA bundle `SSL_CERT_FILE` names too, and a one-character
+    `REVIEWER_FEEDBACK` is left from an earlier run: COMMAND gets neither `REVIEWER_` variable, but
+    keeps its CA bundle and every variable that holds a 1. A copy of the agent token is still withheld:
+    a token's value is a secret, a setting's is not."""
+    seen = tmp_path / "environment"
+    bundle = "/etc/ssl/certs/ca-certificates.crt"
+    run = start_run(
+        queue,
+        sample_api,
+        writable=tmp_path,
+        command=["sh", "-c", f"env > {seen} && exec {sys.executable} {AGENTS} drift {tmp_path / 'runs'}"],
+        environment={
+            "REVIEWER_CA_FILE": bundle,
+            "SSL_CERT_FILE": bundle,
+            "REVIEWER_FEEDBACK": "1",
+            "RELEASE": "1.2",
+            "TOKEN_COPY": queue.agent_token,
+        },
+    )
+    proposal_id, _ = run.wait_for_plan()
+    reviewer_decides(queue, proposal_id, "reject", reason="test")
+    run.finish()
+    child = dict(line.partition("=")[::2] for line in seen.read_text().splitlines() if "=" in line)
+    assert (child.get("SSL_CERT_FILE"), child.get("RELEASE")) == (bundle, "1.2")
+    given = {name for name in child if name.startswith("REVIEWER_")}
+    assert given == {"REVIEWER_API_URL", "REVIEWER_PROPOSAL_ID"}, "what the run tells COMMAND, no more"
+    assert "TOKEN_COPY" not in child
+
+
 def run_options(*arguments: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
