@@ -63,16 +63,31 @@ PRELOADED = (
     "reviewer.service.commands.tokens",
     "reviewer.queue.commands",
     "reviewer.queue.client",
+    "reviewer.queue.overview",
+    "reviewer.queue.pager",
+    "reviewer.run.commands",
     "reviewer.run.runner",
     "reviewer.run.gate",
     "reviewer.run.serving",
     "reviewer.run.sealed",
     "reviewer.sandbox.launcher",
     "reviewer.sample_api.server",
+    "uvicorn.protocols.http.auto",
+    "uvicorn.lifespan.off",
+    "anyio._backends._asyncio",
+    "anyio.streams.tls",
+    "httpcore",
+    "certifi",
+    "encodings.idna",
+    "pyseccomp",
+    "cryptography.x509",
+    "cryptography.hazmat.primitives.serialization.ssh",
+    "jwt",
 )
 """What `reviewer serve` imports before it listens, what `reviewer run` and the sample API import
-before they serve, and the queue's own commands (`token`, `show`, `approve`...): each imports the
-rest itself."""
+before they serve, and the queue's own commands (`token`, `show`, `approve`...); and what most of
+them import as they run (httpx's transport, `run`'s gate server and syscall filter, the keys'
+cryptography). Each imports the rest itself."""
 
 SWITCH = "TESTS_FORK_COMMANDS"
 """Set to 0 to start every command afresh: to compare the suite's time, or to rule a fork out."""
