@@ -8,6 +8,8 @@ import tempfile
 
 import pytest
 
+from tests.faketime_leftovers import remove_faketime_leftovers
+
 os.environ.pop("NO_COLOR", None)
 # What the queue and the executors remember (signed logs, trail checkpoints, ledgers) goes to a state
 # folder of this run's, never the user's: a memory left by an earlier run must not meet a database
@@ -129,3 +131,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(f"LONGEST_FIRST in tests/conftest.py names files that are gone: {missing}")
     rank = {path: position for position, path in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    remove_faketime_leftovers()
+
+
+@pytest.hookimpl(trylast=True)  # after the test's fixtures have stopped what they started
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    remove_faketime_leftovers()
