@@ -216,6 +216,8 @@ class _Forker:
         self._folder = ""
         self.socket_path = ""
         self._environment: dict[str, str] = {}
+        self.shows_own_start = False
+        """Whether the kernel lets a child show its own arguments and environment in /proc."""
         self._read_at_import: frozenset[str] | None = None
         """The variables its imports read; None where a child cannot show its own environment or an
         import read the whole environment: then only the forking Python's own is forked."""
@@ -238,7 +240,8 @@ class _Forker:
             ready = json.loads(self._process.stdout.readline() or b"null")
             if not isinstance(ready, dict):
                 raise RuntimeError("the forking Python did not start")
-            if ready["shows_own_start"] and not ready["read_all"]:
+            self.shows_own_start = ready["shows_own_start"]
+            if self.shows_own_start and not ready["read_all"]:
                 self._read_at_import = frozenset(ready["read"])
             atexit.register(self._stop)
 
