@@ -1,4 +1,5 @@
-"""Test-wide settings: snapshots in colour, whatever the environment says."""
+"""Test-wide settings: snapshots in colour whatever the environment says, a state folder of the
+run's own, the files longest first, and what libfaketime leaves behind removed."""
 
 from __future__ import annotations
 

@@ -144,7 +144,8 @@ def start_run(
 
 
 def launch_run(arguments: list[str], environment: dict[str, str], cwd: Path = ROOT) -> RunProcess:
-    """`python -m reviewer ARGUMENTS` (a `run`), its stdout and stderr piped, in `environment`."""
+    """`python -m reviewer ARGUMENTS` (a `run`), its stdout and stderr piped, in `environment`; forked
+    where nothing tells a fork from a start (`tests/forked_commands.py`)."""
     process = reviewer_process(
         reviewer_command(*arguments),
         stdout=subprocess.PIPE,
