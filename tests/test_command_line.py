@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from reviewer.__main__ import COMMAND_MODULES, COMMANDS, build_parser, top_level
+from tests.forked_commands import run_reviewer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,9 +69,7 @@ def test_only_the_chosen_commands_module_is_imported() -> None:
 
 
 def test_a_mistyped_command_is_refused_with_every_name() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "reviewer", "sevre"], capture_output=True, text=True, cwd=ROOT
-    )
+    done = run_reviewer([sys.executable, "-m", "reviewer", "sevre"], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 2
     assert "invalid choice: 'sevre'" in done.stderr
     assert all(f"'{name}'" in done.stderr for name, _, _ in COMMANDS)
@@ -81,7 +80,7 @@ def test_version_names_the_release_and_the_queue_schema_it_writes() -> None:
     from reviewer import release
     from reviewer.service.store.base import SCHEMA_VERSION
 
-    printed = subprocess.run(
+    printed = run_reviewer(
         [sys.executable, "-m", "reviewer", "--version"], capture_output=True, text=True, check=False
     )
     assert printed.returncode == 0, printed.stderr
@@ -96,7 +95,7 @@ def test_a_ca_file_that_is_not_one_is_one_line_for_every_command(tmp_path: Path)
     not_a_certificate.write_text("not a certificate\n")
     environment = {**os.environ, "REVIEWER_CA_FILE": str(not_a_certificate), "REVIEWER_TOKEN": "t"}
     for command in (["list"], ["show", "p-1"], ["login"]):
-        ran = subprocess.run(
+        ran = run_reviewer(
             [sys.executable, "-m", "reviewer", *command, "--queue", "https://queue.example"],
             capture_output=True,
             text=True,

@@ -6,7 +6,6 @@ import argparse
 import ast
 import os
 import re
-import subprocess
 import sys
 import tomllib
 import unicodedata
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from reviewer.__main__ import build_parser
+from tests.forked_commands import run_reviewer
 from tests.system.documented import NOT_RUN, Command, all_commands
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,7 +35,7 @@ def quoted_block(page: Path, after: str) -> str:
 
 
 def test_the_walkthrough_prints_the_table_the_docs_quote() -> None:
-    result = subprocess.run(
+    result = run_reviewer(
         [sys.executable, "-m", "reviewer", "walkthrough"],
         capture_output=True,
         text=True,

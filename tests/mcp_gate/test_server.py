@@ -24,6 +24,7 @@ from reviewer.plan.proposal import OutcomeStatus
 from reviewer.queue.client import QueueClient
 from tests.agent.fixtures import Queue
 from tests.agent.helpers import reviewer_decides
+from tests.forked_commands import run_reviewer
 
 ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM = Path(__file__).with_name("upstream_server.py")
@@ -523,7 +524,7 @@ def test_an_audit_source_that_cannot_be_read_is_refused_before_the_upstream_star
 ) -> None:
     started = tmp_path / "started"
     upstream = [sys.executable, "-c", f"open({str(started)!r}, 'w')"]
-    ended = subprocess.run(
+    ended = run_reviewer(
         [sys.executable, "-m", "reviewer", "mcp-gate", *options, "--", *upstream],
         env={**os.environ, "REVIEWER_AGENT_TOKEN": "agent-token"},
         capture_output=True,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from reviewer.policy.file import parse_policy
 from reviewer.service.notifications.targets import split_events
+from tests.forked_commands import run_reviewer
 from tests.system.documented import documented_block
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +33,7 @@ def test_the_page_s_policy_checks_and_explains_as_shown(tmp_path: Path) -> None:
     samples = sorted(ROOT.glob("sample_proposals/*.server.json")) + sorted(
         ROOT.glob("sample_proposals/*.writes-kept.json")
     )
-    explained = subprocess.run(
+    explained = run_reviewer(
         [sys.executable, "-m", "reviewer", "policy", "explain", str(policy), *map(str, samples)],
         capture_output=True,
         text=True,

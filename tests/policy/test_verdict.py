@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from reviewer.policy.expressions import ExpressionError, compile_expression
 from reviewer.policy.file import PolicyError, parse_policy
 from reviewer.policy.verdict import evaluate, needs
 from tests.builders import proposal_document
+from tests.forked_commands import run_reviewer
 from tests.policies import DELETES_IN_PRODUCTION, ONE_APPROVAL, kept_writes, staging_approved_by_policy
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_proposals"
@@ -278,7 +278,7 @@ def test_deletes_in_production_on_the_samples_by_policy_explain(tmp_path: Path) 
     policy = tmp_path / "policy.toml"
     policy.write_text(POLICY)
     samples = sorted(path for path in SAMPLES.glob("*.json") if not path.name.endswith(".execution.json"))
-    result = subprocess.run(
+    result = run_reviewer(
         [sys.executable, "-m", "reviewer", "policy", "explain", str(policy), *map(str, samples)],
         capture_output=True,
         text=True,
@@ -371,7 +371,7 @@ def test_policy_explain_says_which_rule_failed_and_asks_all_of_it(tmp_path: Path
         for amount in ("5", 500000)
     ]
     proposal.write_bytes(msgspec.json.encode(proposal_document(calls)))
-    result = subprocess.run(
+    result = run_reviewer(
         [sys.executable, "-m", "reviewer", "policy", "explain", str(policy), str(proposal)],
         capture_output=True,
         text=True,

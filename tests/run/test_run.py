@@ -17,6 +17,7 @@ import pytest
 from reviewer.run.commands import _sandbox_option, register
 from reviewer.run.errors import RunRefused
 from reviewer.sample_api.server import sample_api_in_thread
+from tests.forked_commands import run_reviewer
 from tests.run.harness import API_TOKEN, ROOT, Queue, SampleApi, proposal, reviewer_decides, start_run
 
 AGENTS = str(Path(__file__).with_name("agents.py"))
@@ -187,7 +188,7 @@ def test_a_dry_run_the_api_kept_stops_with_the_alarm(queue: Queue, tmp_path: Pat
 
 
 def run_refused(queue: Queue, api_url: str, marker: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return run_reviewer(
         [sys.executable, "-m", "reviewer", "run", "--api", api_url, "--queue", queue.url, "--"]
         + agent("touch", str(marker)),
         capture_output=True,

@@ -30,6 +30,7 @@ import pytest
 
 from reviewer.sandbox.errors import SandboxRefused
 from reviewer.sandbox.modes import Reach, check_reach, namespace_prefix
+from tests.forked_commands import reviewer_process
 from tests.run.harness import (
     API_TOKEN,
     Queue,
@@ -655,7 +656,7 @@ def test_unsandboxed_another_users_requests_to_the_gates_port_get_403_and_never_
     loopback port, and answers only requests under the run's secret."""
     go, port_file = tmp_path / "go", tmp_path / "port"
     os.mkfifo(go)
-    process = subprocess.Popen(
+    process = reviewer_process(
         [sys.executable, "-m", "reviewer", "run", "--api", sample_api.url, "--queue", queue.url]
         + ["--api-header", "Authorization: Bearer env:API_TOKEN", "--no-sandbox", "--"]
         + [sys.executable, shared.file("tests/run/hostile.py"), "wait", str(port_file), str(go)],

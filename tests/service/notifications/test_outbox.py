@@ -33,6 +33,7 @@ from reviewer.service.store import SCHEMA_VERSION, Notifying, QueueStore, StoreS
 from reviewer.service.store.opener import open_store
 from reviewer.service.store.proposals import ListVersion
 from reviewer.service.store.sqlite import SQLiteStore
+from tests import forked_commands
 from tests.queue_harness import body, proposal
 from tests.service.notifications.receiver import Receiver
 from tests.service.store.test_migrations import previous_release_database
@@ -730,7 +731,7 @@ def test_a_rollback_restored_with_db_restore_never_sends_again_what_was_delivere
 
 
 def run_reviewer(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forked_commands.run_reviewer(
         [sys.executable, "-m", "reviewer", *args], capture_output=True, text=True, timeout=120
     )
 
