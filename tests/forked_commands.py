@@ -94,9 +94,21 @@ SWITCH = "TESTS_FORK_COMMANDS"
 MESSAGE_LIMIT = 1 << 20
 PER_TEST = "PYTEST_CURRENT_TEST"
 """Set by pytest for each test: the child is given the test's."""
-READ_AT_START = ("PYTHON", "LD_", "LC_", "LANG", "TZ", "HOME", "OPENSSL", "SSL_", "FAKETIME")
-"""What the interpreter, the C library and OpenSSL read as a process starts (prefixes): a command
-whose environment differs there starts afresh."""
+READ_AT_START = (
+    "PYTHON",
+    "LD_",
+    "GLIBC_",
+    "MALLOC_",
+    "LC_",
+    "LANG",
+    "TZ",
+    "HOME",
+    "OPENSSL",
+    "SSL_",
+    "FAKETIME",
+)
+"""What the interpreter, the C library (its loader, allocator and locale) and OpenSSL read as a
+process starts (prefixes): a command whose environment differs there starts afresh."""
 FORKED_OPTIONS = frozenset({"stdin", "stdout", "stderr", "text", "cwd", "env", "encoding", "errors"})
 """The `Popen` options a fork honours; a command given any other starts afresh."""
 
@@ -253,7 +265,6 @@ class _Forker:
         if any(name.startswith(READ_AT_START) for name in differing):
             return False
         self.start()
-        differing = _differing(environment, self._environment)
         if self._read_at_import is None:
             return not differing
         return not differing & self._read_at_import
